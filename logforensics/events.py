@@ -1,0 +1,82 @@
+"""Typed events: what one record of an SGLang log means.
+
+An :class:`Event` is immutable and cheap. It is a ``NamedTuple`` rather than a frozen
+dataclass because a serving log holds millions of ``Decode batch`` records and tuple
+construction is several times cheaper; it is still typed, immutable and
+field-addressable. Every event keeps its provenance: the file, the 1-based physical
+line number (as ``grep -n`` counts), the rank label as SGLang printed it and the
+timestamp.
+
+Field names carry their units: ``avail_gib`` (SGLang's "GB" is GiB, bytes / 2**30),
+``elapsed_s``, ``gen_throughput_tok_s``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+#: Start-up phases in the order a scheduler rank goes through them.
+PHASES: tuple[str, ...] = (
+    "init_distributed",
+    "load_weights",
+    "kv_cache_alloc",
+    "cuda_graph_capture",
+    "warmup",
+    "serving",
+)
+
+#: Event kinds that open a phase on the rank that printed them.
+PHASE_OF_KIND: dict[str, str] = {
+    "init_dist_begin": "init_distributed",
+    "init_dist_end": "init_distributed",
+    "nccl_version": "init_distributed",
+    "custom_ar_disabled": "init_distributed",
+    "load_weight_begin": "load_weights",
+    "load_weight_end": "load_weights",
+    "kv_cache_alloc": "kv_cache_alloc",
+    "mamba_cache_alloc": "kv_cache_alloc",
+    "memory_pool_end": "kv_cache_alloc",
+    "capture_begin": "cuda_graph_capture",
+    "capture_bs": "cuda_graph_capture",
+    "capture_progress": "cuda_graph_capture",
+    "capture_end": "cuda_graph_capture",
+    "max_total_tokens": "warmup",
+    "prefill_batch": "serving",
+    "decode_batch": "serving",
+}
+
+
+class Event(NamedTuple):
+    """One record of a log, typed by ``kind``.
+
+    ``fields`` holds the record's own values, unit-suffixed. ``text`` is the record's
+    text as read (after wrappers such as docker-compose prefixes were removed), so a
+    finding can quote its evidence. ``end_line`` is set for records assembled from
+    several physical lines (tracebacks); otherwise it equals ``line``.
+    """
+
+    kind: str
+    line: int
+    rank: str | None
+    ts: str | None
+    fields: dict[str, Any]
+    text: str
+    file: str | None = None
+    end_line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of ``parse --format jsonl``: provenance first, then fields."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "rank": self.rank,
+            "ts": self.ts,
+            "file": self.file,
+            "line": self.line,
+        }
+        if self.end_line is not None and self.end_line != self.line:
+            out["end_line"] = self.end_line
+        for key, value in self.fields.items():
+            if key not in out:
+                out[key] = value
+        out["text"] = self.text
+        return out

@@ -1,0 +1,133 @@
+"""The incremental parser: bytes in, events out, for files and live streams alike.
+
+``IncrementalParser.feed(chunk)`` accepts any slice of the log's bytes and returns the
+events of the lines it completed; ``close()`` finishes the last line and any open
+traceback. Reading a file is feeding it in blocks, so ``parse``, ``summary``, ``diff``
+and ``watch`` all run this one code path.
+
+Physical lines are split on ``\\n`` only (a bare ``\\r`` is a tqdm redraw, not a new
+line), so line numbers match ``grep -n``. A line longer than ``max_line_bytes`` is
+cut there and the rest of it skipped, with a warning.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable, Iterator
+
+from .assemble import TRACEBACK_OPENERS, TracebackAssembler
+from .events import Event
+from .fastpath import LineClassifier
+
+BLOCK_SIZE = 1 << 20
+MAX_LINE_BYTES = 1 << 20
+
+
+@dataclass
+class ParseStats:
+    """What the parser saw, for coverage and warnings."""
+
+    lines: int = 0
+    bytes: int = 0
+    long_lines: int = 0
+    unterminated_last_line: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+class IncrementalParser:
+    """Feed bytes, get events. One instance per log file or stream."""
+
+    def __init__(self, file: str | None = None, *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self.file = file
+        self.classifier = LineClassifier(file)
+        self.assembler = TracebackAssembler()
+        self.stats = ParseStats()
+        self.max_line_bytes = max_line_bytes
+        self._tail = b""
+        self._overflow = False  # inside an over-long line whose rest is skipped
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """Events of every line completed by ``chunk`` (in line order)."""
+        if not chunk:
+            return []
+        self.stats.bytes += len(chunk)
+        if self._overflow:  # still inside an over-long line: skip to its end
+            idx = chunk.find(b"\n")
+            if idx < 0:
+                return []
+            chunk = chunk[idx:]
+            self._overflow = False
+        lines = (self._tail + chunk if self._tail else chunk).split(b"\n")
+        self._tail = lines.pop()
+        if len(self._tail) > self.max_line_bytes:
+            self._tail = self._truncate(self._tail)
+            self._overflow = True
+        out: list[Event] = []
+        classify = self.classifier.classify
+        assembler = self.assembler
+        lineno = self.stats.lines
+        for raw in lines:
+            lineno += 1
+            if len(raw) > self.max_line_bytes:
+                raw = self._truncate(raw, lineno)
+            for ev in classify(raw, lineno):
+                if assembler.open is None and ev.kind not in TRACEBACK_OPENERS:
+                    out.append(ev)
+                else:
+                    out.extend(assembler.step(ev))
+        self.stats.lines = lineno
+        return out
+
+    def close(self) -> list[Event]:
+        """Finish the last (unterminated) line and any open traceback."""
+        out: list[Event] = []
+        if self._tail:
+            self.stats.unterminated_last_line = True
+            self.stats.lines += 1
+            for ev in self.classifier.classify(self._tail, self.stats.lines):
+                out.extend(self.assembler.step(ev))
+        self._tail = b""
+        self._overflow = False
+        out.extend(self.assembler.close())
+        return out
+
+    def pending(self) -> Event | None:
+        """An unfinished traceback, for live display (does not change later output)."""
+        return self.assembler.pending()
+
+    def _truncate(self, raw: bytes, lineno: int | None = None) -> bytes:
+        self.stats.long_lines += 1
+        if len(self.stats.warnings) < 20:
+            where = lineno if lineno is not None else self.stats.lines + 1
+            self.stats.warnings.append(
+                f"line {where}: longer than {self.max_line_bytes} bytes; "
+                f"only its first {self.max_line_bytes} bytes were read"
+            )
+        return raw[: self.max_line_bytes]
+
+
+def iter_file_events(
+    path: str | os.PathLike[str],
+    *,
+    display_name: str | None = None,
+    progress: Callable[[int], None] | None = None,
+    parser: IncrementalParser | None = None,
+) -> Iterator[Event]:
+    """Parse a file by feeding it block by block: the batch side of the one pipeline."""
+    parser = parser or IncrementalParser(display_name or str(path))
+    with open(path, "rb") as fh:
+        yield from iter_stream_events(fh, parser, progress=progress)
+
+
+def iter_stream_events(
+    fh: BinaryIO, parser: IncrementalParser, *, progress: Callable[[int], None] | None = None
+) -> Iterator[Event]:
+    while True:
+        block = fh.read(BLOCK_SIZE)
+        if not block:
+            break
+        yield from parser.feed(block)
+        if progress is not None:
+            progress(len(block))
+    yield from parser.close()

@@ -1,0 +1,112 @@
+"""Glue: a file (or stream) through the incremental parser into the run model."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable
+
+from .events import Event
+from .parser import BLOCK_SIZE, IncrementalParser
+from .run import RunModel, RunSummary
+
+
+class InputError(Exception):
+    """A log that cannot be read at all (missing, a directory, no permission)."""
+
+
+class LiveRun:
+    """Parser plus run model over one log: feed bytes, read events and the summary.
+
+    ``watch`` feeds it chunks as they arrive; ``summarize_file`` feeds it a file.
+    """
+
+    def __init__(self, name: str | None) -> None:
+        self.name = name
+        self.parser = IncrementalParser(name)
+        self.model = RunModel(name)
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        events = self.parser.feed(chunk)
+        observe = self.model.observe
+        for ev in events:
+            observe(ev)
+        return events
+
+    def close(self) -> list[Event]:
+        events = self.parser.close()
+        for ev in events:
+            self.model.observe(ev)
+        return events
+
+    def summary(self) -> RunSummary:
+        stats = self.parser.stats
+        stats.decode_errors = self.parser.classifier.decode_errors  # type: ignore[attr-defined]
+        return self.model.summary(stats)
+
+
+def open_log(path: str | os.PathLike[str]):
+    """Open a log for binary reading, or raise InputError with a one-line reason."""
+    p = os.fspath(path)
+    if p == "-":
+        import sys
+        return sys.stdin.buffer
+    if not os.path.exists(p):
+        raise InputError(f"{p}: no such file")
+    if os.path.isdir(p):
+        raise InputError(f"{p}: is a directory, not a log file")
+    try:
+        return open(p, "rb")
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+
+
+def feed_file(
+    run: LiveRun,
+    path: str | os.PathLike[str],
+    *,
+    on_events: Callable[[list[Event]], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    fh = open_log(path)
+    try:
+        while True:
+            try:
+                block = fh.read(BLOCK_SIZE)
+            except OSError as exc:
+                raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
+            if not block:
+                break
+            events = run.feed(block)
+            if on_events is not None:
+                on_events(events)
+            if progress is not None:
+                progress(len(block))
+    finally:
+        if fh is not getattr(__import__("sys").stdin, "buffer", None):
+            fh.close()
+    events = run.close()
+    if on_events is not None:
+        on_events(events)
+
+
+def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,
+                   progress: Callable[[int], None] | None = None) -> RunSummary:
+    """Parse a whole log and return its run summary."""
+    run = LiveRun(name or os.fspath(path))
+    feed_file(run, path, progress=progress)
+    return run.summary()
+
+
+def iter_events(path: str | os.PathLike[str], *, name: str | None = None) -> Iterable[Event]:
+    """Every event of a log, in order (a generator: constant memory)."""
+    parser = IncrementalParser(name or os.fspath(path))
+    fh = open_log(path)
+    try:
+        while True:
+            block = fh.read(BLOCK_SIZE)
+            if not block:
+                break
+            yield from parser.feed(block)
+    finally:
+        fh.close()
+    yield from parser.close()

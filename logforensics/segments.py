@@ -1,0 +1,79 @@
+"""Cut one physical line into records: layout, not meaning.
+
+Several processes write into one log without coordination, so one physical line can
+hold several records: tqdm redraws separated by carriage returns, a log line glued
+after a progress bar (``| 1/58 [00:00<00:56,  1.01it/s]Traceback ...``), a second
+rank's write torn into the middle of a line, a whole traceback collapsed onto one line
+behind repeated Ray wrappers. Wrappers that other tools put in front of every line
+(docker-compose, CI timestamps, Markdown quotes, Ray, a second logging format) are
+removed here so the grammar sees SGLang's own text.
+
+Every rule below matches digits only with ``\\d``, so lines that differ only in their
+digits are cut at the same offsets: the fast path relies on that.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ANSI_RE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x00")
+
+#: Wrappers other programs put before the SGLang text, tried repeatedly at a record start.
+_WRAPPER_RE = re.compile(
+    r"(?:"
+    r">[ \t]?"                                                  # Markdown quote
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z[ \t]"          # GitHub Actions
+    r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\][ \t]"      # Jenkins
+    r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
+    r"|\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"          # Ray "(Worker pid=1) "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - (?=\[)"  # logging default format
+    r"|[ \t]+(?=\[\d)"                                          # indentation before a prefix
+    r")"
+)
+
+#: Places inside a line where a new record starts.
+_SPLIT_RE = re.compile(
+    r"(?<=\])(?=\S)(?<=it/s\]|s/it\])"                         # after a tqdm bar "[..., 1.2it/s]"
+    r"|(?<=\?it/s\])(?=\S)"
+    r"|(?<=.)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] )"  # torn / glued prefix
+    r"|(?<=.)(?=\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) )"    # collapsed Ray lines
+)
+
+
+def clean(text: str) -> str:
+    """Remove ANSI colour codes and NUL bytes; keep everything else."""
+    return _ANSI_RE.sub("", text)
+
+
+def needs_clean(text: str) -> bool:
+    return "\x1b" in text or "\x00" in text
+
+
+def segment(text: str) -> list[tuple[int, int]]:
+    """Spans ``(start, end)`` of the records in a cleaned physical line, wrappers excluded.
+
+    An empty line gives one empty span, so that every line is accounted for.
+    """
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for part in text.split("\r"):
+        end = pos + len(part)
+        if part or not spans and end == len(text):
+            cuts = [pos] + [pos + m.start() for m in _SPLIT_RE.finditer(part) if m.start() > 0] + [end]
+            for a, b in zip(cuts, cuts[1:]):
+                a = _skip_wrappers(text, a, b)
+                if a < b or not spans:
+                    spans.append((a, b))
+        pos = end + 1
+    if not spans:
+        spans.append((0, len(text)))
+    return spans
+
+
+def _skip_wrappers(text: str, a: int, b: int) -> int:
+    while a < b:
+        m = _WRAPPER_RE.match(text, a, b)
+        if not m or m.end() == a:
+            return a
+        a = m.end()
+    return a
