@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import call, itemgetter
 from typing import Any, Callable
 
 from lark import Lark, Token, Tree
@@ -23,24 +24,16 @@ from .events import Event
 Conv = Callable[[str], Any]
 
 
-def _to_int(s: str) -> int:
-    return int(s)
-
-
-def _to_float(s: str) -> float:
-    return float(s)
-
-
-def _to_str(s: str) -> str:
-    return s
-
-
-def _to_strip(s: str) -> str:
-    return s.strip()
+# Converters are C builtins where possible: they run once per value of every line.
+_to_int = int
+_to_float = float
+_to_str = str
+_to_strip = str.strip
+_BOOLS = {"True": True, "False": False, "true": True, "false": False}
 
 
 def _to_bool(s: str) -> bool | str:
-    return {"True": True, "False": False, "true": True, "false": False}.get(s, s)
+    return _BOOLS.get(s, s)
 
 
 def _to_word(s: str) -> Any:
@@ -132,7 +125,8 @@ class Plan:
 
     Spans are offsets into the record (segment) text. ``memo_ok`` is false when the
     meaning depended on digits (a key containing a digit), so the plan must not be
-    reused for other lines of the same digit-masked shape.
+    reused for other lines of the same digit-masked shape. ``getter`` slices every
+    value (and the rank and stamp) out of the text in one C call.
     """
 
     kind: str
@@ -141,16 +135,29 @@ class Plan:
     fields: tuple[tuple[str, int, int, Conv], ...]
     const: tuple[tuple[str, Any], ...] = ()
     memo_ok: bool = True
+    names: tuple[str, ...] = ()
+    convs: tuple[Conv, ...] = ()
+    getter: Callable[[str], tuple[str, ...]] | None = None
+
+    @classmethod
+    def make(cls, kind: str, rank: tuple[int, int] | None, ts: tuple[int, int] | None,
+             fields: tuple[tuple[str, int, int, Conv], ...], const: tuple[tuple[str, Any], ...] = (),
+             memo_ok: bool = True) -> "Plan":
+        spans = [slice(a, b) for _, a, b, _ in fields]
+        spans.append(slice(*rank) if rank else slice(0, 0))
+        spans.append(slice(*ts) if ts else slice(0, 0))
+        return cls(kind, rank, ts, fields, const, memo_ok, tuple(f[0] for f in fields),
+                   tuple(f[3] for f in fields), itemgetter(*spans))
 
 
 def build_event(plan: Plan, text: str, line: int, file: str | None) -> Event:
     """Read the values a plan points at out of ``text``: the one value-producing step."""
-    fields = {name: conv(text[a:b]) for name, a, b, conv in plan.fields}
+    *values, rank, ts = plan.getter(text)  # type: ignore[misc]
+    fields = dict(zip(plan.names, map(call, plan.convs, values)))
     if plan.const:
         fields.update(plan.const)
-    rank = text[plan.rank[0]:plan.rank[1]].strip() if plan.rank else None
-    ts = _to_ts(text[plan.ts[0]:plan.ts[1]]) if plan.ts else None
-    return Event(plan.kind, line, rank, ts, fields, text, file)
+    return Event(plan.kind, line, rank.strip() if plan.rank else None,
+                 _to_ts(ts) if plan.ts else None, fields, text, file)
 
 
 @lru_cache(maxsize=None)
@@ -187,11 +194,11 @@ class _Planner:
         if isinstance(tree, Token):  # a bare terminal cannot be a record
             raise LarkError("unexpected bare token")
         self.visit(tree)
-        return Plan(self.kind, self.rank, self.ts, tuple(self.fields),
-                    tuple(self.const.items()), self.memo_ok)
+        return Plan.make(self.kind, self.rank, self.ts, tuple(self.fields),
+                         tuple(self.const.items()), self.memo_ok)
 
     def visit(self, tree: Tree) -> None:
-        name = tree.data
+        name = str(tree.data)  # Lark gives a Token; a plain str keeps dict lookups in C
         if name in ("record", "fallback"):
             self.kind = "other"
             for child in tree.children:
@@ -423,7 +430,7 @@ def plan_record(text: str) -> Plan:
     """Parse one record with the grammar; an unknown record still keeps prefix and text."""
     record, fallback = _parsers()
     if not text.strip():
-        return Plan("blank", None, None, ())
+        return Plan.make("blank", None, None, ())
     try:
         return _Planner().plan(record.parse(text))
     except (LarkError, IndexError, KeyError):
@@ -431,4 +438,4 @@ def plan_record(text: str) -> Plan:
     try:
         return _Planner().plan(fallback.parse(text))
     except (LarkError, IndexError, KeyError):
-        return Plan("other", None, None, ())
+        return Plan.make("other", None, None, ())

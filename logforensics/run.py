@@ -135,7 +135,6 @@ class RunModel:
         self.env: dict[str, str] = {}
         self.versions: dict[str, Any] = {}
         self.notices: dict[str, list[dict[str, Any]]] = {}
-        self.decode = Sketch()
         self.decode_by_rank: dict[str, Sketch] = {}
         self.decode_series = Series()
         self.prefill = Sketch()
@@ -151,7 +150,21 @@ class RunModel:
     def observe(self, ev: Event) -> None:
         self.events += 1
         kind = ev.kind
-        self.kind_counts[kind] = self.kind_counts.get(kind, 0) + 1
+        counts = self.kind_counts
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == "decode_batch":  # the bulk of a serving log: the shortest path
+            self.last_line = ev.line
+            self.on_decode_batch(ev)
+            r = self.ranks.get(ev.rank or NO_RANK)
+            if r is not None and r.phase == "serving":
+                r.last_line = ev.line
+                r.last_ts = ev.ts
+                r.last_text = ev.text
+                r.phases["serving"]["last_line"] = ev.line
+                r.phases["serving"]["last_ts"] = ev.ts
+            else:
+                self._enter(ev, "serving")
+            return
         end = ev.end_line or ev.line
         if end > self.last_line:
             self.last_line = end
@@ -302,7 +315,6 @@ class RunModel:
         self.last_serving_line = ev.line
         tput = f.get("gen_throughput_tok_s")
         if tput is not None:
-            self.decode.add(tput)
             key = ev.rank or NO_RANK
             sk = self.decode_by_rank.get(key)
             if sk is None:
@@ -642,7 +654,7 @@ class RunModel:
 
     def _throughput(self) -> dict[str, Any]:
         return {
-            "decode_gen_tok_s": self.decode.to_dict(),
+            "decode_gen_tok_s": _merged(self.decode_by_rank.values()).to_dict(),
             "decode_by_rank": {k: v.to_dict() for k, v in sorted(self.decode_by_rank.items())},
             "decode_series": self.decode_series.to_list(),
             "prefill_input_tok_s": self.prefill.to_dict(),
@@ -672,6 +684,13 @@ class RunModel:
             "unterminated_last_line": getattr(stats, "unterminated_last_line", False),
             "bytes": getattr(stats, "bytes", None),
         }
+
+
+def _merged(sketches: Any) -> Sketch:
+    out = Sketch()
+    for sk in sketches:
+        out.merge(sk)
+    return out
 
 
 def _put(d: dict[str, Any], key: str, value: Any) -> None:

@@ -12,7 +12,8 @@ import math
 from typing import Any
 
 _GAMMA = 1.02  # bucket ratio: quantiles within 1% of the true value
-_LOG_GAMMA = math.log(_GAMMA)
+_INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)
+_log = math.log
 
 
 class Sketch:
@@ -38,7 +39,7 @@ class Sketch:
         if x <= 0:
             self.zeros += 1
         else:
-            k = int(math.log(x) / _LOG_GAMMA)
+            k = int(_log(x) * _INV_LOG_GAMMA)
             self.buckets[k] = self.buckets.get(k, 0) + 1
 
     def merge(self, other: "Sketch") -> None:

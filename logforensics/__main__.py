@@ -1,0 +1,5 @@
+"""``python -m logforensics``."""
+
+from .cli import main
+
+main(prog_name="logforensics")

@@ -1,0 +1,177 @@
+"""Command line: ``logforensics parse | summary | diff | watch | check``.
+
+Exit codes are named constants. Errors a user can cause (a missing file, a wrong
+option) print one line on stderr and exit with ``EXIT_USAGE``; they never show a Python
+traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import click
+from rich.console import Console
+
+from . import __version__
+from .pipeline import InputError, LiveRun, feed_file, iter_events
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+#: Files larger than this get a progress bar on stderr (when stderr is a terminal).
+PROGRESS_MIN_BYTES = 32 << 20
+
+
+def stdout_console() -> Console:
+    """rich on a terminal; plain wide text (no colour codes) when piped."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=160, no_color=True)
+    return console
+
+
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> "click.exceptions.Exit":
+    click.echo(f"logforensics: error: {message}", err=True)
+    return click.exceptions.Exit(code)
+
+
+@contextmanager
+def progress_bar(paths: list[str]) -> Iterator[Any]:
+    """A rich progress bar over the bytes of ``paths``, or a no-op when not useful."""
+    total = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+    err = _stderr()
+    if not err.is_terminal or total < PROGRESS_MIN_BYTES:
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), console=err, transient=True) as prog:
+        task = prog.add_task("reading", total=total)
+        yield lambda n: prog.advance(task, n)
+
+
+def summarize(path: str, progress: Any = None):
+    run = LiveRun(path)
+    feed_file(run, path, progress=progress)
+    return run.summary()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="logforensics")
+def main() -> None:
+    """Forensic analyzer for SGLang inference-server logs.
+
+    Reads multi-rank SGLang logs of any version (interleaved ranks, tqdm bars,
+    tracebacks without prefixes) into typed events and explains what happened.
+    Memory figures are GiB: SGLang's "GB" is GiB.
+    """
+
+
+@main.command()
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv", "parquet"]), default="table",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="Write here instead of stdout (required for parquet).")
+@click.option("--kind", "kinds", multiple=True, help="Only events of this kind (repeatable).")
+def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) -> None:
+    """Print every event of LOGS in order.
+
+    jsonl gives one JSON object per event with kind, rank, ts, file, line (as grep -n
+    counts) and the event's own fields, units in their names (avail_gib, elapsed_s).
+    csv and parquet go through pandas and hold all events in memory.
+    """
+    if fmt == "parquet" and output == "-":
+        raise fail("--format parquet needs -o FILE")
+    wanted = set(kinds)
+    events = (ev for path in logs for ev in _events_or_fail(path) if not wanted or ev.kind in wanted)
+    try:
+        if fmt in ("csv", "parquet"):
+            _write_frame(events, fmt, output)
+            return
+        with click.open_file(output, "w", encoding="utf-8") as out:
+            for ev in events:
+                if fmt == "jsonl":
+                    out.write(json.dumps(ev.to_dict(), ensure_ascii=False, default=str) + "\n")
+                else:
+                    out.write(_table_line(ev) + "\n")
+    except BrokenPipeError:
+        _silence_broken_pipe()
+
+
+def _events_or_fail(path: str):
+    try:
+        yield from iter_events(path)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+
+
+def _table_line(ev: Any) -> str:
+    fields = " ".join(f"{k}={_short(v)}" for k, v in ev.fields.items() if k not in ("lines", "frames"))
+    if ev.kind == "exception":
+        fields = f"{ev.fields.get('exception')}: {(ev.fields.get('message') or '')[:120]!r} frames={len(ev.fields.get('frames') or [])}"
+    elif ev.kind == "other":
+        fields = ev.text[:160]
+    return f"{ev.file}:{ev.line:<7} {ev.rank or '-':<12} {ev.kind:<18} {fields}"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _write_frame(events: Any, fmt: str, output: str) -> None:
+    import pandas as pd
+
+    rows = []
+    for ev in events:
+        row = ev.to_dict()
+        rows.append({k: (json.dumps(v, default=str) if isinstance(v, (dict, list)) else v) for k, v in row.items()})
+    frame = pd.DataFrame(rows)
+    if fmt == "csv":
+        frame.to_csv(sys.stdout if output == "-" else output, index=False)
+    else:
+        for col in frame.columns:  # parquet needs one type per column
+            if frame[col].dtype == object:
+                frame[col] = frame[col].map(lambda v: None if v is None else str(v))
+        frame.to_parquet(output, index=False)
+
+
+@main.command()
+@click.argument("log", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def summary(log: str, as_json: bool) -> None:
+    """Summarise one run: outcome, ranks, phase reached, memory per rank, crash."""
+    try:
+        with progress_bar([log]) as advance:
+            s = summarize(log, advance)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    try:
+        if as_json:
+            click.echo(json.dumps(s.to_dict(), indent=2, default=str, ensure_ascii=False))
+        else:
+            from .render_summary import render_summary
+
+            render_summary(s, stdout_console())
+    except BrokenPipeError:
+        _silence_broken_pipe()
+
+
+def _silence_broken_pipe() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

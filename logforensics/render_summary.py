@@ -1,0 +1,126 @@
+"""The terminal view of one run (``logforensics summary``), drawn with rich.
+
+Only presentation lives here: every figure comes from :class:`~logforensics.run.RunSummary`.
+Memory figures are GiB (SGLang's "GB" is GiB).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .run import RunSummary
+
+OUTCOME_STYLE = {"ready": "bold green", "crashed": "bold red", "hung": "bold yellow",
+                 "incomplete": "bold magenta"}
+
+#: (column title, memory key) for the per-rank memory table.
+MEMORY_COLUMNS = (
+    ("avail@load", "load_begin_avail_gib"),
+    ("weights", "weights_gib"),
+    ("avail@loaded", "load_end_avail_gib"),
+    ("KV tokens", "kv_tokens"),
+    ("KV", "kv_gib"),
+    ("avail@pool", "pool_end_avail_gib"),
+    ("graphs", "capture_mem_gib"),
+    ("avail@graphs", "capture_end_avail_gib"),
+    ("graph s", "capture_elapsed_s"),
+)
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def table_box(console: Console) -> box.Box:
+    return box.SIMPLE_HEAD if console.is_terminal else box.ASCII2
+
+
+def render_summary(s: RunSummary, console: Console) -> None:
+    style = OUTCOME_STYLE.get(s.outcome, "bold")
+    head = Text.assemble((s.outcome.upper(), style), "  ", s.outcome_reason)
+    console.print(Panel(head, title=str(s.file or "log"), expand=False))
+
+    if s.ranks:
+        t = Table(title="Ranks (memory in GiB; SGLang's GB is GiB)", box=table_box(console))
+        t.add_column("rank")
+        t.add_column("phase reached")
+        for title, _ in MEMORY_COLUMNS:
+            t.add_column(title, justify="right")
+        t.add_column("last line", justify="right")
+        crashed = set((s.crash or {}).get("ranks") or [])
+        for rank in s.ranks:
+            mem = s.memory.get(rank, {})
+            label = Text(rank, style="red" if rank in crashed else "")
+            t.add_row(label, s.phase_reached.get(rank, "-"),
+                      *(fmt(mem.get(key)) for _, key in MEMORY_COLUMNS),
+                      fmt(s.last_seen.get(rank, {}).get("line")))
+        console.print(t)
+
+    if s.crash:
+        console.print(render_crash(s.crash))
+    if s.hang:
+        lines = [f"line {h['line']}: {h['text'][:160]}" for h in s.hang["evidence"][:5]]
+        if s.hang.get("silent_ranks"):
+            lines.insert(0, "behind the others: " + ", ".join(s.hang["silent_ranks"]))
+        console.print(Panel("\n".join(lines), title="Hang evidence", border_style="yellow", expand=False))
+
+    dec = s.throughput.get("decode_gen_tok_s", {})
+    if dec.get("count"):
+        console.print(
+            f"Decode gen throughput (token/s): median {fmt(dec['median'])}, "
+            f"p10 {fmt(dec['p10'])}, p90 {fmt(dec['p90'])} over {dec['count']} records"
+        )
+    acc = s.throughput.get("accept_len", {})
+    if acc.get("count"):
+        console.print(f"Speculative accept length: median {fmt(acc['median'])} over {acc['count']} records")
+    if s.env:
+        console.print("Environment: " + " ".join(f"{k}={v}" for k, v in s.env.items()))
+    if s.versions:
+        console.print("Versions: " + ", ".join(f"{k} {v}" for k, v in s.versions.items()))
+    cov = s.coverage
+    console.print(
+        f"Coverage: {cov['lines_recognised']}/{cov['lines_read']} lines recognised "
+        f"({cov['recognised_pct']}%), {cov['events']} events"
+    )
+    for item in cov["top_unrecognised"][:5]:
+        console.print(f"  unrecognised x{item['count']} (first at line {item['first_line']}): {item['example'][:100]}",
+                      markup=False, highlight=False)
+    for warning in s.warnings:
+        console.print(f"warning: {warning}", style="yellow", markup=False)
+
+
+def render_crash(crash: dict[str, Any]) -> Panel:
+    rows: list[Any] = []
+    exc = crash.get("exception") or ("native abort" if crash.get("native") else "(exception line not in log)")
+    rows.append(Text.assemble(("first rank: ", "bold"), str(crash.get("first_rank") or "unknown"),
+                              ("  phase: ", "bold"), str(crash.get("phase") or "unknown"),
+                              ("  ranks: ", "bold"), ", ".join(r for r in crash.get("ranks") or [] if r) or "-"))
+    rows.append(Text.assemble(("exception: ", "bold"), exc))
+    if crash.get("message"):
+        rows.append(Text(crash["message"][:600]))
+    oom = crash.get("oom")
+    if oom:
+        rows.append(Text(
+            "OOM: tried {t} GiB; total {T}; free {F}; in use {U}; allocated by PyTorch {A}; "
+            "reserved but unallocated {R}".format(
+                t=fmt(oom.get("tried_gib")), T=fmt(oom.get("total_gib")), F=fmt(oom.get("free_gib")),
+                U=fmt(oom.get("in_use_gib")), A=fmt(oom.get("allocated_gib")),
+                R=fmt(oom.get("reserved_unallocated_gib")))))
+    frames = crash.get("frames") or []
+    if frames:
+        inner = frames[-4:]
+        rows.append(Text("innermost frames:\n" + "\n".join(
+            f"  {f.get('path')}:{f.get('line')} in {f.get('func')}" for f in inner)))
+    rows.append(Text(f"evidence: {crash.get('file')}:{crash.get('line')}"
+                     + (f"-{crash.get('end_line')}" if crash.get("end_line") not in (None, crash.get("line")) else "")))
+    return Panel(Group(*rows), title="Crash", border_style="red", expand=False)
