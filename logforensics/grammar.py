@@ -210,7 +210,7 @@ class _Planner:
             return
         if name == "prefix":
             for child in tree.children:
-                if isinstance(child, Token) and child.type == "STAMP":
+                if isinstance(child, Token) and child.type in ("STAMP", "CUT_STAMP"):
                     self.ts = (child.start_pos, child.end_pos)
                 elif isinstance(child, Tree) and child.children:
                     tok = child.children[0]
@@ -321,9 +321,15 @@ class _Planner:
     on_fh_frame = on_tb_frame
 
     def on_tqdm_bar(self, tree: Tree) -> None:
-        body = tree.children[-1]
-        if len(tree.children) > 1:
-            self.add("desc", tree.children[0], _tqdm_desc)
+        toks = [c for c in tree.children if isinstance(c, Token)]
+        desc = next((t for t in toks if t.type == "TQDM_DESC"), None)
+        body = next(t for t in toks if t.type == "TQDM_BODY")
+        if desc is not None:
+            self.add("desc", desc, _tqdm_desc)
+            # "Capturing batches (bs=64 avail_mem=11.08 GB)": the capture step and free memory
+            self.add("bs", desc, _desc_number("bs"))
+            self.add("num_tokens", desc, _desc_number("num_tokens"))
+            self.add("avail_gib", desc, _desc_avail)
         self.add("progress", body, _tqdm_progress)
 
     def on_http_access(self, tree: Tree) -> None:
@@ -406,6 +412,24 @@ def _capture_kind(head: str) -> dict[str, Any]:
 
 def _tqdm_desc(s: str) -> str:
     return s.strip().rstrip(":").strip()
+
+
+def _desc_number(key: str) -> Conv:
+    pattern = re.compile(re.escape(key) + r"=(\d+)")
+
+    def conv(s: str) -> int | None:
+        m = pattern.search(s)
+        return int(m.group(1)) if m else None
+
+    return conv
+
+
+_AVAIL_RE = re.compile(r"avail_mem=([\d.]+) GB")
+
+
+def _desc_avail(s: str) -> float | None:
+    m = _AVAIL_RE.search(s)
+    return float(m.group(1)) if m else None
 
 
 _TQDM_RE = re.compile(r"(\d+)%.*?(\d+)/(\d+) \[([^\]]*)\]")

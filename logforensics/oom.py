@@ -21,7 +21,7 @@ _PATTERNS = {
     "total_gib": re.compile(r"total capac\w* of " + _SIZE + r"|" + _SIZE + r" total capacity"),
     "free_gib": re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free\b"),
     "process_in_use_gib": re.compile(r"this process has " + _SIZE + r" memory in use"),
-    "allocated_gib": re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch|" + _SIZE + r" already allocated"),
+    "allocated_gib": re.compile(r"Of the allocated memory " + _SIZE + r"|" + _SIZE + r" already allocated"),
     "private_pools_gib": re.compile(r"with " + _SIZE + r" allocated in private pools"),
     "reserved_unallocated_gib": re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated"),
     "reserved_total_gib": re.compile(_SIZE + r" reserved in total by PyTorch"),

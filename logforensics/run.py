@@ -94,6 +94,7 @@ class RunSummary:
     server_args: dict[str, Any]
     server_args_form: str | None
     launch_command: str | None
+    launch_args: dict[str, Any]
     env: dict[str, str]
     versions: dict[str, Any]
     notices: dict[str, list[dict[str, Any]]]
@@ -132,6 +133,7 @@ class RunModel:
         self.server_args: dict[str, Any] = {}
         self.server_args_form: str | None = None
         self.launch_command: str | None = None
+        self.launch_args: dict[str, Any] = {}
         self.env: dict[str, str] = {}
         self.versions: dict[str, Any] = {}
         self.notices: dict[str, list[dict[str, Any]]] = {}
@@ -305,7 +307,9 @@ class RunModel:
         # Only global rank 0 draws bars; attribute them to the first rank seen.
         label = next(iter(self.ranks), NO_RANK) if self.ranks else NO_RANK
         r = self._rank(label if label != NO_RANK else None)
-        r.progress[phase] = {"n": prog["n"], "total": prog["total"], "desc": desc, "line": ev.line}
+        r.progress[phase] = {"n": prog["n"], "total": prog["total"], "desc": desc, "line": ev.line,
+                             "bs": ev.fields.get("bs"), "num_tokens": ev.fields.get("num_tokens"),
+                             "avail_gib": ev.fields.get("avail_gib")}
         if self.global_phase is None or _PHASE_INDEX[phase] > _PHASE_INDEX[self.global_phase]:
             self.global_phase = phase
 
@@ -353,7 +357,8 @@ class RunModel:
             self.launch_command = cmd
             self._notice("launch_command", ev, 1)
         self.env.update(env_from_command(cmd))
-        _ = args_from_command
+        if not self.launch_args:
+            self.launch_args = _flags(args_from_command(cmd))
 
     def on_env(self, ev: Event) -> None:
         if ev.fields.get("name"):
@@ -517,7 +522,8 @@ class RunModel:
             if d["signature"] == sig:
                 if rec["rank"] not in d["ranks"]:
                     d["ranks"].append(rec["rank"])
-                d["occurrences"].append({"rank": rec["rank"], "line": rec["line"], "end_line": rec["end_line"]})
+                d["occurrences"].append({"rank": rec["rank"], "line": rec["line"], "end_line": rec["end_line"],
+                                         "oom": rec["oom"]})
                 return
         if len(self.exceptions) < _MAX_DISTINCT_EXCEPTIONS:
             self.exceptions.append({
@@ -525,7 +531,8 @@ class RunModel:
                 "ranks": [rec["rank"]], "phase": rec["phase"], "frames": rec["frames"],
                 "chain": rec["chain"], "oom": rec["oom"], "text": rec["text"],
                 "first_line": rec["line"], "end_line": rec["end_line"], "file": rec["file"],
-                "occurrences": [{"rank": rec["rank"], "line": rec["line"], "end_line": rec["end_line"]}],
+                "occurrences": [{"rank": rec["rank"], "line": rec["line"], "end_line": rec["end_line"],
+                                 "oom": rec["oom"]}],
             })
 
     # ------------------------------------------------------------------ summary
@@ -560,6 +567,7 @@ class RunModel:
             server_args=self.server_args,
             server_args_form=self.server_args_form,
             launch_command=self.launch_command,
+            launch_args=self.launch_args,
             env=dict(sorted(self.env.items())),
             versions=dict(self.versions),
             notices=self.notices,
@@ -605,20 +613,23 @@ class RunModel:
             return {"first_rank": None, "ranks": [], "phase": self.global_phase, "exception": None,
                     "message": None, "frames": [], "oom": None, "line": n["line"], "file": n["file"],
                     "text": n["text"], "evidence": sigquits[:8], "native": False}
-        first = next((c for c in fatal if c["rank"] is not None), fatal[0])
+        # A paste often starts or ends inside a traceback: each field comes from the first
+        # fatal record that shows it, and `line` is the first record's.
+        first = fatal[0]
         ranks: list[str] = []
         for c in fatal:
             if c["rank"] and c["rank"] not in ranks:
                 ranks.append(c["rank"])
+        with_exc = next((c for c in fatal if c.get("exception")), first)
         return {
-            "first_rank": first["rank"],
+            "first_rank": ranks[0] if ranks else None,
             "ranks": ranks,
-            "phase": first["phase"],
-            "exception": first["exception"],
-            "message": first["message"],
-            "frames": first["frames"],
-            "chain": first.get("chain") or [],
-            "oom": first["oom"],
+            "phase": next((c["phase"] for c in fatal if c.get("phase")), None),
+            "exception": with_exc["exception"],
+            "message": with_exc["message"],
+            "frames": next((c["frames"] for c in fatal if c.get("frames")), []),
+            "chain": with_exc.get("chain") or [],
+            "oom": with_exc["oom"],
             "source": first.get("source"),
             "native": bool(first.get("native")),
             "rank_inferred_from": first.get("rank_inferred_from"),
@@ -684,6 +695,35 @@ class RunModel:
             "unterminated_last_line": getattr(stats, "unterminated_last_line", False),
             "bytes": getattr(stats, "bytes", None),
         }
+
+
+def _flags(words: list[str]) -> dict[str, Any]:
+    """``--tp 8 --enable-x`` -> {"tp": 8, "enable_x": True}: the launch command's options."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--") and len(word) > 2:
+            key, eq, value = word[2:].partition("=")
+            key = key.replace("-", "_")
+            if eq:
+                out[key] = _scalar(value)
+            elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+                out[key] = _scalar(words[i + 1])
+                i += 1
+            else:
+                out[key] = True
+        i += 1
+    return out
+
+
+def _scalar(text: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _merged(sketches: Any) -> Sketch:

@@ -1,0 +1,271 @@
+"""Every real excerpt in fixtures/real/ against its MANIFEST.tsv labels.
+
+The labels were written by hand from the public threads the excerpts come from
+(source column). Where a label rests on the thread rather than on the excerpt's text,
+fixtures/real/overrides.yml says what the text supports and why; everything else is
+checked as written, key figures included.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from logforensics import iter_events, summarize_file
+from logforensics.run import RunSummary
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+ROWS = list(csv.DictReader((REAL / "MANIFEST.tsv").open(encoding="utf-8"), delimiter="\t"))
+OVERRIDES: dict[str, Any] = yaml.safe_load((REAL / "overrides.yml").read_text(encoding="utf-8"))
+NOT_A_VALUE = {"n/a", "unknown", ""}
+
+
+def _ids(rows: list[dict[str, str]]) -> list[str]:
+    return [r["file"][:3] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def analysed() -> dict[str, tuple[RunSummary, list[Any]]]:
+    out = {}
+    for row in ROWS:
+        path = REAL / row["file"]
+        out[row["file"]] = (summarize_file(path), list(iter_events(path)))
+    return out
+
+
+def expected(row: dict[str, str], label: str, value: Any) -> Any:
+    override = OVERRIDES.get(row["file"], {}).get(label)
+    if override is not None:
+        assert override.get("reason"), f"override of {label} in {row['file']} needs a reason"
+        return override["expect"]
+    return value
+
+
+def test_every_real_log_has_a_manifest_row() -> None:
+    logs = sorted(p.name for p in REAL.glob("*.log"))
+    assert logs == sorted(r["file"] for r in ROWS)
+    assert set(OVERRIDES) <= set(logs)
+    labels = {"outcome", "crash_phase", "exception", "crashed_ranks", "figures"}
+    assert all(set(o) <= labels for o in OVERRIDES.values())
+
+
+@pytest.mark.parametrize("row", ROWS, ids=_ids(ROWS))
+def test_outcome(row: dict[str, str], analysed: Any) -> None:
+    summary, events = analysed[row["file"]]
+    label = row["outcome"]
+    if label == "partial":  # "the window shows neither readiness nor the failure"
+        served = any(e.kind in ("decode_batch", "prefill_batch") for e in events)
+        want = "ready" if served else "incomplete"
+    else:
+        want = expected(row, "outcome", label)
+    assert summary.outcome == want, summary.outcome_reason
+
+
+@pytest.mark.parametrize("row", ROWS, ids=_ids(ROWS))
+def test_crash(row: dict[str, str], analysed: Any) -> None:
+    summary, _ = analysed[row["file"]]
+    crash = summary.crash
+    if summary.outcome != "crashed":
+        assert crash is None or summary.outcome == "hung"
+        return
+    assert crash is not None
+    phase = expected(row, "crash_phase", row["crash_phase"])
+    if phase not in NOT_A_VALUE:
+        assert crash["phase"] == phase
+    exc = row["exception"]
+    if exc == "none":  # the process died without a Python exception
+        assert crash["exception"] is None
+    elif exc not in NOT_A_VALUE and not exc.endswith("?"):
+        assert crash["exception"] == exc
+    ranks = row["crashed_ranks"]
+    if ranks not in NOT_A_VALUE:
+        want = [r.strip() for r in ranks.split(",")]
+        assert crash["ranks"] == want
+        assert crash["first_rank"] == want[0]
+
+
+# ---------------------------------------------------------------- key figures
+def _mem(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
+    return lambda s, _: [m[key] for m in s.memory.values() if m.get(key) is not None]
+
+
+def _oom(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
+    def get(s: RunSummary, _: list[Any]) -> list[Any]:
+        return [e["fields"]["oom"][key] for e in _exceptions(s) if e["fields"]["oom"]]
+    return get
+
+
+def _exceptions(s: RunSummary) -> list[dict[str, Any]]:
+    return [{"fields": {"oom": o["oom"]}} for d in s.exceptions for o in d["occurrences"]]
+
+
+def _events(kind: str, key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
+    return lambda _, evs: [e.fields[key] for e in evs if e.kind == kind and e.fields.get(key) is not None]
+
+
+def _progress(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
+    return lambda _, evs: [e.fields.get(key) for e in evs if e.kind == "progress" and e.fields.get(key) is not None]
+
+
+def _capture_bs(s: RunSummary, evs: list[Any]) -> list[Any]:
+    """The capture's batch-size list when printed; else the number of graphs (tqdm total)
+    and the batch size shown in the bar: the labels use either (see MEMBERSHIP)."""
+    lists = [e.fields["bs"] for e in evs if e.kind == "capture_bs" and e.fields.get("bs")]
+    totals = [e.fields["progress"]["total"] for e in evs if e.kind == "progress" and "Capturing" in (e.fields.get("desc") or "")]
+    bars = [e.fields["bs"] for e in evs if e.kind == "progress" and e.fields.get("bs") is not None]
+    return lists or totals[-1:] + bars[-1:]
+
+
+#: Figures whose label names one of several readings of the same log text.
+MEMBERSHIP = {"capture_bs"}
+
+
+def _server_arg(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
+    return lambda s, _: [s.server_args[key]] if key in s.server_args else []
+
+
+FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
+    "kv_tokens": _mem("kv_tokens"),
+    "K": _mem("k_gib"),
+    "V": _mem("v_gib"),
+    "kv_size": _mem("kv_gib"),
+    "pool_end_avail": _mem("pool_end_avail_gib"),
+    "capture_begin_avail": _mem("capture_begin_avail_gib"),
+    "capture_end_avail": _mem("capture_end_avail_gib"),
+    "graph_capture_s": _mem("capture_elapsed_s"),
+    "graph_mem": _mem("capture_mem_gib"),
+    "load_begin_avail": _mem("load_begin_avail_gib"),
+    "load_end_avail": _mem("load_end_avail_gib"),
+    "weight_mem": _mem("weights_gib"),
+    "load_elapsed_s": _mem("load_elapsed_s"),
+    "max_total_num_tokens": _mem("max_total_num_tokens"),
+    "context_len": _mem("context_len"),
+    "max_running_requests": _mem("max_running_requests"),
+    "chunked_prefill": lambda s, e: (_mem("chunked_prefill_size")(s, e) or _server_arg("chunked_prefill_size")(s, e)
+                                     or [s.launch_args.get("chunked_prefill_size")]),
+    "mem_fraction_static": _server_arg("mem_fraction_static"),
+    "context_length": _server_arg("context_length"),
+    "tried_alloc": _oom("tried_gib"),
+    "gpu_total": _oom("total_gib"),
+    "free": _oom("free_gib"),
+    "torch_alloc": _oom("allocated_gib"),
+    "in_use": _oom("in_use_gib"),
+    "nccl": lambda s, _: [s.versions["nccl"] + ("+cuda" + s.versions["cuda"] if "cuda" in s.versions else "")]
+    if "nccl" in s.versions else [],
+    "accept_len": _events("decode_batch", "accept_len"),
+    "accept_rate": _events("decode_batch", "accept_rate"),
+    "gen_tps": _events("decode_batch", "gen_throughput_tok_s"),
+    "running_req": _events("decode_batch", "running_req"),
+    "full_tokens": _events("decode_batch", "full_token"),
+    "full_token_usage": _events("decode_batch", "full_token_usage"),
+    "mamba_num": _events("decode_batch", "mamba_num"),
+    "new_tokens": _events("prefill_batch", "new_token"),
+    "cached_tokens": _events("prefill_batch", "cached_token"),
+    "input_tps": _events("prefill_batch", "input_throughput_tok_s"),
+    "warmup_prefill_new_tokens": _events("prefill_batch", "new_token"),
+    "capture_bs": _capture_bs,
+    "capture_bs_max": lambda s, e: [max(b) for b in (_capture_bs(s, e) or []) if isinstance(b, list)],
+    "capture_avail": _progress("avail_gib"),
+    "piecewise_num_tokens": _progress("num_tokens"),
+    "progress": lambda _, evs: [f"{e.fields['progress']['n']}/{e.fields['progress']['total']}"
+                                for e in evs if e.kind == "progress" and "Captur" in (e.fields.get("desc") or "")][-1:],
+    "sigquit_lines": lambda s, _: [len(s.notices.get("sigquit", []))],
+}
+
+#: Figures that describe the thread or the machine rather than the run model.
+NOT_RUN_FIGURES = {
+    "commId": "an NCCL communicator id inside NCCL INFO text",
+    "net": "NCCL transport named in NCCL INFO text",
+    "nranks": "NCCL INFO text",
+    "pid": "a Ray worker pid in a wrapper",
+    "ptxas_exit": "inside a CalledProcessError message",
+    "cuda_container": "a container banner",
+    "cuda_graph_addresses": "a torch compile debug line",
+    "piecewise_max_tokens": "a piecewise capture list",
+    "full_available": "inside a ValueError message",
+    "full_evictable": "inside a ValueError message",
+    "full_total": "inside a ValueError message",
+    "swa_available": "inside a ValueError message",
+    "swa_evictable": "inside a ValueError message",
+    "swa_total": "inside a ValueError message",
+    "ready_after_s": "a difference of two timestamps chosen by the labeller",
+}
+
+_NUM = re.compile(r"^-?[\d.]+")
+
+
+def _parse_value(text: str) -> tuple[str, Any]:
+    """('single'|'range'|'each'|'seq'|'list', value) from a MANIFEST figure."""
+    text = re.sub(r"\s*\(.*\)$", "", text.strip())
+    if text.startswith("["):
+        return "list", [int(x) for x in text.strip("[]").split(",")]
+    if "," in text:
+        return "seq", [_num(x) for x in text.split(",")]
+    if "/" in text and not re.fullmatch(r"\d+/\d+", text):
+        return "each", [_num(x) for x in text.split("/")]
+    if re.fullmatch(r"[\d.]+(GB|GiB|MiB)?-[\d.]+(GB|GiB|MiB)?", text):
+        a, b = text.split("-")
+        return "range", (_num(a), _num(b))
+    return "single", _num(text)
+
+
+def _num(text: str) -> Any:
+    text = text.strip()
+    m = re.fullmatch(r"([\d.]+)\s*(GB|GiB|MiB)", text)
+    if m:
+        value = float(m.group(1))
+        return value / 1024 if m.group(2) == "MiB" else value
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= 0.006 * max(1.0, abs(b) / 100)
+    return a == b
+
+
+FIGURE_CASES = [
+    (row["file"], key.strip(), value.strip())
+    for row in ROWS
+    for key, _, value in (kv.partition("=") for kv in row["key_figures"].split(";"))
+    if "=" in row["key_figures"] and value
+]
+
+
+@pytest.mark.parametrize("file,key,value", FIGURE_CASES, ids=[f"{f[:3]}-{k}" for f, k, _ in FIGURE_CASES])
+def test_key_figure(file: str, key: str, value: str, analysed: Any) -> None:
+    if key in NOT_RUN_FIGURES:
+        assert key not in FIGURES
+        return
+    assert key in FIGURES, f"no extractor for MANIFEST figure {key!r}: add one or say why in NOT_RUN_FIGURES"
+    summary, events = analysed[file]
+    got = FIGURES[key](summary, events)
+    override = OVERRIDES.get(file, {}).get("figures", {}).get(key)
+    if override is not None:
+        assert override.get("reason")
+        value = override["expect"]
+    shape, want = _parse_value(value)
+    assert got, f"{key}: nothing found"
+    if shape == "single" and key in MEMBERSHIP:
+        assert want in got, (got, want)
+    elif shape == "single":
+        assert all(_close(g, want) for g in got), (got, want)
+    elif shape == "range":
+        assert _close(min(got), want[0]) and _close(max(got), want[1]), (got, want)
+    elif shape == "each":
+        assert sorted(got) == pytest.approx(sorted(want), abs=0.006), (got, want)
+    elif shape == "seq":
+        assert got == pytest.approx(want, abs=0.006), (got, want)
+    else:
+        assert got[0] == want
