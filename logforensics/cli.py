@@ -168,6 +168,70 @@ def summary(log: str, as_json: bool) -> None:
         _silence_broken_pipe()
 
 
+FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
+
+
+@main.command()
+@click.argument("baseline", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("failing", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-o", "--output", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the HTML report here.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="Write the diagnosis as JSON to PATH ('-' for stdout: the terminal summary then goes to stderr).")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "never"]), default="error", show_default=True,
+              help="Exit 1 when a finding of this severity (or worse) is raised.")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
+def diff(baseline: str, failing: str, html_path: str | None, json_path: str | None, fail_on: str,
+         rules_dirs: tuple[str, ...]) -> None:
+    """Compare a FAILING run's log with a BASELINE's and explain what differs and why.
+
+    Prints the verdict and the findings with their evidence lines (file:line, rank),
+    and optionally writes an HTML report (-o) and JSON (--json). Exit status: 0 when
+    no finding reaches --fail-on, 1 when one does, 2 on bad usage or unreadable input.
+    """
+    from .diagnose import diagnose_files
+    from .rulespec import RuleError
+
+    if baseline == "-" and failing == "-":
+        raise fail("only one of BASELINE and FAILING can be '-' (stdin)")
+    try:
+        with progress_bar([baseline, failing]) as advance:
+            d = diagnose_files(failing, baseline, rules_dirs=rules_dirs, progress=advance)
+    except (InputError, RuleError) as exc:
+        raise fail(str(exc)) from None
+    to_stdout_json = json_path == "-"
+    console = Console(stderr=True, highlight=False) if to_stdout_json else stdout_console()
+    from .render_diff import render_diagnosis
+
+    try:
+        render_diagnosis(d, console)
+        if json_path:
+            text = json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False)
+            if to_stdout_json:
+                click.echo(text)
+            else:
+                _write_text(json_path, text + "\n")
+                console.print(f"JSON written to {json_path}")
+        if html_path:
+            from .report import write_html
+
+            write_html(d, html_path)
+            console.print(f"HTML report written to {html_path}")
+    except BrokenPipeError:
+        _silence_broken_pipe()
+    if any(f.severity in FAIL_ON[fail_on] for f in d.findings):
+        raise click.exceptions.Exit(EXIT_FINDINGS)
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise fail(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
 def _silence_broken_pipe() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())

@@ -317,6 +317,8 @@ class RunModel:
     def on_decode_batch(self, ev: Event) -> None:
         f = ev.fields
         self.last_serving_line = ev.line
+        if self.kind_counts["decode_batch"] <= 3:  # a few decode lines as evidence for throughput
+            self._notice("decode", ev)
         tput = f.get("gen_throughput_tok_s")
         if tput is not None:
             key = ev.rank or NO_RANK
@@ -542,6 +544,10 @@ class RunModel:
         if NO_RANK in self.ranks and (not ranks or self.ranks[NO_RANK].phase):
             ranks = ([NO_RANK] if not ranks else ranks + [NO_RANK])
         phase_reached = {k: self.ranks[k].phase for k in ranks if self.ranks[k].phase}
+        for c in self.crash_events:  # a traceback can place a rank further than its log lines did
+            r, p = c.get("rank"), c.get("phase")
+            if r in phase_reached and p and _PHASE_INDEX[p] > _PHASE_INDEX[phase_reached[r]]:
+                phase_reached[r] = p
         memory = {}
         for k in ranks:
             mem = {key: v for key, v in self.ranks[k].memory.items() if key != "capture_end_line"}

@@ -1,0 +1,130 @@
+"""Evaluate rules over two runs and produce findings and a verdict. No I/O here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from jinja2 import TemplateError
+
+from .expr import ExprError
+from .facts import compute
+from .rulespec import SEVERITIES, RuleSpec
+from .run import RunSummary
+
+_SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule that fired: what it says, why, and the log lines it rests on."""
+
+    rule: str
+    name: str
+    severity: str
+    title: str
+    explanation: str
+    evidence: tuple[dict[str, Any], ...]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "name": self.name, "severity": self.severity, "title": self.title,
+                "explanation": self.explanation, "evidence": list(self.evidence), "facts": self.facts}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Everything ``diff`` reports: both runs, the computed facts, the findings, a verdict."""
+
+    baseline: RunSummary | None
+    failing: RunSummary
+    facts: dict[str, Any]
+    findings: tuple[Finding, ...]
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "failing": self.failing.to_dict(),
+            "findings": [f.to_dict() for f in self.findings],
+            "facts": self.facts,
+        }
+
+    def worst(self) -> str | None:
+        return min((f.severity for f in self.findings), key=_SEVERITY_RANK.__getitem__, default=None)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe copy of a fact value (sets and tuples become lists)."""
+    return json.loads(json.dumps(value, default=lambda o: sorted(o) if isinstance(o, set) else str(o)))
+
+
+def env_for(failing: RunSummary, baseline: RunSummary | None, facts: dict[str, Any]) -> dict[str, Any]:
+    return {"baseline": baseline.to_dict() if baseline else None, "failing": failing.to_dict(), "facts": facts}
+
+
+def evaluate(rules: Sequence[RuleSpec], failing: RunSummary, baseline: RunSummary | None) -> Diagnosis:
+    facts = _plain(compute(failing, baseline))
+    env = env_for(failing, baseline, facts)
+    findings = [f for f in (fire(rule, env) for rule in rules) if f is not None]
+    findings.sort(key=lambda f: _SEVERITY_RANK[f.severity])
+    return Diagnosis(baseline, failing, facts, tuple(findings), verdict(failing, baseline, findings))
+
+
+def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
+    """The rule's finding when its condition holds, else None."""
+    try:
+        if not rule.when.holds(env):
+            return None
+        evidence = rule.evidence.evaluate(env) if rule.evidence else []
+        title, explanation = rule.render(rule.title, env), rule.render(rule.explanation, env)
+    except (ExprError, TemplateError, TypeError, ValueError, AttributeError, KeyError) as exc:
+        # A rule that breaks on unusual data must not take the whole diagnosis down.
+        return Finding(rule.id, rule.name, "warning", f"rule {rule.id} could not be evaluated",
+                       f"{rule.source}: {exc.__class__.__name__}: {exc}", ())
+    used = {path: _lookup(env, path) for path in sorted(rule.when.names_used)}
+    return Finding(rule.id, rule.name, rule.severity, title, explanation, tuple(_evidence(evidence)), _plain(used))
+
+
+def _evidence(value: Any) -> list[dict[str, Any]]:
+    items = value if isinstance(value, list) else [value]
+    out, seen = [], set()
+    for item in items:
+        if isinstance(item, list):
+            out += _evidence(item)
+            continue
+        if not isinstance(item, dict) or item.get("line") is None:
+            continue
+        key = (item.get("file"), item.get("line"))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"file": item.get("file"), "line": item.get("line"), "rank": item.get("rank"),
+                    "text": (item.get("text") or "")[:400]})
+    return out[:24]
+
+
+def _lookup(env: dict[str, Any], path: str) -> Any:
+    node: Any = env
+    for part in path.split("."):
+        if isinstance(node, dict):
+            node = node.get(part)
+        else:
+            return None
+    if isinstance(node, (dict, list)) and len(json.dumps(node, default=str)) > 2000:
+        return "(large value omitted)"
+    return node
+
+
+def verdict(failing: RunSummary, baseline: RunSummary | None, findings: list[Finding]) -> str:
+    head = f"failing run {failing.outcome}"
+    if baseline is not None:
+        head = f"baseline {baseline.outcome}, failing {failing.outcome}"
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        return f"{head}: {errors[0].title}"
+    if findings:
+        return f"{head}: {findings[0].title}"
+    return f"{head}: no differences that a rule flags"

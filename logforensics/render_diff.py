@@ -1,0 +1,72 @@
+"""The terminal view of a diagnosis (``logforensics diff``): verdict first, then findings.
+
+Presentation only; every sentence comes from the rules and every figure from the facts.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .engine import Diagnosis
+from .render_summary import OUTCOME_STYLE, fmt, table_box
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+SIDE_BY_SIDE = (
+    ("avail@load", "load_begin_avail_gib"),
+    ("avail@loaded", "load_end_avail_gib"),
+    ("KV", "kv_gib"),
+    ("KV tokens", "kv_tokens"),
+    ("avail@pool", "pool_end_avail_gib"),
+    ("graphs", "capture_mem_gib"),
+)
+
+
+def render_diagnosis(d: Diagnosis, console: Console, *, max_evidence: int = 4) -> None:
+    worst = d.worst()
+    style = SEVERITY_STYLE.get(worst or "", "bold green")
+    console.print(Panel(Text(d.verdict, style=style), title="verdict", expand=False))
+    if d.baseline is not None:
+        runs = Text.assemble(
+            ("baseline ", "bold"), (d.baseline.outcome, OUTCOME_STYLE.get(d.baseline.outcome, "")),
+            f"  {d.baseline.file}\n", ("failing  ", "bold"),
+            (d.failing.outcome, OUTCOME_STYLE.get(d.failing.outcome, "")), f"  {d.failing.file}")
+        console.print(runs)
+    for f in d.findings:
+        head = Text.assemble((f"[{f.severity}] ", SEVERITY_STYLE[f.severity]), (f"{f.rule} ", "bold"), f.title)
+        console.print(head)
+        for line in f.explanation.splitlines():
+            if line.strip():
+                console.print(Text("    " + line))
+        for e in f.evidence[:max_evidence]:
+            where = f"{e['file']}:{e['line']}"
+            rank = f" {e['rank']}" if e.get("rank") else ""
+            console.print(Text(f"      > {where}{rank}: {e['text'][:140]}", style="dim"))
+        if len(f.evidence) > max_evidence:
+            console.print(Text(f"      > ... {len(f.evidence) - max_evidence} more evidence lines in the JSON/HTML", style="dim"))
+    if d.baseline is not None and (d.baseline.memory or d.failing.memory):
+        console.print(memory_table(d, console))
+
+
+def memory_table(d: Diagnosis, console: Console) -> Table:
+    """Both runs' memory side by side, rank by rank (GiB)."""
+    t = Table(title="Memory per rank, baseline -> failing (GiB; SGLang's GB is GiB)", box=table_box(console))
+    t.add_column("rank")
+    for title, _ in SIDE_BY_SIDE:
+        t.add_column(title, justify="right")
+    assert d.baseline is not None
+    ranks = list(dict.fromkeys(d.baseline.ranks + d.failing.ranks))
+    crashed = set((d.failing.crash or {}).get("ranks") or [])
+    for rank in ranks:
+        b = d.baseline.memory.get(rank, {})
+        f = d.failing.memory.get(rank, {})
+        cells = []
+        for _, key in SIDE_BY_SIDE:
+            bv, fv = b.get(key), f.get(key)
+            changed = bv is not None and fv is not None and bv != fv
+            cells.append(Text(f"{fmt(bv)} -> {fmt(fv)}", style="yellow" if changed else ""))
+        t.add_row(Text(rank, style="red" if rank in crashed else ""), *cells)
+    return t

@@ -1,0 +1,149 @@
+"""Declarative diff rules: one YAML file per rule, validated strictly when loaded.
+
+A rule has a stable ``id`` (``CR01``), a dotted ``name``, a ``severity``, a ``when``
+condition in the safe expression language (``logforensics.expr``, a Lark grammar,
+evaluated without ``eval``), ``title`` and ``explanation`` templates (Jinja2's sandbox),
+an ``evidence`` expression that yields evidence entries, and ``examples``: a failing
+and a passing pair of log snippets that the test suite runs. Unknown keys, unknown
+names and unparsable expressions fail at load time with the file name, never in the
+middle of a diff.
+
+Names a rule can read: ``baseline`` and ``failing`` (the run summaries, as
+``summary --json`` prints them; ``baseline`` is null for a single-run diagnosis) and
+``facts`` (computed in ``logforensics/facts.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from jinja2 import StrictUndefined, TemplateSyntaxError
+from jinja2.sandbox import SandboxedEnvironment
+
+from .expr import Expr, ExprError, compile_expr
+
+NAMES = frozenset({"baseline", "failing", "facts"})
+SEVERITIES = ("error", "warning", "info")
+_ID = re.compile(r"^[A-Z]{2,4}\d{2}$")
+_KEYS = {"id", "name", "severity", "title", "when", "explanation", "evidence", "priority",
+         "examples", "summary", "groups"}
+_REQUIRED = {"id", "name", "severity", "title", "when", "explanation", "examples"}
+
+
+class RuleError(ValueError):
+    """A rule file that cannot be used; the message names the file and the problem."""
+
+
+def _fmt_gib(value: Any) -> str:
+    return "?" if value is None else f"{float(value):.2f} GiB"
+
+
+def _fmt_num(value: Any, digits: int = 2) -> str:
+    return "?" if value is None else f"{float(value):.{digits}f}"
+
+
+def template_env() -> SandboxedEnvironment:
+    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, trim_blocks=False, lstrip_blocks=True)
+    env.filters["gib"] = _fmt_gib
+    env.filters["num"] = _fmt_num
+    env.filters["ranks"] = lambda xs: ", ".join(str(x) for x in (xs or [])) or "none"
+    return env
+
+
+_TEMPLATES = template_env()
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A loaded, validated rule."""
+
+    id: str
+    name: str
+    severity: str
+    title: str
+    explanation: str
+    when: Expr
+    evidence: Expr | None
+    priority: int
+    examples: dict[str, Any]
+    source: str
+    summary: str = ""
+    groups: tuple[str, ...] = field(default_factory=tuple)
+
+    def render(self, template: str, env: dict[str, Any]) -> str:
+        return _TEMPLATES.from_string(template).render(**env).strip()
+
+
+def load_rule_text(text: str, source: str) -> RuleSpec:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RuleError(f"{source}: not valid YAML ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise RuleError(f"{source}: a rule file holds one mapping")
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise RuleError(f"{source}: unknown key(s) {', '.join(sorted(unknown))}")
+    missing = _REQUIRED - set(data)
+    if missing:
+        raise RuleError(f"{source}: missing key(s) {', '.join(sorted(missing))}")
+    rid = str(data["id"])
+    if not _ID.match(rid):
+        raise RuleError(f"{source}: id {rid!r} must look like CR01 (2-4 capitals, 2 digits)")
+    if data["severity"] not in SEVERITIES:
+        raise RuleError(f"{source}: severity must be one of {', '.join(SEVERITIES)}")
+    try:
+        when = compile_expr(str(data["when"]), names=NAMES)
+        evidence = compile_expr(str(data["evidence"]), names=NAMES) if data.get("evidence") else None
+    except ExprError as exc:
+        raise RuleError(f"{source}: {exc}") from None
+    for key in ("title", "explanation"):
+        try:
+            _TEMPLATES.parse(str(data[key]))
+        except TemplateSyntaxError as exc:
+            raise RuleError(f"{source}: {key} template: {exc.message} (line {exc.lineno})") from None
+    examples = data["examples"]
+    if not isinstance(examples, dict) or not {"fail", "pass"} <= set(examples):
+        raise RuleError(f"{source}: examples needs a 'fail' and a 'pass' case")
+    for case in ("fail", "pass"):
+        if not isinstance(examples[case], dict) or "failing" not in examples[case]:
+            raise RuleError(f"{source}: examples.{case} needs a 'failing' log (and optionally 'baseline')")
+    return RuleSpec(rid, str(data["name"]), data["severity"], str(data["title"]), str(data["explanation"]),
+                    when, evidence, int(data.get("priority", 50)), examples, source,
+                    str(data.get("summary", "")), tuple(data.get("groups") or ()))
+
+
+def _builtin_files() -> Iterable[tuple[str, str]]:
+    root = resources.files("logforensics.rules")
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in node.iterdir():
+            if child.is_dir():
+                stack.append(child)
+            elif child.name.endswith((".yml", ".yaml")):
+                yield f"rules/{child.name}", child.read_text(encoding="utf-8")
+
+
+def load_rules(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True) -> list[RuleSpec]:
+    """Built-in rules plus every ``*.yml`` under ``extra_dirs`` (a user's own rules)."""
+    rules: list[RuleSpec] = []
+    if builtin:
+        rules += [load_rule_text(text, src) for src, text in _builtin_files()]
+    for d in extra_dirs:
+        path = Path(d)
+        if not path.is_dir():
+            raise RuleError(f"{path}: --rules needs a directory of *.yml rule files")
+        for f in sorted(path.rglob("*.y*ml")):
+            rules.append(load_rule_text(f.read_text(encoding="utf-8"), str(f)))
+    seen: dict[str, str] = {}
+    for r in rules:
+        if r.id in seen:
+            raise RuleError(f"{r.source}: rule id {r.id} is already used by {seen[r.id]}")
+        seen[r.id] = r.source
+    return sorted(rules, key=lambda r: (r.priority, r.id))

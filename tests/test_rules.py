@@ -1,0 +1,121 @@
+"""Every rule file: valid, self-documenting, and its examples behave (fail fires, pass does not)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from logforensics.engine import evaluate, fire, env_for
+from logforensics.facts import compute
+from logforensics.pipeline import LiveRun
+from logforensics.rulespec import RuleError, load_rule_text, load_rules
+
+RULES = load_rules()
+
+
+def _run(text: str | None, name: str):
+    if text is None:
+        return None
+    run = LiveRun(name)
+    run.feed(text.encode())
+    run.close()
+    return run.summary()
+
+
+def _findings(rule, case: str):
+    example = rule.examples[case]
+    failing = _run(example["failing"], f"{rule.id}-{case}-failing.log")
+    baseline = _run(example.get("baseline"), f"{rule.id}-{case}-baseline.log")
+    return evaluate(RULES, failing, baseline)
+
+
+def test_rules_load_and_ids_are_unique() -> None:
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids)) >= 10
+    for r in RULES:
+        assert Path(r.source).name.startswith(r.id + "_"), "a rule file is named after its id"
+        assert r.summary, f"{r.id} needs a one-line summary"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
+def test_fail_example_fires(rule) -> None:
+    d = _findings(rule, "fail")
+    mine = [f for f in d.findings if f.rule == rule.id]
+    assert mine, f"{rule.id} did not fire on its failing example"
+    finding = mine[0]
+    assert finding.severity == rule.severity, finding.explanation
+    assert "could not be evaluated" not in finding.title
+    assert finding.evidence, f"{rule.id} cites no evidence lines"
+    for e in finding.evidence:
+        assert e["file"] and isinstance(e["line"], int) and e["line"] >= 1
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
+def test_pass_example_is_quiet(rule) -> None:
+    d = _findings(rule, "pass")
+    assert rule.id not in [f.rule for f in d.findings]
+    assert not [f for f in d.findings if "could not be evaluated" in f.title]
+
+
+def test_bad_rules_are_refused_at_load_time(tmp_path: Path) -> None:
+    base = (Path(RULES[0].source).name, "")
+    good = """
+id: XX01
+name: test.rule
+severity: warning
+title: t
+when: failing.outcome == 'crashed'
+explanation: e
+examples: {fail: {failing: "x"}, pass: {failing: "y"}}
+"""
+    load_rule_text(good, "good.yml")
+    cases = {
+        "unknown key": good + "colour: red\n",
+        "bad id": good.replace("XX01", "x1"),
+        "unknown name": good.replace("failing.outcome", "failng.outcome"),
+        "bad expression": good.replace("== 'crashed'", "== "),
+        "bad template": good.replace("title: t", "title: '{{ x'"),
+        "bad severity": good.replace("warning", "fatal"),
+        "no examples": good.split("examples")[0],
+    }
+    for what, text in cases.items():
+        with pytest.raises(RuleError) as err:
+            load_rule_text(text, f"{what}.yml")
+        assert f"{what}.yml" in str(err.value)
+    assert base
+
+
+def test_user_rules_directory(tmp_path: Path) -> None:
+    (tmp_path / "US01_my_rule.yml").write_text("""
+id: US01
+name: user.crashed_in_capture
+severity: error
+summary: mine
+title: "crashed in capture on {{ failing.crash.first_rank }}"
+when: failing.crash != null and failing.crash.phase == 'cuda_graph_capture'
+explanation: "see {{ failing.file }}"
+evidence: facts.crash.evidence
+examples: {fail: {failing: "x"}, pass: {failing: "y"}}
+""")
+    rules = load_rules([tmp_path])
+    assert "US01" in [r.id for r in rules]
+    with pytest.raises(RuleError):
+        load_rules([tmp_path / "missing"])
+
+
+def test_a_rule_that_breaks_on_data_becomes_a_warning() -> None:
+    rule = load_rule_text("""
+id: XX02
+name: test.broken
+severity: error
+title: "{{ failing.nothing.here }}"
+when: "true"
+explanation: x
+examples: {fail: {failing: "x"}, pass: {failing: "y"}}
+""", "broken.yml")
+    failing = _run("[2025-01-01 00:00:00] hello\n", "f.log")
+    finding = fire(rule, env_for(failing, None, compute(failing, None)))
+    assert finding is not None and finding.severity == "warning"
+    assert re.search(r"could not be evaluated", finding.title)
