@@ -224,6 +224,59 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
         raise click.exceptions.Exit(EXIT_FINDINGS)
 
 
+@main.command()
+@click.argument("log", required=False, type=click.Path(dir_okay=False))
+@click.option("--host", help="Follow a log on this host over SSH (an alias from ~/.ssh/config works).")
+@click.option("--path", "remote_path", help="The log's path on --host. Without it, the SGLang server "
+              "processes on the host are found and the file their output goes to is followed.")
+@click.option("--user", help="SSH user (default: from ~/.ssh/config, else the local user).")
+@click.option("--port", type=int, help="SSH port (default: from ~/.ssh/config, else 22).")
+@click.option("-i", "identity", type=click.Path(dir_okay=False), help="SSH private key (else ~/.ssh/config or the agent).")
+@click.option("--known-hosts", type=click.Path(dir_okay=False), help="known_hosts file (default ~/.ssh/known_hosts).")
+@click.option("--accept-new-host-key", is_flag=True, help="Trust an unknown host key on first use and save it "
+              "(like OpenSSH's accept-new); a changed key is still refused.")
+@click.option("--baseline", type=click.Path(dir_okay=False), help="A baseline log: phase times are compared "
+              "with it, silent ranks flagged, and the crash diagnosed against it.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="On a crash, write the HTML report here.")
+@click.option("--until", type=click.Choice(["crash", "ready", "exit"]), default="crash", show_default=True,
+              help="When to stop: crash = exit 1 on a crash (else follow until interrupted); ready = exit 0 "
+              "once the server is ready (1 if it crashes first); exit = follow until the log goes quiet after "
+              "the server stopped or crashed.")
+@click.option("--jsonl", is_flag=True, help="Write events to stdout as JSON lines (as parse --format jsonl); "
+              "status and diagnosis go to stderr.")
+@click.option("--grace", type=float, default=2.0, show_default=True,
+              help="Seconds to collect other ranks' tracebacks after the first crash before exiting.")
+@click.option("--idle-exit", type=float, default=10.0, show_default=True,
+              help="With --until exit: seconds of silence after the server stopped before exiting.")
+@click.option("--silent-after", type=float, default=60.0, show_default=True,
+              help="With --baseline: flag a rank silent for longer than this and 3x the baseline's time "
+              "for its phase (a hang).")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="A directory of your own rule files (*.yml).")
+def watch(log: str | None, host: str | None, remote_path: str | None, user: str | None, port: int | None,
+          identity: str | None, known_hosts: str | None, accept_new_host_key: bool, baseline: str | None,
+          report_path: str | None, until: str, jsonl: bool, grace: float, idle_exit: float,
+          silent_after: float, rules_dirs: tuple[str, ...]) -> None:
+    """Follow a server log live (LOG locally, or --host over SSH) and explain a crash the moment it happens.
+
+    Shows per rank the phase, its progress, free memory, time in phase and seconds
+    since the rank last spoke. On a crash: the full traceback (once per distinct
+    traceback, with the ranks that share it), the diagnosis from the same rules as
+    diff, a bell, the HTML report with --report, and exit status 1.
+    """
+    from .watch_loop import run_watch
+
+    if bool(log) == bool(host):
+        raise fail("give either LOG (a local file) or --host HOST (over SSH)")
+    if log and remote_path:
+        raise fail("--path goes with --host; for a local file give LOG")
+    code = run_watch(log=log, host=host, remote_path=remote_path, user=user, port=port, identity=identity,
+                     known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, baseline=baseline,
+                     report_path=report_path, until=until, jsonl=jsonl, grace=grace, idle_exit=idle_exit,
+                     rules_dirs=rules_dirs, silent_after=silent_after)
+    raise click.exceptions.Exit(code)
+
+
 def _write_text(path: str, text: str) -> None:
     try:
         with open(path, "w", encoding="utf-8") as fh:

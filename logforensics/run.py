@@ -522,19 +522,15 @@ class RunModel:
                tuple((fr.get("path"), fr.get("func")) for fr in rec["frames"][-6:]))
         for d in self.exceptions:
             if d["signature"] == sig:
-                if rec["rank"] not in d["ranks"]:
-                    d["ranks"].append(rec["rank"])
-                d["occurrences"].append({"rank": rec["rank"], "line": rec["line"], "end_line": rec["end_line"],
-                                         "oom": rec["oom"]})
+                d["occurrences"].append(rec)
                 return
         if len(self.exceptions) < _MAX_DISTINCT_EXCEPTIONS:
             self.exceptions.append({
                 "signature": sig, "exception": rec["exception"], "message": rec["message"],
-                "ranks": [rec["rank"]], "phase": rec["phase"], "frames": rec["frames"],
+                "phase": rec["phase"], "frames": rec["frames"],
                 "chain": rec["chain"], "oom": rec["oom"], "text": rec["text"],
                 "first_line": rec["line"], "end_line": rec["end_line"], "file": rec["file"],
-                "occurrences": [{"rank": rec["rank"], "line": rec["line"], "end_line": rec["end_line"],
-                                 "oom": rec["oom"]}],
+                "occurrences": [rec],  # the crash records themselves: ranks resolved later show
             })
 
     # ------------------------------------------------------------------ summary
@@ -565,7 +561,7 @@ class RunModel:
                            "text": self.ranks[k].last_text[:500]} for k in ranks},
             progress={k: self.ranks[k].progress for k in ranks if self.ranks[k].progress},
             crash=crash,
-            exceptions=[{k: v for k, v in d.items() if k != "signature"} for d in self.exceptions],
+            exceptions=[_distinct_view(d) for d in self.exceptions],
             hang=hang,
             ready=self.ready,
             memory=memory,
@@ -701,6 +697,19 @@ class RunModel:
             "unterminated_last_line": getattr(stats, "unterminated_last_line", False),
             "bytes": getattr(stats, "bytes", None),
         }
+
+
+def _distinct_view(d: dict[str, Any]) -> dict[str, Any]:
+    """A distinct traceback with the ranks that share it (as resolved) and its occurrences."""
+    out = {k: v for k, v in d.items() if k not in ("signature", "occurrences")}
+    ranks: list[str | None] = []
+    for occ in d["occurrences"]:
+        if occ["rank"] not in ranks:
+            ranks.append(occ["rank"])
+    out["ranks"] = ranks
+    out["occurrences"] = [{"rank": o["rank"], "line": o["line"], "end_line": o["end_line"], "oom": o["oom"]}
+                          for o in d["occurrences"]]
+    return out
 
 
 def _flags(words: list[str]) -> dict[str, Any]:

@@ -1,0 +1,194 @@
+"""Follow a server log live and explain a crash the moment it happens.
+
+The byte source (a local file through watchdog, or a remote one over SSH) runs in a
+thread and hands chunks to the main loop through a queue; the main loop feeds them to
+the same :class:`~logforensics.pipeline.LiveRun` that ``parse`` and ``diff`` use, so the
+events seen live are the events of ``parse`` on the finished file.
+
+A crash is recognised as soon as its exception line arrives: the traceback is still
+open in the parser (more lines may follow), so the diagnosis runs on a snapshot of the
+run model with that traceback added, without changing what the parser later emits.
+Other ranks' tracebacks that arrive within ``grace`` seconds are folded into the
+report (deduplicated, with the ranks that share each one).
+"""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from .engine import Diagnosis, evaluate
+from .events import PHASES, Event
+from .pipeline import LiveRun
+from .rulespec import RuleSpec
+from .run import RunSummary
+from .sources import Chunk, Notice
+
+_PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+_FATAL_KINDS = {"exception", "cpp_abort", "cpp_terminate", "subprocess_crashed"}
+#: A rank silent this many times longer than the baseline needed for its phase is flagged.
+HANG_FACTOR = 3.0
+
+
+@dataclass
+class RankLive:
+    """What the live view shows for one rank."""
+
+    phase: str | None = None
+    phase_since_wall: float = 0.0
+    last_wall: float = 0.0
+    last_line: int = 0
+    avail_gib: float | None = None
+    progress: str | None = None
+    warned_silent: bool = False
+
+
+@dataclass
+class WatchState:
+    """Live state of one followed log: the run, per-rank view, crash and readiness."""
+
+    run: LiveRun
+    baseline: RunSummary | None
+    rules: list[RuleSpec]
+    ranks: dict[str, RankLive] = field(default_factory=dict)
+    crash_at: float | None = None          # wall time the crash was seen
+    crash_line: int | None = None
+    diagnosis: Diagnosis | None = None
+    ready_at: float | None = None
+    notices: list[str] = field(default_factory=list)
+    bytes: int = 0
+    silent_after: float = 60.0  # never flag a rank silent for less than this
+
+    def feed(self, data: bytes, now: float) -> list[Event]:
+        self.bytes += len(data)
+        events = self.run.feed(data)
+        for ev in events:
+            self._track(ev, now)
+        if self.crash_at is None:
+            self._check_crash(events, now)
+        return events
+
+    def _track(self, ev: Event, now: float) -> None:
+        if ev.kind == "server_ready" and self.ready_at is None:
+            self.ready_at = now
+        if ev.rank is None:
+            if ev.kind == "progress" and self.ranks:
+                first = next(iter(self.ranks.values()))
+                prog = ev.fields.get("progress") or {}
+                if prog:
+                    first.progress = f"{(ev.fields.get('desc') or '').split(' (')[0]} {prog.get('n')}/{prog.get('total')}"
+                    if ev.fields.get("avail_gib") is not None:
+                        first.avail_gib = ev.fields["avail_gib"]
+                    first.last_wall = now
+            return
+        r = self.ranks.setdefault(ev.rank, RankLive(phase_since_wall=now))
+        r.last_wall = now
+        r.last_line = ev.line
+        r.warned_silent = False
+        phase = self.run.model.ranks.get(ev.rank)
+        if phase is not None and phase.phase != r.phase:
+            r.phase = phase.phase
+            r.phase_since_wall = now
+            r.progress = None
+        for key in ("avail_gib",):
+            if ev.fields.get(key) is not None and ev.kind not in ("decode_batch", "prefill_batch"):
+                r.avail_gib = ev.fields[key]
+
+    def _check_crash(self, events: list[Event], now: float) -> None:
+        fatal = any(e.kind in _FATAL_KINDS for e in events)
+        pending = self.run.parser.pending()
+        if pending is not None and (pending.fields.get("exception") or pending.fields.get("fatal_signal")):
+            fatal = True
+        if fatal:
+            self.crash_at = now
+            self.diagnosis = self.diagnose()
+            crash = self.diagnosis.failing.crash
+            self.crash_line = crash.get("line") if crash else None
+
+    def snapshot(self) -> RunSummary:
+        """The run summary now, including a traceback the parser still holds open."""
+        pending = self.run.parser.pending()
+        if pending is None:
+            return self.run.summary()
+        model = copy.deepcopy(self.run.model)
+        model.observe(pending)
+        stats = self.run.parser.stats
+        return model.summary(stats)
+
+    def diagnose(self) -> Diagnosis:
+        return evaluate(self.rules, self.snapshot(), self.baseline)
+
+    def silent_ranks(self, now: float) -> list[tuple[str, float, float | None]]:
+        """(rank, seconds silent, baseline seconds for that phase) for ranks that look hung."""
+        out = []
+        if self.crash_at is not None or self.ready_at is not None or len(self.ranks) < 1:
+            return out
+        for label, r in self.ranks.items():
+            silent = now - r.last_wall
+            expected = baseline_phase_seconds(self.baseline, label, r.phase) if self.baseline else None
+            limit = max(self.silent_after, HANG_FACTOR * expected) if expected else None
+            if limit is not None and silent > limit:
+                out.append((label, silent, expected))
+        return out
+
+
+def baseline_phase_seconds(base: RunSummary | None, rank: str, phase: str | None) -> float | None:
+    """How long the baseline's rank spent in ``phase`` (first line of it to first line of the next)."""
+    if base is None or phase is None or rank not in base.phases:
+        return None
+    from datetime import datetime
+
+    phases = base.phases[rank]
+    info = phases.get(phase)
+    if not info or not info.get("first_ts"):
+        return None
+    later = [phases[p]["first_ts"] for p in PHASES[_PHASE_INDEX[phase] + 1:] if p in phases and phases[p].get("first_ts")]
+    end = later[0] if later else info.get("last_ts")
+    try:
+        return max((datetime.fromisoformat(end) - datetime.fromisoformat(info["first_ts"])).total_seconds(), 1.0)
+    except (TypeError, ValueError):
+        return None
+
+
+def pump(source: Any, out: "queue.Queue[Any]", stop: threading.Event) -> None:
+    """Thread body: move items from a follower into a queue until stopped or exhausted."""
+    try:
+        for item in source:
+            out.put(item)
+            if stop.is_set():
+                break
+    except Exception as exc:  # noqa: BLE001 - handed to the main loop, which reports it
+        out.put(exc)
+    finally:
+        out.put(None)
+
+
+def follow(source: Any, *, tick: float = 0.05) -> Iterator[Chunk | Notice | Exception | None | str]:
+    """Items of ``source`` as they come, and "tick" when nothing came for ``tick`` seconds."""
+    q: "queue.Queue[Any]" = queue.Queue()
+    stop = threading.Event()
+    thread = threading.Thread(target=pump, args=(source, q, stop), daemon=True)
+    thread.start()
+    try:
+        while True:
+            try:
+                item = q.get(timeout=tick)
+            except queue.Empty:
+                yield "tick"
+                continue
+            yield item
+            if item is None:
+                return
+    finally:
+        stop.set()
+        try:
+            source.stop()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+Callback = Callable[[str], None]

@@ -1,0 +1,85 @@
+"""What ``watch`` shows: a live rich table on a terminal, plain status lines otherwise."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .engine import Diagnosis
+from .render_diff import render_diagnosis
+from .render_summary import fmt, table_box
+from .watch import WatchState, baseline_phase_seconds
+
+
+def rank_table(state: WatchState, now: float, console: Console) -> Table:
+    t = Table(title=f"{state.run.name}  ({state.bytes / 1e6:.1f} MB read)", box=table_box(console))
+    for col in ("rank", "phase", "progress", "avail GiB", "in phase", "silent"):
+        t.add_column(col, justify="left" if col in ("rank", "phase", "progress") else "right")
+    if state.baseline is not None:
+        t.add_column("baseline phase", justify="right")
+    silent = {r for r, _, _ in state.silent_ranks(now)}
+    for label, r in state.ranks.items():
+        row = [Text(label, style="bold red" if label in silent else ""), r.phase or "-", r.progress or "",
+               fmt(r.avail_gib), f"{now - r.phase_since_wall:.0f}s", f"{now - r.last_wall:.0f}s"]
+        if state.baseline is not None:
+            secs = baseline_phase_seconds(state.baseline, label, r.phase)
+            row.append(f"{secs:.0f}s" if secs is not None else "-")
+        t.add_row(*row)
+    return t
+
+
+def live_renderable(state: WatchState, now: float, console: Console) -> Any:
+    parts: list[Any] = [rank_table(state, now, console)]
+    for label, secs, expected in state.silent_ranks(now):
+        parts.append(Text(f"warning: {label} silent for {secs:.0f}s; the baseline needed {expected:.0f}s "
+                          f"for this phase: a hang?", style="yellow"))
+    if state.ready_at is not None:
+        parts.append(Text("server ready", style="bold green"))
+    for note in state.notices[-3:]:
+        parts.append(Text(note, style="dim"))
+    return Group(*parts)
+
+
+class PlainStatus:
+    """Status lines for pipes and CI logs: one line per change, nothing redrawn."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.seen: dict[str, tuple[Any, ...]] = {}
+        self.warned: set[str] = set()
+
+    def update(self, state: WatchState, now: float) -> None:
+        for label, r in state.ranks.items():
+            key = (r.phase,)
+            if self.seen.get(label) != key:
+                self.seen[label] = key
+                self.console.print(f"[watch] {label}: {r.phase or '-'} (line {r.last_line})", markup=False,
+                                   highlight=False)
+        for label, secs, expected in state.silent_ranks(now):
+            if label not in self.warned:
+                self.warned.add(label)
+                self.console.print(f"[watch] warning: {label} silent for {secs:.0f}s; the baseline needed "
+                                   f"{expected:.0f}s for this phase: a hang?", markup=False, highlight=False)
+        if state.ready_at is not None and "ready" not in self.warned:
+            self.warned.add("ready")
+            self.console.print("[watch] server ready", markup=False, highlight=False)
+
+
+def print_crash(d: Diagnosis, console: Console) -> None:
+    """The full traceback(s), deduplicated across ranks, then the diagnosis."""
+    for exc in d.failing.exceptions:
+        ranks = ", ".join(r or "?" for r in exc["ranks"])
+        title = f"{exc.get('exception') or 'crash'} on {ranks} (line {exc['first_line']})"
+        console.print(Panel(Text(exc["text"]), title=title, border_style="red", expand=False))
+    if not d.failing.exceptions and d.failing.crash:
+        console.print(Panel(Text(d.failing.crash.get("text") or ""), title="crash", border_style="red", expand=False))
+    render_diagnosis(d, console)
+
+
+def now() -> float:
+    return time.monotonic()
