@@ -105,6 +105,7 @@ _KEY_ALIASES = {
     "cpu graph": "cuda_graph",
     "npu graph": "cuda_graph",
     "musa graph": "cuda_graph",
+    "logical #tokens": "tokens",
 }
 
 
@@ -163,7 +164,7 @@ def build_event(plan: Plan, text: str, line: int, file: str | None) -> Event:
 @lru_cache(maxsize=None)
 def _parsers() -> tuple[Lark, Lark]:
     kw = dict(parser="lalr", lexer="contextual", propagate_positions=False,
-              maybe_placeholders=False, cache=False)
+              maybe_placeholders=False, cache=True)
     record = Lark.open_from_package("logforensics.grammars", "sglang.lark", ("",), start="record", **kw)
     fallback = Lark.open_from_package("logforensics.grammars", "sglang.lark", ("",), start="fallback", **kw)
     return record, fallback
@@ -173,10 +174,24 @@ def _parsers() -> tuple[Lark, Lark]:
 _KIND_RENAME = {"tqdm_bar": "progress", "fh_frame": "tb_frame", "export_env": "env"}
 
 
-class _Planner:
-    """Turns one parse tree into a Plan (token spans, converters, constants)."""
+def _tokens(tree: Tree) -> dict[str, list[Token]]:
+    """A rule's direct tokens grouped by terminal name, in order."""
+    out: dict[str, list[Token]] = {}
+    for child in tree.children:
+        if isinstance(child, Token):
+            out.setdefault(child.type, []).append(child)
+    return out
 
-    def __init__(self) -> None:
+
+class _Planner:
+    """Turns one parse tree into a Plan (token spans, converters, constants).
+
+    ``length`` is the record's length: a field may run from a token to the end of the
+    record (a message whose punctuation the grammar does not keep as tokens).
+    """
+
+    def __init__(self, length: int) -> None:
+        self.length = length
         self.fields: list[tuple[str, int, int, Conv]] = []
         self.const: dict[str, Any] = {}
         self.rank: tuple[int, int] | None = None
@@ -186,9 +201,12 @@ class _Planner:
 
     def add(self, name: str, tok: Token, conv: Conv) -> None:
         # A repeated key keeps its first value: SGLang never repeats one on purpose.
+        self.add_span(name, tok.start_pos, tok.end_pos, conv)
+
+    def add_span(self, name: str, start: int, end: int, conv: Conv) -> None:
         if any(f[0] == name for f in self.fields) or name in self.const:
             return
-        self.fields.append((name, tok.start_pos, tok.end_pos, conv))
+        self.fields.append((name, start, end, conv))
 
     def plan(self, tree: Tree | Token) -> Plan:
         if isinstance(tree, Token):  # a bare terminal cannot be a record
@@ -199,7 +217,7 @@ class _Planner:
 
     def visit(self, tree: Tree) -> None:
         name = str(tree.data)  # Lark gives a Token; a plain str keeps dict lookups in C
-        if name in ("record", "fallback"):
+        if name in ("record", "fallback", "message"):
             self.kind = "other"
             for child in tree.children:
                 if isinstance(child, Tree):
@@ -216,10 +234,9 @@ class _Planner:
                     tok = child.children[0]
                     self.rank = (tok.start_pos, tok.end_pos)
             return
-        if name == "gpu_tag":
+        if name == "gpu_tag":  # "[gpu_id=0]": the label is the text inside the brackets
             tok = tree.children[0]
-            self.rank = (tok.start_pos - (len("[gpu_id=") if tok.start_pos >= 8 else 0), tok.end_pos)
-            self.memo_ok = False  # rank text is built from a digit
+            self.rank = (tok.start_pos + 1, tok.end_pos - 1)
             return
         self.kind = _KIND_RENAME.get(name, name)
         handler = getattr(self, "on_" + name, None)
@@ -250,26 +267,44 @@ class _Planner:
         if tree.data == "elapsed_item":
             self.add("elapsed_s", tree.children[0], _to_float)
             return
-        key_tok, value = tree.children[0], tree.children[1]
+        key_tok = tree.children[0]
         if any(ch.isdigit() for ch in key_tok):
             self.memo_ok = False
-        self.value(str(key_tok), value)
+        if len(tree.children) == 3:  # "key: before -> after"
+            self.value(str(key_tok), tree.children[1], "_before")
+            self.value(str(key_tok), tree.children[2], "_after")
+        else:
+            self.value(str(key_tok), tree.children[1])
 
-    def value(self, key: str, value: Tree | Token) -> None:
+    def value(self, key: str, value: Tree | Token, suffix: str = "") -> None:
         if isinstance(value, Tree):  # number_value: SIGNED UNIT?
             num = value.children[0]
             unit = str(value.children[1]).strip() if len(value.children) > 1 else None
-            self.add(field_name(key, unit), num, _to_float if unit else _number_conv(num))
+            self.add(field_name(key, unit) + suffix, num, _to_float if unit else _number_conv(num))
             return
         conv: Conv = {"WORD": _to_word, "LIST": _to_list, "QUOTED": _to_quoted}.get(value.type, _to_str)
         if field_name(key, None) == "cuda_graph":
             conv = _to_bool
-        self.add(field_name(key, None), value, conv)
+        self.add(field_name(key, None) + suffix, value, conv)
+
+    def numbers(self, toks: list[Token], names: tuple[str, ...]) -> None:
+        """Name a rule's numeric tokens in order of appearance."""
+        for name, tok in zip(names, toks):
+            self.add(name, tok, _number_conv(tok))
+
+    def to_end(self, name: str, tok: Token) -> None:
+        """A field from ``tok`` to the end of the record."""
+        self.add_span(name, tok.start_pos, self.length, _to_strip)
 
     # -- records with their own shape ---------------------------------------------------
     def on_capture_begin(self, tree: Tree) -> None:
-        head = tree.children[0]
-        self.const.update(_capture_kind(str(head)))
+        toks = _tokens(tree)
+        head = (toks.get("CAPTURE_BEGIN") or toks["CAPTURE_END"])[0]
+        self.add("role", head, _capture_role)
+        self.add("graph", head, _capture_graph)
+        self.add("device", head, _capture_device)
+        for tok in toks.get("CAPTURE_STEP", ()):
+            self.add("step", tok, _paren_int)
         self.generic(tree)
 
     on_capture_end = on_capture_begin
@@ -279,9 +314,87 @@ class _Planner:
         self.add("num_tokens" if "num tokens" in head else "bs", lst, _to_list)
 
     def on_kv_cache_alloc(self, tree: Tree) -> None:
-        for child in tree.children:
-            if isinstance(child, Token) and child.type == "KV_LABEL":
-                self.add("label", child, _to_strip)
+        toks = _tokens(tree)
+        for tok in toks.get("KV_LABEL", ()):
+            self.add("label", tok, _to_strip)
+        for tok in toks.get("KV_ALLOC", ()):
+            if "VA upper bound" in tok:
+                self.const["va_upper_bound"] = True
+        for tok in toks.get("POST_CAPTURE_KV", ()):
+            self.const["post_capture"] = True
+            if "draft" in tok:
+                self.const["role"] = "draft"
+        self.generic(tree)
+
+    def on_swa_pool(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        if any("all SWA" in t for t in toks.get("SWA_POOL", ())):
+            self.const["all_swa"] = True
+        if "POST_CAPTURE" in toks:
+            self.const["post_capture"] = True
+        self.generic(tree)
+
+    def on_post_capture_kv(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        if "PC_MAX_BS" in toks:
+            self.numbers(toks["INT"], ("max_bs", "max_running_requests"))
+        else:
+            self.numbers(toks["INT"], ("max_running_requests_before", "max_running_requests_after"))
+        self.generic(tree)
+
+    def on_unbalanced_memory(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        signed = toks.get("SIGNED", [])
+        for name, tok in zip(("min_avail_gib", "local_avail_gib", "threshold_gib"), signed):
+            self.add(name, tok, _to_float)
+        for tok in toks.get("NUMBER", ()):
+            self.add("factor", tok, _to_float)
+
+    def on_not_enough_memory(self, tree: Tree) -> None:
+        for tok in _tokens(tree).get("NUMBER", ()):
+            self.add("mem_fraction_static", tok, _to_float)
+
+    def on_weights_no_room(self, tree: Tree) -> None:
+        self.numbers(_tokens(tree)["NUMBER"], ("mem_fraction_static", "min_mem_fraction_static", "minimum_viable"))
+        self.generic(tree)
+
+    def on_pool_no_room(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        self.add("pool", toks["POOL_NO_ROOM"][0], _before(" leaves no room"))
+        self.add(field_name("available", str(toks["UNIT"][0])), toks["NUMBER"][0], _to_float)
+
+    def on_nccl_warmup(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        self.add("group", toks["NCCL_WARMUP"][0], _to_str)
+        self.add("elapsed_s", toks["NUMBER"][0], _to_float)
+        self.generic(tree)
+
+    def on_nccl_library(self, tree: Tree) -> None:
+        self.add("path", _tokens(tree)["NONSPACE"][0], _to_str)
+        self.generic(tree)
+
+    on_nccl_load_failed = on_nccl_library
+
+    def on_load_weight_end(self, tree: Tree) -> None:
+        numbers = _tokens(tree).get("NUMBER")
+        if numbers:  # v0.5.23: weights committed after the CUDA-graph capture
+            self.numbers(numbers, ("elapsed_s", "capture_overlap_s", "startup_overlap_s"))
+            self.const["committed_after_capture"] = True
+        self.generic(tree)
+
+    def on_graph_disabled(self, tree: Tree) -> None:
+        head, reason = tree.children[0], tree.children[1]
+        self.add("graph", head, _word(1))
+        self.add("reason", reason, _to_strip)
+
+    def on_torch_compile(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        for tok in toks.get("SHAPE", ()):
+            self.add("shape", tok, _to_str)
+        for tok in toks.get("NUMBER", ()):
+            self.add("elapsed_s", tok, _to_float)
+        for tok in toks.get("INT", ()):
+            self.add("graph_index", tok, _to_int)
         self.generic(tree)
 
     def on_max_total_tokens(self, tree: Tree) -> None:
@@ -295,13 +408,41 @@ class _Planner:
         self.add("profiled_tokens", tree.children[1], _to_int)
 
     def on_decode_batch(self, tree: Tree) -> None:
+        for tok in _tokens(tree).get("ITER", ()):
+            self.add("iter", tok, _bracket_int)
         self.generic(tree)
 
     def on_prefill_batch(self, tree: Tree) -> None:
-        for child in tree.children:
-            if isinstance(child, Token) and child.type == "INT":
-                self.add("mixed_running_req", child, _to_int)
+        toks = _tokens(tree)
+        for tok in toks.get("ITER", ()):
+            self.add("iter", tok, _bracket_int)
+        for tok in toks.get("INT", ()):
+            self.add("mixed_running_req", tok, _to_int)
         self.generic(tree)
+
+    def on_retract(self, tree: Tree) -> None:
+        if tree.children[0].startswith("Testing"):
+            self.const["testing"] = True
+        self.generic(tree)
+
+    def on_pool_leak(self, tree: Tree) -> None:
+        for child in tree.children:
+            if child.data == "warning_head":
+                self.warning_head(child)
+            else:  # leak_message
+                for tok in _tokens(child).get("LEAK_POOL", ()):
+                    self.add("pool", tok, _before(" memory leak"))
+                self.generic(child)
+
+    def on_py_warning(self, tree: Tree) -> None:
+        self.warning_head(tree.children[0])
+        self.generic(tree)
+
+    def warning_head(self, tree: Tree) -> None:
+        path, lineno, category = tree.children
+        self.add("path", path, _to_str)
+        self.add("lineno", lineno, _to_int)
+        self.add("category", category, _to_str)
 
     def on_exc_header(self, tree: Tree) -> None:
         for child in tree.children:
@@ -333,16 +474,31 @@ class _Planner:
         self.add("progress", body, _tqdm_progress)
 
     def on_http_access(self, tree: Tree) -> None:
-        toks = [c for c in tree.children if isinstance(c, Token)]
-        by_type = {t.type: t for t in toks}
+        by_type = {k: v[0] for k, v in _tokens(tree).items()}
+        self.add("level", by_type["LEVEL_COLON"], _strip_colon)
         self.add("client", by_type["ADDR"], _to_str)
         self.add("method", by_type["METHOD"], _to_str)
         self.add("path", by_type["PATH"], _to_str)
         self.add("status", by_type["INT"], _to_int)
+        if "TEXT" in by_type:
+            self.add("reason", by_type["TEXT"], _to_strip)
 
     def on_uvicorn_msg(self, tree: Tree) -> None:
-        self.add("level", tree.children[0], lambda s: s.rstrip(":"))
-        self.add("message", tree.children[-1], _to_strip)
+        toks = _tokens(tree)
+        self.add("level", toks["LEVEL_COLON"][0], _strip_colon)
+        first = next(c for c in tree.children[1:] if isinstance(c, Token))
+        self.to_end("message", first)
+        for tok in toks.get("INT", ()):
+            self.add("pid", tok, _to_int)
+        for tok in toks.get("NONSPACE", ()):
+            self.add("url", tok, _to_str)
+
+    def on_device_mismatch(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        for tok in toks.get("LEVEL_COLON", ()):
+            self.add("level", tok, _strip_colon)
+        self.numbers(toks["INT"], ("expected_gpu", "current_gpu"))
+        self.to_end("message", toks["CURRENT_DEVICE"][0])
 
     def on_level_message(self, tree: Tree) -> None:
         self.add("level", tree.children[0], _to_str)
@@ -356,13 +512,38 @@ class _Planner:
     on_nccl_version_native = on_nccl_version
 
     def on_custom_ar_disabled(self, tree: Tree) -> None:
-        self.add("component", tree.children[0], lambda s: s.split(" is disabled")[0])
+        self.add("component", tree.children[0], _before(" is disabled"))
         self.add("reason", tree.children[1], _to_strip)
 
     def on_c10d_log(self, tree: Tree) -> None:
         self.add("head", tree.children[0], _c10d_head)
         if len(tree.children) > 1:
             self.add("message", tree.children[1], _to_strip)
+
+    def on_nccl_debug(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        self.add("host", toks["NCCL_HOST"][0], _to_str)
+        self.numbers(toks["INT"], ("pid", "tid", "device"))
+        self.add("level", toks["NCCL_LEVEL"][0], _to_str)
+        self.generic(tree)
+
+    def on_vllm_log(self, tree: Tree) -> None:
+        self.add("level", tree.children[0], _word(0))
+        self.add("source_loc", tree.children[1], _to_str)
+        self.generic(tree)
+
+    def on_glog(self, tree: Tree) -> None:
+        self.add("level", tree.children[0], itemgetter(0))
+        self.add("source_loc", tree.children[1], _to_str)
+        self.generic(tree)
+
+    def on_std_log(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        stamp = toks["STD_STAMP"][0]
+        self.ts = (stamp.start_pos, stamp.end_pos)
+        for tok in toks.get("STD_LEVEL", ()):
+            self.add("level", tok, _word(0))
+        self.generic(tree)
 
     def on_launch_command(self, tree: Tree) -> None:
         self.add("command", tree.children[0], _to_strip)
@@ -376,8 +557,49 @@ class _Planner:
         self.add("dp_rank", tree.children[0], _to_int)
         self.add("base_gpu_id", tree.children[1], _to_int)
 
+    def on_warmup_skipped(self, tree: Tree) -> None:
+        self.to_end("reason", tree.children[0])
+
+    def on_subprocess_crashed(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        self.add("name", toks["PROC_NAME"][0], _to_str)
+        self.add("pid", toks["INT"][0], _to_int)
+        self.add("exit_code", toks["SIGNED"][0], _to_int)
+        self.generic(tree)
+
+    def on_crash_dump(self, tree: Tree) -> None:
+        for tok in _tokens(tree).get("TEXT", ()):
+            self.add("folder", tok, _to_strip)
+
+    def on_watchdog_timeout(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        self.add("component", toks["WATCHDOG"][0], _watchdog_component)
+        self.add("watchdog_timeout_s", toks["NUMBER"][0], _number_conv(toks["NUMBER"][0]))
+        for tok in toks.get("WORD", ()):
+            self.add("soft", tok, _to_bool)
+        self.generic(tree)
+
+    def on_watchdog_debug(self, tree: Tree) -> None:
+        self.add("component", tree.children[0], _word(0))
+        self.generic(tree)
+
+    def on_pyspy_dump(self, tree: Tree) -> None:
+        self.add("pid", tree.children[0], _to_int)
+
+    def on_health_check_failed(self, tree: Tree) -> None:
+        toks = _tokens(tree)
+        for tok in toks.get("NUMBER", ()):
+            self.add("timeout_s", tok, _number_conv(tok))
+        for name, tok in zip(("tic_start", "last_heartbeat"), toks.get("CLOCK", ())):
+            self.add(name, tok, _to_str)
+        self.generic(tree)
+
     def on_weights_ready(self, tree: Tree) -> None:
         self.add("elapsed_s", tree.children[0], _to_float)
+
+    def on_weights_not_ready(self, tree: Tree) -> None:
+        self.add("timeout_s", tree.children[0], _number_conv(tree.children[0]))
+        self.add("initial_weights_loaded", tree.children[1], _to_bool)
 
     def on_server_args(self, tree: Tree) -> None:
         self.add("raw", tree.children[0], _to_strip)
@@ -402,12 +624,57 @@ def _exc_source(s: str) -> str:
     return s.replace(" hit an exception", "")
 
 
-def _capture_kind(head: str) -> dict[str, Any]:
-    """``Capture draft extend cuda graph begin`` -> role draft, graph extend."""
-    words = head.split(" graph ")[0].split()[1:-1]  # between "Capture" and the device word
-    role = next((w for w in words if w in ("target", "draft")), "target")
-    graph = next((w for w in words if w in ("decode", "prefill", "verify", "extend", "piecewise")), "decode")
-    return {"role": role, "graph": graph}
+_CAPTURE_GRAPHS = ("decode", "prefill", "verify", "extend", "piecewise")
+
+
+def _capture_words(head: str) -> list[str]:
+    """``Capture draft extend cuda graph begin`` -> ``["draft", "extend", "cuda"]``."""
+    return head.split(" graph ")[0].split()[1:]
+
+
+def _capture_role(head: str) -> str:
+    return "draft" if "draft" in _capture_words(head) else "target"
+
+
+def _capture_graph(head: str) -> str:
+    return next((w for w in _capture_words(head) if w in _CAPTURE_GRAPHS), "decode")
+
+
+def _capture_device(head: str) -> str:
+    return _capture_words(head)[-1].lower()
+
+
+def _paren_int(s: str) -> int:
+    """``" (step 2)"`` -> 2."""
+    return int(s.strip()[1:-1].split()[-1])
+
+
+def _bracket_int(s: str) -> int:
+    """``" [1234]"`` -> 1234 (the forward-iteration counter)."""
+    return int(s.strip()[1:-1])
+
+
+def _strip_colon(s: str) -> str:
+    return s.rstrip(":")
+
+
+def _word(index: int) -> Conv:
+    def conv(s: str) -> str:
+        return s.split()[index]
+
+    return conv
+
+
+def _before(sep: str) -> Conv:
+    def conv(s: str) -> str:
+        return s.split(sep)[0].strip()
+
+    return conv
+
+
+def _watchdog_component(s: str) -> str:
+    """``"Scheduler watchdog timeout"`` -> Scheduler; v0.3.6 - v0.5.5 only the scheduler had one."""
+    return "Scheduler" if s.startswith("Watchdog") else s.split()[0]
 
 
 def _tqdm_desc(s: str) -> str:
@@ -442,12 +709,23 @@ def _tqdm_progress(s: str) -> dict[str, Any]:
     return {"pct": int(m.group(1)), "n": int(m.group(2)), "total": int(m.group(3))}
 
 
-_C10D_RE = re.compile(r"\[rank(\d+)\]:\[([EFWI])")
+_C10D_RE = re.compile(r"(?:\[rank(\d+)\]:)?\[([EFWI])")
 
 
 def _c10d_head(s: str) -> dict[str, Any]:
+    """``[rank1]:[W924 ...]`` -> global rank 1, level W (the rank part is optional)."""
     m = _C10D_RE.match(s)
-    return {"global_rank": int(m.group(1)), "level": m.group(2)} if m else {}
+    if not m:
+        return {}
+    head: dict[str, Any] = {"level": m.group(2)}
+    if m.group(1) is not None:
+        head["global_rank"] = int(m.group(1))
+    return head
+
+
+def warm_up() -> None:
+    """Build the parsers ahead of time (a live follower must not pay for it on a crash)."""
+    _parsers()
 
 
 def plan_record(text: str) -> Plan:
@@ -456,10 +734,10 @@ def plan_record(text: str) -> Plan:
     if not text.strip():
         return Plan.make("blank", None, None, ())
     try:
-        return _Planner().plan(record.parse(text))
+        return _Planner(len(text)).plan(record.parse(text))
     except (LarkError, IndexError, KeyError):
         pass
     try:
-        return _Planner().plan(fallback.parse(text))
+        return _Planner(len(text)).plan(fallback.parse(text))
     except (LarkError, IndexError, KeyError):
         return Plan.make("other", None, None, ())

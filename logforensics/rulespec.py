@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
-from jinja2 import StrictUndefined, TemplateSyntaxError
+from jinja2 import StrictUndefined, Template, TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
 from .expr import Expr, ExprError, compile_expr
@@ -74,9 +74,14 @@ class RuleSpec:
     source: str
     summary: str = ""
     groups: tuple[str, ...] = field(default_factory=tuple)
+    compiled: dict[str, Template] = field(default_factory=dict, compare=False, repr=False)
 
     def render(self, template: str, env: dict[str, Any]) -> str:
-        return _TEMPLATES.from_string(template).render(**env).strip()
+        """Render the title or explanation (compiled once, at load: watch renders on a crash)."""
+        compiled = self.compiled.get(template)
+        if compiled is None:
+            compiled = self.compiled[template] = _TEMPLATES.from_string(template)
+        return compiled.render(**env).strip()
 
 
 def load_rule_text(text: str, source: str) -> RuleSpec:
@@ -102,9 +107,10 @@ def load_rule_text(text: str, source: str) -> RuleSpec:
         evidence = compile_expr(str(data["evidence"]), names=NAMES) if data.get("evidence") else None
     except ExprError as exc:
         raise RuleError(f"{source}: {exc}") from None
+    compiled: dict[str, Template] = {}
     for key in ("title", "explanation"):
         try:
-            _TEMPLATES.parse(str(data[key]))
+            compiled[str(data[key])] = _TEMPLATES.from_string(str(data[key]))
         except TemplateSyntaxError as exc:
             raise RuleError(f"{source}: {key} template: {exc.message} (line {exc.lineno})") from None
     examples = data["examples"]
@@ -115,7 +121,7 @@ def load_rule_text(text: str, source: str) -> RuleSpec:
             raise RuleError(f"{source}: examples.{case} needs a 'failing' log (and optionally 'baseline')")
     return RuleSpec(rid, str(data["name"]), data["severity"], str(data["title"]), str(data["explanation"]),
                     when, evidence, int(data.get("priority", 50)), examples, source,
-                    str(data.get("summary", "")), tuple(data.get("groups") or ()))
+                    str(data.get("summary", "")), tuple(data.get("groups") or ()), compiled)
 
 
 def _builtin_files() -> Iterable[tuple[str, str]]:

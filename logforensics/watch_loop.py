@@ -45,6 +45,9 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
         out = Console(highlight=False, width=160, no_color=True)
     status_console = err if jsonl or not out.is_terminal else out
     try:
+        from .grammar import warm_up
+
+        warm_up()  # build the parser now, not when the first (maybe crashing) line arrives
         rules = load_rules(rules_dirs)
         base = None
         if baseline:
@@ -98,6 +101,10 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 return EXIT_USAGE
             elif item is None:
                 break
+            if live is not None:
+                live.update(live_renderable(state, now, out))
+            else:
+                plain.update(state, now)
             # -- decisions after every item and every tick
             if state.crash_at is not None and not crash_printed:
                 crash_printed = True
@@ -123,10 +130,6 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                     and now - last_data >= idle_exit:
                 code = EXIT_CRASH if state.crash_at is not None else EXIT_OK
                 break
-            if live is not None:
-                live.update(live_renderable(state, now, out))
-            else:
-                plain.update(state, now)
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     finally:
