@@ -102,6 +102,15 @@ class Watch:
             time.sleep(0.005)
         raise AssertionError(f"{text!r} not seen; stderr:\n{self.err_text()}")
 
+    def wait_for_line(self, line: int, timeout: float = 15.0) -> None:
+        """Until the live events reach ``line`` of the file (the follower has caught up)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(json.loads(x).get("line", 0) >= line for x in list(self.stdout) if x.strip()):
+                return
+            time.sleep(0.005)
+        raise AssertionError(f"line {line} never arrived; stderr:\n{self.err_text()}")
+
     def finish(self, timeout: float = 20.0) -> int:
         try:
             code = self.proc.wait(timeout=timeout)
@@ -129,6 +138,7 @@ def write_slowly(path: Path, text: str, delay: float = 0.002) -> None:
 
 def crash_and_measure(path: Path, watch: Watch) -> float:
     """Append the crash; return seconds from the exception line's write to the diagnosis."""
+    watch.wait_for_line(len(path.read_text().splitlines()))  # measure a follower that has caught up
     write_slowly(path, CRASH_HEAD)
     with path.open("a", encoding="utf-8") as fh:
         fh.write(CRASH_EXC)
@@ -153,7 +163,7 @@ def test_local_watch_reports_crash_and_matches_parse(tmp_path: Path) -> None:
     assert "crash diagnosed: torch.OutOfMemoryError on TP1 in cuda_graph_capture" in err
     assert "Tried to allocate 1.00 GiB" in err  # the full traceback is shown
     assert without_file(w.events()) == without_file(parse_jsonl(log))
-    assert delay < 1.0
+    assert delay < 0.5
 
 
 def test_local_watch_until_ready(tmp_path: Path) -> None:
@@ -234,7 +244,7 @@ def test_ssh_watch_survives_a_killed_session(tmp_path: Path, sshd_server) -> Non
     assert code == 1, w.err_text()
     assert "crash diagnosed: torch.OutOfMemoryError on TP1" in w.err_text()
     assert without_file(w.events()) == without_file(parse_jsonl(log))
-    assert delay < 1.0
+    assert delay < 0.5
 
 
 @pytest.mark.ssh
