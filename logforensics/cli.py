@@ -277,6 +277,53 @@ def watch(log: str | None, host: str | None, remote_path: str | None, user: str 
     raise click.exceptions.Exit(code)
 
 
+@main.command()
+@click.argument("directory", required=False, default="fixtures", type=click.Path(file_okay=False))
+@click.option("--update", is_flag=True, help="(Re)write the expectations from the current results; review the diff.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Also write a JUnit XML report here.")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="A directory of your own rule files (*.yml).")
+def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tuple[str, ...]) -> None:
+    """Run every fixture case under DIRECTORY (default: fixtures/) against its expectations.
+
+    A case is a directory with baseline.log and failing.log (a diff case) or run.log,
+    or any other NAME.log (a single-run case). Expectations (expected.yml or
+    NAME.expected.yml) are written by --update and carry a hash, so hand edits show.
+    Exits 1 when any case differs, naming what changed.
+    """
+    from rich.table import Table
+
+    from .check import discover, junit_xml, run_all
+    from .rulespec import RuleError, load_rules
+    from .render_summary import table_box
+
+    if not os.path.isdir(directory):
+        raise fail(f"{directory}: no such directory")
+    try:
+        rules = load_rules(rules_dirs)
+    except RuleError as exc:
+        raise fail(str(exc)) from None
+    cases = discover(directory)
+    if not cases:
+        raise fail(f"{directory}: no cases (directories with baseline.log + failing.log, run.log, or *.log)")
+    outcomes = run_all(cases, rules, update=update)
+    console = stdout_console()
+    table = Table(title=f"logforensics check {directory}", box=table_box(console))
+    for col in ("case", "status", "what changed"):
+        table.add_column(col)
+    style = {"ok": "green", "updated": "cyan", "changed": "red", "missing": "yellow", "edited": "red", "error": "red"}
+    for o in outcomes:
+        shown = o.changes[:4] + ([f"... {len(o.changes) - 4} more"] if len(o.changes) > 4 else [])
+        table.add_row(o.case.name, f"[{style[o.status]}]{o.status}[/]", "\n".join(shown))
+    console.print(table)
+    bad = [o for o in outcomes if o.status not in ("ok", "updated")]
+    console.print(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed", markup=False, highlight=False)
+    if junit_path:
+        _write_text(junit_path, junit_xml(outcomes))
+    if bad:
+        raise click.exceptions.Exit(EXIT_FINDINGS)
+
+
 def _write_text(path: str, text: str) -> None:
     try:
         with open(path, "w", encoding="utf-8") as fh:

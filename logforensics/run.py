@@ -542,7 +542,7 @@ class RunModel:
         phase_reached = {k: self.ranks[k].phase for k in ranks if self.ranks[k].phase}
         for c in self.crash_events:  # a traceback can place a rank further than its log lines did
             r, p = c.get("rank"), c.get("phase")
-            if r in phase_reached and p and _PHASE_INDEX[p] > _PHASE_INDEX[phase_reached[r]]:
+            if r in ranks and p and (r not in phase_reached or _PHASE_INDEX[p] > _PHASE_INDEX[phase_reached[r]]):
                 phase_reached[r] = p
         memory = {}
         for k in ranks:
