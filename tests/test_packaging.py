@@ -1,0 +1,46 @@
+"""The package as a user installs it: a built wheel, not the source tree.
+
+Builds the wheel, installs it (without dependencies, into a venv that sees the test
+environment's packages) and runs the console script from another directory, so that
+grammars, rules and report templates are proven to ship as package data.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+READY = ROOT / "fixtures" / "real" / "052-l4x4-tp4-pcie-custom-allreduce-disabled-full-startup-to-ready.log"
+CRASH = ROOT / "fixtures" / "real" / "041-mi355x-tp8-hip-oom-during-model-init-transformers-fallback.log"
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_runs_outside_the_tree(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(wheels), str(ROOT)], check=True, timeout=300)
+    wheel = next(wheels.glob("logforensics-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    pip = venv / "bin" / "pip"
+    subprocess.run([str(pip), "install", "-q", "--no-deps", "--force-reinstall", str(wheel)], check=True, timeout=300)
+    exe = venv / "bin" / "logforensics"
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    out = subprocess.run([str(exe), "summary", "--json", str(CRASH)], capture_output=True, text=True, cwd=work,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["crash"]["first_rank"] == "TP1"
+    report = work / "report.html"
+    out = subprocess.run([str(exe), "diff", str(READY), str(CRASH), "-o", str(report), "--fail-on", "never"],
+                         capture_output=True, text=True, cwd=work, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert report.stat().st_size > 10_000
+    imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import logforensics; print(logforensics.__file__)"],
+                              capture_output=True, text=True, cwd=work, check=True)
+    assert str(venv) in imported.stdout, "the installed package, not the source tree, must be used"
