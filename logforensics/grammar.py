@@ -583,6 +583,9 @@ class _Planner:
         self.add("component", tree.children[0], _word(0))
         self.generic(tree)
 
+    def on_watchdog_detail(self, tree: Tree) -> None:
+        self.to_end("message", tree.children[0])
+
     def on_pyspy_dump(self, tree: Tree) -> None:
         self.add("pid", tree.children[0], _to_int)
 

@@ -1,0 +1,135 @@
+"""The memoised fast path gives exactly the grammar's events, line for line.
+
+``LineClassifier`` parses the first line of each digit-masked shape with the grammar and
+replays the stored plan on later lines of that shape. That is only sound while the
+grammar never tells one digit from another, so every check here compares the memoised
+classifier with a grammar-only one (``memo_limit=0``) on the same lines: the real
+fixtures, and a synthetic log built from every template sample in ``test_grammar.py``
+with randomised digits and the wrappers real logs carry. A second pass over the same
+lines must hit the memo and still agree. The incremental parser must not depend on how
+the bytes are chunked either.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from logforensics.events import Event
+from logforensics.fastpath import LineClassifier
+from logforensics.grammar import build_event, plan_record
+from logforensics.parser import IncrementalParser
+
+from test_grammar import CASES, Case
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = sorted((ROOT / "fixtures" / "real").glob("*.log")) + sorted((ROOT / "fixtures" / "diff").glob("*/*.log"))
+
+#: Text that other programs put before every line (see segments.py), and none.
+WRAPPERS = ("", "sglang-1  | ", "2026-06-17T16:25:18.5969653Z ", "> ", "(SGLangWorker pid=38138) ",
+            "[2025-11-06T02:09:46.230Z] ", "  ")
+BAR = "Capturing batches (bs=64 avail_mem=11.08 GB):  25%|██▌       | 1/4 [00:01<00:03,  1.02it/s]"
+
+
+def _randomise(text: str, rng: random.Random) -> str:
+    return re.sub(r"\d", lambda _: str(rng.randrange(10)), text)
+
+
+def synthetic_log(seed: int = 20250301, copies: int = 4) -> bytes:
+    """Every template sample, several times with other digits and wrappers, shuffled;
+    plus the layouts that put several records on one line (redraws, glued records)."""
+    rng = random.Random(seed)
+    lines: list[str] = []
+    for i, case in enumerate(CASES):
+        wrapper = WRAPPERS[i % len(WRAPPERS)]
+        for k in range(copies):  # half bare, half behind this case's wrapper
+            lines.append((wrapper if k % 2 else "") + _randomise(case.text, rng))
+        lines.append(case.text)  # the exact sample again: same shape, same digits
+    prefixed = [c.text for c in CASES if c.text.startswith("[20")]
+    for _ in range(len(CASES) // 4):
+        record = _randomise(rng.choice(prefixed), rng)
+        bar = _randomise(BAR, rng)
+        lines.append(bar + "\r" + _randomise(BAR, rng) + "\r" + record)  # tqdm redraws, then a record
+        lines.append(bar + record)  # a record glued to a bar
+        lines.append(record + _randomise(rng.choice(prefixed), rng))  # a second rank's write torn into a line
+    rng.shuffle(lines)
+    return "\n".join(lines).encode("utf-8") + b"\n"
+
+
+SOURCES = [pytest.param(p.read_bytes(), str(p.relative_to(ROOT)), id=p.name[:3] if p.parent.name == "real" else p.name)
+           for p in FIXTURES]
+SOURCES.append(pytest.param(synthetic_log(), "synthetic.log", id="synthetic"))
+
+
+def _classify_all(classifier: LineClassifier, lines: list[bytes]) -> list[list[Event]]:
+    return [classifier.classify(raw, i) for i, raw in enumerate(lines, 1)]
+
+
+@pytest.mark.parametrize("data,name", SOURCES)
+def test_fast_path_equals_grammar(data: bytes, name: str) -> None:
+    lines = data.split(b"\n")
+    grammar = LineClassifier(name, memo_limit=0)
+    memo = LineClassifier(name)
+    want = _classify_all(grammar, lines)
+    first = _classify_all(memo, lines)
+    calls = memo.grammar_calls
+    second = _classify_all(memo, lines)
+    assert not grammar.memo
+    for i, (w, a, b) in enumerate(zip(want, first, second), 1):
+        assert a == w, f"line {i}, first pass: {lines[i - 1][:200]!r}"
+        assert b == w, f"line {i}, memoised pass: {lines[i - 1][:200]!r}"
+    if memo.memo:  # the second pass really replayed stored plans
+        assert memo.grammar_calls - calls < calls
+
+
+def test_synthetic_log_exercises_the_memo() -> None:
+    """Most synthetic lines repeat a shape with other digits: the memo must serve them."""
+    lines = synthetic_log().split(b"\n")
+    grammar = LineClassifier("synthetic.log", memo_limit=0)
+    memo = LineClassifier("synthetic.log")
+    _classify_all(grammar, lines)
+    _classify_all(memo, lines)
+    assert len(memo.memo) > len(CASES) // 2
+    assert memo.grammar_calls < grammar.grammar_calls * 2 // 3
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{i}-{c.kind}" for i, c in enumerate(CASES)])
+def test_grammar_is_digit_blind(case: Case) -> None:
+    """Other digits, same meaning: kind, rank/stamp presence and field names."""
+    text = case.text
+    want = build_event(plan_record(text), text, 1, None)
+    rng = random.Random(text)
+    for _ in range(3):
+        other = _randomise(text, rng)
+        got = build_event(plan_record(other), other, 1, None)
+        assert (got.kind, got.rank is None, got.ts is None) == (want.kind, want.rank is None, want.ts is None), other
+        assert list(got.fields) == list(want.fields), other
+
+
+def _parse_in_chunks(data: bytes, name: str, size: int) -> list[Event]:
+    parser = IncrementalParser(name)
+    out: list[Event] = []
+    for start in range(0, len(data), size):
+        out.extend(parser.feed(data[start:start + size]))
+    out.extend(parser.close())
+    return out
+
+
+@pytest.mark.parametrize("data,name", SOURCES)
+def test_chunking_does_not_change_events(data: bytes, name: str) -> None:
+    whole = _parse_in_chunks(data, name, max(len(data), 1))
+    assert whole
+    for size in (1, 7, 4096):
+        assert _parse_in_chunks(data, name, size) == whole, f"chunks of {size} bytes"
+
+
+def test_unterminated_last_line_is_parsed_whatever_the_chunking() -> None:
+    data = synthetic_log(copies=1).rstrip(b"\n")
+    whole = _parse_in_chunks(data, "tail.log", len(data))
+    last = data.count(b"\n") + 1
+    assert any(e.line <= last <= (e.end_line or e.line) for e in whole)
+    for size in (1, 7, 4096):
+        assert _parse_in_chunks(data, "tail.log", size) == whole
