@@ -49,6 +49,9 @@ class LineClassifier:
         entry = self.memo.get(key)
         if entry is not None:
             text = raw.decode("ascii")
+            if len(entry) == 1:  # the usual case: one record on the line
+                a, b, plan = entry[0]
+                return [build_event(plan, text if a == 0 and b == len(text) else text[a:b], line, self.file)]
             file = self.file
             return [build_event(plan, text[a:b], line, file) for a, b, plan in entry]
         return self._classify_slow(raw, key, line)

@@ -11,9 +11,9 @@ fast path share one function for producing values and cannot disagree on them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from operator import call, itemgetter
+from operator import call, itemgetter, methodcaller
 from typing import Any, Callable
 
 from lark import Lark, Token, Tree
@@ -139,6 +139,7 @@ class Plan:
     names: tuple[str, ...] = ()
     convs: tuple[Conv, ...] = ()
     getter: Callable[[str], tuple[str, ...]] | None = None
+    ts_conv: Conv = str
 
     @classmethod
     def make(cls, kind: str, rank: tuple[int, int] | None, ts: tuple[int, int] | None,
@@ -150,15 +151,49 @@ class Plan:
         return cls(kind, rank, ts, fields, const, memo_ok, tuple(f[0] for f in fields),
                    tuple(f[3] for f in fields), itemgetter(*spans))
 
+    def fitted(self, text: str) -> "Plan":
+        """This plan with the rank span trimmed and the stamp converter chosen for ``text``.
+
+        Both depend only on the line's shape, so the fast path can reuse them.
+        """
+        rank = self.rank
+        if rank is not None:
+            a, b = rank
+            while a < b and text[a] == " ":
+                a += 1
+            while b > a and text[b - 1] == " ":
+                b -= 1
+            rank = (a, b)
+        ts_conv: Conv = str
+        if self.ts is not None:
+            stamp = text[self.ts[0]:self.ts[1]]
+            if len(stamp) >= 19 and stamp[4] == "-":
+                ts_conv = _DATE_TO_ISO
+            elif not (len(stamp) <= 12 and stamp[2:3] == ":"):
+                ts_conv = _no_stamp  # a stamp cut at the start of a paste
+        plan = Plan.make(self.kind, rank, self.ts, self.fields, self.const, self.memo_ok)
+        return replace(plan, ts_conv=ts_conv)
+
+
+_DATE_TO_ISO = methodcaller("replace", " ", "T", 1)
+
+
+def _no_stamp(_: str) -> None:
+    return None
+
 
 def build_event(plan: Plan, text: str, line: int, file: str | None) -> Event:
-    """Read the values a plan points at out of ``text``: the one value-producing step."""
-    *values, rank, ts = plan.getter(text)  # type: ignore[misc]
+    """Read the values a plan points at out of ``text``: the one value-producing step.
+
+    Runs for every record of a log, so it is kept to C-level calls: one ``itemgetter``
+    slices every value, the rank and the stamp; ``zip`` stops before those last two.
+    """
+    values = plan.getter(text)  # type: ignore[misc]
     fields = dict(zip(plan.names, map(call, plan.convs, values)))
     if plan.const:
         fields.update(plan.const)
-    return Event(plan.kind, line, rank.strip() if plan.rank else None,
-                 _to_ts(ts) if plan.ts else None, fields, text, file)
+    return Event(plan.kind, line, values[-2] if plan.rank else None,
+                 plan.ts_conv(values[-1]) if plan.ts else None, fields, text, file)
 
 
 @lru_cache(maxsize=None)
@@ -737,10 +772,10 @@ def plan_record(text: str) -> Plan:
     if not text.strip():
         return Plan.make("blank", None, None, ())
     try:
-        return _Planner(len(text)).plan(record.parse(text))
+        return _Planner(len(text)).plan(record.parse(text)).fitted(text)
     except (LarkError, IndexError, KeyError):
         pass
     try:
-        return _Planner(len(text)).plan(fallback.parse(text))
+        return _Planner(len(text)).plan(fallback.parse(text)).fitted(text)
     except (LarkError, IndexError, KeyError):
         return Plan.make("other", None, None, ())
