@@ -58,15 +58,16 @@ def segment(text: str) -> list[tuple[int, int]]:
     pos = 0
     for part in text.split("\r"):
         end = pos + len(part)
-        if part or not spans and end == len(text):
-            cuts = [pos] + [pos + m.start() for m in _SPLIT_RE.finditer(part) if m.start() > 0] + [end]
+        if part:
+            start = _skip_wrappers(text, pos, end)  # a wrapper is not a record boundary
+            cuts = [start] + [m.start() for m in _SPLIT_RE.finditer(text, start, end) if m.start() > start] + [end]
             for a, b in zip(cuts, cuts[1:]):
                 a = _skip_wrappers(text, a, b)
-                if a < b or not spans:
+                if a < b:
                     spans.append((a, b))
         pos = end + 1
-    if not spans:
-        spans.append((0, len(text)))
+    if not spans:  # an empty line, or only a wrapper ("sglang-1  | "): one blank record
+        spans.append((_skip_wrappers(text, 0, len(text)), len(text)))
     return spans
 
 
