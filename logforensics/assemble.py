@@ -22,6 +22,8 @@ from .oom import decompose_oom
 #: Kinds that may continue a traceback's final message (multi-line messages).
 _CONTINUATION = {"other", "indented", "blank", "tb_caret", "tb_fragment"}
 _MAX_TB_LINES = 5000
+#: Exception names that only count inside a traceback.
+_GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
 #: Kinds that open a traceback when none is open; all others pass straight through.
 TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thread", "exc_line"})
 
@@ -134,6 +136,9 @@ class TracebackAssembler:
             tb.add_line(ev)
             return
         if kind == "exc_line" and not prefixed:
+            if tb is None and ev.fields.get("exception") in _GENERIC_NAMES:
+                yield ev  # "Exception: ..." alone is too common a shape to call a crash
+                return
             if tb is None or (tb.exception is not None and not tb.chained_wait):
                 if tb is not None:
                     yield from self.close()

@@ -166,22 +166,35 @@ def _advice(base: Budget | None, fail: Budget, crash: dict[str, Any] | None) -> 
                 "reasoning": reasoning}
     if phase == "cuda_graph_capture" and oom:
         free = oom.get("free_gib")
-        tried = oom.get("tried_gib")
-        need = None
+        tried = oom.get("tried_gib") or 0.0
+        have = fail.capture_free_min
+        expected = None
         if base is not None and base.graphs_max is not None and base.cuda_graph_max_bs and fail.cuda_graph_max_bs:
             # Capture memory grows roughly with the largest captured batch size.
-            need = base.graphs_max * fail.cuda_graph_max_bs / base.cuda_graph_max_bs
-            reasoning.append(f"baseline graphs used {base.graphs_max:.2f} GiB at max bs {base.cuda_graph_max_bs}; "
-                             f"at max bs {fail.cuda_graph_max_bs} expect ~{need:.2f} GiB")
-        elif tried is not None and free is not None:
-            need = tried - free
-        have = fail.capture_free_min
+            expected = base.graphs_max * fail.cuda_graph_max_bs / base.cuda_graph_max_bs
+            reasoning.append(f"the baseline's capture took {base.graphs_max:.2f} GiB at max bs {base.cuda_graph_max_bs}; "
+                             f"at max bs {fail.cuda_graph_max_bs} expect ~{expected:.2f} GiB")
         settings: dict[str, Any] = {}
-        if need is not None and have is not None:
-            shortfall = max(need - have, (tried or 0) - (free or 0), 0.0) + MARGIN_GIB
+        if have is not None and free is not None:
+            consumed = max(have - free, 0.0)
+            reasoning.append(f"the failing capture started with {have:.2f} GiB free and had used {consumed:.2f} GiB "
+                             f"when an allocation of {_fmt(tried)} failed with {_fmt(free)} free")
+            if expected is not None and consumed > expected + MARGIN_GIB:
+                # It used more than a whole baseline capture and was not done: something else grew.
+                extra = consumed + tried - expected
+                reasoning.append(f"that is at least {extra:.2f} GiB more than the baseline's whole capture: something "
+                                 "the baseline did not have allocates during capture; undo that change first")
+                f_new = f - (extra + MARGIN_GIB) / p
+                if f_new > 0.3:
+                    settings["mem_fraction_static"] = _floor(f_new)
+                    reasoning.append(f"to keep it, headroom must grow by at least {extra + MARGIN_GIB:.2f} GiB: "
+                                     f"--mem-fraction-static {_floor(f_new)} or lower (a lower bound: the capture "
+                                     "had not finished)")
+                return {"kind": "capture_grew", "settings": settings, "reasoning": reasoning}
+            need = expected if expected is not None else consumed + tried
+            shortfall = max(need - have, tried - free, 0.0) + MARGIN_GIB
             f_new = f - shortfall / p
-            reasoning.append(f"free at capture start {have:.2f} GiB; shortfall ~{shortfall:.2f} GiB "
-                             f"incl. {MARGIN_GIB} GiB margin")
+            reasoning.append(f"shortfall ~{shortfall:.2f} GiB incl. {MARGIN_GIB} GiB margin")
             if f_new > 0.3:
                 settings["mem_fraction_static"] = _floor(f_new)
             if base is not None and base.graphs_max and base.cuda_graph_max_bs:
@@ -189,13 +202,13 @@ def _advice(base: Budget | None, fail: Budget, crash: dict[str, Any] | None) -> 
                 fit_bs = int(max(have - MARGIN_GIB, 0) / per_bs) // 8 * 8 if per_bs > 0 else 0
                 if fail.cuda_graph_max_bs and 0 < fit_bs < fail.cuda_graph_max_bs:
                     settings["cuda_graph_max_bs"] = fit_bs
-        elif tried is not None and free is not None:
-            shortfall = tried - free + MARGIN_GIB
-            settings["mem_fraction_static"] = _floor(f - shortfall / p)
-            reasoning.append(f"the failed allocation needed {tried:.2f} GiB with {free:.2f} GiB free")
         if settings:
             return {"kind": "more_headroom", "settings": settings, "reasoning": reasoning}
     return {}
+
+
+def _fmt(gib: float) -> str:
+    return f"{gib * 1024:.2f} MiB" if abs(gib) < 1 else f"{gib:.2f} GiB"
 
 
 def _floor(x: float) -> float:

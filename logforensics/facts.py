@@ -268,6 +268,12 @@ def crash_facts(run: RunSummary, b: Budget | None) -> dict[str, Any] | None:
         evidence.append(ev(run, crash["end_line"], crash.get("first_rank"), text_lines[-1] if text_lines else ""))
     tried, free = oom.get("tried_gib"), oom.get("free_gib")
     reserved = oom.get("reserved_unallocated_gib")
+    rank = crash.get("first_rank")
+    begin = run.memory.get(rank or "", {}).get("capture_begin_avail_gib")
+    consumed = round(begin - free, 4) if crash.get("phase") == "cuda_graph_capture" and begin is not None \
+        and free is not None else None
+    progress = run.progress.get(rank or "", {}).get("cuda_graph_capture") or next(
+        (p["cuda_graph_capture"] for p in run.progress.values() if "cuda_graph_capture" in p), None)
     return {
         "first_rank": crash.get("first_rank"),
         "ranks": crash.get("ranks") or [],
@@ -279,6 +285,9 @@ def crash_facts(run: RunSummary, b: Budget | None) -> dict[str, Any] | None:
         "shortfall_gib": round(tried - free, 4) if tried is not None and free is not None else None,
         "fragmentation": bool(reserved is not None and tried is not None and reserved >= tried),
         "alloc_site": site,
+        "capture_consumed_gib": consumed,
+        "capture_progress": f"{progress['n']}/{progress['total']}" if progress else None,
+        "cause": next((c.get("exception") for c in crash.get("chain") or [] if c.get("exception")), None),
         "evidence": evidence,
         "not_enough_memory": "Not enough memory" in (crash.get("message") or ""),
         "capture_failed": "Capture cuda graph failed" in (crash.get("message") or "") or "Capture CUDA graph failed" in (crash.get("message") or ""),

@@ -97,10 +97,12 @@ class EvidenceView:
 
 @dataclass(frozen=True)
 class FindingView:
+    """A finding; ``explanation`` holds the rule's non-blank lines, as the terminal prints them."""
+
     rule: str
     severity: str
     title: str
-    explanation: str
+    explanation: tuple[str, ...]
     evidence: tuple[EvidenceView, ...]
 
 
@@ -196,32 +198,36 @@ class CoverageView:
 
 @dataclass(frozen=True)
 class ReportContext:
-    """Everything the template shows, in page order; ``None``/empty means 'the logs do not say'."""
+    """Everything the template shows, in page order; ``None``/empty means 'the logs do not say'.
 
-    title: str
-    version: str
-    verdict: str
+    Charts are plotly's own ``<div>`` + ``Plotly.newPlot`` markup; plotly.js is inlined once
+    (``plotly_js``, empty when the page has no chart).
+    """
+
+    title: str                              # <title>: the failing log's name
+    version: str                            # logforensics version, in the footer
+    verdict: str                            # the engine's one-line verdict, first thing on the page
     worst: str                              # error / warning / info / ok: the verdict's colour
-    runs: tuple[RunView, ...]
-    has_baseline: bool
-    counts: tuple[tuple[str, int], ...]     # findings per severity
-    findings: tuple[FindingView, ...]
-    timeline_chart: Markup | None
-    timeline_unit: str
-    phases: tuple[str, ...]
-    phase_rows: tuple[PhaseRow, ...]
-    crashes: tuple[CrashMark, ...]
-    memory_chart: Markup | None
-    budget_rows: tuple[BudgetRow, ...]
-    advice: AdviceView | None
-    throughput_chart: Markup | None
-    throughput_stats: tuple[StatRow, ...]
-    server_args: tuple[ConfigRow, ...]
-    env: tuple[ConfigRow, ...]
-    tracebacks: tuple[TracebackView, ...]
-    coverage: tuple[CoverageView, ...]
-    css: Markup
-    plotly_js: Markup
+    runs: tuple[RunView, ...]               # baseline (when given), then failing
+    has_baseline: bool                      # False: single-run diagnosis, no comparison columns
+    counts: tuple[tuple[str, int], ...]     # findings per severity, worst first
+    findings: tuple[FindingView, ...]       # in the engine's order (worst first)
+    timeline_chart: Markup | None           # phases per rank, one panel per run
+    timeline_unit: str                      # what the timeline's x axis counts
+    phases: tuple[str, ...]                 # column order of the phase grid
+    phase_rows: tuple[PhaseRow, ...]        # the grid: rank by rank, baseline row above failing row
+    crashes: tuple[CrashMark, ...]          # which ranks died, where, with what
+    memory_chart: Markup | None             # stacked GiB per rank, one panel per run
+    budget_rows: tuple[BudgetRow, ...]      # the KV formula's inputs and outputs
+    advice: AdviceView | None               # facts["budget"]["advice"], when there is any
+    throughput_chart: Markup | None         # decode tok/s over time
+    throughput_stats: tuple[StatRow, ...]   # medians of both runs
+    server_args: tuple[ConfigRow, ...]      # changed server arguments, known effects first
+    env: tuple[ConfigRow, ...]              # changed environment variables
+    tracebacks: tuple[TracebackView, ...]   # failing run's first, once per distinct traceback
+    coverage: tuple[CoverageView, ...]      # per run: recognised lines, top unknown shapes
+    css: Markup                             # reports/report.css, inlined
+    plotly_js: Markup                       # the plotly.js bundle, inlined once
 
 
 # ---------------------------------------------------------------------------- entry points
@@ -229,9 +235,13 @@ def write_html(d: Diagnosis, path: str) -> None:
     """Write the report; through a temporary file so a half-written report never exists."""
     html = render_html(d)
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(html)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(html)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def render_html(d: Diagnosis) -> str:
@@ -304,7 +314,8 @@ def fmt(value: Any, nd: int = 2) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float):
-        return f"{value:.{nd}f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:.0f}"
+        text = f"{value:.{nd}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
     return str(value)
 
 
@@ -332,7 +343,8 @@ def _finding_view(f: Any) -> FindingView:
     evidence = tuple(EvidenceView(_where(e.get("file"), e.get("line")), e.get("rank") or "", e.get("text") or "")
                      for e in f.evidence)
     severity = f.severity if f.severity in SEVERITIES else "info"
-    return FindingView(f.rule, severity, f.title, f.explanation.strip(), evidence)
+    lines = tuple(line.strip() for line in f.explanation.splitlines() if line.strip())
+    return FindingView(f.rule, severity, f.title, lines, evidence)
 
 
 # ---------------------------------------------------------------------------- phases
@@ -378,8 +390,10 @@ def _pos(unit: str, ts: Any, line: Any) -> float | None:
 
 
 def phase_spans(r: RunSummary) -> tuple[str, dict[str, list[_Span]]]:
-    """Each rank's phases as intervals: a phase lasts until the rank's next phase begins."""
+    """Each rank's phases as intervals: a phase lasts until the rank's next phase begins,
+    and the last one until the rank's last line (its crash, for a rank that crashed)."""
     unit = _run_unit(r)
+    crashes = _rank_crashes(r)
     raw: dict[str, list[tuple[str, float, float, dict[str, Any]]]] = {}
     for rank, phases in r.phases.items():
         items = []
@@ -401,10 +415,19 @@ def phase_spans(r: RunSummary) -> tuple[str, dict[str, list[_Span]]]:
         for i, (phase, start, end, info) in enumerate(items):
             if i + 1 < len(items):
                 end = max(end, items[i + 1][1])
+            else:
+                end = max(end, _last_pos(r, rank, crashes.get(rank), unit) or end)
             spans.append(_Span(rank, phase, start - t0, end - t0, info.get("first_line"), info.get("last_line"),
                                info.get("first_ts"), info.get("last_ts")))
         out[rank] = spans
     return unit, out
+
+
+def _last_pos(r: RunSummary, rank: str, crash: dict[str, Any] | None, unit: str) -> float | None:
+    """Where a rank was last heard of: its crash when it crashed, else its last line."""
+    seen = r.last_seen.get(rank, {})
+    pos = _pos(unit, crash.get("ts"), crash.get("line")) if crash else None
+    return pos if pos is not None else _pos(unit, seen.get("ts"), seen.get("line"))
 
 
 def _rank_crashes(r: RunSummary) -> dict[str, dict[str, Any]]:
@@ -467,7 +490,9 @@ def phase_rows(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tuple[Ph
             by_phase = {s.phase: s for s in spans.get(rank, [])}
             reached = r.phase_reached.get(rank)
             crash_phase = crashes.get(rank, {}).get("phase")
+            furthest = max((PHASES.index(p) for p in (reached, crash_phase) if p in PHASES), default=-1)
             missing = set(aligned.get(rank, {}).get("missing_phases") or []) if label == "failing" else set()
+            missing = {p for p in missing if PHASES.index(p) > furthest}  # a gap before the crash is just unlogged
             cells = []
             for phase in PHASES:
                 span = by_phase.get(phase)
@@ -502,7 +527,7 @@ def timeline_chart(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tupl
     axis = {"s": "seconds since the run's first phase line", "line": "log line number"}
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=same, vertical_spacing=0.12,
                         subplot_titles=[f"{label}: {os.path.basename(r.file or '')} ({r.outcome})"
-                                        for label, r, _, _ in panels])
+                                        + ("" if same else f"; x: {axis[unit]}") for label, r, unit, _ in panels])
     shown: set[str] = set()
     heights = []
     for row, (label, r, unit, spans) in enumerate(panels, start=1):
@@ -538,12 +563,12 @@ def timeline_chart(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tupl
                                              "line": {"width": 1, "color": "white"}}), row=row, col=1)
             shown.add("crash")
         fig.update_yaxes(autorange="reversed", type="category", row=row, col=1)
-        fig.update_xaxes(title_text=axis[unit] if (not same or row == len(panels)) else None, row=row, col=1)
+        fig.update_xaxes(title_text=axis[unit] if same and row == len(panels) else None, row=row, col=1)
     total = sum(heights)
-    fig.update_layout(barmode="overlay", height=min(160 + 26 * total + 70 * len(panels), 1400),
+    fig.update_layout(barmode="overlay", height=min(140 + 30 * total + 60 * len(panels), 1400),
                       margin={"l": 70, "r": 20, "t": 40, "b": 50}, template="plotly_white",
-                      legend={"orientation": "h", "y": -0.12 if len(panels) == 1 else -0.08}, bargap=0.25)
-    return _div(fig, "timeline-chart"), (axis[units.pop()] if same else "per panel")
+                      legend={"title": {"text": "phase"}, "tracegroupgap": 2}, bargap=0.25)
+    return _div(fig, "timeline-chart"), (axis[units.pop()] if same else "given in each panel's title")
 
 
 def _t0(r: RunSummary, unit: str) -> float:
@@ -555,10 +580,7 @@ def _t0(r: RunSummary, unit: str) -> float:
 
 
 def _crash_pos(r: RunSummary, rank: str, c: dict[str, Any], unit: str, spans: dict[str, list[_Span]]) -> float | None:
-    seen = r.last_seen.get(rank, {})
-    pos = _pos(unit, c.get("ts"), c.get("line"))
-    if pos is None:
-        pos = _pos(unit, seen.get("ts"), seen.get("line"))
+    pos = _last_pos(r, rank, c, unit)
     if pos is None and spans.get(rank):
         return spans[rank][-1].end + _t0(r, unit)
     return pos
@@ -579,35 +601,52 @@ def _span_hover(s: _Span, unit: str) -> str:
 
 # ---------------------------------------------------------------------------- memory
 def memory_chart(d: Diagnosis) -> Markup | None:
-    """Stacked bars per rank of both runs (GiB), P_min's reading as a tick over each bar."""
+    """Stacked bars per rank (GiB), one panel per run in rank order, P's reading as a tick over each bar."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     budgets = d.facts.get("budget") or {}
-    groups: list[tuple[str, str, dict[str, Any]]] = []
+    panels: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = []
     for label, r in _runs(d):
         ranks = (budgets.get(label) or {}).get("ranks") or {}
         crashed = _rank_crashes(r)
-        for rank, rb in ranks.items():
-            if any(rb.get(k) is not None for k, *_ in MEMORY_SEGMENTS[:-1]):
-                groups.append((label, f"{rank} ✕" if rank in crashed else rank, rb))
-    if not groups:
+        bars = [(f"{rank} ✕" if rank in crashed else rank, rb) for rank, rb in ranks.items()
+                if any(rb.get(k) is not None for k, *_ in MEMORY_SEGMENTS[:-1])]
+        if bars:
+            panels.append((label, bars))
+    if not panels:
         return None
-    x = [[g[0] for g in groups], [g[1] for g in groups]]
-    fig = go.Figure()
-    for key, name, colour, pattern in MEMORY_SEGMENTS:
-        ys = [_segment(rb, key) for _, _, rb in groups]
-        if all(v is None for v in ys):
-            continue
-        fig.add_trace(go.Bar(x=x, y=ys, name=name, marker={"color": colour, "pattern": {"shape": pattern},
-                                                             "line": {"width": 0.5, "color": "#90a4ae"}},
-                             hovertemplate=f"{name}: %{{y:.2f}} GiB<extra>%{{x}}</extra>"))
-    p = [rb.get("free_before_load") for _, _, rb in groups]
-    if any(v is not None for v in p):
-        fig.add_trace(go.Scatter(x=x, y=p, mode="markers", name="free before load (P)",
-                                 marker={"symbol": "line-ew-open", "size": 26, "line": {"width": 3, "color": "#263238"}},
-                                 hovertemplate="free before load: %{y:.2f} GiB<extra>%{x}</extra>"))
-    fig.update_layout(barmode="stack", template="plotly_white", height=430, yaxis_title="GiB (SGLang's GB is GiB)",
-                      margin={"l": 60, "r": 20, "t": 20, "b": 60}, legend={"orientation": "h", "y": -0.2})
+    fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=True, horizontal_spacing=0.03,
+                        column_widths=[len(bars) for _, bars in panels], subplot_titles=[p[0] for p in panels])
+    shown: set[str] = set()
+    for col, (label, bars) in enumerate(panels, start=1):
+        x = [name for name, _ in bars]
+        for key, name, colour, pattern in MEMORY_SEGMENTS:
+            ys = [_segment(rb, key) for _, rb in bars]
+            if all(v is None for v in ys):
+                continue
+            fig.add_trace(go.Bar(x=x, y=ys, name=name, legendgroup=name, showlegend=name not in shown,
+                                 marker={"color": colour, "pattern": {"shape": pattern},
+                                         "line": {"width": 0.5, "color": "#90a4ae"}},
+                                 hovertemplate=f"{label} %{{x}}<br>{name}: %{{y:.2f}} GiB<extra></extra>"),
+                          row=1, col=col)
+            shown.add(name)
+        p = [rb.get("free_before_load") for _, rb in bars]
+        if any(v is not None for v in p):
+            name = "free before load (P)"
+            fig.add_trace(go.Scatter(x=x, y=p, mode="markers", name=name, legendgroup=name,
+                                     showlegend=name not in shown,
+                                     marker={"symbol": "line-ew-open", "size": 24, "color": "#263238",
+                                             "line": {"width": 3, "color": "#263238"}},
+                                     hovertemplate=f"{label} %{{x}}<br>free before load: %{{y:.2f}} GiB<extra></extra>"),
+                          row=1, col=col)
+            shown.add(name)
+        # Rank order as logged (a category axis would otherwise keep first-seen order only by luck).
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=x, tickangle=0, row=1, col=col)
+    fig.update_yaxes(title_text="GiB (SGLang's GB is GiB)", row=1, col=1)
+    fig.update_layout(barmode="stack", template="plotly_white", height=500, bargap=0.15,
+                      margin={"l": 60, "r": 20, "t": 55, "b": 20},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.1, "x": 0, "traceorder": "reversed"})
     return _div(fig, "memory-chart")
 
 
@@ -667,7 +706,7 @@ def throughput_chart(runs: Sequence[tuple[str, RunSummary]]) -> Markup | None:
     fig = make_subplots(rows=1 if same else len(series), cols=1, vertical_spacing=0.2)
     for i, (label, unit, xs, ys) in enumerate(series):
         row = 1 if same else i + 1
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=label,
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=label, showlegend=True,
                                  line={"color": RUN_COLOURS.get(label)}, marker={"size": 4},
                                  hovertemplate=f"{label}: %{{y:.1f}} tok/s<extra>%{{x}}</extra>"), row=row, col=1)
         fig.update_xaxes(title_text=axis[unit], row=row, col=1)
@@ -711,7 +750,7 @@ def _tracebacks(label: str, r: RunSummary) -> list[TracebackView]:
         ranks = [k for k in exc.get("ranks") or [] if k]
         out.append(TracebackView(
             label, exc.get("exception") or "(exception type not printed)",
-            (exc.get("message") or "").split("\n")[0][:300],
+            _head(exc.get("message")),
             ", ".join(ranks) if ranks else "rank not printed",
             exc.get("phase") or "unknown phase",
             _where(exc.get("file") or r.file, exc.get("first_line")),
@@ -720,10 +759,15 @@ def _tracebacks(label: str, r: RunSummary) -> list[TracebackView]:
     if not out and r.crash:  # a native abort or torn traceback: no exception record, show what was printed
         c = r.crash
         out.append(TracebackView(label, c.get("exception") or ("native abort" if c.get("native") else "fatal error"),
-                                 (c.get("message") or "").split("\n")[0][:300],
+                                 _head(c.get("message")),
                                  ", ".join(c.get("ranks") or []) or "rank not printed", c.get("phase") or "unknown phase",
                                  _where(c.get("file") or r.file, c.get("line")), c.get("count") or 1, c.get("text") or ""))
     return out
+
+
+def _head(message: str | None, limit: int = 300) -> str:
+    first = (message or "").split("\n")[0]
+    return first if len(first) <= limit else first[:limit].rstrip() + "…"
 
 
 def _coverage(label: str, r: RunSummary, d: Diagnosis) -> CoverageView:

@@ -40,7 +40,11 @@ class RuleError(ValueError):
 
 
 def _fmt_gib(value: Any) -> str:
-    return "?" if value is None else f"{float(value):.2f} GiB"
+    """GiB with two decimals; below 1 GiB in MiB, so 896 KiB does not read as 0.00 GiB."""
+    if value is None:
+        return "?"
+    v = float(value)
+    return f"{v * 1024:.2f} MiB" if abs(v) < 1 and v != 0 else f"{v:.2f} GiB"
 
 
 def _fmt_num(value: Any, digits: int = 2) -> str:

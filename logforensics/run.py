@@ -417,7 +417,8 @@ class RunModel:
         if rank is not None:
             r = self._rank(rank)
             r.last_line = ev.end_line or ev.line
-            r.last_text = ev.text.splitlines()[-1] if ev.text else ""
+            lines = [ln for ln in (ev.text or "").splitlines() if ln.strip()]
+            r.last_text = lines[-1] if lines else ""
 
     def on_cpp_abort(self, ev: Event) -> None:
         self.crash_events.append({

@@ -22,7 +22,7 @@ CRASH = ROOT / "fixtures" / "real" / "041-mi355x-tp8-hip-oom-during-model-init-t
 @pytest.mark.slow
 def test_wheel_installs_and_runs_outside_the_tree(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
                     str(wheels), str(ROOT)], check=True, timeout=300)
     wheel = next(wheels.glob("logforensics-*.whl"))
     venv = tmp_path / "venv"
