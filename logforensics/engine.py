@@ -27,10 +27,12 @@ class Finding:
     explanation: str
     evidence: tuple[dict[str, Any], ...]
     facts: dict[str, Any] = field(default_factory=dict)
+    groups: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "name": self.name, "severity": self.severity, "title": self.title,
-                "explanation": self.explanation, "evidence": list(self.evidence), "facts": self.facts}
+                "explanation": self.explanation, "evidence": list(self.evidence), "facts": self.facts,
+                "groups": list(self.groups)}
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,8 @@ def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
         return Finding(rule.id, rule.name, "warning", f"rule {rule.id} could not be evaluated",
                        f"{rule.source}: {exc.__class__.__name__}: {exc}", ())
     used = {path: _lookup(env, path) for path in sorted(rule.when.names_used)}
-    return Finding(rule.id, rule.name, rule.severity, title, explanation, tuple(_evidence(evidence)), _plain(used))
+    return Finding(rule.id, rule.name, rule.severity, title, explanation, tuple(_evidence(evidence)), _plain(used),
+                   rule.groups)
 
 
 def _evidence(value: Any) -> list[dict[str, Any]]:
@@ -123,8 +126,10 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, findings: list[Fin
     if baseline is not None:
         head = f"baseline {baseline.outcome}, failing {failing.outcome}"
     errors = [f for f in findings if f.severity == "error"]
+    causes = [f for f in findings if "cause" in f.groups and f.severity in ("error", "warning")]
     if errors:
-        return f"{head}: {errors[0].title}"
+        cause = next((c for c in causes if c is not errors[0]), None)
+        return f"{head}: {errors[0].title}" + (f"; likely cause: {cause.title}" if cause else "")
     if findings:
         return f"{head}: {findings[0].title}"
     return f"{head}: no differences that a rule flags"

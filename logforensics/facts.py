@@ -164,19 +164,36 @@ def _mem_evidence(run: RunSummary, rank: str, key: str) -> list[dict[str, Any]]:
     return [dict(e)] if e else []
 
 
+_UNBALANCED_NUMS = re.compile(r"(?:pre_model_load_memory|min_per_gpu_memory)=([\d.]+), local_gpu_memory=([\d.]+)")
+
+
 def unbalanced(run: RunSummary) -> dict[str, Any]:
-    """Ranks whose free memory before loading sits >10% below the best rank's."""
+    """GPUs with much less free memory than the others (another process on them).
+
+    SGLang MIN-reduces free memory across ranks and raises on every rank whose own free
+    memory is over 1/0.9 of that minimum, so the ranks that raise are the healthy ones;
+    the occupied GPU is the rank that did not raise, whose free memory is the minimum.
+    """
     vals = {r: m.get("load_begin_avail_gib") for r, m in run.memory.items() if m.get("load_begin_avail_gib") is not None}
     notices = run.notices.get("unbalanced_memory", [])
-    exc_notice = (run.crash or {}).get("message") or ""
-    if not vals and not notices and "unbalanced" not in exc_notice:
+    raised = [e for e in run.exceptions if "memory capacity is unbalanced" in (e.get("message") or "")]
+    if not (vals or notices or raised):
         return {"unbalanced": False}
-    top = max(vals.values()) if vals else None
+    min_gib = local_gib = None
+    for e in raised:
+        m = _UNBALANCED_NUMS.search(e.get("message") or "")
+        if m:
+            min_gib, local_gib = float(m.group(1)), float(m.group(2))
+    raising = sorted({r for e in raised for r in e.get("ranks") or [] if r})
+    top = max([v for v in vals.values()] + ([local_gib] if local_gib else []), default=None)
     low = {r: v for r, v in vals.items() if top and v < 0.9 * top}
-    return {"unbalanced": bool(low or notices or "memory capacity is unbalanced" in exc_notice),
-            "max_gib": top, "low_ranks": low,
-            "evidence": [_mem_evidence(run, r, "load_begin_avail_gib")[0] for r in low
-                         if _mem_evidence(run, r, "load_begin_avail_gib")] + notices[:4]}
+    if raised and not low:  # the ranks that did not raise hold the minimum
+        low = {r: (vals.get(r) if vals.get(r) is not None else min_gib) for r in run.ranks if r not in raising}
+    evidence = [e for r in low for e in _mem_evidence(run, r, "load_begin_avail_gib")] + notices[:4]
+    evidence += [{"file": run.file, "line": e["first_line"], "rank": (e.get("ranks") or [None])[0],
+                  "text": (e.get("message") or "")[:300]} for e in raised[:2]]
+    return {"unbalanced": bool(low or notices or raised), "max_gib": top, "min_gib": min_gib,
+            "low_ranks": low, "raising_ranks": raising, "evidence": evidence}
 
 
 # ---------------------------------------------------------------------------- config
@@ -201,10 +218,47 @@ def config_diff(fail: RunSummary, base: RunSummary) -> dict[str, Any]:
         b, f = base.env.get(key), fail.env.get(key)
         if b != f:
             env[key] = {"baseline": b, "failing": f, "effect": EFFECTS.get(key)}
+    linked = _linked(args, env, fail)
     evidence = (fail.notices.get("launch_command", []) + base.notices.get("launch_command", [])
                 + fail.notices.get("server_args", []) + base.notices.get("server_args", []))
-    return {"server_args": args, "env": env, "changed": bool(args or env),
+    return {"server_args": args, "env": env, "changed": bool(args or env), "linked": linked,
             "changed_keys": sorted(args) + sorted(env), "evidence": [dict(e, text=e["text"][:300]) for e in evidence]}
+
+
+#: Which phase (or "throughput") each setting acts on, to link a difference to a failure.
+ACTS_ON: dict[str, tuple[str, ...]] = {
+    "mem_fraction_static": ("kv_cache_alloc", "cuda_graph_capture", "serving"),
+    "cuda_graph_max_bs": ("cuda_graph_capture",),
+    "cuda_graph_bs": ("cuda_graph_capture",),
+    "disable_cuda_graph": ("throughput",),
+    "disable_custom_all_reduce": ("init_distributed", "cuda_graph_capture"),
+    "tp_size": ("load_weights", "kv_cache_alloc"),
+    "kv_cache_dtype": ("kv_cache_alloc",),
+    "max_total_tokens": ("kv_cache_alloc",),
+    "chunked_prefill_size": ("cuda_graph_capture", "serving"),
+    "attention_backend": ("throughput",),
+    "enable_torch_compile": ("cuda_graph_capture", "throughput"),
+    "SGLANG_FORCE_CUSTOM_AR_PCIE": ("init_distributed", "cuda_graph_capture", "serving"),
+    "SGLANG_CUSTOM_ALLREDUCE_ALGO": ("cuda_graph_capture", "serving", "throughput"),
+}
+
+
+def _linked(args: dict[str, Any], env: dict[str, Any], fail: RunSummary) -> list[dict[str, Any]]:
+    """Differences that act on the phase where the failing run failed (or on throughput)."""
+    crash_phase = (fail.crash or {}).get("phase")
+    out = []
+    for source, diffs in (("server_args", args), ("env", env)):
+        for key, d in diffs.items():
+            acts = ACTS_ON.get(key, ())
+            if crash_phase and crash_phase in acts:
+                out.append({"key": key, "source": source, "baseline": d["baseline"], "failing": d["failing"],
+                            "phase": crash_phase, "effect": d.get("effect")})
+            elif not crash_phase and "throughput" in acts:
+                out.append({"key": key, "source": source, "baseline": d["baseline"], "failing": d["failing"],
+                            "phase": "throughput", "effect": d.get("effect")})
+    order = list(ACTS_ON)
+    out.sort(key=lambda x: order.index(x["key"]) if x["key"] in order else len(order))
+    return out
 
 
 def custom_ar(fail: RunSummary, base: RunSummary | None) -> dict[str, Any]:

@@ -47,6 +47,22 @@ def _fmt_gib(value: Any) -> str:
     return f"{v * 1024:.2f} MiB" if abs(v) < 1 and v != 0 else f"{v:.2f} GiB"
 
 
+def _short(value: Any) -> str:
+    """A setting's value for a title: long lists shortened to their ends and length."""
+    if value is None:
+        return "unset"
+    if isinstance(value, list) and len(value) > 6:
+        return f"[{value[0]}, {value[1]}, ..., {value[-1]}] ({len(value)} values)"
+    return str(value)
+
+
+def _who(rank: Any) -> str:
+    """A rank label for prose: ``-`` is the single-GPU scheduler, None an unknown process."""
+    if rank is None:
+        return "an unlabelled process"
+    return "the scheduler (single GPU)" if rank == "-" else str(rank)
+
+
 def _fmt_num(value: Any, digits: int = 2) -> str:
     return "?" if value is None else f"{float(value):.{digits}f}"
 
@@ -56,6 +72,8 @@ def template_env() -> SandboxedEnvironment:
     env.filters["gib"] = _fmt_gib
     env.filters["num"] = _fmt_num
     env.filters["ranks"] = lambda xs: ", ".join(str(x) for x in (xs or [])) or "none"
+    env.filters["who"] = _who
+    env.filters["short"] = _short
     return env
 
 

@@ -69,6 +69,11 @@ _SERVING_FUNCS = {
     "forward_step", "forward_fill_batch", "resolve_batch_result", "event_loop_pp",
     "event_loop_pp_disagg_prefill", "exposed_step", "process_batch_result_decode", "on_idle",
 }
+#: Start-up records in order: a rank's furthest one says how far it got inside a phase
+#: (a rank that printed "Load weight begin" but not "Load weight end" is behind).
+MILESTONES = ("init_dist_begin", "init_dist_end", "load_weight_begin", "load_weight_end", "kv_cache_alloc",
+              "memory_pool_end", "capture_begin", "capture_end", "max_total_tokens")
+_MILESTONE_INDEX = {k: i for i, k in enumerate(MILESTONES)}
 _HANG_MARKERS = ("Watchdog caught collective operation timeout", "watchdog got stuck",
                  "Timeout(ms)=", "watchdog timeout")
 
@@ -115,6 +120,7 @@ class _Rank:
     last_line: int = 0
     last_ts: str | None = None
     last_text: str = ""
+    milestone: int = -1
 
 
 class RunModel:
@@ -197,6 +203,9 @@ class RunModel:
     def _enter(self, ev: Event, phase: str) -> None:
         r = self._rank(ev.rank)
         self._touch(r, ev)
+        m = _MILESTONE_INDEX.get(ev.kind)
+        if m is not None and m > r.milestone:
+            r.milestone = m
         info = r.phases.get(phase)
         if info is None:
             info = r.phases[phase] = {"first_line": ev.line, "first_ts": ev.ts}
@@ -411,7 +420,7 @@ class RunModel:
             "phase": self._phase_for(rank, frames),
         }
         self._add_distinct(record)
-        if _is_hang_consequence(record):
+        if _is_hang_consequence(record) and not self.hang_events:
             self.hang_events.append(_brief(record))
         self.crash_events.append(record)
         if rank is not None:
@@ -559,7 +568,9 @@ class RunModel:
             phase_reached=phase_reached,
             phases={k: self.ranks[k].phases for k in ranks},
             last_seen={k: {"line": self.ranks[k].last_line, "ts": self.ranks[k].last_ts,
-                           "text": self.ranks[k].last_text[:500]} for k in ranks},
+                           "text": self.ranks[k].last_text[:500],
+                           "milestone": MILESTONES[self.ranks[k].milestone] if self.ranks[k].milestone >= 0 else None}
+                       for k in ranks},
             progress={k: self.ranks[k].progress for k in ranks if self.ranks[k].progress},
             crash=crash,
             exceptions=[_distinct_view(d) for d in self.exceptions],
@@ -595,8 +606,13 @@ class RunModel:
             hang = {"evidence": self.hang_events[:16], "first_line": self.hang_events[0]["line"],
                     "ranks": sorted({h["rank"] for h in self.hang_events if h.get("rank")}, key=_rank_sort_key),
                     "silent_ranks": self._silent_ranks()}
+        if hang:
+            for h in hang["evidence"]:
+                h["rank"] = self._global_rank_label(h.get("rank"))
+            hang["ranks"] = sorted({h["rank"] for h in hang["evidence"] if h.get("rank")}, key=_rank_sort_key)
         crash = self._crash(fatal, sigquits) if (fatal or sigquits) else None
-        if hang and (not fatal or all(_is_hang_consequence(c) for c in fatal)):
+        first_hang = self.hang_events[0]["line"] if self.hang_events else None
+        if hang and (not fatal or all(_is_hang_consequence(c, first_hang) for c in fatal)):
             return "hung", "hang evidence: " + self.hang_events[0]["text"][:160], crash, hang
         if crash:
             first = crash.get("exception") or ("native abort" if crash.get("native") else "sigquit")
@@ -659,12 +675,23 @@ class RunModel:
                 "phase": phase or self.global_phase, "garbled": True}
 
     def _silent_ranks(self) -> list[str]:
-        """Ranks whose last phase lags behind the others' (the ones the others wait on)."""
-        phases = {k: r.phase for k, r in self.ranks.items() if r.phase}
-        if len(phases) < 2:
+        """Ranks that fell behind the others (the ones the others wait on in a collective).
+
+        Compared by the furthest start-up record each rank printed, so a rank that began
+        loading weights and never finished is behind ranks that finished.
+        """
+        reached = {k: r.milestone for k, r in self.ranks.items() if r.milestone >= 0}
+        if len(reached) < 2:
             return []
-        top = max(_PHASE_INDEX[p] for p in phases.values())
-        return sorted((k for k, p in phases.items() if _PHASE_INDEX[p] < top), key=_rank_sort_key)
+        top = max(reached.values())
+        return sorted((k for k, m in reached.items() if m < top), key=_rank_sort_key)
+
+    def _global_rank_label(self, head_rank: str | None) -> str | None:
+        """c10d's ``[rankN]`` is the global rank: TP rank N in a pure-TP run."""
+        if head_rank and head_rank.startswith("rank") and self._uses_tp_labels() and \
+                all(re.fullmatch(r"TP\d+", k) for k in self.ranks if k != NO_RANK):
+            return "TP" + head_rank[4:]
+        return head_rank
 
     def _throughput(self) -> dict[str, Any]:
         return {
@@ -764,9 +791,16 @@ def _brief(rec: dict[str, Any]) -> dict[str, Any]:
             "text": (rec.get("message") or rec["text"])[:300], "kind": "exception"}
 
 
-def _is_hang_consequence(rec: dict[str, Any]) -> bool:
+def _is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
+    """A fatal error that a hang explains: a watchdog's own message, or, after a watchdog
+    fired, an abort, a fatal signal, a collective error or the parent noticing a dead child."""
     text = f"{rec.get('exception') or ''} {rec.get('message') or ''}"
-    return any(m in text for m in _HANG_MARKERS)
+    if any(m in text for m in _HANG_MARKERS):
+        return True
+    if first_hang_line is None or rec["line"] < first_hang_line:
+        return False
+    return bool(rec.get("native") or rec.get("fatal_signal") or rec.get("rank") is None
+                or "DistBackendError" in text or "NCCL" in text)
 
 
 def _c10d_rank(head: dict[str, Any]) -> str | None:
