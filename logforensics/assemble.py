@@ -30,7 +30,7 @@ TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thre
 
 class _Traceback:
     __slots__ = ("first", "rank", "ts", "file", "source", "frames", "exception", "message",
-                 "chain", "lines", "last_line", "blanks", "fatal", "chained_wait")
+                 "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at")
 
     def __init__(self, ev: Event, source: str | None) -> None:
         self.first = ev.line
@@ -47,6 +47,7 @@ class _Traceback:
         self.blanks = 0
         self.fatal = False
         self.chained_wait = False
+        self.exc_at: dict[str, Any] | None = None  # the final "Type: message" line, as evidence
 
     def add_line(self, ev: Event) -> None:
         if len(self.lines) < _MAX_TB_LINES:
@@ -62,6 +63,7 @@ class _Traceback:
             "frames": self.frames,
             "chain": self.chain,
             "fatal_signal": self.fatal,
+            "exception_line": self.exc_at,
             "lines": self.lines,
         }
         fields["oom"] = decompose_oom(self.exception, self.message)
@@ -150,6 +152,7 @@ class TracebackAssembler:
                 return
             tb.exception = ev.fields.get("exception")
             tb.message = ev.fields.get("message") or ""
+            tb.exc_at = {"line": ev.line, "text": ev.text}
             tb.blanks = 0
             return
         if tb is None:

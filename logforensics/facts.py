@@ -313,13 +313,18 @@ def crash_facts(run: RunSummary, b: Budget | None) -> dict[str, Any] | None:
     if not crash:
         return None
     frames = crash.get("frames") or []
+    chain = crash.get("chain") or []
+    if chain and "OutOfMemory" in (chain[0].get("exception") or "") and chain[0].get("frames"):
+        # "During handling of the above exception": the allocation failed in the first part.
+        frames = frames[:chain[0]["frames"]]
     sglang_frames = [fr for fr in frames if "sglang" in (fr.get("path") or "")]
     site = (sglang_frames or frames or [None])[-1]
     oom = crash.get("oom") or {}
     text_lines = (crash.get("text") or "").splitlines()
     evidence = [ev(run, crash.get("line"), crash.get("first_rank"), text_lines[0] if text_lines else crash.get("text"))]
-    if crash.get("end_line") and crash.get("end_line") != crash.get("line"):
-        evidence.append(ev(run, crash["end_line"], crash.get("first_rank"), text_lines[-1] if text_lines else ""))
+    exc_at = crash.get("exception_line")
+    if exc_at and exc_at.get("line") != crash.get("line"):
+        evidence.append(ev(run, exc_at["line"], crash.get("first_rank"), exc_at["text"]))
     tried, free = oom.get("tried_gib"), oom.get("free_gib")
     reserved = oom.get("reserved_unallocated_gib")
     rank = crash.get("first_rank")
@@ -333,7 +338,7 @@ def crash_facts(run: RunSummary, b: Budget | None) -> dict[str, Any] | None:
         "ranks": crash.get("ranks") or [],
         "phase": crash.get("phase"),
         "exception": crash.get("exception"),
-        "message_head": (crash.get("message") or "").split("\n")[0][:300],
+        "message_head": _head(crash.get("message") or ""),
         "is_oom": bool(oom),
         "oom": oom or None,
         "shortfall_gib": round(tried - free, 4) if tried is not None and free is not None else None,
@@ -346,6 +351,13 @@ def crash_facts(run: RunSummary, b: Budget | None) -> dict[str, Any] | None:
         "not_enough_memory": "Not enough memory" in (crash.get("message") or ""),
         "capture_failed": "Capture cuda graph failed" in (crash.get("message") or "") or "Capture CUDA graph failed" in (crash.get("message") or ""),
     }
+
+
+def _head(message: str) -> str:
+    """The first line of an exception message without PyTorch's boilerplate advice."""
+    first = message.split("\n")[0]
+    first = first.split(" If reserved but unallocated memory is large")[0]
+    return first[:500]
 
 
 def hang_facts(run: RunSummary) -> dict[str, Any]:

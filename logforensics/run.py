@@ -412,6 +412,7 @@ class RunModel:
             "chain": f.get("chain") or [],
             "oom": oom,
             "fatal_signal": f.get("fatal_signal"),
+            "exception_line": f.get("exception_line"),
             "file": ev.file,
             "line": ev.line,
             "end_line": ev.end_line,
@@ -426,8 +427,9 @@ class RunModel:
         if rank is not None:
             r = self._rank(rank)
             r.last_line = ev.end_line or ev.line
+            exc_at = f.get("exception_line")
             lines = [ln for ln in (ev.text or "").splitlines() if ln.strip()]
-            r.last_text = lines[-1] if lines else ""
+            r.last_text = exc_at["text"] if exc_at else (lines[-1] if lines else "")
 
     def on_cpp_abort(self, ev: Event) -> None:
         self.crash_events.append({
@@ -649,6 +651,7 @@ class RunModel:
             "frames": next((c["frames"] for c in fatal if c.get("frames")), []),
             "chain": with_exc.get("chain") or [],
             "oom": with_exc["oom"],
+            "exception_line": with_exc.get("exception_line"),
             "source": first.get("source"),
             "native": bool(first.get("native")),
             "rank_inferred_from": first.get("rank_inferred_from"),
