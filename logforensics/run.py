@@ -426,8 +426,8 @@ class RunModel:
         self.crash_events.append(record)
         if rank is not None:
             r = self._rank(rank)
-            r.last_line = ev.end_line or ev.line
             exc_at = f.get("exception_line")
+            r.last_line = exc_at["line"] if exc_at else (ev.end_line or ev.line)
             lines = [ln for ln in (ev.text or "").splitlines() if ln.strip()]
             r.last_text = exc_at["text"] if exc_at else (lines[-1] if lines else "")
 
