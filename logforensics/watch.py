@@ -25,7 +25,7 @@ from .engine import Diagnosis, evaluate
 from .events import PHASES, Event
 from .pipeline import LiveRun
 from .rulespec import RuleSpec
-from .run import RunSummary
+from .run import RunSummary, _rank_sort_key as rank_sort_key
 from .sources import Chunk, Notice
 
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -43,7 +43,7 @@ class RankLive:
     last_wall: float = 0.0
     last_line: int = 0
     avail_gib: float | None = None
-    progress: str | None = None
+    progress: tuple[str, str] | None = None  # (phase, "desc n/N") of the last bar seen
     warned_silent: bool = False
 
 
@@ -76,14 +76,16 @@ class WatchState:
         if ev.kind == "server_ready" and self.ready_at is None:
             self.ready_at = now
         if ev.rank is None:
-            if ev.kind == "progress" and self.ranks:
-                first = next(iter(self.ranks.values()))
-                prog = ev.fields.get("progress") or {}
-                if prog:
-                    first.progress = f"{(ev.fields.get('desc') or '').split(' (')[0]} {prog.get('n')}/{prog.get('total')}"
-                    if ev.fields.get("avail_gib") is not None:
-                        first.avail_gib = ev.fields["avail_gib"]
-                    first.last_wall = now
+            prog = ev.fields.get("progress") if ev.kind == "progress" else None
+            if prog and self.ranks:
+                # Only global rank 0 draws tqdm bars.
+                first = self.ranks[min(self.ranks, key=rank_sort_key)]
+                desc = (ev.fields.get("desc") or "").split(" (")[0]
+                phase = "cuda_graph_capture" if "aptur" in desc or "ompil" in desc else "load_weights"
+                first.progress = (phase, f"{desc} {prog.get('n')}/{prog.get('total')}".strip())
+                if ev.fields.get("avail_gib") is not None:
+                    first.avail_gib = ev.fields["avail_gib"]
+                first.last_wall = now
             return
         r = self.ranks.setdefault(ev.rank, RankLive(phase_since_wall=now))
         r.last_wall = now

@@ -115,8 +115,11 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 assert d is not None
                 print_crash(d, status_console)
                 crash = d.failing.crash or {}
+                cause = next((c.get("exception") for c in crash.get("chain") or [] if c.get("exception")), None)
+                what = (crash.get("exception") or "fatal error") + (f" (while handling {cause})" if cause else "")
+                plain.seen = {label: (r.phase,) for label, r in state.ranks.items()}  # no replay after the live view
                 status_console.print(
-                    f"[watch] crash diagnosed: {crash.get('exception') or 'fatal error'} on "
+                    f"[watch] crash diagnosed: {what} on "
                     f"{crash.get('first_rank') or 'unknown rank'} in {crash.get('phase') or 'unknown phase'} "
                     f"(line {crash.get('line')})\a", markup=False, highlight=False)
                 status_console.file.flush()

@@ -13,7 +13,7 @@ from rich.text import Text
 from .engine import Diagnosis
 from .render_diff import render_diagnosis
 from .render_summary import fmt, table_box
-from .watch import WatchState, baseline_phase_seconds
+from .watch import WatchState, baseline_phase_seconds, rank_sort_key
 
 
 def rank_table(state: WatchState, now: float, console: Console) -> Table:
@@ -23,8 +23,10 @@ def rank_table(state: WatchState, now: float, console: Console) -> Table:
     if state.baseline is not None:
         t.add_column("baseline phase", justify="right")
     silent = {r for r, _, _ in state.silent_ranks(now)}
-    for label, r in state.ranks.items():
-        row = [Text(label, style="bold red" if label in silent else ""), r.phase or "-", r.progress or "",
+    for label in sorted(state.ranks, key=rank_sort_key):
+        r = state.ranks[label]
+        progress = r.progress[1] if r.progress and r.progress[0] == r.phase else ""
+        row = [Text(label, style="bold red" if label in silent else ""), r.phase or "-", progress,
                fmt(r.avail_gib), f"{now - r.phase_since_wall:.0f}s", f"{now - r.last_wall:.0f}s"]
         if state.baseline is not None:
             secs = baseline_phase_seconds(state.baseline, label, r.phase)
@@ -54,7 +56,8 @@ class PlainStatus:
         self.warned: set[str] = set()
 
     def update(self, state: WatchState, now: float) -> None:
-        for label, r in state.ranks.items():
+        for label in sorted(state.ranks, key=rank_sort_key):
+            r = state.ranks[label]
             key = (r.phase,)
             if self.seen.get(label) != key:
                 self.seen[label] = key
