@@ -257,3 +257,40 @@ def test_ssh_unknown_host_is_refused(tmp_path: Path, sshd_server) -> None:
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "--accept-new-host-key" in out.stderr
+
+
+@pytest.mark.ssh
+def test_ssh_asks_for_a_key_passphrase_at_the_terminal(tmp_path: Path, sshd_server) -> None:
+    """No password option exists: an encrypted key's passphrase is asked for, as ssh does."""
+    import pty
+
+    key = tmp_path / "enc_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "s3cret phrase", "-f", str(key)], check=True)
+    auth = sshd_server.dir / "authorized_keys"
+    auth.write_text(auth.read_text() + key.with_suffix(".pub").read_text())
+    log = tmp_path / "server.log"
+    log.write_text(START + "[2025-06-01 10:00:20] The server is fired up and ready to roll!\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the CLI on a terminal
+        os.execv(sys.executable, [sys.executable, "-m", "logforensics", "watch", "--host", sshd_server.host,
+                                  "--port", str(sshd_server.port), "--user", sshd_server.user, "-i", str(key),
+                                  "--known-hosts", str(sshd_server.known_hosts), "--path", str(log),
+                                  "--until", "ready"])
+    out = b""
+    deadline = time.monotonic() + 60
+    answered = False
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        if not answered and b"passphrase" in out:
+            os.write(fd, b"s3cret phrase\n")
+            answered = True
+    _, status = os.waitpid(pid, 0)
+    assert answered, out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, out.decode(errors="replace")
+    assert b"s3cret" not in out.split(b"passphrase", 1)[1]  # not echoed

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import base64
 import getpass
+import sys
 import hashlib
 import logging
 import os
@@ -218,6 +219,10 @@ class _Connection:
             self.jump.close()
 
 
+#: Passwords or key passphrases typed at the prompt, per destination, for reconnects.
+_SECRETS: dict[str, str] = {}
+
+
 def _open_client(
     target: _Target,
     *,
@@ -235,20 +240,32 @@ def _open_client(
     policy = _AcceptNew(known_hosts) if accept_new else _RejectUnknown(known_hosts)
     client.set_missing_host_key_policy(policy)
     dest = target.display
+    secret = _SECRETS.get(dest)
     try:
-        client.connect(
-            target.hostname,
-            port=target.port,
-            username=target.user,
-            key_filename=list(target.key_filenames) or None,
-            timeout=timeout,
-            banner_timeout=timeout,
-            auth_timeout=timeout,
-            channel_timeout=timeout,
-            allow_agent=True,
-            look_for_keys=True,
-            sock=sock,
-        )
+        try:
+            client.connect(
+                target.hostname,
+                port=target.port,
+                username=target.user,
+                key_filename=list(target.key_filenames) or None,
+                password=secret,
+                passphrase=secret,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                channel_timeout=timeout,
+                allow_agent=True,
+                look_for_keys=True,
+                sock=sock,
+            )
+        except paramiko.AuthenticationException:
+            # Keys and the agent failed: ask, as ssh does, when a person is at the terminal.
+            # The answer stays in memory for reconnects; it is never a command-line option.
+            if secret is not None or sock is not None or not sys.stdin.isatty():
+                raise
+            _SECRETS[dest] = getpass.getpass(f"{dest}: password or key passphrase: ")
+            client.close()
+            return _open_client(target, known_hosts=known_hosts, accept_new=accept_new, timeout=timeout)
         return client
     except HostKeyError:
         client.close()
