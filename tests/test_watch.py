@@ -294,3 +294,30 @@ def test_ssh_asks_for_a_key_passphrase_at_the_terminal(tmp_path: Path, sshd_serv
     assert answered, out.decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, out.decode(errors="replace")
     assert b"s3cret" not in out.split(b"passphrase", 1)[1]  # not echoed
+
+
+@pytest.mark.ssh
+def test_ssh_watch_finds_the_server_log_without_path(tmp_path: Path, sshd_server) -> None:
+    """No --path: the SGLang server process on the host is found and its output file followed."""
+    import shlex
+
+    log = tmp_path / "launched.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            ["bash", "-c", f"exec -a {shlex.quote('python3 -m sglang.launch_server --tp 2')} sleep 60"],
+            stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 5
+        while b"sglang" not in Path(f"/proc/{server.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        w = Watch(["--host", sshd_server.host, "--port", str(sshd_server.port), "--user", sshd_server.user,
+                   "-i", str(sshd_server.client_key), "--known-hosts", str(sshd_server.known_hosts),
+                   "--until", "ready"])
+        w.wait_for("opened")
+        write_slowly(log, START + "[2025-06-01 10:00:20] The server is fired up and ready to roll!\n")
+        assert w.finish() == 0, w.err_text()
+        assert str(log) in w.err_text() or "server ready" in w.err_text()
+    finally:
+        server.kill()
+        server.wait()
