@@ -13,6 +13,7 @@ Field names carry their units: ``avail_gib`` (SGLang's "GB" is GiB, bytes / 2**3
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 #: Start-up phases in the order a scheduler rank goes through them.
@@ -49,17 +50,19 @@ PHASE_OF_KIND: dict[str, str] = {
 class Event(NamedTuple):
     """One record of a log, typed by ``kind``.
 
-    ``fields`` holds the record's own values, unit-suffixed. ``text`` is the record's
-    text as read (after wrappers such as docker-compose prefixes were removed), so a
-    finding can quote its evidence. ``end_line`` is set for records assembled from
-    several physical lines (tracebacks); otherwise it equals ``line``.
+    ``fields`` holds the record's own values, unit-suffixed, as a read-only mapping: for
+    a parsed record a ``grammar.Fields``, which converts a value when it is read (most
+    values of a serving log are never read); for an assembled traceback a dict. ``text``
+    is the record's text as read (after wrappers such as docker-compose prefixes were
+    removed), so a finding can quote its evidence. ``end_line`` is set for records
+    assembled from several physical lines (tracebacks); otherwise it equals ``line``.
     """
 
     kind: str
     line: int
     rank: str | None
     ts: str | None
-    fields: dict[str, Any]
+    fields: Mapping[str, Any]
     text: str
     file: str | None = None
     end_line: int | None = None

@@ -15,12 +15,18 @@ slicing. The values are produced by the same ``grammar.build_event`` either way,
 Only pure-ASCII lines without control characters are memoised (byte offsets equal
 character offsets there); the memo is bounded, and plans whose meaning depended on
 digit values are never stored.
+
+:meth:`LineClassifier.classify_block` is the same memo applied to a block of lines at
+once, for the parser's hot loop: masking, splitting and decoding are done once per
+block in C, and the commonest case (a shape that is one record filling the line) is
+built inline, without a function call per line.
 """
 
 from __future__ import annotations
 
+from .assemble import TRACEBACK_OPENERS
 from .events import Event
-from .grammar import Plan, build_event, plan_record
+from .grammar import Fields, Plan, build_event, plan_record
 from .segments import clean, needs_clean, segment
 
 _MASK = bytes.maketrans(b"123456789", b"000000000")
@@ -32,6 +38,8 @@ _GRAMMAR_LIMIT = 65536
 
 Entry = tuple[tuple[int, int, Plan], ...]
 
+_new_tuple = tuple.__new__
+
 
 class LineClassifier:
     """Turns one physical line (bytes, no newline) into its record events."""
@@ -39,10 +47,19 @@ class LineClassifier:
     def __init__(self, file: str | None = None, memo_limit: int = 200_000) -> None:
         self.file = file
         self.memo: dict[bytes, Entry] = {}
+        #: The subset of ``memo`` that ``classify_block`` builds inline: shapes that are
+        #: one record filling the whole line and cannot open a traceback.
+        self.plain: dict[bytes, Plan] = {}
         self.memo_limit = memo_limit
         self.grammar_calls = 0
         self.decode_errors = 0
         self.cleaned_lines = 0
+
+    def share_memo(self, other: "LineClassifier") -> None:
+        """Use ``other``'s memo: plans do not depend on the file or on the line number,
+        so a process that reads several parts of a log learns each shape once."""
+        self.memo = other.memo
+        self.plain = other.plain
 
     def classify(self, raw: bytes, line: int) -> list[Event]:
         key = raw.translate(_MASK)
@@ -55,6 +72,60 @@ class LineClassifier:
             file = self.file
             return [build_event(plan, text[a:b], line, file) for a, b, plan in entry]
         return self._classify_slow(raw, key, line)
+
+    def classify_block(self, body: bytes, first: int, max_line: int) -> tuple[list[Event], bool] | None:
+        """Events of the lines of ``body`` (``\\n``-separated, numbered from ``first``).
+
+        Also says whether any event may open a traceback (else the caller can skip the
+        traceback assembler). Returns None when a line is longer than ``max_line`` (the
+        caller cuts such lines first); a block that is not pure ASCII goes line by line.
+        """
+        keys = body.translate(_MASK).split(b"\n")
+        if len(body) > max_line and max(map(len, keys)) > max_line:
+            return None
+        if not body.isascii():
+            out: list[Event] = []
+            for line, raw in enumerate(body.split(b"\n"), first):
+                out.extend(self.classify(raw, line))
+            return out, any(ev.kind in TRACEBACK_OPENERS for ev in out)
+        texts = body.decode("ascii").split("\n")
+        plain = self.plain.get
+        file = self.file
+        new = _new_tuple
+        out = []
+        append = out.append
+        openers = False
+        line = first - 1
+        stamp = converted = None  # the last stamp read: neighbouring lines often share it
+        for key, text in zip(keys, texts):
+            line += 1
+            plan = plain(key)
+            if plan is not None:  # build_event, inlined
+                rank, ts = plan.rank_slice, plan.ts_slice
+                if ts is not None:
+                    ts = text[ts]
+                    if ts == stamp:  # the conversion depends on the stamp's text only
+                        ts = converted
+                    else:
+                        stamp, ts = ts, plan.ts_conv(ts)
+                        converted = ts
+                append(new(Event, (plan.kind, line, None if rank is None else text[rank], ts,
+                                   new(Fields, (plan, text)), text, file, None)))
+                continue
+            events = self.classify_text(key, text, line)
+            if not openers:
+                openers = any(ev.kind in TRACEBACK_OPENERS for ev in events)
+            out.extend(events)
+        return out, openers
+
+    def classify_text(self, key: bytes, text: str, line: int) -> list[Event]:
+        """``classify`` for an ASCII line already masked (``key``) and decoded (``text``)."""
+        entry = self.memo.get(key)
+        if entry is None:
+            return self._classify_slow(text.encode("ascii"), key, line)
+        file = self.file
+        return [build_event(plan, text if a == 0 and b == len(text) else text[a:b], line, file)
+                for a, b, plan in entry]
 
     def _classify_slow(self, raw: bytes, key: bytes, line: int) -> list[Event]:
         text = raw.decode("utf-8", "replace")
@@ -74,4 +145,8 @@ class LineClassifier:
             entry.append((a, b, plan))
         if memoisable and len(self.memo) < self.memo_limit:
             self.memo[key] = tuple(entry)
+            if len(entry) == 1:
+                a, b, plan = entry[0]
+                if a == 0 and b == len(text) and plan.kind not in TRACEBACK_OPENERS:
+                    self.plain[key] = plan
         return [build_event(plan, text[a:b], line, self.file) for a, b, plan in entry]

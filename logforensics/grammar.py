@@ -2,19 +2,21 @@
 
 ``grammars/sglang.lark`` decides what a record means. Interpreting a parse tree does not
 produce values directly: it produces a :class:`Plan`, which says where in the record's
-text each value lies (token offsets) and how to convert it. Values are then read from
-the text by :func:`build_event`. The fast path (``fastpath.py``) stores plans per line
-shape and applies them to later lines of the same shape, so the grammar path and the
-fast path share one function for producing values and cannot disagree on them.
+text each value lies (token offsets) and how to convert it. :func:`build_event` pairs a
+plan with a record's text; the event's :class:`Fields` read and convert a value when it
+is asked for. The fast path (``fastpath.py``) stores plans per line shape and applies
+them to later lines of the same shape, so the grammar path and the fast path share one
+way of producing values and cannot disagree on them.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from collections.abc import ItemsView, KeysView, Mapping, ValuesView
+from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import call, itemgetter, methodcaller
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
@@ -126,8 +128,11 @@ class Plan:
 
     Spans are offsets into the record (segment) text. ``memo_ok`` is false when the
     meaning depended on digits (a key containing a digit), so the plan must not be
-    reused for other lines of the same digit-masked shape. ``getter`` slices every
-    value (and the rank and stamp) out of the text in one C call.
+    reused for other lines of the same digit-masked shape. ``spec`` maps every field
+    name, in the order of the event's fields, to ``(slice, converter)`` or, for a
+    constant, ``(None, value)``: :class:`Fields` reads values through it.
+    ``rank_slice`` and ``ts_slice`` cut the rank and the stamp out of the text (the
+    stamp then goes through ``ts_conv``); ``pickers`` caches :meth:`picker`.
     """
 
     kind: str
@@ -136,20 +141,22 @@ class Plan:
     fields: tuple[tuple[str, int, int, Conv], ...]
     const: tuple[tuple[str, Any], ...] = ()
     memo_ok: bool = True
-    names: tuple[str, ...] = ()
-    convs: tuple[Conv, ...] = ()
-    getter: Callable[[str], tuple[str, ...]] | None = None
     ts_conv: Conv = str
+    keys: tuple[str, ...] = ()
+    spec: dict[str, tuple[slice | None, Any]] = field(default_factory=dict, compare=False)
+    rank_slice: slice | None = None
+    ts_slice: slice | None = None
+    pickers: dict[tuple[str, ...], Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def make(cls, kind: str, rank: tuple[int, int] | None, ts: tuple[int, int] | None,
              fields: tuple[tuple[str, int, int, Conv], ...], const: tuple[tuple[str, Any], ...] = (),
-             memo_ok: bool = True) -> "Plan":
-        spans = [slice(a, b) for _, a, b, _ in fields]
-        spans.append(slice(*rank) if rank else slice(0, 0))
-        spans.append(slice(*ts) if ts else slice(0, 0))
-        return cls(kind, rank, ts, fields, const, memo_ok, tuple(f[0] for f in fields),
-                   tuple(f[3] for f in fields), itemgetter(*spans))
+             memo_ok: bool = True, ts_conv: Conv = str) -> "Plan":
+        spec: dict[str, tuple[slice | None, Any]] = {name: (slice(a, b), conv) for name, a, b, conv in fields}
+        for name, value in const:  # a constant wins over a span of the same name, in its place
+            spec[name] = (None, value)
+        return cls(kind, rank, ts, fields, const, memo_ok, ts_conv, tuple(spec), spec,
+                   slice(*rank) if rank else None, slice(*ts) if ts else None)
 
     def fitted(self, text: str) -> "Plan":
         """This plan with the rank span trimmed and the stamp converter chosen for ``text``.
@@ -171,8 +178,26 @@ class Plan:
                 ts_conv = _DATE_TO_ISO
             elif not (len(stamp) <= 12 and stamp[2:3] == ":"):
                 ts_conv = _no_stamp  # a stamp cut at the start of a paste
-        plan = Plan.make(self.kind, rank, self.ts, self.fields, self.const, self.memo_ok)
-        return replace(plan, ts_conv=ts_conv)
+        return Plan.make(self.kind, rank, self.ts, self.fields, self.const, self.memo_ok, ts_conv)
+
+    def picker(self, names: tuple[str, ...]) -> tuple[Callable[[str], tuple[str, ...]], tuple[Conv, ...]]:
+        """For :meth:`Fields.pick`: one C call that slices the values of ``names`` out of
+        a text, and the converter of each (cached per plan)."""
+        got = self.pickers.get(names)
+        if got is None:
+            slices: list[slice] = []
+            convs: list[Conv] = []
+            for name in names:
+                where, conv = self.spec.get(name, (None, None))
+                if where is None:  # a constant, or no such field: the same value for any text
+                    slices.append(slice(0, 0))
+                    convs.append({"": conv}.get)  # maps the empty slice to the value, in C
+                else:
+                    slices.append(where)
+                    convs.append(conv)
+            slices.append(slice(0, 0))  # two slices at least, so itemgetter returns a tuple
+            got = self.pickers[names] = (itemgetter(*slices), tuple(convs))
+        return got
 
 
 _DATE_TO_ISO = methodcaller("replace", " ", "T", 1)
@@ -182,18 +207,100 @@ def _no_stamp(_: str) -> None:
     return None
 
 
-def build_event(plan: Plan, text: str, line: int, file: str | None) -> Event:
-    """Read the values a plan points at out of ``text``: the one value-producing step.
+try:  # the C accessor namedtuple uses: reads a tuple slot without calling __getitem__
+    from _collections import _tuplegetter
+except ImportError:  # pragma: no cover - other Pythons
+    def _tuplegetter(index: int, doc: str) -> Any:  # type: ignore[misc]
+        return property(lambda self: tuple.__getitem__(self, index), doc=doc)
 
-    Runs for every record of a log, so it is kept to C-level calls: one ``itemgetter``
-    slices every value, the rank and the stamp; ``zip`` stops before those last two.
+
+class Fields(tuple):
+    """A record's values, converted when they are read: a read-only ``Mapping``.
+
+    Why not a dict: a serving log is almost all ``Decode batch``, ``Prefill batch`` and
+    HTTP access records, and the run model reads at most three of their values. Building
+    a dict of every converted value was the largest cost of reading such a line. A
+    ``Fields`` is the pair ``(plan, text)`` (a tuple, so it is built in C) and converts a
+    value with the plan's converter each time it is read. It iterates, compares and
+    prints like the dict of all values, and pickles as that dict.
     """
-    values = plan.getter(text)  # type: ignore[misc]
-    fields = dict(zip(plan.names, map(call, plan.convs, values)))
-    if plan.const:
-        fields.update(plan.const)
-    return Event(plan.kind, line, values[-2] if plan.rank else None,
-                 plan.ts_conv(values[-1]) if plan.ts else None, fields, text, file)
+
+    __slots__ = ()
+    _plan: Plan = _tuplegetter(0, "the record's plan")  # type: ignore[assignment]
+    _text: str = _tuplegetter(1, "the record's text")  # type: ignore[assignment]
+
+    def __getitem__(self, key: str) -> Any:
+        where, conv = self._plan.spec[key]
+        return conv if where is None else conv(self._text[where])
+
+    def get(self, key: str, default: Any = None) -> Any:
+        spec = self._plan.spec.get(key)
+        if spec is None:
+            return default
+        where, conv = spec
+        return conv if where is None else conv(self._text[where])
+
+    def pick(self, names: tuple[str, ...]) -> tuple[Any, ...]:
+        """The values of ``names`` (None for a name the record lacks), in one call.
+
+        For the run model's hot path: reading three values of a decode record this way
+        costs about as much as one ``get``.
+        """
+        plan = self._plan
+        getter, convs = plan.pickers.get(names) or plan.picker(names)
+        return tuple(map(call, convs, getter(self._text)))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._plan.spec
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plan.keys)
+
+    def __len__(self) -> int:
+        return len(self._plan.keys)
+
+    def keys(self) -> KeysView[str]:
+        return KeysView(self)
+
+    def items(self) -> ItemsView[str, Any]:
+        return ItemsView(self)
+
+    def values(self) -> ValuesView[Any]:
+        return ValuesView(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return dict(self.items()) == dict(other.items())
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self.items()),)
+
+
+Mapping.register(Fields)
+
+_new_tuple = tuple.__new__
+
+
+def build_event(plan: Plan, text: str, line: int, file: str | None) -> Event:
+    """The event of one record: the plan's kind, rank and stamp, and its lazy fields.
+
+    The one value-producing step, shared by the grammar path and the fast path (which
+    inlines the same expression for its commonest case, see ``LineClassifier``).
+    """
+    rank, ts = plan.rank_slice, plan.ts_slice
+    return _new_tuple(Event, (plan.kind, line, None if rank is None else text[rank],
+                              None if ts is None else plan.ts_conv(text[ts]),
+                              _new_tuple(Fields, (plan, text)), text, file, None))
 
 
 @lru_cache(maxsize=None)

@@ -1,4 +1,8 @@
-"""Glue: a file (or stream) through the incremental parser into the run model."""
+"""Glue: a file (or stream) through the incremental parser into the run model.
+
+``LiveRun`` is the one pipeline: ``watch`` feeds it chunks as they arrive, and batch
+commands feed it a file (``feed_file``), on several cores for large files (``parallel``).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,9 @@ class InputError(Exception):
 class LiveRun:
     """Parser plus run model over one log: feed bytes, read events and the summary.
 
-    ``watch`` feeds it chunks as they arrive; ``summarize_file`` feeds it a file.
+    ``watch`` feeds it chunks as they arrive; ``summarize_file`` feeds it a file; the
+    workers of ``parallel`` feed it byte ranges of a file. Each chunk's events go to the
+    model in one ``observe_all`` call.
     """
 
     def __init__(self, name: str | None) -> None:
@@ -27,15 +33,12 @@ class LiveRun:
 
     def feed(self, chunk: bytes) -> list[Event]:
         events = self.parser.feed(chunk)
-        observe = self.model.observe
-        for ev in events:
-            observe(ev)
+        self.model.observe_all(events)
         return events
 
     def close(self) -> list[Event]:
         events = self.parser.close()
-        for ev in events:
-            self.model.observe(ev)
+        self.model.observe_all(events)
         return events
 
     def summary(self) -> RunSummary:
@@ -67,6 +70,17 @@ def feed_file(
     on_events: Callable[[list[Event]], None] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> None:
+    """Feed the whole file (or ``-``, standard input) into ``run``, then close it.
+
+    A large regular file fed into a fresh run without ``on_events`` (the run's summary is
+    all that is wanted) is read on several cores by ``parallel.read_in_parallel``, with
+    this same LiveRun code in each worker; everything else is read here, block by block.
+    """
+    if on_events is None and run.parser.stats.bytes == 0 and run.model.events == 0:
+        from .parallel import read_in_parallel
+
+        if read_in_parallel(run, path, progress=progress):
+            return
     fh = open_log(path)
     try:
         while True:

@@ -18,15 +18,24 @@ Outcome rules (the first that applies, judged on the whole log):
 
 Ranks are labelled as SGLang printed them (``TP5``, ``DP0 TP3 EP3``). A single-GPU
 run prints no rank: its scheduler is reported as rank ``-``.
+
+Models of consecutive parts of one log merge (:meth:`RunModel.merge`) into the model of
+the whole, which is how a large file is read on several cores (``parallel.py``). A few
+handlers read state that a model of a later part lacks (the phase a crash happened in,
+when its frames do not tell; the ranks a server-ready line moves to serving); they mark
+the model ``context_read``, and such a part is read again in order instead of merged.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from operator import itemgetter
+from typing import Any, Sequence
 
 from .events import PHASE_OF_KIND, PHASES, Event
+from .grammar import Fields
 from .serverargs import args_from_command, env_from_command, parse_server_args
 from .stats import Series, Sketch
 
@@ -74,6 +83,9 @@ _SERVING_FUNCS = {
 MILESTONES = ("init_dist_begin", "init_dist_end", "load_weight_begin", "load_weight_end", "kv_cache_alloc",
               "memory_pool_end", "capture_begin", "capture_end", "max_total_tokens")
 _MILESTONE_INDEX = {k: i for i, k in enumerate(MILESTONES)}
+#: How many records of each kind ``notices`` keeps (the first ones); others keep _NOTICE_LIMIT.
+_NOTICE_LIMITS = {"decode": 3, "server_args": 1, "launch_command": 1, "tb_fragment": 256}
+_NOTICE_LIMIT = 64
 _HANG_MARKERS = ("Watchdog caught collective operation timeout", "watchdog got stuck",
                  "Timeout(ms)=", "watchdog timeout")
 
@@ -121,6 +133,8 @@ class _Rank:
     last_ts: str | None = None
     last_text: str = ""
     milestone: int = -1
+    #: A decode record without a stamp set ``last_ts`` to None (the merge must keep that).
+    ts_unset: bool = False
 
 
 class RunModel:
@@ -130,7 +144,7 @@ class RunModel:
         self.file = file
         self.ranks: dict[str, _Rank] = {}
         self.events = 0
-        self.kind_counts: dict[str, int] = {}
+        self.kind_counts: Counter[str] = Counter()
         self.ready: dict[str, Any] | None = None
         self.last_serving_line = 0
         self.exceptions: list[dict[str, Any]] = []  # distinct, with ranks
@@ -153,26 +167,132 @@ class RunModel:
         self.global_phase: str | None = None
         self.last_line = 0
         self.last_ts: str | None = None
+        #: Why this model's figures may depend on records before its first one (None if
+        #: they cannot): set when a handler read state that a model of a later part of
+        #: the log would lack. Such a part cannot be merged; see :meth:`merge`.
+        self.context_read: str | None = None
+        self._cpp_frame_crash: dict[str, Any] | None = None  # the crash record of the first C++ frame
 
     # ------------------------------------------------------------------ observe
     def observe(self, ev: Event) -> None:
-        self.events += 1
-        kind = ev.kind
-        counts = self.kind_counts
-        counts[kind] = counts.get(kind, 0) + 1
-        if kind == "decode_batch":  # the bulk of a serving log: the shortest path
-            self.last_line = ev.line
-            self.on_decode_batch(ev)
-            r = self.ranks.get(ev.rank or NO_RANK)
-            if r is not None and r.phase == "serving":
-                r.last_line = ev.line
-                r.last_ts = ev.ts
-                r.last_text = ev.text
-                r.phases["serving"]["last_line"] = ev.line
-                r.phases["serving"]["last_ts"] = ev.ts
-            else:
-                self._enter(ev, "serving")
+        """Take one event; see :meth:`observe_all`."""
+        self.observe_all((ev,))
+
+    def observe_all(self, events: Sequence[Event]) -> None:
+        """Take events in log order: the one implementation of observing.
+
+        ``Decode batch``, ``Prefill batch`` and records without a handler (HTTP access
+        lines) are nearly all of a serving log, so they are handled inline here; each
+        inline path does exactly what the general path (:meth:`_observe_one`) does for
+        that record. Kinds are counted, and throughput figures added to their sketches
+        and series, a block at a time (no handler reads them while observing).
+        """
+        if not events:
             return
+        self.events += len(events)
+        self.kind_counts.update(map(_KIND, events))
+        ranks = self.ranks
+        decode_noticed = len(self.notices.get("decode", ()))
+        tputs: dict[str, list[float]] = {}  # this block's figures, in order, added below
+        points: list[tuple[Any, float]] = []
+        accepts: list[float] = []
+        running: list[float] = []
+        prefills: list[float] = []
+        for ev in events:
+            kind = ev.kind
+            if kind == "decode_batch":
+                line = ev.line
+                self.last_line = line
+                self.last_serving_line = line
+                if decode_noticed < _NOTICE_LIMITS["decode"]:  # a few decode lines as evidence for throughput
+                    self._notice("decode", ev)
+                    decode_noticed += 1
+                label = ev.rank or NO_RANK
+                f = ev.fields
+                tput, accept, run = f.pick(_DECODE_FIGURES) if type(f) is Fields else map(f.get, _DECODE_FIGURES)
+                if tput is not None:
+                    found = tputs.get(label)
+                    if found is None:
+                        tputs[label] = [tput]
+                    else:
+                        found.append(tput)
+                    points.append((ev.ts or line, tput))
+                if accept is not None:
+                    accepts.append(accept)
+                if run is not None:
+                    running.append(run)
+                r = ranks.get(label)
+                if r is not None and r.phase == "serving":
+                    ts = ev.ts
+                    r.last_line = line
+                    r.last_ts = ts
+                    if ts is None:
+                        r.ts_unset = True
+                    r.last_text = ev.text
+                    info = r.phases["serving"]
+                    info["last_line"] = line
+                    info["last_ts"] = ts
+                else:
+                    if ev.ts is None and (r is None or r.phase is None):
+                        # before us the rank may have been serving: then the stamp would be unset
+                        self._needs_context("a decode record without a stamp on a rank not seen serving")
+                    self._enter(ev, "serving")
+            elif kind == "prefill_batch":
+                line = ev.line
+                r = ranks.get(ev.rank or NO_RANK)
+                info = r.phases.get("serving") if r is not None else None
+                if info is None:  # the general path adds to the sketch itself: keep the order
+                    if prefills:
+                        self.prefill.extend(prefills)
+                        prefills.clear()
+                    self._observe_one(ev)
+                    continue
+                # _observe_one: on_prefill_batch, then _enter(ev, "serving") on a known phase
+                end = ev.end_line or line
+                if end > self.last_line:
+                    self.last_line = end
+                ts = ev.ts
+                if ts:
+                    self.last_ts = ts
+                self.last_serving_line = line
+                tput = ev.fields.get("input_throughput_tok_s")
+                if tput is not None:
+                    prefills.append(tput)
+                r.last_line = line
+                if ts:
+                    r.last_ts = ts
+                r.last_text = ev.text
+                info["last_line"] = line
+                info["last_ts"] = ts
+                r.phase = "serving"
+                self.global_phase = "serving"
+            elif kind not in _ACTIVE_KINDS:  # no handler, no phase: only "last seen"
+                end = ev.end_line or ev.line
+                if end > self.last_line:
+                    self.last_line = end
+                if ev.ts:
+                    self.last_ts = ev.ts
+                if ev.rank is not None:
+                    self._touch(self._rank(ev.rank), ev)
+            else:
+                self._observe_one(ev)
+        for label, values in tputs.items():
+            sk = self.decode_by_rank.get(label)
+            if sk is None:
+                sk = self.decode_by_rank[label] = Sketch()
+            sk.extend(values)
+        if points:
+            self.decode_series.extend(points)
+        if accepts:
+            self.accept_len.extend(accepts)
+        if running:
+            self.running_req.extend(running)
+        if prefills:
+            self.prefill.extend(prefills)
+
+    def _observe_one(self, ev: Event) -> None:
+        """The general path, for every kind but ``decode_batch``."""
+        kind = ev.kind
         end = ev.end_line or ev.line
         if end > self.last_line:
             self.last_line = end
@@ -186,6 +306,10 @@ class RunModel:
             self._enter(ev, phase)
         elif ev.rank is not None and kind != "exception":
             self._touch(self._rank(ev.rank), ev)
+
+    def _needs_context(self, reason: str) -> None:
+        if self.context_read is None:
+            self.context_read = reason
 
     def _rank(self, label: str | None) -> _Rank:
         key = label or NO_RANK
@@ -218,9 +342,9 @@ class RunModel:
     def _evidence(self, r: _Rank, key: str, ev: Event) -> None:
         r.evidence[key] = {"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text}
 
-    def _notice(self, key: str, ev: Event, limit: int = 64) -> None:
+    def _notice(self, key: str, ev: Event) -> None:
         lst = self.notices.setdefault(key, [])
-        if len(lst) < limit:
+        if len(lst) < _NOTICE_LIMITS.get(key, _NOTICE_LIMIT):
             lst.append({"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text})
 
     # -- start-up figures (GiB, as SGLang printed them) -------------------------------
@@ -279,8 +403,10 @@ class RunModel:
 
     def on_capture_bs(self, ev: Event) -> None:
         r = self._rank(ev.rank)
-        if ev.fields.get("bs") and "capture_bs" not in r.memory:
-            r.memory["capture_bs"] = ev.fields["bs"]
+        bs = ev.fields.get("bs")
+        if bs and "capture_bs" not in r.memory:
+            self._needs_context("capture batch sizes, kept only if none were seen before")
+            r.memory["capture_bs"] = bs
 
     def on_capture_end(self, ev: Event) -> None:
         r = self._rank(ev.rank)
@@ -314,6 +440,7 @@ class RunModel:
         else:
             return
         # Only global rank 0 draws bars; attribute them to the first rank seen.
+        self._needs_context("a progress bar, attributed to the first rank seen")
         label = next(iter(self.ranks), NO_RANK) if self.ranks else NO_RANK
         r = self._rank(label if label != NO_RANK else None)
         r.progress[phase] = {"n": prog["n"], "total": prog["total"], "desc": desc, "line": ev.line,
@@ -323,24 +450,6 @@ class RunModel:
             self.global_phase = phase
 
     # -- serving ----------------------------------------------------------------------
-    def on_decode_batch(self, ev: Event) -> None:
-        f = ev.fields
-        self.last_serving_line = ev.line
-        if self.kind_counts["decode_batch"] <= 3:  # a few decode lines as evidence for throughput
-            self._notice("decode", ev)
-        tput = f.get("gen_throughput_tok_s")
-        if tput is not None:
-            key = ev.rank or NO_RANK
-            sk = self.decode_by_rank.get(key)
-            if sk is None:
-                sk = self.decode_by_rank[key] = Sketch()
-            sk.add(tput)
-            self.decode_series.add(ev.ts or ev.line, tput)
-        if f.get("accept_len") is not None:
-            self.accept_len.add(f["accept_len"])
-        if f.get("running_req") is not None:
-            self.running_req.add(f["running_req"])
-
     def on_prefill_batch(self, ev: Event) -> None:
         self.last_serving_line = ev.line
         tput = ev.fields.get("input_throughput_tok_s")
@@ -348,6 +457,7 @@ class RunModel:
             self.prefill.add(tput)
 
     def on_server_ready(self, ev: Event) -> None:
+        self._needs_context("server ready, which moves every rank seen so far to serving")
         self.ready = {"file": ev.file, "line": ev.line, "ts": ev.ts, "text": ev.text}
         self.last_serving_line = ev.line
         for r in self.ranks.values():
@@ -360,13 +470,13 @@ class RunModel:
     def on_server_args(self, ev: Event) -> None:
         if not self.server_args:
             self.server_args, self.server_args_form = parse_server_args(ev.fields.get("raw", ""))
-            self._notice("server_args", ev, 1)
+            self._notice("server_args", ev)
 
     def on_launch_command(self, ev: Event) -> None:
         cmd = ev.fields.get("command") or ev.text
         if self.launch_command is None:
             self.launch_command = cmd
-            self._notice("launch_command", ev, 1)
+            self._notice("launch_command", ev)
         self.env.update(env_from_command(cmd))
         if not self.launch_args:
             self.launch_args = _flags(args_from_command(cmd))
@@ -446,11 +556,12 @@ class RunModel:
         m = _PROCTITLE.search(ev.text)
         rank = m.group(1).replace("_", " ") if m else ev.rank
         if not self.notices.get("cpp_frame"):
-            self.crash_events.append({
+            self._cpp_frame_crash = {
                 "rank": rank, "source": "native", "exception": None, "message": "C++ stack trace",
                 "frames": [], "oom": None, "file": ev.file, "line": ev.line, "end_line": ev.line,
                 "ts": ev.ts, "text": ev.text, "phase": self._phase_for(rank, []), "native": True,
-            })
+            }
+            self.crash_events.append(self._cpp_frame_crash)
         self._notice("cpp_frame", ev)
 
     def on_sigquit(self, ev: Event) -> None:
@@ -478,13 +589,14 @@ class RunModel:
         entry = self.unknown_shapes.get(shape)
         if entry is None:
             if len(self.unknown_shapes) >= _MAX_UNKNOWN_SHAPES:
+                self._needs_context("too many unrecognised shapes: which are kept depends on those before")
                 shape = "(other shapes)"
-                entry = self.unknown_shapes.setdefault(shape, [0, ev.line, ev.text[:200], set()])
+                entry = self.unknown_shapes.setdefault(shape, [0, ev.line, ev.text[:200], {}])
             else:
-                entry = self.unknown_shapes[shape] = [0, ev.line, ev.text[:200], set()]
+                entry = self.unknown_shapes[shape] = [0, ev.line, ev.text[:200], {}]
         entry[0] += 1
-        if ev.rank and len(entry[3]) < 64:
-            entry[3].add(ev.rank)
+        if ev.rank and len(entry[3]) < 64:  # ranks as dict keys: kept in order, for merge
+            entry[3][ev.rank] = None
 
     # ------------------------------------------------------------------ helpers
     def _single(self) -> bool:
@@ -492,7 +604,7 @@ class RunModel:
         return set(self.ranks) == {NO_RANK}
 
     def on_tb_fragment(self, ev: Event) -> None:
-        self._notice("tb_fragment", ev, 256)
+        self._notice("tb_fragment", ev)
 
     def _resolve_ranks(self, events: list[dict[str, Any]]) -> None:
         """Give rank-less crash records a rank where the log allows it, saying how."""
@@ -526,7 +638,14 @@ class RunModel:
             return "serving"
         key = rank or (NO_RANK if self._single() else None)
         if key in self.ranks and self.ranks[key].phase:
+            if rank is None:  # "a single-rank run" may be false given ranks seen before us
+                self._needs_context("the phase of a rank-less crash in a single-rank run")
             return self.ranks[key].phase
+        # Without a rank of its own in this model: the rank's phase or the furthest phase
+        # of the whole log decide, and records before us may change either; unless the
+        # crash has no rank, ranks are labelled, and serving (the last phase) was reached.
+        if rank is not None or not any(k != NO_RANK for k in self.ranks) or self.global_phase != "serving":
+            self._needs_context("the phase of a crash, from what its rank did before")
         return self.global_phase
 
     def _add_distinct(self, rec: dict[str, Any]) -> None:
@@ -536,7 +655,9 @@ class RunModel:
             if d["signature"] == sig:
                 d["occurrences"].append(rec)
                 return
-        if len(self.exceptions) < _MAX_DISTINCT_EXCEPTIONS:
+        if len(self.exceptions) >= _MAX_DISTINCT_EXCEPTIONS:
+            self._needs_context("too many distinct exceptions: which are kept depends on those before")
+        else:
             self.exceptions.append({
                 "signature": sig, "exception": rec["exception"], "message": rec["message"],
                 "phase": rec["phase"], "frames": rec["frames"],
@@ -544,6 +665,100 @@ class RunModel:
                 "first_line": rec["line"], "end_line": rec["end_line"], "file": rec["file"],
                 "occurrences": [rec],  # the crash records themselves: ranks resolved later show
             })
+
+    # ------------------------------------------------------------------ merge
+    def merge_problem(self, later: "RunModel") -> str | None:
+        """Why ``later`` cannot be merged into this model exactly, or None if it can."""
+        if later.context_read is not None:
+            return later.context_read
+        new_shapes = sum(1 for shape in later.unknown_shapes if shape not in self.unknown_shapes)
+        if new_shapes and len(self.unknown_shapes) + new_shapes > _MAX_UNKNOWN_SHAPES:
+            return "too many unrecognised shapes to keep them all"
+        return None
+
+    def merge(self, later: "RunModel") -> None:
+        """Add ``later``, the model of the records that followed this model's, in place.
+
+        The result is the model one pass over both parts would have built (the parallel
+        reader relies on it), except the decode series, whose downsampling is approximated
+        (``Series.merge``). ``later`` must not have read state it lacked
+        (:meth:`merge_problem`); given that, each piece of state follows the rule of the
+        handlers that write it: counts add up; "first" figures (a phase's first line, the
+        first KV pool, the first capture, server_args, the launch command, versions) keep
+        this model's when it has them; "last" figures (a phase's last line, what a rank
+        printed last, ready) take ``later``'s when it has them; lists keep their limits.
+        ``later`` is consumed (its objects move into this model).
+        """
+        problem = self.merge_problem(later)
+        if problem is not None:
+            raise ValueError(f"cannot merge: {problem}")
+        for label, rank in later.ranks.items():
+            mine = self.ranks.get(label)
+            if mine is None:
+                self.ranks[label] = rank
+            else:
+                _merge_rank(mine, rank)
+        self.events += later.events
+        self.kind_counts.update(later.kind_counts)
+        self.ready = later.ready or self.ready
+        self.last_serving_line = later.last_serving_line or self.last_serving_line
+        for d in later.exceptions:
+            mine_d = next((x for x in self.exceptions if x["signature"] == d["signature"]), None)
+            if mine_d is not None:
+                mine_d["occurrences"].extend(d["occurrences"])
+            elif len(self.exceptions) < _MAX_DISTINCT_EXCEPTIONS:
+                self.exceptions.append(d)
+        crashes = later.crash_events
+        if later._cpp_frame_crash is not None and self.notices.get("cpp_frame"):
+            crashes = [c for c in crashes if c is not later._cpp_frame_crash]  # only the first C++ frame crashes
+        self.crash_events.extend(crashes)
+        self._cpp_frame_crash = self._cpp_frame_crash or later._cpp_frame_crash
+        hangs = later.hang_events
+        if self.hang_events and hangs and hangs[0].get("kind") == "exception":
+            hangs = hangs[1:]  # a crash counts as hang evidence only when there is no other
+        self.hang_events.extend(hangs)
+        if not self.server_args and "server_args" in later.kind_counts:
+            self.server_args, self.server_args_form = later.server_args, later.server_args_form
+        if self.launch_command is None:
+            self.launch_command = later.launch_command
+        self.env.update(later.env)
+        if not self.launch_args:
+            self.launch_args = later.launch_args
+        for key, value in later.versions.items():
+            self.versions.setdefault(key, value)
+        for key, found in later.notices.items():
+            kept = self.notices.setdefault(key, [])
+            kept.extend(found[:max(0, _NOTICE_LIMITS.get(key, _NOTICE_LIMIT) - len(kept))])
+        for label, sketch in later.decode_by_rank.items():
+            mine_sk = self.decode_by_rank.get(label)
+            if mine_sk is None:
+                self.decode_by_rank[label] = sketch
+            else:
+                mine_sk.merge(sketch)
+        self.decode_series.merge(later.decode_series)
+        self.prefill.merge(later.prefill)
+        self.accept_len.merge(later.accept_len)
+        self.running_req.merge(later.running_req)
+        for shape, (count, first, example, ranks) in later.unknown_shapes.items():
+            entry = self.unknown_shapes.get(shape)
+            if entry is None:
+                self.unknown_shapes[shape] = [count, first, example, ranks]
+                continue
+            entry[0] += count
+            for label in ranks:
+                if len(entry[3]) >= 64:
+                    break
+                entry[3][label] = None
+        room = 1_000_000 - len(self.other_lines)
+        if len(later.other_lines) <= room:
+            self.other_lines |= later.other_lines
+        else:  # only the count is read: any lines up to the limit will do
+            self.other_lines.update(list(later.other_lines)[:room])
+        if later.global_phase is not None and (
+                self.global_phase is None or _PHASE_INDEX[later.global_phase] > _PHASE_INDEX[self.global_phase]):
+            self.global_phase = later.global_phase
+        self.last_line = max(self.last_line, later.last_line)
+        self.last_ts = later.last_ts or self.last_ts
 
     # ------------------------------------------------------------------ summary
     def summary(self, stats: Any = None) -> RunSummary:
@@ -730,6 +945,52 @@ class RunModel:
         }
 
 
+#: Memory figures kept from the first record that gives them (the handlers check the
+#: first key before writing the group); every other figure is the last one printed.
+_FIRST_WINS = (
+    ("kv_pools", ("kv_tokens", "k_gib", "v_gib", "kv_gib"), "kv_cache_alloc"),
+    ("pool_end_avail_gib", ("pool_end_avail_gib",), "memory_pool_end"),
+    ("capture_begin_avail_gib", ("capture_begin_avail_gib", "capture_bs"), "capture_begin"),
+    ("capture_end_line", ("capture_end_line", "capture_end_avail_gib", "capture_mem_gib", "capture_elapsed_s"),
+     "capture_end"),
+)
+
+
+def _merge_rank(mine: _Rank, later: _Rank) -> None:
+    """A rank's state after ``later``'s records followed ``mine``'s (see RunModel.merge)."""
+    if later.phase is not None:
+        mine.phase = later.phase
+    for phase, info in later.phases.items():
+        kept = mine.phases.get(phase)
+        if kept is None:
+            mine.phases[phase] = info
+        else:
+            kept["last_line"] = info["last_line"]
+            kept["last_ts"] = info["last_ts"]
+    skip_memory: set[str] = set()
+    skip_evidence: set[str] = set()
+    for marker, keys, evidence in _FIRST_WINS:
+        if marker in mine.memory:
+            skip_memory.update(keys)
+            skip_evidence.add(evidence)
+    for key, value in later.memory.items():
+        if key == "kv_pools" and key in mine.memory:
+            mine.memory[key].extend(value)
+        elif key not in skip_memory:
+            mine.memory[key] = value
+    for key, value in later.evidence.items():
+        if key not in skip_evidence:
+            mine.evidence[key] = value
+    mine.progress.update(later.progress)
+    if later.last_line:
+        mine.last_line = later.last_line
+        mine.last_text = later.last_text
+    if later.last_ts is not None or later.ts_unset:
+        mine.last_ts = later.last_ts
+        mine.ts_unset = mine.ts_unset or later.ts_unset
+    mine.milestone = max(mine.milestone, later.milestone)
+
+
 def _distinct_view(d: dict[str, Any]) -> dict[str, Any]:
     """A distinct traceback with the ranks that share it (as resolved) and its occurrences."""
     out = {k: v for k, v in d.items() if k not in ("signature", "occurrences")}
@@ -821,3 +1082,7 @@ def _rank_sort_key(label: str | None) -> tuple[Any, ...]:
 
 
 _HANDLERS = {name[3:]: fn for name, fn in vars(RunModel).items() if name.startswith("on_") and callable(fn)}
+#: Kinds whose observation does more than update "last seen" (see observe_all).
+_ACTIVE_KINDS = frozenset(_HANDLERS) | frozenset(PHASE_OF_KIND) | {"decode_batch"}
+_KIND = itemgetter(0)  # Event.kind
+_DECODE_FIGURES = ("gen_throughput_tok_s", "accept_len", "running_req")

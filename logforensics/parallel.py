@@ -1,0 +1,318 @@
+"""Read a large log file on several cores: the same parser and run model, one byte range each.
+
+Why: CPython runs the parser on one core, and summarising a gigabyte of serving log is
+per-line Python work. A regular file of at least ``PARALLEL_MIN_BYTES`` is therefore cut
+into byte ranges, each range is read by a worker process with the very ``LiveRun`` that
+``watch`` feeds chunk by chunk (no second parser), and the parent merges the per-range
+run models in file order with ``RunModel.merge``, which is exact.
+
+How the result stays that of one sequential pass:
+
+* **Line numbers.** A worker's parser starts at ``line_offset``, the number of newlines
+  before its range (``bytes.count`` in the parent, while the workers read earlier ranges).
+* **Boundaries.** A range starts at a line that cannot continue a record: an SGLang-prefixed
+  ``Decode batch``, ``Prefill batch`` or HTTP access line right after another one
+  (:func:`choose_ranges`). Where no such line is near, there is no boundary.
+* **Records across a boundary.** Other ranks can keep printing while a traceback is open,
+  so that rule is not a proof. A worker reports whether its parser ended inside a
+  traceback; then that range is not merged but read again in the parent, with the run
+  model as it stands, and the parent's parser goes on into the next ranges until it is
+  outside any traceback at a range's end. From there the workers' results are right again.
+* **State a range could not see.** A handler that read state from before its range (the
+  phase of a crash with no telling frames, a server-ready line that moves earlier ranks,
+  a progress bar attributed to the first rank) marks the model ``context_read``; that
+  range is read again in the parent as well (``RunModel.merge_problem``).
+* **Not merged exactly:** the decode throughput series, a downsampled list of points,
+  is approximated (``Series.merge``); every other summary figure is exact
+  (``tests/test_parallel.py`` checks this on every fixture with boundaries everywhere).
+
+Small files, standard input and pipes are read sequentially, as are files when only one
+core is usable or ``LOGFORENSICS_WORKERS=1``. The file is read up to the size it had when
+reading began.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import stat
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Iterator, NamedTuple
+
+from .fastpath import LineClassifier
+from .parser import BLOCK_SIZE, ParseStats
+from .pipeline import InputError, LiveRun
+from .run import RunModel
+from .stats import Series
+
+#: Files smaller than this are read by one process: starting workers costs more.
+PARALLEL_MIN_BYTES = 64 << 20
+#: About this many bytes per range: small enough to balance two workers and to keep a
+#: range read again cheap, large enough that the per-range costs do not show.
+RANGE_BYTES = 32 << 20
+#: Bytes searched after a range's nominal start for a line that can begin a range.
+_WINDOW = 1 << 20
+#: Kinds of the lines a range may start at (when the line before is one too).
+BOUNDARY_KINDS = frozenset({"decode_batch", "prefill_batch", "http_access"})
+_MAX_WORKERS = 8
+#: Points a worker keeps of a range's decode series (the summary keeps 1000 of the whole).
+_FINE_SERIES_POINTS = 4096
+
+
+class RangeResult(NamedTuple):
+    """What a worker returns for one byte range."""
+
+    index: int
+    model: RunModel
+    stats: ParseStats
+    decode_errors: int
+    open_at_end: bool  # the parser ended inside a traceback (the range is read again)
+
+
+def worker_count() -> int:
+    """Worker processes to use: ``LOGFORENSICS_WORKERS``, else the usable cores (at most 8)."""
+    env = os.environ.get("LOGFORENSICS_WORKERS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_WORKERS))
+
+
+def _fork_context() -> multiprocessing.context.BaseContext | None:
+    """Workers are forked: they start at once, with the grammar already loaded. Where
+    forking is not available (or not safe, as on macOS), files are read sequentially."""
+    if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return multiprocessing.get_context("fork")
+
+
+def read_in_parallel(run: LiveRun, path: str | os.PathLike[str], *,
+                     progress: Callable[[int], None] | None = None,
+                     workers: int | None = None, min_bytes: int | None = None,
+                     range_bytes: int | None = None) -> bool:
+    """Read the file at ``path`` into a fresh ``run`` on several cores, if worthwhile.
+
+    Returns False, having done nothing, when the file should be read sequentially (not a
+    regular file, smaller than ``min_bytes``, one worker, no fork); the caller then reads
+    it as usual, which also reports unreadable files.
+    """
+    workers = worker_count() if workers is None else workers
+    min_bytes = PARALLEL_MIN_BYTES if min_bytes is None else min_bytes
+    range_bytes = RANGE_BYTES if range_bytes is None else range_bytes
+    p = os.fspath(path)
+    if workers < 2 or p == "-":
+        return False
+    try:
+        st = os.stat(p)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_size < max(min_bytes, 1):
+        return False
+    context = _fork_context()
+    if context is None:
+        return False
+    # Choosing the ranges loads the grammar and learns line shapes in this process: the
+    # workers, forked after, start with both.
+    try:
+        ranges = choose_ranges(p, st.st_size, range_bytes)
+    except OSError:  # unreadable: the sequential reader says why
+        return False
+    if len(ranges) < 2:
+        return False
+    try:
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker)
+    except OSError:  # no processes or semaphores here: read sequentially
+        return False
+    try:
+        read_ranges(run, p, ranges, progress=progress, submit=lambda job: pool.submit(_read_range, job))
+    except BrokenProcessPool:
+        raise InputError(f"{p}: a worker process died while reading (out of memory?); "
+                         "LOGFORENSICS_WORKERS=1 reads the file in one process") from None
+    except OSError as exc:
+        raise InputError(f"{p}: read failed ({exc.strerror or exc})") from None
+    finally:  # on an error (a worker killed, Ctrl-C), do not read the ranges not started
+        pool.shutdown(wait=True, cancel_futures=True)
+    return True
+
+
+class _Done(NamedTuple):
+    value: RangeResult
+
+    def result(self) -> RangeResult:
+        return self.value
+
+
+def read_ranges(run: LiveRun, path: str, ranges: list[tuple[int, int]], *,
+                progress: Callable[[int], None] | None = None,
+                submit: Callable[[tuple], Any] | None = None) -> None:
+    """Read ``ranges`` (consecutive, starting at line starts) of the file into ``run``.
+
+    ``submit(job)`` starts reading one range and returns a future whose ``result()`` is
+    its ``RangeResult``: a process pool's ``submit``, or by default the job done at once
+    in this process (tests). This process counts the lines of each range, which
+    gives the next range's first line number, while the workers read the earlier ones.
+    """
+    name = run.name
+    submit = submit or (lambda job: _Done(_read_range(job)))
+    last = len(ranges) - 1
+    first_lines: list[int] = []
+    handles = []
+    for k, (a, b) in enumerate(ranges):
+        first_lines.append(first_lines[-1] + _count_lines((path, ranges[k - 1][0], a)) if k else 0)
+        handles.append(submit((path, name, k, a, b, first_lines[k], k == last)))
+
+    model = run.model
+    stats = run.parser.stats
+    decode_errors = 0
+    again: LiveRun | None = None  # the parent's own reader, while it reads ranges again
+    for k in range(len(handles)):
+        res = handles[k].result()
+        handles[k] = None  # let the range's model go once merged: memory stays flat
+        if again is None and not res.open_at_end and (k == 0 or model.merge_problem(res.model) is None):
+            if k == 0:
+                model = res.model  # nothing came before the first range: its model is the run's
+            else:
+                model.merge(res.model)
+            stats.add(res.stats)
+            decode_errors += res.decode_errors
+        else:  # read the range here, with the model as it stands (and on after a traceback)
+            if again is None:
+                again = LiveRun(name)
+                again.model = model
+                again.parser.line_offset = first_lines[k]
+                again.parser.classifier.share_memo(_shared_classifier())
+            _feed_range(again, path, ranges[k][0], ranges[k][1])
+            if k == last:
+                again.close()
+            if again.parser.assembler.open is None or k == last:
+                stats.add(again.parser.stats)
+                decode_errors += again.parser.classifier.decode_errors
+                again = None
+        if progress is not None:
+            progress(ranges[k][1] - ranges[k][0])
+    run.model = model
+    run.parser.classifier.decode_errors += decode_errors
+
+
+def choose_ranges(path: str, size: int, range_bytes: int = RANGE_BYTES, *,
+                  anywhere: bool = False) -> list[tuple[int, int]]:
+    """Consecutive byte ranges covering the file, each about ``range_bytes`` long.
+
+    Each range after the first starts at the first line, at or after its nominal start,
+    that is an SGLang-prefixed line of a ``BOUNDARY_KINDS`` kind following another such
+    line (or, with ``anywhere``, for tests of the repair, at any line). The kind is
+    judged by the same classifier as the parser's.
+    """
+    classifier = _shared_classifier()
+    starts = [0]
+    range_bytes = max(range_bytes, 1)
+    with open(path, "rb") as fh:
+        target = range_bytes
+        while target < size:
+            found = _boundary_at_or_after(fh, target, classifier, anywhere)
+            if found is not None and found < size:
+                starts.append(found)
+                # the last fifth in quarter ranges: the workers run out of work closer together
+                target = found + (range_bytes if found < size * 0.8 else max(range_bytes // 4, 1))
+            else:
+                target += max(range_bytes, _WINDOW)
+    return list(zip(starts, starts[1:] + [size]))
+
+
+def _boundary_at_or_after(fh, offset: int, classifier: LineClassifier, anywhere: bool) -> int | None:
+    fh.seek(offset - 1)
+    window = fh.read(_WINDOW + 1)
+    pos = 0 if window[:1] == b"\n" else window.find(b"\n")  # window[0] is the byte before offset
+    if pos < 0:
+        return None
+    previous_ok = False
+    while True:
+        end = window.find(b"\n", pos + 1)
+        if end < 0:
+            return None
+        start = pos + 1  # a line starts here, at file offset offset - 1 + start
+        if anywhere:
+            return offset - 1 + start
+        events = classifier.classify(window[start:end], 0)
+        ok = (len(events) == 1 and events[0].kind in BOUNDARY_KINDS and events[0].ts is not None)
+        if ok and previous_ok:
+            return offset - 1 + start
+        previous_ok = ok
+        pos = end
+
+
+# -- in the workers -----------------------------------------------------------------------
+_SHARED: LineClassifier | None = None
+
+
+def _shared_classifier() -> LineClassifier:
+    """One memo of line shapes per process, for every range it reads."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = LineClassifier()
+    return _SHARED
+
+
+def _init_worker() -> None:
+    # What the fork inherited (the grammar's tables, the modules) lives as long as the
+    # worker: the garbage collector need not walk it again and again.
+    gc.freeze()
+
+
+def _count_lines(job: tuple[str, int, int]) -> int:
+    path, start, end = job
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    count = 0
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(start)
+        left = end - start
+        while left > 0:
+            n = fh.readinto(view[:min(len(buf), left)])
+            if not n:
+                break
+            count += buf.count(b"\n", 0, n)
+            left -= n
+    return count
+
+
+def _read_range(job: tuple[str, str, int, int, int, int, bool]) -> RangeResult:
+    path, name, index, start, end, first_line, last = job
+    run = LiveRun(name)
+    run.parser.line_offset = first_line
+    run.parser.classifier.share_memo(_shared_classifier())
+    if index > 0:  # finer points merge closer to what one pass gives (Series.merge)
+        run.model.decode_series = Series(limit=_FINE_SERIES_POINTS)
+    _feed_range(run, path, start, end)
+    open_at_end = False
+    if last:
+        run.close()
+    else:  # the range ends at a line start: only an open traceback can remain
+        open_at_end = run.parser.assembler.open is not None
+    return RangeResult(index, run.model, run.parser.stats, run.parser.classifier.decode_errors, open_at_end)
+
+
+def _feed_range(run: LiveRun, path: str, start: int, end: int) -> None:
+    for block in _blocks(path, start, end):
+        run.feed(block)
+
+
+def _blocks(path: str, start: int, end: int) -> Iterator[bytes]:
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        left = end - start
+        while left > 0:
+            block = fh.read(min(BLOCK_SIZE, left))
+            if not block:
+                return
+            left -= len(block)
+            yield block
