@@ -94,7 +94,12 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
     if fmt == "parquet" and output == "-":
         raise fail("--format parquet needs -o FILE")
     wanted = set(kinds)
-    events = (ev for path in logs for ev in _events_or_fail(path) if not wanted or ev.kind in wanted)
+    with progress_bar(list(logs)) as advance:
+        _parse_out(logs, fmt, output, wanted, advance)
+
+
+def _parse_out(logs: tuple[str, ...], fmt: str, output: str, wanted: set[str], advance: Any) -> None:
+    events = (ev for path in logs for ev in _events_or_fail(path, advance) if not wanted or ev.kind in wanted)
     try:
         if fmt in ("csv", "parquet"):
             _write_frame(events, fmt, output)
@@ -109,9 +114,9 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
         _silence_broken_pipe()
 
 
-def _events_or_fail(path: str):
+def _events_or_fail(path: str, progress: Any = None):
     try:
-        yield from iter_events(path)
+        yield from iter_events(path, progress=progress)
     except InputError as exc:
         raise fail(str(exc)) from None
 

@@ -17,9 +17,8 @@ that is how ``parallel`` runs this parser on byte ranges.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Iterator
+
 
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .events import Event
@@ -148,29 +147,3 @@ class IncrementalParser:
                 f"only its first {self.max_line_bytes} bytes were read"
             )
         return raw[: self.max_line_bytes]
-
-
-def iter_file_events(
-    path: str | os.PathLike[str],
-    *,
-    display_name: str | None = None,
-    progress: Callable[[int], None] | None = None,
-    parser: IncrementalParser | None = None,
-) -> Iterator[Event]:
-    """Parse a file by feeding it block by block: the batch side of the one pipeline."""
-    parser = parser or IncrementalParser(display_name or str(path))
-    with open(path, "rb") as fh:
-        yield from iter_stream_events(fh, parser, progress=progress)
-
-
-def iter_stream_events(
-    fh: BinaryIO, parser: IncrementalParser, *, progress: Callable[[int], None] | None = None
-) -> Iterator[Event]:
-    while True:
-        block = fh.read(BLOCK_SIZE)
-        if not block:
-            break
-        yield from parser.feed(block)
-        if progress is not None:
-            progress(len(block))
-    yield from parser.close()

@@ -7,6 +7,7 @@ commands feed it a file (``feed_file``), on several cores for large files (``par
 from __future__ import annotations
 
 import os
+import sys
 from typing import Callable, Iterable
 
 from .events import Event
@@ -51,7 +52,6 @@ def open_log(path: str | os.PathLike[str]):
     """Open a log for binary reading, or raise InputError with a one-line reason."""
     p = os.fspath(path)
     if p == "-":
-        import sys
         return sys.stdin.buffer
     if not os.path.exists(p):
         raise InputError(f"{p}: no such file")
@@ -96,7 +96,7 @@ def feed_file(
             if progress is not None:
                 progress(len(block))
     finally:
-        if fh is not getattr(__import__("sys").stdin, "buffer", None):
+        if fh is not sys.stdin.buffer:
             fh.close()
     events = run.close()
     if on_events is not None:
@@ -111,7 +111,8 @@ def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,
     return run.summary()
 
 
-def iter_events(path: str | os.PathLike[str], *, name: str | None = None) -> Iterable[Event]:
+def iter_events(path: str | os.PathLike[str], *, name: str | None = None,
+                progress: Callable[[int], None] | None = None) -> Iterable[Event]:
     """Every event of a log, in order (a generator: constant memory)."""
     parser = IncrementalParser(name or os.fspath(path))
     fh = open_log(path)
@@ -121,6 +122,9 @@ def iter_events(path: str | os.PathLike[str], *, name: str | None = None) -> Ite
             if not block:
                 break
             yield from parser.feed(block)
+            if progress is not None:
+                progress(len(block))
     finally:
-        fh.close()
+        if fh is not sys.stdin.buffer:
+            fh.close()
     yield from parser.close()

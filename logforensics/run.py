@@ -541,12 +541,16 @@ class RunModel:
             lines = [ln for ln in (ev.text or "").splitlines() if ln.strip()]
             r.last_text = exc_at["text"] if exc_at else (lines[-1] if lines else "")
 
+    def _native_crash(self, ev: Event, rank: str | None, message: str | None) -> dict[str, Any]:
+        """A crash without a Python exception (a C++ abort or stack dump), as a crash record."""
+        rec = {"rank": rank, "source": "native", "exception": None, "message": message,
+               "frames": [], "oom": None, "file": ev.file, "line": ev.line, "end_line": ev.line,
+               "ts": ev.ts, "text": ev.text, "phase": self._phase_for(rank, []), "native": True}
+        self.crash_events.append(rec)
+        return rec
+
     def on_cpp_abort(self, ev: Event) -> None:
-        self.crash_events.append({
-            "rank": ev.rank, "source": "native", "exception": None, "message": ev.fields.get("message"),
-            "frames": [], "oom": None, "file": ev.file, "line": ev.line, "end_line": ev.line,
-            "ts": ev.ts, "text": ev.text, "phase": self._phase_for(ev.rank, []), "native": True,
-        })
+        self._native_crash(ev, ev.rank, ev.fields.get("message"))
         self._notice("native_abort", ev)
 
     on_cpp_terminate = on_cpp_abort
@@ -556,12 +560,7 @@ class RunModel:
         m = _PROCTITLE.search(ev.text)
         rank = m.group(1).replace("_", " ") if m else ev.rank
         if not self.notices.get("cpp_frame"):
-            self._cpp_frame_crash = {
-                "rank": rank, "source": "native", "exception": None, "message": "C++ stack trace",
-                "frames": [], "oom": None, "file": ev.file, "line": ev.line, "end_line": ev.line,
-                "ts": ev.ts, "text": ev.text, "phase": self._phase_for(rank, []), "native": True,
-            }
-            self.crash_events.append(self._cpp_frame_crash)
+            self._cpp_frame_crash = self._native_crash(ev, rank, "C++ stack trace")
         self._notice("cpp_frame", ev)
 
     def on_sigquit(self, ev: Event) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import queue
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
