@@ -103,3 +103,16 @@ def test_help_lists_every_command() -> None:
     for cmd in ("parse", "summary", "diff", "watch", "check"):
         assert cmd in out.stdout
         assert run(cmd, "--help").returncode == 0
+
+
+def test_readme_documents_every_command_and_its_options() -> None:
+    """README and --help stay in step with the code: every command and option is mentioned."""
+    from logforensics.cli import main
+
+    readme = (FIXTURES.parent / "README.md").read_text(encoding="utf-8")
+    for name, cmd in main.commands.items():
+        assert f"### {name}" in readme, f"README has no section for `{name}`"
+        for param in cmd.params:
+            longest = max(param.opts, key=len)
+            if longest.startswith("--"):
+                assert longest in readme, f"README does not mention `{name} {longest}`"
