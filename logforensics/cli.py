@@ -209,20 +209,25 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
     console = Console(stderr=True, highlight=False) if to_stdout_json else stdout_console()
     from .render_diff import render_diagnosis
 
+    # Files first: a closed pipe on the terminal side (| head) must not cost the report.
+    written = []
+    if json_path and not to_stdout_json:
+        _write_text(json_path, json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False) + "\n")
+        written.append(f"JSON written to {json_path}")
+    if html_path:
+        from .report import write_html
+
+        try:
+            write_html(d, html_path)
+        except OSError as exc:
+            raise fail(f"{html_path}: cannot write ({exc.strerror or exc})") from None
+        written.append(f"HTML report written to {html_path}")
     try:
         render_diagnosis(d, console)
-        if json_path:
-            text = json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False)
-            if to_stdout_json:
-                click.echo(text)
-            else:
-                _write_text(json_path, text + "\n")
-                console.print(f"JSON written to {json_path}")
-        if html_path:
-            from .report import write_html
-
-            write_html(d, html_path)
-            console.print(f"HTML report written to {html_path}")
+        if to_stdout_json:
+            click.echo(json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False))
+        for line in written:
+            console.print(line, markup=False, highlight=False)
     except BrokenPipeError:
         _silence_broken_pipe()
     if any(f.severity in FAIL_ON[fail_on] for f in d.findings):

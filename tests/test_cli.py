@@ -116,3 +116,15 @@ def test_readme_documents_every_command_and_its_options() -> None:
             longest = max(param.opts, key=len)
             if longest.startswith("--"):
                 assert longest in readme, f"README does not mention `{name} {longest}`"
+
+
+def test_diff_writes_its_files_even_when_the_terminal_pipe_closes(tmp_path: Path) -> None:
+    report, js = tmp_path / "r.html", tmp_path / "d.json"
+    diff = FIXTURES / "diff" / "custom_ar_pcie_oom"
+    proc = subprocess.Popen(CLI + ["diff", str(diff / "baseline.log"), str(diff / "failing.log"), "-o", str(report),
+                                   "--json", str(js)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(10)
+    proc.stdout.close()  # like `| head -c 10`
+    proc.wait(timeout=120)
+    assert "Traceback" not in proc.stderr.read().decode()
+    assert report.stat().st_size > 10_000 and json.loads(js.read_text())["findings"]
