@@ -317,6 +317,8 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
     if not cases:
         raise fail(f"{directory}: no cases (directories with baseline.log + failing.log, run.log, or *.log)")
     outcomes = run_all(cases, rules, update=update)
+    if junit_path:  # before the terminal output, which a closed pipe can cut short
+        _write_text(junit_path, junit_xml(outcomes))
     console = stdout_console()
     table = Table(title=f"logforensics check {directory}", box=table_box(console))
     for col in ("case", "status", "what changed"):
@@ -328,8 +330,6 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
     console.print(table)
     bad = [o for o in outcomes if o.status not in ("ok", "updated")]
     console.print(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed", markup=False, highlight=False)
-    if junit_path:
-        _write_text(junit_path, junit_xml(outcomes))
     if bad:
         raise click.exceptions.Exit(EXIT_FINDINGS)
 
