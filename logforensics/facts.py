@@ -64,6 +64,7 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> dict[str, Any]:
     fb = budget(failing)
     bb = budget(baseline) if baseline else None
     return {
+        "budget_terms": budget_terms(bb, fb, crash_facts(failing, fb)) if bb else [],
         "alignment": alignment(failing, baseline) if baseline else {},
         "memory": memory_deltas(failing, baseline) if baseline else {},
         "budget": {"failing": fb.to_dict(), "baseline": bb.to_dict() if bb else None,
@@ -79,6 +80,36 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> dict[str, Any]:
         "hang": hang_facts(failing),
         "unbalanced": unbalanced(failing),
     }
+
+
+#: The terms of SGLang's KV-cache budget, in the order the formula uses them.
+BUDGET_TERMS = (
+    ("p_min", "P_min: free before weights (min over ranks)"),
+    ("a_min", "A_min: free after weights (min over ranks)"),
+    ("mem_fraction_static", "mem_fraction_static"),
+    ("reserved_headroom", "headroom P_min*(1-f) for graphs and activations"),
+    ("kv_budget", "KV budget A_min - P_min*(1-f)"),
+    ("kv_allocated", "KV pool allocated (K+V, max over ranks)"),
+    ("capture_free_min", "free when CUDA-graph capture began (min over ranks)"),
+    ("graphs_max", "CUDA-graph capture memory (max over ranks)"),
+)
+
+
+def budget_terms(base: Budget, fail: Budget, crash: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each term of the budget in both runs, and by how much it moved.
+
+    A capture that died has no "mem usage" line; what it had used when it failed stands
+    in for its graph memory (a lower bound).
+    """
+    out = []
+    for key, label in BUDGET_TERMS:
+        b, f = getattr(base, key), getattr(fail, key)
+        if key == "graphs_max" and f is None and crash and crash.get("capture_consumed_gib") is not None:
+            f, label = crash["capture_consumed_gib"], label + "; failing: used when capture failed, at least"
+        delta = round(f - b, 4) if isinstance(b, (int, float)) and isinstance(f, (int, float)) else None
+        out.append({"term": key, "label": label, "baseline": b, "failing": f, "delta": delta,
+                    "changed": (delta is not None and abs(delta) > 0.05) or (b is None) != (f is None)})
+    return out
 
 
 # ---------------------------------------------------------------------------- alignment
