@@ -152,12 +152,14 @@ def crash_and_measure(path: Path, watch: Watch) -> float:
 def test_local_watch_reports_crash_and_matches_parse(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("")
-    w = Watch([str(log), "--jsonl", "--grace", "1.0"])
+    report = tmp_path / "crash.html"
+    w = Watch([str(log), "--jsonl", "--grace", "1.0", "--report", str(report)])
     w.wait_for("opened")
     write_slowly(log, START)
     delay = crash_and_measure(log, w)
     code = w.finish()
     print(f"\ncrash line written -> diagnosis printed (local): {delay * 1000:.1f} ms")
+    assert "TP1" in report.read_text(encoding="utf-8") and "HTML report written" in w.err_text()
     assert code == 1, w.err_text()
     err = w.err_text()
     assert "crash diagnosed: torch.OutOfMemoryError on TP1 in cuda_graph_capture" in err
