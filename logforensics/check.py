@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from .diagnose import summarize
+from .pipeline import summarize_file as summarize
 from .engine import Diagnosis, evaluate
 from .rulespec import RuleSpec
 from .run import RunSummary

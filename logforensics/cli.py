@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 
 from . import __version__
-from .pipeline import InputError, LiveRun, feed_file, iter_events
+from .pipeline import InputError, iter_events, summarize_file
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -58,12 +58,6 @@ def progress_bar(paths: list[str]) -> Iterator[Any]:
                   TransferSpeedColumn(), console=err, transient=True) as prog:
         task = prog.add_task("reading", total=total)
         yield lambda n: prog.advance(task, n)
-
-
-def summarize(path: str, progress: Any = None):
-    run = LiveRun(path)
-    feed_file(run, path, progress=progress)
-    return run.summary()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -159,7 +153,7 @@ def summary(log: str, as_json: bool) -> None:
     """Summarise one run: outcome, ranks, phase reached, memory per rank, crash."""
     try:
         with progress_bar([log]) as advance:
-            s = summarize(log, advance)
+            s = summarize_file(log, progress=advance)
     except InputError as exc:
         raise fail(str(exc)) from None
     try:

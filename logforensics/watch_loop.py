@@ -51,7 +51,7 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
         rules = load_rules(rules_dirs)
         base = None
         if baseline:
-            from .diagnose import summarize
+            from .pipeline import summarize_file as summarize
 
             base = summarize(baseline)
         source, name = _source(log, host, remote_path=remote_path, user=user, port=port, identity=identity,
