@@ -9,70 +9,16 @@ from __future__ import annotations
 import os
 import random
 import statistics
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+try:
+    from tests.collector import Collector
+except ImportError:  # tests/ itself is on sys.path
+    from collector import Collector  # type: ignore[no-redef]
 from logforensics.sources import Chunk, LocalFollower, Notice, SourceError
-
-
-class Collector:
-    """Drain a follower in a thread; remember every item with its arrival time."""
-
-    def __init__(self, follower) -> None:
-        self.follower = follower
-        self.items: list[tuple[float, Chunk | Notice]] = []
-        self.error: BaseException | None = None
-        self._cond = threading.Condition()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            for item in self.follower:
-                with self._cond:
-                    self.items.append((time.perf_counter(), item))
-                    self._cond.notify_all()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
-        finally:
-            with self._cond:
-                self._cond.notify_all()
-
-    def wait_for(self, pred: Callable[[list], bool], timeout: float = 5.0) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not pred([it for _, it in self.items]):
-                left = deadline - time.monotonic()
-                if left <= 0 or not self.thread.is_alive():
-                    return pred([it for _, it in self.items])
-                self._cond.wait(min(left, 0.05))
-        return True
-
-    def kinds(self) -> list[str]:
-        return [it.kind for _, it in self.items if isinstance(it, Notice)]
-
-    def data_since_restart(self) -> bytes:
-        """Concatenated chunks since the last truncated/rotated notice, offsets checked."""
-        out = bytearray()
-        for _, it in self.items:
-            if isinstance(it, Notice) and it.kind in ("truncated", "rotated"):
-                out.clear()
-            elif isinstance(it, Chunk):
-                assert it.offset == len(out), f"chunk offset {it.offset} != {len(out)} delivered"
-                out += it.data
-        return bytes(out)
-
-    def delivered(self) -> int:
-        return len(self.data_since_restart())
-
-    def close(self) -> None:
-        self.follower.stop()
-        self.thread.join(5)
-        assert not self.thread.is_alive(), "follower did not stop promptly"
 
 
 def append(path: Path, data: bytes) -> None:
@@ -113,7 +59,7 @@ def test_appended_bytes_arrive_fast(tmp_path: Path) -> None:
     p.write_bytes(b"")
     col = Collector(LocalFollower(p))
     try:
-        assert col.wait_for(lambda items: any(getattr(i, "kind", "") == "opened" for i in items))
+        assert col.wait_for(lambda: "opened" in col.kinds())
         written: list[tuple[int, float]] = []
         size = 0
         for i in range(40):
@@ -122,7 +68,7 @@ def test_appended_bytes_arrive_fast(tmp_path: Path) -> None:
             append(p, line)
             size += len(line)
             written.append((size, t))
-            assert col.wait_for(lambda items, s=size: col.delivered() >= s, timeout=2)
+            assert col.wait_for(lambda s=size: col.delivered() >= s, timeout=2)
         latencies = []
         for end, t_write in written:
             t_got = next(t for t, it in col.items if isinstance(it, Chunk) and it.offset + len(it.data) >= end)
@@ -139,10 +85,10 @@ def test_waits_for_file_that_does_not_exist_yet(tmp_path: Path) -> None:
     p = tmp_path / "later.log"
     col = Collector(LocalFollower(p))
     try:
-        assert col.wait_for(lambda items: [i.kind for i in items if isinstance(i, Notice)] == ["waiting"])
+        assert col.wait_for(lambda: col.kinds() == ["waiting"])
         time.sleep(0.2)
         p.write_bytes(b"server up\n")
-        assert col.wait_for(lambda items: col.delivered() == 10)
+        assert col.wait_for(lambda: col.delivered() == 10)
         assert col.kinds() == ["waiting", "opened"]
         assert col.data_since_restart() == b"server up\n"
     finally:
@@ -153,13 +99,13 @@ def test_waits_for_parent_directory_too(tmp_path: Path) -> None:
     p = tmp_path / "run-1" / "server.log"
     col = Collector(LocalFollower(p))
     try:
-        assert col.wait_for(lambda items: col.kinds() == ["waiting"])
+        assert col.wait_for(lambda: col.kinds() == ["waiting"])
         p.parent.mkdir()
         time.sleep(0.6)  # the poll timer notices the directory and starts watching it
         p.write_bytes(b"ok\n")
-        assert col.wait_for(lambda items: col.delivered() == 3)
+        assert col.wait_for(lambda: col.delivered() == 3)
         append(p, b"and inotify works\n")
-        assert col.wait_for(lambda items: col.delivered() == 21, timeout=0.4)
+        assert col.wait_for(lambda: col.delivered() == 21, timeout=0.4)
     finally:
         col.close()
 
@@ -169,12 +115,12 @@ def test_truncation_restarts_from_zero(tmp_path: Path) -> None:
     p.write_bytes(b"old line one\nold line two\n")
     col = Collector(LocalFollower(p))
     try:
-        assert col.wait_for(lambda items: col.delivered() == 26)
+        assert col.wait_for(lambda: col.delivered() == 26)
         with open(p, "wb") as fh:  # what a restarted server with "> server.log" does
             fh.write(b"new\n")
-        assert col.wait_for(lambda items: "truncated" in col.kinds() and col.delivered() == 4)
+        assert col.wait_for(lambda: "truncated" in col.kinds() and col.delivered() == 4)
         append(p, b"more\n")
-        assert col.wait_for(lambda items: col.delivered() == 9)
+        assert col.wait_for(lambda: col.delivered() == 9)
         assert col.data_since_restart() == p.read_bytes()
         assert col.follower.offset == 9
     finally:
@@ -186,14 +132,14 @@ def test_rotation_drains_old_file_then_follows_new(tmp_path: Path) -> None:
     p.write_bytes(b"before rotation\n")
     col = Collector(LocalFollower(p))
     try:
-        assert col.wait_for(lambda items: col.delivered() == 16)
+        assert col.wait_for(lambda: col.delivered() == 16)
         with open(p, "ab") as writer:  # a writer that keeps its descriptor across the rename
             os.rename(p, tmp_path / "server.log.1")
             writer.write(b"late line to old file\n")
             writer.flush()
             time.sleep(0.1)
             p.write_bytes(b"fresh\n")
-        assert col.wait_for(lambda items: "rotated" in col.kinds() and col.delivered() == 6)
+        assert col.wait_for(lambda: "rotated" in col.kinds() and col.delivered() == 6)
         old = b"".join(
             it.data
             for _, it in col.items[: next(i for i, (_, it) in enumerate(col.items) if getattr(it, "kind", "") == "rotated")]
@@ -219,7 +165,7 @@ def test_two_followers_on_one_file_and_a_busy_writer(tmp_path: Path) -> None:
                 time.sleep(rng.random() * 0.002)
         expected = p.read_bytes()
         for col in cols:
-            assert col.wait_for(lambda items, c=col: c.delivered() >= len(expected), timeout=5)
+            assert col.wait_for(lambda c=col: c.delivered() >= len(expected), timeout=5)
             assert col.data_since_restart() == expected
             assert col.kinds() == ["opened"]
     finally:
@@ -231,7 +177,7 @@ def test_stop_from_another_thread_ends_iteration_promptly(tmp_path: Path) -> Non
     p = tmp_path / "server.log"
     p.write_bytes(b"x\n")
     col = Collector(LocalFollower(p))
-    assert col.wait_for(lambda items: col.delivered() == 2)
+    assert col.wait_for(lambda: col.delivered() == 2)
     t = time.monotonic()
     col.close()
     assert time.monotonic() - t < 1.0
