@@ -68,6 +68,13 @@ def render_summary(s: RunSummary, console: Console) -> None:
 
     if s.crash:
         console.print(render_crash(s.crash))
+    if len(s.exceptions) > 1 or (s.exceptions and len(s.exceptions[0]["ranks"]) > 1):
+        console.print("Tracebacks (distinct, with the ranks that raised each):")
+        for exc in s.exceptions:
+            ranks = ", ".join(r or "?" for r in exc["ranks"])
+            lines = ", ".join(str(o["line"]) for o in exc["occurrences"][:8])
+            console.print(f"  {exc.get('exception') or '(no exception line)'} on {ranks} (lines {lines})",
+                          markup=False, highlight=False)
     if s.hang:
         lines = [f"line {h['line']}: {h['text'][:160]}" for h in s.hang["evidence"][:5]]
         if s.hang.get("silent_ranks"):
