@@ -126,10 +126,12 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, findings: list[Fin
     if baseline is not None:
         head = f"baseline {baseline.outcome}, failing {failing.outcome}"
     errors = [f for f in findings if f.severity == "error"]
+    warnings = [f for f in findings if f.severity == "warning"]
     causes = [f for f in findings if "cause" in f.groups and f.severity in ("error", "warning")]
     if errors:
         cause = next((c for c in causes if c is not errors[0]), None)
         return f"{head}: {errors[0].title}" + (f"; likely cause: {cause.title}" if cause else "")
-    if findings:
-        return f"{head}: {findings[0].title}"
-    return f"{head}: no differences that a rule flags"
+    if warnings:
+        return f"{head}: {warnings[0].title}"
+    notes = len(findings)
+    return f"{head}: no differences that a rule flags" + (f" ({notes} note{'s' * (notes > 1)})" if notes else "")

@@ -63,8 +63,10 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> dict[str, Any]:
     """All facts for one comparison (baseline may be None: single-run diagnosis)."""
     fb = budget(failing)
     bb = budget(baseline) if baseline else None
+    terms = budget_terms(bb, fb, crash_facts(failing, fb)) if bb else []
     return {
-        "budget_terms": budget_terms(bb, fb, crash_facts(failing, fb)) if bb else [],
+        "budget_terms": terms,
+        "budget_moved": any(t["changed"] for t in terms),
         "alignment": alignment(failing, baseline) if baseline else {},
         "memory": memory_deltas(failing, baseline) if baseline else {},
         "budget": {"failing": fb.to_dict(), "baseline": bb.to_dict() if bb else None,

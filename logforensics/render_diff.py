@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .engine import Diagnosis
-from .render_summary import OUTCOME_STYLE, fmt, table_box
+from .render_summary import OUTCOME_STYLE, fmt, printable, table_box
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -40,11 +40,11 @@ def render_diagnosis(d: Diagnosis, console: Console, *, max_evidence: int = 4) -
         console.print(head)
         for line in f.explanation.splitlines():
             if line.strip():
-                console.print(Text("    " + line))
+                console.print(Text("    " + printable(line)))
         for e in f.evidence[:max_evidence]:
             where = f"{e['file']}:{e['line']}"
             rank = f" {e['rank']}" if e.get("rank") else ""
-            console.print(Text(f"      > {where}{rank}: {e['text'][:140]}", style="dim"))
+            console.print(Text(f"      > {where}{rank}: {printable(e['text'][:140])}", style="dim"))
         if len(f.evidence) > max_evidence:
             console.print(Text(f"      > ... {len(f.evidence) - max_evidence} more evidence lines in the JSON/HTML", style="dim"))
     if d.baseline is not None and (d.baseline.memory or d.failing.memory):

@@ -33,6 +33,12 @@ MEMORY_COLUMNS = (
 )
 
 
+def printable(text: str) -> str:
+    """Log text made safe for a terminal: control characters (a stray ESC or bell from a
+    binary or garbled log could drive the terminal) are shown as U+FFFD."""
+    return "".join(ch if ch.isprintable() or ch == "\t" else "\ufffd" for ch in text)
+
+
 def fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -76,7 +82,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
             console.print(f"  {exc.get('exception') or '(no exception line)'} on {ranks} (lines {lines})",
                           markup=False, highlight=False)
     if s.hang:
-        lines = [f"line {h['line']}: {h['text'][:160]}" for h in s.hang["evidence"][:5]]
+        lines = [f"line {h['line']}: {printable(h['text'][:160])}" for h in s.hang["evidence"][:5]]
         if s.hang.get("silent_ranks"):
             lines.insert(0, "behind the others: " + ", ".join(s.hang["silent_ranks"]))
         console.print(Panel("\n".join(lines), title="Hang evidence", border_style="yellow", expand=False))
@@ -100,7 +106,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
         f"({cov['recognised_pct']}%), {cov['events']} events"
     )
     for item in cov["top_unrecognised"][:5]:
-        console.print(f"  unrecognised x{item['count']} (first at line {item['first_line']}): {item['example'][:100]}",
+        console.print(f"  unrecognised x{item['count']} (first at line {item['first_line']}): {printable(item['example'][:100])}",
                       markup=False, highlight=False)
     for warning in s.warnings:
         console.print(f"warning: {warning}", style="yellow", markup=False)
@@ -114,7 +120,7 @@ def render_crash(crash: dict[str, Any]) -> Panel:
                               ("  ranks: ", "bold"), ", ".join(r for r in crash.get("ranks") or [] if r) or "-"))
     rows.append(Text.assemble(("exception: ", "bold"), exc))
     if crash.get("message"):
-        rows.append(Text(crash["message"][:600]))
+        rows.append(Text(printable(crash["message"][:600])))
     oom = crash.get("oom")
     if oom:
         rows.append(Text(

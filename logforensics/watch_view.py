@@ -12,7 +12,7 @@ from rich.text import Text
 
 from .engine import Diagnosis
 from .render_diff import render_diagnosis
-from .render_summary import fmt, table_box
+from .render_summary import fmt, printable, table_box
 from .watch import WatchState, baseline_phase_seconds, rank_sort_key
 
 
@@ -78,7 +78,7 @@ def print_crash(d: Diagnosis, console: Console) -> None:
     for exc in d.failing.exceptions:
         ranks = ", ".join(r or "?" for r in exc["ranks"])
         title = f"{exc.get('exception') or 'crash'} on {ranks} (line {exc['first_line']})"
-        console.print(Panel(Text(exc["text"]), title=title, border_style="red", expand=False))
+        console.print(Panel(Text(printable(exc["text"])), title=title, border_style="red", expand=False))
     if not d.failing.exceptions and d.failing.crash:
         console.print(Panel(Text(d.failing.crash.get("text") or ""), title="crash", border_style="red", expand=False))
     render_diagnosis(d, console)
