@@ -133,7 +133,7 @@ def test_diff_writes_its_files_even_when_the_terminal_pipe_closes(tmp_path: Path
 def test_terminal_output_never_carries_control_characters_from_the_log(tmp_path: Path) -> None:
     log = tmp_path / "evil.log"
     log.write_bytes(b"[2025-06-01 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
-                    b"\x1b]0;pwned\x07\x1b[2J garbage \x08\x08 line\n")
+                    b"\x07garbage\x1b]0;pwned\x07\x1b[2J \x1bc\x08\x08 line\n")
     out = run("summary", str(log))
     assert out.returncode == 0
     assert not any(ch in out.stdout for ch in "\x1b\x07\x08")
