@@ -323,3 +323,15 @@ def test_ssh_watch_finds_the_server_log_without_path(tmp_path: Path, sshd_server
     finally:
         server.kill()
         server.wait()
+
+
+def test_until_exit_stops_when_the_log_goes_quiet_after_shutdown(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(START + "[2025-06-01 10:00:20] The server is fired up and ready to roll!\n")
+    w = Watch([str(log), "--until", "exit", "--idle-exit", "0.5"])
+    w.wait_for("opened")
+    time.sleep(1.0)
+    assert w.proc.poll() is None, "a running server's quiet log is not an exit"
+    write_slowly(log, "[2025-06-01 11:00:00] INFO:     Shutting down\n"
+                      "[2025-06-01 11:00:00] INFO:     Application shutdown complete.\n")
+    assert w.finish(timeout=10) == 0, w.err_text()
