@@ -391,7 +391,8 @@ def _pos(unit: str, ts: Any, line: Any) -> float | None:
 
 def phase_spans(r: RunSummary) -> tuple[str, dict[str, list[_Span]]]:
     """Each rank's phases as intervals: a phase lasts until the rank's next phase begins,
-    and the last one until the rank's last line (its crash, for a rank that crashed)."""
+    and the last one until the rank's last line (its crash, for a rank that crashed; the
+    end of the run, for a rank of a run that crashed or hung)."""
     unit = _run_unit(r)
     crashes = _rank_crashes(r)
     raw: dict[str, list[tuple[str, float, float, dict[str, Any]]]] = {}
@@ -409,6 +410,9 @@ def phase_spans(r: RunSummary) -> tuple[str, dict[str, list[_Span]]]:
         raw[rank] = items
     starts = [s for items in raw.values() for _, s, _, _ in items]
     t0 = min(starts) if starts and unit == "s" else 0.0
+    # A run that died took every rank with it: a rank still in a phase stays in it until then.
+    ends = [_last_pos(r, rank, crashes.get(rank), unit) for rank in raw]
+    run_end = max((e for e in ends if e is not None), default=None) if r.outcome in ("crashed", "hung") else None
     out: dict[str, list[_Span]] = {}
     for rank, items in raw.items():
         spans = []
@@ -417,6 +421,8 @@ def phase_spans(r: RunSummary) -> tuple[str, dict[str, list[_Span]]]:
                 end = max(end, items[i + 1][1])
             else:
                 end = max(end, _last_pos(r, rank, crashes.get(rank), unit) or end)
+                if run_end is not None and rank not in crashes:
+                    end = max(end, run_end)
             spans.append(_Span(rank, phase, start - t0, end - t0, info.get("first_line"), info.get("last_line"),
                                info.get("first_ts"), info.get("last_ts")))
         out[rank] = spans
@@ -441,7 +447,7 @@ def _rank_crashes(r: RunSummary) -> dict[str, dict[str, Any]]:
             rank = occ.get("rank")
             if rank and rank in (crash.get("ranks") or []) and rank not in out:
                 out[rank] = {"phase": exc.get("phase") or crash.get("phase"), "line": occ.get("line"),
-                             "ts": crash.get("ts") if rank == crash.get("first_rank") else None,
+                             "ts": occ.get("ts"),
                              "exception": exc.get("exception") or "", "file": exc.get("file") or r.file}
     for rank in crash.get("ranks") or []:
         out.setdefault(rank, {"phase": crash.get("phase"), "line": crash.get("line") if rank == crash.get("first_rank") else None,

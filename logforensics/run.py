@@ -998,8 +998,8 @@ def _distinct_view(d: dict[str, Any]) -> dict[str, Any]:
         if occ["rank"] not in ranks:
             ranks.append(occ["rank"])
     out["ranks"] = ranks
-    out["occurrences"] = [{"rank": o["rank"], "line": o["line"], "end_line": o["end_line"], "oom": o["oom"]}
-                          for o in d["occurrences"]]
+    out["occurrences"] = [{"rank": o["rank"], "line": o["line"], "end_line": o["end_line"], "ts": o.get("ts"),
+                           "oom": o["oom"]} for o in d["occurrences"]]
     return out
 
 
