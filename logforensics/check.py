@@ -113,9 +113,8 @@ def dump(data: dict[str, Any]) -> str:
     return HEADER.format(digest=hashlib.sha256(body.encode()).hexdigest()) + body
 
 
-def load(path: Path) -> tuple[dict[str, Any] | None, bool]:
-    """(expectations, edited_by_hand)."""
-    text = path.read_text(encoding="utf-8")
+def parse_expectations(text: str) -> tuple[dict[str, Any] | None, bool]:
+    """(expectations, edited_by_hand) from an expectations file's text."""
     lines = text.splitlines(keepends=True)
     header, body = "".join(lines[:2]), "".join(lines[2:])
     digest = hashlib.sha256(body.encode()).hexdigest()
@@ -124,6 +123,11 @@ def load(path: Path) -> tuple[dict[str, Any] | None, bool]:
         return yaml.safe_load(body), edited
     except yaml.YAMLError:
         return None, True
+
+
+def load(path: Path) -> tuple[dict[str, Any] | None, bool]:
+    """(expectations, edited_by_hand)."""
+    return parse_expectations(path.read_text(encoding="utf-8"))
 
 
 # ---------------------------------------------------------------------------- compare
@@ -188,8 +192,8 @@ def run_case(case: Case, rules: list[RuleSpec], *, update: bool = False) -> Outc
         new = dump(got)
         if old != new:
             case.expected.write_text(new, encoding="utf-8")
-            return Outcome(case, "updated", compare(load(case.expected)[0] or {}, got) if old is None else
-                           compare(yaml.safe_load("".join(old.splitlines(keepends=True)[2:])) or {}, got))
+            previous = parse_expectations(old)[0] if old is not None else None
+            return Outcome(case, "updated", compare(previous or {}, got))
         return Outcome(case, "ok")
     if not case.expected.exists():
         return Outcome(case, "missing", [f"no expectations: run `logforensics check --update` and review {case.expected.name}"])

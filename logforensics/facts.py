@@ -9,7 +9,6 @@ entries ``{file, line, rank, text}`` so findings can cite them.
 from __future__ import annotations
 
 import re
-from statistics import median
 from typing import Any
 
 from .budget import Budget, advice, arg, budget
@@ -415,10 +414,3 @@ def novel_lines(fail: RunSummary, base: RunSummary) -> list[dict[str, Any]]:
     for shape, count in sorted(extra, key=lambda kv: -kv[1])[: max(0, 10 - len(out))]:
         out.append({"shape": shape, "count": count, "first_line": None, "example": shape, "ranks": []})
     return out
-
-
-def spread(values: list[float]) -> float | None:
-    return round(max(values) - min(values), 4) if values else None
-
-
-_ = median

@@ -53,7 +53,6 @@ class LineClassifier:
         self.memo_limit = memo_limit
         self.grammar_calls = 0
         self.decode_errors = 0
-        self.cleaned_lines = 0
 
     def share_memo(self, other: "LineClassifier") -> None:
         """Use ``other``'s memo: plans do not depend on the file or on the line number,
@@ -134,7 +133,6 @@ class LineClassifier:
         memoisable = raw.isascii() and len(raw) <= _MEMO_MAX_LINE
         if needs_clean(text):
             text = clean(text)
-            self.cleaned_lines += 1
             memoisable = False
         entry = []
         for a, b in segment(text):

@@ -63,19 +63,6 @@ def _to_list(s: str) -> list[Any]:
     return out
 
 
-def _to_ts(s: str) -> str | None:
-    """SGLang stamps ``2025-03-01 14:03:07[.123]`` or ``14:03:07`` as ISO 8601."""
-    if len(s) >= 19 and s[4] == "-":
-        return s[:10] + "T" + s[11:]
-    if len(s) <= 12 and s[2] == ":":
-        return s
-    return None  # a stamp cut at the start of a paste ("026-05-28 ...")
-
-
-def _to_rank(s: str) -> str:
-    return s.strip()
-
-
 def _to_quoted(s: str) -> str:
     return s[1:-1]
 

@@ -40,6 +40,7 @@ class ParseStats:
     lines: int = 0
     bytes: int = 0
     long_lines: int = 0
+    decode_errors: int = 0  # lines that were not valid UTF-8 (set from the classifier)
     unterminated_last_line: bool = False
     warnings: list[str] = field(default_factory=list)
 

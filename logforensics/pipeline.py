@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from .events import Event
 from .parser import BLOCK_SIZE, IncrementalParser
@@ -44,7 +44,7 @@ class LiveRun:
 
     def summary(self) -> RunSummary:
         stats = self.parser.stats
-        stats.decode_errors = self.parser.classifier.decode_errors  # type: ignore[attr-defined]
+        stats.decode_errors = self.parser.classifier.decode_errors
         return self.model.summary(stats)
 
 
@@ -63,24 +63,8 @@ def open_log(path: str | os.PathLike[str]):
         raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
 
 
-def feed_file(
-    run: LiveRun,
-    path: str | os.PathLike[str],
-    *,
-    on_events: Callable[[list[Event]], None] | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> None:
-    """Feed the whole file (or ``-``, standard input) into ``run``, then close it.
-
-    A large regular file fed into a fresh run without ``on_events`` (the run's summary is
-    all that is wanted) is read on several cores by ``parallel.read_in_parallel``, with
-    this same LiveRun code in each worker; everything else is read here, block by block.
-    """
-    if on_events is None and run.parser.stats.bytes == 0 and run.model.events == 0:
-        from .parallel import read_in_parallel
-
-        if read_in_parallel(run, path, progress=progress):
-            return
+def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
+    """The file's bytes in blocks (``-`` is standard input), reporting progress."""
     fh = open_log(path)
     try:
         while True:
@@ -89,18 +73,31 @@ def feed_file(
             except OSError as exc:
                 raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
             if not block:
-                break
-            events = run.feed(block)
-            if on_events is not None:
-                on_events(events)
+                return
+            yield block
             if progress is not None:
                 progress(len(block))
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
-    events = run.close()
-    if on_events is not None:
-        on_events(events)
+
+
+def feed_file(run: LiveRun, path: str | os.PathLike[str], *,
+              progress: Callable[[int], None] | None = None) -> None:
+    """Feed the whole file (or ``-``, standard input) into ``run``, then close it.
+
+    A large regular file fed into a fresh run is read on several cores by
+    ``parallel.read_in_parallel``, with this same LiveRun code in each worker; everything
+    else is read here, block by block.
+    """
+    if run.parser.stats.bytes == 0 and run.model.events == 0:
+        from .parallel import read_in_parallel
+
+        if read_in_parallel(run, path, progress=progress):
+            return
+    for block in blocks(path, progress):
+        run.feed(block)
+    run.close()
 
 
 def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,
@@ -115,16 +112,6 @@ def iter_events(path: str | os.PathLike[str], *, name: str | None = None,
                 progress: Callable[[int], None] | None = None) -> Iterable[Event]:
     """Every event of a log, in order (a generator: constant memory)."""
     parser = IncrementalParser(name or os.fspath(path))
-    fh = open_log(path)
-    try:
-        while True:
-            block = fh.read(BLOCK_SIZE)
-            if not block:
-                break
-            yield from parser.feed(block)
-            if progress is not None:
-                progress(len(block))
-    finally:
-        if fh is not sys.stdin.buffer:
-            fh.close()
+    for block in blocks(path, progress):
+        yield from parser.feed(block)
     yield from parser.close()

@@ -18,7 +18,7 @@ import copy
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from .engine import Diagnosis, evaluate
 from .events import PHASES, Event
@@ -191,5 +191,3 @@ def follow(source: Any, *, tick: float = 0.05) -> Iterator[Chunk | Notice | Exce
         except Exception:  # noqa: BLE001
             pass
 
-
-Callback = Callable[[str], None]
