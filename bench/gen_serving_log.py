@@ -273,7 +273,7 @@ class Generator:
 
     # -- start-up -----------------------------------------------------------
     def server_args(self) -> str:
-        m, a = self.m, self.args
+        m = self.m
         gpu_mib = m["gpu_total_gib"] * 1024
         reserved = 512 + 8192 * 1.5 + m["cuda_graph_max_bs"] * 2 + self.tp / 8 * 1024
         self.mem_fraction = round((gpu_mib - reserved) / gpu_mib, 3)
@@ -499,7 +499,7 @@ class Generator:
             self.push(t + r.expovariate(1 / 14400), EPISODE, True)
 
     def serve(self, t0: float) -> None:
-        r, m = self.rng, self.m
+        r = self.rng
         n_sched = self.tp if self.dp_attention else 1
         self.scheds = [Scheduler(self.tags[k]) for k in range(n_sched)]
         self.set_workload("chat")

@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import click
 from rich.console import Console
 
-from . import __version__
 from .pipeline import InputError, iter_events, summarize_file
+from .version import __version__
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -39,7 +40,7 @@ def _stderr() -> Console:
     return Console(stderr=True)
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> "click.exceptions.Exit":
+def fail(message: str, code: int = EXIT_USAGE) -> click.exceptions.Exit:
     click.echo(f"logforensics: error: {message}", err=True)
     return click.exceptions.Exit(code)
 
@@ -160,7 +161,7 @@ def summary(log: str, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps(s.to_dict(), indent=2, default=str, ensure_ascii=False))
         else:
-            from .render_summary import render_summary
+            from .render.terminal import render_summary
 
             render_summary(s, stdout_console())
     except BrokenPipeError:
@@ -189,8 +190,8 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
     and optionally writes an HTML report (-o) and JSON (--json). Exit status: 0 when
     no finding reaches --fail-on, 1 when one does, 2 on bad usage or unreadable input.
     """
-    from .diagnose import diagnose_files
-    from .rulespec import RuleError
+    from .diagnose.rulespec import RuleError
+    from .pipeline import diagnose_files
 
     if baseline == "-" and failing == "-":
         raise fail("only one of BASELINE and FAILING can be '-' (stdin)")
@@ -201,7 +202,7 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
         raise fail(str(exc)) from None
     to_stdout_json = json_path == "-"
     console = Console(stderr=True, highlight=False) if to_stdout_json else stdout_console()
-    from .render_diff import render_diagnosis
+    from .render.diff import render_diagnosis
 
     # Files first: a closed pipe on the terminal side (| head) must not cost the report.
     written = []
@@ -209,7 +210,7 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
         _write_text(json_path, json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False) + "\n")
         written.append(f"JSON written to {json_path}")
     if html_path:
-        from .report import write_html
+        from .render.html import write_html
 
         try:
             write_html(d, html_path)
@@ -268,7 +269,7 @@ def watch(log: str | None, host: str | None, remote_path: str | None, user: str 
     traceback, with the ranks that share it), the diagnosis from the same rules as
     diff, a bell, the HTML report with --report, and exit status 1.
     """
-    from .watch_loop import run_watch
+    from .watch.loop import run_watch
 
     if bool(log) == bool(host):
         raise fail("give either LOG (a local file) or --host HOST (over SSH)")
@@ -298,8 +299,8 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
     from rich.table import Table
 
     from .check import discover, junit_xml, run_all
-    from .rulespec import RuleError, load_rules
-    from .render_summary import table_box
+    from .diagnose.rulespec import RuleError, load_rules
+    from .render.terminal import table_box
 
     if not os.path.isdir(directory):
         raise fail(f"{directory}: no such directory")

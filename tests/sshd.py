@@ -8,8 +8,7 @@ privilege-separation dir, throw-away host and client ed25519 keys, a config
 with ``StrictModes no``, ``sshd -D -e`` started by absolute path, stop by
 SIGTERM.
 
-Use it as a pytest plugin (``pytest_plugins = ["tests.sshd"]`` in
-tests/conftest.py) or import the ``sshd_server`` fixture into a test module.
+tests/conftest.py imports the ``sshd_server`` fixture, so every test module can use it.
 If ``/usr/sbin/sshd`` is missing the fixture *fails* with an install hint: an
 SSH test that silently skips proves nothing.
 """

@@ -1,4 +1,4 @@
-"""Behaviour of the rule-condition language (logforensics.expr)."""
+"""Behaviour of the rule-condition language (logforensics.diagnose.expr)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logforensics import expr as expr_mod
-from logforensics.expr import Expr, ExprError, compile_expr
+from logforensics.diagnose import expr as expr_mod
+from logforensics.diagnose.expr import Expr, ExprError, compile_expr
 
 ROOTS = {"baseline", "failing", "facts"}
 

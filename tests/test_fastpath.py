@@ -17,13 +17,12 @@ import re
 from pathlib import Path
 
 import pytest
+from test_grammar import CASES, Case
 
 from logforensics.events import Event
-from logforensics.fastpath import LineClassifier
-from logforensics.grammar import build_event, plan_record
-from logforensics.parser import IncrementalParser
-
-from test_grammar import CASES, Case
+from logforensics.read.fastpath import LineClassifier
+from logforensics.read.grammar import build_event, plan_record
+from logforensics.read.parser import IncrementalParser
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures" / "real").glob("*.log")) + sorted((ROOT / "fixtures" / "diff").glob("*/*.log"))

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from logforensics.grammar import build_event, plan_record
+from logforensics.read.grammar import build_event, plan_record
 
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammars" / "sglang.lark"
 

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logforensics import parallel
-from logforensics.pipeline import LiveRun, feed_file, summarize_file
-from logforensics.run import RunModel
-from logforensics.stats import Series, Sketch
+from logforensics.ingest import LiveRun, parallel, read_file
+from logforensics.model.run import RunModel
+from logforensics.model.stats import Series, Sketch
+from logforensics.pipeline import summarize_file
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures").glob("**/*.log"))
@@ -32,8 +32,7 @@ GENERATOR = ROOT / "bench" / "gen_serving_log.py"
 
 
 def _sequential(path: Path) -> dict:
-    run = LiveRun(str(path))
-    feed_file(run, path)  # below the parallel threshold: one pass
+    run = read_file(path)  # below the parallel threshold: one pass
     return json.loads(json.dumps(run.summary().to_dict(), default=str))
 
 
@@ -42,8 +41,7 @@ def _in_ranges(path: Path, range_bytes: int, anywhere: bool = False, extra: tupl
     if extra:  # more boundaries, at given line starts
         starts = sorted({a for a, _ in ranges} | set(extra))
         ranges = list(zip(starts, starts[1:] + [path.stat().st_size]))
-    run = LiveRun(str(path))
-    parallel.read_ranges(run, str(path), ranges)  # the workers' code, in this process
+    run = parallel.read_ranges(str(path), str(path), ranges)  # the workers' code, in this process
     return json.loads(json.dumps(run.summary().to_dict(), default=str)), len(ranges)
 
 
@@ -123,8 +121,8 @@ def test_generated_log_with_crashes_and_restarts_in_ranges(restarts_log: Path) -
 
 def test_generated_log_read_by_worker_processes(restarts_log: Path) -> None:
     want = _sequential(restarts_log)
-    run = LiveRun(str(restarts_log))
-    assert parallel.read_in_parallel(run, restarts_log, workers=2, min_bytes=0, range_bytes=256 << 10)
+    run = parallel.read_in_parallel(restarts_log, workers=2, min_bytes=0, range_bytes=256 << 10)
+    assert run is not None
     got = json.loads(json.dumps(run.summary().to_dict(), default=str))
     _same_but_series(got, want)
 
@@ -150,9 +148,9 @@ def test_summary_goes_parallel_for_large_files(restarts_log: Path, monkeypatch: 
 def test_small_files_and_streams_stay_sequential(tmp_path: Path) -> None:
     log = tmp_path / "small.log"
     log.write_text("[2026-03-02 08:41:17] INFO:     127.0.0.1:1 - \"GET /health HTTP/1.1\" 200 OK\n")
-    assert not parallel.read_in_parallel(LiveRun(str(log)), log, workers=2)
-    assert not parallel.read_in_parallel(LiveRun("-"), "-", workers=2, min_bytes=0)
-    assert not parallel.read_in_parallel(LiveRun(str(tmp_path)), tmp_path, workers=2, min_bytes=0)
+    assert parallel.read_in_parallel(log, workers=2) is None
+    assert parallel.read_in_parallel("-", workers=2, min_bytes=0) is None
+    assert parallel.read_in_parallel(tmp_path, workers=2, min_bytes=0) is None
 
 
 def test_a_model_that_read_earlier_state_is_not_merged() -> None:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 
 from logforensics import iter_events, summarize_file
-from logforensics.run import RunSummary
+from logforensics.model.run import RunSummary
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 ROWS = list(csv.DictReader((REAL / "MANIFEST.tsv").open(encoding="utf-8"), delimiter="\t"))

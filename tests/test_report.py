@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from logforensics.diagnose import diagnose_files
-from logforensics.engine import Diagnosis
-from logforensics.report import ReportContext, build_context, render_html, write_html
+from logforensics.diagnose.engine import Diagnosis
+from logforensics.pipeline import diagnose_files
+from logforensics.render.html import ReportContext, build_context, render_html, write_html
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "fixtures" / "real"

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from logforensics.diagnose import diagnose_files
-from logforensics.report import write_html
+from logforensics.pipeline import diagnose_files
+from logforensics.render.html import write_html
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "test-output"
@@ -143,10 +143,7 @@ def _report(tmp_path: Path) -> tuple[Path, str, bool]:
     if (HEADLINE / "failing.log").exists():
         base, fail = HEADLINE / "baseline.log", HEADLINE / "failing.log"
     else:
-        try:
-            from test_report import write_capture_oom_pair
-        except ImportError:  # tests collected as a package
-            from tests.test_report import write_capture_oom_pair
+        from test_report import write_capture_oom_pair
         base, fail = write_capture_oom_pair(tmp_path)
     d = diagnose_files(str(fail), str(base))
     path = tmp_path / "report.html"

@@ -12,8 +12,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logforensics.parser import IncrementalParser
-from logforensics.pipeline import LiveRun
+from logforensics.ingest import LiveRun
+from logforensics.read.parser import IncrementalParser
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 REAL_LINES = [line for p in sorted(REAL.glob("*.log")) for line in p.read_bytes().split(b"\n") if line.strip()]

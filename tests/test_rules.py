@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from logforensics.engine import evaluate, fire, env_for
-from logforensics.facts import compute
-from logforensics.pipeline import LiveRun
-from logforensics.rulespec import RuleError, load_rule_text, load_rules
+from logforensics.diagnose.engine import env_for, evaluate, fire
+from logforensics.diagnose.facts import compute
+from logforensics.diagnose.rulespec import RuleError, load_rule_text, load_rules
+from logforensics.ingest import LiveRun
 
 RULES = load_rules()
 

@@ -13,11 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from collector import Collector
 
-try:
-    from tests.collector import Collector
-except ImportError:  # tests/ itself is on sys.path
-    from collector import Collector  # type: ignore[no-redef]
 from logforensics.sources import Chunk, LocalFollower, Notice, SourceError
 
 

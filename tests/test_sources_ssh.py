@@ -19,11 +19,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from collector import Collector
+from sshd import SSHServer
 
-try:
-    from tests.collector import Collector
-except ImportError:  # tests/ itself is on sys.path
-    from collector import Collector  # type: ignore[no-redef]
 from logforensics.sources import (
     Chunk,
     HostKeyError,
@@ -32,11 +30,6 @@ from logforensics.sources import (
     discover_server_logs,
 )
 from logforensics.sources.ssh import _parse_discovery, _TailStream
-
-try:  # works whether or not tests/conftest.py lists "tests.sshd" in pytest_plugins
-    from tests.sshd import SSHServer, sshd_server  # noqa: F401
-except ImportError:  # pragma: no cover - rootdir not on sys.path
-    from sshd import SSHServer, sshd_server  # type: ignore[no-redef]  # noqa: F401
 
 pytestmark = pytest.mark.ssh
 
@@ -117,7 +110,7 @@ def test_killed_session_mid_stream_loses_and_repeats_nothing(tmp_path: Path, fol
             time.sleep(0.4)
             assert sshd_server.wait_sessions(1), "no session process to kill"
             assert sshd_server.kill_sessions()
-            assert col.wait_for(lambda k=col.kinds().count("reconnected"): col.kinds().count("reconnected") > k)
+            assert col.wait_for(lambda k=col.kinds().count("reconnected"): col.kinds().count("reconnected") > k)  # noqa: B008
         time.sleep(0.3)
     finally:
         stop_writing.set()

@@ -19,11 +19,6 @@ from pathlib import Path
 
 import pytest
 
-try:
-    from tests.sshd import SSHServer, sshd_server  # noqa: F401
-except ImportError:  # tests/ itself is on sys.path
-    from sshd import SSHServer, sshd_server  # type: ignore[no-redef]  # noqa: F401
-
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CLI = [sys.executable, "-m", "logforensics"]
 

@@ -10,8 +10,9 @@ transport in between.  ``Chunk.offset`` makes that checkable at every step.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Protocol, Union, runtime_checkable
+from typing import Protocol, Union, runtime_checkable
 
 #: Notice kinds, in rough lifecycle order.
 WAITING = "waiting"  # the file does not exist yet
@@ -50,7 +51,7 @@ class Notice:
     message: str
 
 
-Item = Union[Chunk, Notice]
+Item = Union[Chunk, Notice]  # noqa: UP007 - a runtime alias, kept as it was
 
 
 @runtime_checkable

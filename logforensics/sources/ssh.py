@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import base64
 import getpass
-import sys
 import hashlib
 import logging
 import os
@@ -62,6 +61,7 @@ import secrets
 import shlex
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -290,7 +290,7 @@ def _open_client(
     except paramiko.ssh_exception.NoValidConnectionsError:
         client.close()
         raise SourceError(f"cannot connect to {dest}: connection refused") from None
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         client.close()
         raise SourceError(f"timed out connecting to {dest} after {timeout:g}s") from None
     except (paramiko.SSHException, EOFError) as exc:
@@ -364,13 +364,13 @@ def _run_remote(client: paramiko.SSHClient, command: str, timeout: float) -> tup
                 break
             out += data
             if time.monotonic() > deadline:
-                raise socket.timeout()
+                raise TimeoutError()
         while chan.recv_stderr_ready():
             chan.recv_stderr(_RECV_SIZE)
         status = chan.recv_exit_status() if chan.exit_status_ready() else -1
         chan.close()
         return status, bytes(out)
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise _Disconnected(f"remote command timed out after {timeout:g}s") from None
     except (paramiko.SSHException, OSError, EOFError) as exc:
         raise _Disconnected(str(exc) or type(exc).__name__) from None
@@ -535,7 +535,7 @@ class _Keepalive(threading.Thread):
                 except Exception:  # noqa: BLE001 - a failing ping is judged by the timeout
                     pass
                 finally:
-                    answered.set()
+                    answered.set()  # noqa: B023 - set and awaited in this same iteration
 
             threading.Thread(target=ping, name="ssh-keepalive-ping", daemon=True).start()
             if not answered.wait(self._timeout) and not self._halt.is_set():
@@ -898,7 +898,7 @@ class SSHFollower:
             while not self._stopping.is_set():
                 try:
                     data = chan.recv(_RECV_SIZE)
-                except socket.timeout:
+                except TimeoutError:
                     if keepalive.dead.is_set():
                         raise _Disconnected(
                             f"no keepalive reply within {self.keepalive_timeout:g}s (peer hung)"

@@ -170,7 +170,7 @@ def _check_len(xs: list[Any]) -> list[Any]:
     return xs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _exposed_fields(cls: type) -> frozenset[str]:
     """Attribute names readable on instances of ``cls``: data fields only, never methods."""
     names: set[str] = set()
@@ -540,7 +540,7 @@ FUNCTIONS: Mapping[str, _Function] = {
 
 # ------------------------------------------------------------ parsing
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parser() -> Lark:
     return Lark.open_from_package(
         "logforensics.grammars", "expr.lark", ("",),

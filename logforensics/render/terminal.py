@@ -1,6 +1,6 @@
 """The terminal view of one run (``logforensics summary``), drawn with rich.
 
-Only presentation lives here: every figure comes from :class:`~logforensics.run.RunSummary`.
+Only presentation lives here: every figure comes from :class:`~logforensics.model.run.RunSummary`.
 Memory figures are GiB (SGLang's "GB" is GiB).
 """
 
@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .run import RunSummary
+from ..model.run import RunSummary
 
 OUTCOME_STYLE = {"ready": "bold green", "crashed": "bold red", "hung": "bold yellow",
                  "incomplete": "bold magenta"}

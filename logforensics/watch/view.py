@@ -10,10 +10,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .engine import Diagnosis
-from .render_diff import render_diagnosis
-from .render_summary import fmt, printable, table_box
-from .watch import WatchState, baseline_phase_seconds, rank_sort_key
+from ..diagnose.engine import Diagnosis
+from ..render.diff import render_diagnosis
+from ..render.terminal import fmt, printable, table_box
+from .state import WatchState, baseline_phase_seconds, rank_sort_key
 
 
 def rank_table(state: WatchState, now: float, console: Console) -> Table:

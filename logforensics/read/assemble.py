@@ -14,9 +14,10 @@ viewer look at an unfinished traceback without changing what is emitted.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
-from .events import Event
+from ..events import Event
 from .oom import decompose_oom
 
 #: Kinds that may continue a traceback's final message (multi-line messages).

@@ -20,7 +20,7 @@ Ranks are labelled as SGLang printed them (``TP5``, ``DP0 TP3 EP3``). A single-G
 run prints no rank: its scheduler is reported as rank ``-``.
 
 Models of consecutive parts of one log merge (:meth:`RunModel.merge`) into the model of
-the whole, which is how a large file is read on several cores (``parallel.py``). A few
+the whole, which is how a large file is read on several cores (``ingest/parallel.py``). A few
 handlers read state that a model of a later part lacks (the phase a crash happened in,
 when its frames do not tell; the ranks a server-ready line moves to serving); they mark
 the model ``context_read``, and such a part is read again in order instead of merged.
@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Sequence
+from typing import Any
 
-from .events import PHASE_OF_KIND, PHASES, Event
-from .grammar import Fields
+from ..events import PHASE_OF_KIND, PHASES, Event
+from ..read.grammar import Fields
 from .serverargs import args_from_command, env_from_command, parse_server_args
 from .stats import Series, Sketch
 
@@ -666,7 +667,7 @@ class RunModel:
             })
 
     # ------------------------------------------------------------------ merge
-    def merge_problem(self, later: "RunModel") -> str | None:
+    def merge_problem(self, later: RunModel) -> str | None:
         """Why ``later`` cannot be merged into this model exactly, or None if it can."""
         if later.context_read is not None:
             return later.context_read
@@ -675,7 +676,7 @@ class RunModel:
             return "too many unrecognised shapes to keep them all"
         return None
 
-    def merge(self, later: "RunModel") -> None:
+    def merge(self, later: RunModel) -> None:
         """Add ``later``, the model of the records that followed this model's, in place.
 
         The result is the model one pass over both parts would have built (the parallel

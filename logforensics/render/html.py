@@ -6,7 +6,7 @@ like the terminal view: every sentence comes from the rules, every figure from t
 facts and the run summaries.
 
 The template never sees the raw dicts. :func:`build_context` turns a
-:class:`~logforensics.engine.Diagnosis` into a :class:`ReportContext` of small frozen
+:class:`~logforensics.diagnose.engine.Diagnosis` into a :class:`ReportContext` of small frozen
 dataclasses whose fields are already formatted strings (or ``None`` when the log did
 not say), so missing data is decided here, once, and ``StrictUndefined`` catches any
 typo in the templates. Log text is data: the environment autoescapes everything, and
@@ -16,19 +16,20 @@ only our own markup (CSS, plotly's output) is passed as :class:`markupsafe.Marku
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from . import __version__
-from .engine import Diagnosis
-from .events import PHASES
-from .run import RunSummary
+from ..diagnose.engine import Diagnosis
+from ..events import PHASES
+from ..model.run import RunSummary
+from ..version import __version__
 
 TEMPLATE_PACKAGE = "logforensics.reports"
 TEMPLATE = "report.html.j2"

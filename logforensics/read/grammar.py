@@ -12,16 +12,16 @@ way of producing values and cannot disagree on them.
 from __future__ import annotations
 
 import re
-from collections.abc import ItemsView, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from operator import call, itemgetter, methodcaller
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
 
-from .events import Event
+from ..events import Event
 
 Conv = Callable[[str], Any]
 
@@ -138,14 +138,14 @@ class Plan:
     @classmethod
     def make(cls, kind: str, rank: tuple[int, int] | None, ts: tuple[int, int] | None,
              fields: tuple[tuple[str, int, int, Conv], ...], const: tuple[tuple[str, Any], ...] = (),
-             memo_ok: bool = True, ts_conv: Conv = str) -> "Plan":
+             memo_ok: bool = True, ts_conv: Conv = str) -> Plan:
         spec: dict[str, tuple[slice | None, Any]] = {name: (slice(a, b), conv) for name, a, b, conv in fields}
         for name, value in const:  # a constant wins over a span of the same name, in its place
             spec[name] = (None, value)
         return cls(kind, rank, ts, fields, const, memo_ok, ts_conv, tuple(spec), spec,
                    slice(*rank) if rank else None, slice(*ts) if ts else None)
 
-    def fitted(self, text: str) -> "Plan":
+    def fitted(self, text: str) -> Plan:
         """This plan with the rank span trimmed and the stamp converter chosen for ``text``.
 
         Both depend only on the line's shape, so the fast path can reuse them.
@@ -290,7 +290,7 @@ def build_event(plan: Plan, text: str, line: int, file: str | None) -> Event:
                               _new_tuple(Fields, (plan, text)), text, file, None))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parsers() -> tuple[Lark, Lark]:
     kw = dict(parser="lalr", lexer="contextual", propagate_positions=False,
               maybe_placeholders=False, cache=True)

@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .run import RunSummary
+from ..model.run import RunSummary
 
 #: Safety margin used when proposing a setting that would have fit.
 MARGIN_GIB = 0.5

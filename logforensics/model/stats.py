@@ -101,7 +101,7 @@ class Sketch:
         self.buckets.update(map(int, map(mul, map(_log, positive), repeat(_INV_LOG_GAMMA))))
         self._terms = _exact_terms(self._terms + vals)
 
-    def merge(self, other: "Sketch") -> None:
+    def merge(self, other: Sketch) -> None:
         self._flush()
         other._flush()
         self.count += other.count
@@ -188,7 +188,7 @@ class Series:
             ]
             self._stride *= 2
 
-    def merge(self, later: "Series") -> None:
+    def merge(self, later: Series) -> None:
         """Append the values of a series that followed this one: an approximation.
 
         ``later`` no longer holds its values, only its points (means of ``later``'s own

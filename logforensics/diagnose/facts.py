@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..events import PHASES
+from ..model.run import RunSummary
 from .budget import Budget, advice, arg, budget
-from .events import PHASES
-from .run import RunSummary
 
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
+from ..events import Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
-from .events import Event
 from .fastpath import LineClassifier
 
 #: Bytes read (and events built) at a time. Small on purpose: a block's events are alive
@@ -44,7 +43,7 @@ class ParseStats:
     unterminated_last_line: bool = False
     warnings: list[str] = field(default_factory=list)
 
-    def add(self, later: "ParseStats") -> None:
+    def add(self, later: ParseStats) -> None:
         """Count the lines of a part of the log read after these (by another parser)."""
         self.lines += later.lines
         self.bytes += later.bytes

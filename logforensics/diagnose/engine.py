@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from jinja2 import TemplateError
 
+from ..model.run import RunSummary
 from .expr import ExprError
 from .facts import compute
 from .rulespec import SEVERITIES, RuleSpec
-from .run import RunSummary
 
 _SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 

@@ -24,8 +24,8 @@ built inline, without a function call per line.
 
 from __future__ import annotations
 
+from ..events import Event
 from .assemble import TRACEBACK_OPENERS
-from .events import Event
 from .grammar import Fields, Plan, build_event, plan_record
 from .segments import clean, needs_clean, segment
 
@@ -54,7 +54,7 @@ class LineClassifier:
         self.grammar_calls = 0
         self.decode_errors = 0
 
-    def share_memo(self, other: "LineClassifier") -> None:
+    def share_memo(self, other: LineClassifier) -> None:
         """Use ``other``'s memo: plans do not depend on the file or on the line number,
         so a process that reads several parts of a log learns each shape once."""
         self.memo = other.memo

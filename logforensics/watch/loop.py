@@ -10,11 +10,11 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from .pipeline import InputError, LiveRun
-from .rulespec import RuleError, load_rules
-from .sources import Chunk, Notice, SourceError
-from .watch import WatchState, follow
-from .watch_view import PlainStatus, live_renderable, print_crash
+from ..diagnose.rulespec import RuleError, load_rules
+from ..ingest import InputError, LiveRun
+from ..sources import Chunk, Notice, SourceError
+from .state import WatchState, follow
+from .view import PlainStatus, live_renderable, print_crash
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _STOP_MARKERS = ("Application shutdown complete", "Finished server process", "Shutting down")
@@ -22,10 +22,10 @@ _STOP_MARKERS = ("Application shutdown complete", "Finished server process", "Sh
 
 def _source(log: str | None, host: str | None, **ssh: Any) -> tuple[Any, str]:
     if log:
-        from .sources import LocalFollower
+        from ..sources import LocalFollower
 
         return LocalFollower(log, follow=True), log
-    from .sources import SSHFollower
+    from ..sources import SSHFollower
 
     follower = SSHFollower(host, ssh["remote_path"], user=ssh["user"], port=ssh["port"],
                            key_filename=ssh["identity"], known_hosts=ssh["known_hosts"],
@@ -45,13 +45,13 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
         out = Console(highlight=False, width=160, no_color=True)
     status_console = err if jsonl or not out.is_terminal else out
     try:
-        from .grammar import warm_up
+        from ..read.grammar import warm_up
 
         warm_up()  # build the parser now, not when the first (maybe crashing) line arrives
         rules = load_rules(rules_dirs)
         base = None
         if baseline:
-            from .pipeline import summarize_file as summarize
+            from ..pipeline import summarize_file as summarize
 
             base = summarize(baseline)
         source, name = _source(log, host, remote_path=remote_path, user=user, port=port, identity=identity,
@@ -153,7 +153,7 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 status_console.print(f"  {exc.get('exception')}: {', '.join(r or '?' for r in exc['ranks'])} "
                                      f"(first at line {exc['first_line']})", markup=False, highlight=False)
         if report_path:
-            from .report import write_html
+            from ..render.html import write_html
 
             write_html(final, report_path)
             status_console.print(f"[watch] HTML report written to {report_path}", markup=False)

@@ -1,7 +1,7 @@
 """Declarative diff rules: one YAML file per rule, validated strictly when loaded.
 
 A rule has a stable ``id`` (``CR01``), a dotted ``name``, a ``severity``, a ``when``
-condition in the safe expression language (``logforensics.expr``, a Lark grammar,
+condition in the safe expression language (``logforensics.diagnose.expr``, a Lark grammar,
 evaluated without ``eval``), ``title`` and ``explanation`` templates (Jinja2's sandbox),
 an ``evidence`` expression that yields evidence entries, and ``examples``: a failing
 and a passing pair of log snippets that the test suite runs. Unknown keys, unknown
@@ -10,16 +10,17 @@ middle of a diff.
 
 Names a rule can read: ``baseline`` and ``failing`` (the run summaries, as
 ``summary --json`` prints them; ``baseline`` is null for a single-run diagnosis) and
-``facts`` (computed in ``logforensics/facts.py``).
+``facts`` (computed in ``logforensics/diagnose/facts.py``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError

@@ -38,15 +38,17 @@ import multiprocessing
 import os
 import stat
 import sys
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
-from .fastpath import LineClassifier
-from .parser import BLOCK_SIZE, ParseStats
-from .pipeline import InputError, LiveRun
-from .run import RunModel
-from .stats import Series
+from ..model.run import RunModel
+from ..model.stats import Series
+from ..read.fastpath import LineClassifier
+from ..read.parser import BLOCK_SIZE, IncrementalParser, ParseStats
+from .files import InputError
+from .live import LiveRun
 
 #: Files smaller than this are read by one process: starting workers costs more.
 PARALLEL_MIN_BYTES = 64 << 20
@@ -95,45 +97,46 @@ def _fork_context() -> multiprocessing.context.BaseContext | None:
     return multiprocessing.get_context("fork")
 
 
-def read_in_parallel(run: LiveRun, path: str | os.PathLike[str], *,
+def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
                      progress: Callable[[int], None] | None = None,
                      workers: int | None = None, min_bytes: int | None = None,
-                     range_bytes: int | None = None) -> bool:
-    """Read the file at ``path`` into a fresh ``run`` on several cores, if worthwhile.
+                     range_bytes: int | None = None) -> LiveRun | None:
+    """Read the file at ``path`` into a new run on several cores, if worthwhile.
 
-    Returns False, having done nothing, when the file should be read sequentially (not a
+    Returns None, having done nothing, when the file should be read sequentially (not a
     regular file, smaller than ``min_bytes``, one worker, no fork); the caller then reads
-    it as usual, which also reports unreadable files.
+    it as usual, which also reports unreadable files. ``name`` defaults to the path.
     """
     workers = worker_count() if workers is None else workers
     min_bytes = PARALLEL_MIN_BYTES if min_bytes is None else min_bytes
     range_bytes = RANGE_BYTES if range_bytes is None else range_bytes
     p = os.fspath(path)
+    name = name or p
     if workers < 2 or p == "-":
-        return False
+        return None
     try:
         st = os.stat(p)
     except OSError:
-        return False
+        return None
     if not stat.S_ISREG(st.st_mode) or st.st_size < max(min_bytes, 1):
-        return False
+        return None
     context = _fork_context()
     if context is None:
-        return False
+        return None
     # Choosing the ranges loads the grammar and learns line shapes in this process: the
     # workers, forked after, start with both.
     try:
         ranges = choose_ranges(p, st.st_size, range_bytes)
     except OSError:  # unreadable: the sequential reader says why
-        return False
+        return None
     if len(ranges) < 2:
-        return False
+        return None
     try:
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker)
     except OSError:  # no processes or semaphores here: read sequentially
-        return False
+        return None
     try:
-        read_ranges(run, p, ranges, progress=progress, submit=lambda job: pool.submit(_read_range, job))
+        run = read_ranges(p, name, ranges, progress=progress, submit=lambda job: pool.submit(_read_range, job))
     except BrokenProcessPool:
         raise InputError(f"{p}: a worker process died while reading (out of memory?); "
                          "LOGFORENSICS_WORKERS=1 reads the file in one process") from None
@@ -141,7 +144,7 @@ def read_in_parallel(run: LiveRun, path: str | os.PathLike[str], *,
         raise InputError(f"{p}: read failed ({exc.strerror or exc})") from None
     finally:  # on an error (a worker killed, Ctrl-C), do not read the ranges not started
         pool.shutdown(wait=True, cancel_futures=True)
-    return True
+    return run
 
 
 class _Done(NamedTuple):
@@ -151,17 +154,16 @@ class _Done(NamedTuple):
         return self.value
 
 
-def read_ranges(run: LiveRun, path: str, ranges: list[tuple[int, int]], *,
+def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 progress: Callable[[int], None] | None = None,
-                submit: Callable[[tuple], Any] | None = None) -> None:
-    """Read ``ranges`` (consecutive, starting at line starts) of the file into ``run``.
+                submit: Callable[[tuple], Any] | None = None) -> LiveRun:
+    """Read ``ranges`` (consecutive, starting at line starts) of the file into a new run.
 
     ``submit(job)`` starts reading one range and returns a future whose ``result()`` is
     its ``RangeResult``: a process pool's ``submit``, or by default the job done at once
     in this process (tests). This process counts the lines of each range, which
     gives the next range's first line number, while the workers read the earlier ones.
     """
-    name = run.name
     submit = submit or (lambda job: _Done(_read_range(job)))
     last = len(ranges) - 1
     first_lines: list[int] = []
@@ -170,8 +172,9 @@ def read_ranges(run: LiveRun, path: str, ranges: list[tuple[int, int]], *,
         first_lines.append(first_lines[-1] + _count_lines((path, ranges[k - 1][0], a)) if k else 0)
         handles.append(submit((path, name, k, a, b, first_lines[k], k == last)))
 
-    model = run.model
-    stats = run.parser.stats
+    parser = IncrementalParser(name)  # the run's parser: it only sums the ranges' counts
+    model = RunModel(name)
+    stats = parser.stats
     decode_errors = 0
     again: LiveRun | None = None  # the parent's own reader, while it reads ranges again
     for k in range(len(handles)):
@@ -186,8 +189,7 @@ def read_ranges(run: LiveRun, path: str, ranges: list[tuple[int, int]], *,
             decode_errors += res.decode_errors
         else:  # read the range here, with the model as it stands (and on after a traceback)
             if again is None:
-                again = LiveRun(name)
-                again.model = model
+                again = LiveRun(name, model=model)
                 again.parser.line_offset = first_lines[k]
                 again.parser.classifier.share_memo(_shared_classifier())
             _feed_range(again, path, ranges[k][0], ranges[k][1])
@@ -199,8 +201,8 @@ def read_ranges(run: LiveRun, path: str, ranges: list[tuple[int, int]], *,
                 again = None
         if progress is not None:
             progress(ranges[k][1] - ranges[k][0])
-    run.model = model
-    run.parser.classifier.decode_errors += decode_errors
+    parser.classifier.decode_errors += decode_errors
+    return LiveRun(name, model=model, parser=parser)
 
 
 def choose_ranges(path: str, size: int, range_bytes: int = RANGE_BYTES, *,

@@ -2,7 +2,7 @@
 
 The byte source (a local file through watchdog, or a remote one over SSH) runs in a
 thread and hands chunks to the main loop through a queue; the main loop feeds them to
-the same :class:`~logforensics.pipeline.LiveRun` that ``parse`` and ``diff`` use, so the
+the same :class:`~logforensics.ingest.LiveRun` that ``parse`` and ``diff`` use, so the
 events seen live are the events of ``parse`` on the finished file.
 
 A crash is recognised as soon as its exception line arrives: the traceback is still
@@ -17,15 +17,17 @@ from __future__ import annotations
 import copy
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
-from .engine import Diagnosis, evaluate
-from .events import PHASES, Event
-from .pipeline import LiveRun
-from .rulespec import RuleSpec
-from .run import RunSummary, _rank_sort_key as rank_sort_key
-from .sources import Chunk, Notice
+from ..diagnose.engine import Diagnosis, evaluate
+from ..diagnose.rulespec import RuleSpec
+from ..events import PHASES, Event
+from ..ingest import LiveRun
+from ..model.run import RunSummary
+from ..model.run import _rank_sort_key as rank_sort_key
+from ..sources import Chunk, Notice
 
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 _FATAL_KINDS = {"exception", "cpp_abort", "cpp_terminate", "subprocess_crashed"}
@@ -155,7 +157,7 @@ def baseline_phase_seconds(base: RunSummary | None, rank: str, phase: str | None
         return None
 
 
-def pump(source: Any, out: "queue.Queue[Any]", stop: threading.Event) -> None:
+def pump(source: Any, out: queue.Queue[Any], stop: threading.Event) -> None:
     """Thread body: move items from a follower into a queue until stopped or exhausted."""
     try:
         for item in source:
@@ -170,7 +172,7 @@ def pump(source: Any, out: "queue.Queue[Any]", stop: threading.Event) -> None:
 
 def follow(source: Any, *, tick: float = 0.05) -> Iterator[Chunk | Notice | Exception | None | str]:
     """Items of ``source`` as they come, and "tick" when nothing came for ``tick`` seconds."""
-    q: "queue.Queue[Any]" = queue.Queue()
+    q: queue.Queue[Any] = queue.Queue()
     stop = threading.Event()
     thread = threading.Thread(target=pump, args=(source, q, stop), daemon=True)
     thread.start()

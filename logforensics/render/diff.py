@@ -10,8 +10,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .engine import Diagnosis
-from .render_summary import OUTCOME_STYLE, fmt, printable, table_box
+from ..diagnose.engine import Diagnosis
+from .terminal import OUTCOME_STYLE, fmt, printable, table_box
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

@@ -1,0 +1,29 @@
+"""A whole file into a fresh LiveRun: on several cores when large, else block by block."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from .files import blocks
+from .live import LiveRun
+from .parallel import read_in_parallel
+
+
+def read_file(path: str | os.PathLike[str], *, name: str | None = None,
+              progress: Callable[[int], None] | None = None) -> LiveRun:
+    """Read the whole file (or ``-``, standard input) into a new run, closed.
+
+    A large regular file is read on several cores by ``parallel.read_in_parallel``, with
+    the same LiveRun code in each worker; everything else is read here, block by block
+    (which also reports unreadable files as ``InputError``).
+    """
+    name = name or os.fspath(path)
+    run = read_in_parallel(path, name=name, progress=progress)
+    if run is not None:
+        return run
+    run = LiveRun(name)
+    for block in blocks(path, progress):
+        run.feed(block)
+    run.close()
+    return run

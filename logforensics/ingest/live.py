@@ -1,0 +1,42 @@
+"""The one pipeline over one log: incremental parser plus run model.
+
+``watch`` feeds a ``LiveRun`` chunks as they arrive, batch commands feed it a file
+(:func:`logforensics.ingest.batch.read_file`), and the workers of the parallel reader
+feed it byte ranges of a file: there is no second parser.
+"""
+
+from __future__ import annotations
+
+from ..events import Event
+from ..model.run import RunModel, RunSummary
+from ..read.parser import IncrementalParser
+
+
+class LiveRun:
+    """Parser plus run model over one log: feed bytes, read events and the summary.
+
+    Each chunk's events go to the model in one ``observe_all`` call. ``model`` and
+    ``parser`` are given only by the parallel reader, which builds a run's model from
+    several ranges and hands both over once.
+    """
+
+    def __init__(self, name: str | None, *, model: RunModel | None = None,
+                 parser: IncrementalParser | None = None) -> None:
+        self.name = name
+        self.parser = parser if parser is not None else IncrementalParser(name)
+        self.model = model if model is not None else RunModel(name)
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        events = self.parser.feed(chunk)
+        self.model.observe_all(events)
+        return events
+
+    def close(self) -> list[Event]:
+        events = self.parser.close()
+        self.model.observe_all(events)
+        return events
+
+    def summary(self) -> RunSummary:
+        stats = self.parser.stats
+        stats.decode_errors = self.parser.classifier.decode_errors
+        return self.model.summary(stats)

@@ -1,0 +1,1 @@
+"""Model: events -> the run model and its typed summary (with statistics and server arguments)."""
