@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..model.run import RunSummary
+from ..units import gib
 
 #: Safety margin used when proposing a setting that would have fit.
 MARGIN_GIB = 0.5
@@ -178,7 +179,7 @@ def _advice(base: Budget | None, fail: Budget, crash: dict[str, Any] | None) -> 
         if have is not None and free is not None:
             consumed = max(have - free, 0.0)
             reasoning.append(f"the failing capture started with {have:.2f} GiB free and had used {consumed:.2f} GiB "
-                             f"when an allocation of {_fmt(tried)} failed with {_fmt(free)} free")
+                             f"when an allocation of {gib(tried)} failed with {gib(free)} free")
             if expected is not None and consumed > expected + MARGIN_GIB:
                 # It used more than a whole baseline capture and was not done: something else grew.
                 extra = consumed + tried - expected
@@ -205,10 +206,6 @@ def _advice(base: Budget | None, fail: Budget, crash: dict[str, Any] | None) -> 
         if settings:
             return {"kind": "more_headroom", "settings": settings, "reasoning": reasoning}
     return {}
-
-
-def _fmt(gib: float) -> str:
-    return f"{gib * 1024:.2f} MiB" if abs(gib) < 1 else f"{gib:.2f} GiB"
 
 
 def _floor(x: float) -> float:

@@ -26,6 +26,7 @@ import yaml
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
+from ..units import gib
 from .expr import Expr, ExprError, compile_expr
 
 NAMES = frozenset({"baseline", "failing", "facts"})
@@ -38,14 +39,6 @@ _REQUIRED = {"id", "name", "severity", "title", "when", "explanation", "examples
 
 class RuleError(ValueError):
     """A rule file that cannot be used; the message names the file and the problem."""
-
-
-def _fmt_gib(value: Any) -> str:
-    """GiB with two decimals; below 1 GiB in MiB, so 896 KiB does not read as 0.00 GiB."""
-    if value is None:
-        return "?"
-    v = float(value)
-    return f"{v * 1024:.2f} MiB" if abs(v) < 1 and v != 0 else f"{v:.2f} GiB"
 
 
 def _short(value: Any) -> str:
@@ -70,7 +63,7 @@ def _fmt_num(value: Any, digits: int = 2) -> str:
 
 def template_env() -> SandboxedEnvironment:
     env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, trim_blocks=False, lstrip_blocks=True)
-    env.filters["gib"] = _fmt_gib
+    env.filters["gib"] = gib
     env.filters["num"] = _fmt_num
     env.filters["ranks"] = lambda xs: ", ".join(str(x) for x in (xs or [])) or "none"
     env.filters["who"] = _who

@@ -53,9 +53,9 @@ def decompose_oom(exception: str | None, message: str | None) -> dict[str, Any] 
             out[name] = None
             continue
         value = next(g for g in m.groups() if g is not None)
-        out[name] = int(value) if name == "gpu" else round(to_gib(value), 6)
+        out[name] = int(value) if name == "gpu" else to_gib(value)
     out["other_processes"] = [
-        {"pid": int(pid), "in_use_gib": round(to_gib(size), 6)} for pid, size in _OTHER_PROCESS.findall(text)
+        {"pid": int(pid), "in_use_gib": to_gib(size)} for pid, size in _OTHER_PROCESS.findall(text)
     ]
     if out.get("in_use_gib") is None:
         out["in_use_gib"] = out["process_in_use_gib"]

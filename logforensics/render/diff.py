@@ -67,6 +67,6 @@ def memory_table(d: Diagnosis, console: Console) -> Table:
         for _, key in SIDE_BY_SIDE:
             bv, fv = b.get(key), f.get(key)
             changed = bv is not None and fv is not None and bv != fv
-            cells.append(Text(f"{fmt(bv)} -> {fmt(fv)}", style="yellow" if changed else ""))
+            cells.append(Text(f"{fmt(bv, key)} -> {fmt(fv, key)}", style="yellow" if changed else ""))
         t.add_row(Text(rank, style="red" if rank in crashed else ""), *cells)
     return t

@@ -29,6 +29,7 @@ from markupsafe import Markup
 from ..diagnose.engine import Diagnosis
 from ..events import PHASES
 from ..model.run import RunSummary
+from ..units import gib
 from ..version import __version__
 
 TEMPLATE_PACKAGE = "logforensics.reports"
@@ -663,6 +664,10 @@ def _segment(rb: dict[str, Any], key: str) -> float | None:
     return rb.get(key)
 
 
+#: Budget rows that are not GiB figures (every other row goes through the GiB/MiB formatter).
+_NOT_GIB = frozenset({"mem_fraction_static", "cell_bytes", "cuda_graph_max_bs"})
+
+
 def budget_rows(d: Diagnosis) -> tuple[BudgetRow, ...]:
     budgets = d.facts.get("budget") or {}
     base, fail = budgets.get("baseline"), budgets.get("failing") or {}
@@ -672,8 +677,11 @@ def budget_rows(d: Diagnosis) -> tuple[BudgetRow, ...]:
         f = fail.get(key)
         if b is None and f is None:
             continue
-        nd = 0 if key == "cell_bytes" else 3 if key == "mem_fraction_static" else 2
-        rows.append(BudgetRow(label, how, fmt(b, nd) if base is not None else None, fmt(f, nd)))
+        if key in _NOT_GIB:
+            nd = 0 if key == "cell_bytes" else 3
+            rows.append(BudgetRow(label, how, fmt(b, nd) if base is not None else None, fmt(f, nd)))
+        else:
+            rows.append(BudgetRow(label, how, gib(b, missing="—") if base is not None else None, gib(f, missing="—")))
     return tuple(rows)
 
 

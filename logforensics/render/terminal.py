@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.run import RunSummary
+from ..units import gib
 
 OUTCOME_STYLE = {"ready": "bold green", "crashed": "bold red", "hung": "bold yellow",
                  "incomplete": "bold magenta"}
@@ -39,7 +40,10 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() or ch == "\t" else "\ufffd" for ch in text)
 
 
-def fmt(value: Any) -> str:
+def fmt(value: Any, key: str = "") -> str:
+    """A table cell; a figure whose key ends in ``_gib`` goes through the one GiB/MiB formatter."""
+    if key.endswith("_gib"):
+        return gib(value, missing="-", unit=False)
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -68,7 +72,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
             mem = s.memory.get(rank, {})
             label = Text(rank, style="red" if rank in crashed else "")
             t.add_row(label, s.phase_reached.get(rank, "-"),
-                      *(fmt(mem.get(key)) for _, key in MEMORY_COLUMNS),
+                      *(fmt(mem.get(key), key) for _, key in MEMORY_COLUMNS),
                       fmt(s.last_seen.get(rank, {}).get("line")))
         console.print(t)
 
@@ -124,11 +128,11 @@ def render_crash(crash: dict[str, Any]) -> Panel:
     oom = crash.get("oom")
     if oom:
         rows.append(Text(
-            "OOM: tried {t} GiB; total {T}; free {F}; in use {U}; allocated by PyTorch {A}; "
+            "OOM: tried {t}; total {T}; free {F}; in use {U}; allocated by PyTorch {A}; "
             "reserved but unallocated {R}".format(
-                t=fmt(oom.get("tried_gib")), T=fmt(oom.get("total_gib")), F=fmt(oom.get("free_gib")),
-                U=fmt(oom.get("in_use_gib")), A=fmt(oom.get("allocated_gib")),
-                R=fmt(oom.get("reserved_unallocated_gib")))))
+                t=gib(oom.get("tried_gib")), T=gib(oom.get("total_gib")), F=gib(oom.get("free_gib")),
+                U=gib(oom.get("in_use_gib")), A=gib(oom.get("allocated_gib")),
+                R=gib(oom.get("reserved_unallocated_gib")))))
     frames = crash.get("frames") or []
     if frames:
         inner = frames[-4:]

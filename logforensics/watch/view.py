@@ -27,7 +27,7 @@ def rank_table(state: WatchState, now: float, console: Console) -> Table:
         r = state.ranks[label]
         progress = r.progress[1] if r.progress and r.progress[0] == r.phase else ""
         row = [Text(label, style="bold red" if label in silent else ""), r.phase or "-", progress,
-               fmt(r.avail_gib), f"{now - r.phase_since_wall:.0f}s", f"{now - r.last_wall:.0f}s"]
+               fmt(r.avail_gib, "avail_gib"), f"{now - r.phase_since_wall:.0f}s", f"{now - r.last_wall:.0f}s"]
         if state.baseline is not None:
             secs = baseline_phase_seconds(state.baseline, label, r.phase)
             row.append(f"{secs:.0f}s" if secs is not None else "-")

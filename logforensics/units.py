@@ -1,0 +1,29 @@
+"""How the project writes a memory figure for people: one formatter for every renderer.
+
+Figures are carried in GiB (SGLang's "GB" is GiB: bytes / 2**30). Below 1 GiB a figure is
+written in MiB, so PyTorch's ``Tried to allocate 896.00 KiB`` reads ``0.88 MiB`` rather
+than ``0.00 GiB``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MIB_PER_GIB = 1024
+
+
+def gib(value: Any, *, missing: str = "?", unit: bool = True, digits: int = 2) -> str:
+    """``21.7`` -> ``"21.70 GiB"``, ``896 / 2**20`` -> ``"0.88 MiB"``, None -> ``missing``.
+
+    ``unit=False`` is for a column already headed GiB: a figure of 1 GiB or more is then
+    written without its unit, one below 1 GiB still says MiB.
+    """
+    if value is None or isinstance(value, bool):
+        return missing
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if v != 0 and abs(v) < 1:
+        return f"{v * MIB_PER_GIB:.{digits}f} MiB"
+    return f"{v:.{digits}f} GiB" if unit else f"{v:.{digits}f}"
