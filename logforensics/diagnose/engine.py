@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,7 @@ from jinja2 import TemplateError
 
 from ..model.run import RunSummary
 from .expr import ExprError
-from .facts import compute
+from .facts import Facts, compute, plain
 from .rulespec import SEVERITIES, RuleSpec
 
 _SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -42,7 +43,7 @@ class Diagnosis:
 
     baseline: RunSummary | None
     failing: RunSummary
-    facts: dict[str, Any]
+    facts: Facts
     findings: tuple[Finding, ...]
     verdict: str
 
@@ -52,28 +53,23 @@ class Diagnosis:
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "failing": self.failing.to_dict(),
             "findings": [f.to_dict() for f in self.findings],
-            "facts": self.facts,
+            "facts": plain(self.facts),
         }
 
     def worst(self) -> str | None:
         return min((f.severity for f in self.findings), key=_SEVERITY_RANK.__getitem__, default=None)
 
 
-def _plain(value: Any) -> Any:
-    """JSON-safe copy of a fact value (sets and tuples become lists)."""
-    return json.loads(json.dumps(value, default=lambda o: sorted(o) if isinstance(o, set) else str(o)))
-
-
-def env_for(failing: RunSummary, baseline: RunSummary | None, facts: dict[str, Any]) -> dict[str, Any]:
+def env_for(failing: RunSummary, baseline: RunSummary | None, facts: Facts) -> dict[str, Any]:
     return {"baseline": baseline.to_dict() if baseline else None, "failing": failing.to_dict(), "facts": facts}
 
 
 def evaluate(rules: Sequence[RuleSpec], failing: RunSummary, baseline: RunSummary | None) -> Diagnosis:
-    facts = _plain(compute(failing, baseline))
+    facts = compute(failing, baseline)
     env = env_for(failing, baseline, facts)
     findings = [f for f in (fire(rule, env) for rule in rules) if f is not None]
     findings.sort(key=lambda f: _SEVERITY_RANK[f.severity])
-    return Diagnosis(baseline, failing, facts, tuple(findings), verdict(failing, baseline, findings))
+    return Diagnosis(baseline, failing, facts, tuple(findings), verdict(failing, baseline, facts, findings))
 
 
 def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
@@ -88,18 +84,20 @@ def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
         return Finding(rule.id, rule.name, "warning", f"rule {rule.id} could not be evaluated",
                        f"{rule.source}: {exc.__class__.__name__}: {exc}", ())
     used = {path: _lookup(env, path) for path in sorted(rule.when.names_used)}
-    return Finding(rule.id, rule.name, rule.severity, title, explanation, tuple(_evidence(evidence)), _plain(used),
+    return Finding(rule.id, rule.name, rule.severity, title, explanation, tuple(_evidence(evidence)), plain(used),
                    rule.groups)
 
 
 def _evidence(value: Any) -> list[dict[str, Any]]:
-    items = value if isinstance(value, list) else [value]
+    items = value if isinstance(value, (list, tuple)) else [value]
     out, seen = [], set()
     for item in items:
-        if isinstance(item, list):
+        if isinstance(item, (list, tuple)):
             out += _evidence(item)
             continue
-        if not isinstance(item, dict) or item.get("line") is None:
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            item = plain(item)
+        if not isinstance(item, Mapping) or item.get("line") is None:
             continue
         key = (item.get("file"), item.get("line"))
         if key in seen:
@@ -113,26 +111,51 @@ def _evidence(value: Any) -> list[dict[str, Any]]:
 def _lookup(env: dict[str, Any], path: str) -> Any:
     node: Any = env
     for part in path.split("."):
-        if isinstance(node, dict):
+        if isinstance(node, Mapping):
             node = node.get(part)
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type) and not part.startswith("_"):
+            node = getattr(node, part, None)
         else:
             return None
+    node = plain(node)
     if isinstance(node, (dict, list)) and len(json.dumps(node, default=str)) > 2000:
         return "(large value omitted)"
     return node
 
 
-def verdict(failing: RunSummary, baseline: RunSummary | None, findings: list[Finding]) -> str:
+def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, findings: list[Finding]) -> str:
+    """One sentence: the outcomes, what limits the comparison, the first error, its likely cause.
+
+    The comparison's limits come first (not the same setup; a baseline that never reached
+    ready). A likely cause is only a "cause" finding that cites a line of the failing log;
+    one that rests on a difference from the baseline ("compares") is not named when the
+    baseline is another setup or did not work itself.
+    """
     head = f"failing run {failing.outcome}"
+    limits: list[str] = []
     if baseline is not None:
         head = f"baseline {baseline.outcome}, failing {failing.outcome}"
-    errors = [f for f in findings if f.severity == "error"]
-    warnings = [f for f in findings if f.severity == "warning"]
-    causes = [f for f in findings if "cause" in f.groups and f.severity in ("error", "warning")]
+        if facts.setup.differs:
+            limits.append("not the same setup (" + "; ".join(
+                f"{d.label} {d.baseline} vs {d.failing}" for d in facts.setup.differs) + ")")
+        if facts.same_crash:
+            limits.append("both runs crashed the same way (no change between them)")
+        elif baseline.outcome != "ready":
+            limits.append(f"the baseline itself did not reach ready ({baseline.outcome})")
+    comparable = baseline is not None and not facts.setup.differs and baseline.outcome == "ready"
+    headline = [f for f in findings if "scope" not in f.groups]  # the limits are said above
+    errors = [f for f in headline if f.severity == "error"]
+    warnings = [f for f in headline if f.severity == "warning"]
+    causes = [f for f in findings if "cause" in f.groups and f.severity in ("error", "warning")
+              and any(e.get("file") == failing.file for e in f.evidence)
+              and (comparable or "compares" not in f.groups)]
+    if limits:
+        head += ": " + "; ".join(limits)
+    sep = "; " if limits else ": "
     if errors:
         cause = next((c for c in causes if c is not errors[0]), None)
-        return f"{head}: {errors[0].title}" + (f"; likely cause: {cause.title}" if cause else "")
+        return f"{head}{sep}{errors[0].title}" + (f"; likely cause: {cause.title}" if cause else "")
     if warnings:
-        return f"{head}: {warnings[0].title}"
+        return f"{head}{sep}{warnings[0].title}"
     notes = len(findings)
-    return f"{head}: no differences that a rule flags" + (f" ({notes} note{'s' * (notes > 1)})" if notes else "")
+    return f"{head}{sep}no differences that a rule flags" + (f" ({notes} note{'s' * (notes > 1)})" if notes else "")

@@ -1,21 +1,25 @@
 """Facts computed from two runs, exposed to rules by name (``facts.<name>``).
 
 Rules stay declarative: anything that needs real computation (aligning phases across
-runs, the memory budget, tolerances, grouping unknown lines) happens here, once, and
-rules only compare the results. Every fact that points at log lines carries evidence
-entries ``{file, line, rank, text}`` so findings can cite them.
+runs, the memory budget, tolerances, what each log covers) happens here, once, in typed
+frozen dataclasses, and rule templates only word the results. Every fact that points at
+log lines carries :class:`Evidence` so findings can cite them. A comparison is made only
+where both logs cover the thing compared (``sides``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..events import PHASES
 from ..model.run import RunSummary
-from .budget import Budget, advice, arg, budget
-
-_PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+from .budget import Advice, Budget, Capture, advice, budget, capture
+from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
+from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, phase_index, setup
 
 #: Figures compared rank by rank, with the tolerance (absolute, in the figure's unit).
 MEMORY_FIGURES: dict[str, float] = {
@@ -35,312 +39,29 @@ TIME_REL_TOL = 0.5
 THROUGHPUT_REL_TOL = 0.10
 COMPARABLE_LOAD_REL = 0.3
 
-#: server_args / env keys and the logged effects they are linked to.
-EFFECTS: dict[str, str] = {
-    "mem_fraction_static": "KV cache size (#tokens, K/V size) and the headroom left for CUDA graphs",
-    "cuda_graph_max_bs": "CUDA-graph capture memory and time (Capture ... end: mem usage)",
-    "disable_cuda_graph": "decode lines 'cuda graph: False' and decode throughput",
-    "disable_custom_all_reduce": "custom allreduce buffers (IPC mappings) during init and capture",
-    "tp_size": "ranks, weights per GPU, KV cell size",
-    "chunked_prefill_size": "activation memory at prefill; the default mem_fraction_static",
-    "max_running_requests": "request slots and KV usage",
-    "kv_cache_dtype": "KV cell size and #tokens",
-    "attention_backend": "decode throughput",
-    "enable_torch_compile": "start-up time and decode throughput",
-    "SGLANG_FORCE_CUSTOM_AR_PCIE": "custom allreduce enabled on PCIe-only GPUs: IPC buffers mapped "
-                                   "to every peer, graph buffers registered during capture",
-    "SGLANG_CUSTOM_ALLREDUCE_ALGO": "custom allreduce kernel choice (1stage/2stage)",
-    "PYTORCH_CUDA_ALLOC_CONF": "allocator fragmentation (reserved but unallocated memory)",
-}
-
-
-def ev(run: RunSummary, line: int | None, rank: str | None, text: str | None) -> dict[str, Any]:
-    return {"file": run.file, "line": line, "rank": rank, "text": (text or "")[:400]}
-
-
-def compute(failing: RunSummary, baseline: RunSummary | None) -> dict[str, Any]:
-    """All facts for one comparison (baseline may be None: single-run diagnosis)."""
-    fb = budget(failing)
-    bb = budget(baseline) if baseline else None
-    terms = budget_terms(bb, fb, crash_facts(failing, fb)) if bb else []
-    return {
-        "budget_terms": terms,
-        "budget_moved": any(t["changed"] for t in terms),
-        "alignment": alignment(failing, baseline) if baseline else {},
-        "memory": memory_deltas(failing, baseline) if baseline else {},
-        "budget": {"failing": fb.to_dict(), "baseline": bb.to_dict() if bb else None,
-                   "advice": advice(bb, fb, failing.crash)},
-        "config": config_diff(failing, baseline) if baseline else {},
-        "custom_ar": custom_ar(failing, baseline),
-        "throughput": throughput(failing, baseline) if baseline else {},
-        "crash": crash_facts(failing, fb),
-        "baseline_crash": crash_facts(baseline, bb) if baseline else None,
-        "novel": novel_lines(failing, baseline) if baseline else [],
-        "novel_evidence": [ev(failing, n["first_line"], n["ranks"][0] if n.get("ranks") else None, n["example"])
-                           for n in (novel_lines(failing, baseline) if baseline else []) if n.get("first_line")][:6],
-        "hang": hang_facts(failing),
-        "unbalanced": unbalanced(failing),
-    }
-
-
-#: The terms of SGLang's KV-cache budget, in the order the formula uses them.
-BUDGET_TERMS = (
-    ("p_min", "P_min: free before weights (min over ranks)"),
-    ("a_min", "A_min: free after weights (min over ranks)"),
-    ("mem_fraction_static", "mem_fraction_static"),
-    ("reserved_headroom", "headroom P_min*(1-f) for graphs and activations"),
-    ("kv_budget", "KV budget A_min - P_min*(1-f)"),
-    ("kv_allocated", "KV pool allocated (K+V, max over ranks)"),
-    ("capture_free_min", "free when CUDA-graph capture began (min over ranks)"),
-    ("graphs_max", "CUDA-graph capture memory (max over ranks)"),
-)
-
-
-def budget_terms(base: Budget, fail: Budget, crash: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Each term of the budget in both runs, and by how much it moved.
-
-    A capture that died has no "mem usage" line; what it had used when it failed stands
-    in for its graph memory (a lower bound).
-    """
-    out = []
-    for key, label in BUDGET_TERMS:
-        b, f = getattr(base, key), getattr(fail, key)
-        if key == "graphs_max" and f is None and crash and crash.get("capture_consumed_gib") is not None:
-            f, label = crash["capture_consumed_gib"], label + "; failing: used when capture failed, at least"
-        delta = round(f - b, 4) if isinstance(b, (int, float)) and isinstance(f, (int, float)) else None
-        out.append({"term": key, "label": label, "baseline": b, "failing": f, "delta": delta,
-                    "changed": (delta is not None and abs(delta) > 0.05) or (b is None) != (f is None)})
-    return out
-
-
-# ---------------------------------------------------------------------------- alignment
-def alignment(fail: RunSummary, base: RunSummary) -> dict[str, Any]:
-    """Per rank and phase: where the failing run stopped short of the baseline.
-
-    Absences count: a rank that never printed a phase in the failing run is compared by
-    the baseline's phase for it, not only by the lines the failing run has.
-    """
-    per_rank: dict[str, Any] = {}
-    first_missing: dict[str, Any] | None = None
-    for rank in base.ranks:
-        b_phase = base.phase_reached.get(rank)
-        f_phase = fail.phase_reached.get(rank)
-        b_i = _PHASE_INDEX.get(b_phase or "", -1)
-        f_i = _PHASE_INDEX.get(f_phase or "", -1)
-        missing = [p for p in PHASES[f_i + 1:b_i + 1]]
-        seen = fail.last_seen.get(rank, {})
-        per_rank[rank] = {"baseline_phase": b_phase, "failing_phase": f_phase, "missing_phases": missing,
-                          "last_line": seen.get("line"), "last_text": seen.get("text")}
-    for phase in PHASES:
-        behind = [r for r, info in per_rank.items() if phase in info["missing_phases"]]
-        if behind:
-            first_missing = {
-                "phase": phase,
-                "ranks": behind,
-                "reached_by": [r for r in base.ranks if r not in behind and r in fail.ranks
-                               and _PHASE_INDEX.get(fail.phase_reached.get(r) or "", -1) >= _PHASE_INDEX[phase]],
-                "evidence": [ev(fail, per_rank[r]["last_line"], r, per_rank[r]["last_text"])
-                             for r in behind if per_rank[r]["last_line"]][:16],
-            }
-            break
-    return {"ranks": per_rank, "first_missing": first_missing,
-            "baseline_ranks": base.ranks, "failing_ranks": fail.ranks,
-            "ranks_only_in_baseline": [r for r in base.ranks if r not in fail.ranks]}
-
-
-# ---------------------------------------------------------------------------- memory
-def memory_deltas(fail: RunSummary, base: RunSummary) -> dict[str, Any]:
-    rows: dict[str, dict[str, Any]] = {}
-    changed: list[dict[str, Any]] = []
-    max_abs: dict[str, float] = {}
-    for rank in sorted(set(base.memory) | set(fail.memory), key=lambda r: (r not in base.ranks, r)):
-        bm, fm = base.memory.get(rank, {}), fail.memory.get(rank, {})
-        row: dict[str, Any] = {}
-        for key, tol in MEMORY_FIGURES.items():
-            b, f = bm.get(key), fm.get(key)
-            if b is None and f is None:
-                continue
-            delta = None if b is None or f is None else round(f - b, 4)
-            row[key] = {"baseline": b, "failing": f, "delta": delta}
-            if delta is not None:
-                max_abs[key] = max(max_abs.get(key, 0.0), abs(delta))
-                limit = abs(b) * KV_TOKENS_REL_TOL if key == "kv_tokens" else tol
-                if abs(delta) > limit:
-                    changed.append({"rank": rank, "figure": key, "baseline": b, "failing": f, "delta": delta,
-                                    "evidence": _mem_evidence(fail, rank, key) + _mem_evidence(base, rank, key)})
-        for key in TIME_FIGURES:
-            b, f = bm.get(key), fm.get(key)
-            if b is not None and f is not None:
-                row[key] = {"baseline": b, "failing": f, "delta": round(f - b, 2)}
-                if b > 0 and abs(f - b) / b > TIME_REL_TOL and abs(f - b) > 5:
-                    changed.append({"rank": rank, "figure": key, "baseline": b, "failing": f,
-                                    "delta": round(f - b, 2),
-                                    "evidence": _mem_evidence(fail, rank, key) + _mem_evidence(base, rank, key)})
-        rows[rank] = row
-    return {"ranks": rows, "changed": changed, "max_abs_delta": max_abs,
-            "evidence": [e for c in changed for e in c["evidence"]][:12],
-            "load_end_avail_max_abs_delta_gib": max_abs.get("load_end_avail_gib")}
-
-
-_FIGURE_EVIDENCE = {
-    "load_begin_avail_gib": "load_weight_begin", "weights_gib": "load_weight_end",
-    "load_end_avail_gib": "load_weight_end", "load_elapsed_s": "load_weight_end",
-    "kv_tokens": "kv_cache_alloc", "kv_gib": "kv_cache_alloc", "pool_end_avail_gib": "memory_pool_end",
-    "capture_begin_avail_gib": "capture_begin", "capture_mem_gib": "capture_end",
-    "capture_end_avail_gib": "capture_end", "capture_elapsed_s": "capture_end",
-}
-
-
-def _mem_evidence(run: RunSummary, rank: str, key: str) -> list[dict[str, Any]]:
-    e = run.memory.get(rank, {}).get("evidence", {}).get(_FIGURE_EVIDENCE.get(key, ""))
-    return [dict(e)] if e else []
-
-
-_UNBALANCED_NUMS = re.compile(r"(?:pre_model_load_memory|min_per_gpu_memory)=([\d.]+), local_gpu_memory=([\d.]+)")
-
-
-def unbalanced(run: RunSummary) -> dict[str, Any]:
-    """GPUs with much less free memory than the others (another process on them).
-
-    SGLang MIN-reduces free memory across ranks and raises on every rank whose own free
-    memory is over 1/0.9 of that minimum, so the ranks that raise are the healthy ones;
-    the occupied GPU is the rank that did not raise, whose free memory is the minimum.
-    """
-    vals = {r: m.get("load_begin_avail_gib") for r, m in run.memory.items() if m.get("load_begin_avail_gib") is not None}
-    notices = run.notices.get("unbalanced_memory", [])
-    raised = [e for e in run.exceptions if "memory capacity is unbalanced" in (e.get("message") or "")]
-    if not (vals or notices or raised):
-        return {"unbalanced": False}
-    min_gib = local_gib = None
-    for e in raised:
-        m = _UNBALANCED_NUMS.search(e.get("message") or "")
-        if m:
-            min_gib, local_gib = float(m.group(1)), float(m.group(2))
-    raising = sorted({r for e in raised for r in e.get("ranks") or [] if r})
-    top = max([v for v in vals.values()] + ([local_gib] if local_gib else []), default=None)
-    low = {r: v for r, v in vals.items() if top and v < 0.9 * top}
-    if raised and not low:  # the ranks that did not raise hold the minimum
-        low = {r: (vals.get(r) if vals.get(r) is not None else min_gib) for r in run.ranks if r not in raising}
-    evidence = [e for r in low for e in _mem_evidence(run, r, "load_begin_avail_gib")] + notices[:4]
-    evidence += [{"file": run.file, "line": e["first_line"], "rank": (e.get("ranks") or [None])[0],
-                  "text": (e.get("message") or "")[:300]} for e in raised[:2]]
-    return {"unbalanced": bool(low or notices or raised), "max_gib": top, "min_gib": min_gib,
-            "low_ranks": low, "raising_ranks": raising, "evidence": evidence}
-
-
-# ---------------------------------------------------------------------------- config
-def _norm(v: Any) -> Any:
-    return v if not isinstance(v, str) else v.strip()
-
-
-def config_diff(fail: RunSummary, base: RunSummary) -> dict[str, Any]:
-    args = {}
-    ignore = {"random_seed", "port", "host", "nccl_port", "dist_init_addr", "file_storage_path"}
-    for key in sorted(set(base.server_args) | set(fail.server_args)):
-        b, f = base.server_args.get(key), fail.server_args.get(key)
-        if _norm(b) != _norm(f) and key not in ignore:
-            args[key] = {"baseline": b, "failing": f, "effect": EFFECTS.get(key)}
-    if not base.server_args and not fail.server_args:
-        for key in sorted(set(base.launch_args) | set(fail.launch_args)):
-            b, f = base.launch_args.get(key), fail.launch_args.get(key)
-            if b != f and key not in ignore:
-                args[key] = {"baseline": b, "failing": f, "effect": EFFECTS.get(key)}
-    env = {}
-    for key in sorted(set(base.env) | set(fail.env)):
-        b, f = base.env.get(key), fail.env.get(key)
-        if b != f:
-            env[key] = {"baseline": b, "failing": f, "effect": EFFECTS.get(key)}
-    linked = _linked(args, env, fail)
-    evidence = (fail.notices.get("launch_command", []) + base.notices.get("launch_command", [])
-                + fail.notices.get("server_args", []) + base.notices.get("server_args", []))
-    return {"server_args": args, "env": env, "changed": bool(args or env), "linked": linked,
-            "changed_keys": sorted(args) + sorted(env), "evidence": [dict(e, text=e["text"][:300]) for e in evidence]}
-
-
-#: Which phase (or "throughput") each setting acts on, to link a difference to a failure.
-ACTS_ON: dict[str, tuple[str, ...]] = {
-    "mem_fraction_static": ("kv_cache_alloc", "cuda_graph_capture", "serving"),
-    "cuda_graph_max_bs": ("cuda_graph_capture",),
-    "cuda_graph_bs": ("cuda_graph_capture",),
-    "disable_cuda_graph": ("throughput",),
-    "disable_custom_all_reduce": ("init_distributed", "cuda_graph_capture"),
-    "tp_size": ("load_weights", "kv_cache_alloc"),
-    "kv_cache_dtype": ("kv_cache_alloc",),
-    "max_total_tokens": ("kv_cache_alloc",),
-    "chunked_prefill_size": ("cuda_graph_capture", "serving"),
-    "attention_backend": ("throughput",),
-    "enable_torch_compile": ("cuda_graph_capture", "throughput"),
-    "SGLANG_FORCE_CUSTOM_AR_PCIE": ("init_distributed", "cuda_graph_capture", "serving"),
-    "SGLANG_CUSTOM_ALLREDUCE_ALGO": ("cuda_graph_capture", "serving", "throughput"),
-}
-
-
-def _linked(args: dict[str, Any], env: dict[str, Any], fail: RunSummary) -> list[dict[str, Any]]:
-    """Differences that act on the phase where the failing run failed (or on throughput)."""
-    crash_phase = (fail.crash or {}).get("phase")
-    out = []
-    for source, diffs in (("server_args", args), ("env", env)):
-        for key, d in diffs.items():
-            acts = ACTS_ON.get(key, ())
-            if crash_phase and crash_phase in acts:
-                out.append({"key": key, "source": source, "baseline": d["baseline"], "failing": d["failing"],
-                            "phase": crash_phase, "effect": d.get("effect")})
-            elif not crash_phase and "throughput" in acts:
-                out.append({"key": key, "source": source, "baseline": d["baseline"], "failing": d["failing"],
-                            "phase": "throughput", "effect": d.get("effect")})
-    order = list(ACTS_ON)
-    out.sort(key=lambda x: order.index(x["key"]) if x["key"] in order else len(order))
-    return out
-
-
-def custom_ar(fail: RunSummary, base: RunSummary | None) -> dict[str, Any]:
-    """Whether SGLang's custom allreduce was off in the baseline and on in the failing run."""
-    def state(run: RunSummary) -> dict[str, Any]:
-        notes = run.notices.get("custom_ar_disabled", [])
-        forced = any(k.startswith("SGLANG_FORCE_CUSTOM_AR") and v not in ("0", "", "false") for k, v in run.env.items())
-        disabled_arg = arg(run, "disable_custom_all_reduce")
-        disabled = bool(notes) or disabled_arg is True
-        reason = None
-        if notes:
-            m = re.search(r"because (.*?)(\. To silence|$)", notes[0]["text"])
-            reason = m.group(1) if m else notes[0]["text"]
-        return {"disabled": disabled and not forced, "forced": forced, "disabled_by_arg": disabled_arg is True,
-                "reason": reason, "notices": len(notes), "evidence": notes[:8]}
-    f = state(fail)
-    b = state(base) if base else None
-    enabled_now = bool(b and b["disabled"] and not f["disabled"])
-    frames = (fail.crash or {}).get("frames") or []
-    in_frames = [fr for fr in frames if "all_reduce" in (fr.get("path") or "") or "allreduce" in (fr.get("func") or "").lower()
-                 or "all_reduce" in (fr.get("func") or "")]
-    return {"failing": f, "baseline": b, "enabled_in_failing_only": enabled_now,
-            "in_crash_frames": bool(in_frames),
-            "crash_frames": in_frames,
-            "world_size": len(fail.ranks)}
-
-
-# ---------------------------------------------------------------------------- throughput
-def throughput(fail: RunSummary, base: RunSummary) -> dict[str, Any]:
-    b = base.throughput.get("decode_gen_tok_s", {})
-    f = fail.throughput.get("decode_gen_tok_s", {})
-    out: dict[str, Any] = {"baseline": b, "failing": f}
-    if b.get("count", 0) >= 5 and f.get("count", 0) >= 5 and b.get("median"):
-        ratio = f["median"] / b["median"]
-        br = base.throughput.get("running_req", {}).get("median")
-        fr = fail.throughput.get("running_req", {}).get("median")
-        comparable = bool(br and fr and abs(fr - br) / max(br, 1) <= COMPARABLE_LOAD_REL)
-        out.update({"ratio": round(ratio, 4), "drop_pct": round((1 - ratio) * 100, 1),
-                    "comparable_load": comparable, "running_req_baseline": br, "running_req_failing": fr,
-                    "regressed": ratio < 1 - THROUGHPUT_REL_TOL})
-    ba = base.throughput.get("accept_len", {})
-    fa = fail.throughput.get("accept_len", {})
-    if ba.get("count") and fa.get("count"):
-        out["accept_len"] = {"baseline": ba.get("median"), "failing": fa.get("median"),
-                             "ratio": round(fa["median"] / ba["median"], 4) if ba.get("median") else None}
-    return out
-
 
 # ---------------------------------------------------------------------------- crash
-def crash_facts(run: RunSummary, b: Budget | None) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class CrashFacts:
+    """The run's first fatal error as rules word it."""
+
+    first_rank: str | None
+    ranks: tuple[str, ...]
+    phase: str | None
+    exception: str | None
+    cause: str | None                    # the exception it was raised while handling
+    message_head: str
+    is_oom: bool
+    oom: Mapping[str, Any] | None
+    shortfall_gib: float | None
+    fragmentation: bool
+    alloc_site: Mapping[str, Any] | None  # innermost SGLang frame of the part that failed to allocate
+    not_enough_memory: bool
+    capture_failed: bool
+    evidence: tuple[Evidence, ...]
+
+
+def crash_facts(run: RunSummary) -> CrashFacts | None:
     crash = run.crash
     if not crash:
         return None
@@ -359,30 +80,16 @@ def crash_facts(run: RunSummary, b: Budget | None) -> dict[str, Any] | None:
         evidence.append(ev(run, exc_at["line"], crash.get("first_rank"), exc_at["text"]))
     tried, free = oom.get("tried_gib"), oom.get("free_gib")
     reserved = oom.get("reserved_unallocated_gib")
-    rank = crash.get("first_rank")
-    begin = run.memory.get(rank or "", {}).get("capture_begin_avail_gib")
-    consumed = round(begin - free, 4) if crash.get("phase") == "cuda_graph_capture" and begin is not None \
-        and free is not None else None
-    progress = run.progress.get(rank or "", {}).get("cuda_graph_capture") or next(
-        (p["cuda_graph_capture"] for p in run.progress.values() if "cuda_graph_capture" in p), None)
-    return {
-        "first_rank": crash.get("first_rank"),
-        "ranks": crash.get("ranks") or [],
-        "phase": crash.get("phase"),
-        "exception": crash.get("exception"),
-        "message_head": _head(crash.get("message") or ""),
-        "is_oom": bool(oom),
-        "oom": oom or None,
-        "shortfall_gib": round(tried - free, 4) if tried is not None and free is not None else None,
-        "fragmentation": bool(reserved is not None and tried is not None and reserved >= tried),
-        "alloc_site": site,
-        "capture_consumed_gib": consumed,
-        "capture_progress": f"{progress['n']}/{progress['total']}" if progress else None,
-        "cause": next((c.get("exception") for c in crash.get("chain") or [] if c.get("exception")), None),
-        "evidence": evidence,
-        "not_enough_memory": "Not enough memory" in (crash.get("message") or ""),
-        "capture_failed": "Capture cuda graph failed" in (crash.get("message") or "") or "Capture CUDA graph failed" in (crash.get("message") or ""),
-    }
+    message = crash.get("message") or ""
+    return CrashFacts(
+        first_rank=crash.get("first_rank"), ranks=tuple(r for r in crash.get("ranks") or [] if r),
+        phase=crash.get("phase"), exception=crash.get("exception"),
+        cause=next((c.get("exception") for c in chain if c.get("exception")), None),
+        message_head=_head(message), is_oom=bool(oom), oom=oom or None,
+        shortfall_gib=round(tried - free, 6) if tried is not None and free is not None else None,
+        fragmentation=bool(reserved is not None and tried is not None and reserved >= tried),
+        alloc_site=site, not_enough_memory="Not enough memory" in message,
+        capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence))
 
 
 def _head(message: str) -> str:
@@ -392,25 +99,414 @@ def _head(message: str) -> str:
     return first[:500]
 
 
-def hang_facts(run: RunSummary) -> dict[str, Any]:
+def same_crash(a: CrashFacts | None, b: CrashFacts | None) -> bool:
+    """Both runs died the same way: the same exception (or native abort) in the same phase."""
+    return a is not None and b is not None and (a.exception, a.phase, a.message_head) == (b.exception, b.phase, b.message_head)
+
+
+# ---------------------------------------------------------------------------- alignment
+@dataclass(frozen=True)
+class RankAlignment:
+    """One rank in both runs (``failing_rank``: its label in the failing log, None if absent)."""
+
+    rank: str
+    failing_rank: str | None
+    baseline_phase: str | None
+    failing_phase: str | None
+    missing_phases: tuple[str, ...]
+    last_line: int | None
+    last_text: str | None
+
+
+@dataclass(frozen=True)
+class FirstMissing:
+    """The first phase some ranks stopped before; ``ranks`` as the failing log labels them."""
+
+    phase: str
+    ranks: tuple[str, ...]
+    rows: tuple[RankAlignment, ...]
+    reached_by: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Per rank and phase: where the failing run stopped short of the baseline.
+
+    A phase is missing on a rank only when the baseline's log shows that rank in it and
+    the failing log shows the rank stopping before it (the run crashed or hung). A rank the
+    failing excerpt never mentions is not in this log, not behind.
+    """
+
+    ranks: Mapping[str, RankAlignment]
+    first_missing: FirstMissing | None
+    baseline_ranks: tuple[str, ...]
+    failing_ranks: tuple[str, ...]
+    #: Baseline ranks the failing log does not mention at all.
+    not_in_failing_log: tuple[str, ...]
+    #: False when the failing log does not show the run stopping (an excerpt that ends).
+    failing_stopped: bool
+
+    @staticmethod
+    def empty() -> Alignment:
+        return Alignment({}, None, (), (), (), False)
+
+
+def alignment(fail: RunSummary, base: RunSummary, fc: Coverage, bc: Coverage) -> Alignment:
+    pairs = pair_ranks(list(bc.ranks), list(fc.ranks))
+    per_rank: dict[str, RankAlignment] = {}
+    for rank in bc.ranks:
+        frank = pairs.get(rank)
+        f_phase = fc.rank_reached.get(frank) if frank else None
+        missing: tuple[str, ...] = ()
+        if frank is not None and fc.stopped and f_phase is not None:
+            # Where a rank stopped is known only from its own lines or its crash's phase.
+            missing = tuple(p for p in bc.rank_phases.get(rank, ()) if phase_index(p) > phase_index(f_phase))
+        seen = fail.last_seen.get(frank or "", {})
+        per_rank[rank] = RankAlignment(rank, frank, bc.rank_reached.get(rank), f_phase, missing,
+                                       seen.get("line"), seen.get("text"))
+    first: FirstMissing | None = None
+    for phase in PHASES:
+        behind = [r for r, a in per_rank.items() if phase in a.missing_phases]
+        if behind:
+            reached_by = tuple(r for r, a in per_rank.items() if r not in behind and a.failing_rank
+                               and phase_index(a.failing_phase) >= phase_index(phase))
+            evidence = tuple(ev(fail, per_rank[r].last_line, per_rank[r].failing_rank, per_rank[r].last_text)
+                             for r in behind if per_rank[r].last_line)[:16]
+            rows = tuple(per_rank[r] for r in behind)
+            first = FirstMissing(phase, tuple(a.failing_rank or a.rank for a in rows), rows, reached_by, evidence)
+            break
+    return Alignment(per_rank, first, bc.ranks, fc.ranks,
+                     tuple(r for r in bc.ranks if r not in pairs), fc.stopped)
+
+
+# ---------------------------------------------------------------------------- memory
+@dataclass(frozen=True)
+class FigureDelta:
+    rank: str
+    figure: str
+    baseline: float | None
+    failing: float | None
+    delta: float | None
+    evidence: tuple[Evidence, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemoryDeltas:
+    """Per-rank figures both logs print, and those that moved beyond their tolerance."""
+
+    ranks: Mapping[str, Mapping[str, FigureDelta]]
+    changed: tuple[FigureDelta, ...]
+    max_abs_delta: Mapping[str, float]
+    evidence: tuple[Evidence, ...]
+    load_end_avail_max_abs_delta_gib: float | None
+    #: "Load weight end" lines of the crashed rank in both runs (MEM01 cites them).
+    load_end_evidence: tuple[Evidence, ...]
+    #: KV tokens that shift of free memory after loading is worth (by the failing run's cell size).
+    load_end_shift_tokens: int | None
+
+    @staticmethod
+    def empty() -> MemoryDeltas:
+        return MemoryDeltas({}, (), {}, (), None, (), None)
+
+
+_FIGURE_EVIDENCE = {
+    "load_begin_avail_gib": "load_weight_begin", "weights_gib": "load_weight_end",
+    "load_end_avail_gib": "load_weight_end", "load_elapsed_s": "load_weight_end",
+    "kv_tokens": "kv_cache_alloc", "kv_gib": "kv_cache_alloc", "pool_end_avail_gib": "memory_pool_end",
+    "capture_begin_avail_gib": "capture_begin", "capture_mem_gib": "capture_end",
+    "capture_end_avail_gib": "capture_end", "capture_elapsed_s": "capture_end",
+}
+
+
+def _mem_evidence(run: RunSummary, rank: str | None, key: str) -> tuple[Evidence, ...]:
+    return ev_of(run.memory.get(rank or "", {}).get("evidence", {}).get(_FIGURE_EVIDENCE.get(key, "")))
+
+
+def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) -> MemoryDeltas:
+    pairs = pair_ranks(list(base.memory), list(fail.memory))
+    rows: dict[str, dict[str, FigureDelta]] = {}
+    changed: list[FigureDelta] = []
+    max_abs: dict[str, float] = {}
+    for rank, frank in pairs.items():
+        bm, fm = base.memory.get(rank, {}), fail.memory.get(frank, {})
+        row: dict[str, FigureDelta] = {}
+        for key, tol in MEMORY_FIGURES.items():
+            b, f = bm.get(key), fm.get(key)
+            if b is None or f is None:
+                continue  # a figure one log does not print is not a change
+            d = FigureDelta(rank, key, b, f, round(f - b, 4), _mem_evidence(fail, frank, key) + _mem_evidence(base, rank, key))
+            row[key] = d
+            max_abs[key] = max(max_abs.get(key, 0.0), abs(f - b))
+            if abs(f - b) > (abs(b) * KV_TOKENS_REL_TOL if key == "kv_tokens" else tol):
+                changed.append(d)
+        for key in TIME_FIGURES:
+            b, f = bm.get(key), fm.get(key)
+            if b is not None and f is not None:
+                d = FigureDelta(rank, key, b, f, round(f - b, 2), _mem_evidence(fail, frank, key) + _mem_evidence(base, rank, key))
+                row[key] = d
+                if b > 0 and abs(f - b) / b > TIME_REL_TOL and abs(f - b) > 5:
+                    changed.append(d)
+        rows[rank] = row
+    crash_rank = (fail.crash or {}).get("first_rank")
+    base_rank = next((b for b, f in pairs.items() if f == crash_rank), None)
+    load_end = _mem_evidence(fail, crash_rank, "load_end_avail_gib") + _mem_evidence(base, base_rank, "load_end_avail_gib")
+    shift = max_abs.get("load_end_avail_gib")
+    tokens = int(shift * 2**30 / cell_bytes) if shift is not None and cell_bytes else None
+    return MemoryDeltas(rows, tuple(changed), {k: round(v, 4) for k, v in max_abs.items()},
+                        tuple(e for c in changed for e in c.evidence)[:12], _round(shift), load_end, tokens)
+
+
+def _round(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+# ---------------------------------------------------------------------------- budget terms
+#: The terms of SGLang's KV-cache budget, in the order the formula uses them, and their unit.
+BUDGET_TERMS = (
+    ("p_min", "P_min: free before weights (min over ranks)", "GiB"),
+    ("a_min", "A_min: free after weights (min over ranks)", "GiB"),
+    ("mem_fraction_static", "mem_fraction_static", ""),
+    ("reserved_headroom", "headroom P_min*(1-f) for graphs and activations", "GiB"),
+    ("kv_budget", "KV budget A_min - P_min*(1-f)", "GiB"),
+    ("kv_allocated", "KV pool allocated (K+V, max over ranks)", "GiB"),
+    ("capture_free_min", "free when CUDA-graph capture began (min over ranks)", "GiB"),
+    ("graphs_max", "CUDA-graph capture memory (max over ranks)", "GiB"),
+)
+
+
+@dataclass(frozen=True)
+class BudgetTerm:
+    term: str
+    label: str
+    unit: str
+    baseline: float | None
+    failing: float | None
+    delta: float | None
+    #: Moved by more than 0.05 (both logs print it); a term one log lacks is not a move.
+    changed: bool
+    #: "at least": a capture that failed stands in with what it had used (a lower bound).
+    note: str = ""
+
+
+def budget_terms(base: Budget, fail: Budget, bcap: Capture | None, fcap: Capture | None) -> tuple[BudgetTerm, ...]:
+    out = []
+    for key, label, unit in BUDGET_TERMS:
+        b, f = getattr(base, key), getattr(fail, key)
+        note = ""
+        if key == "graphs_max":
+            # Both sides alike: a capture that died stands in with what it had used, at least.
+            if b is None and bcap is not None and bcap.needed_gib is not None:
+                b, note = bcap.needed_gib, "baseline: at least, its capture failed"
+            if f is None and fcap is not None and fcap.needed_gib is not None:
+                f, note = fcap.needed_gib, (note + "; " if note else "") + "failing: at least, its capture failed"
+        delta = round(f - b, 4) if b is not None and f is not None else None
+        out.append(BudgetTerm(key, label, unit, b, f, delta, delta is not None and abs(delta) > 0.05, note))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class BudgetFacts:
+    failing: Budget
+    baseline: Budget | None
+    advice: Advice
+
+
+# ---------------------------------------------------------------------------- throughput
+@dataclass(frozen=True)
+class AcceptLength:
+    baseline: float | None
+    failing: float | None
+    ratio: float | None
+
+
+@dataclass(frozen=True)
+class Throughput:
+    baseline: Mapping[str, Any]
+    failing: Mapping[str, Any]
+    ratio: float | None = None
+    drop_pct: float | None = None
+    comparable_load: bool = False
+    running_req_baseline: float | None = None
+    running_req_failing: float | None = None
+    regressed: bool = False
+    accept_len: AcceptLength | None = None
+
+
+def throughput(fail: RunSummary, base: RunSummary) -> Throughput:
+    b = base.throughput.get("decode_gen_tok_s", {})
+    f = fail.throughput.get("decode_gen_tok_s", {})
+    ba, fa = base.throughput.get("accept_len", {}), fail.throughput.get("accept_len", {})
+    accept = None
+    if ba.get("count") and fa.get("count"):
+        accept = AcceptLength(ba.get("median"), fa.get("median"),
+                              round(fa["median"] / ba["median"], 4) if ba.get("median") else None)
+    if not (b.get("count", 0) >= 5 and f.get("count", 0) >= 5 and b.get("median")):
+        return Throughput(b, f, accept_len=accept)
+    ratio = f["median"] / b["median"]
+    br = base.throughput.get("running_req", {}).get("median")
+    fr = fail.throughput.get("running_req", {}).get("median")
+    comparable = bool(br and fr and abs(fr - br) / max(br, 1) <= COMPARABLE_LOAD_REL)
+    return Throughput(b, f, round(ratio, 4), round((1 - ratio) * 100, 1), comparable, br, fr,
+                      ratio < 1 - THROUGHPUT_REL_TOL, accept)
+
+
+# ---------------------------------------------------------------------------- hang, unbalanced, novelty
+@dataclass(frozen=True)
+class HangFacts:
+    hung: bool
+    silent_ranks: tuple[str, ...] = ()
+    watchdog_ranks: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+
+
+def hang_facts(run: RunSummary) -> HangFacts:
     hang = run.hang
     if not hang:
-        return {"hung": run.outcome == "hung"}
-    silent = hang.get("silent_ranks") or []
-    return {"hung": True, "silent_ranks": silent, "watchdog_ranks": hang.get("ranks") or [],
-            "evidence": hang.get("evidence", [])[:8] + [ev(run, run.last_seen[r]["line"], r, run.last_seen[r]["text"])
-                                                        for r in silent if r in run.last_seen]}
+        return HangFacts(run.outcome == "hung")
+    silent = tuple(hang.get("silent_ranks") or [])
+    evidence = tuple(e for entry in hang.get("evidence", [])[:8] for e in ev_of(entry))
+    evidence += tuple(ev(run, run.last_seen[r]["line"], r, run.last_seen[r]["text"]) for r in silent if r in run.last_seen)
+    return HangFacts(True, silent, tuple(hang.get("ranks") or []), evidence)
 
 
-def novel_lines(fail: RunSummary, base: RunSummary) -> list[dict[str, Any]]:
-    """Unknown line shapes (numbers and ids masked) that only the failing run has."""
+@dataclass(frozen=True)
+class Unbalanced:
+    unbalanced: bool
+    max_gib: float | None = None
+    min_gib: float | None = None
+    low_ranks: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
+    raising_ranks: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+
+
+_UNBALANCED_NUMS = re.compile(r"(?:pre_model_load_memory|min_per_gpu_memory)=([\d.]+), local_gpu_memory=([\d.]+)")
+
+
+def unbalanced(run: RunSummary) -> Unbalanced:
+    """GPUs with much less free memory than the others (another process on them).
+
+    SGLang MIN-reduces free memory across ranks and raises on every rank whose own free
+    memory is over 1/0.9 of that minimum, so the ranks that raise are the healthy ones;
+    the occupied GPU is the rank that did not raise, whose free memory is the minimum.
+    """
+    vals = {r: m["load_begin_avail_gib"] for r, m in run.memory.items() if m.get("load_begin_avail_gib") is not None}
+    notices = run.notices.get("unbalanced_memory", [])
+    raised = [e for e in run.exceptions if "memory capacity is unbalanced" in (e.get("message") or "")]
+    if not (vals or notices or raised):
+        return Unbalanced(False)
+    min_gib = local_gib = None
+    for e in raised:
+        m = _UNBALANCED_NUMS.search(e.get("message") or "")
+        if m:
+            min_gib, local_gib = float(m.group(1)), float(m.group(2))
+    raising = tuple(sorted({r for e in raised for r in e.get("ranks") or [] if r}))
+    top = max([*vals.values(), *([local_gib] if local_gib else [])], default=None)
+    low: dict[str, float | None] = {r: v for r, v in vals.items() if top and v < 0.9 * top}
+    if raised and not low:  # the ranks that did not raise hold the minimum
+        low = {r: (vals.get(r) if vals.get(r) is not None else min_gib) for r in run.ranks if r not in raising}
+    evidence = [e for r in low for e in _mem_evidence(run, r, "load_begin_avail_gib")]
+    evidence += [e for n in notices[:4] for e in ev_of(n)]
+    evidence += [ev(run, e["first_line"], (e.get("ranks") or [None])[0], (e.get("message") or "")[:300]) for e in raised[:2]]
+    return Unbalanced(bool(low or notices or raised), top, min_gib, low, raising, tuple(evidence))
+
+
+@dataclass(frozen=True)
+class NovelShape:
+    """An unknown line shape (numbers and ids masked) that only the failing run has."""
+
+    shape: str
+    count: int
+    first_line: int | None
+    example: str
+    #: The rank of the shape's first line (None when that line names no rank).
+    rank: str | None
+
+
+def novel_lines(fail: RunSummary, base: RunSummary) -> tuple[NovelShape, ...]:
     known = set(base.coverage.get("unrecognised_shapes", {}))
-    out = []
-    for item in fail.coverage.get("top_unrecognised", []):
-        if item["shape"] not in known:
-            out.append(item)
-    extra = [(s, n) for s, n in fail.coverage.get("unrecognised_shapes", {}).items()
-             if s not in known and s not in {o["shape"] for o in out}]
+    out = [NovelShape(i["shape"], i["count"], i.get("first_line"), i.get("example") or i["shape"], i.get("first_rank"))
+           for i in fail.coverage.get("top_unrecognised", []) if i["shape"] not in known]
+    listed = {o.shape for o in out}
+    extra = [(s, n) for s, n in fail.coverage.get("unrecognised_shapes", {}).items() if s not in known and s not in listed]
     for shape, count in sorted(extra, key=lambda kv: -kv[1])[: max(0, 10 - len(out))]:
-        out.append({"shape": shape, "count": count, "first_line": None, "example": shape, "ranks": []})
-    return out
+        out.append(NovelShape(shape, count, None, shape, None))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------- all facts
+@dataclass(frozen=True)
+class Sides:
+    failing: Coverage
+    baseline: Coverage | None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything rules can read as ``facts.<name>`` (docs/rules.md lists each field)."""
+
+    coverage: Sides
+    setup: Setup
+    crash: CrashFacts | None
+    baseline_crash: CrashFacts | None
+    #: The baseline died the same way as the failing run (same exception, phase, message).
+    same_crash: bool
+    capture: Capture | None
+    budget: BudgetFacts
+    budget_terms: tuple[BudgetTerm, ...]
+    budget_moved: bool
+    #: The names of the terms that moved (MEM04's title).
+    budget_moved_terms: tuple[str, ...]
+    alignment: Alignment
+    memory: MemoryDeltas
+    config: ConfigDiff
+    custom_ar: CustomAllreduce
+    throughput: Throughput
+    novel: tuple[NovelShape, ...]
+    novel_evidence: tuple[Evidence, ...]
+    hang: HangFacts
+    unbalanced: Unbalanced
+
+
+def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
+    """All facts for one comparison (baseline may be None: single-run diagnosis)."""
+    fb = budget(failing)
+    bb = budget(baseline) if baseline else None
+    fcap = capture(failing, bb, fb)
+    bcap = capture(baseline, None, bb) if baseline and bb else None
+    fc = coverage(failing)
+    bc = coverage(baseline) if baseline else None
+    crash, base_crash = crash_facts(failing), crash_facts(baseline) if baseline else None
+    terms = budget_terms(bb, fb, bcap, fcap) if bb else ()
+    novel = novel_lines(failing, baseline) if baseline else ()
+    return Facts(
+        coverage=Sides(fc, bc),
+        setup=setup(baseline, failing) if baseline else Setup.empty(),
+        crash=crash, baseline_crash=base_crash, same_crash=same_crash(crash, base_crash),
+        capture=fcap,
+        budget=BudgetFacts(fb, bb, advice(bb, fb, failing.crash, fcap)),
+        budget_terms=terms, budget_moved=any(t.changed for t in terms),
+        budget_moved_terms=tuple(t.term for t in terms if t.changed),
+        alignment=alignment(failing, baseline, fc, bc) if baseline and bc else Alignment.empty(),
+        memory=memory_deltas(failing, baseline, fb.cell_bytes) if baseline else MemoryDeltas.empty(),
+        config=config_diff(failing, baseline) if baseline else ConfigDiff.empty(),
+        custom_ar=custom_ar(failing, baseline),
+        throughput=throughput(failing, baseline) if baseline else Throughput({}, {}),
+        novel=novel,
+        novel_evidence=tuple(ev(failing, n.first_line, n.rank, n.example) for n in novel if n.first_line)[:6],
+        hang=hang_facts(failing),
+        unbalanced=unbalanced(failing),
+    )
+
+
+def plain(value: Any) -> Any:
+    """A JSON-ready copy of facts (dataclasses as mappings, tuples and sets as lists)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(plain(v) for v in value)
+    return value

@@ -44,7 +44,7 @@ class RuleError(ValueError):
 def _short(value: Any) -> str:
     """A setting's value for a title: long lists shortened to their ends and length."""
     if value is None:
-        return "unset"
+        return "not set"
     if isinstance(value, list) and len(value) > 6:
         return f"[{value[0]}, {value[1]}, ..., {value[-1]}] ({len(value)} values)"
     return str(value)
@@ -61,10 +61,22 @@ def _fmt_num(value: Any, digits: int = 2) -> str:
     return "?" if value is None else f"{float(value):.{digits}f}"
 
 
+def _figure(value: Any, key_or_unit: str = "", digits: int = 2) -> str:
+    """A figure by its key (``kv_gib``) or unit (``GiB``): memory through the GiB/MiB formatter."""
+    if key_or_unit.endswith("_gib") or key_or_unit == "GiB":
+        return gib(value)
+    if value is None:
+        return "?"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.{digits}f}" + (" s" if key_or_unit.endswith("_s") else "")
+    return str(int(value) if isinstance(value, float) else value) + (" s" if key_or_unit.endswith("_s") else "")
+
+
 def template_env() -> SandboxedEnvironment:
     env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, trim_blocks=False, lstrip_blocks=True)
     env.filters["gib"] = gib
     env.filters["num"] = _fmt_num
+    env.filters["fig"] = _figure
     env.filters["ranks"] = lambda xs: ", ".join(str(x) for x in (xs or [])) or "none"
     env.filters["who"] = _who
     env.filters["short"] = _short

@@ -16,7 +16,7 @@ only our own markup (CSS, plotly's output) is passed as :class:`markupsafe.Marku
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time
 from functools import lru_cache
@@ -26,7 +26,10 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from ..diagnose.budget import Advice
 from ..diagnose.engine import Diagnosis
+from ..diagnose.facts import plain
+from ..diagnose.settings import SettingDiff
 from ..events import PHASES
 from ..model.run import RunSummary
 from ..units import gib
@@ -292,11 +295,11 @@ def build_context(d: Diagnosis) -> ReportContext:
         crashes=tuple(m for label, r in runs for m in _crash_marks(label, r)),
         memory_chart=memory,
         budget_rows=budget_rows(d),
-        advice=_advice(d.facts.get("budget", {}).get("advice")),
+        advice=_advice(d.facts.budget.advice),
         throughput_chart=tput,
         throughput_stats=throughput_stats(d),
-        server_args=_config_rows(d.facts.get("config", {}).get("server_args")),
-        env=_config_rows(d.facts.get("config", {}).get("env")),
+        server_args=_config_rows(d.facts.config.server_args),
+        env=_config_rows(d.facts.config.env),
         tracebacks=tuple(t for label, r in reversed(runs) for t in _tracebacks(label, r)),
         coverage=tuple(_coverage(label, r, d) for label, r in runs),
         css=Markup(_stylesheet()),
@@ -487,7 +490,7 @@ def _ordered_ranks(runs: Sequence[tuple[str, RunSummary]]) -> list[str]:
 
 def phase_rows(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tuple[PhaseRow, ...]:
     """Both runs rank by rank, phase columns aligned, so the first gap stands out."""
-    aligned = d.facts.get("alignment", {}).get("ranks") or {}
+    aligned = d.facts.alignment.ranks
     per_run = {label: (r, *phase_spans(r), _rank_crashes(r)) for label, r in runs}
     rows = []
     for rank in _ordered_ranks(runs):
@@ -499,7 +502,7 @@ def phase_rows(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tuple[Ph
             reached = r.phase_reached.get(rank)
             crash_phase = crashes.get(rank, {}).get("phase")
             furthest = max((PHASES.index(p) for p in (reached, crash_phase) if p in PHASES), default=-1)
-            missing = set(aligned.get(rank, {}).get("missing_phases") or []) if label == "failing" else set()
+            missing = set(aligned[rank].missing_phases) if label == "failing" and rank in aligned else set()
             missing = {p for p in missing if PHASES.index(p) > furthest}  # a gap before the crash is just unlogged
             cells = []
             for phase in PHASES:
@@ -613,10 +616,10 @@ def memory_chart(d: Diagnosis) -> Markup | None:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    budgets = d.facts.get("budget") or {}
     panels: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = []
     for label, r in _runs(d):
-        ranks = (budgets.get(label) or {}).get("ranks") or {}
+        run_budget = d.facts.budget.failing if label == "failing" else d.facts.budget.baseline
+        ranks = {rb.rank: plain(rb) for rb in (run_budget.ranks if run_budget else ())}
         crashed = _rank_crashes(r)
         bars = [(f"{rank} ✕" if rank in crashed else rank, rb) for rank, rb in ranks.items()
                 if any(rb.get(k) is not None for k, *_ in MEMORY_SEGMENTS[:-1])]
@@ -669,8 +672,8 @@ _NOT_GIB = frozenset({"mem_fraction_static", "cell_bytes", "cuda_graph_max_bs"})
 
 
 def budget_rows(d: Diagnosis) -> tuple[BudgetRow, ...]:
-    budgets = d.facts.get("budget") or {}
-    base, fail = budgets.get("baseline"), budgets.get("failing") or {}
+    base = plain(d.facts.budget.baseline) if d.facts.budget.baseline else None
+    fail = plain(d.facts.budget.failing)
     rows = []
     for key, label, how in BUDGET_ROWS:
         b = base.get(key) if base else None
@@ -685,11 +688,11 @@ def budget_rows(d: Diagnosis) -> tuple[BudgetRow, ...]:
     return tuple(rows)
 
 
-def _advice(a: dict[str, Any] | None) -> AdviceView | None:
-    if not a or not (a.get("kind") or a.get("reasoning")):
+def _advice(a: Advice) -> AdviceView | None:
+    if not (a.kind or a.reasoning):
         return None
-    flags = tuple(f"--{k.replace('_', '-')} {fmt(v)}" for k, v in (a.get("settings") or {}).items())
-    return AdviceView(str(a.get("kind") or "").replace("_", " "), flags, tuple(str(x) for x in a.get("reasoning") or []))
+    flags = tuple(f"--{k.replace('_', '-')} {fmt(v)}" for k, v in a.settings.items())
+    return AdviceView(str(a.kind or "").replace("_", " "), flags, tuple(str(x) for x in a.reasoning))
 
 
 # ---------------------------------------------------------------------------- throughput
@@ -744,18 +747,17 @@ def throughput_stats(d: Diagnosis) -> tuple[StatRow, ...]:
         def one(s: dict[str, Any]) -> str:
             return f"{fmt(s.get('median'), 1)} (n={s.get('count')})" if s.get("count") else "—"
         rows.append(StatRow(label, one(b) if base is not None else None, one(f)))
-    t = d.facts.get("throughput") or {}
-    if t.get("drop_pct") is not None:
-        note = "" if t.get("comparable_load") else " (load differs: not comparable)"
-        rows.append(StatRow("failing vs baseline", None, f"{fmt(-t['drop_pct'], 1)} %{note}"))
+    t = d.facts.throughput
+    if t.drop_pct is not None:
+        note = "" if t.comparable_load else " (load differs: not comparable)"
+        rows.append(StatRow("failing vs baseline", None, f"{fmt(-t.drop_pct, 1)} %{note}"))
     return tuple(rows)
 
 
 # ---------------------------------------------------------------------------- config, tracebacks, coverage
-def _config_rows(items: dict[str, Any] | None) -> tuple[ConfigRow, ...]:
+def _config_rows(items: Mapping[str, SettingDiff]) -> tuple[ConfigRow, ...]:
     """Settings that changed, those with a known effect first."""
-    rows = [ConfigRow(k, _arg(v.get("baseline")), _arg(v.get("failing")), v.get("effect") or "")
-            for k, v in (items or {}).items() if isinstance(v, dict)]
+    rows = [ConfigRow(k, _arg(v.baseline), _arg(v.failing), v.effect or "") for k, v in items.items()]
     return tuple(sorted(rows, key=lambda c: (not c.effect, c.key)))
 
 
@@ -787,7 +789,7 @@ def _head(message: str | None, limit: int = 300) -> str:
 
 def _coverage(label: str, r: RunSummary, d: Diagnosis) -> CoverageView:
     cov = r.coverage or {}
-    novel = {n.get("shape") for n in d.facts.get("novel") or []} if label == "failing" else set()
+    novel = {n.shape for n in d.facts.novel} if label == "failing" else set()
     shapes = tuple(ShapeView(int(s.get("count") or 0), str(s.get("first_line") or "?"), s.get("example") or s.get("shape") or "",
                              s.get("shape") in novel)
                    for s in cov.get("top_unrecognised") or [])

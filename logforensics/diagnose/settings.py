@@ -1,0 +1,247 @@
+"""Settings that differ between two runs, and SGLang's custom allreduce in each.
+
+A setting is compared only when both logs show it: both ``server_args`` dumps hold the
+key, or both launch commands are in the logs (a flag on one command and not on the other
+is then a real difference: one side runs SGLang's default). A log that shows neither says
+nothing about its settings, so nothing about it "changed".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.run import RunSummary
+from .sides import Evidence, ev_of, setting
+
+#: server_args / env keys and the logged effects they are linked to.
+EFFECTS: dict[str, str] = {
+    "mem_fraction_static": "KV cache size (#tokens, K/V size) and the headroom left for CUDA graphs",
+    "cuda_graph_max_bs": "CUDA-graph capture memory and time (Capture ... end: mem usage)",
+    "disable_cuda_graph": "decode lines 'cuda graph: False' and decode throughput",
+    "disable_custom_all_reduce": "custom allreduce buffers (IPC mappings) during init and capture",
+    "tp_size": "ranks, weights per GPU, KV cell size",
+    "chunked_prefill_size": "activation memory at prefill; the default mem_fraction_static",
+    "max_running_requests": "request slots and KV usage",
+    "kv_cache_dtype": "KV cell size and #tokens",
+    "attention_backend": "decode throughput",
+    "enable_torch_compile": "start-up time and decode throughput",
+    "SGLANG_FORCE_CUSTOM_AR_PCIE": "custom allreduce enabled on PCIe-only GPUs: IPC buffers mapped "
+                                   "to every peer, graph buffers registered during capture",
+    "SGLANG_CUSTOM_ALLREDUCE_ALGO": "custom allreduce kernel choice (1stage/2stage)",
+    "PYTORCH_CUDA_ALLOC_CONF": "allocator fragmentation (reserved but unallocated memory)",
+}
+
+#: Which phase (or "throughput") each setting acts on, to link a difference to a failure.
+ACTS_ON: dict[str, tuple[str, ...]] = {
+    "mem_fraction_static": ("kv_cache_alloc", "cuda_graph_capture", "serving"),
+    "cuda_graph_max_bs": ("cuda_graph_capture",),
+    "cuda_graph_bs": ("cuda_graph_capture",),
+    "disable_cuda_graph": ("throughput",),
+    "disable_custom_all_reduce": ("init_distributed", "cuda_graph_capture"),
+    "tp_size": ("load_weights", "kv_cache_alloc"),
+    "kv_cache_dtype": ("kv_cache_alloc",),
+    "max_total_tokens": ("kv_cache_alloc",),
+    "chunked_prefill_size": ("cuda_graph_capture", "serving"),
+    "attention_backend": ("throughput",),
+    "enable_torch_compile": ("cuda_graph_capture", "throughput"),
+    "SGLANG_FORCE_CUSTOM_AR_PCIE": ("init_distributed", "cuda_graph_capture", "serving"),
+    "SGLANG_CUSTOM_ALLREDUCE_ALGO": ("cuda_graph_capture", "serving", "throughput"),
+}
+
+_IGNORE = frozenset({"random_seed", "port", "host", "nccl_port", "dist_init_addr", "file_storage_path"})
+
+#: SGLang's notice when an environment variable forces custom allreduce on (its own event kind).
+FORCED_NOTICE = "custom_ar_forced"
+
+
+@dataclass(frozen=True)
+class SettingDiff:
+    """A setting both logs show, with different values (None: default, not on that command line)."""
+
+    key: str
+    source: str          # "server_args" or "env"
+    baseline: Any
+    failing: Any
+    effect: str | None
+
+
+@dataclass(frozen=True)
+class LinkedSetting:
+    """A difference that acts on the phase where the failing run failed (or on throughput)."""
+
+    key: str
+    source: str
+    baseline: Any
+    failing: Any
+    phase: str
+    effect: str | None
+
+
+@dataclass(frozen=True)
+class ConfigDiff:
+    server_args: Mapping[str, SettingDiff]
+    env: Mapping[str, SettingDiff]
+    changed: bool
+    changed_keys: tuple[str, ...]
+    linked: tuple[LinkedSetting, ...]
+    #: Why settings were not compared (a log that shows no settings), empty when they were.
+    not_compared: str | None
+    evidence: tuple[Evidence, ...]
+
+    @staticmethod
+    def empty() -> ConfigDiff:
+        return ConfigDiff({}, {}, False, (), (), None, ())
+
+
+def _norm(v: Any) -> Any:
+    return v.strip() if isinstance(v, str) else v
+
+
+def _env(run: RunSummary) -> dict[str, str]:
+    env = dict(run.env)
+    for entry in run.notices.get(FORCED_NOTICE, []):
+        m = re.search(r"\b(SGLANG_\w+)=(\S+?):", entry.get("text") or "")
+        if m:
+            env.setdefault(m.group(1), m.group(2))
+    return env
+
+
+def _compare_args(base: RunSummary, fail: RunSummary) -> tuple[dict[str, SettingDiff], str | None]:
+    def values(run: RunSummary) -> tuple[str | None, dict[str, Any]]:
+        if run.server_args:
+            return "server_args", dict(run.server_args)
+        if run.launch_args:
+            return "launch_command", dict(run.launch_args)
+        return None, {}
+
+    bs, bv = values(base)
+    fs, fv = values(fail)
+    if bs is None or fs is None:
+        side = "the baseline's log" if bs is None else "the failing log"
+        return {}, f"{side} shows neither a server_args dump nor a launch command"
+    if bs == "launch_command" and fs == "launch_command":
+        keys = set(bv) | set(fv)  # both command lines are in the logs: a missing flag is a default
+    else:
+        keys = set(bv) & set(fv)
+    out = {}
+    for key in sorted(keys - _IGNORE):
+        b, f = bv.get(key), fv.get(key)
+        if _norm(b) != _norm(f):
+            out[key] = SettingDiff(key, "server_args", b, f, EFFECTS.get(key))
+    return out, None
+
+
+def _compare_env(base: RunSummary, fail: RunSummary) -> dict[str, SettingDiff]:
+    be, fe = _env(base), _env(fail)
+    out = {}
+    for key in sorted(set(be) | set(fe)):
+        b, f = be.get(key), fe.get(key)
+        # An unset variable is seen only where the log shows the launch command.
+        if (b is None and not base.launch_command) or (f is None and not fail.launch_command) or b == f:
+            continue
+        out[key] = SettingDiff(key, "env", b, f, EFFECTS.get(key))
+    return out
+
+
+def config_diff(fail: RunSummary, base: RunSummary) -> ConfigDiff:
+    args, not_compared = _compare_args(base, fail)
+    env = _compare_env(base, fail)
+    evidence = [e for run in (fail, base) for kind in ("launch_command", "server_args", FORCED_NOTICE)
+                for entry in run.notices.get(kind, [])[:2] for e in ev_of(entry)]
+    return ConfigDiff(args, env, bool(args or env), tuple(sorted(args) + sorted(env)), _linked(args, env, fail),
+                      not_compared, tuple(evidence))
+
+
+def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
+    crash_phase = (fail.crash or {}).get("phase")
+    out = []
+    for diffs in (args, env):
+        for key, d in diffs.items():
+            acts = ACTS_ON.get(key, ())
+            if crash_phase and crash_phase in acts:
+                out.append(LinkedSetting(key, d.source, d.baseline, d.failing, crash_phase, d.effect))
+            elif not crash_phase and "throughput" in acts:
+                out.append(LinkedSetting(key, d.source, d.baseline, d.failing, "throughput", d.effect))
+    order = list(ACTS_ON)
+    out.sort(key=lambda x: order.index(x.key) if x.key in order else len(order))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------- custom allreduce
+@dataclass(frozen=True)
+class AllreduceState:
+    """Custom allreduce in one run, as far as its log shows it."""
+
+    disabled: bool
+    forced: bool
+    disabled_by_arg: bool
+    reason: str | None
+    notices: int
+    forced_by: Mapping[str, str]
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class CustomAllreduce:
+    failing: AllreduceState
+    baseline: AllreduceState | None
+    #: Off in the baseline (its log says so) and in use in the failing run (its log says so).
+    enabled_in_failing_only: bool
+    in_crash_frames: bool
+    crash_frames: tuple[Mapping[str, Any], ...]
+    #: The failing run's TP size as its settings show it (None: not in the log).
+    world_size: int | None
+    #: IPC buffers each rank maps: two 8 MiB buffers per peer (SGLang's default), in GiB.
+    ipc_gib_per_rank: float | None
+    #: The failing log's lines that show custom allreduce in use.
+    failing_evidence: tuple[Evidence, ...]
+
+
+_TRUE_OFF = ("0", "", "false", "False")
+
+
+def allreduce_state(run: RunSummary) -> AllreduceState:
+    notes = run.notices.get("custom_ar_disabled", [])
+    forced_by = {k: v for k, v in _env(run).items() if k.startswith("SGLANG_FORCE_CUSTOM_AR") and v not in _TRUE_OFF}
+    disabled_arg = setting(run, "disable_custom_all_reduce")
+    reason = None
+    if notes:
+        m = re.search(r"because (.*?)(\. To silence|$)", notes[0]["text"])
+        reason = m.group(1) if m else notes[0]["text"]
+    evidence = [e for n in notes[:8] for e in ev_of(n)]
+    if forced_by:
+        evidence += [e for kind in (FORCED_NOTICE, "launch_command") for n in run.notices.get(kind, [])[:1]
+                     for e in ev_of(n)]
+    forced = bool(forced_by)
+    return AllreduceState((bool(notes) or disabled_arg is True) and not forced, forced, disabled_arg is True,
+                          reason, len(notes), forced_by, tuple(evidence))
+
+
+def _in_custom_ar(text: str) -> bool:
+    """A frame of SGLang's custom allreduce (not NCCL's all_reduce, which every TP run calls)."""
+    t = text.lower()
+    return "custom_all_reduce" in t or "custom_allreduce" in t or "custom_ar" in t
+
+
+def custom_ar(fail: RunSummary, base: RunSummary | None) -> CustomAllreduce:
+    f = allreduce_state(fail)
+    b = allreduce_state(base) if base else None
+    crash = fail.crash or {}
+    frames = tuple(fr for fr in crash.get("frames") or []
+                   if _in_custom_ar(fr.get("path") or "") or _in_custom_ar(fr.get("func") or ""))
+    in_message = "custom_all_reduce" in (crash.get("message") or "") or "custom_all_reduce" in (crash.get("text") or "")
+    failing_evidence = list(f.evidence) if f.forced else []
+    if frames or in_message:
+        failing_evidence += [e for e in ev_of({"file": fail.file, "line": crash.get("line"),
+                                               "rank": crash.get("first_rank"), "text": crash.get("text")})]
+    tp = setting(fail, "tp_size")
+    world = int(tp) if isinstance(tp, (int, float)) and not isinstance(tp, bool) and tp >= 1 else None
+    return CustomAllreduce(
+        failing=f, baseline=b,
+        enabled_in_failing_only=bool(b and b.disabled and not f.disabled and failing_evidence),
+        in_crash_frames=bool(frames or in_message), crash_frames=frames, world_size=world,
+        ipc_gib_per_rank=round((world - 1) * 2 * 8 / 1024, 4) if world and world > 1 else None,
+        failing_evidence=tuple(failing_evidence))

@@ -1,0 +1,265 @@
+"""What each log shows at all, which ranks of two logs are the same GPU, and whether two
+runs are the same setup.
+
+A diff compares only what both logs cover: a phase, a setting or a figure that one
+excerpt does not show is "not in this log", never a change. These facts say, per side,
+what is covered, so the comparisons in ``facts`` can ask before they speak.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..events import PHASES
+from ..model.run import RunSummary
+
+_PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+
+#: SGLang's argparse aliases of the settings the setup is judged by (``--tp`` = ``--tp-size``
+#: = ``--tensor-parallel-size``); the launch command keeps the spelling that was typed.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "tp_size": ("tp_size", "tensor_parallel_size", "tp"),
+    "dp_size": ("dp_size", "data_parallel_size", "dp"),
+    "pp_size": ("pp_size", "pipeline_parallel_size", "pp"),
+    "model_path": ("model_path", "model"),
+}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One log line a statement rests on."""
+
+    file: str | None
+    line: int | None
+    rank: str | None
+    text: str
+
+
+def ev(run: RunSummary, line: int | None, rank: str | None, text: str | None) -> Evidence:
+    return Evidence(run.file, line, rank, (text or "")[:400])
+
+
+def ev_of(entry: Mapping[str, Any] | None) -> tuple[Evidence, ...]:
+    """A run summary's evidence entry (a mapping) as an Evidence, or nothing."""
+    if not entry or entry.get("line") is None:
+        return ()
+    return (Evidence(entry.get("file"), entry.get("line"), entry.get("rank"), str(entry.get("text") or "")[:400]),)
+
+
+def phase_index(phase: str | None) -> int:
+    return _PHASE_INDEX.get(phase or "", -1)
+
+
+def setting(run: RunSummary, name: str) -> Any:
+    """A setting as the log shows it: the ``server_args`` dump, else the launch command (aliases read)."""
+    for key in ALIASES.get(name, (name,)):
+        if key in run.server_args:
+            return run.server_args[key]
+    for key in ALIASES.get(name, (name,)):
+        if key in run.launch_args:
+            return run.launch_args[key]
+    return None
+
+
+# ---------------------------------------------------------------------------- ranks
+_PART = re.compile(r"\b(DP|PP|TP)(\d+)\b")
+
+
+def _rank_key(label: str) -> tuple[int, int, int] | None:
+    """(DP, PP, TP) of a rank label; an absent part is 0 (one DP group, one PP stage)."""
+    parts = dict((k, int(v)) for k, v in _PART.findall(label))
+    if "TP" not in parts:
+        return None
+    return parts.get("DP", 0), parts.get("PP", 0), parts["TP"]
+
+
+def pair_ranks(base: list[str], fail: list[str]) -> dict[str, str]:
+    """Baseline rank label -> the failing run's label for the same GPU.
+
+    Labels are compared by their DP/PP/TP numbers, so ``DP0 TP0 EP0`` and ``TP0`` are the
+    same rank; ``-`` (a scheduler that printed no rank: a single GPU) is TP0 when the
+    other log names TP0 and this one has no other rank that could be it.
+    """
+    def keyed(labels: list[str]) -> dict[tuple[int, int, int], str]:
+        out: dict[tuple[int, int, int], str] = {}
+        for label in labels:
+            key = _rank_key(label)
+            if key is not None:
+                out.setdefault(key, label)
+        if "-" in labels and (0, 0, 0) not in out:
+            out[(0, 0, 0)] = "-"
+        return out
+
+    fk = keyed(fail)
+    pairs = {b: b for b in base if b in fail}
+    taken = set(pairs.values())
+    for key, label in keyed(base).items():
+        if label in pairs:
+            continue
+        other = fk.get(key)
+        if other is not None and other not in taken:
+            pairs[label] = other
+            taken.add(other)
+    return pairs
+
+
+# ---------------------------------------------------------------------------- coverage
+@dataclass(frozen=True)
+class Coverage:
+    """What one log shows: a statement about anything else is "not in this log"."""
+
+    outcome: str
+    ranks: tuple[str, ...]
+    #: Per rank, the phases it printed lines in, plus the phase it crashed in (pipeline order).
+    rank_phases: Mapping[str, tuple[str, ...]]
+    #: Per rank, the furthest of those phases (None: the rank printed no phase line).
+    rank_reached: Mapping[str, str | None]
+    phases: tuple[str, ...]
+    #: Where the settings come from: "server_args" (the full dump), "launch_command", or None.
+    settings_source: str | None
+    launch_command: bool
+    figures: tuple[str, ...]
+    #: The log shows where the run stopped (a crash or a hang), so an absence after it is real.
+    stopped: bool
+    reached_ready: bool
+
+
+def crash_phases(run: RunSummary) -> dict[str, str]:
+    """Rank -> the phase its fatal error happened in, from the crash and each traceback."""
+    out: dict[str, str] = {}
+    for exc in run.exceptions or []:
+        if exc.get("phase"):
+            for r in exc.get("ranks") or []:
+                if r and phase_index(exc["phase"]) > phase_index(out.get(r)):
+                    out[r] = exc["phase"]
+    crash = run.crash or {}
+    if crash.get("phase"):
+        for r in crash.get("ranks") or []:
+            if r and r not in out:
+                out[r] = crash["phase"]
+    return out
+
+
+def coverage(run: RunSummary) -> Coverage:
+    crashed = crash_phases(run)
+    ranks = list(dict.fromkeys([*run.ranks, *crashed]))
+    rank_phases: dict[str, tuple[str, ...]] = {}
+    reached: dict[str, str | None] = {}
+    for r in ranks:
+        seen = set(run.phases.get(r, {})) | ({crashed[r]} if r in crashed else set())
+        if run.phase_reached.get(r):
+            seen.add(run.phase_reached[r])
+        ordered = tuple(p for p in PHASES if p in seen)
+        rank_phases[r] = ordered
+        reached[r] = ordered[-1] if ordered else None
+    source = "server_args" if run.server_args else "launch_command" if run.launch_args else None
+    figures = sorted({k for m in run.memory.values() for k in m if k != "evidence"})
+    return Coverage(
+        outcome=run.outcome, ranks=tuple(ranks), rank_phases=rank_phases, rank_reached=reached,
+        phases=tuple(p for p in PHASES if any(p in ph for ph in rank_phases.values())),
+        settings_source=source, launch_command=bool(run.launch_command), figures=tuple(figures),
+        stopped=run.outcome in ("crashed", "hung"), reached_ready=run.outcome == "ready",
+    )
+
+
+# ---------------------------------------------------------------------------- setup
+#: What makes two runs the same setup, in the order the verdict names differences.
+SETUP_KEYS = (
+    ("model_path", "model"),
+    ("architecture", "model architecture"),
+    ("tp_size", "TP size"),
+    ("dp_size", "DP size"),
+    ("pp_size", "PP size"),
+    ("gpu", "GPU"),
+    ("sglang", "SGLang version"),
+)
+
+
+@dataclass(frozen=True)
+class SetupItem:
+    """One aspect of the setup as both logs show it (None: not in that log)."""
+
+    key: str
+    label: str
+    baseline: Any
+    failing: Any
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Whether the two runs are the same setup, judged only on what both logs show."""
+
+    differs: tuple[SetupItem, ...]
+    same: tuple[str, ...]
+    #: Aspects that one log or both do not show (so sameness is not established for them).
+    unknown: tuple[str, ...]
+    comparable: bool
+    evidence: tuple[Evidence, ...]
+
+    @staticmethod
+    def empty() -> Setup:
+        return Setup((), (), (), True, ())
+
+
+def _gpu(run: RunSummary) -> str | None:
+    """The GPU as an OOM message describes it: device API and total capacity."""
+    for exc in [run.crash or {}, *(run.exceptions or [])]:
+        oom = exc.get("oom") or {}
+        if oom.get("total_gib"):
+            return f"{oom.get('device') or 'GPU'} {oom['total_gib']:.1f} GiB"
+    return None
+
+
+def setup_values(run: RunSummary) -> dict[str, Any]:
+    values: dict[str, Any] = {k: setting(run, k) for k in ("model_path", "tp_size", "dp_size", "pp_size")}
+    values["architecture"] = (run.versions or {}).get("model_type")
+    values["gpu"] = _gpu(run)
+    values["sglang"] = (run.versions or {}).get("sglang")
+    return values
+
+
+def _same(key: str, a: Any, b: Any) -> bool:
+    if key == "model_path" and isinstance(a, str) and isinstance(b, str):
+        # The same checkpoint under another directory is the same model.
+        return a.strip().rstrip("/").rsplit("/", 1)[-1] == b.strip().rstrip("/").rsplit("/", 1)[-1]
+    if isinstance(a, str) and isinstance(b, str):
+        return a.strip() == b.strip()
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return bool(a == b)
+
+
+def tp_at_least(run: RunSummary) -> int | None:
+    """The TP size the rank labels imply at least: a log that names TP7 has eight TP ranks or more."""
+    labels = [*run.ranks, *((run.crash or {}).get("ranks") or [])]
+    tps = [k[2] for k in (_rank_key(r) for r in labels if r) if k is not None]
+    return max(tps) + 1 if tps else None
+
+
+def setup(base: RunSummary, fail: RunSummary) -> Setup:
+    bv, fv = setup_values(base), setup_values(fail)
+    # A TP size one log does not print may still be bounded by the ranks it names.
+    for values, other, run in ((bv, fv, base), (fv, bv, fail)):
+        least = tp_at_least(run)
+        if values.get("tp_size") is None and other.get("tp_size") is not None and least \
+                and least > int(other["tp_size"]):
+            values["tp_size"] = f"at least {least} (its ranks go up to TP{least - 1})"
+    differs, same, unknown = [], [], []
+    for key, label in SETUP_KEYS:
+        b, f = bv.get(key), fv.get(key)
+        if b is None or f is None:
+            unknown.append(key)
+        elif _same(key, b, f):
+            same.append(key)
+        else:
+            differs.append(SetupItem(key, label, b, f))
+    evidence: list[Evidence] = []
+    if differs:
+        for run in (fail, base):
+            for kind in ("server_args", "launch_command"):
+                evidence += [e for entry in run.notices.get(kind, [])[:1] for e in ev_of(entry)]
+    return Setup(tuple(differs), tuple(same), tuple(unknown), not differs, tuple(evidence))
