@@ -183,6 +183,8 @@ def alignment(fail: RunSummary, base: RunSummary, fc: Coverage, bc: Coverage) ->
 # ---------------------------------------------------------------------------- memory
 @dataclass(frozen=True)
 class FigureDelta:
+    """One figure of one rank in both logs (only figures both print)."""
+
     rank: str
     figure: str
     baseline: float | None
@@ -277,6 +279,8 @@ BUDGET_TERMS = (
 
 @dataclass(frozen=True)
 class BudgetTerm:
+    """One term of SGLang's KV-cache budget in both runs."""
+
     term: str
     label: str
     unit: str
@@ -307,6 +311,8 @@ def budget_terms(base: Budget, fail: Budget, bcap: Capture | None, fcap: Capture
 
 @dataclass(frozen=True)
 class BudgetFacts:
+    """SGLang's memory budget rebuilt for each run, and the setting that would have fit."""
+
     failing: Budget
     baseline: Budget | None
     advice: Advice
@@ -315,6 +321,8 @@ class BudgetFacts:
 # ---------------------------------------------------------------------------- throughput
 @dataclass(frozen=True)
 class AcceptLength:
+    """Median speculative accept length in both runs."""
+
     baseline: float | None
     failing: float | None
     ratio: float | None
@@ -322,6 +330,8 @@ class AcceptLength:
 
 @dataclass(frozen=True)
 class Throughput:
+    """Decode throughput in both runs; a ratio only when both have five records or more."""
+
     baseline: Mapping[str, Any]
     failing: Mapping[str, Any]
     ratio: float | None = None
@@ -354,6 +364,8 @@ def throughput(fail: RunSummary, base: RunSummary) -> Throughput:
 # ---------------------------------------------------------------------------- hang, unbalanced, novelty
 @dataclass(frozen=True)
 class HangFacts:
+    """A hang: the ranks that fell silent and the watchdog lines of the others."""
+
     hung: bool
     silent_ranks: tuple[str, ...] = ()
     watchdog_ranks: tuple[str, ...] = ()
@@ -372,6 +384,8 @@ def hang_facts(run: RunSummary) -> HangFacts:
 
 @dataclass(frozen=True)
 class Unbalanced:
+    """GPUs with much less free memory than the others, and the ranks that raised."""
+
     unbalanced: bool
     max_gib: float | None = None
     min_gib: float | None = None
@@ -437,6 +451,8 @@ def novel_lines(fail: RunSummary, base: RunSummary) -> tuple[NovelShape, ...]:
 # ---------------------------------------------------------------------------- all facts
 @dataclass(frozen=True)
 class Sides:
+    """What each log covers (``baseline`` null for a single-run diagnosis)."""
+
     failing: Coverage
     baseline: Coverage | None
 

@@ -82,6 +82,8 @@ class LinkedSetting:
 
 @dataclass(frozen=True)
 class ConfigDiff:
+    """Settings both logs show that differ, and those acting on the failing phase."""
+
     server_args: Mapping[str, SettingDiff]
     env: Mapping[str, SettingDiff]
     changed: bool
@@ -186,6 +188,8 @@ class AllreduceState:
 
 @dataclass(frozen=True)
 class CustomAllreduce:
+    """SGLang's custom allreduce in both runs, with the failing log's evidence that it was in use."""
+
     failing: AllreduceState
     baseline: AllreduceState | None
     #: Off in the baseline (its log says so) and in use in the failing run (its log says so).
