@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
 import typing
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def _resolves(path: list[str]) -> bool:
     """Whether ``facts.a.b.c`` names fields all the way (a mapping or a list ends the check)."""
     hint: typing.Any = Facts
     for name in path:
-        while typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType")):
+        while typing.get_origin(hint) in (typing.Union, types.UnionType):
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
         if not (isinstance(hint, type) and dataclasses.is_dataclass(hint)):
             return True  # a mapping, a list or a plain value: keys and methods are not fields
