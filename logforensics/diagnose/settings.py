@@ -247,5 +247,5 @@ def custom_ar(fail: RunSummary, base: RunSummary | None) -> CustomAllreduce:
         failing=f, baseline=b,
         enabled_in_failing_only=bool(b and b.disabled and not f.disabled and failing_evidence),
         in_crash_frames=bool(frames or in_message), crash_frames=frames, world_size=world,
-        ipc_gib_per_rank=round((world - 1) * 2 * 8 / 1024, 4) if world and world > 1 else None,
+        ipc_gib_per_rank=(world - 1) * 2 * 8 / 1024 if world and world > 1 else None,
         failing_evidence=tuple(failing_evidence))
