@@ -17,7 +17,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from .pipeline import InputError, iter_events, summarize_file
+from .pipeline import InputError, RunFiles, iter_run_events, run_files, summarize_run
 from .version import __version__
 
 EXIT_OK = 0
@@ -69,32 +69,46 @@ def main() -> None:
     Reads multi-rank SGLang logs of any version (interleaved ranks, tqdm bars,
     tracebacks without prefixes) into typed events and explains what happened.
     Memory figures are GiB: SGLang's "GB" is GiB.
+
+    Wherever a command takes a run (LOGS, BASELINE, FAILING) it takes a file, a
+    directory (its *.log, *.out, *.err, compressed or not), a quoted glob, or (LOGS)
+    several files: one per node of a multi-node launch, or the prefill, decode and
+    router logs of a disaggregated one. They are read as one run.
     """
 
 
+def _run(args: tuple[str, ...] | list[str]) -> RunFiles:
+    try:
+        return run_files(list(args))
+    except InputError as exc:
+        raise fail(str(exc)) from None
+
+
 @main.command()
-@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("logs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv", "parquet"]), default="table",
               show_default=True, help="Output format.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="Write here instead of stdout (required for parquet).")
 @click.option("--kind", "kinds", multiple=True, help="Only events of this kind (repeatable).")
 def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) -> None:
-    """Print every event of LOGS in order.
+    """Print every event of the run LOGS, file after file, each in order.
 
     jsonl gives one JSON object per event with kind, rank, ts, file, line (as grep -n
-    counts) and the event's own fields, units in their names (avail_gib, elapsed_s).
+    counts), node (in a run of several files, or when a wrapper names it) and the
+    event's own fields, units in their names (avail_gib, elapsed_s).
     csv and parquet go through pandas and hold all events in memory.
     """
     if fmt == "parquet" and output == "-":
         raise fail("--format parquet needs -o FILE")
     wanted = set(kinds)
-    with progress_bar(list(logs)) as advance:
-        _parse_out(logs, fmt, output, wanted, advance)
+    run = _run(logs)
+    with progress_bar(run.paths) as advance:
+        _parse_out(run, fmt, output, wanted, advance)
 
 
-def _parse_out(logs: tuple[str, ...], fmt: str, output: str, wanted: set[str], advance: Any) -> None:
-    events = (ev for path in logs for ev in _events_or_fail(path, advance) if not wanted or ev.kind in wanted)
+def _parse_out(run: RunFiles, fmt: str, output: str, wanted: set[str], advance: Any) -> None:
+    events = (ev for ev in _events_or_fail(run, advance) if not wanted or ev.kind in wanted)
     try:
         if fmt in ("csv", "parquet"):
             _write_frame(events, fmt, output)
@@ -109,9 +123,9 @@ def _parse_out(logs: tuple[str, ...], fmt: str, output: str, wanted: set[str], a
         _silence_broken_pipe()
 
 
-def _events_or_fail(path: str, progress: Any = None):
+def _events_or_fail(run: RunFiles, progress: Any = None):
     try:
-        yield from iter_events(path, progress=progress)
+        yield from iter_run_events(run, progress=progress)
     except InputError as exc:
         raise fail(str(exc)) from None
 
@@ -122,7 +136,8 @@ def _table_line(ev: Any) -> str:
         fields = f"{ev.fields.get('exception')}: {(ev.fields.get('message') or '')[:120]!r} frames={len(ev.fields.get('frames') or [])}"
     elif ev.kind == "other":
         fields = ev.text[:160]
-    return f"{ev.file}:{ev.line:<7} {ev.rank or '-':<12} {ev.kind:<18} {fields}"
+    where = f"{ev.node}  " if ev.node else ""
+    return f"{where}{ev.file}:{ev.line:<7} {ev.rank or '-':<12} {ev.kind:<18} {fields}"
 
 
 def _short(value: Any) -> str:
@@ -148,13 +163,19 @@ def _write_frame(events: Any, fmt: str, output: str) -> None:
 
 
 @main.command()
-@click.argument("log", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("logs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def summary(log: str, as_json: bool) -> None:
-    """Summarise one run: outcome, ranks, phase reached, memory per rank, crash."""
+def summary(logs: tuple[str, ...], as_json: bool) -> None:
+    """Summarise one run: outcome, ranks, phase reached, memory per rank, crash.
+
+    LOGS is one run: a file, several files (one per node or server), a directory or a
+    quoted glob. Ranks and the crash name their node and file; ranks that the parallel
+    sizes call for but no file shows are listed as missing.
+    """
+    run = _run(logs)
     try:
-        with progress_bar([log]) as advance:
-            s = summarize_file(log, progress=advance)
+        with progress_bar(run.paths) as advance:
+            s = summarize_run(run, progress=advance)
     except InputError as exc:
         raise fail(str(exc)) from None
     try:
@@ -172,8 +193,8 @@ FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
 
 
 @main.command()
-@click.argument("baseline", type=click.Path(dir_okay=False, allow_dash=True))
-@click.argument("failing", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("baseline", type=click.Path(allow_dash=True))
+@click.argument("failing", type=click.Path(allow_dash=True))
 @click.option("-o", "--output", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Write the HTML report here.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
@@ -184,20 +205,22 @@ FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
               help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
 def diff(baseline: str, failing: str, html_path: str | None, json_path: str | None, fail_on: str,
          rules_dirs: tuple[str, ...]) -> None:
-    """Compare a FAILING run's log with a BASELINE's and explain what differs and why.
+    """Compare a FAILING run's logs with a BASELINE's and explain what differs and why.
 
-    Prints the verdict and the findings with their evidence lines (file:line, rank),
+    Each run is a file, a directory of per-node (or prefill/decode/router) logs, or a
+    quoted glob. Prints the verdict and the findings with their evidence lines (file:line, rank),
     and optionally writes an HTML report (-o) and JSON (--json). Exit status: 0 when
     no finding reaches --fail-on, 1 when one does, 2 on bad usage or unreadable input.
     """
     from .diagnose.rulespec import RuleError
-    from .pipeline import diagnose_files
+    from .pipeline import diagnose_runs
 
     if baseline == "-" and failing == "-":
         raise fail("only one of BASELINE and FAILING can be '-' (stdin)")
+    base_run, fail_run = _run([baseline]), _run([failing])
     try:
-        with progress_bar([baseline, failing]) as advance:
-            d = diagnose_files(failing, baseline, rules_dirs=rules_dirs, progress=advance)
+        with progress_bar(base_run.paths + fail_run.paths) as advance:
+            d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
     except (InputError, RuleError) as exc:
         raise fail(str(exc)) from None
     to_stdout_json = json_path == "-"

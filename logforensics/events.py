@@ -9,6 +9,10 @@ timestamp.
 
 Field names carry their units: ``avail_gib`` (SGLang's "GB" is GiB, bytes / 2**30),
 ``elapsed_s``, ``gen_throughput_tok_s``.
+
+``node`` names the machine the record came from when a run spans several (``node1``, a
+pod name, a Ray worker's IP): from the file name, the launch line, or a wrapper that
+another tool put in front of the line. None when nothing names it.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class Event(NamedTuple):
     text: str
     file: str | None = None
     end_line: int | None = None
+    node: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``parse --format jsonl``: provenance first, then fields."""
@@ -76,6 +81,8 @@ class Event(NamedTuple):
             "file": self.file,
             "line": self.line,
         }
+        if self.node is not None:
+            out["node"] = self.node
         if self.end_line is not None and self.end_line != self.line:
             out["end_line"] = self.end_line
         for key, value in self.fields.items():

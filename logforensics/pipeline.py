@@ -1,23 +1,49 @@
-"""The small public facade: a log file to events, to a run summary, to a diagnosis.
+"""The small public facade: a run's logs to events, to a run summary, to a diagnosis.
 
 Each call goes through the one pipeline (``ingest.LiveRun``): the same parser and run
-model that ``watch`` feeds chunk by chunk.
+model that ``watch`` feeds chunk by chunk. A run is one file or several (one per node or
+server, ``ingest.runset``); their summaries are combined by ``model.nodes.combine``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .diagnose.engine import Diagnosis, evaluate
 from .diagnose.rulespec import load_rules
 from .events import Event
-from .ingest import InputError, LiveRun, blocks, read_file
+from .ingest import InputError, LiveRun, RunFiles, blocks, read_file, read_run, run_files
+from .model.nodes import combine
 from .model.run import RunSummary
 from .read.parser import IncrementalParser
 
-__all__ = ["InputError", "LiveRun", "diagnose_files", "iter_events", "summarize_file"]
+__all__ = ["InputError", "LiveRun", "RunFiles", "diagnose_files", "diagnose_runs", "iter_events",
+           "iter_run_events", "run_files", "summarize_file", "summarize_run"]
+
+RunArgs = str | Sequence[str] | RunFiles
+
+
+def _files(run: RunArgs) -> RunFiles:
+    if isinstance(run, RunFiles):
+        return run
+    return run_files([run] if isinstance(run, str) else list(run))
+
+
+def summarize_run(run: RunArgs, *, progress: Callable[[int], None] | None = None) -> RunSummary:
+    """One run's summary from its files (a path, a directory, a glob, several of them, or
+    a ``RunFiles``): each file read alone, then combined across nodes and servers."""
+    files = _files(run)
+    return combine(read_run(files, progress=progress), source=files.source)
+
+
+def iter_run_events(run: RunArgs, *, progress: Callable[[int], None] | None = None) -> Iterator[Event]:
+    """Every event of a run's files, file after file, each labelled with its file's node."""
+    from .ingest.runset import resolve_node
+
+    for f in _files(run).files:
+        yield from iter_events(f.path, node=resolve_node(f), progress=progress)
 
 
 def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,
@@ -27,9 +53,9 @@ def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,
 
 
 def iter_events(path: str | os.PathLike[str], *, name: str | None = None,
-                progress: Callable[[int], None] | None = None) -> Iterator[Event]:
+                progress: Callable[[int], None] | None = None, node: str | None = None) -> Iterator[Event]:
     """Every event of a log, in order (a generator: constant memory)."""
-    parser = IncrementalParser(name or os.fspath(path))
+    parser = IncrementalParser(name or os.fspath(path), node=node)
     for block in blocks(path, progress):
         yield from parser.feed(block)
     yield from parser.close()
@@ -41,3 +67,11 @@ def diagnose_files(failing: str, baseline: str | None, *, rules_dirs: Iterable[s
     rules = load_rules(rules_dirs)  # load rules first: a bad rule file fails before any parsing
     base = summarize_file(baseline, progress=progress) if baseline else None
     return evaluate(rules, summarize_file(failing, progress=progress), base)
+
+
+def diagnose_runs(failing: RunArgs, baseline: RunArgs | None, *, rules_dirs: Iterable[str] = (),
+                  progress: Any = None) -> Diagnosis:
+    """``diagnose_files`` for runs of one or several files each."""
+    rules = load_rules(rules_dirs)
+    base = summarize_run(baseline, progress=progress) if baseline else None
+    return evaluate(rules, summarize_run(failing, progress=progress), base)

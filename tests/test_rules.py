@@ -11,13 +11,19 @@ from logforensics.diagnose.engine import env_for, evaluate, fire
 from logforensics.diagnose.facts import compute
 from logforensics.diagnose.rulespec import RuleError, load_rule_text, load_rules
 from logforensics.ingest import LiveRun
+from logforensics.ingest.runset import node_from_name
+from logforensics.model.nodes import NodeSummary, combine
 
 RULES = load_rules()
 
 
-def _run(text: str | None, name: str):
+def _run(text: str | dict[str, str] | None, name: str):
+    """One log's summary, or (a mapping of file names to texts) a run of several files."""
     if text is None:
         return None
+    if isinstance(text, dict):
+        parts = [NodeSummary(node_from_name(f), f"{name}/{f}", _run(t, f"{name}/{f}")) for f, t in text.items()]
+        return combine(parts, source=name)
     run = LiveRun(name)
     run.feed(text.encode())
     run.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jinja2 import TemplateError
@@ -67,7 +67,7 @@ def env_for(failing: RunSummary, baseline: RunSummary | None, facts: Facts) -> d
 def evaluate(rules: Sequence[RuleSpec], failing: RunSummary, baseline: RunSummary | None) -> Diagnosis:
     facts = compute(failing, baseline)
     env = env_for(failing, baseline, facts)
-    findings = [f for f in (fire(rule, env) for rule in rules) if f is not None]
+    findings = [_located(f, failing, baseline) for f in (fire(rule, env) for rule in rules) if f is not None]
     findings.sort(key=lambda f: _SEVERITY_RANK[f.severity])
     return Diagnosis(baseline, failing, facts, tuple(findings), verdict(failing, baseline, facts, findings))
 
@@ -103,9 +103,32 @@ def _evidence(value: Any) -> list[dict[str, Any]]:
         if key in seen:
             continue
         seen.add(key)
-        out.append({"file": item.get("file"), "line": item.get("line"), "rank": item.get("rank"),
-                    "text": (item.get("text") or "")[:400]})
+        entry = {"file": item.get("file"), "line": item.get("line"), "rank": item.get("rank"),
+                 "text": (item.get("text") or "")[:400]}
+        if item.get("node"):
+            entry["node"] = item["node"]
+        out.append(entry)
     return out[:24]
+
+
+def _located(f: Finding, failing: RunSummary, baseline: RunSummary | None) -> Finding:
+    """Evidence of a run of several files names the node and the file each line is in
+    (facts cite lines by the run, whose name is its directory)."""
+    if not f.evidence or not (failing.nodes or (baseline and baseline.nodes)):
+        return f
+    out = []
+    for e in f.evidence:
+        run = baseline if baseline is not None and e.get("file") == baseline.file and e.get("file") != failing.file \
+            else failing
+        node = e.get("node") or run.rank_nodes.get(e.get("rank") or "")
+        e = dict(e)
+        if node:
+            e["node"] = node
+            info = run.nodes.get(node) or {}
+            if e.get("file") == run.file and info.get("file"):
+                e["file"] = info["file"]
+        out.append(e)
+    return replace(f, evidence=tuple(out))
 
 
 def _lookup(env: dict[str, Any], path: str) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 from ..events import PHASES
 from ..model.run import RunSummary
 from .budget import Advice, Budget, Capture, advice, budget, capture
+from .nodes import NodeFacts, node_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
 from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, phase_index, setup
 
@@ -482,6 +483,7 @@ class Facts:
     novel_evidence: tuple[Evidence, ...]
     hang: HangFacts
     unbalanced: Unbalanced
+    nodes: NodeFacts
 
 
 def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
@@ -512,6 +514,7 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
         novel_evidence=tuple(ev(failing, n.first_line, n.rank, n.example) for n in novel if n.first_line)[:6],
         hang=hang_facts(failing),
         unbalanced=unbalanced(failing),
+        nodes=node_facts(failing, baseline),
     )
 
 

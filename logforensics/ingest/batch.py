@@ -11,7 +11,7 @@ from .parallel import read_in_parallel
 
 
 def read_file(path: str | os.PathLike[str], *, name: str | None = None,
-              progress: Callable[[int], None] | None = None) -> LiveRun:
+              progress: Callable[[int], None] | None = None, node: str | None = None) -> LiveRun:
     """Read the whole file (or ``-``, standard input) into a new run, closed.
 
     A large regular file is read on several cores by ``parallel.read_in_parallel``, with
@@ -19,10 +19,10 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
     (which also reports unreadable files as ``InputError``).
     """
     name = name or os.fspath(path)
-    run = read_in_parallel(path, name=name, progress=progress)
+    run = read_in_parallel(path, name=name, progress=progress, node=node)
     if run is not None:
         return run
-    run = LiveRun(name)
+    run = LiveRun(name, node=node)
     for block in blocks(path, progress):
         run.feed(block)
     run.close()

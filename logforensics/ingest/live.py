@@ -17,24 +17,39 @@ class LiveRun:
 
     Each chunk's events go to the model in one ``observe_all`` call. ``model`` and
     ``parser`` are given only by the parallel reader, which builds a run's model from
-    several ranges and hands both over once.
+    several ranges and hands both over once. ``node`` labels every event of a log that
+    is one node's part of a run (``ingest.runset``).
     """
 
     def __init__(self, name: str | None, *, model: RunModel | None = None,
-                 parser: IncrementalParser | None = None) -> None:
+                 parser: IncrementalParser | None = None, node: str | None = None) -> None:
         self.name = name
-        self.parser = parser if parser is not None else IncrementalParser(name)
+        self.node = node
+        self.parser = parser if parser is not None else IncrementalParser(name, node=node)
         self.model = model if model is not None else RunModel(name)
+        #: Ranks whose lines a wrapper labelled with a node (Ray ``ip=``, a pod prefix).
+        self.rank_nodes: dict[str, str] = {}
 
     def feed(self, chunk: bytes) -> list[Event]:
         events = self.parser.feed(chunk)
         self.model.observe_all(events)
+        if self.parser.classifier.node_shapes:
+            self._note_nodes(events)
         return events
 
     def close(self) -> list[Event]:
         events = self.parser.close()
         self.model.observe_all(events)
+        if self.parser.classifier.node_shapes:
+            self._note_nodes(events)
         return events
+
+    def _note_nodes(self, events: list[Event]) -> None:
+        """The node a wrapper named for each rank (a Ray log that interleaves machines)."""
+        nodes = self.rank_nodes
+        for ev in events:
+            if ev.rank is not None and ev.node is not None and ev.rank not in nodes and len(nodes) < 4096:
+                nodes[ev.rank] = ev.node
 
     def summary(self) -> RunSummary:
         stats = self.parser.stats

@@ -100,7 +100,7 @@ def _fork_context() -> multiprocessing.context.BaseContext | None:
 def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
                      progress: Callable[[int], None] | None = None,
                      workers: int | None = None, min_bytes: int | None = None,
-                     range_bytes: int | None = None) -> LiveRun | None:
+                     range_bytes: int | None = None, node: str | None = None) -> LiveRun | None:
     """Read the file at ``path`` into a new run on several cores, if worthwhile.
 
     Returns None, having done nothing, when the file should be read sequentially (not a
@@ -136,7 +136,8 @@ def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
     except OSError:  # no processes or semaphores here: read sequentially
         return None
     try:
-        run = read_ranges(p, name, ranges, progress=progress, submit=lambda job: pool.submit(_read_range, job))
+        run = read_ranges(p, name, ranges, progress=progress, submit=lambda job: pool.submit(_read_range, job),
+                          node=node)
     except BrokenProcessPool:
         raise InputError(f"{p}: a worker process died while reading (out of memory?); "
                          "LOGFORENSICS_WORKERS=1 reads the file in one process") from None
@@ -156,7 +157,7 @@ class _Done(NamedTuple):
 
 def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 progress: Callable[[int], None] | None = None,
-                submit: Callable[[tuple], Any] | None = None) -> LiveRun:
+                submit: Callable[[tuple], Any] | None = None, node: str | None = None) -> LiveRun:
     """Read ``ranges`` (consecutive, starting at line starts) of the file into a new run.
 
     ``submit(job)`` starts reading one range and returns a future whose ``result()`` is
@@ -170,9 +171,9 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     handles = []
     for k, (a, b) in enumerate(ranges):
         first_lines.append(first_lines[-1] + _count_lines((path, ranges[k - 1][0], a)) if k else 0)
-        handles.append(submit((path, name, k, a, b, first_lines[k], k == last)))
+        handles.append(submit((path, name, k, a, b, first_lines[k], k == last, node)))
 
-    parser = IncrementalParser(name)  # the run's parser: it only sums the ranges' counts
+    parser = IncrementalParser(name, node=node)  # the run's parser: it only sums the ranges' counts
     model = RunModel(name)
     stats = parser.stats
     decode_errors = 0
@@ -189,7 +190,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
             decode_errors += res.decode_errors
         else:  # read the range here, with the model as it stands (and on after a traceback)
             if again is None:
-                again = LiveRun(name, model=model)
+                again = LiveRun(name, model=model, node=node)
                 again.parser.line_offset = first_lines[k]
                 again.parser.classifier.share_memo(_shared_classifier())
             _feed_range(again, path, ranges[k][0], ranges[k][1])
@@ -202,7 +203,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
         if progress is not None:
             progress(ranges[k][1] - ranges[k][0])
     parser.classifier.decode_errors += decode_errors
-    return LiveRun(name, model=model, parser=parser)
+    return LiveRun(name, model=model, parser=parser, node=node)
 
 
 def choose_ranges(path: str, size: int, range_bytes: int = RANGE_BYTES, *,
@@ -287,9 +288,9 @@ def _count_lines(job: tuple[str, int, int]) -> int:
     return count
 
 
-def _read_range(job: tuple[str, str, int, int, int, int, bool]) -> RangeResult:
-    path, name, index, start, end, first_line, last = job
-    run = LiveRun(name)
+def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None]) -> RangeResult:
+    path, name, index, start, end, first_line, last, node = job
+    run = LiveRun(name, node=node)
     run.parser.line_offset = first_line
     run.parser.classifier.share_memo(_shared_classifier())
     if index > 0:  # finer points merge closer to what one pass gives (Series.merge)

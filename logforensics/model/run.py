@@ -118,6 +118,11 @@ class RunSummary:
     notices: dict[str, list[dict[str, Any]]]
     coverage: dict[str, Any]
     warnings: list[str]
+    #: A run of several files (``model.nodes``): each node's file, role and outcome; the
+    #: node of each rank; ranks the parallel sizes call for that no file shows.
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rank_nodes: dict[str, str] = field(default_factory=dict)
+    missing_ranks: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

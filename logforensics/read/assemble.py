@@ -30,7 +30,7 @@ TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thre
 
 
 class _Traceback:
-    __slots__ = ("first", "rank", "ts", "file", "source", "frames", "exception", "message",
+    __slots__ = ("first", "rank", "ts", "file", "node", "source", "frames", "exception", "message",
                  "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at")
 
     def __init__(self, ev: Event, source: str | None) -> None:
@@ -38,6 +38,7 @@ class _Traceback:
         self.rank = ev.rank
         self.ts = ev.ts
         self.file = ev.file
+        self.node = ev.node
         self.source = source
         self.frames: list[dict[str, Any]] = []
         self.exception: str | None = None
@@ -68,7 +69,7 @@ class _Traceback:
             "lines": self.lines,
         }
         fields["oom"] = decompose_oom(self.exception, self.message)
-        return Event("exception", self.first, self.rank, self.ts, fields, text, self.file, self.last_line)
+        return Event("exception", self.first, self.rank, self.ts, fields, text, self.file, self.last_line, self.node)
 
 
 class TracebackAssembler:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..events import Event
 from .assemble import TRACEBACK_OPENERS
 from .grammar import Fields, Plan, build_event, plan_record
-from .segments import clean, needs_clean, segment
+from .segments import clean, needs_clean, segment, wrapper_nodes
 
 _MASK = bytes.maketrans(b"123456789", b"000000000")
 
@@ -44,8 +44,13 @@ _new_tuple = tuple.__new__
 class LineClassifier:
     """Turns one physical line (bytes, no newline) into its record events."""
 
-    def __init__(self, file: str | None = None, memo_limit: int = 200_000) -> None:
+    def __init__(self, file: str | None = None, memo_limit: int = 200_000, node: str | None = None) -> None:
         self.file = file
+        #: The node of every record whose line has no wrapper naming another one.
+        self.node = node
+        #: Shapes whose wrappers name a node (Ray ``ip=``, a pod): the name has digits, so it
+        #: is read from each line again; such shapes are never in ``plain``.
+        self.node_shapes: set[bytes] = set()
         self.memo: dict[bytes, Entry] = {}
         #: The subset of ``memo`` that ``classify_block`` builds inline: shapes that are
         #: one record filling the whole line and cannot open a traceback.
@@ -59,18 +64,27 @@ class LineClassifier:
         so a process that reads several parts of a log learns each shape once."""
         self.memo = other.memo
         self.plain = other.plain
+        self.node_shapes = other.node_shapes
 
     def classify(self, raw: bytes, line: int) -> list[Event]:
         key = raw.translate(_MASK)
         entry = self.memo.get(key)
         if entry is not None:
             text = raw.decode("ascii")
+            if key in self.node_shapes:
+                return self._with_nodes(entry, text, line)
             if len(entry) == 1:  # the usual case: one record on the line
                 a, b, plan = entry[0]
-                return [build_event(plan, text if a == 0 and b == len(text) else text[a:b], line, self.file)]
-            file = self.file
-            return [build_event(plan, text[a:b], line, file) for a, b, plan in entry]
+                return [build_event(plan, text if a == 0 and b == len(text) else text[a:b], line, self.file,
+                                    self.node)]
+            file, node = self.file, self.node
+            return [build_event(plan, text[a:b], line, file, node) for a, b, plan in entry]
         return self._classify_slow(raw, key, line)
+
+    def _with_nodes(self, entry: Entry, text: str, line: int) -> list[Event]:
+        nodes = wrapper_nodes(text, [(a, b) for a, b, _ in entry]) or [None] * len(entry)
+        return [build_event(plan, text[a:b], line, self.file, n or self.node)
+                for (a, b, plan), n in zip(entry, nodes)]
 
     def classify_block(self, body: bytes, first: int, max_line: int) -> tuple[list[Event], bool] | None:
         """Events of the lines of ``body`` (``\\n``-separated, numbered from ``first``).
@@ -90,6 +104,7 @@ class LineClassifier:
         texts = body.decode("ascii").split("\n")
         plain = self.plain.get
         file = self.file
+        node = self.node
         new = _new_tuple
         out = []
         append = out.append
@@ -109,7 +124,7 @@ class LineClassifier:
                         stamp, ts = ts, plan.ts_conv(ts)
                         converted = ts
                 append(new(Event, (plan.kind, line, None if rank is None else text[rank], ts,
-                                   new(Fields, (plan, text)), text, file, None)))
+                                   new(Fields, (plan, text)), text, file, None, node)))
                 continue
             events = self.classify_text(key, text, line)
             if not openers:
@@ -122,8 +137,10 @@ class LineClassifier:
         entry = self.memo.get(key)
         if entry is None:
             return self._classify_slow(text.encode("ascii"), key, line)
-        file = self.file
-        return [build_event(plan, text if a == 0 and b == len(text) else text[a:b], line, file)
+        if key in self.node_shapes:
+            return self._with_nodes(entry, text, line)
+        file, node = self.file, self.node
+        return [build_event(plan, text if a == 0 and b == len(text) else text[a:b], line, file, node)
                 for a, b, plan in entry]
 
     def _classify_slow(self, raw: bytes, key: bytes, line: int) -> list[Event]:
@@ -135,7 +152,9 @@ class LineClassifier:
             text = clean(text)
             memoisable = False
         entry = []
-        for a, b in segment(text):
+        spans = segment(text)
+        nodes = wrapper_nodes(text, spans)
+        for a, b in spans:
             seg = text[a:b]
             self.grammar_calls += 1
             plan = plan_record(seg[:_GRAMMAR_LIMIT])
@@ -143,8 +162,12 @@ class LineClassifier:
             entry.append((a, b, plan))
         if memoisable and len(self.memo) < self.memo_limit:
             self.memo[key] = tuple(entry)
-            if len(entry) == 1:
+            if nodes is not None:
+                self.node_shapes.add(key)
+            elif len(entry) == 1:
                 a, b, plan = entry[0]
                 if a == 0 and b == len(text) and plan.kind not in TRACEBACK_OPENERS:
                     self.plain[key] = plan
-        return [build_event(plan, text[a:b], line, self.file) for a, b, plan in entry]
+        if nodes is None:
+            return [build_event(plan, text[a:b], line, self.file, self.node) for a, b, plan in entry]
+        return [build_event(plan, text[a:b], line, self.file, n or self.node) for (a, b, plan), n in zip(entry, nodes)]

@@ -278,7 +278,7 @@ Mapping.register(Fields)
 _new_tuple = tuple.__new__
 
 
-def build_event(plan: Plan, text: str, line: int, file: str | None) -> Event:
+def build_event(plan: Plan, text: str, line: int, file: str | None, node: str | None = None) -> Event:
     """The event of one record: the plan's kind, rank and stamp, and its lazy fields.
 
     The one value-producing step, shared by the grammar path and the fast path (which
@@ -287,7 +287,7 @@ def build_event(plan: Plan, text: str, line: int, file: str | None) -> Event:
     rank, ts = plan.rank_slice, plan.ts_slice
     return _new_tuple(Event, (plan.kind, line, None if rank is None else text[rank],
                               None if ts is None else plan.ts_conv(text[ts]),
-                              _new_tuple(Fields, (plan, text)), text, file, None))
+                              _new_tuple(Fields, (plan, text)), text, file, None, node))
 
 
 @cache

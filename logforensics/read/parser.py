@@ -55,9 +55,10 @@ class ParseStats:
 class IncrementalParser:
     """Feed bytes, get events. One instance per log file or stream."""
 
-    def __init__(self, file: str | None = None, *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, file: str | None = None, *, max_line_bytes: int = MAX_LINE_BYTES,
+                 node: str | None = None) -> None:
         self.file = file
-        self.classifier = LineClassifier(file)
+        self.classifier = LineClassifier(file, node=node)
         self.assembler = TracebackAssembler()
         self.stats = ParseStats()
         self.max_line_bytes = max_line_bytes

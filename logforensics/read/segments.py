@@ -21,11 +21,14 @@ _ANSI_RE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x00")
 #: Wrappers other programs put before the SGLang text, tried repeatedly at a record start.
 _WRAPPER_RE = re.compile(
     r"(?:"
-    r">[ \t]?"                                                  # Markdown quote
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)[ \t](?:stdout|stderr)[ \t][FP][ \t]"  # k8s CRI
+    r"|>[ \t]?"                                                  # Markdown quote
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z[ \t]"          # GitHub Actions
     r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\][ \t]"      # Jenkins
     r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
-    r"|\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"          # Ray "(Worker pid=1) "
+    r"|\((?:[\w.\-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"     # Ray "(Worker pid=1, ip=10.0.0.2) "
+    r"|\((?:head|worker\d+), rank=\d+, pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"  # SkyPilot
+    r"|\[pod/[\w.\-]+/[\w.\-]+\][ \t]?"                            # kubectl logs --prefix
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - (?=\[)"  # logging default format
     r"|[ \t]+(?=\[\d)"                                          # indentation before a prefix
     r")"
@@ -36,7 +39,7 @@ _SPLIT_RE = re.compile(
     r"(?<=\])(?=\S)(?<=it/s\]|s/it\])"                         # after a tqdm bar "[..., 1.2it/s]"
     r"|(?<=\?it/s\])(?=\S)"
     r"|(?<=.)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] )"  # torn / glued prefix
-    r"|(?<=.)(?=\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) )"    # collapsed Ray lines
+    r"|(?<=.)(?=\((?:[\w.\-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\) )"    # collapsed Ray lines
 )
 
 
@@ -69,6 +72,34 @@ def segment(text: str) -> list[tuple[int, int]]:
     if not spans:  # an empty line, or only a wrapper ("sglang-1  | "): one blank record
         spans.append((_skip_wrappers(text, 0, len(text)), len(text)))
     return spans
+
+
+#: Wrappers that name the machine a line came from, and the group that holds its name.
+_NODE_WRAPPER_RE = re.compile(
+    r"\((?:[\w.\-]+ )?pid=\d+, ip=(?P<ip>[\d.:a-f]+)\)"          # Ray: the worker's IP
+    r"|\((?P<sky>head|worker\d+), rank=\d+, pid=\d+"               # SkyPilot: head, worker1
+    r"|\[pod/(?P<pod>[\w.\-]+)/[\w.\-]+\]"                         # kubectl logs --prefix: the pod
+)
+
+
+def wrapper_nodes(text: str, spans: list[tuple[int, int]]) -> list[str | None] | None:
+    """The node each record's wrappers name (Ray ``ip=``, SkyPilot ``worker1``, a pod), or
+    None when no wrapper on the line names one. A record without its own wrapper (a
+    later record on the same line) belongs to the node of the wrapper before it."""
+    if "(" not in text and "[pod/" not in text:
+        return None
+    found = [(m.start(), m.group(m.lastgroup or 0)) for m in _NODE_WRAPPER_RE.finditer(text)]
+    if not found:
+        return None
+    out: list[str | None] = []
+    for a, _b in spans:
+        node = None
+        for start, name in found:
+            if start > a:
+                break
+            node = name
+        out.append(node)
+    return out
 
 
 def _skip_wrappers(text: str, a: int, b: int) -> int:

@@ -42,7 +42,7 @@ def render_diagnosis(d: Diagnosis, console: Console, *, max_evidence: int = 4) -
             if line.strip():
                 console.print(Text("    " + printable(line)))
         for e in f.evidence[:max_evidence]:
-            where = f"{e['file']}:{e['line']}"
+            where = (f"{e['node']} " if e.get("node") else "") + f"{e['file']}:{e['line']}"
             rank = f" {e['rank']}" if e.get("rank") else ""
             console.print(Text(f"      > {where}{rank}: {printable(e['text'][:140])}", style="dim"))
         if len(f.evidence) > max_evidence:

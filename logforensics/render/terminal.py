@@ -62,6 +62,9 @@ def render_summary(s: RunSummary, console: Console) -> None:
 
     if s.ranks:
         t = Table(title="Ranks (memory in GiB; SGLang's GB is GiB)", box=table_box(console))
+        by_node = bool(s.rank_nodes)
+        if by_node:
+            t.add_column("node")
         t.add_column("rank")
         t.add_column("phase reached")
         for title, _ in MEMORY_COLUMNS:
@@ -71,10 +74,22 @@ def render_summary(s: RunSummary, console: Console) -> None:
         for rank in s.ranks:
             mem = s.memory.get(rank, {})
             label = Text(rank, style="red" if rank in crashed else "")
-            t.add_row(label, s.phase_reached.get(rank, "-"),
+            t.add_row(*([s.rank_nodes.get(rank) or "-"] if by_node else []), label, s.phase_reached.get(rank, "-"),
                       *(fmt(mem.get(key), key) for _, key in MEMORY_COLUMNS),
                       fmt(s.last_seen.get(rank, {}).get("line")))
         console.print(t)
+    if s.missing_ranks:
+        console.print(f"Ranks missing (server_args call for them; not in this log): {', '.join(s.missing_ranks)}",
+                      markup=False, highlight=False)
+    if len(s.nodes) > 1:
+        for node, info in s.nodes.items():
+            role = f" [{info['role']}]" if info.get("role") else ""
+            console.print(f"  {node}{role}: {info['outcome']} ({info['file']}, {info.get('lines')} lines)",
+                          markup=False, highlight=False)
+    if s.crash and s.crash.get("node"):
+        console.print(f"First failure on {s.crash['node']} ({s.crash.get('file')})"
+                      + (f"; {s.crash['order_uncertain']}" if s.crash.get("order_uncertain") else ""),
+                      markup=False, highlight=False)
 
     if s.crash:
         console.print(render_crash(s.crash))

@@ -1,0 +1,169 @@
+"""Which files make one run: a file, several files, a directory or a quoted glob.
+
+A launch that spans machines writes one log per node (Slurm's ``%x_%j_node$SLURM_NODEID.out``,
+one ``kubectl logs`` per LeaderWorkerSet pod, ``node0.log`` / ``node1.log``), and a
+prefill/decode launch one per server plus the router's. Every command that takes a run
+turns its arguments into the run's files here, once, and labels each file with the node
+its name gives (``node1``, ``node_rank1``, ``job_42_node1``; with several files and no
+node number, the name itself, as for a pod: ``sglang-0-1``). A label that only the text
+gives (``--node-rank 1``, ``node_rank=1``, a Ray ``ip=``) is found when the file is read
+(``model.nodes``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..model.nodes import NodeSummary, node_label
+from .batch import read_file
+from .files import InputError, blocks
+from .live import LiveRun
+
+#: What a directory's log files are called (each also compressed).
+LOG_SUFFIXES = (".log", ".out", ".err")
+COMPRESSED_SUFFIXES = ("", ".gz", ".bz2", ".xz", ".zst")
+_NAMES = tuple(s + c for s in LOG_SUFFIXES for c in COMPRESSED_SUFFIXES)
+_GLOB_CHARS = re.compile(r"[*?\[]")
+#: A node number in a file name: ``node1``, ``node_1``, ``node-rank1``, ``node_rank_1``.
+_NODE = re.compile(r"(?<![a-z0-9])node(?:[_-]?rank)?[_-]?(\d+)(?![0-9])", re.IGNORECASE)
+_STRIP = re.compile(r"(?:\.(?:log|out|err))?(?:\.(?:gz|bz2|xz|zst))?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """One file of a run and the node its name gives (None: the name gives none)."""
+
+    path: str
+    node: str | None
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The files of one run, in node order, and the words that named it."""
+
+    source: str
+    files: tuple[LogFile, ...]
+
+    @property
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+    @property
+    def single(self) -> bool:
+        return len(self.files) == 1
+
+
+def node_from_name(path: str) -> str | None:
+    """``node1`` for ``node1.log``, ``job_42_node1.out`` or ``node_rank1.log.gz``; else None."""
+    m = _NODE.search(os.path.basename(path))
+    return f"node{int(m.group(1))}" if m else None
+
+
+def file_stem(path: str) -> str:
+    """The file's name without its log and compression suffixes: a pod name, a role."""
+    return _STRIP.sub("", os.path.basename(path)) or os.path.basename(path)
+
+
+def is_log_name(name: str) -> bool:
+    """A name a directory's log files have: ``*.log``, ``*.out``, ``*.err`` (compressed or not)."""
+    return name.lower().endswith(_NAMES) and not name.startswith(".")
+
+
+def run_files(args: Sequence[str]) -> RunFiles:
+    """The run that ``args`` name: each a file, ``-`` (standard input), a directory (its log
+    files) or a glob. Raises InputError with a one-line reason when one names nothing."""
+    if not args:
+        raise InputError("no log given")
+    paths: list[str] = []
+    for arg in args:
+        if arg == "-":
+            found = ["-"]
+        elif os.path.isdir(arg):
+            found = sorted(os.path.join(arg, n) for n in os.listdir(arg)
+                           if is_log_name(n) and os.path.isfile(os.path.join(arg, n)))
+            if not found:
+                raise InputError(f"{arg}: a directory without log files ({', '.join('*' + s for s in LOG_SUFFIXES)})")
+        elif not os.path.lexists(arg) and _GLOB_CHARS.search(arg):
+            found = sorted(p for p in glob.glob(arg) if os.path.isfile(p))
+            if not found:
+                raise InputError(f"{arg}: no file matches")
+        elif not os.path.lexists(arg):
+            raise InputError(f"{arg}: no such file")
+        else:
+            found = [arg]
+        for p in found:
+            if p not in paths:
+                paths.append(p)
+    if paths.count("-") and len(paths) > 1:
+        raise InputError("standard input ('-') cannot be one of several files of a run")
+    named = [node_from_name(p) for p in paths]
+    if len(paths) > 1:
+        named = [n or file_stem(p) for n, p in zip(named, paths)]
+        named = _unique(named, paths)
+    files = sorted((LogFile(p, n) for p, n in zip(paths, named)), key=lambda f: _node_order(f))
+    source = args[0] if len(args) == 1 else " ".join(args)
+    return RunFiles(source, tuple(files))
+
+
+def _unique(labels: list[str | None], paths: list[str]) -> list[str | None]:
+    """Two files that name the same node (``a/node1.log``, ``b/node1.log``) keep their names."""
+    seen: dict[str | None, int] = {}
+    for n in labels:
+        seen[n] = seen.get(n, 0) + 1
+    return [file_stem(p) if seen[n] > 1 else n for n, p in zip(labels, paths)]
+
+
+def _node_order(f: LogFile) -> tuple[int, int, str]:
+    m = re.fullmatch(r"node(\d+)", f.node or "")
+    return (0, int(m.group(1)), f.path) if m else (1, 0, f.path)
+
+
+#: Bytes of a file's head read to learn its node when its name gives none.
+PROBE_BYTES = 256 << 10
+
+
+def probe_node(path: str) -> str | None:
+    """The node a file's head names: ``node_rank`` in ``server_args`` or ``--node-rank`` in
+    the launch command (``node<N>``), else the one node that wrappers on its lines name."""
+    if path == "-":
+        return None
+    run = LiveRun(path)
+    wrapped: set[str] = set()
+    read = 0
+    try:
+        for block in blocks(path):
+            for ev in run.feed(block):
+                if ev.node:
+                    wrapped.add(ev.node)
+            read += len(block)
+            if read >= PROBE_BYTES:
+                break
+    except InputError:
+        return None
+    label = node_label(None, run.summary())
+    if label:
+        return label
+    return wrapped.pop() if len(wrapped) == 1 else None
+
+
+def resolve_node(f: LogFile) -> str | None:
+    """A file's node: from its name, else from its head (:func:`probe_node`), else the
+    label ``run_files`` gave it (its name, in a run of several files)."""
+    if f.node and node_from_name(f.path):
+        return f.node
+    return probe_node(f.path) or f.node
+
+
+def read_run(run: RunFiles, *, progress: Callable[[int], None] | None = None) -> list[NodeSummary]:
+    """Each file of the run read alone (``read_file``: the one parser and run model), with
+    its node: from its name, else from its head (:func:`probe_node`), else its name."""
+    parts = []
+    for f in run.files:
+        node = resolve_node(f)
+        live = read_file(f.path, progress=progress, node=node)
+        parts.append(NodeSummary(node=node, file=f.path, summary=live.summary(), rank_nodes=dict(live.rank_nodes)))
+    return parts

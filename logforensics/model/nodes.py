@@ -1,0 +1,388 @@
+"""One run over many files: the per-node (or per-server) summaries combined into one.
+
+Each file of a run is read on its own, by the one parser and run model, into a
+:class:`RunSummary`; :func:`combine` puts them together. Why not one model fed all
+files: the files are separate streams with separate clocks and line numbers, and each
+node's model must stay what ``summary`` of that file alone says.
+
+How the parts combine:
+
+* **Ranks** are global across nodes (node 1 of a TP8 launch over 2x4 GPUs prints
+  TP4-TP7), so a rank keeps its label; a label that two files print (``TP0`` of a
+  prefill and of a decode server, ``-`` of two single-GPU nodes) is qualified with the
+  node, ``decode:TP0``. Every rank records its node and file.
+* **Readiness** comes from node 0: other nodes of a multi-node launch run no HTTP
+  server. A run is ready only if no node crashed or hung.
+* **The first failure** is the earliest by timestamp across nodes. Clocks of two
+  machines disagree by seconds and SGLang stamps to the second, so when another node
+  failed within ``CLOCK_SKEW_S`` of it (or a failure has no stamp) the order is
+  uncertain, and the summary says so.
+* **Missing ranks**: the parallel sizes in ``server_args`` (or the launch command) say
+  which ranks should exist; the ones no file shows are named.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from .run import NO_RANK, RunSummary
+
+#: Seconds by which the clocks of two machines may disagree.
+CLOCK_SKEW_S = 5.0
+_FAILED = ("crashed", "hung")
+_RANK_TOKEN = re.compile(r"([A-Z_]+)(\d+)")
+#: Parallel dimensions whose size server_args give, with the label SGLang prints.
+_DIMENSIONS = (("TP", ("tp_size", "tp", "tensor_parallel_size")),
+               ("PP", ("pp_size", "pp", "pipeline_parallel_size")),
+               ("DP", ("dp_size", "dp", "data_parallel_size")))
+
+
+@dataclass(frozen=True)
+class NodeSummary:
+    """One file of a run, read alone: its node label, role and summary.
+
+    ``rank_nodes`` maps ranks to the node a wrapper on their lines named (a Ray log that
+    interleaves several machines); ``role`` is ``prefill``, ``decode``, ``router`` or None.
+    """
+
+    node: str | None
+    file: str
+    summary: RunSummary
+    role: str | None = None
+    rank_nodes: dict[str, str] = field(default_factory=dict)
+    pd: dict[str, Any] = field(default_factory=dict)
+
+
+def node_rank(s: RunSummary) -> int | None:
+    """``node_rank`` from server_args or ``--node-rank`` from the launch command."""
+    for src in (s.server_args or {}, s.launch_args or {}):
+        value = src.get("node_rank")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    return None
+
+
+def nnodes(s: RunSummary) -> int | None:
+    """``nnodes`` from server_args or ``--nnodes`` from the launch command."""
+    for src in (s.server_args or {}, s.launch_args or {}):
+        value = src.get("nnodes")
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def node_label(part_node: str | None, s: RunSummary) -> str | None:
+    """The node a file is: its name's label, else ``node<N>`` from ``node_rank`` in its text
+    (only for a launch over several nodes: every single-node launch has ``node_rank=0``)."""
+    if part_node:
+        return part_node
+    n = node_rank(s)
+    if n is None or (n == 0 and (nnodes(s) or 1) <= 1):
+        return None
+    return f"node{n}"
+
+
+def missing_ranks(s: RunSummary, ranks: Sequence[str] | None = None) -> list[str]:
+    """Ranks the parallel sizes call for that no record shows (``TP4``... for a node-0 file
+    of a TP8 launch over two nodes). Only dimensions the labels use are checked."""
+    ranks = list(s.ranks if ranks is None else ranks)
+    labels = [r.split(":", 1)[-1] for r in ranks if r.split(":", 1)[-1] != NO_RANK]
+    if not labels:
+        return []
+    seen: dict[str, set[int]] = {}
+    for label in labels:
+        for dim, idx in _RANK_TOKEN.findall(label):
+            seen.setdefault(dim, set()).add(int(idx))
+    out: list[str] = []
+    for dim, keys in _DIMENSIONS:
+        if dim not in seen:
+            continue
+        size = _size(s, keys)
+        if size is None or size <= 1 or size > 4096:
+            continue
+        out += [f"{dim}{i}" for i in range(size) if i not in seen[dim]]
+    return out
+
+
+def _size(s: RunSummary, keys: Sequence[str]) -> int | None:
+    for src in (s.server_args or {}, s.launch_args or {}):
+        for k in keys:
+            v = src.get(k)
+            if isinstance(v, int):
+                return v
+    return None
+
+
+def with_missing(s: RunSummary) -> RunSummary:
+    """A one-file summary with the ranks it lacks named (``not in this log``)."""
+    return replace(s, missing_ranks=missing_ranks(s))
+
+
+def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSummary:
+    """The summary of a run made of ``parts`` (one per file). One part: its own summary,
+    with its node and the ranks it lacks."""
+    if not parts:
+        raise ValueError("a run needs at least one file")
+    labels = [node_label(p.node, p.summary) for p in parts]
+    if len(parts) == 1:
+        p = parts[0]
+        s = p.summary
+        nodes = {labels[0] or "-": _node_entry(p, labels[0])} if (labels[0] or p.role) else {}
+        return replace(s, missing_ranks=missing_ranks(s), nodes=nodes,
+                       rank_nodes={r: p.rank_nodes.get(r) or labels[0] for r in s.ranks if
+                                   p.rank_nodes.get(r) or labels[0]})
+    labels = [lab or f"file{i}" for i, lab in enumerate(labels)]
+    order = sorted(range(len(parts)), key=lambda i: _lead_key(parts[i], labels[i]))
+    parts = [parts[i] for i in order]
+    labels = [labels[i] for i in order]
+    lead = _lead(parts)
+    count: dict[str, int] = {}
+    for p in parts:
+        for r in p.summary.ranks:
+            count[r] = count.get(r, 0) + 1
+
+    def key(i: int, r: str) -> str:
+        return f"{labels[i]}:{r}" if count[r] > 1 else r
+
+    ranks: list[str] = []
+    rank_nodes: dict[str, str] = {}
+    rank_files: dict[str, str] = {}
+    phase_reached: dict[str, str] = {}
+    phases: dict[str, Any] = {}
+    last_seen: dict[str, Any] = {}
+    progress: dict[str, Any] = {}
+    memory: dict[str, Any] = {}
+    exceptions: list[dict[str, Any]] = []
+    notices: dict[str, list[dict[str, Any]]] = {}
+    warnings: list[str] = []
+    for i, p in enumerate(parts):
+        s = p.summary
+        for r in s.ranks:
+            k = key(i, r)
+            ranks.append(k)
+            rank_nodes[k] = p.rank_nodes.get(r) or labels[i]
+            rank_files[k] = p.file
+            if r in s.phase_reached:
+                phase_reached[k] = s.phase_reached[r]
+            if r in s.phases:
+                phases[k] = s.phases[r]
+            if r in s.last_seen:
+                last_seen[k] = dict(s.last_seen[r], node=rank_nodes[k], file=p.file)
+            if r in s.progress:
+                progress[k] = s.progress[r]
+            if r in s.memory:
+                memory[k] = _tag_evidence(s.memory[r], rank_nodes[k])
+        for e in s.exceptions:
+            exceptions.append(dict(e, node=labels[i], ranks=[key(i, r) if r else r for r in e.get("ranks", [])]))
+        for kind, items in s.notices.items():
+            notices.setdefault(kind, []).extend(dict(n, node=labels[i]) for n in items[:64])
+        warnings += [f"{p.file}: {w}" for w in s.warnings]
+    crash, crash_note = _first_failure(parts, labels, key)
+    hang = _hang(parts, labels, key)
+    outcome, reason = _outcome(parts, labels, lead, crash, crash_note, hang)
+    ls = lead.summary
+    nodes = {labels[i]: _node_entry(p, labels[i]) for i, p in enumerate(parts)}
+    ready = dict(ls.ready, node=labels[parts.index(lead)], file=lead.file) if ls.ready and outcome == "ready" else None
+    base = replace(
+        ls,
+        file=source or " ".join(p.file for p in parts),
+        outcome=outcome,
+        outcome_reason=reason,
+        ranks=ranks,
+        phase_reached=phase_reached,
+        phases=phases,
+        last_seen=last_seen,
+        progress=progress,
+        crash=crash,
+        exceptions=exceptions,
+        hang=hang,
+        ready=ready,
+        memory=memory,
+        throughput=max(parts, key=lambda p: p.summary.throughput.get("decode_gen_tok_s", {}).get("count", 0)
+                       ).summary.throughput,
+        notices=notices,
+        coverage=_coverage([p.summary for p in parts]),
+        warnings=warnings,
+        nodes=nodes,
+        rank_nodes=rank_nodes,
+    )
+    return replace(base, missing_ranks=missing_ranks(base, ranks))
+
+
+def _lead_key(p: NodeSummary, label: str) -> tuple[int, int, str]:
+    n = node_rank(p.summary)
+    m = re.fullmatch(r"node(\d+)", label)
+    num = n if n is not None else (int(m.group(1)) if m else 1 << 20)
+    role = {"router": 0, "prefill": 1, "decode": 2}.get(p.role or "", 3)
+    return (role if p.role else 3, num, label)
+
+
+def _lead(parts: Sequence[NodeSummary]) -> NodeSummary:
+    """The part whose readiness speaks for the run: node 0, the one with the HTTP server
+    (parts are in node order), or in a disaggregated run the router when there is one."""
+    return parts[0]
+
+
+def _node_entry(p: NodeSummary, label: str | None) -> dict[str, Any]:
+    s = p.summary
+    first, last = _span(s)
+    entry: dict[str, Any] = {
+        "node": label,
+        "file": p.file,
+        "role": p.role,
+        "node_rank": node_rank(s),
+        "outcome": s.outcome,
+        "outcome_reason": s.outcome_reason,
+        "ranks": list(s.ranks),
+        "first_ts": first,
+        "last_ts": last,
+        "lines": (s.coverage or {}).get("lines_read"),
+        "furthest": _furthest(s),
+        "crash": {k: (s.crash or {}).get(k) for k in ("first_rank", "phase", "exception", "line", "ts", "file")}
+        if s.crash else None,
+        "ready_line": (s.ready or {}).get("line"),
+    }
+    if p.pd:
+        entry["pd"] = p.pd
+    return entry
+
+
+def _furthest(s: RunSummary) -> dict[str, Any]:
+    """Each rank's furthest start-up record (``load_weight_end``...): what a node reached."""
+    return {r: v.get("milestone") for r, v in s.last_seen.items()}
+
+
+def _span(s: RunSummary) -> tuple[str | None, str | None]:
+    stamps = [v.get("first_ts") for ph in s.phases.values() for v in ph.values() if v.get("first_ts")]
+    stamps += [v.get("ts") for v in s.last_seen.values() if v.get("ts")]
+    if s.crash and s.crash.get("ts"):
+        stamps.append(s.crash["ts"])
+    if s.ready and s.ready.get("ts"):
+        stamps.append(s.ready["ts"])
+    stamps = [t for t in stamps if isinstance(t, str)]
+    return (min(stamps), max(stamps)) if stamps else (None, None)
+
+
+def _tag_evidence(mem: dict[str, Any], node: str | None) -> dict[str, Any]:
+    out = dict(mem)
+    if isinstance(mem.get("evidence"), dict):
+        out["evidence"] = {k: dict(v, node=node) for k, v in mem["evidence"].items()}
+    return out
+
+
+def _when(ts: Any) -> datetime | None:
+    if not isinstance(ts, str):
+        return None
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).replace(tzinfo=None)
+    except ValueError:
+        return None
+
+
+def _first_failure(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any
+                   ) -> tuple[dict[str, Any] | None, str | None]:
+    """The crash of the node that failed first, tagged with its node, and a note when the
+    order across nodes is uncertain."""
+    failed = [(i, p) for i, p in enumerate(parts) if p.summary.crash and p.summary.outcome in _FAILED]
+    if not failed:
+        return None, None
+    failed.sort(key=lambda ip: (_when(ip[1].summary.crash.get("ts")) or datetime.max, ip[0]))  # type: ignore[union-attr]
+    i, p = failed[0]
+    c = dict(p.summary.crash or {})
+    c["node"] = labels[i]
+    c["file"] = c.get("file") or p.file
+    if c.get("first_rank"):
+        c["first_rank"] = key(i, c["first_rank"])
+    c["ranks"] = [key(j, r) for j, q in failed for r in (q.summary.crash or {}).get("ranks", [])]
+    c["nodes"] = [labels[j] for j, _ in failed]
+    note = None
+    t0 = _when(c.get("ts"))
+    for j, q in failed[1:]:
+        t = _when((q.summary.crash or {}).get("ts"))
+        if t0 is None or t is None:
+            note = f"the order of the failures on {labels[i]} and {labels[j]} is uncertain: one has no time stamp"
+            break
+        gap = (t - t0).total_seconds()
+        if gap <= CLOCK_SKEW_S:
+            note = (f"{labels[i]} and {labels[j]} failed {gap:.0f} s apart, within the {CLOCK_SKEW_S:.0f} s "
+                    "by which two machines' clocks may disagree: which failed first is uncertain")
+            break
+    c["order_uncertain"] = note
+    return c, note
+
+
+def _hang(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any) -> dict[str, Any] | None:
+    hung = [(i, p) for i, p in enumerate(parts) if p.summary.hang]
+    if not hung:
+        return None
+    i, p = min(hung, key=lambda ip: (_when(ip[1].summary.hang.get("evidence", [{}])[0].get("ts"))  # type: ignore[union-attr]
+                                     or datetime.max, ip[0]))
+    h = dict(p.summary.hang or {})
+    h["node"] = labels[i]
+    h["ranks"] = [key(j, r) for j, q in hung for r in (q.summary.hang or {}).get("ranks", [])]
+    h["nodes"] = [labels[j] for j, _ in hung]
+    return h
+
+
+def _outcome(parts: Sequence[NodeSummary], labels: Sequence[str], lead: NodeSummary,
+             crash: dict[str, Any] | None, note: str | None, hang: dict[str, Any] | None) -> tuple[str, str]:
+    failed = [labels[i] for i, p in enumerate(parts) if p.summary.outcome in _FAILED]
+    if failed:
+        i = labels.index(crash["node"]) if crash and crash.get("node") in failed else labels.index(failed[0])
+        s = parts[i].summary
+        others = [n for n in labels if n != labels[i]]
+        reason = f"{labels[i]} ({parts[i].file}): {s.outcome_reason}"
+        if len(failed) > 1:
+            reason += f"; also failed: {', '.join(n for n in failed if n != labels[i])}"
+        elif others:
+            reason += f"; {', '.join(others)} did not fail"
+        if note:
+            reason += f" ({note})"
+        return s.outcome, reason
+    ls = lead.summary
+    lead_label = labels[parts.index(lead)]
+    servers = [p for p in parts if p.role in ("prefill", "decode")]
+    if servers and lead.role != "router":  # disaggregated without a router log: every server
+        waiting = [labels[parts.index(p)] for p in servers if p.summary.outcome != "ready"]
+        if not waiting:
+            return "ready", "every prefill and decode server is ready; no node failed"
+        return "incomplete", f"no server failed; not ready: {', '.join(waiting)}"
+    if ls.outcome == "ready":
+        return "ready", f"{lead_label} ({lead.file}): {ls.outcome_reason}; no node failed"
+    return "incomplete", (f"no node failed and none reached readiness; {lead_label} ({lead.file}): "
+                          f"{ls.outcome_reason}")
+
+
+def _coverage(summaries: Sequence[RunSummary]) -> dict[str, Any]:
+    covs = [s.coverage or {} for s in summaries]
+    lines = sum(c.get("lines_read", 0) or 0 for c in covs)
+    unrec = sum(c.get("lines_unrecognised", 0) or 0 for c in covs)
+    kinds: dict[str, int] = {}
+    shapes: dict[str, int] = {}
+    for c in covs:
+        for k, v in (c.get("kinds") or {}).items():
+            kinds[k] = kinds.get(k, 0) + v
+        for k, v in (c.get("unrecognised_shapes") or {}).items():
+            shapes[k] = shapes.get(k, 0) + v
+    top = sorted((t for c in covs for t in c.get("top_unrecognised", [])), key=lambda t: -t.get("count", 0))[:10]
+    return {
+        "lines_read": lines,
+        "lines_recognised": max(lines - unrec, 0),
+        "lines_unrecognised": unrec,
+        "recognised_pct": round(100.0 * (lines - unrec) / lines, 2) if lines else 100.0,
+        "events": sum(c.get("events", 0) or 0 for c in covs),
+        "kinds": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+        "top_unrecognised": top,
+        "unrecognised_shapes": shapes,
+        "long_lines": sum(c.get("long_lines", 0) or 0 for c in covs),
+        "decode_errors": sum(c.get("decode_errors", 0) or 0 for c in covs),
+        "unterminated_last_line": any(c.get("unterminated_last_line") for c in covs),
+        "bytes": sum(c.get("bytes", 0) or 0 for c in covs),
+        "files": len(covs),
+    }

@@ -1,0 +1,161 @@
+"""Runs of several files: which files make a run, node labels, and the run model across nodes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from logforensics.cli import main
+from logforensics.ingest import InputError, LiveRun, run_files
+from logforensics.ingest.runset import node_from_name
+from logforensics.model.nodes import NodeSummary, combine
+from logforensics.pipeline import iter_run_events, summarize_run
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "multinode"
+TWO = FIX / "tp8_two_nodes"
+
+
+def _json(*args: str) -> dict:
+    res = CliRunner().invoke(main, list(args))
+    assert res.exit_code in (0, 1), res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("name,node", [
+    ("node0.log", "node0"), ("node_rank1.log", "node1"), ("sglang_1234_node3.out", "node3"),
+    ("job-node-rank-2.err.gz", "node2"), ("server.log", None), ("nodes.log", None),
+])
+def test_node_from_file_name(name: str, node: str | None) -> None:
+    assert node_from_name(name) == node
+
+
+def test_a_run_is_a_file_several_files_a_directory_or_a_glob(tmp_path: Path) -> None:
+    for n in ("sglang-0.log", "sglang-0-1.log", "notes.md"):
+        (tmp_path / n).write_text("x\n")
+    d = run_files([str(tmp_path)])
+    assert [Path(p).name for p in d.paths] == ["sglang-0-1.log", "sglang-0.log"]
+    assert sorted(f.node for f in d.files) == ["sglang-0", "sglang-0-1"]  # pod names
+    g = run_files([str(tmp_path / "*.log")])
+    assert g.paths == d.paths
+    one = run_files([str(tmp_path / "sglang-0.log")])
+    assert one.single and one.files[0].node is None
+    with pytest.raises(InputError, match="no file matches"):
+        run_files([str(tmp_path / "*.out")])
+    with pytest.raises(InputError, match="no such file"):
+        run_files([str(tmp_path / "missing.log")])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="without log files"):
+        run_files([str(empty)])
+
+
+def test_diff_of_two_node_runs_names_the_node_the_file_and_the_rank() -> None:
+    d = _json("diff", str(TWO / "baseline"), str(TWO / "failing"), "--json", "-")
+    crash = d["failing"]["crash"]
+    assert crash["node"] == "node1" and crash["first_rank"] == "TP5"
+    assert crash["file"].endswith("failing/node1.log")
+    assert d["baseline"]["outcome"] == "ready" and d["failing"]["outcome"] == "crashed"
+    assert d["failing"]["rank_nodes"]["TP5"] == "node1" and d["failing"]["rank_nodes"]["TP0"] == "node0"
+    found = {f["rule"]: f for f in d["findings"]}
+    assert "node1 failed (TP5)" in found["ND01"]["title"] and "node0" in found["ND01"]["title"]
+    assert "cuda_graph_capture" in found["ND01"]["title"]
+    for f in d["findings"]:
+        for e in f["evidence"]:
+            assert e["file"].endswith((".log",)), (f["rule"], e)  # a line of a file, never the directory
+            if e.get("rank") in ("TP4", "TP5", "TP6", "TP7"):
+                assert e["node"] == "node1" and e["file"].endswith("node1.log")
+    cr01 = found["CR01"]
+    assert "node1" in cr01["explanation"] and "node1.log:" in cr01["explanation"]
+    # node 1's capture memory against the baseline's node 1
+    moved = [m for m in d["facts"]["nodes"]["moved"] if m["figure"] == "capture_begin_avail_gib"]
+    assert moved and moved[0]["node"] == "node1" and moved[0]["failing"] < moved[0]["baseline"]
+
+
+def test_summary_of_one_node_file_says_which_ranks_are_missing() -> None:
+    s1 = _json("summary", "--json", str(TWO / "failing" / "node1.log"))
+    assert s1["ranks"] == ["TP4", "TP5", "TP6", "TP7"] and s1["missing_ranks"] == ["TP0", "TP1", "TP2", "TP3"]
+    assert s1["outcome"] == "crashed"
+    s0 = _json("summary", "--json", str(TWO / "baseline" / "node0.log"))
+    assert s0["missing_ranks"] == ["TP4", "TP5", "TP6", "TP7"] and s0["outcome"] == "ready"
+    res = CliRunner().invoke(main, ["summary", str(TWO / "failing" / "node1.log")])
+    assert "TP0, TP1, TP2, TP3" in res.stdout and "missing" in res.stdout
+    both = _json("summary", "--json", str(TWO / "failing" / "node0.log"), str(TWO / "failing" / "node1.log"))
+    assert both["missing_ranks"] == [] and len(both["ranks"]) == 8
+
+
+def test_a_run_is_ready_only_when_node0_is_and_no_node_failed() -> None:
+    base = summarize_run(str(TWO / "baseline"))
+    assert base.outcome == "ready" and base.ready["node"] == "node0"
+    assert base.nodes["node1"]["outcome"] == "incomplete"  # no HTTP server on node 1
+
+
+def _part(node: str, text: str) -> NodeSummary:
+    run = LiveRun(f"{node}.log", node=node)
+    run.feed(text.encode())
+    run.close()
+    return NodeSummary(node, f"{node}.log", run.summary())
+
+
+_TB = ("[2026-01-01 10:00:{s:02d} TP{r}] Scheduler hit an exception: Traceback (most recent call last):\n"
+       '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 1, in load_model\n'
+       "    x()\nRuntimeError: boom on {r}\n")
+
+
+def test_the_first_failure_across_nodes_is_uncertain_within_the_clock_skew() -> None:
+    a = _part("node0", _TB.format(s=10, r=0))
+    b = _part("node1", _TB.format(s=12, r=1))
+    run = combine([b, a])
+    assert run.crash["node"] == "node0" and "uncertain" in (run.crash["order_uncertain"] or "")
+    far = combine([_part("node0", _TB.format(s=40, r=0)), _part("node1", _TB.format(s=12, r=1))])
+    assert far.crash["node"] == "node1" and far.crash["order_uncertain"] is None
+    assert far.outcome == "crashed" and "node1" in far.outcome_reason
+
+
+def test_labels_that_two_files_print_are_qualified_with_their_node() -> None:
+    line = "[2026-01-01 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
+    run = combine([_part("prefill", line), _part("decode", line)])
+    assert sorted(run.ranks) == ["decode:TP0", "prefill:TP0"]
+    assert run.rank_nodes["decode:TP0"] == "decode"
+
+
+@pytest.mark.parametrize("prefix,node", [
+    ("(SGLangWorker pid=4711, ip=10.0.0.2) ", "10.0.0.2"),
+    ("(worker1, rank=1, pid=4711, ip=10.0.0.3) ", "worker1"),
+    ("[pod/sglang-0-1/sglang] ", "sglang-0-1"),
+])
+def test_wrappers_that_name_a_node_label_the_events_and_ranks(prefix: str, node: str) -> None:
+    text = "".join(f"{prefix}[2026-01-01 10:00:0{i} TP{i}] Load weight begin. avail mem=78.50 GB\n" for i in range(3))
+    run = LiveRun("w.log")
+    events = run.feed(text.encode()) + run.close()
+    assert [e.kind for e in events] == ["load_weight_begin"] * 3
+    assert {e.node for e in events} == {node}
+    assert run.rank_nodes == {"TP0": node, "TP1": node, "TP2": node}
+    assert events[0].to_dict()["node"] == node
+
+
+def test_two_ray_nodes_in_one_file_keep_their_ips() -> None:
+    text = ("(W pid=1, ip=10.0.0.2) [2026-01-01 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
+            "(W pid=2, ip=10.0.0.3) [2026-01-01 10:00:00 TP1] Load weight begin. avail mem=78.50 GB\n")
+    run = LiveRun("ray.log")
+    run.feed(text.encode())
+    run.close()
+    assert run.rank_nodes == {"TP0": "10.0.0.2", "TP1": "10.0.0.3"}
+
+
+def test_cri_prefix_is_stripped() -> None:
+    run = LiveRun("0.log")
+    evs = run.feed(b"2026-01-01T10:00:00.123456789Z stdout F [2026-01-01 10:00:00 TP0] Load weight begin. "
+                   b"avail mem=78.50 GB\n")
+    assert [e.kind for e in evs] == ["load_weight_begin"] and evs[0].rank == "TP0"
+
+
+def test_parse_of_a_run_labels_every_event_with_its_node() -> None:
+    events = list(iter_run_events(str(TWO / "failing")))
+    assert {e.node for e in events} == {"node0", "node1"}
+    assert all(e.node == "node1" for e in events if e.file.endswith("node1.log"))
+    res = CliRunner().invoke(main, ["parse", "--format", "jsonl", str(TWO / "failing")])
+    rows = [json.loads(x) for x in res.stdout.splitlines()]
+    assert rows and all(r["node"] in ("node0", "node1") for r in rows)
