@@ -195,6 +195,16 @@ class FigureDelta:
 
 
 @dataclass(frozen=True)
+class RankKV:
+    """One rank's KV pool as its log printed it."""
+
+    rank: str
+    kv_gib: float
+    kv_tokens: int | None
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
 class MemoryDeltas:
     """Per-rank figures both logs print, and those that moved beyond their tolerance."""
 
@@ -207,10 +217,12 @@ class MemoryDeltas:
     load_end_evidence: tuple[Evidence, ...]
     #: KV tokens that shift of free memory after loading is worth (by the failing run's cell size).
     load_end_shift_tokens: int | None
+    #: The baseline's KV pool on the rank that failed first (paired by rank), when it logged one.
+    baseline_kv: RankKV | None
 
     @staticmethod
     def empty() -> MemoryDeltas:
-        return MemoryDeltas({}, (), {}, (), None, (), None)
+        return MemoryDeltas({}, (), {}, (), None, (), None, None)
 
 
 _FIGURE_EVIDENCE = {
@@ -254,10 +266,13 @@ def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) 
     crash_rank = (fail.crash or {}).get("first_rank")
     base_rank = next((b for b, f in pairs.items() if f == crash_rank), None)
     load_end = _mem_evidence(fail, crash_rank, "load_end_avail_gib") + _mem_evidence(base, base_rank, "load_end_avail_gib")
+    bm = base.memory.get(base_rank or "", {})
+    baseline_kv = (RankKV(base_rank, bm["kv_gib"], bm.get("kv_tokens"), _mem_evidence(base, base_rank, "kv_gib"))
+                   if base_rank and bm.get("kv_gib") is not None else None)
     shift = max_abs.get("load_end_avail_gib")
     tokens = int(shift * 2**30 / cell_bytes) if shift is not None and cell_bytes else None
     return MemoryDeltas(rows, tuple(changed), {k: round(v, 4) for k, v in max_abs.items()},
-                        tuple(e for c in changed for e in c.evidence)[:12], _round(shift), load_end, tokens)
+                        tuple(e for c in changed for e in c.evidence)[:12], _round(shift), load_end, tokens, baseline_kv)
 
 
 def _round(x: float | None, nd: int = 4) -> float | None:
