@@ -639,7 +639,8 @@ def memory_chart(d: Diagnosis) -> Markup | None:
             fig.add_trace(go.Bar(x=x, y=ys, name=name, legendgroup=name, showlegend=name not in shown,
                                  marker={"color": colour, "pattern": {"shape": pattern},
                                          "line": {"width": 0.5, "color": "#90a4ae"}},
-                                 hovertemplate=f"{label} %{{x}}<br>{name}: %{{y:.2f}} GiB<extra></extra>"),
+                                 customdata=[gib(v, missing="") for v in ys],
+                                 hovertemplate=f"{label} %{{x}}<br>{name}: %{{customdata}}<extra></extra>"),
                           row=1, col=col)
             shown.add(name)
         p = [rb.get("free_before_load") for _, rb in bars]
@@ -649,7 +650,8 @@ def memory_chart(d: Diagnosis) -> Markup | None:
                                      showlegend=name not in shown,
                                      marker={"symbol": "line-ew-open", "size": 24, "color": "#263238",
                                              "line": {"width": 3, "color": "#263238"}},
-                                     hovertemplate=f"{label} %{{x}}<br>free before load: %{{y:.2f}} GiB<extra></extra>"),
+                                     customdata=[gib(v, missing="") for v in p],
+                                     hovertemplate=f"{label} %{{x}}<br>free before load: %{{customdata}}<extra></extra>"),
                           row=1, col=col)
             shown.add(name)
         # Rank order as logged (a category axis would otherwise keep first-seen order only by luck).
