@@ -1,0 +1,68 @@
+"""Facts on small real-text logs: what each side covers decides what is compared."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from logforensics.diagnose.engine import evaluate
+from logforensics.diagnose.facts import compute
+from logforensics.diagnose.rulespec import load_rules
+from logforensics.diagnose.settings import allreduce_state, config_diff
+from logforensics.diagnose.sides import pair_ranks
+from logforensics.ingest.live import LiveRun
+
+RULES = load_rules()
+
+
+def run(text: str, name: str = "x.log"):
+    live = LiveRun(name)
+    live.feed(text.encode())
+    live.close()
+    return live.summary()
+
+
+def test_rank_labels_of_one_gpu_pair_up() -> None:
+    assert pair_ranks(["-"], ["TP0"]) == {"-": "TP0"}
+    assert pair_ranks(["TP0", "TP1"], ["DP0 TP0 EP0", "DP0 TP1 EP1"]) == {"TP0": "DP0 TP0 EP0", "TP1": "DP0 TP1 EP1"}
+    assert pair_ranks(["TP0", "TP1"], ["TP1"]) == {"TP1": "TP1"}
+    # '-' beside a TP0 is another process, not that rank.
+    assert pair_ranks(["-", "TP0"], ["TP0"]) == {"TP0": "TP0"}
+    assert pair_ranks(["PP1 TP0"], ["PP0 TP0"]) == {}
+
+
+def test_a_flag_missing_from_one_launch_command_is_a_default() -> None:
+    base = run("python3 -m sglang.launch_server --model-path /m --tp 2 --mem-fraction-static 0.8\n", "b.log")
+    fail = run("python3 -m sglang.launch_server --model-path /m --tp 2\n", "f.log")
+    diff = config_diff(fail, base)
+    assert list(diff.server_args) == ["mem_fraction_static"]
+    assert diff.server_args["mem_fraction_static"].failing is None
+
+
+def test_a_log_without_settings_compares_none() -> None:
+    base = run("[2025-06-01 10:00:00] server_args=ServerArgs(model_path='/m', tp_size=4, mem_fraction_static=0.88)\n")
+    fail = run("[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n")
+    diff = config_diff(fail, base)
+    assert not diff.changed and diff.not_compared == "the failing log shows neither a server_args dump nor a launch command"
+
+
+def test_the_forcing_notice_is_a_setting() -> None:
+    """SGLang's ``SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing ...`` notice forces custom allreduce on."""
+    fail = run("[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n", "f.log")
+    notice = {"file": "f.log", "line": 7, "rank": "TP0",
+              "text": "[2025-06-02 10:00:00 TP0] SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing custom allreduce on PCIe"}
+    fail = dataclasses.replace(fail, notices={**fail.notices, "custom_ar_forced": [notice]})
+    state = allreduce_state(fail)
+    assert state.forced and state.forced_by == {"SGLANG_FORCE_CUSTOM_AR_PCIE": "1"}
+    assert any(e.line == 7 for e in state.evidence)
+
+
+def test_facts_are_frozen_dataclasses_not_json() -> None:
+    failing = run("[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n")
+    facts = compute(failing, failing)
+    assert dataclasses.is_dataclass(facts)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        facts.budget_moved = True  # type: ignore[misc]
+    d = evaluate(RULES, failing, failing)
+    assert d.facts is not None and isinstance(d.to_dict()["facts"], dict)
