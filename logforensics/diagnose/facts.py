@@ -406,6 +406,8 @@ class Unbalanced:
     max_gib: float | None = None
     min_gib: float | None = None
     low_ranks: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
+    #: Per low rank, how much less free memory it had than the best rank (GiB).
+    short_of_best: Mapping[str, float] = dataclasses.field(default_factory=dict)
     raising_ranks: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = ()
 
@@ -438,7 +440,8 @@ def unbalanced(run: RunSummary) -> Unbalanced:
     evidence = [e for r in low for e in _mem_evidence(run, r, "load_begin_avail_gib")]
     evidence += [e for n in notices[:4] for e in ev_of(n)]
     evidence += [ev(run, e["first_line"], (e.get("ranks") or [None])[0], (e.get("message") or "")[:300]) for e in raised[:2]]
-    return Unbalanced(bool(low or notices or raised), top, min_gib, low, raising, tuple(evidence))
+    short = {r: round(top - v, 4) for r, v in low.items() if top is not None and v is not None}
+    return Unbalanced(bool(low or notices or raised), top, min_gib, low, short, raising, tuple(evidence))
 
 
 @dataclass(frozen=True)

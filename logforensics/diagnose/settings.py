@@ -198,6 +198,8 @@ class CustomAllreduce:
     crash_frames: tuple[Mapping[str, Any], ...]
     #: The failing run's TP size as its settings show it (None: not in the log).
     world_size: int | None
+    #: world_size - 1: the peers each rank maps buffers of.
+    peers: int | None
     #: IPC buffers each rank maps: two 8 MiB buffers per peer (SGLang's default), in GiB.
     ipc_gib_per_rank: float | None
     #: The failing log's lines that show custom allreduce in use.
@@ -247,5 +249,6 @@ def custom_ar(fail: RunSummary, base: RunSummary | None) -> CustomAllreduce:
         failing=f, baseline=b,
         enabled_in_failing_only=bool(b and b.disabled and not f.disabled and failing_evidence),
         in_crash_frames=bool(frames or in_message), crash_frames=frames, world_size=world,
+        peers=world - 1 if world else None,
         ipc_gib_per_rank=(world - 1) * 2 * 8 / 1024 if world and world > 1 else None,
         failing_evidence=tuple(failing_evidence))
