@@ -605,16 +605,50 @@ FOREIGN = [
     Case("RuntimeError: NCCL error: unhandled cuda error", "exc_line", None, None,
          {"exception": "RuntimeError", "message": "NCCL error: unhandled cuda error"}),
     Case("ncclUnhandledCudaError: Call to CUDA function failed.", "other", None, None, {}),  # the detail line continues
+    # before a c10d record, "[rankN]:" is torch's global rank: head["global_rank"]
     Case("[rank1]:[W924 19:01:01.260102563 CudaIPCTypes.cpp:16] Producer process has been terminated", "c10d_log",
          None, None, {"head": {"global_rank": 1, "level": "W"}, "message": "Producer process has been terminated"}),
     Case("[rank1]:[W CudaIPCTypes.cpp:16] Producer process has been terminated", "c10d_log", None, None,
          {"head": {"global_rank": 1, "level": "W"}}),
+    # watchdog and store timeouts are records of their own, with their figures
     Case("[rank2]:[F1019 10:00:00.000000000 ProcessGroupNCCL.cpp:1250] [PG ID 0 PG GUID 0(default_pg) Rank 2] "
          "Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=1",
-         "c10d_log", None, None, {"head": {"global_rank": 2, "level": "F"}}),
+         "collective_timeout", None, None, {"head": {"global_rank": 2, "level": "F"}, "family": "nccl_heartbeat",
+                                               "pg": 0, "pg_rank": 2}),
     Case("[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "
          "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 milliseconds before timing out.",
-         "c10d_log", None, None, {"head": {"global_rank": 0, "level": "E"}}),
+         "collective_timeout", None, None,
+         {"head": {"global_rank": 0, "level": "E"}, "family": "nccl_watchdog", "seq": 5, "op_type": "ALLREDUCE",
+          "timeout_ms": 600000, "ran_for_ms": 600001, "pg_rank": 0}),
+    Case("[rank0]:[E1019 10:00:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+         "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600057 "
+         "milliseconds before timing out.", "collective_timeout", None, None,
+         {"seq": 5, "timeout_ms": 600000, "ran_for_ms": 600057}),
+    Case("[rank1]:[E909 08:45:30.126335825 ProcessGroupNCCL.cpp:2252] [PG ID 2 PG GUID 3 Rank 1]  failure detected by "
+         "watchdog at work sequence id: 40231 PG status: last enqueued work: 40267, last completed work: 40230",
+         "collective_failure", None, None,
+         {"family": "nccl_watchdog", "seq": 40231, "last_enqueued": 40267, "last_completed": 40230, "pg": 2, "pg_rank": 1}),
+    Case("[rank3]:[E1019 10:00:00.000000000 ProcessGroupNCCL.cpp:1834] [PG ID 0 PG GUID 0(default_pg) Rank 3] Exception "
+         "(either an error or timeout) detected by watchdog at work: 12, last enqueued NCCL work: 13, last completed "
+         "NCCL work: 11.", "collective_failure", None, None, {"seq": 12, "last_enqueued": 13, "last_completed": 11}),
+    Case("[rank0]:[E1019 10:00:00.000000000 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 0] Timeout "
+         "at NCCL work: 7, last enqueued NCCL work: 7, last completed NCCL work: 6.", "collective_timeout", None, None,
+         {"family": "nccl_watchdog", "seq": 7, "last_enqueued": 7, "last_completed": 6}),
+    Case("[rank3]:[E1019 10:00:00.000000000 ProcessGroupNCCL.cpp:1423] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+         "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+         "collectives.", "collective_timeout", None, None, {"family": "nccl_heartbeat", "timeout_s": 480}),
+    Case("[rank3]:[W208 00:55:32.444220068 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=103, "
+         "addr=[::ffff:11.130.1.53]:52362, remote=[::ffff:11.130.1.53]:5000) timed out after 1800000ms",
+         "collective_timeout", None, None, {"family": "c10d_store", "timeout_ms": 1800000, "peer_port": 5000}),
+    Case("[W1019 10:00:00.000000000 socket.cpp:752] [c10d] The client socket has timed out after 1800000ms while "
+         "trying to connect to (10.0.0.1, 5000).", "collective_timeout", None, None,
+         {"family": "c10d_store", "timeout_ms": 1800000, "peer_port": 5000}),
+    Case("  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: "
+         "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLGATHER, NumelIn=8, "
+         "NumelOut=64, Timeout(ms)=600000) ran for 600046 milliseconds before timing out.", "collective_timeout",
+         None, None, {"family": "nccl_watchdog", "seq": 9, "op_type": "ALLGATHER", "timeout_ms": 600000}),
+    Case("  what():  CUDA error: an illegal memory access was encountered", "cpp_what", None, None,
+         {"message": "CUDA error: an illegal memory access was encountered"}),
     Case("[W722 04:17:00.611542544 ProcessGroupNCCL.cpp:972] Warning: WARNING: process group has NOT been destroyed",
          "c10d_log", None, None, {"head": {"level": "W"}}),
     Case("INFO 03-07 12:29:02 __init__.py:190] Automatically detected platform cuda.", "vllm_log", None, None,
@@ -634,7 +668,10 @@ FOREIGN = [
     Case("Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:307 'peer access is not supported between these "
          "two devices'", "cpp_abort", None, None, {}),
     Case("terminate called after throwing an instance of 'c10::DistBackendError'", "cpp_terminate", None, None, {}),
-    Case("frame #23: <unknown function> + 0x1234 (0x7f00 in sglang::scheduler_TP0)", "cpp_frame", None, None, {}),
+    # SGLang's process title names the rank of a C++ frame
+    Case("frame #23: <unknown function> + 0x1234 (0x7f00 in sglang::scheduler_TP0)", "cpp_frame", "TP0", None, {}),
+    Case("frame #23: <unknown function> + 0x1234 (0x7f00 in sglang::scheduler_TP12)", "cpp_frame", "TP12", None, {}),
+    Case("frame #5: c10::Error::Error() + 0x98 (0x7f00 in /usr/lib/libc10.so)", "cpp_frame", None, None, {}),
     Case("2025-02-21 21:52:50,289 - INFO - flashinfer.jit: Prebuilt kernels not found, using JIT backend", "std_log",
          None, "2025-02-21T21:52:50", {"level": "INFO", "message": "flashinfer.jit: Prebuilt kernels not found, using JIT backend"}),
     Case("[2026-02-26 04:55:25] INFO core.py:501: Waiting for engine", "level_message", None, "2026-02-26T04:55:25",
@@ -648,10 +685,130 @@ FOREIGN = [
     Case("", "blank", None, None, {}),
 ]
 
+RANKS = [  # every form that names a rank; a rank is unknown only when nothing names it
+    Case("[TP1] Failed to initialize lk_moe: CUDA out of memory. Tried to allocate 24.00 MiB.", "oom_message", "TP1",
+         None, {"what": "Failed to initialize lk_moe"}),
+    Case("[2025-03-01 14:03:07 TP15] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> "
+         "0.1845", "retract", "TP15", TS, {"retracted_reqs": 1, "new_token_ratio_before": 0.1474}),
+    Case("[2026-06-28 23:41:27 DP1 PP1 TP1] Init torch distributed begin.", "init_dist_begin", "DP1 PP1 TP1",
+         "2026-06-28T23:41:27", {}),
+    Case("[2026-06-28 23:41:27 TP13 EP13] Init torch distributed begin.", "init_dist_begin", "TP13 EP13",
+         "2026-06-28T23:41:27", {}),
+    # a prefix that lost its "[", or more of its start
+    Case("2026-06-28 23:41:27 DP1 PP1 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+         "exc_header", "DP1 PP1 TP1", "2026-06-28T23:41:27", {"source": "Scheduler"}),
+    Case("14:03:07 TP1] Init nccl begin.", "init_dist_begin", "TP1", OTS, {}),
+    Case("TP3] Load weight begin. avail mem=21.63 GB", "load_weight_begin", "TP3", None, {"avail_gib": 21.63}),
+    # torch's per-line "[rankN]: " (uncaught errors of a torchrun worker)
+    Case("[rank0]: Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:307 'invalid argument'", "cpp_abort",
+         "rank0", None, {"message": "Cuda error /workspace/csrc/custom_all_reduce.cuh:307 'invalid argument'"}),
+    Case("[rank1]: Traceback (most recent call last):", "exc_header", "rank1", None, {}),
+    Case('[rank1]:   File "/sgl/python/sglang/srt/managers/scheduler.py", line 1787, in run_scheduler_process',
+         "tb_frame", "rank1", None, {"func": "run_scheduler_process", "lineno": 1787}),
+    Case("[rank1]:     scheduler.event_loop_normal()", "indented", "rank1", None, {}),
+    Case("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered", "exc_line", "rank1", None,
+         {"exception": "RuntimeError"}),
+    Case("[rank1]: [2025-03-01 14:03:07 TP1] Load weight begin. avail mem=21.63 GB", "load_weight_begin", "TP1", TS, {}),
+    # a custom logging formatter on every line, tracebacks included
+    Case("2025-06-18 13:43:34 ERROR 31423 [ TP6 PP0 scheduler.py:2547] Scheduler hit an exception: Traceback (most "
+         "recent call last):", "exc_header", "TP6 PP0", "2025-06-18T13:43:34", {"source": "Scheduler"}),
+    Case('2025-06-18 13:43:34 ERROR 31423 [ TP6 PP0 scheduler.py:2547]   File "/home/SGLang/python/sglang/srt/'
+         'managers/scheduler.py", line 2528, in run_scheduler_process', "tb_frame", "TP6 PP0", "2025-06-18T13:43:34",
+         {"lineno": 2528}),
+    Case("2025-06-18 13:43:34 ERROR 31423 [ TP6 PP0 scheduler.py:2547]     scheduler.event_loop_pp()", "indented",
+         "TP6 PP0", "2025-06-18T13:43:34", {}),
+    Case("2025-06-18 13:43:34 INFO 31423 [ TP12 scheduler.py:1200] Load weight begin. avail mem=21.63 GB",
+         "load_weight_begin", "TP12", "2025-06-18T13:43:34", {"avail_gib": 21.63}),
+    Case("2025-06-18 13:43:34 ERROR 31423 [ TP6 PP0 scheduler.py:2547] ", "blank", "TP6 PP0", "2025-06-18T13:43:34", {}),
+]
+
+FATAL = [  # records that end a rank, or say that it hung, outside a Python traceback
+    # a header cut mid-word by the end of a paste
+    Case("[2026-06-30 10:41:04 TP13 EP13] Scheduler hit an exception: Traceback (most recent call", "exc_header",
+         "TP13 EP13", "2026-06-30T10:41:04", {"source": "Scheduler", "header_cut": True}),
+    Case(P0 + "Scheduler hit an exception: Traceback (m", "exc_header", "TP0", TS, {"header_cut": True}),
+    Case(P0 + "Scheduler hit an exception: T", "exc_header", "TP0", TS, {"header_cut": True}),
+    Case(P0 + "TpModelWorkerClient hit an exception: Traceback (most recent call last):", "exc_header", "TP0", TS,
+         {"source": "TpModelWorkerClient"}),
+    Case("Exception in ModelTpServer:", "exc_header", None, None, {"source": "ModelTpServer"}),
+    Case("[gpu_id=0] Exception in ModelTpServer:", "exc_header", "gpu_id=0", None, {"source": "ModelTpServer"}),
+    Case(M + "Child process unexpectedly failed with an exit code 131. pid=231587", "child_failed", None, TS,
+         {"exit_code": 131, "pid": 231587}),
+    Case(M + "Child process unexpectedly failed with an exit code -9", "child_failed", None, TS, {"exit_code": -9}),
+    Case("Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9 (SIGKILL), a common cause "
+         "is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.", "scheduler_died", None, None,
+         {"died_rank": 0, "exit_code": -9}),
+    Case("/pytorch/aten/src/ATen/native/cuda/IndexKernelUtils.cu:16: vectorized_gather_kernel: block: [64,0,0], "
+         "thread: [224,0,0] Assertion `ind >=0 && ind < ind_dim_size && \"vectorized gather kernel index out of "
+         "bounds\"` failed.", "device_assert", None, None,
+         {"source_loc": "/pytorch/aten/src/ATen/native/cuda/IndexKernelUtils.cu:16", "kernel": "vectorized_gather_kernel",
+          "block": [64, 0, 0], "thread": [224, 0, 0]}),
+    Case("/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [33,0,0], thread: [96,0,0] "
+         "Assertion `srcIndex < srcSelectDimSize` failed.", "device_assert", None, None,
+         {"kernel": "indexSelectLargeIndex", "assertion": "srcIndex < srcSelectDimSize"}),
+    Case("Memory access fault by GPU node-7 (Agent handle: 0x20916760) on address (nil). Reason: Unknown.", "hsa_fault",
+         None, None, {"hsa_node": 7, "address": "(nil)", "reason": "Unknown"}),
+    Case("Memory access fault by GPU node-2 (Agent handle: 0x55d8c8a0) on address 0x7f1c2c000000. Reason: Page not "
+         "present or supervisor privilege.", "hsa_fault", None, None,
+         {"hsa_node": 2, "address": "0x7f1c2c000000", "reason": "Page not present or supervisor privilege"}),
+    Case("EZ9999: Inner Error!", "cann_error", None, None, {"code": "EZ9999", "message": "Inner Error!"}),
+    Case("EZ9999: [PID: 62938] 2025-05-27-06:52:12.455.807 numHeads / numKvHeads = 8, MLA only support {32, 64, 128}.",
+         "cann_error", None, None, {"code": "EZ9999"}),
+    Case("[rank0]: EE9999: Inner Error!", "cann_error", "rank0", None, {"code": "EE9999"}),
+    Case("Fatal Python error: Aborted", "fatal_error", None, None, {"message": "Aborted"}),
+    Case("Fatal Python error: Segmentation fault", "fatal_error", None, None, {"message": "Segmentation fault"}),
+    Case("terminate called without an active exception", "cpp_terminate", None, None, {}),
+    Case(M + "Initialization failed. warmup error: Traceback (most recent call last):", "warmup_failed", None, TS, {}),
+    Case(P0 + "Capture cuda graph failed: CUDA out of memory. Tried to allocate 20.00 MiB.", "capture_failed", "TP0",
+         TS, {}),
+    Case(P0 + "Watchdog timeout (self.watchdog_timeout=300)", "watchdog_timeout", "TP0", TS,
+         {"family": "sglang_watchdog", "watchdog_timeout_s": 300}),
+    # py-spy dumps the SGLang watchdog prints
+    Case('Thread 235821 (idle): "Thread-4 (watchdog_thread)"', "pyspy_thread", None, None,
+         {"thread_id": 235821, "state": "idle", "name": "Thread-4 (watchdog_thread)"}),
+    Case("    pyspy_dump_schedulers (sglang/srt/utils.py:1711)", "pyspy_frame", None, None,
+         {"func": "pyspy_dump_schedulers", "path": "sglang/srt/utils.py", "lineno": 1711}),
+    # Ray's de-duplication, cut from the record it follows (segments.py)
+    Case(" [repeated 15x across cluster]", "ray_dedup", None, None, {"count": 15}),
+]
+
+SETTINGS = [  # launch commands, launchers and settings
+    Case("SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing custom allreduce on PCIe-only GPUs", "env", None, None,
+         {"name": "SGLANG_FORCE_CUSTOM_AR_PCIE", "value": "1", "message": "forcing custom allreduce on PCIe-only GPUs"}),
+    Case(P0 + "SGLANG_ENABLE_SPEC_V2=True: using the spec v2 worker", "env", "TP0", TS,
+         {"name": "SGLANG_ENABLE_SPEC_V2", "value": "True"}),
+    Case("CUDA_VISIBLE_DEVICES=0,1 SGLANG_X=1 python3 -m sglang.launch_server --model-path /m --tp 2", "launch_command",
+         None, None, {"command": "CUDA_VISIBLE_DEVICES=0,1 SGLANG_X=1 python3 -m sglang.launch_server --model-path /m --tp 2"}),
+    Case("root@node:~# python -m sglang.launch_server --model-path /m", "launch_command", None, None, {}),
+    Case("docker run --gpus all lmsysorg/sglang:latest python3 -m sglang.launch_server --model-path /m",
+         "launch_command", None, None, {}),
+    Case("sglang serve --model-path /m --tp 8", "launch_command", None, None, {}),
+    Case("/sgl-workspace/sglang/python/sglang/launch_server.py:51: UserWarning: 'python -m sglang.launch_server' is "
+         "still supported, but 'sglang serve' is the recommended entrypoint.", "py_warning", None, None,
+         {"category": "UserWarning", "lineno": 51}),
+    Case("Example: sglang serve --model-path <model> [options]", "other", None, None, {}),
+    Case("2025-11-23 02:30:33.263028+08:00 - gpustack.worker.backends.sglang - INFO - With image: "
+         "quay.io/gpustack/runner:cann8.2-910b-sglang0.5.2, arguments: [python -m sglang.launch_server --model-path "
+         "/data/models/Qwen3-0.6B --tp-size 1]", "launch_command", None, None,
+         {"launcher": "gpustack", "sglang_version": "0.5.2", "image": "quay.io/gpustack/runner:cann8.2-910b-sglang0.5.2",
+          "command": "python -m sglang.launch_server --model-path /data/models/Qwen3-0.6B --tp-size 1"}),
+    Case("2025-11-23 02:30:35.100000+08:00 - gpustack.worker.serve_manager - INFO - Started", "gpustack_log", None,
+         None, {"level": "INFO", "message": "Started"}),
+    # weight loading, hybrid pools
+    Case("Multi-thread loading shards:  50% Completed | 2/4 [00:01<00:01,  1.17it/s]", "progress", None, None,
+         {"desc": "Multi-thread loading shards", "progress": {"pct": 50, "n": 2, "total": 4, "it_per_s": 1.17}}),
+    Case("Training Progress:  20%|##        | 88/435 [1:54:01<6:51:05, 71.08s/it]", "progress", None, None,
+         {"progress": {"n": 88, "total": 435, "s_per_it": 71.08}}),
+    Case(P0 + "Decode batch, #running-req: 3, #full token: 1200, full token usage: 0.01, #swa token: 800, swa token "
+         "usage: 0.02, cuda graph: True, gen throughput (token/s): 80.12, #queue-req: 0, ", "decode_batch", "TP0", TS,
+         {"full_token": 1200, "full_token_usage": 0.01, "swa_token": 800, "swa_token_usage": 0.02}),
+]
+
 GROUPS = {
     "prefix": PREFIXES, "startup_main": STARTUP_MAIN, "init_dist": INIT_DIST, "weights": WEIGHTS,
     "kv_cache": KV_CACHE, "capture": CAPTURE, "capacity": CAPACITY, "decode": DECODE, "prefill": PREFILL,
-    "pressure": PRESSURE, "failure": FAILURE, "foreign": FOREIGN,
+    "pressure": PRESSURE, "failure": FAILURE, "foreign": FOREIGN, "ranks": RANKS, "fatal": FATAL,
+    "settings": SETTINGS,
 }
 CASES: list[Case] = [c for group in GROUPS.values() for c in group]
 IDS = [f"{name}-{i}-{c.kind}" for name, group in GROUPS.items() for i, c in enumerate(group)]

@@ -583,6 +583,10 @@ class RunModel:
                                      "text": ev.text, "kind": "nccl_watchdog"})
         self._notice("c10d", ev)
 
+    # torch's watchdog and store timeouts are records of their own now (read/fatal.py)
+    on_collective_timeout = on_c10d_log
+    on_collective_failure = on_c10d_log
+
     def on_watchdog_timeout(self, ev: Event) -> None:
         self.hang_events.append({"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text,
                                  "kind": "sglang_watchdog"})

@@ -7,17 +7,28 @@ prefixed lines of other ranks pass through untouched; the traceback is emitted a
 ``exception`` event when it is over. Its constituent lines are kept in the event
 (``lines``) so nothing is lost.
 
-The open traceback is emitted only when the next record proves it over (or at the end
+Some launchers and logging configurations write a prefix on every line, traceback lines
+included (torch's ``[rank3]: ``, a custom formatter's ``... [ TP6 PP0 scheduler.py:2547] ``):
+pieces of a traceback (frames, source lines, carets, the exception line) that carry the
+rank of the open traceback continue it. Ray's ``[repeated Nx across cluster]`` records
+pass through an open traceback without ending it. An out-of-memory message that a
+component logged instead of raising (``Failed to initialize X: CUDA out of memory. ...``)
+is assembled the same way, with the lines a terminal hard-wrapped it into, as one
+``oom_message`` event with its figures decomposed.
+
+The open record is emitted only when the next record proves it over (or at the end
 of input), so batch and live parsing give identical events. ``pending()`` lets a live
 viewer look at an unfinished traceback without changing what is emitted.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..events import Event
+from .fatal import scheduler_died
 from .oom import decompose_oom
 
 #: Kinds that may continue a traceback's final message (multi-line messages).
@@ -26,12 +37,26 @@ _MAX_TB_LINES = 5000
 #: Exception names that only count inside a traceback.
 _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
 #: Kinds that open a traceback when none is open; all others pass straight through.
-TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thread", "exc_line"})
+TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thread", "exc_line", "oom_message"})
+#: Kinds that only a traceback's own lines have: with a rank, it came from a prefix that
+#: the launcher writes on every line, and the piece belongs to that rank's traceback.
+_PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
+#: Kinds that annotate the record before them and leave an open traceback open.
+_TRANSPARENT = frozenset({"ray_dedup"})
+#: A word alone on a line right after a frame line: the frame's function name, wrapped
+#: by a terminal ("in R" / "untime").
+_WRAPPED_WORD = re.compile(r"\w+")
+
+
+def _body(ev: Event) -> str:
+    """A record's text without the prefix a launcher writes on every line, stripped."""
+    return str(ev.fields.get("body", ev.text)).strip()
 
 
 class _Traceback:
     __slots__ = ("first", "rank", "ts", "file", "node", "source", "frames", "exception", "message",
-                 "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at")
+                 "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at",
+                 "piece_rank", "header_cut", "oom_record", "what")
 
     def __init__(self, ev: Event, source: str | None) -> None:
         self.first = ev.line
@@ -50,6 +75,20 @@ class _Traceback:
         self.fatal = False
         self.chained_wait = False
         self.exc_at: dict[str, Any] | None = None  # the final "Type: message" line, as evidence
+        self.piece_rank: str | None = None  # the rank that a line prefix gave this traceback's pieces
+        self.header_cut = bool(ev.fields.get("header_cut"))
+        self.oom_record = False  # an out-of-memory message logged outside a traceback
+        self.what: str | None = None
+
+    def owns(self, ev: Event) -> bool:
+        """Whether a piece of a traceback that carries a rank (from a line prefix) is ours."""
+        rank = ev.rank
+        if rank is None or rank == self.rank or rank == self.piece_rank:
+            return True
+        if self.piece_rank is None and len(self.lines) <= 1:
+            self.piece_rank = rank  # "[rank0]: [.. TP0] Scheduler hit an exception:", then "[rank0]: File ..."
+            return True
+        return False
 
     def add_line(self, ev: Event) -> None:
         if len(self.lines) < _MAX_TB_LINES:
@@ -58,6 +97,11 @@ class _Traceback:
 
     def to_event(self) -> Event:
         text = "\n".join(t for _, t in self.lines)
+        if self.oom_record:
+            fields_: dict[str, Any] = {"what": self.what, "message": self.message,
+                                       "oom": decompose_oom("OutOfMemoryError", self.message), "lines": self.lines}
+            return Event("oom_message", self.first, self.rank, self.ts, fields_, text, self.file, self.last_line,
+                         self.node)
         fields: dict[str, Any] = {
             "source": self.source,
             "exception": self.exception,
@@ -66,9 +110,12 @@ class _Traceback:
             "chain": self.chain,
             "fatal_signal": self.fatal,
             "exception_line": self.exc_at,
+            "header_cut": self.header_cut,
             "lines": self.lines,
         }
         fields["oom"] = decompose_oom(self.exception, self.message)
+        # the launcher's "Rank 0 scheduler died during initialization (exit code: -9)"
+        fields["scheduler_died"] = scheduler_died(self.message) if self.exception else None
         return Event("exception", self.first, self.rank, self.ts, fields, text, self.file, self.last_line, self.node)
 
 
@@ -97,11 +144,42 @@ class TracebackAssembler:
         self.open = tb
         return tb
 
+    def _start_oom(self, ev: Event) -> None:
+        rec = self._start(ev, None)
+        rec.oom_record = True
+        rec.what = ev.fields.get("what")
+        rec.message = ev.fields.get("message") or ""
+
     def step(self, ev: Event) -> Iterator[Event]:
         """Take one record event; yield the events that are complete."""
         kind = ev.kind
         tb = self.open
         prefixed = ev.rank is not None or ev.ts is not None
+        if kind in _TRANSPARENT:
+            yield ev
+            return
+        if tb is not None and tb.oom_record:
+            if not prefixed and kind in ("other", "indented", "tb_fragment"):
+                tb.message = (tb.message or "") + "\n" + _body(ev)  # a terminal's hard wrap
+                tb.add_line(ev)
+                return
+            yield from self.close()
+            tb = None
+        if kind == "oom_message":
+            if tb is not None and tb.exception is None and prefixed and ev.rank != tb.rank:
+                rec = _Traceback(ev, None)  # another rank's message between the frames: this line alone
+                rec.oom_record, rec.what, rec.message = True, ev.fields.get("what"), ev.fields.get("message") or ""
+                rec.add_line(ev)
+                yield rec.to_event()
+                return
+            yield from self.close()
+            self._start_oom(ev)
+            return
+        if tb is not None and ev.rank is not None and kind in _PIECES and tb.owns(ev):
+            prefixed = False  # a traceback line behind a prefix of every line
+        elif tb is not None and kind == "tb_frame" and not tb.owns(ev):
+            yield from self.close()  # another rank's traceback, each line behind its prefix
+            tb = None
 
         if kind == "exc_header":
             source = ev.fields.get("source")
@@ -170,10 +248,14 @@ class TracebackAssembler:
                     return
                 tb.add_line(ev)
                 return
-            if tb.exception is None and kind == "indented" and tb.frames and tb.frames[-1]["code"] is None:
-                tb.frames[-1]["code"] = ev.text.strip()
+            last = tb.frames[-1] if tb.frames else None
+            if (tb.exception is None and kind == "other" and last is not None and last["code"] is None
+                    and last["log_line"] == ev.line - 1 and _WRAPPED_WORD.fullmatch(ev.text)):
+                last["func"] = (last["func"] or "") + ev.text  # "..., line 39, in R" / "untime"
+            elif tb.exception is None and kind in ("indented", "other") and last is not None and last["code"] is None:
+                tb.frames[-1]["code"] = _body(ev)  # the source line (its indentation may be stripped)
             elif tb.exception is not None and kind != "tb_caret":
-                tb.message = (tb.message + "\n" if tb.message else "") + ev.text.strip()
+                tb.message = (tb.message + "\n" if tb.message else "") + _body(ev)
             tb.add_line(ev)
             tb.blanks = 0
             return

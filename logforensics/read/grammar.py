@@ -22,6 +22,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
 
 from ..events import Event
+from .plan_fatal import FatalPlanning
 
 Conv = Callable[[str], Any]
 
@@ -312,7 +313,7 @@ def _tokens(tree: Tree) -> dict[str, list[Token]]:
     return out
 
 
-class _Planner:
+class _Planner(FatalPlanning):
     """Turns one parse tree into a Plan (token spans, converters, constants).
 
     ``length`` is the record's length: a field may run from a token to the end of the
@@ -341,6 +342,9 @@ class _Planner:
         if isinstance(tree, Token):  # a bare terminal cannot be a record
             raise LarkError("unexpected bare token")
         self.visit(tree)
+        if tree.data == "line_prefix":  # a prefix of every line, with nothing after it
+            self.kind = "blank"
+        self.body()
         return Plan.make(self.kind, self.rank, self.ts, tuple(self.fields),
                          tuple(self.const.items()), self.memo_ok)
 
@@ -355,10 +359,15 @@ class _Planner:
         if name == "tb_fragment":
             self.kind = name
             return
+        if name == "line_prefix":
+            self.line_prefix(tree)
+            return
         if name == "prefix":
             for child in tree.children:
                 if isinstance(child, Token) and child.type in ("STAMP", "CUT_STAMP"):
                     self.ts = (child.start_pos, child.end_pos)
+                elif isinstance(child, Token) and child.type == "CUT_RANK":
+                    self.rank = (child.start_pos, child.end_pos)
                 elif isinstance(child, Tree) and child.children:
                     tok = child.children[0]
                     self.rank = (tok.start_pos, tok.end_pos)
@@ -577,6 +586,8 @@ class _Planner:
         for child in tree.children:
             if isinstance(child, Token) and child.type in ("EXC_SOURCE", "EXC_IN"):
                 self.add("source", child, _exc_source)
+            elif isinstance(child, Token) and child.type == "TB_CUT":
+                self.const["header_cut"] = True  # the paste ends inside "Traceback (most recent call last):"
 
     def on_exc_line(self, tree: Tree) -> None:
         self.add("exception", tree.children[0], _to_str)
@@ -645,9 +656,9 @@ class _Planner:
         self.add("reason", tree.children[1], _to_strip)
 
     def on_c10d_log(self, tree: Tree) -> None:
-        self.add("head", tree.children[0], _c10d_head)
+        self.add("head", tree.children[0], _c10d_head)  # "[rank1]:" is head["global_rank"], not the record's rank
         if len(tree.children) > 1:
-            self.add("message", tree.children[1], _to_strip)
+            self._collective_or("c10d_log", tree.children[1])
 
     def on_nccl_debug(self, tree: Tree) -> None:
         toks = _tokens(tree)
@@ -702,6 +713,7 @@ class _Planner:
 
     def on_watchdog_timeout(self, tree: Tree) -> None:
         toks = _tokens(tree)
+        self.const["family"] = "sglang_watchdog"
         self.add("component", toks["WATCHDOG"][0], _watchdog_component)
         self.add("watchdog_timeout_s", toks["NUMBER"][0], _number_conv(toks["NUMBER"][0]))
         for tok in toks.get("WORD", ()):
@@ -838,7 +850,14 @@ def _tqdm_progress(s: str) -> dict[str, Any]:
     m = _TQDM_RE.search(s)
     if not m:
         return {}
-    return {"pct": int(m.group(1)), "n": int(m.group(2)), "total": int(m.group(3))}
+    out: dict[str, Any] = {"pct": int(m.group(1)), "n": int(m.group(2)), "total": int(m.group(3))}
+    rate = _TQDM_RATE.search(m.group(4))  # "00:03<00:04,  1.74it/s" or "1:54:01<6:51:05, 71.08s/it"
+    if rate:
+        out["s_per_it" if rate.group(2) == "s/it" else "it_per_s"] = float(rate.group(1))
+    return out
+
+
+_TQDM_RATE = re.compile(r"([\d.]+)(s/it|it/s)")
 
 
 _C10D_RE = re.compile(r"(?:\[rank(\d+)\]:)?\[([EFWI])")

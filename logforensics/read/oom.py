@@ -11,28 +11,30 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_SIZE = r"([\d.]+ (?:bytes|KiB|MiB|GiB|TiB|B|KB|MB|GB))"
+_SIZE = r"([\d.]+ ?(?:bytes|KiB|MiB|GiB|TiB|B|KB|MB|GB))"
 _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "KB": 2**10, "MiB": 2**20, "MB": 2**20,
           "GiB": 2**30, "GB": 2**30, "TiB": 2**40}
 
+#: Spaces are optional between words: a terminal that hard-wrapped the message may have
+#: dropped the one at the wrap (see :func:`decompose_oom`).
 _PATTERNS = {
-    "tried_gib": re.compile(r"Tried to allocate " + _SIZE),
-    "gpu": re.compile(r"\bGPU (\d+)"),
-    "total_gib": re.compile(r"total capac\w* of " + _SIZE + r"|" + _SIZE + r" total capacity"),
-    "free_gib": re.compile(r"of which " + _SIZE + r" is free|" + _SIZE + r" free\b"),
-    "process_in_use_gib": re.compile(r"this process has " + _SIZE + r" memory in use"),
-    "allocated_gib": re.compile(r"Of the allocated memory " + _SIZE + r"|" + _SIZE + r" already allocated"),
-    "private_pools_gib": re.compile(r"with " + _SIZE + r" allocated in private pools"),
-    "reserved_unallocated_gib": re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated"),
-    "reserved_total_gib": re.compile(_SIZE + r" reserved in total by PyTorch"),
+    "tried_gib": re.compile(r"Tried\s*to\s*allocate\s*" + _SIZE),
+    "gpu": re.compile(r"\bGPU\s*(\d+)"),
+    "total_gib": re.compile(r"total\s*capac\w*\s*of\s*" + _SIZE + r"|" + _SIZE + r"\s*total\s*capacity"),
+    "free_gib": re.compile(r"of\s*which\s*" + _SIZE + r"\s*is\s*free|" + _SIZE + r"\s*free\b"),
+    "process_in_use_gib": re.compile(r"this\s*process\s*has\s*" + _SIZE + r"\s*memory\s*in\s*use"),
+    "allocated_gib": re.compile(r"Of\s*the\s*allocated\s*memory\s*" + _SIZE + r"|" + _SIZE + r"\s*already\s*allocated"),
+    "private_pools_gib": re.compile(r"with\s*" + _SIZE + r"\s*allocated\s*in\s*private\s*pools"),
+    "reserved_unallocated_gib": re.compile(r"and\s*" + _SIZE + r"\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated"),
+    "reserved_total_gib": re.compile(_SIZE + r"\s*reserved\s*in\s*total\s*by\s*PyTorch"),
 }
-_OTHER_PROCESS = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+_OTHER_PROCESS = re.compile(r"Process\s*(\d+)\s*has\s*" + _SIZE + r"\s*memory\s*in\s*use")
 _OOM_MARKERS = ("out of memory", "OutOfMemoryError")
 
 
 def to_gib(size: str) -> float:
     """``"32.00 MiB"`` -> 0.03125."""
-    number, unit = size.split()
+    number, unit = re.fullmatch(r"([\d.]+) ?(\w+)", size.strip()).groups()  # type: ignore[union-attr]
     return float(number) * _UNITS[unit] / 2**30
 
 
@@ -45,7 +47,11 @@ def decompose_oom(exception: str | None, message: str | None) -> dict[str, Any] 
     """The figures of an OOM message, or None when the exception is not an OOM."""
     if not is_oom(exception, message):
         return None
-    text = " ".join((message or "").split())  # undo hard wraps and double spaces
+    # PyTorch writes the message on one line, so a line break in it is a terminal's hard
+    # wrap, which may fall inside a number ("of which 1" / "2.19 MiB is free"): join the
+    # lines as they are; the patterns allow a space lost at the wrap
+    text = "".join(line.strip() for line in (message or "").splitlines())
+    text = " ".join(text.split())
     out: dict[str, Any] = {"device": "HIP" if "HIP out of memory" in text else "CUDA"}
     for name, pattern in _PATTERNS.items():
         m = pattern.search(text)

@@ -95,7 +95,7 @@ class IncrementalParser:
         events, openers = done
         self.stats.lines += body.count(b"\n") + 1
         assembler = self.assembler
-        if not openers and assembler.open is None:  # no traceback here: nothing to assemble
+        if not openers and assembler.open is None:  # no multi-line record here: nothing to assemble
             return events
         out: list[Event] = []
         for ev in events:

@@ -5,8 +5,11 @@ hold several records: tqdm redraws separated by carriage returns, a log line glu
 after a progress bar (``| 1/58 [00:00<00:56,  1.01it/s]Traceback ...``), a second
 rank's write torn into the middle of a line, a whole traceback collapsed onto one line
 behind repeated Ray wrappers. Wrappers that other tools put in front of every line
-(docker-compose, CI timestamps, Markdown quotes, Ray, a second logging format) are
-removed here so the grammar sees SGLang's own text.
+(docker-compose, pm2, FastChat, CI and ``docker logs --timestamps`` stamps, a log viewer's
+or Docker Desktop's local time, Kubernetes CRI, Markdown quotes, Ray, a second logging
+format) are removed here so the grammar sees SGLang's own text. Ray's de-duplication
+suffix ``[repeated 2x across cluster]`` is cut off as a record of its own: it says that
+lines were dropped, and the record before it must read as if it were not there.
 
 Every rule below matches digits only with ``\\d``, so lines that differ only in their
 digits are cut at the same offsets: the fast path relies on that.
@@ -16,19 +19,34 @@ from __future__ import annotations
 
 import re
 
-_ANSI_RE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x00")
+#: ANSI colour codes: with the ESC byte, in caret notation as a pager or a copy from a
+#: terminal writes them (``^[[36m``: the two characters ``^[``), or with the ESC byte
+#: lost (``[36m``); NUL bytes; and a literal ``^M`` (a carriage return in caret notation)
+#: at the end of a line.
+_ANSI_RE = re.compile(r"(?:\x1b|\^\[)\[[\d;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x00"
+                      r"|\[\d{1,3}(?:;\d{1,3})*m|(?:\^M)+$")
+_BARE_ANSI_RE = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 
 #: Wrappers other programs put before the SGLang text, tried repeatedly at a record start.
 _WRAPPER_RE = re.compile(
     r"(?:"
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)[ \t](?:stdout|stderr)[ \t][FP][ \t]"  # k8s CRI
     r"|>[ \t]?"                                                  # Markdown quote
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z[ \t]"          # GitHub Actions
+    r"|`(?=\S)"                                                 # a stray inline-code backtick
+    # GitHub Actions, `docker logs --timestamps` (RFC 3339, ns, with an offset or Z)
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)(?:[ \t]|$)"
     r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\][ \t]"      # Jenkins
     r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
+    r"|\d+\|[\w.@:\-]+[ \t]*\|[ \t]?"                           # pm2 "3|qwen  | "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| ?"  # FastChat "... | ERROR | stderr | "
     r"|\((?:[\w.\-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"     # Ray "(Worker pid=1, ip=10.0.0.2) "
-    r"|\((?:head|worker\d+), rank=\d+, pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"  # SkyPilot
+    r"|\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"  # SkyPilot "(worker1, rank=1, pid=2) "
     r"|\[pod/[\w.\-]+/[\w.\-]+\][ \t]?"                            # kubectl logs --prefix
+    # a log viewer's local time glued to the text: "04-20 13:32:25.784  File ..."
+    r"|\d\d-\d\d \d\d:\d\d:\d\d\.\d+(?=[\s\[A-Za-z_])"
+    # Docker Desktop's local time: "2025-03-08 13:29:13 [2025-03-08 12:29:13 TP0] ...", but
+    # not an SGLang prefix that lost its "[", nor a logging format with a level or "- "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?!(?:[A-Z_]+-?\d+ ?)*\]|[A-Z]{4,8} |- |\| )"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - (?=\[)"  # logging default format
     r"|[ \t]+(?=\[\d)"                                          # indentation before a prefix
     r")"
@@ -40,6 +58,9 @@ _SPLIT_RE = re.compile(
     r"|(?<=\?it/s\])(?=\S)"
     r"|(?<=.)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] )"  # torn / glued prefix
     r"|(?<=.)(?=\((?:[\w.\-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\) )"    # collapsed Ray lines
+    # two wrapped records fused onto one line by a terminal's padding
+    r"|(?<=  )(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"
+    r"|(?<=\S)(?= \[repeated \d+x across cluster\] *$)"       # Ray de-duplication suffix
 )
 
 
@@ -49,7 +70,8 @@ def clean(text: str) -> str:
 
 
 def needs_clean(text: str) -> bool:
-    return "\x1b" in text or "\x00" in text
+    return ("\x1b" in text or "\x00" in text or "^[[" in text or text.endswith("^M")
+            or ("m" in text and _BARE_ANSI_RE.search(text) is not None))
 
 
 def segment(text: str) -> list[tuple[int, int]]:

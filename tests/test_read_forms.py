@@ -1,0 +1,257 @@
+"""Whole lines as real logs carry them: wrappers, prefixes of every line, fatal records.
+
+``test_grammar.py`` checks what one record means; here a few physical lines go through
+the parser (segmentation, grammar, fast path, traceback assembly) and the events must
+say what the lines say: the rank, the frames and the exception of a traceback whose
+every line carries a launcher's prefix, an out-of-memory message a terminal hard-wrapped,
+a Ray de-duplication mark inside a traceback. The texts are shaped after the real
+excerpts in ``fixtures/real`` (set 2) and ``sglang-log-formats.md`` section 6.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from logforensics.events import Event
+from logforensics.read.parser import IncrementalParser
+
+FRAME = '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1827, in run_scheduler_process'
+CODE = "    scheduler.event_loop_normal()"
+
+
+def read(text: str, chunk: int | None = None) -> list[Event]:
+    """Events of ``text`` as the parser emits them (fed whole, or in chunks)."""
+    parser = IncrementalParser("t.log")
+    data = text.encode("utf-8")
+    out: list[Event] = []
+    step = chunk or len(data) or 1
+    for i in range(0, len(data), step):
+        out.extend(parser.feed(data[i:i + step]))
+    return out + parser.close()
+
+
+def kinds(events: list[Event]) -> list[str]:
+    return [e.kind for e in events]
+
+
+def only(events: list[Event], kind: str) -> Event:
+    found = [e for e in events if e.kind == kind]
+    assert len(found) == 1, kinds(events)
+    return found[0]
+
+
+def frames(ev: Event) -> list[Any]:
+    return [f["func"] for f in ev.fields["frames"]]
+
+
+# ---------------------------------------------------------------- wrappers
+TRACEBACK = ["[2025-02-18 14:31:01 TP3] Scheduler hit an exception: Traceback (most recent call last):", FRAME, CODE,
+             "RuntimeError: boom"]
+
+WRAPPED = {
+    "pm2": "3|qwen  | {}",
+    "fastchat": "2024-06-02 00:26:10 | ERROR | stderr | {}",
+    "docker-timestamps": "2025-03-08T12:29:13.123456789Z {}",
+    "docker-timestamps-offset": "2025-03-08T12:29:13.123456789+00:00 {}",
+    "k8s-cri": "2025-03-08T12:29:13.8443515Z stdout F {}",
+    "kubectl-prefix": "[pod/sglang-0/sglang] {}",
+    "docker-desktop": "2025-03-08 13:29:13 {}",
+    "caret-ansi-ray": "^[[36m(WorkerDict pid=38869)^[[0m {}",
+    "esc-less-ansi-ray": "[36m(WorkerDict pid=38869)[0m {}",
+    "esc-ansi": "\x1b[36m(WorkerDict pid=38869)\x1b[0m {}",
+    "skypilot": "(worker1, rank=1, pid=2345, ip=10.0.0.2) {}",
+    "literal-caret-M": "{}^M",
+    "backtick": "`{}",
+}
+
+
+@pytest.mark.parametrize("name", WRAPPED)
+def test_a_wrapped_traceback_reads_as_the_bare_one(name: str) -> None:
+    """Every wrapper leaves the traceback's rank, frames and exception as without it."""
+    bare = only(read("\n".join(TRACEBACK) + "\n"), "exception")
+    fmt = WRAPPED[name]
+    if name == "backtick":  # a stray inline-code backtick only ever starts the paste
+        text = fmt.format(TRACEBACK[0]) + "\n" + "\n".join(TRACEBACK[1:]) + "\n"
+    else:
+        text = "\n".join(fmt.format(line) for line in TRACEBACK) + "\n"
+    ev = only(read(text), "exception")
+    assert (ev.rank, ev.ts, ev.fields["exception"], ev.fields["message"]) == \
+        (bare.rank, bare.ts, "RuntimeError", "boom")
+    assert ev.fields["frames"][0]["func"] == "run_scheduler_process"
+    assert ev.fields["frames"][0]["code"] == "scheduler.event_loop_normal()"
+    assert (ev.line, ev.end_line) == (1, 4)
+
+
+def test_docker_logs_with_indentation_stripped() -> None:
+    """``docker logs --timestamps`` pasted with the indentation lost: the source line still
+    belongs to its frame."""
+    lines = [TRACEBACK[0], FRAME.strip(), CODE.strip(), TRACEBACK[3]]
+    ev = only(read("".join(f"2025-03-08T12:29:13.123456789Z {line}\n" for line in lines)), "exception")
+    assert ev.rank == "TP3" and ev.fields["exception"] == "RuntimeError"
+    assert ev.fields["frames"][0]["code"] == "scheduler.event_loop_normal()"
+
+
+def test_fastchat_records_fused_by_padding_and_a_frame_wrapped_mid_word() -> None:
+    """Two FastChat records on one physical line (padding spaces between them), and a
+    frame line that a terminal broke inside the function name."""
+    w = "2024-06-02 00:26:10 | ERROR | stderr | "
+    text = (w + "Traceback (most recent call last):\n"
+            + w + '  File "<frozen runpy>", line 88, in _run_code' + " " * 58
+            + w + '  File "/x/FastChat/fastchat/serve/sglang_worker.py", line 298, in <module>\n'
+            + w + "    runtime = sgl.Runtime(\n"
+            + w + '  File "/x/site-packages/sglang/api.py", line 39, in R\n'
+            + "untime\n"
+            + w + "    return Runtime(*args, **kwargs)\n"
+            + w + "ValueError: multiple log values\n")
+    ev = only(read(text), "exception")
+    assert frames(ev) == ["_run_code", "<module>", "Runtime"]
+    assert ev.fields["frames"][1]["code"] == "runtime = sgl.Runtime("
+    assert ev.fields["exception"] == "ValueError"
+
+
+def test_log_viewer_stamp_glued_to_the_text() -> None:
+    """``04-20 13:32:25.784  File ...``: the viewer's stamp, then the traceback's own indent."""
+    lines = ['  File "/app/sglang/python/sglang/srt/managers/scheduler.py", line 3770, in run_scheduler_process',
+             "    scheduler = Scheduler(", "                ^^^^^^^^^^",
+             '  File "/app/sglang/python/sglang/srt/model_executor/model_runner.py", line 479, in __init__',
+             "RuntimeError: x"]
+    ev = only(read("".join(f"04-20 13:32:25.784{line}\n" for line in lines)), "exception")
+    assert frames(ev) == ["run_scheduler_process", "__init__"]
+    assert ev.fields["frames"][0]["code"] == "scheduler = Scheduler("
+    assert ev.fields["exception"] == "RuntimeError"
+
+
+def test_docker_desktop_stamp_keeps_sglang_prefix() -> None:
+    evs = read("2025-03-08 13:29:13 [2025-03-08 12:29:13 TP2] Load weight begin. avail mem=21.63 GB\n")
+    assert [(e.kind, e.rank, e.ts) for e in evs] == [("load_weight_begin", "TP2", "2025-03-08T12:29:13")]
+
+
+# ---------------------------------------------------------------- prefixes of every line
+def test_torch_rank_prefix_on_every_traceback_line() -> None:
+    text = ("[rank1]: Traceback (most recent call last):\n"
+            f"[rank1]: {FRAME}\n[rank1]: {CODE}\n"
+            "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+            "[rank0]: Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:307 'invalid argument'\n")
+    evs = read(text)
+    ev = only(evs, "exception")
+    assert ev.rank == "rank1" and ev.fields["exception"] == "RuntimeError" and (ev.line, ev.end_line) == (1, 4)
+    assert ev.fields["frames"][0]["code"] == "scheduler.event_loop_normal()"
+    abort = only(evs, "cpp_abort")
+    assert abort.rank == "rank0" and abort.line == 5
+
+
+def test_two_ranks_tracebacks_each_line_prefixed() -> None:
+    """rank0's traceback, then rank1's: each keeps its own lines."""
+    one = ["[rank{r}]: Traceback (most recent call last):", "[rank{r}]: " + FRAME, "[rank{r}]: " + CODE,
+           "[rank{r}]: ValueError: bad {r}"]
+    evs = read("\n".join([line.format(r=0) for line in one] + [line.format(r=1) for line in one]) + "\n")
+    exc = [e for e in evs if e.kind == "exception"]
+    assert [(e.rank, e.fields["message"], e.line, e.end_line) for e in exc] == \
+        [("rank0", "bad 0", 1, 4), ("rank1", "bad 1", 5, 8)]
+
+
+def test_custom_formatter_on_every_line() -> None:
+    """``SGLANG_LOGGING_CONFIG_PATH`` formatter with the rank and source on each line, and a
+    literal ``^M`` at each line end: one traceback, the rank and stamp of its lines."""
+    h = "2025-06-18 13:43:34 ERROR 31423 [ TP6 PP0 scheduler.py:2547] "
+    lines = ["Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/home/SGLang/python/sglang/srt/managers/scheduler.py", line 2528, in run_scheduler_process',
+             "    scheduler.event_loop_pp()",
+             '  File "/home/SGLang/python/sglang/srt/managers/scheduler.py", line 735, in event_loop_pp',
+             "    result = self.run_batch(self.cur_batch)", "RuntimeError: Prefill out of memory. Try to lower your batch size."]
+    evs = read("".join(f"{h}{line}^M\n" for line in lines))
+    ev = only(evs, "exception")
+    assert (ev.rank, ev.ts, ev.line, ev.end_line) == ("TP6 PP0", "2025-06-18T13:43:34", 1, 6)
+    assert frames(ev) == ["run_scheduler_process", "event_loop_pp"]
+    assert ev.fields["exception"] == "RuntimeError" and ev.fields["message"].startswith("Prefill out of memory")
+
+
+# ---------------------------------------------------------------- traceback shapes
+def test_header_cut_mid_word_is_a_traceback_with_no_exception() -> None:
+    ev = only(read("[2026-06-30 10:41:04 TP13 EP13] Scheduler hit an exception: Traceback (most recent call\n"),
+              "exception")
+    assert (ev.rank, ev.fields["source"], ev.fields["exception"], ev.fields["header_cut"]) == \
+        ("TP13 EP13", "Scheduler", None, True)
+
+
+def test_ray_dedup_mark_inside_a_traceback() -> None:
+    """``[repeated 2x across cluster]`` counts the dropped lines and leaves the traceback whole."""
+    r = "(WorkerDict pid=26103) "
+    text = (f"{r}[2025-11-20 01:13:05 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+            f"{r}{FRAME} [repeated 2x across cluster]\n{r}{CODE}\n"
+            f"{r}RuntimeError: nonce == returnedNonce INTERNAL ASSERT FAILED [repeated 3x across cluster]\n")
+    evs = read(text)
+    ev = only(evs, "exception")
+    assert ev.rank == "TP1" and frames(ev) == ["run_scheduler_process"]
+    assert ev.fields["message"] == "nonce == returnedNonce INTERNAL ASSERT FAILED"
+    assert [(e.line, e.fields["count"]) for e in evs if e.kind == "ray_dedup"] == [(2, 2), (4, 3)]
+
+
+def test_overlap_thread_frames_are_frames() -> None:
+    """``TpModelWorkerClient hit an exception`` (the overlap thread): its frames are kept."""
+    text = ("[2025-04-11 15:03:19 TP0] TpModelWorkerClient hit an exception: Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/tp_worker_overlap_thread.py", '
+            "line 112, in forward_thread_func\n    self.forward_thread_func_()\n")
+    ev = only(read(text), "exception")
+    assert ev.fields["source"] == "TpModelWorkerClient" and frames(ev) == ["forward_thread_func"]
+    assert ev.fields["frames"][0]["path"].endswith("tp_worker_overlap_thread.py")
+
+
+def test_scheduler_died_message_is_decomposed() -> None:
+    text = ('Traceback (most recent call last):\n  File "/sgl/entrypoints/engine.py", line 1277, in _wait_for_scheduler_ready\n'
+            "    raise _scheduler_died_error(i, scheduler_procs[i])\n"
+            "RuntimeError: Rank 0 scheduler died during initialization (exit code: -11). If exit code is -9 (SIGKILL), "
+            "a common cause is the OS OOM killer.\n")
+    ev = only(read(text), "exception")
+    assert ev.fields["scheduler_died"] == {"rank": 0, "exit_code": -11}
+
+
+# ---------------------------------------------------------------- out of memory outside a traceback
+def test_oom_message_hard_wrapped_by_a_terminal() -> None:
+    """A component that catches the OOM and logs it; the terminal broke the line inside a
+    number ("of which 1" / "2.19 MiB"). The figures are decomposed from the joined text."""
+    text = ("[TP1] Failed to initialize lk_moe: CUDA out of memory. Tried to allocate 24.00 MiB. GPU 1 has a total capac\n"
+            "ity of 23.53 GiB of which 1\n"
+            "2.19 MiB is free. Including non-PyTorch memory, this process has 23.50 GiB memory in use. Of the allocated\n"
+            "memory 22.91 GiB is allocated by PyTorch, and 167.34 MiB is reserved by PyTorch but unallocated.\n"
+            "[2025-03-01 14:03:07 TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=1.00 GB, mem usage=20.00 GB.\n")
+    evs = read(text)
+    assert kinds(evs) == ["oom_message", "load_weight_end"]
+    oom = evs[0]
+    assert (oom.rank, oom.line, oom.end_line, oom.fields["what"]) == ("TP1", 1, 4, "Failed to initialize lk_moe")
+    got = oom.fields["oom"]
+    assert got["tried_gib"] == pytest.approx(24 / 1024, abs=1e-6)
+    assert got["free_gib"] == pytest.approx(12.19 / 1024, abs=1e-6)
+    assert got["total_gib"] == pytest.approx(23.53) and got["gpu"] == 1
+    assert got["process_in_use_gib"] == pytest.approx(23.5) and got["allocated_gib"] == pytest.approx(22.91)
+
+
+def test_oom_message_of_another_rank_between_frames_stays_one_line() -> None:
+    text = ("[2025-03-01 14:03:07 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+            "[2025-03-01 14:03:07 TP1] Failed to initialize lk_moe: CUDA out of memory. Tried to allocate 24.00 MiB.\n"
+            f"{FRAME}\n{CODE}\nRuntimeError: boom\n")
+    evs = read(text)
+    assert sorted(kinds(evs)) == ["exception", "oom_message"]
+    assert only(evs, "exception").fields["frames"][0]["func"] == "run_scheduler_process"
+    assert only(evs, "oom_message").rank == "TP1"
+
+
+# ---------------------------------------------------------------- not commands
+def test_warnings_and_examples_are_not_launch_commands() -> None:
+    text = ("/sgl-workspace/sglang/python/sglang/launch_server.py:51: UserWarning: 'python -m sglang.launch_server' "
+            "is still supported, but 'sglang serve' is the recommended entrypoint.\n"
+            "  Example: sglang serve --model-path <model> [options]\n"
+            "Example: sglang serve --model-path <model> [options]\n"
+            "  warnings.warn(\n")
+    assert "launch_command" not in kinds(read(text))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_chunking_does_not_change_events(chunk: int) -> None:
+    text = ("[TP1] Failed to initialize lk_moe: CUDA out of memory. Tried to allocate 24.00 MiB. GPU 1 has\n"
+            " a total capacity of 23.53 GiB\n"
+            + "".join(f"2025-06-18 13:43:34 ERROR 1 [ TP6 PP0 scheduler.py:2547] {line}^M\n" for line in TRACEBACK[1:])
+            + "(WorkerDict pid=1) RuntimeError: x [repeated 2x across cluster]\n")
+    assert read(text, chunk) == read(text)
