@@ -255,3 +255,15 @@ def test_chunking_does_not_change_events(chunk: int) -> None:
             + "".join(f"2025-06-18 13:43:34 ERROR 1 [ TP6 PP0 scheduler.py:2547] {line}^M\n" for line in TRACEBACK[1:])
             + "(WorkerDict pid=1) RuntimeError: x [repeated 2x across cluster]\n")
     assert read(text, chunk) == read(text)
+
+
+@pytest.mark.parametrize("line", [
+    "2026-05-08 11:02:14  INFO sglang_router_rs::server: src/server.rs:512: Starting router on 0.0.0.0:8000",
+    "2025-08-31 07:32:08 ERROR sglang_router_rs::routers::http::pd_router: src/routers/http/pd_router.rs:1319: x",
+    "2025-02-21 21:52:50,289 - INFO - flashinfer.jit: Prebuilt kernels not found, using JIT backend",
+])
+def test_a_stamp_of_the_line_itself_is_not_a_wrapper(line: str) -> None:
+    """Docker Desktop's local time is stripped; a stamp that belongs to the record's own
+    format (a router's, Python logging's) stays in the text."""
+    evs = read(line + "\n")
+    assert len(evs) == 1 and evs[0].text.startswith(line[:19])

@@ -46,7 +46,7 @@ _WRAPPER_RE = re.compile(
     r"|\d\d-\d\d \d\d:\d\d:\d\d\.\d+(?=[\s\[A-Za-z_])"
     # Docker Desktop's local time: "2025-03-08 13:29:13 [2025-03-08 12:29:13 TP0] ...", but
     # not an SGLang prefix that lost its "[", nor a logging format with a level or "- "
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?!(?:[A-Z_]+-?\d+ ?)*\]|[A-Z]{4,8} |- |\| )"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?!(?:[A-Z_]+-?\d+ ?)*\]| *[A-Z]{4,8} |- |\| )"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - (?=\[)"  # logging default format
     r"|[ \t]+(?=\[\d)"                                          # indentation before a prefix
     r")"
