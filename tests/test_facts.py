@@ -48,11 +48,14 @@ def test_a_log_without_settings_compares_none() -> None:
 
 
 def test_the_forcing_notice_is_a_setting() -> None:
-    """SGLang's ``SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing ...`` notice forces custom allreduce on."""
+    """SGLang's ``SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing ...`` notice forces custom allreduce on,
+    with or without the launch command in the log."""
+    text = "[2025-06-02 10:00:00 TP0] SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing custom allreduce on PCIe-only GPUs\n"
+    assert allreduce_state(run(text)).forced_by == {"SGLANG_FORCE_CUSTOM_AR_PCIE": "1"}
     fail = run("[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n", "f.log")
     notice = {"file": "f.log", "line": 7, "rank": "TP0",
               "text": "[2025-06-02 10:00:00 TP0] SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing custom allreduce on PCIe"}
-    fail = dataclasses.replace(fail, notices={**fail.notices, "custom_ar_forced": [notice]})
+    fail = dataclasses.replace(fail, notices={**fail.notices, "env": [notice]})
     state = allreduce_state(fail)
     assert state.forced and state.forced_by == {"SGLANG_FORCE_CUSTOM_AR_PCIE": "1"}
     assert any(e.line == 7 for e in state.evidence)

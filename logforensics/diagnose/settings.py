@@ -53,8 +53,9 @@ ACTS_ON: dict[str, tuple[str, ...]] = {
 
 _IGNORE = frozenset({"random_seed", "port", "host", "nccl_port", "dist_init_addr", "file_storage_path"})
 
-#: SGLang's notice when an environment variable forces custom allreduce on (its own event kind).
-FORCED_NOTICE = "custom_ar_forced"
+#: Lines where SGLang names an environment variable it acts on (``SGLANG_FORCE_CUSTOM_AR_PCIE=1:
+#: forcing ...``): the run model keeps them as ``env`` notices and their values in ``env``.
+FORCED_NOTICE = "env"
 
 
 @dataclass(frozen=True)
@@ -219,8 +220,8 @@ def allreduce_state(run: RunSummary) -> AllreduceState:
         reason = m.group(1) if m else notes[0]["text"]
     evidence = [e for n in notes[:8] for e in ev_of(n)]
     if forced_by:
-        evidence += [e for kind in (FORCED_NOTICE, "launch_command") for n in run.notices.get(kind, [])[:1]
-                     for e in ev_of(n)]
+        notices = [n for n in run.notices.get(FORCED_NOTICE, []) if any(k in (n.get("text") or "") for k in forced_by)]
+        evidence += [e for n in notices[:4] + run.notices.get("launch_command", [])[:1] for e in ev_of(n)]
     forced = bool(forced_by)
     return AllreduceState((bool(notes) or disabled_arg is True) and not forced, forced, disabled_arg is True,
                           reason, len(notes), forced_by, tuple(evidence))
