@@ -41,9 +41,11 @@ def test_a_changed_fixture_fails_with_what_changed(tmp_path: Path) -> None:
     junit = tmp_path / "check.xml"
     out = check(str(d), "--junit", str(junit))
     assert out.returncode == 1
-    assert "crash.ranks: [TP1, TP7, TP6, TP5] -> [TP1, TP3, TP6, TP5]" in out.stdout
+    # TP3 now raises GPU 7's OOM: the log no longer shows that GPU N is TPN, so the rank-less
+    # first traceback (GPU 1) is not given a rank by its index
+    assert "crash.first_rank: TP1 -> TP3" in out.stdout
     failure = ET.parse(junit).getroot().find("testcase/failure")
-    assert failure is not None and "crash.ranks: [TP1, TP7, TP6, TP5]" in failure.text
+    assert failure is not None and "crash.ranks: [TP1, TP7, TP6, TP5] -> [TP3, TP6, TP5]" in failure.text
 
 
 def test_wording_drift_is_caught(tmp_path: Path) -> None:

@@ -159,3 +159,77 @@ def test_parse_of_a_run_labels_every_event_with_its_node() -> None:
     res = CliRunner().invoke(main, ["parse", "--format", "jsonl", str(TWO / "failing")])
     rows = [json.loads(x) for x in res.stdout.splitlines()]
     assert rows and all(r["node"] in ("node0", "node1") for r in rows)
+
+
+PD = FIX / "pd_kv_timeout" / "run"
+
+
+def test_a_disaggregated_run_reads_each_files_role_from_its_text() -> None:
+    s = summarize_run(str(PD))
+    assert {n: v["role"] for n, v in s.nodes.items()} == {"prefill": "prefill", "decode": "decode", "router": "router"}
+    assert sorted(s.ranks) == ["decode:TP0", "decode:TP1", "prefill:TP0", "prefill:TP1"]
+    assert s.outcome == "ready"  # both servers came up; the router has no readiness of its own
+    decode = s.nodes["decode"]["pd"]
+    assert [f["rank"] for f in decode["kv_failures"]] == ["TP0", "TP1"]
+    assert decode["kv_failures"][0]["timed_out_s"] == 300.0 and decode["kv_failures"][0]["poll"] == "WaitingForInput"
+    assert decode["timeouts"][0]["setting"] == "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
+    router = s.nodes["router"]["pd"]["router_errors"]
+    assert router and router[0]["module"] == "sglang_router_rs::routers::http::pd_router" and router[0]["src_line"] == 1319
+
+
+def test_kv_timeout_finding_says_the_decode_side_failed_first_and_joins_the_sides() -> None:
+    from logforensics.pipeline import diagnose_runs
+
+    d = diagnose_runs(str(PD), None)
+    pd = d.facts.pd
+    assert pd.first_side == "decode" and pd.first.kind == "waiting_timeout" and pd.order_uncertain is None
+    assert pd.joined and pd.joined[0].sides == ("decode", "prefill") and pd.joined[0].room == pd.first.room
+    f = next(f for f in d.findings if f.rule == "PD01")
+    assert "decode side failed first" in f.title and "300.0 s" in f.title
+    files = {Path(e["file"]).name for e in f.evidence}
+    assert {"decode.log", "prefill.log", "router.log"} <= files
+    assert all(e.get("node") for e in f.evidence)
+
+
+@pytest.mark.parametrize("line,module", [
+    ("[Router (Rust)] 2025-03-08 02:33:09 - INFO - Worker http://0.0.0.0:31000 health check is pending", None),
+    ("2025-08-31 07:32:08 ERROR sglang_router_rs::routers::http::pd_router: src/routers/http/pd_router.rs:1319: "
+     "Stream error from decode server http://10.3.238.50:30000: error decoding response body",
+     "sglang_router_rs::routers::http::pd_router"),
+    ("smg::routers::http::pd_router: /sgl-workspace/sglang/sgl-model-gateway/src/routers/http/pd_router.rs:172: "
+     "Failed to select PD pair error=Policy consistent_hashing failed to select a prefill worker", None),
+    ("2026-04-14 09:54:30  WARN smg::service_discovery: /s/src/service_discovery.rs:555: Removing pod: prefill-node-19",
+     "smg::service_discovery"),
+])
+def test_router_and_gateway_formats_make_a_router_file(line: str, module: str | None) -> None:
+    run = LiveRun("router.log")
+    run.feed((line + "\n").encode())
+    run.close()
+    assert run.pd.role == "router" and run.pd.router_lines == 1
+    if module:
+        assert run.pd.router[0]["module"] == module
+
+
+_OOM = ("[2026-01-01 10:00:00] server_args=ServerArgs(model_path='m', tp_size=8, nnodes={nnodes}, node_rank={node})\n"
+        "[2026-01-01 10:00:01 TP{r}] Load weight begin. avail mem=78.50 GB\n"
+        "Traceback (most recent call last):\n"
+        '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 1, in capture\n'
+        "    x()\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 1 has a total capacity of "
+        "79.19 GiB of which 1.94 MiB is free.\n")
+
+
+def test_pytorch_gpu_index_is_node_local() -> None:
+    def crash_rank(text: str):
+        run = LiveRun("x.log")
+        run.feed(text.encode())
+        run.close()
+        return run.summary().crash
+    # node 1 of a TP8 launch over two nodes: GPU 1 is TP5, never TP1
+    c = crash_rank(_OOM.format(nnodes=2, node=1, r=4))
+    assert c["first_rank"] == "TP5" and c["rank_inferred_from"] == "oom_gpu_index_on_node"
+    # devices remapped: no rank from the index
+    c = crash_rank("CUDA_VISIBLE_DEVICES=4,5,6,7 python -m sglang.launch_server --tp 8\n" + _OOM.format(nnodes=2, node=1, r=4))
+    assert c["first_rank"] is None
+    # one node: GPU 1 is TP1
+    assert crash_rank(_OOM.format(nnodes=1, node=0, r=0))["first_rank"] == "TP1"

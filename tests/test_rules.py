@@ -11,8 +11,8 @@ from logforensics.diagnose.engine import env_for, evaluate, fire
 from logforensics.diagnose.facts import compute
 from logforensics.diagnose.rulespec import RuleError, load_rule_text, load_rules
 from logforensics.ingest import LiveRun
-from logforensics.ingest.runset import node_from_name
-from logforensics.model.nodes import NodeSummary, combine
+from logforensics.ingest.runset import node_from_name, node_summary
+from logforensics.model.nodes import combine
 
 RULES = load_rules()
 
@@ -22,7 +22,12 @@ def _run(text: str | dict[str, str] | None, name: str):
     if text is None:
         return None
     if isinstance(text, dict):
-        parts = [NodeSummary(node_from_name(f), f"{name}/{f}", _run(t, f"{name}/{f}")) for f, t in text.items()]
+        parts = []
+        for f, t in text.items():
+            live = LiveRun(f"{name}/{f}")
+            live.feed(t.encode())
+            live.close()
+            parts.append(node_summary(live, node_from_name(f) or f.split(".")[0], f"{name}/{f}"))
         return combine(parts, source=name)
     run = LiveRun(name)
     run.feed(text.encode())

@@ -120,7 +120,8 @@ def _located(f: Finding, failing: RunSummary, baseline: RunSummary | None) -> Fi
     for e in f.evidence:
         run = baseline if baseline is not None and e.get("file") == baseline.file and e.get("file") != failing.file \
             else failing
-        node = e.get("node") or run.rank_nodes.get(e.get("rank") or "")
+        node = e.get("node") or next((n for n, info in run.nodes.items() if info.get("file") == e.get("file")), None) \
+            or run.rank_nodes.get(e.get("rank") or "")
         e = dict(e)
         if node:
             e["node"] = node

@@ -18,7 +18,7 @@ from typing import Any
 from ..events import PHASES
 from ..model.run import RunSummary
 from .budget import Advice, Budget, Capture, advice, budget, capture
-from .nodes import NodeFacts, node_facts
+from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
 from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, phase_index, setup
 
@@ -502,6 +502,7 @@ class Facts:
     hang: HangFacts
     unbalanced: Unbalanced
     nodes: NodeFacts
+    pd: PDFacts
 
 
 def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
@@ -533,6 +534,7 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
         hang=hang_facts(failing),
         unbalanced=unbalanced(failing),
         nodes=node_facts(failing, baseline),
+        pd=pd_facts(failing),
     )
 
 

@@ -8,6 +8,7 @@ the finding says which lines it rests on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,3 +186,112 @@ def _moved(failing: RunSummary, baseline: RunSummary) -> list[dict[str, Any]]:
             out.append({"node": node, "figure": key, "baseline": round(a, 2), "failing": round(b, 2),
                         "baseline_rank": ra, "failing_rank": rb, "evidence": ev})
     return out
+
+
+@dataclass(frozen=True)
+class PDFailure:
+    """A KV-transfer failure (``Decode transfer failed ...``) or PD timeout on one side."""
+
+    side: str
+    node: str
+    kind: str  # transfer, bootstrap, waiting_timeout, bootstrap_timeout
+    rank: str | None
+    rid: str | None
+    room: str | None
+    message: str
+    timed_out_s: float | None
+    ts: str | None
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class PDJoin:
+    """One request (by ``bootstrap_room``, else ``rid``) that failed on both sides."""
+
+    room: str | None
+    rid: str | None
+    sides: tuple[str, ...]
+    first_side: str
+    gap_s: float | None
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class PDFacts:
+    """A disaggregated run: the role of each file, its failures, which side failed first."""
+
+    roles: Mapping[str, str]
+    failures: tuple[PDFailure, ...]
+    #: The side whose failure came first by time stamp, and why that order is uncertain.
+    first_side: str | None
+    first: PDFailure | None
+    order_uncertain: str | None
+    joined: tuple[PDJoin, ...]
+    #: Timers that fired, with the setting that controls each.
+    timeouts: tuple[str, ...]
+    settings: tuple[str, ...]
+    router_errors: tuple[Evidence, ...]
+    requests_failed: int
+
+
+def pd_facts(s: RunSummary) -> PDFacts:
+    """``facts.pd``: the KV-transfer story across the prefill, decode and router files."""
+    roles = {n: info["role"] for n, info in s.nodes.items() if info.get("role")}
+    fails: list[PDFailure] = []
+    timers: list[str] = []
+    settings: list[str] = []
+    router: list[Evidence] = []
+    for node, info in s.nodes.items():
+        pd = info.get("pd") or {}
+        side = info.get("role") or node
+        for f in pd.get("kv_failures", []):
+            kind = "waiting_timeout" if f.get("poll") == "WaitingForInput" else \
+                "bootstrap_timeout" if f.get("poll") == "Bootstrapping" else f.get("stage") or "transfer"
+            fails.append(PDFailure(f.get("side") or side, node, kind, f.get("rank"), f.get("rid"), f.get("room"),
+                                   f.get("message") or "", f.get("timed_out_s"), f.get("ts"), (_ev(f),)))
+        for t in pd.get("timeouts", []):
+            timers.append(t["timer"])
+            settings.append(t["setting"])
+        router += [_ev(r) for r in pd.get("router_errors", [])[:8]]
+    # "Aborted by AbortReq" is one side being told of the other's abort: a consequence,
+    # whatever the clocks say.
+    fails.sort(key=lambda f: (f.ts or "9999", f.side))
+    causes = [f for f in fails if not _is_abort_notice(f)]
+    first = causes[0] if causes else (fails[0] if fails else None)
+    uncertain = None
+    if first:
+        other = next((f for f in causes if f.side != first.side), None)
+        if other is not None:
+            gap = _gap(first.ts, other.ts)
+            if gap is None or gap <= 5.0:
+                uncertain = (f"the {first.side} and {other.side} failures are "
+                             + ("not both stamped" if gap is None else f"{gap:.0f} s apart")
+                             + ", within the clock skew of two machines: which came first is uncertain")
+    joined: list[PDJoin] = []
+    keys: dict[str, list[PDFailure]] = {}
+    for f in fails:
+        k = f.room or (f"rid:{f.rid}" if f.rid else None)
+        if k:
+            keys.setdefault(k, []).append(f)
+    for fs in keys.values():
+        fs.sort(key=lambda f: (_is_abort_notice(f), f.ts or "9999"))
+        sides = tuple(dict.fromkeys(f.side for f in fs))
+        if len(sides) > 1:
+            joined.append(PDJoin(fs[0].room, fs[0].rid, sides, fs[0].side, _gap(fs[0].ts, next(
+                f for f in fs if f.side != fs[0].side).ts), tuple(e for f in fs[:4] for e in f.evidence)))
+    requests = len({f.room or f.rid for f in fails if f.room or f.rid})
+    return PDFacts(roles, tuple(fails[:32]), first.side if first else None, first, uncertain, tuple(joined[:16]),
+                   tuple(dict.fromkeys(timers)), tuple(dict.fromkeys(settings)), tuple(router[:8]), requests)
+
+
+def _is_abort_notice(f: PDFailure) -> bool:
+    return "Aborted by AbortReq" in f.message
+
+
+def _gap(a: str | None, b: str | None) -> float | None:
+    from datetime import datetime
+
+    try:
+        return abs((datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds())  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None

@@ -8,6 +8,7 @@ feed it byte ranges of a file: there is no second parser.
 from __future__ import annotations
 
 from ..events import Event
+from ..model.pd import PDObserver
 from ..model.run import RunModel, RunSummary
 from ..read.parser import IncrementalParser
 
@@ -22,17 +23,21 @@ class LiveRun:
     """
 
     def __init__(self, name: str | None, *, model: RunModel | None = None,
-                 parser: IncrementalParser | None = None, node: str | None = None) -> None:
+                 parser: IncrementalParser | None = None, node: str | None = None,
+                 pd: PDObserver | None = None) -> None:
         self.name = name
         self.node = node
         self.parser = parser if parser is not None else IncrementalParser(name, node=node)
         self.model = model if model is not None else RunModel(name)
         #: Ranks whose lines a wrapper labelled with a node (Ray ``ip=``, a pod prefix).
         self.rank_nodes: dict[str, str] = {}
+        #: The file's prefill/decode/router role and KV-transfer records (``model.pd``).
+        self.pd = pd if pd is not None else PDObserver()
 
     def feed(self, chunk: bytes) -> list[Event]:
         events = self.parser.feed(chunk)
         self.model.observe_all(events)
+        self.pd.observe_all(events)
         if self.parser.classifier.node_shapes:
             self._note_nodes(events)
         return events
@@ -40,6 +45,7 @@ class LiveRun:
     def close(self) -> list[Event]:
         events = self.parser.close()
         self.model.observe_all(events)
+        self.pd.observe_all(events)
         if self.parser.classifier.node_shapes:
             self._note_nodes(events)
         return events

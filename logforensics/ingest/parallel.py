@@ -43,6 +43,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, NamedTuple
 
+from ..model.pd import PDObserver
 from ..model.run import RunModel
 from ..model.stats import Series
 from ..read.fastpath import LineClassifier
@@ -72,6 +73,8 @@ class RangeResult(NamedTuple):
     stats: ParseStats
     decode_errors: int
     open_at_end: bool  # the parser ended inside a traceback (the range is read again)
+    pd: PDObserver
+    rank_nodes: dict[str, str]
 
 
 def worker_count() -> int:
@@ -175,6 +178,8 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
 
     parser = IncrementalParser(name, node=node)  # the run's parser: it only sums the ranges' counts
     model = RunModel(name)
+    pd = PDObserver()
+    rank_nodes: dict[str, str] = {}
     stats = parser.stats
     decode_errors = 0
     again: LiveRun | None = None  # the parent's own reader, while it reads ranges again
@@ -186,11 +191,15 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 model = res.model  # nothing came before the first range: its model is the run's
             else:
                 model.merge(res.model)
+            pd.merge(res.pd)
+            for rank, n in res.rank_nodes.items():
+                rank_nodes.setdefault(rank, n)
             stats.add(res.stats)
             decode_errors += res.decode_errors
         else:  # read the range here, with the model as it stands (and on after a traceback)
             if again is None:
-                again = LiveRun(name, model=model, node=node)
+                again = LiveRun(name, model=model, node=node, pd=pd)
+                again.rank_nodes = rank_nodes
                 again.parser.line_offset = first_lines[k]
                 again.parser.classifier.share_memo(_shared_classifier())
             _feed_range(again, path, ranges[k][0], ranges[k][1])
@@ -203,7 +212,9 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
         if progress is not None:
             progress(ranges[k][1] - ranges[k][0])
     parser.classifier.decode_errors += decode_errors
-    return LiveRun(name, model=model, parser=parser, node=node)
+    run = LiveRun(name, model=model, parser=parser, node=node, pd=pd)
+    run.rank_nodes = rank_nodes
+    return run
 
 
 def choose_ranges(path: str, size: int, range_bytes: int = RANGE_BYTES, *,
@@ -301,7 +312,8 @@ def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None]) -> R
         run.close()
     else:  # the range ends at a line start: only an open traceback can remain
         open_at_end = run.parser.assembler.open is not None
-    return RangeResult(index, run.model, run.parser.stats, run.parser.classifier.decode_errors, open_at_end)
+    return RangeResult(index, run.model, run.parser.stats, run.parser.classifier.decode_errors, open_at_end, run.pd,
+                       run.rank_nodes)
 
 
 def _feed_range(run: LiveRun, path: str, start: int, end: int) -> None:

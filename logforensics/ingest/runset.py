@@ -150,6 +150,12 @@ def probe_node(path: str) -> str | None:
     return wrapped.pop() if len(wrapped) == 1 else None
 
 
+def node_summary(live: LiveRun, node: str | None, file: str) -> NodeSummary:
+    """A file read to its end (``live``) as one part of a run, for ``model.nodes.combine``."""
+    return NodeSummary(node=node, file=file, summary=live.summary(), role=live.pd.role,
+                       rank_nodes=dict(live.rank_nodes), pd=live.pd.to_dict())
+
+
 def resolve_node(f: LogFile) -> str | None:
     """A file's node: from its name, else from its head (:func:`probe_node`), else the
     label ``run_files`` gave it (its name, in a run of several files)."""
@@ -165,5 +171,5 @@ def read_run(run: RunFiles, *, progress: Callable[[int], None] | None = None) ->
     for f in run.files:
         node = resolve_node(f)
         live = read_file(f.path, progress=progress, node=node)
-        parts.append(NodeSummary(node=node, file=f.path, summary=live.summary(), rank_nodes=dict(live.rank_nodes)))
+        parts.append(node_summary(live, node, f.path))
     return parts

@@ -348,7 +348,7 @@ def _outcome(parts: Sequence[NodeSummary], labels: Sequence[str], lead: NodeSumm
     ls = lead.summary
     lead_label = labels[parts.index(lead)]
     servers = [p for p in parts if p.role in ("prefill", "decode")]
-    if servers and lead.role != "router":  # disaggregated without a router log: every server
+    if servers:  # disaggregated: the router has no readiness of its own; every server must be ready
         waiting = [labels[parts.index(p)] for p in servers if p.summary.outcome != "ready"]
         if not waiting:
             return "ready", "every prefill and decode server is ready; no node failed"

@@ -624,14 +624,38 @@ class RunModel:
             if c["rank"] is not None:
                 continue
             oom = c.get("oom")
-            if oom and oom.get("gpu") is not None and tp_labels:
-                c["rank"], c["rank_inferred_from"] = f"TP{oom['gpu']}", "oom_gpu_index"
+            rank = self._rank_of_gpu(oom.get("gpu"), events) if oom and oom.get("gpu") is not None and tp_labels \
+                else None
+            if rank is not None:
+                c["rank"], c["rank_inferred_from"] = rank
             elif self._single():
                 c["rank"], c["rank_inferred_from"] = NO_RANK, "single_rank_run"
         # One C++ abort per rank and no rank printed: every rank died the same way.
         if unranked_native and labelled and len(unranked_native) >= len(labelled):
             for c, label in zip(unranked_native, labelled):
                 c["rank"], c["rank_inferred_from"] = label, "one_native_abort_per_rank"
+
+    def _rank_of_gpu(self, gpu: int, fatal: list[dict[str, Any]]) -> tuple[str, str] | None:
+        """The TP rank of PyTorch's ``GPU N``, which is the index on its own node: on one
+        node (``nnodes`` 1; or this file shows TP0 and TPN; or every rank-labelled OOM of
+        this log names its own index), or from ``node_rank`` and the GPUs per node when
+        nothing remaps devices; never by the index alone."""
+        args = {**self.launch_args, **self.server_args}
+        nnodes, node_rank, tp = args.get("nnodes"), args.get("node_rank"), args.get("tp_size") or args.get("tp")
+        remapped = "CUDA_VISIBLE_DEVICES" in self.env or args.get("base_gpu_id") not in (None, 0)
+        if isinstance(nnodes, int) and nnodes > 1:
+            if remapped or not isinstance(node_rank, int) or not isinstance(tp, int) or tp % nnodes:
+                return None
+            return f"TP{node_rank * (tp // nnodes) + gpu}", "oom_gpu_index_on_node"
+        if nnodes == 1 and not remapped:
+            return f"TP{gpu}", "oom_gpu_index"
+        if remapped or nnodes is not None:
+            return None
+        pairs = [(c["rank"], (c.get("oom") or {}).get("gpu")) for c in fatal if c.get("rank")]
+        pairs = [(r, g) for r, g in pairs if g is not None and re.fullmatch(r"TP\d+", r)]
+        if (pairs and all(r == f"TP{g}" for r, g in pairs)) or (f"TP{gpu}" in self.ranks and "TP0" in self.ranks):
+            return f"TP{gpu}", "oom_gpu_index"
+        return None
 
     def _uses_tp_labels(self) -> bool:
         return any(re.fullmatch(r"TP\d+", k) for k in self.ranks)

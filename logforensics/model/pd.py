@@ -1,0 +1,171 @@
+"""Prefill/decode disaggregation: a file's role and its KV-transfer failures, from its records.
+
+A disaggregated launch is a prefill server, a decode server (each possibly several
+nodes) and a router, each with its own log; the failure often shows on one side only.
+:class:`PDObserver` watches one file's events beside the run model and keeps, bounded:
+
+* the file's **role**: ``disaggregation_mode`` in ``server_args`` or
+  ``--disaggregation-mode`` in the launch command; frames in ``event_loop_*_disagg_prefill``
+  / ``_disagg_decode``; the PD fields of batch records (``#inflight-req`` on a prefill
+  server, ``#transfer-req`` on a decode server); router and gateway lines
+  (``[Router (Rust)] ... - INFO -``, ``sglang_router_rs::...: src/...rs:N:``, ``smg::...``);
+* **KV-transfer failures**: ``Decode transfer failed`` / ``Prefill transfer failed`` /
+  ``Prefill bootstrap failed for request rank=N ... rid ... bootstrap_room=R with exception
+  KVTransferError(bootstrap_room=R): ...``, with rank, rid and room, so that the two sides
+  can be joined on them;
+* **timeouts**: ``Some requests fail to receive KV Cache transfer done signal`` (the decode
+  side's ``SGLANG_DISAGGREGATION_WAITING_TIMEOUT``), ``Some requests timed out when
+  bootstrapping`` (``SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT``), ``Request R timed out after
+  Xs in KVPoll.WaitingForInput``;
+* the router's **warnings and errors** (level, module, source file and line, message).
+
+These lines are ``other`` records of the grammar (nothing is dropped or re-read): this
+module only reads what their text says. Observers of consecutive parts of one log
+merge by concatenation (``merge``), as the parallel reader needs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..events import Event
+
+_MAX = 256
+_ROLE_FROM_ARGS = re.compile(r"disaggregation[_-]mode[=\s]+'?\"?(prefill|decode)\b")
+_FAILED = re.compile(
+    r"(?P<side>Decode|Prefill) (?P<stage>transfer|bootstrap) failed for request rank=(?P<rank>\d+)"
+    r".*?\brid=?'?(?P<rid>[\w\-]+)'?"
+    r"(?:.*?\bbootstrap_room=(?P<room>-?\d+))?"
+    r"(?: with exception (?P<exc>.*))?")
+_KV_ERROR = re.compile(r"KVTransferError\(bootstrap_room=(?P<room>-?\d+)\):\s*(?P<msg>.*)")
+_TIMED_OUT = re.compile(r"Request (?P<room>-?\d+) timed out after (?P<s>[\d.]+)s in KVPoll\.(?P<poll>\w+)")
+_WAITING = "Some requests fail to receive KV Cache transfer done signal"
+_BOOTSTRAP = "Some requests timed out when bootstrapping"
+_ROUTER_PY = re.compile(r"\[Router \((?P<impl>Rust|Python)\)\] (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"
+                        r" - (?P<level>[A-Z]+) - (?P<msg>.*)")
+_ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?)\s+)?(?:(?P<level>TRACE|DEBUG|INFO|"
+                        r"WARN|WARNING|ERROR)\s+)?(?P<module>(?:sglang_router_rs|smg)(?:::\w+)*): "
+                        r"(?P<src>\S*\.rs):(?P<src_line>\d+): (?P<msg>.*)")
+_DISAGG_FRAME = re.compile(r"event_loop_\w*disagg_(prefill|decode)")
+
+
+class PDObserver:
+    """One file's role and PD records; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.role_votes: dict[str, int] = {}
+        self.role_evidence: dict[str, dict[str, Any]] = {}
+        self.failures: list[dict[str, Any]] = []
+        self.timeouts: list[dict[str, Any]] = []
+        self.router: list[dict[str, Any]] = []  # warnings and errors
+        self.router_lines = 0
+        self.batches_with_pd_fields = 0
+
+    def observe_all(self, events: Sequence[Event]) -> None:
+        for ev in events:
+            kind = ev.kind
+            if kind == "other":
+                self._other(ev)
+            elif kind in ("decode_batch", "prefill_batch"):
+                if self.batches_with_pd_fields < 4:
+                    f = ev.fields
+                    if kind == "decode_batch" and f.get("transfer_req") is not None:
+                        self._vote("decode", ev, "#transfer-req in a decode batch")
+                        self.batches_with_pd_fields += 1
+                    elif kind == "prefill_batch" and (f.get("inflight_req") is not None
+                                                      or f.get("unbootstrapped_req") is not None):
+                        self._vote("prefill", ev, "#inflight-req in a prefill batch")
+                        self.batches_with_pd_fields += 1
+            elif kind in ("server_args", "launch_command"):
+                m = _ROLE_FROM_ARGS.search(ev.text)
+                if m:
+                    self._vote(m.group(1), ev, f"disaggregation mode in {kind}", weight=10)
+            elif kind == "exception":
+                for fr in ev.fields.get("frames") or []:
+                    m = _DISAGG_FRAME.search(str(fr.get("func") or "") + " " + str(fr.get("code") or ""))
+                    if m:
+                        self._vote(m.group(1), ev, f"frame {m.group(0)}", weight=5)
+                        break
+                self._failure_text(ev)
+
+    def _vote(self, role: str, ev: Event, why: str, weight: int = 1) -> None:
+        self.role_votes[role] = self.role_votes.get(role, 0) + weight
+        if role not in self.role_evidence:
+            self.role_evidence[role] = {"file": ev.file, "line": ev.line, "rank": ev.rank, "why": why,
+                                        "text": ev.text[:300]}
+
+    def _other(self, ev: Event) -> None:
+        text = ev.text
+        if "::" in text or "[Router (" in text:
+            m = _ROUTER_RS.search(text) or _ROUTER_PY.search(text)
+            if m:
+                self.router_lines += 1
+                if self.router_lines <= 4:
+                    self._vote("router", ev, "router log line")
+                level = (m.group("level") or "").upper()
+                if level in ("WARN", "WARNING", "ERROR") and len(self.router) < _MAX:
+                    g = m.groupdict()
+                    self.router.append({"file": ev.file, "line": ev.line, "ts": _iso(g.get("ts")) or ev.ts,
+                                        "level": level, "module": g.get("module"), "src": g.get("src"),
+                                        "src_line": int(g["src_line"]) if g.get("src_line") else None,
+                                        "message": g.get("msg", "")[:400], "rank": None, "text": text[:400]})
+                return
+        self._failure_text(ev)
+
+    def _failure_text(self, ev: Event) -> None:
+        text = ev.text
+        if "failed for request" in text:
+            m = _FAILED.search(text)
+            if m and len(self.failures) < _MAX:
+                exc = m.group("exc") or ""
+                k = _KV_ERROR.search(exc)
+                t = _TIMED_OUT.search(exc)
+                self.failures.append({
+                    "side": m.group("side").lower(), "stage": m.group("stage"), "rank": ev.rank,
+                    "rank_index": int(m.group("rank")), "rid": m.group("rid"),
+                    "room": m.group("room") or (k.group("room") if k else None),
+                    "exception": exc[:400], "message": (k.group("msg") if k else exc)[:300],
+                    "timed_out_s": float(t.group("s")) if t else None, "poll": t.group("poll") if t else None,
+                    "file": ev.file, "line": ev.line, "ts": ev.ts, "text": text[:400]})
+                self._vote(m.group("side").lower(), ev, f"{m.group('side')} {m.group('stage')} failure")
+        elif (_WAITING in text or _BOOTSTRAP in text) and len(self.timeouts) < _MAX:
+            waiting = _WAITING in text
+            self.timeouts.append({"timer": "waiting" if waiting else "bootstrap",
+                                  "setting": "SGLANG_DISAGGREGATION_WAITING_TIMEOUT" if waiting
+                                  else "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
+                                  "rank": ev.rank, "file": ev.file, "line": ev.line, "ts": ev.ts, "text": text[:400]})
+            self._vote("decode" if waiting else "prefill", ev, "PD timeout warning")
+
+    @property
+    def role(self) -> str | None:
+        if not self.role_votes:
+            return None
+        return max(self.role_votes.items(), key=lambda kv: kv[1])[0]
+
+    def merge(self, later: PDObserver) -> None:
+        """The observer of this part followed by ``later``'s part of the same log."""
+        for role, n in later.role_votes.items():
+            self.role_votes[role] = self.role_votes.get(role, 0) + n
+        for role, e in later.role_evidence.items():
+            self.role_evidence.setdefault(role, e)
+        self.failures = (self.failures + later.failures)[:_MAX]
+        self.timeouts = (self.timeouts + later.timeouts)[:_MAX]
+        self.router = (self.router + later.router)[:_MAX]
+        self.router_lines += later.router_lines
+        self.batches_with_pd_fields += later.batches_with_pd_fields
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the summary's ``nodes.<node>.pd`` holds (empty when the file shows no PD)."""
+        if not (self.role_votes or self.failures or self.timeouts or self.router):
+            return {}
+        return {"role": self.role, "role_evidence": self.role_evidence.get(self.role or ""),
+                "kv_failures": self.failures, "timeouts": self.timeouts, "router_errors": self.router,
+                "router_lines": self.router_lines}
+
+
+def _iso(ts: str | None) -> str | None:
+    if not ts:
+        return None
+    return ts.replace(" ", "T").rstrip("Z").split(".")[0]
