@@ -30,6 +30,24 @@ def _ids(rows: list[dict[str, str]]) -> list[str]:
     return [r["file"][:3] for r in rows]
 
 
+#: Labels of the second corpus that the records are read for but the run model does not
+#: yet use (strict: a label that starts to pass fails here until its entry is removed).
+PENDING = {
+    ("outcome", "109"): "a collective_failure record (watchdog 'failure detected') does not end the run yet",
+    ("outcome", "121"): "an hsa_fault record does not end the run yet",
+    ("crash", "111"): "a crash after the first served HTTP request is not placed in serving yet",
+    ("crash", "129"): "forward_thread_func frames (the overlap thread) are not placed in serving yet",
+    ("crash", "133"): "a frame's source line 'scheduler.event_loop_overlap()' does not place the crash yet",
+}
+
+
+def _rows(test: str) -> list[Any]:
+    return [pytest.param(r, id=r["file"][:3], marks=[pytest.mark.xfail(reason=PENDING[(test, r["file"][:3])],
+                                                                       strict=True)]
+                         if (test, r["file"][:3]) in PENDING else [])
+            for r in ROWS]
+
+
 @pytest.fixture(scope="module")
 def analysed() -> dict[str, tuple[RunSummary, list[Any]]]:
     out = {}
@@ -55,7 +73,7 @@ def test_every_real_log_has_a_manifest_row() -> None:
     assert all(set(o) <= labels for o in OVERRIDES.values())
 
 
-@pytest.mark.parametrize("row", ROWS, ids=_ids(ROWS))
+@pytest.mark.parametrize("row", _rows("outcome"))
 def test_outcome(row: dict[str, str], analysed: Any) -> None:
     summary, events = analysed[row["file"]]
     label = row["outcome"]
@@ -67,7 +85,7 @@ def test_outcome(row: dict[str, str], analysed: Any) -> None:
     assert summary.outcome == want, summary.outcome_reason
 
 
-@pytest.mark.parametrize("row", ROWS, ids=_ids(ROWS))
+@pytest.mark.parametrize("row", _rows("crash"))
 def test_crash(row: dict[str, str], analysed: Any) -> None:
     summary, _ = analysed[row["file"]]
     crash = summary.crash
@@ -176,6 +194,31 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     "progress": lambda _, evs: [f"{e.fields['progress']['n']}/{e.fields['progress']['total']}"
                                 for e in evs if e.kind == "progress" and "Captur" in (e.fields.get("desc") or "")][-1:],
     "sigquit_lines": lambda s, _: [len(s.notices.get("sigquit", []))],
+    # fatal and timeout records (read/fatal.py)
+    "watchdog_timeout_s": _events("watchdog_timeout", "watchdog_timeout_s"),
+    "watchdog_fired": lambda _, evs: [e.ts[11:19] for e in evs if e.kind == "watchdog_timeout" and e.ts],
+    "exit_code": _events("child_failed", "exit_code"),
+    "child_failed": lambda _, evs: [e.ts[11:19] for e in evs if e.kind == "child_failed" and e.ts],
+    "failed_seq": _events("collective_failure", "seq"),
+    "last_enqueued": lambda _, evs: [e.fields["last_enqueued"] for e in evs if e.kind.startswith("collective_")
+                                     and e.fields.get("last_enqueued") is not None],
+    "last_completed": lambda _, evs: [e.fields["last_completed"] for e in evs if e.kind.startswith("collective_")
+                                      and e.fields.get("last_completed") is not None],
+    "socket_timeout_ms": lambda _, evs: [e.fields["timeout_ms"] for e in evs if e.kind == "collective_timeout"
+                                         and e.fields.get("family") == "c10d_store"],
+    "store_port": _events("collective_timeout", "peer_port"),
+    "block": _events("device_assert", "block"),
+    "threads": lambda _, evs: [e.fields["thread"][0] for e in evs if e.kind == "device_assert"],
+    "hsa_nodes_faulted": lambda _, evs: [f"node-{e.fields['hsa_node']}" for e in evs if e.kind == "hsa_fault"],
+    "address": _events("hsa_fault", "address"),
+    "retracted_reqs": _events("retract", "retracted_reqs"),
+    "new_token_ratio": lambda _, evs: list(dict.fromkeys(
+        f"{e.fields['new_token_ratio_before']:.4f}->{e.fields['new_token_ratio_after']:.4f}"
+        for e in evs if e.kind == "retract" and e.fields.get("new_token_ratio_before") is not None)),
+    "training_step": lambda _, evs: [f"{e.fields['progress']['n']}/{e.fields['progress']['total']}"
+                                     for e in evs if e.kind == "progress"][-1:],
+    "step_time_s": lambda _, evs: [e.fields["progress"]["s_per_it"] for e in evs
+                                   if e.kind == "progress" and "s_per_it" in e.fields["progress"]],
 }
 
 #: Figures that describe the thread or the machine rather than the run model.
@@ -195,6 +238,13 @@ NOT_RUN_FIGURES = {
     "swa_evictable": "inside a ValueError message",
     "swa_total": "inside a ValueError message",
     "ready_after_s": "a difference of two timestamps chosen by the labeller",
+    "nccl_init_total_s": "NCCL INFO text",
+    "tcpstore_assert": "inside a RuntimeError message",
+    "assert": "a paraphrase of the assertion text (device_assert's kernel and assertion fields)",
+    "ray_dedup": "the distinct de-duplication suffixes, as text (each is a ray_dedup event with its count)",
+    "worker_ports": "a router's log text, not an SGLang server's",
+    "removed_pod": "a gateway's log text, not an SGLang server's",
+    "policy": "a gateway's log text, not an SGLang server's",
 }
 
 _NUM = re.compile(r"^-?[\d.]+")
@@ -202,7 +252,8 @@ _NUM = re.compile(r"^-?[\d.]+")
 
 def _parse_value(text: str) -> tuple[str, Any]:
     """('single'|'range'|'each'|'seq'|'list', value) from a MANIFEST figure."""
-    text = re.sub(r"\s*\(.*\)$", "", text.strip())
+    text = re.sub(r"\s+\(.*\)$", "", text.strip())  # a remark after the value ("(nil)" is a value)
+    text = re.sub(r"^(-?[\d.]+) per \w+$", r"\1", text)  # "1 per line": the same value on every line
     if text.startswith("["):
         return "list", [int(x) for x in text.strip("[]").split(",")]
     if "," in text:
