@@ -1,13 +1,15 @@
 """Command line: ``logforensics parse | summary | diff | watch | check``.
 
-Exit codes are named constants. Errors a user can cause (a missing file, a wrong
-option) print one line on stderr and exit with ``EXIT_USAGE``; they never show a Python
-traceback.
+Exit codes are named constants (``outputs``). Errors a user can cause (a missing file, a
+wrong option, a place that cannot be written, a full disk) print one line on stderr and
+exit with ``EXIT_USAGE``; they never show a Python traceback. Files are written by
+``outputs.open_output``; consoles come from ``render.console``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -16,13 +18,25 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.text import Text
 
+from .outputs import (
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    OutputError,
+    check_writable,
+    open_output,
+    silence_stdout,
+    stdout_error,
+    write_output,
+)
 from .pipeline import InputError, RunFiles, iter_run_events, run_files, summarize_run
+from .render.console import make_console
 from .version import __version__
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
+__all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "main"]
 
 #: Files larger than this get a progress bar on stderr (when stderr is a terminal).
 PROGRESS_MIN_BYTES = 32 << 20
@@ -30,19 +44,56 @@ PROGRESS_MIN_BYTES = 32 << 20
 
 def stdout_console() -> Console:
     """rich on a terminal; plain wide text (no colour codes) when piped."""
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=160, no_color=True)
-    return console
+    return make_console()
 
 
 def _stderr() -> Console:
-    return Console(stderr=True)
+    return make_console(stderr=True)
+
+
+def _error(message: str) -> None:
+    try:
+        click.echo(f"logforensics: error: {message}", err=True)
+    except OSError:
+        pass
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> click.exceptions.Exit:
-    click.echo(f"logforensics: error: {message}", err=True)
+    _error(message)
     return click.exceptions.Exit(code)
+
+
+class _Main(click.Group):
+    """The command group, with the one place where a command's end becomes an exit status.
+
+    A full disk or a vanished directory under an output, a closed pipe on stdout, an
+    interrupt: each ends here in one line and a named exit status, never a traceback.
+    """
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        code: Any = EXIT_OK
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            sys.stdout.flush()
+        except click.ClickException as exc:
+            exc.show()
+            code = exc.exit_code
+        except (click.Abort, KeyboardInterrupt):
+            _error("interrupted")
+            code = EXIT_INTERRUPTED
+        except OutputError as exc:
+            _error(str(exc))
+            code = EXIT_USAGE
+        except OSError as exc:
+            message = stdout_error(exc) if exc.filename is None else f"{exc.filename}: {exc.strerror or exc}"
+            silence_stdout()
+            if message is not None:
+                _error(message)
+                code = EXIT_USAGE
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 @contextmanager
@@ -61,7 +112,7 @@ def progress_bar(paths: list[str]) -> Iterator[Any]:
         yield lambda n: prog.advance(task, n)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="logforensics")
 def main() -> None:
     """Forensic analyzer for SGLang inference-server logs.
@@ -102,6 +153,16 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
     if fmt == "parquet" and output == "-":
         raise fail("--format parquet needs -o FILE")
     wanted = set(kinds)
+    if wanted:
+        from .read.kinds import event_kinds
+
+        unknown = sorted(wanted - event_kinds())
+        if unknown:
+            raise fail(f"unknown event kind(s) {', '.join(unknown)}; valid kinds: {', '.join(sorted(event_kinds()))}")
+    try:
+        check_writable(output)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
     run = _run(logs)
     with progress_bar(run.paths) as advance:
         _parse_out(run, fmt, output, wanted, advance)
@@ -113,7 +174,7 @@ def _parse_out(run: RunFiles, fmt: str, output: str, wanted: set[str], advance: 
         if fmt in ("csv", "parquet"):
             _write_frame(events, fmt, output)
             return
-        with click.open_file(output, "w", encoding="utf-8") as out:
+        with open_output(output, "w") as out:
             for ev in events:
                 if fmt == "jsonl":
                     out.write(json.dumps(ev.to_dict(), ensure_ascii=False, default=str) + "\n")
@@ -154,12 +215,14 @@ def _write_frame(events: Any, fmt: str, output: str) -> None:
         rows.append({k: (json.dumps(v, default=str) if isinstance(v, (dict, list)) else v) for k, v in row.items()})
     frame = pd.DataFrame(rows)
     if fmt == "csv":
-        frame.to_csv(sys.stdout if output == "-" else output, index=False)
+        with open_output(output, "w") as fh:
+            frame.to_csv(fh, index=False)
     else:
         for col in frame.columns:  # parquet needs one type per column
             if frame[col].dtype == object:
                 frame[col] = frame[col].map(lambda v: None if v is None else str(v))
-        frame.to_parquet(output, index=False)
+        with open_output(output, "wb") as fh:
+            frame.to_parquet(fh, index=False)
 
 
 @main.command()
@@ -217,6 +280,12 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
 
     if baseline == "-" and failing == "-":
         raise fail("only one of BASELINE and FAILING can be '-' (stdin)")
+    try:  # before the work: a report that cannot be written is known now
+        for path in (html_path, json_path):
+            if path:
+                check_writable(path)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
     base_run, fail_run = _run([baseline]), _run([failing])
     try:
         with progress_bar(base_run.paths + fail_run.paths) as advance:
@@ -224,7 +293,7 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
     except (InputError, RuleError) as exc:
         raise fail(str(exc)) from None
     to_stdout_json = json_path == "-"
-    console = Console(stderr=True, highlight=False) if to_stdout_json else stdout_console()
+    console = make_console(stderr=True) if to_stdout_json else stdout_console()
     from .render.diff import render_diagnosis
 
     # Files first: a closed pipe on the terminal side (| head) must not cost the report.
@@ -233,32 +302,47 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
         _write_text(json_path, json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False) + "\n")
         written.append(f"JSON written to {json_path}")
     if html_path:
-        from .render.html import write_html
+        from .render.html import render_html
 
-        try:
-            write_html(d, html_path)
-        except OSError as exc:
-            raise fail(f"{html_path}: cannot write ({exc.strerror or exc})") from None
+        _write_text(html_path, render_html(d))
         written.append(f"HTML report written to {html_path}")
     try:
         render_diagnosis(d, console)
         if to_stdout_json:
             click.echo(json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False))
         for line in written:
-            console.print(line, markup=False, highlight=False)
+            console.print(Text(line))
     except BrokenPipeError:
         _silence_broken_pipe()
     if any(f.severity in FAIL_ON[fail_on] for f in d.findings):
         raise click.exceptions.Exit(EXIT_FINDINGS)
 
 
+class _Seconds(click.ParamType):
+    """A finite, non-negative number of seconds (``nan``, ``inf`` and ``-1`` are refused)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds < 0:
+            self.fail(f"{value!r} is not a finite, non-negative number of seconds", param, ctx)
+        return seconds
+
+
+SECONDS = _Seconds()
+
+
 @main.command()
-@click.argument("log", required=False, type=click.Path(dir_okay=False))
+@click.argument("log", required=False, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--host", help="Follow a log on this host over SSH (an alias from ~/.ssh/config works).")
 @click.option("--path", "remote_path", help="The log's path on --host. Without it, the SGLang server "
               "processes on the host are found and the file their output goes to is followed.")
 @click.option("--user", help="SSH user (default: from ~/.ssh/config, else the local user).")
-@click.option("--port", type=int, help="SSH port (default: from ~/.ssh/config, else 22).")
+@click.option("--port", type=click.IntRange(1, 65535), help="SSH port (default: from ~/.ssh/config, else 22).")
 @click.option("-i", "identity", type=click.Path(dir_okay=False), help="SSH private key (else ~/.ssh/config or the agent).")
 @click.option("--known-hosts", type=click.Path(dir_okay=False), help="known_hosts file (default ~/.ssh/known_hosts).")
 @click.option("--accept-new-host-key", is_flag=True, help="Trust an unknown host key on first use and save it "
@@ -272,11 +356,13 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
               "the server stopped or crashed.")
 @click.option("--jsonl", is_flag=True, help="Write events to stdout as JSON lines (as parse --format jsonl); "
               "status and diagnosis go to stderr.")
-@click.option("--grace", type=float, default=2.0, show_default=True,
+@click.option("--grace", type=SECONDS, default=2.0, show_default=True,
               help="Seconds to collect other ranks' tracebacks after the first crash before exiting.")
-@click.option("--idle-exit", type=float, default=10.0, show_default=True,
+@click.option("--idle-exit", type=SECONDS, default=10.0, show_default=True,
               help="With --until exit: seconds of silence after the server stopped before exiting.")
-@click.option("--silent-after", type=float, default=60.0, show_default=True,
+@click.option("--wait-timeout", type=SECONDS, default=None,
+              help="Give up (exit 2) when the log has not appeared after this many seconds (default: wait).")
+@click.option("--silent-after", type=SECONDS, default=60.0, show_default=True,
               help="With --baseline: flag a rank silent for longer than this and 3x the baseline's time "
               "for its phase (a hang).")
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
@@ -284,13 +370,14 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
 def watch(log: str | None, host: str | None, remote_path: str | None, user: str | None, port: int | None,
           identity: str | None, known_hosts: str | None, accept_new_host_key: bool, baseline: str | None,
           report_path: str | None, until: str, jsonl: bool, grace: float, idle_exit: float,
-          silent_after: float, rules_dirs: tuple[str, ...]) -> None:
+          wait_timeout: float | None, silent_after: float, rules_dirs: tuple[str, ...]) -> None:
     """Follow a server log live (LOG locally, or --host over SSH) and explain a crash the moment it happens.
 
     Shows per rank the phase, its progress, free memory, time in phase and seconds
     since the rank last spoke. On a crash: the full traceback (once per distinct
     traceback, with the ranks that share it), the diagnosis from the same rules as
-    diff, a bell, the HTML report with --report, and exit status 1.
+    diff, a bell, the HTML report with --report, and exit status 1. LOG may be '-'
+    (standard input, read until it ends). A LOG that does not exist yet is waited for.
     """
     from .watch.loop import run_watch
 
@@ -301,7 +388,7 @@ def watch(log: str | None, host: str | None, remote_path: str | None, user: str 
     code = run_watch(log=log, host=host, remote_path=remote_path, user=user, port=port, identity=identity,
                      known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, baseline=baseline,
                      report_path=report_path, until=until, jsonl=jsonl, grace=grace, idle_exit=idle_exit,
-                     rules_dirs=rules_dirs, silent_after=silent_after)
+                     rules_dirs=rules_dirs, silent_after=silent_after, wait_timeout=wait_timeout)
     raise click.exceptions.Exit(code)
 
 
@@ -323,10 +410,16 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
 
     from .check import discover, junit_xml, run_all
     from .diagnose.rulespec import RuleError, load_rules
+    from .render.console import plain
     from .render.terminal import table_box
 
     if not os.path.isdir(directory):
         raise fail(f"{directory}: no such directory")
+    if junit_path:
+        try:
+            check_writable(junit_path)
+        except OutputError as exc:
+            raise fail(str(exc)) from None
     try:
         rules = load_rules(rules_dirs)
     except RuleError as exc:
@@ -338,31 +431,29 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
     if junit_path:  # before the terminal output, which a closed pipe can cut short
         _write_text(junit_path, junit_xml(outcomes))
     console = stdout_console()
-    table = Table(title=f"logforensics check {directory}", box=table_box(console))
+    table = Table(title=plain(f"logforensics check {directory}"), box=table_box(console))
     for col in ("case", "status", "what changed"):
         table.add_column(col)
     style = {"ok": "green", "updated": "cyan", "changed": "red", "missing": "yellow", "edited": "red", "error": "red"}
     for o in outcomes:
         shown = o.changes[:4] + ([f"... {len(o.changes) - 4} more"] if len(o.changes) > 4 else [])
-        table.add_row(o.case.name, f"[{style[o.status]}]{o.status}[/]", "\n".join(shown))
+        table.add_row(plain(o.case.name), Text(o.status, style=style[o.status]), plain("\n".join(shown), lines=True))
     console.print(table)
     bad = [o for o in outcomes if o.status not in ("ok", "updated")]
-    console.print(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed", markup=False, highlight=False)
+    console.print(Text(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed"))
     if bad:
         raise click.exceptions.Exit(EXIT_FINDINGS)
 
 
 def _write_text(path: str, text: str) -> None:
     try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise fail(f"{path}: cannot write ({exc.strerror or exc})") from None
+        write_output(path, text)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
 
 
 def _silence_broken_pipe() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    silence_stdout()
 
 
 if __name__ == "__main__":  # pragma: no cover

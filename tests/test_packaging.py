@@ -1,13 +1,15 @@
 """The package as a user installs it: a built wheel, not the source tree.
 
-Builds the wheel, installs it (without dependencies, into a venv that sees the test
-environment's packages) and runs the console script from another directory, so that
-grammars, rules and report templates are proven to ship as package data.
+Builds the wheel, installs it with its dependencies into a venv of its own (no system
+site packages: nothing the test environment has installed is visible) and runs the
+console script from another directory, so that the declared dependencies, grammars,
+rules and report templates are proven to be all a user needs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = ROOT / "fixtures" / "real" / "052-l4x4-tp4-pcie-custom-allreduce-disabled-full-startup-to-ready.log"
+#: No PYTHONPATH: the installed venv must work on its own.
+CLEAN = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 CRASH = ROOT / "fixtures" / "real" / "041-mi355x-tp8-hip-oom-during-model-init-transformers-fallback.log"
 
 
@@ -26,13 +30,19 @@ def test_wheel_installs_and_runs_outside_the_tree(tmp_path: Path) -> None:
                     str(wheels), str(ROOT)], check=True, timeout=300)
     wheel = next(wheels.glob("logforensics-*.whl"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    pip = venv / "bin" / "pip"
-    subprocess.run([str(pip), "install", "-q", "--no-deps", "--force-reinstall", str(wheel)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    isolated = subprocess.run([str(python), "-c", "import sys; print(sys.prefix != sys.base_prefix)"],
+                              capture_output=True, text=True, check=True)
+    assert isolated.stdout.strip() == "True"
+    for module in ("lark", "rich", "logforensics"):  # the venv starts empty
+        probe = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True, cwd=tmp_path, env=CLEAN)
+        assert probe.returncode != 0, f"{module} is visible in a fresh venv: the test would prove nothing"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=900)
     exe = venv / "bin" / "logforensics"
     work = tmp_path / "elsewhere"
     work.mkdir()
-    out = subprocess.run([str(exe), "summary", "--json", str(CRASH)], capture_output=True, text=True, cwd=work,
+    out = subprocess.run([str(exe), "summary", "--json", str(CRASH)], capture_output=True, text=True, cwd=work, env=CLEAN,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["crash"]["first_rank"] == "TP1"
@@ -42,5 +52,5 @@ def test_wheel_installs_and_runs_outside_the_tree(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert report.stat().st_size > 10_000
     imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import logforensics; print(logforensics.__file__)"],
-                              capture_output=True, text=True, cwd=work, check=True)
+                              capture_output=True, text=True, cwd=work, check=True, env=CLEAN)
     assert str(venv) in imported.stdout, "the installed package, not the source tree, must be used"

@@ -11,7 +11,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..diagnose.engine import Diagnosis
-from .terminal import OUTCOME_STYLE, fmt, printable, table_box
+from .console import plain
+from .terminal import OUTCOME_STYLE, fmt, table_box
+
+#: Characters of an evidence line shown on the terminal (all of it is in the JSON and HTML).
+EVIDENCE_CHARS = 140
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -28,23 +32,25 @@ SIDE_BY_SIDE = (
 def render_diagnosis(d: Diagnosis, console: Console, *, max_evidence: int = 4) -> None:
     worst = d.worst()
     style = SEVERITY_STYLE.get(worst or "", "bold green")
-    console.print(Panel(Text(d.verdict, style=style), title="verdict", expand=False))
+    console.print(Panel(plain(d.verdict, style), title=Text("verdict"), expand=False))
     if d.baseline is not None:
         runs = Text.assemble(
             ("baseline ", "bold"), (d.baseline.outcome, OUTCOME_STYLE.get(d.baseline.outcome, "")),
-            f"  {d.baseline.file}\n", ("failing  ", "bold"),
-            (d.failing.outcome, OUTCOME_STYLE.get(d.failing.outcome, "")), f"  {d.failing.file}")
+            plain(f"  {d.baseline.file}"), "\n", ("failing  ", "bold"),
+            (d.failing.outcome, OUTCOME_STYLE.get(d.failing.outcome, "")), plain(f"  {d.failing.file}"))
         console.print(runs)
     for f in d.findings:
-        head = Text.assemble((f"[{f.severity}] ", SEVERITY_STYLE[f.severity]), (f"{f.rule} ", "bold"), f.title)
+        head = Text.assemble((f"[{f.severity}] ", SEVERITY_STYLE[f.severity]), (f"{f.rule} ", "bold"), plain(f.title))
         console.print(head)
         for line in f.explanation.splitlines():
             if line.strip():
-                console.print(Text("    " + printable(line)))
+                console.print(plain("    " + line))
         for e in f.evidence[:max_evidence]:
             where = (f"{e['node']} " if e.get("node") else "") + f"{e['file']}:{e['line']}"
             rank = f" {e['rank']}" if e.get("rank") else ""
-            console.print(Text(f"      > {where}{rank}: {printable(e['text'][:140])}", style="dim"))
+            head = plain(f"      > {where}{rank}: ", "dim")
+            room = max(40, min(EVIDENCE_CHARS, console.width - len(head) - 1))  # one row, cut at a word
+            console.print(Text.assemble(head, plain(e["text"], "dim", limit=room)))
         if len(f.evidence) > max_evidence:
             console.print(Text(f"      > ... {len(f.evidence) - max_evidence} more evidence lines in the JSON/HTML", style="dim"))
     if d.baseline is not None and (d.baseline.memory or d.failing.memory):
@@ -53,7 +59,7 @@ def render_diagnosis(d: Diagnosis, console: Console, *, max_evidence: int = 4) -
 
 def memory_table(d: Diagnosis, console: Console) -> Table:
     """Both runs' memory side by side, rank by rank (GiB)."""
-    t = Table(title="Memory per rank, baseline -> failing (GiB; SGLang's GB is GiB)", box=table_box(console))
+    t = Table(title=Text("Memory per rank, baseline -> failing (GiB; SGLang's GB is GiB)"), box=table_box(console))
     t.add_column("rank")
     for title, _ in SIDE_BY_SIDE:
         t.add_column(title, justify="right")
@@ -68,5 +74,5 @@ def memory_table(d: Diagnosis, console: Console) -> Table:
             bv, fv = b.get(key), f.get(key)
             changed = bv is not None and fv is not None and bv != fv
             cells.append(Text(f"{fmt(bv, key)} -> {fmt(fv, key)}", style="yellow" if changed else ""))
-        t.add_row(Text(rank, style="red" if rank in crashed else ""), *cells)
+        t.add_row(plain(rank, "red" if rank in crashed else ""), *cells)
     return t

@@ -32,6 +32,7 @@ from ..diagnose.facts import plain
 from ..diagnose.settings import SettingDiff
 from ..events import PHASES
 from ..model.run import RunSummary
+from ..outputs import write_output
 from ..units import gib
 from ..version import __version__
 
@@ -237,16 +238,9 @@ class ReportContext:
 
 # ---------------------------------------------------------------------------- entry points
 def write_html(d: Diagnosis, path: str) -> None:
-    """Write the report; through a temporary file so a half-written report never exists."""
-    html = render_html(d)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(html)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Write the report by the rules of ``outputs.open_output`` (atomic for a regular file,
+    written through to a FIFO or device); raises ``OutputError`` with a one-line reason."""
+    write_output(path, render_html(d))
 
 
 def render_html(d: Diagnosis) -> str:

@@ -16,6 +16,9 @@ from rich.text import Text
 
 from ..model.run import RunSummary
 from ..units import gib
+from .console import clip, plain, printable
+
+__all__ = ["OUTCOME_STYLE", "fmt", "plain", "printable", "render_crash", "render_summary", "table_box"]
 
 OUTCOME_STYLE = {"ready": "bold green", "crashed": "bold red", "hung": "bold yellow",
                  "incomplete": "bold magenta"}
@@ -32,12 +35,6 @@ MEMORY_COLUMNS = (
     ("avail@graphs", "capture_end_avail_gib"),
     ("graph s", "capture_elapsed_s"),
 )
-
-
-def printable(text: str) -> str:
-    """Log text made safe for a terminal: control characters (a stray ESC or bell from a
-    binary or garbled log could drive the terminal) are shown as U+FFFD."""
-    return "".join(ch if ch.isprintable() or ch == "\t" else "\ufffd" for ch in text)
 
 
 def fmt(value: Any, key: str = "") -> str:
@@ -57,11 +54,11 @@ def table_box(console: Console) -> box.Box:
 
 def render_summary(s: RunSummary, console: Console) -> None:
     style = OUTCOME_STYLE.get(s.outcome, "bold")
-    head = Text.assemble((s.outcome.upper(), style), "  ", s.outcome_reason)
-    console.print(Panel(head, title=str(s.file or "log"), expand=False))
+    head = Text.assemble((s.outcome.upper(), style), "  ", plain(s.outcome_reason))
+    console.print(Panel(head, title=plain(s.file or "log"), expand=False))
 
     if s.ranks:
-        t = Table(title="Ranks (memory in GiB; SGLang's GB is GiB)", box=table_box(console))
+        t = Table(title=Text("Ranks (memory in GiB; SGLang's GB is GiB)"), box=table_box(console))
         by_node = bool(s.rank_nodes)
         if by_node:
             t.add_column("node")
@@ -73,10 +70,11 @@ def render_summary(s: RunSummary, console: Console) -> None:
         crashed = set((s.crash or {}).get("ranks") or [])
         for rank in s.ranks:
             mem = s.memory.get(rank, {})
-            label = Text(rank, style="red" if rank in crashed else "")
-            t.add_row(*([s.rank_nodes.get(rank) or "-"] if by_node else []), label, s.phase_reached.get(rank, "-"),
-                      *(fmt(mem.get(key), key) for _, key in MEMORY_COLUMNS),
-                      fmt(s.last_seen.get(rank, {}).get("line")))
+            label = plain(rank, "red" if rank in crashed else "")
+            t.add_row(*([plain(s.rank_nodes.get(rank) or "-")] if by_node else []), label,
+                      plain(s.phase_reached.get(rank, "-")),
+                      *(Text(fmt(mem.get(key), key)) for _, key in MEMORY_COLUMNS),
+                      Text(fmt(s.last_seen.get(rank, {}).get("line"))))
         console.print(t)
     if s.missing_ranks:
         console.print(f"Ranks missing (server_args call for them; not in this log): {', '.join(s.missing_ranks)}",
@@ -94,52 +92,51 @@ def render_summary(s: RunSummary, console: Console) -> None:
     if s.crash:
         console.print(render_crash(s.crash))
     if len(s.exceptions) > 1 or (s.exceptions and len(s.exceptions[0]["ranks"]) > 1):
-        console.print("Tracebacks (distinct, with the ranks that raised each):")
+        console.print(Text("Tracebacks (distinct, with the ranks that raised each):"))
         for exc in s.exceptions:
             ranks = ", ".join(r or "?" for r in exc["ranks"])
             lines = ", ".join(str(o["line"]) for o in exc["occurrences"][:8])
-            console.print(f"  {exc.get('exception') or '(no exception line)'} on {ranks} (lines {lines})",
-                          markup=False, highlight=False)
+            console.print(plain(f"  {exc.get('exception') or '(no exception line)'} on {ranks} (lines {lines})"))
     if s.hang:
-        lines = [f"line {h['line']}: {printable(h['text'][:160])}" for h in s.hang["evidence"][:5]]
+        lines = [clip(printable(f"line {h['line']}: {h['text']}"), 160) for h in s.hang["evidence"][:5]]
         if s.hang.get("silent_ranks"):
-            lines.insert(0, "behind the others: " + ", ".join(s.hang["silent_ranks"]))
-        console.print(Panel("\n".join(lines), title="Hang evidence", border_style="yellow", expand=False))
+            lines.insert(0, printable("behind the others: " + ", ".join(s.hang["silent_ranks"])))
+        console.print(Panel(Text("\n".join(lines)), title=Text("Hang evidence"), border_style="yellow", expand=False))
 
     dec = s.throughput.get("decode_gen_tok_s", {})
     if dec.get("count"):
-        console.print(
+        console.print(Text(
             f"Decode gen throughput (token/s): median {fmt(dec['median'])}, "
             f"p10 {fmt(dec['p10'])}, p90 {fmt(dec['p90'])} over {dec['count']} records"
-        )
+        ))
     acc = s.throughput.get("accept_len", {})
     if acc.get("count"):
-        console.print(f"Speculative accept length: median {fmt(acc['median'])} over {acc['count']} records")
+        console.print(Text(f"Speculative accept length: median {fmt(acc['median'])} over {acc['count']} records"))
     if s.env:
-        console.print("Environment: " + " ".join(f"{k}={v}" for k, v in s.env.items()))
+        console.print(plain("Environment: " + " ".join(f"{k}={v}" for k, v in s.env.items())))
     if s.versions:
-        console.print("Versions: " + ", ".join(f"{k} {v}" for k, v in s.versions.items()))
+        console.print(plain("Versions: " + ", ".join(f"{k} {v}" for k, v in s.versions.items())))
     cov = s.coverage
-    console.print(
+    console.print(Text(
         f"Coverage: {cov['lines_recognised']}/{cov['lines_read']} lines recognised "
         f"({cov['recognised_pct']}%), {cov['events']} events"
-    )
+    ))
     for item in cov["top_unrecognised"][:5]:
-        console.print(f"  unrecognised x{item['count']} (first at line {item['first_line']}): {printable(item['example'][:100])}",
-                      markup=False, highlight=False)
+        console.print(plain(f"  unrecognised x{item['count']} (first at line {item['first_line']}): "
+                            f"{printable(item['example'])}", limit=160))
     for warning in s.warnings:
-        console.print(f"warning: {warning}", style="yellow", markup=False)
+        console.print(plain(f"warning: {warning}", "yellow"))
 
 
 def render_crash(crash: dict[str, Any]) -> Panel:
     rows: list[Any] = []
     exc = crash.get("exception") or ("native abort" if crash.get("native") else "(exception line not in log)")
-    rows.append(Text.assemble(("first rank: ", "bold"), str(crash.get("first_rank") or "unknown"),
-                              ("  phase: ", "bold"), str(crash.get("phase") or "unknown"),
-                              ("  ranks: ", "bold"), ", ".join(r for r in crash.get("ranks") or [] if r) or "-"))
-    rows.append(Text.assemble(("exception: ", "bold"), exc))
+    rows.append(Text.assemble(("first rank: ", "bold"), plain(crash.get("first_rank") or "unknown"),
+                              ("  phase: ", "bold"), plain(crash.get("phase") or "unknown"),
+                              ("  ranks: ", "bold"), plain(", ".join(r for r in crash.get("ranks") or [] if r) or "-")))
+    rows.append(Text.assemble(("exception: ", "bold"), plain(exc)))
     if crash.get("message"):
-        rows.append(Text(printable(crash["message"][:600])))
+        rows.append(plain(crash["message"], lines=True, limit=600))
     oom = crash.get("oom")
     if oom:
         rows.append(Text(
@@ -152,7 +149,7 @@ def render_crash(crash: dict[str, Any]) -> Panel:
     if frames:
         inner = frames[-4:]
         rows.append(Text("innermost frames:\n" + "\n".join(
-            f"  {f.get('path')}:{f.get('line')} in {f.get('func')}" for f in inner)))
-    rows.append(Text(f"evidence: {crash.get('file')}:{crash.get('line')}"
-                     + (f"-{crash.get('end_line')}" if crash.get("end_line") not in (None, crash.get("line")) else "")))
-    return Panel(Group(*rows), title="Crash", border_style="red", expand=False)
+            printable(f"  {f.get('path')}:{f.get('line')} in {f.get('func')}") for f in inner)))
+    rows.append(plain(f"evidence: {crash.get('file')}:{crash.get('line')}"
+                      + (f"-{crash.get('end_line')}" if crash.get("end_line") not in (None, crash.get("line")) else "")))
+    return Panel(Group(*rows), title=Text("Crash"), border_style="red", expand=False)

@@ -16,7 +16,7 @@ from .base import (
     Notice,
     SourceError,
 )
-from .local import LocalFollower
+from .local import LocalFollower, StdinFollower
 from .ssh import ServerProcess, SSHFollower, discover_server_logs
 
 __all__ = [
@@ -31,5 +31,6 @@ __all__ = [
     "SSHFollower",
     "ServerProcess",
     "SourceError",
+    "StdinFollower",
     "discover_server_logs",
 ]

@@ -205,7 +205,9 @@ class LocalFollower:
                         raise SourceError(f"{self.path}: no such file")
                     if not waiting:
                         waiting = True
-                        yield Notice(WAITING, f"waiting for {self.path} to appear")
+                        parent = os.path.dirname(self.path)
+                        missing = "" if os.path.isdir(parent) else f" (its directory {parent} does not exist yet)"
+                        yield Notice(WAITING, f"waiting for {self.path} to appear{missing}")
                     self._wait()
                     continue
                 fd, st = opened
@@ -252,3 +254,41 @@ class LocalFollower:
             if fd is not None:
                 os.close(fd)
             self._stop_observer()
+
+
+class StdinFollower:
+    """Iterator of :class:`Chunk` for standard input (``watch -``): a pipe is read as it
+    fills and ends at end of input with an ``eof`` notice; ``stop()`` ends it promptly."""
+
+    def __init__(self, fd: int = 0, *, chunk_size: int = 1 << 16, poll_interval: float = 0.1) -> None:
+        self.fd = fd
+        self.chunk_size = chunk_size
+        self.poll_interval = poll_interval
+        self._offset = 0
+        self._stopping = threading.Event()
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def __iter__(self) -> Iterator[Item]:
+        import select
+
+        yield Notice(OPENED, "standard input")
+        while not self._stopping.is_set():
+            try:
+                ready, _, _ = select.select([self.fd], [], [], self.poll_interval)
+                if not ready:
+                    continue
+                data = os.read(self.fd, self.chunk_size)
+            except OSError as exc:
+                raise SourceError(f"standard input: read failed ({exc.strerror or exc})") from None
+            if not data:
+                yield Notice(EOF, f"end of standard input at offset {self._offset}")
+                return
+            chunk = Chunk(data, self._offset)
+            self._offset += len(data)
+            yield chunk

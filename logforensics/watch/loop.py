@@ -7,20 +7,28 @@ import sys
 import time
 from typing import Any
 
-from rich.console import Console
 from rich.live import Live
+from rich.text import Text
 
 from ..diagnose.rulespec import RuleError, load_rules
 from ..ingest import InputError, LiveRun
+from ..outputs import EXIT_FINDINGS as EXIT_CRASH
+from ..outputs import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OutputError, check_writable
+from ..render.console import make_console, plain
 from ..sources import Chunk, Notice, SourceError
+from ..sources.base import OPENED
 from .state import WatchState, follow
 from .view import PlainStatus, live_renderable, print_crash
 
-EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+__all__ = ["EXIT_CRASH", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "run_watch"]
 _STOP_MARKERS = ("Application shutdown complete", "Finished server process", "Shutting down")
 
 
 def _source(log: str | None, host: str | None, **ssh: Any) -> tuple[Any, str]:
+    if log == "-":
+        from ..sources import StdinFollower
+
+        return StdinFollower(), "<stdin>"
     if log:
         from ..sources import LocalFollower
 
@@ -36,15 +44,14 @@ def _source(log: str | None, host: str | None, **ssh: Any) -> tuple[Any, str]:
 def run_watch(*, log: str | None, host: str | None, remote_path: str | None, user: str | None,
               port: int | None, identity: str | None, known_hosts: str | None, accept_new_host_key: bool,
               baseline: str | None, report_path: str | None, until: str, jsonl: bool, grace: float,
-              idle_exit: float, rules_dirs: tuple[str, ...], silent_after: float = 60.0) -> int:
-    err = Console(stderr=True, highlight=False)
-    if not err.is_terminal:
-        err = Console(stderr=True, highlight=False, width=160, no_color=True)
-    out = Console(highlight=False)
-    if not out.is_terminal:
-        out = Console(highlight=False, width=160, no_color=True)
+              idle_exit: float, rules_dirs: tuple[str, ...], silent_after: float = 60.0,
+              wait_timeout: float | None = None) -> int:
+    err = make_console(stderr=True)
+    out = make_console()
     status_console = err if jsonl or not out.is_terminal else out
     try:
+        if report_path:  # known now, not after the crash it was meant to record
+            check_writable(report_path)
         from ..read.grammar import warm_up
 
         warm_up()  # build the parser now, not when the first (maybe crashing) line arrives
@@ -56,12 +63,14 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
             base = summarize(baseline)
         source, name = _source(log, host, remote_path=remote_path, user=user, port=port, identity=identity,
                                known_hosts=known_hosts, accept_new_host_key=accept_new_host_key)
-    except (InputError, RuleError, SourceError) as exc:
-        err.print(f"logforensics: error: {exc}", markup=False)
+    except (InputError, RuleError, SourceError, OutputError) as exc:
+        err.print(plain(f"logforensics: error: {exc}"))
         return EXIT_USAGE
     state = WatchState(LiveRun(name), base, rules, silent_after=silent_after)
     live_view = out.is_terminal and not jsonl
-    plain = PlainStatus(status_console)
+    status = PlainStatus(status_console)
+    started = time.monotonic()
+    opened = False
     stdout = sys.stdout
     stopped_at: float | None = None
     last_data = time.monotonic()
@@ -87,24 +96,32 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                                               for e in events):
                     stopped_at = now
             elif isinstance(item, Notice):
+                opened = opened or item.kind == OPENED
                 note = f"[watch] {item.kind}: {item.message}"
                 state.notices.append(note)
                 if live is None:
-                    status_console.print(note, markup=False, highlight=False)
+                    status_console.print(plain(note))
                 if item.kind in ("truncated", "rotated"):
                     emit(state.run.close())  # the old file's last records
                     state = WatchState(LiveRun(name), base, rules, silent_after=silent_after)
             elif isinstance(item, Exception):
                 if live is not None:
                     live.stop()
-                err.print(f"logforensics: error: {item}", markup=False)
+                err.print(plain(f"logforensics: error: {item}"))
                 return EXIT_USAGE
             elif item is None:
                 break
+            if wait_timeout is not None and not opened and now - started >= wait_timeout:
+                if live is not None:
+                    live.stop()
+                    live = None
+                err.print(plain(f"logforensics: error: {name}: did not appear within {wait_timeout:g} s "
+                                "(--wait-timeout)"))
+                return EXIT_USAGE
             if live is not None:
                 live.update(live_renderable(state, now, out))
             else:
-                plain.update(state, now)
+                status.update(state, now)
             # -- decisions after every item and every tick
             if state.crash_at is not None and not crash_printed:
                 crash_printed = True
@@ -117,11 +134,11 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 crash = d.failing.crash or {}
                 cause = next((c.get("exception") for c in crash.get("chain") or [] if c.get("exception")), None)
                 what = (crash.get("exception") or "fatal error") + (f" (while handling {cause})" if cause else "")
-                plain.seen = {label: (r.phase,) for label, r in state.ranks.items()}  # no replay after the live view
-                status_console.print(
+                status.seen = {label: (r.phase,) for label, r in state.ranks.items()}  # no replay after the live view
+                status_console.print(plain(
                     f"[watch] crash diagnosed: {what} on "
                     f"{crash.get('first_rank') or 'unknown rank'} in {crash.get('phase') or 'unknown phase'} "
-                    f"(line {crash.get('line')})\a", markup=False, highlight=False)
+                    f"(line {crash.get('line')})"), end="\a\n")
                 status_console.file.flush()
             if state.crash_at is not None and until in ("crash", "ready") and now - state.crash_at >= grace:
                 code = EXIT_CRASH
@@ -148,13 +165,17 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
         final = state.diagnose()
         others = final.failing.exceptions
         if len(others) > 1 or (others and len(others[0]["ranks"]) > 1):
-            status_console.print("[watch] tracebacks by rank:", markup=False)
+            status_console.print(Text("[watch] tracebacks by rank:"))
             for exc in others:
-                status_console.print(f"  {exc.get('exception')}: {', '.join(r or '?' for r in exc['ranks'])} "
-                                     f"(first at line {exc['first_line']})", markup=False, highlight=False)
+                status_console.print(plain(f"  {exc.get('exception')}: {', '.join(r or '?' for r in exc['ranks'])} "
+                                           f"(first at line {exc['first_line']})"))
         if report_path:
             from ..render.html import write_html
 
-            write_html(final, report_path)
-            status_console.print(f"[watch] HTML report written to {report_path}", markup=False)
+            try:
+                write_html(final, report_path)
+            except OutputError as exc:
+                err.print(plain(f"logforensics: error: {exc}"))
+                return EXIT_USAGE
+            status_console.print(plain(f"[watch] HTML report written to {report_path}"))
     return code

@@ -11,13 +11,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ..diagnose.engine import Diagnosis
+from ..render.console import plain
 from ..render.diff import render_diagnosis
-from ..render.terminal import fmt, printable, table_box
+from ..render.terminal import fmt, table_box
 from .state import WatchState, baseline_phase_seconds, rank_sort_key
 
 
 def rank_table(state: WatchState, now: float, console: Console) -> Table:
-    t = Table(title=f"{state.run.name}  ({state.bytes / 1e6:.1f} MB read)", box=table_box(console))
+    t = Table(title=plain(f"{state.run.name}  ({state.bytes / 1e6:.1f} MB read)"), box=table_box(console))
     for col in ("rank", "phase", "progress", "avail GiB", "in phase", "silent"):
         t.add_column(col, justify="left" if col in ("rank", "phase", "progress") else "right")
     if state.baseline is not None:
@@ -26,11 +27,12 @@ def rank_table(state: WatchState, now: float, console: Console) -> Table:
     for label in sorted(state.ranks, key=rank_sort_key):
         r = state.ranks[label]
         progress = r.progress[1] if r.progress and r.progress[0] == r.phase else ""
-        row = [Text(label, style="bold red" if label in silent else ""), r.phase or "-", progress,
-               fmt(r.avail_gib, "avail_gib"), f"{now - r.phase_since_wall:.0f}s", f"{now - r.last_wall:.0f}s"]
+        row = [plain(label, "bold red" if label in silent else ""), plain(r.phase or "-"), plain(progress),
+               Text(fmt(r.avail_gib, "avail_gib")), Text(f"{now - r.phase_since_wall:.0f}s"),
+               Text(f"{now - r.last_wall:.0f}s")]
         if state.baseline is not None:
             secs = baseline_phase_seconds(state.baseline, label, r.phase)
-            row.append(f"{secs:.0f}s" if secs is not None else "-")
+            row.append(Text(f"{secs:.0f}s" if secs is not None else "-"))
         t.add_row(*row)
     return t
 
@@ -38,12 +40,12 @@ def rank_table(state: WatchState, now: float, console: Console) -> Table:
 def live_renderable(state: WatchState, now: float, console: Console) -> Any:
     parts: list[Any] = [rank_table(state, now, console)]
     for label, secs, expected in state.silent_ranks(now):
-        parts.append(Text(f"warning: {label} silent for {secs:.0f}s; the baseline needed {expected:.0f}s "
-                          f"for this phase: a hang?", style="yellow"))
+        parts.append(plain(f"warning: {label} silent for {secs:.0f}s; the baseline needed {expected:.0f}s "
+                           f"for this phase: a hang?", "yellow"))
     if state.ready_at is not None:
         parts.append(Text("server ready", style="bold green"))
     for note in state.notices[-3:]:
-        parts.append(Text(note, style="dim"))
+        parts.append(plain(note, "dim"))
     return Group(*parts)
 
 
@@ -61,16 +63,15 @@ class PlainStatus:
             key = (r.phase,)
             if self.seen.get(label) != key:
                 self.seen[label] = key
-                self.console.print(f"[watch] {label}: {r.phase or '-'} (line {r.last_line})", markup=False,
-                                   highlight=False)
+                self.console.print(plain(f"[watch] {label}: {r.phase or '-'} (line {r.last_line})"))
         for label, secs, expected in state.silent_ranks(now):
             if label not in self.warned:
                 self.warned.add(label)
-                self.console.print(f"[watch] warning: {label} silent for {secs:.0f}s; the baseline needed "
-                                   f"{expected:.0f}s for this phase: a hang?", markup=False, highlight=False)
+                self.console.print(plain(f"[watch] warning: {label} silent for {secs:.0f}s; the baseline needed "
+                                         f"{expected:.0f}s for this phase: a hang?"))
         if state.ready_at is not None and "ready" not in self.warned:
             self.warned.add("ready")
-            self.console.print("[watch] server ready", markup=False, highlight=False)
+            self.console.print(Text("[watch] server ready"))
 
 
 def print_crash(d: Diagnosis, console: Console) -> None:
@@ -78,9 +79,10 @@ def print_crash(d: Diagnosis, console: Console) -> None:
     for exc in d.failing.exceptions:
         ranks = ", ".join(r or "?" for r in exc["ranks"])
         title = f"{exc.get('exception') or 'crash'} on {ranks} (line {exc['first_line']})"
-        console.print(Panel(Text(printable(exc["text"])), title=title, border_style="red", expand=False))
+        console.print(Panel(plain(exc["text"], lines=True), title=plain(title), border_style="red", expand=False))
     if not d.failing.exceptions and d.failing.crash:
-        console.print(Panel(Text(d.failing.crash.get("text") or ""), title="crash", border_style="red", expand=False))
+        console.print(Panel(plain(d.failing.crash.get("text") or "", lines=True), title=Text("crash"),
+                            border_style="red", expand=False))
     render_diagnosis(d, console)
 
 

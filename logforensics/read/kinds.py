@@ -1,0 +1,23 @@
+"""The event kinds a log can yield, read from the grammar (the single source of truth)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+#: Grammar rules that structure a record but are never an event's kind.
+_STRUCTURAL = frozenset({
+    "record", "fallback", "message", "sglang_message", "prefix", "rank", "rank_only", "gpu_tag", "items",
+    "item", "eq_item", "colon_item", "elapsed_item", "value", "number_value", "warning_head",
+})
+#: Kinds made after the grammar: assembled tracebacks and lines it does not know.
+_ASSEMBLED = ("exception", "other", "tb_fragment")
+
+
+@cache
+def event_kinds() -> frozenset[str]:
+    """Every kind ``parse --kind`` can select."""
+    from .grammar import _KIND_RENAME, _parsers
+
+    names = {str(r.origin.name) for parser in _parsers() for r in parser.rules}
+    kinds = {_KIND_RENAME.get(n, n) for n in names if not n.startswith("_") and n not in _STRUCTURAL}
+    return frozenset(kinds | set(_ASSEMBLED))
