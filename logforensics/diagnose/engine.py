@@ -13,7 +13,7 @@ from jinja2 import TemplateError
 from ..model.run import RunSummary
 from .expr import ExprError
 from .facts import Facts, compute, plain
-from .rulespec import SEVERITIES, RuleSpec
+from .rulespec import SEVERITIES, RuleError, RuleSpec
 
 _SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -79,6 +79,8 @@ def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
             return None
         evidence = rule.evidence.evaluate(env) if rule.evidence else []
         title, explanation = rule.render(rule.title, env), rule.render(rule.explanation, env)
+    except RuleError:  # a limit crossed: the rule file is at fault, not the data
+        raise
     except (ExprError, TemplateError, TypeError, ValueError, AttributeError, KeyError) as exc:
         # A rule that breaks on unusual data must not take the whole diagnosis down.
         return Finding(rule.id, rule.name, "warning", f"rule {rule.id} could not be evaluated",

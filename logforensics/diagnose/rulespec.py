@@ -27,6 +27,15 @@ from jinja2 import StrictUndefined, Template, TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
 from ..units import gib
+from .bounds import (
+    MAX_RULE_BYTES,
+    MAX_RULE_FILES,
+    BoundedSandbox,
+    BoundError,
+    check_template,
+    check_yaml_nesting,
+    render_bounded,
+)
 from .expr import Expr, ExprError, compile_expr
 
 NAMES = frozenset({"baseline", "failing", "facts"})
@@ -73,13 +82,13 @@ def _figure(value: Any, key_or_unit: str = "", digits: int = 2) -> str:
 
 
 def template_env() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, trim_blocks=False, lstrip_blocks=True)
-    env.filters["gib"] = gib
-    env.filters["num"] = _fmt_num
-    env.filters["fig"] = _figure
-    env.filters["ranks"] = lambda xs: ", ".join(str(x) for x in (xs or [])) or "none"
-    env.filters["who"] = _who
-    env.filters["short"] = _short
+    env = BoundedSandbox(undefined=StrictUndefined, autoescape=False, trim_blocks=False, lstrip_blocks=True)
+    env.add_filter("gib", gib)
+    env.add_filter("num", _fmt_num)
+    env.add_filter("fig", _figure)
+    env.add_filter("ranks", lambda xs: ", ".join(str(x) for x in (xs or [])) or "none")
+    env.add_filter("who", _who)
+    env.add_filter("short", _short)
     return env
 
 
@@ -107,14 +116,23 @@ class RuleSpec:
     def render(self, template: str, env: dict[str, Any]) -> str:
         """Render the title or explanation (compiled once, at load: watch renders on a crash)."""
         compiled = self.compiled.get(template)
-        if compiled is None:
-            compiled = self.compiled[template] = _TEMPLATES.from_string(template)
-        return compiled.render(**env).strip()
+        try:
+            if compiled is None:
+                check_template(_TEMPLATES, template)
+                compiled = self.compiled[template] = _TEMPLATES.from_string(template)
+            return render_bounded(compiled, env).strip()
+        except BoundError as exc:
+            raise RuleError(f"{self.source}: {exc}") from None
 
 
 def load_rule_text(text: str, source: str) -> RuleSpec:
+    if len(text) > MAX_RULE_BYTES:
+        raise RuleError(f"{source}: too large ({len(text)} characters; a rule file holds at most {MAX_RULE_BYTES})")
     try:
+        check_yaml_nesting(text)
         data = yaml.safe_load(text)
+    except BoundError as exc:
+        raise RuleError(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         raise RuleError(f"{source}: not valid YAML ({exc.__class__.__name__})") from None
     if not isinstance(data, dict):
@@ -138,7 +156,10 @@ def load_rule_text(text: str, source: str) -> RuleSpec:
     compiled: dict[str, Template] = {}
     for key in ("title", "explanation"):
         try:
+            check_template(_TEMPLATES, str(data[key]), f"{key} template")
             compiled[str(data[key])] = _TEMPLATES.from_string(str(data[key]))
+        except BoundError as exc:
+            raise RuleError(f"{source}: {exc}") from None
         except TemplateSyntaxError as exc:
             raise RuleError(f"{source}: {key} template: {exc.message} (line {exc.lineno})") from None
     examples = data["examples"]
@@ -150,6 +171,18 @@ def load_rule_text(text: str, source: str) -> RuleSpec:
     return RuleSpec(rid, str(data["name"]), data["severity"], str(data["title"]), str(data["explanation"]),
                     when, evidence, int(data.get("priority", 50)), examples, source,
                     str(data.get("summary", "")), tuple(data.get("groups") or ()), compiled)
+
+
+def _read_rule_file(f: Path) -> str:
+    """A user's rule file, refused by its size before it is read."""
+    try:
+        size = f.stat().st_size
+        if size > MAX_RULE_BYTES:
+            raise RuleError(f"{f}: too large ({size} bytes; a rule file holds at most {MAX_RULE_BYTES})")
+        with f.open(encoding="utf-8") as fh:
+            return fh.read(MAX_RULE_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleError(f"{f}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def _builtin_files() -> Iterable[tuple[str, str]]:
@@ -173,8 +206,11 @@ def load_rules(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True) -
         path = Path(d)
         if not path.is_dir():
             raise RuleError(f"{path}: --rules needs a directory of *.yml rule files")
-        for f in sorted(path.rglob("*.y*ml")):
-            rules.append(load_rule_text(f.read_text(encoding="utf-8"), str(f)))
+        files = sorted(path.rglob("*.y*ml"))
+        if len(files) > MAX_RULE_FILES:
+            raise RuleError(f"{path}: {len(files)} rule files; at most {MAX_RULE_FILES} are read")
+        for f in files:
+            rules.append(load_rule_text(_read_rule_file(f), str(f)))
     seen: dict[str, str] = {}
     for r in rules:
         if r.id in seen:

@@ -152,6 +152,12 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 break
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
+    except RuleError as exc:  # a rule crossed a limit while diagnosing the crash
+        if live is not None:
+            live.stop()
+            live = None
+        err.print(plain(f"logforensics: error: {exc}"))
+        return EXIT_USAGE
     finally:
         if live is not None:
             live.stop()
