@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import PHASES
 from ..model.run import RunSummary
+from .alignment import Alignment, alignment
 from .budget import Advice, Budget, Capture, advice, budget, capture
+from .crash import CrashFacts, HangFacts, crash_facts, hang_facts, same_crash
 from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
-from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, phase_index, setup
+from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, setup
 
 #: Figures compared rank by rank, with the tolerance (absolute, in the figure's unit).
 MEMORY_FIGURES: dict[str, float] = {
@@ -39,146 +40,6 @@ KV_TOKENS_REL_TOL = 0.01
 TIME_REL_TOL = 0.5
 THROUGHPUT_REL_TOL = 0.10
 COMPARABLE_LOAD_REL = 0.3
-
-
-# ---------------------------------------------------------------------------- crash
-@dataclass(frozen=True)
-class CrashFacts:
-    """The run's first fatal error as rules word it."""
-
-    first_rank: str | None
-    ranks: tuple[str, ...]
-    phase: str | None
-    exception: str | None
-    cause: str | None                    # the exception it was raised while handling
-    message_head: str
-    is_oom: bool
-    oom: Mapping[str, Any] | None
-    shortfall_gib: float | None
-    fragmentation: bool
-    alloc_site: Mapping[str, Any] | None  # innermost SGLang frame of the part that failed to allocate
-    not_enough_memory: bool
-    capture_failed: bool
-    evidence: tuple[Evidence, ...]
-
-
-def crash_facts(run: RunSummary) -> CrashFacts | None:
-    crash = run.crash
-    if not crash:
-        return None
-    frames = crash.get("frames") or []
-    chain = crash.get("chain") or []
-    if chain and "OutOfMemory" in (chain[0].get("exception") or "") and chain[0].get("frames"):
-        # "During handling of the above exception": the allocation failed in the first part.
-        frames = frames[:chain[0]["frames"]]
-    sglang_frames = [fr for fr in frames if "sglang" in (fr.get("path") or "")]
-    site = (sglang_frames or frames or [None])[-1]
-    oom = crash.get("oom") or {}
-    text_lines = (crash.get("text") or "").splitlines()
-    evidence = [ev(run, crash.get("line"), crash.get("first_rank"), text_lines[0] if text_lines else crash.get("text"))]
-    exc_at = crash.get("exception_line")
-    if exc_at and exc_at.get("line") != crash.get("line"):
-        evidence.append(ev(run, exc_at["line"], crash.get("first_rank"), exc_at["text"]))
-    tried, free = oom.get("tried_gib"), oom.get("free_gib")
-    reserved = oom.get("reserved_unallocated_gib")
-    message = crash.get("message") or ""
-    return CrashFacts(
-        first_rank=crash.get("first_rank"), ranks=tuple(r for r in crash.get("ranks") or [] if r),
-        phase=crash.get("phase"), exception=crash.get("exception"),
-        cause=next((c.get("exception") for c in chain if c.get("exception")), None),
-        message_head=_head(message), is_oom=bool(oom), oom=oom or None,
-        shortfall_gib=round(tried - free, 6) if tried is not None and free is not None else None,
-        fragmentation=bool(reserved is not None and tried is not None and reserved >= tried),
-        alloc_site=site, not_enough_memory="Not enough memory" in message,
-        capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence))
-
-
-def _head(message: str) -> str:
-    """The first line of an exception message without PyTorch's boilerplate advice."""
-    first = message.split("\n")[0]
-    first = first.split(" If reserved but unallocated memory is large")[0]
-    return first[:500]
-
-
-def same_crash(a: CrashFacts | None, b: CrashFacts | None) -> bool:
-    """Both runs died the same way: the same exception (or native abort) in the same phase."""
-    return a is not None and b is not None and (a.exception, a.phase, a.message_head) == (b.exception, b.phase, b.message_head)
-
-
-# ---------------------------------------------------------------------------- alignment
-@dataclass(frozen=True)
-class RankAlignment:
-    """One rank in both runs (``failing_rank``: its label in the failing log, None if absent)."""
-
-    rank: str
-    failing_rank: str | None
-    baseline_phase: str | None
-    failing_phase: str | None
-    missing_phases: tuple[str, ...]
-    last_line: int | None
-    last_text: str | None
-
-
-@dataclass(frozen=True)
-class FirstMissing:
-    """The first phase some ranks stopped before; ``ranks`` as the failing log labels them."""
-
-    phase: str
-    ranks: tuple[str, ...]
-    rows: tuple[RankAlignment, ...]
-    reached_by: tuple[str, ...]
-    evidence: tuple[Evidence, ...]
-
-
-@dataclass(frozen=True)
-class Alignment:
-    """Per rank and phase: where the failing run stopped short of the baseline.
-
-    A phase is missing on a rank only when the baseline's log shows that rank in it and
-    the failing log shows the rank stopping before it (the run crashed or hung). A rank the
-    failing excerpt never mentions is not in this log, not behind.
-    """
-
-    ranks: Mapping[str, RankAlignment]
-    first_missing: FirstMissing | None
-    baseline_ranks: tuple[str, ...]
-    failing_ranks: tuple[str, ...]
-    #: Baseline ranks the failing log does not mention at all.
-    not_in_failing_log: tuple[str, ...]
-    #: False when the failing log does not show the run stopping (an excerpt that ends).
-    failing_stopped: bool
-
-    @staticmethod
-    def empty() -> Alignment:
-        return Alignment({}, None, (), (), (), False)
-
-
-def alignment(fail: RunSummary, base: RunSummary, fc: Coverage, bc: Coverage) -> Alignment:
-    pairs = pair_ranks(list(bc.ranks), list(fc.ranks))
-    per_rank: dict[str, RankAlignment] = {}
-    for rank in bc.ranks:
-        frank = pairs.get(rank)
-        f_phase = fc.rank_reached.get(frank) if frank else None
-        missing: tuple[str, ...] = ()
-        if frank is not None and fc.stopped and f_phase is not None:
-            # Where a rank stopped is known only from its own lines or its crash's phase.
-            missing = tuple(p for p in bc.rank_phases.get(rank, ()) if phase_index(p) > phase_index(f_phase))
-        seen = fail.last_seen.get(frank or "", {})
-        per_rank[rank] = RankAlignment(rank, frank, bc.rank_reached.get(rank), f_phase, missing,
-                                       seen.get("line"), seen.get("text"))
-    first: FirstMissing | None = None
-    for phase in PHASES:
-        behind = [r for r, a in per_rank.items() if phase in a.missing_phases]
-        if behind:
-            reached_by = tuple(r for r, a in per_rank.items() if r not in behind and a.failing_rank
-                               and phase_index(a.failing_phase) >= phase_index(phase))
-            evidence = tuple(ev(fail, per_rank[r].last_line, per_rank[r].failing_rank, per_rank[r].last_text)
-                             for r in behind if per_rank[r].last_line)[:16]
-            rows = tuple(per_rank[r] for r in behind)
-            first = FirstMissing(phase, tuple(a.failing_rank or a.rank for a in rows), rows, reached_by, evidence)
-            break
-    return Alignment(per_rank, first, bc.ranks, fc.ranks,
-                     tuple(r for r in bc.ranks if r not in pairs), fc.stopped)
 
 
 # ---------------------------------------------------------------------------- memory
@@ -378,26 +239,6 @@ def throughput(fail: RunSummary, base: RunSummary) -> Throughput:
 
 
 # ---------------------------------------------------------------------------- hang, unbalanced, novelty
-@dataclass(frozen=True)
-class HangFacts:
-    """A hang: the ranks that fell silent and the watchdog lines of the others."""
-
-    hung: bool
-    silent_ranks: tuple[str, ...] = ()
-    watchdog_ranks: tuple[str, ...] = ()
-    evidence: tuple[Evidence, ...] = ()
-
-
-def hang_facts(run: RunSummary) -> HangFacts:
-    hang = run.hang
-    if not hang:
-        return HangFacts(run.outcome == "hung")
-    silent = tuple(hang.get("silent_ranks") or [])
-    evidence = tuple(e for entry in hang.get("evidence", [])[:8] for e in ev_of(entry))
-    evidence += tuple(ev(run, run.last_seen[r]["line"], r, run.last_seen[r]["text"]) for r in silent if r in run.last_seen)
-    return HangFacts(True, silent, tuple(hang.get("ranks") or []), evidence)
-
-
 @dataclass(frozen=True)
 class Unbalanced:
     """GPUs with much less free memory than the others, and the ranks that raised."""

@@ -1,0 +1,93 @@
+"""The failing run's first fatal error and its hang, as rules word them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.run import RunSummary
+from .sides import Evidence, ev, ev_of
+
+
+@dataclass(frozen=True)
+class CrashFacts:
+    """The run's first fatal error as rules word it."""
+
+    first_rank: str | None
+    ranks: tuple[str, ...]
+    phase: str | None
+    exception: str | None
+    cause: str | None                    # the exception it was raised while handling
+    message_head: str
+    is_oom: bool
+    oom: Mapping[str, Any] | None
+    shortfall_gib: float | None
+    fragmentation: bool
+    alloc_site: Mapping[str, Any] | None  # innermost SGLang frame of the part that failed to allocate
+    not_enough_memory: bool
+    capture_failed: bool
+    evidence: tuple[Evidence, ...]
+
+
+def crash_facts(run: RunSummary) -> CrashFacts | None:
+    crash = run.crash
+    if not crash:
+        return None
+    frames = crash.get("frames") or []
+    chain = crash.get("chain") or []
+    if chain and "OutOfMemory" in (chain[0].get("exception") or "") and chain[0].get("frames"):
+        # "During handling of the above exception": the allocation failed in the first part.
+        frames = frames[:chain[0]["frames"]]
+    sglang_frames = [fr for fr in frames if "sglang" in (fr.get("path") or "")]
+    site = (sglang_frames or frames or [None])[-1]
+    oom = crash.get("oom") or {}
+    text_lines = (crash.get("text") or "").splitlines()
+    evidence = [ev(run, crash.get("line"), crash.get("first_rank"), text_lines[0] if text_lines else crash.get("text"))]
+    exc_at = crash.get("exception_line")
+    if exc_at and exc_at.get("line") != crash.get("line"):
+        evidence.append(ev(run, exc_at["line"], crash.get("first_rank"), exc_at["text"]))
+    tried, free = oom.get("tried_gib"), oom.get("free_gib")
+    reserved = oom.get("reserved_unallocated_gib")
+    message = crash.get("message") or ""
+    return CrashFacts(
+        first_rank=crash.get("first_rank"), ranks=tuple(r for r in crash.get("ranks") or [] if r),
+        phase=crash.get("phase"), exception=crash.get("exception"),
+        cause=next((c.get("exception") for c in chain if c.get("exception")), None),
+        message_head=_head(message), is_oom=bool(oom), oom=oom or None,
+        shortfall_gib=round(tried - free, 6) if tried is not None and free is not None else None,
+        fragmentation=bool(reserved is not None and tried is not None and reserved >= tried),
+        alloc_site=site, not_enough_memory="Not enough memory" in message,
+        capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence))
+
+
+def _head(message: str) -> str:
+    """The first line of an exception message without PyTorch's boilerplate advice."""
+    first = message.split("\n")[0]
+    first = first.split(" If reserved but unallocated memory is large")[0]
+    return first[:500]
+
+
+def same_crash(a: CrashFacts | None, b: CrashFacts | None) -> bool:
+    """Both runs died the same way: the same exception (or native abort) in the same phase."""
+    return a is not None and b is not None and (a.exception, a.phase, a.message_head) == (b.exception, b.phase, b.message_head)
+
+
+@dataclass(frozen=True)
+class HangFacts:
+    """A hang: the ranks that fell silent and the watchdog lines of the others."""
+
+    hung: bool
+    silent_ranks: tuple[str, ...] = ()
+    watchdog_ranks: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+
+
+def hang_facts(run: RunSummary) -> HangFacts:
+    hang = run.hang
+    if not hang:
+        return HangFacts(run.outcome == "hung")
+    silent = tuple(hang.get("silent_ranks") or [])
+    evidence = tuple(e for entry in hang.get("evidence", [])[:8] for e in ev_of(entry))
+    evidence += tuple(ev(run, run.last_seen[r]["line"], r, run.last_seen[r]["text"]) for r in silent if r in run.last_seen)
+    return HangFacts(True, silent, tuple(hang.get("ranks") or []), evidence)
