@@ -270,8 +270,8 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
          rules_dirs: tuple[str, ...]) -> None:
     """Compare a FAILING run's logs with a BASELINE's and explain what differs and why.
 
-    Each run is a file, a directory of per-node (or prefill/decode/router) logs, or a
-    quoted glob. Prints the verdict and the findings with their evidence lines (file:line, rank),
+    Each run is a file, a directory of per-node (or prefill/decode/router) logs, a
+    quoted glob, or a summary saved with `summary --json` (a .json file). Prints the verdict and the findings with their evidence lines (file:line, rank),
     and optionally writes an HTML report (-o) and JSON (--json). Exit status: 0 when
     no finding reaches --fail-on, 1 when one does, 2 on bad usage or unreadable input.
     """

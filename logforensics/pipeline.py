@@ -7,6 +7,7 @@ server, ``ingest.runset``); their summaries are combined by ``model.nodes.combin
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -17,10 +18,11 @@ from .events import Event
 from .ingest import InputError, LiveRun, RunFiles, blocks, read_file, read_run, run_files
 from .model.nodes import combine
 from .model.run import RunSummary
+from .model.summary import SummaryFormatError
 from .read.parser import IncrementalParser
 
 __all__ = ["InputError", "LiveRun", "RunFiles", "diagnose_files", "diagnose_runs", "iter_events",
-           "iter_run_events", "run_files", "summarize_file", "summarize_run"]
+           "iter_run_events", "load_run", "run_files", "summarize_file", "summarize_run"]
 
 RunArgs = str | Sequence[str] | RunFiles
 
@@ -52,6 +54,21 @@ def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,
     return read_file(path, name=name, progress=progress).summary()
 
 
+def load_run(path: str | os.PathLike[str], *, progress: Callable[[int], None] | None = None) -> RunSummary:
+    """A run summary from a log, or from a summary saved by ``summary --json`` (a
+    ``.json`` file), which is read back as it was saved, without the log."""
+    p = os.fspath(path)
+    if not p.endswith(".json"):
+        return summarize_file(p, progress=progress)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            return RunSummary.from_dict(json.load(fh))
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except (ValueError, SummaryFormatError) as exc:  # json.JSONDecodeError is a ValueError
+        raise InputError(f"{p}: {exc}") from None
+
+
 def iter_events(path: str | os.PathLike[str], *, name: str | None = None,
                 progress: Callable[[int], None] | None = None, node: str | None = None) -> Iterator[Event]:
     """Every event of a log, in order (a generator: constant memory)."""
@@ -73,5 +90,16 @@ def diagnose_runs(failing: RunArgs, baseline: RunArgs | None, *, rules_dirs: Ite
                   progress: Any = None) -> Diagnosis:
     """``diagnose_files`` for runs of one or several files each."""
     rules = load_rules(rules_dirs)
-    base = summarize_run(baseline, progress=progress) if baseline else None
-    return evaluate(rules, summarize_run(failing, progress=progress), base)
+    base = _run_or_saved(baseline, progress) if baseline else None
+    return evaluate(rules, _run_or_saved(failing, progress), base)
+
+
+def _run_or_saved(run: RunArgs, progress: Any) -> RunSummary:
+    """A run's summary, or the saved summary when the run is one ``.json`` file."""
+    if isinstance(run, RunFiles):
+        one = run.paths[0] if run.single else None
+    else:
+        one = run if isinstance(run, str) else (run[0] if len(run) == 1 else None)
+    if isinstance(one, str) and one.endswith(".json"):
+        return load_run(one)
+    return summarize_run(run, progress=progress)

@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from .run import NO_RANK, RunSummary
+from .summary import RankRecord
 
 #: Seconds by which the clocks of two machines may disagree.
 CLOCK_SKEW_S = 5.0
@@ -153,11 +154,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     ranks: list[str] = []
     rank_nodes: dict[str, str] = {}
     rank_files: dict[str, str] = {}
-    phase_reached: dict[str, str] = {}
-    phases: dict[str, Any] = {}
-    last_seen: dict[str, Any] = {}
-    progress: dict[str, Any] = {}
-    memory: dict[str, Any] = {}
+    per_rank: dict[str, RankRecord] = {}
     exceptions: list[dict[str, Any]] = []
     notices: dict[str, list[dict[str, Any]]] = {}
     warnings: list[str] = []
@@ -168,16 +165,9 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             ranks.append(k)
             rank_nodes[k] = p.rank_nodes.get(r) or labels[i]
             rank_files[k] = p.file
-            if r in s.phase_reached:
-                phase_reached[k] = s.phase_reached[r]
-            if r in s.phases:
-                phases[k] = s.phases[r]
-            if r in s.last_seen:
-                last_seen[k] = dict(s.last_seen[r], node=rank_nodes[k], file=p.file)
-            if r in s.progress:
-                progress[k] = s.progress[r]
-            if r in s.memory:
-                memory[k] = _tag_evidence(s.memory[r], rank_nodes[k])
+            rec = s.per_rank.get(r) or RankRecord(label=r)
+            per_rank[k] = replace(rec, label=k, last_seen=dict(rec.last_seen, node=rank_nodes[k], file=p.file),
+                                  memory=_tag_evidence(rec.memory, rank_nodes[k]) if rec.memory else {})
         for e in s.exceptions:
             exceptions.append(dict(e, node=labels[i], ranks=[key(i, r) if r else r for r in e.get("ranks", [])]))
         for kind, items in s.notices.items():
@@ -195,15 +185,11 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
         outcome=outcome,
         outcome_reason=reason,
         ranks=ranks,
-        phase_reached=phase_reached,
-        phases=phases,
-        last_seen=last_seen,
-        progress=progress,
+        per_rank=per_rank,
         crash=crash,
         exceptions=exceptions,
         hang=hang,
         ready=ready,
-        memory=memory,
         throughput=max(parts, key=lambda p: p.summary.throughput.get("decode_gen_tok_s", {}).get("count", 0)
                        ).summary.throughput,
         notices=notices,

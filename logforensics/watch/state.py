@@ -26,7 +26,7 @@ from ..diagnose.rulespec import RuleSpec
 from ..events import PHASES, Event
 from ..ingest import LiveRun
 from ..model.run import RunSummary
-from ..model.run import _rank_sort_key as rank_sort_key
+from ..model.startup import bar_phase
 from ..sources import Chunk, Notice
 
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -78,11 +78,10 @@ class WatchState:
             self.ready_at = now
         if ev.rank is None:
             prog = ev.fields.get("progress") if ev.kind == "progress" else None
-            if prog and self.ranks:
-                # Only global rank 0 draws tqdm bars.
-                first = self.ranks[min(self.ranks, key=rank_sort_key)]
+            phase = bar_phase(ev.fields.get("desc") or "") if prog else None
+            first = self.ranks.get(self.run.model.bar_rank()) if phase else None
+            if prog and phase and first is not None:  # the model's rule: which bars, whose
                 desc = (ev.fields.get("desc") or "").split(" (")[0]
-                phase = "cuda_graph_capture" if "aptur" in desc or "ompil" in desc else "load_weights"
                 first.progress = (phase, f"{desc} {prog.get('n')}/{prog.get('total')}".strip())
                 if ev.fields.get("avail_gib") is not None:
                     first.avail_gib = ev.fields["avail_gib"]

@@ -11,10 +11,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..diagnose.engine import Diagnosis
+from ..model.run import rank_sort_key
 from ..render.console import plain
 from ..render.diff import render_diagnosis
 from ..render.terminal import fmt, table_box
-from .state import WatchState, baseline_phase_seconds, rank_sort_key
+from .state import WatchState, baseline_phase_seconds
 
 
 def rank_table(state: WatchState, now: float, console: Console) -> Table:

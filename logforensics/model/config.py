@@ -1,0 +1,111 @@
+"""How the run was configured: ``server_args``, the launch command, environment, versions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..events import Event
+from .registry import handles
+from .serverargs import args_from_command, env_from_command, parse_server_args
+
+if TYPE_CHECKING:
+    from .run import RunModel
+
+
+@dataclass
+class Config:
+    """Settings the log shows; the first dump or command wins, environment adds up."""
+
+    server_args: dict[str, Any] = field(default_factory=dict)
+    server_args_form: str | None = None
+    server_args_seen: bool = False
+    launch_command: str | None = None
+    launch_args: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+
+    def merge(self, later: Config) -> None:
+        """First values kept (server_args, launch command and args, versions); the
+        environment takes later assignments."""
+        if not self.server_args and later.server_args_seen:
+            self.server_args, self.server_args_form = later.server_args, later.server_args_form
+        self.server_args_seen = self.server_args_seen or later.server_args_seen
+        if self.launch_command is None:
+            self.launch_command = later.launch_command
+        self.env.update(later.env)
+        if not self.launch_args:
+            self.launch_args = later.launch_args
+        for key, value in later.versions.items():
+            self.versions.setdefault(key, value)
+
+
+@handles("server_args")
+def on_server_args(m: RunModel, ev: Event) -> None:
+    c = m.config
+    c.server_args_seen = True
+    if not c.server_args:
+        c.server_args, c.server_args_form = parse_server_args(ev.fields.get("raw", ""))
+        m.notices.add("server_args", ev)
+
+
+@handles("launch_command")
+def on_launch_command(m: RunModel, ev: Event) -> None:
+    c = m.config
+    cmd = ev.fields.get("command") or ev.text
+    if c.launch_command is None:
+        c.launch_command = cmd
+        m.notices.add("launch_command", ev)
+    c.env.update(env_from_command(cmd))
+    if not c.launch_args:
+        c.launch_args = flags(args_from_command(cmd))
+
+
+@handles("env")
+def on_env(m: RunModel, ev: Event) -> None:
+    if ev.fields.get("name"):
+        m.config.env[ev.fields["name"]] = (ev.fields.get("value") or "").strip("'\"")
+
+
+@handles("nccl_version", "nccl_version_native")
+def on_nccl_version(m: RunModel, ev: Event) -> None:
+    version = ev.fields.get("version")
+    if version:
+        m.config.versions.setdefault("nccl", version.split("+")[0])
+        if "+cuda" in version:
+            m.config.versions.setdefault("cuda", version.split("+cuda")[1])
+
+
+@handles("custom_ar_disabled", "unbalanced_memory", "retract", "max_total_tokens_cap")
+def on_notable(m: RunModel, ev: Event) -> None:
+    """Records kept as evidence for the rules, under their own kind."""
+    m.notices.add(ev.kind, ev)
+
+
+def flags(words: list[str]) -> dict[str, Any]:
+    """``--tp 8 --enable-x`` -> {"tp": 8, "enable_x": True}: the launch command's options."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--") and len(word) > 2:
+            key, eq, value = word[2:].partition("=")
+            key = key.replace("-", "_")
+            if eq:
+                out[key] = _scalar(value)
+            elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+                out[key] = _scalar(words[i + 1])
+                i += 1
+            else:
+                out[key] = True
+        i += 1
+    return out
+
+
+def _scalar(text: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text

@@ -1,0 +1,108 @@
+"""How much of the log was understood: kinds counted, unrecognised lines grouped by shape.
+
+Nothing is lost: a line no rule of the grammar reads is an ``other`` event, counted,
+and grouped by its shape (numbers and hex ids masked) so the summary can show which
+unknown wordings are most frequent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..events import Event
+from .rank import rank_sort_key
+from .registry import handles
+
+if TYPE_CHECKING:
+    from .run import RunModel
+
+MAX_UNKNOWN_SHAPES = 5000
+_DIGITS = re.compile(r"\d+")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def shape(text: str) -> str:
+    """A line's shape for grouping unknown lines: numbers and hex ids masked."""
+    return _DIGITS.sub("N", _HEX.sub("0xH", text.strip()))[:160]
+
+
+@dataclass
+class Coverage:
+    """Counts of what was read."""
+
+    events: int = 0
+    kind_counts: Counter[str] = field(default_factory=Counter)
+    #: physical lines with an unrecognised record (records of one line are consecutive)
+    other_lines: int = 0
+    last_other_line: int = 0
+    #: shape -> [count, first line, example, {rank: None} (ordered, at most 64)]
+    unknown_shapes: dict[str, list[Any]] = field(default_factory=dict)
+
+    def merge_problem(self, later: Coverage) -> str | None:
+        new = sum(1 for s in later.unknown_shapes if s not in self.unknown_shapes)
+        if new and len(self.unknown_shapes) + new > MAX_UNKNOWN_SHAPES:
+            return "too many unrecognised shapes to keep them all"
+        return None
+
+    def merge(self, later: Coverage) -> None:
+        """Counts add up; a shape keeps its first line and example."""
+        self.events += later.events
+        self.kind_counts.update(later.kind_counts)
+        self.other_lines += later.other_lines  # a part starts at a line start: no line is in both
+        self.last_other_line = later.last_other_line or self.last_other_line
+        for key, (count, first, example, ranks) in later.unknown_shapes.items():
+            entry = self.unknown_shapes.get(key)
+            if entry is None:
+                self.unknown_shapes[key] = [count, first, example, ranks]
+                continue
+            entry[0] += count
+            for label in ranks:
+                if len(entry[3]) >= 64:
+                    break
+                entry[3][label] = None
+
+    def to_dict(self, stats: Any, last_line: int) -> dict[str, Any]:
+        lines = getattr(stats, "lines", last_line) or last_line
+        other = self.other_lines
+        top = sorted(self.unknown_shapes.items(), key=lambda kv: -kv[1][0])[:10]
+        return {
+            "lines_read": lines,
+            "lines_recognised": max(lines - other, 0),
+            "lines_unrecognised": other,
+            "recognised_pct": round(100.0 * (lines - other) / lines, 2) if lines else 100.0,
+            "events": self.events,
+            "kinds": dict(sorted(self.kind_counts.items(), key=lambda kv: -kv[1])),
+            "top_unrecognised": [
+                {"shape": s, "count": v[0], "first_line": v[1], "example": v[2],
+                 "ranks": sorted(v[3], key=rank_sort_key)}
+                for s, v in top
+            ],
+            "unrecognised_shapes": {s: v[0] for s, v in self.unknown_shapes.items()},
+            "long_lines": getattr(stats, "long_lines", 0),
+            "decode_errors": getattr(stats, "decode_errors", 0),
+            "unterminated_last_line": getattr(stats, "unterminated_last_line", False),
+            "bytes": getattr(stats, "bytes", None),
+        }
+
+
+@handles("other")
+def on_other(m: RunModel, ev: Event) -> None:
+    c = m.coverage
+    if ev.line != c.last_other_line:
+        c.other_lines += 1
+        c.last_other_line = ev.line
+    key = shape(ev.text)
+    entry = c.unknown_shapes.get(key)
+    if entry is None:
+        if len(c.unknown_shapes) >= MAX_UNKNOWN_SHAPES:
+            m.needs_context("too many unrecognised shapes: which are kept depends on those before")
+            key = "(other shapes)"
+            entry = c.unknown_shapes.setdefault(key, [0, ev.line, ev.text[:200], {}])
+        else:
+            entry = c.unknown_shapes[key] = [0, ev.line, ev.text[:200], {}]
+    entry[0] += 1
+    if ev.rank and len(entry[3]) < 64:  # ranks as dict keys: kept in order, for merge
+        entry[3][ev.rank] = None

@@ -1,0 +1,55 @@
+"""Which start-up phase a traceback is in, from the SGLang functions in its frames.
+
+The mapping is data (``phases.tsv``, one row per function with the SGLang file that
+defines it), so that a function of a new SGLang version is a row, not a code branch.
+The innermost listed function of a traceback wins: ``load_model`` called from
+``ModelRunner.__init__`` is weight loading, ``capture`` inside it is graph capture.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+_CALL = re.compile(r"(\w+)\(")
+_WORD = re.compile(r"[A-Za-z_]\w+")
+
+
+@lru_cache(maxsize=1)
+def frame_phases() -> Mapping[str, str]:
+    """function name -> phase, from ``phases.tsv``."""
+    text = resources.files(__package__).joinpath("phases.tsv").read_text(encoding="utf-8")
+    rows = csv.DictReader((ln for ln in text.splitlines() if ln and not ln.startswith("#")), delimiter="\t")
+    return {row["function"]: row["phase"] for row in rows}
+
+
+def phase_of_frames(frames: Sequence[Mapping[str, Any]]) -> str | None:
+    """The phase of a traceback's frames: the innermost frame (its function, or a call in
+    its code line) with a start-up phase; else ``serving`` if a frame is a serving
+    function; else None. A start-up function wins over a serving one because start-up
+    runs model code that serving also runs (graph capture calls the forward pass)."""
+    table = frame_phases()
+    serving = False
+    for frame in reversed(frames):
+        for name in [frame.get("func") or "", *_CALL.findall(frame.get("code") or "")]:
+            phase = table.get(name)
+            if phase == "serving":
+                serving = serving or name == (frame.get("func") or "")
+            elif phase:
+                return phase
+    return "serving" if serving else None
+
+
+def phase_of_words(texts: Iterable[str]) -> str | None:
+    """The phase torn traceback text points to, by the same rule as whole frames: a
+    listed start-up function named anywhere in it (the first row of the table), else a
+    serving function."""
+    table = frame_phases()
+    words = {w for text in texts for w in _WORD.findall(text)}
+    named = [table[w] for w in table if w in words]
+    startup = [p for p in named if p != "serving"]
+    return startup[0] if startup else ("serving" if named else None)

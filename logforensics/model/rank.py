@@ -1,0 +1,135 @@
+"""One rank's record in the run model, and how two parts of a log merge it.
+
+A scheduler rank is labelled as SGLang printed it (``TP5``, ``DP0 TP3 EP3``); a
+single-GPU run prints no rank, and its scheduler is the rank ``-`` (:data:`NO_RANK`).
+Each figure's merge rule is written beside the figure: the rank after ``later``'s
+records followed this rank's is what one pass over both would have built.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import PHASES
+
+NO_RANK = "-"
+PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+#: Start-up records in order: a rank's furthest one says how far it got inside a phase
+#: (a rank that printed "Load weight begin" but not "Load weight end" is behind).
+MILESTONES = ("init_dist_begin", "init_dist_end", "load_weight_begin", "load_weight_end", "kv_cache_alloc",
+              "memory_pool_end", "capture_begin", "capture_end", "max_total_tokens")
+MILESTONE_INDEX = {k: i for i, k in enumerate(MILESTONES)}
+
+#: Memory figures kept from the first record that gives them: (the key whose presence
+#: marks the group as taken, the group's keys, the evidence key). Every other figure
+#: is the last one printed.
+FIRST_WINS = (
+    ("kv_pools", ("kv_tokens", "k_gib", "v_gib", "kv_gib"), "kv_cache_alloc"),
+    ("pool_end_avail_gib", ("pool_end_avail_gib",), "memory_pool_end"),
+    ("capture_begin_avail_gib", ("capture_begin_avail_gib", "capture_bs"), "capture_begin"),
+    ("capture_end_line", ("capture_end_line", "capture_end_avail_gib", "capture_mem_gib", "capture_elapsed_s"),
+     "capture_end"),
+)
+_LABEL_PART = re.compile(r"([A-Za-z_]+)(-?\d+)")
+
+
+@dataclass
+class RankState:
+    """What one rank did, as far as the log shows it (mutable while observing)."""
+
+    phase: str | None = None
+    #: phase -> {first_line, first_ts, last_line, last_ts}
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: memory figures, unit-suffixed (GiB as SGLang printed them)
+    memory: dict[str, Any] = field(default_factory=dict)
+    #: figure group -> the record it came from {file, line, rank, text}
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    last_line: int = 0
+    last_ts: str | None = None  # of the last record that had a stamp
+    last_text: str = ""
+    milestone: int = -1
+    #: line of the last record that placed this rank in its phase
+    phase_line: int = 0
+
+    def touch(self, line: int, ts: str | None, text: str) -> None:
+        """The rank printed a record: it was alive at ``line``."""
+        self.last_line = line
+        if ts:
+            self.last_ts = ts
+        self.last_text = text
+
+    def enter(self, phase: str, line: int, ts: str | None, kind: str) -> None:
+        """A record of ``kind`` places the rank in ``phase`` (already touched)."""
+        m = MILESTONE_INDEX.get(kind)
+        if m is not None and m > self.milestone:
+            self.milestone = m
+        info = self.phases.get(phase)
+        if info is None:
+            info = self.phases[phase] = {"first_line": line, "first_ts": ts}
+        info["last_line"] = line
+        info["last_ts"] = ts
+        self.phase = phase
+        self.phase_line = line
+
+    def evidence_of(self, key: str, file: str | None, line: int, rank: str | None, text: str) -> None:
+        self.evidence[key] = {"file": file, "line": line, "rank": rank, "text": text}
+
+    def merge(self, later: RankState) -> None:
+        """This rank after ``later``'s records followed its own (``later`` is consumed)."""
+        if later.phase is not None:  # the phase is the last one entered
+            self.phase = later.phase
+            self.phase_line = later.phase_line
+        for phase, info in later.phases.items():  # first seen kept, last seen taken
+            kept = self.phases.get(phase)
+            if kept is None:
+                self.phases[phase] = info
+            else:
+                kept["last_line"] = info["last_line"]
+                kept["last_ts"] = info["last_ts"]
+        skip_memory: set[str] = set()
+        skip_evidence: set[str] = set()
+        for marker, keys, evidence in FIRST_WINS:
+            if marker in self.memory:
+                skip_memory.update(keys)
+                skip_evidence.add(evidence)
+        for key, value in later.memory.items():
+            if key == "kv_pools" and key in self.memory:  # every pool, in order
+                self.memory[key].extend(value)
+            elif key not in skip_memory:
+                self.memory[key] = value
+        for key, value in later.evidence.items():
+            if key not in skip_evidence:
+                self.evidence[key] = value
+        if later.last_line:  # last seen: the later part's, when it saw the rank
+            self.last_line = later.last_line
+            self.last_text = later.last_text
+        if later.last_ts is not None:
+            self.last_ts = later.last_ts
+        self.milestone = max(self.milestone, later.milestone)
+
+
+def rank_sort_key(label: str | None) -> tuple[Any, ...]:
+    """Order ranks as a person reads them: TP2 before TP10, DP0 TP1 before DP1 TP0."""
+    if not label:
+        return ((),)
+    parts = []
+    for token in label.split():
+        m = _LABEL_PART.fullmatch(token)
+        parts.append((m.group(1), int(m.group(2))) if m else (token, 0))
+    return (tuple(parts),)
+
+
+def draws_bars(label: str) -> bool:
+    """Whether a rank can be the one that draws tqdm bars: SGLang shows them on TP rank 0
+    only (a label without a TP part, such as ``PP0`` or ``-``, may be that rank)."""
+    tp = next((m.group(2) for m in map(_LABEL_PART.fullmatch, label.split()) if m and m.group(1) == "TP"), None)
+    return tp is None or tp == "0"
+
+
+def bar_rank(labels: Any) -> str:
+    """The rank tqdm bars belong to, given the ranks a log names: the first, in rank
+    order, that can draw them; ``-`` when the log names none."""
+    named = sorted((k for k in labels if k != NO_RANK), key=rank_sort_key)
+    return next((k for k in named if draws_bars(k)), named[0] if named else NO_RANK)

@@ -1,0 +1,224 @@
+"""Ranks through start-up: phases entered, memory figures, progress bars, readiness.
+
+Handlers here feed :class:`Timeline`, the per-rank records of one run and the few
+run-wide facts of its course (the furthest phase, the last progress bar of each phase,
+the server-ready line). Figures are GiB as SGLang printed them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..events import PHASE_OF_KIND, Event
+from .rank import NO_RANK, PHASE_INDEX, RankState
+from .registry import handles
+
+if TYPE_CHECKING:
+    from .run import RunModel
+
+
+@dataclass
+class Timeline:
+    """The ranks of one run and how far the run got."""
+
+    ranks: dict[str, RankState] = field(default_factory=dict)
+    #: the furthest phase any rank (or a progress bar) reached
+    global_phase: str | None = None
+    #: phase -> the last tqdm bar of that phase (only TP rank 0 draws them: see rank.bar_rank)
+    bars: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ready: dict[str, Any] | None = None
+    last_serving_line: int = 0
+
+    def rank(self, label: str | None) -> RankState:
+        key = label or NO_RANK
+        r = self.ranks.get(key)
+        if r is None:
+            r = self.ranks[key] = RankState()
+        return r
+
+    def reach(self, phase: str) -> None:
+        if self.global_phase is None or PHASE_INDEX[phase] >= PHASE_INDEX[self.global_phase]:
+            self.global_phase = phase
+
+    def enter(self, ev: Event, phase: str) -> None:
+        """``ev`` places its rank in ``phase``."""
+        r = self.rank(ev.rank)
+        r.touch(ev.line, ev.ts, ev.text)
+        r.enter(phase, ev.line, ev.ts, ev.kind)
+        self.reach(phase)
+
+    def last_bar(self) -> tuple[str, dict[str, Any]] | None:
+        """(phase, bar) of the progress bar printed last."""
+        if not self.bars:
+            return None
+        return max(self.bars.items(), key=lambda kv: kv[1]["line"])
+
+    def merge(self, later: Timeline) -> None:
+        """Ranks merge rank by rank; the furthest phase is the further; bars and ready
+        are the last ones printed."""
+        for label, rank in later.ranks.items():
+            mine = self.ranks.get(label)
+            if mine is None:
+                self.ranks[label] = rank
+            else:
+                mine.merge(rank)
+        if later.global_phase is not None and (
+                self.global_phase is None or PHASE_INDEX[later.global_phase] > PHASE_INDEX[self.global_phase]):
+            self.global_phase = later.global_phase
+        self.bars.update(later.bars)
+        self.ready = later.ready or self.ready
+        self.last_serving_line = later.last_serving_line or self.last_serving_line
+
+
+def _put(d: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        d[key] = value
+
+
+def _evidence(r: RankState, key: str, ev: Event) -> None:
+    r.evidence_of(key, ev.file, ev.line, ev.rank, ev.text)
+
+
+# -- start-up figures -------------------------------------------------------------------
+@handles("init_dist_end")
+def on_init_dist_end(m: RunModel, ev: Event) -> None:
+    r = m.timeline.rank(ev.rank)
+    f = ev.fields
+    _put(r.memory, "init_mem_usage_gib", f.get("mem_usage_gib"))
+    _put(r.memory, "init_elapsed_s", f.get("elapsed_s"))
+    _evidence(r, "init_dist_end", ev)
+
+
+@handles("load_weight_begin")
+def on_load_weight_begin(m: RunModel, ev: Event) -> None:
+    r = m.timeline.rank(ev.rank)
+    _put(r.memory, "load_begin_avail_gib", ev.fields.get("avail_gib"))
+    _evidence(r, "load_weight_begin", ev)
+
+
+@handles("load_weight_end")
+def on_load_weight_end(m: RunModel, ev: Event) -> None:
+    r = m.timeline.rank(ev.rank)
+    f = ev.fields
+    _put(r.memory, "load_end_avail_gib", f.get("avail_gib"))
+    _put(r.memory, "weights_gib", f.get("mem_usage_gib"))
+    _put(r.memory, "load_elapsed_s", f.get("elapsed_s"))
+    for key in ("model_type", "dtype", "quant"):
+        if f.get(key) is not None:
+            m.config.versions.setdefault(key, f[key])
+    _evidence(r, "load_weight_end", ev)
+
+
+@handles("kv_cache_alloc")
+def on_kv_cache_alloc(m: RunModel, ev: Event) -> None:
+    r = m.timeline.rank(ev.rank)
+    f = ev.fields
+    pools = r.memory.setdefault("kv_pools", [])
+    kv = f.get("kv_gib")
+    if kv is None and f.get("k_gib") is not None:
+        kv = round(f["k_gib"] + (f.get("v_gib") or 0.0), 4)
+    pools.append({"tokens": f.get("tokens"), "k_gib": f.get("k_gib"), "v_gib": f.get("v_gib"),
+                  "kv_gib": kv, "dtype": f.get("dtype"), "label": f.get("label"), "line": ev.line})
+    if len(pools) == 1:  # the target model's pool; a draft model's pool comes second
+        _put(r.memory, "kv_tokens", f.get("tokens"))
+        _put(r.memory, "k_gib", f.get("k_gib"))
+        _put(r.memory, "v_gib", f.get("v_gib"))
+        _put(r.memory, "kv_gib", kv)
+        _evidence(r, "kv_cache_alloc", ev)
+
+
+@handles("memory_pool_end")
+def on_memory_pool_end(m: RunModel, ev: Event) -> None:
+    r = m.timeline.rank(ev.rank)
+    if "pool_end_avail_gib" not in r.memory:
+        _put(r.memory, "pool_end_avail_gib", ev.fields.get("avail_gib"))
+        _evidence(r, "memory_pool_end", ev)
+
+
+@handles("capture_begin")
+def on_capture_begin(m: RunModel, ev: Event) -> None:
+    r = m.timeline.rank(ev.rank)
+    if "capture_begin_avail_gib" not in r.memory:
+        _put(r.memory, "capture_begin_avail_gib", ev.fields.get("avail_gib"))
+        if ev.fields.get("bs"):
+            r.memory["capture_bs"] = ev.fields["bs"]
+        _evidence(r, "capture_begin", ev)
+
+
+@handles("capture_bs")
+def on_capture_bs(m: RunModel, ev: Event) -> None:
+    r = m.timeline.rank(ev.rank)
+    bs = ev.fields.get("bs")
+    if bs and "capture_bs" not in r.memory:
+        m.needs_context("capture batch sizes, kept only if none were seen before")
+        r.memory["capture_bs"] = bs
+
+
+@handles("capture_end")
+def on_capture_end(m: RunModel, ev: Event) -> None:
+    r = m.timeline.rank(ev.rank)
+    f = ev.fields
+    if "capture_end_line" in r.memory:
+        return  # draft / extend graphs: keep the first (target decode) capture
+    r.memory["capture_end_line"] = ev.line
+    _put(r.memory, "capture_end_avail_gib", f.get("avail_gib"))
+    _put(r.memory, "capture_mem_gib", f.get("mem_usage_gib"))
+    _put(r.memory, "capture_elapsed_s", f.get("elapsed_s"))
+    _evidence(r, "capture_end", ev)
+
+
+@handles("max_total_tokens")
+def on_max_total_tokens(m: RunModel, ev: Event) -> None:
+    r = m.timeline.rank(ev.rank)
+    f = ev.fields
+    for key in ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
+                "max_running_requests", "context_len"):
+        _put(r.memory, key, f.get(key))
+    _put(r.memory, "available_gpu_mem_gib", f.get("available_gpu_mem_gib"))
+    _evidence(r, "max_total_tokens", ev)
+
+
+#: Words of a tqdm bar's description and the phase such a bar belongs to.
+BAR_PHASES = (("Capturing", "cuda_graph_capture"), ("Compiling", "cuda_graph_capture"),
+              ("checkpoint", "load_weights"), ("Loading", "load_weights"))
+
+
+def bar_phase(desc: str) -> str | None:
+    """The start-up phase a progress bar with description ``desc`` shows, if any."""
+    return next((phase for word, phase in BAR_PHASES if word in desc), None)
+
+
+@handles("progress")
+def on_progress(m: RunModel, ev: Event) -> None:
+    """A tqdm bar. Only TP rank 0 draws bars and they carry no rank: the bar is kept for
+    the run, and the summary gives it to the rank that draws them (``rank.bar_rank``)."""
+    prog = ev.fields.get("progress") or {}
+    desc = ev.fields.get("desc") or ""
+    phase = bar_phase(desc) if prog else None
+    if phase is None:
+        return
+    m.timeline.bars[phase] = {"n": prog["n"], "total": prog["total"], "desc": desc, "line": ev.line,
+                              "bs": ev.fields.get("bs"), "num_tokens": ev.fields.get("num_tokens"),
+                              "avail_gib": ev.fields.get("avail_gib")}
+    if m.timeline.global_phase is None or PHASE_INDEX[phase] > PHASE_INDEX[m.timeline.global_phase]:
+        m.timeline.global_phase = phase
+
+
+@handles("server_ready")
+def on_server_ready(m: RunModel, ev: Event) -> None:
+    m.needs_context("server ready, which moves every rank seen so far to serving")
+    t = m.timeline
+    t.ready = {"file": ev.file, "line": ev.line, "ts": ev.ts, "text": ev.text}
+    t.last_serving_line = ev.line
+    for r in t.ranks.values():
+        if r.phase is not None and PHASE_INDEX[r.phase] >= PHASE_INDEX["kv_cache_alloc"]:
+            r.phase = "serving"
+            r.phase_line = ev.line
+            r.phases.setdefault("serving", {"first_line": ev.line, "first_ts": ev.ts,
+                                            "last_line": ev.line, "last_ts": ev.ts})
+
+
+def phase_kinds() -> dict[str, str]:
+    """Kinds that place their rank in a phase (``events.PHASE_OF_KIND``)."""
+    return PHASE_OF_KIND

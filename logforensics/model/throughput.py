@@ -1,0 +1,88 @@
+"""Serving records: ``Decode batch`` and ``Prefill batch``, nearly all of a serving log.
+
+Their figures go to bounded sketches and a downsampled series (``stats``); each record
+also places its rank in ``serving``. These handlers run millions of times on a long
+log, so they read their figures in one call (``Fields.pick``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..events import Event
+from ..read.grammar import Fields
+from .rank import NO_RANK
+from .registry import handles
+from .stats import Series, Sketch
+
+if TYPE_CHECKING:
+    from .run import RunModel
+
+_DECODE_FIGURES = ("gen_throughput_tok_s", "accept_len", "running_req")
+
+
+@dataclass
+class Throughput:
+    """Serving figures of one run (token/s, accept length, running requests)."""
+
+    decode_by_rank: dict[str, Sketch] = field(default_factory=dict)
+    decode_series: Series = field(default_factory=Series)
+    prefill: Sketch = field(default_factory=Sketch)
+    accept_len: Sketch = field(default_factory=Sketch)
+    running_req: Sketch = field(default_factory=Sketch)
+
+    def merge(self, later: Throughput) -> None:
+        """Sketches merge exactly; the series approximately (``Series.merge``)."""
+        for label, sketch in later.decode_by_rank.items():
+            mine = self.decode_by_rank.get(label)
+            if mine is None:
+                self.decode_by_rank[label] = sketch
+            else:
+                mine.merge(sketch)
+        self.decode_series.merge(later.decode_series)
+        self.prefill.merge(later.prefill)
+        self.accept_len.merge(later.accept_len)
+        self.running_req.merge(later.running_req)
+
+    def to_dict(self) -> dict[str, Any]:
+        merged = Sketch()
+        for sk in self.decode_by_rank.values():
+            merged.merge(sk)
+        return {
+            "decode_gen_tok_s": merged.to_dict(),
+            "decode_by_rank": {k: v.to_dict() for k, v in sorted(self.decode_by_rank.items())},
+            "decode_series": self.decode_series.to_list(),
+            "prefill_input_tok_s": self.prefill.to_dict(),
+            "accept_len": self.accept_len.to_dict(),
+            "running_req": self.running_req.to_dict(),
+        }
+
+
+@handles("decode_batch")
+def on_decode_batch(m: RunModel, ev: Event) -> None:
+    m.timeline.last_serving_line = ev.line
+    if len(m.notices.get("decode", ())) < 3:  # a few decode lines as evidence for throughput
+        m.notices.add("decode", ev)
+    f = ev.fields
+    tput, accept, run = f.pick(_DECODE_FIGURES) if type(f) is Fields else map(f.get, _DECODE_FIGURES)
+    t = m.throughput
+    if tput is not None:
+        label = ev.rank or NO_RANK
+        sk = t.decode_by_rank.get(label)
+        if sk is None:
+            sk = t.decode_by_rank[label] = Sketch()
+        sk.add(tput)
+        t.decode_series.add(ev.ts or ev.line, tput)
+    if accept is not None:
+        t.accept_len.add(accept)
+    if run is not None:
+        t.running_req.add(run)
+
+
+@handles("prefill_batch")
+def on_prefill_batch(m: RunModel, ev: Event) -> None:
+    m.timeline.last_serving_line = ev.line
+    tput = ev.fields.get("input_throughput_tok_s")
+    if tput is not None:
+        m.throughput.prefill.add(tput)

@@ -1,0 +1,118 @@
+"""The run model: a summary is a pure snapshot, and a saved summary reads back.
+
+``watch`` summarises a log mid-stream, ``summary`` and ``diff`` once at the end: both
+must say the same of the same bytes. So taking a summary must not change the model,
+and observing more records must not change a summary already taken.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from logforensics.ingest import LiveRun
+from logforensics.model.summary import RunSummary, SummaryFormatError
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = sorted((ROOT / "fixtures").glob("**/*.log"))
+
+
+def _json(summary: RunSummary) -> str:
+    return json.dumps(summary.to_dict(), default=str, sort_keys=True)
+
+
+def _one_pass(data: bytes) -> RunSummary:
+    run = LiveRun("x")
+    run.feed(data)
+    run.close()
+    return run.summary()
+
+
+def _summarised_at_every_line(data: bytes) -> tuple[RunSummary, list[tuple[RunSummary, str]]]:
+    """The final summary of ``data`` fed a line at a time, with a summary taken after
+    every line (each kept with its JSON as it was when taken)."""
+    run = LiveRun("x")
+    taken = []
+    for line in data.splitlines(keepends=True):
+        run.feed(line)
+        s = run.summary()
+        taken.append((s, _json(s)))
+    run.close()
+    return run.summary(), taken
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.parent.name[:4] + "/" + p.name[:40])
+def test_summarising_after_every_line_changes_nothing(path: Path) -> None:
+    data = path.read_bytes()
+    final, taken = _summarised_at_every_line(data)
+    assert _json(final) == _json(_one_pass(data))
+    for s, when_taken in taken:  # a snapshot: later records did not reach into it
+        assert _json(s) == when_taken
+
+
+RANKLESS_CRASH = (
+    "[2025-12-22 19:08:50] Load weight begin. avail mem=78.50 GB\n"
+    "[2025-12-22 19:08:58] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2651, in run_scheduler_process\n'
+    "    scheduler.event_loop_overlap()\n"
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    "[2025-12-22 19:08:59] Received sigquit from a child process. It usually means the child failed.\n"
+)
+LATER_RANKS = (
+    "[2026-03-02 08:41:17 TP0] Load weight begin. avail mem=78.50 GB\n"
+    "[2026-03-02 08:41:17 TP1] Load weight begin. avail mem=78.50 GB\n"
+)
+
+
+def test_a_rankless_crash_stays_rankless_when_ranks_follow() -> None:
+    """Summarised before the ranks appear, the crash looked like a single-rank run's; the
+    summary at the end must not keep that guess."""
+    final, taken = _summarised_at_every_line((RANKLESS_CRASH + LATER_RANKS).encode())
+    guesses = [s.crash["first_rank"] for s, _ in taken if s.crash]
+    assert guesses[0] == "-"  # before TP0 and TP1 appear, the log looks like a single-rank run's
+    assert final.crash is not None
+    assert final.crash["first_rank"] is None
+    assert final.exceptions[0]["ranks"] == [None]
+    assert _json(final) == _json(_one_pass((RANKLESS_CRASH + LATER_RANKS).encode()))
+
+
+@pytest.mark.parametrize("path", FIXTURES[::5], ids=lambda p: p.name[:40])
+def test_a_saved_summary_reads_back(path: Path) -> None:
+    summary = _one_pass(path.read_bytes())
+    saved = json.loads(json.dumps(summary.to_dict(), default=str))
+    again = RunSummary.from_dict(saved)
+    assert json.loads(json.dumps(again.to_dict(), default=str)) == saved
+    assert again.per_rank.keys() == summary.per_rank.keys()
+
+
+def test_a_json_that_is_not_a_summary_is_refused() -> None:
+    with pytest.raises(SummaryFormatError, match="missing"):
+        RunSummary.from_dict({"outcome": "ready"})
+    with pytest.raises(SummaryFormatError):
+        RunSummary.from_dict([])  # type: ignore[arg-type]
+
+
+def test_diff_reads_a_saved_summary_as_the_log_it_came_from(tmp_path: Path) -> None:
+    """``diff a.summary.json b.log`` gives the diagnosis ``diff a.log b.log`` gives."""
+    import subprocess
+    import sys
+
+    case = ROOT / "fixtures" / "diff" / "custom_ar_pcie_oom"
+    saved = tmp_path / "baseline.summary.json"
+    cmd = [sys.executable, "-m", "logforensics"]
+    saved.write_bytes(subprocess.run([*cmd, "summary", str(case / "baseline.log"), "--json"],
+                                     check=True, capture_output=True).stdout)
+    from_log = subprocess.run([*cmd, "diff", str(case / "baseline.log"), str(case / "failing.log"), "--json", "-"],
+                              capture_output=True)
+    from_json = subprocess.run([*cmd, "diff", str(saved), str(case / "failing.log"), "--json", "-"],
+                               capture_output=True)
+    assert from_json.returncode == from_log.returncode == 1
+    a, b = json.loads(from_log.stdout), json.loads(from_json.stdout)
+    assert a["findings"] == b["findings"] and a["verdict"] == b["verdict"] and a["baseline"] == b["baseline"]
+    bad = tmp_path / "x.json"
+    bad.write_text('{"outcome": "ready"}')
+    refused = subprocess.run([*cmd, "diff", str(bad), str(case / "failing.log")], capture_output=True, text=True)
+    assert refused.returncode == 2 and "not a run summary" in refused.stderr
+    assert "Traceback" not in refused.stderr
