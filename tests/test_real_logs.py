@@ -36,7 +36,6 @@ PENDING = {
     ("outcome", "109"): "a collective_failure record (watchdog 'failure detected') does not end the run yet",
     ("outcome", "121"): "an hsa_fault record does not end the run yet",
     ("crash", "111"): "a crash after the first served HTTP request is not placed in serving yet",
-    ("crash", "129"): "forward_thread_func frames (the overlap thread) are not placed in serving yet",
     ("crash", "133"): "a frame's source line 'scheduler.event_loop_overlap()' does not place the crash yet",
 }
 
