@@ -268,9 +268,11 @@ def test_changed_host_key_is_refused(tmp_path: Path, sshd_server, accept_new: bo
     kh.write_text(f"[127.0.0.1]:{sshd_server.port} {_other_host_key(tmp_path)}\n")
     before = kh.read_text()
     kw = sshd_server.connect_kwargs() | {"known_hosts": str(kh), "accept_new_host_key": accept_new}
-    with pytest.raises(HostKeyError, match="CHANGED"):
+    with pytest.raises(HostKeyError, match="CHANGED") as err:
         SSHFollower(sshd_server.host, "/dev/null", **kw)
     assert kh.read_text() == before
+    # the command that removes the entry names the port, as known_hosts does for a port other than 22
+    assert f"ssh-keygen -R '[127.0.0.1]:{sshd_server.port}' -f {kh}" in str(err.value)
 
 
 def test_accept_new_host_key_learns_and_saves(tmp_path: Path, sshd_server) -> None:

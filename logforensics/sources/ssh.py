@@ -66,6 +66,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import paramiko
 
@@ -214,9 +215,19 @@ class _Connection:
         return transport
 
     def close(self) -> None:
-        self.client.close()
+        """Close both clients; closing over a dead transport may raise anything: ignored."""
+        _quietly(self.client.close)
         if self.jump is not None:
-            self.jump.close()
+            _quietly(self.jump.close)
+
+
+def _quietly(close: Any) -> None:
+    """Call a close/cleanup function of a transport that may be dead (paramiko then raises
+    EOFError, OSError or SSHException from the write of the close message)."""
+    try:
+        close()
+    except Exception:  # noqa: BLE001 - the connection is being dropped anyway
+        log.debug("ignored an error while closing", exc_info=True)
 
 
 #: Passwords or key passphrases typed at the prompt, per destination, for reconnects.
@@ -272,11 +283,12 @@ def _open_client(
         raise
     except paramiko.BadHostKeyException as exc:
         client.close()
+        entry = target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
         raise HostKeyError(
             f"HOST KEY CHANGED for {exc.hostname}: it offered {exc.key.get_name()} "
             f"{_fingerprint(exc.key)}, {known_hosts} has {_fingerprint(exc.expected_key)}; "
             f"refusing (possible man-in-the-middle). If the change is expected, remove the old "
-            f"entry (ssh-keygen -R '{exc.hostname}' -f {known_hosts}) and reconnect"
+            f"entry (ssh-keygen -R {shlex.quote(entry)} -f {shlex.quote(known_hosts)}) and reconnect"
         ) from None
     except paramiko.AuthenticationException as exc:
         client.close()
@@ -540,7 +552,7 @@ class _Keepalive(threading.Thread):
             threading.Thread(target=ping, name="ssh-keepalive-ping", daemon=True).start()
             if not answered.wait(self._timeout) and not self._halt.is_set():
                 self.dead.set()
-                self._transport.close()  # unblocks the reader and the ping thread
+                _quietly(self._transport.close)  # unblocks the reader and the ping thread
                 return
 
     def halt(self) -> None:
@@ -823,14 +835,17 @@ class SSHFollower:
                 try:
                     self._stream(conn)
                     return  # only returns normally when stopping
-                except _Disconnected as exc:
+                except SourceError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - whatever a dead transport raises: reconnect
                     if self._stopping.is_set():
                         return
+                    reason = exc.args[0] if isinstance(exc, _Disconnected) else f"{type(exc).__name__}: {exc}"
                     with self._conn_lock:
                         if self._conn is conn:
                             self._conn = None
                     conn.close()
-                    self._put(Notice(DISCONNECTED, f"{self.target.display}: {exc.args[0]}"))
+                    self._put(Notice(DISCONNECTED, f"{self.target.display}: {reason}"))
         except SourceError as exc:
             self._put(_Fatal(exc))
         except Exception as exc:  # noqa: BLE001 - surface as one line, not a thread traceback
@@ -851,7 +866,7 @@ class SSHFollower:
                 conn = self._new_connection()
             except (HostKeyError, _AuthError):
                 raise
-            except SourceError as exc:
+            except Exception as exc:  # noqa: BLE001 - a server going down mid-handshake raises anything
                 log.debug("reconnect attempt %d failed: %s", attempt, exc)
                 delay = min(delay * 2, self.max_backoff)
                 continue
@@ -935,7 +950,7 @@ class SSHFollower:
                         self._on_diag(value, conn)  # type: ignore[arg-type]
         finally:
             keepalive.halt()
-            chan.close()
+            _quietly(chan.close)  # raises EOFError on a transport whose socket died
 
     def _deliver(self, data: bytes) -> None:
         if data and self._put(Chunk(data, self._pos)):
