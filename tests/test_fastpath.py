@@ -99,7 +99,11 @@ def test_synthetic_log_exercises_the_memo() -> None:
 def test_grammar_is_digit_blind(case: Case) -> None:
     """Other digits, same meaning: kind, rank/stamp presence and field names."""
     text = case.text
-    want = build_event(plan_record(text), text, 1, None)
+    plan = plan_record(text)
+    want = build_event(plan, text, 1, None)
+    if not plan.memo_ok:  # a key with digits in its name ("c4_size"): never memoised, so exempt
+        assert any(ch.isdigit() for name in want.fields for ch in name)
+        return
     rng = random.Random(text)
     for _ in range(3):
         other = _randomise(text, rng)

@@ -773,6 +773,15 @@ FATAL = [  # records that end a rank, or say that it hung, outside a Python trac
 ]
 
 SETTINGS = [  # launch commands, launchers and settings
+    # DeepSeek V4's KV pools (v0.5.23+)
+    Case(P0 + "Initialize DeepSeekV4TokenToKVPool with max_num_reqs=48 swa_size=98304 c4_size=262144 "
+         "c4_logical_size=2097152 c128_size=65536 c4_state_pool_size=96 c128_state_pool_size=96", "kv_pool_init", "TP0",
+         TS, {"pool": "DeepSeekV4TokenToKVPool", "max_num_reqs": 48, "swa_size": 98304, "c128_size": 65536,
+              "c4_state_pool_size": 96}),
+    Case(P0 + "The DSV4 SWA pool cap (724224 tokens, 16.15 GB) leaves no room for the full KV pool within the "
+         "available 10.07 GB.", "pool_no_room", "TP0", TS,
+         {"pool": "The DSV4 SWA pool cap (724224 tokens, 16.15 GB)", "cap_tokens": 724224, "cap_gib": 16.15,
+          "available_gib": 10.07}),
     Case("SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing custom allreduce on PCIe-only GPUs", "env", None, None,
          {"name": "SGLANG_FORCE_CUSTOM_AR_PCIE", "value": "1", "message": "forcing custom allreduce on PCIe-only GPUs"}),
     Case(P0 + "SGLANG_ENABLE_SPEC_V2=True: using the spec v2 worker", "env", "TP0", TS,

@@ -267,3 +267,15 @@ def test_a_stamp_of_the_line_itself_is_not_a_wrapper(line: str) -> None:
     format (a router's, Python logging's) stays in the text."""
     evs = read(line + "\n")
     assert len(evs) == 1 and evs[0].text.startswith(line[:19])
+
+
+def test_oom_message_wrapped_by_padding_inside_the_line() -> None:
+    """A terminal that padded its wraps with runs of spaces, on one physical line: a run
+    inside a number or a word is not a separator."""
+    pad = " " * 30
+    text = (f"[TP1] Failed to initialize lk_moe: CUDA out of memory. Tried to allocate 24.00 MiB. GPU 1 has a total c{pad}"
+            f"apacity of 23.53 GiB of which 1{pad}2.19 MiB is free. Of the allocated memory 22.91 GiB is allocated by P"
+            f"{pad}yTorch, and 167.34 MiB is reserved by PyTorch but unallocated.\n")
+    got = only(read(text), "oom_message").fields["oom"]
+    assert got["total_gib"] == pytest.approx(23.53) and got["free_gib"] == pytest.approx(12.19 / 1024, abs=1e-6)
+    assert got["reserved_unallocated_gib"] == pytest.approx(167.34 / 1024, abs=1e-6)

@@ -499,6 +499,8 @@ class _Planner(FatalPlanning):
     def on_pool_no_room(self, tree: Tree) -> None:
         toks = _tokens(tree)
         self.add("pool", toks["POOL_NO_ROOM"][0], _before(" leaves no room"))
+        self.add("cap_tokens", toks["POOL_NO_ROOM"][0], _pool_cap(1))  # "... cap (724224 tokens, 16.15 GB)"
+        self.add("cap_gib", toks["POOL_NO_ROOM"][0], _pool_cap(2))
         self.add(field_name("available", str(toks["UNIT"][0])), toks["NUMBER"][0], _to_float)
 
     def on_nccl_warmup(self, tree: Tree) -> None:
@@ -813,6 +815,18 @@ def _before(sep: str) -> Conv:
     def conv(s: str) -> str:
         return s.split(sep)[0].strip()
 
+    return conv
+
+
+_POOL_CAP = re.compile(r"\((\d+) tokens, ([\d.]+) Gi?B\)")
+
+
+def _pool_cap(group: int) -> Conv:
+    def conv(s: str) -> int | float | None:
+        m = _POOL_CAP.search(s)
+        if not m:
+            return None
+        return int(m.group(1)) if group == 1 else float(m.group(2))
     return conv
 
 

@@ -29,6 +29,7 @@ _PATTERNS = {
     "reserved_total_gib": re.compile(_SIZE + r"\s*reserved\s*in\s*total\s*by\s*PyTorch"),
 }
 _OTHER_PROCESS = re.compile(r"Process\s*(\d+)\s*has\s*" + _SIZE + r"\s*memory\s*in\s*use")
+_PADDING = re.compile(r" {3,}")
 _OOM_MARKERS = ("out of memory", "OutOfMemoryError")
 
 
@@ -49,9 +50,12 @@ def decompose_oom(exception: str | None, message: str | None) -> dict[str, Any] 
         return None
     # PyTorch writes the message on one line, so a line break in it is a terminal's hard
     # wrap, which may fall inside a number ("of which 1" / "2.19 MiB is free"): join the
-    # lines as they are; the patterns allow a space lost at the wrap
+    # lines as they are; the patterns allow a space lost at the wrap.
+    # A terminal may also have padded the wrap with a run of spaces inside the line
+    # ("allocated by P                             yTorch"): PyTorch never writes more than
+    # two spaces in a row, so a longer run is removed like a line break.
     text = "".join(line.strip() for line in (message or "").splitlines())
-    text = " ".join(text.split())
+    text = " ".join(_PADDING.sub("", text).split())
     out: dict[str, Any] = {"device": "HIP" if "HIP out of memory" in text else "CUDA"}
     for name, pattern in _PATTERNS.items():
         m = pattern.search(text)

@@ -216,6 +216,11 @@ class FatalPlanning:
         if m:
             self.rank = (_at(tok) + m.start(1), _at(tok) + m.end(1))
 
+    # -- memory pools -----------------------------------------------------------------------
+    def on_kv_pool_init(self, tree: Tree) -> None:
+        self.add("pool", _tok(tree), lambda s: s.split()[1])
+        self.generic(tree)
+
     # -- launchers and settings -----------------------------------------------------------
     def on_gpustack_log(self, tree: Tree) -> None:
         head = _tok(tree, 0)

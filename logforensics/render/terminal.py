@@ -146,9 +146,16 @@ def render_crash(crash: dict[str, Any]) -> Panel:
                 U=gib(oom.get("in_use_gib")), A=gib(oom.get("allocated_gib")),
                 R=gib(oom.get("reserved_unallocated_gib")))))
     frames = crash.get("frames") or []
+    chain = crash.get("chain") or []
+    # In a chained traceback Python prints the cause first: the innermost frames of the
+    # cause are where the failure happened, not those of the exception raised while handling it.
+    cause = chain[0] if chain and chain[0].get("frames") else None
+    if cause is not None:
+        frames = frames[:cause["frames"]]
     if frames:
         inner = frames[-4:]
-        rows.append(Text("innermost frames:\n" + "\n".join(
+        head = f"innermost frames of the cause ({cause.get('exception') or 'unknown'})" if cause else "innermost frames"
+        rows.append(Text(printable(head) + ":\n" + "\n".join(
             printable(f"  {f.get('path')}:{f.get('line')} in {f.get('func')}") for f in inner)))
     rows.append(plain(f"evidence: {crash.get('file')}:{crash.get('line')}"
                       + (f"-{crash.get('end_line')}" if crash.get("end_line") not in (None, crash.get("line")) else "")))
