@@ -100,13 +100,17 @@ def run_files(args: Sequence[str]) -> RunFiles:
                 paths.append(p)
     if paths.count("-") and len(paths) > 1:
         raise InputError("standard input ('-') cannot be one of several files of a run")
+    source = args[0] if len(args) == 1 else " ".join(args)
+    return RunFiles(source, labelled(paths))
+
+
+def labelled(paths: Sequence[str]) -> tuple[LogFile, ...]:
+    """The files with their node labels, in node order (files that need not exist yet)."""
     named = [node_from_name(p) for p in paths]
     if len(paths) > 1:
         named = [n or file_stem(p) for n, p in zip(named, paths)]
-        named = _unique(named, paths)
-    files = sorted((LogFile(p, n) for p, n in zip(paths, named)), key=lambda f: _node_order(f))
-    source = args[0] if len(args) == 1 else " ".join(args)
-    return RunFiles(source, tuple(files))
+        named = _unique(named, list(paths))
+    return tuple(sorted((LogFile(p, n) for p, n in zip(paths, named)), key=lambda f: _node_order(f)))
 
 
 def _unique(labels: list[str | None], paths: list[str]) -> list[str | None]:
