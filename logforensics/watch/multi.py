@@ -29,12 +29,13 @@ from ..diagnose.engine import Diagnosis, evaluate
 from ..diagnose.rulespec import RuleError, load_rules
 from ..ingest import InputError, LiveRun
 from ..model.nodes import NodeSummary, combine
+from ..model.run import rank_sort_key
 from ..outputs import EXIT_FINDINGS as EXIT_CRASH
 from ..outputs import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OutputError, check_writable
 from ..render.console import make_console
 from ..render.terminal import fmt, table_box
 from ..sources import Chunk, Notice, SourceError
-from .state import WatchState, rank_sort_key
+from .state import WatchState
 from .view import print_crash
 
 _STOP_MARKERS = ("Application shutdown complete", "Finished server process", "Shutting down")
