@@ -51,7 +51,9 @@ def test_the_forcing_notice_is_a_setting() -> None:
     """SGLang's ``SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing ...`` notice forces custom allreduce on,
     with or without the launch command in the log."""
     text = "[2025-06-02 10:00:00 TP0] SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing custom allreduce on PCIe-only GPUs\n"
-    assert allreduce_state(run(text)).forced_by == {"SGLANG_FORCE_CUSTOM_AR_PCIE": "1"}
+    state = allreduce_state(run(text))
+    assert state.forced_by == {"SGLANG_FORCE_CUSTOM_AR_PCIE": "1"}
+    assert [e.line for e in state.evidence] == [1]  # the notice itself is the evidence
     fail = run("[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n", "f.log")
     notice = {"file": "f.log", "line": 7, "rank": "TP0",
               "text": "[2025-06-02 10:00:00 TP0] SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing custom allreduce on PCIe"}
@@ -69,3 +71,15 @@ def test_facts_are_frozen_dataclasses_not_json() -> None:
         facts.budget_moved = True  # type: ignore[misc]
     d = evaluate(RULES, failing, failing)
     assert d.facts is not None and isinstance(d.to_dict()["facts"], dict)
+
+
+def test_novel_line_evidence_names_the_rank_that_printed_it() -> None:
+    """NV01 cites the first line of a shape with the rank that printed that line (TP5), not the
+    lowest rank that ever printed the shape (TP0)."""
+    base = run("[2025-06-01 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n", "b.log")
+    fail = run("[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
+               "[2025-06-02 10:00:01 TP5] Something new happened on device 5\n"
+               "[2025-06-02 10:00:02 TP0] Something new happened on device 0\n", "f.log")
+    d = evaluate(RULES, fail, base)
+    nv = [f for f in d.findings if f.rule == "NV01"]
+    assert nv and [(e["line"], e["rank"]) for e in nv[0].evidence] == [(2, "TP5")]

@@ -65,6 +65,7 @@ def on_launch_command(m: RunModel, ev: Event) -> None:
 def on_env(m: RunModel, ev: Event) -> None:
     if ev.fields.get("name"):
         m.config.env[ev.fields["name"]] = (ev.fields.get("value") or "").strip("'\"")
+        m.notices.add("env", ev)  # the line a setting read from the log rests on
 
 
 @handles("nccl_version", "nccl_version_native")

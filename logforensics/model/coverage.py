@@ -38,7 +38,7 @@ class Coverage:
     #: physical lines with an unrecognised record (records of one line are consecutive)
     other_lines: int = 0
     last_other_line: int = 0
-    #: shape -> [count, first line, example, {rank: None} (ordered, at most 64)]
+    #: shape -> [count, first line, example, {rank: None} (ordered, the first line's rank first, at most 64)]
     unknown_shapes: dict[str, list[Any]] = field(default_factory=dict)
 
     def merge_problem(self, later: Coverage) -> str | None:
@@ -77,7 +77,7 @@ class Coverage:
             "kinds": dict(sorted(self.kind_counts.items(), key=lambda kv: -kv[1])),
             "top_unrecognised": [
                 {"shape": s, "count": v[0], "first_line": v[1], "example": v[2],
-                 "ranks": sorted(v[3], key=rank_sort_key)}
+                 "first_rank": next(iter(v[3]), None), "ranks": sorted((r for r in v[3] if r), key=rank_sort_key)}
                 for s, v in top
             ],
             "unrecognised_shapes": {s: v[0] for s, v in self.unknown_shapes.items()},
@@ -102,7 +102,8 @@ def on_other(m: RunModel, ev: Event) -> None:
             key = "(other shapes)"
             entry = c.unknown_shapes.setdefault(key, [0, ev.line, ev.text[:200], {}])
         else:
-            entry = c.unknown_shapes[key] = [0, ev.line, ev.text[:200], {}]
+            # The first key is the first line's rank (None when it names none): NV01 cites it.
+            entry = c.unknown_shapes[key] = [0, ev.line, ev.text[:200], {ev.rank: None}]
     entry[0] += 1
     if ev.rank and len(entry[3]) < 64:  # ranks as dict keys: kept in order, for merge
         entry[3][ev.rank] = None
