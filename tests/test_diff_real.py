@@ -209,3 +209,25 @@ def test_summary_panel_writes_small_oom_figures_in_mib() -> None:
 
 
 PHASES = ("init_distributed", "load_weights", "kv_cache_alloc", "cuda_graph_capture", "warmup", "serving")
+
+
+def test_readme_example_is_what_diff_prints() -> None:
+    """Every finding head in the README's example appears in diff's output (``...`` elides)."""
+    from rich.console import Console
+
+    from logforensics.render.diff import render_diagnosis
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ logforensics diff fixtures/diff/custom_ar_pcie_oom/baseline.log", 1)[1].split("```", 1)[0]
+    heads = [line for line in block.splitlines() if re.match(r"\[(error|warning|info)\] ", line)]
+    assert len(heads) >= 4
+    console = Console(width=1000, record=True)
+    render_diagnosis(diff(str(CASE / "baseline.log"), str(CASE / "failing.log")), console)
+    out = console.export_text()
+    for head in heads:
+        pos = 0
+        for part in re.split(r"\s*\(?\.\.\.\)?\s*", head):
+            if part:
+                found = out.find(part, pos)
+                assert found >= 0, f"README says {head!r}; diff prints no {part!r}"
+                pos = found + len(part)
