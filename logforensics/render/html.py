@@ -484,7 +484,8 @@ def _ordered_ranks(runs: Sequence[tuple[str, RunSummary]]) -> list[str]:
 
 def phase_rows(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tuple[PhaseRow, ...]:
     """Both runs rank by rank, phase columns aligned, so the first gap stands out."""
-    aligned = d.facts.alignment.ranks
+    # By the failing log's label: a baseline '-' is the failing run's TP0.
+    aligned = {a.failing_rank or a.rank: a for a in d.facts.alignment.ranks.values()}
     per_run = {label: (r, *phase_spans(r), _rank_crashes(r)) for label, r in runs}
     rows = []
     for rank in _ordered_ranks(runs):
