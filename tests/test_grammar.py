@@ -768,6 +768,11 @@ FATAL = [  # records that end a rank, or say that it hung, outside a Python trac
          {"thread_id": 235821, "state": "idle", "name": "Thread-4 (watchdog_thread)"}),
     Case("    pyspy_dump_schedulers (sglang/srt/utils.py:1711)", "pyspy_frame", None, None,
          {"func": "pyspy_dump_schedulers", "path": "sglang/srt/utils.py", "lineno": 1711}),
+    # a kernel library's own logger
+    Case("[aiter] import [module_quant] under /sgl-workspace/aiter/aiter/jit/module_quant.so", "lib_log", None, None,
+         {"lib": "aiter", "message": "import [module_quant] under /sgl-workspace/aiter/aiter/jit/module_quant.so"}),
+    Case("[Gloo] Rank 0 is connected to 0 peer ranks. Expected number of connected peer ranks is : 0", "lib_log",
+         None, None, {"lib": "Gloo"}),
     # Ray's de-duplication, cut from the record it follows (segments.py)
     Case(" [repeated 15x across cluster]", "ray_dedup", None, None, {"count": 15}),
 ]

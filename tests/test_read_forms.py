@@ -279,3 +279,19 @@ def test_oom_message_wrapped_by_padding_inside_the_line() -> None:
     got = only(read(text), "oom_message").fields["oom"]
     assert got["total_gib"] == pytest.approx(23.53) and got["free_gib"] == pytest.approx(12.19 / 1024, abs=1e-6)
     assert got["reserved_unallocated_gib"] == pytest.approx(167.34 / 1024, abs=1e-6)
+
+
+def test_library_log_lines_inside_tracebacks_of_every_rank() -> None:
+    """``[aiter]`` lines that other processes write between a traceback's lines neither end
+    it nor join its message: the same TypeError on two ranks reads as the same."""
+    tb = ["[2026-02-26 06:25:15 TP{r}] Scheduler hit an exception: Traceback (most recent call last):", FRAME,
+          "[aiter] import [module_quant] under /sgl-workspace/aiter/aiter/jit/module_quant.so", CODE,
+          "TypeError: forward() got an unexpected keyword argument 'x'",
+          "[aiter] type hints mismatch, override to --> rmsnorm(out: torch.Tensor)",
+          "[2026-02-26 06:25:15] Received sigquit from a child process. It usually means the child failed."]
+    evs = read("\n".join([line.format(r=6) for line in tb] + [line.format(r=7) for line in tb]) + "\n")
+    exc = [e for e in evs if e.kind == "exception"]
+    assert [(e.rank, e.line, e.end_line) for e in exc] == [("TP6", 1, 5), ("TP7", 8, 12)]
+    assert {e.fields["message"] for e in exc} == {"forward() got an unexpected keyword argument 'x'"}
+    assert all(e.fields["frames"][0]["code"] == "scheduler.event_loop_normal()" for e in exc)
+    assert [e.fields["lib"] for e in evs if e.kind == "lib_log"] == ["aiter"] * 4

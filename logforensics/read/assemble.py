@@ -41,8 +41,9 @@ TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thre
 #: Kinds that only a traceback's own lines have: with a rank, it came from a prefix that
 #: the launcher writes on every line, and the piece belongs to that rank's traceback.
 _PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
-#: Kinds that annotate the record before them and leave an open traceback open.
-_TRANSPARENT = frozenset({"ray_dedup"})
+#: Kinds that leave an open traceback open: a mark about the record before it, or a kernel
+#: library's logger that any process writes at any time.
+_TRANSPARENT = frozenset({"ray_dedup", "lib_log"})
 #: A word alone on a line right after a frame line: the frame's function name, wrapped
 #: by a terminal ("in R" / "untime").
 _WRAPPED_WORD = re.compile(r"\w+")
@@ -252,7 +253,8 @@ class TracebackAssembler:
             if (tb.exception is None and kind == "other" and last is not None and last["code"] is None
                     and last["log_line"] == ev.line - 1 and _WRAPPED_WORD.fullmatch(ev.text)):
                 last["func"] = (last["func"] or "") + ev.text  # "..., line 39, in R" / "untime"
-            elif tb.exception is None and kind in ("indented", "other") and last is not None and last["code"] is None:
+            elif (tb.exception is None and last is not None and last["code"] is None
+                  and (kind == "indented" or kind == "other" and not ev.text.startswith("["))):
                 tb.frames[-1]["code"] = _body(ev)  # the source line (its indentation may be stripped)
             elif tb.exception is not None and kind != "tb_caret":
                 tb.message = (tb.message + "\n" if tb.message else "") + _body(ev)

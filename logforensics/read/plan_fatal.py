@@ -181,6 +181,11 @@ class FatalPlanning:
         if len(tree.children) > 1:
             self.add("message", _tok(tree, 1), _after_colon)
 
+    def on_lib_log(self, tree: Tree) -> None:
+        self.add("lib", _tok(tree), lambda s: s.strip("[]"))
+        if len(tree.children) > 1:
+            self.add("message", _tok(tree, 1), _strip)
+
     def on_ray_dedup(self, tree: Tree) -> None:
         self.add("count", _tok(tree, 0), _dedup_count)
 
