@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from test_grammar import CASES, Case
 
 from logforensics.events import Event
+from logforensics.read import bulk
 from logforensics.read.fastpath import LineClassifier
 from logforensics.read.grammar import build_event, plan_record
 from logforensics.read.parser import IncrementalParser
@@ -136,3 +139,72 @@ def test_unterminated_last_line_is_parsed_whatever_the_chunking() -> None:
     assert any(e.line <= last <= (e.end_line or e.line) for e in whole)
     for size in (1, 7, 4096):
         assert _parse_in_chunks(data, "tail.log", size) == whole
+
+
+# -- the compiled bulk path: the scanner's columns equal the grammar's values, line by line --
+_ALL_SLOTS = {
+    "decode_batch": {"gen_throughput_tok_s": 0, "accept_len": 1, "running_req": 2, "token_usage": 3,
+                     "queue_req": 4},
+    "prefill_batch": {"input_throughput_tok_s": 5, "new_token": 6, "cached_token": 7},
+    "http_access": {"status": 8},
+}
+_FIELD_OF_SLOT = {slot: name for fields in _ALL_SLOTS.values() for name, slot in fields.items()}
+
+
+def _generated(script: str, *args: str) -> bytes:
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--size", "400K", *args, "-o", "-"],
+                         check=True, capture_output=True, timeout=120)
+    return out.stdout
+
+
+BULK_SOURCES = [*SOURCES,
+                pytest.param(("gen_sglang_log.py", "--seed", "5", "--torn-rate", "0.02"), "gen1.log", id="gen-shared"),
+                pytest.param(("gen_serving_log.py", "--all-ranks"), "gen2.log", id="gen-serving")]
+
+
+@pytest.mark.skipif(bulk._scan is None, reason="the C scanner is not built here")
+@pytest.mark.parametrize("data,name", BULK_SOURCES)
+def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...], name: str) -> None:
+    """Every line the scanner takes gives the grammar's kind, rank, stamp, text and values.
+
+    Every kind is declared bulk here (class 1) and every rank ready, so the scanner takes
+    every line whose plan it can apply; each taken line is compared with a grammar-only
+    classifier's event, value types included.
+    """
+    if isinstance(data, tuple):
+        data = _generated(*data)
+    lines = data.split(b"\n")
+    grammar = LineClassifier(name, memo_limit=0)
+    memo = LineClassifier(name)
+    _classify_all(memo, lines)  # learn the shapes
+    scanner = bulk.BulkScanner(memo, lambda plan: 1, _ALL_SLOTS, ordered=(0,))
+    scanner.learn()
+    scanner.set_ready(b"\x01" * 2048)
+    taken = 0
+    for i, raw in enumerate(lines, 1):
+        buf = raw + b"\n"
+        seg = scanner.scan(buf, 0)
+        if not seg[1]:
+            seg = scanner.scan(buf, 0)  # a rank seen for the first time stops the scan once
+        if not seg[1]:
+            continue
+        taken += 1
+        (want,) = grammar.classify(raw, i)
+        stop, n, counts, lasts, values, ordered = seg
+        assert (stop, n) == (len(buf), 1)
+        ((code, count),) = counts
+        ((cls, rid, idx, start, end, plan),) = lasts
+        text, ts = scanner.stamp(buf, start, end, plan)
+        got = (scanner.kinds[code], scanner.rank_names[rid], ts, text)
+        assert got == (want.kind, want.rank, want.ts, want.text), f"line {i}: {raw[:200]!r}"
+        got_values = {_FIELD_OF_SLOT[slot]: vals for slot, _, vals in values}
+        want_values = {name: [want.fields[name]] for name in _ALL_SLOTS.get(want.kind, {})
+                       if want.fields.get(name) is not None}
+        assert got_values == want_values, f"line {i}: {raw[:200]!r}"
+        assert [type(v) for (v,) in got_values.values()] == [type(v) for (v,) in want_values.values()]
+        for slot, xs, ys in ordered:
+            assert (xs, ys) == ([want.ts], [want.fields[_FIELD_OF_SLOT[slot]]])
+    if scanner.plans:
+        assert taken > 0
+    if name.startswith("gen"):
+        assert taken > len(lines) * 0.5

@@ -28,13 +28,14 @@ def open_log(path: str | os.PathLike[str]):
         raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
 
 
-def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
+def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None,
+           size: int = BLOCK_SIZE) -> Iterator[bytes]:
     """The file's bytes in blocks (``-`` is standard input), reporting progress."""
     fh = open_log(path)
     try:
         while True:
             try:
-                block = fh.read(BLOCK_SIZE)
+                block = fh.read(size)
             except OSError as exc:
                 raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
             if not block:

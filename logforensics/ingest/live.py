@@ -7,9 +7,13 @@ feed it byte ranges of a file: there is no second parser.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..events import Event
+from ..model.columns import ORDERED, SLOTS, ColumnFeed, class_of
 from ..model.pd import PDObserver
 from ..model.run import RunModel, RunSummary
+from ..read import bulk
 from ..read.parser import IncrementalParser
 
 
@@ -33,14 +37,33 @@ class LiveRun:
         self.rank_nodes: dict[str, str] = {}
         #: The file's prefill/decode/router role and KV-transfer records (``model.pd``).
         self.pd = pd if pd is not None else PDObserver()
+        self._scanner: bulk.BulkScanner | None = None
+        self._columns: ColumnFeed | None = None
 
     def feed(self, chunk: bytes) -> list[Event]:
         events = self.parser.feed(chunk)
+        self._observe(events)
+        return events
+
+    def _observe(self, events: Sequence[Event]) -> None:
         self.model.observe_all(events)
         self.pd.observe_all(events)
         if self.parser.classifier.node_shapes:
             self._note_nodes(events)
-        return events
+
+    def feed_bulk(self, chunk: bytes) -> None:
+        """``feed`` for batch reading, returning no events: where the compiled scanner is
+        available, the serving records go to the model as columns (``model.columns``),
+        with the same result. Both kinds of feeding can be mixed on one run."""
+        if not bulk.available():
+            self._observe(self.parser.feed(chunk))
+            return
+        scanner = self._scanner
+        if scanner is None:
+            scanner = self._scanner = bulk.BulkScanner(self.parser.classifier, class_of, SLOTS, ORDERED)
+        if self._columns is None or self._columns.model is not self.model:
+            self._columns = ColumnFeed(self.model, self._observe)
+        self.parser.feed_bulk(chunk, scanner, self._columns)
 
     def close(self) -> list[Event]:
         events = self.parser.close()

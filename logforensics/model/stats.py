@@ -20,12 +20,17 @@ from itertools import repeat
 from operator import itemgetter, mul
 from typing import Any
 
+from ..read.bulk import compiled_log_buckets
+
 _GAMMA = 1.02  # bucket ratio: quantiles within 1% of the true value
 _INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)
 _log = math.log
 _fsum = math.fsum
 #: Values a sketch collects before it buckets them (in C-level bulk operations).
 _BATCH = 2048
+
+#: The compiled bucketing loop, or None: the same counts as the map chain in _flush.
+_log_buckets = compiled_log_buckets()
 _Y = itemgetter(1)
 
 
@@ -98,7 +103,10 @@ class Sketch:
         positive = vals if lo > 0 else [x for x in vals if x > 0]
         self.zeros += len(vals) - len(positive)
         # the same float operations as int(log(x) * _INV_LOG_GAMMA), value by value
-        self.buckets.update(map(int, map(mul, map(_log, positive), repeat(_INV_LOG_GAMMA))))
+        if _log_buckets is not None:
+            _log_buckets(positive, _INV_LOG_GAMMA, self.buckets)
+        else:
+            self.buckets.update(map(int, map(mul, map(_log, positive), repeat(_INV_LOG_GAMMA))))
         self._terms = _exact_terms(self._terms + vals)
 
     def merge(self, other: Sketch) -> None:

@@ -13,15 +13,23 @@ cut there and the rest of it skipped, with a warning.
 (masking, splitting and decoding in C), and skips the traceback assembler for a block
 with no traceback in it. ``line_offset`` lets a parser start in the middle of a file:
 that is how ``parallel`` runs this parser on byte ranges.
+
+``feed_bulk`` reads the same lines with the same state, for batch reading: runs of lines
+that the compiled scanner (``bulk.py``) takes go to a sink as columns, every other line
+goes through the classifier and the traceback assembler as in ``feed``, in order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..events import Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .fastpath import LineClassifier
+
+if TYPE_CHECKING:
+    from .bulk import BulkScanner, BulkSink
 
 #: Bytes read (and events built) at a time. Small on purpose: a block's events are alive
 #: until the run model has seen them, and 32 KiB of them (about 250 lines) stay in the CPU
@@ -104,6 +112,71 @@ class IncrementalParser:
             else:
                 out.extend(assembler.step(ev))
         return out
+
+    def feed_bulk(self, chunk: bytes, scanner: BulkScanner, sink: BulkSink) -> None:
+        """``feed``, with the events going to ``sink``: in columns where ``scanner`` takes
+        the lines, as events otherwise. The parser's state and statistics end up exactly
+        as ``feed`` leaves them. The chunk is not copied.
+        """
+        if not chunk:
+            return
+        self.stats.bytes += len(chunk)
+        if self._overflow:  # still inside an over-long line: skip to its end
+            idx = chunk.find(b"\n")
+            if idx < 0:
+                return
+            chunk = chunk[idx:]
+            self._overflow = False
+        cut = chunk.rfind(b"\n")
+        tail = self._tail
+        self._tail = chunk[cut + 1:] if cut >= 0 else tail + chunk
+        if len(self._tail) > self.max_line_bytes:  # as feed: before the lines are counted
+            self._tail = self._truncate(self._tail)
+            self._overflow = True
+        if cut < 0:
+            return
+        first = line = self.line_offset + self.stats.lines + 1
+        pos = 0
+        if tail:  # the line begun in an earlier chunk
+            idx = chunk.find(b"\n")
+            line = self._bulk_lines(tail + chunk[:idx + 1], 0, len(tail) + idx + 1, line, scanner, sink)
+            pos = idx + 1
+        line = self._bulk_lines(chunk, pos, cut + 1, line, scanner, sink)
+        self.stats.lines += line - first
+
+    def _bulk_lines(self, buf: bytes, pos: int, end: int, line: int, scanner: BulkScanner, sink: BulkSink) -> int:
+        """Read the whole lines of ``buf[pos:end]``, the first numbered ``line``; returns the
+        number of the line after them."""
+        assembler = self.assembler
+        classify = self.classifier.classify
+        scanner.learn()
+        scanner.set_ready(sink.ready_table(scanner.rank_names))
+        while pos < end:
+            if assembler.open is None:
+                seg = scanner.scan(buf, pos)
+                if seg[1]:
+                    sink.apply(seg, line, scanner, buf)
+                    line += seg[1]
+                    scanner.taken += seg[1]
+                pos = seg[0]
+                if pos >= end:
+                    break
+            nl = buf.index(b"\n", pos)
+            raw = buf[pos:nl]
+            if len(raw) > self.max_line_bytes:
+                raw = self._truncate(raw, line)
+            out: list[Event] = []
+            for ev in classify(raw, line):
+                if assembler.open is None and ev.kind not in TRACEBACK_OPENERS:
+                    out.append(ev)
+                else:
+                    out.extend(assembler.step(ev))
+            sink.observe(out)
+            line += 1
+            pos = nl + 1
+            scanner.learn()
+            scanner.set_ready(sink.ready_table(scanner.rank_names))
+        return line
 
     def _feed_lines(self, lines: list[bytes]) -> list[Event]:
         out: list[Event] = []

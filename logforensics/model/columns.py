@@ -1,0 +1,159 @@
+"""Feed the run model from columns: what ``RunModel.observe_all`` does, a segment at a time.
+
+A serving log is almost all ``Decode batch``, ``Prefill batch`` and HTTP access lines.
+For those, ``observe_all`` only counts, keeps the last line, stamp and text of each rank
+and of the serving phase, and adds throughput figures to sketches and to the series.
+The bulk scanner (``bulk.py``) takes runs of such lines and returns them as columns
+(counts per kind, the last line per class and rank, the converted figures by rank);
+:meth:`ColumnFeed.apply` makes exactly the updates that observing those lines one by one
+would make. That holds only while every taken line would take the inline path of
+``observe_all``; :meth:`ColumnFeed.ready_table` says which (class, rank) pairs do, from
+the model as it stands, and the scanner stops at any other line, which is then observed
+as an event. Passive lines are those of kinds with no handler and no phase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..events import Event
+from ..read.bulk import BulkScanner, Segment
+from ..read.grammar import Plan
+from .run import _ACTIVE_KINDS, _NOTICE_LIMITS, NO_RANK, RunModel
+from .stats import Sketch
+
+DECODE, PREFILL, PASSIVE = 1, 2, 3
+#: Value slots of the scanner, per kind and field (slot 0 is also kept in line order).
+SLOTS: dict[str, dict[str, int]] = {
+    "decode_batch": {"gen_throughput_tok_s": 0, "accept_len": 1, "running_req": 2},
+    "prefill_batch": {"input_throughput_tok_s": 3},
+}
+ORDERED = (0,)
+_TPUT, _ACCEPT, _RUNNING, _PREFILL = 0, 1, 2, 3
+#: Batch fields of a prefill/decode-disaggregated server, which ``model.pd`` reads from
+#: events: records that carry them are observed as events.
+_PD_FIELDS = ("transfer_req", "inflight_req", "unbootstrapped_req")
+
+
+def class_of(plan: Plan) -> int | None:
+    """The scanner class of a plan's records, or None when they must be observed as events."""
+    kind = plan.kind
+    if any(name in plan.spec for name in _PD_FIELDS):
+        return None
+    if kind == "decode_batch":
+        return DECODE
+    if kind == "prefill_batch":
+        return PREFILL
+    if kind in _ACTIVE_KINDS:
+        return None
+    return PASSIVE
+
+
+class ColumnFeed:
+    """Applies scanned segments to one :class:`RunModel`; ``observe`` takes the events of
+    the other lines (the model's ``observe_all`` and whatever else watches events)."""
+
+    def __init__(self, model: RunModel, observe: Callable[[Sequence[Event]], None] | None = None) -> None:
+        self.model = model
+        self._observe = observe or model.observe_all
+
+    def ready_table(self, rank_names: list[str | None]) -> bytearray:
+        """Which (class, rank id) lines ``apply`` handles exactly, given the model now.
+
+        Decode and prefill lines: their rank (``-`` when none) is already serving, and
+        the few decode records kept as evidence are noticed. Passive lines: no rank, or
+        a rank the model already has (a new rank is created in log order by the event
+        path).
+        """
+        m = self.model
+        ranks = m.ranks
+        decode_ok = len(m.notices.get("decode", ())) >= _NOTICE_LIMITS["decode"]
+        table = bytearray(4 * 256)
+        table[PASSIVE * 256] = 1
+        for rid, name in enumerate(rank_names):
+            r = ranks.get(name or NO_RANK)
+            if r is None:
+                continue
+            if r.phase == "serving":
+                table[PREFILL * 256 + rid] = 1
+                if decode_ok:
+                    table[DECODE * 256 + rid] = 1
+            if rid:
+                table[PASSIVE * 256 + rid] = 1
+        return table
+
+    def observe(self, events: Sequence[Event]) -> None:
+        """Lines read on the exact path: observed as events."""
+        self._observe(events)
+
+    def apply(self, seg: Segment, first_line: int, scanner: BulkScanner, buf: bytes) -> None:
+        """Observe the ``seg[1]`` lines of a segment of ``buf``, the first numbered ``first_line``."""
+        _, n, counts, lasts, values, ordered = seg
+        if not n:
+            return
+        kinds, rank_names = scanner.kinds, scanner.rank_names
+
+        def stamp(start: int, end: int, plan: int) -> tuple[str, Any]:
+            return scanner.stamp(buf, start, end, plan)
+
+        m = self.model
+        m.events += n
+        kc = m.kind_counts
+        for code, c in counts:
+            kc[kinds[code]] += c
+        m.last_line = first_line + n - 1
+        touch: dict[str, tuple[int, int, int, int]] = {}
+        serving: dict[str, tuple[int, int, int, int]] = {}
+        unstamped_last = None  # the last line that is not a decode record (observe_all sets last_ts)
+        prefill = False
+        for cls, rid, idx, start, end, plan in lasts:
+            entry = (idx, start, end, plan)
+            if cls == PASSIVE:
+                if unstamped_last is None or idx > unstamped_last[0]:
+                    unstamped_last = entry
+                if not rid:
+                    continue
+                label = rank_names[rid] or NO_RANK
+            else:
+                label = rank_names[rid] or NO_RANK
+                got = serving.get(label)
+                if got is None or idx > got[0]:
+                    serving[label] = entry
+                if cls == PREFILL:
+                    prefill = True
+                    if unstamped_last is None or idx > unstamped_last[0]:
+                        unstamped_last = entry
+            got = touch.get(label)
+            if got is None or idx > got[0]:
+                touch[label] = entry
+        if unstamped_last is not None:
+            m.last_ts = stamp(*unstamped_last[1:])[1]
+        if serving:
+            m.last_serving_line = first_line + max(e[0] for e in serving.values())
+        ranks = m.ranks
+        for label, (idx, start, end, plan) in touch.items():
+            r = ranks[label]
+            r.last_line = first_line + idx
+            r.last_text, r.last_ts = stamp(start, end, plan)
+        for label, (idx, start, end, plan) in serving.items():
+            info = ranks[label].phases["serving"]
+            info["last_line"] = first_line + idx
+            info["last_ts"] = stamp(start, end, plan)[1]
+        if prefill:
+            m.global_phase = "serving"
+        for slot, rid, vals in values:
+            if slot == _TPUT:
+                label = rank_names[rid] or NO_RANK
+                sk = m.decode_by_rank.get(label)
+                if sk is None:
+                    sk = m.decode_by_rank[label] = Sketch()
+                sk.extend(vals)
+            elif slot == _ACCEPT:
+                m.accept_len.extend(vals)
+            elif slot == _RUNNING:
+                m.running_req.extend(vals)
+            else:
+                m.prefill.extend(vals)
+        for _slot, xs, ys in ordered:
+            m.decode_series.extend(list(zip(xs, ys)))

@@ -1,0 +1,149 @@
+"""Apply the fast path's stored plans to whole blocks of lines, in C: columns, not events.
+
+The fast path (``fastpath.py``) parses the first line of each digit-masked shape with the
+grammar and keeps the plan. :class:`BulkScanner` hands the plain ones (one record filling
+the line) to the optional C extension ``_scan``, together with what the caller wants from
+each kind: a class code and the fields to convert into numbered value slots. The
+extension then walks a block: it masks each line, looks its shape up, slices the rank,
+converts the numbers and appends them to columns; it stops at the first line it cannot
+take, which the caller reads on the exact path (in order, with its line number) before
+scanning on. Nothing here knows a log format: the shapes, spans and converters all come
+from the grammar's plans.
+
+A plan is taken only when applying it in C gives exactly what ``grammar.build_event``
+would: a stamp converted by ``str`` or the ISO ``T`` replacement, a non-empty rank span,
+and the wanted fields read by ``int`` or ``float`` (the C converters refuse any text
+those two would read differently, and the line then goes the exact way).
+
+``LOGFORENSICS_PURE=1`` (or a missing extension) disables this path: :func:`available`
+is then False and every line is read on the exact path, with identical results.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
+from typing import Any, Protocol
+
+from ..events import Event
+from .fastpath import LineClassifier
+from .grammar import _DATE_TO_ISO, Plan
+
+_scan: ModuleType | None
+try:  # the optional C extension (built by pip where a compiler is available)
+    from . import _scan
+except ImportError:  # pragma: no cover - platforms without it
+    _scan = None
+
+#: One segment of taken lines, as ``_scan.Scanner.scan`` returns it.
+Segment = tuple[int, int, list[tuple[int, int]], list[tuple[int, int, int, int, int, int]],
+                list[tuple[int, int, list[Any]]], list[tuple[int, list[Any], list[Any]]]]
+
+
+class BulkSink(Protocol):
+    """Where ``IncrementalParser.feed_bulk`` sends what it reads (the run model's feed)."""
+
+    def ready_table(self, rank_names: list[str | None]) -> bytes | bytearray:
+        """Which (class, rank id) lines may be taken as columns now (see ``set_ready``)."""
+
+    def apply(self, seg: Segment, first_line: int, scanner: BulkScanner, buf: bytes) -> None:
+        """Take a segment of ``seg[1]`` lines of ``buf``, the first numbered ``first_line``."""
+
+    def observe(self, events: Sequence[Event]) -> None:
+        """Take the events of lines read on the exact path."""
+
+
+def compiled_log_buckets() -> Callable[[list[Any], float, dict[int, int]], None] | None:
+    """The C loop that buckets a sketch's values (``Sketch._flush``), if built."""
+    return None if _scan is None else _scan.log_buckets
+
+
+def available() -> bool:
+    """Whether the compiled bulk path is used (not disabled by ``LOGFORENSICS_PURE``)."""
+    return _scan is not None and os.environ.get("LOGFORENSICS_PURE", "").strip() not in ("1", "yes", "true")
+
+
+class BulkScanner:
+    """The C scanner, fed with the plain plans a :class:`LineClassifier` has learned.
+
+    ``class_of(plan)`` gives the class code (1..7) of a plan's records, or None when they
+    must always be read on the exact path; ``slots[kind]`` maps field names to value slots;
+    ``ordered`` lists the slots whose values are also kept in line order with their
+    stamps.
+    """
+
+    def __init__(self, classifier: LineClassifier, class_of: Callable[[Plan], int | None],
+                 slots: Mapping[str, Mapping[str, int]], ordered: tuple[int, ...] = ()) -> None:
+        assert _scan is not None
+        self.classifier = classifier
+        self.class_of = class_of
+        self.slots = slots
+        nslots = 1 + max((s for fields in slots.values() for s in fields.values()), default=-1)
+        self.scanner = _scan.Scanner(nslots, ordered)
+        self.plans: list[Plan] = []
+        self.kinds: list[str] = []
+        self._kind_code: dict[str, int] = {}
+        self._learned = 0  # entries of classifier.plain looked at
+        self.taken = 0  # lines taken as columns (counted by the parser)
+
+    @property
+    def rank_names(self) -> list[str | None]:
+        """Rank text by the scanner's rank id (id 0: no rank)."""
+        return self.scanner.rank_names
+
+    def learn(self) -> None:
+        """Register the plain plans the classifier learned since the last call."""
+        plain = self.classifier.plain
+        new = len(plain) - self._learned
+        if new <= 0:
+            return
+        self._learned = len(plain)
+        items = list(plain.items())[-new:] if new < len(plain) else list(plain.items())
+        for key, plan in items:
+            self._register(key, plan)
+
+    def _register(self, key: bytes, plan: Plan) -> None:
+        cls = self.class_of(plan)
+        if cls is None or plan.ts_slice is None or plan.ts is None:
+            return
+        ta, tb = plan.ts
+        if tb <= ta or plan.ts_conv not in (str, _DATE_TO_ISO):
+            return
+        rank = plan.rank
+        if rank is not None and rank[1] <= rank[0]:
+            return
+        slots = []
+        for name, slot in self.slots.get(plan.kind, {}).items():
+            where, conv = plan.spec.get(name, (None, None))
+            if name not in plan.spec:
+                continue  # the record lacks it: no value, as Fields.pick gives None
+            if where is None or where.step is not None or conv not in (int, float):
+                return  # a constant or another converter: the exact path reads these lines
+            a, b, _ = where.indices(len(key))
+            slots.append((slot, a, b, conv is float))
+        code = self._kind_code.get(plan.kind)
+        if code is None:
+            if len(self.kinds) >= 255:
+                return
+            code = self._kind_code[plan.kind] = len(self.kinds)
+            self.kinds.append(plan.kind)
+        self.plans.append(plan)
+        if not self.scanner.add(key, len(self.plans) - 1, cls, code, rank, plan.ts, plan.ts_conv is _DATE_TO_ISO,
+                                tuple(slots)):
+            self.plans.pop()
+
+    def set_ready(self, table: bytes | bytearray) -> None:
+        """``table[cls * 256 + rank_id]`` non-zero: such lines may be taken."""
+        self.scanner.set_ready(table)
+
+    def scan(self, buf: bytes, pos: int) -> Segment:
+        """Take lines of ``buf`` (whole lines, each ending in a newline) from ``pos`` on."""
+        return self.scanner.scan(buf, pos)
+
+    def stamp(self, buf: bytes, start: int, end: int, plan_id: int) -> tuple[str, Any]:
+        """The text and converted stamp of one taken line (as build_event gives them)."""
+        plan = self.plans[plan_id]
+        text = buf[start:end].decode("ascii")
+        assert plan.ts_slice is not None  # only plans with a stamp are registered
+        return text, plan.ts_conv(text[plan.ts_slice])
