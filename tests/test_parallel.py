@@ -128,7 +128,9 @@ def test_generated_log_read_by_worker_processes(restarts_log: Path) -> None:
 
 
 def test_summary_goes_parallel_for_large_files(restarts_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``summarize_file`` (what ``summary`` and ``diff`` call) takes the parallel path."""
+    """``summarize_file`` (what ``summary`` and ``diff`` call) takes the parallel path on the
+    pure-Python reader (the compiled one reads on one core)."""
+    monkeypatch.setenv("LOGFORENSICS_PURE", "1")
     want = _sequential(restarts_log)
     calls = []
     real = parallel.read_ranges

@@ -1,5 +1,8 @@
 """Read a large log file on several cores: the same parser and run model, one byte range each.
 
+Used by the pure-Python reader only: where the compiled scanner is built (``read/bulk.py``),
+``ingest.batch.read_file`` reads on one core, faster than this reader on two.
+
 Why: CPython runs the parser on one core, and summarising a gigabyte of serving log is
 per-line Python work. A regular file of at least ``PARALLEL_MIN_BYTES`` is therefore cut
 into byte ranges, each range is read by a worker process with the very ``LiveRun`` that

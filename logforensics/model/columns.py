@@ -156,4 +156,4 @@ class ColumnFeed:
             else:
                 m.prefill.extend(vals)
         for _slot, xs, ys in ordered:
-            m.decode_series.extend(list(zip(xs, ys)))
+            m.decode_series.extend_xy(xs, ys)

@@ -20,7 +20,7 @@ from itertools import repeat
 from operator import itemgetter, mul
 from typing import Any
 
-from ..read.bulk import compiled_log_buckets
+from ..read.bulk import compiled_sketch_batch
 
 _GAMMA = 1.02  # bucket ratio: quantiles within 1% of the true value
 _INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)
@@ -29,8 +29,9 @@ _fsum = math.fsum
 #: Values a sketch collects before it buckets them (in C-level bulk operations).
 _BATCH = 2048
 
-#: The compiled bucketing loop, or None: the same counts as the map chain in _flush.
-_log_buckets = compiled_log_buckets()
+#: The compiled loop over a batch, or None (see ``_scan.sketch_batch``): the same extremes,
+#: zero count, buckets and exact sum as the Python code in ``_flush``.
+_sketch_batch = compiled_sketch_batch()
 _Y = itemgetter(1)
 
 
@@ -95,6 +96,16 @@ class Sketch:
             return
         self._pending = []
         self.count += len(vals)
+        got = None if _sketch_batch is None else _sketch_batch(vals, _INV_LOG_GAMMA, self.buckets)
+        if got is not None:
+            lo, hi, zeros, partials = got
+            if lo < self.min:
+                self.min = lo
+            if hi > self.max:
+                self.max = hi
+            self.zeros += zeros
+            self._terms = _exact_terms(self._terms + partials)
+            return
         lo, hi = min(vals), max(vals)
         if lo < self.min:  # the first of equal extremes is kept, as value by value
             self.min = lo
@@ -103,10 +114,7 @@ class Sketch:
         positive = vals if lo > 0 else [x for x in vals if x > 0]
         self.zeros += len(vals) - len(positive)
         # the same float operations as int(log(x) * _INV_LOG_GAMMA), value by value
-        if _log_buckets is not None:
-            _log_buckets(positive, _INV_LOG_GAMMA, self.buckets)
-        else:
-            self.buckets.update(map(int, map(mul, map(_log, positive), repeat(_INV_LOG_GAMMA))))
+        self.buckets.update(map(int, map(mul, map(_log, positive), repeat(_INV_LOG_GAMMA))))
         self._terms = _exact_terms(self._terms + vals)
 
     def merge(self, other: Sketch) -> None:
@@ -185,10 +193,28 @@ class Series:
             if len(self._acc) >= self._stride:
                 self._close_point()
 
+    def extend_xy(self, xs: list[Any], ys: list[float]) -> None:
+        """``extend(list(zip(xs, ys)))``, without building pairs for whole points."""
+        i, n = 0, len(ys)
+        while i < n:
+            stride = self._stride
+            if not self._acc and n - i >= stride:  # a whole point straight from the columns
+                self._add_point(xs[i], sum(ys[i:i + stride]) / stride)
+                i += stride
+                continue
+            take = stride - len(self._acc)
+            self._acc.extend(zip(xs[i:i + take], ys[i:i + take]))
+            i += take
+            if len(self._acc) >= stride:
+                self._close_point()
+
     def _close_point(self) -> None:
         acc = self._acc
-        self.points.append((acc[0][0], sum(map(_Y, acc)) / len(acc)))
         self._acc = []
+        self._add_point(acc[0][0], sum(map(_Y, acc)) / len(acc))
+
+    def _add_point(self, x: Any, y: float) -> None:
+        self.points.append((x, y))
         if len(self.points) >= self.limit:
             self.points = [
                 (self.points[i][0], (self.points[i][1] + self.points[i + 1][1]) / 2)

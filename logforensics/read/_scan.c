@@ -735,8 +735,121 @@ fail:
     return NULL;
 }
 
+/* sketch_batch(values, factor, counter) -> (lo, hi, zeros, partials) or None
+ *
+ * One pass over a sketch's batch: lo and hi are the objects min() and max() return,
+ * zeros counts the values not > 0, partials is Shewchuk's exact expansion of the sum
+ * (the partials math.fsum keeps: their exact sum is the values' exact sum), and the
+ * positive values are bucketed into counter as log_buckets does. None, with nothing
+ * changed, when a value is not a float or an int below 2**53 in size, or is not
+ * finite, or the sum overflows: the caller then takes the Python path. */
+static PyObject *sketch_batch(PyObject *module, PyObject *args)
+{
+    PyObject *values, *counter;
+    double factor;
+    if (!PyArg_ParseTuple(args, "O!dO!", &PyList_Type, &values, &factor, &PyDict_Type, &counter))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (n == 0)
+        Py_RETURN_NONE;
+    double *xs = PyMem_Malloc((size_t)n * sizeof(double));
+    double part[64];
+    int np = 0;
+    if (!xs)
+        return PyErr_NoMemory();
+    Py_ssize_t lo = 0, hi = 0, zeros = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyList_GET_ITEM(values, i);
+        double x;
+        if (PyFloat_CheckExact(o))
+            x = PyFloat_AS_DOUBLE(o);
+        else if (PyLong_CheckExact(o)) {
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow || v > (1LL << 53) || v < -(1LL << 53))
+                goto pure;
+            x = (double)v;
+        } else
+            goto pure;
+        if (!isfinite(x))
+            goto pure;
+        xs[i] = x;
+        if (x < xs[lo])
+            lo = i;
+        if (x > xs[hi])
+            hi = i;
+        if (!(x > 0))
+            zeros++;
+        /* msum, as math.fsum */
+        int j = 0;
+        for (int k = 0; k < np; k++) {
+            double y = part[k];
+            if (fabs(x) < fabs(y)) {
+                double t = x;
+                x = y;
+                y = t;
+            }
+            double h = x + y;
+            double l = y - (h - x);
+            if (l != 0.0)
+                part[j++] = l;
+            x = h;
+        }
+        if (!isfinite(x) || j >= 63)
+            goto pure;
+        if (x != 0.0)
+            part[j++] = x;
+        np = j;
+    }
+    {
+        static Py_ssize_t near[2 * NEAR]; /* zero between calls */
+        int first = 2 * NEAR, last = -1, bad = 0;
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+            double x = xs[i];
+            if (!(x > 0))
+                continue;
+            long long key = (long long)(log(x) * factor);
+            if (key >= -NEAR && key < NEAR) {
+                int at = (int)(key + NEAR);
+                near[at]++;
+                if (at < first) first = at;
+                if (at > last) last = at;
+            } else
+                bad = bump(counter, key, 1) < 0;
+        }
+        for (int at = first; at <= last; at++) {
+            if (near[at]) {
+                if (!bad)
+                    bad = bump(counter, (long long)at - NEAR, near[at]) < 0;
+                near[at] = 0;
+            }
+        }
+        if (bad) {
+            PyMem_Free(xs);
+            return NULL;
+        }
+    }
+    PyMem_Free(xs);
+    PyObject *plist = PyList_New(np);
+    if (!plist)
+        return NULL;
+    for (int k = 0; k < np; k++) {
+        PyObject *f = PyFloat_FromDouble(part[k]);
+        if (!f) {
+            Py_DECREF(plist);
+            return NULL;
+        }
+        PyList_SET_ITEM(plist, k, f);
+    }
+    return Py_BuildValue("(OOnN)", PyList_GET_ITEM(values, lo), PyList_GET_ITEM(values, hi), zeros, plist);
+pure:
+    PyMem_Free(xs);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"log_buckets", log_buckets, METH_VARARGS, "Bucket positive values by the log of their size."},
+    {"sketch_batch", sketch_batch, METH_VARARGS, "Extremes, zeros, exact partial sums and buckets of a batch."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -54,9 +54,9 @@ class BulkSink(Protocol):
         """Take the events of lines read on the exact path."""
 
 
-def compiled_log_buckets() -> Callable[[list[Any], float, dict[int, int]], None] | None:
-    """The C loop that buckets a sketch's values (``Sketch._flush``), if built."""
-    return None if _scan is None else _scan.log_buckets
+def compiled_sketch_batch() -> Callable[[list[Any], float, dict[int, int]], Any] | None:
+    """The C loop over a sketch's batch of values (``Sketch._flush``), if built."""
+    return None if _scan is None else _scan.sketch_batch
 
 
 def available() -> bool:

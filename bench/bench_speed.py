@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Time logforensics against lnav on the same serving logs, in the same run.
+
+For each generator (``gen_sglang_log.py``: crashes and restarts, torn lines, every rank
+decoding; ``gen_serving_log.py``: a long healthy serving run) and each size, the log is
+generated under ``--dir`` (a temporary directory by default; never commit these), read
+once so the page cache holds it, then these commands run in turn, ``--repeat`` times:
+
+    lnav -n -c ';SELECT count(*) FROM all_logs' LOG       (lnav's headless load)
+    logforensics summary --json LOG > /dev/null
+    logforensics parse --format jsonl LOG > /dev/null     (with --parse)
+    logforensics parse --format parquet -o OUT LOG        (with --parse)
+
+Each line gives the median wall time, MB/s (10^6 bytes per second), the ratio to lnav's
+median of the same round (lnav seconds / ours: 1.0 or more is as fast as lnav or
+faster) and the peak memory of all processes of the command together: the sum of the
+resident sets of the child and its descendants, sampled every 10 ms, and the child's
+own ``ru_maxrss`` (largest single process) for comparison. The header says which
+reading path logforensics used (compiled or pure Python).
+
+    python bench/bench_speed.py --sizes 100M,1G --repeat 3
+    python bench/bench_speed.py --sizes 5G --repeat 1 --generators serving
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GENERATORS = {"shared": HERE / "gen_sglang_log.py", "serving": HERE / "gen_serving_log.py"}
+LNAV = ["lnav", "-n", "-c", ";SELECT count(*) FROM all_logs"]
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children", encoding="ascii") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run(cmd: list[str]) -> dict:
+    """Wall seconds, summed-tree peak MiB, largest-process peak MiB, CPU s, return code."""
+    peak = [0]
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], sum(_rss_kib(p) for p in _tree(proc.pid)))
+                done.wait(0.01)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        done.set()
+        sampler.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read().decode("utf-8", "replace").strip().splitlines()[-1:]
+    return {"wall": wall, "sum_mib": peak[0] / 1024, "max_mib": ru.ru_maxrss / 1024,
+            "cpu": ru.ru_utime + ru.ru_stime, "rc": proc.returncode, "err": " ".join(tail)}
+
+
+def warm(path: Path) -> None:
+    buf = bytearray(16 << 20)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buf):
+            pass
+
+
+def generate(kind: str, size: str, directory: Path) -> Path:
+    path = directory / f"{kind}-{size}.log"
+    if not path.is_file():
+        part = path.with_suffix(".part")
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(GENERATORS[kind]), "--size", size, "-o", str(part)], check=True)
+        part.replace(path)
+        print(f"# generated {path.name}: {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s",
+              flush=True)
+    return path
+
+
+def program() -> list[str]:
+    local = Path(sys.executable).parent / "logforensics"
+    if local.is_file():
+        return [str(local)]
+    found = shutil.which("logforensics")
+    if not found:
+        sys.exit("bench_speed: install the project first (pip install .)")
+    return [found]
+
+
+def reading_path(exe: list[str]) -> str:
+    """Which reader the installed program uses (its interpreter is the script's)."""
+    with open(exe[0], encoding="utf-8", errors="replace") as f:
+        first = f.readline()
+    python = first[2:].strip() if first.startswith("#!") else sys.executable
+    code = "from logforensics.read import bulk; print('compiled C scanner' if bulk.available() else 'pure Python')"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=os.environ)
+    return out.stdout.strip() or "unknown"
+
+
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
+    return f"{model}, {len(os.sched_getaffinity(0))} cores, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
+
+
+def lnav_version() -> str:
+    out = subprocess.run(["lnav", "-V"], capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[0] if out.stdout else "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="100M,1G", help="comma-separated generator sizes (default 100M,1G)")
+    p.add_argument("--generators", default="shared,serving", help="shared, serving or both (default)")
+    p.add_argument("--repeat", type=int, default=3, help="rounds per log (default 3); medians are printed")
+    p.add_argument("--parse", action="store_true", help="also time parse --format jsonl and parquet")
+    p.add_argument("--dir", type=Path, default=None, help="where to generate the logs (default: a temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the generated logs")
+    args = p.parse_args(argv)
+    if shutil.which("lnav") is None:
+        sys.exit("bench_speed: lnav is not installed (apt-get install lnav)")
+    exe = program()
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="lf-bench-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"# date     {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(f"# machine  {machine()}")
+    print(f"# python   {platform.python_version()}; {lnav_version()}")
+    print(f"# program  {exe[0]}; reading path: {reading_path(exe)}")
+    print(f"# {'log':<16} {'command':<8} {'MB':>6} {'median s':>9} {'MB/s':>7} {'x lnav':>7} "
+          f"{'peak MiB (all)':>14} {'largest':>8} {'cpu s':>6}")
+    status = 0
+    try:
+        for kind in args.generators.split(","):
+            for size in args.sizes.split(","):
+                log = generate(kind, size, directory)
+                mb = log.stat().st_size / 1e6
+                out = directory / "out.parquet"
+                commands = {"lnav": LNAV + [str(log)], "summary": exe + ["summary", "--json", str(log)]}
+                if args.parse:
+                    commands["jsonl"] = exe + ["parse", "--format", "jsonl", str(log)]
+                    commands["parquet"] = exe + ["parse", "--format", "parquet", "-o", str(out), str(log)]
+                results: dict[str, list[dict]] = {name: [] for name in commands}
+                warm(log)
+                for _ in range(max(1, args.repeat)):
+                    for name, cmd in commands.items():
+                        results[name].append(run(cmd))
+                lnav_s = statistics.median(r["wall"] for r in results["lnav"])
+                for name, rs in results.items():
+                    bad = [r for r in rs if r["rc"] != 0]
+                    if bad:
+                        status = 1
+                        print(f"  {log.name:<16} {name:<8} FAILED rc={bad[0]['rc']}: {bad[0]['err']}", flush=True)
+                        continue
+                    wall = statistics.median(r["wall"] for r in rs)
+                    print(f"  {log.name:<16} {name:<8} {mb:6.0f} {wall:9.2f} {mb / wall:7.1f} {lnav_s / wall:7.2f} "
+                          f"{max(r['sum_mib'] for r in rs):14.1f} {max(r['max_mib'] for r in rs):8.1f} "
+                          f"{statistics.median(r['cpu'] for r in rs):6.1f}", flush=True)
+                out.unlink(missing_ok=True)
+                if not args.keep and args.dir is None:
+                    log.unlink()
+    finally:
+        if not args.keep and args.dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
