@@ -54,8 +54,13 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return paths
 
 
-def _as_json(summary: Any) -> str:
-    return json.dumps(summary.to_dict(), sort_keys=True, default=str)
+def _as_json(summary: Any, run: LiveRun | None = None) -> str:
+    """The summary, and what else a run keeps from events (its PD role, nodes of ranks)."""
+    out = summary.to_dict()
+    if run is not None:
+        out["_pd"] = vars(run.pd)
+        out["_rank_nodes"] = run.rank_nodes
+    return json.dumps(out, sort_keys=True, default=str)
 
 
 def _events_path(data: bytes, name: str) -> str:
@@ -63,7 +68,7 @@ def _events_path(data: bytes, name: str) -> str:
     for start in range(0, len(data), 32 << 10):
         run.feed(data[start:start + (32 << 10)])
     run.close()
-    return _as_json(run.summary())
+    return _as_json(run.summary(), run)
 
 
 def _bulk_path(data: bytes, name: str, size: int) -> tuple[str, int]:
@@ -71,7 +76,7 @@ def _bulk_path(data: bytes, name: str, size: int) -> tuple[str, int]:
     for start in range(0, len(data), size):
         run.feed_bulk(data[start:start + size])
     run.close()
-    return _as_json(run.summary()), (run._scanner.taken if run._scanner else 0)
+    return _as_json(run.summary(), run), (run._scanner.taken if run._scanner else 0)
 
 
 SOURCES = [pytest.param(p, id=p.name[:3] if p.parent.name == "real" else p.name) for p in FIXTURES]
@@ -122,7 +127,7 @@ def test_mixed_feeding_is_one_run(generated: list[Path]) -> None:
         else:
             run.feed_bulk(chunk)
     run.close()
-    assert _as_json(run.summary()) == want
+    assert _as_json(run.summary(), run) == want
 
 
 def test_pure_path_gives_the_same_summary(generated: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,7 +73,7 @@ class LiveRun:
             self._note_nodes(events)
         return events
 
-    def _note_nodes(self, events: list[Event]) -> None:
+    def _note_nodes(self, events: Sequence[Event]) -> None:
         """The node a wrapper named for each rank (a Ray log that interleaves machines)."""
         nodes = self.rank_nodes
         for ev in events:
