@@ -1,15 +1,16 @@
-"""Feed the run model from columns: what ``RunModel.observe_all`` does, a segment at a time.
+"""Feed the run model from columns: what observing serving records does, a segment at a time.
 
 A serving log is almost all ``Decode batch``, ``Prefill batch`` and HTTP access lines.
-For those, ``observe_all`` only counts, keeps the last line, stamp and text of each rank
-and of the serving phase, and adds throughput figures to sketches and to the series.
-The bulk scanner (``bulk.py``) takes runs of such lines and returns them as columns
-(counts per kind, the last line per class and rank, the converted figures by rank);
-:meth:`ColumnFeed.apply` makes exactly the updates that observing those lines one by one
-would make. That holds only while every taken line would take the inline path of
-``observe_all``; :meth:`ColumnFeed.ready_table` says which (class, rank) pairs do, from
-the model as it stands, and the scanner stops at any other line, which is then observed
-as an event. Passive lines are those of kinds with no handler and no phase.
+For those, observing an event only counts it, keeps the last line, stamp and text of its
+rank and of the rank's serving phase, and adds throughput figures to sketches and to the
+series (``throughput.py``, ``rank.py``). The bulk scanner (``read/bulk.py``) takes runs
+of such lines and returns them as columns (counts per kind, the last line per class and
+rank, the converted figures by rank); :meth:`ColumnFeed.apply` makes exactly the updates
+that observing those lines one by one would make. That holds only while no taken line
+would create a rank, open the serving phase or be kept as evidence;
+:meth:`ColumnFeed.ready_table` says which (class, rank) pairs qualify, from the model as
+it stands, and the scanner stops at any other line, which is then observed as an event.
+Passive lines are those of kinds with no handler and no phase.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..events import Event
+from ..events import PHASE_OF_KIND, Event
 from ..read.bulk import BulkScanner, Segment
 from ..read.grammar import Plan
-from .run import _ACTIVE_KINDS, _NOTICE_LIMITS, NO_RANK, RunModel
+from .notices import limit
+from .rank import NO_RANK
+from .registry import HANDLERS
+from .run import RunModel
 from .stats import Sketch
 
 DECODE, PREFILL, PASSIVE = 1, 2, 3
@@ -45,7 +49,7 @@ def class_of(plan: Plan) -> int | None:
         return DECODE
     if kind == "prefill_batch":
         return PREFILL
-    if kind in _ACTIVE_KINDS:
+    if kind in HANDLERS or kind in PHASE_OF_KIND:
         return None
     return PASSIVE
 
@@ -61,21 +65,21 @@ class ColumnFeed:
     def ready_table(self, rank_names: list[str | None]) -> bytearray:
         """Which (class, rank id) lines ``apply`` handles exactly, given the model now.
 
-        Decode and prefill lines: their rank (``-`` when none) is already serving, and
-        the few decode records kept as evidence are noticed. Passive lines: no rank, or
-        a rank the model already has (a new rank is created in log order by the event
-        path).
+        Decode and prefill lines: their rank (``-`` when none) has its serving phase open
+        already, and the few decode records kept as evidence are noticed. Passive lines: no
+        rank, or a rank the model already has (a new rank is created in log order by the
+        event path).
         """
         m = self.model
         ranks = m.ranks
-        decode_ok = len(m.notices.get("decode", ())) >= _NOTICE_LIMITS["decode"]
+        decode_ok = len(m.notices.get("decode", ())) >= limit("decode")
         table = bytearray(4 * 256)
         table[PASSIVE * 256] = 1
         for rid, name in enumerate(rank_names):
             r = ranks.get(name or NO_RANK)
             if r is None:
                 continue
-            if r.phase == "serving":
+            if "serving" in r.phases:
                 table[PREFILL * 256 + rid] = 1
                 if decode_ok:
                     table[DECODE * 256 + rid] = 1
@@ -98,62 +102,58 @@ class ColumnFeed:
             return scanner.stamp(buf, start, end, plan)
 
         m = self.model
-        m.events += n
-        kc = m.kind_counts
+        cov = m.coverage
+        cov.events += n
+        kc = cov.kind_counts
         for code, c in counts:
             kc[kinds[code]] += c
         m.last_line = first_line + n - 1
         touch: dict[str, tuple[int, int, int, int]] = {}
         serving: dict[str, tuple[int, int, int, int]] = {}
-        unstamped_last = None  # the last line that is not a decode record (observe_all sets last_ts)
-        prefill = False
         for cls, rid, idx, start, end, plan in lasts:
             entry = (idx, start, end, plan)
-            if cls == PASSIVE:
-                if unstamped_last is None or idx > unstamped_last[0]:
-                    unstamped_last = entry
-                if not rid:
-                    continue
-                label = rank_names[rid] or NO_RANK
-            else:
-                label = rank_names[rid] or NO_RANK
+            if cls == PASSIVE and not rid:
+                continue
+            label = rank_names[rid] or NO_RANK
+            if cls != PASSIVE:
                 got = serving.get(label)
                 if got is None or idx > got[0]:
                     serving[label] = entry
-                if cls == PREFILL:
-                    prefill = True
-                    if unstamped_last is None or idx > unstamped_last[0]:
-                        unstamped_last = entry
             got = touch.get(label)
             if got is None or idx > got[0]:
                 touch[label] = entry
-        if unstamped_last is not None:
-            m.last_ts = stamp(*unstamped_last[1:])[1]
-        if serving:
-            m.last_serving_line = first_line + max(e[0] for e in serving.values())
         ranks = m.ranks
         for label, (idx, start, end, plan) in touch.items():
             r = ranks[label]
             r.last_line = first_line + idx
             r.last_text, r.last_ts = stamp(start, end, plan)
-        for label, (idx, start, end, plan) in serving.items():
-            info = ranks[label].phases["serving"]
-            info["last_line"] = first_line + idx
-            info["last_ts"] = stamp(start, end, plan)[1]
-        if prefill:
-            m.global_phase = "serving"
+        if serving:
+            timeline = m.timeline
+            last = 0
+            for label, (idx, start, end, plan) in serving.items():
+                r = ranks[label]
+                line = first_line + idx
+                last = max(last, line)
+                info = r.phases["serving"]
+                info["last_line"] = line
+                info["last_ts"] = stamp(start, end, plan)[1]
+                r.phase = "serving"
+                r.phase_line = line
+            timeline.last_serving_line = last
+            timeline.reach("serving")
+        t = m.throughput
         for slot, rid, vals in values:
             if slot == _TPUT:
                 label = rank_names[rid] or NO_RANK
-                sk = m.decode_by_rank.get(label)
+                sk = t.decode_by_rank.get(label)
                 if sk is None:
-                    sk = m.decode_by_rank[label] = Sketch()
+                    sk = t.decode_by_rank[label] = Sketch()
                 sk.extend(vals)
             elif slot == _ACCEPT:
-                m.accept_len.extend(vals)
+                t.accept_len.extend(vals)
             elif slot == _RUNNING:
-                m.running_req.extend(vals)
+                t.running_req.extend(vals)
             else:
-                m.prefill.extend(vals)
+                t.prefill.extend(vals)
         for _slot, xs, ys in ordered:
-            m.decode_series.extend_xy(xs, ys)
+            t.decode_series.extend_xy(xs, ys)
