@@ -434,7 +434,9 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
     """Run every fixture case under DIRECTORY (default: fixtures/) against its expectations.
 
     A case is a directory with baseline.log and failing.log (a diff case) or run.log,
-    or any other NAME.log (a single-run case). Expectations (expected.yml or
+    or any other NAME.log (a single-run case); runs of several files (one per node, or
+    prefill/decode/router) are baseline/ and failing/ directories, or a run/ directory.
+    Expectations (expected.yml or
     NAME.expected.yml) are written by --update and carry a hash, so hand edits show.
     Exits 1 when any case differs, naming what changed.
     """

@@ -233,3 +233,13 @@ def test_pytorch_gpu_index_is_node_local() -> None:
     assert c["first_rank"] is None
     # one node: GPU 1 is TP1
     assert crash_rank(_OOM.format(nnodes=1, node=0, r=0))["first_rank"] == "TP1"
+
+
+def test_html_report_groups_timeline_and_memory_by_node(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(main, ["diff", str(TWO / "baseline"), str(TWO / "failing"), "-o", str(out)])
+    assert res.exit_code == 1, res.output
+    html = out.read_text(encoding="utf-8").replace("\\u00b7", "·").replace("\\u2715", "✕")  # plotly's JSON
+    assert "node1 · TP5 ✕" in html and "node0 · TP0" in html
+    # each node's ranks stand together on the axis
+    assert html.index("node0 · TP3") < html.index("node1 · TP4")

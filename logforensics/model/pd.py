@@ -48,6 +48,8 @@ _ROUTER_PY = re.compile(r"\[Router \((?P<impl>Rust|Python)\)\] (?P<ts>\d{4}-\d\d
 _ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?)\s+)?(?:(?P<level>TRACE|DEBUG|INFO|"
                         r"WARN|WARNING|ERROR)\s+)?(?P<module>(?:sglang_router_rs|smg)(?:::\w+)*): "
                         r"(?P<src>\S*\.rs):(?P<src_line>\d+): (?P<msg>.*)")
+#: The kinds this observer reads; everything else (nearly all of a serving log) is skipped.
+_KINDS = frozenset({"other", "decode_batch", "prefill_batch", "server_args", "launch_command", "exception"})
 _DISAGG_FRAME = re.compile(r"event_loop_\w*disagg_(prefill|decode)")
 
 
@@ -62,14 +64,23 @@ class PDObserver:
         self.router: list[dict[str, Any]] = []  # warnings and errors
         self.router_lines = 0
         self.batches_with_pd_fields = 0
+        self.batches_seen = 0
+        self._kinds = _KINDS
 
     def observe_all(self, events: Sequence[Event]) -> None:
+        kinds = self._kinds
         for ev in events:
             kind = ev.kind
+            if kind not in kinds:
+                continue
             if kind == "other":
                 self._other(ev)
             elif kind in ("decode_batch", "prefill_batch"):
-                if self.batches_with_pd_fields < 4:
+                self.batches_seen += 1
+                if self.batches_with_pd_fields >= 4 or self.batches_seen > 64:
+                    # the role is read from the first batch records: later ones are not looked at
+                    self._kinds = kinds = _KINDS - {"decode_batch", "prefill_batch"}
+                else:
                     f = ev.fields
                     if kind == "decode_batch" and f.get("transfer_req") is not None:
                         self._vote("decode", ev, "#transfer-req in a decode batch")
@@ -155,6 +166,7 @@ class PDObserver:
         self.router = (self.router + later.router)[:_MAX]
         self.router_lines += later.router_lines
         self.batches_with_pd_fields += later.batches_with_pd_fields
+        self.batches_seen += later.batches_seen
 
     def to_dict(self) -> dict[str, Any]:
         """What the summary's ``nodes.<node>.pd`` holds (empty when the file shows no PD)."""

@@ -539,7 +539,7 @@ def timeline_chart(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tupl
     for row, (label, r, unit, spans) in enumerate(panels, start=1):
         crashes = _rank_crashes(r)
         ranks = [k for k in _ordered_ranks([(label, r)])]
-        names = {k: (f"{k} ✕" if k in crashes else k) for k in ranks}
+        names = {k: (f"{_label(r, k)} ✕" if k in crashes else _label(r, k)) for k in ranks}
         heights.append(max(len(ranks), 1))
         for phase in PHASES:
             items = [s for k in ranks for s in spans.get(k, []) if s.phase == phase]
@@ -575,6 +575,13 @@ def timeline_chart(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tupl
                       margin={"l": 70, "r": 20, "t": 40, "b": 50}, template="plotly_white",
                       legend={"title": {"text": "phase"}, "tracegroupgap": 2}, bargap=0.25)
     return _div(fig, "timeline-chart"), (axis[units.pop()] if same else "given in each panel's title")
+
+
+def _label(r: RunSummary, rank: str) -> str:
+    """A rank as the charts show it: with its node in a run of several nodes, so that each
+    node's ranks stand together (the ranks of a run are in node order)."""
+    node = r.rank_nodes.get(rank) if len(r.nodes) > 1 else None
+    return f"{node} · {rank}" if node and not rank.startswith(node + ":") else rank
 
 
 def _t0(r: RunSummary, unit: str) -> float:
@@ -616,7 +623,7 @@ def memory_chart(d: Diagnosis) -> Markup | None:
         run_budget = d.facts.budget.failing if label == "failing" else d.facts.budget.baseline
         ranks = {rb.rank: plain(rb) for rb in (run_budget.ranks if run_budget else ())}
         crashed = _rank_crashes(r)
-        bars = [(f"{rank} ✕" if rank in crashed else rank, rb) for rank, rb in ranks.items()
+        bars = [(f"{_label(r, rank)} ✕" if rank in crashed else _label(r, rank), rb) for rank, rb in ranks.items()
                 if any(rb.get(k) is not None for k, *_ in MEMORY_SEGMENTS[:-1])]
         if bars:
             panels.append((label, bars))
