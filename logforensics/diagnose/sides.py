@@ -193,8 +193,9 @@ class Setup:
     """Whether the two runs are the same setup, judged only on what both logs show."""
 
     differs: tuple[SetupItem, ...]
+    #: Labels ("TP size", ...) of the aspects both logs show alike.
     same: tuple[str, ...]
-    #: Aspects that one log or both do not show (so sameness is not established for them).
+    #: Labels of the aspects one log or both do not show (so sameness is not established for them).
     unknown: tuple[str, ...]
     comparable: bool
     evidence: tuple[Evidence, ...]
@@ -252,9 +253,9 @@ def setup(base: RunSummary, fail: RunSummary) -> Setup:
     for key, label in SETUP_KEYS:
         b, f = bv.get(key), fv.get(key)
         if b is None or f is None:
-            unknown.append(key)
+            unknown.append(label)
         elif _same(key, b, f):
-            same.append(key)
+            same.append(label)
         else:
             differs.append(SetupItem(key, label, b, f))
     evidence: list[Evidence] = []
