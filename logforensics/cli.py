@@ -148,7 +148,8 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
     jsonl gives one JSON object per event with kind, rank, ts, file, line (as grep -n
     counts), node (in a run of several files, or when a wrapper names it) and the
     event's own fields, units in their names (avail_gib, elapsed_s).
-    csv and parquet go through pandas and hold all events in memory.
+    parquet is written in row groups, in bounded memory; csv goes through pandas and
+    holds all events in memory.
     """
     if fmt == "parquet" and output == "-":
         raise fail("--format parquet needs -o FILE")
@@ -207,6 +208,12 @@ def _short(value: Any) -> str:
 
 
 def _write_frame(events: Any, fmt: str, output: str) -> None:
+    if fmt == "parquet":
+        from .render.tables import write_parquet
+
+        with open_output(output, "wb") as fh:
+            write_parquet(events, fh)
+        return
     import pandas as pd
 
     rows = []
@@ -214,15 +221,8 @@ def _write_frame(events: Any, fmt: str, output: str) -> None:
         row = ev.to_dict()
         rows.append({k: (json.dumps(v, default=str) if isinstance(v, (dict, list)) else v) for k, v in row.items()})
     frame = pd.DataFrame(rows)
-    if fmt == "csv":
-        with open_output(output, "w") as fh:
-            frame.to_csv(fh, index=False)
-    else:
-        for col in frame.columns:  # parquet needs one type per column
-            if frame[col].dtype == object:
-                frame[col] = frame[col].map(lambda v: None if v is None else str(v))
-        with open_output(output, "wb") as fh:
-            frame.to_parquet(fh, index=False)
+    with open_output(output, "w") as fh:
+        frame.to_csv(fh, index=False)
 
 
 @main.command()
