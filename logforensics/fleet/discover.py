@@ -1,0 +1,105 @@
+"""Which runs live under some paths: a log file is a run, the per-node files of one directory are one.
+
+A directory's files that name their node (``node0.log`` / ``node1.log``, Slurm's
+``%x_%j_node$SLURM_NODEID.out``, ``node_rank1.log``) and agree on the rest of their name
+form one run; ``group_by="dir"`` makes every directory one run. A path named on the
+command line is a run whatever its name; inside directories only ``*.log``, ``*.out``
+and ``*.err`` are taken.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable
+
+#: File names taken when walking a directory.
+LOG_SUFFIXES = (".log", ".out", ".err")
+
+#: A node number in a file name: ``node1``, ``node_1``, ``node-rank1``, ``node_rank_1``.
+_NODE = re.compile(r"(?<![a-z0-9])node(?:[_-]?rank)?[_-]?(\d+)(?![0-9])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """One run to parse: the path that names it and its files, each with its node label.
+
+    ``source`` is the file for a one-file run, else the directory (or, when a directory
+    holds several groups, a glob of the group's files). ``nodes`` is parallel to
+    ``files``: ``node0``, ``node1``... from the file name, or None.
+    """
+
+    source: str
+    files: tuple[str, ...]
+    nodes: tuple[str | None, ...]
+
+
+def node_label(name: str) -> str | None:
+    """``node1`` for ``node1.log``, ``job_42_node1.out`` or ``node_rank1.log``; else None."""
+    m = _NODE.search(os.path.basename(name))
+    return f"node{int(m.group(1))}" if m else None
+
+
+def _node_key(name: str) -> tuple[str, int] | None:
+    """The name with its node number cut out (what node files of one run share), and the number."""
+    m = _NODE.search(name)
+    if not m:
+        return None
+    return name[:m.start(1)] + "#" + name[m.end(1):], int(m.group(1))
+
+
+def _walk(path: str) -> Iterable[str]:
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(LOG_SUFFIXES) and not name.startswith("."):
+                yield os.path.join(root, name)
+
+
+def discover(paths: Iterable[str], group_by: str = "file") -> tuple[list[RunSource], list[str]]:
+    """The runs under ``paths`` and the paths that do not exist (for a one-line warning each)."""
+    missing: list[str] = []
+    files: list[str] = []
+    seen: set[str] = set()
+    for p in paths:
+        if not os.path.lexists(p):
+            missing.append(p)
+            continue
+        found = list(_walk(p)) if os.path.isdir(p) else [p]
+        for f in found:
+            a = os.path.abspath(f)
+            if a not in seen:
+                seen.add(a)
+                files.append(a)
+    by_dir: dict[str, list[str]] = defaultdict(list)
+    for f in files:
+        by_dir[os.path.dirname(f)].append(f)
+    runs: list[RunSource] = []
+    for d in sorted(by_dir):
+        runs.extend(_group_dir(d, sorted(by_dir[d]), group_by))
+    return runs, missing
+
+
+def _group_dir(directory: str, files: list[str], group_by: str) -> list[RunSource]:
+    if group_by == "dir":
+        return [RunSource(directory, tuple(files), tuple(node_label(f) for f in files))]
+    groups: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    single: list[str] = []
+    for f in files:
+        key = _node_key(os.path.basename(f))
+        if key is None:
+            single.append(f)
+        else:
+            groups[key[0]].append((key[1], f))
+    runs = [RunSource(f, (f,), (None,)) for f in single]
+    multi = {k: sorted(v) for k, v in groups.items() if len({n for n, _ in v}) > 1}
+    for key, members in groups.items():
+        if key not in multi:
+            runs.extend(RunSource(f, (f,), (node_label(f),)) for _, f in members)
+    for key, members in sorted(multi.items()):
+        only_group = not single and len(groups) == 1
+        source = directory if only_group else os.path.join(directory, key.replace("#", "*"))
+        runs.append(RunSource(source, tuple(f for _, f in members), tuple(f"node{n}" for n, _ in members)))
+    return sorted(runs, key=lambda r: r.source)

@@ -1,0 +1,191 @@
+"""A run's summary as table rows: one ``runs`` row, ``ranks`` rows, event columns.
+
+Pure functions of a :class:`RunSummary` (and the run's events): what ``summary --json``
+says, flattened. Nothing here guesses: a figure the log does not show stays null.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..diagnose.facts import EFFECTS
+from ..events import Event
+from ..model import RunSummary
+from .fingerprint import fingerprint
+from .schema import EVENT_NUMBERS, RANK_FIGURES
+
+#: Launch-option spellings of each parallel size (server_args first, then the command line).
+PARALLEL = {"tp_size": ("tp_size", "tp", "tensor_parallel_size"), "dp_size": ("dp_size", "dp"),
+            "pp_size": ("pp_size", "pp"), "ep_size": ("ep_size", "ep", "expert_parallel_size")}
+MODEL_KEYS = ("model_path", "model")
+#: The settings hashed into ``settings_hash``: those the rules link to an effect, less the
+#: parallel sizes and the model (their own columns).
+SETTINGS = tuple(sorted(k for k in EFFECTS if k not in PARALLEL and k not in MODEL_KEYS))
+
+_FULL_TS = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?$")
+_SGLANG_VERSION = re.compile(
+    r"\bsglang(?:==|:v|-v|\s+v|\s+version\s+v?)(\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)", re.IGNORECASE)
+
+
+def run_id(source: str) -> str:
+    """A run's id: 16 hex digits of SHA-1 over its source path (a rescan keeps it)."""
+    return hashlib.sha1(source.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def parse_ts(ts: str | None) -> datetime | None:
+    """A log timestamp with a full date (``2026-03-24 08:58:32[.123]``) as a naive datetime."""
+    if not ts or not _FULL_TS.match(ts):
+        return None
+    try:
+        return datetime.fromisoformat(ts.replace(",", "."))
+    except ValueError:
+        return None
+
+
+def sglang_version(texts: Iterable[str]) -> str | None:
+    """The SGLang version a line names (``sglang==0.5.3``, ``lmsysorg/sglang:v0.4.6``), else None."""
+    for text in texts:
+        m = _SGLANG_VERSION.search(text)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            try:
+                return float(value)
+            except ValueError:
+                return value.strip()
+    return value
+
+
+def _arg(s: RunSummary, names: Sequence[str]) -> Any:
+    for args in (s.server_args, s.launch_args):
+        for n in names:
+            v = args.get(n)
+            if v not in (None, ""):
+                return v
+    return None
+
+
+def _int(value: Any) -> int | None:
+    value = _number(value)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def settings(s: RunSummary) -> dict[str, Any]:
+    """The settings that matter, as the log shows them (server_args, launch command, env)."""
+    out: dict[str, Any] = {}
+    for key in SETTINGS:
+        v = _arg(s, (key,))
+        if v is None:
+            v = s.env.get(key)
+        if v is not None:
+            out[key] = _number(v)
+    return out
+
+
+def settings_hash(values: Mapping[str, Any]) -> str:
+    """12 hex digits of SHA-1 over the sorted settings (``{}`` too: a log that shows none)."""
+    text = json.dumps(values, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def _median(stats: Mapping[str, Any] | None) -> float | None:
+    v = (stats or {}).get("median")
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | None], lead: RunSummary,
+             parts: Sequence[RunSummary], crash_node: str | None, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``runs`` row: ``lead`` decides outcome and crash, ``parts`` (one per file) add up."""
+    crash = lead.crash or {}
+    fp = crash.get("fingerprint") or fingerprint(lead.crash) or {}
+    oom = crash.get("oom") or {}
+    first = next((p for p in parts if p.server_args or p.launch_args), lead)
+    values = settings(first)
+    lines = sum(int(p.coverage.get("lines_read") or 0) for p in parts)
+    unrec = sum(int(p.coverage.get("lines_unrecognised") or 0) for p in parts)
+    return {
+        "run_id": rid, "source": source, "files": list(files), "nodes": [n for n in nodes if n],
+        "outcome": lead.outcome, "outcome_reason": lead.outcome_reason,
+        "first_rank": crash.get("first_rank"), "crash_phase": crash.get("phase"),
+        "exception": crash.get("exception"), "fingerprint": fp.get("id"),
+        "fingerprint_exception": fp.get("exception"), "fingerprint_function": fp.get("function"),
+        "crash_node": crash_node, "crash_file": crash.get("file"), "crash_line": crash.get("line"),
+        "sglang_version": extra.get("sglang_version"), "model": _arg(first, MODEL_KEYS),
+        **{k: _int(_arg(first, names)) for k, names in PARALLEL.items()},
+        "gpu_device": oom.get("device"), "gpu_total_gib": oom.get("total_gib"),
+        "settings_hash": settings_hash(values), "settings": json.dumps(values, sort_keys=True, default=str),
+        "start_time": extra.get("start_time"), "end_time": extra.get("end_time"),
+        "file_mtime": extra.get("file_mtime"),
+        "lines": lines, "bytes": sum(int(p.coverage.get("bytes") or 0) for p in parts),
+        "events": sum(int(p.coverage.get("events") or 0) for p in parts), "lines_unrecognised": unrec,
+        "recognised_pct": round(100.0 * (lines - unrec) / lines, 2) if lines else 100.0,
+        "ranks_seen": len({r for p in parts for r in p.ranks}),
+        "decode_tok_s_median": _median(lead.throughput.get("decode_gen_tok_s")),
+    }
+
+
+def ranks_rows(rid: str, node: str | None, file: str, s: RunSummary) -> list[dict[str, Any]]:
+    """One ``ranks`` row per rank of one file's summary."""
+    crashed = set((s.crash or {}).get("ranks") or [])
+    by_rank = s.throughput.get("decode_by_rank") or {}
+    rows = []
+    for rank in s.ranks:
+        mem = s.memory.get(rank, {})
+        seen = s.last_seen.get(rank, {})
+        row: dict[str, Any] = {"run_id": rid, "node": node, "file": file, "rank": rank,
+                               "phase_reached": s.phase_reached.get(rank), "milestone": seen.get("milestone"),
+                               "last_line": seen.get("line"), "last_ts": seen.get("ts"), "crashed": rank in crashed}
+        for name, _ in RANK_FIGURES:
+            v = mem.get(name)
+            row[name] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        stats = by_rank.get(rank)
+        row["decode_tok_s_median"] = _median(stats)
+        row["decode_batches"] = (stats or {}).get("count")
+        rows.append(row)
+    return rows
+
+
+class EventColumns:
+    """Events gathered column by column, for one Parquet row group at a time."""
+
+    def __init__(self, rid: str) -> None:
+        self.rid = rid
+        self.clear()
+
+    def clear(self) -> None:
+        self.cols: dict[str, list[Any]] = {n: [] for n in
+                                           ("node", "file", "line", "end_line", "rank", "ts", "kind",
+                                            *EVENT_NUMBERS, "fields", "text")}
+        self.n = 0
+
+    def add(self, events: Sequence[Event], node: str | None) -> None:
+        c = self.cols
+        for ev in events:
+            d = {k: ev.fields[k] for k in ev.fields} if ev.fields else {}
+            c["node"].append(node)
+            c["file"].append(ev.file)
+            c["line"].append(ev.line)
+            c["end_line"].append(ev.end_line)
+            c["rank"].append(ev.rank)
+            c["ts"].append(ev.ts)
+            c["kind"].append(ev.kind)
+            for n in EVENT_NUMBERS:
+                v = d.get(n)
+                c[n].append(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+            c["fields"].append(json.dumps(d, default=str, ensure_ascii=False) if d else None)
+            c["text"].append(ev.text)
+        self.n += len(events)
+
+    def columns(self) -> dict[str, list[Any]]:
+        return {"run_id": [self.rid] * self.n, **self.cols}
