@@ -1,4 +1,4 @@
-"""Command line: ``logforensics parse | summary | diff | watch | check``.
+"""Command line: ``logforensics parse | summary | diff | watch | check | scan | query | runs | crashes``.
 
 Exit codes are named constants (``outputs``). Errors a user can cause (a missing file, a
 wrong option, a place that cannot be written, a full disk) print one line on stderr and
@@ -256,8 +256,10 @@ FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
 
 
 @main.command()
-@click.argument("baseline", type=click.Path(allow_dash=True))
-@click.argument("failing", type=click.Path(allow_dash=True))
+@click.argument("logs", nargs=-1, required=True, metavar="[BASELINE] FAILING", type=click.Path(allow_dash=True))
+@click.option("--store", "store_dir", type=click.Path(file_okay=False),
+              help="Choose the baseline from this store (see scan): the latest ready run with the same "
+              "model, parallel sizes and settings hash. FAILING is then a log, a run_id or a stored source.")
 @click.option("-o", "--output", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Write the HTML report here.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
@@ -266,19 +268,25 @@ FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
               help="Exit 1 when a finding of this severity (or worse) is raised.")
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
               help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
-def diff(baseline: str, failing: str, html_path: str | None, json_path: str | None, fail_on: str,
-         rules_dirs: tuple[str, ...]) -> None:
+def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, json_path: str | None,
+         fail_on: str, rules_dirs: tuple[str, ...]) -> None:
     """Compare a FAILING run's logs with a BASELINE's and explain what differs and why.
 
     Each run is a file, a directory of per-node (or prefill/decode/router) logs, a
-    quoted glob, or a summary saved with `summary --json` (a .json file). Prints the verdict and the findings with their evidence lines (file:line, rank),
-    and optionally writes an HTML report (-o) and JSON (--json). Exit status: 0 when
-    no finding reaches --fail-on, 1 when one does, 2 on bad usage or unreadable input.
+    quoted glob, or a summary saved with `summary --json` (a .json file). Give BASELINE
+    FAILING, or --store DIR FAILING to take the baseline from a store (the choice is
+    stated first). Prints the verdict and the findings with their evidence lines
+    (file:line, rank), and optionally writes an HTML report (-o) and JSON (--json).
+    Exit status: 0 when no finding reaches --fail-on, 1 when one does, 2 on bad usage
+    or unreadable input.
     """
     from .diagnose.rulespec import RuleError
+    from .fleet.store import StoreError
     from .pipeline import diagnose_runs
 
-    if baseline == "-" and failing == "-":
+    if len(logs) != (1 if store_dir else 2):
+        raise fail("give BASELINE FAILING, or --store DIR FAILING")
+    if logs.count("-") > 1:
         raise fail("only one of BASELINE and FAILING can be '-' (stdin)")
     try:  # before the work: a report that cannot be written is known now
         for path in (html_path, json_path):
@@ -286,15 +294,25 @@ def diff(baseline: str, failing: str, html_path: str | None, json_path: str | No
                 check_writable(path)
     except OutputError as exc:
         raise fail(str(exc)) from None
-    base_run, fail_run = _run([baseline]), _run([failing])
+    chosen = None
     try:
-        with progress_bar(base_run.paths + fail_run.paths) as advance:
-            d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
-    except (InputError, RuleError) as exc:
+        if store_dir:
+            from .fleet.diffstore import diagnose_in_store
+            from .fleet.store import Store
+
+            d, chosen = diagnose_in_store(Store(store_dir), logs[0], rules_dirs)
+        else:
+            base_run, fail_run = _run([logs[0]]), _run([logs[1]])
+            with progress_bar(base_run.paths + fail_run.paths) as advance:
+                d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
+    except (InputError, RuleError, StoreError) as exc:
         raise fail(str(exc)) from None
     to_stdout_json = json_path == "-"
     console = make_console(stderr=True) if to_stdout_json else stdout_console()
     from .render.diff import render_diagnosis
+
+    if chosen:
+        console.print(chosen, markup=False, highlight=False)
 
     # Files first: a closed pipe on the terminal side (| head) must not cost the report.
     written = []
@@ -477,6 +495,130 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
     console.print(Text(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed"))
     if bad:
         raise click.exceptions.Exit(EXIT_FINDINGS)
+
+
+_STORE = click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False),
+                      help="The store directory (written by scan).")
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+                       show_default=True, help="Output format (json: a list of objects).")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False),
+              help="The store directory (created if missing; scanned again, only new and changed files are read).")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: worker processes on this machine; ray: Ray Data tasks on a Ray cluster "
+              "(pip install 'logforensics[ray]').")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Parallel workers (default: the number of CPUs; with --engine ray, the CPUs of a local cluster).")
+@click.option("--ray-address", default=None, help="With --engine ray: the cluster to join (ray.init address, "
+              "e.g. 10.0.0.5:6379 or auto); default: start a local cluster for this scan.")
+@click.option("--group-by", type=click.Choice(["file", "dir"]), default="file", show_default=True,
+              help="file: each log is a run, except per-node files of one directory (node0.log, "
+              "job_nodeN.out), which form one; dir: every directory is one run.")
+@click.option("--no-events", is_flag=True, help="Do not write the events table (smaller store, faster scan).")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="A directory of your own rule files (*.yml), for the findings table.")
+def scan(paths: tuple[str, ...], store_dir: str, engine: str, jobs: int | None, ray_address: str | None,
+         group_by: str, no_events: bool, rules_dirs: tuple[str, ...]) -> None:
+    """Parse every run under PATHS (files or directories of *.log, *.out, *.err) into a Parquet store.
+
+    Tables runs, ranks, findings, events and summaries, in Hive-style partitions that
+    DuckDB, Spark, Trino or pandas read directly (schema: docs/fleet.md). A second scan
+    reads only files that are new or changed (size, mtime, hash of the first 64 KiB) and
+    says how many it skipped. Unreadable files are warned about and skipped.
+    """
+    from .diagnose.rulespec import RuleError
+    from .fleet.engines import EngineError
+    from .fleet.scan import scan as run_scan
+    from .fleet.store import StoreError
+
+    if ray_address and engine != "ray":
+        raise fail("--ray-address goes with --engine ray")
+    with _scan_progress() as (on_plan, on_run):
+        try:
+            r = run_scan(paths, store_dir, engine=engine, jobs=jobs, group_by=group_by, events=not no_events,
+                         ray_address=ray_address, rules_dirs=rules_dirs, on_plan=on_plan, on_run=on_run)
+        except (StoreError, EngineError, RuleError, InputError) as exc:
+            raise fail(str(exc)) from None
+    for line in r.warnings + r.errors:
+        click.echo(f"logforensics: warning: {line}", err=True)
+    click.echo(f"{store_dir}: {r.runs_found} runs in {r.files_found} files; parsed {r.runs_parsed}, "
+               f"skipped {r.runs_skipped} unchanged ({r.files_skipped} files), {len(r.errors)} unreadable; "
+               f"{r.findings} findings")
+    if r.runs_found == 0 or (r.errors and r.runs_parsed == 0 and r.runs_skipped == 0):
+        raise click.exceptions.Exit(EXIT_USAGE)
+
+
+@contextmanager
+def _scan_progress() -> Iterator[tuple[Any, Any]]:
+    """A progress bar over the runs to parse, on stderr when it is a terminal."""
+    err = _stderr()
+    if not err.is_terminal:
+        yield None, None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as prog:
+        task = prog.add_task("scanning", total=None)
+        yield (lambda n: prog.update(task, total=n)), (lambda _run: prog.advance(task))
+
+
+def _rows_out(store_dir: str, sql: str, params: list[Any], fmt: str, title: str | None = None) -> None:
+    from .fleet.query import QueryError, run_sql
+    from .fleet.store import Store, StoreError
+    from .render.rows import write_rows
+
+    try:
+        columns, rows = run_sql(Store(store_dir), sql, params)
+    except (StoreError, QueryError) as exc:
+        raise fail(str(exc)) from None
+    try:
+        write_rows(columns, rows, fmt, sys.stdout, stdout_console() if fmt == "table" else None, title)
+    except BrokenPipeError:
+        _silence_broken_pipe()
+
+
+@main.command()
+@_STORE
+@click.argument("sql")
+@_FORMAT
+def query(store_dir: str, sql: str, fmt: str) -> None:
+    """Run SQL (DuckDB's dialect) over the store's tables: runs, ranks, findings, events, summaries.
+
+    Example: logforensics query --store fleet "SELECT outcome, count(*) FROM runs GROUP BY 1"
+    """
+    _rows_out(store_dir, sql, [], fmt)
+
+
+@main.command()
+@_STORE
+@click.option("--outcome", type=click.Choice(["ready", "crashed", "hung", "incomplete"]), help="Only runs with this outcome.")
+@click.option("--model", help="Only runs whose model contains this text (case-insensitive).")
+@click.option("--version", "version", help="Only runs whose log shows this SGLang version.")
+@_FORMAT
+def runs(store_dir: str, outcome: str | None, model: str | None, version: str | None, fmt: str) -> None:
+    """The runs of a store, latest first: outcome, first rank, crash phase, fingerprint, model, sizes."""
+    from .fleet.query import runs_sql
+
+    sql, params = runs_sql(outcome, model, version)
+    _rows_out(store_dir, sql, params, fmt, "runs")
+
+
+@main.command()
+@_STORE
+@_FORMAT
+def crashes(store_dir: str, fmt: str) -> None:
+    """Crash groups by fingerprint (exception type, innermost SGLang function, phase), most runs first.
+
+    With the number of runs, first and last seen, the SGLang versions and nodes, and
+    the latest run's source.
+    """
+    from .fleet.query import CRASHES_SQL
+
+    _rows_out(store_dir, CRASHES_SQL, [], fmt, "crashes")
 
 
 def _write_text(path: str, text: str) -> None:

@@ -7,8 +7,9 @@ before it. A run whose log names no model has no baseline: nothing says what it 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 KEY = ("model", "tp_size", "dp_size", "pp_size", "ep_size", "settings_hash")
 

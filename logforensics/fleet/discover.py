@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 #: File names taken when walking a directory.
 LOG_SUFFIXES = (".log", ".out", ".err")
@@ -88,11 +88,11 @@ def _group_dir(directory: str, files: list[str], group_by: str) -> list[RunSourc
     groups: dict[str, list[tuple[int, str]]] = defaultdict(list)
     single: list[str] = []
     for f in files:
-        key = _node_key(os.path.basename(f))
-        if key is None:
+        found = _node_key(os.path.basename(f))
+        if found is None:
             single.append(f)
         else:
-            groups[key[0]].append((key[1], f))
+            groups[found[0]].append((found[1], f))
     runs = [RunSource(f, (f,), (None,)) for f in single]
     multi = {k: sorted(v) for k, v in groups.items() if len({n for n, _ in v}) > 1}
     for key, members in groups.items():

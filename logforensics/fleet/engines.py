@@ -6,9 +6,12 @@ results come back as they finish, for the progress bar.
 
 from __future__ import annotations
 
+import logging
+import os
 import pickle
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from .discover import RunSource
 from .parse import ParsedRun, parse_run
@@ -43,6 +46,8 @@ def run_ray(sources: Sequence[RunSource], staging: str | None, jobs: int, addres
     directory, so both must be reachable from every worker (one machine, or a shared
     filesystem); rows come back to this process, which commits the store.
     """
+    if address is None:  # a cluster of this one machine: keep Ray on the loopback address
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
         import ray.data
@@ -51,11 +56,13 @@ def run_ray(sources: Sequence[RunSource], staging: str | None, jobs: int, addres
     started = not ray.is_initialized()
     if started:
         try:
-            ray.init(address=address, num_cpus=None if address else jobs, include_dashboard=False,
-                     log_to_driver=False, logging_level="ERROR", configure_logging=True)
+            ray.init(address=address or "local", num_cpus=None if address else jobs, include_dashboard=False,
+                     log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise EngineError(f"cannot start or reach the Ray cluster{' at ' + address if address else ''}: "
                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    for name in ("ray", "ray.data"):  # the scan prints its own progress and closing line
+        logging.getLogger(name).setLevel(logging.ERROR)
     try:
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False

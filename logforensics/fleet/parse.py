@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,7 +25,6 @@ from ..ingest import blocks
 from ..model.run import RunSummary
 from ..pipeline import InputError, LiveRun
 from .discover import RunSource
-from .fingerprint import fingerprint
 from .rows import EventColumns, parse_ts, ranks_rows, run_id, runs_row, sglang_version
 from .schema import EVENTS
 
@@ -58,13 +58,6 @@ class _FileResult:
     version: str | None = None
 
 
-def with_fingerprint(s: RunSummary) -> RunSummary:
-    """``s`` with ``crash.fingerprint`` set (summaries from before the model set it)."""
-    if s.crash and "fingerprint" not in s.crash:
-        s.crash["fingerprint"] = fingerprint(s.crash)
-    return s
-
-
 def _read_one(path: str, node: str | None, cols: EventColumns | None, writer: Any) -> _FileResult:
     run = LiveRun(path)
     res = _FileResult(node, path, None)  # type: ignore[arg-type]
@@ -86,7 +79,7 @@ def _read_one(path: str, node: str | None, cols: EventColumns | None, writer: An
     for block in blocks(path):
         take(run.feed(block))
     take(run.close())
-    res.summary = with_fingerprint(run.summary())
+    res.summary = run.summary()
     return res
 
 
@@ -104,7 +97,7 @@ def combine(parts: Sequence[_FileResult]) -> tuple[_FileResult, str | None]:
             c = p.summary.crash or {}
             return parse_ts(c.get("ts")) or (p.last_ts if p.summary.outcome == "hung" else None)
         times = [when(p) for p in failed]
-        lead = failed[times.index(min(t for t in times if t))] if all(times) else failed[0]  # type: ignore[type-var]
+        lead = failed[times.index(min(t for t in times if t))] if all(times) else failed[0]
         return lead, lead.node
     ready = [p for p in parts if p.summary.outcome == "ready"]
     return (ready[0] if ready else parts[0]), None

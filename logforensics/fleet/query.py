@@ -7,7 +7,8 @@ so what ``query`` sees is exactly what DuckDB, Spark or Trino see outside the to
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .schema import PARTITION, SCHEMAS, TABLES
 from .store import Store

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..diagnose.facts import EFFECTS
 from ..events import Event
-from ..model import RunSummary
-from .fingerprint import fingerprint
+from ..model.run import RunSummary
 from .schema import EVENT_NUMBERS, RANK_FIGURES
 
 #: Launch-option spellings of each parallel size (server_args first, then the command line).
@@ -108,7 +108,7 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
              parts: Sequence[RunSummary], crash_node: str | None, extra: Mapping[str, Any]) -> dict[str, Any]:
     """The ``runs`` row: ``lead`` decides outcome and crash, ``parts`` (one per file) add up."""
     crash = lead.crash or {}
-    fp = crash.get("fingerprint") or fingerprint(lead.crash) or {}
+    fp = crash.get("fingerprint") or {}
     oom = crash.get("oom") or {}
     first = next((p for p in parts if p.server_args or p.launch_args), lead)
     values = settings(first)

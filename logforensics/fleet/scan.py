@@ -12,9 +12,10 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -46,8 +47,7 @@ class ScanResult:
 
 def summary_from_json(text: str) -> RunSummary:
     """A stored ``summary --json`` object back as a :class:`RunSummary`."""
-    d = json.loads(text)
-    return RunSummary(**{k: d.get(k) for k in RunSummary.__dataclass_fields__})
+    return RunSummary.from_dict(json.loads(text))
 
 
 def _states(src: RunSource, warnings: list[str]) -> dict[str, dict[str, Any]] | None:

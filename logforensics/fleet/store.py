@@ -19,8 +19,9 @@ import glob
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -30,6 +30,7 @@ from ..events import PHASE_OF_KIND, Event
 from . import config, coverage, failures, startup, throughput  # noqa: F401  (register their handlers)
 from .config import Config
 from .coverage import Coverage
+from .fingerprint import fingerprint
 from .failures import Failures
 from .notices import Notices
 from .outcome import judge, milestone_name
@@ -194,7 +195,7 @@ class RunModel:
             outcome_reason=verdict.reason,
             ranks=labels,
             per_rank=per_rank,
-            crash=copy.deepcopy(verdict.crash),
+            crash=_with_fingerprint(copy.deepcopy(verdict.crash)),
             exceptions=[_distinct_view(d, verdict.resolved) for d in self.failures.exceptions],
             hang=copy.deepcopy(verdict.hang),
             ready=dict(t.ready) if t.ready else None,
@@ -241,3 +242,10 @@ def _distinct_view(d: dict[str, Any], resolved: dict[int, dict[str, Any]]) -> di
 
 
 _TABLE = _dispatch_table()
+
+
+def _with_fingerprint(crash: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The crash with its fingerprint (``model.fingerprint``), the same across runs and versions."""
+    if crash is not None:
+        crash["fingerprint"] = fingerprint(crash)
+    return crash

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]+")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.@+-]*/)+[\w.@+-]+")
