@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..diagnose.facts import EFFECTS
+from ..diagnose.settings import EFFECTS
 from ..events import Event
 from ..model.run import RunSummary
 from .schema import EVENT_NUMBERS, RANK_FIGURES
