@@ -52,7 +52,10 @@ def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_stored_run_equals_its_summary(fixture_store: Path) -> None:
     logs = sorted(str(p) for p in FIXTURES.rglob("*.log"))
     runs = table(fixture_store, "runs")
-    assert sorted(r["source"] for r in runs) == logs
+    assert sorted(f for r in runs for f in r["files"]) == logs  # every log in exactly one run
+    assert all(r["source"] == (r["files"][0] if len(r["files"]) == 1 else os.path.dirname(r["files"][0]))
+               for r in runs)
+    assert any(len(r["files"]) > 1 for r in runs)  # the per-node fixtures
     for r in runs:
         s = summary_json(r["source"])
         crash = s["crash"] or {}
@@ -103,9 +106,10 @@ def test_per_node_files_of_one_directory_are_one_run(tmp_path: Path) -> None:
     assert cli("scan", str(tmp_path), "--store", str(store)).returncode == 0
     (run,) = table(store, "runs")
     assert run["source"] == str(job) and list(run["nodes"]) == ["node0", "node1"]
-    node1 = summary_json(str(job / "job_17_node1.out"))
-    assert (run["outcome"], run["crash_node"], run["first_rank"]) == \
-        ("crashed", "node1", node1["crash"]["first_rank"])
+    whole = summary_json(str(job))
+    assert (run["outcome"], run["crash_node"], run["first_rank"], run["fingerprint"]) == \
+        (whole["outcome"], whole["crash"]["node"], whole["crash"]["first_rank"], whole["crash"]["fingerprint"]["id"])
+    assert run["crash_node"] == "node1" and run["outcome"] == "crashed"
     assert {e["node"] for e in table(store, "events")} == {"node0", "node1"}
     by_dir = tmp_path / "store-dir"
     assert cli("scan", str(tmp_path), "--store", str(by_dir), "--group-by", "dir").returncode == 0
@@ -238,5 +242,5 @@ def test_ray_engine_writes_the_same_runs_table(fixture_store: Path, tmp_path: Pa
     def rows(s: Path) -> list[tuple]:
         return duckdb.sql(f"SELECT * EXCLUDE (scan_date) FROM read_parquet('{s}/runs/*/*.parquet', "
                           "hive_partitioning = true) ORDER BY run_id").fetchall()
-    assert rows(store) == rows(fixture_store) and len(rows(store)) == len(list(FIXTURES.rglob("*.log")))
+    assert rows(store) == rows(fixture_store) and len(rows(store)) > 50
     assert "Traceback" not in out.stderr

@@ -12,7 +12,7 @@ from ..pipeline import InputError
 from . import baseline
 from .discover import RunSource
 from .parse import parse_run
-from .scan import lead_summaries, summary_from_json
+from .scan import stored_summaries, summary_from_json
 from .store import Store
 
 
@@ -22,7 +22,7 @@ def _target(store: Store, failing: str) -> tuple[dict[str, Any], Any]:
     path = os.path.abspath(failing)
     row = next((r for r in runs if r["run_id"] == failing or r["source"] == path), None)
     if row is not None and not os.path.isfile(row["source"]):
-        return row, lead_summaries(store, {row["run_id"]})[row["run_id"]]
+        return row, stored_summaries(store, {row["run_id"]})[row["run_id"]]
     if not os.path.isfile(path):
         raise InputError(f"{failing}: neither a run of the store (run_id or source) nor a log file")
     parsed = parse_run(RunSource(path, (path,), (None,)), None)
@@ -36,5 +36,5 @@ def diagnose_in_store(store: Store, failing: str, rules_dirs: Iterable[str] = ()
     rules = load_rules(rules_dirs)
     row, summary = _target(store, failing)
     base = baseline.choose(row, store.read("runs").to_pylist())
-    base_summary = lead_summaries(store, {base["run_id"]}).get(base["run_id"]) if base else None
+    base_summary = stored_summaries(store, {base["run_id"]}).get(base["run_id"]) if base else None
     return evaluate(rules, summary, base_summary), baseline.statement(row, base)

@@ -3,23 +3,19 @@
 A directory's files that name their node (``node0.log`` / ``node1.log``, Slurm's
 ``%x_%j_node$SLURM_NODEID.out``, ``node_rank1.log``) and agree on the rest of their name
 form one run; ``group_by="dir"`` makes every directory one run. A path named on the
-command line is a run whatever its name; inside directories only ``*.log``, ``*.out``
-and ``*.err`` are taken.
+command line is a run whatever its name; inside directories only the names that
+``summary DIR`` reads are taken (``*.log``, ``*.out``, ``*.err``, compressed or not).
+Each run's ``source`` is a path ``summary`` accepts: the file, the directory, or a glob.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-#: File names taken when walking a directory.
-LOG_SUFFIXES = (".log", ".out", ".err")
-
-#: A node number in a file name: ``node1``, ``node_1``, ``node-rank1``, ``node_rank_1``.
-_NODE = re.compile(r"(?<![a-z0-9])node(?:[_-]?rank)?[_-]?(\d+)(?![0-9])", re.IGNORECASE)
+from ..ingest.runset import _NODE, is_log_name, node_from_name
 
 
 @dataclass(frozen=True)
@@ -36,12 +32,6 @@ class RunSource:
     nodes: tuple[str | None, ...]
 
 
-def node_label(name: str) -> str | None:
-    """``node1`` for ``node1.log``, ``job_42_node1.out`` or ``node_rank1.log``; else None."""
-    m = _NODE.search(os.path.basename(name))
-    return f"node{int(m.group(1))}" if m else None
-
-
 def _node_key(name: str) -> tuple[str, int] | None:
     """The name with its node number cut out (what node files of one run share), and the number."""
     m = _NODE.search(name)
@@ -54,7 +44,7 @@ def _walk(path: str) -> Iterable[str]:
     for root, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
-            if name.endswith(LOG_SUFFIXES) and not name.startswith("."):
+            if is_log_name(name):
                 yield os.path.join(root, name)
 
 
@@ -84,7 +74,7 @@ def discover(paths: Iterable[str], group_by: str = "file") -> tuple[list[RunSour
 
 def _group_dir(directory: str, files: list[str], group_by: str) -> list[RunSource]:
     if group_by == "dir":
-        return [RunSource(directory, tuple(files), tuple(node_label(f) for f in files))]
+        return [RunSource(directory, tuple(files), tuple(node_from_name(f) for f in files))]
     groups: dict[str, list[tuple[int, str]]] = defaultdict(list)
     single: list[str] = []
     for f in files:
@@ -97,7 +87,7 @@ def _group_dir(directory: str, files: list[str], group_by: str) -> list[RunSourc
     multi = {k: sorted(v) for k, v in groups.items() if len({n for n, _ in v}) > 1}
     for key, members in groups.items():
         if key not in multi:
-            runs.extend(RunSource(f, (f,), (node_label(f),)) for _, f in members)
+            runs.extend(RunSource(f, (f,), (node_from_name(f),)) for _, f in members)
     for key, members in sorted(multi.items()):
         only_group = not single and len(groups) == 1
         source = directory if only_group else os.path.join(directory, key.replace("#", "*"))

@@ -104,48 +104,46 @@ def _median(stats: Mapping[str, Any] | None) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | None], lead: RunSummary,
-             parts: Sequence[RunSummary], crash_node: str | None, extra: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``runs`` row: ``lead`` decides outcome and crash, ``parts`` (one per file) add up."""
-    crash = lead.crash or {}
+def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | None], s: RunSummary,
+             extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``runs`` row of a run's (combined) summary; ``extra`` holds what the events gave."""
+    crash = s.crash or {}
     fp = crash.get("fingerprint") or {}
     oom = crash.get("oom") or {}
-    first = next((p for p in parts if p.server_args or p.launch_args), lead)
-    values = settings(first)
-    lines = sum(int(p.coverage.get("lines_read") or 0) for p in parts)
-    unrec = sum(int(p.coverage.get("lines_unrecognised") or 0) for p in parts)
+    values = settings(s)
+    cov = s.coverage or {}
     return {
         "run_id": rid, "source": source, "files": list(files), "nodes": [n for n in nodes if n],
-        "outcome": lead.outcome, "outcome_reason": lead.outcome_reason,
+        "outcome": s.outcome, "outcome_reason": s.outcome_reason,
         "first_rank": crash.get("first_rank"), "crash_phase": crash.get("phase"),
         "exception": crash.get("exception"), "fingerprint": fp.get("id"),
         "fingerprint_exception": fp.get("exception"), "fingerprint_function": fp.get("function"),
-        "crash_node": crash_node, "crash_file": crash.get("file"), "crash_line": crash.get("line"),
-        "sglang_version": extra.get("sglang_version"), "model": _arg(first, MODEL_KEYS),
-        **{k: _int(_arg(first, names)) for k, names in PARALLEL.items()},
+        "crash_node": crash.get("node"), "crash_file": crash.get("file"), "crash_line": crash.get("line"),
+        "sglang_version": extra.get("sglang_version"), "model": _arg(s, MODEL_KEYS),
+        **{k: _int(_arg(s, names)) for k, names in PARALLEL.items()},
         "gpu_device": oom.get("device"), "gpu_total_gib": oom.get("total_gib"),
         "settings_hash": settings_hash(values), "settings": json.dumps(values, sort_keys=True, default=str),
         "start_time": extra.get("start_time"), "end_time": extra.get("end_time"),
         "file_mtime": extra.get("file_mtime"),
-        "lines": lines, "bytes": sum(int(p.coverage.get("bytes") or 0) for p in parts),
-        "events": sum(int(p.coverage.get("events") or 0) for p in parts), "lines_unrecognised": unrec,
-        "recognised_pct": round(100.0 * (lines - unrec) / lines, 2) if lines else 100.0,
-        "ranks_seen": len({r for p in parts for r in p.ranks}),
-        "decode_tok_s_median": _median(lead.throughput.get("decode_gen_tok_s")),
+        "lines": cov.get("lines_read"), "bytes": cov.get("bytes"), "events": cov.get("events"),
+        "lines_unrecognised": cov.get("lines_unrecognised"), "recognised_pct": cov.get("recognised_pct"),
+        "ranks_seen": len(s.ranks), "missing_ranks": list(s.missing_ranks),
+        "decode_tok_s_median": _median(s.throughput.get("decode_gen_tok_s")),
     }
 
 
-def ranks_rows(rid: str, node: str | None, file: str, s: RunSummary) -> list[dict[str, Any]]:
-    """One ``ranks`` row per rank of one file's summary."""
+def ranks_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:
+    """One ``ranks`` row per rank of a run's summary, with the rank's node and file."""
     crashed = set((s.crash or {}).get("ranks") or [])
     by_rank = s.throughput.get("decode_by_rank") or {}
     rows = []
     for rank in s.ranks:
         mem = s.memory.get(rank, {})
         seen = s.last_seen.get(rank, {})
-        row: dict[str, Any] = {"run_id": rid, "node": node, "file": file, "rank": rank,
-                               "phase_reached": s.phase_reached.get(rank), "milestone": seen.get("milestone"),
-                               "last_line": seen.get("line"), "last_ts": seen.get("ts"), "crashed": rank in crashed}
+        row: dict[str, Any] = {"run_id": rid, "node": s.rank_nodes.get(rank), "file": seen.get("file") or s.file,
+                               "rank": rank, "phase_reached": s.phase_reached.get(rank),
+                               "milestone": seen.get("milestone"), "last_line": seen.get("line"),
+                               "last_ts": seen.get("ts"), "crashed": rank in crashed}
         for name, _ in RANK_FIGURES:
             v = mem.get(name)
             row[name] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
@@ -169,11 +167,11 @@ class EventColumns:
                                             *EVENT_NUMBERS, "fields", "text")}
         self.n = 0
 
-    def add(self, events: Sequence[Event], node: str | None) -> None:
+    def add(self, events: Sequence[Event]) -> None:
         c = self.cols
         for ev in events:
             d = {k: ev.fields[k] for k in ev.fields} if ev.fields else {}
-            c["node"].append(node)
+            c["node"].append(ev.node)
             c["file"].append(ev.file)
             c["line"].append(ev.line)
             c["end_line"].append(ev.end_line)

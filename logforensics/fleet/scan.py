@@ -142,19 +142,15 @@ def _commit(store: Store, parsed: list[ParsedRun], scan_id: str, rules: Any) -> 
     return len(findings)
 
 
-def lead_summaries(store: Store, run_ids: set[str]) -> dict[str, RunSummary]:
-    """The summary that speaks for each stored run (its failed node's, for a run of several files)."""
+def stored_summaries(store: Store, run_ids: set[str]) -> dict[str, RunSummary]:
+    """The stored summaries of these runs (what ``summary SOURCE --json`` printed at scan time)."""
     import pyarrow.compute as pc
 
     t = store.read("summaries")
     if not t.num_rows or not run_ids:
         return {}
     t = t.filter(pc.is_in(t.column("run_id"), value_set=pa.array(sorted(run_ids), pa.string())))
-    out: dict[str, RunSummary] = {}
-    for r in t.to_pylist():
-        if r.get("lead") or r["run_id"] not in out:
-            out[r["run_id"]] = summary_from_json(r["summary"])
-    return out
+    return {r["run_id"]: summary_from_json(r["summary"]) for r in t.to_pylist()}
 
 
 def findings_for(store: Store, targets: list[dict[str, Any]], rules: Any) -> list[dict[str, Any]]:
@@ -162,7 +158,7 @@ def findings_for(store: Store, targets: list[dict[str, Any]], rules: Any) -> lis
     all_runs = store.read("runs").to_pylist()
     pairs = [(row, baseline.choose(row, all_runs)) for row in targets]
     pairs = [(row, base) for row, base in pairs if base is not None or row["outcome"] != "ready"]
-    summaries = lead_summaries(store, {r["run_id"] for r, _ in pairs} | {b["run_id"] for _, b in pairs if b})
+    summaries = stored_summaries(store, {r["run_id"] for r, _ in pairs} | {b["run_id"] for _, b in pairs if b})
     out = []
     for row, base in pairs:
         failing = summaries.get(row["run_id"])

@@ -33,7 +33,7 @@ RUNS = pa.schema([
     ("settings_hash", _s), ("settings", _s),
     ("start_time", _t), ("end_time", _t), ("file_mtime", _t),
     ("lines", _i), ("bytes", _i), ("events", _i), ("lines_unrecognised", _i), ("recognised_pct", _f),
-    ("ranks_seen", _i), ("decode_tok_s_median", _f),
+    ("ranks_seen", _i), ("missing_ranks", pa.list_(_s)), ("decode_tok_s_median", _f),
 ])
 
 #: Per-rank figures copied from the summary's ``memory`` (GiB, seconds, tokens).
@@ -65,7 +65,7 @@ EVENTS = pa.schema([
     ("kind", _s), *[(n, _f) for n in EVENT_NUMBERS], ("fields", _s), ("text", _s),
 ])
 
-SUMMARIES = pa.schema([("run_id", _s), ("node", _s), ("file", _s), ("lead", _b), ("summary", _s)])
+SUMMARIES = pa.schema([("run_id", _s), ("summary", _s)])
 
 SCHEMAS: dict[str, pa.Schema] = {"runs": RUNS, "ranks": RANKS, "findings": FINDINGS, "events": EVENTS,
                                  "summaries": SUMMARIES}
