@@ -104,9 +104,9 @@ def progress_bar(paths: list[str]) -> Iterator[Any]:
     if not err.is_terminal or total < PROGRESS_MIN_BYTES:
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn(), console=err, transient=True) as prog:
         task = prog.add_task("reading", total=total)
         yield lambda n: prog.advance(task, n)
@@ -558,9 +558,9 @@ def _scan_progress() -> Iterator[tuple[Any, Any]]:
     if not err.is_terminal:
         yield None, None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as prog:
         task = prog.add_task("scanning", total=None)
         yield (lambda n: prog.update(task, total=n)), (lambda _run: prog.advance(task))
