@@ -30,8 +30,8 @@ from ..events import PHASE_OF_KIND, Event
 from . import config, coverage, failures, startup, throughput  # noqa: F401  (register their handlers)
 from .config import Config
 from .coverage import Coverage
-from .fingerprint import fingerprint
 from .failures import Failures
+from .fingerprint import fingerprint
 from .notices import Notices
 from .outcome import judge, milestone_name
 from .rank import MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
