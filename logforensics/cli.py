@@ -187,7 +187,8 @@ def _parse_out(run: RunFiles, fmt: str, output: str, wanted: set[str], advance: 
 
 def _events_or_fail(run: RunFiles, progress: Any = None):
     try:
-        yield from iter_run_events(run, progress=progress)
+        yield from iter_run_events(run, progress=progress,
+                                   warn=lambda path, msg: click.echo(f"logforensics: warning: {path}: {msg}", err=True))
     except InputError as exc:
         raise fail(str(exc)) from None
 

@@ -40,12 +40,15 @@ def summarize_run(run: RunArgs, *, progress: Callable[[int], None] | None = None
     return combine(read_run(files, progress=progress), source=files.source)
 
 
-def iter_run_events(run: RunArgs, *, progress: Callable[[int], None] | None = None) -> Iterator[Event]:
-    """Every event of a run's files, file after file, each labelled with its file's node."""
+def iter_run_events(run: RunArgs, *, progress: Callable[[int], None] | None = None,
+                    warn: Callable[[str, str], None] | None = None) -> Iterator[Event]:
+    """Every event of a run's files, file after file, each labelled with its file's node;
+    ``warn(path, message)`` hears what the opener warns of (input that is not text)."""
     from .ingest.runset import resolve_node
 
     for f in _files(run).files:
-        yield from iter_events(f.path, node=resolve_node(f), progress=progress)
+        yield from iter_events(f.path, node=resolve_node(f), progress=progress,
+                               warn=None if warn is None else (lambda m, p=f.path: warn(p, m)))
 
 
 def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,
@@ -70,10 +73,11 @@ def load_run(path: str | os.PathLike[str], *, progress: Callable[[int], None] | 
 
 
 def iter_events(path: str | os.PathLike[str], *, name: str | None = None,
-                progress: Callable[[int], None] | None = None, node: str | None = None) -> Iterator[Event]:
+                progress: Callable[[int], None] | None = None, node: str | None = None,
+                warn: Callable[[str], None] | None = None) -> Iterator[Event]:
     """Every event of a log, in order (a generator: constant memory)."""
     parser = IncrementalParser(name or os.fspath(path), node=node)
-    for block in blocks(path, progress):
+    for block in blocks(path, progress, warn=warn):
         yield from parser.feed(block)
     yield from parser.close()
 

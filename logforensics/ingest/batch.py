@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 
 from ..read import bulk
-from .files import blocks
+from .files import blocks, is_plain_file, text_warning
 from .live import LiveRun
 from .parallel import read_in_parallel
 
@@ -26,15 +26,19 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
     name = name or os.fspath(path)
     if bulk.available():
         run = LiveRun(name, node=node)
-        for block in blocks(path, progress, BULK_BLOCK_SIZE):
+        for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=run.parser.stats.warnings.append):
             run.feed_bulk(block)
         run.close()
         return run
-    ranges = read_in_parallel(path, name=name, progress=progress, node=node)
+    # A compressed or UTF-16 file is not its text byte for byte: never cut into ranges.
+    ranges = read_in_parallel(path, name=name, progress=progress, node=node) if is_plain_file(path) else None
     if ranges is not None:
+        warning = text_warning(path)
+        if warning:
+            ranges.parser.stats.warnings.append(warning)
         return ranges
     run = LiveRun(name, node=node)
-    for block in blocks(path, progress):
+    for block in blocks(path, progress, warn=run.parser.stats.warnings.append):
         run.feed(block)
     run.close()
     return run
