@@ -39,13 +39,18 @@ def test_ssh_watch_at_speed_survives_killed_sessions(tmp_path: Path, sshd_server
                "-i", str(sshd_server.client_key), "--known-hosts", str(sshd_server.known_hosts),
                "--path", str(log), "--jsonl", "--grace", "1.0"])
     w.wait_for("opened")
-    written, n = 0, 0
+    # generated before the clock starts: the writer only writes, so it keeps the rate on a busy machine
+    blocks, n = [], 0
+    for _ in range(int(RATE * 0.5 * (KILLS + 2)) // BLOCK + 1):
+        block, n = decode_lines(BLOCK, n)
+        blocks.append(block)
+    written = 0
     started = time.monotonic()
     kill_at = [started + 0.5 * (k + 1) for k in range(KILLS)]
     kills = 0
     with log.open("ab") as fh:
-        while kills < KILLS or time.monotonic() < kill_at[-1] + 0.8:
-            block, n = decode_lines(BLOCK, n)
+        while blocks and (kills < KILLS or time.monotonic() < kill_at[-1] + 0.8):
+            block = blocks.pop(0)
             fh.write(block)
             fh.flush()
             written += len(block)
