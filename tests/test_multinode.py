@@ -243,3 +243,38 @@ def test_html_report_groups_timeline_and_memory_by_node(tmp_path: Path) -> None:
     assert "node1 · TP5 ✕" in html and "node0 · TP0" in html
     # each node's ranks stand together on the axis
     assert html.index("node0 · TP3") < html.index("node1 · TP4")
+
+
+def test_kubelet_log_paths_name_their_pod(tmp_path: Path) -> None:
+    from logforensics.ingest.runset import pod_from_path
+
+    assert pod_from_path("/var/log/pods/default_sglang-0-1_0f3c/sglang/0.log") == "sglang-0-1"
+    assert pod_from_path("/var/log/containers/sglang-0_default_sglang-4b1d.log") == "sglang-0"
+    a = tmp_path / "pods" / "ns_lws-0_u1" / "sglang"
+    b = tmp_path / "pods" / "ns_lws-0-1_u2" / "sglang"
+    for d, r in ((a, 0), (b, 1)):
+        d.mkdir(parents=True)
+        (d / "0.log").write_text(f"2026-01-01T10:00:00.1Z stdout F [2026-01-01 10:00:00 TP{r}] Load weight begin. "
+                                 "avail mem=78.50 GB\n")
+    s = summarize_run([str(a / "0.log"), str(b / "0.log")])
+    assert s.rank_nodes == {"TP0": "lws-0", "TP1": "lws-0-1"}
+
+
+def test_node_rank_in_the_text_names_a_file_whose_name_does_not(tmp_path: Path) -> None:
+    for name, rank, extra in (("head.log", 0, "--node-rank 0"), ("worker.log", 1, "--node-rank 1")):
+        (tmp_path / name).write_text(
+            f"python3 -m sglang.launch_server --model-path m --tp 2 --nnodes 2 {extra}\n"
+            f"[2026-01-01 10:00:00 TP{rank}] Load weight begin. avail mem=78.50 GB\n")
+    s = summarize_run(str(tmp_path))
+    assert s.rank_nodes == {"TP0": "node0", "TP1": "node1"}
+    assert sorted(s.nodes) == ["node0", "node1"]
+
+
+def test_a_hang_names_its_node() -> None:
+    wd = ("[rank0]:[E602 10:10:30.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+          "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 "
+          "milliseconds before timing out.\n")
+    a = _part("node0", "[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n" + wd)
+    b = _part("node1", "[2025-06-02 10:00:00 TP1] Load weight begin. avail mem=78.50 GB\n")
+    run = combine([a, b])
+    assert run.outcome == "hung" and run.hang["node"] == "node0" and "node0" in run.outcome_reason

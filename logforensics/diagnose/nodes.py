@@ -113,7 +113,8 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
                            "missing_evidence": [], "waiting": [], "behind": [], "moved": [],
                            "failed_node": None, "order_uncertain": None}
     if missing:
-        notice = (failing.notices.get("server_args") or [None])[0]
+        notices = failing.notices.get("server_args") or []
+        notice = notices[0] if notices else None
         if notice:
             out["missing_evidence"] = [{"file": notice.get("file") or failing.file, "line": notice.get("line"),
                                         "rank": None, "node": notice.get("node"), "text": notice.get("text", "")[:400]}]
@@ -160,7 +161,7 @@ def _node_figure(s: RunSummary, node: str, key: str) -> tuple[float | None, str 
     if not vals:
         return None, None
     v, r = pick(vals)
-    return float(v), r
+    return float(v or 0.0), r
 
 
 def _moved(failing: RunSummary, baseline: RunSummary) -> list[dict[str, Any]]:

@@ -63,6 +63,22 @@ def node_from_name(path: str) -> str | None:
     return f"node{int(m.group(1))}" if m else None
 
 
+#: Kubernetes' own log paths: ``/var/log/pods/NS_POD_UID/CONTAINER/0.log`` and
+#: ``/var/log/containers/POD_NS_CONTAINER-ID.log`` (the CRI format inside).
+_POD_PATHS = (re.compile(r"/pods/[^/_]+_(?P<pod>[^/_]+)_[^/]+/[^/]+/\d+\.log(?:\.\d+)?(?:\.gz)?$"),
+              re.compile(r"/containers/(?P<pod>[^/_]+)_[^/_]+_[^/]+\.log$"))
+
+
+def pod_from_path(path: str) -> str | None:
+    """The pod a kubelet log file belongs to, from its path (the file itself is ``0.log``)."""
+    p = os.path.abspath(path).replace(os.sep, "/")
+    for rx in _POD_PATHS:
+        m = rx.search(p)
+        if m:
+            return m.group("pod")
+    return None
+
+
 def file_stem(path: str) -> str:
     """The file's name without its log and compression suffixes: a pod name, a role."""
     return _STRIP.sub("", os.path.basename(path)) or os.path.basename(path)
@@ -106,7 +122,7 @@ def run_files(args: Sequence[str]) -> RunFiles:
 
 def labelled(paths: Sequence[str]) -> tuple[LogFile, ...]:
     """The files with their node labels, in node order (files that need not exist yet)."""
-    named = [node_from_name(p) for p in paths]
+    named = [node_from_name(p) or pod_from_path(p) for p in paths]
     if len(paths) > 1:
         named = [n or file_stem(p) for n, p in zip(named, paths)]
         named = _unique(named, list(paths))
@@ -163,7 +179,7 @@ def node_summary(live: LiveRun, node: str | None, file: str) -> NodeSummary:
 def resolve_node(f: LogFile) -> str | None:
     """A file's node: from its name, else from its head (:func:`probe_node`), else the
     label ``run_files`` gave it (its name, in a run of several files)."""
-    if f.node and node_from_name(f.path):
+    if f.node and (node_from_name(f.path) or pod_from_path(f.path)):
         return f.node
     return probe_node(f.path) or f.node
 

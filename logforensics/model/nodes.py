@@ -130,15 +130,18 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     with its node and the ranks it lacks."""
     if not parts:
         raise ValueError("a run needs at least one file")
-    labels = [node_label(p.node, p.summary) for p in parts]
+    found = [node_label(p.node, p.summary) for p in parts]
     if len(parts) == 1:
-        p = parts[0]
+        p, only = parts[0], found[0]
         s = p.summary
-        nodes = {labels[0] or "-": _node_entry(p, labels[0])} if (labels[0] or p.role) else {}
-        return replace(s, missing_ranks=missing_ranks(s), nodes=nodes,
-                       rank_nodes={r: p.rank_nodes.get(r) or labels[0] for r in s.ranks if
-                                   p.rank_nodes.get(r) or labels[0]})
-    labels = [lab or f"file{i}" for i, lab in enumerate(labels)]
+        nodes = {only or "-": _node_entry(p, only)} if (only or p.role) else {}
+        rank_nodes: dict[str, str] = {}
+        for r in s.ranks:
+            n = p.rank_nodes.get(r) or only
+            if n:
+                rank_nodes[r] = n
+        return replace(s, missing_ranks=missing_ranks(s), nodes=nodes, rank_nodes=rank_nodes)
+    labels: list[str] = [lab or f"file{i}" for i, lab in enumerate(found)]
     order = sorted(range(len(parts)), key=lambda i: _lead_key(parts[i], labels[i]))
     parts = [parts[i] for i in order]
     labels = [labels[i] for i in order]
@@ -152,7 +155,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
         return f"{labels[i]}:{r}" if count[r] > 1 else r
 
     ranks: list[str] = []
-    rank_nodes: dict[str, str] = {}
+    rank_nodes = {}
     rank_files: dict[str, str] = {}
     per_rank: dict[str, RankRecord] = {}
     exceptions: list[dict[str, Any]] = []
@@ -251,8 +254,8 @@ def _span(s: RunSummary) -> tuple[str | None, str | None]:
         stamps.append(s.crash["ts"])
     if s.ready and s.ready.get("ts"):
         stamps.append(s.ready["ts"])
-    stamps = [t for t in stamps if isinstance(t, str)]
-    return (min(stamps), max(stamps)) if stamps else (None, None)
+    texts = [t for t in stamps if isinstance(t, str)]
+    return (min(texts), max(texts)) if texts else (None, None)
 
 
 def _tag_evidence(mem: dict[str, Any], node: str | None) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def _open(t: Target, ssh: dict[str, Any]) -> tuple[Any, str]:
     if t.host is None:
         from ..sources import LocalFollower
 
-        return LocalFollower(t.path, follow=True), str(t.path)
+        return LocalFollower(t.path or "-", follow=True), str(t.path)
     from ..sources import SSHFollower
 
     follower = SSHFollower(t.host, t.path, user=t.user or ssh.get("user"), port=t.port or ssh.get("port"),
