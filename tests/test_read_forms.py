@@ -295,3 +295,16 @@ def test_library_log_lines_inside_tracebacks_of_every_rank() -> None:
     assert {e.fields["message"] for e in exc} == {"forward() got an unexpected keyword argument 'x'"}
     assert all(e.fields["frames"][0]["code"] == "scheduler.event_loop_normal()" for e in exc)
     assert [e.fields["lib"] for e in evs if e.kind == "lib_log"] == ["aiter"] * 4
+
+
+def test_every_kind_read_from_the_real_fixtures_can_be_selected() -> None:
+    """``parse --kind`` accepts every kind the reader emits, and no structural rule."""
+    from pathlib import Path
+
+    from logforensics.read.kinds import event_kinds
+
+    real = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+    seen = {e.kind for p in sorted(real.glob("*.log")) for e in read(p.read_text(encoding="utf-8", errors="replace"))}
+    assert {"collective_timeout", "collective_failure", "hsa_fault", "device_assert", "ray_dedup"} <= seen
+    assert seen <= event_kinds()
+    assert "line_prefix" not in event_kinds() and "env_notice" not in event_kinds()

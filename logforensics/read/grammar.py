@@ -301,7 +301,7 @@ def _parsers() -> tuple[Lark, Lark]:
 
 
 #: Rule names whose kind differs from the rule name.
-_KIND_RENAME = {"tqdm_bar": "progress", "fh_frame": "tb_frame", "export_env": "env"}
+_KIND_RENAME = {"tqdm_bar": "progress", "fh_frame": "tb_frame", "export_env": "env", "env_notice": "env"}
 
 
 def _tokens(tree: Tree) -> dict[str, list[Token]]:

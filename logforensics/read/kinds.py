@@ -7,10 +7,11 @@ from functools import cache
 #: Grammar rules that structure a record but are never an event's kind.
 _STRUCTURAL = frozenset({
     "record", "fallback", "message", "sglang_message", "prefix", "rank", "rank_only", "gpu_tag", "items",
-    "item", "eq_item", "colon_item", "elapsed_item", "value", "number_value", "warning_head",
+    "item", "eq_item", "colon_item", "elapsed_item", "value", "number_value", "warning_head", "line_prefix",
 })
-#: Kinds made after the grammar: assembled tracebacks and lines it does not know.
-_ASSEMBLED = ("exception", "other", "tb_fragment")
+#: Kinds made after the grammar: assembled tracebacks, lines it does not know, and the kinds
+#: the planner gives a record from its text (a c10d or ``what():`` line that is a timeout).
+_ASSEMBLED = ("exception", "other", "tb_fragment", "collective_timeout", "collective_failure")
 
 
 @cache
