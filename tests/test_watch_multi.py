@@ -109,3 +109,29 @@ def test_watch_two_paths_on_one_host_over_ssh(tmp_path: Path, sshd_server) -> No
     assert _strip(live[f"{host}:{a}"], "file", "node") == _strip(parse_jsonl(a), "file", "node")
     assert _strip(live[f"{host}:{b}"], "file", "node") == _strip(parse_jsonl(b), "file", "node")
     assert all(json.dumps(e).count(f"{host}:node1") for e in live[f"{host}:{b}"])
+
+
+@pytest.mark.ssh
+def test_watch_two_hosts_over_ssh(tmp_path: Path, sshd_server) -> None:
+    """Two host names (127.0.0.1 and localhost) of one loopback sshd, each with its own path."""
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text("")
+    b.write_text("")
+    known = tmp_path / "known_hosts"
+    key = sshd_server.known_hosts_line.split(" ", 1)[1]
+    known.write_text(sshd_server.known_hosts_line + f"[localhost]:{sshd_server.port} {key}")
+    ssh = ["--port", str(sshd_server.port), "--user", sshd_server.user, "-i", str(sshd_server.client_key),
+           "--known-hosts", str(known)]
+    w = Watch(["--host", sshd_server.host, "--path", str(a), "--host", "localhost", "--path", str(b), *ssh,
+               "--jsonl", "--grace", "1.0"])
+    w.wait_for("localhost: opened")
+    w.wait_for(f"{sshd_server.host}: opened")
+    _write_both(a, b)
+    code = w.finish()
+    err = w.err_text()
+    assert code == 1, err
+    assert "crash diagnosed on localhost: torch.OutOfMemoryError on TP3" in err
+    live = _by_file(w.events())
+    assert {e["node"] for e in live[f"localhost:{b}"]} == {"localhost"}
+    assert _strip(live[f"{sshd_server.host}:{a}"], "file", "node") == _strip(parse_jsonl(a), "file", "node")
+    assert _strip(live[f"localhost:{b}"], "file", "node") == _strip(parse_jsonl(b), "file", "node")
