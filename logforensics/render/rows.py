@@ -49,8 +49,8 @@ def write_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str, 
             w.writerow(["" if v is None else (json.dumps(_plain(v), default=str) if isinstance(v, (list, dict))
                                               else _plain(v)) for v in r])
     else:
-        console = console or Console(file=out, highlight=False)
-        table = Table(title=title, box=table_box(console))
+        console = console or Console(file=out, highlight=False, markup=False)
+        table = Table(title=Text(title) if title else None, box=table_box(console))  # a path is data, not markup
         for c in columns:
             table.add_column(c, overflow="fold")
         for r in rows:
