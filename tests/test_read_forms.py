@@ -308,3 +308,11 @@ def test_every_kind_read_from_the_real_fixtures_can_be_selected() -> None:
     assert {"collective_timeout", "collective_failure", "hsa_fault", "device_assert", "ray_dedup"} <= seen
     assert seen <= event_kinds()
     assert "line_prefix" not in event_kinds() and "env_notice" not in event_kinds()
+
+
+def test_literal_caret_m_inside_a_line_is_a_redraw() -> None:
+    """A paste that shows tqdm's carriage returns as ``^M``: each redraw is its own record."""
+    bar = "Capturing batches (bs={bs} avail_mem=11.08 GB):  {p}%|##        | {n}/4 [00:01<00:03,  1.02it/s]"
+    text = "^M".join(bar.format(bs=b, p=p, n=n) for b, p, n in ((8, 25, 1), (4, 50, 2))) + "^M\n"
+    evs = read(text)
+    assert [(e.kind, e.fields["bs"], e.fields["progress"]["n"]) for e in evs] == [("progress", 8, 1), ("progress", 4, 2)]

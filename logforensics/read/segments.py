@@ -65,12 +65,14 @@ _SPLIT_RE = re.compile(
 
 
 def clean(text: str) -> str:
-    """Remove ANSI colour codes and NUL bytes; keep everything else."""
-    return _ANSI_RE.sub("", text)
+    """Remove ANSI colour codes and NUL bytes, and read a literal ``^M`` inside a line as the
+    carriage return it stands for (a tqdm redraw); keep everything else."""
+    text = _ANSI_RE.sub("", text)
+    return text.replace("^M", "\r") if "^M" in text else text
 
 
 def needs_clean(text: str) -> bool:
-    return ("\x1b" in text or "\x00" in text or "^[[" in text or text.endswith("^M")
+    return ("\x1b" in text or "\x00" in text or "^[[" in text or "^M" in text
             or ("m" in text and _BARE_ANSI_RE.search(text) is not None))
 
 
