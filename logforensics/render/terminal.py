@@ -79,6 +79,12 @@ def render_summary(s: RunSummary, console: Console) -> None:
     if s.missing_ranks:
         console.print(f"Ranks missing (server_args call for them; not in this log): {', '.join(s.missing_ranks)}",
                       markup=False, highlight=False)
+    if len(s.nodes) == 1:
+        only = next(iter(s.nodes.values()))
+        if only.get("role"):
+            why = ((only.get("pd") or {}).get("role_evidence") or {}).get("why")
+            console.print(plain(f"Role: {only['role']} server" if only["role"] != "router" else "Role: router")
+                          + plain(f" ({why})" if why else ""))
     if len(s.nodes) > 1:
         for node, info in s.nodes.items():
             role = f" [{info['role']}]" if info.get("role") else ""
