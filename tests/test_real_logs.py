@@ -32,12 +32,7 @@ def _ids(rows: list[dict[str, str]]) -> list[str]:
 
 #: Labels of the second corpus that the records are read for but the run model does not
 #: yet use (strict: a label that starts to pass fails here until its entry is removed).
-PENDING = {
-    ("outcome", "109"): "a collective_failure record (watchdog 'failure detected') does not end the run yet",
-    ("outcome", "121"): "an hsa_fault record does not end the run yet",
-    ("crash", "111"): "a crash after the first served HTTP request is not placed in serving yet",
-    ("crash", "133"): "a frame's source line 'scheduler.event_loop_overlap()' does not place the crash yet",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _rows(test: str) -> list[Any]:

@@ -77,7 +77,7 @@ def on_nccl_version(m: RunModel, ev: Event) -> None:
             m.config.versions.setdefault("cuda", version.split("+cuda")[1])
 
 
-@handles("custom_ar_disabled", "unbalanced_memory", "retract", "max_total_tokens_cap")
+@handles("custom_ar_disabled", "unbalanced_memory", "retract")
 def on_notable(m: RunModel, ev: Event) -> None:
     """Records kept as evidence for the rules, under their own kind."""
     m.notices.add(ev.kind, ev)

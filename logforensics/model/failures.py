@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 from ..events import Event
 from .coverage import shape
 from .phases import phase_of_frames
-from .rank import NO_RANK, draws_bars
+from .rank import NO_RANK, PHASE_INDEX, draws_bars
 from .registry import handles
 
 if TYPE_CHECKING:
     from .run import RunModel
 
 MAX_DISTINCT_EXCEPTIONS = 50
+MAX_HANG_EVENTS = 64
 _PROCTITLE = re.compile(r"sglang::scheduler_((?:[A-Z_]+-?\d+_?)+)")
 #: Texts of a watchdog or collective timeout (a hang, whatever is raised after it).
 HANG_MARKERS = ("Watchdog caught collective operation timeout", "watchdog got stuck",
@@ -34,7 +35,11 @@ class Failures:
     exceptions: list[dict[str, Any]] = field(default_factory=list)
     #: fatal records in order: tracebacks and native crashes
     crash_events: list[dict[str, Any]] = field(default_factory=list)
-    hang_events: list[dict[str, Any]] = field(default_factory=list)
+    hang_events: list[dict[str, Any]] = field(default_factory=list)  # the first MAX_HANG_EVENTS
+    #: every rank any hang record named, in order (dict keys)
+    hang_ranks: dict[str, None] = field(default_factory=dict)
+    #: errors a rank logged without stopping (an OOM message outside a traceback), at most 64
+    errors: list[dict[str, Any]] = field(default_factory=list)
     #: whether a C++ stack frame was seen (only the first one is a crash record)
     cpp_frame_seen: bool = False
 
@@ -73,7 +78,24 @@ class Failures:
         hangs = later.hang_events
         if self.hang_events and hangs and hangs[0].get("kind") == "exception":
             hangs = hangs[1:]
-        self.hang_events.extend(hangs)
+        hangs = [h for h in hangs if h.get("rank") not in self.hang_ranks]
+        self.hang_events.extend(hangs[:max(0, MAX_HANG_EVENTS - len(self.hang_events))])
+        for label in later.hang_ranks:
+            self.hang_ranks[label] = None
+        self.errors.extend(later.errors[:max(0, 64 - len(self.errors))])
+
+
+def add_hang(m: RunModel, rec: dict[str, Any]) -> None:
+    """Keep a hang record: the first one of each rank (and rank-less ones), up to
+    MAX_HANG_EVENTS; every rank named is kept."""
+    fl = m.failures
+    rank = rec.get("rank")
+    if rank in fl.hang_ranks:
+        return  # one record per rank is evidence enough
+    if len(fl.hang_events) < MAX_HANG_EVENTS:
+        fl.hang_events.append(rec)
+    if rank:
+        fl.hang_ranks[rank] = None
 
 
 def is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
@@ -98,9 +120,13 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> st
     t = m.timeline
     key = rank or (NO_RANK if set(t.ranks) == {NO_RANK} else None)
     r = t.ranks.get(key) if key is not None else None
+    bar = t.last_bar() if rank is None or draws_bars(rank) else None
     if r is not None and r.phase:
         if rank is None:  # "a single-rank run" may be false given ranks seen before us
             m.needs_context("the phase of a rank-less crash in a single-rank run")
+        if bar is not None and bar[1]["line"] > r.phase_line and PHASE_INDEX[bar[0]] > PHASE_INDEX[r.phase]:
+            m.needs_context("the phase of a crash, from the progress bar printed last")
+            return bar[0]  # the bar this rank drew after its last phase line places it
         return r.phase
     # Without a rank of its own in this model: the rank's phase or the furthest phase
     # of the whole log decide, and records before us may change either; unless the
@@ -141,7 +167,7 @@ def on_exception(m: RunModel, ev: Event) -> None:
     fl = m.failures
     fl.add_distinct(record, m)
     if is_hang_consequence(record) and not fl.hang_events:
-        fl.hang_events.append(_brief(record))
+        add_hang(m, _brief(record))
     fl.crash_events.append(record)
     if rank is not None:
         r = m.timeline.rank(rank)
@@ -159,10 +185,34 @@ def _native_crash(m: RunModel, ev: Event, rank: str | None, message: str | None,
     m.failures.crash_events.append(rec)
 
 
-@handles("cpp_abort", "cpp_terminate")
-def on_cpp_abort(m: RunModel, ev: Event) -> None:
-    _native_crash(m, ev, ev.rank, ev.fields.get("message"))
+#: Records that end the rank that printed them without a Python exception, and what
+#: each says happened (the record's own ``message`` field, when it has one, follows).
+NATIVE_FATAL = {
+    "cpp_abort": "C++ abort",
+    "cpp_terminate": "C++ terminate",
+    "cpp_what": "C++ exception",
+    "device_assert": "CUDA device-side assertion",
+    "hsa_fault": "GPU memory access fault (HSA)",
+    "cann_error": "Ascend CANN error",
+    "collective_failure": "collective failure detected by the watchdog",
+}
+
+
+@handles(*NATIVE_FATAL)
+def on_native_fatal(m: RunModel, ev: Event) -> None:
+    """A native failure: the rank that printed it stopped. An HSA fault's ``node-N`` is an
+    agent number, not a rank; torch's ``[rankN]`` before a c10d record is a global rank."""
+    f = ev.fields
+    rank = ev.rank
+    if rank is None and ev.kind == "collective_failure":
+        rank = c10d_rank(f.get("head") or {})
+    what = NATIVE_FATAL[ev.kind]
+    detail = f.get("message") or f.get("assertion") or f.get("code")
+    _native_crash(m, ev, rank, f"{what}: {detail}" if detail and ev.kind != "cpp_abort" else (detail or what),
+                  native_kind=ev.kind)
     m.notices.add("native_abort", ev)
+    if ev.kind == "collective_failure":
+        m.notices.add("c10d", ev)
 
 
 @handles("cpp_frame")
@@ -176,30 +226,44 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
     m.notices.add("cpp_frame", ev)
 
 
-@handles("sigquit", "subprocess_crashed", "tb_fragment")
+@handles("sigquit", "subprocess_crashed", "tb_fragment", "child_failed", "scheduler_died")
 def on_failure_notice(m: RunModel, ev: Event) -> None:
-    """Records that say something failed without saying what: kept as evidence."""
+    """Records that say a process failed without saying how (the parent noticing a dead
+    child, torn traceback text): kept as evidence; the outcome reads them."""
     m.notices.add(ev.kind, ev)
+
+
+@handles("oom_message")
+def on_oom_message(m: RunModel, ev: Event) -> None:
+    """An out-of-memory message outside a traceback (``Failed to initialize X: CUDA out of
+    memory. ...``): the code that printed it may have caught the error, so it does not end
+    the rank; it is kept, with its figures decomposed, as an error the rank logged."""
+    f = ev.fields
+    if len(m.failures.errors) < 64:
+        m.failures.errors.append({"file": ev.file, "line": ev.line, "end_line": ev.end_line, "rank": ev.rank,
+                                  "ts": ev.ts, "text": ev.text, "kind": "oom_message", "what": f.get("what"),
+                                  "message": f.get("message"), "oom": f.get("oom")})
+    m.notices.add("oom_message", ev)
 
 
 def c10d_rank(head: dict[str, Any]) -> str | None:
     return f"rank{head['global_rank']}" if "global_rank" in head else None
 
 
-@handles("c10d_log", "collective_timeout", "collective_failure")  # torch watchdog and store timeouts
+@handles("c10d_log", "collective_timeout")  # torch watchdog and store timeouts
 def on_c10d_log(m: RunModel, ev: Event) -> None:
+    """A watchdog or collective timeout is a hang, whatever is raised after it."""
     msg = ev.fields.get("message") or ""
     head = ev.fields.get("head") or {}
-    if any(mk in msg for mk in HANG_MARKERS):
-        m.failures.hang_events.append({"file": ev.file, "line": ev.line, "rank": c10d_rank(head),
-                                       "text": ev.text, "kind": "nccl_watchdog"})
+    if ev.kind == "collective_timeout" or any(mk in msg for mk in HANG_MARKERS):
+        add_hang(m, {"file": ev.file, "line": ev.line, "rank": c10d_rank(head), "text": ev.text,
+                     "kind": "nccl_watchdog"})
     m.notices.add("c10d", ev)
 
 
 @handles("watchdog_timeout")
 def on_watchdog_timeout(m: RunModel, ev: Event) -> None:
-    m.failures.hang_events.append({"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text,
-                                   "kind": "sglang_watchdog"})
+    add_hang(m, {"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text, "kind": "sglang_watchdog"})
 
 
 __all__ = ["Failures", "draws_bars"]

@@ -159,6 +159,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     rank_files: dict[str, str] = {}
     per_rank: dict[str, RankRecord] = {}
     exceptions: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
     notices: dict[str, list[dict[str, Any]]] = {}
     warnings: list[str] = []
     for i, p in enumerate(parts):
@@ -171,6 +172,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             rec = s.per_rank.get(r) or RankRecord(label=r)
             per_rank[k] = replace(rec, label=k, last_seen=dict(rec.last_seen, node=rank_nodes[k], file=p.file),
                                   memory=_tag_evidence(rec.memory, rank_nodes[k]) if rec.memory else {})
+        errors.extend(dict(e, node=labels[i]) for e in s.errors)
         for e in s.exceptions:
             exceptions.append(dict(e, node=labels[i], ranks=[key(i, r) if r else r for r in e.get("ranks", [])]))
         for kind, items in s.notices.items():
@@ -191,6 +193,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
         per_rank=per_rank,
         crash=crash,
         exceptions=exceptions,
+        errors=errors,
         hang=hang,
         ready=ready,
         throughput=max(parts, key=lambda p: p.summary.throughput.get("decode_gen_tok_s", {}).get("count", 0)

@@ -2,12 +2,13 @@
 
 Outcome rules (the first that applies, judged on the whole log):
 
-* ``crashed``: a fatal error after the last time the server was ready: a traceback
-  (``Scheduler hit an exception`` and kin, or a bare one), a C++ abort, a
-  ``Fatal Python error``, or the parent's ``sigquit`` notice; unless the only fatal
-  errors are the consequence of a hang (below);
-* ``hung``: evidence of a hang: an NCCL/c10d watchdog timeout, SGLang's own watchdog
-  timeout, or a scheduler that gave no sign of life while others died waiting for it;
+* ``crashed``: a fatal record after the last time the server was ready, on a rank that
+  did not go on after it: a traceback (``Scheduler hit an exception`` and kin, a bare
+  one, one cut in its header), a native failure (C++ abort, device-side assertion, HSA
+  fault, CANN error, a collective failure), a ``Fatal Python error``, or the parent's
+  notice that a child died; unless the only fatal records are the consequence of a hang;
+* ``hung``: evidence of a hang: an NCCL/c10d watchdog or store timeout, SGLang's own
+  watchdog timeout, or a scheduler that gave no sign of life while others died waiting;
 * ``ready``: ``The server is fired up and ready to roll!`` or served batches;
 * ``incomplete``: none of these; the log just stops.
 
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from .run import RunModel
 
 _TP = re.compile(r"TP\d+")
+_TORCH_RANK = re.compile(r"rank\d+")
+#: Notices of the parent process that a scheduler child died.
+PARENT_NOTICES = ("sigquit", "child_failed", "scheduler_died", "subprocess_crashed")
 
 
 @dataclass(frozen=True)
@@ -42,14 +46,19 @@ class Verdict:
     hang: dict[str, Any] | None
     #: id(original crash record) -> its copy with rank and phase resolved
     resolved: dict[int, dict[str, Any]]
+    #: errors ranks logged and went on after (not crashes), in line order
+    errors: list[dict[str, Any]]
 
 
 def judge(m: RunModel) -> Verdict:
     t, fl = m.timeline, m.failures
     ready_line = t.last_serving_line if (t.ready or t.last_serving_line) else 0
-    fatal_src = [c for c in fl.crash_events if c["line"] > ready_line or not ready_line]
+    after = [c for c in fl.crash_events if c["line"] > ready_line or not ready_line]
+    fatal_src = [c for c in after if not _went_on(m, c)]
     fatal = [dict(c) for c in fatal_src]
     resolved = {id(src): c for src, c in zip(fatal_src, fatal)}
+    errors = [_error_view(c) for c in fl.crash_events if _went_on(m, c)] + [dict(e) for e in fl.errors]
+    errors.sort(key=lambda e: e["line"])
     fragments = [n for n in m.notices.get("tb_fragment", []) if n["line"] > ready_line]
     if fragments and not fatal:
         fatal = [_garbled_crash(m, fragments)]
@@ -58,29 +67,67 @@ def judge(m: RunModel) -> Verdict:
         if c["phase"] is None and c.get("exception"):
             twin = next((d for d in fatal if d["phase"] and d.get("exception") == c["exception"]), None)
             c["phase"] = twin["phase"] if twin else None
-    sigquits = [n for n in m.notices.get("sigquit", []) if n["line"] > ready_line]
+    # the parent noticing a dead child: evidence of a crash, though not of what or where
+    sigquits = sorted((n for key in PARENT_NOTICES for n in m.notices.get(key, []) if n["line"] > ready_line),
+                      key=lambda n: n["line"])
     hang = None
     if fl.hang_events:
-        evidence = [dict(h, rank=_global_rank_label(m, h.get("rank"))) for h in fl.hang_events[:16]]
+        evidence = [dict(h, rank=global_rank_label(m, h.get("rank"))) for h in fl.hang_events[:16]]
+        named = {global_rank_label(m, r) for r in fl.hang_ranks}
         hang = {"evidence": evidence, "first_line": fl.hang_events[0]["line"],
-                "ranks": sorted({h["rank"] for h in evidence if h.get("rank")}, key=rank_sort_key),
+                "ranks": sorted((r for r in named if r), key=rank_sort_key),
                 "silent_ranks": silent_ranks(m)}
     crash = _crash(m, fatal, sigquits) if (fatal or sigquits) else None
     first_hang = fl.hang_events[0]["line"] if fl.hang_events else None
     if hang and (not fatal or all(is_hang_consequence(c, first_hang) for c in fatal)):
-        return Verdict("hung", "hang evidence: " + fl.hang_events[0]["text"][:160], crash, hang, resolved)
+        return Verdict("hung", "hang evidence: " + fl.hang_events[0]["text"][:160], crash, hang, resolved, errors)
     if crash:
-        first = crash.get("exception") or ("native abort" if crash.get("native") else "sigquit")
         where = f" on {crash['first_rank']}" if crash.get("first_rank") else ""
-        return Verdict("crashed", f"{first}{where} at line {crash['line']}", crash, hang, resolved)
+        return Verdict("crashed", f"{what_failed(crash)}{where} at line {crash['line']}", crash, hang, resolved,
+                       errors)
     if hang:
-        return Verdict("hung", "hang evidence: " + fl.hang_events[0]["text"][:160], None, hang, resolved)
+        return Verdict("hung", "hang evidence: " + fl.hang_events[0]["text"][:160], None, hang, resolved, errors)
     if t.ready:
-        return Verdict("ready", f"server ready at line {t.ready['line']}", None, None, resolved)
+        return Verdict("ready", f"server ready at line {t.ready['line']}", None, None, resolved, errors)
     if t.last_serving_line:
-        return Verdict("ready", f"served batches (last at line {t.last_serving_line})", None, None, resolved)
+        return Verdict("ready", f"served batches (last at line {t.last_serving_line})", None, None, resolved,
+                       errors)
     return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure",
-                   None, None, resolved)
+                   None, None, resolved, errors)
+
+
+def what_failed(crash: dict[str, Any]) -> str:
+    """The crash in a few words, saying only what the log shows: the exception, the native
+    failure, or that the traceback's exception is not in this log."""
+    if crash.get("exception"):
+        return str(crash["exception"])
+    if crash.get("native"):
+        return str(crash.get("message") or "native abort")[:160]
+    if crash.get("garbled"):
+        return "a traceback torn by concurrent writers (exception unreadable)"
+    if crash.get("source") is not None or crash.get("frames") or crash.get("count"):
+        return "a traceback whose exception is not in this log (cut)"
+    return "a child process failed (the parent says so; what failed is not in this log)"
+
+
+def _went_on(m: RunModel, rec: dict[str, Any]) -> bool:
+    """A record of an error after which its own rank printed records of its course (a
+    phase line, a served batch): the rank logged the error and went on, so it did not stop.
+    Later means a later stamp when both have one: wrappers that merge several processes'
+    output (Ray's de-duplication) print a rank's earlier lines after its traceback."""
+    rank = rec.get("rank")
+    r = m.timeline.ranks.get(rank) if rank is not None else None
+    if r is None or r.course_line <= (rec.get("end_line") or rec["line"]):
+        return False
+    if r.course_ts and rec.get("ts"):
+        return r.course_ts > rec["ts"]
+    return True
+
+
+def _error_view(rec: dict[str, Any]) -> dict[str, Any]:
+    return {"file": rec["file"], "line": rec["line"], "end_line": rec.get("end_line"), "rank": rec["rank"],
+            "ts": rec.get("ts"), "text": rec["text"], "kind": "exception" if not rec.get("native") else "native",
+            "exception": rec.get("exception"), "message": rec.get("message"), "oom": rec.get("oom")}
 
 
 def resolve(m: RunModel, records: list[dict[str, Any]]) -> None:
@@ -89,10 +136,15 @@ def resolve(m: RunModel, records: list[dict[str, Any]]) -> None:
     tp_labels = any(_TP.fullmatch(k) for k in labels)
     # a log whose only records of a scheduler are progress bars is a single-rank run too
     single = set(labels) == {NO_RANK} or (not labels and bool(m.timeline.bars))
-    unranked_native = [c for c in records if c.get("native") and c["rank"] is None]
-    labelled = sorted((k for k in labels if k != NO_RANK), key=rank_sort_key)
+    # an HSA fault's node or a device assertion names no rank: only aborts are counted per rank
+    unranked_native = [c for c in records if c.get("native") and c["rank"] is None
+                       and c.get("native_kind") in (None, "cpp_abort", "cpp_terminate", "cpp_what")]
+    labelled = named_ranks(m)
     for c in records:
         if c["rank"] is not None:
+            mapped = global_rank_label(m, c["rank"])  # torch's [rankN] is TPN in a pure-TP run
+            if mapped != c["rank"]:
+                c["rank"], c["rank_inferred_from"] = mapped, "torch_global_rank"
             continue
         oom = c.get("oom")
         rank = _rank_of_gpu(m, oom["gpu"], records) if oom and oom.get("gpu") is not None and tp_labels else None
@@ -191,13 +243,21 @@ def silent_ranks(m: RunModel) -> list[str]:
     return sorted((k for k, v in reached.items() if v < top), key=rank_sort_key)
 
 
-def _global_rank_label(m: RunModel, head_rank: str | None) -> str | None:
+def global_rank_label(m: RunModel, head_rank: str | None) -> str | None:
     """c10d's ``[rankN]`` is the global rank: TP rank N in a pure-TP run."""
     ranks = m.timeline.ranks
-    if head_rank and head_rank.startswith("rank") and any(_TP.fullmatch(k) for k in ranks) and \
-            all(_TP.fullmatch(k) for k in ranks if k != NO_RANK):
+    if head_rank and _TORCH_RANK.fullmatch(head_rank) and any(_TP.fullmatch(k) for k in ranks) and \
+            all(_TP.fullmatch(k) or _TORCH_RANK.fullmatch(k) for k in ranks if k != NO_RANK):
         return "TP" + head_rank[4:]
     return head_rank
+
+
+def named_ranks(m: RunModel) -> list[str]:
+    """The ranks the log names, in rank order: ``-`` (nothing named) is not one of them, nor
+    is torch's ``rankN`` when the log names TP ranks (it is TPN, or cannot be told apart)."""
+    ranks = m.timeline.ranks
+    tp = any(_TP.fullmatch(k) for k in ranks)
+    return sorted((k for k in ranks if k != NO_RANK and not (tp and _TORCH_RANK.fullmatch(k))), key=rank_sort_key)
 
 
 def milestone_name(index: int) -> str | None:

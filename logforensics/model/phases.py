@@ -38,7 +38,7 @@ def phase_of_frames(frames: Sequence[Mapping[str, Any]]) -> str | None:
         for name in [frame.get("func") or "", *_CALL.findall(frame.get("code") or "")]:
             phase = table.get(name)
             if phase == "serving":
-                serving = serving or name == (frame.get("func") or "")
+                serving = True
             elif phase:
                 return phase
     return "serving" if serving else None

@@ -52,6 +52,9 @@ class RankState:
     milestone: int = -1
     #: line of the last record that placed this rank in its phase
     phase_line: int = 0
+    #: line and stamp of the last record of the rank's own course (a phase line, a batch)
+    course_line: int = 0
+    course_ts: str | None = None
 
     def touch(self, line: int, ts: str | None, text: str) -> None:
         """The rank printed a record: it was alive at ``line``."""
@@ -71,7 +74,9 @@ class RankState:
         info["last_line"] = line
         info["last_ts"] = ts
         self.phase = phase
-        self.phase_line = line
+        self.phase_line = self.course_line = line
+        if ts:
+            self.course_ts = ts
 
     def evidence_of(self, key: str, file: str | None, line: int, rank: str | None, text: str) -> None:
         self.evidence[key] = {"file": file, "line": line, "rank": rank, "text": text}
@@ -81,6 +86,10 @@ class RankState:
         if later.phase is not None:  # the phase is the last one entered
             self.phase = later.phase
             self.phase_line = later.phase_line
+        if later.course_line:
+            self.course_line = later.course_line
+        if later.course_ts is not None:
+            self.course_ts = later.course_ts
         for phase, info in later.phases.items():  # first seen kept, last seen taken
             kept = self.phases.get(phase)
             if kept is None:

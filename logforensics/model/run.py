@@ -33,7 +33,7 @@ from .coverage import Coverage
 from .failures import Failures
 from .fingerprint import fingerprint
 from .notices import Notices
-from .outcome import judge, milestone_name
+from .outcome import judge, milestone_name, named_ranks
 from .rank import MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
 from .registry import HANDLERS, Handler
 from .startup import Timeline
@@ -175,10 +175,9 @@ class RunModel:
         that taking changes nothing in the model."""
         verdict = judge(self)
         t = self.timeline
-        labels = sorted((k for k in t.ranks if k != NO_RANK), key=rank_sort_key)
-        if NO_RANK in t.ranks and (not labels or t.ranks[NO_RANK].phase):
-            labels = [NO_RANK] if not labels else labels + [NO_RANK]
-        elif not labels and t.bars:
+        # "-" is a rank only when the log names none: then it is the single scheduler
+        labels = named_ranks(self)
+        if not labels and (NO_RANK in t.ranks or t.bars):
             labels = [NO_RANK]
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
         for rec in self.failures.crash_events:  # a traceback can place a rank further than its log lines did
@@ -198,6 +197,7 @@ class RunModel:
             crash=_with_fingerprint(copy.deepcopy(verdict.crash)),
             exceptions=[_distinct_view(d, verdict.resolved) for d in self.failures.exceptions],
             hang=copy.deepcopy(verdict.hang),
+            errors=copy.deepcopy(verdict.errors),
             ready=dict(t.ready) if t.ready else None,
             throughput=self.throughput.to_dict(),
             server_args=copy.deepcopy(c.server_args),

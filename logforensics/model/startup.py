@@ -219,6 +219,25 @@ def on_server_ready(m: RunModel, ev: Event) -> None:
                                             "last_line": ev.line, "last_ts": ev.ts})
 
 
+@handles("http_access")
+def on_http_access(m: RunModel, ev: Event) -> None:
+    """A request the HTTP server answered. SGLang starts its HTTP server only once every
+    scheduler is ready, so the run is past start-up (warm-up requests count as serving)."""
+    t = m.timeline
+    if t.global_phase != "serving":
+        t.reach("serving")
+
+
+@handles("max_total_tokens_cap")
+def on_max_total_tokens_cap(m: RunModel, ev: Event) -> None:
+    """``max_total_tokens=N is larger than the profiled value P``: P is the KV pool size
+    SGLang's formula gave (``init_memory_pool``), which may be zero or negative."""
+    r = m.timeline.rank(ev.rank)
+    _put(r.memory, "profiled_max_tokens", ev.fields.get("profiled_tokens"))
+    _evidence(r, "max_total_tokens_cap", ev)
+    m.notices.add("max_total_tokens_cap", ev)
+
+
 def phase_kinds() -> dict[str, str]:
     """Kinds that place their rank in a phase (``events.PHASE_OF_KIND``)."""
     return PHASE_OF_KIND

@@ -2,7 +2,8 @@
 
 A week-long serving log has millions of decode records; the run model must not keep
 them. :class:`Sketch` keeps a log-bucketed histogram (1% relative error, like
-DDSketch) for quantiles; :class:`Series` keeps a time series downsampled to a fixed
+DDSketch) for quantiles, and the values themselves while they are few (exact quantiles
+of a short excerpt); :class:`Series` keeps a time series downsampled to a fixed
 number of points by averaging neighbours.
 
 Both can be merged, so that byte ranges of one log summarised in separate processes
@@ -32,6 +33,8 @@ _BATCH = 2048
 #: The compiled loop over a batch, or None (see ``_scan.sketch_batch``): the same extremes,
 #: zero count, buckets and exact sum as the Python code in ``_flush``.
 _sketch_batch = compiled_sketch_batch()
+#: Up to this many values a sketch keeps them all, and its quantiles are exact.
+EXACT_LIMIT = 1024
 _Y = itemgetter(1)
 
 
@@ -61,7 +64,7 @@ class Sketch:
     costs a fraction of doing it value by value on the hot path of a serving log.
     """
 
-    __slots__ = ("count", "min", "max", "zeros", "buckets", "_terms", "_pending")
+    __slots__ = ("count", "min", "max", "zeros", "buckets", "_terms", "_pending", "_exact")
 
     def __init__(self) -> None:
         self.count = 0  # bucketed values; see size for all of them
@@ -71,6 +74,9 @@ class Sketch:
         self.buckets: Counter[int] = Counter()
         self._terms: list[float] = []  # the exact sum of the bucketed values
         self._pending: list[float] = []
+        #: every value, while there are at most EXACT_LIMIT: quantiles of a short series are
+        #: then values the log printed (a bucket's midpoint, clamped, read as the maximum)
+        self._exact: list[float] | None = []
 
     def add(self, x: float) -> None:
         pending = self._pending
@@ -96,6 +102,8 @@ class Sketch:
             return
         self._pending = []
         self.count += len(vals)
+        if self._exact is not None:
+            self._exact = self._exact + vals if self.count <= EXACT_LIMIT else None
         got = None if _sketch_batch is None else _sketch_batch(vals, _INV_LOG_GAMMA, self.buckets)
         if got is not None:
             lo, hi, zeros, partials = got
@@ -121,6 +129,10 @@ class Sketch:
         self._flush()
         other._flush()
         self.count += other.count
+        if self._exact is not None and other._exact is not None and self.count <= EXACT_LIMIT:
+            self._exact = self._exact + other._exact
+        else:
+            self._exact = None
         self.min = min(self.min, other.min)
         self.max = max(self.max, other.max)
         self.zeros += other.zeros
@@ -132,6 +144,8 @@ class Sketch:
         if not self.count:
             return None
         rank = q * (self.count - 1)
+        if self._exact is not None:  # the value at that rank, as the buckets would pick it
+            return sorted(self._exact)[int(rank)]
         seen = self.zeros
         if rank < seen:
             return 0.0

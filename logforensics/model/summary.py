@@ -16,10 +16,12 @@ from typing import Any
 
 #: The JSON keys of a summary, in the order ``summary --json`` prints them.
 JSON_KEYS = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "phases", "last_seen", "progress",
-             "crash", "exceptions", "hang", "ready", "memory", "throughput", "server_args", "server_args_form",
+             "crash", "exceptions", "errors", "hang", "ready", "memory", "throughput", "server_args", "server_args_form",
              "launch_command", "launch_args", "env", "versions", "notices", "coverage", "warnings",
              "nodes", "rank_nodes", "missing_ranks")
 _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
+#: Keys a summary saved by an earlier version may lack.
+_OPTIONAL = ("errors",)
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 
 
@@ -55,6 +57,9 @@ class RunSummary:
     per_rank: dict[str, RankRecord]
     crash: dict[str, Any] | None
     exceptions: list[dict[str, Any]]
+    #: errors ranks logged and went on after: an OOM message outside a traceback, a
+    #: traceback after which its rank printed more of its course
+    errors: list[dict[str, Any]]
     hang: dict[str, Any] | None
     ready: dict[str, Any] | None
     throughput: dict[str, Any]
@@ -103,7 +108,7 @@ class RunSummary:
         """A summary from its JSON form, as ``to_dict`` (``summary --json``) wrote it."""
         if not isinstance(data, Mapping):
             raise SummaryFormatError("not a run summary: the JSON is not an object")
-        missing = [k for k in JSON_KEYS[:-3] if k not in data]  # the node keys came later: optional
+        missing = [k for k in JSON_KEYS[:-3] if k not in data and k not in _OPTIONAL]
         if missing:
             raise SummaryFormatError("not a run summary (`summary --json`): missing " + ", ".join(missing[:5]))
         if data["outcome"] not in OUTCOMES:
@@ -116,4 +121,5 @@ class RunSummary:
             for label in data["ranks"]
         }
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        values.setdefault("errors", [])
         return cls(per_rank=per_rank, **values)

@@ -1,0 +1,134 @@
+"""What a run's outcome may say, on logs built from real SGLang text.
+
+Each case is text from a real log (the excerpts of fixtures/real, or lines quoted from
+real logs that are not in this repository), cut where pastes are cut. The outcome must
+rest on what the lines show: a cut traceback's exception is not in the log, a watchdog
+timeout is a hang, a rank that went on after an error did not crash, a rank is named
+only when a line names it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logforensics.ingest import LiveRun
+from logforensics.model.run import RunSummary
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+
+
+def summarize(text: str) -> RunSummary:
+    run = LiveRun("case.log")
+    run.feed(text.encode())
+    run.close()
+    return run.summary()
+
+
+def test_a_traceback_cut_in_its_header_is_a_crash_whose_exception_is_not_in_the_log() -> None:
+    s = summarize("[TP2 PP0] Scheduler hit an exception: Traceback (m\n")
+    assert s.outcome == "crashed"
+    assert s.crash is not None and s.crash["first_rank"] == "TP2 PP0" and s.crash["exception"] is None
+    assert "not in this log" in s.outcome_reason and "sigquit" not in s.outcome_reason
+
+
+@pytest.mark.parametrize("path", sorted(REAL.glob("*.log")), ids=lambda p: p.name[:3])
+def test_no_crash_is_called_sigquit_unless_the_log_has_one(path: Path) -> None:
+    from logforensics import summarize_file
+
+    s = summarize_file(path)
+    if "sigquit" in s.outcome_reason.lower():
+        assert s.notices.get("sigquit"), s.outcome_reason
+
+
+C10D_PREFIXED_ABORTS = (  # 019's lines, with the [rankN]: prefix torch puts on each rank's stderr
+    "[19:01:01 TP0] Init nccl begin.\n"
+    "[19:01:01 TP1] Init nccl begin.\n"
+    "[rank0]: Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:307 'peer access is not supported between "
+    "these two devices'\n"
+    "[rank1]: Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:307 'peer access is not supported between "
+    "these two devices'\n"
+)
+
+
+def test_native_aborts_under_torch_rank_prefixes_name_their_tp_ranks_and_phase() -> None:
+    s = summarize(C10D_PREFIXED_ABORTS)
+    assert s.outcome == "crashed"
+    assert s.crash is not None and s.crash["ranks"] == ["TP0", "TP1"]
+    assert s.crash["phase"] == "init_distributed"
+    assert s.ranks == ["TP0", "TP1"]  # torch's rank0/rank1 are these ranks, not two more
+
+
+def test_torch_rank_prefixes_alone_are_the_ranks() -> None:
+    s = summarize(C10D_PREFIXED_ABORTS.split("\n", 2)[2])
+    assert s.crash is not None and s.crash["ranks"] == ["rank0", "rank1"]
+
+
+OVERLAP_THREAD = (
+    "[2025-04-11 15:03:19 TP0] TpModelWorkerClient hit an exception: Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/tp_worker_overlap_thread.py", line 112, '
+    "in forward_thread_func\n"
+    "    self.forward_thread_func_()\n"
+)
+
+
+def test_the_overlap_threads_forward_loop_is_serving() -> None:
+    s = summarize(OVERLAP_THREAD)
+    assert s.crash is not None and s.crash["phase"] == "serving"
+
+
+def test_an_oom_message_outside_a_traceback_is_an_error_not_a_crash() -> None:
+    s = summarize("[TP1] Failed to initialize lk_moe: CUDA out of memory. Tried to allocate 24.00 MiB\n")
+    assert s.outcome != "crashed" and s.crash is None
+    assert [(e["rank"], e["kind"]) for e in s.errors] == [("TP1", "oom_message")]
+    assert s.errors[0]["oom"]["tried_gib"] == pytest.approx(24 / 1024)
+
+
+WENT_ON = (
+    "[2026-03-02 08:41:17 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2651, in run_scheduler_process\n'
+    "    scheduler.event_loop_overlap()\n"
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    "[2026-03-02 08:41:18 TP0] Decode batch, #running-req: 9, #token: 30879, token usage: 0.02, cuda graph: True, "
+    "gen throughput (token/s): 893.49, #queue-req: 0\n"
+)
+
+
+def test_a_rank_that_went_on_after_its_traceback_did_not_crash() -> None:
+    s = summarize(WENT_ON)
+    assert s.outcome == "ready" and s.crash is None
+    assert [(e["rank"], e["exception"]) for e in s.errors] == [("TP0", "RuntimeError")]
+    stopped = summarize(WENT_ON.rsplit("[2026", 1)[0])
+    assert stopped.outcome == "crashed" and not stopped.errors
+
+
+def test_a_repeat_of_an_earlier_line_is_not_a_sign_of_life() -> None:
+    """Ray prints a de-duplicated line after a traceback with its original stamp."""
+    s = summarize(WENT_ON.rsplit("[2026", 1)[0]
+                  + "[2026-03-02 08:41:17 TP0] Init torch distributed begin. [repeated 3x across cluster]\n")
+    assert s.outcome == "crashed" and not s.errors
+
+
+NEGATIVE_PROFILE = "".join(
+    f"[2025-03-01 14:03:07 DP{i} TP0] max_total_tokens=100000 is larger than the profiled value -561981. "
+    "Use the profiled value instead.\n" for i in range(8))
+
+
+def test_a_negative_profiled_kv_budget_places_every_rank_and_is_kept() -> None:
+    s = summarize(NEGATIVE_PROFILE)
+    assert s.phase_reached == {f"DP{i} TP0": "kv_cache_alloc" for i in range(8)}
+    assert {m["profiled_max_tokens"] for m in s.memory.values()} == {-561981}
+
+
+def test_a_watchdog_timeout_is_a_hang() -> None:
+    s = summarize((REAL / "101-2node-dp-attn-mtp-pyspy-dump-watchdog-timeout-exit-131.log").read_text())
+    assert s.outcome == "hung" and s.hang is not None and s.hang["ranks"] == ["DP0 TP1"]
+
+
+def test_the_median_of_a_few_values_is_one_of_them() -> None:
+    from logforensics.model.stats import Sketch
+
+    sk = Sketch()
+    sk.extend([445.01, 446.45, 445.73])
+    assert sk.to_dict()["median"] == 445.73 and sk.to_dict()["max"] == 446.45
