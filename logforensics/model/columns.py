@@ -28,6 +28,9 @@ from .run import RunModel
 from .stats import Sketch
 
 DECODE, PREFILL, PASSIVE = 1, 2, 3
+#: Kinds with a handler that :meth:`ColumnFeed.apply` replays from counts: an answered
+#: HTTP request places the run in serving (``startup.on_http_access``).
+REPLAYED = frozenset({"http_access"})
 #: Value slots of the scanner, per kind and field (slot 0 is also kept in line order).
 SLOTS: dict[str, dict[str, int]] = {
     "decode_batch": {"gen_throughput_tok_s": 0, "accept_len": 1, "running_req": 2},
@@ -49,6 +52,8 @@ def class_of(plan: Plan) -> int | None:
         return DECODE
     if kind == "prefill_batch":
         return PREFILL
+    if kind in REPLAYED:
+        return PASSIVE
     if kind in HANDLERS or kind in PHASE_OF_KIND:
         return None
     return PASSIVE
@@ -107,6 +112,8 @@ class ColumnFeed:
         kc = cov.kind_counts
         for code, c in counts:
             kc[kinds[code]] += c
+            if kinds[code] in REPLAYED and m.timeline.global_phase != "serving":
+                m.timeline.reach("serving")
         m.last_line = first_line + n - 1
         touch: dict[str, tuple[int, int, int, int]] = {}
         serving: dict[str, tuple[int, int, int, int]] = {}
@@ -138,7 +145,9 @@ class ColumnFeed:
                 info["last_line"] = line
                 info["last_ts"] = stamp(start, end, plan)[1]
                 r.phase = "serving"
-                r.phase_line = line
+                r.phase_line = r.course_line = line
+                if info["last_ts"]:
+                    r.course_ts = info["last_ts"]
             timeline.last_serving_line = last
             timeline.reach("serving")
         t = m.throughput
