@@ -132,3 +132,16 @@ def test_the_median_of_a_few_values_is_one_of_them() -> None:
     sk = Sketch()
     sk.extend([445.01, 446.45, 445.73])
     assert sk.to_dict()["median"] == 445.73 and sk.to_dict()["max"] == 446.45
+
+
+def test_a_non_positive_kv_budget_is_a_finding_of_its_own() -> None:
+    from logforensics.diagnose.engine import evaluate
+    from logforensics.diagnose.rulespec import load_rules
+
+    rules = load_rules([])
+    found = evaluate(rules, summarize(NEGATIVE_PROFILE), None).findings
+    mem05 = [f for f in found if f.rule == "MEM05"]
+    assert mem05 and "cannot start" in mem05[0].title and "-561981" in mem05[0].title
+    assert len(mem05[0].evidence) == 8
+    positive = NEGATIVE_PROFILE.replace("-561981", "171552")
+    assert not [f for f in evaluate(rules, summarize(positive), None).findings if f.rule == "MEM05"]

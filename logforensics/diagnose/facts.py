@@ -19,6 +19,7 @@ from ..model.run import RunSummary
 from .alignment import Alignment, alignment
 from .budget import Advice, Budget, Capture, advice, budget, capture
 from .crash import CrashFacts, HangFacts, crash_facts, hang_facts, same_crash
+from .kvbudget import KVBudgetFacts, kv_budget_facts
 from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
 from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, setup
@@ -342,6 +343,8 @@ class Facts:
     novel_evidence: tuple[Evidence, ...]
     hang: HangFacts
     unbalanced: Unbalanced
+    #: A KV pool of zero tokens or fewer: this launch cannot start (MEM05).
+    kv_budget: KVBudgetFacts
     nodes: NodeFacts
     pd: PDFacts
 
@@ -374,6 +377,7 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
         novel_evidence=tuple(ev(failing, n.first_line, n.rank, n.example) for n in novel if n.first_line)[:6],
         hang=hang_facts(failing),
         unbalanced=unbalanced(failing),
+        kv_budget=kv_budget_facts(failing, fb),
         nodes=node_facts(failing, baseline),
         pd=pd_facts(failing),
     )
