@@ -316,3 +316,19 @@ def test_literal_caret_m_inside_a_line_is_a_redraw() -> None:
     text = "^M".join(bar.format(bs=b, p=p, n=n) for b, p, n in ((8, 25, 1), (4, 50, 2))) + "^M\n"
     evs = read(text)
     assert [(e.kind, e.fields["bs"], e.fields["progress"]["n"]) for e in evs] == [("progress", 8, 1), ("progress", 4, 2)]
+
+
+def test_summary_says_how_many_lines_ray_left_out() -> None:
+    """Each ``[repeated Nx across cluster]`` stands for N - 1 lines that are not in the file."""
+    import re
+    from pathlib import Path
+
+    from logforensics import summarize_file
+
+    path = next((Path(__file__).resolve().parent.parent / "fixtures" / "real").glob("125-*.log"))
+    marks = re.findall(r"\[repeated (\d+)x across cluster\]", path.read_text(encoding="utf-8"))
+    assert marks
+    summary = summarize_file(path)
+    dropped = sum(int(n) - 1 for n in marks)
+    assert summary.coverage["lines_dropped_by_dedup"] == dropped
+    assert any(f"left out {dropped} lines" in w for w in summary.warnings)

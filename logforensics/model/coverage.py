@@ -40,6 +40,8 @@ class Coverage:
     last_other_line: int = 0
     #: shape -> [count, first line, example, {rank: None} (ordered, the first line's rank first, at most 64)]
     unknown_shapes: dict[str, list[Any]] = field(default_factory=dict)
+    #: lines Ray's log de-duplication left out ("[repeated 3x across cluster]": 2 more like it)
+    dedup_dropped: int = 0
 
     def merge_problem(self, later: Coverage) -> str | None:
         new = sum(1 for s in later.unknown_shapes if s not in self.unknown_shapes)
@@ -52,6 +54,7 @@ class Coverage:
         self.events += later.events
         self.kind_counts.update(later.kind_counts)
         self.other_lines += later.other_lines  # a part starts at a line start: no line is in both
+        self.dedup_dropped += later.dedup_dropped
         self.last_other_line = later.last_other_line or self.last_other_line
         for key, (count, first, example, ranks) in later.unknown_shapes.items():
             entry = self.unknown_shapes.get(key)
@@ -63,6 +66,13 @@ class Coverage:
                 if len(entry[3]) >= 64:
                     break
                 entry[3][label] = None
+
+    def warnings(self) -> list[str]:
+        """What the reader of the summary must know about lines that are not in the log."""
+        if not self.dedup_dropped:
+            return []
+        return [f"Ray's log de-duplication left out {self.dedup_dropped} lines ('[repeated Nx across "
+                "cluster]'): counts, rates and per-rank records may be short"]
 
     def to_dict(self, stats: Any, last_line: int) -> dict[str, Any]:
         lines = getattr(stats, "lines", last_line) or last_line
@@ -85,7 +95,14 @@ class Coverage:
             "decode_errors": getattr(stats, "decode_errors", 0),
             "unterminated_last_line": getattr(stats, "unterminated_last_line", False),
             "bytes": getattr(stats, "bytes", None),
+            "lines_dropped_by_dedup": self.dedup_dropped,
         }
+
+
+@handles("ray_dedup")
+def on_ray_dedup(m: RunModel, ev: Event) -> None:
+    """Ray printed one line for N alike: N - 1 lines of the cluster are not in this log."""
+    m.coverage.dedup_dropped += max(int(ev.fields.get("count") or 1) - 1, 0)
 
 
 @handles("other")

@@ -208,7 +208,7 @@ class RunModel:
             versions=dict(c.versions),
             notices={k: [dict(n) for n in v] for k, v in self.notices.items()},
             coverage=self.coverage.to_dict(stats, self.last_line),
-            warnings=list(getattr(stats, "warnings", []) or []),
+            warnings=list(getattr(stats, "warnings", []) or []) + self.coverage.warnings(),
         )
 
     def _rank_record(self, label: str, reached: str | None, drawer: str | None) -> RankRecord:
