@@ -209,7 +209,7 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
     kind = compression_of(_peek(fh, 8))
     if kind is not None:
         try:
-            fh = io.BufferedReader(_Decompressed(fh, kind))  # type: ignore[arg-type]
+            fh = io.BufferedReader(_Decompressed(fh, kind))
         except ImportError:
             fh.close()
             raise InputError(f"{p}: {kind}-compressed; install zstandard to read it") from None
@@ -218,7 +218,7 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
         if head.startswith(bom):
             fh.read(len(bom))
             if encoding != "utf-8":
-                fh = io.BufferedReader(_Transcoded(fh, encoding))  # type: ignore[arg-type]
+                fh = io.BufferedReader(_Transcoded(fh, encoding))
             break
     return fh
 
