@@ -46,6 +46,8 @@ def run_ray(sources: Sequence[RunSource], staging: str | None, jobs: int, addres
     directory, so both must be reachable from every worker (one machine, or a shared
     filesystem); rows come back to this process, which commits the store.
     """
+    if not sources:  # nothing to parse: no cluster to start or join
+        return
     if address is None:  # a cluster of this one machine: keep Ray on the loopback address
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
@@ -69,8 +71,6 @@ def run_ray(sources: Sequence[RunSource], staging: str | None, jobs: int, addres
         ctx.print_on_execution_start = False
         items = [{"source": s.source, "files": list(s.files), "nodes": list(s.nodes), "staging": staging or ""}
                  for s in sources]
-        if not items:
-            return
         ds = ray.data.from_items(items, override_num_blocks=len(items)).map(_ray_task)
         for row in ds.iter_rows():
             yield pickle.loads(row["result"])
