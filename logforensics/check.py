@@ -239,4 +239,4 @@ def junit_xml(outcomes: list[Outcome]) -> str:
         elif o.status not in ("ok", "updated"):
             msg = f"{o.status}: {o.changes[0]}" if o.changes else o.status
             ET.SubElement(tc, "failure", message=msg).text = "\n".join(o.changes)
-    return ET.tostring(ET.ElementTree(suite).getroot(), encoding="unicode", xml_declaration=True)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True)

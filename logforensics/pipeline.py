@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from .diagnose.engine import Diagnosis, evaluate
@@ -48,7 +49,7 @@ def iter_run_events(run: RunArgs, *, progress: Callable[[int], None] | None = No
 
     for f in _files(run).files:
         yield from iter_events(f.path, node=resolve_node(f), progress=progress,
-                               warn=None if warn is None else (lambda m, p=f.path: warn(p, m)))
+                               warn=None if warn is None else partial(warn, f.path))
 
 
 def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,

@@ -195,9 +195,10 @@ def _get_attr(obj: Any, name: str) -> Any:
             return obj.get(name)
         except Exception:
             return None
-    if isinstance(obj, type) or name.startswith("_") or name not in _exposed_fields(type(obj)):
+    if isinstance(obj, type) or name.startswith("_"):
         return None
-    return getattr(obj, name, None)
+    cls: type = type(obj)
+    return getattr(obj, name, None) if name in _exposed_fields(cls) else None
 
 
 def _get_item(obj: Any, key: Any) -> Any:
@@ -577,7 +578,8 @@ def _describe_terminals(names: Collection[str]) -> str:
 
 def _syntax_error(text: str, exc: LarkError) -> ExprError:
     if isinstance(exc, UnexpectedCharacters):
-        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
+        pos = exc.pos_in_stream
+        char = text[pos] if pos is not None and pos < len(text) else ""
         what = "unterminated string" if char in ("'", '"') else f"unexpected character {char!r}"
         return ExprError(what, exc.column, line=exc.line)
     if isinstance(exc, UnexpectedEOF) or (
@@ -636,10 +638,12 @@ class _Compiler:
         }
 
     def build(self, t: Tree | Token) -> Node:
-        rule = self.rules.get(str(t.data)) if isinstance(t, Tree) else None
-        if rule is None:  # the grammar and this table disagree
-            raise _error(f"unsupported construct {str(getattr(t, 'data', t))!r}", _where_of(t))
-        return rule(t)
+        if isinstance(t, Tree):
+            rule = self.rules.get(str(t.data))
+            if rule is not None:
+                return rule(t)
+        # the grammar and this table disagree
+        raise _error(f"unsupported construct {str(getattr(t, 'data', t))!r}", _where_of(t))
 
     # literals and names
     def _number(self, t: Tree) -> Node:
@@ -694,13 +698,13 @@ class _Compiler:
                 if name in _RESERVED:
                     raise _reserved_error(name, where)
                 self._check_name(name, where, "attribute")
-                steps.append(((lambda v, env, name=name: _get_attr(v, name)), where))
+                steps.append((_attr_step(name), where))
                 if path is not None:
                     path.append(name)
             else:
                 key_tree = tr.children[0]
                 key = self.build(key_tree)
-                steps.append(((lambda v, env, key=key: _get_item(v, key(env))), where))
+                steps.append((_item_step(key), where))
                 if path is not None:
                     literal = _unquote(key_tree.children[0]) if key_tree.data == "string" else None
                     if literal is not None and _KEY_PATH_RE.fullmatch(literal):
@@ -853,7 +857,17 @@ _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 
 
-def _unquote(tok: Token) -> str:
+def _attr_step(name: str) -> Callable[[Any, Env], Any]:
+    return lambda v, env: _get_attr(v, name)
+
+
+def _item_step(key: Node) -> Callable[[Any, Env], Any]:
+    return lambda v, env: _get_item(v, key(env))
+
+
+def _unquote(tok: Tree | Token) -> str:
+    if not isinstance(tok, Token):  # the grammar makes a string literal one terminal
+        raise _error("expected a string literal", _where_of(tok))
     body, out, i = str(tok)[1:-1], [], 0
     while i < len(body):
         ch = body[i]

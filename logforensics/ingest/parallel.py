@@ -71,7 +71,7 @@ _FINE_SERIES_POINTS = 4096
 class RangeResult(NamedTuple):
     """What a worker returns for one byte range."""
 
-    index: int
+    range_index: int
     model: RunModel
     stats: ParseStats
     decode_errors: int

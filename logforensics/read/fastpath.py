@@ -24,6 +24,8 @@ built inline, without a function call per line.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..events import Event
 from .assemble import TRACEBACK_OPENERS
 from .grammar import Fields, Plan, build_event, plan_record
@@ -110,18 +112,21 @@ class LineClassifier:
         append = out.append
         openers = False
         line = first - 1
-        stamp = converted = None  # the last stamp read: neighbouring lines often share it
+        stamp: str | None = None  # the last stamp read: neighbouring lines often share it
+        converted: Any = None
         for key, text in zip(keys, texts):
             line += 1
             plan = plain(key)
             if plan is not None:  # build_event, inlined
-                rank, ts = plan.rank_slice, plan.ts_slice
-                if ts is not None:
-                    ts = text[ts]
-                    if ts == stamp:  # the conversion depends on the stamp's text only
+                rank, at = plan.rank_slice, plan.ts_slice
+                if at is None:
+                    ts = None
+                else:
+                    cut = text[at]
+                    if cut == stamp:  # the conversion depends on the stamp's text only
                         ts = converted
                     else:
-                        stamp, ts = ts, plan.ts_conv(ts)
+                        stamp, ts = cut, plan.ts_conv(cut)
                         converted = ts
                 append(new(Event, (plan.kind, line, None if rank is None else text[rank], ts,
                                    new(Fields, (plan, text)), text, file, None, node)))

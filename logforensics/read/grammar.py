@@ -12,10 +12,11 @@ way of producing values and cannot disagree on them.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from functools import cache
-from operator import call, itemgetter, methodcaller
+from operator import itemgetter, methodcaller
 from typing import Any
 
 from lark import Lark, Token, Tree
@@ -23,6 +24,12 @@ from lark.exceptions import LarkError
 
 from ..events import Event
 from .plan_fatal import FatalPlanning
+
+if sys.version_info >= (3, 11):
+    from operator import call
+else:  # operator.call is new in 3.11
+    def call(obj: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return obj(*args, **kwargs)
 
 Conv = Callable[[str], Any]
 
@@ -198,7 +205,7 @@ def _no_stamp(_: str) -> None:
 try:  # the C accessor namedtuple uses: reads a tuple slot without calling __getitem__
     from _collections import _tuplegetter
 except ImportError:  # pragma: no cover - other Pythons
-    def _tuplegetter(index: int, doc: str) -> Any:  # type: ignore[misc]
+    def _tuplegetter(index: int, doc: str) -> Any:
         return property(lambda self: tuple.__getitem__(self, index), doc=doc)
 
 
@@ -214,10 +221,11 @@ class Fields(tuple):
     """
 
     __slots__ = ()
-    _plan: Plan = _tuplegetter(0, "the record's plan")  # type: ignore[assignment]
-    _text: str = _tuplegetter(1, "the record's text")  # type: ignore[assignment]
+    _plan: Plan = _tuplegetter(0, "the record's plan")
+    _text: str = _tuplegetter(1, "the record's text")
 
-    def __getitem__(self, key: str) -> Any:
+    # A tuple only so that it is built in C; it reads as a Mapping, keyed by field name.
+    def __getitem__(self, key: str) -> Any:  # type: ignore[override]
         where, conv = self._plan.spec[key]
         return conv if where is None else conv(self._text[where])
 
@@ -313,6 +321,28 @@ def _tokens(tree: Tree) -> dict[str, list[Token]]:
     return out
 
 
+def _token(node: Tree | Token) -> Token:
+    """A child the grammar makes a terminal; a subtree there is a handler bug, raised, not read as ``other``."""
+    if not isinstance(node, Token):
+        raise TypeError(f"expected a terminal, got rule {node.data!r}")
+    return node
+
+
+def _tree(node: Tree | Token) -> Tree:
+    """A child the grammar makes a rule; a terminal there is a handler bug, raised, not read as ``other``."""
+    if not isinstance(node, Tree):
+        raise TypeError(f"expected a rule, got terminal {node.type!r}")
+    return node
+
+
+def _span(tok: Token) -> tuple[int, int]:
+    """A token's offsets in the record (the lexer always sets them; Lark types them optional)."""
+    start, end = tok.start_pos, tok.end_pos
+    if start is None or end is None:
+        raise TypeError(f"terminal {tok.type!r} without a position")
+    return start, end
+
+
 class _Planner(FatalPlanning):
     """Turns one parse tree into a Plan (token spans, converters, constants).
 
@@ -331,7 +361,7 @@ class _Planner(FatalPlanning):
 
     def add(self, name: str, tok: Token, conv: Conv) -> None:
         # A repeated key keeps its first value: SGLang never repeats one on purpose.
-        self.add_span(name, tok.start_pos, tok.end_pos, conv)
+        self.add_span(name, *_span(tok), conv)
 
     def add_span(self, name: str, start: int, end: int, conv: Conv) -> None:
         if any(f[0] == name for f in self.fields) or name in self.const:
@@ -365,16 +395,16 @@ class _Planner(FatalPlanning):
         if name == "prefix":
             for child in tree.children:
                 if isinstance(child, Token) and child.type in ("STAMP", "CUT_STAMP"):
-                    self.ts = (child.start_pos, child.end_pos)
+                    self.ts = _span(child)
                 elif isinstance(child, Token) and child.type == "CUT_RANK":
-                    self.rank = (child.start_pos, child.end_pos)
+                    self.rank = _span(child)
                 elif isinstance(child, Tree) and child.children:
-                    tok = child.children[0]
-                    self.rank = (tok.start_pos, tok.end_pos)
+                    tok = _token(child.children[0])
+                    self.rank = _span(tok)
             return
         if name == "gpu_tag":  # "[gpu_id=0]": the label is the text inside the brackets
-            tok = tree.children[0]
-            self.rank = (tok.start_pos + 1, tok.end_pos - 1)
+            start, end = _span(_token(tree.children[0]))
+            self.rank = (start + 1, end - 1)
             return
         self.kind = _KIND_RENAME.get(name, name)
         handler = getattr(self, "on_" + name, None)
@@ -403,9 +433,9 @@ class _Planner(FatalPlanning):
 
     def item(self, tree: Tree) -> None:
         if tree.data == "elapsed_item":
-            self.add("elapsed_s", tree.children[0], _to_float)
+            self.add("elapsed_s", _token(tree.children[0]), _to_float)
             return
-        key_tok = tree.children[0]
+        key_tok = _token(tree.children[0])
         if any(ch.isdigit() for ch in key_tok):
             self.memo_ok = False
         if len(tree.children) == 3:  # "key: before -> after"
@@ -416,7 +446,7 @@ class _Planner(FatalPlanning):
 
     def value(self, key: str, value: Tree | Token, suffix: str = "") -> None:
         if isinstance(value, Tree):  # number_value: SIGNED UNIT?
-            num = value.children[0]
+            num = _token(value.children[0])
             unit = str(value.children[1]).strip() if len(value.children) > 1 else None
             self.add(field_name(key, unit) + suffix, num, _to_float if unit else _number_conv(num))
             return
@@ -432,7 +462,7 @@ class _Planner(FatalPlanning):
 
     def to_end(self, name: str, tok: Token) -> None:
         """A field from ``tok`` to the end of the record."""
-        self.add_span(name, tok.start_pos, self.length, _to_strip)
+        self.add_span(name, _span(tok)[0], self.length, _to_strip)
 
     # -- records with their own shape ---------------------------------------------------
     def on_capture_begin(self, tree: Tree) -> None:
@@ -448,7 +478,7 @@ class _Planner(FatalPlanning):
     on_capture_end = on_capture_begin
 
     def on_capture_bs(self, tree: Tree) -> None:
-        head, lst = tree.children[0], tree.children[-1]
+        head, lst = _token(tree.children[0]), _token(tree.children[-1])
         self.add("num_tokens" if "num tokens" in head else "bs", lst, _to_list)
 
     def on_kv_cache_alloc(self, tree: Tree) -> None:
@@ -523,7 +553,7 @@ class _Planner(FatalPlanning):
         self.generic(tree)
 
     def on_graph_disabled(self, tree: Tree) -> None:
-        head, reason = tree.children[0], tree.children[1]
+        head, reason = _token(tree.children[0]), _token(tree.children[1])
         self.add("graph", head, _word(1))
         self.add("reason", reason, _to_strip)
 
@@ -544,8 +574,8 @@ class _Planner(FatalPlanning):
                 self.item(child)
 
     def on_max_total_tokens_cap(self, tree: Tree) -> None:
-        self.add("max_total_tokens", tree.children[0], _to_int)
-        self.add("profiled_tokens", tree.children[1], _to_int)
+        self.add("max_total_tokens", _token(tree.children[0]), _to_int)
+        self.add("profiled_tokens", _token(tree.children[1]), _to_int)
 
     def on_decode_batch(self, tree: Tree) -> None:
         for tok in _tokens(tree).get("ITER", ()):
@@ -561,12 +591,12 @@ class _Planner(FatalPlanning):
         self.generic(tree)
 
     def on_retract(self, tree: Tree) -> None:
-        if tree.children[0].startswith("Testing"):
+        if _token(tree.children[0]).startswith("Testing"):
             self.const["testing"] = True
         self.generic(tree)
 
     def on_pool_leak(self, tree: Tree) -> None:
-        for child in tree.children:
+        for child in map(_tree, tree.children):
             if child.data == "warning_head":
                 self.warning_head(child)
             else:  # leak_message
@@ -575,11 +605,11 @@ class _Planner(FatalPlanning):
                 self.generic(child)
 
     def on_py_warning(self, tree: Tree) -> None:
-        self.warning_head(tree.children[0])
+        self.warning_head(_tree(tree.children[0]))
         self.generic(tree)
 
     def warning_head(self, tree: Tree) -> None:
-        path, lineno, category = tree.children
+        path, lineno, category = map(_token, tree.children)
         self.add("path", path, _to_str)
         self.add("lineno", lineno, _to_int)
         self.add("category", category, _to_str)
@@ -592,14 +622,14 @@ class _Planner(FatalPlanning):
                 self.const["header_cut"] = True  # the paste ends inside "Traceback (most recent call last):"
 
     def on_exc_line(self, tree: Tree) -> None:
-        self.add("exception", tree.children[0], _to_str)
+        self.add("exception", _token(tree.children[0]), _to_str)
         if len(tree.children) > 1:
-            self.add("message", tree.children[1], _to_strip)
+            self.add("message", _token(tree.children[1]), _to_strip)
 
     def on_tb_frame(self, tree: Tree) -> None:
-        self.add("path", tree.children[1], _to_str)
-        self.add("lineno", tree.children[2], _to_int)
-        self.add("func", tree.children[3], _to_strip)
+        self.add("path", _token(tree.children[1]), _to_str)
+        self.add("lineno", _token(tree.children[2]), _to_int)
+        self.add("func", _token(tree.children[3]), _to_strip)
 
     on_fh_frame = on_tb_frame
 
@@ -643,24 +673,24 @@ class _Planner(FatalPlanning):
         self.to_end("message", toks["CURRENT_DEVICE"][0])
 
     def on_level_message(self, tree: Tree) -> None:
-        self.add("level", tree.children[0], _to_str)
-        self.add("source_loc", tree.children[1], _to_str)
+        self.add("level", _token(tree.children[0]), _to_str)
+        self.add("source_loc", _token(tree.children[1]), _to_str)
         if len(tree.children) > 2:
-            self.add("message", tree.children[2], _to_strip)
+            self.add("message", _token(tree.children[2]), _to_strip)
 
     def on_nccl_version(self, tree: Tree) -> None:
-        self.add("version", tree.children[0], _to_str)
+        self.add("version", _token(tree.children[0]), _to_str)
 
     on_nccl_version_native = on_nccl_version
 
     def on_custom_ar_disabled(self, tree: Tree) -> None:
-        self.add("component", tree.children[0], _before(" is disabled"))
-        self.add("reason", tree.children[1], _to_strip)
+        self.add("component", _token(tree.children[0]), _before(" is disabled"))
+        self.add("reason", _token(tree.children[1]), _to_strip)
 
     def on_c10d_log(self, tree: Tree) -> None:
-        self.add("head", tree.children[0], _c10d_head)  # "[rank1]:" is head["global_rank"], not the record's rank
+        self.add("head", _token(tree.children[0]), _c10d_head)  # "[rank1]:" is head["global_rank"], not the record's rank
         if len(tree.children) > 1:
-            self._collective_or("c10d_log", tree.children[1])
+            self._collective_or("c10d_log", _token(tree.children[1]))
 
     def on_nccl_debug(self, tree: Tree) -> None:
         toks = _tokens(tree)
@@ -670,37 +700,37 @@ class _Planner(FatalPlanning):
         self.generic(tree)
 
     def on_vllm_log(self, tree: Tree) -> None:
-        self.add("level", tree.children[0], _word(0))
-        self.add("source_loc", tree.children[1], _to_str)
+        self.add("level", _token(tree.children[0]), _word(0))
+        self.add("source_loc", _token(tree.children[1]), _to_str)
         self.generic(tree)
 
     def on_glog(self, tree: Tree) -> None:
-        self.add("level", tree.children[0], itemgetter(0))
-        self.add("source_loc", tree.children[1], _to_str)
+        self.add("level", _token(tree.children[0]), itemgetter(0))
+        self.add("source_loc", _token(tree.children[1]), _to_str)
         self.generic(tree)
 
     def on_std_log(self, tree: Tree) -> None:
         toks = _tokens(tree)
         stamp = toks["STD_STAMP"][0]
-        self.ts = (stamp.start_pos, stamp.end_pos)
+        self.ts = _span(stamp)
         for tok in toks.get("STD_LEVEL", ()):
             self.add("level", tok, _word(0))
         self.generic(tree)
 
     def on_launch_command(self, tree: Tree) -> None:
-        self.add("command", tree.children[0], _to_strip)
+        self.add("command", _token(tree.children[0]), _to_strip)
 
     def on_export_env(self, tree: Tree) -> None:
-        self.add("name", tree.children[0], _to_str)
+        self.add("name", _token(tree.children[0]), _to_str)
         if len(tree.children) > 1:
-            self.add("value", tree.children[1], _to_strip)
+            self.add("value", _token(tree.children[1]), _to_strip)
 
     def on_dp_launch(self, tree: Tree) -> None:
-        self.add("dp_rank", tree.children[0], _to_int)
-        self.add("base_gpu_id", tree.children[1], _to_int)
+        self.add("dp_rank", _token(tree.children[0]), _to_int)
+        self.add("base_gpu_id", _token(tree.children[1]), _to_int)
 
     def on_warmup_skipped(self, tree: Tree) -> None:
-        self.to_end("reason", tree.children[0])
+        self.to_end("reason", _token(tree.children[0]))
 
     def on_subprocess_crashed(self, tree: Tree) -> None:
         toks = _tokens(tree)
@@ -723,14 +753,14 @@ class _Planner(FatalPlanning):
         self.generic(tree)
 
     def on_watchdog_debug(self, tree: Tree) -> None:
-        self.add("component", tree.children[0], _word(0))
+        self.add("component", _token(tree.children[0]), _word(0))
         self.generic(tree)
 
     def on_watchdog_detail(self, tree: Tree) -> None:
-        self.to_end("message", tree.children[0])
+        self.to_end("message", _token(tree.children[0]))
 
     def on_pyspy_dump(self, tree: Tree) -> None:
-        self.add("pid", tree.children[0], _to_int)
+        self.add("pid", _token(tree.children[0]), _to_int)
 
     def on_health_check_failed(self, tree: Tree) -> None:
         toks = _tokens(tree)
@@ -741,14 +771,14 @@ class _Planner(FatalPlanning):
         self.generic(tree)
 
     def on_weights_ready(self, tree: Tree) -> None:
-        self.add("elapsed_s", tree.children[0], _to_float)
+        self.add("elapsed_s", _token(tree.children[0]), _to_float)
 
     def on_weights_not_ready(self, tree: Tree) -> None:
-        self.add("timeout_s", tree.children[0], _number_conv(tree.children[0]))
-        self.add("initial_weights_loaded", tree.children[1], _to_bool)
+        self.add("timeout_s", _token(tree.children[0]), _number_conv(_token(tree.children[0])))
+        self.add("initial_weights_loaded", _token(tree.children[1]), _to_bool)
 
     def on_server_args(self, tree: Tree) -> None:
-        self.add("raw", tree.children[0], _to_strip)
+        self.add("raw", _token(tree.children[0]), _to_strip)
 
     def on_blank(self, tree: Tree) -> None:
         pass
@@ -760,7 +790,7 @@ class _Planner(FatalPlanning):
         pass
 
     def on_tb_chain(self, tree: Tree) -> None:
-        self.add("chain", tree.children[0], _to_strip)
+        self.add("chain", _token(tree.children[0]), _to_strip)
 
 
 def _exc_source(s: str) -> str:

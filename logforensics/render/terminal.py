@@ -104,10 +104,10 @@ def render_summary(s: RunSummary, console: Console) -> None:
             lines = ", ".join(str(o["line"]) for o in exc["occurrences"][:8])
             console.print(plain(f"  {exc.get('exception') or '(no exception line)'} on {ranks} (lines {lines})"))
     if s.hang:
-        lines = [clip(printable(f"line {h['line']}: {h['text']}"), 160) for h in s.hang["evidence"][:5]]
+        evidence = [clip(printable(f"line {h['line']}: {h['text']}"), 160) for h in s.hang["evidence"][:5]]
         if s.hang.get("silent_ranks"):
-            lines.insert(0, printable("behind the others: " + ", ".join(s.hang["silent_ranks"])))
-        console.print(Panel(Text("\n".join(lines)), title=Text("Hang evidence"), border_style="yellow", expand=False))
+            evidence.insert(0, printable("behind the others: " + ", ".join(s.hang["silent_ranks"])))
+        console.print(Panel(Text("\n".join(evidence)), title=Text("Hang evidence"), border_style="yellow", expand=False))
 
     dec = s.throughput.get("decode_gen_tok_s", {})
     if dec.get("count"):

@@ -24,10 +24,11 @@ Design, and why:
 
 from __future__ import annotations
 
+import inspect
 import os
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from watchdog.events import (
     DirModifiedEvent,
@@ -40,6 +41,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
 
 from .base import EOF, OPENED, ROTATED, TRUNCATED, WAITING, Chunk, Item, Notice, SourceError
 
@@ -95,7 +97,7 @@ class LocalFollower:
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
-        self._observer: Observer | None = None
+        self._observer: BaseObserver | None = None
         self._watching = False
         self._gen = self._run()
 
@@ -125,7 +127,7 @@ class LocalFollower:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-        if not self._gen.gi_running:  # another thread may be inside next()
+        if inspect.getgeneratorstate(self._gen) != inspect.GEN_RUNNING:  # another thread may be inside next()
             self._gen.close()
 
     # -- internals ------------------------------------------------------------
@@ -188,7 +190,7 @@ class LocalFollower:
             self._offset += len(data)
             yield chunk
 
-    def _run(self) -> Iterator[Item]:
+    def _run(self) -> Generator[Item, None, None]:
         fd: int | None = None
         try:
             if self.follow:

@@ -35,6 +35,8 @@ def _source(log: str | None, host: str | None, **ssh: Any) -> tuple[Any, str]:
         return LocalFollower(log, follow=True), log
     from ..sources import SSHFollower
 
+    if host is None:
+        raise SourceError("nothing to watch: give a log file or a host")
     follower = SSHFollower(host, ssh["remote_path"], user=ssh["user"], port=ssh["port"],
                            key_filename=ssh["identity"], known_hosts=ssh["known_hosts"],
                            accept_new_host_key=ssh["accept_new_host_key"])
@@ -172,9 +174,9 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
         others = final.failing.exceptions
         if len(others) > 1 or (others and len(others[0]["ranks"]) > 1):
             status_console.print(Text("[watch] tracebacks by rank:"))
-            for exc in others:
-                status_console.print(plain(f"  {exc.get('exception')}: {', '.join(r or '?' for r in exc['ranks'])} "
-                                           f"(first at line {exc['first_line']})"))
+            for tb in others:
+                status_console.print(plain(f"  {tb.get('exception')}: {', '.join(r or '?' for r in tb['ranks'])} "
+                                           f"(first at line {tb['first_line']})"))
         if report_path:
             from ..render.html import write_html
 

@@ -190,7 +190,7 @@ class MultiWatch:
         return self.states[0].ready_at is not None
 
     def table(self, now: float, console: Console) -> Table:
-        read = sum(s.bytes for s in self.states)
+        read = sum(s.bytes_read for s in self.states)
         t = Table(title=f"{len(self.states)} nodes  ({read / 1e6:.1f} MB read)", box=table_box(console))
         for col in ("node", "rank", "phase", "progress", "avail GiB", "in phase", "silent"):
             t.add_column(col, justify="left" if col in ("node", "rank", "phase", "progress") else "right")

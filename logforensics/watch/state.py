@@ -45,7 +45,6 @@ class RankLive:
     last_line: int = 0
     avail_gib: float | None = None
     progress: tuple[str, str] | None = None  # (phase, "desc n/N") of the last bar seen
-    warned_silent: bool = False
 
 
 @dataclass
@@ -57,15 +56,14 @@ class WatchState:
     rules: list[RuleSpec]
     ranks: dict[str, RankLive] = field(default_factory=dict)
     crash_at: float | None = None          # wall time the crash was seen
-    crash_line: int | None = None
     diagnosis: Diagnosis | None = None
     ready_at: float | None = None
     notices: list[str] = field(default_factory=list)
-    bytes: int = 0
+    bytes_read: int = 0
     silent_after: float = 60.0  # never flag a rank silent for less than this
 
     def feed(self, data: bytes, now: float) -> list[Event]:
-        self.bytes += len(data)
+        self.bytes_read += len(data)
         events = self.run.feed(data)
         for ev in events:
             self._track(ev, now)
@@ -90,10 +88,9 @@ class WatchState:
         r = self.ranks.setdefault(ev.rank, RankLive(phase_since_wall=now))
         r.last_wall = now
         r.last_line = ev.line
-        r.warned_silent = False
-        phase = self.run.model.ranks.get(ev.rank)
-        if phase is not None and phase.phase != r.phase:
-            r.phase = phase.phase
+        rec = self.run.model.ranks.get(ev.rank)
+        if rec is not None and rec.phase != r.phase:
+            r.phase = rec.phase
             r.phase_since_wall = now
             r.progress = None
         for key in ("avail_gib",):
@@ -108,8 +105,6 @@ class WatchState:
         if fatal:
             self.crash_at = now
             self.diagnosis = self.diagnose()
-            crash = self.diagnosis.failing.crash
-            self.crash_line = crash.get("line") if crash else None
 
     def snapshot(self) -> RunSummary:
         """The run summary now, including a traceback the parser still holds open."""
@@ -126,7 +121,7 @@ class WatchState:
 
     def silent_ranks(self, now: float) -> list[tuple[str, float, float | None]]:
         """(rank, seconds silent, baseline seconds for that phase) for ranks that look hung."""
-        out = []
+        out: list[tuple[str, float, float | None]] = []
         if self.crash_at is not None or self.ready_at is not None or len(self.ranks) < 1:
             return out
         for label, r in self.ranks.items():
@@ -150,6 +145,8 @@ def baseline_phase_seconds(base: RunSummary | None, rank: str, phase: str | None
         return None
     later = [phases[p]["first_ts"] for p in PHASES[_PHASE_INDEX[phase] + 1:] if p in phases and phases[p].get("first_ts")]
     end = later[0] if later else info.get("last_ts")
+    if end is None:
+        return None
     try:
         return max((datetime.fromisoformat(end) - datetime.fromisoformat(info["first_ts"])).total_seconds(), 1.0)
     except (TypeError, ValueError):

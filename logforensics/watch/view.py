@@ -19,7 +19,7 @@ from .state import WatchState, baseline_phase_seconds
 
 
 def rank_table(state: WatchState, now: float, console: Console) -> Table:
-    t = Table(title=plain(f"{state.run.name}  ({state.bytes / 1e6:.1f} MB read)"), box=table_box(console))
+    t = Table(title=plain(f"{state.run.name}  ({state.bytes_read / 1e6:.1f} MB read)"), box=table_box(console))
     for col in ("rank", "phase", "progress", "avail GiB", "in phase", "silent"):
         t.add_column(col, justify="left" if col in ("rank", "phase", "progress") else "right")
     if state.baseline is not None:

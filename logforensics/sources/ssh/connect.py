@@ -78,7 +78,7 @@ def _resolve(
         user, host = host.rsplit("@", 1)
     cfg = config.lookup(host)
     try:
-        port = int(port or cfg.get("port", 22))
+        port = int(port or cfg.get("port") or 22)
     except ValueError:
         raise SourceError(f"bad port for {host}: {cfg.get('port')!r}") from None
     if key_filename:
@@ -194,7 +194,7 @@ def _open_client(
                 target.hostname,
                 port=target.port,
                 username=target.user,
-                key_filename=list(target.key_filenames) or None,
+                key_filename=list(target.key_filenames) or None,  # type: ignore[arg-type]  # paramiko takes a list; its stubs say str
                 password=secret,
                 passphrase=secret,
                 timeout=timeout,
