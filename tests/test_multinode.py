@@ -278,3 +278,13 @@ def test_a_hang_names_its_node() -> None:
     b = _part("node1", "[2025-06-02 10:00:00 TP1] Load weight begin. avail mem=78.50 GB\n")
     run = combine([a, b])
     assert run.outcome == "hung" and run.hang["node"] == "node0" and "node0" in run.outcome_reason
+
+
+def test_a_directory_of_compressed_and_plain_node_logs_is_one_run(tmp_path: Path) -> None:
+    import gzip
+    import shutil
+
+    shutil.copy(TWO / "failing" / "node0.log", tmp_path / "node0.log")
+    (tmp_path / "node1.log.gz").write_bytes(gzip.compress((TWO / "failing" / "node1.log").read_bytes()))
+    s = summarize_run(str(tmp_path))
+    assert sorted(s.nodes) == ["node0", "node1"] and s.crash["node"] == "node1" and s.crash["first_rank"] == "TP5"

@@ -64,7 +64,6 @@ class PDObserver:
         self.router: list[dict[str, Any]] = []  # warnings and errors
         self.router_lines = 0
         self.batches_with_pd_fields = 0
-        self.batches_seen = 0
         self._kinds = _KINDS
 
     def observe_all(self, events: Sequence[Event]) -> None:
@@ -76,9 +75,9 @@ class PDObserver:
             if kind == "other":
                 self._other(ev)
             elif kind in ("decode_batch", "prefill_batch"):
-                self.batches_seen += 1
-                if self.batches_with_pd_fields >= 4 or self.batches_seen > 64:
-                    # the role is read from the first batch records: later ones are not looked at
+                if self.batches_with_pd_fields >= 4:
+                    # the role is read from the first batch records with PD fields; the state
+                    # depends on those alone (the bulk reader hands only them over)
                     self._kinds = kinds = _KINDS - {"decode_batch", "prefill_batch"}
                 else:
                     f = ev.fields
@@ -166,7 +165,8 @@ class PDObserver:
         self.router = (self.router + later.router)[:_MAX]
         self.router_lines += later.router_lines
         self.batches_with_pd_fields += later.batches_with_pd_fields
-        self.batches_seen += later.batches_seen
+        if self.batches_with_pd_fields >= 4:
+            self._kinds = _KINDS - {"decode_batch", "prefill_batch"}
 
     def to_dict(self) -> dict[str, Any]:
         """What the summary's ``nodes.<node>.pd`` holds (empty when the file shows no PD)."""
