@@ -24,8 +24,9 @@ from test_grammar import CASES, Case
 from logforensics.events import Event
 from logforensics.read import bulk
 from logforensics.read.fastpath import LineClassifier
-from logforensics.read.grammar import build_event, plan_record
+from logforensics.read.grammar import plan_record
 from logforensics.read.parser import IncrementalParser
+from logforensics.read.plan import build_event
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures" / "real").glob("*.log")) + sorted((ROOT / "fixtures" / "diff").glob("*/*.log"))

@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from logforensics.read.grammar import build_event, plan_record
+from logforensics.read.grammar import plan_record
+from logforensics.read.plan import build_event
 
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammars" / "sglang.lark"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..events import PHASE_OF_KIND, Event
 from ..read.bulk import BulkScanner, Segment
-from ..read.grammar import Plan
+from ..read.plan import Plan
 from .notices import limit
 from .rank import NO_RANK
 from .registry import HANDLERS

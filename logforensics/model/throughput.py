@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from ..read.grammar import Fields
+from ..read.plan import Fields
 from .rank import NO_RANK
 from .registry import handles
 from .stats import Series, Sketch

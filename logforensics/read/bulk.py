@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from ..events import Event
 from .fastpath import LineClassifier
-from .grammar import _DATE_TO_ISO, Plan
+from .plan import _DATE_TO_ISO, Plan
 
 _scan: ModuleType | None
 try:  # the optional C extension (built by pip where a compiler is available)

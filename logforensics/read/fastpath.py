@@ -28,7 +28,8 @@ from typing import Any
 
 from ..events import Event
 from .assemble import TRACEBACK_OPENERS
-from .grammar import Fields, Plan, build_event, plan_record
+from .grammar import plan_record
+from .plan import Fields, Plan, build_event
 from .segments import clean, needs_clean, segment, wrapper_nodes
 
 _MASK = bytes.maketrans(b"123456789", b"000000000")
