@@ -24,7 +24,7 @@ viewer look at an unfinished traceback without changing what is emitted.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from ..events import Event
@@ -125,10 +125,6 @@ class TracebackAssembler:
 
     def __init__(self) -> None:
         self.open: _Traceback | None = None
-
-    def feed(self, events: Iterable[Event]) -> Iterator[Event]:
-        for ev in events:
-            yield from self.step(ev)
 
     def close(self) -> Iterator[Event]:
         if self.open is not None:

@@ -29,6 +29,7 @@ from markupsafe import Markup
 from ..diagnose.budget import Advice
 from ..diagnose.engine import Diagnosis
 from ..diagnose.facts import plain
+from ..diagnose.rulespec import SEVERITIES
 from ..diagnose.settings import SettingDiff
 from ..events import PHASES
 from ..model.run import RunSummary
@@ -50,7 +51,6 @@ PHASE_COLOURS = {
     "serving": "#4daf4a",
 }
 RUN_COLOURS = {"baseline": "#1f77b4", "failing": "#d62728"}
-SEVERITIES = ("error", "warning", "info")
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 #: Stacked memory segments: (RankBudget field, legend name, colour, pattern).

@@ -15,7 +15,7 @@ from ..ingest import InputError, LiveRun
 from ..outputs import EXIT_FINDINGS as EXIT_CRASH
 from ..outputs import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OutputError, check_writable
 from ..render.console import make_console, plain
-from ..sources import Chunk, Notice, SourceError
+from ..sources import Chunk, Follower, Notice, SourceError
 from ..sources.base import OPENED
 from .state import WatchState, follow
 from .view import PlainStatus, live_renderable, print_crash
@@ -24,7 +24,7 @@ __all__ = ["EXIT_CRASH", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "run_watch
 _STOP_MARKERS = ("Application shutdown complete", "Finished server process", "Shutting down")
 
 
-def _source(log: str | None, host: str | None, **ssh: Any) -> tuple[Any, str]:
+def _source(log: str | None, host: str | None, **ssh: Any) -> tuple[Follower, str]:
     if log == "-":
         from ..sources import StdinFollower
 

@@ -27,7 +27,7 @@ from ..events import PHASES, Event
 from ..ingest import LiveRun
 from ..model.run import RunSummary
 from ..model.startup import bar_phase
-from ..sources import Chunk, Notice
+from ..sources import Chunk, Follower, Notice
 
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 _FATAL_KINDS = {"exception", "cpp_abort", "cpp_terminate", "subprocess_crashed"}
@@ -153,7 +153,7 @@ def baseline_phase_seconds(base: RunSummary | None, rank: str, phase: str | None
         return None
 
 
-def pump(source: Any, out: queue.Queue[Any], stop: threading.Event) -> None:
+def pump(source: Follower, out: queue.Queue[Any], stop: threading.Event) -> None:
     """Thread body: move items from a follower into a queue until stopped or exhausted."""
     try:
         for item in source:
@@ -166,7 +166,7 @@ def pump(source: Any, out: queue.Queue[Any], stop: threading.Event) -> None:
         out.put(None)
 
 
-def follow(source: Any, *, tick: float = 0.05) -> Iterator[Chunk | Notice | Exception | None | str]:
+def follow(source: Follower, *, tick: float = 0.05) -> Iterator[Chunk | Notice | Exception | None | str]:
     """Items of ``source`` as they come, and "tick" when nothing came for ``tick`` seconds."""
     q: queue.Queue[Any] = queue.Queue()
     stop = threading.Event()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich.console import Console, Group
@@ -85,7 +84,3 @@ def print_crash(d: Diagnosis, console: Console) -> None:
         console.print(Panel(plain(d.failing.crash.get("text") or "", lines=True), title=Text("crash"),
                             border_style="red", expand=False))
     render_diagnosis(d, console)
-
-
-def now() -> float:
-    return time.monotonic()
