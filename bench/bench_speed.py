@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Time logforensics against lnav on the same serving logs, in the same run.
 
-For each generator (``gen_sglang_log.py``: crashes and restarts, torn lines, every rank
+For each generator (``gen_sglang_log.py``, "restarts": crashes and restarts, torn lines, every rank
 decoding; ``gen_serving_log.py``: a long healthy serving run) and each size, the log is
 generated under ``--dir`` (a temporary directory by default; never commit these), read
 once so the page cache holds it, then these commands run in turn, ``--repeat`` times:
@@ -13,7 +13,8 @@ once so the page cache holds it, then these commands run in turn, ``--repeat`` t
 
 Each line gives the median wall time, MB/s (10^6 bytes per second), the ratio to lnav's
 median of the same round (lnav seconds / ours: 1.0 or more is as fast as lnav or
-faster) and the peak memory of all processes of the command together: the sum of the
+faster), the same ratio of CPU seconds (on a busy machine wall time includes waiting for
+a core; CPU time does not) and the peak memory of all processes of the command together: the sum of the
 resident sets of the child and its descendants, sampled every 10 ms, and the child's
 own ``ru_maxrss`` (largest single process) for comparison. The header says which
 reading path logforensics used (compiled or pure Python).
@@ -38,7 +39,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-GENERATORS = {"shared": HERE / "gen_sglang_log.py", "serving": HERE / "gen_serving_log.py"}
+GENERATORS = {"restarts": HERE / "gen_sglang_log.py", "serving": HERE / "gen_serving_log.py"}
 LNAV = ["lnav", "-n", "-c", ";SELECT count(*) FROM all_logs"]
 
 
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="100M,1G", help="comma-separated generator sizes (default 100M,1G)")
-    p.add_argument("--generators", default="shared,serving", help="shared, serving or both (default)")
+    p.add_argument("--generators", default="restarts,serving", help="restarts, serving or both (default)")
     p.add_argument("--repeat", type=int, default=3, help="rounds per log (default 3); medians are printed")
     p.add_argument("--parse", action="store_true", help="also time parse --format jsonl and parquet")
     p.add_argument("--dir", type=Path, default=None, help="where to generate the logs (default: a temp dir)")
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# python   {platform.python_version()}; {lnav_version()}")
     print(f"# program  {exe[0]}; reading path: {reading_path(exe)}")
     print(f"# {'log':<16} {'command':<8} {'MB':>6} {'median s':>9} {'MB/s':>7} {'x lnav':>7} "
-          f"{'peak MiB (all)':>14} {'largest':>8} {'cpu s':>6}")
+          f"{'peak MiB (all)':>14} {'largest':>8} {'cpu s':>6} {'cpu x lnav':>10}")
     status = 0
     try:
         for kind in args.generators.split(","):
@@ -186,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                     for name, cmd in commands.items():
                         results[name].append(run(cmd))
                 lnav_s = statistics.median(r["wall"] for r in results["lnav"])
+                lnav_cpu = statistics.median(r["cpu"] for r in results["lnav"])
                 for name, rs in results.items():
                     bad = [r for r in rs if r["rc"] != 0]
                     if bad:
@@ -193,9 +195,10 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"  {log.name:<16} {name:<8} FAILED rc={bad[0]['rc']}: {bad[0]['err']}", flush=True)
                         continue
                     wall = statistics.median(r["wall"] for r in rs)
+                    cpu = statistics.median(r["cpu"] for r in rs)
                     print(f"  {log.name:<16} {name:<8} {mb:6.0f} {wall:9.2f} {mb / wall:7.1f} {lnav_s / wall:7.2f} "
                           f"{max(r['sum_mib'] for r in rs):14.1f} {max(r['max_mib'] for r in rs):8.1f} "
-                          f"{statistics.median(r['cpu'] for r in rs):6.1f}", flush=True)
+                          f"{cpu:6.1f} {lnav_cpu / max(cpu, 1e-9):10.2f}", flush=True)
                 out.unlink(missing_ok=True)
                 if not args.keep and args.dir is None:
                     log.unlink()

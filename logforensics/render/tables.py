@@ -24,8 +24,8 @@ from typing import IO, Any
 
 from ..events import Event
 
-#: Events per row group: about 10-60 MiB of Python objects while a group is collected.
-ROW_GROUP = 65536
+#: Events per row group: a few tens of MiB of Python objects while a group is collected.
+ROW_GROUP = 16384
 
 _TYPES = ("bool", "int", "float", "str")
 
