@@ -62,7 +62,7 @@ class LiveRun:
         if scanner is None:
             scanner = self._scanner = bulk.BulkScanner(self.parser.classifier, class_of, SLOTS, ORDERED)
         if self._columns is None or self._columns.model is not self.model:
-            self._columns = ColumnFeed(self.model, self._observe)
+            self._columns = ColumnFeed(self.model, self._observe, self.pd.batches_without_pd_fields)
         self.parser.feed_bulk(chunk, scanner, self._columns)
 
     def close(self) -> list[Event]:

@@ -63,9 +63,12 @@ class ColumnFeed:
     """Applies scanned segments to one :class:`RunModel`; ``observe`` takes the events of
     the other lines (the model's ``observe_all`` and whatever else watches events)."""
 
-    def __init__(self, model: RunModel, observe: Callable[[Sequence[Event]], None] | None = None) -> None:
+    def __init__(self, model: RunModel, observe: Callable[[Sequence[Event]], None] | None = None,
+                 batches: Callable[[int], None] | None = None) -> None:
         self.model = model
         self._observe = observe or model.observe_all
+        #: told how many decode and prefill records each segment held (``PDObserver``)
+        self._batches = batches
 
     def ready_table(self, rank_names: list[str | None]) -> bytearray:
         """Which (class, rank id) lines ``apply`` handles exactly, given the model now.
@@ -110,10 +113,16 @@ class ColumnFeed:
         cov = m.coverage
         cov.events += n
         kc = cov.kind_counts
+        batches = 0
         for code, c in counts:
-            kc[kinds[code]] += c
-            if kinds[code] in REPLAYED and m.timeline.global_phase != "serving":
+            kind = kinds[code]
+            kc[kind] += c
+            if kind in REPLAYED and m.timeline.global_phase != "serving":
                 m.timeline.reach("serving")
+            if kind in SLOTS:
+                batches += c
+        if batches and self._batches is not None:
+            self._batches(batches)
         m.last_line = first_line + n - 1
         touch: dict[str, tuple[int, int, int, int]] = {}
         serving: dict[str, tuple[int, int, int, int]] = {}
