@@ -33,8 +33,8 @@ def covered_lines(events: list) -> set[int]:
     lines: set[int] = set()
     for e in events:
         lines.add(e.line)
-        for ln, _ in e.fields.get("lines", []) if e.kind == "exception" else []:
-            lines.add(ln)
+        for ln, _ in e.fields.get("lines", []) if e.kind in ("exception", "oom_message") else []:
+            lines.add(ln)  # a record that spans lines lists each line it holds
     return lines
 
 
