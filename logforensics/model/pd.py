@@ -67,14 +67,8 @@ class PDObserver:
         self._kinds = _KINDS
 
     def batches_without_pd_fields(self, n: int) -> None:
-        """``observe_all`` of ``n`` batch records that carry no PD field (read as columns
-        by the bulk reader, ``model.columns``): they are counted, and vote for nothing."""
-        if n <= 0 or "decode_batch" not in self._kinds:
-            return
-        # as observe_all, record by record: counted until the first one that ends the looking
-        self.batches_seen += 1 if self.batches_with_pd_fields >= 4 else min(n, max(1, 65 - self.batches_seen))
-        if self.batches_with_pd_fields >= 4 or self.batches_seen > 64:
-            self._kinds = _KINDS - {"decode_batch", "prefill_batch"}
+        """``n`` batch records without PD fields, read as columns by the bulk reader
+        (``model.columns``): the state depends on PD-field batches alone, so nothing changes."""
 
     def observe_all(self, events: Sequence[Event]) -> None:
         kinds = self._kinds
