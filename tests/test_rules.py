@@ -103,7 +103,7 @@ name: user.crashed_in_capture
 severity: error
 summary: mine
 title: "crashed in capture on {{ failing.crash.first_rank }}"
-when: failing.crash != null and failing.crash.phase == 'cuda_graph_capture'
+when: failing.crash != none and failing.crash.phase == 'cuda_graph_capture'
 explanation: "see {{ failing.file }}"
 evidence: facts.crash.evidence
 examples: {fail: {failing: "x"}, pass: {failing: "y"}}

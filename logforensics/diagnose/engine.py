@@ -11,7 +11,7 @@ from typing import Any
 from jinja2 import TemplateError
 
 from ..model.run import RunSummary
-from .expr import ExprError
+from .bounds import BoundError
 from .facts import Facts, compute, plain
 from .rulespec import SEVERITIES, RuleError, RuleSpec
 
@@ -81,7 +81,9 @@ def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
         title, explanation = rule.render(rule.title, env), rule.render(rule.explanation, env)
     except RuleError:  # a limit crossed: the rule file is at fault, not the data
         raise
-    except (ExprError, TemplateError, TypeError, ValueError, AttributeError, KeyError) as exc:
+    except BoundError as exc:
+        raise RuleError(f"{rule.source}: {exc}") from None
+    except (TemplateError, TypeError, ValueError, AttributeError, KeyError) as exc:
         # A rule that breaks on unusual data must not take the whole diagnosis down.
         return Finding(rule.id, rule.name, "warning", f"rule {rule.id} could not be evaluated",
                        f"{rule.source}: {exc.__class__.__name__}: {exc}", ())

@@ -1,8 +1,8 @@
 """Declarative diff rules: one YAML file per rule, validated strictly when loaded.
 
 A rule has a stable ``id`` (``CR01``), a dotted ``name``, a ``severity``, a ``when``
-condition in the safe expression language (``logforensics.diagnose.expr``, a Lark grammar,
-evaluated without ``eval``), ``title`` and ``explanation`` templates (Jinja2's sandbox),
+condition (a Jinja2 expression, see :mod:`.condition`), ``title`` and ``explanation``
+templates (Jinja2's sandbox, both bounded by :mod:`.bounds`),
 an ``evidence`` expression that yields evidence entries, and ``examples``: a failing
 and a passing pair of log snippets that the test suite runs. Unknown keys, unknown
 names and unparsable expressions fail at load time with the file name, never in the
@@ -36,7 +36,7 @@ from .bounds import (
     check_yaml_nesting,
     render_bounded,
 )
-from .expr import Expr, ExprError, compile_expr
+from .condition import Condition, ConditionError, compile_condition
 
 NAMES = frozenset({"baseline", "failing", "facts"})
 SEVERITIES = ("error", "warning", "info")
@@ -104,8 +104,8 @@ class RuleSpec:
     severity: str
     title: str
     explanation: str
-    when: Expr
-    evidence: Expr | None
+    when: Condition
+    evidence: Condition | None
     priority: int
     examples: dict[str, Any]
     source: str
@@ -149,10 +149,12 @@ def load_rule_text(text: str, source: str) -> RuleSpec:
     if data["severity"] not in SEVERITIES:
         raise RuleError(f"{source}: severity must be one of {', '.join(SEVERITIES)}")
     try:
-        when = compile_expr(str(data["when"]), names=NAMES)
-        evidence = compile_expr(str(data["evidence"]), names=NAMES) if data.get("evidence") else None
-    except ExprError as exc:
-        raise RuleError(f"{source}: {exc}") from None
+        key = "when"
+        when = compile_condition(str(data["when"]), names=NAMES)
+        key = "evidence"
+        evidence = compile_condition(str(data["evidence"]), names=NAMES) if data.get("evidence") else None
+    except ConditionError as exc:
+        raise RuleError(f"{source}: {key}: {exc}") from None
     compiled: dict[str, Template] = {}
     for key in ("title", "explanation"):
         try:

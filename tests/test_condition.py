@@ -1,0 +1,119 @@
+"""Rule conditions: Jinja2 expressions, null-tolerant over missing facts, and safe on hostile text."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from logforensics.diagnose.bounds import BoundError
+from logforensics.diagnose.condition import ConditionError, compile_condition
+from logforensics.diagnose.rulespec import NAMES
+
+
+@dataclass(frozen=True)
+class Crash:
+    phase: str | None
+    ranks: tuple[str, ...] = ()
+
+
+ENV: dict[str, Any] = {
+    "baseline": None,
+    "failing": {"outcome": "crashed", "memory": {"TP0": {"kv_gib": 12.5}}, "warnings": ["a", "b", "c"]},
+    "facts": {"crash": Crash("kv_cache_alloc", ("TP0",)), "nodes": {"behind": []}, "novel": None},
+}
+
+
+def holds(text: str, env: dict[str, Any] = ENV) -> bool:
+    return compile_condition(text, names=NAMES).holds(env)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("failing.outcome == 'crashed'", True),
+    ("facts.crash.phase == 'kv_cache_alloc' and failing.memory.TP0.kv_gib > 0", True),
+    ("failing.memory['TP0'].kv_gib > 12", True),
+    ("len(failing.warnings) > 2", True),
+    ("'TP0' in facts.crash.ranks", True),
+    ("baseline == none", True),
+    ("baseline != none", False),
+    ("failing.outcome in ['hung', 'crashed']", True),
+    ("failing.warnings | length == 3", True),
+])
+def test_conditions_read_facts_dataclasses_and_mappings(text: str, expected: bool) -> None:
+    assert holds(text) is expected
+
+
+@pytest.mark.parametrize("text", [
+    "baseline.crash.phase == 'x'",            # attribute of none
+    "facts.missing.deeper.still",            # missing key, chained
+    "failing.memory.TP9.kv_gib",             # missing rank
+    "failing.memory[facts.crash.nope].kv_gib",  # missing key used as an index
+    "len(facts.novel) > 0",                  # len of none
+    "len(facts.absent) > 0",                 # len of a missing value
+    "facts.absent != none",                  # a missing value equals none
+    "not (baseline.x == none)",
+])
+def test_missing_facts_are_false_not_errors(text: str) -> None:
+    assert holds(text) is False
+    assert holds(text, {}) is False
+
+
+def test_evidence_value_and_missing_value_is_none() -> None:
+    assert compile_condition("[facts.crash.ranks, failing.warnings[0]]").evaluate(ENV) == [("TP0",), "a"]
+    assert compile_condition("facts.crash.nothing").evaluate(ENV) is None
+
+
+def test_names_used_are_dotted_paths() -> None:
+    c = compile_condition("failing.crash.phase == 'x' and facts.memory['TP5'].avail_gib < baseline.ok "
+                          "and len(failing.warnings[0]) > 0 and failing.memory[k].kv_gib", names=NAMES | {"k"})
+    assert c.names_used == frozenset({"failing.crash.phase", "facts.memory.TP5.avail_gib", "baseline.ok",
+                                      "failing.warnings.0", "failing.memory", "k"})
+
+
+def test_a_condition_pickles_by_its_source() -> None:
+    c = pickle.loads(pickle.dumps(compile_condition("len(failing.warnings) > 2", names=NAMES)))
+    assert c.holds(ENV) is True
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("failng.outcome == 'x'", "unknown name 'failng'"),
+    ("failing.x != null", "unknown name 'null' (write none"),
+    ("().__class__", "attribute '__class__' is not allowed"),
+    ("failing._private", "attribute '_private' is not allowed"),
+    ("failing['__class__']", "key '__class__' is not allowed"),
+    ("_x", "name '_x' is not allowed"),
+    ("failing.outcome.upper() == 'X'", "only the functions len can be called"),
+    ("range(10)", "only the functions len can be called"),
+    ("lipsum()", "only the functions len can be called"),
+    ("failing | center(10**9)", "not a valid expression"),  # filter not allowed in the sandbox
+    ("failing.outcome ==", "not a valid expression"),
+    ("1 }}{{ 2", "not a valid expression"),
+    ("", "empty expression"),
+    ("(" * 3000 + "1" + ")" * 3000, "nested more than"),
+    ("x" * 70_000, "longer than"),
+])
+def test_hostile_or_broken_expressions_are_refused_at_compile_time(text: str, problem: str) -> None:
+    with pytest.raises(ConditionError) as info:
+        compile_condition(text, names=NAMES)
+    assert problem in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_dynamic_dunder_keys_do_not_escape() -> None:
+    """A key computed at run time is still checked by the sandbox."""
+    env = {**ENV, "facts": {"k": "__class__", "crash": None}}
+    value = compile_condition("failing[facts.k]", names=NAMES).evaluate(env)
+    assert value is None or not isinstance(value, type)
+
+
+@pytest.mark.parametrize("text", [
+    "'x' * 2000000000",
+    "['x'] * 100000 * 100000",
+    "2 ** 100000",
+    "failing.warnings | join('x' * 1000000) ~ 'x' * 1000000",
+])
+def test_evaluation_cost_is_bounded(text: str) -> None:
+    with pytest.raises(BoundError):
+        compile_condition(text, names=NAMES).evaluate(ENV)
