@@ -7,10 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jinja2 import TemplateError
 
 from logforensics.diagnose.bounds import BoundError
 from logforensics.diagnose.condition import ConditionError, compile_condition
-from logforensics.diagnose.rulespec import NAMES
+from logforensics.diagnose.engine import fire
+from logforensics.diagnose.rulespec import NAMES, load_rule_text
 
 
 @dataclass(frozen=True)
@@ -117,3 +121,37 @@ def test_dynamic_dunder_keys_do_not_escape() -> None:
 def test_evaluation_cost_is_bounded(text: str) -> None:
     with pytest.raises(BoundError):
         compile_condition(text, names=NAMES).evaluate(ENV)
+
+
+#: What the engine turns into "rule could not be evaluated" (anything else would be a traceback).
+REPORTED = (TemplateError, TypeError, ValueError, AttributeError, KeyError, ArithmeticError, BoundError)
+TOKENS = ["failing", "facts", "baseline", ".x", ".outcome", "[0]", "['k']", "1", "0", "2.5", "'s'", "none", "true",
+          "(", ")", "[", "]", ",", "+", "-", "*", "/", "//", "%", "**", "~", "==", "<", ">=", " and ", " or ",
+          "not ", " in ", " if ", " else ", "len(", "|length", "|first", " is none", ".__class__", "_", "}}", "{%"]
+scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True) | st.text(max_size=5)
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(st.sampled_from(["x", "k", "outcome"]), inner, max_size=3), max_leaves=12)
+envs = st.fixed_dictionaries({"failing": values, "facts": values, "baseline": values})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(TOKENS), max_size=20).map("".join), envs)
+def test_token_soup_is_refused_or_evaluates_to_a_reported_error(text: str, env: dict[str, Any]) -> None:
+    try:
+        condition = compile_condition(text, names=NAMES)
+    except ConditionError as exc:
+        assert "\n" not in str(exc)
+        return
+    try:
+        condition.holds(env)
+    except REPORTED:
+        pass
+
+
+@pytest.mark.parametrize("when", ["1 / 0", "failing.outcome < 3", "facts.crash.phase > 0.5", "failing.warnings + 1"])
+def test_a_condition_that_breaks_on_the_data_is_a_warning_finding(when: str) -> None:
+    rule = load_rule_text(f"id: US01\nname: user.broken\nseverity: error\nwhen: \"{when}\"\ntitle: t\n"
+                          "explanation: e\nexamples: {fail: {failing: x}, pass: {failing: y}}\n", "US01_broken.yml")
+    finding = fire(rule, ENV)
+    assert finding is not None and finding.severity == "warning"
+    assert "could not be evaluated" in finding.title and "US01_broken.yml" in finding.explanation

@@ -83,7 +83,7 @@ def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
         raise
     except BoundError as exc:
         raise RuleError(f"{rule.source}: {exc}") from None
-    except (TemplateError, TypeError, ValueError, AttributeError, KeyError) as exc:
+    except (TemplateError, TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
         # A rule that breaks on unusual data must not take the whole diagnosis down.
         return Finding(rule.id, rule.name, "warning", f"rule {rule.id} could not be evaluated",
                        f"{rule.source}: {exc.__class__.__name__}: {exc}", ())
