@@ -263,6 +263,8 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
 
 @handles("watchdog_timeout")
 def on_watchdog_timeout(m: RunModel, ev: Event) -> None:
+    if ev.fields.get("soft") is True:
+        return  # the soft watchdog only dumps: the server goes on (model/hang.py TIMERS)
     add_hang(m, {"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text, "kind": "sglang_watchdog"})
 
 

@@ -77,23 +77,36 @@ def judge(m: RunModel) -> Verdict:
         hang = {"evidence": evidence, "first_line": fl.hang_events[0]["line"],
                 "ranks": sorted((r for r in named if r), key=rank_sort_key),
                 "silent_ranks": silent_ranks(m)}
+    # the timer, collectives and py-spy dumps (model/hang.py): hung when a timer that
+    # stops the server fired, as well as on the evidence above
+    built = m.hang_obs.build([k for k in t.ranks if k != NO_RANK], t.last_serving_line)
+    if built is not None:
+        detail = built.to_dict()
+        hang = hang or {"silent_ranks": silent_ranks(m)}
+        for key in ("evidence", "ranks"):
+            if not detail[key]:
+                detail.pop(key)
+        hang.update(detail)
+    hung_lines = [h["line"] for h in fl.hang_events[:1]] + ([built.first_line] if built and built.ends_run else [])
     crash = _crash(m, fatal, sigquits) if (fatal or sigquits) else None
-    first_hang = fl.hang_events[0]["line"] if fl.hang_events else None
-    if hang and (not fatal or all(is_hang_consequence(c, first_hang) for c in fatal)):
-        return Verdict("hung", "hang evidence: " + fl.hang_events[0]["text"][:160], crash, hang, resolved, errors)
+    first_hang = min(hung_lines) if hung_lines else None
+    if fl.hang_events and fl.hang_events[0]["line"] == first_hang:
+        hang_text = fl.hang_events[0]["text"]
+    else:
+        hang_text = next((e["text"] for e in (hang or {}).get("evidence", []) if e["line"] == first_hang), "")
+    if first_hang is not None and (not fatal or all(is_hang_consequence(c, first_hang) for c in fatal)):
+        return Verdict("hung", "hang evidence: " + hang_text[:160], crash, hang, resolved, errors)
     if crash:
         where = f" on {crash['first_rank']}" if crash.get("first_rank") else ""
         return Verdict("crashed", f"{what_failed(crash)}{where} at line {crash['line']}", crash, hang, resolved,
                        errors)
-    if hang:
-        return Verdict("hung", "hang evidence: " + fl.hang_events[0]["text"][:160], None, hang, resolved, errors)
     if t.ready:
-        return Verdict("ready", f"server ready at line {t.ready['line']}", None, None, resolved, errors)
+        return Verdict("ready", f"server ready at line {t.ready['line']}", None, hang, resolved, errors)
     if t.last_serving_line:
-        return Verdict("ready", f"served batches (last at line {t.last_serving_line})", None, None, resolved,
+        return Verdict("ready", f"served batches (last at line {t.last_serving_line})", None, hang, resolved,
                        errors)
     return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure",
-                   None, None, resolved, errors)
+                   None, hang, resolved, errors)
 
 
 def what_failed(crash: dict[str, Any]) -> str:

@@ -32,10 +32,12 @@ from .config import Config
 from .coverage import Coverage
 from .failures import Failures
 from .fingerprint import fingerprint
+from .hang import HANG_KINDS, HangObserver
 from .notices import Notices
 from .outcome import judge, milestone_name, named_ranks
 from .rank import MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
 from .registry import HANDLERS, Handler
+from .serving import SERVING_KINDS, ServingObserver
 from .startup import Timeline
 from .stats import Series
 from .summary import RankRecord, RunSummary
@@ -89,6 +91,8 @@ class RunModel:
         self.throughput = Throughput()
         self.coverage = Coverage()
         self.notices = Notices()
+        self.hang_obs = HangObserver()  # the timers, collectives and py-spy dumps of a hang (model/hang.py)
+        self.serving = ServingObserver()  # the serving phase as a time series (model/serving.py)
         self.last_line = 0
         #: Why this model's figures may depend on records before its first one (None if
         #: they cannot): set when a handler read state that a model of a later part of
@@ -130,12 +134,19 @@ class RunModel:
         cov.events += len(events)
         cov.kind_counts.update(map(_KIND, events))
         table = _TABLE
+        extra = _OBSERVED
         last = self.last_line
         for ev in events:
             end = ev.end_line or ev.line
             if end > last:
                 last = self.last_line = end
-            (table.get(ev.kind) or _seen)(self, ev)
+            kind = ev.kind
+            (table.get(kind) or _seen)(self, ev)
+            if kind in extra:
+                if kind in HANG_KINDS:
+                    self.hang_obs.observe(kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
+                else:
+                    self.serving.observe(kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
 
     def needs_context(self, reason: str) -> None:
         """A handler read state that a model of a later part of the log would lack."""
@@ -167,6 +178,8 @@ class RunModel:
         self.throughput.merge(later.throughput)
         self.coverage.merge(later.coverage)
         self.notices.merge(later.notices)
+        self.hang_obs.merge(later.hang_obs)
+        self.serving.merge(later.serving)
         self.last_line = max(self.last_line, later.last_line)
 
     # -- summary -----------------------------------------------------------------------
@@ -209,6 +222,7 @@ class RunModel:
             notices={k: [dict(n) for n in v] for k, v in self.notices.items()},
             coverage=self.coverage.to_dict(stats, self.last_line),
             warnings=list(getattr(stats, "warnings", []) or []) + self.coverage.warnings(),
+            serving=self.serving.summary(),
         )
 
     def _rank_record(self, label: str, reached: str | None, drawer: str | None) -> RankRecord:
@@ -249,3 +263,6 @@ def _with_fingerprint(crash: dict[str, Any] | None) -> dict[str, Any] | None:
     if crash is not None:
         crash["fingerprint"] = fingerprint(crash)
     return crash
+#: Kinds that also feed the hang and serving observers (decode and prefill batches feed the
+#: serving observer from their handlers, model/throughput.py).
+_OBSERVED = HANG_KINDS | SERVING_KINDS

@@ -18,10 +18,10 @@ from typing import Any
 JSON_KEYS = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "phases", "last_seen", "progress",
              "crash", "exceptions", "errors", "hang", "ready", "memory", "throughput", "server_args", "server_args_form",
              "launch_command", "launch_args", "env", "versions", "notices", "coverage", "warnings",
-             "nodes", "rank_nodes", "missing_ranks")
+             "serving", "nodes", "rank_nodes", "missing_ranks")
 _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 #: Keys a summary saved by an earlier version may lack.
-_OPTIONAL = ("errors",)
+_OPTIONAL = ("errors", "serving")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 
 
@@ -77,6 +77,8 @@ class RunSummary:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     rank_nodes: dict[str, str] = field(default_factory=dict)
     missing_ranks: list[str] = field(default_factory=list)
+    #: The serving phase as a time series (``model/serving.py``); None when nothing timed was served.
+    serving: dict[str, Any] | None = None
 
     # -- the per-rank views of the JSON form -----------------------------------------
     @property

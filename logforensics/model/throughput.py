@@ -19,7 +19,8 @@ from .stats import Series, Sketch
 if TYPE_CHECKING:
     from .run import RunModel
 
-_DECODE_FIGURES = ("gen_throughput_tok_s", "accept_len", "running_req")
+_DECODE_FIGURES = ("gen_throughput_tok_s", "accept_len", "running_req", "queue_req", "token_usage",
+                   "full_token_usage", "retracted_req", "cuda_graph")
 
 
 @dataclass
@@ -65,7 +66,10 @@ def on_decode_batch(m: RunModel, ev: Event) -> None:
     if len(m.notices.get("decode", ())) < 3:  # a few decode lines as evidence for throughput
         m.notices.add("decode", ev)
     f = ev.fields
-    tput, accept, run = f.pick(_DECODE_FIGURES) if type(f) is Fields else map(f.get, _DECODE_FIGURES)
+    tput, accept, run, queue, usage, full_usage, retracted, graph = (
+        f.pick(_DECODE_FIGURES) if type(f) is Fields else map(f.get, _DECODE_FIGURES))
+    m.serving.add_decode(ev.rank, ev.ts, ev.line, tput, run, queue, usage if usage is not None else full_usage,
+                         retracted, graph, ev.text, ev.file)
     t = m.throughput
     if tput is not None:
         label = ev.rank or NO_RANK
@@ -83,6 +87,7 @@ def on_decode_batch(m: RunModel, ev: Event) -> None:
 @handles("prefill_batch")
 def on_prefill_batch(m: RunModel, ev: Event) -> None:
     m.timeline.last_serving_line = ev.line
+    m.serving.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
     tput = ev.fields.get("input_throughput_tok_s")
     if tput is not None:
         m.throughput.prefill.add(tput)

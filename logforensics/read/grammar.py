@@ -17,6 +17,7 @@ from lark.exceptions import LarkError
 
 from .plan import Conv, Plan
 from .plan_fatal import FatalPlanning
+from .requests import FIELDS as REQUEST_FIELDS
 
 # Converters are C builtins where possible: they run once per value of every line.
 _to_int = int
@@ -494,6 +495,46 @@ class _Planner(FatalPlanning):
         if len(tree.children) > 1:
             self._collective_or("c10d_log", _token(tree.children[1]))
 
+    def on_pd_timeout(self, tree: Tree) -> None:
+        first = tree.children[0]
+        if isinstance(first, Token) and first.type == "PD_BOOTSTRAP_TIMEOUT":
+            self.const["stage"] = "bootstrap"
+        elif isinstance(first, Token) and first.type == "PD_WAITING_TIMEOUT":
+            self.const["stage"] = "waiting"
+        else:
+            self.const["stage"] = "waiting"
+            self.add("bootstrap_room", first, _to_int)
+        self.generic(tree)
+
+    def _payload(self, kind: str, tok: Token, start: int | None = None) -> None:
+        a = tok.start_pos if start is None else start
+        for name, conv in REQUEST_FIELDS[kind].items():
+            self.add_span(name, a, self.length, conv)
+        self.memo_ok = False  # the payload's figures sit at offsets that depend on its text
+
+    def on_request_receive(self, tree: Tree) -> None:
+        self._payload("request_receive", tree.children[1])
+
+    def on_request_finish(self, tree: Tree) -> None:
+        self._payload("request_finish", tree.children[1])
+
+    def on_req_time_stats(self, tree: Tree) -> None:
+        self._payload("req_time_stats", tree.children[1], tree.children[0].end_pos)
+
+    def on_request_json(self, tree: Tree) -> None:
+        tok = tree.children[0]
+        self._payload("request_json", tok)
+        m = _JSON_STAMP.match(tok)
+        if m:
+            self.ts = (tok.start_pos + m.start(1), tok.start_pos + m.end(1))
+
+    def on_pyspy_process(self, tree: Tree) -> None:
+        self.add("pid", tree.children[0], _word_int(1))
+        self.add("title", tree.children[1], _to_strip)
+
+    def on_pyspy_python(self, tree: Tree) -> None:
+        self.add("python", tree.children[0], _word(1))
+
     def on_nccl_debug(self, tree: Tree) -> None:
         toks = _tokens(tree)
         self.add("host", toks["NCCL_HOST"][0], _to_str)
@@ -707,6 +748,16 @@ _TQDM_RATE = re.compile(r"([\d.]+)(s/it|it/s)")
 
 
 _C10D_RE = re.compile(r"(?:\[rank(\d+)\]:)?\[([EFWI])")
+
+
+_JSON_STAMP = re.compile(r'\{"timestamp": ?"([^"]*)"')
+
+
+def _word_int(index: int) -> Conv:
+    def conv(s: str) -> int | None:
+        digits = re.sub(r"\D", "", s.split()[index]) if len(s.split()) > index else ""
+        return int(digits) if digits else None
+    return conv
 
 
 def _c10d_head(s: str) -> dict[str, Any]:

@@ -1,0 +1,646 @@
+"""The serving phase as a time series: load, throughput, KV usage, cache hits, retractions.
+
+Why a time series and not one median: a server that served 1,700 tok/s for an hour and
+144 tok/s after a retraction storm has a median that describes neither hour. This
+module keeps bounded per-window aggregates of the batch statistics SGLang prints
+(``Decode batch``, ``Prefill batch``, the retraction warnings) and of request logs, and
+finds the points where a figure moved to a new level (``changes``).
+
+Windows are seconds of the log's own clock (SGLang's stamps have one-second resolution),
+doubled in width when a log gets long, so memory is bounded by ``_MAX_WINDOWS`` per
+figure and rank whatever the log's length. Aggregates are sums, counts and extremes, so
+an observer of a later part of a log merges exactly into that of the earlier part
+(``merge``), which the parallel reader relies on.
+
+Figures keep SGLang's meaning (``docs/summary.md``): ``gen_tok_s`` is "gen throughput
+(token/s)" summed over the ranks that print batch statistics (one per attention-DP
+group), ``running_req``/``queue_req`` likewise summed, ``token_usage`` the largest of the
+ranks' "token usage" (0-1), ``cache_hit`` #cached-token / (#new-token + #cached-token)
+of the prefill batches in the window.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from .stats import Sketch
+
+#: Windows kept per figure and rank before their width doubles.
+_MAX_WINDOWS = 4096
+#: Points a returned series has at most (the chart's resolution).
+_MAX_POINTS = 720
+#: Slowest requests kept.
+_SLOWEST = 10
+#: Latency windows are at least this wide (seconds) and at most this many.
+_LATENCY_MIN_WIDTH = 60
+_MAX_LATENCY_WINDOWS = 512
+#: Request records and the field that holds each figure.
+REQUEST_KINDS = ("request_finish", "request_json", "req_time_stats", "request_receive")
+#: Kinds the run model hands to ``observe`` (decode batches go through ``add_decode``).
+SERVING_KINDS = frozenset(("retract",) + REQUEST_KINDS)
+#: A change must move a figure by this fraction of the larger level...
+_MIN_REL_CHANGE = 0.4
+#: ...with this two-sample t statistic, over segments of at least this many windows.
+_MIN_T = 4.0
+_MIN_SEGMENT = 3
+_MAX_CHANGES = 6
+#: Retractions within this many seconds of each other form one storm...
+STORM_WINDOW_S = 60.0
+#: ...when there are at least this many.
+STORM_MIN = 5
+
+#: Decode fields per figure: (figure, field names tried in order, how ranks combine).
+_DECODE = (
+    ("gen_tok_s", ("gen_throughput_tok_s",), "sum"),
+    ("running_req", ("running_req",), "sum"),
+    ("queue_req", ("queue_req",), "sum"),
+    ("token_usage", ("token_usage", "full_token_usage", "gpu_token_usage"), "max"),
+    ("retracted_req", ("retracted_req",), "sum"),
+)
+_PREFILL = (
+    ("prefill_queue_req", ("queue_req",), "sum"),
+    ("prefill_token_usage", ("token_usage", "full_token_usage"), "max"),
+)
+FIGURES: dict[str, str] = {
+    "gen_tok_s": "decode throughput (tok/s)",
+    "running_req": "#running-req",
+    "queue_req": "#queue-req",
+    "token_usage": "token usage",
+    "cache_hit": "prefix-cache hit rate",
+    "retracted_req": "#retracted-req",
+}
+#: Figures searched for change points.
+CHANGE_FIGURES = ("gen_tok_s", "running_req", "queue_req", "token_usage", "cache_hit")
+
+
+def seconds(ts: str | None) -> float | None:
+    """Seconds since the epoch of an ISO stamp, or of the day for a time-only stamp."""
+    if not ts:
+        return None
+    try:
+        if len(ts) >= 19 and ts[4] == "-":
+            return datetime.fromisoformat(ts[:26]).timestamp() if "+" not in ts[19:] else \
+                datetime.fromisoformat(ts).timestamp()
+        if len(ts) >= 8 and ts[2] == ":":
+            h, m, s = ts.split(":")[:3]
+            return int(h) * 3600 + int(m) * 60 + float(s)
+    except ValueError:
+        return None
+    return None
+
+
+def iso(sec: float, dated: bool) -> str:
+    """The inverse of :func:`seconds` (local, naive, as SGLang prints)."""
+    if dated:
+        return datetime.fromtimestamp(sec).isoformat(timespec="seconds")
+    return str(timedelta(seconds=int(sec) % 86400)).rjust(8, "0")
+
+
+class _Windows:
+    """Per-window [count, sum, min, max, first_line, last_line, first_second] of one figure on one rank."""
+
+    __slots__ = ("width", "cells")
+
+    def __init__(self, width: int = 1) -> None:
+        self.width = width
+        self.cells: dict[int, list[float]] = {}
+
+    def add(self, sec: float, value: float, line: int) -> None:
+        key = int(sec // self.width)
+        c = self.cells.get(key)
+        if c is None:
+            self.cells[key] = [1, value, value, value, line, line, sec]
+            if len(self.cells) > _MAX_WINDOWS:
+                self.coarsen(self.width * 2)
+            return
+        c[0] += 1
+        c[1] += value
+        if value < c[2]:
+            c[2] = value
+        if value > c[3]:
+            c[3] = value
+        if line < c[4]:
+            c[4] = line
+        if line > c[5]:
+            c[5] = line
+        if sec < c[6]:
+            c[6] = sec
+
+    def coarsen(self, width: int) -> None:
+        if width <= self.width:
+            return
+        factor = width // self.width
+        cells: dict[int, list[float]] = {}
+        for key, c in self.cells.items():
+            _fold(cells, key // factor, c)
+        self.width, self.cells = width, cells
+
+    def coarsened(self, width: int) -> dict[int, list[float]]:
+        """The cells at ``width`` (a multiple of this width), leaving these unchanged."""
+        if width <= self.width:
+            return self.cells
+        factor = width // self.width
+        cells: dict[int, list[float]] = {}
+        for key, c in self.cells.items():
+            _fold(cells, key // factor, c)
+        return cells
+
+    def merge(self, other: _Windows) -> None:
+        width = max(self.width, other.width)
+        self.coarsen(width)
+        factor = width // other.width
+        for key, c in other.cells.items():
+            _fold(self.cells, key // factor, c)
+        while len(self.cells) > _MAX_WINDOWS:
+            self.coarsen(self.width * 2)
+
+
+def _fold(cells: dict[int, list[float]], key: int, c: list[float]) -> None:
+    d = cells.get(key)
+    if d is None:
+        cells[key] = list(c)
+        return
+    d[0] += c[0]
+    d[1] += c[1]
+    d[2] = min(d[2], c[2])
+    d[3] = max(d[3], c[3])
+    d[4] = min(d[4], c[4])
+    d[5] = max(d[5], c[5])
+    d[6] = min(d[6], c[6])
+
+
+@dataclass(frozen=True)
+class Change:
+    """A figure moved to a new level: ``before`` and ``after`` are the levels' means."""
+
+    metric: str
+    at: str
+    line: int
+    before: float
+    after: float
+    ratio: float | None
+    recovered: bool
+    context: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "at": self.at, "line": self.line, "before": round(self.before, 3),
+                "after": round(self.after, 3), "ratio": None if self.ratio is None else round(self.ratio, 3),
+                "recovered": self.recovered, "context": self.context}
+
+
+class ServingObserver:
+    """Observes the serving records of one log (or one part of it); bounded memory."""
+
+    def __init__(self) -> None:
+        self.windows: dict[tuple[str, str], _Windows] = {}
+        self.dated: bool | None = None
+        self.untimed = 0
+        self.retractions: list[dict[str, Any]] = []  # the first ones (bounded)
+        self.retraction_count = 0
+        self.retracted_reqs = 0
+        self.requests = 0
+        self.received = 0
+        self.latency = Sketch()
+        self.latency_width = _LATENCY_MIN_WIDTH
+        self.latency_cells: dict[int, list[Any]] = {}  # window -> [Sketch, first line]
+        self.slowest: list[tuple[float, int, dict[str, Any]]] = []  # min-heap of (latency, line, record)
+        self.kv_full: dict[str, Any] | None = None  # the first window with token usage >= 0.95
+        self.graph_off: dict[str, Any] | None = None  # the first decode batch not run as a CUDA graph
+        self.graph_on_seen = False
+        self._last_ts: str | None = None
+        self._last_sec = 0.0
+
+    # -- observing ------------------------------------------------------------------------
+    def _sec(self, ts: str | None) -> float | None:
+        if ts is not None and ts == self._last_ts:
+            return self._last_sec
+        sec = seconds(ts)
+        if sec is None:
+            self.untimed += 1
+            return None
+        if self.dated is None:
+            self.dated = bool(ts and ts[4:5] == "-")
+        self._last_ts, self._last_sec = ts, sec
+        return sec
+
+    def add_decode(self, rank: str | None, ts: str | None, line: int, tput: float | None, running: float | None,
+                   queue: float | None, usage: float | None, retracted: float | None, graph: Any,
+                   text: str, file: str | None) -> None:
+        """One ``Decode batch`` record, its figures already read (the run model's hot path)."""
+        sec = self._sec(ts)
+        if sec is None:
+            return
+        label = rank or "-"
+        windows = self.windows
+        for figure, value in (("gen_tok_s", tput), ("running_req", running), ("queue_req", queue),
+                              ("token_usage", usage), ("retracted_req", retracted)):
+            if value is not None:
+                w = windows.get((figure, label))
+                if w is None:
+                    w = windows[(figure, label)] = _Windows()
+                w.add(sec, float(value), line)
+        if graph is True:
+            self.graph_on_seen = True
+        elif graph is False and self.graph_on_seen and self.graph_off is None:
+            self.graph_off = _evidence(file, line, rank, ts, text)
+
+    def _add(self, figure: str, rank: str, sec: float, value: float, line: int) -> None:
+        w = self.windows.get((figure, rank))
+        if w is None:
+            w = self.windows[(figure, rank)] = _Windows()
+        w.add(sec, value, line)
+
+    def observe(self, kind: str, line: int, rank: str | None, ts: str | None, fields: Mapping[str, Any],
+                text: str, file: str | None = None) -> None:
+        """One record; kinds other than the serving ones are ignored."""
+        if kind == "decode_batch":
+            self.add_decode(rank, ts, line, *(_first(fields, names) for _, names, _ in _DECODE),
+                            fields.get("cuda_graph"), text, file)
+        elif kind == "prefill_batch":
+            sec = self._sec(ts)
+            if sec is None:
+                return
+            label = rank or "-"
+            new, cached = fields.get("new_token"), fields.get("cached_token")
+            if new is not None and cached is not None:
+                self._add("prefill_new", label, sec, float(new), line)
+                self._add("prefill_cached", label, sec, float(cached), line)
+            for figure, names, _ in _PREFILL:
+                value = _first(fields, names)
+                if value is not None:
+                    self._add(figure, label, sec, float(value), line)
+        elif kind == "retract":
+            n = fields.get("retracted_reqs") or 0
+            self.retraction_count += 1
+            self.retracted_reqs += int(n)
+            if len(self.retractions) < 256:
+                rec = _evidence(file, line, rank, ts, text)
+                rec["retracted_reqs"] = n
+                rec["new_token_ratio"] = [fields.get("new_token_ratio_before"), fields.get("new_token_ratio_after")]
+                self.retractions.append(rec)
+            sec = self._sec(ts)
+            if sec is not None:
+                self._add("retractions", rank or "-", sec, float(n), line)
+        elif kind in REQUEST_KINDS:
+            self._request(kind, line, ts, fields, file)
+
+    def _request(self, kind: str, line: int, ts: str | None, fields: Mapping[str, Any], file: str | None) -> None:
+        if kind == "request_receive" or fields.get("event") == "request.received":
+            self.received += 1
+            return
+        latency = fields.get("e2e_latency_s")
+        if latency is None and fields.get("forward_ms") is not None:
+            latency = (fields.get("forward_ms") or 0.0) / 1000.0 + (fields.get("queue_ms") or 0.0) / 1000.0
+        if latency is None:
+            return
+        latency = float(latency)
+        self.requests += 1
+        self.latency.add(latency)
+        sec = self._sec(ts)
+        if sec is not None:
+            key = int(sec // self.latency_width)
+            sk = self.latency_cells.get(key)
+            if sk is None:
+                sk = self.latency_cells[key] = [Sketch(), line]
+                if len(self.latency_cells) > _MAX_LATENCY_WINDOWS:
+                    self._coarsen_latency(self.latency_width * 2)
+                    sk = self.latency_cells[int(sec // self.latency_width)]
+            sk[0].add(latency)
+            sk[1] = min(sk[1], line)
+        rec = {"file": file, "line": line, "ts": ts, "rid": fields.get("rid"), "latency_s": round(latency, 4),
+               "input_tokens": fields.get("prompt_tokens") if fields.get("prompt_tokens") is not None
+               else fields.get("input_len"),
+               "output_tokens": fields.get("completion_tokens") if fields.get("completion_tokens") is not None
+               else fields.get("output_len"),
+               "source": kind}
+        _keep_slowest(self.slowest, (latency, -line, rec))
+
+    def _coarsen_latency(self, width: int) -> None:
+        factor = width // self.latency_width
+        cells: dict[int, list[Any]] = {}
+        for key, (sk, line) in self.latency_cells.items():
+            d = cells.get(key // factor)
+            if d is None:
+                cells[key // factor] = [sk, line]
+            else:
+                d[0].merge(sk)
+                d[1] = min(d[1], line)
+        self.latency_width, self.latency_cells = width, cells
+
+    def merge(self, later: ServingObserver) -> None:
+        """Fold in the observer of the part of the log that followed this one's."""
+        for key, w in later.windows.items():
+            mine = self.windows.get(key)
+            if mine is None:
+                self.windows[key] = w
+            else:
+                mine.merge(w)
+        if self.dated is None:
+            self.dated = later.dated
+        self.untimed += later.untimed
+        self.retractions.extend(later.retractions[:max(0, 256 - len(self.retractions))])
+        self.retraction_count += later.retraction_count
+        self.retracted_reqs += later.retracted_reqs
+        self.requests += later.requests
+        self.received += later.received
+        self.latency.merge(later.latency)
+        if later.latency_width > self.latency_width:
+            self._coarsen_latency(later.latency_width)
+        factor = self.latency_width // later.latency_width
+        for key, (sk, line) in later.latency_cells.items():
+            d = self.latency_cells.get(key // factor)
+            if d is None:
+                self.latency_cells[key // factor] = [sk, line]
+            else:
+                d[0].merge(sk)
+                d[1] = min(d[1], line)
+        while len(self.latency_cells) > _MAX_LATENCY_WINDOWS:
+            self._coarsen_latency(self.latency_width * 2)
+        for item in later.slowest:
+            _keep_slowest(self.slowest, item)
+        if self.graph_off is None and (self.graph_on_seen or later.graph_off is None):
+            self.graph_off = later.graph_off
+        self.graph_on_seen = self.graph_on_seen or later.graph_on_seen
+
+    # -- the summary -------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any] | None:
+        """``summary --json``'s ``serving`` object, or None when the log served nothing timed."""
+        if not self.windows and not self.requests and not self.retraction_count:
+            return None
+        base = max([w.width for w in self.windows.values()] + [1])
+        width = _pow2_at_least(max(base, self._natural_width()), base)
+        cells = {key: w.coarsened(width) for key, w in self.windows.items()}
+        series = {fig: self._combined(fig, cells) for fig in
+                  ("gen_tok_s", "running_req", "queue_req", "token_usage", "retracted_req")}
+        series["cache_hit"] = self._cache_hit(cells)
+        series = {k: v for k, v in series.items() if v}
+        gap = _gap(series.get("gen_tok_s") or [], width)
+        changes: list[Change] = []
+        for fig in CHANGE_FIGURES:
+            pts = series.get(fig)
+            if pts:
+                changes.extend(self._changes(fig, pts))
+        changes.sort(key=lambda c: (c.line, c.metric))
+        storms = self._storms()
+        for c in changes:
+            c.context.extend(self._context(c, changes))
+        dated = bool(self.dated)
+        return {
+            "window_s": width,
+            "idle_gap_s": gap,
+            "dated": dated,
+            "untimed_records": self.untimed,
+            "series": {fig: _downsample([[iso(t, dated), round(v, 4), line] for t, v, line in pts])
+                       for fig, pts in series.items()},
+            "levels": {fig: _levels(pts) for fig, pts in series.items()},
+            "changes": [c.to_dict() for c in changes],
+            "retractions": {"count": self.retraction_count, "retracted_reqs": self.retracted_reqs,
+                            "first": self.retractions[:8], "storms": storms},
+            "kv_full": self._kv_full(series.get("token_usage") or [], series.get("queue_req") or [], dated),
+            "cuda_graph_off": self.graph_off,
+            "requests": self._requests(width, dated),
+        }
+
+    def _natural_width(self) -> int:
+        """A window wide enough to hold a decode record of every stats rank (the decode log
+        interval), so that figures summed over ranks are not missing ranks."""
+        widths = []
+        for (fig, _), w in self.windows.items():
+            if fig != "gen_tok_s" or len(w.cells) < 3:
+                continue
+            keys = sorted(w.cells)
+            steps = sorted(b - a for a, b in zip(keys, keys[1:]))
+            widths.append(steps[len(steps) // 2] * w.width)
+        return max(widths) if widths else 1
+
+    @staticmethod
+    def _combined(figure: str, cells: dict[tuple[str, str], dict[int, list[float]]]) -> list[tuple[float, float, int]]:
+        how = next((h for f, _, h in _DECODE if f == figure), "sum")
+        per_rank = [w for (fig, _), w in cells.items() if fig == figure]
+        keys: dict[int, list[list[float]]] = {}
+        for w in per_rank:
+            for k, c in w.items():
+                keys.setdefault(k, []).append(c)
+        out = []
+        for k in sorted(keys):
+            cells = keys[k]
+            means = [c[1] / c[0] for c in cells]
+            value = max(means) if how == "max" else sum(means)
+            first = min(cells, key=lambda c: c[4])
+            out.append((float(first[6]), value, int(first[4])))
+        return out
+
+    @staticmethod
+    def _cache_hit(cells: dict[tuple[str, str], dict[int, list[float]]]) -> list[tuple[float, float, int]]:
+        new: dict[int, list[float]] = {}
+        for (fig, _), w in cells.items():
+            if fig in ("prefill_new", "prefill_cached"):
+                for k, c in w.items():
+                    slot = new.setdefault(k, [0.0, 0.0, c[4], c[6]])
+                    slot[0 if fig == "prefill_new" else 1] += c[1]
+                    if c[4] < slot[2]:
+                        slot[2], slot[3] = c[4], c[6]
+        out = []
+        for k in sorted(new):
+            n, cached, line, sec = new[k]
+            if n + cached > 0:
+                out.append((float(sec), cached / (n + cached), int(line)))
+        return out
+
+    def _changes(self, figure: str, pts: list[tuple[float, float, int]]) -> list[Change]:
+        values = [v for _, v, _ in pts]
+        cuts = _merge_small(values, sorted(_segment(values, 0, len(values), figure)))
+        bounds = [0] + cuts + [len(values)]
+        means = [_mean(values[a:b]) for a, b in zip(bounds, bounds[1:])]
+        out = []
+        for i, cut in enumerate(cuts):
+            before, after = means[i], means[i + 1]
+            later = means[i + 1:]
+            if after < before:
+                recovered = any(m >= before * (1 - _MIN_REL_CHANGE / 2) for m in later[1:])
+            else:
+                recovered = any(m <= before * (1 + _MIN_REL_CHANGE / 2) for m in later[1:])
+            t, _, line = pts[cut]
+            out.append(Change(figure, iso(t, bool(self.dated)), line, before, after,
+                              (after / before) if before else None, recovered))
+        return out
+
+    def _context(self, change: Change, changes: Sequence[Change]) -> list[dict[str, Any]]:
+        """What the log shows just before a change: other figures that moved at or before it,
+        the first retraction, the first window at a full KV pool, CUDA graphs switched off."""
+        out: list[dict[str, Any]] = []
+        at = seconds(change.at) or 0.0
+        for other in changes:
+            if other is change or other.metric == change.metric:
+                continue
+            t = seconds(other.at) or 0.0
+            if at - 120.0 <= t <= at + 2.0 and other.line <= change.line:
+                out.append({"what": "change", "metric": other.metric, "at": other.at, "line": other.line,
+                            "before": round(other.before, 3), "after": round(other.after, 3)})
+        first = next((r for r in self.retractions
+                      if (seconds(r.get("ts")) or -1e18) <= at + 1.0), None)
+        if first is not None and at - (seconds(first.get("ts")) or at) <= 600.0:
+            out.append({"what": "retraction", **{k: first[k] for k in ("line", "ts", "rank", "text")}})
+        if self.graph_off and (seconds(self.graph_off.get("ts")) or 1e18) <= at + 1.0:
+            out.append({"what": "cuda_graph_off", **{k: self.graph_off[k] for k in ("line", "ts", "rank", "text")}})
+        return out
+
+    def _storms(self) -> list[dict[str, Any]]:
+        """Runs of retractions, each within STORM_WINDOW_S of the previous, of STORM_MIN or more."""
+        storms: list[dict[str, Any]] = []
+        run: list[tuple[float, int, float]] = []
+        cells = sorted((k * w.width, c[4], c[0]) for (fig, _), w in self.windows.items()
+                       if fig == "retractions" for k, c in w.cells.items())
+        for t, line, n in cells + [(math.inf, 0, 0.0)]:
+            if run and t - run[-1][0] > STORM_WINDOW_S:
+                count = int(sum(x[2] for x in run))
+                if count >= STORM_MIN:
+                    storms.append({"start": iso(run[0][0], bool(self.dated)), "end": iso(run[-1][0], bool(self.dated)),
+                                   "first_line": int(min(x[1] for x in run)), "records": count,
+                                   "duration_s": run[-1][0] - run[0][0]})
+                run = []
+            if t != math.inf:
+                run.append((t, int(line), n))
+        return storms
+
+    def _kv_full(self, usage: list[tuple[float, float, int]], queue: list[tuple[float, float, int]],
+                 dated: bool) -> dict[str, Any] | None:
+        """The first stretch with token usage >= 0.95 in which the queue grew."""
+        qs = {t: v for t, v, _ in queue}
+        full = [(t, v, line) for t, v, line in usage if v >= 0.95]
+        if not full:
+            return None
+        start = full[0]
+        q0 = qs.get(start[0])
+        later = [qs[t] for t, _, _ in full if t in qs]
+        q1 = max(later) if later else None
+        return {"at": iso(start[0], dated), "line": start[2], "token_usage": round(start[1], 3),
+                "windows": len(full), "queue_start": q0, "queue_max": q1,
+                "queue_grew": q0 is not None and q1 is not None and q1 > q0}
+
+    def _requests(self, width: int, dated: bool) -> dict[str, Any] | None:
+        """Latency of finished requests (seconds): overall, per window, and the slowest."""
+        if not self.requests and not self.received:
+            return None
+        over_time = []
+        for key, (sk, line) in sorted(self.latency_cells.items()):
+            over_time.append({"at": iso(key * self.latency_width, dated), "line": line, "count": sk.count + len(sk._pending),
+                              "p50": _r(sk.quantile(0.5)), "p90": _r(sk.quantile(0.9)), "p99": _r(sk.quantile(0.99)),
+                              "max": _r(sk.quantile(1.0))})
+        lat = self.latency
+        return {
+            "received": self.received,
+            "finished": self.requests,
+            "latency_s": {"p50": _r(lat.quantile(0.5)), "p90": _r(lat.quantile(0.9)), "p99": _r(lat.quantile(0.99)),
+                          "max": _r(lat.quantile(1.0))} if self.requests else None,
+            "window_s": self.latency_width,
+            "over_time": over_time,
+            "slowest": [rec for _, _, rec in sorted(self.slowest, key=lambda x: (-x[0], x[1]))],
+        }
+
+
+def _first(fields: Mapping[str, Any], names: Iterable[str]) -> Any:
+    for n in names:
+        v = fields.get(n)
+        if v is not None:
+            return v
+    return None
+
+
+def _evidence(file: str | None, line: int, rank: str | None, ts: str | None, text: str) -> dict[str, Any]:
+    return {"file": file, "line": line, "rank": rank, "ts": ts, "text": text[:400]}
+
+
+def _pow2_at_least(width: int, base: int) -> int:
+    w = base
+    while w < width:
+        w *= 2
+    return w
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def _segment(values: Sequence[float], a: int, b: int, figure: str, depth: int = 0) -> list[int]:
+    """Binary segmentation: the split of values[a:b] with the largest two-sample t statistic,
+    kept when the levels differ enough, then the same on both sides."""
+    n = b - a
+    if n < 2 * _MIN_SEGMENT or depth > 4:
+        return []
+    xs = values[a:b]
+    prefix = [0.0]
+    sq = [0.0]
+    for x in xs:
+        prefix.append(prefix[-1] + x)
+        sq.append(sq[-1] + x * x)
+    best, best_t = None, 0.0
+    for k in range(_MIN_SEGMENT, n - _MIN_SEGMENT + 1):
+        n1, n2 = k, n - k
+        m1, m2 = prefix[k] / n1, (prefix[n] - prefix[k]) / n2
+        v1 = max(sq[k] / n1 - m1 * m1, 0.0)
+        v2 = max((sq[n] - sq[k]) / n2 - m2 * m2, 0.0)
+        top = max(abs(m1), abs(m2))
+        floor = (top * 0.02) ** 2 + 1e-12  # a flat segment still has noise of 2% of its level
+        se = math.sqrt(max(v1, floor) / n1 + max(v2, floor) / n2)
+        t = abs(m1 - m2) / se
+        if top and abs(m1 - m2) / top >= _MIN_REL_CHANGE and t > best_t:
+            best, best_t = k, t
+    if best is None or best_t < _MIN_T:
+        return []
+    cut = a + best
+    found = [cut] + _segment(values, a, cut, figure, depth + 1) + _segment(values, cut, b, figure, depth + 1)
+    return sorted(found)[:_MAX_CHANGES]
+
+
+def _merge_small(values: Sequence[float], cuts: list[int]) -> list[int]:
+    """Drop the cuts between neighbouring segments whose levels differ by less than
+    _MIN_REL_CHANGE (a ramp cut into steps is one change, from its start to its end)."""
+    cuts = list(cuts)
+    while cuts:
+        bounds = [0] + cuts + [len(values)]
+        means = [_mean(values[a:b]) for a, b in zip(bounds, bounds[1:])]
+        rel = [abs(b - a) / max(abs(a), abs(b)) if max(abs(a), abs(b)) else 0.0 for a, b in zip(means, means[1:])]
+        worst = min(range(len(rel)), key=rel.__getitem__)
+        if rel[worst] >= _MIN_REL_CHANGE:
+            break
+        del cuts[worst]
+    return cuts
+
+
+def _gap(pts: list[tuple[float, float, int]], width: int) -> float:
+    """Seconds without decode records after which a chart breaks its line (an idle server
+    prints no decode batches): five typical intervals, at least 30 s."""
+    if len(pts) < 3:
+        return float(max(30, 5 * width))
+    steps = sorted(b[0] - a[0] for a, b in zip(pts, pts[1:]))
+    return float(max(30.0, 5 * steps[len(steps) // 2]))
+
+
+def _levels(pts: list[tuple[float, float, int]]) -> dict[str, Any]:
+    vals = [v for _, v, _ in pts]
+    return {"windows": len(vals), "min": round(min(vals), 4), "max": round(max(vals), 4),
+            "mean": round(_mean(vals), 4)}
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def _keep_slowest(heap: list[tuple[float, int, dict[str, Any]]], item: tuple[float, int, dict[str, Any]]) -> None:
+    if len(heap) < _SLOWEST:
+        heapq.heappush(heap, item)
+    elif item[:2] > heap[0][:2]:
+        heapq.heapreplace(heap, item)
+
+
+def _downsample(points: list[list[Any]]) -> list[list[Any]]:
+    if len(points) <= _MAX_POINTS:
+        return points
+    step = math.ceil(len(points) / _MAX_POINTS)
+    return points[::step]

@@ -1,0 +1,147 @@
+"""Hangs: the timer families are read, and the ``hang`` object names the timer, its knob,
+the collectives, the rank that is behind and the py-spy main-thread functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logforensics import iter_events, summarize_file
+from logforensics.model.hang import TIMERS, HangObserver
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Wordings as PyTorch's ProcessGroupNCCL.cpp and SGLang print them (torch 2.1 - 2.9).
+TIMEOUT = ("[rank{r}]:[E810 03:04:10.850617863 ProcessGroupNCCL.cpp:683] [Rank {r}] Watchdog caught collective "
+           "operation timeout: WorkNCCL(SeqNum={seq}, OpType=BROADCAST, NumelIn=80, NumelOut=80, Timeout(ms)=600000) "
+           "ran for 600027 milliseconds before timing out.")
+FAILURE = ("[rank{r}]:[E810 03:04:11.063313477 ProcessGroupNCCL.cpp:2241] [PG ID 0 PG GUID 0(default_pg) Rank {r}]  "
+           "failure detected by watchdog at work sequence id: {seq} PG status: last enqueued work: {enq}, "
+           "last completed work: {done}")
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "server.log"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _kinds(path: Path) -> list[tuple[str, dict]]:
+    return [(ev.kind, dict(ev.fields)) for ev in iter_events(path)]
+
+
+@pytest.mark.parametrize("line, kind, figures", [
+    (TIMEOUT.format(r=3, seq=78), "collective_timeout",
+     {"seq": 78, "op_type": "BROADCAST", "timeout_ms": 600000, "ran_for_ms": 600027}),
+    (FAILURE.format(r=1, seq=40231, enq=40267, done=40230), "collective_failure",
+     {"seq": 40231, "last_enqueued": 40267, "last_completed": 40230, "pg": 0}),
+    ("[rank6]:[E429 13:55:49.384372190 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 6] "
+     "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+     "collectives.", "collective_timeout", {"family": "nccl_heartbeat", "timeout_s": 480}),
+])
+def test_c10d_watchdog_messages_are_read(tmp_path: Path, line: str, kind: str, figures: dict) -> None:
+    [(got, fields)] = _kinds(_write(tmp_path, line + "\n"))
+    assert got == kind
+    assert {k: fields[k] for k in figures} == figures
+
+
+def test_pd_and_pyspy_records(tmp_path: Path) -> None:
+    text = ("[2025-06-05 08:28:03] Some requests timed out when bootstrapping, which means prefill instances fail to "
+            "receive the KV indices from the decode instance of this request. If a greater mean TTFT is acceptable, "
+            "you can 'export SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT=600' (10 minutes) to relax the timeout condition.\n"
+            "[2025-06-05 08:28:04] Request 1234567 waiting_timeout\n"
+            "Process 231587: sglang::scheduler_DP0_TP1\n"
+            "Python v3.10.12 (/usr/bin/python3.10)\n")
+    got = _kinds(_write(tmp_path, text))
+    assert [k for k, _ in got] == ["pd_timeout", "pd_timeout", "pyspy_process", "pyspy_python"]
+    assert got[0][1]["stage"] == "bootstrap" and got[1][1]["stage"] == "waiting"
+    assert got[2][1] == {"pid": 231587, "title": "sglang::scheduler_DP0_TP1"}
+
+
+PYSPY = """[2025-06-05 08:28:01 TP{r}] Pyspy dump for PID {pid}:
+Process {pid}: sglang::scheduler_TP{r}
+Python v3.10.12 (/usr/bin/python3.10)
+
+Thread {pid} (active): "MainThread"
+    {fn} ({loc})
+    event_loop_overlap (sglang/srt/managers/scheduler.py:661)
+    run_scheduler_process (sglang/srt/managers/scheduler.py:2420)
+Thread {tid} (idle): "Thread-4 (watchdog_thread)"
+    select (selectors.py:416)
+    pyspy_dump_schedulers (sglang/srt/utils.py:1711)
+    watchdog_thread (sglang/srt/managers/scheduler.py:1840)
+
+"""
+
+
+def test_collective_timeout_names_the_rank_behind_and_the_main_thread_functions(tmp_path: Path) -> None:
+    lines = ["[2025-08-10 02:54:00 TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.01, "
+             "cuda graph: True, gen throughput (token/s): 310.00, #queue-req: 0"]
+    for r in range(4):
+        lines.append(TIMEOUT.format(r=r, seq=78))
+        lines.append(FAILURE.format(r=r, seq=78, enq=79, done=76 if r == 2 else 77))
+    text = "\n".join(lines) + "\n"
+    text += PYSPY.format(r=1, pid=4101, tid=4201, fn="synchronize", loc="torch/cuda/streams.py:224")
+    text += PYSPY.format(r=2, pid=4102, tid=4202, fn="recv_requests", loc="sglang/srt/managers/scheduler.py:980")
+    summary = summarize_file(_write(tmp_path, text))
+    assert summary.outcome == "hung"
+    hang = summary.hang
+    assert hang["timer"] == "c10d_collective" and hang["timed_out"] and hang["ends_run"]
+    assert hang["timeout_s"] == 600.0
+    assert hang["setting"] == "--dist-timeout" and "--watchdog-timeout" in hang["note"] and "8232" in hang["note"]
+    assert hang["ranks"] == ["TP0", "TP1", "TP2", "TP3"]
+    by_rank = {c["rank"]: c for c in hang["collectives"]}
+    assert by_rank["TP2"]["last_completed"] == 76 and by_rank["TP0"]["last_completed"] == 77
+    assert by_rank["TP3"]["op"] == "BROADCAST" and by_rank["TP3"]["seq"] == 78 and by_rank["TP3"]["last_enqueued"] == 79
+    assert hang["behind"]["rank"] == "TP2" and hang["behind"]["last_completed"] == 76
+    dumps = {d["rank"]: d for d in hang["pyspy"]}
+    assert dumps["TP1"]["main_function"] == "synchronize" and dumps["TP1"]["pid"] == 4101
+    assert dumps["TP2"]["main_function"] == "recv_requests"
+    assert dumps["TP2"]["rank_from"] == "process title"
+    assert dumps["TP2"]["main_stack"][1].startswith("event_loop_overlap")
+
+
+def test_title_names_the_rank_when_the_parent_prints_the_dumps(tmp_path: Path) -> None:
+    # v0.5.23 dumps every scheduler from the parent (no rank in the header's prefix)
+    text = ("[2026-01-10 10:00:00] Pyspy dump for PID 777 (py-spy dump --native --pid 777):\n"
+            "Process 777: sglang::scheduler_DP1_TP5_EP5\n"
+            'Thread 777 (active): "MainThread"\n'
+            "    all_reduce (torch/distributed/distributed_c10d.py:2501)\n")
+    summary = summarize_file(_write(tmp_path, text))
+    [dump] = summary.hang["pyspy"]
+    assert dump["rank"] == "DP1 TP5 EP5" and dump["main_function"] == "all_reduce"
+
+
+def test_soft_watchdog_dumps_but_the_run_goes_on(tmp_path: Path) -> None:
+    text = ("[2026-01-10 10:00:00 TP0] Decode batch, #running-req: 1, #token: 9, token usage: 0.00, cuda graph: True, "
+            "gen throughput (token/s): 10.00, #queue-req: 0\n"
+            "[2026-01-10 10:00:30 TP0] Scheduler watchdog timeout (self.watchdog_timeout=20.0, self.soft=True)\n"
+            "[2026-01-10 10:00:31 TP0] Decode batch, #running-req: 1, #token: 9, token usage: 0.00, cuda graph: True, "
+            "gen throughput (token/s): 10.00, #queue-req: 0\n")
+    summary = summarize_file(_write(tmp_path, text))
+    assert summary.outcome == "ready"
+    assert summary.hang["timer"] == "sglang_soft_watchdog" and not summary.hang["ends_run"]
+    assert summary.hang["setting"] == "--soft-watchdog-timeout"
+
+
+def test_every_timer_names_its_knob_and_source() -> None:
+    for name, timer in TIMERS.items():
+        assert timer["setting"] and timer["source"] and timer["what"], name
+
+
+def test_observer_merge_equals_one_pass(tmp_path: Path) -> None:
+    text = "\n".join(TIMEOUT.format(r=r, seq=5) for r in range(3)) + "\n" + PYSPY.format(
+        r=1, pid=1, tid=2, fn="wait", loc="threading.py:324")
+    events = list(iter_events(_write(tmp_path, text)))
+    whole = HangObserver()
+    for ev in events:
+        whole.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
+    for cut in range(len(events) + 1):
+        a, b = HangObserver(), HangObserver()
+        for ev in events[:cut]:
+            a.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
+        for ev in events[cut:]:
+            b.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
+        a.merge(b)
+        assert a.build(["TP0", "TP1", "TP2"]) == whole.build(["TP0", "TP1", "TP2"])
