@@ -21,6 +21,8 @@ from .budget import Advice, Budget, Capture, advice, budget, capture
 from .crash import CrashFacts, HangFacts, crash_facts, hang_facts, same_crash
 from .kvbudget import KVBudgetFacts, kv_budget_facts
 from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
+from .nodes import NodeFacts, node_facts
+from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
 from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, setup
 
@@ -347,6 +349,10 @@ class Facts:
     kv_budget: KVBudgetFacts
     nodes: NodeFacts
     pd: PDFacts
+    #: The timer of a hang, its knob, who is behind, what to switch on next (diagnose/serving_facts.py).
+    timer: TimerFacts
+    #: The serving phase over time: collapse, full KV pool, retraction storms, cache hits.
+    serving: ServingFacts
 
 
 def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
@@ -380,6 +386,8 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
         kv_budget=kv_budget_facts(failing, fb),
         nodes=node_facts(failing, baseline),
         pd=pd_facts(failing),
+        timer=timer_facts(failing),
+        serving=serving_facts(failing, baseline),
     )
 
 

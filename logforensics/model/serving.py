@@ -102,7 +102,8 @@ def iso(sec: float, dated: bool) -> str:
 
 
 class _Windows:
-    """Per-window [count, sum, min, max, first_line, last_line, first_second] of one figure on one rank."""
+    """Per-window [count, sum, min, max, first_line, last_line, first_second, first_text] of one
+    figure on one rank (the text only where kept: the record a change point cites)."""
 
     __slots__ = ("width", "cells")
 
@@ -110,11 +111,11 @@ class _Windows:
         self.width = width
         self.cells: dict[int, list[float]] = {}
 
-    def add(self, sec: float, value: float, line: int) -> None:
+    def add(self, sec: float, value: float, line: int, text: str | None = None) -> None:
         key = int(sec // self.width)
         c = self.cells.get(key)
         if c is None:
-            self.cells[key] = [1, value, value, value, line, line, sec]
+            self.cells[key] = [1, value, value, value, line, line, sec, text]
             if len(self.cells) > _MAX_WINDOWS:
                 self.coarsen(self.width * 2)
             return
@@ -126,6 +127,7 @@ class _Windows:
             c[3] = value
         if line < c[4]:
             c[4] = line
+            c[7] = text
         if line > c[5]:
             c[5] = line
         if sec < c[6]:
@@ -169,7 +171,8 @@ def _fold(cells: dict[int, list[float]], key: int, c: list[float]) -> None:
     d[1] += c[1]
     d[2] = min(d[2], c[2])
     d[3] = max(d[3], c[3])
-    d[4] = min(d[4], c[4])
+    if c[4] < d[4]:
+        d[4], d[7] = c[4], c[7]
     d[5] = max(d[5], c[5])
     d[6] = min(d[6], c[6])
 
@@ -186,11 +189,12 @@ class Change:
     ratio: float | None
     recovered: bool
     context: list[dict[str, Any]] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "at": self.at, "line": self.line, "before": round(self.before, 3),
                 "after": round(self.after, 3), "ratio": None if self.ratio is None else round(self.ratio, 3),
-                "recovered": self.recovered, "context": self.context}
+                "recovered": self.recovered, "context": self.context, "evidence": self.evidence}
 
 
 class ServingObserver:
@@ -212,6 +216,8 @@ class ServingObserver:
         self.kv_full: dict[str, Any] | None = None  # the first window with token usage >= 0.95
         self.graph_off: dict[str, Any] | None = None  # the first decode batch not run as a CUDA graph
         self.graph_on_seen = False
+        self.file: str | None = None
+        self.first_graph_off: dict[str, Any] | None = None  # the first False, CUDA graphs seen or not
         self._last_ts: str | None = None
         self._last_sec = 0.0
 
@@ -237,23 +243,28 @@ class ServingObserver:
             return
         label = rank or "-"
         windows = self.windows
+        if self.file is None:
+            self.file = file
         for figure, value in (("gen_tok_s", tput), ("running_req", running), ("queue_req", queue),
                               ("token_usage", usage), ("retracted_req", retracted)):
             if value is not None:
                 w = windows.get((figure, label))
                 if w is None:
                     w = windows[(figure, label)] = _Windows()
-                w.add(sec, float(value), line)
+                w.add(sec, float(value), line, text[:400] if figure == "gen_tok_s" else None)
         if graph is True:
             self.graph_on_seen = True
-        elif graph is False and self.graph_on_seen and self.graph_off is None:
-            self.graph_off = _evidence(file, line, rank, ts, text)
+        elif graph is False:
+            if self.graph_on_seen and self.graph_off is None:
+                self.graph_off = _evidence(file, line, rank, ts, text)
+            if self.first_graph_off is None:
+                self.first_graph_off = _evidence(file, line, rank, ts, text)
 
-    def _add(self, figure: str, rank: str, sec: float, value: float, line: int) -> None:
+    def _add(self, figure: str, rank: str, sec: float, value: float, line: int, text: str | None = None) -> None:
         w = self.windows.get((figure, rank))
         if w is None:
             w = self.windows[(figure, rank)] = _Windows()
-        w.add(sec, value, line)
+        w.add(sec, value, line, text)
 
     def observe(self, kind: str, line: int, rank: str | None, ts: str | None, fields: Mapping[str, Any],
                 text: str, file: str | None = None) -> None:
@@ -268,7 +279,7 @@ class ServingObserver:
             label = rank or "-"
             new, cached = fields.get("new_token"), fields.get("cached_token")
             if new is not None and cached is not None:
-                self._add("prefill_new", label, sec, float(new), line)
+                self._add("prefill_new", label, sec, float(new), line, text[:400])
                 self._add("prefill_cached", label, sec, float(cached), line)
             for figure, names, _ in _PREFILL:
                 value = _first(fields, names)
@@ -342,6 +353,7 @@ class ServingObserver:
                 mine.merge(w)
         if self.dated is None:
             self.dated = later.dated
+        self.file = self.file or later.file
         self.untimed += later.untimed
         self.retractions.extend(later.retractions[:max(0, 256 - len(self.retractions))])
         self.retraction_count += later.retraction_count
@@ -363,8 +375,10 @@ class ServingObserver:
             self._coarsen_latency(self.latency_width * 2)
         for item in later.slowest:
             _keep_slowest(self.slowest, item)
-        if self.graph_off is None and (self.graph_on_seen or later.graph_off is None):
-            self.graph_off = later.graph_off
+        if self.graph_off is None:
+            self.graph_off = later.first_graph_off if self.graph_on_seen else later.graph_off
+        if self.first_graph_off is None:
+            self.first_graph_off = later.first_graph_off
         self.graph_on_seen = self.graph_on_seen or later.graph_on_seen
 
     # -- the summary -------------------------------------------------------------------------
@@ -380,11 +394,12 @@ class ServingObserver:
         series["cache_hit"] = self._cache_hit(cells)
         series = {k: v for k, v in series.items() if v}
         gap = _gap(series.get("gen_tok_s") or [], width)
+        texts = {c[4]: (key[1], c[7]) for key, w in cells.items() for c in w.values() if c[7] is not None}
         changes: list[Change] = []
         for fig in CHANGE_FIGURES:
             pts = series.get(fig)
             if pts:
-                changes.extend(self._changes(fig, pts))
+                changes.extend(self._changes(fig, pts, texts))
         changes.sort(key=lambda c: (c.line, c.metric))
         storms = self._storms()
         for c in changes:
@@ -401,7 +416,7 @@ class ServingObserver:
             "changes": [c.to_dict() for c in changes],
             "retractions": {"count": self.retraction_count, "retracted_reqs": self.retracted_reqs,
                             "first": self.retractions[:8], "storms": storms},
-            "kv_full": self._kv_full(series.get("token_usage") or [], series.get("queue_req") or [], dated),
+            "kv_full": self._kv_full(series.get("token_usage") or [], series.get("queue_req") or [], dated, texts),
             "cuda_graph_off": self.graph_off,
             "requests": self._requests(width, dated),
         }
@@ -452,7 +467,8 @@ class ServingObserver:
                 out.append((float(sec), cached / (n + cached), int(line)))
         return out
 
-    def _changes(self, figure: str, pts: list[tuple[float, float, int]]) -> list[Change]:
+    def _changes(self, figure: str, pts: list[tuple[float, float, int]],
+                 texts: Mapping[int, tuple[str, str]]) -> list[Change]:
         values = [v for _, v, _ in pts]
         cuts = _merge_small(values, sorted(_segment(values, 0, len(values), figure)))
         bounds = [0] + cuts + [len(values)]
@@ -466,8 +482,11 @@ class ServingObserver:
             else:
                 recovered = any(m <= before * (1 + _MIN_REL_CHANGE / 2) for m in later[1:])
             t, _, line = pts[cut]
+            rank, text = texts.get(line, (None, None))
             out.append(Change(figure, iso(t, bool(self.dated)), line, before, after,
-                              (after / before) if before else None, recovered))
+                              (after / before) if before else None, recovered,
+                              evidence={"file": self.file, "line": line, "rank": None if rank == "-" else rank,
+                                        "text": text}))
         return out
 
     def _context(self, change: Change, changes: Sequence[Change]) -> list[dict[str, Any]]:
@@ -509,7 +528,7 @@ class ServingObserver:
         return storms
 
     def _kv_full(self, usage: list[tuple[float, float, int]], queue: list[tuple[float, float, int]],
-                 dated: bool) -> dict[str, Any] | None:
+                 dated: bool, texts: Mapping[int, tuple[str, str]]) -> dict[str, Any] | None:
         """The first stretch with token usage >= 0.95 in which the queue grew."""
         qs = {t: v for t, v, _ in queue}
         full = [(t, v, line) for t, v, line in usage if v >= 0.95]
@@ -519,7 +538,8 @@ class ServingObserver:
         q0 = qs.get(start[0])
         later = [qs[t] for t, _, _ in full if t in qs]
         q1 = max(later) if later else None
-        return {"at": iso(start[0], dated), "line": start[2], "token_usage": round(start[1], 3),
+        return {"at": iso(start[0], dated), "line": start[2], "text": texts.get(start[2], (None, None))[1],
+                "token_usage": round(start[1], 3),
                 "windows": len(full), "queue_start": q0, "queue_max": q1,
                 "queue_grew": q0 is not None and q1 is not None and q1 > q0}
 

@@ -1,0 +1,212 @@
+"""Facts about a hang's timer and about the serving phase over time, for the HG/SV rules.
+
+Why here and not in the templates: which diagnostic to switch on next, and in which
+direction a memory knob should move, are decisions with reasons; rules only word them.
+The direction rule: a CUDA out-of-memory error while serving means the static pool left
+too little for activations, so ``--mem-fraction-static`` goes down; a KV pool that is
+merely full (retractions, a growing queue) with no such error may go up, when the
+start-up figures show free memory. Never both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.run import RunSummary
+from ..model.serving import FIGURES
+from .sides import Evidence, ev
+
+#: A throughput change counts as a collapse at or below this ratio.
+COLLAPSE_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing to switch on or change next, and why."""
+
+    setting: str
+    why: str
+
+
+@dataclass(frozen=True)
+class TimerFacts:
+    """The timer that fired (``failing.hang``), its knob, who is behind, and what to run next."""
+
+    fired: bool
+    failure_not_timeout: bool
+    timer: str | None = None
+    what: str | None = None
+    setting: str | None = None
+    default_s: float | None = None
+    timeout_s: float | None = None
+    note: str | None = None
+    ranks: tuple[str, ...] = ()
+    collective: str | None = None
+    behind: str | None = None
+    behind_completed: int | None = None
+    others_completed: int | None = None
+    main_functions: tuple[Mapping[str, Any], ...] = ()
+    watchdog_timeout_set: Any = None
+    next_steps: tuple[Step, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+
+
+def timer_facts(run: RunSummary) -> TimerFacts:
+    hang = run.hang or {}
+    if not hang.get("timer"):
+        return TimerFacts(False, False)
+    c10d = hang["timer"].startswith("c10d")
+    coll = next((c for c in hang.get("collectives") or [] if c.get("op")), None) or \
+        next(iter(hang.get("collectives") or []), None)
+    collective = None
+    if coll:
+        collective = " ".join(x for x in (coll.get("op"), f"SeqNum={coll['seq']}" if coll.get("seq") is not None
+                                          else None) if x)
+    behind = hang.get("behind") or {}
+    mains = tuple({"rank": d.get("rank"), "function": d["main_function"], "location": d.get("main_location"),
+                   "line": d.get("line")} for d in hang.get("pyspy") or [] if d.get("main_function"))
+    env = dict(run.env or {})
+    steps: list[Step] = []
+    if c10d and str(env.get("NCCL_DEBUG", "")).upper() != "INFO":
+        steps.append(Step("NCCL_DEBUG=INFO NCCL_DEBUG_FILE=/tmp/nccl.%h.%p.log",
+                          "NCCL's own log of every rank (one file per host and process): which peer and "
+                          "channel the stuck collective waits on"))
+    flight_off = any("FlightRecorder is disabled" in (n.get("text") or "") for n in run.notices.get("c10d", []))
+    if c10d and (flight_off or "TORCH_NCCL_TRACE_BUFFER_SIZE" not in env):
+        steps.append(Step("TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1",
+                          "PyTorch's flight recorder: the last collectives of every rank, dumped when the "
+                          "watchdog fires, so the rank that never entered the collective shows"
+                          + (" (the log says it is disabled)" if flight_off else "")))
+    serving = any(p == "serving" for p in (run.phase_reached or {}).values())
+    if not mains and serving and "soft_watchdog_timeout" not in (run.launch_args or {}):
+        limit = min(hang.get("timeout_s") or 300, 300)
+        steps.append(Step(f"--soft-watchdog-timeout {int(limit // 2)}",
+                          "SGLang dumps every scheduler's Python stack with py-spy (installed in the "
+                          "container) before the hard timer fires, naming the function each rank is stuck in"))
+    elif not mains:
+        steps.append(Step("py-spy dump --native --pid PID, for each sglang::scheduler process, while it hangs",
+                          "the Python and native stack of every rank: the one that is not in the collective "
+                          "is the one the others wait for (SGLang's watchdogs watch serving, not start-up)"))
+    evidence = tuple(ev(run, e.get("line"), e.get("rank"), e.get("text")) for e in (hang.get("evidence") or [])[:8])
+    return TimerFacts(
+        fired=bool(hang.get("timed_out")),
+        failure_not_timeout=hang["timer"] == "c10d_failure",
+        timer=hang["timer"], what=hang.get("what"), setting=hang.get("setting"), default_s=hang.get("default_s"),
+        timeout_s=hang.get("timeout_s"), note=hang.get("note"), ranks=tuple(hang.get("ranks") or ()),
+        collective=collective, behind=behind.get("rank"), behind_completed=behind.get("last_completed"),
+        others_completed=behind.get("others_completed"), main_functions=mains,
+        watchdog_timeout_set=(run.launch_args or {}).get("watchdog_timeout") if c10d else None,
+        next_steps=tuple(steps), evidence=evidence)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A serving figure that moved to a new level (``failing.serving.changes``)."""
+
+    metric: str
+    label: str
+    at: str
+    line: int
+    before: float
+    after: float
+    ratio: float | None
+    recovered: bool
+    before_it: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class ServingFacts:
+    """The serving phase over time: collapse, a full KV pool, retraction storms, cache hits,
+    and which way the memory knobs should move."""
+
+    has_series: bool
+    collapse: Change | None = None
+    load_fell_too: bool = False
+    cache_collapse: Change | None = None
+    kv_full: Mapping[str, Any] | None = None
+    storm: Mapping[str, Any] | None = None
+    runtime_oom: bool = False
+    kv_advice: tuple[Step, ...] = ()
+    baseline_collapse: Change | None = None
+    kv_evidence: tuple[Evidence, ...] = ()
+    storm_evidence: tuple[Evidence, ...] = ()
+
+
+def _change(run: RunSummary, c: Mapping[str, Any]) -> Change:
+    lines = []
+    for x in c.get("context") or []:
+        if x["what"] == "change":
+            lines.append(f"{FIGURES.get(x['metric'], x['metric'])} {_n(x['before'])} -> {_n(x['after'])} "
+                         f"at {x['at']} (line {x['line']})")
+        elif x["what"] == "retraction":
+            lines.append(f"the first retraction at {x.get('ts')} (line {x['line']}, {x.get('rank') or '-'})")
+        elif x["what"] == "cuda_graph_off":
+            lines.append(f"decode batches stopped running as CUDA graphs at line {x['line']}")
+    evidence = [ev(run, x["line"], x.get("rank"), x.get("text")) for x in c.get("context") or [] if x.get("text")]
+    at = c.get("evidence") or {}
+    if at.get("text"):
+        evidence.insert(0, ev(run, at["line"], at.get("rank"), at["text"]))
+    return Change(c["metric"], FIGURES.get(c["metric"], c["metric"]), c["at"], c["line"], c["before"], c["after"],
+                  c.get("ratio"), bool(c.get("recovered")), tuple(lines), tuple(evidence))
+
+
+def _n(x: float) -> str:
+    return f"{x:.2f}" if abs(x) < 10 else f"{x:.0f}"
+
+
+def _first(run: RunSummary | None, metric: str) -> Mapping[str, Any] | None:
+    if run is None or not run.serving:
+        return None
+    return next((c for c in run.serving.get("changes") or [] if c["metric"] == metric
+                 and c.get("ratio") is not None and c["ratio"] <= COLLAPSE_RATIO), None)
+
+
+def serving_facts(run: RunSummary, baseline: RunSummary | None = None) -> ServingFacts:
+    crash = run.crash or {}
+    runtime_oom = bool(crash.get("oom")) and crash.get("phase") == "serving"
+    s = run.serving
+    if not s:
+        return ServingFacts(False, runtime_oom=runtime_oom)
+    collapse = _first(run, "gen_tok_s")
+    running = _first(run, "running_req")
+    cache = _first(run, "cache_hit")
+    kv = s.get("kv_full")
+    storms = (s.get("retractions") or {}).get("storms") or []
+    advice: list[Step] = []
+    if kv or storms or runtime_oom:
+        args = dict(run.server_args or {})
+        mem = next(iter(run.memory.values()), {}) if run.memory else {}
+        free = mem.get("available_gpu_mem_gib")
+        peak = max((v for _, v, _ in s.get("series", {}).get("running_req", [])), default=None)
+        advice.append(Step("--max-running-requests " + (f"below {int(peak)}" if peak else "lower"),
+                           "fewer requests decoding at once need fewer KV tokens, so the scheduler stops "
+                           "admitting more than the pool holds and retracting them"
+                           + (f" (up to {int(peak)} were running)" if peak else "")))
+        advice.append(Step(f"--schedule-conservativeness above {args.get('schedule_conservativeness', 1.0)}",
+                           "the scheduler reserves more of the pool for the tokens running requests will "
+                           "still generate before it admits new ones"))
+        if runtime_oom:
+            advice.append(Step("--mem-fraction-static lower",
+                               "a CUDA out-of-memory error while serving means the static pool (weights + KV) "
+                               "left too little for activations: a lower fraction gives them room"))
+        elif free is not None and free >= 2.0:
+            advice.append(Step("--mem-fraction-static higher",
+                               f"a larger KV pool; the GPU still had {free:.2f} GiB free after start-up "
+                               f"(available_gpu_mem), and no out-of-memory error is in this log"))
+        advice.append(Step("--chunked-prefill-size lower",
+                           "long prompts are admitted in smaller pieces, so a prefill takes less of the pool at once"))
+    kv_evidence = (ev(run, kv["line"], None, kv.get("text")),) if kv and kv.get("text") else ()
+    storm_evidence = tuple(ev(run, r["line"], r.get("rank"), r.get("text"))
+                           for r in (s.get("retractions") or {}).get("first", [])[:3]) if storms else ()
+    return ServingFacts(
+        has_series=bool(s.get("series")),
+        collapse=_change(run, collapse) if collapse else None,
+        load_fell_too=bool(collapse and running and running["line"] == collapse["line"]),
+        cache_collapse=_change(run, cache) if cache else None,
+        kv_full=kv, storm=storms[0] if storms else None, runtime_oom=runtime_oom,
+        kv_advice=tuple(advice),
+        baseline_collapse=_change(baseline, b) if baseline and (b := _first(baseline, "gen_tok_s")) else None,
+        kv_evidence=kv_evidence, storm_evidence=storm_evidence)
