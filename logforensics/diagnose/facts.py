@@ -21,7 +21,6 @@ from .budget import Advice, Budget, Capture, advice, budget, capture
 from .crash import CrashFacts, HangFacts, crash_facts, hang_facts, same_crash
 from .kvbudget import KVBudgetFacts, kv_budget_facts
 from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
-from .nodes import NodeFacts, node_facts
 from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
 from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, setup
