@@ -78,6 +78,8 @@ class PDObserver:
                 continue
             if kind == "other":
                 self._other(ev)
+            elif kind == "pd_timeout":  # the grammar's record of the two PD timeout warnings
+                self._failure_text(ev)
             elif kind in ("decode_batch", "prefill_batch"):
                 if self.batches_with_pd_fields >= 4:
                     # the role is read from the first batch records with PD fields; the state
