@@ -21,11 +21,13 @@ of the prefill batches in the window.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from .stats import Sketch
@@ -94,6 +96,7 @@ def seconds(ts: str | None) -> float | None:
     return None
 
 
+@lru_cache(maxsize=65536)
 def iso(sec: float, dated: bool) -> str:
     """The inverse of :func:`seconds` (local, naive, as SGLang prints)."""
     if dated:
@@ -218,6 +221,8 @@ class ServingObserver:
         self.graph_on_seen = False
         self.file: str | None = None
         self.first_graph_off: dict[str, Any] | None = None  # the first False, CUDA graphs seen or not
+        self._rev = 0  # changes with every record taken: summary() reuses its last result until then
+        self._cached: tuple[int, dict[str, Any] | None] | None = None
         self._last_ts: str | None = None
         self._last_sec = 0.0
 
@@ -238,6 +243,7 @@ class ServingObserver:
                    queue: float | None, usage: float | None, retracted: float | None, graph: Any,
                    text: str, file: str | None) -> None:
         """One ``Decode batch`` record, its figures already read (the run model's hot path)."""
+        self._rev += 1
         sec = self._sec(ts)
         if sec is None:
             return
@@ -269,6 +275,7 @@ class ServingObserver:
     def observe(self, kind: str, line: int, rank: str | None, ts: str | None, fields: Mapping[str, Any],
                 text: str, file: str | None = None) -> None:
         """One record; kinds other than the serving ones are ignored."""
+        self._rev += 1
         if kind == "decode_batch":
             self.add_decode(rank, ts, line, *(_first(fields, names) for _, names, _ in _DECODE),
                             fields.get("cuda_graph"), text, file)
@@ -345,6 +352,7 @@ class ServingObserver:
 
     def merge(self, later: ServingObserver) -> None:
         """Fold in the observer of the part of the log that followed this one's."""
+        self._rev += later._rev + 1
         for key, w in later.windows.items():
             mine = self.windows.get(key)
             if mine is None:
@@ -383,7 +391,14 @@ class ServingObserver:
 
     # -- the summary -------------------------------------------------------------------------
     def summary(self) -> dict[str, Any] | None:
-        """``summary --json``'s ``serving`` object, or None when the log served nothing timed."""
+        """``summary --json``'s ``serving`` object, or None when the log served nothing timed.
+
+        Pure, and cheap when nothing changed since the last call (``watch`` summarises often)."""
+        if self._cached is None or self._cached[0] != self._rev:
+            self._cached = (self._rev, self._summary())
+        return copy.deepcopy(self._cached[1])
+
+    def _summary(self) -> dict[str, Any] | None:
         if not self.windows and not self.requests and not self.retraction_count:
             return None
         base = max([w.width for w in self.windows.values()] + [1])
