@@ -1,4 +1,4 @@
-"""Command line: ``logforensics parse | summary | diff | watch | check | scan | query | runs | crashes``.
+"""Command line: ``logforensics parse | summary | diff | bundle | watch | check | scan | query | runs | crashes``.
 
 Exit codes are named constants (``outputs``). Errors a user can cause (a missing file, a
 wrong option, a place that cannot be written, a full disk) print one line on stderr and
@@ -335,6 +335,54 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
         _silence_broken_pipe()
     if any(f.severity in FAIL_ON[fail_on] for f in d.findings):
         raise click.exceptions.Exit(EXIT_FINDINGS)
+
+
+@main.command()
+@click.argument("logs", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
+              help="Write the Markdown here ('-': stdout).")
+@click.option("--baseline", type=click.Path(allow_dash=True), default=None,
+              help="A run that worked, to compare with (a file, directory, glob or saved summary).")
+@click.option("--no-redact", is_flag=True,
+              help="Keep home and model paths, hostnames, IP addresses, API keys, tokens and request text.")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
+def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: bool,
+           rules_dirs: tuple[str, ...]) -> None:
+    """Write one Markdown comment for an issue thread about the run in LOGS.
+
+    Under GitHub's 65,536-character limit: the verdict, a phase table per rank, the first
+    traceback of each distinct failure with the ranks that share it, the memory table, the
+    server_args that differ from SGLang's defaults, versions and environment, the findings
+    and what to run next. Redacted by default (home and model paths, hostnames, IP
+    addresses, API keys and tokens, request text), with the list of what was replaced at
+    the end; --no-redact keeps everything.
+    """
+    from .diagnose.rulespec import RuleError
+    from .pipeline import diagnose_runs
+    from .render.bundle import render_bundle
+
+    try:
+        if output != "-":
+            check_writable(output)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
+    fail_run = _run(logs)
+    base_run = _run([baseline]) if baseline else None
+    try:
+        with progress_bar(fail_run.paths + (base_run.paths if base_run else [])) as advance:
+            d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
+    except (InputError, RuleError) as exc:
+        raise fail(str(exc)) from None
+    runs = ([("baseline", d.baseline)] if d.baseline else []) + [("failing", d.failing)]
+    text = render_bundle(d, runs, redact=not no_redact)
+    if output == "-":
+        try:
+            click.echo(text, nl=False)
+        except BrokenPipeError:
+            _silence_broken_pipe()
+        return
+    _write_text(output, text)
 
 
 class _Seconds(click.ParamType):

@@ -36,6 +36,7 @@ from ..model.run import RunSummary
 from ..outputs import write_output
 from ..units import gib
 from ..version import __version__
+from .serving_charts import throughput_chart as serving_throughput_chart
 
 TEMPLATE_PACKAGE = "logforensics.reports"
 TEMPLATE = "report.html.j2"
@@ -60,6 +61,7 @@ MEMORY_SEGMENTS = (
     ("other_pools", "other pools", "#66a61e", ""),
     ("graphs", "CUDA graphs", "#d95f02", ""),
     ("free_after_graphs", "free after graphs", "#cfd8dc", ""),
+    ("capture_used", "CUDA graphs captured before the OOM (at least)", "#d95f02", "x"),
     ("free_unfinished", "free before graphs (capture never finished)", "#eceff1", "/"),
 )
 
@@ -270,7 +272,7 @@ def build_context(d: Diagnosis) -> ReportContext:
     runs = _runs(d)
     timeline, unit = timeline_chart(runs, d)
     memory = memory_chart(d)
-    tput = throughput_chart(runs)
+    tput = serving_throughput_chart(runs, _div) or throughput_chart(runs)
     charts = [c for c in (timeline, memory, tput) if c is not None]
     worst = d.worst() or "ok"
     return ReportContext(
@@ -411,7 +413,8 @@ def phase_spans(r: RunSummary) -> tuple[str, dict[str, list[_Span]]]:
     t0 = min(starts) if starts and unit == "s" else 0.0
     # A run that died took every rank with it: a rank still in a phase stays in it until then.
     ends = [_last_pos(r, rank, crashes.get(rank), unit) for rank in raw]
-    run_end = max((e for e in ends if e is not None), default=None) if r.outcome in ("crashed", "hung") else None
+    last_end = max((e for e in ends if e is not None), default=None)
+    run_end = last_end if r.outcome in ("crashed", "hung") else None
     out: dict[str, list[_Span]] = {}
     for rank, items in raw.items():
         spans = []
@@ -422,6 +425,10 @@ def phase_spans(r: RunSummary) -> tuple[str, dict[str, list[_Span]]]:
                 end = max(end, _last_pos(r, rank, crashes.get(rank), unit) or end)
                 if run_end is not None and rank not in crashes:
                     end = max(end, run_end)
+                elif phase == "serving" and last_end is not None and rank not in crashes:
+                    # a serving rank serves until the run's end: only the stats rank (TP0, or
+                    # attention-TP rank 0 of each DP group) prints batch statistics
+                    end = max(end, last_end)
             spans.append(_Span(rank, phase, start - t0, end - t0, info.get("first_line"), info.get("last_line"),
                                info.get("first_ts"), info.get("last_ts")))
         out[rank] = spans
@@ -622,6 +629,10 @@ def memory_chart(d: Diagnosis) -> Markup | None:
     for label, r in _runs(d):
         run_budget = d.facts.budget.failing if label == "failing" else d.facts.budget.baseline
         ranks = {rb.rank: plain(rb) for rb in (run_budget.ranks if run_budget else ())}
+        cap = d.facts.capture if label == "failing" else None
+        if cap is not None and cap.rank in ranks and cap.used_gib is not None:
+            # the capture that failed used this much of the free memory before it ran out
+            ranks[cap.rank]["capture_used"] = cap.used_gib
         crashed = _rank_crashes(r)
         bars = [(f"{_label(r, rank)} ✕" if rank in crashed else _label(r, rank), rb) for rank, rb in ranks.items()
                 if any(rb.get(k) is not None for k, *_ in MEMORY_SEGMENTS[:-1])]
@@ -667,7 +678,11 @@ def memory_chart(d: Diagnosis) -> Markup | None:
 
 def _segment(rb: dict[str, Any], key: str) -> float | None:
     if key == "free_unfinished":
-        return rb.get("free_after_pools") if rb.get("graphs") is None and rb.get("free_after_graphs") is None else None
+        if rb.get("graphs") is not None or rb.get("free_after_graphs") is not None:
+            return None
+        free = rb.get("free_after_pools")
+        used = rb.get("capture_used")
+        return max(free - used, 0.0) if free is not None and used is not None else free
     return rb.get(key)
 
 

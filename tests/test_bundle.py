@@ -1,0 +1,90 @@
+"""``logforensics bundle``: one Markdown comment under GitHub's limit, redacted by default."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from logforensics.model.summary import RunSummary
+from logforensics.pipeline import diagnose_files
+from logforensics.render.bundle import LIMIT, non_default_args, render_bundle
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURE_OOM = ROOT / "fixtures" / "diff" / "custom_ar_pcie_oom"
+COLLAPSE = ROOT / "fixtures" / "serving" / "throughput_collapse" / "failing.log"
+
+PRIVATE = """python3 -m sglang.launch_server --model-path /data/models/secret-llama-70b --tp 2 --host 10.20.30.40 --api-key sk-live-9f8e7d6c5b4a3210
+[2025-03-08 12:00:01] server_args=ServerArgs(model_path='/data/models/secret-llama-70b', tp_size=2, host='10.20.30.40', port=30000, api_key='sk-live-9f8e7d6c5b4a3210', mem_fraction_static=0.81, log_requests=True)
+[2025-03-08 12:00:02 TP0] Load weight begin. avail mem=78.50 GB
+[2025-03-08 12:00:02 TP1] Load weight begin. avail mem=78.50 GB
+[2025-03-08 12:00:40 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=44.10 GB, mem usage=34.40 GB.
+[2025-03-08 12:01:00] Receive: obj=GenerateReqInput(rid='r1', text='my private question about my bank account', sampling_params={'max_new_tokens': 8})
+[2025-03-08 12:01:03 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/home/alice/venv/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 2420, in run_scheduler_process
+    scheduler.event_loop_overlap()
+  File "/home/alice/venv/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 661, in event_loop_overlap
+    self.process_input_requests(recv_reqs)
+RuntimeError: connection to gpu-node-7.ml.svc.cluster.local (10.20.30.41) failed with token=abcdef123456 for text='my private question about my bank account'
+"""
+
+
+def _bundle(path: Path, redact: bool = True) -> tuple[str, RunSummary]:
+    d = diagnose_files(str(path), None)
+    return render_bundle(d, [("failing", d.failing)], redact=redact), d.failing
+
+
+def test_bundle_redacts_and_lists_what_it_redacted(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(PRIVATE, encoding="utf-8")
+    text, _ = _bundle(log)
+    kept, _ = _bundle(log, redact=False)
+    for secret in ("alice", "secret-llama-70b", "10.20.30.40", "10.20.30.41", "sk-live-9f8e7d6c5b4a3210",
+                   "abcdef123456", "gpu-node-7.ml.svc.cluster.local", "bank account"):
+        assert secret in kept, secret  # the bundle shows it ...
+        assert secret not in text, secret  # ... unless it is redacted
+    tail = text.rsplit("---", 1)[1]
+    for kind in ("home directory", "IP address", "API key or token", "hostname", "request text", "model path"):
+        assert kind in tail, kind
+    # the rest stays readable: the exception, its rank, the setting that differs
+    assert "RuntimeError" in text and "| TP0 | serving |" in text and "| tp_size | 2 | 1 |" in text
+    assert "12:01:03 TP0" in text  # a time is not an address
+    assert "sk-live-9f8e7d6c5b4a3210" in kept and "/data/models/secret-llama-70b" in kept
+    assert "Not redacted" in kept
+
+
+def test_bundle_content_of_a_capture_oom() -> None:
+    text, run = _bundle(CAPTURE_OOM / "failing.log")
+    assert len(text) < LIMIT
+    assert f"**{run.outcome}**" in text
+    assert "phases per rank" in text and "| TP5 |" in text
+    exc = run.exceptions[0]
+    assert exc["exception"] in text and ", ".join(exc["ranks"]) in text  # the first traceback and its ranks
+    assert "memory per rank (GiB" in text
+    assert "SGLANG_FORCE_CUSTOM_AR_PCIE=1" in text  # environment
+    version, why, diffs = non_default_args(run)
+    assert version and diffs
+    for name, _, default in diffs[:5]:
+        assert f"| {name} |" in text and default in text
+    assert "serverargs_defaults" in why
+
+
+def test_bundle_stays_under_the_limit_and_says_what_it_cut(tmp_path: Path) -> None:
+    big = tmp_path / "big.log"
+    tb = "".join(f'  File "/x/sglang/srt/m{i}.py", line {i}, in f{i}\n    g{i}()\n' for i in range(400))
+    big.write_text("".join(f"[2025-03-08 12:00:{i % 60:02d} TP{i}] Scheduler hit an exception: Traceback "
+                           f"(most recent call last):\n{tb}ValueError{i}: broken {i}\n" for i in range(40)),
+                   encoding="utf-8")
+    text, _ = _bundle(big)
+    assert len(text) < LIMIT
+    assert "more lines" in text or "cut at" in text
+
+
+def test_bundle_of_a_serving_collapse_says_what_to_run(tmp_path: Path) -> None:
+    out = tmp_path / "issue.md"
+    subprocess.run([sys.executable, "-m", "logforensics", "bundle", str(COLLAPSE), "-o", str(out)], check=True,
+                   capture_output=True)
+    text = out.read_text(encoding="utf-8")
+    assert "decode throughput collapsed" in text
+    assert "To diagnose further, run with" in text and "--max-running-requests" in text
+    assert "alice" not in text and "sk-test-4f9a2c71d0" not in text  # the launch command's path and key
