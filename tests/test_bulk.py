@@ -106,7 +106,9 @@ def test_bulk_equals_events_on_generated_logs(generated: list[Path]) -> None:
         data = path.read_bytes()
         want = _events_path(data, path.name)
         kinds = json.loads(want)["coverage"]["kinds"]
-        serving = sum(kinds.get(k, 0) for k in ("decode_batch", "prefill_batch", "http_access"))
+        # decode and prefill batches take the exact path (the serving time series reads each
+        # record's stamp, rank and line, which the scanner's columns do not carry)
+        serving = sum(kinds.get(k, 0) for k in ("http_access",))
         for size in (1 << 20, 65536, 4093):
             got, taken = _bulk_path(data, path.name, size)
             assert got == want, f"{path.name}, blocks of {size} bytes"

@@ -21,10 +21,12 @@ from typing import Any
 from ..events import PHASE_OF_KIND, Event
 from ..read.bulk import BulkScanner, Segment
 from ..read.plan import Plan
+from .hang import HANG_KINDS
 from .notices import limit
 from .rank import NO_RANK
 from .registry import HANDLERS
 from .run import RunModel
+from .serving import SERVING_KINDS
 from .stats import Sketch
 
 DECODE, PREFILL, PASSIVE = 1, 2, 3
@@ -48,10 +50,12 @@ def class_of(plan: Plan) -> int | None:
     kind = plan.kind
     if any(name in plan.spec for name in _PD_FIELDS):
         return None
-    if kind == "decode_batch":
-        return DECODE
-    if kind == "prefill_batch":
-        return PREFILL
+    if kind in ("decode_batch", "prefill_batch"):
+        # the serving time series (model/serving.py) needs each record's stamp, rank, line and
+        # figures, which the scanner's columns do not carry: these records take the exact path
+        return None
+    if kind in HANG_KINDS or kind in SERVING_KINDS:
+        return None  # the hang and serving observers read each record
     if kind in REPLAYED:
         return PASSIVE
     if kind in HANDLERS or kind in PHASE_OF_KIND:
