@@ -49,7 +49,7 @@ _ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z
                         r"WARN|WARNING|ERROR)\s+)?(?P<module>(?:sglang_router_rs|smg)(?:::\w+)*): "
                         r"(?P<src>\S*\.rs):(?P<src_line>\d+): (?P<msg>.*)")
 #: The kinds this observer reads; everything else (nearly all of a serving log) is skipped.
-_KINDS = frozenset({"other", "decode_batch", "prefill_batch", "server_args", "launch_command", "exception"})
+_KINDS = frozenset({"other", "decode_batch", "prefill_batch", "server_args", "launch_command", "exception", "pd_timeout"})
 _DISAGG_FRAME = re.compile(r"event_loop_\w*disagg_(prefill|decode)")
 
 
