@@ -86,7 +86,8 @@ def judge(m: RunModel) -> Verdict:
         for key in ("evidence", "ranks"):
             if not detail[key]:
                 detail.pop(key)
-        hang.update(detail)
+        for key, value in detail.items():  # the watchdog evidence and ranks above stay as they are
+            hang.setdefault(key, value)
     hung_lines = [h["line"] for h in fl.hang_events[:1]] + ([built.first_line] if built and built.ends_run else [])
     crash = _crash(m, fatal, sigquits) if (fatal or sigquits) else None
     first_hang = min(hung_lines) if hung_lines else None
