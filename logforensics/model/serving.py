@@ -104,6 +104,11 @@ def iso(sec: float, dated: bool) -> str:
     return str(timedelta(seconds=int(sec) % 86400)).rjust(8, "0")
 
 
+#: One window's aggregates: [count, sum, min, max, first_line, last_line, first_second, first_text];
+#: numbers but for the last slot, a record's text or None.
+_Cell = list[Any]
+
+
 class _Windows:
     """Per-window [count, sum, min, max, first_line, last_line, first_second, first_text] of one
     figure on one rank (the text only where kept: the record a change point cites)."""
@@ -112,7 +117,7 @@ class _Windows:
 
     def __init__(self, width: int = 1) -> None:
         self.width = width
-        self.cells: dict[int, list[float]] = {}
+        self.cells: dict[int, _Cell] = {}
 
     def add(self, sec: float, value: float, line: int, text: str | None = None) -> None:
         key = int(sec // self.width)
@@ -140,17 +145,17 @@ class _Windows:
         if width <= self.width:
             return
         factor = width // self.width
-        cells: dict[int, list[float]] = {}
+        cells: dict[int, _Cell] = {}
         for key, c in self.cells.items():
             _fold(cells, key // factor, c)
         self.width, self.cells = width, cells
 
-    def coarsened(self, width: int) -> dict[int, list[float]]:
+    def coarsened(self, width: int) -> dict[int, _Cell]:
         """The cells at ``width`` (a multiple of this width), leaving these unchanged."""
         if width <= self.width:
             return self.cells
         factor = width // self.width
-        cells: dict[int, list[float]] = {}
+        cells: dict[int, _Cell] = {}
         for key, c in self.cells.items():
             _fold(cells, key // factor, c)
         return cells
@@ -165,7 +170,7 @@ class _Windows:
             self.coarsen(self.width * 2)
 
 
-def _fold(cells: dict[int, list[float]], key: int, c: list[float]) -> None:
+def _fold(cells: dict[int, _Cell], key: int, c: _Cell) -> None:
     d = cells.get(key)
     if d is None:
         cells[key] = list(c)
@@ -277,7 +282,8 @@ class ServingObserver:
         """One record; kinds other than the serving ones are ignored."""
         self._rev += 1
         if kind == "decode_batch":
-            self.add_decode(rank, ts, line, *(_first(fields, names) for _, names, _ in _DECODE),
+            tput, running, queue, usage, retracted = (_first(fields, names) for _, names, _ in _DECODE)
+            self.add_decode(rank, ts, line, tput, running, queue, usage, retracted,
                             fields.get("cuda_graph"), text, file)
         elif kind == "prefill_batch":
             sec = self._sec(ts)
@@ -372,10 +378,10 @@ class ServingObserver:
         if later.latency_width > self.latency_width:
             self._coarsen_latency(later.latency_width)
         factor = self.latency_width // later.latency_width
-        for key, (sk, line) in later.latency_cells.items():
-            d = self.latency_cells.get(key // factor)
+        for window, (sk, line) in later.latency_cells.items():
+            d = self.latency_cells.get(window // factor)
             if d is None:
-                self.latency_cells[key // factor] = [sk, line]
+                self.latency_cells[window // factor] = [sk, line]
             else:
                 d[0].merge(sk)
                 d[1] = min(d[1], line)
@@ -449,24 +455,24 @@ class ServingObserver:
         return max(widths) if widths else 1
 
     @staticmethod
-    def _combined(figure: str, cells: dict[tuple[str, str], dict[int, list[float]]]) -> list[tuple[float, float, int]]:
+    def _combined(figure: str, cells: dict[tuple[str, str], dict[int, _Cell]]) -> list[tuple[float, float, int]]:
         how = next((h for f, _, h in _DECODE if f == figure), "sum")
         per_rank = [w for (fig, _), w in cells.items() if fig == figure]
-        keys: dict[int, list[list[float]]] = {}
+        keys: dict[int, list[_Cell]] = {}
         for w in per_rank:
             for k, c in w.items():
                 keys.setdefault(k, []).append(c)
         out = []
         for k in sorted(keys):
-            cells = keys[k]
-            means = [c[1] / c[0] for c in cells]
+            group = keys[k]  # the ranks' cells of one window
+            means = [c[1] / c[0] for c in group]
             value = max(means) if how == "max" else sum(means)
-            first = min(cells, key=lambda c: c[4])
+            first = min(group, key=lambda c: c[4])
             out.append((float(first[6]), value, int(first[4])))
         return out
 
     @staticmethod
-    def _cache_hit(cells: dict[tuple[str, str], dict[int, list[float]]]) -> list[tuple[float, float, int]]:
+    def _cache_hit(cells: dict[tuple[str, str], dict[int, _Cell]]) -> list[tuple[float, float, int]]:
         new: dict[int, list[float]] = {}
         for (fig, _), w in cells.items():
             if fig in ("prefill_new", "prefill_cached"):

@@ -503,37 +503,38 @@ class _Planner(FatalPlanning):
             self.const["stage"] = "waiting"
         else:
             self.const["stage"] = "waiting"
-            self.add("bootstrap_room", first, _to_int)
+            self.add("bootstrap_room", _token(first), _to_int)
         self.generic(tree)
 
     def _payload(self, kind: str, tok: Token, start: int | None = None) -> None:
-        a = tok.start_pos if start is None else start
+        a = _span(tok)[0] if start is None else start
         for name, conv in REQUEST_FIELDS[kind].items():
             self.add_span(name, a, self.length, conv)
         self.memo_ok = False  # the payload's figures sit at offsets that depend on its text
 
     def on_request_receive(self, tree: Tree) -> None:
-        self._payload("request_receive", tree.children[1])
+        self._payload("request_receive", _token(tree.children[1]))
 
     def on_request_finish(self, tree: Tree) -> None:
-        self._payload("request_finish", tree.children[1])
+        self._payload("request_finish", _token(tree.children[1]))
 
     def on_req_time_stats(self, tree: Tree) -> None:
-        self._payload("req_time_stats", tree.children[1], tree.children[0].end_pos)
+        self._payload("req_time_stats", _token(tree.children[1]), _span(_token(tree.children[0]))[1])
 
     def on_request_json(self, tree: Tree) -> None:
-        tok = tree.children[0]
+        tok = _token(tree.children[0])
         self._payload("request_json", tok)
         m = _JSON_STAMP.match(tok)
         if m:
-            self.ts = (tok.start_pos + m.start(1), tok.start_pos + m.end(1))
+            start = _span(tok)[0]
+            self.ts = (start + m.start(1), start + m.end(1))
 
     def on_pyspy_process(self, tree: Tree) -> None:
-        self.add("pid", tree.children[0], _word_int(1))
-        self.add("title", tree.children[1], _to_strip)
+        self.add("pid", _token(tree.children[0]), _word_int(1))
+        self.add("title", _token(tree.children[1]), _to_strip)
 
     def on_pyspy_python(self, tree: Tree) -> None:
-        self.add("python", tree.children[0], _word(1))
+        self.add("python", _token(tree.children[0]), _word(1))
 
     def on_nccl_debug(self, tree: Tree) -> None:
         toks = _tokens(tree)

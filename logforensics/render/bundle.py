@@ -11,6 +11,7 @@ was replaced, by kind and count, never the values.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -65,7 +66,7 @@ class Redactor:
                 self.counts["model path"] += text.count(path)
                 text = text.replace(path, self._placeholder("model path", path))
         for kind, pattern in self._RULES:
-            text = pattern.sub(lambda m, k=kind: self._sub(k, m), text)
+            text = pattern.sub(functools.partial(self._sub, kind), text)
         return text
 
     def _placeholder(self, kind: str, value: str) -> str:
