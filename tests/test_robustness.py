@@ -123,3 +123,45 @@ def test_truncated_first_and_last_lines() -> None:
     data = b"26-05-28 00:11:09 TP0] Load weight begin. avail mem=21.63 GB\n[2025-03-08 12:29:13 TP3] Load wei"
     events, run = parse_all(data)
     assert len(events) == 2 and run.summary().coverage["unterminated_last_line"]
+
+
+def _grammar_inputs(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    """Record every text the classifier hands to the (real) grammar."""
+    from logforensics.read import fastpath
+
+    seen: list[str] = []
+    real = fastpath.plan_record
+
+    def counting(text: str):  # type: ignore[no-untyped-def]
+        seen.append(text)
+        return real(text)
+
+    monkeypatch.setattr(fastpath, "plan_record", counting)
+    return seen
+
+
+def test_undecodable_lines_of_a_binary_stream_are_other_without_the_grammar(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    seen = _grammar_inputs(monkeypatch)
+    data = random.Random(11).randbytes(200_000)
+    parser = IncrementalParser("noise.bin")
+    events = parser.feed(data) + parser.close()
+    lines = data.split(b"\n")
+    assert len(events) >= len(lines)  # nothing is lost: every line is an event
+    bad = [i for i, raw in enumerate(lines, 1) if "\ufffd" in raw.decode("utf-8", "replace")]
+    assert len(bad) > len(lines) // 2
+    kinds = {ev.line: ev.kind for ev in events}
+    assert all(kinds[i] == "other" for i in bad)
+    assert not any("\ufffd" in text for text in seen)  # none of them reached the grammar
+    assert parser.classifier.decode_errors == len(bad)
+
+
+def test_an_undecodable_line_of_a_text_log_still_goes_to_the_grammar(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    seen = _grammar_inputs(monkeypatch)
+    line = b"[2026-02-27 12:00:01 TP3] Load weight end. \xff\xfe"
+    parser = IncrementalParser("text.log")
+    events = parser.feed(b"[2026-02-27 12:00:00 TP3] Init torch distributed begin.\n" + line + b"\n")
+    events += parser.close()
+    assert not parser.classifier.binary
+    assert any("\ufffd" in text for text in seen)
+    ev = [e for e in events if e.line == 2][0]
+    assert ev.rank is not None and ev.ts is not None  # the prefix the grammar reads is kept

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from ..read.parser import BLOCK_SIZE
+from ..read.segments import SNIFF_BYTES, looks_binary, text_counts
 
 #: Magic bytes of the compressed formats read transparently.
 MAGIC = (
@@ -38,7 +39,6 @@ MAGIC = (
 COMPRESSED_FORMATS = tuple(name for _, name in MAGIC)
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 #: Bytes of a log's start looked at to judge whether it is text.
-SNIFF_BYTES = 64 << 10
 
 Warn = Callable[[str], None]
 
@@ -65,8 +65,11 @@ def is_plain_file(path: str | os.PathLike[str]) -> bool:
 
 def not_text_reason(sample: bytes) -> str | None:
     """Why ``sample`` (a log's first bytes, as UTF-8) does not look like text, or None."""
-    if not sample:
+    if not looks_binary(sample):
         return None
+    nul, bad, other = text_counts(sample)
+    return (f"this does not look like a text log (of its first {len(sample)} bytes: {nul} NUL, {bad} not UTF-8, "
+            f"{other} other control characters); its lines are read as they are")
     nul = sample.count(0)
     text = sample.decode("utf-8", errors="replace")
     bad = text.count("\ufffd")

@@ -39,6 +39,8 @@ _MASK = bytes.maketrans(b"123456789", b"000000000")
 _MEMO_MAX_LINE = 4096
 _GRAMMAR_LIMIT = 65536
 
+_OTHER = Plan.make("other", None, None, ())
+
 Entry = tuple[tuple[int, int, Plan], ...]
 
 _new_tuple = tuple.__new__
@@ -61,6 +63,9 @@ class LineClassifier:
         self.memo_limit = memo_limit
         self.grammar_calls = 0
         self.decode_errors = 0
+        #: The stream does not look like text (``segments.looks_binary`` of its first bytes):
+        #: its lines with undecodable bytes are ``other`` without asking the grammar.
+        self.binary = False
 
     def share_memo(self, other: LineClassifier) -> None:
         """Use ``other``'s memo: plans do not depend on the file or on the line number,
@@ -153,6 +158,8 @@ class LineClassifier:
         text = raw.decode("utf-8", "replace")
         if "\ufffd" in text and b"\xef\xbf\xbd" not in raw:
             self.decode_errors += 1
+            if self.binary:  # noise, not a record: two failed Lark parses would say the same
+                return [build_event(_OTHER, text, line, self.file, self.node)]
         memoisable = raw.isascii() and len(raw) <= _MEMO_MAX_LINE
         if needs_clean(text):
             text = clean(text)

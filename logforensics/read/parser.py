@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from ..events import Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .fastpath import LineClassifier
+from .segments import SNIFF_BYTES, looks_binary
 
 if TYPE_CHECKING:
     from .bulk import BulkScanner, BulkSink
@@ -80,6 +81,8 @@ class IncrementalParser:
         """Events of every line completed by ``chunk`` (in line order)."""
         if not chunk:
             return []
+        if not self.stats.bytes:  # the first bytes: is this text at all?
+            self.classifier.binary = looks_binary(chunk[:SNIFF_BYTES])
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
             idx = chunk.find(b"\n")
@@ -120,6 +123,8 @@ class IncrementalParser:
         """
         if not chunk:
             return
+        if not self.stats.bytes:  # the first bytes: is this text at all?
+            self.classifier.binary = looks_binary(chunk[:SNIFF_BYTES])
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
             idx = chunk.find(b"\n")

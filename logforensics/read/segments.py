@@ -133,3 +133,26 @@ def _skip_wrappers(text: str, a: int, b: int) -> int:
             return a
         a = m.end()
     return a
+
+
+#: How many first bytes of a stream decide whether it is text at all.
+SNIFF_BYTES = 64 << 10
+
+
+def text_counts(sample: bytes) -> tuple[int, int, int]:
+    """NUL bytes, undecodable (UTF-8) bytes and other control characters of ``sample``."""
+    nul = sample.count(0)
+    text = sample.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    controls = sum(1 for ch in text if ch < " " and ch not in "\t\n\r\x1b")
+    return nul, bad, controls - nul
+
+
+def looks_binary(sample: bytes) -> bool:
+    """Whether a stream whose first bytes are ``sample`` is not text (random bytes, a core
+    dump): over 1% NUL, or over 5% undecodable bytes or other control characters."""
+    if not sample:
+        return False
+    nul, bad, other = text_counts(sample)
+    n = len(sample.decode("utf-8", errors="replace"))
+    return nul * 100 > len(sample) or bad * 20 > n or other * 20 > n
