@@ -16,8 +16,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ..model.summary import RunSummary
-
-RUN_COLOURS = {"baseline": "#1f77b4", "failing": "#d62728"}
+from .charts import RUN_COLOURS
 
 
 def _sec(ts: Any) -> float | None:
