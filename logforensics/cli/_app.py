@@ -1,0 +1,135 @@
+"""The command group, its exit statuses, consoles, progress bars and one-line errors.
+
+Shared by every command module of the package; a command registers itself on :data:`main`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+
+from ..outputs import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    OutputError,
+    silence_stdout,
+    stdout_error,
+    write_output,
+)
+from ..pipeline import InputError, RunFiles, run_files
+from ..render.console import make_console
+from ..version import __version__
+
+#: Files larger than this get a progress bar on stderr (when stderr is a terminal).
+PROGRESS_MIN_BYTES = 32 << 20
+
+
+def stdout_console() -> Console:
+    """rich on a terminal; plain wide text (no colour codes) when piped."""
+    return make_console()
+
+
+def _stderr() -> Console:
+    return make_console(stderr=True)
+
+
+def _error(message: str) -> None:
+    try:
+        click.echo(f"logforensics: error: {message}", err=True)
+    except OSError:
+        pass
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> click.exceptions.Exit:
+    _error(message)
+    return click.exceptions.Exit(code)
+
+
+class _Main(click.Group):
+    """The command group, with the one place where a command's end becomes an exit status.
+
+    A full disk or a vanished directory under an output, a closed pipe on stdout, an
+    interrupt: each ends here in one line and a named exit status, never a traceback.
+    """
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        code: Any = EXIT_OK
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            sys.stdout.flush()
+        except click.ClickException as exc:
+            exc.show()
+            code = exc.exit_code
+        except (click.Abort, KeyboardInterrupt):
+            _error("interrupted")
+            code = EXIT_INTERRUPTED
+        except OutputError as exc:
+            _error(str(exc))
+            code = EXIT_USAGE
+        except OSError as exc:
+            message = stdout_error(exc) if exc.filename is None else f"{exc.filename}: {exc.strerror or exc}"
+            silence_stdout()
+            if message is not None:
+                _error(message)
+                code = EXIT_USAGE
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+@contextmanager
+def progress_bar(paths: list[str]) -> Iterator[Any]:
+    """A rich progress bar over the bytes of ``paths``, or a no-op when not useful."""
+    total = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+    err = _stderr()
+    if not err.is_terminal or total < PROGRESS_MIN_BYTES:
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), console=err, transient=True) as prog:
+        task = prog.add_task("reading", total=total)
+        yield lambda n: prog.advance(task, n)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="logforensics")
+def main() -> None:
+    """Forensic analyzer for SGLang inference-server logs.
+
+    Reads multi-rank SGLang logs of any version (interleaved ranks, tqdm bars,
+    tracebacks without prefixes) into typed events and explains what happened.
+    Memory figures are GiB: SGLang's "GB" is GiB.
+
+    Wherever a command takes a run (LOGS, BASELINE, FAILING) it takes a file, a
+    directory (its *.log, *.out, *.err, compressed or not), a quoted glob, or (LOGS)
+    several files: one per node of a multi-node launch, or the prefill, decode and
+    router logs of a disaggregated one. They are read as one run.
+    """
+
+
+def _run(args: tuple[str, ...] | list[str]) -> RunFiles:
+    try:
+        return run_files(list(args))
+    except InputError as exc:
+        raise fail(str(exc)) from None
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        write_output(path, text)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
+
+
+def _silence_broken_pipe() -> None:
+    silence_stdout()

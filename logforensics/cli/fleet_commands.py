@@ -1,0 +1,145 @@
+"""Commands over a store of many runs: ``scan``, ``query``, ``runs``, ``crashes``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from ..outputs import (
+    EXIT_USAGE,
+)
+from ..pipeline import InputError
+from ._app import (
+    _silence_broken_pipe,
+    _stderr,
+    fail,
+    main,
+    stdout_console,
+)
+
+_STORE = click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False),
+                      help="The store directory (written by scan).")
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+                       show_default=True, help="Output format (json: a list of objects).")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False),
+              help="The store directory (created if missing; scanned again, only new and changed files are read).")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: worker processes on this machine; ray: Ray Data tasks on a Ray cluster "
+              "(pip install 'logforensics[ray]').")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Parallel workers (default: the number of CPUs; with --engine ray, the CPUs of a local cluster).")
+@click.option("--ray-address", default=None, help="With --engine ray: the cluster to join (ray.init address, "
+              "e.g. 10.0.0.5:6379 or auto); default: start a local cluster for this scan.")
+@click.option("--group-by", type=click.Choice(["file", "dir"]), default="file", show_default=True,
+              help="file: each log is a run, except per-node files of one directory (node0.log, "
+              "job_nodeN.out), which form one; dir: every directory is one run.")
+@click.option("--no-events", is_flag=True, help="Do not write the events table (smaller store, faster scan).")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="A directory of your own rule files (*.yml), for the findings table.")
+def scan(paths: tuple[str, ...], store_dir: str, engine: str, jobs: int | None, ray_address: str | None,
+         group_by: str, no_events: bool, rules_dirs: tuple[str, ...]) -> None:
+    """Parse every run under PATHS (files or directories of *.log, *.out, *.err) into a Parquet store.
+
+    Tables runs, ranks, findings, events and summaries, in Hive-style partitions that
+    DuckDB, Spark, Trino or pandas read directly (schema: docs/fleet.md). A second scan
+    reads only files that are new or changed (size, mtime, hash of the first 64 KiB) and
+    says how many it skipped. Unreadable files are warned about and skipped.
+    """
+    from ..diagnose.rulespec import RuleError
+    from ..fleet.engines import EngineError
+    from ..fleet.scan import scan as run_scan
+    from ..fleet.store import StoreError
+
+    if ray_address and engine != "ray":
+        raise fail("--ray-address goes with --engine ray")
+    with _scan_progress() as (on_plan, on_run):
+        try:
+            r = run_scan(paths, store_dir, engine=engine, jobs=jobs, group_by=group_by, events=not no_events,
+                         ray_address=ray_address, rules_dirs=rules_dirs, on_plan=on_plan, on_run=on_run)
+        except (StoreError, EngineError, RuleError, InputError) as exc:
+            raise fail(str(exc)) from None
+    for line in r.warnings + r.errors:
+        click.echo(f"logforensics: warning: {line}", err=True)
+    click.echo(f"{store_dir}: {r.runs_found} runs in {r.files_found} files; parsed {r.runs_parsed}, "
+               f"skipped {r.runs_skipped} unchanged ({r.files_skipped} files), {len(r.errors)} unreadable; "
+               f"{r.findings} findings")
+    if r.runs_found == 0 or (r.errors and r.runs_parsed == 0 and r.runs_skipped == 0):
+        raise click.exceptions.Exit(EXIT_USAGE)
+
+
+@contextmanager
+def _scan_progress() -> Iterator[tuple[Any, Any]]:
+    """A progress bar over the runs to parse, on stderr when it is a terminal."""
+    err = _stderr()
+    if not err.is_terminal:
+        yield None, None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as prog:
+        task = prog.add_task("scanning", total=None)
+        yield (lambda n: prog.update(task, total=n)), (lambda _run: prog.advance(task))
+
+
+def _rows_out(store_dir: str, sql: str, params: list[Any], fmt: str, title: str | None = None) -> None:
+    from ..fleet.query import QueryError, run_sql
+    from ..fleet.store import Store, StoreError
+    from ..render.rows import write_rows
+
+    try:
+        columns, rows = run_sql(Store(store_dir), sql, params)
+    except (StoreError, QueryError) as exc:
+        raise fail(str(exc)) from None
+    try:
+        write_rows(columns, rows, fmt, sys.stdout, stdout_console() if fmt == "table" else None, title)
+    except BrokenPipeError:
+        _silence_broken_pipe()
+
+
+@main.command()
+@_STORE
+@click.argument("sql")
+@_FORMAT
+def query(store_dir: str, sql: str, fmt: str) -> None:
+    """Run SQL (DuckDB's dialect) over the store's tables: runs, ranks, findings, events, summaries.
+
+    Example: logforensics query --store fleet "SELECT outcome, count(*) FROM runs GROUP BY 1"
+    """
+    _rows_out(store_dir, sql, [], fmt)
+
+
+@main.command()
+@_STORE
+@click.option("--outcome", type=click.Choice(["ready", "crashed", "hung", "incomplete"]), help="Only runs with this outcome.")
+@click.option("--model", help="Only runs whose model contains this text (case-insensitive).")
+@click.option("--version", "version", help="Only runs whose log shows this SGLang version.")
+@_FORMAT
+def runs(store_dir: str, outcome: str | None, model: str | None, version: str | None, fmt: str) -> None:
+    """The runs of a store, latest first: outcome, first rank, crash phase, fingerprint, model, sizes."""
+    from ..fleet.query import runs_sql
+
+    sql, params = runs_sql(outcome, model, version)
+    _rows_out(store_dir, sql, params, fmt, "runs")
+
+
+@main.command()
+@_STORE
+@_FORMAT
+def crashes(store_dir: str, fmt: str) -> None:
+    """Crash groups by fingerprint (exception type, innermost SGLang function, phase), most runs first.
+
+    With the number of runs, first and last seen, the SGLang versions and nodes, and
+    the latest run's source.
+    """
+    from ..fleet.query import CRASHES_SQL
+
+    _rows_out(store_dir, CRASHES_SQL, [], fmt, "crashes")

@@ -1,0 +1,277 @@
+"""Commands over one run or a pair: ``parse``, ``summary``, ``diff``, ``bundle``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.text import Text
+
+from ..outputs import (
+    EXIT_FINDINGS,
+    OutputError,
+    check_writable,
+    open_output,
+)
+from ..pipeline import InputError, RunFiles, iter_run_events, summarize_run
+from ..render.console import make_console
+from ._app import (
+    _run,
+    _silence_broken_pipe,
+    _write_text,
+    fail,
+    main,
+    progress_bar,
+    stdout_console,
+)
+
+
+@main.command()
+@click.argument("logs", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv", "parquet"]), default="table",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="Write here instead of stdout (required for parquet).")
+@click.option("--kind", "kinds", multiple=True, help="Only events of this kind (repeatable).")
+def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) -> None:
+    """Print every event of the run LOGS, file after file, each in order.
+
+    jsonl gives one JSON object per event with kind, rank, ts, file, line (as grep -n
+    counts), node (in a run of several files, or when a wrapper names it) and the
+    event's own fields, units in their names (avail_gib, elapsed_s).
+    parquet is written in row groups, in bounded memory; csv goes through pandas and
+    holds all events in memory.
+    """
+    if fmt == "parquet" and output == "-":
+        raise fail("--format parquet needs -o FILE")
+    wanted = set(kinds)
+    if wanted:
+        from ..read.kinds import event_kinds
+
+        unknown = sorted(wanted - event_kinds())
+        if unknown:
+            raise fail(f"unknown event kind(s) {', '.join(unknown)}; valid kinds: {', '.join(sorted(event_kinds()))}")
+    try:
+        check_writable(output)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
+    run = _run(logs)
+    with progress_bar(run.paths) as advance:
+        _parse_out(run, fmt, output, wanted, advance)
+
+
+def _parse_out(run: RunFiles, fmt: str, output: str, wanted: set[str], advance: Any) -> None:
+    events = (ev for ev in _events_or_fail(run, advance) if not wanted or ev.kind in wanted)
+    try:
+        if fmt in ("csv", "parquet"):
+            _write_frame(events, fmt, output)
+            return
+        with open_output(output, "w") as out:
+            for ev in events:
+                if fmt == "jsonl":
+                    out.write(json.dumps(ev.to_dict(), ensure_ascii=False, default=str) + "\n")
+                else:
+                    out.write(_table_line(ev) + "\n")
+    except BrokenPipeError:
+        _silence_broken_pipe()
+
+
+def _events_or_fail(run: RunFiles, progress: Any = None):
+    try:
+        yield from iter_run_events(run, progress=progress,
+                                   warn=lambda path, msg: click.echo(f"logforensics: warning: {path}: {msg}", err=True))
+    except InputError as exc:
+        raise fail(str(exc)) from None
+
+
+def _table_line(ev: Any) -> str:
+    fields = " ".join(f"{k}={_short(v)}" for k, v in ev.fields.items() if k not in ("lines", "frames"))
+    if ev.kind == "exception":
+        fields = f"{ev.fields.get('exception')}: {(ev.fields.get('message') or '')[:120]!r} frames={len(ev.fields.get('frames') or [])}"
+    elif ev.kind == "other":
+        fields = ev.text[:160]
+    where = f"{ev.node}  " if ev.node else ""
+    return f"{where}{ev.file}:{ev.line:<7} {ev.rank or '-':<12} {ev.kind:<18} {fields}"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _write_frame(events: Any, fmt: str, output: str) -> None:
+    if fmt == "parquet":
+        from ..render.tables import write_parquet
+
+        with open_output(output, "wb") as fh:
+            write_parquet(events, fh)
+        return
+    import pandas as pd
+
+    rows = []
+    for ev in events:
+        row = ev.to_dict()
+        rows.append({k: (json.dumps(v, default=str) if isinstance(v, (dict, list)) else v) for k, v in row.items()})
+    frame = pd.DataFrame(rows)
+    with open_output(output, "w") as fh:
+        frame.to_csv(fh, index=False)
+
+
+@main.command()
+@click.argument("logs", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def summary(logs: tuple[str, ...], as_json: bool) -> None:
+    """Summarise one run: outcome, ranks, phase reached, memory per rank, crash.
+
+    LOGS is one run: a file, several files (one per node or server), a directory or a
+    quoted glob. Ranks and the crash name their node and file; ranks that the parallel
+    sizes call for but no file shows are listed as missing.
+    """
+    run = _run(logs)
+    try:
+        with progress_bar(run.paths) as advance:
+            s = summarize_run(run, progress=advance)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    try:
+        if as_json:
+            click.echo(json.dumps(s.to_dict(), indent=2, default=str, ensure_ascii=False))
+        else:
+            from ..render.terminal import render_summary
+
+            render_summary(s, stdout_console())
+    except BrokenPipeError:
+        _silence_broken_pipe()
+
+
+FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
+
+
+@main.command()
+@click.argument("logs", nargs=-1, required=True, metavar="[BASELINE] FAILING", type=click.Path(allow_dash=True))
+@click.option("--store", "store_dir", type=click.Path(file_okay=False),
+              help="Choose the baseline from this store (see scan): the latest ready run with the same "
+              "model, parallel sizes and settings hash. FAILING is then a log, a run_id or a stored source.")
+@click.option("-o", "--output", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the HTML report here.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="Write the diagnosis as JSON to PATH ('-' for stdout: the terminal summary then goes to stderr).")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "never"]), default="error", show_default=True,
+              help="Exit 1 when a finding of this severity (or worse) is raised.")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
+def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, json_path: str | None,
+         fail_on: str, rules_dirs: tuple[str, ...]) -> None:
+    """Compare a FAILING run's logs with a BASELINE's and explain what differs and why.
+
+    Each run is a file, a directory of per-node (or prefill/decode/router) logs, a
+    quoted glob, or a summary saved with `summary --json` (a .json file). Give BASELINE
+    FAILING, or --store DIR FAILING to take the baseline from a store (the choice is
+    stated first). Prints the verdict and the findings with their evidence lines
+    (file:line, rank), and optionally writes an HTML report (-o) and JSON (--json).
+    Exit status: 0 when no finding reaches --fail-on, 1 when one does, 2 on bad usage
+    or unreadable input.
+    """
+    from ..diagnose.rulespec import RuleError
+    from ..fleet.store import StoreError
+    from ..pipeline import diagnose_runs
+
+    if len(logs) != (1 if store_dir else 2):
+        raise fail("give BASELINE FAILING, or --store DIR FAILING")
+    if logs.count("-") > 1:
+        raise fail("only one of BASELINE and FAILING can be '-' (stdin)")
+    try:  # before the work: a report that cannot be written is known now
+        for path in (html_path, json_path):
+            if path:
+                check_writable(path)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
+    chosen = None
+    try:
+        if store_dir:
+            from ..fleet.diffstore import diagnose_in_store
+            from ..fleet.store import Store
+
+            d, chosen = diagnose_in_store(Store(store_dir), logs[0], rules_dirs)
+        else:
+            base_run, fail_run = _run([logs[0]]), _run([logs[1]])
+            with progress_bar(base_run.paths + fail_run.paths) as advance:
+                d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
+    except (InputError, RuleError, StoreError) as exc:
+        raise fail(str(exc)) from None
+    to_stdout_json = json_path == "-"
+    console = make_console(stderr=True) if to_stdout_json else stdout_console()
+    from ..render.diff import render_diagnosis
+
+    if chosen:
+        console.print(chosen, markup=False, highlight=False)
+
+    # Files first: a closed pipe on the terminal side (| head) must not cost the report.
+    written = []
+    if json_path and not to_stdout_json:
+        _write_text(json_path, json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False) + "\n")
+        written.append(f"JSON written to {json_path}")
+    if html_path:
+        from ..render.html import render_html
+
+        _write_text(html_path, render_html(d))
+        written.append(f"HTML report written to {html_path}")
+    try:
+        render_diagnosis(d, console)
+        if to_stdout_json:
+            click.echo(json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False))
+        for line in written:
+            console.print(Text(line))
+    except BrokenPipeError:
+        _silence_broken_pipe()
+    if any(f.severity in FAIL_ON[fail_on] for f in d.findings):
+        raise click.exceptions.Exit(EXIT_FINDINGS)
+
+
+@main.command()
+@click.argument("logs", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
+              help="Write the Markdown here ('-': stdout).")
+@click.option("--baseline", type=click.Path(allow_dash=True), default=None,
+              help="A run that worked, to compare with (a file, directory, glob or saved summary).")
+@click.option("--no-redact", is_flag=True,
+              help="Keep home and model paths, hostnames, IP addresses, API keys, tokens and request text.")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
+              help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
+def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: bool,
+           rules_dirs: tuple[str, ...]) -> None:
+    """Write one Markdown comment for an issue thread about the run in LOGS.
+
+    Under GitHub's 65,536-character limit: the verdict, a phase table per rank, the first
+    traceback of each distinct failure with the ranks that share it, the memory table, the
+    server_args that differ from SGLang's defaults, versions and environment, the findings
+    and what to run next. Redacted by default (home and model paths, hostnames, IP
+    addresses, API keys and tokens, request text), with the list of what was replaced at
+    the end; --no-redact keeps everything.
+    """
+    from ..diagnose.rulespec import RuleError
+    from ..pipeline import diagnose_runs
+    from ..render.bundle import render_bundle
+
+    try:
+        if output != "-":
+            check_writable(output)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
+    fail_run = _run(logs)
+    base_run = _run([baseline]) if baseline else None
+    try:
+        with progress_bar(fail_run.paths + (base_run.paths if base_run else [])) as advance:
+            d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
+    except (InputError, RuleError) as exc:
+        raise fail(str(exc)) from None
+    runs = ([("baseline", d.baseline)] if d.baseline else []) + [("failing", d.failing)]
+    text = render_bundle(d, runs, redact=not no_redact)
+    if output == "-":
+        try:
+            click.echo(text, nl=False)
+        except BrokenPipeError:
+            _silence_broken_pipe()
+        return
+    _write_text(output, text)
