@@ -23,19 +23,16 @@ from __future__ import annotations
 
 import copy
 import heapq
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from functools import lru_cache
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import changepoints
+from .changepoints import Change
+from .clock import iso, seconds
 from .stats import Sketch
 
 #: Windows kept per figure and rank before their width doubles.
 _MAX_WINDOWS = 4096
-#: Points a returned series has at most (the chart's resolution).
-_MAX_POINTS = 720
 #: Slowest requests kept.
 _SLOWEST = 10
 #: Latency windows are at least this wide (seconds) and at most this many.
@@ -45,17 +42,6 @@ _MAX_LATENCY_WINDOWS = 512
 REQUEST_KINDS = ("request_finish", "request_json", "req_time_stats", "request_receive")
 #: Kinds the run model hands to ``observe`` (decode batches go through ``add_decode``).
 SERVING_KINDS = frozenset(("retract",) + REQUEST_KINDS)
-#: A change must move a figure by this fraction of the larger level...
-_MIN_REL_CHANGE = 0.4
-#: ...with this two-sample t statistic, over segments of at least this many windows.
-_MIN_T = 4.0
-_MIN_SEGMENT = 3
-_MAX_CHANGES = 6
-#: Retractions within this many seconds of each other form one storm...
-STORM_WINDOW_S = 60.0
-#: ...when there are at least this many.
-STORM_MIN = 5
-
 #: Decode fields per figure: (figure, field names tried in order, how ranks combine).
 _DECODE = (
     ("gen_tok_s", ("gen_throughput_tok_s",), "sum"),
@@ -78,30 +64,6 @@ FIGURES: dict[str, str] = {
 }
 #: Figures searched for change points.
 CHANGE_FIGURES = ("gen_tok_s", "running_req", "queue_req", "token_usage", "cache_hit")
-
-
-def seconds(ts: str | None) -> float | None:
-    """Seconds since the epoch of an ISO stamp, or of the day for a time-only stamp."""
-    if not ts:
-        return None
-    try:
-        if len(ts) >= 19 and ts[4] == "-":
-            return datetime.fromisoformat(ts[:26]).timestamp() if "+" not in ts[19:] else \
-                datetime.fromisoformat(ts).timestamp()
-        if len(ts) >= 8 and ts[2] == ":":
-            h, m, s = ts.split(":")[:3]
-            return int(h) * 3600 + int(m) * 60 + float(s)
-    except ValueError:
-        return None
-    return None
-
-
-@lru_cache(maxsize=65536)
-def iso(sec: float, dated: bool) -> str:
-    """The inverse of :func:`seconds` (local, naive, as SGLang prints)."""
-    if dated:
-        return datetime.fromtimestamp(sec).isoformat(timespec="seconds")
-    return str(timedelta(seconds=int(sec) % 86400)).rjust(8, "0")
 
 
 #: One window's aggregates: [count, sum, min, max, first_line, last_line, first_second, first_text];
@@ -183,26 +145,6 @@ def _fold(cells: dict[int, _Cell], key: int, c: _Cell) -> None:
         d[4], d[7] = c[4], c[7]
     d[5] = max(d[5], c[5])
     d[6] = min(d[6], c[6])
-
-
-@dataclass(frozen=True)
-class Change:
-    """A figure moved to a new level: ``before`` and ``after`` are the levels' means."""
-
-    metric: str
-    at: str
-    line: int
-    before: float
-    after: float
-    ratio: float | None
-    recovered: bool
-    context: list[dict[str, Any]] = field(default_factory=list)
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "at": self.at, "line": self.line, "before": round(self.before, 3),
-                "after": round(self.after, 3), "ratio": None if self.ratio is None else round(self.ratio, 3),
-                "recovered": self.recovered, "context": self.context, "evidence": self.evidence}
 
 
 class ServingObserver:
@@ -414,30 +356,30 @@ class ServingObserver:
                   ("gen_tok_s", "running_req", "queue_req", "token_usage", "retracted_req")}
         series["cache_hit"] = self._cache_hit(cells)
         series = {k: v for k, v in series.items() if v}
-        gap = _gap(series.get("gen_tok_s") or [], width)
+        gap = changepoints.gap(series.get("gen_tok_s") or [], width)
         texts = {c[4]: (key[1], c[7]) for key, w in cells.items() for c in w.values() if c[7] is not None}
         changes: list[Change] = []
         for fig in CHANGE_FIGURES:
             pts = series.get(fig)
             if pts:
-                changes.extend(self._changes(fig, pts, texts))
+                changes.extend(changepoints.changes(fig, pts, texts, bool(self.dated), self.file))
         changes.sort(key=lambda c: (c.line, c.metric))
-        storms = self._storms()
+        storms = changepoints.storms(self._retraction_cells(), bool(self.dated))
         for c in changes:
-            c.context.extend(self._context(c, changes))
+            c.context.extend(changepoints.context(c, changes, self.retractions, self.graph_off))
         dated = bool(self.dated)
         return {
             "window_s": width,
             "idle_gap_s": gap,
             "dated": dated,
             "untimed_records": self.untimed,
-            "series": {fig: _downsample([[iso(t, dated), round(v, 4), line] for t, v, line in pts])
+            "series": {fig: changepoints.downsample([[iso(t, dated), round(v, 4), line] for t, v, line in pts])
                        for fig, pts in series.items()},
-            "levels": {fig: _levels(pts) for fig, pts in series.items()},
+            "levels": {fig: changepoints.levels(pts) for fig, pts in series.items()},
             "changes": [c.to_dict() for c in changes],
             "retractions": {"count": self.retraction_count, "retracted_reqs": self.retracted_reqs,
                             "first": self.retractions[:8], "storms": storms},
-            "kv_full": self._kv_full(series.get("token_usage") or [], series.get("queue_req") or [], dated, texts),
+            "kv_full": changepoints.kv_full(series.get("token_usage") or [], series.get("queue_req") or [], dated, texts),
             "cuda_graph_off": self.graph_off,
             "requests": self._requests(width, dated),
         }
@@ -488,81 +430,10 @@ class ServingObserver:
                 out.append((float(sec), cached / (n + cached), int(line)))
         return out
 
-    def _changes(self, figure: str, pts: list[tuple[float, float, int]],
-                 texts: Mapping[int, tuple[str, str]]) -> list[Change]:
-        values = [v for _, v, _ in pts]
-        cuts = _merge_small(values, sorted(_segment(values, 0, len(values), figure)))
-        bounds = [0] + cuts + [len(values)]
-        means = [_mean(values[a:b]) for a, b in zip(bounds, bounds[1:])]
-        out = []
-        for i, cut in enumerate(cuts):
-            before, after = means[i], means[i + 1]
-            later = means[i + 1:]
-            if after < before:
-                recovered = any(m >= before * (1 - _MIN_REL_CHANGE / 2) for m in later[1:])
-            else:
-                recovered = any(m <= before * (1 + _MIN_REL_CHANGE / 2) for m in later[1:])
-            t, _, line = pts[cut]
-            rank, text = texts.get(line, (None, None))
-            out.append(Change(figure, iso(t, bool(self.dated)), line, before, after,
-                              (after / before) if before else None, recovered,
-                              evidence={"file": self.file, "line": line, "rank": None if rank == "-" else rank,
-                                        "text": text}))
-        return out
-
-    def _context(self, change: Change, changes: Sequence[Change]) -> list[dict[str, Any]]:
-        """What the log shows just before a change: other figures that moved at or before it,
-        the first retraction, the first window at a full KV pool, CUDA graphs switched off."""
-        out: list[dict[str, Any]] = []
-        at = seconds(change.at) or 0.0
-        for other in changes:
-            if other is change or other.metric == change.metric:
-                continue
-            t = seconds(other.at) or 0.0
-            if at - 120.0 <= t <= at + 2.0 and other.line <= change.line:
-                out.append({"what": "change", "metric": other.metric, "at": other.at, "line": other.line,
-                            "before": round(other.before, 3), "after": round(other.after, 3)})
-        first = next((r for r in self.retractions
-                      if (seconds(r.get("ts")) or -1e18) <= at + 1.0), None)
-        if first is not None and at - (seconds(first.get("ts")) or at) <= 600.0:
-            out.append({"what": "retraction", **{k: first[k] for k in ("line", "ts", "rank", "text")}})
-        if self.graph_off and (seconds(self.graph_off.get("ts")) or 1e18) <= at + 1.0:
-            out.append({"what": "cuda_graph_off", **{k: self.graph_off[k] for k in ("line", "ts", "rank", "text")}})
-        return out
-
-    def _storms(self) -> list[dict[str, Any]]:
-        """Runs of retractions, each within STORM_WINDOW_S of the previous, of STORM_MIN or more."""
-        storms: list[dict[str, Any]] = []
-        run: list[tuple[float, int, float]] = []
-        cells = sorted((k * w.width, c[4], c[0]) for (fig, _), w in self.windows.items()
-                       if fig == "retractions" for k, c in w.cells.items())
-        for t, line, n in cells + [(math.inf, 0, 0.0)]:
-            if run and t - run[-1][0] > STORM_WINDOW_S:
-                count = int(sum(x[2] for x in run))
-                if count >= STORM_MIN:
-                    storms.append({"start": iso(run[0][0], bool(self.dated)), "end": iso(run[-1][0], bool(self.dated)),
-                                   "first_line": int(min(x[1] for x in run)), "records": count,
-                                   "duration_s": run[-1][0] - run[0][0]})
-                run = []
-            if t != math.inf:
-                run.append((t, int(line), n))
-        return storms
-
-    def _kv_full(self, usage: list[tuple[float, float, int]], queue: list[tuple[float, float, int]],
-                 dated: bool, texts: Mapping[int, tuple[str, str]]) -> dict[str, Any] | None:
-        """The first stretch with token usage >= 0.95 in which the queue grew."""
-        qs = {t: v for t, v, _ in queue}
-        full = [(t, v, line) for t, v, line in usage if v >= 0.95]
-        if not full:
-            return None
-        start = full[0]
-        q0 = qs.get(start[0])
-        later = [qs[t] for t, _, _ in full if t in qs]
-        q1 = max(later) if later else None
-        return {"at": iso(start[0], dated), "line": start[2], "text": texts.get(start[2], (None, None))[1],
-                "token_usage": round(start[1], 3),
-                "windows": len(full), "queue_start": q0, "queue_max": q1,
-                "queue_grew": q0 is not None and q1 is not None and q1 > q0}
+    def _retraction_cells(self) -> list[tuple[float, int, float]]:
+        """(second, first line, retractions) per retraction window, in order."""
+        return sorted((k * w.width, c[4], c[0]) for (fig, _), w in self.windows.items()
+                      if fig == "retractions" for k, c in w.cells.items())
 
     def _requests(self, width: int, dated: bool) -> dict[str, Any] | None:
         """Latency of finished requests (seconds): overall, per window, and the slowest."""
@@ -604,71 +475,6 @@ def _pow2_at_least(width: int, base: int) -> int:
     return w
 
 
-def _mean(xs: Sequence[float]) -> float:
-    return sum(xs) / len(xs) if xs else 0.0
-
-
-def _segment(values: Sequence[float], a: int, b: int, figure: str, depth: int = 0) -> list[int]:
-    """Binary segmentation: the split of values[a:b] with the largest two-sample t statistic,
-    kept when the levels differ enough, then the same on both sides."""
-    n = b - a
-    if n < 2 * _MIN_SEGMENT or depth > 4:
-        return []
-    xs = values[a:b]
-    prefix = [0.0]
-    sq = [0.0]
-    for x in xs:
-        prefix.append(prefix[-1] + x)
-        sq.append(sq[-1] + x * x)
-    best, best_t = None, 0.0
-    for k in range(_MIN_SEGMENT, n - _MIN_SEGMENT + 1):
-        n1, n2 = k, n - k
-        m1, m2 = prefix[k] / n1, (prefix[n] - prefix[k]) / n2
-        v1 = max(sq[k] / n1 - m1 * m1, 0.0)
-        v2 = max((sq[n] - sq[k]) / n2 - m2 * m2, 0.0)
-        top = max(abs(m1), abs(m2))
-        floor = (top * 0.02) ** 2 + 1e-12  # a flat segment still has noise of 2% of its level
-        se = math.sqrt(max(v1, floor) / n1 + max(v2, floor) / n2)
-        t = abs(m1 - m2) / se
-        if top and abs(m1 - m2) / top >= _MIN_REL_CHANGE and t > best_t:
-            best, best_t = k, t
-    if best is None or best_t < _MIN_T:
-        return []
-    cut = a + best
-    found = [cut] + _segment(values, a, cut, figure, depth + 1) + _segment(values, cut, b, figure, depth + 1)
-    return sorted(found)[:_MAX_CHANGES]
-
-
-def _merge_small(values: Sequence[float], cuts: list[int]) -> list[int]:
-    """Drop the cuts between neighbouring segments whose levels differ by less than
-    _MIN_REL_CHANGE (a ramp cut into steps is one change, from its start to its end)."""
-    cuts = list(cuts)
-    while cuts:
-        bounds = [0] + cuts + [len(values)]
-        means = [_mean(values[a:b]) for a, b in zip(bounds, bounds[1:])]
-        rel = [abs(b - a) / max(abs(a), abs(b)) if max(abs(a), abs(b)) else 0.0 for a, b in zip(means, means[1:])]
-        worst = min(range(len(rel)), key=rel.__getitem__)
-        if rel[worst] >= _MIN_REL_CHANGE:
-            break
-        del cuts[worst]
-    return cuts
-
-
-def _gap(pts: list[tuple[float, float, int]], width: int) -> float:
-    """Seconds without decode records after which a chart breaks its line (an idle server
-    prints no decode batches): five typical intervals, at least 30 s."""
-    if len(pts) < 3:
-        return float(max(30, 5 * width))
-    steps = sorted(b[0] - a[0] for a, b in zip(pts, pts[1:]))
-    return float(max(30.0, 5 * steps[len(steps) // 2]))
-
-
-def _levels(pts: list[tuple[float, float, int]]) -> dict[str, Any]:
-    vals = [v for _, v, _ in pts]
-    return {"windows": len(vals), "min": round(min(vals), 4), "max": round(max(vals), 4),
-            "mean": round(_mean(vals), 4)}
-
-
 def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
@@ -678,10 +484,3 @@ def _keep_slowest(heap: list[tuple[float, int, dict[str, Any]]], item: tuple[flo
         heapq.heappush(heap, item)
     elif item[:2] > heap[0][:2]:
         heapq.heapreplace(heap, item)
-
-
-def _downsample(points: list[list[Any]]) -> list[list[Any]]:
-    if len(points) <= _MAX_POINTS:
-        return points
-    step = math.ceil(len(points) / _MAX_POINTS)
-    return points[::step]
