@@ -16,8 +16,10 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from logforensics.read.grammar import plan_record
+from logforensics.read.grammar import parsers, plan_record
 from logforensics.read.plan import build_event
+from logforensics.read.planner import Planner
+from logforensics.read.terminals import RULES
 
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammars" / "sglang.lark"
 
@@ -878,3 +880,53 @@ def test_unknown_records_keep_prefix() -> None:
     ev = parse("[2025-03-01 14:03:07 DP0 TP1 EP1] Some message nobody catalogued yet: 42")
     assert (ev.kind, ev.rank, ev.ts) == ("other", "DP0 TP1 EP1", TS)
     assert parse("completely unknown words").kind == "other"
+
+
+def _terminals_of(parser: Any, rule: str) -> set[str]:
+    """The named terminals a rule's tree can hold directly (through the rules Lark inlines)."""
+    by_origin: dict[str, list[Any]] = {}
+    for r in parser.rules:
+        by_origin.setdefault(str(r.origin.name), []).append(r)
+    out: set[str] = set()
+    todo, seen = [rule], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for r in by_origin.get(name, ()):
+            for sym in r.expansion:
+                if sym.is_term:
+                    out.add(str(sym.name))
+                elif str(sym.name).startswith("_"):  # inlined into its parent's children
+                    todo.append(str(sym.name))
+    return out
+
+
+def test_declared_terminals_are_the_rules_own() -> None:
+    """Every field declaration names a terminal its rule can produce, and every rule with a
+    declaration or a handler exists: a renamed terminal or rule fails here, not silently."""
+    record, _ = parsers()
+    rules = {str(r.origin.name) for r in record.rules}
+    handlers = {name[3:] for name in dir(Planner) if name.startswith("on_")}
+    assert not (set(RULES) | handlers) - rules, (set(RULES) | handlers) - rules
+    wrong = [(rule, t.terminal) for rule, decl in RULES.items() for t in decl.takes
+             if t.terminal not in _terminals_of(record, rule)]
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize(("handler", "text"), [
+    ("on_capture_bs", "[2025-03-01 14:03:07 TP0] Capture cuda graph bs [1, 2, 4, 8]"),
+    ("on_cpp_what", "  what():  CUDA error: an illegal memory access was encountered"),
+    ("fields_of", "[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=70.00 GB"),
+])
+def test_a_broken_handler_raises(monkeypatch: pytest.MonkeyPatch, handler: str, text: str) -> None:
+    """A planner bug is an error, never a known record read as ``other``."""
+    assert plan_record(text).kind != "other"
+
+    def broken(self: Planner, tree: Any, *_: Any) -> None:
+        raise IndexError("a handler bug")
+
+    monkeypatch.setattr(Planner, handler, broken)
+    with pytest.raises(IndexError, match="a handler bug"):
+        plan_record(text)

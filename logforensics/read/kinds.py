@@ -17,8 +17,9 @@ _ASSEMBLED = ("exception", "other", "tb_fragment", "collective_timeout", "collec
 @cache
 def event_kinds() -> frozenset[str]:
     """Every kind ``parse --kind`` can select."""
-    from .grammar import _KIND_RENAME, _parsers
+    from .grammar import parsers
+    from .planner import KIND_RENAME
 
-    names = {str(r.origin.name) for parser in _parsers() for r in parser.rules}
-    kinds = {_KIND_RENAME.get(n, n) for n in names if not n.startswith("_") and n not in _STRUCTURAL}
+    names = {str(r.origin.name) for parser in parsers() for r in parser.rules}
+    kinds = {KIND_RENAME.get(n, n) for n in names if not n.startswith("_") and n not in _STRUCTURAL}
     return frozenset(kinds | set(_ASSEMBLED))

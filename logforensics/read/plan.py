@@ -1,6 +1,6 @@
 """Where a record's values lie and how to convert them (:class:`Plan`), read lazily (:class:`Fields`).
 
-The grammar (``grammar.py``) interprets a parse tree as a :class:`Plan`: token offsets and
+The planner (``planner.py``) interprets a parse tree as a :class:`Plan`: token offsets and
 a converter per field. :func:`build_event` pairs a plan with a record's text; the event's
 :class:`Fields` read and convert a value when it is asked for. The fast path
 (``fastpath.py``) stores plans per line shape and applies them to later lines of the same

@@ -1,0 +1,329 @@
+"""How a token's text becomes a value: the converters a plan attaches to a span, and field names.
+
+A converter runs when an event's field is read (:class:`~.plan.Fields`), possibly
+millions of times, so the common ones are C builtins. Every pattern here matches digits
+with ``\\d`` only: the fast path reuses a plan for lines that differ only in their digits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from operator import itemgetter
+from typing import Any
+
+Conv = Callable[[str], Any]
+
+# Converters are C builtins where possible: they run once per value of every line.
+to_int = int
+to_float = float
+to_str = str
+to_strip = str.strip
+first_char = itemgetter(0)
+_BOOLS = {"True": True, "False": False, "true": True, "false": False}
+
+
+def to_bool(s: str) -> bool | str:
+    return _BOOLS.get(s, s)
+
+
+def to_word(s: str) -> Any:
+    if s == "None":
+        return None
+    if s in ("True", "False"):
+        return s == "True"
+    return s
+
+
+def to_list(s: str) -> list[Any]:
+    inner = s.strip()[1:-1].strip()
+    if not inner:
+        return []
+    out: list[Any] = []
+    for part in inner.split(","):
+        part = part.strip()
+        try:
+            out.append(int(part))
+        except ValueError:
+            try:
+                out.append(float(part))
+            except ValueError:
+                out.append(part.strip("'\""))
+    return out
+
+
+def to_quoted(s: str) -> str:
+    return s[1:-1]
+
+
+def number_conv(text: str) -> Conv:
+    """int for a number written without a point, else float (digits do not decide it)."""
+    return to_int if re.fullmatch(r"-?\d+", text) else to_float
+
+
+_UNIT_SUFFIX = {
+    "GB": "_gib", "GiB": "_gib", "MB": "_mib", "MiB": "_mib", "KB": "_kib", "KiB": "_kib",
+    "s": "_s", "ms": "_ms", "%": "_pct",
+}
+
+#: SGLang's own key names mapped to ours (before the unit suffix is added).
+_KEY_ALIASES = {
+    "avail mem": "avail",
+    "mem usage": "mem_usage",
+    "time elapsed": "elapsed",
+    "k size": "k",
+    "v size": "v",
+    "kv size": "kv",
+    "#tokens": "tokens",
+    "type": "model_type",
+    "gen throughput (token/s)": "gen_throughput_tok_s",
+    "input throughput (token/s)": "input_throughput_tok_s",
+    "available_gpu_mem": "available_gpu_mem",
+    "available_cpu_mem": "available_cpu_mem",
+    "cuda graph": "cuda_graph",
+    "cpu graph": "cuda_graph",
+    "npu graph": "cuda_graph",
+    "musa graph": "cuda_graph",
+    "logical #tokens": "tokens",
+}
+
+
+def field_name(key: str, unit: str | None) -> str:
+    """``"avail mem"`` + ``GB`` -> ``avail_gib``; ``"#running-req"`` -> ``running_req``."""
+    k = key.strip().lower()
+    base = _KEY_ALIASES.get(k) or re.sub(r"[^a-z0-9]+", "_", k).strip("_") or "value"
+    if unit:
+        suffix = _UNIT_SUFFIX.get(unit.strip(), "")
+        if suffix and not base.endswith(suffix):
+            base += suffix
+    return base
+
+
+# -- parts of a token's text -----------------------------------------------------------------
+def strip_colon(s: str) -> str:
+    return s.rstrip(":")
+
+
+def after_colon(s: str) -> str:
+    return s.strip().lstrip(":").strip()
+
+
+def word(index: int) -> Conv:
+    """The ``index``-th whitespace-separated word."""
+    def conv(s: str) -> str:
+        return s.split()[index]
+
+    return conv
+
+
+def word_int(index: int) -> Conv:
+    """The digits of the ``index``-th word (``"Process 231587:"`` -> 231587 for index 1)."""
+    def conv(s: str) -> int | None:
+        digits = re.sub(r"\D", "", s.split()[index]) if len(s.split()) > index else ""
+        return int(digits) if digits else None
+    return conv
+
+
+def before(sep: str) -> Conv:
+    """The text before ``sep``, stripped."""
+    def conv(s: str) -> str:
+        return s.split(sep)[0].strip()
+
+    return conv
+
+
+def int_after(prefix: str) -> Conv:
+    """The integer right after ``prefix``."""
+    pattern = re.compile(re.escape(prefix) + r"(-?\d+)")
+
+    def conv(s: str) -> int | None:
+        m = pattern.search(s)
+        return int(m.group(1)) if m else None
+    return conv
+
+
+def group(pattern: re.Pattern[str], index: int = 1) -> Conv:
+    """A group of ``pattern``'s first match."""
+    def conv(s: str) -> str | None:
+        m = pattern.search(s)
+        return m.group(index) if m else None
+    return conv
+
+
+def paren_int(s: str) -> int:
+    """``" (step 2)"`` -> 2."""
+    return int(s.strip()[1:-1].split()[-1])
+
+
+def bracket_int(s: str) -> int:
+    """``" [1234]"`` -> 1234 (the forward-iteration counter)."""
+    return int(s.strip()[1:-1])
+
+
+def strip_brackets(s: str) -> str:
+    return s.strip("[]")
+
+
+def strip_quotes(s: str) -> str:
+    return s.strip().strip('"')
+
+
+# -- record-specific texts -------------------------------------------------------------------
+def exc_source(s: str) -> str:
+    """``"Scheduler hit an exception:"`` / ``"Exception in ModelTpServer:"`` -> the component."""
+    s = s.strip().rstrip(":")
+    if s.startswith("Exception in "):
+        return s[len("Exception in "):]
+    return s.replace(" hit an exception", "")
+
+
+_CAPTURE_GRAPHS = ("decode", "prefill", "verify", "extend", "piecewise")
+
+
+def _capture_words(head: str) -> list[str]:
+    """``Capture draft extend cuda graph begin`` -> ``["draft", "extend", "cuda"]``."""
+    return head.split(" graph ")[0].split()[1:]
+
+
+def capture_role(head: str) -> str:
+    return "draft" if "draft" in _capture_words(head) else "target"
+
+
+def capture_graph(head: str) -> str:
+    return next((w for w in _capture_words(head) if w in _CAPTURE_GRAPHS), "decode")
+
+
+def capture_device(head: str) -> str:
+    return _capture_words(head)[-1].lower()
+
+
+_POOL_CAP = re.compile(r"\((\d+) tokens, ([\d.]+) Gi?B\)")
+
+
+def pool_cap(index: int) -> Conv:
+    """``"... cap (724224 tokens, 16.15 GB) ..."``: the tokens (1) or the GiB (2)."""
+    def conv(s: str) -> int | float | None:
+        m = _POOL_CAP.search(s)
+        if not m:
+            return None
+        return int(m.group(1)) if index == 1 else float(m.group(2))
+    return conv
+
+
+def watchdog_component(s: str) -> str:
+    """``"Scheduler watchdog timeout"`` -> Scheduler; v0.3.6 - v0.5.5 only the scheduler had one."""
+    return "Scheduler" if s.startswith("Watchdog") else s.split()[0]
+
+
+def tqdm_desc(s: str) -> str:
+    return s.strip().rstrip(":").strip()
+
+
+def desc_number(key: str) -> Conv:
+    """``"Capturing batches (bs=64 avail_mem=11.08 GB)"``: the integer after ``key=``."""
+    pattern = re.compile(re.escape(key) + r"=(\d+)")
+
+    def conv(s: str) -> int | None:
+        m = pattern.search(s)
+        return int(m.group(1)) if m else None
+
+    return conv
+
+
+_AVAIL_RE = re.compile(r"avail_mem=([\d.]+) GB")
+
+
+def desc_avail(s: str) -> float | None:
+    m = _AVAIL_RE.search(s)
+    return float(m.group(1)) if m else None
+
+
+_TQDM_RE = re.compile(r"(\d+)%.*?(\d+)/(\d+) \[([^\]]*)\]")
+_TQDM_RATE = re.compile(r"([\d.]+)(s/it|it/s)")
+
+
+def tqdm_progress(s: str) -> dict[str, Any]:
+    m = _TQDM_RE.search(s)
+    if not m:
+        return {}
+    out: dict[str, Any] = {"pct": int(m.group(1)), "n": int(m.group(2)), "total": int(m.group(3))}
+    rate = _TQDM_RATE.search(m.group(4))  # "00:03<00:04,  1.74it/s" or "1:54:01<6:51:05, 71.08s/it"
+    if rate:
+        out["s_per_it" if rate.group(2) == "s/it" else "it_per_s"] = float(rate.group(1))
+    return out
+
+
+_C10D_RE = re.compile(r"(?:\[rank(\d+)\]:)?\[([EFWI])")
+
+
+def c10d_head(s: str) -> dict[str, Any]:
+    """``[rank1]:[W924 ...]`` -> global rank 1, level W (the rank part is optional)."""
+    m = _C10D_RE.match(s)
+    if not m:
+        return {}
+    head: dict[str, Any] = {"level": m.group(2)}
+    if m.group(1) is not None:
+        head["global_rank"] = int(m.group(1))
+    return head
+
+
+#: ``{"timestamp": "2025-03-07T21:49:34.123456", ...``: a JSON request record's own stamp
+JSON_STAMP = re.compile(r'\{"timestamp": ?"([^"]*)"')
+
+_IMAGE = re.compile(r"With image: (\S+?),? ")
+_VERSION_IN_IMAGE = re.compile(r"sglang[-_:v]?(\d+\.\d+(?:\.\d+)*(?:\.post\d+|rc\d+)?)", re.IGNORECASE)
+_ARGUMENTS = re.compile(r"arguments: \[(.*)\]")
+image = group(_IMAGE)
+arguments = group(_ARGUMENTS)
+
+
+def names_image(s: str) -> bool:
+    """A launcher's message that names the container image it runs."""
+    return _IMAGE.search(s) is not None
+
+
+def names_arguments(s: str) -> bool:
+    """A launcher's message that gives the command line it runs."""
+    return _ARGUMENTS.search(s) is not None
+
+
+def image_version(s: str) -> str | None:
+    """SGLang's version in the image name: ``quay.io/gpustack/runner:cann8.2-910b-sglang0.5.2`` -> 0.5.2."""
+    m = _IMAGE.search(s)
+    v = _VERSION_IN_IMAGE.search(m.group(1)) if m else None
+    return v.group(1) if v else None
+
+
+def gpustack_level(s: str) -> str:
+    """``"2025-11-23 ... - gpustack.worker.backends.sglang - INFO - "`` -> INFO."""
+    return s.rstrip(" -").rsplit(" - ", 1)[1]
+
+
+def dedup_count(s: str) -> int:
+    """``[repeated 3x across cluster]`` -> 3."""
+    return int(s.split("repeated ")[1].split("x")[0])
+
+
+def env_name(s: str) -> str:
+    return s.split("=", 1)[0]
+
+
+def env_value(s: str) -> str:
+    return s.split("=", 1)[1]
+
+
+def oom_what(s: str) -> str | None:
+    """``"Failed to initialize lk_moe: CUDA out of memory."`` -> ``"Failed to initialize lk_moe"``."""
+    head = re.split(r": (?:CUDA|HIP) out of memory\.", s, maxsplit=1)[0]
+    return head.strip() or None
+
+
+pyspy_state = group(re.compile(r"\((\w[^)]*)\)"))
+
+
+def pyspy_path(s: str) -> str:
+    return s.rsplit("(", 1)[1].rsplit(":", 1)[0]
+
+
+def pyspy_lineno(s: str) -> int:
+    return int(s.rsplit(":", 1)[1].rstrip().rstrip(")"))
