@@ -4,7 +4,7 @@
 replays the stored plan on later lines of that shape. That is only sound while the
 grammar never tells one digit from another, so every check here compares the memoised
 classifier with a grammar-only one (``memo_limit=0``) on the same lines: the real
-fixtures, and a synthetic log built from every template sample in ``test_grammar.py``
+fixtures, and a synthetic log built from every template sample in ``grammars/samples``
 with randomised digits and the wrappers real logs carry. A second pass over the same
 lines must hit the memo and still agree. The incremental parser must not depend on how
 the bytes are chunked either.
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_grammar import CASES, Case
+from grammar_samples import CASES, Case
 
 from logforensics.events import Event
 from logforensics.read import bulk
