@@ -26,7 +26,10 @@ Pure TP (the default) prints batch statistics on TP0 only, as v0.5.x does. With
 ``--all-ranks`` the server runs DP attention (dp_size = tp_size) and every rank is a
 scheduler with its own batch that prints its own statistics.
 
-Standard library only. Memory is constant: lines are written in chunks as they are
+The text comes from the templates every generator of the repository shares
+(``fixtures/diff/_sglang_text.py``, imported by path): the v0.5.10 records, the
+``server_args=`` field list of the v0.5.10 wheel, tqdm's status text. Standard library
+only. Memory is constant: lines are written in chunks as they are
 made. The output is byte-identical for the same arguments and Python minor version.
 
     python bench/gen_serving_log.py --size 100M -o bench/serving-100M.log
@@ -43,6 +46,38 @@ import math
 import random
 import sys
 from collections import deque
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures" / "diff"))
+from _sglang_text import (  # noqa: E402  (the templates shared with the fixture generators)
+    BAR_FORMAT_V0510,
+    DOCKER_TORCH,
+    INIT_DIST_BEGIN,
+    PYNVML_WARNING,
+    SERVER_READY,
+    V0510_FIELDS,
+    access_line,
+    capture_begin_v0510,
+    capture_bs_line,
+    capture_end_v0510,
+    capturing_desc,
+    cuda_graph_bs_v0510,
+    decode_line_v0510,
+    init_dist_end_v0510,
+    kv_cache_allocated_v0510,
+    load_weight_begin,
+    load_weight_end_v0510,
+    max_total_tokens_v0510,
+    memory_pool_end,
+    nccl_version_line,
+    prefill_line_v0510,
+    retract_line,
+    server_args_repr,
+    tqdm_meter,
+    uvicorn_listening_msgs,
+    uvicorn_started_msgs,
+    v0510_server_args,
+)
 
 GIB = 1 << 30
 
@@ -66,16 +101,10 @@ MODELS = {
     ),
 }
 
-HTTP_ROUTES = ("POST /generate HTTP/1.1", "POST /v1/chat/completions HTTP/1.1",
-               "POST /v1/completions HTTP/1.1")
+HTTP_ROUTES = ("POST /generate", "POST /v1/chat/completions", "POST /v1/completions")
 HTTP_WEIGHTS = (0.60, 0.35, 0.05)
 
-PYNVML_WARNING = (
-    "/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:63: FutureWarning: The pynvml "
-    "package is deprecated. Please install nvidia-ml-py instead. If you did not install pynvml directly, "
-    "please report this to the maintainers of the package that installed pynvml for you.\n"
-    "  import pynvml  # type: ignore[import]\n"
-)
+PYNVML = PYNVML_WARNING.format(torch=DOCKER_TORCH)
 
 
 def parse_size(text: str) -> int:
@@ -159,22 +188,6 @@ class Clock:
 # ---------------------------------------------------------------------------- tqdm
 
 
-def _interval(seconds: float) -> str:
-    mins, s = divmod(int(seconds), 60)
-    h, m = divmod(mins, 60)
-    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
-
-
-_BLOCKS = " " + "".join(chr(c) for c in range(0x258F, 0x2587, -1))  # ' ▏▎▍▌▋▊▉█'
-
-
-def _bar10(frac: float) -> str:
-    full, part = divmod(int(frac * 10 * 8), 8)
-    if full >= 10:
-        return _BLOCKS[-1] * 10
-    return _BLOCKS[-1] * full + _BLOCKS[part] + " " * (10 - full - 1)
-
-
 class Tqdm:
     """The text tqdm writes to a pipe: '\\r' + status, padded over the previous status."""
 
@@ -186,19 +199,10 @@ class Tqdm:
 
     def render(self, desc: str, n: int, t: float) -> str:
         elapsed = max(0.0, t - self.t0)
-        rate = n / elapsed if n and elapsed > 0 else 0.0
-        if rate:
-            inv = 1.0 / rate
-            rate_fmt = f"{inv:5.2f}s/it" if inv > 1 else f"{rate:5.2f}it/s"
-            remaining = _interval((self.total - n) / rate)
-        else:
-            rate_fmt, remaining = "?it/s", "?"
-        pct = 100.0 * n / self.total
-        r_part = f"{n}/{self.total} [{_interval(elapsed)}<{remaining}, {rate_fmt}]"
-        if self.ckpt:  # SGLang's BAR_FORMAT (v0.5.10+: no trailing newline)
-            s = f"{desc}: {pct:3.0f}% Completed | {r_part}"
-        else:  # tqdm's default format, meter width 10 when not on a terminal
-            s = (f"{desc}: " if desc else "") + f"{pct:3.0f}%|{_bar10(n / self.total)}| {r_part}"
+        rate = n / elapsed if n and elapsed > 0 else None  # the overall rate (no smoothing)
+        # SGLang's BAR_FORMAT (v0.5.10+: no trailing newline), or tqdm's default format,
+        # meter width 10 when not on a terminal
+        s = tqdm_meter(desc, n, self.total, elapsed, rate, BAR_FORMAT_V0510 if self.ckpt else None)
         pad = " " * max(self.last_len - len(s), 0)
         self.last_len = len(s)
         return "\r" + s + pad
@@ -256,9 +260,9 @@ class Generator:
         else:
             self.out.write(f"[{ts} {tag}] {msg}\n")
 
-    def access(self, t: float, request_line: str, status: str = "200 OK") -> None:
-        self.out.write(f"[{self.clock.stamp(t)}] INFO:     127.0.0.1:{self.port()} - "
-                       f"\"{request_line}\" {status}\n")
+    def access(self, t: float, request: str, status: str = "200 OK") -> None:
+        self.out.write(f"[{self.clock.stamp(t)}] INFO:     "
+                       f"{access_line(f'127.0.0.1:{self.port()}', request, status)}\n")
 
     def port(self) -> int:
         # the router keeps a pool of keep-alive connections; one is replaced now and then
@@ -277,68 +281,14 @@ class Generator:
         gpu_mib = m["gpu_total_gib"] * 1024
         reserved = 512 + 8192 * 1.5 + m["cuda_graph_max_bs"] * 2 + self.tp / 8 * 1024
         self.mem_fraction = round((gpu_mib - reserved) / gpu_mib, 3)
-        bs = [1, 2, 4, 8, 12] + list(range(16, m["cuda_graph_max_bs"] + 1, 8))
+        bs = cuda_graph_bs_v0510(m["cuda_graph_max_bs"])
         self.capture_bs = bs
-        dp = self.tp if self.dp_attention else 1
-        fields = [
-            ("model_path", m["path"]), ("tokenizer_path", m["path"]), ("tokenizer_mode", "auto"),
-            ("tokenizer_worker_num", 1), ("skip_tokenizer_init", False), ("load_format", "auto"),
-            ("model_loader_extra_config", "{}"), ("trust_remote_code", False), ("context_length", None),
-            ("is_embedding", False), ("enable_multimodal", None), ("revision", None),
-            ("model_impl", "auto"), ("host", "0.0.0.0"), ("port", 30000), ("skip_server_warmup", False),
-            ("warmups", None), ("nccl_port", None), ("dtype", "auto"), ("quantization", None),
-            ("quantization_param_path", None), ("kv_cache_dtype", "auto"),
-            ("mem_fraction_static", self.mem_fraction), ("max_running_requests", None),
-            ("max_queued_requests", None), ("max_total_tokens", None), ("chunked_prefill_size", 8192),
-            ("max_prefill_tokens", 16384), ("schedule_policy", "fcfs"),
-            ("enable_priority_scheduling", False), ("schedule_conservativeness", 1.0), ("page_size", 1),
-            ("hybrid_kvcache_ratio", None), ("swa_full_tokens_ratio", 0.8),
-            ("disable_hybrid_swa_memory", False), ("device", "cuda"), ("tp_size", self.tp),
-            ("pp_size", 1), ("max_micro_batch_size", None), ("stream_interval", 1),
-            ("stream_output", False), ("random_seed", self.rng.randrange(10**9)),
-            ("constrained_json_whitespace_pattern", None), ("watchdog_timeout", 300),
-            ("dist_timeout", None), ("download_dir", None), ("base_gpu_id", 0), ("gpu_id_step", 1),
-            ("sleep_on_idle", False), ("log_level", "info"), ("log_level_http", None),
-            ("log_requests", False), ("log_requests_level", 2), ("crash_dump_folder", None),
-            ("show_time_cost", False), ("enable_metrics", False),
-            ("enable_metrics_for_all_schedulers", False), ("bucket_time_to_first_token", None),
-            ("bucket_inter_token_latency", None), ("bucket_e2e_request_latency", None),
-            ("collect_tokens_histogram", False), ("decode_log_interval", 40),
-            ("enable_request_time_stats_logging", False), ("kv_events_config", None),
-            ("api_key", None), ("served_model_name", m["path"]), ("weight_version", "default"),
-            ("chat_template", None), ("completion_template", None),
-            ("file_storage_path", "sglang_storage"), ("enable_cache_report", False),
-            ("reasoning_parser", None), ("tool_call_parser", None), ("dp_size", dp),
-            ("load_balance_method", "round_robin"), ("dist_init_addr", None), ("nnodes", 1),
-            ("node_rank", 0), ("json_model_override_args", "{}"), ("preferred_sampling_params", None),
-            ("enable_lora", None), ("max_lora_rank", None), ("lora_target_modules", None),
-            ("lora_paths", None), ("max_loras_per_batch", 8), ("lora_backend", "triton"),
-            ("attention_backend", "fa3"), ("decode_attention_backend", None),
-            ("prefill_attention_backend", None), ("sampling_backend", "flashinfer"),
-            ("grammar_backend", "xgrammar"), ("mm_attention_backend", None),
-            ("speculative_algorithm", None), ("speculative_draft_model_path", None),
-            ("speculative_num_steps", None), ("speculative_eagle_topk", None),
-            ("speculative_num_draft_tokens", None), ("ep_size", 1), ("moe_a2a_backend", "none"),
-            ("moe_runner_backend", "auto"), ("enable_eplb", False), ("enable_hierarchical_cache", False),
-            ("hicache_ratio", 2.0), ("hicache_size", 0), ("cuda_graph_max_bs", m["cuda_graph_max_bs"]),
-            ("cuda_graph_bs", bs), ("disable_cuda_graph", False), ("disable_cuda_graph_padding", False),
-            ("enable_profile_cuda_graph", False), ("enable_nccl_nvls", False), ("enable_symm_mem", False),
-            ("enable_tokenizer_batch_encode", False), ("disable_outlines_disk_cache", False),
-            ("disable_custom_all_reduce", False), ("enable_mscclpp", False),
-            ("disable_overlap_schedule", False), ("enable_mixed_chunk", False),
-            ("enable_dp_attention", self.dp_attention), ("enable_dp_lm_head", False),
-            ("enable_two_batch_overlap", False), ("enable_torch_compile", False),
-            ("torch_compile_max_bs", 32), ("torchao_config", ""), ("enable_nan_detection", False),
-            ("enable_p2p_check", False), ("triton_attention_reduce_in_fp32", False),
-            ("triton_attention_num_kv_splits", 8), ("num_continuous_decode_steps", 1),
-            ("delete_ckpt_after_loading", False), ("enable_memory_saver", False),
-            ("allow_auto_truncate", False), ("enable_custom_logit_processor", False),
-            ("disable_shared_experts_fusion", False), ("disable_chunked_prefix_cache", False),
-            ("disable_fast_image_processor", False), ("enable_return_hidden_states", False),
-            ("debug_tensor_dump_output_folder", None), ("disaggregation_mode", "null"),
-            ("disaggregation_transfer_backend", "mooncake"), ("disaggregation_bootstrap_port", 8998),
-        ]
-        return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields) + ")"
+        values = v0510_server_args(
+            m["path"], tp=self.tp, f=self.mem_fraction, chunked=8192, max_bs=m["cuda_graph_max_bs"],
+            attention_backend="fa3", seed=self.rng.randrange(10**9), host="0.0.0.0",
+            dp_size=self.tp if self.dp_attention else 1, enable_dp_attention=self.dp_attention)
+        assert values["cuda_graph_bs"] == bs
+        return "server_args=" + server_args_repr(V0510_FIELDS, values)
 
     def startup(self) -> float:
         """Write the start-up; return the time the server became ready."""
@@ -352,28 +302,27 @@ class Generator:
         def raw(t: float, text: str) -> None:
             ev.append((t, len(ev), "", text))
 
-        raw(0.0, PYNVML_WARNING)
+        raw(0.0, PYNVML)
         log(0.4, None, self.server_args())
         t_sched = [2.6 + r.uniform(0, 0.8) for _ in range(tp)]
         for rank in range(tp):
-            raw(t_sched[rank], PYNVML_WARNING)
+            raw(t_sched[rank], PYNVML)
         # distributed init: begin per rank, end together (it is a collective)
         t_ib = [t_sched[k] + r.uniform(2.0, 3.0) for k in range(tp)]
         for k in range(tp):
-            log(t_ib[k], self.tags[k], "Init torch distributed begin.")
+            log(t_ib[k], self.tags[k], INIT_DIST_BEGIN)
         t_sync = max(t_ib) + r.uniform(2.5, 6.0)
-        log(max(t_ib) + r.uniform(0.5, 1.5), self.tags[0], "sglang is using nccl==2.27.3")
+        log(max(t_ib) + r.uniform(0.5, 1.5), self.tags[0], nccl_version_line("2.27.3"))
         free0 = [m["gpu_total_gib"] - r.uniform(0.55, 0.62) for _ in range(tp)]
         init_use = [r.uniform(0.55, 0.72) for _ in range(tp)]
         p_local = [free0[k] - init_use[k] for k in range(tp)]
         t_ie = [t_sync + r.uniform(0, 0.05) for _ in range(tp)]
         for k in range(tp):
-            log(t_ie[k], self.tags[k],
-                f"Init torch distributed ends. elapsed={t_ie[k] - t_ib[k]:.2f} s, mem usage={init_use[k]:.2f} GB")
+            log(t_ie[k], self.tags[k], init_dist_end_v0510(t_ie[k] - t_ib[k], init_use[k]))
         # weights
         t_lb = [t_ie[k] + r.uniform(0.1, 0.4) for k in range(tp)]
         for k in range(tp):
-            log(t_lb[k], self.tags[k], f"Load weight begin. avail mem={p_local[k]:.2f} GB")
+            log(t_lb[k], self.tags[k], load_weight_begin(p_local[k]))
         shards = m["shards"]
         per_shard = r.uniform(0.9, 1.4) * m["weight_gib_rank"] / shards * 8 / 4.0
         bar = Tqdm(shards, t_lb[0] + 0.3, checkpoint_format=True)
@@ -389,9 +338,7 @@ class Generator:
         a_local = [p_local[k] - weights[k] for k in range(tp)]
         t_le = [t_lb[k] + load_span * (r.uniform(0.96, 1.03) if k else 1.0) for k in range(tp)]
         for k in range(tp):
-            log(t_le[k], self.tags[k],
-                f"Load weight end. elapsed={t_le[k] - t_lb[k]:.2f} s, type={m['arch']}, "
-                f"avail mem={a_local[k]:.2f} GB, mem usage={weights[k]:.2f} GB.")
+            log(t_le[k], self.tags[k], load_weight_end_v0510(t_le[k] - t_lb[k], m["arch"], a_local[k], weights[k]))
         # KV pool, sized from the MIN-reduced figures (section 3.3)
         heads = m["kv_heads"] if self.dp_attention else max(1, m["kv_heads"] // tp)
         cell = heads * m["head_dim"] * m["layers"] * 2 * 2
@@ -406,17 +353,15 @@ class Generator:
         pool_end = []
         for k in range(tp):
             tk = t_kv + r.uniform(0, 0.05)
-            log(tk, self.tags[k], f"KV Cache is allocated. #tokens: {self.max_tokens}, "
-                                  f"K size: {half_gib:.2f} GB, V size: {half_gib:.2f} GB")
+            log(tk, self.tags[k], kv_cache_allocated_v0510(self.max_tokens, half_gib, half_gib))
             pool_end.append(a_local[k] - 2 * half_gib - req_pool_gib - r.uniform(0.02, 0.06))
-            log(tk + r.uniform(0.05, 0.2), self.tags[k], f"Memory pool end. avail mem={pool_end[k]:.2f} GB")
+            log(tk + r.uniform(0.05, 0.2), self.tags[k], memory_pool_end(pool_end[k]))
         # CUDA graphs: begin on every rank, the bs list and the bar on rank 0
         t_cb = [t_kv + r.uniform(0.4, 0.7) for _ in range(tp)]
         cap_begin = [pool_end[k] - r.uniform(0.0, 0.02) for k in range(tp)]
         for k in range(tp):
-            log(t_cb[k], self.tags[k],
-                f"Capture cuda graph begin. This can take up to several minutes. avail mem={cap_begin[k]:.2f} GB")
-        log(t_cb[0] + 0.01, self.tags[0], f"Capture cuda graph bs {self.capture_bs}")
+            log(t_cb[k], self.tags[k], capture_begin_v0510(cap_begin[k]))
+        log(t_cb[0] + 0.01, self.tags[0], capture_bs_line(self.capture_bs))
         graph_gib = r.uniform(0.45, 0.75) if not self.dp_attention else r.uniform(0.9, 1.4)
         order = list(reversed(self.capture_bs))
         cbar = Tqdm(len(order), t_cb[0] + 0.2, checkpoint_format=False)
@@ -425,7 +370,7 @@ class Generator:
         per_bs = r.uniform(0.35, 0.7) if not self.dp_attention else r.uniform(0.8, 1.3)
         for i, bs in enumerate(order):
             avail = cap_begin[0] - graph_gib * i / len(order)
-            desc = f"Capturing batches (bs={bs} avail_mem={avail:.2f} GB)"
+            desc = capturing_desc(bs, avail)
             raw(t, cbar.render(desc, i, t))
             t += per_bs * r.uniform(0.8, 1.2)
             raw(t, cbar.render(desc, i + 1, t))
@@ -436,31 +381,23 @@ class Generator:
             use = graph_gib + r.uniform(-0.01, 0.01)
             cap_end.append(cap_begin[k] - use)
             tk = t_ce + r.uniform(0, 0.05)
-            log(tk, self.tags[k], f"Capture cuda graph end. Time elapsed: {tk - t_cb[k]:.2f} s. "
-                                  f"mem usage={use:.2f} GB. avail mem={cap_end[k]:.2f} GB.")
+            log(tk, self.tags[k], capture_end_v0510(tk - t_cb[k], use, cap_end[k]))
         t = t_ce + r.uniform(0.4, 1.0)
-        log(t, self.tags[0],
-            f"max_total_num_tokens={self.max_tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-            f"max_running_requests={self.max_running}, context_len={ctx}, "
-            f"available_gpu_mem={cap_end[0] - 0.01:.2f} GB")
+        log(t, self.tags[0], max_total_tokens_v0510(self.max_tokens, 8192, self.max_running, ctx, cap_end[0] - 0.01))
         # main process: uvicorn, warm-up, ready
         pid = r.randrange(200, 4_000_000)
         t += r.uniform(1.5, 3.0)
-        for msg in (f"Started server process [{pid}]", "Waiting for application startup.",
-                    "Application startup complete.",
-                    "Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)"):
+        for msg in (*uvicorn_started_msgs(pid), *uvicorn_listening_msgs("0.0.0.0", 30000)):
             log(t, None, "INFO:     " + msg)
             t += r.uniform(0.0, 0.02)
         t += r.uniform(0.8, 1.2)
-        log(t, None, f'INFO:     127.0.0.1:{r.randrange(33000, 60999)} - "GET /model_info HTTP/1.1" 200 OK')
+        log(t, None, "INFO:     " + access_line(f"127.0.0.1:{r.randrange(33000, 60999)}", "GET /model_info"))
         t += r.uniform(0.1, 0.3)
-        log(t, self.tags[0],
-            "Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
-            "#running-req: 0, #queue-req: 0, cuda graph: False, input throughput (token/s): 0.00")
+        log(t, self.tags[0], prefill_line_v0510(1, 6, 0, 0.0, 0, 0, False, 0.0))
         t += r.uniform(0.4, 1.2)
-        log(t, None, f'INFO:     127.0.0.1:{r.randrange(33000, 60999)} - "POST /generate HTTP/1.1" 200 OK')
+        log(t, None, "INFO:     " + access_line(f"127.0.0.1:{r.randrange(33000, 60999)}", "POST /generate"))
         t += r.uniform(0.01, 0.05)
-        log(t, None, "The server is fired up and ready to roll!")
+        log(t, None, SERVER_READY)
 
         ev.sort(key=lambda e: (e[0], e[1]))
         for t, _, tag, text in ev:
@@ -525,7 +462,7 @@ class Generator:
             elif kind == ARRIVAL:
                 self.arrival(t)
             elif kind == HEALTH:
-                self.access(t, "GET /health HTTP/1.1")
+                self.access(t, "GET /health")
                 self.push(t + r.uniform(29.5, 30.5), HEALTH)
             else:
                 self.episode(t, a)
@@ -591,10 +528,8 @@ class Generator:
             if n_seq == 0:
                 break
             thr = s.last_prefill_tokens / max(t - s.last_prefill_t, 1e-3)
-            self.push(t, LINE, s.tag,
-                      f"Prefill batch, #new-seq: {n_seq}, #new-token: {new}, #cached-token: {cached_sum}, "
-                      f"token usage: {s.tokens / max_tokens:.2f}, #running-req: {s.running}, "
-                      f"#queue-req: {len(s.queue)}, cuda graph: False, input throughput (token/s): {thr:.2f}")
+            self.push(t, LINE, s.tag, prefill_line_v0510(n_seq, new, cached_sum, s.tokens / max_tokens, s.running,
+                                                         len(s.queue), False, thr))
             s.last_prefill_t = t
             s.last_prefill_tokens = new
             s.running += admitted
@@ -617,8 +552,7 @@ class Generator:
             gained = n_ret * per
             old = s.ratio
             s.ratio = min(1.0, old + r.uniform(0.15, 0.45))
-            msg = (f"KV cache pool is full. Retract requests. #retracted_reqs: {n_ret}, "
-                   f"#new_tokens_gained: {gained}, #new_token_ratio: {old:.4f} -> {s.ratio:.4f}")
+            msg = retract_line(n_ret, gained, old, s.ratio)
             for tag in ([s.tag] if self.dp_attention else self.tags):  # pure TP: every rank decides the same
                 self.push(t + r.uniform(0, 0.004), LINE, tag, msg)
             s.running -= n_ret
@@ -638,10 +572,8 @@ class Generator:
                 route = 0 if r.random() < HTTP_WEIGHTS[0] else (1 if r.random() < 0.875 else 2)
                 self.push(t + r.random() * span, LINE, None, route)
         gen = 40 * run / max(t_end - s.last_decode_t, 1e-3)
-        self.push(t_end, LINE, s.tag,
-                  f"Decode batch, #running-req: {run}, #token: {s.tokens}, "
-                  f"token usage: {s.tokens / max_tokens:.2f}, cuda graph: {run <= m['cuda_graph_max_bs']}, "
-                  f"gen throughput (token/s): {gen:.2f}, #queue-req: {len(s.queue)}")
+        self.push(t_end, LINE, s.tag, decode_line_v0510(run, s.tokens, s.tokens / max_tokens,
+                                                        run <= m["cuda_graph_max_bs"], gen, len(s.queue)))
         s.last_decode_t = t_end
         if done:
             s.tokens -= done * s.tokens // run

@@ -1,0 +1,54 @@
+"""The generated fixtures are what their generators write, and the generators share one text.
+
+Every ``*.log`` (and ``CASE.md``, README) under ``fixtures/diff``, ``fixtures/serving`` and
+``fixtures/multinode`` is written by a seeded script; a copy of the tree regenerated here
+must equal the committed files byte for byte, so a change to the shared templates
+(``fixtures/diff/_sglang_text.py``) that is not regenerated fails. The benchmark's serving
+generator prints the same v0.5.10 ``server_args=`` fields as the v0.5.10 fixtures.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GENERATORS = ("fixtures/diff/generate.py", "fixtures/serving/generate.py", "fixtures/multinode/generate.py")
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def test_fixtures_are_their_generators_output(tmp_path: Path) -> None:
+    copy = tmp_path / "fixtures"
+    shutil.copytree(ROOT / "fixtures", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for script in GENERATORS:
+        done = subprocess.run([sys.executable, str(tmp_path / script)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (script, done.stderr[-2000:])
+    want, got = _files(ROOT / "fixtures"), _files(copy)
+    assert sorted(got) == sorted(want)
+    changed = [name for name in want if got[name] != want[name]]
+    assert not changed, f"regenerate with {GENERATORS}: {changed}"
+
+
+def _server_args_fields(text: str) -> list[str]:
+    line = next(line for line in text.splitlines() if "server_args=ServerArgs(" in line)
+    return re.findall(r"(?:\(|, )(\w+)=", line.split("server_args=ServerArgs", 1)[1])
+
+
+@pytest.mark.parametrize("flags", [[], ["--all-ranks"]])
+def test_bench_serving_log_prints_the_v0510_server_args(tmp_path: Path, flags: list[str]) -> None:
+    out = tmp_path / "serving.log"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "gen_serving_log.py"), "--size", "64K", "-o", str(out),
+                    *flags], check=True, timeout=120)
+    fixture = (ROOT / "fixtures" / "diff" / "capture_oom_max_bs" / "baseline.log").read_text(encoding="utf-8")
+    bench = out.read_text(encoding="utf-8")
+    assert _server_args_fields(bench) == _server_args_fields(fixture)
+    assert len(_server_args_fields(fixture)) > 300
