@@ -3,8 +3,8 @@
 Every ``*.log`` (and ``CASE.md``, README) under ``fixtures/diff``, ``fixtures/serving`` and
 ``fixtures/multinode`` is written by a seeded script; a copy of the tree regenerated here
 must equal the committed files byte for byte, so a change to the shared templates
-(``fixtures/diff/_sglang_text.py``) that is not regenerated fails. The benchmark's serving
-generator prints the same v0.5.10 ``server_args=`` fields as the v0.5.10 fixtures.
+(``fixtures/diff/_sglang_text.py``) that is not regenerated fails. The benchmark's
+generators print the same ``server_args=`` fields as the fixtures of their SGLang version.
 """
 
 from __future__ import annotations
@@ -43,12 +43,16 @@ def _server_args_fields(text: str) -> list[str]:
     return re.findall(r"(?:\(|, )(\w+)=", line.split("server_args=ServerArgs", 1)[1])
 
 
-@pytest.mark.parametrize("flags", [[], ["--all-ranks"]])
-def test_bench_serving_log_prints_the_v0510_server_args(tmp_path: Path, flags: list[str]) -> None:
-    out = tmp_path / "serving.log"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "gen_serving_log.py"), "--size", "64K", "-o", str(out),
-                    *flags], check=True, timeout=120)
-    fixture = (ROOT / "fixtures" / "diff" / "capture_oom_max_bs" / "baseline.log").read_text(encoding="utf-8")
-    bench = out.read_text(encoding="utf-8")
-    assert _server_args_fields(bench) == _server_args_fields(fixture)
-    assert len(_server_args_fields(fixture)) > 300
+@pytest.mark.parametrize(("generator", "flags", "fixture", "fields"), [
+    ("gen_serving_log.py", [], "capture_oom_max_bs", 300),  # v0.5.10
+    ("gen_serving_log.py", ["--all-ranks"], "capture_oom_max_bs", 300),
+    ("gen_sglang_log.py", ["--prefix-style", "dp-tp"], "rank_hang", 80),  # v0.4.3
+])
+def test_bench_logs_print_the_fixtures_server_args(tmp_path: Path, generator: str, flags: list[str],
+                                                   fixture: str, fields: int) -> None:
+    out = tmp_path / "bench.log"
+    subprocess.run([sys.executable, str(ROOT / "bench" / generator), "--size", "64K", "-o", str(out), *flags],
+                   check=True, timeout=120)
+    want = _server_args_fields((ROOT / "fixtures" / "diff" / fixture / "baseline.log").read_text(encoding="utf-8"))
+    assert _server_args_fields(out.read_text(encoding="utf-8")) == want
+    assert len(want) > fields
