@@ -36,14 +36,19 @@ def test_the_scanner_is_built_where_a_compiler_is() -> None:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Small logs of both generators: crashes and restarts, torn lines, DP-attention ranks."""
+    """Logs of both generators, a few MB each: crashes and restarts, torn and interleaved
+    lines, every rank-prefix style, DP-attention ranks, several seeds and start times."""
     out = tmp_path_factory.mktemp("generated")
     runs = [
-        ("gen_sglang_log.py", ["--size", "1M", "--seed", "7"]),
-        ("gen_sglang_log.py", ["--size", "1M", "--seed", "3", "--prefix-style", "dp-tp", "--decode-ranks", "all",
+        ("gen_sglang_log.py", ["--size", "3M", "--seed", "7"]),
+        ("gen_sglang_log.py", ["--size", "2M", "--seed", "3", "--prefix-style", "dp-tp", "--decode-ranks", "all",
                                "--torn-rate", "0.02", "--interleave-rate", "0.02", "--crash-rate", "0.2"]),
-        ("gen_serving_log.py", ["--size", "1M"]),
-        ("gen_serving_log.py", ["--size", "1M", "--all-ranks", "--seed", "11"]),
+        ("gen_sglang_log.py", ["--size", "2M", "--seed", "5", "--prefix-style", "tp-ep", "--decode-ranks", "0"]),
+        ("gen_sglang_log.py", ["--size", "2M", "--seed", "9", "--prefix-style", "pp-tp", "--ranks", "4",
+                               "--start", "2025-12-31 23:58:00"]),
+        ("gen_serving_log.py", ["--size", "3M"]),
+        ("gen_serving_log.py", ["--size", "3M", "--all-ranks", "--seed", "11"]),
+        ("gen_serving_log.py", ["--size", "2M", "--seed", "4", "--tp", "4", "--start", "2026-03-29 00:30:00"]),
     ]
     paths = []
     for i, (script, args) in enumerate(runs):
@@ -106,9 +111,7 @@ def test_bulk_equals_events_on_generated_logs(generated: list[Path]) -> None:
         data = path.read_bytes()
         want = _events_path(data, path.name)
         kinds = json.loads(want)["coverage"]["kinds"]
-        # decode and prefill batches take the exact path (the serving time series reads each
-        # record's stamp, rank and line, which the scanner's columns do not carry)
-        serving = sum(kinds.get(k, 0) for k in ("http_access",))
+        serving = sum(kinds.get(k, 0) for k in ("decode_batch", "prefill_batch", "http_access"))
         for size in (1 << 20, 65536, 4093):
             got, taken = _bulk_path(data, path.name, size)
             assert got == want, f"{path.name}, blocks of {size} bytes"
@@ -132,9 +135,34 @@ def test_mixed_feeding_is_one_run(generated: list[Path]) -> None:
     assert _as_json(run.summary(), run) == want
 
 
+@compiled
+def test_bulk_path_feeds_the_serving_time_series(generated: list[Path]) -> None:
+    """The batch records reach the serving windows as rows: the series is there, and equal."""
+    for path in generated:
+        data = path.read_bytes()
+        got = json.loads(_bulk_path(data, path.name, 1 << 20)[0])
+        assert got["serving"]["series"]["gen_tok_s"], path.name
+        assert got["serving"] == json.loads(_events_path(data, path.name))["serving"], path.name
+
+
+@compiled
+def test_bulk_equals_the_parallel_reader(generated: list[Path]) -> None:
+    """The pure reader's byte ranges, merged, give the bulk path's summary (but for the
+    decode series, whose downsampling the merge approximates: ``test_parallel.py``)."""
+    from logforensics.ingest import parallel
+    for path in generated:
+        want = json.loads(_bulk_path(path.read_bytes(), str(path), 1 << 20)[0])
+        ranges = parallel.choose_ranges(str(path), path.stat().st_size, 256 << 10)
+        got = json.loads(_as_json(parallel.read_ranges(str(path), str(path), ranges).summary()))
+        want.pop("_pd"), want.pop("_rank_nodes")
+        assert len(ranges) > 3
+        assert got["throughput"].pop("decode_series")[0] == want["throughput"].pop("decode_series")[0]
+        assert got == want, path.name
+
+
 def test_pure_path_gives_the_same_summary(generated: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """LOGFORENSICS_PURE=1 forces the pure-Python path; both must give one summary."""
-    for path in [*generated, FIXTURES[0]]:
+    for path in [*generated, *FIXTURES]:
         monkeypatch.delenv("LOGFORENSICS_PURE", raising=False)
         default = _as_json(read_file(path).summary())
         monkeypatch.setenv("LOGFORENSICS_PURE", "1")

@@ -12,8 +12,10 @@ the bytes are chunked either.
 
 from __future__ import annotations
 
+import math
 import random
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +24,7 @@ import pytest
 from grammar_samples import CASES, Case
 
 from logforensics.events import Event
+from logforensics.model.clock import seconds
 from logforensics.read import bulk
 from logforensics.read.fastpath import LineClassifier
 from logforensics.read.grammar import plan_record
@@ -145,10 +148,12 @@ def test_unterminated_last_line_is_parsed_whatever_the_chunking() -> None:
 # -- the compiled bulk path: the scanner's columns equal the grammar's values, line by line --
 _ALL_SLOTS = {
     "decode_batch": {"gen_throughput_tok_s": 0, "accept_len": 1, "running_req": 2, "token_usage": 3,
-                     "queue_req": 4},
-    "prefill_batch": {"input_throughput_tok_s": 5, "new_token": 6, "cached_token": 7},
+                     "queue_req": 4, "cuda_graph": 9, "full_token_usage": 10},
+    "prefill_batch": {"input_throughput_tok_s": 5, "new_token": 6, "cached_token": 7, "queue_req": 11},
     "http_access": {"status": 8},
 }
+#: Slots kept in rows only (the bool converter's among them) and their converters.
+_ROW_ONLY = (9, 10, 11)
 _FIELD_OF_SLOT = {slot: name for fields in _ALL_SLOTS.values() for name, slot in fields.items()}
 
 
@@ -170,7 +175,9 @@ def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...], name: str) ->
 
     Every kind is declared bulk here (class 1) and every rank ready, so the scanner takes
     every line whose plan it can apply; each taken line is compared with a grammar-only
-    classifier's event, value types included.
+    classifier's event, value types included. Class 1 is also a row class: each taken
+    line's row holds its line, rank, the stamp as ``serving.seconds`` reads it and each
+    value as a float (the bool converter's as 1.0 / 0.0), NaN where the record lacks it.
     """
     if isinstance(data, tuple):
         data = _generated(*data)
@@ -178,10 +185,11 @@ def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...], name: str) ->
     grammar = LineClassifier(name, memo_limit=0)
     memo = LineClassifier(name)
     _classify_all(memo, lines)  # learn the shapes
-    scanner = bulk.BulkScanner(memo, lambda plan: 1, _ALL_SLOTS, ordered=(0,))
+    scanner = bulk.BulkScanner(memo, lambda plan: 1, _ALL_SLOTS, ordered=(0,), rows=(1,), row_only=_ROW_ONLY)
     scanner.learn()
     scanner.set_ready(b"\x01" * 2048)
     taken = 0
+    nslots = 1 + max(_FIELD_OF_SLOT)
     for i, raw in enumerate(lines, 1):
         buf = raw + b"\n"
         seg = scanner.scan(buf, 0)
@@ -191,7 +199,7 @@ def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...], name: str) ->
             continue
         taken += 1
         (want,) = grammar.classify(raw, i)
-        stop, n, counts, lasts, values, ordered = seg
+        stop, n, counts, lasts, values, ordered, _ = seg
         assert (stop, n) == (len(buf), 1)
         ((code, count),) = counts
         ((cls, rid, idx, start, end, plan),) = lasts
@@ -199,12 +207,26 @@ def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...], name: str) ->
         got = (scanner.kinds[code], scanner.rank_names[rid], ts, text)
         assert got == (want.kind, want.rank, want.ts, want.text), f"line {i}: {raw[:200]!r}"
         got_values = {_FIELD_OF_SLOT[slot]: vals for slot, _, vals in values}
-        want_values = {name: [want.fields[name]] for name in _ALL_SLOTS.get(want.kind, {})
-                       if want.fields.get(name) is not None}
+        want_values = {name: [want.fields[name]] for name, slot in _ALL_SLOTS.get(want.kind, {}).items()
+                       if want.fields.get(name) is not None and slot not in _ROW_ONLY}
         assert got_values == want_values, f"line {i}: {raw[:200]!r}"
         assert [type(v) for (v,) in got_values.values()] == [type(v) for (v,) in want_values.values()]
         for slot, xs, ys in ordered:
             assert (xs, ys) == ([want.ts], [want.fields[_FIELD_OF_SLOT[slot]]])
+        rows = scanner.rows(seg, buf, i)
+        assert rows is not None and rows.n == 1
+        assert (rows.line(0), rows.rank(0), rows.stamp(0)) == (i, want.rank, (want.text, want.ts))
+        assert rows.raw[7] == struct.pack("d", seconds(want.ts)), f"line {i}: {want.ts!r}"
+        assert rows.dated(0) == (want.ts[4:5] == "-")
+        row = struct.unpack(f"{nslots}d", rows.raw[10])
+        fields = {slot: field for field, slot in _ALL_SLOTS.get(want.kind, {}).items()}
+        for slot in range(nslots):
+            field = fields.get(slot)
+            value = None if field is None else want.fields.get(field)
+            if value is None:
+                assert math.isnan(row[slot]), f"line {i}: {field}"
+            else:
+                assert row[slot] == float(value), f"line {i}: {field}"
     if scanner.plans:
         assert taken > 0
     if name.startswith("gen"):

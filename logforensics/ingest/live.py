@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..events import Event
-from ..model.columns import ORDERED, SLOTS, ColumnFeed, class_of
+from ..model.columns import ORDERED, ROW_ONLY, ROWS, SLOTS, ColumnFeed, class_of
 from ..model.pd import PDObserver
 from ..model.run import RunModel, RunSummary
 from ..read import bulk
@@ -60,7 +60,8 @@ class LiveRun:
             return
         scanner = self._scanner
         if scanner is None:
-            scanner = self._scanner = bulk.BulkScanner(self.parser.classifier, class_of, SLOTS, ORDERED)
+            scanner = self._scanner = bulk.BulkScanner(self.parser.classifier, class_of, SLOTS, ORDERED, ROWS,
+                                                       ROW_ONLY)
         if self._columns is None or self._columns.model is not self.model:
             self._columns = ColumnFeed(self.model, self._observe, self.pd.batches_without_pd_fields)
         self.parser.feed_bulk(chunk, scanner, self._columns)

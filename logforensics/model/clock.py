@@ -6,18 +6,26 @@ analysis prints the seconds it found as stamps again; both read the clock the sa
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
+
+#: Where naive stamps count from: a log's clock is its own, read alike on every machine.
+_EPOCH = datetime(1970, 1, 1)
 
 
 def seconds(ts: str | None) -> float | None:
-    """Seconds since the epoch of an ISO stamp, or of the day for a time-only stamp."""
+    """Seconds since the epoch of an ISO stamp, or of the day for a time-only stamp.
+
+    A stamp without an offset (SGLang prints local time) is read as UTC, whatever the
+    time zone of the machine reading the log: its series must not move with the reader's
+    DST. The bulk reader's C scanner (``read/_scan.c``) reads the stamps it takes the
+    same way."""
     if not ts:
         return None
     try:
         if len(ts) >= 19 and ts[4] == "-":
-            return datetime.fromisoformat(ts[:26]).timestamp() if "+" not in ts[19:] else \
-                datetime.fromisoformat(ts).timestamp()
+            d = datetime.fromisoformat(ts[:26] if "+" not in ts[19:] else ts)
+            return (d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d).timestamp()
         if len(ts) >= 8 and ts[2] == ":":
             h, m, s = ts.split(":")[:3]
             return int(h) * 3600 + int(m) * 60 + float(s)
@@ -28,7 +36,7 @@ def seconds(ts: str | None) -> float | None:
 
 @lru_cache(maxsize=65536)
 def iso(sec: float, dated: bool) -> str:
-    """The inverse of :func:`seconds` (local, naive, as SGLang prints)."""
+    """The inverse of :func:`seconds` (naive, as SGLang prints)."""
     if dated:
-        return datetime.fromtimestamp(sec).isoformat(timespec="seconds")
+        return (_EPOCH + timedelta(seconds=sec)).isoformat(timespec="seconds")
     return str(timedelta(seconds=int(sec) % 86400)).rjust(8, "0")

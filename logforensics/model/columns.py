@@ -2,11 +2,13 @@
 
 A serving log is almost all ``Decode batch``, ``Prefill batch`` and HTTP access lines.
 For those, observing an event only counts it, keeps the last line, stamp and text of its
-rank and of the rank's serving phase, and adds throughput figures to sketches and to the
-series (``throughput.py``, ``rank.py``). The bulk scanner (``read/bulk.py``) takes runs
-of such lines and returns them as columns (counts per kind, the last line per class and
-rank, the converted figures by rank); :meth:`ColumnFeed.apply` makes exactly the updates
-that observing those lines one by one would make. That holds only while no taken line
+rank and of the rank's serving phase, adds throughput figures to sketches and to the
+series (``throughput.py``, ``rank.py``) and adds each batch record to the serving time
+series (``serving_rows.py``). The bulk scanner (``read/bulk.py``) takes runs of such lines
+and returns them as columns (counts per kind, the last line per class and rank, the
+converted figures by rank, and the batch records as rows of line, rank, stamp and
+figures); :meth:`ColumnFeed.apply` makes exactly the updates that observing those lines
+one by one would make. That holds only while no taken line
 would create a rank, open the serving phase or be kept as evidence;
 :meth:`ColumnFeed.ready_table` says which (class, rank) pairs qualify, from the model as
 it stands, and the scanner stops at any other line, which is then observed as an event.
@@ -27,19 +29,29 @@ from .rank import NO_RANK
 from .registry import HANDLERS
 from .run import RunModel
 from .serving import SERVING_KINDS
+from .serving_rows import ROW_FIELDS, add_rows
 from .stats import Sketch
 
 DECODE, PREFILL, PASSIVE = 1, 2, 3
 #: Kinds with a handler that :meth:`ColumnFeed.apply` replays from counts: an answered
 #: HTTP request places the run in serving (``startup.on_http_access``).
 REPLAYED = frozenset({"http_access"})
-#: Value slots of the scanner, per kind and field (slot 0 is also kept in line order).
+#: Value slots of the scanner, per kind and field (slot 0 is also kept in line order):
+#: 0-3 go to the throughput sketches as values; decode and prefill records are also rows
+#: (``ROWS``) whose columns are the slots, the serving observer's fields among them
+#: (``serving.ROW_FIELDS``; those after slot 3 are kept in rows only).
 SLOTS: dict[str, dict[str, int]] = {
-    "decode_batch": {"gen_throughput_tok_s": 0, "accept_len": 1, "running_req": 2},
-    "prefill_batch": {"input_throughput_tok_s": 3},
+    "decode_batch": {"gen_throughput_tok_s": 0, "accept_len": 1, "running_req": 2, "queue_req": 4,
+                     "token_usage": 5, "full_token_usage": 6, "retracted_req": 7, "cuda_graph": 8},
+    "prefill_batch": {"input_throughput_tok_s": 3, "new_token": 9, "cached_token": 10, "queue_req": 11,
+                      "token_usage": 12, "full_token_usage": 13},
 }
+assert all(set(fields) <= set(SLOTS[kind]) for kind, fields in ROW_FIELDS.items())
 ORDERED = (0,)
+ROWS = (DECODE, PREFILL)
+ROW_ONLY = tuple(range(4, 14))
 _TPUT, _ACCEPT, _RUNNING, _PREFILL = 0, 1, 2, 3
+_ROW_KIND = {DECODE: "decode_batch", PREFILL: "prefill_batch"}
 #: Batch fields of a prefill/decode-disaggregated server, which ``model.pd`` reads from
 #: events: records that carry them are observed as events.
 _PD_FIELDS = ("transfer_req", "inflight_req", "unbootstrapped_req")
@@ -50,10 +62,10 @@ def class_of(plan: Plan) -> int | None:
     kind = plan.kind
     if any(name in plan.spec for name in _PD_FIELDS):
         return None
-    if kind in ("decode_batch", "prefill_batch"):
-        # the serving time series (model/serving.py) needs each record's stamp, rank, line and
-        # figures, which the scanner's columns do not carry: these records take the exact path
-        return None
+    if kind == "decode_batch":
+        return DECODE
+    if kind == "prefill_batch":
+        return PREFILL
     if kind in HANG_KINDS or kind in SERVING_KINDS:
         return None  # the hang and serving observers read each record
     if kind in REPLAYED:
@@ -105,7 +117,7 @@ class ColumnFeed:
 
     def apply(self, seg: Segment, first_line: int, scanner: BulkScanner, buf: bytes) -> None:
         """Observe the ``seg[1]`` lines of a segment of ``buf``, the first numbered ``first_line``."""
-        _, n, counts, lasts, values, ordered = seg
+        _, n, counts, lasts, values, ordered, _rows = seg
         if not n:
             return
         kinds, rank_names = scanner.kinds, scanner.rank_names
@@ -175,7 +187,11 @@ class ColumnFeed:
                 t.accept_len.extend(vals)
             elif slot == _RUNNING:
                 t.running_req.extend(vals)
-            else:
+            elif slot == _PREFILL:
                 t.prefill.extend(vals)
         for _slot, xs, ys in ordered:
             t.decode_series.extend_xy(xs, ys)
+        rows = scanner.rows(seg, buf, first_line)
+        if rows is not None:
+            groups = [(_ROW_KIND[cls], cls, rid, rank_names[rid]) for cls, rid, *_ in lasts if cls in _ROW_KIND]
+            add_rows(m.serving, rows, groups, SLOTS, scanner.classifier.file)

@@ -24,10 +24,12 @@
 #define MAX_KINDS 256
 #define MAX_KEY 4096
 
+enum { CONV_INT = 0, CONV_FLOAT = 1, CONV_BOOL = 2 };
+
 typedef struct {
     int slot;
     Py_ssize_t a, b;
-    int is_float;
+    int conv; /* CONV_INT, CONV_FLOAT (as int(), float()) or CONV_BOOL (True/true/False/false) */
 } Slot;
 
 typedef struct {
@@ -53,6 +55,8 @@ typedef struct {
     unsigned char ready[MAX_CLASSES][MAX_RANKS];
     int nslots;
     unsigned char ordered[MAX_SLOTS];
+    unsigned char row_cls[MAX_CLASSES]; /* lines of these classes are also kept as rows */
+    unsigned char row_only[MAX_SLOTS];  /* slots kept in rows only, not as value lists */
 } Scanner;
 
 /* -- masking and hashing, eight bytes at a time --------------------------------------- */
@@ -154,12 +158,37 @@ static int grow(Scanner *s)
 
 /* -- the type ---------------------------------------------------------------------------- */
 
+/* Set flags[v] for each v of the sequence seq (0 <= v < limit). */
+static int flag_set(PyObject *seq_in, unsigned char *flags, int limit, const char *what)
+{
+    if (!seq_in)
+        return 0;
+    PyObject *seq = PySequence_Fast(seq_in, what);
+    if (!seq)
+        return -1;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+        if (v < 0 || v >= limit) {
+            Py_DECREF(seq);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, what);
+            return -1;
+        }
+        flags[v] = 1;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* Scanner(nslots, ordered=(), rows=(), row_only=()): ordered slots are also kept in line
+ * order with their stamps; lines of the classes in rows are also kept as rows (see scan);
+ * row_only slots are kept in rows only. */
 static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"nslots", "ordered", NULL};
+    static char *names[] = {"nslots", "ordered", "rows", "row_only", NULL};
     int nslots = 0;
-    PyObject *ordered = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|O", names, &nslots, &ordered))
+    PyObject *ordered = NULL, *rows = NULL, *row_only = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|OOO", names, &nslots, &ordered, &rows, &row_only))
         return -1;
     if (nslots < 0 || nslots > MAX_SLOTS) {
         PyErr_SetString(PyExc_ValueError, "too many slots");
@@ -167,21 +196,17 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
     }
     self->nslots = nslots;
     memset(self->ordered, 0, sizeof self->ordered);
-    if (ordered) {
-        PyObject *seq = PySequence_Fast(ordered, "ordered must be a sequence");
-        if (!seq)
+    memset(self->row_cls, 0, sizeof self->row_cls);
+    memset(self->row_only, 0, sizeof self->row_only);
+    if (flag_set(ordered, self->ordered, nslots, "bad ordered slot") < 0 ||
+        flag_set(rows, self->row_cls, MAX_CLASSES, "bad row class") < 0 ||
+        flag_set(row_only, self->row_only, nslots, "bad row-only slot") < 0)
+        return -1;
+    for (int k = 0; k < nslots; k++) {
+        if (self->ordered[k] && self->row_only[k]) {
+            PyErr_SetString(PyExc_ValueError, "an ordered slot is kept as values");
             return -1;
-        for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
-            long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
-            if (v < 0 || v >= nslots) {
-                Py_DECREF(seq);
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_ValueError, "bad ordered slot");
-                return -1;
-            }
-            self->ordered[v] = 1;
         }
-        Py_DECREF(seq);
     }
     Py_XSETREF(self->rank_names, PyList_New(1));
     if (!self->rank_names)
@@ -219,7 +244,8 @@ static int span_arg(PyObject *o, Py_ssize_t *a, Py_ssize_t *b)
     return PyArg_ParseTuple(o, "nn", a, b) ? 0 : -1;
 }
 
-/* add(key, plan, cls, kind, rank, ts, ts_iso, slots): slots is ((slot, a, b, is_float), ...) */
+/* add(key, plan, cls, kind, rank, ts, ts_iso, slots): slots is ((slot, a, b, conv), ...),
+ * conv 0 int, 1 float, 2 bool (row-only slots alone) */
 static PyObject *Scanner_add(Scanner *self, PyObject *args)
 {
     Py_buffer key;
@@ -269,9 +295,10 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
     }
     for (int k = 0; k < sh->nslots; k++) {
         Slot *sl = &sh->slots[k];
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "inni", &sl->slot, &sl->a, &sl->b, &sl->is_float))
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "inni", &sl->slot, &sl->a, &sl->b, &sl->conv))
             goto fail;
-        if (sl->slot < 0 || sl->slot >= self->nslots || sl->a < 0 || sl->a > sl->b || sl->b > key.len) {
+        if (sl->slot < 0 || sl->slot >= self->nslots || sl->a < 0 || sl->a > sl->b || sl->b > key.len ||
+            sl->conv < CONV_INT || sl->conv > CONV_BOOL || (sl->conv == CONV_BOOL && !self->row_only[sl->slot])) {
             PyErr_SetString(PyExc_ValueError, "bad slot");
             goto fail;
         }
@@ -375,6 +402,211 @@ static PyObject *to_float(const unsigned char *p, Py_ssize_t n)
     return PyFloat_FromDouble(d);
 }
 
+/* The same numbers as doubles, for rows: float(int(text)) and float(text). 0 when the
+ * text is not one the Python converter reads (the line then goes the exact way), and for
+ * int texts of more than 18 digits. */
+static int int_double(const unsigned char *p, Py_ssize_t n, double *out)
+{
+    while (n && is_ws(*p)) { p++; n--; }
+    while (n && is_ws(p[n - 1])) n--;
+    Py_ssize_t i = 0;
+    int neg = 0;
+    if (i < n && (p[i] == '-' || p[i] == '+')) { neg = p[i] == '-'; i++; }
+    if (i == n || n - i > 18)
+        return 0;
+    long long v = 0;
+    for (; i < n; i++) {
+        unsigned c = p[i] - '0';
+        if (c > 9)
+            return 0;
+        v = v * 10 + c;
+    }
+    *out = (double)(neg ? -v : v); /* correctly rounded, as float(int) */
+    return 1;
+}
+
+static int float_double(const unsigned char *p, Py_ssize_t n, double *out)
+{
+    while (n && is_ws(*p)) { p++; n--; }
+    while (n && is_ws(p[n - 1])) n--;
+    if (n == 0 || n > 60)
+        return 0;
+    char buf[64];
+    for (Py_ssize_t k = 0; k < n; k++) {
+        unsigned char c = p[k];
+        if (!((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+            return 0;
+        buf[k] = (char)c;
+    }
+    buf[n] = 0;
+    char *end = NULL;
+    double d = PyOS_string_to_double(buf, &end, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (end != buf + n)
+        return 0;
+    *out = d;
+    return 1;
+}
+
+/* True/true -> 1, False/false -> 0, as the grammar's bool converter; else not read. */
+static int bool_double(const unsigned char *p, Py_ssize_t n, double *out)
+{
+    if ((n == 4 && (memcmp(p, "True", 4) == 0 || memcmp(p, "true", 4) == 0))) {
+        *out = 1.0;
+        return 1;
+    }
+    if ((n == 5 && (memcmp(p, "False", 5) == 0 || memcmp(p, "false", 5) == 0))) {
+        *out = 0.0;
+        return 1;
+    }
+    return 0;
+}
+
+/* -- stamps as seconds ---------------------------------------------------------------------
+ * ISO 8601 local times, read as the log's own clock (UTC, whatever the machine's time zone),
+ * as model/serving.py seconds() reads them:
+ *   YYYY-MM-DD[ T]HH:MM:SS[.fff|.ffffff]  -> seconds since 1970-01-01 (dated)
+ *   HH:MM:SS[.f...]                        -> seconds of the day
+ * Any other text (an offset, another number of fraction digits, a date that does not
+ * exist) is not read here: its line goes the exact way. */
+static int digits(const unsigned char *p, int n, long *out)
+{
+    long v = 0;
+    for (int k = 0; k < n; k++) {
+        unsigned c = p[k] - '0';
+        if (c > 9)
+            return 0;
+        v = v * 10 + (long)c;
+    }
+    *out = v;
+    return 1;
+}
+
+static long long days_from_civil(long y, long m, long d)
+{
+    y -= m <= 2;
+    long era = (y >= 0 ? y : y - 399) / 400;
+    long yoe = y - era * 400;
+    long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return (long long)era * 146097 + doe - 719468;
+}
+
+static int stamp_seconds(const unsigned char *p, Py_ssize_t n, double *out, int *dated)
+{
+    long y, mo, d, h, mi, sec, frac = 0;
+    if (n >= 19 && p[4] == '-') {
+        if (!(n == 19 || n == 23 || n == 26))
+            return 0;
+        if (p[7] != '-' || (p[10] != ' ' && p[10] != 'T') || p[13] != ':' || p[16] != ':')
+            return 0;
+        if (!digits(p, 4, &y) || !digits(p + 5, 2, &mo) || !digits(p + 8, 2, &d) || !digits(p + 11, 2, &h) ||
+            !digits(p + 14, 2, &mi) || !digits(p + 17, 2, &sec))
+            return 0;
+        if (n > 19) {
+            if (p[19] != '.' || !digits(p + 20, (int)(n - 20), &frac))
+                return 0;
+            if (n == 23)
+                frac *= 1000;
+        }
+        static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] + (mo == 2 && leap) || h > 23 || mi > 59 ||
+            sec > 59)
+            return 0;
+        long long us = (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * 1000000 + frac;
+        if (us >= (1LL << 53) || us <= -(1LL << 53))
+            return 0; /* beyond 2255: Python's int division rounds once, a double's twice */
+        *out = (double)us / 1000000.0; /* timedelta.total_seconds(): both exact as doubles */
+        *dated = 1;
+        return 1;
+    }
+    if (n >= 8 && p[2] == ':') {
+        if (p[5] != ':' || !digits(p, 2, &h) || !digits(p + 3, 2, &mi))
+            return 0;
+        if (n > 8 && (n == 9 || n > 15 || p[8] != '.' || !digits(p + 9, (int)(n - 9), &frac)))
+            return 0;
+        double s;
+        if (!float_double(p + 6, n - 6, &s))
+            return 0;
+        *out = (double)(h * 3600 + mi * 60) + s; /* int(h) * 3600 + int(m) * 60 + float(s) */
+        *dated = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* -- rows: the taken lines of row classes, one entry each --------------------------------- */
+
+typedef struct {
+    Py_ssize_t n, cap;
+    int nslots;
+    int64_t *line, *start, *end;
+    int32_t *plan;
+    unsigned char *rid, *cls, *dated;
+    double *sec, *val; /* val: n * nslots, NaN where the line's record has no such field */
+} Rows;
+
+static void rows_free(Rows *r)
+{
+    PyMem_Free(r->line);
+    PyMem_Free(r->start);
+    PyMem_Free(r->end);
+    PyMem_Free(r->plan);
+    PyMem_Free(r->rid);
+    PyMem_Free(r->cls);
+    PyMem_Free(r->dated);
+    PyMem_Free(r->sec);
+    PyMem_Free(r->val);
+    memset(r, 0, sizeof *r);
+}
+
+#define GROW(field, type)                                                              \
+    do {                                                                               \
+        type *t_ = PyMem_Realloc(r->field, (size_t)cap * sizeof(type) * (size_t)mult); \
+        if (!t_)                                                                       \
+            return -1;                                                                 \
+        r->field = t_;                                                                 \
+    } while (0)
+
+static int rows_reserve(Rows *r)
+{
+    if (r->n < r->cap)
+        return 0;
+    Py_ssize_t cap = r->cap ? r->cap * 2 : 1024;
+    int mult = 1;
+    GROW(line, int64_t);
+    GROW(start, int64_t);
+    GROW(end, int64_t);
+    GROW(plan, int32_t);
+    GROW(rid, unsigned char);
+    GROW(cls, unsigned char);
+    GROW(dated, unsigned char);
+    GROW(sec, double);
+    mult = r->nslots ? r->nslots : 1;
+    GROW(val, double);
+    r->cap = cap;
+    return 0;
+}
+
+static PyObject *col_bytes(const void *p, Py_ssize_t n, size_t size)
+{
+    return PyBytes_FromStringAndSize(p ? (const char *)p : "", (Py_ssize_t)((size_t)n * size));
+}
+
+/* (n, nslots, line, rid, cls, dated, plan, sec, start, end, val): each column a bytes
+ * object of native int64 / uint8 / int32 / double values. */
+static PyObject *rows_tuple(Rows *r)
+{
+    return Py_BuildValue("(niNNNNNNNNN)", r->n, r->nslots, col_bytes(r->line, r->n, 8), col_bytes(r->rid, r->n, 1),
+                         col_bytes(r->cls, r->n, 1), col_bytes(r->dated, r->n, 1), col_bytes(r->plan, r->n, 4),
+                         col_bytes(r->sec, r->n, 8), col_bytes(r->start, r->n, 8), col_bytes(r->end, r->n, 8),
+                         col_bytes(r->val, r->n * r->nslots, 8));
+}
+
 /* -- scan ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -396,7 +628,7 @@ static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
     return s;
 }
 
-/* scan(buf, pos) -> (stop, lines, counts, lasts, values, ordered)
+/* scan(buf, pos) -> (stop, lines, counts, lasts, values, ordered, rows)
  *
  * buf holds whole lines, each ending in "\n". From pos (a line start), every line
  * whose shape is registered and whose class and rank are ready is taken; the scan
@@ -407,6 +639,10 @@ static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
  *   values:  ((slot, rank_id, [value, ...]), ...) converted numbers by slot and rank
  *   ordered: ((slot, [stamp, ...], [value, ...]), ...) for ordered slots, in line order
  *            with the line's stamp (one str object for neighbouring equal stamps)
+ *   rows:    None, or every taken line of a row class as columns (rows_tuple): its line
+ *            index, rank id, class, plan, byte span, stamp in seconds (stamp_seconds;
+ *            a stamp not read there stops the scan) and a double per slot (NaN where
+ *            its record has no such field); row-only slots are kept here alone
  * New rank texts get ids (rank_names); a line with a new rank stops the scan, since no
  * rank is ready before the caller says so.
  */
@@ -439,6 +675,13 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
     Py_ssize_t lines = 0;
     int top = 0; /* rank ids below this were taken */
     PyObject *conv[MAX_SLOTS];
+    Rows rows;
+    memset(&rows, 0, sizeof rows);
+    rows.nslots = self->nslots;
+    const unsigned char *sec_p = NULL; /* the stamp last read as seconds */
+    Py_ssize_t sec_n = 0;
+    double sec_v = 0.0;
+    int sec_dated = 0;
     if (pos < 0 || pos > n) {
         PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
         goto done;
@@ -486,36 +729,92 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         if (!self->ready[sh->cls][rid])
             break;
         int ok = 1;
+        int as_row = self->row_cls[sh->cls];
+        double *rv = NULL;
+        if (as_row) {
+            if (sh->ta < 0 || rows.nslots != self->nslots || rows_reserve(&rows) < 0) {
+                if (!PyErr_Occurred() && sh->ta >= 0)
+                    PyErr_NoMemory();
+                if (PyErr_Occurred())
+                    goto done;
+                break; /* a row needs a stamp (the caller registers none without) */
+            }
+            const unsigned char *tp = p + sh->ta;
+            Py_ssize_t tn = sh->tb - sh->ta;
+            if (!(sec_p && tn == sec_n && memcmp(tp, sec_p, (size_t)tn) == 0)) {
+                if (!stamp_seconds(tp, tn, &sec_v, &sec_dated))
+                    break; /* not a stamp read here: the exact path reads the line */
+                sec_p = tp;
+                sec_n = tn;
+            }
+            rv = rows.val + rows.n * rows.nslots;
+            for (int k = 0; k < rows.nslots; k++)
+                rv[k] = Py_NAN;
+        }
         for (int k = 0; k < sh->nslots; k++) {
             Slot *sl = &sh->slots[k];
-            conv[k] = sl->is_float ? to_float(p + sl->a, sl->b - sl->a) : to_int(p + sl->a, sl->b - sl->a);
-            if (!conv[k]) {
-                for (int j = 0; j < k; j++)
-                    Py_DECREF(conv[j]);
-                ok = 0;
-                break;
+            const unsigned char *vp = p + sl->a;
+            Py_ssize_t vn = sl->b - sl->a;
+            if (self->row_only[sl->slot]) {
+                conv[k] = NULL;
+                double d = 0.0;
+                int got = sl->conv == CONV_BOOL ? bool_double(vp, vn, &d)
+                          : sl->conv == CONV_FLOAT ? float_double(vp, vn, &d) : int_double(vp, vn, &d);
+                if (got && rv)
+                    rv[sl->slot] = d;
+                if (got)
+                    continue;
+            } else {
+                conv[k] = sl->conv == CONV_FLOAT ? to_float(vp, vn) : to_int(vp, vn);
+                if (conv[k] && rv) {
+                    double d = PyFloat_CheckExact(conv[k]) ? PyFloat_AS_DOUBLE(conv[k]) : PyLong_AsDouble(conv[k]);
+                    if (d == -1.0 && PyErr_Occurred()) {
+                        PyErr_Clear();
+                        Py_CLEAR(conv[k]); /* too large for a double: float() would raise */
+                    } else
+                        rv[sl->slot] = d;
+                }
+                if (conv[k])
+                    continue;
             }
+            for (int j = 0; j < k; j++)
+                Py_XDECREF(conv[j]);
+            ok = 0;
+            break;
         }
         if (!ok)
             break;
+        if (as_row) {
+            Py_ssize_t r = rows.n++;
+            rows.line[r] = lines;
+            rows.start[r] = pos;
+            rows.end[r] = pos + len;
+            rows.plan[r] = sh->plan;
+            rows.rid[r] = (unsigned char)rid;
+            rows.cls[r] = (unsigned char)sh->cls;
+            rows.dated[r] = (unsigned char)sec_dated;
+            rows.sec[r] = sec_v;
+        }
         /* taken: append */
         for (int k = 0; k < sh->nslots; k++) {
             int slot = sh->slots[k].slot;
+            if (!conv[k])
+                continue; /* a row-only slot */
             PyObject **list = &vals[slot][rid];
             if (!*list && !(*list = PyList_New(0))) {
                 for (int j = k; j < sh->nslots; j++)
-                    Py_DECREF(conv[j]);
+                    Py_XDECREF(conv[j]);
                 goto done;
             }
             if (PyList_Append(*list, conv[k]) < 0) {
                 for (int j = k; j < sh->nslots; j++)
-                    Py_DECREF(conv[j]);
+                    Py_XDECREF(conv[j]);
                 goto done;
             }
             if (self->ordered[slot]) {
                 if (!oxs[slot] && (!(oxs[slot] = PyList_New(0)) || !(oys[slot] = PyList_New(0)))) {
                     for (int j = k; j < sh->nslots; j++)
-                        Py_DECREF(conv[j]);
+                        Py_XDECREF(conv[j]);
                     goto done;
                 }
                 PyObject *x;
@@ -533,7 +832,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
                         stamp_iso = sh->ts_iso;
                         if (!stamp) {
                             for (int j = k; j < sh->nslots; j++)
-                                Py_DECREF(conv[j]);
+                                Py_XDECREF(conv[j]);
                             goto done;
                         }
                     }
@@ -544,7 +843,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
                 Py_XDECREF(x);
                 if (bad) {
                     for (int j = k; j < sh->nslots; j++)
-                        Py_DECREF(conv[j]);
+                        Py_XDECREF(conv[j]);
                     goto done;
                 }
             }
@@ -600,13 +899,24 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
                 Py_XDECREF(t);
             }
         }
+        PyObject *rs = NULL;
+        if (!bad) {
+            if (rows.n) {
+                rs = rows_tuple(&rows);
+                bad = !rs;
+            } else {
+                rs = Py_None;
+                Py_INCREF(rs);
+            }
+        }
         if (!bad)
-            result = Py_BuildValue("(nnNNNN)", pos, lines, c, ls, vs, os);
+            result = Py_BuildValue("(nnNNNNN)", pos, lines, c, ls, vs, os, rs);
         else {
             Py_DECREF(c); Py_DECREF(ls); Py_DECREF(vs); Py_DECREF(os);
         }
     }
 done:
+    rows_free(&rows);
     Py_XDECREF(stamp);
     if (used_vals) {
         for (int k = 0; k < self->nslots; k++) {
@@ -656,6 +966,488 @@ static PyTypeObject ScannerType = {
     .tp_methods = Scanner_methods,
     .tp_getset = Scanner_getset,
 };
+
+/* -- windows: per-window aggregates of one figure of one rank, from rows -------------------- */
+
+/* sec // width for floats, exactly as Python computes it (float floor division). */
+static double py_floordiv(double vx, double wx)
+{
+    double mod = fmod(vx, wx);
+    double div = (vx - mod) / wx;
+    if (mod) {
+        if ((wx < 0) != (mod < 0)) {
+            mod += wx;
+            div -= 1.0;
+        }
+    }
+    double floordiv;
+    if (div) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5)
+            floordiv += 1.0;
+    } else
+        floordiv = copysign(0.0, vx / wx);
+    return floordiv;
+}
+
+typedef struct {
+    Py_ssize_t n;
+    int nslots;
+    const int64_t *line, *start, *end;
+    const unsigned char *rid, *cls;
+    const double *sec, *val;
+    PyObject *owner;
+} RowView;
+
+static int row_view(PyObject *t, RowView *v)
+{
+    PyObject *line, *rid, *cls, *dated, *plan, *sec, *start, *end, *val;
+    if (!PyArg_ParseTuple(t, "niSSSSSSSSS", &v->n, &v->nslots, &line, &rid, &cls, &dated, &plan, &sec, &start, &end,
+                          &val))
+        return -1;
+    if (v->nslots < 1 || v->nslots > MAX_SLOTS || PyBytes_GET_SIZE(line) != v->n * 8 ||
+        PyBytes_GET_SIZE(rid) != v->n || PyBytes_GET_SIZE(cls) != v->n || PyBytes_GET_SIZE(sec) != v->n * 8 ||
+        PyBytes_GET_SIZE(start) != v->n * 8 || PyBytes_GET_SIZE(end) != v->n * 8 ||
+        PyBytes_GET_SIZE(val) != v->n * v->nslots * 8) {
+        PyErr_SetString(PyExc_ValueError, "not rows of a scan");
+        return -1;
+    }
+    v->line = (const int64_t *)PyBytes_AS_STRING(line);
+    v->start = (const int64_t *)PyBytes_AS_STRING(start);
+    v->end = (const int64_t *)PyBytes_AS_STRING(end);
+    v->rid = (const unsigned char *)PyBytes_AS_STRING(rid);
+    v->cls = (const unsigned char *)PyBytes_AS_STRING(cls);
+    v->sec = (const double *)PyBytes_AS_STRING(sec);
+    v->val = (const double *)PyBytes_AS_STRING(val);
+    return 0;
+}
+
+typedef struct {
+    PyObject *cell; /* the window's list (a reference held) */
+    long long count, first, last;
+    double sum, lo, hi, first_sec;
+    int moved_lo, moved_hi, moved_first, moved_last, moved_sec;
+    Py_ssize_t text_row; /* the row whose text becomes the cell's (its new first line), or -1 */
+} Acc;
+
+static PyObject *row_text(const RowView *v, const Py_buffer *buf, Py_ssize_t i, Py_ssize_t most)
+{
+    if (most <= 0)
+        Py_RETURN_NONE;
+    int64_t a = v->start[i], b = v->end[i];
+    if (a < 0 || b < a || b > buf->len) {
+        PyErr_SetString(PyExc_ValueError, "row outside the buffer");
+        return NULL;
+    }
+    if (b - a > most)
+        b = a + most;
+    return PyUnicode_DecodeASCII((const char *)buf->buf + a, (Py_ssize_t)(b - a), NULL);
+}
+
+static int set_item(PyObject *cell, Py_ssize_t k, PyObject *o)
+{
+    if (!o)
+        return -1;
+    return PyList_SetItem(cell, k, o); /* steals o */
+}
+
+static int acc_flush(Acc *acc, const RowView *v, const Py_buffer *buf, Py_ssize_t text_most)
+{
+    PyObject *c = acc->cell;
+    if (!c)
+        return 0;
+    int bad = set_item(c, 0, PyLong_FromLongLong(acc->count)) < 0 || set_item(c, 1, PyFloat_FromDouble(acc->sum)) < 0 ||
+              (acc->moved_lo && set_item(c, 2, PyFloat_FromDouble(acc->lo)) < 0) ||
+              (acc->moved_hi && set_item(c, 3, PyFloat_FromDouble(acc->hi)) < 0) ||
+              (acc->moved_first && set_item(c, 4, PyLong_FromLongLong(acc->first)) < 0) ||
+              (acc->moved_last && set_item(c, 5, PyLong_FromLongLong(acc->last)) < 0) ||
+              (acc->moved_sec && set_item(c, 6, PyFloat_FromDouble(acc->first_sec)) < 0) ||
+              (acc->text_row >= 0 && set_item(c, 7, row_text(v, buf, acc->text_row, text_most)) < 0);
+    Py_CLEAR(acc->cell);
+    return bad ? -1 : 0;
+}
+
+static int acc_load(Acc *acc, PyObject *cell)
+{
+    if (!PyList_CheckExact(cell) || PyList_GET_SIZE(cell) != 8) {
+        PyErr_SetString(PyExc_TypeError, "a window is a list of 8");
+        return -1;
+    }
+    PyObject **it = ((PyListObject *)cell)->ob_item;
+    acc->count = PyLong_AsLongLong(it[0]);
+    acc->sum = PyFloat_AsDouble(it[1]);
+    acc->lo = PyFloat_AsDouble(it[2]);
+    acc->hi = PyFloat_AsDouble(it[3]);
+    acc->first = PyLong_AsLongLong(it[4]);
+    acc->last = PyLong_AsLongLong(it[5]);
+    acc->first_sec = PyFloat_AsDouble(it[6]);
+    if (PyErr_Occurred())
+        return -1;
+    acc->moved_lo = acc->moved_hi = acc->moved_first = acc->moved_last = acc->moved_sec = 0;
+    acc->text_row = -1;
+    Py_INCREF(cell);
+    acc->cell = cell;
+    return 0;
+}
+
+/* window_add(cells, width, max_cells, rows, index, cols, require, text, buf, first_line, start) -> int
+ *
+ * For the rows index[start:] (index: int32 row numbers, as group_rows gives): the value is the first of the
+ * columns cols that the row has (rows without any are skipped, and so are rows without
+ * column require when require >= 0); each is added to cells, {sec // width: [count, sum,
+ * min, max, first_line, last_line, first_sec, text]}, as model/serving.py _Windows.add
+ * adds one value (in row order, so sums are those of adding one by one); text is the
+ * row's line cut to `text` characters, or None when text is 0. A new cell that makes
+ * the cells more than max_cells stops the loop. Returns (next, widen): where to go on
+ * from in index, and whether the loop stopped for the caller to widen the windows first
+ * (as _Windows.add widens them right after adding such a cell). */
+static PyObject *window_add(PyObject *module, PyObject *args)
+{
+    PyObject *cells, *rows_t, *cols_t, *index_o;
+    long long width_i, first_line;
+    Py_ssize_t max_cells, start, text_most;
+    int require;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "O!LnOSO!iny*Ln", &PyDict_Type, &cells, &width_i, &max_cells, &rows_t, &index_o,
+                          &PyTuple_Type, &cols_t, &require, &text_most, &buf, &first_line, &start))
+        return NULL;
+    const int32_t *index = (const int32_t *)PyBytes_AS_STRING(index_o);
+    Py_ssize_t nindex = PyBytes_GET_SIZE(index_o) / 4;
+    RowView v;
+    Acc acc;
+    memset(&acc, 0, sizeof acc);
+    PyObject *result = NULL;
+    int cols[MAX_SLOTS];
+    Py_ssize_t ncols = PyTuple_GET_SIZE(cols_t);
+    long long key = 0;
+    int widen = 0;
+    if (row_view(rows_t, &v) < 0)
+        goto out;
+    if (width_i < 1 || ncols < 1 || ncols > MAX_SLOTS || require >= v.nslots || start < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad window arguments");
+        goto out;
+    }
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        long c = PyLong_AsLong(PyTuple_GET_ITEM(cols_t, k));
+        if (c < 0 || c >= v.nslots) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "bad column");
+            goto out;
+        }
+        cols[k] = (int)c;
+    }
+    for (Py_ssize_t j = 0; j < nindex; j++) {
+        if (index[j] < 0 || index[j] >= v.n) {
+            PyErr_SetString(PyExc_ValueError, "row index out of range");
+            goto out;
+        }
+    }
+    double width = (double)width_i;
+    /* a power of two: sec / width is exact, so its floor is Python's sec // width (and
+     * much cheaper than the fmod that the general case needs) */
+    int pow2 = (width_i & (width_i - 1)) == 0;
+    Py_ssize_t j = start;
+    for (; j < nindex; j++) {
+        Py_ssize_t i = index[j];
+        const double *rv = v.val + i * v.nslots;
+        if (require >= 0 && isnan(rv[require]))
+            continue;
+        double x = Py_NAN;
+        for (Py_ssize_t k = 0; k < ncols && isnan(x); k++)
+            x = rv[cols[k]];
+        if (isnan(x))
+            continue;
+        double sec = v.sec[i];
+        long long line = first_line + v.line[i];
+        double q = pow2 ? floor(sec / width) : py_floordiv(sec, width);
+        if (!(q > -9e18 && q < 9e18)) {
+            PyErr_SetString(PyExc_OverflowError, "stamp out of range");
+            goto out;
+        }
+        long long k = (long long)q;
+        if (acc.cell && k == key) {
+            acc.count++;
+            acc.sum += x;
+            if (x < acc.lo) { acc.lo = x; acc.moved_lo = 1; }
+            if (x > acc.hi) { acc.hi = x; acc.moved_hi = 1; }
+            if (line < acc.first) { acc.first = line; acc.moved_first = 1; acc.text_row = i; }
+            if (line > acc.last) { acc.last = line; acc.moved_last = 1; }
+            if (sec < acc.first_sec) { acc.first_sec = sec; acc.moved_sec = 1; }
+            continue;
+        }
+        if (acc_flush(&acc, &v, &buf, text_most) < 0)
+            goto out;
+        key = k;
+        PyObject *pk = PyLong_FromLongLong(k);
+        if (!pk)
+            goto out;
+        PyObject *cell = PyDict_GetItemWithError(cells, pk);
+        if (cell) {
+            Py_DECREF(pk);
+            if (acc_load(&acc, cell) < 0)
+                goto out;
+            acc.count++;
+            acc.sum += x;
+            if (x < acc.lo) { acc.lo = x; acc.moved_lo = 1; }
+            if (x > acc.hi) { acc.hi = x; acc.moved_hi = 1; }
+            if (line < acc.first) { acc.first = line; acc.moved_first = 1; acc.text_row = i; }
+            if (line > acc.last) { acc.last = line; acc.moved_last = 1; }
+            if (sec < acc.first_sec) { acc.first_sec = sec; acc.moved_sec = 1; }
+            continue;
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(pk);
+            goto out;
+        }
+        PyObject *fx = PyFloat_FromDouble(x), *fl = PyLong_FromLongLong(line), *fs = PyFloat_FromDouble(sec);
+        PyObject *txt = (fx && fl && fs) ? row_text(&v, &buf, i, text_most) : NULL;
+        PyObject *c = txt ? PyList_New(8) : NULL; /* [1, x, x, x, line, line, sec, text] */
+        if (c) {
+            PyObject *items[8] = {PyLong_FromLong(1), fx, fx, fx, fl, fl, fs, txt};
+            for (int k = 0; k < 8; k++) {
+                Py_XINCREF(items[k]);
+                PyList_SET_ITEM(c, k, items[k]);
+            }
+            Py_XDECREF(items[0]);
+            if (!items[0])
+                Py_CLEAR(c);
+        }
+        Py_XDECREF(fx);
+        Py_XDECREF(fl);
+        Py_XDECREF(fs);
+        Py_XDECREF(txt);
+        int bad = !c || PyDict_SetItem(cells, pk, c) < 0;
+        Py_DECREF(pk);
+        if (bad) {
+            Py_XDECREF(c);
+            goto out;
+        }
+        if (PyDict_GET_SIZE(cells) > max_cells) {
+            Py_DECREF(c);
+            widen = 1;
+            j++;
+            break; /* the caller widens the windows, then goes on */
+        }
+        if (acc_load(&acc, c) < 0) {
+            Py_DECREF(c);
+            goto out;
+        }
+        Py_DECREF(c); /* acc holds its own reference */
+    }
+    if (acc_flush(&acc, &v, &buf, text_most) < 0)
+        goto out;
+    result = Py_BuildValue("(nO)", j, widen ? Py_True : Py_False);
+out:
+    Py_XDECREF(acc.cell);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* group_rows(rows) -> {(cls, rank_id): bytes of int32 row numbers, in row order} */
+static PyObject *group_rows(PyObject *module, PyObject *arg)
+{
+    RowView v;
+    if (row_view(arg, &v) < 0)
+        return NULL;
+    Py_ssize_t *count = PyMem_Calloc(MAX_CLASSES * MAX_RANKS, sizeof(Py_ssize_t));
+    int32_t **at = PyMem_Calloc(MAX_CLASSES * MAX_RANKS, sizeof(int32_t *));
+    PyObject *out = PyDict_New();
+    PyObject **objs = PyMem_Calloc(MAX_CLASSES * MAX_RANKS, sizeof(PyObject *));
+    if (!count || !at || !out || !objs) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < v.n; i++) {
+        if (v.cls[i] >= MAX_CLASSES) {
+            PyErr_SetString(PyExc_ValueError, "bad class");
+            goto fail;
+        }
+        count[v.cls[i] * MAX_RANKS + v.rid[i]]++;
+    }
+    for (int g = 0; g < MAX_CLASSES * MAX_RANKS; g++) {
+        if (!count[g])
+            continue;
+        objs[g] = PyBytes_FromStringAndSize(NULL, count[g] * 4);
+        if (!objs[g])
+            goto fail;
+        at[g] = (int32_t *)PyBytes_AS_STRING(objs[g]);
+    }
+    for (Py_ssize_t i = 0; i < v.n; i++) {
+        int g = v.cls[i] * MAX_RANKS + v.rid[i];
+        *at[g]++ = (int32_t)i;
+    }
+    for (int g = 0; g < MAX_CLASSES * MAX_RANKS; g++) {
+        if (!objs[g])
+            continue;
+        PyObject *key = Py_BuildValue("(ii)", g / MAX_RANKS, g % MAX_RANKS);
+        int bad = !key || PyDict_SetItem(out, key, objs[g]) < 0;
+        Py_XDECREF(key);
+        if (bad)
+            goto fail;
+    }
+    for (int g = 0; g < MAX_CLASSES * MAX_RANKS; g++)
+        Py_XDECREF(objs[g]);
+    PyMem_Free(objs);
+    PyMem_Free(count);
+    PyMem_Free(at);
+    return out;
+fail:
+    if (objs)
+        for (int g = 0; g < MAX_CLASSES * MAX_RANKS; g++)
+            Py_XDECREF(objs[g]);
+    PyMem_Free(objs);
+    PyMem_Free(count);
+    PyMem_Free(at);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* window_fold(cells, factor, reuse=False) -> {key // factor: cell}: the cells of windows
+ * `factor` times as wide, folded in the cells' order exactly as model/serving.py _fold
+ * does (counts and sums added, the extremes, the first line with its text, the last line,
+ * the first second). With reuse, the first cell of each wider window becomes it (the
+ * caller drops the old cells); else the cells stay as they were. */
+static int fold_into(PyObject *d, PyObject *c)
+{
+    PyObject **ci = ((PyListObject *)c)->ob_item, **di = ((PyListObject *)d)->ob_item;
+    PyObject *n;
+    if (PyLong_CheckExact(di[0]) && PyLong_CheckExact(ci[0])) {
+        long long a = PyLong_AsLongLong(di[0]), b = PyLong_AsLongLong(ci[0]);
+        if ((a == -1 || b == -1) && PyErr_Occurred()) {
+            PyErr_Clear();
+            n = PyNumber_Add(di[0], ci[0]);
+        } else
+            n = PyLong_FromLongLong(a + b);
+    } else
+        n = PyNumber_Add(di[0], ci[0]);
+    if (!n || PyList_SetItem(d, 0, n) < 0)
+        return -1;
+    if (PyFloat_CheckExact(di[1]) && PyFloat_CheckExact(ci[1]))
+        n = PyFloat_FromDouble(PyFloat_AS_DOUBLE(di[1]) + PyFloat_AS_DOUBLE(ci[1]));
+    else
+        n = PyNumber_Add(di[1], ci[1]);
+    if (!n || PyList_SetItem(d, 1, n) < 0)
+        return -1;
+    /* min(d, c) keeps d unless c < d; max(d, c) keeps d unless c > d */
+    static const int slot[5] = {2, 3, 5, 6, 4};
+    static const int op[5] = {Py_LT, Py_GT, Py_GT, Py_LT, Py_LT};
+    for (int s = 0; s < 5; s++) {
+        PyObject *x = ci[slot[s]], *y = di[slot[s]];
+        int better;
+        if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y))
+            better = op[s] == Py_LT ? PyFloat_AS_DOUBLE(x) < PyFloat_AS_DOUBLE(y)
+                                    : PyFloat_AS_DOUBLE(x) > PyFloat_AS_DOUBLE(y);
+        else
+            better = PyObject_RichCompareBool(x, y, op[s]);
+        if (better < 0)
+            return -1;
+        if (better) {
+            Py_INCREF(x);
+            PyList_SetItem(d, slot[s], x);
+            if (slot[s] == 4) { /* an earlier first line brings its text */
+                Py_INCREF(ci[7]);
+                PyList_SetItem(d, 7, ci[7]);
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *window_fold(PyObject *module, PyObject *args)
+{
+    PyObject *cells, *factor;
+    int reuse = 0;
+    if (!PyArg_ParseTuple(args, "O!O|p", &PyDict_Type, &cells, &factor, &reuse))
+        return NULL;
+    long long f = PyLong_Check(factor) ? PyLong_AsLongLong(factor) : -1;
+    if (f < 1) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "factor must be a positive int");
+        return NULL;
+    }
+    PyObject *out = PyDict_New();
+    if (!out)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *c;
+    while (PyDict_Next(cells, &pos, &key, &c)) {
+        if (!PyList_CheckExact(c) || PyList_GET_SIZE(c) != 8) {
+            PyErr_SetString(PyExc_TypeError, "a window is a list of 8");
+            goto fail;
+        }
+        PyObject *k;
+        int overflow = 0;
+        long long kv = PyLong_CheckExact(key) ? PyLong_AsLongLongAndOverflow(key, &overflow) : 0;
+        if (PyLong_CheckExact(key) && !overflow && !(kv == -1 && PyErr_Occurred())) {
+            long long q = kv / f, r = kv % f;
+            if (r && ((r < 0) != (f < 0)))
+                q -= 1; /* floor division */
+            k = PyLong_FromLongLong(q);
+        } else {
+            PyErr_Clear();
+            k = PyNumber_FloorDivide(key, factor);
+        }
+        if (!k)
+            goto fail;
+        PyObject *d = PyDict_GetItemWithError(out, k);
+        if (!d) {
+            PyObject *copy = PyErr_Occurred() ? NULL : reuse ? (Py_INCREF(c), c) : PyList_GetSlice(c, 0, 8);
+            int bad = !copy || PyDict_SetItem(out, k, copy) < 0;
+            Py_XDECREF(copy);
+            Py_DECREF(k);
+            if (bad)
+                goto fail;
+            continue;
+        }
+        Py_DECREF(k);
+        if (fold_into(d, c) < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* stamp_seconds(text) -> (seconds, dated) as the scanner reads a row's stamp, or None
+ * when it leaves the stamp to the exact path. */
+static PyObject *py_stamp_seconds(PyObject *module, PyObject *arg)
+{
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    double sec;
+    int dated;
+    int ok = stamp_seconds(b.buf, b.len, &sec, &dated);
+    PyBuffer_Release(&b);
+    if (!ok)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(dO)", sec, dated ? Py_True : Py_False);
+}
+
+/* first_row(rows, cls, col, value, start) -> the first row from start on of class cls
+ * whose column col holds value, or -1. */
+static PyObject *first_row(PyObject *module, PyObject *args)
+{
+    PyObject *rows_t;
+    int cls, col;
+    double value;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "Oiidn", &rows_t, &cls, &col, &value, &start))
+        return NULL;
+    RowView v;
+    if (row_view(rows_t, &v) < 0)
+        return NULL;
+    if (col < 0 || col >= v.nslots) {
+        PyErr_SetString(PyExc_ValueError, "bad column");
+        return NULL;
+    }
+    for (Py_ssize_t i = start < 0 ? 0 : start; i < v.n; i++)
+        if (v.cls[i] == cls && v.val[i * v.nslots + col] == value)
+            return PyLong_FromSsize_t(i);
+    return PyLong_FromLong(-1);
+}
 
 /* log_buckets(values, factor, counter): counter[int(log(x) * factor)] += 1 for each
  * value x > 0 (ints or floats), as Counter.update(map(int, map(mul, map(log, ...)))) does. */
@@ -850,6 +1642,11 @@ pure:
 static PyMethodDef module_methods[] = {
     {"log_buckets", log_buckets, METH_VARARGS, "Bucket positive values by the log of their size."},
     {"sketch_batch", sketch_batch, METH_VARARGS, "Extremes, zeros, exact partial sums and buckets of a batch."},
+    {"window_add", window_add, METH_VARARGS, "Add rows' values to per-window aggregates, as one by one."},
+    {"first_row", first_row, METH_VARARGS, "The first row of a class whose column holds a value."},
+    {"group_rows", group_rows, METH_O, "Row numbers by class and rank."},
+    {"stamp_seconds", py_stamp_seconds, METH_O, "A stamp as seconds, as rows hold it, or None."},
+    {"window_fold", window_fold, METH_VARARGS, "Fold window cells into windows factor times as wide."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,8 +12,14 @@ from the grammar's plans.
 
 A plan is taken only when applying it in C gives exactly what ``grammar.build_event``
 would: a stamp converted by ``str`` or the ISO ``T`` replacement, a non-empty rank span,
-and the wanted fields read by ``int`` or ``float`` (the C converters refuse any text
-those two would read differently, and the line then goes the exact way).
+and the wanted fields read by ``int``, ``float`` or the grammar's bool converter (the C
+converters refuse any text these would read differently, and the line then goes the
+exact way).
+
+Lines of the *row classes* are also handed over one row each (:class:`Rows`): line,
+rank, stamp in seconds, byte span and a number per value slot, for observers that need
+each record's place in time (the serving time series); ``Rows.window_add`` folds them
+into per-window aggregates in C, in row order.
 
 ``LOGFORENSICS_PURE=1`` (or a missing extension) disables this path: :func:`available`
 is then False and every line is read on the exact path, with identical results.
@@ -29,6 +35,7 @@ from typing import Any, Protocol
 from ..events import Event
 from .fastpath import LineClassifier
 from .plan import _DATE_TO_ISO, Plan
+from .values import to_bool
 
 _scan: ModuleType | None
 try:  # the optional C extension (built by pip where a compiler is available)
@@ -36,9 +43,13 @@ try:  # the optional C extension (built by pip where a compiler is available)
 except ImportError:  # pragma: no cover - platforms without it
     _scan = None
 
-#: One segment of taken lines, as ``_scan.Scanner.scan`` returns it.
+#: One segment of taken lines, as ``_scan.Scanner.scan`` returns it (the last item: the
+#: rows of the row classes, as columns, or None).
 Segment = tuple[int, int, list[tuple[int, int]], list[tuple[int, int, int, int, int, int]],
-                list[tuple[int, int, list[Any]]], list[tuple[int, list[Any], list[Any]]]]
+                list[tuple[int, int, list[Any]]], list[tuple[int, list[Any], list[Any]]], Any]
+#: A value slot's converter, as the C scanner codes it.
+_CONV = {int: 0, float: 1}
+_BOOL = 2
 
 
 class BulkSink(Protocol):
@@ -59,6 +70,11 @@ def compiled_sketch_batch() -> Callable[[list[Any], float, dict[int, int]], Any]
     return None if _scan is None else _scan.sketch_batch
 
 
+def compiled_window_fold() -> Callable[[dict[int, list[Any]], int, bool], dict[int, list[Any]]] | None:
+    """The C loop that folds serving windows into wider ones (``_Windows.coarsen``), if built."""
+    return None if _scan is None else _scan.window_fold
+
+
 def available() -> bool:
     """Whether the compiled bulk path is used (not disabled by ``LOGFORENSICS_PURE``)."""
     return _scan is not None and os.environ.get("LOGFORENSICS_PURE", "").strip() not in ("1", "yes", "true")
@@ -70,17 +86,20 @@ class BulkScanner:
     ``class_of(plan)`` gives the class code (1..7) of a plan's records, or None when they
     must always be read on the exact path; ``slots[kind]`` maps field names to value slots;
     ``ordered`` lists the slots whose values are also kept in line order with their
-    stamps.
+    stamps; lines of the classes in ``rows`` are also kept as rows (:class:`Rows`), whose
+    columns are the slots; ``row_only`` slots are kept in rows alone (no value lists).
     """
 
     def __init__(self, classifier: LineClassifier, class_of: Callable[[Plan], int | None],
-                 slots: Mapping[str, Mapping[str, int]], ordered: tuple[int, ...] = ()) -> None:
+                 slots: Mapping[str, Mapping[str, int]], ordered: tuple[int, ...] = (),
+                 rows: tuple[int, ...] = (), row_only: tuple[int, ...] = ()) -> None:
         assert _scan is not None
         self.classifier = classifier
         self.class_of = class_of
         self.slots = slots
+        self.row_only = frozenset(row_only)
         nslots = 1 + max((s for fields in slots.values() for s in fields.values()), default=-1)
-        self.scanner = _scan.Scanner(nslots, ordered)
+        self.scanner = _scan.Scanner(nslots, ordered, rows, row_only)
         self.plans: list[Plan] = []
         self.kinds: list[str] = []
         self._kind_code: dict[str, int] = {}
@@ -118,10 +137,11 @@ class BulkScanner:
             where, conv = plan.spec.get(name, (None, None))
             if name not in plan.spec:
                 continue  # the record lacks it: no value, as Fields.pick gives None
-            if where is None or where.step is not None or conv not in (int, float):
+            code = _BOOL if conv is to_bool and slot in self.row_only else _CONV.get(conv)
+            if where is None or where.step is not None or code is None:
                 return  # a constant or another converter: the exact path reads these lines
             a, b, _ = where.indices(len(key))
-            slots.append((slot, a, b, conv is float))
+            slots.append((slot, a, b, code))
         code = self._kind_code.get(plan.kind)
         if code is None:
             if len(self.kinds) >= 255:
@@ -147,3 +167,71 @@ class BulkScanner:
         text = buf[start:end].decode("ascii")
         assert plan.ts_slice is not None  # only plans with a stamp are registered
         return text, plan.ts_conv(text[plan.ts_slice])
+
+    def rows(self, seg: Segment, buf: bytes, first_line: int) -> Rows | None:
+        """The rows of a segment of ``buf`` whose first line is numbered ``first_line``."""
+        return None if seg[6] is None else Rows(seg[6], self, buf, first_line)
+
+
+class Rows:
+    """The taken lines of the row classes of one segment, one row each, as columns.
+
+    Row ``i`` has a class, a rank id, a line, a stamp (as seconds: ISO local times read
+    as UTC, time-only stamps as seconds of the day, as ``model.serving.seconds`` reads
+    them) and one number per value slot (NaN where the record has no such field; the
+    bool converter's values as 1.0 and 0.0).
+    """
+
+    __slots__ = ("raw", "n", "scanner", "buf", "first_line", "_lines", "_rids", "_plans", "_starts", "_ends",
+                 "_groups")
+
+    def __init__(self, raw: tuple[Any, ...], scanner: BulkScanner, buf: bytes, first_line: int) -> None:
+        self.raw = raw
+        self.n: int = raw[0]
+        self.scanner = scanner
+        self.buf = buf
+        self.first_line = first_line
+        self._lines = memoryview(raw[2]).cast("q")
+        self._rids = raw[3]
+        self._plans = memoryview(raw[6]).cast("i")
+        self._starts = memoryview(raw[8]).cast("q")
+        self._ends = memoryview(raw[9]).cast("q")
+        self._groups: dict[tuple[int, int], bytes] | None = None
+
+    def count(self, cls: int, rid: int) -> int:
+        """How many rows are of class ``cls`` and rank ``rid``."""
+        return len(self._group(cls, rid)) // 4
+
+    def _group(self, cls: int, rid: int) -> bytes:
+        if self._groups is None:
+            assert _scan is not None
+            self._groups = _scan.group_rows(self.raw)
+        return self._groups.get((cls, rid), b"")
+
+    def window_add(self, cells: dict[int, list[Any]], width: int, max_cells: int, cls: int, rid: int,
+                   cols: tuple[int, ...], require: int, text: int, start: int) -> tuple[int, bool]:
+        """Add the values of the rows of class ``cls`` and rank ``rid`` to ``cells``, from the
+        ``start``-th of them on (``_scan.window_add``). Returns where to go on from and
+        whether the windows must be widened first (a new cell made them more than ``max_cells``)."""
+        assert _scan is not None
+        return _scan.window_add(cells, width, max_cells, self.raw, self._group(cls, rid), cols, require, text,
+                                self.buf, self.first_line, start)
+
+    def first(self, cls: int, col: int, value: float, start: int = 0) -> int:
+        """The first row from ``start`` of class ``cls`` whose column ``col`` is ``value``, or -1."""
+        assert _scan is not None
+        return int(_scan.first_row(self.raw, cls, col, value, start))
+
+    def dated(self, i: int) -> bool:
+        """Whether row ``i``'s stamp has a date."""
+        return bool(self.raw[5][i])
+
+    def line(self, i: int) -> int:
+        return self.first_line + self._lines[i]
+
+    def rank(self, i: int) -> str | None:
+        return self.scanner.rank_names[self._rids[i]]
+
+    def stamp(self, i: int) -> tuple[str, Any]:
+        """Row ``i``'s text and converted stamp."""
+        return self.scanner.stamp(self.buf, self._starts[i], self._ends[i], self._plans[i])

@@ -1,0 +1,129 @@
+"""Decode and prefill records into the serving time series as rows, not one by one.
+
+The bulk reader (``read/bulk.py``) hands the batch records of a run of taken lines over
+as rows: line, rank, the stamp already read as seconds (``clock.seconds``' reading) and
+the figures as numbers. :func:`add_rows` makes of them what ``ServingObserver.add_decode``
+and ``observe`` make of the same records one at a time: the same windows, created in
+the same order, with the same sums (added in row order, in C: ``_scan.window_add``), the
+same widening and the same CUDA-graph evidence. ``tests/test_serving_rows.py`` and
+``tests/test_bulk.py`` check it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from . import serving
+from .serving import ServingObserver, _evidence, _Windows
+
+#: The windows a decode and a prefill record add to, as ``add_decode`` and ``observe`` do, in
+#: their order: (figure, fields tried in order, field that must also be there, text kept).
+_DECODE_ROWS = (
+    ("gen_tok_s", ("gen_throughput_tok_s",), None, True),
+    ("running_req", ("running_req",), None, False),
+    ("queue_req", ("queue_req",), None, False),
+    ("token_usage", ("token_usage", "full_token_usage"), None, False),
+    ("retracted_req", ("retracted_req",), None, False),
+)
+_PREFILL_ROWS = (
+    ("prefill_new", ("new_token",), "cached_token", True),
+    ("prefill_cached", ("cached_token",), "new_token", False),
+    ("prefill_queue_req", ("queue_req",), None, False),
+    ("prefill_token_usage", ("token_usage", "full_token_usage"), None, False),
+)
+#: The fields of each record kind that observing reads (the bulk reader keeps them in rows).
+ROW_FIELDS = {
+    "decode_batch": ("gen_throughput_tok_s", "running_req", "queue_req", "token_usage", "full_token_usage",
+                     "retracted_req", "cuda_graph"),
+    "prefill_batch": ("new_token", "cached_token", "queue_req", "token_usage", "full_token_usage"),
+}
+#: A window's first record keeps this much of its text (as ``add_decode`` and ``observe``).
+_TEXT = 400
+
+
+class BatchRows(Protocol):
+    """Decode and prefill records as columns (``read.bulk.Rows``): one row each, in log order."""
+
+    n: int
+
+    def count(self, cls: int, rid: int) -> int: ...
+
+    def window_add(self, cells: dict[int, list[Any]], width: int, max_cells: int, cls: int, rid: int,
+                   cols: tuple[int, ...], require: int, text: int, start: int) -> tuple[int, bool]: ...
+
+    def first(self, cls: int, col: int, value: float, start: int = 0) -> int: ...
+
+    def dated(self, i: int) -> bool: ...
+
+    def line(self, i: int) -> int: ...
+
+    def rank(self, i: int) -> str | None: ...
+
+    def stamp(self, i: int) -> tuple[str, Any]: ...
+
+
+def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, int, int, str | None]],
+             cols: Mapping[str, Mapping[str, int]], file: str | None) -> None:
+    """Observe the rows, every one timed, as ``add_decode`` / ``observe`` would one by one.
+
+    ``groups`` lists the (kind, class, rank id, rank) of the rows; ``cols[kind]`` maps the
+    kind's fields (``ROW_FIELDS``) to row columns."""
+    if not rows.n:
+        return
+    obs._rev += rows.n
+    if obs.dated is None:
+        obs.dated = rows.dated(0)
+    if obs.file is None:
+        obs.file = file
+    windows = obs.windows
+    created: list[tuple[int, int, tuple[str, str], _Windows]] = []
+    for kind, cls, rid, rank in groups:
+        have = cols[kind]
+        label = rank or "-"
+        for order, (figure, names, require, text) in enumerate(
+                _DECODE_ROWS if kind == "decode_batch" else _PREFILL_ROWS):
+            use = tuple(have[n] for n in names if n in have)
+            need = -1 if require is None else have.get(require)
+            if not use or need is None:
+                continue  # no record of this kind has the fields
+            key = (figure, label)
+            w = windows.get(key)
+            fresh = w is None
+            if w is None:
+                w = _Windows()
+            start, end = 0, rows.count(cls, rid)
+            while start < end:
+                start, widen = rows.window_add(w.cells, w.width, serving._MAX_WINDOWS, cls, rid, use, need,
+                                               _TEXT if text else 0, start)
+                if widen:
+                    w.coarsen(w.width * 2)  # as _Windows.add does past _MAX_WINDOWS
+            if fresh and w.cells:
+                created.append((min(c[4] for c in w.cells.values()), order, key, w))
+    for _, _, key, w in sorted(created, key=lambda x: x[:2]):
+        windows[key] = w  # in the order their first records created them
+    graph = cols.get("decode_batch", {}).get("cuda_graph")
+    decode = next((cls for kind, cls, _, _ in groups if kind == "decode_batch"), None)
+    if graph is not None and decode is not None:
+        _graph_rows(obs, rows, decode, graph, file)
+
+
+def _graph_rows(obs: ServingObserver, rows: BatchRows, cls: int, col: int, file: str | None) -> None:
+    """``add_decode``'s CUDA-graph evidence from rows: the first batch run without one."""
+    on = rows.first(cls, col, 1.0)
+    off = rows.first(cls, col, 0.0)
+    if off < 0:
+        obs.graph_on_seen = obs.graph_on_seen or on >= 0
+        return
+    if obs.first_graph_off is None:
+        obs.first_graph_off = _row_evidence(rows, off, file)
+    if obs.graph_off is None:
+        after = off if obs.graph_on_seen else (rows.first(cls, col, 0.0, on + 1) if on >= 0 else -1)
+        if after >= 0:
+            obs.graph_off = _row_evidence(rows, after, file)
+    obs.graph_on_seen = obs.graph_on_seen or on >= 0
+
+
+def _row_evidence(rows: BatchRows, i: int, file: str | None) -> dict[str, Any]:
+    text, ts = rows.stamp(i)
+    return _evidence(file, rows.line(i), rows.rank(i), ts, text)
