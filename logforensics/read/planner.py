@@ -19,15 +19,11 @@ from .plan_fatal import FatalPlanning
 from .requests import FIELDS as REQUEST_FIELDS
 from .terminals import RULES, Take, Tokens, span, tokens
 
+#: The rules of one key/value item.
+_ITEMS = frozenset({"eq_item", "colon_item", "elapsed_item"})
+
 #: Rule names whose kind differs from the rule name.
 KIND_RENAME = {"tqdm_bar": "progress", "fh_frame": "tb_frame", "export_env": "env", "env_notice": "env"}
-
-def _token(node: Tree | Token) -> Token:
-    """A child the grammar makes a terminal; a subtree there is a planner bug, raised."""
-    if not isinstance(node, Token):
-        raise TypeError(f"expected a terminal, got rule {node.data!r}")
-    return node
-
 
 class Planner(FatalPlanning):
     """Turns one parse tree into a Plan (token spans, converters, constants).
@@ -83,7 +79,8 @@ class Planner(FatalPlanning):
                 elif isinstance(child, Token) and child.type == "CUT_RANK":
                     self.rank = span(child)
                 elif isinstance(child, Tree):  # rank: RANK_PARTS, rank_only: RANK_HEAD
-                    self.rank = span(_token(child.children[0]))
+                    toks = tokens(child)
+                    self.rank = span((toks.get("RANK_PARTS") or toks["RANK_HEAD"])[0])
             return
         if name == "gpu_tag":  # "[gpu_id=0]": the label is the text inside the brackets
             start, end = span(tokens(tree)["GPU_TAG"][0])
@@ -124,7 +121,7 @@ class Planner(FatalPlanning):
             if isinstance(child, Tree):
                 if child.data == "items":
                     self.items(child)
-                elif child.data in ("eq_item", "colon_item", "elapsed_item"):
+                elif child.data in _ITEMS:
                     self.item(child)
                 else:
                     self.generic(child)
@@ -141,8 +138,10 @@ class Planner(FatalPlanning):
         if tree.data == "elapsed_item":
             self.add("elapsed_s", tokens(tree)["NUMBER"][0], v.to_float)
             return
-        key_tok, *vals = tree.children  # EQ_KEY or COLON_KEY, then one value or two
-        key = str(_token(key_tok))
+        toks = tokens(tree)
+        key_tok = (toks.get("EQ_KEY") or toks["COLON_KEY"])[0]
+        key = str(key_tok)
+        vals = [c for c in tree.children if c is not key_tok]  # the value, or the values before and after
         if any(ch.isdigit() for ch in key):
             self.memo_ok = False
         if len(vals) == 2:  # "key: before -> after"
@@ -199,11 +198,11 @@ class Planner(FatalPlanning):
 
     def on_max_total_tokens(self, tree: Tree, toks: Tokens) -> None:
         # "max_total_num_tokens=" value (", " item)*: the value, then the items
-        first, *rest = tree.children
-        self.value("max_total_num_tokens", first)
-        for child in rest:
-            if isinstance(child, Tree):
-                self.item(child)
+        items = [c for c in tree.children if isinstance(c, Tree) and c.data in _ITEMS]
+        (value,) = [c for c in tree.children if not (isinstance(c, Tree) and c.data in _ITEMS)]
+        self.value("max_total_num_tokens", value)
+        for child in items:
+            self.item(child)
 
     def on_retract(self, tree: Tree, toks: Tokens) -> None:
         if toks["RETRACT"][0].startswith("Testing"):
