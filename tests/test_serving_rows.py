@@ -98,10 +98,11 @@ def test_c_reads_time_only_stamps_as_seconds_does(h: int, m: int, s: int, digits
 
 
 def _rows(values: list[tuple[float, float | None, float | None, int, int]]) -> tuple[Any, ...]:
-    """Rows as the scanner returns them: (sec, value, other value, rank id, class) each, two slots."""
+    """Rows as the scanner returns them: (sec, value, other value, rank id, class) each, two
+    slots (values slot after slot)."""
     n = len(values)
     nan = math.nan
-    vals = [x for _, a, b, _, _ in values for x in (nan if a is None else a, nan if b is None else b)]
+    vals = [nan if a is None else a for _, a, _, _, _ in values] + [nan if b is None else b for _, _, b, _, _ in values]
     return (n, 2, struct.pack(f"{n}q", *range(n)), bytes(r for *_, r, _ in values), bytes(c for *_, c in values),
             bytes(n), struct.pack(f"{n}i", *([0] * n)), struct.pack(f"{n}d", *(s for s, *_ in values)),
             struct.pack(f"{n}q", *(10 * i for i in range(n))), struct.pack(f"{n}q", *(10 * i + 9 for i in range(n))),
@@ -143,8 +144,12 @@ def test_window_add_equals_adding_one_by_one(rows: list[tuple[float, float | Non
                                             1 if require else -1, 5, buf, first_line, start)
             if widen:
                 got.coarsen(got.width * 2)
+        whole = _Windows(width)  # one call for the segment: widening in C
+        _scan.windows_add([(whole, index, (0, 1) if fallback else (0,), 1 if require else -1, 5)], most, raw, buf,
+                          first_line)
     finally:
         serving._MAX_WINDOWS = monkey
+    assert (whole.width, list(whole.cells.items())) == (want.width, list(want.cells.items()))
     assert got.width == want.width
     assert list(got.cells.items()) == list(want.cells.items())
     for c, d in zip(got.cells.values(), want.cells.values()):

@@ -47,10 +47,9 @@ class BatchRows(Protocol):
 
     n: int
 
-    def count(self, cls: int, rid: int) -> int: ...
+    def index(self, cls: int, rid: int) -> bytes: ...
 
-    def window_add(self, cells: dict[int, list[Any]], width: int, max_cells: int, cls: int, rid: int,
-                   cols: tuple[int, ...], require: int, text: int, start: int) -> tuple[int, bool]: ...
+    def windows_add(self, targets: list[tuple[_Windows, bytes, tuple[int, ...], int, int]], max_cells: int) -> None: ...
 
     def first(self, cls: int, col: int, value: float, start: int = 0) -> int: ...
 
@@ -77,35 +76,45 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
     if obs.file is None:
         obs.file = file
     windows = obs.windows
-    created: list[tuple[int, int, tuple[str, str], _Windows]] = []
+    fresh: list[tuple[int, tuple[str, str], _Windows]] = []
+    targets: list[tuple[_Windows, bytes, tuple[int, ...], int, int]] = []
     for kind, cls, rid, rank in groups:
-        have = cols[kind]
+        index = rows.index(cls, rid)
         label = rank or "-"
-        for order, (figure, names, require, text) in enumerate(
-                _DECODE_ROWS if kind == "decode_batch" else _PREFILL_ROWS):
-            use = tuple(have[n] for n in names if n in have)
-            need = -1 if require is None else have.get(require)
-            if not use or need is None:
-                continue  # no record of this kind has the fields
+        for order, figure, use, need, text in _targets(kind, cols[kind]):
             key = (figure, label)
             w = windows.get(key)
-            fresh = w is None
             if w is None:
                 w = _Windows()
-            start, end = 0, rows.count(cls, rid)
-            while start < end:
-                start, widen = rows.window_add(w.cells, w.width, serving._MAX_WINDOWS, cls, rid, use, need,
-                                               _TEXT if text else 0, start)
-                if widen:
-                    w.coarsen(w.width * 2)  # as _Windows.add does past _MAX_WINDOWS
-            if fresh and w.cells:
-                created.append((min(c[4] for c in w.cells.values()), order, key, w))
+                fresh.append((order, key, w))
+            targets.append((w, index, use, need, text))
+    rows.windows_add(targets, serving._MAX_WINDOWS)  # widened as _Windows.add does past _MAX_WINDOWS
+    created = [(min(c[4] for c in w.cells.values()), order, key, w) for order, key, w in fresh if w.cells]
     for _, _, key, w in sorted(created, key=lambda x: x[:2]):
         windows[key] = w  # in the order their first records created them
     graph = cols.get("decode_batch", {}).get("cuda_graph")
     decode = next((cls for kind, cls, _, _ in groups if kind == "decode_batch"), None)
     if graph is not None and decode is not None:
         _graph_rows(obs, rows, decode, graph, file)
+
+
+_SPECS: dict[tuple[str, tuple[tuple[str, int], ...]], list[tuple[int, str, tuple[int, ...], int, int]]] = {}
+
+
+def _targets(kind: str, have: Mapping[str, int]) -> list[tuple[int, str, tuple[int, ...], int, int]]:
+    """(order, figure, value columns, required column or -1, text kept) of a kind's windows
+    that records with these columns can fill."""
+    key = (kind, tuple(have.items()))
+    got = _SPECS.get(key)
+    if got is None:
+        got = _SPECS[key] = []
+        for order, (figure, names, require, text) in enumerate(
+                _DECODE_ROWS if kind == "decode_batch" else _PREFILL_ROWS):
+            use = tuple(have[n] for n in names if n in have)
+            need = -1 if require is None else have.get(require)
+            if use and need is not None:  # else no record of this kind has the fields
+                got.append((order, figure, use, need, _TEXT if text else 0))
+    return got
 
 
 def _graph_rows(obs: ServingObserver, rows: BatchRows, cls: int, col: int, file: str | None) -> None:

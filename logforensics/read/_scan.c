@@ -598,13 +598,20 @@ static PyObject *col_bytes(const void *p, Py_ssize_t n, size_t size)
 }
 
 /* (n, nslots, line, rid, cls, dated, plan, sec, start, end, val): each column a bytes
- * object of native int64 / uint8 / int32 / double values. */
+ * object of native int64 / uint8 / int32 / double values; val holds slot after slot
+ * (val[slot * n + row]), so a loop over one figure reads one compact column. */
 static PyObject *rows_tuple(Rows *r)
 {
+    PyObject *val = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((size_t)r->n * (size_t)r->nslots * 8));
+    if (!val)
+        return NULL;
+    double *out = (double *)PyBytes_AS_STRING(val);
+    for (Py_ssize_t i = 0; i < r->n; i++)
+        for (int k = 0; k < r->nslots; k++)
+            out[(Py_ssize_t)k * r->n + i] = r->val[i * r->nslots + k];
     return Py_BuildValue("(niNNNNNNNNN)", r->n, r->nslots, col_bytes(r->line, r->n, 8), col_bytes(r->rid, r->n, 1),
                          col_bytes(r->cls, r->n, 1), col_bytes(r->dated, r->n, 1), col_bytes(r->plan, r->n, 4),
-                         col_bytes(r->sec, r->n, 8), col_bytes(r->start, r->n, 8), col_bytes(r->end, r->n, 8),
-                         col_bytes(r->val, r->n * r->nslots, 8));
+                         col_bytes(r->sec, r->n, 8), col_bytes(r->start, r->n, 8), col_bytes(r->end, r->n, 8), val);
 }
 
 /* -- scan ------------------------------------------------------------------------------ */
@@ -1051,6 +1058,17 @@ static int set_item(PyObject *cell, Py_ssize_t k, PyObject *o)
     return PyList_SetItem(cell, k, o); /* steals o */
 }
 
+/* A window's cell holds numbers and a str or None: no reference cycle can pass through
+ * it, so the cyclic collector need not traverse it (hundreds of thousands of cells made
+ * every full collection cost as much as reading megabytes). */
+static void untrack_atomic(PyObject *list)
+{
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++)
+        if (PyObject_IS_GC(PyList_GET_ITEM(list, k)))
+            return;
+    PyObject_GC_UnTrack(list);
+}
+
 static int acc_flush(Acc *acc, const RowView *v, const Py_buffer *buf, Py_ssize_t text_most)
 {
     PyObject *c = acc->cell;
@@ -1101,47 +1119,16 @@ static int acc_load(Acc *acc, PyObject *cell)
  * the cells more than max_cells stops the loop. Returns (next, widen): where to go on
  * from in index, and whether the loop stopped for the caller to widen the windows first
  * (as _Windows.add widens them right after adding such a cell). */
-static PyObject *window_add(PyObject *module, PyObject *args)
+static int window_loop(PyObject *cells, long long width_i, Py_ssize_t max_cells, const RowView *vp,
+                       const int32_t *index, Py_ssize_t nindex, const int *cols, Py_ssize_t ncols, int require,
+                       Py_ssize_t text_most, const Py_buffer *buf, long long first_line, Py_ssize_t start,
+                       Py_ssize_t *next, int *widen)
 {
-    PyObject *cells, *rows_t, *cols_t, *index_o;
-    long long width_i, first_line;
-    Py_ssize_t max_cells, start, text_most;
-    int require;
-    Py_buffer buf;
-    if (!PyArg_ParseTuple(args, "O!LnOSO!iny*Ln", &PyDict_Type, &cells, &width_i, &max_cells, &rows_t, &index_o,
-                          &PyTuple_Type, &cols_t, &require, &text_most, &buf, &first_line, &start))
-        return NULL;
-    const int32_t *index = (const int32_t *)PyBytes_AS_STRING(index_o);
-    Py_ssize_t nindex = PyBytes_GET_SIZE(index_o) / 4;
-    RowView v;
+    RowView v = *vp;
     Acc acc;
     memset(&acc, 0, sizeof acc);
-    PyObject *result = NULL;
-    int cols[MAX_SLOTS];
-    Py_ssize_t ncols = PyTuple_GET_SIZE(cols_t);
     long long key = 0;
-    int widen = 0;
-    if (row_view(rows_t, &v) < 0)
-        goto out;
-    if (width_i < 1 || ncols < 1 || ncols > MAX_SLOTS || require >= v.nslots || start < 0) {
-        PyErr_SetString(PyExc_ValueError, "bad window arguments");
-        goto out;
-    }
-    for (Py_ssize_t k = 0; k < ncols; k++) {
-        long c = PyLong_AsLong(PyTuple_GET_ITEM(cols_t, k));
-        if (c < 0 || c >= v.nslots) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "bad column");
-            goto out;
-        }
-        cols[k] = (int)c;
-    }
-    for (Py_ssize_t j = 0; j < nindex; j++) {
-        if (index[j] < 0 || index[j] >= v.n) {
-            PyErr_SetString(PyExc_ValueError, "row index out of range");
-            goto out;
-        }
-    }
+    *widen = 0;
     double width = (double)width_i;
     /* a power of two: sec / width is exact, so its floor is Python's sec // width (and
      * much cheaper than the fmod that the general case needs) */
@@ -1149,12 +1136,11 @@ static PyObject *window_add(PyObject *module, PyObject *args)
     Py_ssize_t j = start;
     for (; j < nindex; j++) {
         Py_ssize_t i = index[j];
-        const double *rv = v.val + i * v.nslots;
-        if (require >= 0 && isnan(rv[require]))
+        if (require >= 0 && isnan(v.val[require * v.n + i]))
             continue;
         double x = Py_NAN;
         for (Py_ssize_t k = 0; k < ncols && isnan(x); k++)
-            x = rv[cols[k]];
+            x = v.val[cols[k] * v.n + i];
         if (isnan(x))
             continue;
         double sec = v.sec[i];
@@ -1162,7 +1148,7 @@ static PyObject *window_add(PyObject *module, PyObject *args)
         double q = pow2 ? floor(sec / width) : py_floordiv(sec, width);
         if (!(q > -9e18 && q < 9e18)) {
             PyErr_SetString(PyExc_OverflowError, "stamp out of range");
-            goto out;
+            goto fail;
         }
         long long k = (long long)q;
         if (acc.cell && k == key) {
@@ -1175,17 +1161,17 @@ static PyObject *window_add(PyObject *module, PyObject *args)
             if (sec < acc.first_sec) { acc.first_sec = sec; acc.moved_sec = 1; }
             continue;
         }
-        if (acc_flush(&acc, &v, &buf, text_most) < 0)
-            goto out;
+        if (acc_flush(&acc, &v, buf, text_most) < 0)
+            goto fail;
         key = k;
         PyObject *pk = PyLong_FromLongLong(k);
         if (!pk)
-            goto out;
+            goto fail;
         PyObject *cell = PyDict_GetItemWithError(cells, pk);
         if (cell) {
             Py_DECREF(pk);
             if (acc_load(&acc, cell) < 0)
-                goto out;
+                goto fail;
             acc.count++;
             acc.sum += x;
             if (x < acc.lo) { acc.lo = x; acc.moved_lo = 1; }
@@ -1197,10 +1183,10 @@ static PyObject *window_add(PyObject *module, PyObject *args)
         }
         if (PyErr_Occurred()) {
             Py_DECREF(pk);
-            goto out;
+            goto fail;
         }
         PyObject *fx = PyFloat_FromDouble(x), *fl = PyLong_FromLongLong(line), *fs = PyFloat_FromDouble(sec);
-        PyObject *txt = (fx && fl && fs) ? row_text(&v, &buf, i, text_most) : NULL;
+        PyObject *txt = (fx && fl && fs) ? row_text(&v, buf, i, text_most) : NULL;
         PyObject *c = txt ? PyList_New(8) : NULL; /* [1, x, x, x, line, line, sec, text] */
         if (c) {
             PyObject *items[8] = {PyLong_FromLong(1), fx, fx, fx, fl, fl, fs, txt};
@@ -1211,6 +1197,8 @@ static PyObject *window_add(PyObject *module, PyObject *args)
             Py_XDECREF(items[0]);
             if (!items[0])
                 Py_CLEAR(c);
+            else
+                untrack_atomic(c);
         }
         Py_XDECREF(fx);
         Py_XDECREF(fl);
@@ -1220,25 +1208,89 @@ static PyObject *window_add(PyObject *module, PyObject *args)
         Py_DECREF(pk);
         if (bad) {
             Py_XDECREF(c);
-            goto out;
+            goto fail;
         }
         if (PyDict_GET_SIZE(cells) > max_cells) {
             Py_DECREF(c);
-            widen = 1;
+            *widen = 1;
             j++;
             break; /* the caller widens the windows, then goes on */
         }
         if (acc_load(&acc, c) < 0) {
             Py_DECREF(c);
-            goto out;
+            goto fail;
         }
         Py_DECREF(c); /* acc holds its own reference */
     }
-    if (acc_flush(&acc, &v, &buf, text_most) < 0)
-        goto out;
-    result = Py_BuildValue("(nO)", j, widen ? Py_True : Py_False);
-out:
+    if (acc_flush(&acc, &v, buf, text_most) < 0)
+        goto fail;
+    *next = j;
+    return 0;
+fail:
     Py_XDECREF(acc.cell);
+    return -1;
+}
+
+/* The arguments of a window loop that come as Python objects, checked against the rows. */
+static int window_args(const RowView *v, PyObject *index_o, PyObject *cols_t, int require, int *cols,
+                       Py_ssize_t *ncols, const int32_t **index, Py_ssize_t *nindex)
+{
+    if (!PyBytes_Check(index_o) || !PyTuple_Check(cols_t)) {
+        PyErr_SetString(PyExc_TypeError, "index must be bytes and cols a tuple");
+        return -1;
+    }
+    *index = (const int32_t *)PyBytes_AS_STRING(index_o);
+    *nindex = PyBytes_GET_SIZE(index_o) / 4;
+    *ncols = PyTuple_GET_SIZE(cols_t);
+    if (*ncols < 1 || *ncols > MAX_SLOTS || require >= v->nslots) {
+        PyErr_SetString(PyExc_ValueError, "bad window arguments");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < *ncols; k++) {
+        long c = PyLong_AsLong(PyTuple_GET_ITEM(cols_t, k));
+        if (c < 0 || c >= v->nslots) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "bad column");
+            return -1;
+        }
+        cols[k] = (int)c;
+    }
+    for (Py_ssize_t j = 0; j < *nindex; j++) {
+        if ((*index)[j] < 0 || (*index)[j] >= v->n) {
+            PyErr_SetString(PyExc_ValueError, "row index out of range");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *window_add(PyObject *module, PyObject *args)
+{
+    PyObject *cells, *rows_t, *cols_t, *index_o;
+    long long width_i, first_line;
+    Py_ssize_t max_cells, start, text_most;
+    int require;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "O!LnOSO!iny*Ln", &PyDict_Type, &cells, &width_i, &max_cells, &rows_t, &index_o,
+                          &PyTuple_Type, &cols_t, &require, &text_most, &buf, &first_line, &start))
+        return NULL;
+    PyObject *result = NULL;
+    RowView v;
+    int cols[MAX_SLOTS];
+    Py_ssize_t ncols, nindex, next;
+    const int32_t *index;
+    int widen;
+    if (row_view(rows_t, &v) < 0 || window_args(&v, index_o, cols_t, require, cols, &ncols, &index, &nindex) < 0)
+        goto out;
+    if (width_i < 1 || start < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad window arguments");
+        goto out;
+    }
+    if (window_loop(cells, width_i, max_cells, &v, index, nindex, cols, ncols, require, text_most, &buf, first_line,
+                    start, &next, &widen) < 0)
+        goto out;
+    result = Py_BuildValue("(nO)", next, widen ? Py_True : Py_False);
+out:
     PyBuffer_Release(&buf);
     return result;
 }
@@ -1354,12 +1406,8 @@ static int fold_into(PyObject *d, PyObject *c)
     return 0;
 }
 
-static PyObject *window_fold(PyObject *module, PyObject *args)
+static PyObject *fold_cells(PyObject *cells, PyObject *factor, int reuse)
 {
-    PyObject *cells, *factor;
-    int reuse = 0;
-    if (!PyArg_ParseTuple(args, "O!O|p", &PyDict_Type, &cells, &factor, &reuse))
-        return NULL;
     long long f = PyLong_Check(factor) ? PyLong_AsLongLong(factor) : -1;
     if (f < 1) {
         if (!PyErr_Occurred())
@@ -1393,6 +1441,8 @@ static PyObject *window_fold(PyObject *module, PyObject *args)
         PyObject *d = PyDict_GetItemWithError(out, k);
         if (!d) {
             PyObject *copy = PyErr_Occurred() ? NULL : reuse ? (Py_INCREF(c), c) : PyList_GetSlice(c, 0, 8);
+            if (copy && copy != c)
+                untrack_atomic(copy);
             int bad = !copy || PyDict_SetItem(out, k, copy) < 0;
             Py_XDECREF(copy);
             Py_DECREF(k);
@@ -1408,6 +1458,76 @@ static PyObject *window_fold(PyObject *module, PyObject *args)
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+static PyObject *window_fold(PyObject *module, PyObject *args)
+{
+    PyObject *cells, *factor;
+    int reuse = 0;
+    if (!PyArg_ParseTuple(args, "O!O|p", &PyDict_Type, &cells, &factor, &reuse))
+        return NULL;
+    return fold_cells(cells, factor, reuse);
+}
+
+/* windows_add(targets, max_cells, rows, buf, first_line): for each target (w, index, cols,
+ * require, text), window_add over all of index into w.cells, widening w as
+ * _Windows.coarsen(w.width * 2) does (w.cells folded with reuse, w.width doubled) each
+ * time a new cell makes w.cells more than max_cells: one call per segment. */
+static PyObject *windows_add(PyObject *module, PyObject *args)
+{
+    PyObject *targets, *rows_t;
+    Py_ssize_t max_cells;
+    long long first_line;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "O!nOy*L", &PyList_Type, &targets, &max_cells, &rows_t, &buf, &first_line))
+        return NULL;
+    RowView v;
+    PyObject *result = NULL;
+    if (row_view(rows_t, &v) < 0)
+        goto out;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(targets); t++) {
+        PyObject *w, *index_o, *cols_t;
+        int require;
+        Py_ssize_t text_most;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(targets, t), "OOOin", &w, &index_o, &cols_t, &require, &text_most))
+            goto out;
+        int cols[MAX_SLOTS];
+        Py_ssize_t ncols, nindex, start = 0;
+        const int32_t *index;
+        if (window_args(&v, index_o, cols_t, require, cols, &ncols, &index, &nindex) < 0)
+            goto out;
+        while (start < nindex) {
+            PyObject *cells = PyObject_GetAttrString(w, "cells");
+            PyObject *width_o = cells ? PyObject_GetAttrString(w, "width") : NULL;
+            long long width = width_o ? PyLong_AsLongLong(width_o) : -1;
+            Py_XDECREF(width_o);
+            if (!cells || width < 1 || !PyDict_CheckExact(cells)) {
+                Py_XDECREF(cells);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "a target needs cells (a dict) and a width");
+                goto out;
+            }
+            int widen = 0;
+            int bad = window_loop(cells, width, max_cells, &v, index, nindex, cols, ncols, require, text_most, &buf,
+                                  first_line, start, &start, &widen) < 0;
+            if (!bad && widen) {
+                PyObject *two = PyLong_FromLong(2), *wider = two ? fold_cells(cells, two, 1) : NULL;
+                PyObject *nw = wider ? PyLong_FromLongLong(width * 2) : NULL;
+                bad = !nw || PyObject_SetAttrString(w, "width", nw) < 0 || PyObject_SetAttrString(w, "cells", wider) < 0;
+                Py_XDECREF(two);
+                Py_XDECREF(wider);
+                Py_XDECREF(nw);
+            }
+            Py_DECREF(cells);
+            if (bad)
+                goto out;
+        }
+    }
+    result = Py_None;
+    Py_INCREF(result);
+out:
+    PyBuffer_Release(&buf);
+    return result;
 }
 
 /* stamp_seconds(text) -> (seconds, dated) as the scanner reads a row's stamp, or None
@@ -1444,7 +1564,7 @@ static PyObject *first_row(PyObject *module, PyObject *args)
         return NULL;
     }
     for (Py_ssize_t i = start < 0 ? 0 : start; i < v.n; i++)
-        if (v.cls[i] == cls && v.val[i * v.nslots + col] == value)
+        if (v.cls[i] == cls && v.val[col * v.n + i] == value)
             return PyLong_FromSsize_t(i);
     return PyLong_FromLong(-1);
 }
@@ -1647,6 +1767,7 @@ static PyMethodDef module_methods[] = {
     {"group_rows", group_rows, METH_O, "Row numbers by class and rank."},
     {"stamp_seconds", py_stamp_seconds, METH_O, "A stamp as seconds, as rows hold it, or None."},
     {"window_fold", window_fold, METH_VARARGS, "Fold window cells into windows factor times as wide."},
+    {"windows_add", windows_add, METH_VARARGS, "window_add for each of a segment's windows, widening them."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -198,24 +198,19 @@ class Rows:
         self._ends = memoryview(raw[9]).cast("q")
         self._groups: dict[tuple[int, int], bytes] | None = None
 
-    def count(self, cls: int, rid: int) -> int:
-        """How many rows are of class ``cls`` and rank ``rid``."""
-        return len(self._group(cls, rid)) // 4
-
-    def _group(self, cls: int, rid: int) -> bytes:
+    def index(self, cls: int, rid: int) -> bytes:
+        """The row numbers (int32) of class ``cls`` and rank ``rid``, in row order."""
         if self._groups is None:
             assert _scan is not None
             self._groups = _scan.group_rows(self.raw)
         return self._groups.get((cls, rid), b"")
 
-    def window_add(self, cells: dict[int, list[Any]], width: int, max_cells: int, cls: int, rid: int,
-                   cols: tuple[int, ...], require: int, text: int, start: int) -> tuple[int, bool]:
-        """Add the values of the rows of class ``cls`` and rank ``rid`` to ``cells``, from the
-        ``start``-th of them on (``_scan.window_add``). Returns where to go on from and
-        whether the windows must be widened first (a new cell made them more than ``max_cells``)."""
+    def windows_add(self, targets: list[tuple[Any, bytes, tuple[int, ...], int, int]], max_cells: int) -> None:
+        """Fold rows into windows (``_scan.windows_add``): per target (an object with ``cells``
+        and ``width``, row numbers, value columns, required column or -1, text kept), the
+        values in row order, the windows widened each time they pass ``max_cells``."""
         assert _scan is not None
-        return _scan.window_add(cells, width, max_cells, self.raw, self._group(cls, rid), cols, require, text,
-                                self.buf, self.first_line, start)
+        _scan.windows_add(targets, max_cells, self.raw, self.buf, self.first_line)
 
     def first(self, cls: int, col: int, value: float, start: int = 0) -> int:
         """The first row from ``start`` of class ``cls`` whose column ``col`` is ``value``, or -1."""
