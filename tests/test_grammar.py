@@ -129,7 +129,7 @@ def test_declared_terminals_are_the_rules_own() -> None:
     ("fields_of", "[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=70.00 GB"),
 ])
 def test_a_broken_handler_raises(monkeypatch: pytest.MonkeyPatch, handler: str, text: str) -> None:
-    """A planner bug is an error, never a known record read as ``other``."""
+    """A planner bug is an error in strict mode (the suite's), never a known record read as ``other``."""
     assert plan_record(text).kind != "other"
 
     def broken(self: Planner, tree: Any, *_: Any) -> None:
@@ -138,3 +138,32 @@ def test_a_broken_handler_raises(monkeypatch: pytest.MonkeyPatch, handler: str, 
     monkeypatch.setattr(Planner, handler, broken)
     with pytest.raises(IndexError, match="a handler bug"):
         plan_record(text)
+
+
+def test_a_broken_handler_is_reported_to_a_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside strict mode the run still gives its result: the record is ``unplanned``
+    (prefix kept), counted as unrecognised, and the summary's warnings name the line and
+    the error; the other lines are read as before."""
+    from logforensics.ingest.live import LiveRun
+
+    lines = ["[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=70.00 GB",
+             "[2025-03-01 14:03:08 TP0] Capture cuda graph bs [1, 2, 4, 8]",
+             "[2025-03-01 14:03:09 TP0] Capture cuda graph end. Time elapsed: 3.10 s"]
+
+    def broken(self: Planner, tree: Any, *_: Any) -> None:
+        raise IndexError("a handler bug")
+
+    monkeypatch.setattr(Planner, "on_capture_bs", broken)
+    monkeypatch.setenv("LOGFORENSICS_STRICT", "0")
+    plan = plan_record(lines[1])
+    assert plan.kind == "unplanned"
+    ev = build_event(plan, lines[1], 2, None, None)
+    assert (ev.rank, ev.ts) == ("TP0", TS[:-1] + "8")
+    assert "IndexError in the handler of 'capture_bs': a handler bug" in ev.fields["error"]
+    run = LiveRun("broken.log")
+    run.feed(("\n".join(lines) + "\n").encode())
+    s = run.summary()
+    assert s.coverage["kinds"]["unplanned"] == 1
+    assert s.coverage["lines_unrecognised"] == 1
+    assert s.coverage["kinds"]["load_weight_begin"] == 1
+    assert any("first at line 2: IndexError in the handler of 'capture_bs'" in w for w in s.warnings)

@@ -42,6 +42,8 @@ class Coverage:
     unknown_shapes: dict[str, list[Any]] = field(default_factory=dict)
     #: lines Ray's log de-duplication left out ("[repeated 3x across cluster]": 2 more like it)
     dedup_dropped: int = 0
+    #: the first record a grammar rule matched but whose handler failed: (line, error)
+    first_unplanned: tuple[int, str] | None = None
 
     def merge_problem(self, later: Coverage) -> str | None:
         new = sum(1 for s in later.unknown_shapes if s not in self.unknown_shapes)
@@ -55,6 +57,7 @@ class Coverage:
         self.kind_counts.update(later.kind_counts)
         self.other_lines += later.other_lines  # a part starts at a line start: no line is in both
         self.dedup_dropped += later.dedup_dropped
+        self.first_unplanned = self.first_unplanned or later.first_unplanned
         self.last_other_line = later.last_other_line or self.last_other_line
         for key, (count, first, example, ranks) in later.unknown_shapes.items():
             entry = self.unknown_shapes.get(key)
@@ -69,10 +72,16 @@ class Coverage:
 
     def warnings(self) -> list[str]:
         """What the reader of the summary must know about lines that are not in the log."""
-        if not self.dedup_dropped:
-            return []
-        return [f"Ray's log de-duplication left out {self.dedup_dropped} lines ('[repeated Nx across "
-                "cluster]'): counts, rates and per-rank records may be short"]
+        out = []
+        if self.dedup_dropped:
+            out.append(f"Ray's log de-duplication left out {self.dedup_dropped} lines ('[repeated Nx across "
+                       "cluster]'): counts, rates and per-rank records may be short")
+        if self.first_unplanned is not None:
+            line, error = self.first_unplanned
+            out.append(f"{self.kind_counts['unplanned']} records matched a grammar rule that then failed to read "
+                       f"them (a bug of logforensics; first at line {line}: {error}); they are counted as "
+                       "unrecognised lines")
+        return out
 
     def to_dict(self, stats: Any, last_line: int) -> dict[str, Any]:
         lines = getattr(stats, "lines", last_line) or last_line
@@ -103,6 +112,14 @@ class Coverage:
 def on_ray_dedup(m: RunModel, ev: Event) -> None:
     """Ray printed one line for N alike: N - 1 lines of the cluster are not in this log."""
     m.coverage.dedup_dropped += max(int(ev.fields.get("count") or 1) - 1, 0)
+
+
+@handles("unplanned")
+def on_unplanned(m: RunModel, ev: Event) -> None:
+    """A record whose grammar rule's handler failed: unrecognised, and reported."""
+    if m.coverage.first_unplanned is None:
+        m.coverage.first_unplanned = (ev.line, str(ev.fields.get("error")))
+    on_other(m, ev)
 
 
 @handles("other")

@@ -9,6 +9,7 @@ The stages: parse here, name fields by terminal (``terminals.py``), walk the tre
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 from lark import Lark, Tree
@@ -48,11 +49,23 @@ def parse(parser: Lark, text: str) -> Tree | None:
     return tree
 
 
+#: The event kind of a record the grammar matched but whose handler failed.
+UNPLANNED = "unplanned"
+
+
+def strict() -> bool:
+    """``LOGFORENSICS_STRICT=1``: a failing handler raises (the test suite runs this way)."""
+    return os.environ.get("LOGFORENSICS_STRICT", "").strip() in ("1", "yes", "true")
+
+
 def plan_record(text: str) -> Plan:
     """Parse one record with the grammar; an unknown record still keeps prefix and text.
 
-    A record the grammar matches is planned by its rule; a failing handler raises
-    (a planner bug must fail a test, not turn a known record into ``other``).
+    A record the grammar matches is planned by its rule. A failing handler is a bug of
+    this program, never a record read as ``other``: in strict mode it raises; otherwise
+    the record becomes an ``unplanned`` event, with the error as its one field, which the
+    run model counts among the unrecognised lines and reports in the summary's warnings
+    (a user's run still gives its result).
     """
     if not text.strip():
         return Plan.make("blank", None, None, ())
@@ -62,4 +75,24 @@ def plan_record(text: str) -> Plan:
         tree = parse(fallback, text)
     if tree is None:
         return Plan.make("other", None, None, ())
-    return Planner(len(text)).plan(tree).fitted(text)
+    try:
+        return Planner(len(text)).plan(tree).fitted(text)
+    except Exception as exc:
+        if strict():
+            raise
+        return _unplanned(text, tree, exc)
+
+
+def _unplanned(text: str, tree: Tree, exc: Exception) -> Plan:
+    """The failed record's prefix (from the fallback rule, when that plans) and the error."""
+    rules = [str(c.data) for c in tree.children if isinstance(c, Tree) and c.data != "prefix"] or [str(tree.data)]
+    error = (("error", f"{type(exc).__name__} in the handler of '{rules[-1]}': {exc}"[:300]),)
+    _, fallback = parsers()
+    prefix = parse(fallback, text)
+    try:
+        plan = Planner(len(text)).plan(prefix).fitted(text) if prefix is not None else None
+    except Exception:  # the prefix rules' handlers failed too: keep the text alone
+        plan = None
+    if plan is None:
+        return Plan.make(UNPLANNED, None, None, (), error)
+    return Plan.make(UNPLANNED, plan.rank, plan.ts, (), error, True, plan.ts_conv)
