@@ -20,6 +20,7 @@ from .ingest import InputError, LiveRun, RunFiles, blocks, read_file, read_run, 
 from .model.nodes import combine
 from .model.run import RunSummary
 from .model.summary import SummaryFormatError
+from .read.fastpath import LineClassifier
 from .read.parser import IncrementalParser
 
 __all__ = ["InputError", "LiveRun", "RunFiles", "diagnose_files", "diagnose_runs", "iter_events",
@@ -34,11 +35,13 @@ def _files(run: RunArgs) -> RunFiles:
     return run_files([run] if isinstance(run, str) else list(run))
 
 
-def summarize_run(run: RunArgs, *, progress: Callable[[int], None] | None = None) -> RunSummary:
+def summarize_run(run: RunArgs, *, progress: Callable[[int], None] | None = None,
+                  memo: LineClassifier | None = None) -> RunSummary:
     """One run's summary from its files (a path, a directory, a glob, several of them, or
-    a ``RunFiles``): each file read alone, then combined across nodes and servers."""
+    a ``RunFiles``): each file read alone, then combined across nodes and servers
+    (``memo``: a classifier whose learned line shapes the reads share)."""
     files = _files(run)
-    return combine(read_run(files, progress=progress), source=files.source)
+    return combine(read_run(files, progress=progress, memo=memo), source=files.source)
 
 
 def iter_run_events(run: RunArgs, *, progress: Callable[[int], None] | None = None,
@@ -86,7 +89,7 @@ def iter_events(path: str | os.PathLike[str], *, name: str | None = None,
 def diagnose_files(failing: str, baseline: str | None, *, rules_dirs: Iterable[str] = (),
                    progress: Any = None) -> Diagnosis:
     """Summarise both logs and evaluate the rules: the findings ``diff`` reports."""
-    rules = load_rules(rules_dirs)  # load rules first: a bad rule file fails before any parsing
+    rules = load_rules(rules_dirs, eager=False)  # first: a bad rule file fails before any parsing
     base = summarize_file(baseline, progress=progress) if baseline else None
     return evaluate(rules, summarize_file(failing, progress=progress), base)
 
@@ -94,12 +97,13 @@ def diagnose_files(failing: str, baseline: str | None, *, rules_dirs: Iterable[s
 def diagnose_runs(failing: RunArgs, baseline: RunArgs | None, *, rules_dirs: Iterable[str] = (),
                   progress: Any = None) -> Diagnosis:
     """``diagnose_files`` for runs of one or several files each."""
-    rules = load_rules(rules_dirs)
-    base = _run_or_saved(baseline, progress) if baseline else None
-    return evaluate(rules, _run_or_saved(failing, progress), base)
+    rules = load_rules(rules_dirs, eager=False)
+    memo = LineClassifier(None)  # both runs learn each line shape once
+    base = _run_or_saved(baseline, progress, memo) if baseline else None
+    return evaluate(rules, _run_or_saved(failing, progress, memo), base)
 
 
-def _run_or_saved(run: RunArgs, progress: Any) -> RunSummary:
+def _run_or_saved(run: RunArgs, progress: Any, memo: LineClassifier | None = None) -> RunSummary:
     """A run's summary, or the saved summary when the run is one ``.json`` file."""
     if isinstance(run, RunFiles):
         one = run.paths[0] if run.single else None
@@ -107,4 +111,4 @@ def _run_or_saved(run: RunArgs, progress: Any) -> RunSummary:
         one = run if isinstance(run, str) else (run[0] if len(run) == 1 else None)
     if isinstance(one, str) and one.endswith(".json"):
         return load_run(one)
-    return summarize_run(run, progress=progress)
+    return summarize_run(run, progress=progress, memo=memo)

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from jinja2 import TemplateSyntaxError
 
 from logforensics.diagnose.engine import env_for, evaluate, fire
 from logforensics.diagnose.facts import compute
@@ -94,6 +95,21 @@ examples: {fail: {failing: "x"}, pass: {failing: "y"}}
         with pytest.raises(RuleError) as err:
             load_rule_text(text, f"{what}.yml")
         assert f"{what}.yml" in str(err.value)
+
+
+def test_lazy_builtin_rules_are_the_rules_and_compile_on_first_render() -> None:
+    """``diff`` loads the built-in rules without compiling their templates: the same rules,
+    whose title and explanation compile (and are checked) when first rendered; a bad
+    template still fails then, and a user's rule is checked whole at load either way."""
+    eager, lazy = load_rules(), load_rules(eager=False)
+    assert lazy == eager
+    assert all(r.compiled for r in eager) and not any(r.compiled for r in lazy)
+    bad = load_rule_text("id: XX02\nname: t\nseverity: info\ntitle: '{{ x'\nwhen: 'true'\nexplanation: e\n"
+                         "examples: {fail: {failing: x}, pass: {failing: y}}\n", "bad.yml", templates=False)
+    with pytest.raises(TemplateSyntaxError):
+        bad.render(bad.title, {})
+    rule = lazy[0]
+    assert rule.render("n={{ 2 + 3 }}", {}) == "n=5" and "n={{ 2 + 3 }}" in rule.compiled
 
 
 def test_user_rules_directory(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 
 from ..read import bulk
+from ..read.fastpath import LineClassifier
 from .files import blocks, is_plain_file, text_warning
 from .live import LiveRun
 from .parallel import read_in_parallel
@@ -16,8 +17,12 @@ BULK_BLOCK_SIZE = 1 << 20
 
 
 def read_file(path: str | os.PathLike[str], *, name: str | None = None,
-              progress: Callable[[int], None] | None = None, node: str | None = None) -> LiveRun:
+              progress: Callable[[int], None] | None = None, node: str | None = None,
+              memo: LineClassifier | None = None) -> LiveRun:
     """Read the whole file (or ``-``, standard input) into a new run, closed.
+
+    ``memo``: a classifier whose learned line shapes this read shares (plans depend on
+    neither the file nor the line, so reading several files learns each shape once).
 
     A large regular file is read on several cores by ``parallel.read_in_parallel``, with
     the same LiveRun code in each worker; everything else is read here, block by block
@@ -26,6 +31,8 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
     name = name or os.fspath(path)
     if bulk.available():
         run = LiveRun(name, node=node)
+        if memo is not None:
+            run.parser.classifier.share_memo(memo)
         for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=run.parser.stats.warnings.append):
             run.feed_bulk(block)
         run.close()
@@ -38,6 +45,8 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
             ranges.parser.stats.warnings.append(warning)
         return ranges
     run = LiveRun(name, node=node)
+    if memo is not None:
+        run.parser.classifier.share_memo(memo)
     for block in blocks(path, progress, warn=run.parser.stats.warnings.append):
         run.feed(block)
     run.close()

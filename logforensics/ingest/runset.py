@@ -18,7 +18,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..model.nodes import NodeSummary, node_label
+from ..model.nodes import NodeSummary, node_label_of_args
+from ..read.fastpath import LineClassifier
 from .batch import read_file
 from .files import InputError, blocks
 from .live import LiveRun
@@ -146,12 +147,15 @@ def _node_order(f: LogFile) -> tuple[int, int, str]:
 PROBE_BYTES = 256 << 10
 
 
-def probe_node(path: str) -> str | None:
+def probe_node(path: str, memo: LineClassifier | None = None) -> str | None:
     """The node a file's head names: ``node_rank`` in ``server_args`` or ``--node-rank`` in
-    the launch command (``node<N>``), else the one node that wrappers on its lines name."""
+    the launch command (``node<N>``), else the one node that wrappers on its lines name.
+    ``memo``: a classifier whose learned line shapes the probe shares (``read_file``)."""
     if path == "-":
         return None
     run = LiveRun(path)
+    if memo is not None:
+        run.parser.classifier.share_memo(memo)
     wrapped: set[str] = set()
     read = 0
     try:
@@ -164,7 +168,8 @@ def probe_node(path: str) -> str | None:
                 break
     except InputError:
         return None
-    label = node_label(None, run.summary())
+    config = run.model.config  # what node_label reads of a summary, without summarising
+    label = node_label_of_args(None, config.server_args, config.launch_args)
     if label:
         return label
     return wrapped.pop() if len(wrapped) == 1 else None
@@ -176,20 +181,23 @@ def node_summary(live: LiveRun, node: str | None, file: str) -> NodeSummary:
                        rank_nodes=dict(live.rank_nodes), pd=live.pd.to_dict())
 
 
-def resolve_node(f: LogFile) -> str | None:
+def resolve_node(f: LogFile, memo: LineClassifier | None = None) -> str | None:
     """A file's node: from its name, else from its head (:func:`probe_node`), else the
     label ``run_files`` gave it (its name, in a run of several files)."""
     if f.node and (node_from_name(f.path) or pod_from_path(f.path)):
         return f.node
-    return probe_node(f.path) or f.node
+    return probe_node(f.path, memo) or f.node
 
 
-def read_run(run: RunFiles, *, progress: Callable[[int], None] | None = None) -> list[NodeSummary]:
+def read_run(run: RunFiles, *, progress: Callable[[int], None] | None = None,
+             memo: LineClassifier | None = None) -> list[NodeSummary]:
     """Each file of the run read alone (``read_file``: the one parser and run model), with
-    its node: from its name, else from its head (:func:`probe_node`), else its name."""
+    its node: from its name, else from its head (:func:`probe_node`), else its name. The
+    probes and reads share one memo of line shapes (``memo``, or a new one)."""
+    memo = memo if memo is not None else LineClassifier(None)
     parts = []
     for f in run.files:
-        node = resolve_node(f)
-        live = read_file(f.path, progress=progress, node=node)
+        node = resolve_node(f, memo)
+        live = read_file(f.path, progress=progress, node=node, memo=memo)
         parts.append(node_summary(live, node, f.path))
     return parts

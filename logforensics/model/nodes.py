@@ -60,7 +60,11 @@ class NodeSummary:
 
 def node_rank(s: RunSummary) -> int | None:
     """``node_rank`` from server_args or ``--node-rank`` from the launch command."""
-    for src in (s.server_args or {}, s.launch_args or {}):
+    return _node_rank(s.server_args, s.launch_args)
+
+
+def _node_rank(server_args: dict[str, Any] | None, launch_args: dict[str, Any] | None) -> int | None:
+    for src in (server_args or {}, launch_args or {}):
         value = src.get("node_rank")
         if isinstance(value, int):
             return value
@@ -71,7 +75,11 @@ def node_rank(s: RunSummary) -> int | None:
 
 def nnodes(s: RunSummary) -> int | None:
     """``nnodes`` from server_args or ``--nnodes`` from the launch command."""
-    for src in (s.server_args or {}, s.launch_args or {}):
+    return _nnodes(s.server_args, s.launch_args)
+
+
+def _nnodes(server_args: dict[str, Any] | None, launch_args: dict[str, Any] | None) -> int | None:
+    for src in (server_args or {}, launch_args or {}):
         value = src.get("nnodes")
         if isinstance(value, int):
             return value
@@ -81,10 +89,16 @@ def nnodes(s: RunSummary) -> int | None:
 def node_label(part_node: str | None, s: RunSummary) -> str | None:
     """The node a file is: its name's label, else ``node<N>`` from ``node_rank`` in its text
     (only for a launch over several nodes: every single-node launch has ``node_rank=0``)."""
+    return node_label_of_args(part_node, s.server_args, s.launch_args)
+
+
+def node_label_of_args(part_node: str | None, server_args: dict[str, Any] | None,
+                       launch_args: dict[str, Any] | None) -> str | None:
+    """:func:`node_label` from the server args and launch arguments themselves."""
     if part_node:
         return part_node
-    n = node_rank(s)
-    if n is None or (n == 0 and (nnodes(s) or 1) <= 1):
+    n = _node_rank(server_args, launch_args)
+    if n is None or (n == 0 and (_nnodes(server_args, launch_args) or 1) <= 1):
         return None
     return f"node{n}"
 
