@@ -27,3 +27,21 @@ def gib(value: Any, *, missing: str = "?", unit: bool = True, digits: int = 2) -
     if v != 0 and abs(v) < 1:
         return f"{v * MIB_PER_GIB:.{digits}f} MiB"
     return f"{v:.{digits}f} GiB" if unit else f"{v:.{digits}f}"
+
+
+def fmt(value: Any, digits: int = 2, *, key: str = "", missing: str = "-") -> str:
+    """A figure for people, the one number formatter of every renderer.
+
+    A key ending in ``_gib`` goes through :func:`gib` (its column is headed GiB). A float is
+    rounded to ``digits`` places without float noise or trailing zeros, so a server
+    argument reads as SGLang printed it (``0.88``, not ``0.8800``) and a rate as the log
+    has it (``1700.25``); ``missing`` stands for an unknown figure.
+    """
+    if key.endswith("_gib"):
+        return gib(value, missing=missing, unit=False)
+    if value is None:
+        return missing
+    if isinstance(value, float):
+        text = f"{value:.{digits}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return str(value)

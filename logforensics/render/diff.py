@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..diagnose.engine import Diagnosis
+from ..units import fmt
 from .console import plain
-from .terminal import OUTCOME_STYLE, fmt, table_box
+from .terminal import OUTCOME_STYLE, table_box
 
 #: Characters of an evidence line shown on the terminal (all of it is in the JSON and HTML).
 EVIDENCE_CHARS = 140
@@ -73,6 +74,6 @@ def memory_table(d: Diagnosis, console: Console) -> Table:
         for _, key in SIDE_BY_SIDE:
             bv, fv = b.get(key), f.get(key)
             changed = bv is not None and fv is not None and bv != fv
-            cells.append(Text(f"{fmt(bv, key)} -> {fmt(fv, key)}", style="yellow" if changed else ""))
+            cells.append(Text(f"{fmt(bv, key=key)} -> {fmt(fv, key=key)}", style="yellow" if changed else ""))
         t.add_row(plain(rank, "red" if rank in crashed else ""), *cells)
     return t

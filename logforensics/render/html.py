@@ -33,7 +33,7 @@ from ..diagnose.settings import SettingDiff
 from ..events import PHASES
 from ..model.run import RunSummary
 from ..outputs import write_output
-from ..units import gib
+from ..units import fmt, gib
 from ..version import __version__
 from .charts import (
     _div,
@@ -291,25 +291,13 @@ def build_context(d: Diagnosis) -> ReportContext:
     )
 
 
-def fmt(value: Any, nd: int = 2) -> str:
-    """A figure as people read it: no float noise, '—' for unknown."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        text = f"{value:.{nd}f}"
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    return str(value)
-
-
 def _arg(value: Any) -> str:
     """A server_args / env value; '(not set)' keeps an absent key distinct from an empty string."""
     if value is None:
         return "(not set)"
     if isinstance(value, str):
         return repr(value) if value == "" or value != value.strip() else value
-    return fmt(value, 4) if isinstance(value, float) else str(value)
+    return fmt(value, 4, missing="—") if isinstance(value, float) else str(value)
 
 
 def _run_view(label: str, r: RunSummary) -> RunView:
@@ -394,7 +382,8 @@ def budget_rows(d: Diagnosis) -> tuple[BudgetRow, ...]:
             continue
         if key in _NOT_GIB:
             nd = 0 if key == "cell_bytes" else 3
-            rows.append(BudgetRow(label, how, fmt(b, nd) if base is not None else None, fmt(f, nd)))
+            rows.append(BudgetRow(label, how, fmt(b, nd, missing="—") if base is not None else None,
+                                  fmt(f, nd, missing="—")))
         else:
             rows.append(BudgetRow(label, how, gib(b, missing="—") if base is not None else None, gib(f, missing="—")))
     return tuple(rows)
@@ -403,7 +392,7 @@ def budget_rows(d: Diagnosis) -> tuple[BudgetRow, ...]:
 def _advice(a: Advice) -> AdviceView | None:
     if not (a.kind or a.reasoning):
         return None
-    flags = tuple(f"--{k.replace('_', '-')} {fmt(v)}" for k, v in a.settings.items())
+    flags = tuple(f"--{k.replace('_', '-')} {fmt(v, missing='—')}" for k, v in a.settings.items())
     return AdviceView(str(a.kind or "").replace("_", " "), flags, tuple(str(x) for x in a.reasoning))
 
 
@@ -418,12 +407,12 @@ def throughput_stats(d: Diagnosis) -> tuple[StatRow, ...]:
         if not b.get("count") and not f.get("count"):
             continue
         def one(s: dict[str, Any]) -> str:
-            return f"{fmt(s.get('median'), 1)} (n={s.get('count')})" if s.get("count") else "—"
+            return f"{fmt(s.get('median'), 1, missing='—')} (n={s.get('count')})" if s.get("count") else "—"
         rows.append(StatRow(label, one(b) if base is not None else None, one(f)))
     t = d.facts.throughput
     if t.drop_pct is not None:
         note = "" if t.comparable_load else " (load differs: not comparable)"
-        rows.append(StatRow("failing vs baseline", None, f"{fmt(-t.drop_pct, 1)} %{note}"))
+        rows.append(StatRow("failing vs baseline", None, f"{fmt(-t.drop_pct, 1, missing='—')} %{note}"))
     return tuple(rows)
 
 
@@ -467,4 +456,4 @@ def _coverage(label: str, r: RunSummary, d: Diagnosis) -> CoverageView:
                              s.get("shape") in novel)
                    for s in cov.get("top_unrecognised") or [])
     return CoverageView(label, int(cov.get("lines_read") or 0), int(cov.get("lines_recognised") or 0),
-                        fmt(cov.get("recognised_pct"), 1), int(cov.get("events") or 0), shapes)
+                        fmt(cov.get("recognised_pct"), 1, missing="—"), int(cov.get("events") or 0), shapes)

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.run import RunSummary
-from ..units import gib
+from ..units import fmt, gib
 from .console import clip, plain, printable
 
 __all__ = ["OUTCOME_STYLE", "fmt", "plain", "printable", "render_crash", "render_summary", "table_box"]
@@ -35,17 +35,6 @@ MEMORY_COLUMNS = (
     ("avail@graphs", "capture_end_avail_gib"),
     ("graph s", "capture_elapsed_s"),
 )
-
-
-def fmt(value: Any, key: str = "") -> str:
-    """A table cell; a figure whose key ends in ``_gib`` goes through the one GiB/MiB formatter."""
-    if key.endswith("_gib"):
-        return gib(value, missing="-", unit=False)
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
 
 
 def table_box(console: Console) -> box.Box:
@@ -73,7 +62,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
             label = plain(rank, "red" if rank in crashed else "")
             t.add_row(*([plain(s.rank_nodes.get(rank) or "-")] if by_node else []), label,
                       plain(s.phase_reached.get(rank, "-")),
-                      *(Text(fmt(mem.get(key), key)) for _, key in MEMORY_COLUMNS),
+                      *(Text(fmt(mem.get(key), key=key)) for _, key in MEMORY_COLUMNS),
                       Text(fmt(s.last_seen.get(rank, {}).get("line"))))
         console.print(t)
     if s.missing_ranks:

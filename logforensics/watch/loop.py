@@ -18,7 +18,7 @@ from ..render.console import make_console, plain
 from ..sources import Chunk, Follower, Notice, SourceError
 from ..sources.base import OPENED
 from .state import WatchState, follow
-from .view import PlainStatus, live_renderable, print_crash
+from .view import PlainStatus, crash_line, live_renderable, print_crash
 
 __all__ = ["EXIT_CRASH", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "run_watch"]
 _STOP_MARKERS = ("Application shutdown complete", "Finished server process", "Shutting down")
@@ -133,14 +133,8 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 d = state.diagnosis
                 assert d is not None
                 print_crash(d, status_console)
-                crash = d.failing.crash or {}
-                cause = next((c.get("exception") for c in crash.get("chain") or [] if c.get("exception")), None)
-                what = (crash.get("exception") or "fatal error") + (f" (while handling {cause})" if cause else "")
                 status.seen = {label: (r.phase,) for label, r in state.ranks.items()}  # no replay after the live view
-                status_console.print(plain(
-                    f"[watch] crash diagnosed: {what} on "
-                    f"{crash.get('first_rank') or 'unknown rank'} in {crash.get('phase') or 'unknown phase'} "
-                    f"(line {crash.get('line')})"), end="\a\n")
+                status_console.print(plain(crash_line(d.failing.crash)), end="\a\n")
                 status_console.file.flush()
             if state.crash_at is not None and until in ("crash", "ready") and now - state.crash_at >= grace:
                 code = EXIT_CRASH

@@ -33,10 +33,11 @@ from ..model.run import rank_sort_key
 from ..outputs import EXIT_FINDINGS as EXIT_CRASH
 from ..outputs import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OutputError, check_writable
 from ..render.console import make_console
-from ..render.terminal import fmt, table_box
+from ..render.terminal import table_box
 from ..sources import Chunk, Notice, SourceError
+from ..units import fmt
 from .state import WatchState
-from .view import print_crash
+from .view import crash_line, print_crash
 
 _STOP_MARKERS = ("Application shutdown complete", "Finished server process", "Shutting down")
 
@@ -200,7 +201,7 @@ class MultiWatch:
             for label in sorted(st.ranks, key=rank_sort_key):
                 r = st.ranks[label]
                 progress = r.progress[1] if r.progress and r.progress[0] == r.phase else ""
-                t.add_row(target.node, label, r.phase or "-", progress, fmt(r.avail_gib, "avail_gib"),
+                t.add_row(target.node, label, r.phase or "-", progress, fmt(r.avail_gib, key="avail_gib"),
                           f"{now - r.phase_since_wall:.0f}s", f"{now - r.last_wall:.0f}s")
         return t
 
@@ -311,11 +312,7 @@ def run_watch_multi(targets: Sequence[Target], *, ssh: dict[str, Any], baseline:
                 d = mw.diagnosis
                 assert d is not None
                 print_crash(d, status)
-                crash = d.failing.crash or {}
-                status.print(f"[watch] crash diagnosed on {crash.get('node') or mw.crash_node}: "
-                             f"{crash.get('exception') or 'fatal error'} on {crash.get('first_rank') or 'unknown rank'} "
-                             f"in {crash.get('phase') or 'unknown phase'} ({crash.get('file')}, line {crash.get('line')})\a",
-                             markup=False, highlight=False)
+                status.print(crash_line(d.failing.crash, mw.crash_node) + "\a", markup=False, highlight=False)
                 status.file.flush()
             if mw.crash_at is not None and until in ("crash", "ready") and now - mw.crash_at >= grace:
                 code = EXIT_CRASH

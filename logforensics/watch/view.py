@@ -13,7 +13,8 @@ from ..diagnose.engine import Diagnosis
 from ..model.run import rank_sort_key
 from ..render.console import plain
 from ..render.diff import render_diagnosis
-from ..render.terminal import fmt, table_box
+from ..render.terminal import table_box
+from ..units import fmt
 from .state import WatchState, baseline_phase_seconds
 
 
@@ -28,7 +29,7 @@ def rank_table(state: WatchState, now: float, console: Console) -> Table:
         r = state.ranks[label]
         progress = r.progress[1] if r.progress and r.progress[0] == r.phase else ""
         row = [plain(label, "bold red" if label in silent else ""), plain(r.phase or "-"), plain(progress),
-               Text(fmt(r.avail_gib, "avail_gib")), Text(f"{now - r.phase_since_wall:.0f}s"),
+               Text(fmt(r.avail_gib, key="avail_gib")), Text(f"{now - r.phase_since_wall:.0f}s"),
                Text(f"{now - r.last_wall:.0f}s")]
         if state.baseline is not None:
             secs = baseline_phase_seconds(state.baseline, label, r.phase)
@@ -72,6 +73,19 @@ class PlainStatus:
         if state.ready_at is not None and "ready" not in self.warned:
             self.warned.add("ready")
             self.console.print(Text("[watch] server ready"))
+
+
+def crash_line(crash: dict[str, Any] | None, node: str | None = None) -> str:
+    """The one-line crash notice both watch modes print: what failed (and the exception it
+    was raised while handling), the rank, the phase, the node of a multi-node run, and
+    where in which file."""
+    crash = crash or {}
+    cause = next((c.get("exception") for c in crash.get("chain") or [] if c.get("exception")), None)
+    what = (crash.get("exception") or "fatal error") + (f" (while handling {cause})" if cause else "")
+    on = crash.get("node") or node
+    where = f"{crash['file']}, line {crash.get('line')}" if crash.get("file") else f"line {crash.get('line')}"
+    return (f"[watch] crash diagnosed{f' on {on}' if on else ''}: {what} on "
+            f"{crash.get('first_rank') or 'unknown rank'} in {crash.get('phase') or 'unknown phase'} ({where})")
 
 
 def print_crash(d: Diagnosis, console: Console) -> None:
