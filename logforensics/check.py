@@ -88,14 +88,13 @@ def _name(root: Path, p: Path) -> str:
 
 # ---------------------------------------------------------------------------- facts
 def run_facts(s: RunSummary) -> dict[str, Any]:
-    crash = s.crash or {}
+    crash = s.crash
     return {
         "outcome": s.outcome,
         "ranks": s.ranks,
         "phase_reached": s.phase_reached,
-        "crash": None if not s.crash else {
-            "first_rank": crash.get("first_rank"), "ranks": crash.get("ranks"),
-            "phase": crash.get("phase"), "exception": crash.get("exception"),
+        "crash": None if not crash else {
+            "first_rank": crash.first_rank, "ranks": crash.ranks, "phase": crash.phase, "exception": crash.exception,
         },
         "kinds": {k: v for k, v in s.coverage.get("kinds", {}).items() if k not in ("other", "blank")},
         "unrecognised_lines": s.coverage.get("lines_unrecognised"),

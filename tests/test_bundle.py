@@ -59,7 +59,7 @@ def test_bundle_content_of_a_capture_oom() -> None:
     assert f"**{run.outcome}**" in text
     assert "phases per rank" in text and "| TP5 |" in text
     exc = run.exceptions[0]
-    assert exc["exception"] in text and ", ".join(exc["ranks"]) in text  # the first traceback and its ranks
+    assert exc.exception and exc.exception in text and ", ".join(str(r) for r in exc.ranks) in text  # the first traceback and its ranks
     assert "memory per rank (GiB" in text
     assert "SGLANG_FORCE_CUSTOM_AR_PCIE=1" in text  # environment
     version, why, diffs = non_default_args(run)

@@ -87,15 +87,15 @@ def test_collective_timeout_names_the_rank_behind_and_the_main_thread_functions(
     summary = summarize_file(_write(tmp_path, text))
     assert summary.outcome == "hung"
     hang = summary.hang
-    assert hang["timer"] == "c10d_collective" and hang["timed_out"] and hang["ends_run"]
-    assert hang["timeout_s"] == 600.0
-    assert hang["setting"] == "--dist-timeout" and "--watchdog-timeout" in hang["note"] and "8232" in hang["note"]
-    assert hang["ranks"] == ["TP0", "TP1", "TP2", "TP3"]
-    by_rank = {c["rank"]: c for c in hang["collectives"]}
+    assert hang.timer == "c10d_collective" and hang.timed_out and hang.ends_run
+    assert hang.timeout_s == 600.0
+    assert hang.setting == "--dist-timeout" and "--watchdog-timeout" in hang.note and "8232" in hang.note
+    assert hang.ranks == ["TP0", "TP1", "TP2", "TP3"]
+    by_rank = {c["rank"]: c for c in hang.collectives}
     assert by_rank["TP2"]["last_completed"] == 76 and by_rank["TP0"]["last_completed"] == 77
     assert by_rank["TP3"]["op"] == "BROADCAST" and by_rank["TP3"]["seq"] == 78 and by_rank["TP3"]["last_enqueued"] == 79
-    assert hang["behind"]["rank"] == "TP2" and hang["behind"]["last_completed"] == 76
-    dumps = {d["rank"]: d for d in hang["pyspy"]}
+    assert hang.behind["rank"] == "TP2" and hang.behind["last_completed"] == 76
+    dumps = {d["rank"]: d for d in hang.pyspy}
     assert dumps["TP1"]["main_function"] == "synchronize" and dumps["TP1"]["pid"] == 4101
     assert dumps["TP2"]["main_function"] == "recv_requests"
     assert dumps["TP2"]["rank_from"] == "process title"
@@ -109,7 +109,7 @@ def test_title_names_the_rank_when_the_parent_prints_the_dumps(tmp_path: Path) -
             'Thread 777 (active): "MainThread"\n'
             "    all_reduce (torch/distributed/distributed_c10d.py:2501)\n")
     summary = summarize_file(_write(tmp_path, text))
-    [dump] = summary.hang["pyspy"]
+    [dump] = summary.hang.pyspy
     assert dump["rank"] == "DP1 TP5 EP5" and dump["main_function"] == "all_reduce"
 
 
@@ -121,8 +121,8 @@ def test_soft_watchdog_dumps_but_the_run_goes_on(tmp_path: Path) -> None:
             "gen throughput (token/s): 10.00, #queue-req: 0\n")
     summary = summarize_file(_write(tmp_path, text))
     assert summary.outcome == "ready"
-    assert summary.hang["timer"] == "sglang_soft_watchdog" and not summary.hang["ends_run"]
-    assert summary.hang["setting"] == "--soft-watchdog-timeout"
+    assert summary.hang.timer == "sglang_soft_watchdog" and not summary.hang.ends_run
+    assert summary.hang.setting == "--soft-watchdog-timeout"
 
 
 def test_every_timer_names_its_knob_and_source() -> None:

@@ -70,11 +70,11 @@ def test_a_rankless_crash_stays_rankless_when_ranks_follow() -> None:
     """Summarised before the ranks appear, the crash looked like a single-rank run's; the
     summary at the end must not keep that guess."""
     final, taken = _summarised_at_every_line((RANKLESS_CRASH + LATER_RANKS).encode())
-    guesses = [s.crash["first_rank"] for s, _ in taken if s.crash]
+    guesses = [s.crash.first_rank for s, _ in taken if s.crash]
     assert guesses[0] == "-"  # before TP0 and TP1 appear, the log looks like a single-rank run's
     assert final.crash is not None
-    assert final.crash["first_rank"] is None
-    assert final.exceptions[0]["ranks"] == [None]
+    assert final.crash.first_rank is None
+    assert final.exceptions[0].ranks == [None]
     assert _json(final) == _json(_one_pass((RANKLESS_CRASH + LATER_RANKS).encode()))
 
 
@@ -84,6 +84,8 @@ def test_a_saved_summary_reads_back(path: Path) -> None:
     saved = json.loads(json.dumps(summary.to_dict(), default=str))
     again = RunSummary.from_dict(saved)
     assert json.loads(json.dumps(again.to_dict(), default=str)) == saved
+    # key for key and in order: the crash, hang and tracebacks read back print as they were saved
+    assert json.dumps(again.to_dict(), default=str) == json.dumps(saved)
     assert again.per_rank.keys() == summary.per_rank.keys()
 
 

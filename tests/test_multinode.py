@@ -108,9 +108,9 @@ def test_the_first_failure_across_nodes_is_uncertain_within_the_clock_skew() -> 
     a = _part("node0", _TB.format(s=10, r=0))
     b = _part("node1", _TB.format(s=12, r=1))
     run = combine([b, a])
-    assert run.crash["node"] == "node0" and "uncertain" in (run.crash["order_uncertain"] or "")
+    assert run.crash.node == "node0" and "uncertain" in (run.crash.order_uncertain or "")
     far = combine([_part("node0", _TB.format(s=40, r=0)), _part("node1", _TB.format(s=12, r=1))])
-    assert far.crash["node"] == "node1" and far.crash["order_uncertain"] is None
+    assert far.crash.node == "node1" and far.crash.order_uncertain is None
     assert far.outcome == "crashed" and "node1" in far.outcome_reason
 
 
@@ -227,12 +227,12 @@ def test_pytorch_gpu_index_is_node_local() -> None:
         return run.summary().crash
     # node 1 of a TP8 launch over two nodes: GPU 1 is TP5, never TP1
     c = crash_rank(_OOM.format(nnodes=2, node=1, r=4))
-    assert c["first_rank"] == "TP5" and c["rank_inferred_from"] == "oom_gpu_index_on_node"
+    assert c.first_rank == "TP5" and c.rank_inferred_from == "oom_gpu_index_on_node"
     # devices remapped: no rank from the index
     c = crash_rank("CUDA_VISIBLE_DEVICES=4,5,6,7 python -m sglang.launch_server --tp 8\n" + _OOM.format(nnodes=2, node=1, r=4))
-    assert c["first_rank"] is None
+    assert c.first_rank is None
     # one node: GPU 1 is TP1
-    assert crash_rank(_OOM.format(nnodes=1, node=0, r=0))["first_rank"] == "TP1"
+    assert crash_rank(_OOM.format(nnodes=1, node=0, r=0)).first_rank == "TP1"
 
 
 def test_html_report_groups_timeline_and_memory_by_node(tmp_path: Path) -> None:
@@ -277,7 +277,7 @@ def test_a_hang_names_its_node() -> None:
     a = _part("node0", "[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n" + wd)
     b = _part("node1", "[2025-06-02 10:00:00 TP1] Load weight begin. avail mem=78.50 GB\n")
     run = combine([a, b])
-    assert run.outcome == "hung" and run.hang["node"] == "node0" and "node0" in run.outcome_reason
+    assert run.outcome == "hung" and run.hang.node == "node0" and "node0" in run.outcome_reason
 
 
 def test_a_directory_of_compressed_and_plain_node_logs_is_one_run(tmp_path: Path) -> None:
@@ -287,4 +287,4 @@ def test_a_directory_of_compressed_and_plain_node_logs_is_one_run(tmp_path: Path
     shutil.copy(TWO / "failing" / "node0.log", tmp_path / "node0.log")
     (tmp_path / "node1.log.gz").write_bytes(gzip.compress((TWO / "failing" / "node1.log").read_bytes()))
     s = summarize_run(str(tmp_path))
-    assert sorted(s.nodes) == ["node0", "node1"] and s.crash["node"] == "node1" and s.crash["first_rank"] == "TP5"
+    assert sorted(s.nodes) == ["node0", "node1"] and s.crash.node == "node1" and s.crash.first_rank == "TP5"

@@ -29,7 +29,7 @@ def summarize(text: str) -> RunSummary:
 def test_a_traceback_cut_in_its_header_is_a_crash_whose_exception_is_not_in_the_log() -> None:
     s = summarize("[TP2 PP0] Scheduler hit an exception: Traceback (m\n")
     assert s.outcome == "crashed"
-    assert s.crash is not None and s.crash["first_rank"] == "TP2 PP0" and s.crash["exception"] is None
+    assert s.crash is not None and s.crash.first_rank == "TP2 PP0" and s.crash.exception is None
     assert "not in this log" in s.outcome_reason and "sigquit" not in s.outcome_reason
 
 
@@ -55,14 +55,14 @@ C10D_PREFIXED_ABORTS = (  # 019's lines, with the [rankN]: prefix torch puts on 
 def test_native_aborts_under_torch_rank_prefixes_name_their_tp_ranks_and_phase() -> None:
     s = summarize(C10D_PREFIXED_ABORTS)
     assert s.outcome == "crashed"
-    assert s.crash is not None and s.crash["ranks"] == ["TP0", "TP1"]
-    assert s.crash["phase"] == "init_distributed"
+    assert s.crash is not None and s.crash.ranks == ["TP0", "TP1"]
+    assert s.crash.phase == "init_distributed"
     assert s.ranks == ["TP0", "TP1"]  # torch's rank0/rank1 are these ranks, not two more
 
 
 def test_torch_rank_prefixes_alone_are_the_ranks() -> None:
     s = summarize(C10D_PREFIXED_ABORTS.split("\n", 2)[2])
-    assert s.crash is not None and s.crash["ranks"] == ["rank0", "rank1"]
+    assert s.crash is not None and s.crash.ranks == ["rank0", "rank1"]
 
 
 OVERLAP_THREAD = (
@@ -75,7 +75,7 @@ OVERLAP_THREAD = (
 
 def test_the_overlap_threads_forward_loop_is_serving() -> None:
     s = summarize(OVERLAP_THREAD)
-    assert s.crash is not None and s.crash["phase"] == "serving"
+    assert s.crash is not None and s.crash.phase == "serving"
 
 
 def test_an_oom_message_outside_a_traceback_is_an_error_not_a_crash() -> None:
@@ -123,7 +123,7 @@ def test_a_negative_profiled_kv_budget_places_every_rank_and_is_kept() -> None:
 
 def test_a_watchdog_timeout_is_a_hang() -> None:
     s = summarize((REAL / "101-2node-dp-attn-mtp-pyspy-dump-watchdog-timeout-exit-131.log").read_text())
-    assert s.outcome == "hung" and s.hang is not None and s.hang["ranks"] == ["DP0 TP1"]
+    assert s.outcome == "hung" and s.hang is not None and s.hang.ranks == ["DP0 TP1"]
 
 
 def test_the_median_of_a_few_values_is_one_of_them() -> None:

@@ -89,17 +89,17 @@ def test_crash(row: dict[str, str], analysed: Any) -> None:
     assert crash is not None
     phase = expected(row, "crash_phase", row["crash_phase"])
     if phase not in NOT_A_VALUE:
-        assert crash["phase"] == phase
+        assert crash.phase == phase
     exc = row["exception"]
     if exc == "none":  # the process died without a Python exception
-        assert crash["exception"] is None
+        assert crash.exception is None
     elif exc not in NOT_A_VALUE and not exc.endswith("?"):
-        assert crash["exception"] == exc
+        assert crash.exception == exc
     ranks = row["crashed_ranks"]
     if ranks not in NOT_A_VALUE:
         want = [r.strip() for r in ranks.split(",")]
-        assert crash["ranks"] == want
-        assert crash["first_rank"] == want[0]
+        assert crash.ranks == want
+        assert crash.first_rank == want[0]
 
 
 # ---------------------------------------------------------------- key figures
@@ -114,7 +114,7 @@ def _oom(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
 
 
 def _exceptions(s: RunSummary) -> list[dict[str, Any]]:
-    return [{"fields": {"oom": o["oom"]}} for d in s.exceptions for o in d["occurrences"]]
+    return [{"fields": {"oom": o["oom"]}} for d in s.exceptions for o in d.occurrences]
 
 
 def _events(kind: str, key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:

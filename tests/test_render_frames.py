@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from logforensics.model.summary import Crash
 from logforensics.read.parser import IncrementalParser
 from logforensics.render.terminal import render_crash
 
@@ -28,7 +29,7 @@ Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 20.0
 def test_chained_traceback_shows_the_cause_frames() -> None:
     parser = IncrementalParser("t.log")
     ev = [e for e in parser.feed(CHAINED.encode()) + parser.close() if e.kind == "exception"][0]
-    crash = {**ev.fields, "file": "t.log", "line": ev.line, "end_line": ev.end_line}
+    crash = Crash.from_dict({**ev.fields, "file": "t.log", "line": ev.line, "end_line": ev.end_line, "text": ev.text})
     console = Console(width=200, record=True)
     console.print(render_crash(crash))
     out = console.export_text()

@@ -294,4 +294,4 @@ def test_fixture_pairs(case: str) -> None:
     assert_findings_shown(d, html)
     assert_self_contained(html)
     for t in d.failing.exceptions:  # every distinct traceback, once, with its ranks
-        assert str(escape(t["text"])) in section(html, "tracebacks")
+        assert str(escape(t.text)) in section(html, "tracebacks")

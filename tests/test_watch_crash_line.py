@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from logforensics.model.summary import Crash
 from logforensics.pipeline import summarize_file
 from logforensics.watch.view import crash_line
 
@@ -13,21 +15,22 @@ REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 def test_crash_line_names_the_exception_its_cause_rank_phase_and_place() -> None:
     s = summarize_file(REAL / "040-mi355x-chained-keyerror-valueerror-unknown-model-type-at-launch.log")
     crash = s.crash
-    assert crash is not None and crash["chain"]
-    cause = next(c["exception"] for c in crash["chain"] if c.get("exception"))
+    assert crash is not None and crash.chain
+    cause = next(c["exception"] for c in crash.chain if c.get("exception"))
     line = crash_line(crash)
     assert line.startswith("[watch] crash diagnosed: ")
-    assert f"{crash['exception']} (while handling {cause})" in line
-    assert f"on {crash['first_rank'] or 'unknown rank'} in {crash['phase'] or 'unknown phase'}" in line
-    assert line.endswith(f"({crash['file']}, line {crash['line']})")
+    assert f"{crash.exception} (while handling {cause})" in line
+    assert f"on {crash.first_rank or 'unknown rank'} in {crash.phase or 'unknown phase'}" in line
+    assert line.endswith(f"({crash.file}, line {crash.line})")
 
 
 def test_crash_line_of_a_multi_node_run_names_the_node() -> None:
     s = summarize_file(REAL / "040-mi355x-chained-keyerror-valueerror-unknown-model-type-at-launch.log")
     assert crash_line(s.crash, "node1").startswith("[watch] crash diagnosed on node1: ")
-    assert crash_line(dict(s.crash or {}, node="node2"), "node1").startswith("[watch] crash diagnosed on node2: ")
+    assert s.crash is not None
+    assert crash_line(replace(s.crash, node="node2"), "node1").startswith("[watch] crash diagnosed on node2: ")
 
 
 def test_crash_line_without_an_exception_or_a_file_says_so() -> None:
-    line = crash_line({"line": 7, "first_rank": None, "phase": None, "file": None})
+    line = crash_line(Crash(line=7, file=None, text="Killed"))
     assert line == "[watch] crash diagnosed: fatal error on unknown rank in unknown phase (line 7)"

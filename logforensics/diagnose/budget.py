@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.run import RunSummary
+from ..model.summary import Crash
 from ..units import gib
 from .sides import setting
 
@@ -98,7 +99,7 @@ def budget(run: RunSummary) -> Budget:
     reserved = p_min * (1 - f) if p_min is not None and f is not None else None
     rest = a_min - reserved if a_min is not None and reserved is not None else None
     cells = [r.kv_pool * 2**30 / r.kv_tokens for r in ranks if r.kv_pool and r.kv_tokens]
-    oom = (run.crash or {}).get("oom") or {}
+    oom = (run.crash.oom if run.crash else None) or {}
     bs = setting(run, "cuda_graph_max_bs")
     bs_list = next((m.get("capture_bs") for m in run.memory.values() if m.get("capture_bs")), None)
     if not isinstance(bs, int) and bs_list:
@@ -144,11 +145,11 @@ class Capture:
 
 
 def capture(run: RunSummary, base: Budget | None, fail: Budget) -> Capture | None:
-    crash = run.crash or {}
-    oom = crash.get("oom") or {}
-    if crash.get("phase") != "cuda_graph_capture" or not oom:
+    crash = run.crash
+    oom = (crash.oom if crash else None) or {}
+    if crash is None or crash.phase != "cuda_graph_capture" or not oom:
         return None
-    rank = crash.get("first_rank")
+    rank = crash.first_rank
     began = run.memory.get(rank or "", {}).get("capture_begin_avail_gib")
     free, tried = oom.get("free_gib"), oom.get("tried_gib")
     used = round(max(began - free, 0.0), 4) if began is not None and free is not None else None
@@ -189,20 +190,20 @@ class Advice:
         return Advice(None, {}, ())
 
 
-def advice(base: Budget | None, fail: Budget, crash: Mapping[str, Any] | None, cap: Capture | None) -> Advice:
+def advice(base: Budget | None, fail: Budget, crash: Crash | None, cap: Capture | None) -> Advice:
     if not crash or fail.p_min is None or fail.mem_fraction_static is None:
         return Advice.none()
-    if crash.get("phase") == "kv_cache_alloc":
+    if crash.phase == "kv_cache_alloc":
         return _kv_advice(base, fail, crash)
     if cap is not None:
         return _capture_advice(base, fail, cap)
     return Advice.none()
 
 
-def _kv_advice(base: Budget | None, fail: Budget, crash: Mapping[str, Any]) -> Advice:
+def _kv_advice(base: Budget | None, fail: Budget, crash: Crash) -> Advice:
     f, p = fail.mem_fraction_static, fail.p_min
     assert f is not None and p is not None
-    msg = crash.get("message") or ""
+    msg = crash.message or ""
     if not ("Not enough memory" in msg or "leave no GPU memory" in msg
             or (fail.kv_budget is not None and fail.kv_budget <= 0)) or fail.a_min is None:
         return Advice.none()

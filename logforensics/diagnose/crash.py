@@ -34,25 +34,25 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
     crash = run.crash
     if not crash:
         return None
-    frames = crash.get("frames") or []
-    chain = crash.get("chain") or []
+    frames = crash.frames
+    chain = crash.chain
     if chain and "OutOfMemory" in (chain[0].get("exception") or "") and chain[0].get("frames"):
         # "During handling of the above exception": the allocation failed in the first part.
         frames = frames[:chain[0]["frames"]]
     sglang_frames = [fr for fr in frames if "sglang" in (fr.get("path") or "")]
-    site = (sglang_frames or frames or [None])[-1]
-    oom = crash.get("oom") or {}
-    text_lines = (crash.get("text") or "").splitlines()
-    evidence = [ev(run, crash.get("line"), crash.get("first_rank"), text_lines[0] if text_lines else crash.get("text"))]
-    exc_at = crash.get("exception_line")
-    if exc_at and exc_at.get("line") != crash.get("line"):
-        evidence.append(ev(run, exc_at["line"], crash.get("first_rank"), exc_at["text"]))
+    site = (sglang_frames or frames)[-1] if frames else None
+    oom = crash.oom or {}
+    text_lines = (crash.text or "").splitlines()
+    evidence = [ev(run, crash.line, crash.first_rank, text_lines[0] if text_lines else crash.text)]
+    exc_at = crash.exception_line
+    if exc_at and exc_at.get("line") != crash.line:
+        evidence.append(ev(run, exc_at["line"], crash.first_rank, exc_at["text"]))
     tried, free = oom.get("tried_gib"), oom.get("free_gib")
     reserved = oom.get("reserved_unallocated_gib")
-    message = crash.get("message") or ""
+    message = crash.message or ""
     return CrashFacts(
-        first_rank=crash.get("first_rank"), ranks=tuple(r for r in crash.get("ranks") or [] if r),
-        phase=crash.get("phase"), exception=crash.get("exception"),
+        first_rank=crash.first_rank, ranks=tuple(r for r in crash.ranks if r),
+        phase=crash.phase, exception=crash.exception,
         cause=next((c.get("exception") for c in chain if c.get("exception")), None),
         message_head=_head(message), is_oom=bool(oom), oom=oom or None,
         shortfall_gib=round(tried - free, 6) if tried is not None and free is not None else None,
@@ -87,7 +87,7 @@ def hang_facts(run: RunSummary) -> HangFacts:
     hang = run.hang
     if not hang:
         return HangFacts(run.outcome == "hung")
-    silent = tuple(hang.get("silent_ranks") or [])
-    evidence = tuple(e for entry in hang.get("evidence", [])[:8] for e in ev_of(entry))
+    silent = tuple(hang.silent_ranks)
+    evidence = tuple(e for entry in hang.evidence[:8] for e in ev_of(entry))
     evidence += tuple(ev(run, run.last_seen[r]["line"], r, run.last_seen[r]["text"]) for r in silent if r in run.last_seen)
-    return HangFacts(True, silent, tuple(hang.get("ranks") or []), evidence)
+    return HangFacts(True, silent, tuple(hang.ranks), evidence)

@@ -126,7 +126,7 @@ def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) 
                 if b > 0 and abs(f - b) / b > TIME_REL_TOL and abs(f - b) > 5:
                     changed.append(d)
         rows[rank] = row
-    crash_rank = (fail.crash or {}).get("first_rank")
+    crash_rank = fail.crash.first_rank if fail.crash else None
     base_rank = next((b for b, f in pairs.items() if f == crash_rank), None)
     load_end = _mem_evidence(fail, crash_rank, "load_end_avail_gib") + _mem_evidence(base, base_rank, "load_end_avail_gib")
     bm = base.memory.get(base_rank or "", {})
@@ -267,22 +267,22 @@ def unbalanced(run: RunSummary) -> Unbalanced:
     """
     vals = {r: m["load_begin_avail_gib"] for r, m in run.memory.items() if m.get("load_begin_avail_gib") is not None}
     notices = run.notices.get("unbalanced_memory", [])
-    raised = [e for e in run.exceptions if "memory capacity is unbalanced" in (e.get("message") or "")]
+    raised = [e for e in run.exceptions if "memory capacity is unbalanced" in (e.message or "")]
     if not (vals or notices or raised):
         return Unbalanced(False)
     min_gib = local_gib = None
     for e in raised:
-        m = _UNBALANCED_NUMS.search(e.get("message") or "")
+        m = _UNBALANCED_NUMS.search(e.message or "")
         if m:
             min_gib, local_gib = float(m.group(1)), float(m.group(2))
-    raising = tuple(sorted({r for e in raised for r in e.get("ranks") or [] if r}))
+    raising = tuple(sorted({r for e in raised for r in e.ranks if r}))
     top = max([*vals.values(), *([local_gib] if local_gib else [])], default=None)
     low: dict[str, float | None] = {r: v for r, v in vals.items() if top and v < 0.9 * top}
     if raised and not low:  # the ranks that did not raise hold the minimum
         low = {r: (vals.get(r) if vals.get(r) is not None else min_gib) for r in run.ranks if r not in raising}
     evidence = [e for r in low for e in _mem_evidence(run, r, "load_begin_avail_gib")]
     evidence += [e for n in notices[:4] for e in ev_of(n)]
-    evidence += [ev(run, e["first_line"], (e.get("ranks") or [None])[0], (e.get("message") or "")[:300]) for e in raised[:2]]
+    evidence += [ev(run, e.first_line, (e.ranks or [None])[0], (e.message or "")[:300]) for e in raised[:2]]
     short = {r: round(top - v, 4) for r, v in low.items() if top is not None and v is not None}
     return Unbalanced(bool(low or notices or raised), top, min_gib, low, short, raising, tuple(evidence))
 

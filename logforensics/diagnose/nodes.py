@@ -118,14 +118,14 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
         if notice:
             out["missing_evidence"] = [{"file": notice.get("file") or failing.file, "line": notice.get("line"),
                                         "rank": None, "node": notice.get("node"), "text": notice.get("text", "")[:400]}]
-    crash = failing.crash or {}
+    crash = failing.crash
     if len(failing.nodes) < 2:
         return out
-    out["failed_node"] = crash.get("node")
-    out["order_uncertain"] = crash.get("order_uncertain")
-    if crash.get("node") and failing.outcome in ("crashed", "hung"):
+    out["failed_node"] = crash.node if crash else None
+    out["order_uncertain"] = crash.order_uncertain if crash else None
+    if crash and crash.node and failing.outcome in ("crashed", "hung"):
         for node, info in failing.nodes.items():
-            if node == crash["node"] or info.get("outcome") in ("crashed", "hung"):
+            if node == crash.node or info.get("outcome") in ("crashed", "hung"):
                 continue
             ranks = _ranks_of(failing, node)
             phases = {failing.phase_reached.get(r) for r in ranks}

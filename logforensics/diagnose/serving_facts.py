@@ -54,19 +54,19 @@ class TimerFacts:
 
 
 def timer_facts(run: RunSummary) -> TimerFacts:
-    hang = run.hang or {}
-    if not hang.get("timer"):
+    hang = run.hang
+    if not hang or not hang.timer:
         return TimerFacts(False, False)
-    c10d = hang["timer"].startswith("c10d")
-    coll = next((c for c in hang.get("collectives") or [] if c.get("op")), None) or \
-        next(iter(hang.get("collectives") or []), None)
+    c10d = hang.timer.startswith("c10d")
+    coll = next((c for c in hang.collectives or [] if c.get("op")), None) or \
+        next(iter(hang.collectives or []), None)
     collective = None
     if coll:
         collective = " ".join(x for x in (coll.get("op"), f"SeqNum={coll['seq']}" if coll.get("seq") is not None
                                           else None) if x)
-    behind = hang.get("behind") or {}
+    behind = hang.behind or {}
     mains = tuple({"rank": d.get("rank"), "function": d["main_function"], "location": d.get("main_location"),
-                   "line": d.get("line")} for d in hang.get("pyspy") or [] if d.get("main_function"))
+                   "line": d.get("line")} for d in hang.pyspy or [] if d.get("main_function"))
     env = dict(run.env or {})
     steps: list[Step] = []
     if c10d and str(env.get("NCCL_DEBUG", "")).upper() != "INFO":
@@ -81,7 +81,7 @@ def timer_facts(run: RunSummary) -> TimerFacts:
                           + (" (the log says it is disabled)" if flight_off else "")))
     serving = any(p == "serving" for p in (run.phase_reached or {}).values())
     if not mains and serving and "soft_watchdog_timeout" not in (run.launch_args or {}):
-        limit = min(hang.get("timeout_s") or 300, 300)
+        limit = min(hang.timeout_s or 300, 300)
         steps.append(Step(f"--soft-watchdog-timeout {int(limit // 2)}",
                           "SGLang dumps every scheduler's Python stack with py-spy (installed in the "
                           "container) before the hard timer fires, naming the function each rank is stuck in"))
@@ -89,12 +89,12 @@ def timer_facts(run: RunSummary) -> TimerFacts:
         steps.append(Step("py-spy dump --native --pid PID, for each sglang::scheduler process, while it hangs",
                           "the Python and native stack of every rank: the one that is not in the collective "
                           "is the one the others wait for (SGLang's watchdogs watch serving, not start-up)"))
-    evidence = tuple(ev(run, e.get("line"), e.get("rank"), e.get("text")) for e in (hang.get("evidence") or [])[:8])
+    evidence = tuple(ev(run, e.get("line"), e.get("rank"), e.get("text")) for e in (hang.evidence or [])[:8])
     return TimerFacts(
-        fired=bool(hang.get("timed_out")),
-        failure_not_timeout=hang["timer"] == "c10d_failure",
-        timer=hang["timer"], what=hang.get("what"), setting=hang.get("setting"), default_s=hang.get("default_s"),
-        timeout_s=hang.get("timeout_s"), note=hang.get("note"), ranks=tuple(hang.get("ranks") or ()),
+        fired=bool(hang.timed_out),
+        failure_not_timeout=hang.timer == "c10d_failure",
+        timer=hang.timer, what=hang.what, setting=hang.setting, default_s=hang.default_s,
+        timeout_s=hang.timeout_s, note=hang.note, ranks=tuple(hang.ranks or ()),
         collective=collective, behind=behind.get("rank"), behind_completed=behind.get("last_completed"),
         others_completed=behind.get("others_completed"), main_functions=mains,
         watchdog_timeout_set=(run.launch_args or {}).get("watchdog_timeout") if c10d else None,
@@ -165,8 +165,8 @@ def _first(run: RunSummary | None, metric: str) -> Mapping[str, Any] | None:
 
 
 def serving_facts(run: RunSummary, baseline: RunSummary | None = None) -> ServingFacts:
-    crash = run.crash or {}
-    runtime_oom = bool(crash.get("oom")) and crash.get("phase") == "serving"
+    crash = run.crash
+    runtime_oom = crash is not None and bool(crash.oom) and crash.phase == "serving"
     s = run.serving
     if not s:
         return ServingFacts(False, runtime_oom=runtime_oom)

@@ -159,7 +159,7 @@ def config_diff(fail: RunSummary, base: RunSummary) -> ConfigDiff:
 
 
 def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
-    crash_phase = (fail.crash or {}).get("phase")
+    crash_phase = fail.crash.phase if fail.crash else None
     out = []
     for diffs in (args, env):
         for key, d in diffs.items():
@@ -236,14 +236,15 @@ def _in_custom_ar(text: str) -> bool:
 def custom_ar(fail: RunSummary, base: RunSummary | None) -> CustomAllreduce:
     f = allreduce_state(fail)
     b = allreduce_state(base) if base else None
-    crash = fail.crash or {}
-    frames = tuple(fr for fr in crash.get("frames") or []
+    crash = fail.crash
+    frames = tuple(fr for fr in (crash.frames if crash else [])
                    if _in_custom_ar(fr.get("path") or "") or _in_custom_ar(fr.get("func") or ""))
-    in_message = "custom_all_reduce" in (crash.get("message") or "") or "custom_all_reduce" in (crash.get("text") or "")
+    in_message = crash is not None and ("custom_all_reduce" in (crash.message or "")
+                                        or "custom_all_reduce" in (crash.text or ""))
     failing_evidence = list(f.evidence) if f.forced else []
-    if frames or in_message:
-        failing_evidence += [e for e in ev_of({"file": fail.file, "line": crash.get("line"),
-                                               "rank": crash.get("first_rank"), "text": crash.get("text")})]
+    if crash and (frames or in_message):
+        failing_evidence += [e for e in ev_of({"file": fail.file, "line": crash.line,
+                                               "rank": crash.first_rank, "text": crash.text})]
     tp = setting(fail, "tp_size")
     world = int(tp) if isinstance(tp, (int, float)) and not isinstance(tp, bool) and tp >= 1 else None
     return CustomAllreduce(

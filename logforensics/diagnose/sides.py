@@ -130,16 +130,16 @@ class Coverage:
 def crash_phases(run: RunSummary) -> dict[str, str]:
     """Rank -> the phase its fatal error happened in, from the crash and each traceback."""
     out: dict[str, str] = {}
-    for exc in run.exceptions or []:
-        if exc.get("phase"):
-            for r in exc.get("ranks") or []:
-                if r and phase_index(exc["phase"]) > phase_index(out.get(r)):
-                    out[r] = exc["phase"]
-    crash = run.crash or {}
-    if crash.get("phase"):
-        for r in crash.get("ranks") or []:
+    for exc in run.exceptions:
+        if exc.phase:
+            for r in exc.ranks:
+                if r and phase_index(exc.phase) > phase_index(out.get(r)):
+                    out[r] = exc.phase
+    crash = run.crash
+    if crash and crash.phase:
+        for r in crash.ranks:
             if r and r not in out:
-                out[r] = crash["phase"]
+                out[r] = crash.phase
     return out
 
 
@@ -207,8 +207,8 @@ class Setup:
 
 def _gpu(run: RunSummary) -> str | None:
     """The GPU as an OOM message describes it: device API and total capacity."""
-    for exc in [run.crash or {}, *(run.exceptions or [])]:
-        oom = exc.get("oom") or {}
+    for oom in [run.crash.oom if run.crash else None, *(e.oom for e in run.exceptions)]:
+        oom = oom or {}
         if oom.get("total_gib"):
             return f"{oom.get('device') or 'GPU'} {oom['total_gib']:.1f} GiB"
     return None
@@ -236,7 +236,7 @@ def _same(key: str, a: Any, b: Any) -> bool:
 
 def tp_at_least(run: RunSummary) -> int | None:
     """The TP size the rank labels imply at least: a log that names TP7 has eight TP ranks or more."""
-    labels = [*run.ranks, *((run.crash or {}).get("ranks") or [])]
+    labels = [*run.ranks, *(run.crash.ranks if run.crash else [])]
     tps = [k[2] for k in (_rank_key(r) for r in labels if r) if k is not None]
     return max(tps) + 1 if tps else None
 

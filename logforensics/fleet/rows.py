@@ -107,18 +107,22 @@ def _median(stats: Mapping[str, Any] | None) -> float | None:
 def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | None], s: RunSummary,
              extra: Mapping[str, Any]) -> dict[str, Any]:
     """The ``runs`` row of a run's (combined) summary; ``extra`` holds what the events gave."""
-    crash = s.crash or {}
-    fp = crash.get("fingerprint") or {}
-    oom = crash.get("oom") or {}
+    crash = s.crash
+    fp = (crash.fingerprint if crash else None) or {}
+    oom = (crash.oom if crash else None) or {}
     values = settings(s)
     cov = s.coverage or {}
+
+    def of_crash(name: str) -> Any:
+        return getattr(crash, name) if crash else None
+
     return {
         "run_id": rid, "source": source, "files": list(files), "nodes": [n for n in nodes if n],
         "outcome": s.outcome, "outcome_reason": s.outcome_reason,
-        "first_rank": crash.get("first_rank"), "crash_phase": crash.get("phase"),
-        "exception": crash.get("exception"), "fingerprint": fp.get("id"),
+        "first_rank": of_crash("first_rank"), "crash_phase": of_crash("phase"),
+        "exception": of_crash("exception"), "fingerprint": fp.get("id"),
         "fingerprint_exception": fp.get("exception"), "fingerprint_function": fp.get("function"),
-        "crash_node": crash.get("node"), "crash_file": crash.get("file"), "crash_line": crash.get("line"),
+        "crash_node": of_crash("node"), "crash_file": of_crash("file"), "crash_line": of_crash("line"),
         "sglang_version": extra.get("sglang_version"), "model": _arg(s, MODEL_KEYS),
         **{k: _int(_arg(s, names)) for k, names in PARALLEL.items()},
         "gpu_device": oom.get("device"), "gpu_total_gib": oom.get("total_gib"),
@@ -134,7 +138,7 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
 
 def ranks_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:
     """One ``ranks`` row per rank of a run's summary, with the rank's node and file."""
-    crashed = set((s.crash or {}).get("ranks") or [])
+    crashed = set(s.crash.ranks if s.crash else [])
     by_rank = s.throughput.get("decode_by_rank") or {}
     rows = []
     for rank in s.ranks:

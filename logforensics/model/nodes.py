@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from .run import NO_RANK, RunSummary
-from .summary import RankRecord
+from .summary import Crash, DistinctException, Hang, RankRecord
 
 #: Seconds by which the clocks of two machines may disagree.
 CLOCK_SKEW_S = 5.0
@@ -172,7 +172,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     rank_nodes = {}
     rank_files: dict[str, str] = {}
     per_rank: dict[str, RankRecord] = {}
-    exceptions: list[dict[str, Any]] = []
+    exceptions: list[DistinctException] = []
     errors: list[dict[str, Any]] = []
     notices: dict[str, list[dict[str, Any]]] = {}
     warnings: list[str] = []
@@ -188,7 +188,8 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
                                   memory=_tag_evidence(rec.memory, rank_nodes[k]) if rec.memory else {})
         errors.extend(dict(e, node=labels[i]) for e in s.errors)
         for e in s.exceptions:
-            exceptions.append(dict(e, node=labels[i], ranks=[key(i, r) if r else r for r in e.get("ranks", [])]))
+            exceptions.append(DistinctException.from_dict(dict(e.to_dict(), node=labels[i],
+                                                               ranks=[key(i, r) if r else r for r in e.ranks])))
         for kind, items in s.notices.items():
             notices.setdefault(kind, []).extend(dict(n, node=labels[i]) for n in items[:64])
         warnings += [f"{p.file}: {w}" for w in s.warnings]
@@ -250,7 +251,7 @@ def _node_entry(p: NodeSummary, label: str | None) -> dict[str, Any]:
         "last_ts": last,
         "lines": (s.coverage or {}).get("lines_read"),
         "furthest": _furthest(s),
-        "crash": {k: (s.crash or {}).get(k) for k in ("first_rank", "phase", "exception", "line", "ts", "file")}
+        "crash": {k: getattr(s.crash, k) for k in ("first_rank", "phase", "exception", "line", "ts", "file")}
         if s.crash else None,
         "ready_line": (s.ready or {}).get("line"),
     }
@@ -267,8 +268,8 @@ def _furthest(s: RunSummary) -> dict[str, Any]:
 def _span(s: RunSummary) -> tuple[str | None, str | None]:
     stamps = [v.get("first_ts") for ph in s.phases.values() for v in ph.values() if v.get("first_ts")]
     stamps += [v.get("ts") for v in s.last_seen.values() if v.get("ts")]
-    if s.crash and s.crash.get("ts"):
-        stamps.append(s.crash["ts"])
+    if s.crash and s.crash.ts:
+        stamps.append(s.crash.ts)
     if s.ready and s.ready.get("ts"):
         stamps.append(s.ready["ts"])
     texts = [t for t in stamps if isinstance(t, str)]
@@ -292,25 +293,25 @@ def _when(ts: Any) -> datetime | None:
 
 
 def _first_failure(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any
-                   ) -> tuple[dict[str, Any] | None, str | None]:
+                   ) -> tuple[Crash | None, str | None]:
     """The crash of the node that failed first, tagged with its node, and a note when the
     order across nodes is uncertain."""
-    failed = [(i, p) for i, p in enumerate(parts) if p.summary.crash and p.summary.outcome in _FAILED]
+    failed = [(i, p, p.summary.crash) for i, p in enumerate(parts) if p.summary.crash and p.summary.outcome in _FAILED]
     if not failed:
         return None, None
-    failed.sort(key=lambda ip: (_when(ip[1].summary.crash.get("ts")) or datetime.max, ip[0]))  # type: ignore[union-attr]
-    i, p = failed[0]
-    c = dict(p.summary.crash or {})
+    failed.sort(key=lambda ipc: (_when(ipc[2].ts) or datetime.max, ipc[0]))
+    i, p, first = failed[0]
+    c = first.to_dict()
     c["node"] = labels[i]
-    c["file"] = c.get("file") or p.file
-    if c.get("first_rank"):
-        c["first_rank"] = key(i, c["first_rank"])
-    c["ranks"] = [key(j, r) for j, q in failed for r in (q.summary.crash or {}).get("ranks", [])]
-    c["nodes"] = [labels[j] for j, _ in failed]
+    c["file"] = first.file or p.file
+    if first.first_rank:
+        c["first_rank"] = key(i, first.first_rank)
+    c["ranks"] = [key(j, r) for j, _, q in failed for r in q.ranks]
+    c["nodes"] = [labels[j] for j, _, _ in failed]
     note = None
-    t0 = _when(c.get("ts"))
-    for j, q in failed[1:]:
-        t = _when((q.summary.crash or {}).get("ts"))
+    t0 = _when(first.ts)
+    for j, _, q in failed[1:]:
+        t = _when(q.ts)
         if t0 is None or t is None:
             note = f"the order of the failures on {labels[i]} and {labels[j]} is uncertain: one has no time stamp"
             break
@@ -320,27 +321,26 @@ def _first_failure(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any
                     "by which two machines' clocks may disagree: which failed first is uncertain")
             break
     c["order_uncertain"] = note
-    return c, note
+    return Crash.from_dict(c), note
 
 
-def _hang(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any) -> dict[str, Any] | None:
-    hung = [(i, p) for i, p in enumerate(parts) if p.summary.hang]
+def _hang(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any) -> Hang | None:
+    hung = [(i, p.summary.hang) for i, p in enumerate(parts) if p.summary.hang]
     if not hung:
         return None
-    i, p = min(hung, key=lambda ip: (_when(ip[1].summary.hang.get("evidence", [{}])[0].get("ts"))  # type: ignore[union-attr]
-                                     or datetime.max, ip[0]))
-    h = dict(p.summary.hang or {})
+    i, first = min(hung, key=lambda ih: (_when((ih[1].evidence or [{}])[0].get("ts")) or datetime.max, ih[0]))
+    h = first.to_dict()
     h["node"] = labels[i]
-    h["ranks"] = [key(j, r) for j, q in hung for r in (q.summary.hang or {}).get("ranks", [])]
+    h["ranks"] = [key(j, r) for j, q in hung for r in q.ranks]
     h["nodes"] = [labels[j] for j, _ in hung]
-    return h
+    return Hang.from_dict(h)
 
 
 def _outcome(parts: Sequence[NodeSummary], labels: Sequence[str], lead: NodeSummary,
-             crash: dict[str, Any] | None, note: str | None, hang: dict[str, Any] | None) -> tuple[str, str]:
+             crash: Crash | None, note: str | None, hang: Hang | None) -> tuple[str, str]:
     failed = [labels[i] for i, p in enumerate(parts) if p.summary.outcome in _FAILED]
     if failed:
-        i = labels.index(crash["node"]) if crash and crash.get("node") in failed else labels.index(failed[0])
+        i = labels.index(crash.node) if crash and crash.node in failed else labels.index(failed[0])
         s = parts[i].summary
         others = [n for n in labels if n != labels[i]]
         reason = f"{labels[i]} ({parts[i].file}): {s.outcome_reason}"

@@ -40,7 +40,7 @@ from .registry import HANDLERS, Handler
 from .serving import SERVING_KINDS, ServingObserver
 from .startup import Timeline
 from .stats import Series
-from .summary import RankRecord, RunSummary
+from .summary import Crash, DistinctException, Hang, RankRecord, RunSummary
 from .throughput import Throughput
 
 __all__ = ["MILESTONES", "NO_RANK", "RunModel", "RunSummary", "rank_sort_key"]
@@ -208,8 +208,9 @@ class RunModel:
             ranks=labels,
             per_rank=per_rank,
             crash=_with_fingerprint(copy.deepcopy(verdict.crash)),
-            exceptions=[_distinct_view(d, verdict.resolved) for d in self.failures.exceptions],
-            hang=copy.deepcopy(verdict.hang),
+            exceptions=[DistinctException.from_dict(_distinct_view(d, verdict.resolved))
+                        for d in self.failures.exceptions],
+            hang=Hang.from_dict(copy.deepcopy(verdict.hang)) if verdict.hang else None,
             errors=copy.deepcopy(verdict.errors),
             ready=dict(t.ready) if t.ready else None,
             throughput=self.throughput.to_dict(),
@@ -258,11 +259,12 @@ def _distinct_view(d: dict[str, Any], resolved: dict[int, dict[str, Any]]) -> di
 _TABLE = _dispatch_table()
 
 
-def _with_fingerprint(crash: dict[str, Any] | None) -> dict[str, Any] | None:
+def _with_fingerprint(crash: dict[str, Any] | None) -> Crash | None:
     """The crash with its fingerprint (``model.fingerprint``), the same across runs and versions."""
-    if crash is not None:
-        crash["fingerprint"] = fingerprint(crash)
-    return crash
+    if crash is None:
+        return None
+    crash["fingerprint"] = fingerprint(crash)
+    return Crash.from_dict(crash)
 #: Kinds that also feed the hang and serving observers (decode and prefill batches feed the
 #: serving observer from their handlers, model/throughput.py).
 _OBSERVED = HANG_KINDS | SERVING_KINDS

@@ -29,6 +29,136 @@ class SummaryFormatError(ValueError):
     """A JSON document that is not a run summary (``summary --json``)."""
 
 
+class _Keyed:
+    """A record that reads and writes its JSON object key for key.
+
+    Why the keys are kept: the forms differ in which keys they have (a crash seen only
+    as the parent's notice has no ``chain``; a run of several nodes adds ``node``), and
+    ``summary --json`` of a record read back must be the one that was saved. Keys this
+    version does not know are kept in ``extra``.
+    """
+
+    keys: tuple[str, ...]
+    extra: dict[str, Any]
+
+    @classmethod
+    def _names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls)) - {"keys", "extra"}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Any:
+        """The record of a JSON object (``to_dict``'s form)."""
+        if not isinstance(data, Mapping):
+            raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} is not an object")
+        names = cls._names()
+        try:
+            return cls(**{k: v for k, v in data.items() if k in names}, keys=tuple(data),  # type: ignore[call-arg]
+                       extra={k: v for k, v in data.items() if k not in names})
+        except TypeError as e:
+            raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} lacks a key ({e})") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object, with the keys it was made with, in their order."""
+        names = self._names()
+        return {k: getattr(self, k) if k in names else self.extra[k] for k in self.keys}
+
+
+@dataclass(frozen=True)
+class Crash(_Keyed):
+    """What stopped the run (``model.outcome``): the first fatal record after the server
+    was last ready, each field from the first fatal record that shows it; or, with no
+    traceback in the log, the parent's notice that a child died (``evidence``)."""
+
+    line: int
+    file: str | None
+    text: str
+    first_rank: str | None = None
+    ranks: list[str] = field(default_factory=list)
+    phase: str | None = None
+    exception: str | None = None
+    message: str | None = None
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    #: the exceptions this one was raised while handling, outermost last
+    chain: list[dict[str, Any]] = field(default_factory=list)
+    #: an out-of-memory message's figures (``read.oom``)
+    oom: dict[str, Any] | None = None
+    #: the line that names the exception {line, text}, when it is not the first
+    exception_line: dict[str, Any] | None = None
+    source: str | None = None
+    native: bool = False
+    rank_inferred_from: str | None = None
+    end_line: int | None = None
+    ts: str | None = None
+    #: fatal records (one per rank that printed one)
+    count: int = 0
+    sigquit_lines: list[int] = field(default_factory=list)
+    #: the parent's notices, when they are all the log shows of the crash
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    #: the crash's identity across runs and versions (``model.fingerprint``)
+    fingerprint: dict[str, Any] | None = None
+    #: a run of several nodes: the node that failed first, every node that failed, and a
+    #: note when the nodes' clocks cannot tell which was first
+    node: str | None = None
+    nodes: list[str] = field(default_factory=list)
+    order_uncertain: str | None = None
+    keys: tuple[str, ...] = field(default=(), repr=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Hang(_Keyed):
+    """Evidence that the run hung: watchdog and store timeouts (``evidence``, ``ranks``),
+    and the timer, collectives and py-spy dumps of ``model.hang``."""
+
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    first_line: int | None = None
+    ranks: list[str] = field(default_factory=list)
+    #: ranks that fell behind the others (the ones the others wait on)
+    silent_ranks: list[str] = field(default_factory=list)
+    timer: str | None = None
+    timed_out: bool = False
+    ends_run: bool = False
+    timeout_s: float | None = None
+    setting: str | None = None
+    default_s: float | None = None
+    what: str | None = None
+    note: str | None = None
+    source: str | None = None
+    families: list[str] = field(default_factory=list)
+    collectives: list[dict[str, Any]] = field(default_factory=list)
+    behind: dict[str, Any] | None = None
+    pyspy: list[dict[str, Any]] = field(default_factory=list)
+    exit_code: int | None = None
+    first_ts: str | None = None
+    dropped: int = 0
+    node: str | None = None
+    nodes: list[str] = field(default_factory=list)
+    keys: tuple[str, ...] = field(default=(), repr=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class DistinctException(_Keyed):
+    """One distinct traceback of the run and the ranks that printed it (``occurrences``:
+    rank, line, end_line, ts, oom of each)."""
+
+    exception: str | None
+    message: str | None
+    text: str
+    first_line: int
+    phase: str | None = None
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    chain: list[dict[str, Any]] = field(default_factory=list)
+    oom: dict[str, Any] | None = None
+    end_line: int | None = None
+    file: str | None = None
+    ranks: list[str | None] = field(default_factory=list)
+    occurrences: list[dict[str, Any]] = field(default_factory=list)
+    node: str | None = None
+    keys: tuple[str, ...] = field(default=(), repr=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
 @dataclass(frozen=True)
 class RankRecord:
     """One rank of the run: the phase it reached, each phase's first and last lines,
@@ -55,12 +185,12 @@ class RunSummary:
     outcome_reason: str
     ranks: list[str]
     per_rank: dict[str, RankRecord]
-    crash: dict[str, Any] | None
-    exceptions: list[dict[str, Any]]
+    crash: Crash | None
+    exceptions: list[DistinctException]
     #: errors ranks logged and went on after: an OOM message outside a traceback, a
     #: traceback after which its rank printed more of its course
     errors: list[dict[str, Any]]
-    hang: dict[str, Any] | None
+    hang: Hang | None
     ready: dict[str, Any] | None
     throughput: dict[str, Any]
     server_args: dict[str, Any]
@@ -103,7 +233,11 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``summary --json``)."""
-        return {key: getattr(self, key) for key in JSON_KEYS}
+        out = {key: getattr(self, key) for key in JSON_KEYS}
+        out["crash"] = self.crash.to_dict() if self.crash else None
+        out["hang"] = self.hang.to_dict() if self.hang else None
+        out["exceptions"] = [e.to_dict() for e in self.exceptions]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunSummary:
@@ -124,4 +258,7 @@ class RunSummary:
         }
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         values.setdefault("errors", [])
+        values["crash"] = Crash.from_dict(data["crash"]) if data["crash"] else None
+        values["hang"] = Hang.from_dict(data["hang"]) if data["hang"] else None
+        values["exceptions"] = [DistinctException.from_dict(e) for e in data["exceptions"] or []]
         return cls(per_rank=per_rank, **values)

@@ -205,13 +205,13 @@ def _tracebacks(label: str, run: RunSummary, r: Redactor) -> str:
         return ""
     out = [f"### {label}: first traceback of each distinct failure\n"]
     for exc in run.exceptions[:_MAX_TRACEBACKS]:
-        ranks = ", ".join(str(x) for x in exc.get("ranks") or []) or "rank not shown"
-        lines = (exc.get("text") or "").splitlines()
+        ranks = ", ".join(str(x) for x in exc.ranks or []) or "rank not shown"
+        lines = (exc.text or "").splitlines()
         shown = lines[:_TRACEBACK_LINES]
         more = f"\n... {len(lines) - len(shown)} more lines" if len(lines) > len(shown) else ""
-        where = f"line {exc.get('first_line')}" if exc.get("first_line") else ""
-        out.append(f"**{exc.get('exception') or 'traceback cut before its exception'}** on {ranks} "
-                   f"({len(exc.get('occurrences') or [])} occurrence(s), first at {where}; phase {exc.get('phase') or '?'})\n")
+        where = f"line {exc.first_line}" if exc.first_line else ""
+        out.append(f"**{exc.exception or 'traceback cut before its exception'}** on {ranks} "
+                   f"({len(exc.occurrences or [])} occurrence(s), first at {where}; phase {exc.phase or '?'})\n")
         out.append(_fence(r("\n".join(shown)) + more) + "\n")
     if len(run.exceptions) > _MAX_TRACEBACKS:
         out.append(f"_{len(run.exceptions) - _MAX_TRACEBACKS} more distinct tracebacks in `summary --json`._\n")

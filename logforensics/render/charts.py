@@ -155,17 +155,17 @@ def _rank_crashes(r: RunSummary) -> dict[str, dict[str, Any]]:
     if not crash:
         return out
     for exc in r.exceptions:
-        for occ in exc.get("occurrences") or []:
+        for occ in exc.occurrences or []:
             rank = occ.get("rank")
-            if rank and rank in (crash.get("ranks") or []) and rank not in out:
-                out[rank] = {"phase": exc.get("phase") or crash.get("phase"), "line": occ.get("line"),
+            if rank and rank in (crash.ranks or []) and rank not in out:
+                out[rank] = {"phase": exc.phase or crash.phase, "line": occ.get("line"),
                              "ts": occ.get("ts"),
-                             "exception": exc.get("exception") or "", "file": exc.get("file") or r.file}
-    for rank in crash.get("ranks") or []:
-        out.setdefault(rank, {"phase": crash.get("phase"), "line": crash.get("line") if rank == crash.get("first_rank") else None,
-                              "ts": crash.get("ts") if rank == crash.get("first_rank") else None,
-                              "exception": crash.get("exception") or ("native abort" if crash.get("native") else ""),
-                              "file": crash.get("file") or r.file})
+                             "exception": exc.exception or "", "file": exc.file or r.file}
+    for rank in crash.ranks or []:
+        out.setdefault(rank, {"phase": crash.phase, "line": crash.line if rank == crash.first_rank else None,
+                              "ts": crash.ts if rank == crash.first_rank else None,
+                              "exception": crash.exception or ("native abort" if crash.native else ""),
+                              "file": crash.file or r.file})
     return out
 
 

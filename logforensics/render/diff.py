@@ -66,7 +66,7 @@ def memory_table(d: Diagnosis, console: Console) -> Table:
         t.add_column(title, justify="right")
     assert d.baseline is not None
     ranks = list(dict.fromkeys(d.baseline.ranks + d.failing.ranks))
-    crashed = set((d.failing.crash or {}).get("ranks") or [])
+    crashed = set(d.failing.crash.ranks if d.failing.crash else [])
     for rank in ranks:
         b = d.baseline.memory.get(rank, {})
         f = d.failing.memory.get(rank, {})

@@ -321,9 +321,9 @@ def _crash_marks(label: str, r: RunSummary) -> list[CrashMark]:
         where = _where(c["file"], c["line"]) if c["line"] is not None else "(line not known)"
         marks.append(CrashMark(label, rank, c["phase"] or "unknown phase", where, c["exception"] or "fatal error"))
     if r.crash and not marks:
-        marks.append(CrashMark(label, "unknown rank", r.crash.get("phase") or "unknown phase",
-                               _where(r.crash.get("file") or r.file, r.crash.get("line")),
-                               r.crash.get("exception") or ("native abort" if r.crash.get("native") else "fatal error")))
+        marks.append(CrashMark(label, "unknown rank", r.crash.phase or "unknown phase",
+                               _where(r.crash.file or r.file, r.crash.line),
+                               r.crash.exception or ("native abort" if r.crash.native else "fatal error")))
     return marks
 
 
@@ -426,21 +426,21 @@ def _config_rows(items: Mapping[str, SettingDiff]) -> tuple[ConfigRow, ...]:
 def _tracebacks(label: str, r: RunSummary) -> list[TracebackView]:
     out = []
     for exc in r.exceptions:
-        ranks = [k for k in exc.get("ranks") or [] if k]
+        ranks = [k for k in exc.ranks or [] if k]
         out.append(TracebackView(
-            label, exc.get("exception") or "(exception type not printed)",
-            _head(exc.get("message")),
+            label, exc.exception or "(exception type not printed)",
+            _head(exc.message),
             ", ".join(ranks) if ranks else "rank not printed",
-            exc.get("phase") or "unknown phase",
-            _where(exc.get("file") or r.file, exc.get("first_line")),
-            len(exc.get("occurrences") or []) or 1,
-            exc.get("text") or ""))
+            exc.phase or "unknown phase",
+            _where(exc.file or r.file, exc.first_line),
+            len(exc.occurrences or []) or 1,
+            exc.text or ""))
     if not out and r.crash:  # a native abort or torn traceback: no exception record, show what was printed
         c = r.crash
-        out.append(TracebackView(label, c.get("exception") or ("native abort" if c.get("native") else "fatal error"),
-                                 _head(c.get("message")),
-                                 ", ".join(c.get("ranks") or []) or "rank not printed", c.get("phase") or "unknown phase",
-                                 _where(c.get("file") or r.file, c.get("line")), c.get("count") or 1, c.get("text") or ""))
+        out.append(TracebackView(label, c.exception or ("native abort" if c.native else "fatal error"),
+                                 _head(c.message),
+                                 ", ".join(c.ranks or []) or "rank not printed", c.phase or "unknown phase",
+                                 _where(c.file or r.file, c.line), c.count or 1, c.text or ""))
     return out
 
 

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.run import RunSummary
+from ..model.summary import Crash
 from ..units import fmt, gib
 from .console import clip, plain, printable
 
@@ -56,7 +57,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
         for title, _ in MEMORY_COLUMNS:
             t.add_column(title, justify="right")
         t.add_column("last line", justify="right")
-        crashed = set((s.crash or {}).get("ranks") or [])
+        crashed = set(s.crash.ranks if s.crash else [])
         for rank in s.ranks:
             mem = s.memory.get(rank, {})
             label = plain(rank, "red" if rank in crashed else "")
@@ -79,23 +80,23 @@ def render_summary(s: RunSummary, console: Console) -> None:
             role = f" [{info['role']}]" if info.get("role") else ""
             console.print(f"  {node}{role}: {info['outcome']} ({info['file']}, {info.get('lines')} lines)",
                           markup=False, highlight=False)
-    if s.crash and s.crash.get("node"):
-        console.print(f"First failure on {s.crash['node']} ({s.crash.get('file')})"
-                      + (f"; {s.crash['order_uncertain']}" if s.crash.get("order_uncertain") else ""),
+    if s.crash and s.crash.node:
+        console.print(f"First failure on {s.crash.node} ({s.crash.file})"
+                      + (f"; {s.crash.order_uncertain}" if s.crash.order_uncertain else ""),
                       markup=False, highlight=False)
 
     if s.crash:
         console.print(render_crash(s.crash))
-    if len(s.exceptions) > 1 or (s.exceptions and len(s.exceptions[0]["ranks"]) > 1):
+    if len(s.exceptions) > 1 or (s.exceptions and len(s.exceptions[0].ranks) > 1):
         console.print(Text("Tracebacks (distinct, with the ranks that raised each):"))
         for exc in s.exceptions:
-            ranks = ", ".join(r or "?" for r in exc["ranks"])
-            lines = ", ".join(str(o["line"]) for o in exc["occurrences"][:8])
-            console.print(plain(f"  {exc.get('exception') or '(no exception line)'} on {ranks} (lines {lines})"))
+            ranks = ", ".join(r or "?" for r in exc.ranks)
+            lines = ", ".join(str(o["line"]) for o in exc.occurrences[:8])
+            console.print(plain(f"  {exc.exception or '(no exception line)'} on {ranks} (lines {lines})"))
     if s.hang:
-        evidence = [clip(printable(f"line {h['line']}: {h['text']}"), 160) for h in s.hang["evidence"][:5]]
-        if s.hang.get("silent_ranks"):
-            evidence.insert(0, printable("behind the others: " + ", ".join(s.hang["silent_ranks"])))
+        evidence = [clip(printable(f"line {h['line']}: {h['text']}"), 160) for h in s.hang.evidence[:5]]
+        if s.hang.silent_ranks:
+            evidence.insert(0, printable("behind the others: " + ", ".join(s.hang.silent_ranks)))
         console.print(Panel(Text("\n".join(evidence)), title=Text("Hang evidence"), border_style="yellow", expand=False))
 
     dec = s.throughput.get("decode_gen_tok_s", {})
@@ -123,16 +124,16 @@ def render_summary(s: RunSummary, console: Console) -> None:
         console.print(plain(f"warning: {warning}", "yellow"))
 
 
-def render_crash(crash: dict[str, Any]) -> Panel:
+def render_crash(crash: Crash) -> Panel:
     rows: list[Any] = []
-    exc = crash.get("exception") or ("native abort" if crash.get("native") else "(exception line not in log)")
-    rows.append(Text.assemble(("first rank: ", "bold"), plain(crash.get("first_rank") or "unknown"),
-                              ("  phase: ", "bold"), plain(crash.get("phase") or "unknown"),
-                              ("  ranks: ", "bold"), plain(", ".join(r for r in crash.get("ranks") or [] if r) or "-")))
+    exc = crash.exception or ("native abort" if crash.native else "(exception line not in log)")
+    rows.append(Text.assemble(("first rank: ", "bold"), plain(crash.first_rank or "unknown"),
+                              ("  phase: ", "bold"), plain(crash.phase or "unknown"),
+                              ("  ranks: ", "bold"), plain(", ".join(r for r in crash.ranks or [] if r) or "-")))
     rows.append(Text.assemble(("exception: ", "bold"), plain(exc)))
-    if crash.get("message"):
-        rows.append(plain(crash["message"], lines=True, limit=600))
-    oom = crash.get("oom")
+    if crash.message:
+        rows.append(plain(crash.message, lines=True, limit=600))
+    oom = crash.oom
     if oom:
         rows.append(Text(
             "OOM: tried {t}; total {T}; free {F}; in use {U}; allocated by PyTorch {A}; "
@@ -140,8 +141,8 @@ def render_crash(crash: dict[str, Any]) -> Panel:
                 t=gib(oom.get("tried_gib")), T=gib(oom.get("total_gib")), F=gib(oom.get("free_gib")),
                 U=gib(oom.get("in_use_gib")), A=gib(oom.get("allocated_gib")),
                 R=gib(oom.get("reserved_unallocated_gib")))))
-    frames = crash.get("frames") or []
-    chain = crash.get("chain") or []
+    frames = crash.frames or []
+    chain = crash.chain or []
     # In a chained traceback Python prints the cause first: the innermost frames of the
     # cause are where the failure happened, not those of the exception raised while handling it.
     cause = chain[0] if chain and chain[0].get("frames") else None
@@ -152,6 +153,6 @@ def render_crash(crash: dict[str, Any]) -> Panel:
         head = f"innermost frames of the cause ({cause.get('exception') or 'unknown'})" if cause else "innermost frames"
         rows.append(Text(printable(head) + ":\n" + "\n".join(
             printable(f"  {f.get('path')}:{f.get('line')} in {f.get('func')}") for f in inner)))
-    rows.append(plain(f"evidence: {crash.get('file')}:{crash.get('line')}"
-                      + (f"-{crash.get('end_line')}" if crash.get("end_line") not in (None, crash.get("line")) else "")))
+    rows.append(plain(f"evidence: {crash.file}:{crash.line}"
+                      + (f"-{crash.end_line}" if crash.end_line not in (None, crash.line) else "")))
     return Panel(Group(*rows), title=Text("Crash"), border_style="red", expand=False)

@@ -166,11 +166,11 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
     if state.crash_at is not None:
         final = state.diagnose()
         others = final.failing.exceptions
-        if len(others) > 1 or (others and len(others[0]["ranks"]) > 1):
+        if len(others) > 1 or (others and len(others[0].ranks) > 1):
             status_console.print(Text("[watch] tracebacks by rank:"))
             for tb in others:
-                status_console.print(plain(f"  {tb.get('exception')}: {', '.join(r or '?' for r in tb['ranks'])} "
-                                           f"(first at line {tb['first_line']})"))
+                status_console.print(plain(f"  {tb.exception}: {', '.join(r or '?' for r in tb.ranks)} "
+                                           f"(first at line {tb.first_line})"))
         if report_path:
             from ..render.html import write_html
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..diagnose.engine import Diagnosis
 from ..model.run import rank_sort_key
+from ..model.summary import Crash
 from ..render.console import plain
 from ..render.diff import render_diagnosis
 from ..render.terminal import table_box
@@ -75,26 +76,27 @@ class PlainStatus:
             self.console.print(Text("[watch] server ready"))
 
 
-def crash_line(crash: dict[str, Any] | None, node: str | None = None) -> str:
+def crash_line(crash: Crash | None, node: str | None = None) -> str:
     """The one-line crash notice both watch modes print: what failed (and the exception it
     was raised while handling), the rank, the phase, the node of a multi-node run, and
     where in which file."""
-    crash = crash or {}
-    cause = next((c.get("exception") for c in crash.get("chain") or [] if c.get("exception")), None)
-    what = (crash.get("exception") or "fatal error") + (f" (while handling {cause})" if cause else "")
-    on = crash.get("node") or node
-    where = f"{crash['file']}, line {crash.get('line')}" if crash.get("file") else f"line {crash.get('line')}"
+    if crash is None:
+        return "[watch] crash diagnosed: fatal error (not in the summary)"
+    cause = next((c.get("exception") for c in crash.chain if c.get("exception")), None)
+    what = (crash.exception or "fatal error") + (f" (while handling {cause})" if cause else "")
+    on = crash.node or node
+    where = f"{crash.file}, line {crash.line}" if crash.file else f"line {crash.line}"
     return (f"[watch] crash diagnosed{f' on {on}' if on else ''}: {what} on "
-            f"{crash.get('first_rank') or 'unknown rank'} in {crash.get('phase') or 'unknown phase'} ({where})")
+            f"{crash.first_rank or 'unknown rank'} in {crash.phase or 'unknown phase'} ({where})")
 
 
 def print_crash(d: Diagnosis, console: Console) -> None:
     """The full traceback(s), deduplicated across ranks, then the diagnosis."""
     for exc in d.failing.exceptions:
-        ranks = ", ".join(r or "?" for r in exc["ranks"])
-        title = f"{exc.get('exception') or 'crash'} on {ranks} (line {exc['first_line']})"
-        console.print(Panel(plain(exc["text"], lines=True), title=plain(title), border_style="red", expand=False))
+        ranks = ", ".join(r or "?" for r in exc.ranks)
+        title = f"{exc.exception or 'crash'} on {ranks} (line {exc.first_line})"
+        console.print(Panel(plain(exc.text, lines=True), title=plain(title), border_style="red", expand=False))
     if not d.failing.exceptions and d.failing.crash:
-        console.print(Panel(plain(d.failing.crash.get("text") or "", lines=True), title=Text("crash"),
+        console.print(Panel(plain(d.failing.crash.text or "", lines=True), title=Text("crash"),
                             border_style="red", expand=False))
     render_diagnosis(d, console)
