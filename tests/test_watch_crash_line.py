@@ -34,3 +34,23 @@ def test_crash_line_of_a_multi_node_run_names_the_node() -> None:
 def test_crash_line_without_an_exception_or_a_file_says_so() -> None:
     line = crash_line(Crash(line=7, file=None, text="Killed"))
     assert line == "[watch] crash diagnosed: fatal error on unknown rank in unknown phase (line 7)"
+
+
+def test_tracebacks_by_rank_are_printed_one_way_by_summary_and_watch() -> None:
+    from rich.console import Console
+
+    from logforensics.render.terminal import print_tracebacks
+
+    s = summarize_file(REAL.parent / "diff" / "capture_oom_max_bs" / "failing.log")
+    assert len(s.exceptions) > 1 or len(s.exceptions[0].ranks) > 1
+    outs = []
+    for prefix in ("", "[watch] "):
+        console = Console(width=300, record=True)
+        print_tracebacks(s.exceptions, console, prefix)
+        outs.append(console.export_text())
+    assert outs[1] == "[watch] " + outs[0]
+    for exc in s.exceptions:
+        assert f"on {', '.join(r or '?' for r in exc.ranks)} (lines {exc.occurrences[0]['line']}" in outs[0]
+    one = Console(width=300, record=True)
+    print_tracebacks(s.exceptions[:1] if len(s.exceptions[0].ranks) == 1 else [], one)
+    assert one.export_text() == ""  # one traceback of one rank is the crash panel's

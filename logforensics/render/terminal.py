@@ -6,6 +6,7 @@ Memory figures are GiB (SGLang's "GB" is GiB).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich import box
@@ -15,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.run import RunSummary
-from ..model.summary import Crash
+from ..model.summary import Crash, DistinctException
 from ..units import fmt, gib
 from .console import clip, plain, printable
 
@@ -87,12 +88,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
 
     if s.crash:
         console.print(render_crash(s.crash))
-    if len(s.exceptions) > 1 or (s.exceptions and len(s.exceptions[0].ranks) > 1):
-        console.print(Text("Tracebacks (distinct, with the ranks that raised each):"))
-        for exc in s.exceptions:
-            ranks = ", ".join(r or "?" for r in exc.ranks)
-            lines = ", ".join(str(o["line"]) for o in exc.occurrences[:8])
-            console.print(plain(f"  {exc.exception or '(no exception line)'} on {ranks} (lines {lines})"))
+    print_tracebacks(s.exceptions, console)
     if s.hang:
         evidence = [clip(printable(f"line {h['line']}: {h['text']}"), 160) for h in s.hang.evidence[:5]]
         if s.hang.silent_ranks:
@@ -122,6 +118,18 @@ def render_summary(s: RunSummary, console: Console) -> None:
                             f"{printable(item['example'])}", limit=160))
     for warning in s.warnings:
         console.print(plain(f"warning: {warning}", "yellow"))
+
+
+def print_tracebacks(exceptions: Sequence[DistinctException], console: Console, prefix: str = "") -> None:
+    """The distinct tracebacks and the ranks that raised each, when there is more than one
+    traceback or more than one rank (one traceback of one rank is the crash panel's)."""
+    if not (len(exceptions) > 1 or (exceptions and len(exceptions[0].ranks) > 1)):
+        return
+    console.print(plain(prefix + "Tracebacks (distinct, with the ranks that raised each):"))
+    for exc in exceptions:
+        ranks = ", ".join(r or "?" for r in exc.ranks)
+        lines = ", ".join(str(o["line"]) for o in exc.occurrences[:8])
+        console.print(plain(f"  {exc.exception or '(no exception line)'} on {ranks} (lines {lines})"))
 
 
 def render_crash(crash: Crash) -> Panel:

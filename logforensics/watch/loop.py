@@ -8,13 +8,13 @@ import time
 from typing import Any
 
 from rich.live import Live
-from rich.text import Text
 
 from ..diagnose.rulespec import RuleError, load_rules
 from ..ingest import InputError, LiveRun
 from ..outputs import EXIT_FINDINGS as EXIT_CRASH
 from ..outputs import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, OutputError, check_writable
 from ..render.console import make_console, plain
+from ..render.terminal import print_tracebacks
 from ..sources import Chunk, Follower, Notice, SourceError
 from ..sources.base import OPENED
 from .state import WatchState, follow
@@ -165,12 +165,7 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
         code = EXIT_CRASH if state.crash_at is not None else EXIT_OK
     if state.crash_at is not None:
         final = state.diagnose()
-        others = final.failing.exceptions
-        if len(others) > 1 or (others and len(others[0].ranks) > 1):
-            status_console.print(Text("[watch] tracebacks by rank:"))
-            for tb in others:
-                status_console.print(plain(f"  {tb.exception}: {', '.join(r or '?' for r in tb.ranks)} "
-                                           f"(first at line {tb.first_line})"))
+        print_tracebacks(final.failing.exceptions, status_console, "[watch] ")
         if report_path:
             from ..render.html import write_html
 
