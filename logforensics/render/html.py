@@ -380,13 +380,14 @@ def budget_rows(d: Diagnosis) -> tuple[BudgetRow, ...]:
         f = fail.get(key)
         if b is None and f is None:
             continue
-        if key in _NOT_GIB:
-            nd = 0 if key == "cell_bytes" else 3
-            rows.append(BudgetRow(label, how, fmt(b, nd, missing="—") if base is not None else None,
-                                  fmt(f, nd, missing="—")))
-        else:
-            rows.append(BudgetRow(label, how, gib(b, missing="—") if base is not None else None, gib(f, missing="—")))
+        rows.append(BudgetRow(label, how, _budget_cell(key, b) if base is not None else None, _budget_cell(key, f)))
     return tuple(rows)
+
+
+def _budget_cell(key: str, value: Any) -> str:
+    if key in _NOT_GIB:
+        return fmt(value, 0 if key == "cell_bytes" else 3, missing="—")
+    return gib(value, missing="—")
 
 
 def _advice(a: Advice) -> AdviceView | None:
