@@ -127,6 +127,28 @@ def test_generated_log_read_by_worker_processes(restarts_log: Path) -> None:
     _same_but_series(got, want)
 
 
+def test_ranges_go_through_a_bounded_window(restarts_log: Path) -> None:
+    """No more than ``window`` ranges are submitted and not yet merged at any time, and the
+    result is still the one-pass summary."""
+    want = _sequential(restarts_log)
+    ranges = parallel.choose_ranges(str(restarts_log), restarts_log.stat().st_size, 64 << 10)
+    seen = {"out": 0, "most": 0}
+
+    class Future:
+        def __init__(self, job: tuple) -> None:
+            self.value = parallel._read_range(job)
+            seen["out"] += 1
+            seen["most"] = max(seen["most"], seen["out"])
+
+        def result(self) -> parallel.RangeResult:
+            seen["out"] -= 1
+            return self.value
+
+    run = parallel.read_ranges(str(restarts_log), str(restarts_log), ranges, submit=Future, window=3)
+    assert len(ranges) > 20 and seen == {"out": 0, "most": 3}
+    _same_but_series(json.loads(json.dumps(run.summary().to_dict(), default=str)), want)
+
+
 def test_summary_goes_parallel_for_large_files(restarts_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``summarize_file`` (what ``summary`` and ``diff`` call) takes the parallel path on the
     pure-Python reader (the compiled one reads on one core)."""

@@ -29,6 +29,10 @@ How the result stays that of one sequential pass:
   is approximated (``Series.merge``); every other summary figure is exact
   (``tests/test_parallel.py`` checks this on every fixture with boundaries everywhere).
 
+Ranges are submitted through a window of twice the workers (``read_ranges``): at most
+that many finished or running ranges wait for the merge, so the parent's memory stays
+flat however many ranges a file has.
+
 Small files, standard input and pipes are read sequentially, as are files when only one
 core is usable or ``LOGFORENSICS_WORKERS=1``. The file is read up to the size it had when
 reading began.
@@ -143,7 +147,7 @@ def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
         return None
     try:
         run = read_ranges(p, name, ranges, progress=progress, submit=lambda job: pool.submit(_read_range, job),
-                          node=node)
+                          node=node, window=2 * workers)
     except BrokenProcessPool:
         raise InputError(f"{p}: a worker process died while reading (out of memory?); "
                          "LOGFORENSICS_WORKERS=1 reads the file in one process") from None
@@ -163,21 +167,28 @@ class _Done(NamedTuple):
 
 def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 progress: Callable[[int], None] | None = None,
-                submit: Callable[[tuple], Any] | None = None, node: str | None = None) -> LiveRun:
+                submit: Callable[[tuple], Any] | None = None, node: str | None = None,
+                window: int = 4) -> LiveRun:
     """Read ``ranges`` (consecutive, starting at line starts) of the file into a new run.
 
     ``submit(job)`` starts reading one range and returns a future whose ``result()`` is
     its ``RangeResult``: a process pool's ``submit``, or by default the job done at once
-    in this process (tests). This process counts the lines of each range, which
-    gives the next range's first line number, while the workers read the earlier ones.
+    in this process (tests). At most ``window`` ranges are submitted and not yet merged,
+    so finished results do not pile up in this process while it merges an earlier one.
+    This process counts the lines of each range, which gives the next range's first line
+    number, while the workers read the earlier ones.
     """
     submit = submit or (lambda job: _Done(_read_range(job)))
     last = len(ranges) - 1
+    window = max(1, window)
     first_lines: list[int] = []
-    handles = []
-    for k, (a, b) in enumerate(ranges):
-        first_lines.append(first_lines[-1] + _count_lines((path, ranges[k - 1][0], a)) if k else 0)
-        handles.append(submit((path, name, k, a, b, first_lines[k], k == last, node)))
+    handles: dict[int, Any] = {}
+
+    def submit_until(limit: int) -> None:
+        for k in range(len(first_lines), min(limit, len(ranges))):
+            a, b = ranges[k]
+            first_lines.append(first_lines[-1] + _count_lines((path, ranges[k - 1][0], a)) if k else 0)
+            handles[k] = submit((path, name, k, a, b, first_lines[k], k == last, node))
 
     parser = IncrementalParser(name, node=node)  # the run's parser: it only sums the ranges' counts
     model = RunModel(name)
@@ -186,9 +197,9 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     stats = parser.stats
     decode_errors = 0
     again: LiveRun | None = None  # the parent's own reader, while it reads ranges again
-    for k in range(len(handles)):
-        res = handles[k].result()
-        handles[k] = None  # let the range's model go once merged: memory stays flat
+    for k in range(len(ranges)):
+        submit_until(k + window)
+        res = handles.pop(k).result()  # the range's model goes once merged: memory stays flat
         if again is None and not res.open_at_end and (k == 0 or model.merge_problem(res.model) is None):
             if k == 0:
                 model = res.model  # nothing came before the first range: its model is the run's
