@@ -14,6 +14,13 @@ setup(
             sources=["logforensics/read/_scan.c"],
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
-        )
+        ),
+        Extension(
+            "logforensics.read._emit",
+            sources=["logforensics/read/_emit.c"],
+            depends=["logforensics/read/_shape.h"],
+            optional=True,
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+        ),
     ]
 )

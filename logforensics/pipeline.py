@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from functools import partial
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .diagnose.engine import Diagnosis, evaluate
 from .diagnose.rulespec import load_rules
@@ -24,7 +24,10 @@ from .read.fastpath import LineClassifier
 from .read.parser import IncrementalParser
 
 __all__ = ["InputError", "LiveRun", "RunFiles", "diagnose_files", "diagnose_runs", "iter_events",
-           "iter_run_events", "load_run", "run_files", "summarize_file", "summarize_run"]
+           "iter_run_events", "load_run", "run_files", "summarize_file", "summarize_run", "write_run_jsonl"]
+
+if TYPE_CHECKING:
+    from .render.jsonl import JsonlStats
 
 RunArgs = str | Sequence[str] | RunFiles
 
@@ -53,6 +56,19 @@ def iter_run_events(run: RunArgs, *, progress: Callable[[int], None] | None = No
     for f in _files(run).files:
         yield from iter_events(f.path, node=resolve_node(f), progress=progress,
                                warn=None if warn is None else partial(warn, f.path))
+
+
+def write_run_jsonl(run: RunArgs, out: IO[bytes], *, wanted: Collection[str] = (),
+                    progress: Callable[[int], None] | None = None,
+                    warn: Callable[[str, str], None] | None = None, errors: str = "strict") -> list[JsonlStats]:
+    """The jsonl rows of ``iter_run_events`` (kinds ``wanted``, or all) written to ``out``
+    (binary, UTF-8) by the compiled row writer (``read.emit.available()`` must be true)."""
+    from .ingest.runset import resolve_node
+    from .render.jsonl import write_jsonl
+
+    return [write_jsonl(f.path, out, node=resolve_node(f), wanted=wanted, progress=progress, errors=errors,
+                        warn=None if warn is None else partial(warn, f.path))
+            for f in _files(run).files]
 
 
 def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,

@@ -67,14 +67,41 @@ def _parse_out(run: RunFiles, fmt: str, output: str, wanted: set[str], advance: 
         if fmt in ("csv", "parquet"):
             _write_frame(events, fmt, output)
             return
+        if fmt == "jsonl" and _jsonl_fast(run, output, wanted, advance):
+            return
+        from ..render.jsonl import event_line
+
         with open_output(output, "w") as out:
             for ev in events:
-                if fmt == "jsonl":
-                    out.write(json.dumps(ev.to_dict(), ensure_ascii=False, default=str) + "\n")
-                else:
-                    out.write(_table_line(ev) + "\n")
+                out.write(event_line(ev) if fmt == "jsonl" else _table_line(ev) + "\n")
     except BrokenPipeError:
         _silence_broken_pipe()
+
+
+def _jsonl_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> bool:
+    """jsonl with the compiled row writer, when it is built and the output takes UTF-8;
+    False (nothing written) otherwise."""
+    import sys
+
+    from ..pipeline import write_run_jsonl
+    from ..read import emit
+    from ..render.jsonl import fast_encoding
+
+    errors = "strict"
+    if output == "-":
+        if not fast_encoding(getattr(sys.stdout, "encoding", None)) or not hasattr(sys.stdout, "buffer"):
+            return False
+        errors = sys.stdout.errors or "strict"
+        sys.stdout.flush()
+    if not emit.available():
+        return False
+    try:
+        with open_output(output, "wb") as out:
+            write_run_jsonl(run, out, wanted=wanted, progress=advance, errors=errors,
+                            warn=lambda path, msg: click.echo(f"logforensics: warning: {path}: {msg}", err=True))
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    return True
 
 
 def _events_or_fail(run: RunFiles, progress: Any = None):

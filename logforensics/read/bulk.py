@@ -52,14 +52,36 @@ _CONV = {int: 0, float: 1}
 _BOOL = 2
 
 
+class LineScanner(Protocol):
+    """What ``IncrementalParser.feed_bulk`` drives: a C scanner of the classifier's plain
+    plans (:class:`BulkScanner`: columns; ``emit.JsonlEmitter``: rows of output)."""
+
+    taken: int
+
+    @property
+    def rank_names(self) -> list[str | None]:
+        """Rank text by the scanner's rank id."""
+
+    def learn(self) -> None:
+        """Register the plain plans learned since the last call."""
+
+    def set_ready(self, table: bytes | bytearray) -> None:
+        """Which (class, rank id) lines may be taken now."""
+
+    def scan(self, buf: bytes, pos: int, line: int) -> Any:
+        """Take lines of ``buf`` from ``pos`` on (numbered from ``line``): a segment whose
+        first two items are the offset where it stopped and the lines taken."""
+
+
 class BulkSink(Protocol):
     """Where ``IncrementalParser.feed_bulk`` sends what it reads (the run model's feed)."""
 
     def ready_table(self, rank_names: list[str | None]) -> bytes | bytearray:
         """Which (class, rank id) lines may be taken as columns now (see ``set_ready``)."""
 
-    def apply(self, seg: Segment, first_line: int, scanner: BulkScanner, buf: bytes) -> None:
-        """Take a segment of ``seg[1]`` lines of ``buf``, the first numbered ``first_line``."""
+    def apply(self, seg: Any, first_line: int, scanner: Any, buf: bytes) -> None:
+        """Take a segment of ``seg[1]`` lines of ``buf``, the first numbered ``first_line``
+        (``seg``: what ``scanner.scan`` returned)."""
 
     def observe(self, events: Sequence[Event]) -> None:
         """Take the events of lines read on the exact path."""
@@ -157,8 +179,9 @@ class BulkScanner:
         """``table[cls * 256 + rank_id]`` non-zero: such lines may be taken."""
         self.scanner.set_ready(table)
 
-    def scan(self, buf: bytes, pos: int) -> Segment:
-        """Take lines of ``buf`` (whole lines, each ending in a newline) from ``pos`` on."""
+    def scan(self, buf: bytes, pos: int, line: int = 0) -> Segment:
+        """Take lines of ``buf`` (whole lines, each ending in a newline) from ``pos`` on
+        (``line``: the number of the first, which the columns do not need)."""
         return self.scanner.scan(buf, pos)
 
     def stamp(self, buf: bytes, start: int, end: int, plan_id: int) -> tuple[str, Any]:

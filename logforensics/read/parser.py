@@ -30,7 +30,7 @@ from .fastpath import LineClassifier
 from .segments import SNIFF_BYTES, looks_binary
 
 if TYPE_CHECKING:
-    from .bulk import BulkScanner, BulkSink
+    from .bulk import BulkSink, LineScanner
 
 #: Bytes read (and events built) at a time. Small on purpose: a block's events are alive
 #: until the run model has seen them, and 32 KiB of them (about 250 lines) stay in the CPU
@@ -116,7 +116,7 @@ class IncrementalParser:
                 out.extend(assembler.step(ev))
         return out
 
-    def feed_bulk(self, chunk: bytes, scanner: BulkScanner, sink: BulkSink) -> None:
+    def feed_bulk(self, chunk: bytes, scanner: LineScanner, sink: BulkSink) -> None:
         """``feed``, with the events going to ``sink``: in columns where ``scanner`` takes
         the lines, as events otherwise. The parser's state and statistics end up exactly
         as ``feed`` leaves them. The chunk is not copied.
@@ -149,7 +149,7 @@ class IncrementalParser:
         line = self._bulk_lines(chunk, pos, cut + 1, line, scanner, sink)
         self.stats.lines += line - first
 
-    def _bulk_lines(self, buf: bytes, pos: int, end: int, line: int, scanner: BulkScanner, sink: BulkSink) -> int:
+    def _bulk_lines(self, buf: bytes, pos: int, end: int, line: int, scanner: LineScanner, sink: BulkSink) -> int:
         """Read the whole lines of ``buf[pos:end]``, the first numbered ``line``; returns the
         number of the line after them."""
         assembler = self.assembler
@@ -158,7 +158,7 @@ class IncrementalParser:
         scanner.set_ready(sink.ready_table(scanner.rank_names))
         while pos < end:
             if assembler.open is None:
-                seg = scanner.scan(buf, pos)
+                seg = scanner.scan(buf, pos, line)
                 if seg[1]:
                     sink.apply(seg, line, scanner, buf)
                     line += seg[1]

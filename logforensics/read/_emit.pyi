@@ -1,0 +1,20 @@
+"""Types of the optional C extension built from ``_emit.c``."""
+
+from typing import Any
+
+OP_LINE: int
+OP_TEXT: int
+OP_STR: int
+OP_ISO: int
+OP_INT: int
+OP_FLOAT: int
+OP_BOOL: int
+OP_WORD: int
+OP_STRIP: int
+OP_RCOLON: int
+
+class Emitter:
+    shapes: int
+    def __init__(self) -> None: ...
+    def add(self, key: bytes, kind: int, ops: list[Any]) -> bool: ...
+    def scan(self, buf: bytes, pos: int, first_line: int) -> tuple[int, int, bytes, dict[int, int]]: ...

@@ -1,0 +1,170 @@
+"""Write the rows of ``parse --format jsonl`` for whole blocks of lines, in C, from the plans.
+
+The fast path (``fastpath.py``) keeps one plan per digit-masked line shape, learned from
+the grammar. :class:`JsonlEmitter` turns each plain plan (one record filling the line)
+into a *template*: the literal JSON text of the event's object (``{"kind":
+"decode_batch", "rank": "``...) interleaved with the spans of the line to insert, each
+with the conversion its plan's converter stands for, the line number and the line's text.
+The optional C extension ``_emit`` then walks a block: it looks each line's shape up,
+fills the template and appends the row to one output buffer; it stops at the first line
+it cannot take, which the caller reads on the exact path (in order, with its line
+number) before scanning on (``IncrementalParser.feed_bulk``). Nothing here knows a log
+format: kinds, spans and converters all come from the grammar's plans.
+
+A template gives byte for byte what ``json.dumps(event.to_dict(), ensure_ascii=False)``
+gives for the event ``build_event`` makes of the line: the keys in ``to_dict``'s order,
+and values converted by ``int``, ``float``, ``str``, ``str.strip``, the grammar's bool
+and word converters and ``strip_colon`` (the C converters refuse any text these would
+read differently, and that line then goes the exact way), constants as ``json.dumps``
+writes them. A plan with any other converter is not registered: its lines go the exact
+way. ``LOGFORENSICS_PURE=1`` or a missing extension disables this path
+(:func:`available`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .fastpath import LineClassifier
+from .plan import _DATE_TO_ISO, Plan, _no_stamp
+from .values import strip_colon, to_bool, to_word
+
+_emit: ModuleType | None
+try:  # the optional C extension (built by pip where a compiler is available)
+    from . import _emit
+except ImportError:  # pragma: no cover - platforms without it
+    _emit = None
+
+
+def available() -> bool:
+    """Whether rows are written in C (not disabled by ``LOGFORENSICS_PURE``)."""
+    return _emit is not None and os.environ.get("LOGFORENSICS_PURE", "").strip() not in ("1", "yes", "true")
+
+
+def _codes() -> dict[Any, int]:
+    assert _emit is not None
+    return {int: _emit.OP_INT, float: _emit.OP_FLOAT, str: _emit.OP_STR, str.strip: _emit.OP_STRIP,
+            to_bool: _emit.OP_BOOL, to_word: _emit.OP_WORD, strip_colon: _emit.OP_RCOLON}
+
+
+class JsonlEmitter:
+    """The C row writer, fed with the plain plans a :class:`LineClassifier` has learned.
+
+    Every row names ``file`` and, when not None, ``node`` (the values the parser's
+    events carry); ``wanted`` (kinds): lines of other kinds are taken and write nothing.
+    ``encoding`` is the output's (ASCII-compatible). It has the scanner's interface that
+    ``IncrementalParser.feed_bulk`` calls: ``learn``, ``set_ready``, ``rank_names``,
+    ``scan`` and ``taken``.
+    """
+
+    def __init__(self, classifier: LineClassifier, file: str | None, node: str | None,
+                 wanted: frozenset[str] = frozenset(), encoding: str = "utf-8", errors: str = "strict") -> None:
+        assert _emit is not None
+        self.classifier = classifier
+        self.file = file
+        self.node = node
+        self.wanted = wanted
+        self.encoding = encoding
+        self.errors = errors
+        self.emitter = _emit.Emitter()
+        self.codes = _codes()
+        self.rank_names: list[str | None] = [None]
+        self.kinds: dict[str, int] = {}
+        self.refused = 0  # plain plans left to the exact path
+        self.taken = 0  # lines taken (counted by the parser)
+        self.by_kind: dict[str, int] = {}
+        self._learned = 0
+
+    def _lit(self, text: str) -> bytes:
+        return text.encode(self.encoding, self.errors)
+
+    def _json(self, value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+    def learn(self) -> None:
+        """Register the plain plans the classifier learned since the last call."""
+        plain = self.classifier.plain
+        new = len(plain) - self._learned
+        if new <= 0:
+            return
+        self._learned = len(plain)
+        items = list(plain.items())[-new:] if new < len(plain) else list(plain.items())
+        for key, plan in items:
+            ops = self.template(plan, len(key))
+            if ops is None or len(self.kinds) >= 255 and plan.kind not in self.kinds:
+                self.refused += 1
+                continue
+            code = self.kinds.setdefault(plan.kind, len(self.kinds))
+            self.emitter.add(key, code, ops)
+
+    def template(self, plan: Plan, n: int) -> list[Any] | None:
+        """The ops of a plan's rows (for lines of ``n`` bytes), or None if C cannot write them."""
+        if self.wanted and plan.kind not in self.wanted:
+            return []
+        values: dict[str, Any] = {"kind": self._json(plan.kind)}
+        values["rank"] = "null" if plan.rank_slice is None else self._span(plan.rank_slice, n, str)
+        if plan.ts_slice is None or plan.ts_conv is _no_stamp:
+            values["ts"] = "null"
+        elif plan.ts_conv is str or plan.ts_conv is _DATE_TO_ISO:
+            values["ts"] = self._span(plan.ts_slice, n, str, plan.ts_conv is _DATE_TO_ISO)
+        else:
+            return None
+        values["file"] = self._json(self.file)
+        values["line"] = _emit_line()
+        if self.node is not None:
+            values["node"] = self._json(self.node)
+        for name, (where, conv) in plan.spec.items():
+            if name in values:
+                continue
+            values[name] = self._json(conv) if where is None else self._span(where, n, conv)
+        values["text"] = _emit_text()
+        if any(value is None for value in values.values()):
+            return None
+        ops: list[Any] = []
+        lit = ["{"]
+        for i, (name, value) in enumerate(values.items()):
+            lit.append(("" if i == 0 else ", ") + self._json(name) + ": ")
+            if isinstance(value, str):
+                lit.append(value)
+                continue
+            ops.append(self._lit("".join(lit)))
+            lit = []
+            ops.append(value)
+        lit.append("}\n")
+        ops.append(self._lit("".join(lit)))
+        return ops
+
+    def _span(self, where: slice, n: int, conv: Callable[[str], Any], iso: bool = False) -> Any:
+        a, b, step = where.indices(n)
+        code = self.codes.get(conv)
+        if step != 1 or code is None:
+            return None
+        assert _emit is not None
+        return (_emit.OP_ISO if iso else code, a, max(a, b))
+
+    def set_ready(self, table: bytes | bytearray) -> None:
+        """Every line of a registered shape may be taken: nothing to declare."""
+
+    def scan(self, buf: bytes, pos: int, line: int) -> tuple[int, int, bytes, dict[int, int]]:
+        """Write the rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered ``line``."""
+        return self.emitter.scan(buf, pos, line)
+
+    def count(self, counts: dict[int, int]) -> None:
+        """Add a segment's lines taken per kind code to ``by_kind``."""
+        names = list(self.kinds)
+        for code, n in counts.items():
+            self.by_kind[names[code]] = self.by_kind.get(names[code], 0) + n
+
+
+def _emit_line() -> int:
+    assert _emit is not None
+    return int(_emit.OP_LINE)
+
+
+def _emit_text() -> int:
+    assert _emit is not None
+    return int(_emit.OP_TEXT)

@@ -1,0 +1,214 @@
+"""``parse --format jsonl`` written in C (``read/emit.py``) is byte for byte the exact path's.
+
+The rows of the lines whose shape has a plain plan are written by the compiled row
+writer, every other line by ``event_line`` of the parser's events. Here both are compared
+with the exact path (every event through ``event_line``, as with ``LOGFORENSICS_PURE=1``)
+on every fixture, on logs of both generators, on lines that are torn, redrawn with ``\\r``,
+not ASCII, escaped or garbage, with ``--kind`` and on runs of several files; the number
+conversions against ``json.dumps`` of Python's ``int``/``float``; and the share of lines the
+C writer takes, so that a path that silently gave every line to the exact path would fail.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_fastpath import FIXTURES, synthetic_log
+
+from logforensics.pipeline import iter_events
+from logforensics.read import emit
+from logforensics.read.fastpath import LineClassifier
+from logforensics.read.plan import Plan
+from logforensics.read.values import strip_colon, to_bool, to_word
+from logforensics.render.jsonl import event_line, write_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "logforensics"]
+compiled = pytest.mark.skipif(emit._emit is None, reason="the C row writer is not built here")
+pytestmark = compiled
+
+MORE = sorted(p for p in (ROOT / "fixtures").rglob("*.log") if p not in FIXTURES)
+
+
+def _exact(path: Path, node: str | None = None, wanted: tuple[str, ...] = ()) -> bytes:
+    rows = (event_line(ev) for ev in iter_events(str(path), node=node) if not wanted or ev.kind in wanted)
+    return "".join(rows).encode("utf-8")
+
+
+def _fast(path: Path, node: str | None = None, wanted: tuple[str, ...] = ()) -> tuple[bytes, object]:
+    out = io.BytesIO()
+    stats = write_jsonl(str(path), out, node=node, wanted=wanted)
+    return out.getvalue(), stats
+
+
+def _same(path: Path, node: str | None = None, wanted: tuple[str, ...] = ()) -> object:
+    fast, stats = _fast(path, node, wanted)
+    exact = _exact(path, node, wanted)
+    if fast != exact:  # the first differing row, to read
+        for i, (a, b) in enumerate(zip(fast.splitlines(), exact.splitlines(), strict=False)):
+            assert a == b, f"{path.name}: row {i + 1} differs"
+        assert len(fast) == len(exact), f"{path.name}: {len(fast)} bytes against {len(exact)}"
+    return stats
+
+
+@pytest.mark.parametrize("path", FIXTURES + MORE, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
+def test_every_fixture_byte_for_byte(path: Path) -> None:
+    _same(path)
+
+
+def test_a_node_and_kinds(tmp_path: Path) -> None:
+    path = FIXTURES[0]
+    _same(path, node="node-7")
+    for wanted in (("decode_batch",), ("http_access", "prefill_batch", "exception"), ("other",)):
+        _same(path, wanted=wanted)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Small logs of both generators: restarts, torn and interleaved lines, every prefix
+    style, DP-attention ranks, several seeds."""
+    out = tmp_path_factory.mktemp("generated")
+    runs = [
+        ("gen_sglang_log.py", ["--size", "2M", "--seed", "7"]),
+        ("gen_sglang_log.py", ["--size", "1M", "--seed", "3", "--prefix-style", "dp-tp", "--decode-ranks", "all",
+                               "--torn-rate", "0.03", "--interleave-rate", "0.03", "--crash-rate", "0.3"]),
+        ("gen_sglang_log.py", ["--size", "1M", "--seed", "5", "--prefix-style", "tp-ep"]),
+        ("gen_sglang_log.py", ["--size", "1M", "--seed", "9", "--prefix-style", "pp-tp", "--ranks", "4"]),
+        ("gen_serving_log.py", ["--size", "2M"]),
+        ("gen_serving_log.py", ["--size", "1M", "--all-ranks", "--seed", "11"]),
+        ("gen_serving_log.py", ["--size", "1M", "--seed", "4", "--tp", "4", "--start", "2026-03-29 00:30:00"]),
+    ]
+    paths = []
+    for i, (script, args) in enumerate(runs):
+        path = out / f"{i}-{script[:-3]}.log"
+        subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "-o", str(path)], check=True,
+                       timeout=120)
+        paths.append(path)
+    return paths
+
+
+def test_generated_logs_byte_for_byte_and_mostly_in_c(generated: list[Path]) -> None:
+    lines = taken = 0
+    for path in generated:
+        stats = _same(path)
+        # Most lines of these logs are records of known shapes (the crash-heavy one has
+        # many traceback lines, which the exact path assembles): written in C.
+        assert stats.taken >= 0.5 * stats.lines, (path.name, stats)
+        assert stats.by_kind.get("decode_batch", 0) > 100, (path.name, stats)
+        lines += stats.lines
+        taken += stats.taken
+    assert taken >= 0.9 * lines
+
+
+def _mutate(line: str, rng: random.Random) -> str:
+    """A line as real logs damage it: cut, glued, redrawn, escaped, not ASCII, garbage."""
+    pick = rng.randrange(9)
+    if pick == 0:
+        return line[: rng.randrange(len(line) + 1)]  # torn
+    if pick == 1:
+        return line + "\r" + line[: len(line) // 2]  # a tqdm-like redraw
+    if pick == 2:
+        at = rng.randrange(len(line) + 1)
+        return line[:at] + rng.choice(['"', "\\", "\t", "é", "\u2028", "\x7f", "\x01"]) + line[at:]
+    if pick == 3:
+        return line.replace("1", "12345678901234567890123", 1)  # a number too long for C
+    if pick == 4:
+        return line.replace(".", "e", 1)
+    if pick == 5:
+        return line + " \x1b[31mred\x1b[0m"
+    if pick == 6:
+        return "".join(chr(rng.randrange(1, 0x250)) for _ in range(rng.randrange(1, 80)))
+    if pick == 7:
+        return line.replace("0", "-0", 1)
+    return line
+
+
+def test_damaged_lines_byte_for_byte(generated: list[Path], tmp_path: Path) -> None:
+    rng = random.Random(11)
+    for source in (generated[1], generated[5]):
+        lines = source.read_text(encoding="utf-8").split("\n")[:6000]
+        out = [(_mutate(line, rng) if rng.random() < 0.3 else line) for line in lines]
+        data = "\n".join(out).encode("utf-8", "surrogatepass")
+        garbage = bytes(rng.randrange(256) for _ in range(20000))
+        path = tmp_path / f"damaged-{source.name}"
+        path.write_bytes(data[: len(data) // 2] + garbage + b"\n" + data[len(data) // 2:] + b"no newline at the end")
+        stats = _same(path)
+        assert stats.taken > 0.3 * stats.lines
+    path = tmp_path / "synthetic.log"
+    path.write_bytes(synthetic_log())
+    _same(path)
+    path = tmp_path / "binary.log"
+    path.write_bytes(bytes(rng.randrange(256) for _ in range(200000)))
+    _same(path)
+
+
+def _written(conv: object, text: str) -> bytes | None:
+    """What the C writer makes of ``text`` in a field converted by ``conv`` (None: not taken)."""
+    plan = Plan.make("x", None, None, (("v", 0, len(text), conv),))
+    writer = emit.JsonlEmitter(LineClassifier(None), None, None)
+    ops = writer.template(plan, len(text))
+    assert ops is not None
+    writer.emitter.add(text.encode(), 0, ops)
+    stop, lines, out, _ = writer.scan(text.encode() + b"\n", 0, 1)
+    return out if lines else None
+
+
+def _number(rng: random.Random) -> str:
+    digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(0, 20)))
+    text = rng.choice(["", "-", "+"]) + digits
+    if rng.random() < 0.7:
+        text += "." + "".join(rng.choice("0123456789") for _ in range(rng.randrange(0, 20)))
+    if rng.random() < 0.2:
+        text += rng.choice("eE") + rng.choice(["", "-", "+"]) + str(rng.randrange(0, 400))
+    return text
+
+
+@pytest.mark.parametrize("conv", [int, float], ids=["int", "float"])
+def test_numbers_as_json_dumps_writes_them(conv: type) -> None:
+    rng = random.Random(5)
+    taken = 0
+    for _ in range(20000):
+        text = _number(rng)
+        got = _written(conv, text)
+        if got is None:
+            continue  # left to the exact path
+        taken += 1
+        row = json.loads(got)
+        assert got == (json.dumps({**row, "v": conv(text)}, ensure_ascii=False) + "\n").encode(), text
+    assert taken > 2000
+
+
+def test_words_and_strings() -> None:
+    texts = ["True", "true", "False", "false", "None", "x", "", "  pad  ", 'q"u\\o\tte', "a::", ":"]
+    for conv in (str, str.strip, to_bool, to_word, strip_colon):
+        for text in texts:
+            got = _written(conv, text)
+            assert got is not None
+            row = json.loads(got)
+            assert got == (json.dumps({**row, "v": conv(text)}, ensure_ascii=False) + "\n").encode(), (conv, text)
+
+
+def _cli(args: list[str], pure: bool) -> subprocess.CompletedProcess:
+    env = {"LOGFORENSICS_PURE": "1"} if pure else {"LOGFORENSICS_PURE": "0"}
+    import os
+
+    return subprocess.run(CLI + args, capture_output=True, timeout=300, env={**os.environ, **env})
+
+
+def test_cli_multi_file_and_kind_as_the_pure_path(tmp_path: Path) -> None:
+    run = ROOT / "fixtures" / "multinode" / "tp8_two_nodes" / "failing"
+    for extra in ([], ["--kind", "decode_batch", "--kind", "exception"]):
+        fast = _cli(["parse", "--format", "jsonl", *extra, str(run)], pure=False)
+        exact = _cli(["parse", "--format", "jsonl", *extra, str(run)], pure=True)
+        assert fast.returncode == exact.returncode == 0, fast.stderr
+        assert fast.stdout == exact.stdout and fast.stdout
+        assert b'"node": ' in fast.stdout
+        out = tmp_path / "out.jsonl"
+        assert _cli(["parse", "--format", "jsonl", *extra, "-o", str(out), str(run)], pure=False).returncode == 0
+        assert out.read_bytes() == exact.stdout
