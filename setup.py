@@ -1,6 +1,7 @@
-"""Build hook: the optional C scanner (see logforensics/read/_scan.c).
+"""Build hook: the optional C scanner (logforensics/read/_scan.c), the JSON-lines emitter
+(read/_emit.c) and the serving windows (model/_windows.c).
 
-Everything else is declared in pyproject.toml. The extension is optional: where no C
+Everything else is declared in pyproject.toml. The extensions are optional: where no C
 compiler or Python headers are available, ``pip install .`` still succeeds and the
 pure-Python path reads logs with identical results.
 """
@@ -19,6 +20,12 @@ setup(
             "logforensics.read._emit",
             sources=["logforensics/read/_emit.c"],
             depends=["logforensics/read/_shape.h"],
+            optional=True,
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+        ),
+        Extension(
+            "logforensics.model._windows",
+            sources=["logforensics/model/_windows.c"],
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
         ),

@@ -2,19 +2,23 @@
 
 The bulk reader hands decode and prefill records to the serving observer as rows
 (``read/bulk.py`` ``Rows``): the stamp already read as seconds in C, the figures as
-doubles, folded into the per-window aggregates by ``_scan.window_add``. Each piece is
-checked here against the Python it replaces: the stamp reading against
-``serving.seconds`` (which reads naive stamps as UTC on every machine), ``window_add``
-against ``_Windows.add`` one value at a time (windows widened on the way), and
-``window_fold`` against ``_fold``. ``test_bulk.py`` compares whole summaries.
+doubles, folded into the per-window aggregates (``model/_windows.c``: parallel arrays) by
+``_windows.windows_add``. Each piece is checked here against the Python it replaces: the
+stamp reading against ``serving.seconds`` (which reads naive stamps as UTC on every
+machine), ``windows_add`` against the pure twin's ``add`` one value at a time (windows
+widened on the way), the compiled windows against the pure twin through adding, widening,
+merging and pickling, and the summary's loops in C against theirs in Python.
+``test_bulk.py`` compares whole summaries.
 """
 
 from __future__ import annotations
 
 import calendar
+import copy
 import json
 import math
 import os
+import pickle
 import struct
 import subprocess
 import sys
@@ -26,14 +30,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logforensics.model import serving
+from logforensics.model import changepoints, serving
+from logforensics.model import windows as windows_mod
 from logforensics.model.clock import iso, seconds
-from logforensics.model.serving import _fold, _Windows
+from logforensics.model.windows import _PyWindows
 from logforensics.read import bulk
 
 ROOT = Path(__file__).resolve().parent.parent
 _scan = bulk._scan
-compiled = pytest.mark.skipif(_scan is None, reason="the C scanner is not built here")
+_windows = windows_mod.cwindows
+compiled = pytest.mark.skipif(_scan is None or _windows is None, reason="the C extensions are not built here")
 
 
 def test_naive_stamps_are_read_as_utc_whatever_the_machine_zone() -> None:
@@ -114,22 +120,31 @@ _ROW = st.tuples(st.floats(1.5e9, 1.5e9 + 5000, allow_nan=False), _VALUES, _VALU
                  st.integers(1, 2))
 
 
+def _same(got: Any, want: _PyWindows) -> None:
+    """Compiled windows equal to the pure twin's: width, cells in order, their types."""
+    assert got.width == want.width
+    assert got.items() == want.items()
+    for (_, c), (_, d) in zip(got.items(), want.items()):
+        assert [type(x) for x in c] == [type(x) for x in d]
+    assert got.keys() == want.keys() and len(got) == len(want)
+    assert got.texts() == want.texts() and got.first_line() == want.first_line()
+
+
 @compiled
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_ROW, max_size=200), st.integers(1, 3), st.integers(2, 12), st.booleans(), st.booleans(),
        st.sampled_from([1, 3, 4]))
-def test_window_add_equals_adding_one_by_one(rows: list[tuple[float, float | None, float | None, int, int]],
-                                             rid: int, most: int, fallback: bool, require: bool, width: int) -> None:
+def test_windows_add_equals_adding_one_by_one(rows: list[tuple[float, float | None, float | None, int, int]],
+                                              rid: int, most: int, fallback: bool, require: bool, width: int) -> None:
     """Rows of one class and rank (the others skipped), the first present of the value
     columns, rows without the required column skipped; windows widened when more than
-    ``most``: the cells, sums and texts of ``_Windows.add``, value by value."""
-    assert _scan is not None
+    ``most``: the cells, sums and texts of ``_PyWindows.add``, value by value."""
+    assert _scan is not None and _windows is not None
     raw = _rows(rows)
     buf = b"".join(f"{i:09d}\n".encode() for i in range(len(rows)))
-    want = _Windows(width)
-    got = _Windows(width)
-    monkey = serving._MAX_WINDOWS
-    serving._MAX_WINDOWS = most
+    want = _PyWindows(width)
+    monkey = windows_mod.MAX_WINDOWS
+    windows_mod.MAX_WINDOWS = most
     try:
         first_line = 40
         for i, (sec, a, b, r, c) in enumerate(rows):
@@ -137,44 +152,163 @@ def test_window_add_equals_adding_one_by_one(rows: list[tuple[float, float | Non
             if c != 1 or r != rid or value is None or (require and b is None):
                 continue
             want.add(sec, float(value), first_line + i, f"{i:09d}"[:5])
-        index = _scan.group_rows(raw).get((1, rid), b"")
-        start = 0
-        while start < len(index) // 4:
-            start, widen = _scan.window_add(got.cells, got.width, most, raw, index, (0, 1) if fallback else (0,),
-                                            1 if require else -1, 5, buf, first_line, start)
-            if widen:
-                got.coarsen(got.width * 2)
-        whole = _Windows(width)  # one call for the segment: widening in C
-        _scan.windows_add([(whole, index, (0, 1) if fallback else (0,), 1 if require else -1, 5)], most, raw, buf,
-                          first_line)
     finally:
-        serving._MAX_WINDOWS = monkey
-    assert (whole.width, list(whole.cells.items())) == (want.width, list(want.cells.items()))
-    assert got.width == want.width
-    assert list(got.cells.items()) == list(want.cells.items())
-    for c, d in zip(got.cells.values(), want.cells.values()):
-        assert [type(x) for x in c] == [type(x) for x in d]
+        windows_mod.MAX_WINDOWS = monkey
+    index = _scan.group_rows(raw).get((1, rid), b"")
+    got = _windows.Windows(width, most)
+    half = len(index) // 8 * 4  # two segments: the second goes on where the first stopped
+    for part, base in ((index[:half], raw), (index[half:], raw)):
+        _windows.windows_add([(got, part, (0, 1) if fallback else (0,), 1 if require else -1, 5)], base, buf,
+                             first_line)
+    _same(got, want)
 
 
-_CELL = st.tuples(st.integers(1, 50), st.floats(-1e6, 1e6), st.floats(-1e3, 1e3), st.floats(-1e3, 1e3),
-                  st.integers(1, 10**6), st.integers(1, 10**6), st.floats(1e9, 2e9), st.one_of(st.none(), st.text()))
+_OP = st.one_of(
+    st.tuples(st.just("add"), st.floats(-50.0, 400.0, allow_nan=False), st.floats(-1e3, 1e3, allow_nan=False),
+              st.integers(0, 500), st.one_of(st.none(), st.text(max_size=5))),
+    st.tuples(st.just("coarsen"), st.sampled_from([1, 2, 4, 8, 16, 32])),
+    st.tuples(st.just("merge"), st.lists(st.tuples(st.floats(-50.0, 400.0, allow_nan=False),
+                                                   st.floats(-1e3, 1e3, allow_nan=False), st.integers(0, 500),
+                                                   st.one_of(st.none(), st.text(max_size=5))), max_size=30),
+              st.sampled_from([1, 2, 4, 8])),
+    st.tuples(st.just("copy")),
+)
 
 
 @compiled
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.integers(-50, 10**6), _CELL, max_size=100), st.integers(1, 9))
-def test_window_fold_equals_fold(cells: dict[int, tuple[Any, ...]], factor: int) -> None:
-    assert _scan is not None
-    cells_l = {k: list(c) for k, c in cells.items()}
-    want: dict[int, list[Any]] = {}
-    for key, c in cells_l.items():
-        _fold(want, key // factor, c)
-    before = {k: list(c) for k, c in cells_l.items()}
-    got = _scan.window_fold(cells_l, factor)
-    assert list(got.items()) == list(want.items())
-    assert cells_l == before  # copies: the cells stay as they were
-    reused = _scan.window_fold({k: list(c) for k, c in before.items()}, factor, True)
-    assert list(reused.items()) == list(want.items())
+@given(st.lists(_OP, max_size=60), st.integers(2, 9), st.sampled_from([1, 2, 3]))
+def test_compiled_windows_equal_the_pure_twin(ops: list[tuple[Any, ...]], most: int, width: int) -> None:
+    """Adding, widening, merging a later part, pickling and copying: the same cells in the
+    same order, every sum the same double (stamps and lines in any order)."""
+    assert _windows is not None
+    monkey = windows_mod.MAX_WINDOWS
+    windows_mod.MAX_WINDOWS = most
+    try:
+        got, want = _windows.Windows(width, most), _PyWindows(width)
+        for op in ops:
+            if op[0] == "add":
+                got.add(*op[1:])
+                want.add(*op[1:])
+            elif op[0] == "coarsen":
+                assert got.coarsened(op[1]).items() == want.coarsened(op[1]).items()
+                got.coarsen(op[1])
+                want.coarsen(op[1])
+            elif op[0] == "merge":
+                other_c, other_p = _windows.Windows(op[2], most), _PyWindows(op[2])
+                for args in op[1]:
+                    other_c.add(*args)
+                    other_p.add(*args)
+                _same(other_c, other_p)
+                if len(op[1]) % 2:
+                    got.merge(other_c)
+                    want.merge(other_p)
+                else:  # across the two types, as parts read on different paths are
+                    got.merge(windows_mod.like(got, other_p))
+                    want.merge(windows_mod.like(want, other_c))
+            else:
+                got = pickle.loads(pickle.dumps(got)) if len(ops) % 2 else copy.deepcopy(got)
+            _same(got, want)
+    finally:
+        windows_mod.MAX_WINDOWS = monkey
+
+
+_CELLS = st.lists(st.tuples(st.integers(0, 40), st.floats(0, 1e4, allow_nan=False), st.integers(1, 5),
+                            st.integers(0, 10**5)), max_size=60)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["gen_tok_s", "token_usage", "prefill_new", "prefill_cached"]), _CELLS),
+                max_size=8))
+def test_the_summary_loops_in_c_equal_the_python(windows: list[tuple[str, list[tuple[int, float, int, int]]]]) -> None:
+    """combine (a figure over ranks) and cache_hit, from the same cells, on both types."""
+    assert _windows is not None
+    cells: dict[tuple[str, str], Any] = {}
+    pure: dict[tuple[str, str], Any] = {}
+    for r, (fig, values) in enumerate(windows):
+        c, p = _windows.Windows(1, 10**6), _PyWindows(1)
+        for sec, value, times, line in values:
+            for _ in range(times):
+                c.add(float(sec), value, line)
+                p.add(float(sec), value, line)
+        cells[(fig, str(r))], pure[(fig, str(r))] = c, p
+    obs = serving.ServingObserver
+    for fig in ("gen_tok_s", "token_usage"):
+        assert obs._combined(fig, cells) == obs._combined(fig, pure)
+    assert obs._cache_hit(cells) == obs._cache_hit(pure)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e6, 1e6), st.floats(0, 10), st.just(0.0)), max_size=80), st.data())
+def test_the_segmentation_scan_in_c_equals_the_python(values: list[float], data: st.DataObject) -> None:
+    assert _windows is not None
+    a = data.draw(st.integers(0, len(values)))
+    b = data.draw(st.integers(a, len(values)))
+    got = _windows.best_split(values, a, b, changepoints._MIN_SEGMENT, changepoints._MIN_REL_CHANGE)
+    want = changepoints._best_split_py(values, a, b)
+    assert (got if got is not None else (None, 0.0)) == want or (math.isnan(want[1]) and math.isnan(got[1]))
+
+
+_RECORD = st.tuples(st.booleans(), st.integers(0, 2), st.integers(0, 3), st.integers(0, 40),
+                    st.sets(st.sampled_from(["running_req", "queue_req", "token_usage"])))
+
+
+def _observer(records: list[tuple[bool, int, int, int, set[str]]], first: int, most: int,
+              prune: int = 0) -> serving.ServingObserver:
+    """An observer of decode (True) and prefill records (rank, second step, value, figures the
+    decode record also has), numbered from line ``first``, in compiled windows; its texts
+    pruned every ``prune`` records (0: never)."""
+    assert _windows is not None
+    obs = serving.ServingObserver()
+    sec = 0
+    for i, (decode, rank, step, value, has) in enumerate(records):
+        sec += step - 1  # mostly later, sometimes earlier
+        line = first + i
+        figs = ["gen_tok_s", *sorted(has)] if decode else ["prefill_new", "prefill_cached"]
+        for fig in figs:
+            w = obs.windows.get((fig, str(rank)))
+            if w is None:
+                w = obs.windows[(fig, str(rank))] = _windows.Windows(1, most)
+            w.add(float(sec), float(value), line, f"text {line}" if fig in serving.TEXT_FIGURES else None)
+        if prune and i % prune == 0:
+            obs.prune_texts()
+    return obs
+
+
+def _cited(obs: serving.ServingObserver, width: int) -> dict[int, Any]:
+    """What a summary at ``width`` looks up: the text of every point of every citing series."""
+    cells = {key: w.coarsened(width) for key, w in obs.windows.items()}
+    texts = {line: (key[1], text) for key, w in cells.items() for line, text in w.texts()}
+    points = [p for fig in ("gen_tok_s", "running_req", "queue_req", "token_usage")
+              for p in obs._combined(fig, cells)] + obs._cache_hit(cells)
+    return {line: texts.get(line) for _, _, line in points}
+
+
+@compiled
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_RECORD, max_size=80), st.lists(_RECORD, max_size=80), st.integers(3, 9), st.integers(1, 20))
+def test_pruned_texts_are_never_cited(first: list[Any], later: list[Any], most: int, every: int) -> None:
+    """Texts dropped as uncitable (pruned while reading, and again after merging the next part
+    of the log) are none that a summary at any width looks up: the same texts cited as with
+    every text kept, the same cells."""
+    got = _observer(first, 1, most, every)
+    got.merge(_observer(later, 1 + len(first), most, every))  # prunes again
+    prune = serving.ServingObserver.prune_texts
+    serving.ServingObserver.prune_texts = lambda self: None  # type: ignore[method-assign]
+    try:
+        want = _observer(first, 1, most)
+        want.merge(_observer(later, 1 + len(first), most))
+    finally:
+        serving.ServingObserver.prune_texts = prune  # type: ignore[method-assign]
+    assert list(got.windows) == list(want.windows)
+    for w, v in zip(got.windows.values(), want.windows.values()):
+        assert w.width == v.width and [c[:7] for _, c in w.items()] == [c[:7] for _, c in v.items()]
+    widest = max([w.width for w in want.windows.values()] + [1])
+    for width in (widest, 2 * widest, 8 * widest):
+        assert _cited(got, width) == _cited(want, width)
+    assert sum(len(w.texts()) for w in got.windows.values()) <= sum(len(w.texts()) for w in want.windows.values())
 
 
 def _summary(path: Path, tz: str, pure: bool) -> dict[str, Any]:

@@ -10,11 +10,20 @@ that differ too little are merged, so that a ramp is one change.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..read.bulk import available
 from .clock import iso, seconds
+
+_best_split: Callable[[list[float], int, int, int, float], tuple[int, float] | None] | None
+try:  # the optional C extension: the segmentation's scan (the same arithmetic)
+    from . import _windows
+
+    _best_split = _windows.best_split
+except ImportError:  # pragma: no cover - platforms without it
+    _best_split = None
 
 #: A change must move a figure by this fraction of the larger level...
 _MIN_REL_CHANGE = 0.4
@@ -151,7 +160,7 @@ def levels(pts: Points) -> dict[str, Any]:
             "mean": round(_mean(vals), 4)}
 
 
-def downsample(points: list[list[Any]]) -> list[list[Any]]:
+def downsample(points: list[Any]) -> list[Any]:
     """At most _MAX_POINTS points, every n-th kept (the chart's resolution)."""
     if len(points) <= _MAX_POINTS:
         return points
@@ -169,13 +178,31 @@ def _segment(values: Sequence[float], a: int, b: int, figure: str, depth: int = 
     n = b - a
     if n < 2 * _MIN_SEGMENT or depth > 4:
         return []
+    try:
+        if _best_split is None or not available() or type(values) is not list:
+            raise TypeError
+        split = _best_split(values, a, b, _MIN_SEGMENT, _MIN_REL_CHANGE)  # floats only
+        best, best_t = split if split is not None else (None, 0.0)
+    except TypeError:
+        best, best_t = _best_split_py(values, a, b)
+    if best is None or best_t < _MIN_T:
+        return []
+    cut = a + best
+    found = [cut] + _segment(values, a, cut, figure, depth + 1) + _segment(values, cut, b, figure, depth + 1)
+    return sorted(found)[:_MAX_CHANGES]
+
+
+def _best_split_py(values: Sequence[float], a: int, b: int) -> tuple[int | None, float]:
+    """The split of values[a:b] with the largest t statistic among those that move the level enough."""
+    n = b - a
     xs = values[a:b]
     prefix = [0.0]
     sq = [0.0]
     for x in xs:
         prefix.append(prefix[-1] + x)
         sq.append(sq[-1] + x * x)
-    best, best_t = None, 0.0
+    best: int | None = None
+    best_t = 0.0
     for k in range(_MIN_SEGMENT, n - _MIN_SEGMENT + 1):
         n1, n2 = k, n - k
         m1, m2 = prefix[k] / n1, (prefix[n] - prefix[k]) / n2
@@ -187,11 +214,7 @@ def _segment(values: Sequence[float], a: int, b: int, figure: str, depth: int = 
         t = abs(m1 - m2) / se
         if top and abs(m1 - m2) / top >= _MIN_REL_CHANGE and t > best_t:
             best, best_t = k, t
-    if best is None or best_t < _MIN_T:
-        return []
-    cut = a + best
-    found = [cut] + _segment(values, a, cut, figure, depth + 1) + _segment(values, cut, b, figure, depth + 1)
-    return sorted(found)[:_MAX_CHANGES]
+    return best, best_t
 
 
 def _merge_small(values: Sequence[float], cuts: list[int]) -> list[int]:

@@ -7,8 +7,8 @@ module keeps bounded per-window aggregates of the batch statistics SGLang prints
 finds the points where a figure moved to a new level (``changes``).
 
 Windows are seconds of the log's own clock (SGLang's stamps have one-second resolution),
-doubled in width when a log gets long, so memory is bounded by ``_MAX_WINDOWS`` per
-figure and rank whatever the log's length. Aggregates are sums, counts and extremes, so
+doubled in width when a log gets long, so memory is bounded by ``windows.MAX_WINDOWS`` per
+figure and rank whatever the log's length (``windows.py``: compiled arrays where built). Aggregates are sums, counts and extremes, so
 an observer of a later part of a log merges exactly into that of the earlier part
 (``merge``), which the parallel reader relies on.
 
@@ -26,16 +26,12 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..read.bulk import compiled_window_fold
 from . import changepoints
 from .changepoints import Change
 from .clock import iso, seconds
 from .stats import Sketch
+from .windows import Cell, Windows, compiled, cwindows, like, new_windows
 
-_window_fold = compiled_window_fold()
-
-#: Windows kept per figure and rank before their width doubles.
-_MAX_WINDOWS = 4096
 #: Slowest requests kept.
 _SLOWEST = 10
 #: Latency windows are at least this wide (seconds) and at most this many.
@@ -67,97 +63,17 @@ FIGURES: dict[str, str] = {
 }
 #: Figures searched for change points.
 CHANGE_FIGURES = ("gen_tok_s", "running_req", "queue_req", "token_usage", "cache_hit")
-
-
-#: One window's aggregates: [count, sum, min, max, first_line, last_line, first_second, first_text];
-#: numbers but for the last slot, a record's text or None.
-_Cell = list[Any]
-
-
-class _Windows:
-    """Per-window [count, sum, min, max, first_line, last_line, first_second, first_text] of one
-    figure on one rank (the text only where kept: the record a change point cites)."""
-
-    __slots__ = ("width", "cells")
-
-    def __init__(self, width: int = 1) -> None:
-        self.width = width
-        self.cells: dict[int, _Cell] = {}
-
-    def add(self, sec: float, value: float, line: int, text: str | None = None) -> None:
-        key = int(sec // self.width)
-        c = self.cells.get(key)
-        if c is None:
-            self.cells[key] = [1, value, value, value, line, line, sec, text]
-            if len(self.cells) > _MAX_WINDOWS:
-                self.coarsen(self.width * 2)
-            return
-        c[0] += 1
-        c[1] += value
-        if value < c[2]:
-            c[2] = value
-        if value > c[3]:
-            c[3] = value
-        if line < c[4]:
-            c[4] = line
-            c[7] = text
-        if line > c[5]:
-            c[5] = line
-        if sec < c[6]:
-            c[6] = sec
-
-    def coarsen(self, width: int) -> None:
-        if width <= self.width:
-            return
-        self.width, self.cells = width, _folded(self.cells, width // self.width, reuse=True)
-
-    def coarsened(self, width: int) -> dict[int, _Cell]:
-        """The cells at ``width`` (a multiple of this width), leaving these unchanged."""
-        if width <= self.width:
-            return self.cells
-        return _folded(self.cells, width // self.width)
-
-    def merge(self, other: _Windows) -> None:
-        width = max(self.width, other.width)
-        self.coarsen(width)
-        factor = width // other.width
-        for key, c in other.cells.items():
-            _fold(self.cells, key // factor, c)
-        while len(self.cells) > _MAX_WINDOWS:
-            self.coarsen(self.width * 2)
-
-
-def _folded(cells: dict[int, _Cell], factor: int, reuse: bool = False) -> dict[int, _Cell]:
-    """The cells of windows ``factor`` times as wide (in C where built: the same folds).
-    ``reuse``: the caller drops ``cells``, whose lists may then become the wider ones."""
-    if _window_fold is not None:
-        return _window_fold(cells, factor, reuse)
-    out: dict[int, _Cell] = {}
-    for key, c in cells.items():
-        _fold(out, key // factor, c)
-    return out
-
-
-def _fold(cells: dict[int, _Cell], key: int, c: _Cell) -> None:
-    d = cells.get(key)
-    if d is None:
-        cells[key] = list(c)
-        return
-    d[0] += c[0]
-    d[1] += c[1]
-    d[2] = min(d[2], c[2])
-    d[3] = max(d[3], c[3])
-    if c[4] < d[4]:
-        d[4], d[7] = c[4], c[7]
-    d[5] = max(d[5], c[5])
-    d[6] = min(d[6], c[6])
+#: The windows that keep their first record's text, and the series whose points cite texts
+#: (a change point's line, the first full-KV window's): each the windows it is combined from.
+TEXT_FIGURES = ("gen_tok_s", "prefill_new")
+_CITING = (("gen_tok_s",), ("running_req",), ("queue_req",), ("token_usage",), ("prefill_new", "prefill_cached"))
 
 
 class ServingObserver:
     """Observes the serving records of one log (or one part of it); bounded memory."""
 
     def __init__(self) -> None:
-        self.windows: dict[tuple[str, str], _Windows] = {}
+        self.windows: dict[tuple[str, str], Windows] = {}
         self.dated: bool | None = None
         self.untimed = 0
         self.retractions: list[dict[str, Any]] = []  # the first ones (bounded)
@@ -178,6 +94,7 @@ class ServingObserver:
         self._cached: tuple[int, dict[str, Any] | None] | None = None
         self._last_ts: str | None = None
         self._last_sec = 0.0
+        self.rows_unpruned = 0  # rows taken as columns since the texts were last pruned
 
     # -- observing ------------------------------------------------------------------------
     def _sec(self, ts: str | None) -> float | None:
@@ -209,7 +126,7 @@ class ServingObserver:
             if value is not None:
                 w = windows.get((figure, label))
                 if w is None:
-                    w = windows[(figure, label)] = _Windows()
+                    w = windows[(figure, label)] = new_windows()
                 w.add(sec, float(value), line, text[:400] if figure == "gen_tok_s" else None)
         if graph is True:
             self.graph_on_seen = True
@@ -222,7 +139,7 @@ class ServingObserver:
     def _add(self, figure: str, rank: str, sec: float, value: float, line: int, text: str | None = None) -> None:
         w = self.windows.get((figure, rank))
         if w is None:
-            w = self.windows[(figure, rank)] = _Windows()
+            w = self.windows[(figure, rank)] = new_windows()
         w.add(sec, value, line, text)
 
     def observe(self, kind: str, line: int, rank: str | None, ts: str | None, fields: Mapping[str, Any],
@@ -312,7 +229,7 @@ class ServingObserver:
             if mine is None:
                 self.windows[key] = w
             else:
-                mine.merge(w)
+                mine.merge(like(mine, w))
         if self.dated is None:
             self.dated = later.dated
         self.file = self.file or later.file
@@ -342,6 +259,16 @@ class ServingObserver:
         if self.first_graph_off is None:
             self.first_graph_off = later.first_graph_off
         self.graph_on_seen = self.graph_on_seen or later.graph_on_seen
+        self.prune_texts()
+
+    def prune_texts(self) -> None:
+        """Drop the kept texts that no summary can cite (``_windows.prune_texts``: those not
+        first in their window of any citing series); the pure twin keeps them all."""
+        ws = list(self.windows.items())
+        if cwindows is None or not compiled([w for _, w in ws]) or any(w.width & (w.width - 1) for _, w in ws):
+            return
+        cwindows.prune_texts([w for (fig, _), w in ws if fig in TEXT_FIGURES],
+                              [[w for (fig, _), w in ws if fig in figs] for figs in _CITING])
 
     # -- the summary -------------------------------------------------------------------------
     def summary(self) -> dict[str, Any] | None:
@@ -363,7 +290,7 @@ class ServingObserver:
         series["cache_hit"] = self._cache_hit(cells)
         series = {k: v for k, v in series.items() if v}
         gap = changepoints.gap(series.get("gen_tok_s") or [], width)
-        texts = {c[4]: (key[1], c[7]) for key, w in cells.items() for c in w.values() if c[7] is not None}
+        texts = {line: (key[1], text) for key, w in cells.items() for line, text in w.texts()}
         changes: list[Change] = []
         for fig in CHANGE_FIGURES:
             pts = series.get(fig)
@@ -379,7 +306,7 @@ class ServingObserver:
             "idle_gap_s": gap,
             "dated": dated,
             "untimed_records": self.untimed,
-            "series": {fig: changepoints.downsample([[iso(t, dated), round(v, 4), line] for t, v, line in pts])
+            "series": {fig: [[iso(t, dated), round(v, 4), line] for t, v, line in changepoints.downsample(pts)]
                        for fig, pts in series.items()},
             "levels": {fig: changepoints.levels(pts) for fig, pts in series.items()},
             "changes": [c.to_dict() for c in changes],
@@ -395,18 +322,20 @@ class ServingObserver:
         interval), so that figures summed over ranks are not missing ranks."""
         widths = []
         for (fig, _), w in self.windows.items():
-            if fig != "gen_tok_s" or len(w.cells) < 3:
+            if fig != "gen_tok_s" or len(w) < 3:
                 continue
-            keys = sorted(w.cells)
+            keys = sorted(w.keys())
             steps = sorted(b - a for a, b in zip(keys, keys[1:]))
             widths.append(steps[len(steps) // 2] * w.width)
         return max(widths) if widths else 1
 
     @staticmethod
-    def _combined(figure: str, cells: dict[tuple[str, str], dict[int, _Cell]]) -> list[tuple[float, float, int]]:
+    def _combined(figure: str, cells: dict[tuple[str, str], Windows]) -> list[tuple[float, float, int]]:
         how = next((h for f, _, h in _DECODE if f == figure), "sum")
         per_rank = [w for (fig, _), w in cells.items() if fig == figure]
-        keys: dict[int, list[_Cell]] = {}
+        if cwindows is not None and compiled(per_rank):
+            return cwindows.combine(per_rank, how == "max")
+        keys: dict[int, list[Cell]] = {}
         for w in per_rank:
             for k, c in w.items():
                 keys.setdefault(k, []).append(c)
@@ -420,15 +349,18 @@ class ServingObserver:
         return out
 
     @staticmethod
-    def _cache_hit(cells: dict[tuple[str, str], dict[int, _Cell]]) -> list[tuple[float, float, int]]:
+    def _cache_hit(cells: dict[tuple[str, str], Windows]) -> list[tuple[float, float, int]]:
+        prefill = [(fig == "prefill_new", w) for (fig, _), w in cells.items()
+                   if fig in ("prefill_new", "prefill_cached")]
+        if cwindows is not None and compiled([w for _, w in prefill]):
+            return cwindows.cache_hit([w for _, w in prefill], [is_new for is_new, _ in prefill])
         new: dict[int, list[float]] = {}
-        for (fig, _), w in cells.items():
-            if fig in ("prefill_new", "prefill_cached"):
-                for k, c in w.items():
-                    slot = new.setdefault(k, [0.0, 0.0, c[4], c[6]])
-                    slot[0 if fig == "prefill_new" else 1] += c[1]
-                    if c[4] < slot[2]:
-                        slot[2], slot[3] = c[4], c[6]
+        for is_new, w in prefill:
+            for k, c in w.items():
+                slot = new.setdefault(k, [0.0, 0.0, c[4], c[6]])
+                slot[0 if is_new else 1] += c[1]
+                if c[4] < slot[2]:
+                    slot[2], slot[3] = c[4], c[6]
         out = []
         for k in sorted(new):
             n, cached, line, sec = new[k]
@@ -439,7 +371,7 @@ class ServingObserver:
     def _retraction_cells(self) -> list[tuple[float, int, float]]:
         """(second, first line, retractions) per retraction window, in order."""
         return sorted((k * w.width, c[4], c[0]) for (fig, _), w in self.windows.items()
-                      if fig == "retractions" for k, c in w.cells.items())
+                      if fig == "retractions" for k, c in w.items())
 
     def _requests(self, width: int, dated: bool) -> dict[str, Any] | None:
         """Latency of finished requests (seconds): overall, per window, and the slowest."""

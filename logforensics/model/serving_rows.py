@@ -4,7 +4,7 @@ The bulk reader (``read/bulk.py``) hands the batch records of a run of taken lin
 as rows: line, rank, the stamp already read as seconds (``clock.seconds``' reading) and
 the figures as numbers. :func:`add_rows` makes of them what ``ServingObserver.add_decode``
 and ``observe`` make of the same records one at a time: the same windows, created in
-the same order, with the same sums (added in row order, in C: ``_scan.window_add``), the
+the same order, with the same sums (added in row order, in C: ``_windows.windows_add``), the
 same widening and the same CUDA-graph evidence. ``tests/test_serving_rows.py`` and
 ``tests/test_bulk.py`` check it.
 """
@@ -12,10 +12,17 @@ same widening and the same CUDA-graph evidence. ``tests/test_serving_rows.py`` a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import Any, Protocol
 
-from . import serving
-from .serving import ServingObserver, _evidence, _Windows
+from .serving import ServingObserver, _evidence
+from .windows import Windows, new_windows
+
+_windows: ModuleType | None
+try:  # the optional C extension (the bulk reader runs only where it is built)
+    from . import _windows
+except ImportError:  # pragma: no cover - platforms without it
+    _windows = None
 
 #: The windows a decode and a prefill record add to, as ``add_decode`` and ``observe`` do, in
 #: their order: (figure, fields tried in order, field that must also be there, text kept).
@@ -40,16 +47,19 @@ ROW_FIELDS = {
 }
 #: A window's first record keeps this much of its text (as ``add_decode`` and ``observe``).
 _TEXT = 400
+#: Rows taken between two prunings of the texts no summary can cite (bounds their memory).
+PRUNE_ROWS = 1 << 16
 
 
 class BatchRows(Protocol):
     """Decode and prefill records as columns (``read.bulk.Rows``): one row each, in log order."""
 
     n: int
+    raw: tuple[Any, ...]
+    buf: bytes
+    first_line: int
 
     def index(self, cls: int, rid: int) -> bytes: ...
-
-    def windows_add(self, targets: list[tuple[_Windows, bytes, tuple[int, ...], int, int]], max_cells: int) -> None: ...
 
     def first(self, cls: int, col: int, value: float, start: int = 0) -> int: ...
 
@@ -76,8 +86,8 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
     if obs.file is None:
         obs.file = file
     windows = obs.windows
-    fresh: list[tuple[int, tuple[str, str], _Windows]] = []
-    targets: list[tuple[_Windows, bytes, tuple[int, ...], int, int]] = []
+    fresh: list[tuple[int, tuple[str, str], Windows]] = []
+    targets: list[tuple[Windows, bytes, tuple[int, ...], int, int]] = []
     for kind, cls, rid, rank in groups:
         index = rows.index(cls, rid)
         label = rank or "-"
@@ -85,13 +95,18 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
             key = (figure, label)
             w = windows.get(key)
             if w is None:
-                w = _Windows()
+                w = new_windows()
                 fresh.append((order, key, w))
             targets.append((w, index, use, need, text))
-    rows.windows_add(targets, serving._MAX_WINDOWS)  # widened as _Windows.add does past _MAX_WINDOWS
-    created = [(min(c[4] for c in w.cells.values()), order, key, w) for order, key, w in fresh if w.cells]
+    assert _windows is not None
+    _windows.windows_add(targets, rows.raw, rows.buf, rows.first_line)  # widened as add() does past their most
+    created = [(w.first_line(), order, key, w) for order, key, w in fresh if len(w)]
     for _, _, key, w in sorted(created, key=lambda x: x[:2]):
         windows[key] = w  # in the order their first records created them
+    obs.rows_unpruned += rows.n
+    if obs.rows_unpruned >= PRUNE_ROWS:
+        obs.rows_unpruned = 0
+        obs.prune_texts()
     graph = cols.get("decode_batch", {}).get("cuda_graph")
     decode = next((cls for kind, cls, _, _ in groups if kind == "decode_batch"), None)
     if graph is not None and decode is not None:

@@ -18,8 +18,8 @@ exact way).
 
 Lines of the *row classes* are also handed over one row each (:class:`Rows`): line,
 rank, stamp in seconds, byte span and a number per value slot, for observers that need
-each record's place in time (the serving time series); ``Rows.window_add`` folds them
-into per-window aggregates in C, in row order.
+each record's place in time (the serving time series, which folds them into its
+per-window aggregates in C: ``model/_windows.c``).
 
 ``LOGFORENSICS_PURE=1`` (or a missing extension) disables this path: :func:`available`
 is then False and every line is read on the exact path, with identical results.
@@ -90,11 +90,6 @@ class BulkSink(Protocol):
 def compiled_sketch_batch() -> Callable[[list[Any], float, dict[int, int]], Any] | None:
     """The C loop over a sketch's batch of values (``Sketch._flush``), if built."""
     return None if _scan is None else _scan.sketch_batch
-
-
-def compiled_window_fold() -> Callable[[dict[int, list[Any]], int, bool], dict[int, list[Any]]] | None:
-    """The C loop that folds serving windows into wider ones (``_Windows.coarsen``), if built."""
-    return None if _scan is None else _scan.window_fold
 
 
 def available() -> bool:
@@ -227,13 +222,6 @@ class Rows:
             assert _scan is not None
             self._groups = _scan.group_rows(self.raw)
         return self._groups.get((cls, rid), b"")
-
-    def windows_add(self, targets: list[tuple[Any, bytes, tuple[int, ...], int, int]], max_cells: int) -> None:
-        """Fold rows into windows (``_scan.windows_add``): per target (an object with ``cells``
-        and ``width``, row numbers, value columns, required column or -1, text kept), the
-        values in row order, the windows widened each time they pass ``max_cells``."""
-        assert _scan is not None
-        _scan.windows_add(targets, max_cells, self.raw, self.buf, self.first_line)
 
     def first(self, cls: int, col: int, value: float, start: int = 0) -> int:
         """The first row from ``start`` of class ``cls`` whose column ``col`` is ``value``, or -1."""

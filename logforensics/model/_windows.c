@@ -1,0 +1,1158 @@
+/* The serving time series' per-window aggregates as parallel arrays, in C.
+ *
+ * Why: a log in which every rank prints batch statistics has dozens of windows (figure x
+ * rank), each up to a few thousand cells. As Python lists of boxed numbers a cell costs
+ * ~350 bytes and adding a record to it allocates objects; here a cell is one slot in each
+ * of nine arrays (~80 bytes), and adding rows to it is a loop over numbers.
+ *
+ * Windows has exactly the semantics of model/serving.py _PyWindows (the pure twin, used
+ * where this is not built or LOGFORENSICS_PURE=1): cells kept in the order they were
+ * created (a dict's order), folded in that order when widened or merged, so that sums are
+ * added in the same order and every figure is the same double.
+ *
+ * Also here, the summary's loops over cells: combine() (a figure over ranks), cache_hit()
+ * and best_split() (changepoints._segment's scan), each the same arithmetic as the Python
+ * it replaces.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_SLOTS 16
+
+typedef struct {
+    PyObject_HEAD
+    long long width;
+    Py_ssize_t most; /* cells kept before the width doubles */
+    Py_ssize_t n, cap;
+    int64_t *key, *count, *first, *last;
+    double *sum, *lo, *hi, *fsec;
+    PyObject **text; /* NULL: None (the array itself allocated with the first text) */
+    int32_t *hash;   /* open addressing: cell index or -1 */
+    Py_ssize_t hcap; /* a power of two, > 2 * n */
+    Py_ssize_t cur;  /* the cell last added to */
+} Windows;
+
+static PyTypeObject WindowsType;
+
+/* Python's floor division of ints. */
+static inline int64_t floordiv_ll(int64_t a, int64_t b)
+{
+    int64_t q = a / b, r = a % b;
+    if (r && ((r < 0) != (b < 0)))
+        q -= 1;
+    return q;
+}
+
+/* sec // width for floats, exactly as Python computes it (float floor division). */
+static double py_floordiv(double vx, double wx)
+{
+    double mod = fmod(vx, wx);
+    double div = (vx - mod) / wx;
+    if (mod) {
+        if ((wx < 0) != (mod < 0)) {
+            mod += wx;
+            div -= 1.0;
+        }
+    }
+    double floordiv;
+    if (div) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5)
+            floordiv += 1.0;
+    } else
+        floordiv = copysign(0.0, vx / wx);
+    return floordiv;
+}
+
+/* sec // width, as Python computes it; where width is a power of two and sec / width cannot
+ * underflow, that division is exact and its floor is the same (and much cheaper than fmod). */
+static inline double window_of(double sec, long long width)
+{
+    if ((width & (width - 1)) == 0 && fabs(sec) >= 1.0)
+        return floor(sec / (double)width);
+    return py_floordiv(sec, (double)width);
+}
+
+static inline size_t hash_of(int64_t k) { return (size_t)((uint64_t)k * 0x9E3779B97F4A7C15ULL >> 17); }
+
+static int rehash(Windows *w, Py_ssize_t want)
+{
+    Py_ssize_t hcap = 16;
+    while (hcap < want + want / 2 + 2)
+        hcap *= 2;
+    if (hcap != w->hcap) {
+        int32_t *h = PyMem_Realloc(w->hash, hcap * sizeof(int32_t));
+        if (!h) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->hash = h;
+        w->hcap = hcap;
+    }
+    memset(w->hash, 0xff, w->hcap * sizeof(int32_t));
+    size_t mask = (size_t)w->hcap - 1;
+    for (Py_ssize_t i = 0; i < w->n; i++) {
+        size_t h = hash_of(w->key[i]) & mask;
+        while (w->hash[h] >= 0)
+            h = (h + 1) & mask;
+        w->hash[h] = (int32_t)i;
+    }
+    return 0;
+}
+
+static inline Py_ssize_t find(const Windows *w, int64_t k)
+{
+    if (!w->hcap)
+        return -1;
+    size_t mask = (size_t)w->hcap - 1, h = hash_of(k) & mask;
+    for (;;) {
+        int32_t i = w->hash[h];
+        if (i < 0)
+            return -1;
+        if (w->key[i] == k)
+            return i;
+        h = (h + 1) & mask;
+    }
+}
+
+#define GROW(p, T)                                                                                                   \
+    do {                                                                                                             \
+        T *q_ = PyMem_Realloc(w->p, cap * sizeof(T));                                                                \
+        if (!q_) {                                                                                                   \
+            PyErr_NoMemory();                                                                                        \
+            return -1;                                                                                               \
+        }                                                                                                            \
+        w->p = q_;                                                                                                   \
+    } while (0)
+
+static int reserve(Windows *w, Py_ssize_t need)
+{
+    if (need <= w->cap)
+        return 0;
+    Py_ssize_t cap = w->cap < 16 ? 16 : w->cap + w->cap / 2;
+    if (cap < need)
+        cap = need;
+    if (cap > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "too many windows");
+        return -1;
+    }
+    GROW(key, int64_t);
+    GROW(count, int64_t);
+    GROW(first, int64_t);
+    GROW(last, int64_t);
+    GROW(sum, double);
+    GROW(lo, double);
+    GROW(hi, double);
+    GROW(fsec, double);
+    if (w->text) {
+        GROW(text, PyObject *);
+        memset(w->text + w->cap, 0, (cap - w->cap) * sizeof(PyObject *));
+    }
+    w->cap = cap;
+    if (w->hcap < cap + cap / 2 + 2)
+        return rehash(w, cap);
+    return 0;
+}
+
+#define TEXT(w, i) ((w)->text ? (w)->text[i] : NULL)
+
+/* Cell i's text becomes t (a new reference taken; NULL: None). */
+static int set_text(Windows *w, Py_ssize_t i, PyObject *t)
+{
+    if (!w->text) {
+        if (!t)
+            return 0;
+        w->text = PyMem_Calloc(w->cap, sizeof(PyObject *));
+        if (!w->text) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_XINCREF(t);
+    Py_XSETREF(w->text[i], t);
+    return 0;
+}
+
+/* Append a cell (reserve room first); its text gets a new reference. -1 on error. */
+static Py_ssize_t append(Windows *w, int64_t k, int64_t count, double sum, double lo, double hi, int64_t first,
+                         int64_t last, double fsec, PyObject *text)
+{
+    Py_ssize_t i = w->n++;
+    w->key[i] = k;
+    w->count[i] = count;
+    w->sum[i] = sum;
+    w->lo[i] = lo;
+    w->hi[i] = hi;
+    w->first[i] = first;
+    w->last[i] = last;
+    w->fsec[i] = fsec;
+    if (w->text)
+        w->text[i] = NULL;
+    if (set_text(w, i, text) < 0) {
+        w->n--;
+        return -1;
+    }
+    size_t mask = (size_t)w->hcap - 1, h = hash_of(k) & mask;
+    while (w->hash[h] >= 0)
+        h = (h + 1) & mask;
+    w->hash[h] = (int32_t)i;
+    return i;
+}
+
+/* Fold cell c of src into cell d of dst, as serving._fold does. */
+static inline int fold_cell(Windows *dst, Py_ssize_t d, const Windows *src, Py_ssize_t c)
+{
+    dst->count[d] += src->count[c];
+    dst->sum[d] += src->sum[c];
+    if (src->lo[c] < dst->lo[d])
+        dst->lo[d] = src->lo[c];
+    if (src->hi[c] > dst->hi[d])
+        dst->hi[d] = src->hi[c];
+    if (src->last[c] > dst->last[d])
+        dst->last[d] = src->last[c];
+    if (src->fsec[c] < dst->fsec[d])
+        dst->fsec[d] = src->fsec[c];
+    if (src->first[c] < dst->first[d]) {
+        dst->first[d] = src->first[c];
+        return set_text(dst, d, TEXT(src, c));
+    }
+    return 0;
+}
+
+/* Widen in place to `width` (_PyWindows.coarsen): cells folded in their order, each wider
+ * window placed where its first cell was. */
+static int coarsen(Windows *w, long long width)
+{
+    if (width <= w->width)
+        return 0;
+    int64_t factor = width / w->width;
+    Py_ssize_t n = w->n;
+    w->n = 0;
+    memset(w->hash, 0xff, w->hcap * sizeof(int32_t));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t k = floordiv_ll(w->key[i], factor);
+        Py_ssize_t d = find(w, k);
+        if (d < 0) {
+            PyObject *t = TEXT(w, i);
+            if (t)
+                w->text[i] = NULL;
+            append(w, k, w->count[i], w->sum[i], w->lo[i], w->hi[i], w->first[i], w->last[i], w->fsec[i], t);
+            Py_XDECREF(t); /* append took its own reference (no allocation: the text array is there) */
+            continue;
+        }
+        fold_cell(w, d, w, i); /* no allocation either */
+        if (w->text)
+            Py_CLEAR(w->text[i]);
+    }
+    w->width = width;
+    w->cur = w->n ? w->n - 1 : 0;
+    return 0;
+}
+
+static Windows *new_windows(long long width, Py_ssize_t most)
+{
+    Windows *w = PyObject_New(Windows, &WindowsType);
+    if (!w)
+        return NULL;
+    w->width = width;
+    w->most = most;
+    w->n = w->cap = w->hcap = w->cur = 0;
+    w->key = w->count = w->first = w->last = NULL;
+    w->sum = w->lo = w->hi = w->fsec = NULL;
+    w->text = NULL;
+    w->hash = NULL;
+    return w;
+}
+
+static void Windows_dealloc(Windows *w)
+{
+    for (Py_ssize_t i = 0; w->text && i < w->n; i++)
+        Py_XDECREF(w->text[i]);
+    PyMem_Free(w->key);
+    PyMem_Free(w->count);
+    PyMem_Free(w->first);
+    PyMem_Free(w->last);
+    PyMem_Free(w->sum);
+    PyMem_Free(w->lo);
+    PyMem_Free(w->hi);
+    PyMem_Free(w->fsec);
+    PyMem_Free(w->text);
+    PyMem_Free(w->hash);
+    PyObject_Free(w);
+}
+
+static PyObject *Windows_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"width", "most", NULL};
+    long long width = 1;
+    Py_ssize_t most = 4096;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Ln", names, &width, &most))
+        return NULL;
+    if (width < 1 || most < 1) {
+        PyErr_SetString(PyExc_ValueError, "width and most must be positive");
+        return NULL;
+    }
+    return (PyObject *)new_windows(width, most);
+}
+
+/* Add one value as _PyWindows.add does: to the cell of its window, created when new (and
+ * the windows then widened once if they hold more than `most` cells). -1 on error. */
+static int add_value(Windows *w, double sec, double x, int64_t line, PyObject *text)
+{
+    double q = window_of(sec, w->width);
+    if (!(q > -9e18 && q < 9e18)) {
+        PyErr_SetString(PyExc_OverflowError, "stamp out of range");
+        return -1;
+    }
+    int64_t k = (int64_t)q;
+    Py_ssize_t c = (w->n && w->key[w->cur] == k) ? w->cur : find(w, k);
+    if (c < 0) {
+        if (reserve(w, w->n + 1) < 0)
+            return -1;
+        c = append(w, k, 1, x, x, x, line, line, sec, text);
+        if (c < 0)
+            return -1;
+        w->cur = c;
+        if (w->n > w->most)
+            return coarsen(w, w->width * 2);
+        return 0;
+    }
+    w->cur = c;
+    w->count[c]++;
+    w->sum[c] += x;
+    if (x < w->lo[c])
+        w->lo[c] = x;
+    if (x > w->hi[c])
+        w->hi[c] = x;
+    if (line > w->last[c])
+        w->last[c] = line;
+    if (sec < w->fsec[c])
+        w->fsec[c] = sec;
+    if (line < w->first[c]) {
+        w->first[c] = line;
+        return set_text(w, c, text);
+    }
+    return 0;
+}
+
+static PyObject *Windows_add(Windows *w, PyObject *args)
+{
+    double sec, value;
+    long long line;
+    PyObject *text = Py_None;
+    if (!PyArg_ParseTuple(args, "ddL|O", &sec, &value, &line, &text))
+        return NULL;
+    if (add_value(w, sec, value, line, text == Py_None ? NULL : text) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Windows_coarsen(Windows *w, PyObject *arg)
+{
+    long long width = PyLong_AsLongLong(arg);
+    if (width == -1 && PyErr_Occurred())
+        return NULL;
+    if (coarsen(w, width) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static Windows *copy_of(const Windows *w)
+{
+    Windows *c = new_windows(w->width, w->most);
+    if (!c || reserve(c, w->n) < 0) {
+        Py_XDECREF(c);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < w->n; i++)
+        if (append(c, w->key[i], w->count[i], w->sum[i], w->lo[i], w->hi[i], w->first[i], w->last[i], w->fsec[i],
+                   TEXT(w, i)) < 0) {
+            Py_DECREF(c);
+            return NULL;
+        }
+    c->cur = w->cur;
+    return c;
+}
+
+/* The windows at `width` (a multiple of this width), this one unchanged: itself when not wider. */
+static PyObject *Windows_coarsened(Windows *w, PyObject *arg)
+{
+    long long width = PyLong_AsLongLong(arg);
+    if (width == -1 && PyErr_Occurred())
+        return NULL;
+    if (width <= w->width) {
+        Py_INCREF(w);
+        return (PyObject *)w;
+    }
+    Windows *c = copy_of(w);
+    if (!c || coarsen(c, width) < 0) {
+        Py_XDECREF(c);
+        return NULL;
+    }
+    return (PyObject *)c;
+}
+
+/* Fold in the windows of the part of the log that followed (_PyWindows.merge). */
+static PyObject *Windows_merge(Windows *w, PyObject *arg)
+{
+    if (!PyObject_TypeCheck(arg, &WindowsType)) {
+        PyErr_SetString(PyExc_TypeError, "merge takes Windows");
+        return NULL;
+    }
+    Windows *o = (Windows *)arg;
+    long long width = w->width > o->width ? w->width : o->width;
+    if (coarsen(w, width) < 0)
+        return NULL;
+    int64_t factor = width / o->width;
+    for (Py_ssize_t i = 0; i < o->n; i++) {
+        int64_t k = floordiv_ll(o->key[i], factor);
+        Py_ssize_t d = find(w, k);
+        if (d < 0) {
+            if (reserve(w, w->n + 1) < 0 || append(w, k, o->count[i], o->sum[i], o->lo[i], o->hi[i], o->first[i],
+                                                   o->last[i], o->fsec[i], TEXT(o, i)) < 0)
+                return NULL;
+        } else if (fold_cell(w, d, o, i) < 0)
+            return NULL;
+    }
+    while (w->n > w->most)
+        if (coarsen(w, w->width * 2) < 0)
+            return NULL;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t Windows_len(Windows *w) { return w->n; }
+
+static PyObject *Windows_keys(Windows *w, PyObject *unused)
+{
+    PyObject *out = PyList_New(w->n);
+    for (Py_ssize_t i = 0; out && i < w->n; i++) {
+        PyObject *k = PyLong_FromLongLong(w->key[i]);
+        if (!k) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, k);
+    }
+    return out;
+}
+
+static PyObject *cell_list(const Windows *w, Py_ssize_t i)
+{
+    PyObject *t = TEXT(w, i) ? TEXT(w, i) : Py_None;
+    return Py_BuildValue("[LdddLLdO]", (long long)w->count[i], w->sum[i], w->lo[i], w->hi[i], (long long)w->first[i],
+                         (long long)w->last[i], w->fsec[i], t);
+}
+
+/* [(key, [count, sum, min, max, first_line, last_line, first_second, text])] in order. */
+static PyObject *Windows_items(Windows *w, PyObject *unused)
+{
+    PyObject *out = PyList_New(w->n);
+    for (Py_ssize_t i = 0; out && i < w->n; i++) {
+        PyObject *c = cell_list(w, i);
+        PyObject *item = c ? Py_BuildValue("(LN)", (long long)w->key[i], c) : NULL;
+        if (!item) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
+}
+
+/* [(first_line, text)] of the cells that keep a text, in order. */
+static PyObject *Windows_texts(Windows *w, PyObject *unused)
+{
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out && w->text && i < w->n; i++) {
+        if (!w->text[i])
+            continue;
+        PyObject *item = Py_BuildValue("(LO)", (long long)w->first[i], w->text[i]);
+        if (!item || PyList_Append(out, item) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    return out;
+}
+
+static PyObject *Windows_first_line(Windows *w, PyObject *unused)
+{
+    if (!w->n)
+        Py_RETURN_NONE;
+    int64_t m = w->first[0];
+    for (Py_ssize_t i = 1; i < w->n; i++)
+        if (w->first[i] < m)
+            m = w->first[i];
+    return PyLong_FromLongLong(m);
+}
+
+static PyObject *bytes_of(const void *p, Py_ssize_t n) { return PyBytes_FromStringAndSize(p, n); }
+
+/* Pickling (the parallel reader's results) and deepcopy (watch): the arrays as bytes. */
+static PyObject *Windows_reduce(Windows *w, PyObject *unused)
+{
+    PyObject *texts = PyList_New(w->n);
+    if (!texts)
+        return NULL;
+    for (Py_ssize_t i = 0; i < w->n; i++) {
+        PyObject *t = TEXT(w, i) ? TEXT(w, i) : Py_None;
+        Py_INCREF(t);
+        PyList_SET_ITEM(texts, i, t);
+    }
+    Py_ssize_t n8 = w->n * 8;
+    return Py_BuildValue("(O(Ln)(NNNNNNNNN))", (PyObject *)Py_TYPE(w), w->width, w->most, bytes_of(w->key, n8),
+                         bytes_of(w->count, n8), bytes_of(w->sum, n8), bytes_of(w->lo, n8), bytes_of(w->hi, n8),
+                         bytes_of(w->first, n8), bytes_of(w->last, n8), bytes_of(w->fsec, n8), texts);
+}
+
+static PyObject *Windows_setstate(Windows *w, PyObject *state)
+{
+    PyObject *b[8], *texts;
+    if (!PyArg_ParseTuple(state, "SSSSSSSSO!", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &PyList_Type,
+                          &texts))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    for (int k = 0; k < 8; k++)
+        if (PyBytes_GET_SIZE(b[k]) != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "bad Windows state");
+            return NULL;
+        }
+    if (w->n) {
+        PyErr_SetString(PyExc_ValueError, "Windows state set twice");
+        return NULL;
+    }
+    if (reserve(w, n) < 0)
+        return NULL;
+    const int64_t *key = (const int64_t *)PyBytes_AS_STRING(b[0]), *count = (const int64_t *)PyBytes_AS_STRING(b[1]);
+    const double *sum = (const double *)PyBytes_AS_STRING(b[2]), *lo = (const double *)PyBytes_AS_STRING(b[3]),
+                 *hi = (const double *)PyBytes_AS_STRING(b[4]);
+    const int64_t *first = (const int64_t *)PyBytes_AS_STRING(b[5]), *last = (const int64_t *)PyBytes_AS_STRING(b[6]);
+    const double *fsec = (const double *)PyBytes_AS_STRING(b[7]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(texts, i);
+        int64_t k, c, f, l;
+        double s, a, h, q;
+        memcpy(&k, key + i, 8);
+        memcpy(&c, count + i, 8);
+        memcpy(&s, sum + i, 8);
+        memcpy(&a, lo + i, 8);
+        memcpy(&h, hi + i, 8);
+        memcpy(&f, first + i, 8);
+        memcpy(&l, last + i, 8);
+        memcpy(&q, fsec + i, 8);
+        if (append(w, k, c, s, a, h, f, l, q, t == Py_None ? NULL : t) < 0)
+            return NULL;
+    }
+    w->cur = n ? n - 1 : 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Windows_get_width(Windows *w, void *closure) { return PyLong_FromLongLong(w->width); }
+static PyObject *Windows_get_most(Windows *w, void *closure) { return PyLong_FromSsize_t(w->most); }
+
+static PyMethodDef Windows_methods[] = {
+    {"add", (PyCFunction)Windows_add, METH_VARARGS, "Add one value at (second, line), with the record's text."},
+    {"coarsen", (PyCFunction)Windows_coarsen, METH_O, "Widen the windows in place to a multiple of their width."},
+    {"coarsened", (PyCFunction)Windows_coarsened, METH_O, "The windows at a wider width (these unchanged)."},
+    {"merge", (PyCFunction)Windows_merge, METH_O, "Fold in the windows of a later part of the log."},
+    {"keys", (PyCFunction)Windows_keys, METH_NOARGS, "Window keys, in the order their cells were created."},
+    {"items", (PyCFunction)Windows_items, METH_NOARGS, "(key, cell) in order, a cell as the pure twin's list."},
+    {"texts", (PyCFunction)Windows_texts, METH_NOARGS, "(first line, text) of the cells that keep a text."},
+    {"first_line", (PyCFunction)Windows_first_line, METH_NOARGS, "The smallest first line, or None."},
+    {"__reduce__", (PyCFunction)Windows_reduce, METH_NOARGS, NULL},
+    {"__setstate__", (PyCFunction)Windows_setstate, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Windows_getset[] = {
+    {"width", (getter)Windows_get_width, NULL, "seconds per window", NULL},
+    {"most", (getter)Windows_get_most, NULL, "cells kept before the width doubles", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods Windows_seq = {.sq_length = (lenfunc)Windows_len};
+
+static PyTypeObject WindowsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "logforensics.model._windows.Windows",
+    .tp_basicsize = sizeof(Windows),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Per-window count, sum, min, max, first/last line, first second and first text of one figure.",
+    .tp_new = Windows_new,
+    .tp_dealloc = (destructor)Windows_dealloc,
+    .tp_methods = Windows_methods,
+    .tp_getset = Windows_getset,
+    .tp_as_sequence = &Windows_seq,
+};
+
+/* -- rows into windows ---------------------------------------------------------------------- */
+
+typedef struct {
+    Py_ssize_t n;
+    int nslots;
+    const int64_t *line, *start, *end;
+    const double *sec, *val;
+} RowView;
+
+/* The scanner's rows (read/bulk.py Rows.raw): the columns this needs. */
+static int row_view(PyObject *t, RowView *v)
+{
+    PyObject *line, *rid, *cls, *dated, *plan, *sec, *start, *end, *val;
+    if (!PyArg_ParseTuple(t, "niSSSSSSSSS", &v->n, &v->nslots, &line, &rid, &cls, &dated, &plan, &sec, &start, &end,
+                          &val))
+        return -1;
+    if (v->nslots < 1 || v->nslots > MAX_SLOTS || PyBytes_GET_SIZE(line) != v->n * 8 ||
+        PyBytes_GET_SIZE(sec) != v->n * 8 || PyBytes_GET_SIZE(start) != v->n * 8 ||
+        PyBytes_GET_SIZE(end) != v->n * 8 || PyBytes_GET_SIZE(val) != v->n * v->nslots * 8) {
+        PyErr_SetString(PyExc_ValueError, "not rows of a scan");
+        return -1;
+    }
+    v->line = (const int64_t *)PyBytes_AS_STRING(line);
+    v->start = (const int64_t *)PyBytes_AS_STRING(start);
+    v->end = (const int64_t *)PyBytes_AS_STRING(end);
+    v->sec = (const double *)PyBytes_AS_STRING(sec);
+    v->val = (const double *)PyBytes_AS_STRING(val);
+    return 0;
+}
+
+static PyObject *row_text(const RowView *v, const Py_buffer *buf, Py_ssize_t i, Py_ssize_t most)
+{
+    int64_t a = v->start[i], b = v->end[i];
+    if (a < 0 || b < a || b > buf->len) {
+        PyErr_SetString(PyExc_ValueError, "row outside the buffer");
+        return NULL;
+    }
+    if (b - a > most)
+        b = a + most;
+    return PyUnicode_DecodeASCII((const char *)buf->buf + a, (Py_ssize_t)(b - a), NULL);
+}
+
+/* The rows index[] (int32 row numbers) into w: each row's value is the first of the columns
+ * cols it has (rows with none skipped, and rows without column require when require >= 0),
+ * added at its second and line as Windows.add adds it, with its line's text cut to
+ * text_most characters (none when 0). The text is made only for a cell it becomes the
+ * first record of. */
+static int add_rows(Windows *w, const RowView *v, const int32_t *index, Py_ssize_t nindex, const int *cols,
+                    Py_ssize_t ncols, int require, Py_ssize_t text_most, const Py_buffer *buf, long long first_line)
+{
+    for (Py_ssize_t j = 0; j < nindex; j++) {
+        Py_ssize_t i = index[j];
+        if (require >= 0 && isnan(v->val[require * v->n + i]))
+            continue;
+        double x = Py_NAN;
+        for (Py_ssize_t k = 0; k < ncols && isnan(x); k++)
+            x = v->val[cols[k] * v->n + i];
+        if (isnan(x))
+            continue;
+        double sec = v->sec[i];
+        int64_t line = first_line + v->line[i];
+        /* the common case, inline: the record falls into the cell last added to, later in the log */
+        if (w->n) {
+            Py_ssize_t c = w->cur;
+            double q = window_of(sec, w->width);
+            if (q > -9e18 && q < 9e18 && w->key[c] == (int64_t)q && line >= w->first[c]) {
+                w->count[c]++;
+                w->sum[c] += x;
+                if (x < w->lo[c])
+                    w->lo[c] = x;
+                if (x > w->hi[c])
+                    w->hi[c] = x;
+                if (line > w->last[c])
+                    w->last[c] = line;
+                if (sec < w->fsec[c])
+                    w->fsec[c] = sec;
+                continue;
+            }
+        }
+        PyObject *text = NULL;
+        if (text_most > 0) {
+            text = row_text(v, buf, i, text_most);
+            if (!text)
+                return -1;
+        }
+        int bad = add_value(w, sec, x, line, text) < 0;
+        Py_XDECREF(text);
+        if (bad)
+            return -1;
+    }
+    return 0;
+}
+
+static int window_args(const RowView *v, PyObject *index_o, PyObject *cols_t, int require, int *cols,
+                       Py_ssize_t *ncols, const int32_t **index, Py_ssize_t *nindex)
+{
+    if (!PyBytes_Check(index_o) || !PyTuple_Check(cols_t)) {
+        PyErr_SetString(PyExc_TypeError, "index must be bytes and cols a tuple");
+        return -1;
+    }
+    *index = (const int32_t *)PyBytes_AS_STRING(index_o);
+    *nindex = PyBytes_GET_SIZE(index_o) / 4;
+    *ncols = PyTuple_GET_SIZE(cols_t);
+    if (*ncols < 1 || *ncols > MAX_SLOTS || require >= v->nslots) {
+        PyErr_SetString(PyExc_ValueError, "bad window arguments");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < *ncols; k++) {
+        long c = PyLong_AsLong(PyTuple_GET_ITEM(cols_t, k));
+        if (c < 0 || c >= v->nslots) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "bad column");
+            return -1;
+        }
+        cols[k] = (int)c;
+    }
+    for (Py_ssize_t j = 0; j < *nindex; j++) {
+        if ((*index)[j] < 0 || (*index)[j] >= v->n) {
+            PyErr_SetString(PyExc_ValueError, "row index out of range");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* windows_add(targets, rows, buf, first_line): for each target (windows, index, cols,
+ * require, text), its rows added in row order (one call per segment). */
+static PyObject *windows_add(PyObject *module, PyObject *args)
+{
+    PyObject *targets, *rows_t;
+    long long first_line;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "O!Oy*L", &PyList_Type, &targets, &rows_t, &buf, &first_line))
+        return NULL;
+    RowView v;
+    PyObject *result = NULL;
+    if (row_view(rows_t, &v) < 0)
+        goto out;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(targets); t++) {
+        PyObject *w, *index_o, *cols_t;
+        int require;
+        Py_ssize_t text_most;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(targets, t), "O!OOin", &WindowsType, &w, &index_o, &cols_t, &require,
+                              &text_most))
+            goto out;
+        int cols[MAX_SLOTS];
+        Py_ssize_t ncols, nindex;
+        const int32_t *index;
+        if (window_args(&v, index_o, cols_t, require, cols, &ncols, &index, &nindex) < 0 ||
+            add_rows((Windows *)w, &v, index, nindex, cols, ncols, require, text_most, &buf, first_line) < 0)
+            goto out;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+out:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* -- the summary's loops ------------------------------------------------------------------ */
+
+typedef struct {
+    int64_t key;
+    Py_ssize_t w, i;
+} Entry;
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const Entry *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    if (x->w != y->w)
+        return x->w < y->w ? -1 : 1;
+    return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+/* All cells of the windows, sorted by key, then by window (the order a dict of lists built
+ * window by window holds them). */
+static Entry *entries(PyObject *list, Windows ***ws, Py_ssize_t *nw, Py_ssize_t *total)
+{
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "a list of Windows");
+        return NULL;
+    }
+    *nw = PyList_GET_SIZE(list);
+    *total = 0;
+    for (Py_ssize_t k = 0; k < *nw; k++) {
+        PyObject *o = PyList_GET_ITEM(list, k);
+        if (!PyObject_TypeCheck(o, &WindowsType)) {
+            PyErr_SetString(PyExc_TypeError, "a list of Windows");
+            return NULL;
+        }
+        *total += ((Windows *)o)->n;
+    }
+    Entry *e = PyMem_Malloc((*total + 1) * sizeof(Entry));
+    *ws = PyMem_Malloc((*nw + 1) * sizeof(Windows *));
+    if (!e || !*ws) {
+        PyMem_Free(e);
+        PyMem_Free(*ws);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t j = 0;
+    for (Py_ssize_t k = 0; k < *nw; k++) {
+        Windows *w = (Windows *)PyList_GET_ITEM(list, k);
+        (*ws)[k] = w;
+        for (Py_ssize_t i = 0; i < w->n; i++)
+            e[j++] = (Entry){w->key[i], k, i};
+    }
+    qsort(e, *total, sizeof(Entry), entry_cmp);
+    return e;
+}
+
+/* Python's sum() of floats (from the int 0), as this interpreter computes it. */
+typedef struct {
+    double f, c;
+} PySum;
+
+static inline void pysum_add(PySum *s, double x)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    double t = s->f + x;
+    if (fabs(s->f) >= fabs(x))
+        s->c += (s->f - t) + x;
+    else
+        s->c += (x - t) + s->f;
+    s->f = t;
+#else
+    s->f += x;
+#endif
+}
+
+static inline double pysum_value(const PySum *s)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (s->c && isfinite(s->c))
+        return s->f + s->c;
+#endif
+    return s->f;
+}
+
+/* combine(windows, how_max) -> [(first second, value, first line)] by window key: per key,
+ * the ranks' means (sum / count) summed (or their max), at the earliest first line
+ * (serving.ServingObserver._combined). */
+static PyObject *combine(PyObject *module, PyObject *args)
+{
+    PyObject *list;
+    int how_max;
+    if (!PyArg_ParseTuple(args, "O!p", &PyList_Type, &list, &how_max))
+        return NULL;
+    Windows **ws;
+    Py_ssize_t nw, total;
+    Entry *e = entries(list, &ws, &nw, &total);
+    if (!e)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t a = 0; out && a < total;) {
+        Py_ssize_t b = a;
+        PySum s = {0.0, 0.0};
+        double best = 0.0;
+        Py_ssize_t fw = e[a].w, fi = e[a].i;
+        for (; b < total && e[b].key == e[a].key; b++) {
+            const Windows *w = ws[e[b].w];
+            double mean = w->sum[e[b].i] / (double)w->count[e[b].i];
+            if (b == a) {
+                s.f = 0.0 + mean;
+                best = mean;
+            } else {
+                pysum_add(&s, mean);
+                if (mean > best)
+                    best = mean;
+            }
+            if (w->first[e[b].i] < ws[fw]->first[fi]) {
+                fw = e[b].w;
+                fi = e[b].i;
+            }
+        }
+        double value = how_max ? best : pysum_value(&s);
+        PyObject *item = Py_BuildValue("(ddL)", ws[fw]->fsec[fi], value, (long long)ws[fw]->first[fi]);
+        if (!item || PyList_Append(out, item) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(item);
+        a = b;
+    }
+    PyMem_Free(e);
+    PyMem_Free(ws);
+    return out;
+}
+
+/* cache_hit(windows, is_new) -> [(second, cached / (new + cached), line)] by key, where
+ * new + cached > 0 (serving.ServingObserver._cache_hit): is_new[k] tells whether windows[k]
+ * holds new tokens (else cached ones). */
+static PyObject *cache_hit(PyObject *module, PyObject *args)
+{
+    PyObject *list, *is_new;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &list, &PyList_Type, &is_new))
+        return NULL;
+    if (PyList_GET_SIZE(is_new) != PyList_GET_SIZE(list)) {
+        PyErr_SetString(PyExc_ValueError, "one flag per Windows");
+        return NULL;
+    }
+    Windows **ws;
+    Py_ssize_t nw, total;
+    Entry *e = entries(list, &ws, &nw, &total);
+    if (!e)
+        return NULL;
+    char *fresh = PyMem_Malloc(nw + 1);
+    if (!fresh) {
+        PyMem_Free(e);
+        PyMem_Free(ws);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < nw; k++)
+        fresh[k] = (char)PyObject_IsTrue(PyList_GET_ITEM(is_new, k));
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t a = 0; out && a < total;) {
+        Py_ssize_t b = a;
+        double n = 0.0, cached = 0.0;
+        int64_t line = ws[e[a].w]->first[e[a].i];
+        double sec = ws[e[a].w]->fsec[e[a].i];
+        for (; b < total && e[b].key == e[a].key; b++) {
+            const Windows *w = ws[e[b].w];
+            if (fresh[e[b].w])
+                n += w->sum[e[b].i];
+            else
+                cached += w->sum[e[b].i];
+            if (w->first[e[b].i] < line) {
+                line = w->first[e[b].i];
+                sec = w->fsec[e[b].i];
+            }
+        }
+        if (n + cached > 0) {
+            PyObject *item = Py_BuildValue("(ddL)", sec, cached / (n + cached), (long long)line);
+            if (!item || PyList_Append(out, item) < 0)
+                Py_CLEAR(out);
+            Py_XDECREF(item);
+        }
+        a = b;
+    }
+    PyMem_Free(fresh);
+    PyMem_Free(e);
+    PyMem_Free(ws);
+    return out;
+}
+
+/* best_split(values, a, b, min_segment, min_rel) -> (k, t) or None: the split of values[a:b]
+ * with the largest two-sample t statistic among those that move the level by min_rel
+ * (changepoints._segment's loop, the same arithmetic). */
+static PyObject *best_split(PyObject *module, PyObject *args)
+{
+    PyObject *values;
+    Py_ssize_t a, b, min_seg;
+    double min_rel;
+    if (!PyArg_ParseTuple(args, "O!nnnd", &PyList_Type, &values, &a, &b, &min_seg, &min_rel))
+        return NULL;
+    Py_ssize_t len = PyList_GET_SIZE(values);
+    if (a < 0 || b > len || a > b) {
+        PyErr_SetString(PyExc_ValueError, "bad range");
+        return NULL;
+    }
+    Py_ssize_t n = b - a;
+    double *prefix = PyMem_Malloc((n + 1) * 2 * sizeof(double));
+    if (!prefix)
+        return PyErr_NoMemory();
+    double *sq = prefix + n + 1;
+    prefix[0] = sq[0] = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyList_GET_ITEM(values, a + i);
+        if (!PyFloat_CheckExact(o)) {
+            PyMem_Free(prefix);
+            PyErr_SetString(PyExc_TypeError, "values must be floats");
+            return NULL;
+        }
+        double x = PyFloat_AS_DOUBLE(o);
+        prefix[i + 1] = prefix[i] + x;
+        sq[i + 1] = sq[i] + x * x;
+    }
+    Py_ssize_t best = -1;
+    double best_t = 0.0;
+    for (Py_ssize_t k = min_seg; k < n - min_seg + 1; k++) {
+        double n1 = (double)k, n2 = (double)(n - k);
+        double m1 = prefix[k] / n1, m2 = (prefix[n] - prefix[k]) / n2;
+        double v1 = sq[k] / n1 - m1 * m1, v2 = (sq[n] - sq[k]) / n2 - m2 * m2;
+        if (0.0 > v1) /* max(v, 0.0) */
+            v1 = 0.0;
+        if (0.0 > v2)
+            v2 = 0.0;
+        double top = fabs(m1), am2 = fabs(m2);
+        if (am2 > top)
+            top = am2;
+        double floor_ = pow(top * 0.02, 2.0) + 1e-12;
+        double e1 = floor_ > v1 ? floor_ : v1, e2 = floor_ > v2 ? floor_ : v2;
+        double se = sqrt(e1 / n1 + e2 / n2);
+        double t = fabs(m1 - m2) / se;
+        if (top != 0.0 && fabs(m1 - m2) / top >= min_rel && t > best_t) {
+            best = k;
+            best_t = t;
+        }
+    }
+    PyMem_Free(prefix);
+    if (best < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(nd)", best, best_t);
+}
+
+/* -- texts no change point can cite ---------------------------------------------------------- */
+
+typedef struct {
+    int64_t *key, *min;
+    Py_ssize_t cap;
+} MinMap; /* window key -> smallest first line */
+
+static int minmap_init(MinMap *m, Py_ssize_t n)
+{
+    m->cap = 16;
+    while (m->cap < 2 * n + 2)
+        m->cap *= 2;
+    m->key = PyMem_Malloc(m->cap * sizeof(int64_t));
+    m->min = PyMem_Malloc(m->cap * sizeof(int64_t));
+    if (!m->key || !m->min) {
+        PyMem_Free(m->key);
+        PyMem_Free(m->min);
+        m->key = m->min = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < m->cap; i++)
+        m->min[i] = INT64_MAX; /* empty */
+    return 0;
+}
+
+static inline int64_t *minmap_slot(MinMap *m, int64_t k, int create)
+{
+    size_t mask = (size_t)m->cap - 1, h = hash_of(k) & mask;
+    for (;;) {
+        if (m->min[h] == INT64_MAX) {
+            if (!create)
+                return NULL;
+            m->key[h] = k;
+            return &m->min[h];
+        }
+        if (m->key[h] == k)
+            return &m->min[h];
+        h = (h + 1) & mask;
+    }
+}
+
+/* prune_texts(texts, series) -> texts kept: drops the texts that no summary can cite.
+ *
+ * The summary cites a text by line: that of a series point (a change point, the first full
+ * KV window), which is the smallest first line, at the summary's window, of the cells of
+ * one series (series[j]: its windows, all ranks). A text whose line L is, at the widest
+ * width here (whose windows nest in the summary's), not the smallest first line of its
+ * window in any series, never will be: later records and later parts of the log only add
+ * other lines, and widening only takes smaller minima. Such texts are dropped; every text
+ * a summary looks up stays. Widths must all divide the widest (else nothing is dropped). */
+static PyObject *prune_texts(PyObject *module, PyObject *args)
+{
+    PyObject *texts, *series;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &texts, &PyList_Type, &series))
+        return NULL;
+    Py_ssize_t ns = PyList_GET_SIZE(series), nt = PyList_GET_SIZE(texts);
+    long long widest = 1;
+    for (Py_ssize_t j = -1; j < ns; j++) {
+        PyObject *list = j < 0 ? texts : PyList_GET_ITEM(series, j);
+        if (!PyList_Check(list)) {
+            PyErr_SetString(PyExc_TypeError, "series must be lists of Windows");
+            return NULL;
+        }
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
+            PyObject *o = PyList_GET_ITEM(list, k);
+            if (!PyObject_TypeCheck(o, &WindowsType)) {
+                PyErr_SetString(PyExc_TypeError, "series must be lists of Windows");
+                return NULL;
+            }
+            if (((Windows *)o)->width > widest)
+                widest = ((Windows *)o)->width;
+        }
+    }
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t j = -1; j < ns; j++) {
+        PyObject *list = j < 0 ? texts : PyList_GET_ITEM(series, j);
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++)
+            if (widest % ((Windows *)PyList_GET_ITEM(list, k))->width)
+                goto count; /* windows that do not nest: keep everything */
+    }
+    MinMap *maps = PyMem_Calloc(ns + 1, sizeof(MinMap));
+    if (!maps)
+        return PyErr_NoMemory();
+    int bad = 0;
+    for (Py_ssize_t j = 0; j < ns && !bad; j++) {
+        PyObject *list = PyList_GET_ITEM(series, j);
+        Py_ssize_t n = 0;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++)
+            n += ((Windows *)PyList_GET_ITEM(list, k))->n;
+        if (minmap_init(&maps[j], n) < 0) {
+            bad = 1;
+            break;
+        }
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
+            Windows *w = (Windows *)PyList_GET_ITEM(list, k);
+            int64_t f = widest / w->width;
+            for (Py_ssize_t i = 0; i < w->n; i++) {
+                int64_t *m = minmap_slot(&maps[j], floordiv_ll(w->key[i], f), 1);
+                if (w->first[i] < *m)
+                    *m = w->first[i];
+            }
+        }
+    }
+    for (Py_ssize_t t = 0; t < nt && !bad; t++) {
+        Windows *w = (Windows *)PyList_GET_ITEM(texts, t);
+        int64_t f = widest / w->width;
+        for (Py_ssize_t i = 0; w->text && i < w->n; i++) {
+            if (!w->text[i])
+                continue;
+            int64_t k = floordiv_ll(w->key[i], f);
+            int cited = 0;
+            for (Py_ssize_t j = 0; j < ns && !cited; j++) {
+                int64_t *m = minmap_slot(&maps[j], k, 0);
+                cited = m && *m == w->first[i];
+            }
+            if (!cited)
+                Py_CLEAR(w->text[i]);
+        }
+    }
+    for (Py_ssize_t j = 0; j < ns; j++) {
+        PyMem_Free(maps[j].key);
+        PyMem_Free(maps[j].min);
+    }
+    PyMem_Free(maps);
+    if (bad)
+        return NULL;
+count:
+    for (Py_ssize_t t = 0; t < nt; t++) {
+        Windows *w = (Windows *)PyList_GET_ITEM(texts, t);
+        for (Py_ssize_t i = 0; w->text && i < w->n; i++)
+            kept += w->text[i] != NULL;
+    }
+    return PyLong_FromSsize_t(kept);
+}
+
+static PyMethodDef module_methods[] = {
+    {"windows_add", windows_add, METH_VARARGS, "Add a segment's rows to windows, in row order."},
+    {"combine", combine, METH_VARARGS, "A figure over ranks, window by window."},
+    {"cache_hit", cache_hit, METH_VARARGS, "The prefix-cache hit rate, window by window."},
+    {"best_split", best_split, METH_VARARGS, "The best split of a series (binary segmentation's scan)."},
+    {"prune_texts", prune_texts, METH_VARARGS, "Drop the texts no summary can cite; the number kept."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_windows", "Serving windows as arrays (optional speed-up).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__windows(void)
+{
+    if (PyType_Ready(&WindowsType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&WindowsType);
+    if (PyModule_AddObject(m, "Windows", (PyObject *)&WindowsType) < 0) {
+        Py_DECREF(&WindowsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,164 @@
+"""The serving time series' per-window aggregates of one figure on one rank.
+
+Why apart from the observer (``serving.py``): a log in which every rank prints batch
+statistics has dozens of such windows of thousands of cells each, so their representation
+decides the run model's memory. Where the C extension is built (``_windows.c``) a window set
+is parallel arrays, about 80 bytes a cell; :class:`_PyWindows` is its pure twin (a dict of
+lists), used with ``LOGFORENSICS_PURE=1`` or without a compiler. Both keep cells in the order
+they were created and fold them in that order when widened or merged, so every sum is the
+same double on both paths.
+"""
+
+from __future__ import annotations
+
+import array
+from types import ModuleType
+from typing import Any
+
+from ..read.bulk import available
+
+cwindows: ModuleType | None
+try:  # the optional C extension (built by pip where a compiler is available)
+    from . import _windows as cwindows
+except ImportError:  # pragma: no cover - platforms without it
+    cwindows = None
+
+#: Windows kept per figure and rank before their width doubles.
+MAX_WINDOWS = 4096
+
+#: One window's aggregates: [count, sum, min, max, first_line, last_line, first_second, first_text];
+#: numbers but for the last slot, a record's text or None.
+Cell = list[Any]
+
+
+class _PyWindows:
+    """Per-window [count, sum, min, max, first_line, last_line, first_second, first_text] of one
+    figure on one rank (the text only where kept: the record a change point cites).
+
+    The pure twin of the compiled ``_windows.Windows`` (parallel arrays, the same semantics:
+    cells in the order they were created, folded in that order when widened or merged)."""
+
+    __slots__ = ("width", "cells")
+
+    def __init__(self, width: int = 1, most: int | None = None) -> None:
+        self.width = width
+        self.cells: dict[int, Cell] = {}
+
+    def __len__(self) -> int:
+        return len(self.cells)
+
+    def add(self, sec: float, value: float, line: int, text: str | None = None) -> None:
+        key = int(sec // self.width)
+        c = self.cells.get(key)
+        if c is None:
+            self.cells[key] = [1, value, value, value, line, line, sec, text]
+            if len(self.cells) > MAX_WINDOWS:
+                self.coarsen(self.width * 2)
+            return
+        c[0] += 1
+        c[1] += value
+        if value < c[2]:
+            c[2] = value
+        if value > c[3]:
+            c[3] = value
+        if line < c[4]:
+            c[4] = line
+            c[7] = text
+        if line > c[5]:
+            c[5] = line
+        if sec < c[6]:
+            c[6] = sec
+
+    def coarsen(self, width: int) -> None:
+        if width <= self.width:
+            return
+        self.width, self.cells = width, _folded(self.cells, width // self.width)
+
+    def coarsened(self, width: int) -> _PyWindows:
+        """The windows at ``width`` (a multiple of this width), leaving these unchanged."""
+        if width <= self.width:
+            return self
+        out = _PyWindows(width)
+        out.cells = _folded(self.cells, width // self.width, copy=True)
+        return out
+
+    def merge(self, other: Any) -> None:
+        width = max(self.width, other.width)
+        self.coarsen(width)
+        factor = width // other.width
+        for key, c in other.items():
+            _fold(self.cells, key // factor, c)
+        while len(self.cells) > MAX_WINDOWS:
+            self.coarsen(self.width * 2)
+
+    def keys(self) -> list[int]:
+        return list(self.cells)
+
+    def items(self) -> list[tuple[int, Cell]]:
+        return list(self.cells.items())
+
+    def texts(self) -> list[tuple[int, str]]:
+        """(first line, text) of the cells that keep a text."""
+        return [(c[4], c[7]) for c in self.cells.values() if c[7] is not None]
+
+    def first_line(self) -> int | None:
+        return min((c[4] for c in self.cells.values()), default=None)
+
+
+def _folded(cells: dict[int, Cell], factor: int, copy: bool = False) -> dict[int, Cell]:
+    """The cells of windows ``factor`` times as wide, folded in order; ``copy``: these stay as they were."""
+    out: dict[int, Cell] = {}
+    for key, c in cells.items():
+        k = key // factor
+        d = out.get(k)
+        if d is None:
+            out[k] = list(c) if copy else c
+        else:
+            _fold(out, k, c)
+    return out
+
+
+def _fold(cells: dict[int, Cell], key: int, c: Cell) -> None:
+    d = cells.get(key)
+    if d is None:
+        cells[key] = list(c)
+        return
+    d[0] += c[0]
+    d[1] += c[1]
+    d[2] = min(d[2], c[2])
+    d[3] = max(d[3], c[3])
+    if c[4] < d[4]:
+        d[4], d[7] = c[4], c[7]
+    d[5] = max(d[5], c[5])
+    d[6] = min(d[6], c[6])
+
+
+#: Either type of windows (an observer's are of one type; ``like`` converts between them).
+Windows = Any
+
+
+def new_windows() -> Windows:
+    """Empty windows of the compiled type where built and not disabled, else the pure twin."""
+    if cwindows is not None and available():
+        return cwindows.Windows(1, MAX_WINDOWS)
+    return _PyWindows()
+
+
+def like(mine: Windows, other: Windows) -> Windows:
+    """``other`` as windows of ``mine``'s type (parts of one log read on different paths)."""
+    if type(other) is type(mine):
+        return other
+    items = other.items()
+    if isinstance(mine, _PyWindows):
+        out = _PyWindows(other.width)
+        out.cells = dict(items)
+        return out
+    cols = [array.array("d" if j in (1, 2, 3, 6) else "q", [c[j] for _, c in items]).tobytes() for j in range(7)]
+    w = type(mine)(other.width, MAX_WINDOWS)
+    w.__setstate__((array.array("q", [k for k, _ in items]).tobytes(), *cols, [c[7] for _, c in items]))
+    return w
+
+
+def compiled(windows: list[Windows]) -> bool:
+    """Whether the summary's loops may run in C over these windows (all of the compiled type)."""
+    return cwindows is not None and all(type(w) is cwindows.Windows for w in windows)
