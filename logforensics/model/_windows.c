@@ -33,6 +33,7 @@ typedef struct {
     int32_t *hash;   /* open addressing: cell index or -1 */
     Py_ssize_t hcap; /* a power of two, > 2 * n */
     Py_ssize_t cur;  /* the cell last added to */
+    double lo_sec, hi_sec; /* seconds that surely fall into cell cur (an empty range if unsure) */
 } Windows;
 
 static PyTypeObject WindowsType;
@@ -74,6 +75,23 @@ static inline double window_of(double sec, long long width)
     if ((width & (width - 1)) == 0 && fabs(sec) >= 1.0)
         return floor(sec / (double)width);
     return py_floordiv(sec, (double)width);
+}
+
+/* Cell c becomes the current one. Where the width is a power of two and the window's
+ * seconds are at least 1 and small enough for exact products, a second s falls into it
+ * exactly when lo <= s < hi (window_of's floor(s / width) == key), which is cheaper. */
+static inline void set_cur(Windows *w, Py_ssize_t c)
+{
+    w->cur = c;
+    w->lo_sec = INFINITY;
+    w->hi_sec = -INFINITY;
+    if (c < w->n && (w->width & (w->width - 1)) == 0) {
+        double lo = (double)w->key[c] * (double)w->width, hi = ((double)w->key[c] + 1.0) * (double)w->width;
+        if (lo >= 1.0 && hi < 4e15) {
+            w->lo_sec = lo;
+            w->hi_sec = hi;
+        }
+    }
 }
 
 static inline size_t hash_of(int64_t k) { return (size_t)((uint64_t)k * 0x9E3779B97F4A7C15ULL >> 17); }
@@ -248,7 +266,7 @@ static int coarsen(Windows *w, long long width)
             Py_CLEAR(w->text[i]);
     }
     w->width = width;
-    w->cur = w->n ? w->n - 1 : 0;
+    set_cur(w, w->n ? w->n - 1 : 0);
     return 0;
 }
 
@@ -259,7 +277,8 @@ static Windows *new_windows(long long width, Py_ssize_t most)
         return NULL;
     w->width = width;
     w->most = most;
-    w->n = w->cap = w->hcap = w->cur = 0;
+    w->n = w->cap = w->hcap = 0;
+    set_cur(w, 0);
     w->key = w->count = w->first = w->last = NULL;
     w->sum = w->lo = w->hi = w->fsec = NULL;
     w->text = NULL;
@@ -315,12 +334,13 @@ static int add_value(Windows *w, double sec, double x, int64_t line, PyObject *t
         c = append(w, k, 1, x, x, x, line, line, sec, text);
         if (c < 0)
             return -1;
-        w->cur = c;
+        set_cur(w, c);
         if (w->n > w->most)
             return coarsen(w, w->width * 2);
         return 0;
     }
-    w->cur = c;
+    if (c != w->cur)
+        set_cur(w, c);
     w->count[c]++;
     w->sum[c] += x;
     if (x < w->lo[c])
@@ -373,7 +393,7 @@ static Windows *copy_of(const Windows *w)
             Py_DECREF(c);
             return NULL;
         }
-    c->cur = w->cur;
+    set_cur(c, w->cur);
     return c;
 }
 
@@ -545,7 +565,7 @@ static PyObject *Windows_setstate(Windows *w, PyObject *state)
         if (append(w, k, c, s, a, h, f, l, q, t == Py_None ? NULL : t) < 0)
             return NULL;
     }
-    w->cur = n ? n - 1 : 0;
+    set_cur(w, n ? n - 1 : 0);
     Py_RETURN_NONE;
 }
 
@@ -629,57 +649,6 @@ static PyObject *row_text(const RowView *v, const Py_buffer *buf, Py_ssize_t i, 
     return PyUnicode_DecodeASCII((const char *)buf->buf + a, (Py_ssize_t)(b - a), NULL);
 }
 
-/* The rows index[] (int32 row numbers) into w: each row's value is the first of the columns
- * cols it has (rows with none skipped, and rows without column require when require >= 0),
- * added at its second and line as Windows.add adds it, with its line's text cut to
- * text_most characters (none when 0). The text is made only for a cell it becomes the
- * first record of. */
-static int add_rows(Windows *w, const RowView *v, const int32_t *index, Py_ssize_t nindex, const int *cols,
-                    Py_ssize_t ncols, int require, Py_ssize_t text_most, const Py_buffer *buf, long long first_line)
-{
-    for (Py_ssize_t j = 0; j < nindex; j++) {
-        Py_ssize_t i = index[j];
-        if (require >= 0 && isnan(v->val[require * v->n + i]))
-            continue;
-        double x = Py_NAN;
-        for (Py_ssize_t k = 0; k < ncols && isnan(x); k++)
-            x = v->val[cols[k] * v->n + i];
-        if (isnan(x))
-            continue;
-        double sec = v->sec[i];
-        int64_t line = first_line + v->line[i];
-        /* the common case, inline: the record falls into the cell last added to, later in the log */
-        if (w->n) {
-            Py_ssize_t c = w->cur;
-            double q = window_of(sec, w->width);
-            if (q > -9e18 && q < 9e18 && w->key[c] == (int64_t)q && line >= w->first[c]) {
-                w->count[c]++;
-                w->sum[c] += x;
-                if (x < w->lo[c])
-                    w->lo[c] = x;
-                if (x > w->hi[c])
-                    w->hi[c] = x;
-                if (line > w->last[c])
-                    w->last[c] = line;
-                if (sec < w->fsec[c])
-                    w->fsec[c] = sec;
-                continue;
-            }
-        }
-        PyObject *text = NULL;
-        if (text_most > 0) {
-            text = row_text(v, buf, i, text_most);
-            if (!text)
-                return -1;
-        }
-        int bad = add_value(w, sec, x, line, text) < 0;
-        Py_XDECREF(text);
-        if (bad)
-            return -1;
-    }
-    return 0;
-}
-
 static int window_args(const RowView *v, PyObject *index_o, PyObject *cols_t, int require, int *cols,
                        Py_ssize_t *ncols, const int32_t **index, Py_ssize_t *nindex)
 {
@@ -712,8 +681,73 @@ static int window_args(const RowView *v, PyObject *index_o, PyObject *cols_t, in
     return 0;
 }
 
-/* windows_add(targets, rows, buf, first_line): for each target (windows, index, cols,
- * require, text), its rows added in row order (one call per segment). */
+typedef struct {
+    Windows *w;
+    PyObject *index_o;
+    const int32_t *index;
+    Py_ssize_t nindex, ncols, text_most;
+    int cols[MAX_SLOTS];
+    int require;
+} Target;
+
+/* The rows of one index (int32 row numbers) into the windows of its targets, row by row:
+ * each row's value for a target is the first of its columns the row has (rows with none
+ * skipped, and rows without its required column), added at the row's second and line as
+ * Windows.add adds it, with the line's text cut to text_most characters (none when 0). A
+ * text is made only for a cell the row becomes the first record of. Each window sees its
+ * rows in row order, so its sums are those of adding one by one. */
+static int add_group(const Target *ts, Py_ssize_t m, const RowView *v, const Py_buffer *buf, long long first_line)
+{
+    const int32_t *index = ts[0].index;
+    const double *val = v->val;
+    Py_ssize_t n = v->n;
+    for (Py_ssize_t j = 0; j < ts[0].nindex; j++) {
+        Py_ssize_t i = index[j];
+        double sec = v->sec[i];
+        int64_t line = first_line + v->line[i];
+        for (Py_ssize_t t = 0; t < m; t++) {
+            const Target *T = &ts[t];
+            if (T->require >= 0 && isnan(val[T->require * n + i]))
+                continue;
+            double x = val[T->cols[0] * n + i];
+            for (Py_ssize_t k = 1; k < T->ncols && isnan(x); k++)
+                x = val[T->cols[k] * n + i];
+            if (isnan(x))
+                continue;
+            Windows *w = T->w;
+            Py_ssize_t c = w->cur;
+            /* the common case, inline: a later record of the current cell */
+            if (sec >= w->lo_sec && sec < w->hi_sec && line >= w->first[c]) {
+                w->count[c]++;
+                w->sum[c] += x;
+                if (x < w->lo[c])
+                    w->lo[c] = x;
+                if (x > w->hi[c])
+                    w->hi[c] = x;
+                if (line > w->last[c])
+                    w->last[c] = line;
+                if (sec < w->fsec[c])
+                    w->fsec[c] = sec;
+                continue;
+            }
+            PyObject *text = NULL;
+            if (T->text_most > 0) {
+                text = row_text(v, buf, i, T->text_most);
+                if (!text)
+                    return -1;
+            }
+            int bad = add_value(w, sec, x, line, text) < 0;
+            Py_XDECREF(text);
+            if (bad)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* windows_add(targets, rows, buf, first_line): each target (windows, index, cols, require,
+ * text) takes its rows (one call per segment); consecutive targets of one index are filled
+ * in one pass over their rows. */
 static PyObject *windows_add(PyObject *module, PyObject *args)
 {
     PyObject *targets, *rows_t;
@@ -723,25 +757,33 @@ static PyObject *windows_add(PyObject *module, PyObject *args)
         return NULL;
     RowView v;
     PyObject *result = NULL;
+    Py_ssize_t nt = PyList_GET_SIZE(targets);
+    Target *ts = PyMem_Malloc((nt + 1) * sizeof(Target));
+    if (!ts) {
+        PyErr_NoMemory();
+        goto out;
+    }
     if (row_view(rows_t, &v) < 0)
         goto out;
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(targets); t++) {
-        PyObject *w, *index_o, *cols_t;
-        int require;
-        Py_ssize_t text_most;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(targets, t), "O!OOin", &WindowsType, &w, &index_o, &cols_t, &require,
-                              &text_most))
+    for (Py_ssize_t t = 0; t < nt; t++) {
+        PyObject *w, *cols_t;
+        Target *T = &ts[t];
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(targets, t), "O!OOin", &WindowsType, &w, &T->index_o, &cols_t,
+                              &T->require, &T->text_most) ||
+            window_args(&v, T->index_o, cols_t, T->require, T->cols, &T->ncols, &T->index, &T->nindex) < 0)
             goto out;
-        int cols[MAX_SLOTS];
-        Py_ssize_t ncols, nindex;
-        const int32_t *index;
-        if (window_args(&v, index_o, cols_t, require, cols, &ncols, &index, &nindex) < 0 ||
-            add_rows((Windows *)w, &v, index, nindex, cols, ncols, require, text_most, &buf, first_line) < 0)
+        T->w = (Windows *)w;
+    }
+    for (Py_ssize_t a = 0, b; a < nt; a = b) {
+        for (b = a + 1; b < nt && ts[b].index_o == ts[a].index_o; b++)
+            ;
+        if (add_group(ts + a, b - a, &v, &buf, first_line) < 0)
             goto out;
     }
     result = Py_None;
     Py_INCREF(result);
 out:
+    PyMem_Free(ts);
     PyBuffer_Release(&buf);
     return result;
 }
@@ -996,7 +1038,7 @@ static PyObject *best_split(PyObject *module, PyObject *args)
 
 typedef struct {
     int64_t *key, *min;
-    Py_ssize_t cap;
+    Py_ssize_t cap, used;
 } MinMap; /* window key -> smallest first line */
 
 static int minmap_init(MinMap *m, Py_ssize_t n)
@@ -1004,6 +1046,7 @@ static int minmap_init(MinMap *m, Py_ssize_t n)
     m->cap = 16;
     while (m->cap < 2 * n + 2)
         m->cap *= 2;
+    m->used = 0;
     m->key = PyMem_Malloc(m->cap * sizeof(int64_t));
     m->min = PyMem_Malloc(m->cap * sizeof(int64_t));
     if (!m->key || !m->min) {
@@ -1018,20 +1061,49 @@ static int minmap_init(MinMap *m, Py_ssize_t n)
     return 0;
 }
 
-static inline int64_t *minmap_slot(MinMap *m, int64_t k, int create)
+static inline const int64_t *minmap_find(const MinMap *m, int64_t k)
 {
     size_t mask = (size_t)m->cap - 1, h = hash_of(k) & mask;
     for (;;) {
-        if (m->min[h] == INT64_MAX) {
-            if (!create)
-                return NULL;
-            m->key[h] = k;
-            return &m->min[h];
-        }
+        if (m->min[h] == INT64_MAX)
+            return NULL;
         if (m->key[h] == k)
             return &m->min[h];
         h = (h + 1) & mask;
     }
+}
+
+/* Take first line `first` at key k (the smaller one kept); grows the map past half full. */
+static int minmap_take(MinMap *m, int64_t k, int64_t first)
+{
+    size_t mask = (size_t)m->cap - 1, h = hash_of(k) & mask;
+    for (;;) {
+        if (m->min[h] == INT64_MAX)
+            break;
+        if (m->key[h] == k) {
+            if (first < m->min[h])
+                m->min[h] = first;
+            return 0;
+        }
+        h = (h + 1) & mask;
+    }
+    m->key[h] = k;
+    m->min[h] = first;
+    if (++m->used * 2 <= m->cap)
+        return 0;
+    MinMap big;
+    if (minmap_init(&big, m->cap) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < m->cap; i++)
+        if (m->min[i] != INT64_MAX && minmap_take(&big, m->key[i], m->min[i]) < 0) {
+            PyMem_Free(big.key);
+            PyMem_Free(big.min);
+            return -1;
+        }
+    PyMem_Free(m->key);
+    PyMem_Free(m->min);
+    *m = big;
+    return 0;
 }
 
 /* prune_texts(texts, series) -> texts kept: drops the texts that no summary can cite.
@@ -1079,21 +1151,19 @@ static PyObject *prune_texts(PyObject *module, PyObject *args)
     int bad = 0;
     for (Py_ssize_t j = 0; j < ns && !bad; j++) {
         PyObject *list = PyList_GET_ITEM(series, j);
-        Py_ssize_t n = 0;
+        Py_ssize_t n = 0; /* the ranks' windows mostly share their keys: size for the largest */
         for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++)
-            n += ((Windows *)PyList_GET_ITEM(list, k))->n;
+            if (((Windows *)PyList_GET_ITEM(list, k))->n > n)
+                n = ((Windows *)PyList_GET_ITEM(list, k))->n;
         if (minmap_init(&maps[j], n) < 0) {
             bad = 1;
             break;
         }
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list) && !bad; k++) {
             Windows *w = (Windows *)PyList_GET_ITEM(list, k);
             int64_t f = widest / w->width;
-            for (Py_ssize_t i = 0; i < w->n; i++) {
-                int64_t *m = minmap_slot(&maps[j], floordiv_ll(w->key[i], f), 1);
-                if (w->first[i] < *m)
-                    *m = w->first[i];
-            }
+            for (Py_ssize_t i = 0; i < w->n && !bad; i++)
+                bad = minmap_take(&maps[j], floordiv_ll(w->key[i], f), w->first[i]) < 0;
         }
     }
     for (Py_ssize_t t = 0; t < nt && !bad; t++) {
@@ -1105,7 +1175,7 @@ static PyObject *prune_texts(PyObject *module, PyObject *args)
             int64_t k = floordiv_ll(w->key[i], f);
             int cited = 0;
             for (Py_ssize_t j = 0; j < ns && !cited; j++) {
-                int64_t *m = minmap_slot(&maps[j], k, 0);
+                const int64_t *m = maps[j].key ? minmap_find(&maps[j], k) : NULL;
                 cited = m && *m == w->first[i];
             }
             if (!cited)
