@@ -34,6 +34,7 @@ typedef struct {
     Py_ssize_t hcap; /* a power of two, > 2 * n */
     Py_ssize_t cur;  /* the cell last added to */
     double lo_sec, hi_sec; /* seconds that surely fall into cell cur (an empty range if unsure) */
+    long long texts_made;  /* texts given to cells so far (what pruning bounds) */
 } Windows;
 
 static PyTypeObject WindowsType;
@@ -151,6 +152,8 @@ static int reserve(Windows *w, Py_ssize_t need)
     if (need <= w->cap)
         return 0;
     Py_ssize_t cap = w->cap < 16 ? 16 : w->cap + w->cap / 2;
+    if (cap > w->most + 1 && need <= w->most + 1)
+        cap = w->most + 1; /* never more cells than most + 1 */
     if (cap < need)
         cap = need;
     if (cap > INT32_MAX) {
@@ -278,6 +281,7 @@ static Windows *new_windows(long long width, Py_ssize_t most)
     w->width = width;
     w->most = most;
     w->n = w->cap = w->hcap = 0;
+    w->texts_made = 0;
     set_cur(w, 0);
     w->key = w->count = w->first = w->last = NULL;
     w->sum = w->lo = w->hi = w->fsec = NULL;
@@ -334,6 +338,7 @@ static int add_value(Windows *w, double sec, double x, int64_t line, PyObject *t
         c = append(w, k, 1, x, x, x, line, line, sec, text);
         if (c < 0)
             return -1;
+        w->texts_made += text != NULL;
         set_cur(w, c);
         if (w->n > w->most)
             return coarsen(w, w->width * 2);
@@ -353,6 +358,7 @@ static int add_value(Windows *w, double sec, double x, int64_t line, PyObject *t
         w->fsec[c] = sec;
     if (line < w->first[c]) {
         w->first[c] = line;
+        w->texts_made += text != NULL;
         return set_text(w, c, text);
     }
     return 0;
@@ -571,6 +577,7 @@ static PyObject *Windows_setstate(Windows *w, PyObject *state)
 
 static PyObject *Windows_get_width(Windows *w, void *closure) { return PyLong_FromLongLong(w->width); }
 static PyObject *Windows_get_most(Windows *w, void *closure) { return PyLong_FromSsize_t(w->most); }
+static PyObject *Windows_get_made(Windows *w, void *closure) { return PyLong_FromLongLong(w->texts_made); }
 
 static PyMethodDef Windows_methods[] = {
     {"add", (PyCFunction)Windows_add, METH_VARARGS, "Add one value at (second, line), with the record's text."},
@@ -589,6 +596,7 @@ static PyMethodDef Windows_methods[] = {
 static PyGetSetDef Windows_getset[] = {
     {"width", (getter)Windows_get_width, NULL, "seconds per window", NULL},
     {"most", (getter)Windows_get_most, NULL, "cells kept before the width doubles", NULL},
+    {"texts_made", (getter)Windows_get_made, NULL, "texts given to cells so far", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -94,7 +94,8 @@ class ServingObserver:
         self._cached: tuple[int, dict[str, Any] | None] | None = None
         self._last_ts: str | None = None
         self._last_sec = 0.0
-        self.rows_unpruned = 0  # rows taken as columns since the texts were last pruned
+        self.texts_pruned_at = 0  # texts made by the compiled windows when last pruned...
+        self.texts_kept = 0  # ...and how many that kept
 
     # -- observing ------------------------------------------------------------------------
     def _sec(self, ts: str | None) -> float | None:
@@ -267,8 +268,8 @@ class ServingObserver:
         ws = list(self.windows.items())
         if cwindows is None or not compiled([w for _, w in ws]) or any(w.width & (w.width - 1) for _, w in ws):
             return
-        cwindows.prune_texts([w for (fig, _), w in ws if fig in TEXT_FIGURES],
-                              [[w for (fig, _), w in ws if fig in figs] for figs in _CITING])
+        self.texts_kept = cwindows.prune_texts([w for (fig, _), w in ws if fig in TEXT_FIGURES],
+                                               [[w for (fig, _), w in ws if fig in figs] for figs in _CITING])
 
     # -- the summary -------------------------------------------------------------------------
     def summary(self) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
-from .serving import ServingObserver, _evidence
+from .serving import TEXT_FIGURES, ServingObserver, _evidence
 from .windows import Windows, new_windows
 
 _windows: ModuleType | None
@@ -47,8 +47,9 @@ ROW_FIELDS = {
 }
 #: A window's first record keeps this much of its text (as ``add_decode`` and ``observe``).
 _TEXT = 400
-#: Rows taken between two prunings of the texts no summary can cite (bounds their memory).
-PRUNE_ROWS = 1 << 16
+#: Texts made between two prunings of those no summary can cite (at least as many as were
+#: kept by the last one): bounds their memory, at a cost proportional to the cells.
+PRUNE_TEXTS = 1 << 13
 
 
 class BatchRows(Protocol):
@@ -103,9 +104,9 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
     created = [(w.first_line(), order, key, w) for order, key, w in fresh if len(w)]
     for _, _, key, w in sorted(created, key=lambda x: x[:2]):
         windows[key] = w  # in the order their first records created them
-    obs.rows_unpruned += rows.n
-    if obs.rows_unpruned >= PRUNE_ROWS:
-        obs.rows_unpruned = 0
+    made = sum(w.texts_made for (fig, _), w in windows.items() if fig in TEXT_FIGURES)
+    if made - obs.texts_pruned_at >= max(PRUNE_TEXTS, obs.texts_kept):
+        obs.texts_pruned_at = made
         obs.prune_texts()
     graph = cols.get("decode_batch", {}).get("cuda_graph")
     decode = next((cls for kind, cls, _, _ in groups if kind == "decode_batch"), None)
