@@ -128,7 +128,10 @@ def reading_path(exe: list[str]) -> str:
     with open(exe[0], encoding="utf-8", errors="replace") as f:
         first = f.readline()
     python = first[2:].strip() if first.startswith("#!") else sys.executable
-    code = "from logforensics.read import bulk; print('compiled C scanner' if bulk.available() else 'pure Python')"
+    code = ("from logforensics.read import bulk\n"
+            "try:\n    from logforensics.read import emit\nexcept ImportError:\n    emit = None\n"
+            "print('compiled C scanner' if bulk.available() else 'pure Python', end='')\n"
+            "print('; parse jsonl rows: ' + ('compiled' if emit is not None and emit.available() else 'pure Python'))")
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=os.environ)
     return out.stdout.strip() or "unknown"
 
@@ -156,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--generators", default="restarts,serving", help="restarts, serving or both (default)")
     p.add_argument("--repeat", type=int, default=3, help="rounds per log (default 3); medians are printed")
     p.add_argument("--parse", action="store_true", help="also time parse --format jsonl and parquet")
+    p.add_argument("--no-summary", action="store_true", help="leave out summary (with --parse: parse alone)")
     p.add_argument("--dir", type=Path, default=None, help="where to generate the logs (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the generated logs")
     args = p.parse_args(argv)
@@ -177,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                 log = generate(kind, size, directory)
                 mb = log.stat().st_size / 1e6
                 out = directory / "out.parquet"
-                commands = {"lnav": LNAV + [str(log)], "summary": exe + ["summary", "--json", str(log)]}
+                commands = {"lnav": LNAV + [str(log)]}
+                if not args.no_summary:
+                    commands["summary"] = exe + ["summary", "--json", str(log)]
                 if args.parse:
                     commands["jsonl"] = exe + ["parse", "--format", "jsonl", str(log)]
                     commands["parquet"] = exe + ["parse", "--format", "parquet", "-o", str(out), str(log)]

@@ -24,10 +24,12 @@ from .read.fastpath import LineClassifier
 from .read.parser import IncrementalParser
 
 __all__ = ["InputError", "LiveRun", "RunFiles", "diagnose_files", "diagnose_runs", "iter_events",
-           "iter_run_events", "load_run", "run_files", "summarize_file", "summarize_run", "write_run_jsonl"]
+           "iter_run_events", "load_run", "run_files", "summarize_file", "summarize_run", "write_run_jsonl",
+           "write_run_parquet"]
 
 if TYPE_CHECKING:
     from .render.jsonl import JsonlStats
+    from .render.parquet import ParquetStats
 
 RunArgs = str | Sequence[str] | RunFiles
 
@@ -69,6 +71,18 @@ def write_run_jsonl(run: RunArgs, out: IO[bytes], *, wanted: Collection[str] = (
     return [write_jsonl(f.path, out, node=resolve_node(f), wanted=wanted, progress=progress, errors=errors,
                         warn=None if warn is None else partial(warn, f.path))
             for f in _files(run).files]
+
+
+def write_run_parquet(run: RunArgs, where: str | IO[bytes], *, wanted: Collection[str] = (),
+                      progress: Callable[[int], None] | None = None,
+                      warn: Callable[[str, str], None] | None = None) -> list[ParquetStats]:
+    """The events of ``iter_run_events`` (kinds ``wanted``, or all) as one Parquet file,
+    by the compiled column writer (``read.emit.available()`` must be true)."""
+    from .ingest.runset import resolve_node
+    from .render.parquet import write_run_parquet as write
+
+    return write([(f.path, resolve_node(f)) for f in _files(run).files], where, wanted=wanted, progress=progress,
+                 warn=warn)
 
 
 def summarize_file(path: str | os.PathLike[str], *, name: str | None = None,

@@ -212,3 +212,13 @@ def test_cli_multi_file_and_kind_as_the_pure_path(tmp_path: Path) -> None:
         out = tmp_path / "out.jsonl"
         assert _cli(["parse", "--format", "jsonl", *extra, "-o", str(out), str(run)], pure=False).returncode == 0
         assert out.read_bytes() == exact.stdout
+
+
+def test_garbage_early_in_the_file(generated: list[Path], tmp_path: Path) -> None:
+    """Text, then random bytes within the first 64 KiB: whether the stream is text is
+    judged on the same first bytes by both paths, whatever their block sizes."""
+    rng = random.Random(3)
+    data = generated[1].read_bytes()[:200000]
+    path = tmp_path / "early-garbage.log"
+    path.write_bytes(data[:20000] + bytes(rng.randrange(256) for _ in range(5000)) + b"\n" + data[20000:])
+    _same(path)

@@ -64,6 +64,8 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
 def _parse_out(run: RunFiles, fmt: str, output: str, wanted: set[str], advance: Any) -> None:
     events = (ev for ev in _events_or_fail(run, advance) if not wanted or ev.kind in wanted)
     try:
+        if fmt == "parquet" and _parquet_fast(run, output, wanted, advance):
+            return
         if fmt in ("csv", "parquet"):
             _write_frame(events, fmt, output)
             return
@@ -99,6 +101,22 @@ def _jsonl_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> b
         with open_output(output, "wb") as out:
             write_run_jsonl(run, out, wanted=wanted, progress=advance, errors=errors,
                             warn=lambda path, msg: click.echo(f"logforensics: warning: {path}: {msg}", err=True))
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    return True
+
+
+def _parquet_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> bool:
+    """parquet with the compiled column writer, when it is built; False (nothing written) otherwise."""
+    from ..pipeline import write_run_parquet
+    from ..read import emit
+
+    if not emit.available():
+        return False
+    try:
+        with open_output(output, "wb") as fh:
+            write_run_parquet(run, fh, wanted=wanted, progress=advance,
+                              warn=lambda path, msg: click.echo(f"logforensics: warning: {path}: {msg}", err=True))
     except InputError as exc:
         raise fail(str(exc)) from None
     return True

@@ -229,14 +229,19 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
 def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None,
            size: int = BLOCK_SIZE, *, warn: Warn | None = None) -> Iterator[bytes]:
     """The log's text in blocks (``-`` is standard input), reporting progress; ``warn``
-    receives each warning (input that is not text, a compressed stream cut short) once."""
+    receives each warning (input that is not text, a compressed stream cut short) once.
+
+    The first block holds at least ``SNIFF_BYTES``: the parser judges from its first bytes
+    whether the stream is text, so that verdict must not depend on the block size."""
     fh = open_log(path)
     sniffed = bytearray()
     judged = warn is None
+    first = max(size, SNIFF_BYTES)
     try:
         while True:
             try:
-                block = fh.read(size)
+                block = fh.read(first or size)
+                first = 0
             except OSError as exc:
                 raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
             if not judged and (not block or len(sniffed) + len(block) >= SNIFF_BYTES):

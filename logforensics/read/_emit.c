@@ -47,13 +47,30 @@ typedef struct {
     Py_ssize_t a, b; /* the span (OP_STR..), or the literal's place in lit (OP_LIT) */
 } Op;
 
+/* Column mode: a value of a column of the row (a span converted, the line number, the
+ * text, or a constant). */
+enum { COL_STRING = 's', COL_INT = 'q', COL_DOUBLE = 'd', COL_BOOL = 'b' };
+enum { OP_CSTR = 20, OP_CINT = 21, OP_CFLOAT = 22, OP_CBOOL = 23 };
+#define MAX_COLS 1024
+
+typedef struct {
+    int col, code;
+    Py_ssize_t a, b; /* span, or the literal's place in lit (OP_CSTR) */
+    long long iv;    /* OP_CINT, OP_CBOOL */
+    double dv;       /* OP_CFLOAT */
+} ColOp;
+
 typedef struct {
     uint64_t hash;
     Py_ssize_t len;
     unsigned char *key; /* the masked line */
     int kind;           /* a code of the caller's, counted per taken line */
-    int nops;           /* 0: the line is taken and writes nothing */
+    int plan;           /* column mode: the caller's plan id */
+    int skip;           /* column mode: the line is taken and makes no row */
+    int nops;           /* rows of text: 0: the line is taken and writes nothing */
     Op *ops;
+    int ncols;
+    ColOp *cols;
     unsigned char *lit;
 } Shape;
 
@@ -61,6 +78,7 @@ typedef struct {
     PyObject_HEAD
     Shape **table;
     size_t cap, count;
+    char coltype[MAX_COLS]; /* column mode: each column's type (0: not declared) */
 } Emitter;
 
 typedef struct {
@@ -130,6 +148,7 @@ static void shape_free(Shape *sh)
         return;
     PyMem_Free(sh->key);
     PyMem_Free(sh->ops);
+    PyMem_Free(sh->cols);
     PyMem_Free(sh->lit);
     PyMem_Free(sh);
 }
@@ -148,6 +167,53 @@ static void Emitter_dealloc(Emitter *self)
         shape_free(self->table[k]);
     PyMem_Free(self->table);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Store a new shape (taking it over): True, or False when the shape is already known
+ * (the first one is kept), NULL on error (sh freed). */
+static PyObject *insert(Emitter *self, Shape *sh)
+{
+    if (lookup(self, sh->key, sh->len)) {
+        shape_free(sh);
+        Py_RETURN_FALSE;
+    }
+    if ((self->count + 1) * 2 > self->cap && grow(self) < 0) {
+        shape_free(sh);
+        return NULL;
+    }
+    size_t i = (size_t)sh->hash & (self->cap - 1);
+    while (self->table[i])
+        i = (i + 1) & (self->cap - 1);
+    self->table[i] = sh;
+    self->count++;
+    Py_RETURN_TRUE;
+}
+
+static Shape *new_shape(Py_buffer *key, int kind)
+{
+    if (key->len > MAX_KEY) {
+        PyErr_SetString(PyExc_ValueError, "shape too long");
+        return NULL;
+    }
+    Shape *sh = PyMem_Calloc(1, sizeof(Shape));
+    if (!sh) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    sh->len = key->len;
+    sh->kind = kind;
+    sh->key = PyMem_Malloc(key->len ? (size_t)key->len : 1);
+    if (!sh->key) {
+        PyMem_Free(sh);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < key->len; i++) { /* stored masked, whatever was given */
+        unsigned char c = ((unsigned char *)key->buf)[i];
+        sh->key[i] = (c >= '1' && c <= '9') ? '0' : c;
+    }
+    sh->hash = shape_hash(sh->key, key->len);
+    return sh;
 }
 
 /* add(key, kind, ops) -> bool: ops is a sequence of bytes (a literal), an int (OP_LINE,
@@ -231,20 +297,8 @@ static PyObject *Emitter_add(Emitter *self, PyObject *args)
         }
     }
     Py_CLEAR(seq);
-    if (lookup(self, sh->key, sh->len)) {
-        shape_free(sh);
-        PyBuffer_Release(&key);
-        Py_RETURN_FALSE;
-    }
-    if ((self->count + 1) * 2 > self->cap && grow(self) < 0)
-        goto fail;
-    size_t i = (size_t)sh->hash & (self->cap - 1);
-    while (self->table[i])
-        i = (i + 1) & (self->cap - 1);
-    self->table[i] = sh;
-    self->count++;
     PyBuffer_Release(&key);
-    Py_RETURN_TRUE;
+    return insert(self, sh);
 fail:
     Py_XDECREF(seq);
     shape_free(sh);
@@ -577,8 +631,8 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
             break; /* not a whole line */
         Py_ssize_t len = nl - p;
         Shape *sh = len <= MAX_KEY ? lookup(self, p, len) : NULL;
-        if (!sh)
-            break;
+        if (!sh || sh->cols)
+            break; /* unknown, or registered for columns */
         size_t mark = o.len;
         int ok = 1;
         for (int k = 0; k < sh->nops && ok; k++) {
@@ -633,6 +687,399 @@ done:
     return result;
 }
 
+/* -- column mode: the taken lines' rows as Arrow column buffers ---------------------------
+ *
+ * For `parse --format parquet`: per registered shape, the columns its row fills (a column
+ * id of the caller's and how: a span converted as in row mode, the line number, the text,
+ * or a constant). scan_columns() returns, per column a segment touched, Arrow's buffers:
+ * the validity bitmap, the values (int64, double or a bitmap of bools) or the int32
+ * offsets and the bytes of strings. A row leaves the columns its shape does not fill null.
+ */
+
+/* set_column(col, type): declare a column's type ('s' string, 'q' int64, 'd' double, 'b' bool). */
+static PyObject *Emitter_set_column(Emitter *self, PyObject *args)
+{
+    int col, type;
+    if (!PyArg_ParseTuple(args, "iC", &col, &type))
+        return NULL;
+    if (col < 0 || col >= MAX_COLS || (type != COL_STRING && type != COL_INT && type != COL_DOUBLE && type != COL_BOOL)) {
+        PyErr_SetString(PyExc_ValueError, "bad column");
+        return NULL;
+    }
+    self->coltype[col] = (char)type;
+    Py_RETURN_NONE;
+}
+
+static int op_type(int code)
+{
+    switch (code) {
+    case OP_STR: case OP_ISO: case OP_STRIP: case OP_RCOLON: case OP_TEXT: case OP_CSTR: return COL_STRING;
+    case OP_INT: case OP_LINE: case OP_CINT: return COL_INT;
+    case OP_FLOAT: case OP_CFLOAT: return COL_DOUBLE;
+    case OP_BOOL: case OP_CBOOL: return COL_BOOL;
+    }
+    return 0;
+}
+
+/* add_columns(key, kind, plan, skip, ops) -> bool: ops is a sequence of (col, code, a, b)
+ * (a span; OP_LINE and OP_TEXT with a, b unused), (col, OP_CSTR, bytes), (col, OP_CINT,
+ * int), (col, OP_CFLOAT, float), (col, OP_CBOOL, bool). OP_BOOL here takes only the four
+ * bool words (another text stops the scan). */
+static PyObject *Emitter_add_columns(Emitter *self, PyObject *args)
+{
+    Py_buffer key;
+    int kind, plan, skip;
+    PyObject *ops_in;
+    if (!PyArg_ParseTuple(args, "y*iipO", &key, &kind, &plan, &skip, &ops_in))
+        return NULL;
+    PyObject *seq = PySequence_Fast(ops_in, "ops must be a sequence");
+    Shape *sh = seq ? new_shape(&key, kind) : NULL;
+    if (!sh)
+        goto fail;
+    sh->plan = plan;
+    sh->skip = skip;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), litlen = 0;
+    if (n > MAX_OPS) {
+        PyErr_SetString(PyExc_ValueError, "too many ops");
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, k);
+        if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 3 && PyBytes_Check(PyTuple_GET_ITEM(o, 2)))
+            litlen += PyBytes_GET_SIZE(PyTuple_GET_ITEM(o, 2));
+    }
+    sh->ncols = (int)n;
+    sh->cols = PyMem_Calloc(n ? (size_t)n : 1, sizeof(ColOp));
+    sh->lit = PyMem_Malloc(litlen ? (size_t)litlen : 1);
+    if (!sh->cols || !sh->lit) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, k);
+        ColOp *op = &sh->cols[k];
+        PyObject *value = NULL;
+        if (!PyTuple_Check(o))
+            goto bad;
+        if (PyTuple_GET_SIZE(o) == 4 ? !PyArg_ParseTuple(o, "iinn", &op->col, &op->code, &op->a, &op->b)
+                                     : !PyArg_ParseTuple(o, "ii|O", &op->col, &op->code, &value))
+            goto fail;
+        if (op->col < 0 || op->col >= MAX_COLS || !op_type(op->code) || self->coltype[op->col] != op_type(op->code)) {
+            PyErr_SetString(PyExc_ValueError, "bad column op");
+            goto fail;
+        }
+        if (op->code == OP_CSTR) {
+            if (!value || !PyBytes_Check(value))
+                goto bad;
+            op->a = at;
+            op->b = at + PyBytes_GET_SIZE(value);
+            memcpy(sh->lit + at, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
+            at = op->b;
+        } else if (op->code == OP_CINT || op->code == OP_CBOOL) {
+            if (!value || !PyLong_Check(value))
+                goto bad;
+            op->iv = PyLong_AsLongLong(value);
+            if (op->iv == -1 && PyErr_Occurred())
+                goto fail;
+        } else if (op->code == OP_CFLOAT) {
+            if (!value || !PyFloat_Check(value))
+                goto bad;
+            op->dv = PyFloat_AS_DOUBLE(value);
+        } else if (op->code != OP_LINE && op->code != OP_TEXT) {
+            if (PyTuple_GET_SIZE(o) != 4 || op->a < 0 || op->a > op->b || op->b > key.len)
+                goto bad;
+        }
+    }
+    Py_DECREF(seq);
+    PyBuffer_Release(&key);
+    return insert(self, sh);
+bad:
+    PyErr_SetString(PyExc_ValueError, "bad column op");
+fail:
+    Py_XDECREF(seq);
+    shape_free(sh);
+    PyBuffer_Release(&key);
+    return NULL;
+}
+
+typedef struct {
+    int used;
+    char type;
+    Py_ssize_t n, cap, nonnull; /* rows filled, rows allocated */
+    unsigned char *valid, *data; /* data: int64/double values, or a bitmap of bools */
+    int32_t *off;
+    Out s; /* string bytes */
+} Col;
+
+static void col_free(Col *c)
+{
+    PyMem_Free(c->valid);
+    PyMem_Free(c->data);
+    PyMem_Free(c->off);
+    PyMem_Free(c->s.p);
+    memset(c, 0, sizeof *c);
+}
+
+static int col_reserve(Col *c, Py_ssize_t rows)
+{
+    if (rows <= c->cap)
+        return 0;
+    Py_ssize_t cap = c->cap ? c->cap : 1024;
+    while (cap < rows)
+        cap *= 2;
+    size_t bits = (size_t)(cap + 7) / 8, oldbits = (size_t)(c->cap + 7) / 8;
+    unsigned char *v = PyMem_Realloc(c->valid, bits);
+    if (!v)
+        goto nomem;
+    memset(v + oldbits, 0, bits - oldbits);
+    c->valid = v;
+    if (c->type == COL_STRING) {
+        int32_t *o = PyMem_Realloc(c->off, (size_t)(cap + 1) * sizeof(int32_t));
+        if (!o)
+            goto nomem;
+        if (!c->cap)
+            o[0] = 0;
+        c->off = o;
+    } else if (c->type == COL_BOOL) {
+        unsigned char *d = PyMem_Realloc(c->data, bits);
+        if (!d)
+            goto nomem;
+        memset(d + oldbits, 0, bits - oldbits);
+        c->data = d;
+    } else {
+        unsigned char *d = PyMem_Realloc(c->data, (size_t)cap * 8);
+        if (!d)
+            goto nomem;
+        c->data = d;
+    }
+    c->cap = cap;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Null rows up to row r (exclusive). */
+static int col_pad(Col *c, Py_ssize_t r)
+{
+    if (c->n >= r)
+        return 0;
+    if (col_reserve(c, r) < 0)
+        return -1;
+    for (Py_ssize_t i = c->n; i < r; i++) {
+        if (c->type == COL_STRING)
+            c->off[i + 1] = c->off[i];
+        else if (c->type == COL_INT || c->type == COL_DOUBLE)
+            memset(c->data + (size_t)i * 8, 0, 8);
+    }
+    c->n = r;
+    return 0;
+}
+
+typedef struct {
+    long long iv;
+    double dv;
+    const unsigned char *p;
+    Py_ssize_t n;
+    int iso;
+} Val;
+
+/* scan_columns(buf, pos, first_line) -> (stop, lines, rows, plans, cols, counts)
+ *
+ * As scan(), for shapes registered by add_columns: rows is the number of rows made (lines
+ * of skipped shapes make none), plans the plan ids of the rows in the order each first
+ * appears, cols ((col, type, nonnull, validity, data, offsets or None), ...) for every
+ * column a row filled, each rows long. */
+static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
+{
+    Py_buffer b;
+    Py_ssize_t pos;
+    long long line;
+    if (!PyArg_ParseTuple(args, "y*nL", &b, &pos, &line))
+        return NULL;
+    const unsigned char *buf = b.buf;
+    Py_ssize_t n = b.len;
+    PyObject *result = NULL, *plans = NULL;
+    Col *cols = PyMem_Calloc(MAX_COLS, sizeof(Col));
+    int used[MAX_COLS], nused = 0;
+    Py_ssize_t lines = 0, rows = 0;
+    Py_ssize_t counts[256];
+    memset(counts, 0, sizeof counts);
+    Val vals[MAX_OPS];
+    plans = PyList_New(0);
+    PyObject *seen = PySet_New(NULL);
+    if (!cols || !plans || !seen) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    if (pos < 0 || pos > n) {
+        PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
+        goto done;
+    }
+    while (pos < n) {
+        const unsigned char *p = buf + pos;
+        const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
+        if (!nl)
+            break;
+        Py_ssize_t len = nl - p;
+        Shape *sh = len <= MAX_KEY ? lookup(self, p, len) : NULL;
+        if (!sh || !sh->cols)
+            break;
+        int ok = 1;
+        if (!sh->skip) {
+            for (int k = 0; k < sh->ncols && ok; k++) { /* convert first: all or nothing */
+                ColOp *op = &sh->cols[k];
+                Val *v = &vals[k];
+                const unsigned char *vp = p + op->a;
+                Py_ssize_t vn = op->b - op->a;
+                v->iso = 0;
+                switch (op->code) {
+                case OP_INT: ok = read_int(vp, vn, &v->iv); break;
+                case OP_FLOAT: ok = read_float(vp, vn, &v->dv); break;
+                case OP_BOOL:
+                    if (vn == 4 && (memcmp(vp, "True", 4) == 0 || memcmp(vp, "true", 4) == 0))
+                        v->iv = 1;
+                    else if (vn == 5 && (memcmp(vp, "False", 5) == 0 || memcmp(vp, "false", 5) == 0))
+                        v->iv = 0;
+                    else
+                        ok = 0;
+                    break;
+                case OP_LINE: v->iv = line + lines; break;
+                case OP_TEXT: v->p = p; v->n = len; break;
+                case OP_CSTR: v->p = sh->lit + op->a; v->n = op->b - op->a; break;
+                case OP_CINT: case OP_CBOOL: v->iv = op->iv; break;
+                case OP_CFLOAT: v->dv = op->dv; break;
+                case OP_ISO: v->iso = 1; v->p = vp; v->n = vn; break;
+                case OP_STR: v->p = vp; v->n = vn; break;
+                case OP_STRIP:
+                    while (vn && py_space(*vp)) { vp++; vn--; }
+                    while (vn && py_space(vp[vn - 1])) vn--;
+                    v->p = vp; v->n = vn;
+                    break;
+                case OP_RCOLON:
+                    while (vn && vp[vn - 1] == ':') vn--;
+                    v->p = vp; v->n = vn;
+                    break;
+                default: ok = 0;
+                }
+            }
+            if (!ok)
+                break;
+            for (int k = 0; k < sh->ncols; k++) {
+                ColOp *op = &sh->cols[k];
+                Col *c = &cols[op->col];
+                Val *v = &vals[k];
+                if (!c->used) {
+                    c->used = 1;
+                    c->type = self->coltype[op->col];
+                    used[nused++] = op->col;
+                }
+                if (col_pad(c, rows) < 0 || col_reserve(c, rows + 1) < 0)
+                    goto done;
+                c->valid[rows >> 3] |= (unsigned char)(1u << (rows & 7));
+                c->nonnull++;
+                switch (c->type) {
+                case COL_STRING: {
+                    if (c->s.len + (size_t)v->n > INT32_MAX) {
+                        PyErr_SetString(PyExc_OverflowError, "segment too large");
+                        goto done;
+                    }
+                    size_t at = c->s.len;
+                    if (put_bytes(&c->s, v->p, (size_t)v->n) < 0)
+                        goto done;
+                    if (v->iso) {
+                        unsigned char *sp = memchr(c->s.p + at, ' ', (size_t)v->n);
+                        if (sp)
+                            *sp = 'T';
+                    }
+                    c->off[rows + 1] = (int32_t)c->s.len;
+                    break;
+                }
+                case COL_INT:
+                    memcpy(c->data + (size_t)rows * 8, &v->iv, 8);
+                    break;
+                case COL_DOUBLE:
+                    memcpy(c->data + (size_t)rows * 8, &v->dv, 8);
+                    break;
+                case COL_BOOL:
+                    if (v->iv)
+                        c->data[rows >> 3] |= (unsigned char)(1u << (rows & 7));
+                    break;
+                }
+                c->n = rows + 1;
+            }
+            PyObject *pid = PyLong_FromLong(sh->plan);
+            if (!pid)
+                goto done;
+            int has = PySet_Contains(seen, pid);
+            if (has < 0 || (!has && (PySet_Add(seen, pid) < 0 || PyList_Append(plans, pid) < 0))) {
+                Py_DECREF(pid);
+                goto done;
+            }
+            Py_DECREF(pid);
+            rows++;
+        }
+        counts[sh->kind & 255]++;
+        lines++;
+        pos += len + 1;
+    }
+    {
+        PyObject *cl = PyList_New(0), *c = PyDict_New();
+        if (!cl || !c) {
+            Py_XDECREF(cl);
+            Py_XDECREF(c);
+            goto done;
+        }
+        int bad = 0;
+        for (int k = 0; k < nused && !bad; k++) {
+            Col *col = &cols[used[k]];
+            if (col_pad(col, rows) < 0) {
+                bad = 1;
+                break;
+            }
+            size_t bits = (size_t)(rows + 7) / 8;
+            PyObject *t;
+            if (col->type == COL_STRING)
+                t = Py_BuildValue("(iCny#y#y#)", used[k], col->type, col->nonnull, (const char *)col->valid,
+                                  (Py_ssize_t)bits, (const char *)(col->s.p ? col->s.p : (unsigned char *)""),
+                                  (Py_ssize_t)col->s.len, (const char *)col->off,
+                                  (Py_ssize_t)((rows + 1) * (Py_ssize_t)sizeof(int32_t)));
+            else
+                t = Py_BuildValue("(iCny#y#O)", used[k], col->type, col->nonnull, (const char *)col->valid,
+                                  (Py_ssize_t)bits, (const char *)col->data,
+                                  (Py_ssize_t)(col->type == COL_BOOL ? bits : (size_t)rows * 8), Py_None);
+            bad = !t || PyList_Append(cl, t) < 0;
+            Py_XDECREF(t);
+        }
+        for (int k = 0; k < 256 && !bad; k++) {
+            if (!counts[k])
+                continue;
+            PyObject *key = PyLong_FromLong(k), *val = PyLong_FromSsize_t(counts[k]);
+            bad = !key || !val || PyDict_SetItem(c, key, val) < 0;
+            Py_XDECREF(key);
+            Py_XDECREF(val);
+        }
+        if (bad) {
+            Py_DECREF(cl);
+            Py_DECREF(c);
+            goto done;
+        }
+        result = Py_BuildValue("(nnnONN)", pos, lines, rows, plans, cl, c);
+    }
+done:
+    if (cols) {
+        for (int k = 0; k < nused; k++)
+            col_free(&cols[used[k]]);
+        PyMem_Free(cols);
+    }
+    Py_XDECREF(plans);
+    Py_XDECREF(seen);
+    PyBuffer_Release(&b);
+    return result;
+}
+
 static PyObject *Emitter_len(Emitter *self, void *closure)
 {
     return PyLong_FromSize_t(self->count);
@@ -642,6 +1089,11 @@ static PyMethodDef Emitter_methods[] = {
     {"add", (PyCFunction)Emitter_add, METH_VARARGS, "add(key, kind, ops) -> bool: register a shape's template"},
     {"scan", (PyCFunction)Emitter_scan, METH_VARARGS,
      "scan(buf, pos, first_line) -> (stop, lines, out, counts): write the taken lines' rows"},
+    {"set_column", (PyCFunction)Emitter_set_column, METH_VARARGS, "set_column(col, type): declare a column"},
+    {"add_columns", (PyCFunction)Emitter_add_columns, METH_VARARGS,
+     "add_columns(key, kind, plan, skip, ops) -> bool: register a shape's columns"},
+    {"scan_columns", (PyCFunction)Emitter_scan_columns, METH_VARARGS,
+     "scan_columns(buf, pos, first_line) -> (stop, lines, rows, plans, cols, counts)"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Emitter_getset[] = {
@@ -683,7 +1135,9 @@ PyMODINIT_FUNC PyInit__emit(void)
         PyModule_AddIntConstant(m, "OP_STR", OP_STR) < 0 || PyModule_AddIntConstant(m, "OP_ISO", OP_ISO) < 0 ||
         PyModule_AddIntConstant(m, "OP_INT", OP_INT) < 0 || PyModule_AddIntConstant(m, "OP_FLOAT", OP_FLOAT) < 0 ||
         PyModule_AddIntConstant(m, "OP_BOOL", OP_BOOL) < 0 || PyModule_AddIntConstant(m, "OP_WORD", OP_WORD) < 0 ||
-        PyModule_AddIntConstant(m, "OP_STRIP", OP_STRIP) < 0 || PyModule_AddIntConstant(m, "OP_RCOLON", OP_RCOLON) < 0) {
+        PyModule_AddIntConstant(m, "OP_STRIP", OP_STRIP) < 0 || PyModule_AddIntConstant(m, "OP_RCOLON", OP_RCOLON) < 0 ||
+        PyModule_AddIntConstant(m, "OP_CSTR", OP_CSTR) < 0 || PyModule_AddIntConstant(m, "OP_CINT", OP_CINT) < 0 ||
+        PyModule_AddIntConstant(m, "OP_CFLOAT", OP_CFLOAT) < 0 || PyModule_AddIntConstant(m, "OP_CBOOL", OP_CBOOL) < 0) {
         Py_DECREF(m);
         return NULL;
     }

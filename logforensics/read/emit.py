@@ -160,6 +160,142 @@ class JsonlEmitter:
             self.by_kind[names[code]] = self.by_kind.get(names[code], 0) + n
 
 
+#: Column types as the C writer codes them, and the kind of value each holds.
+KIND_OF_TYPE = {"s": "str", "q": "int", "d": "float", "b": "bool"}
+
+
+class ColumnEmitter:
+    """The C column writer for ``parse --format parquet``: like :class:`JsonlEmitter`, but
+    a segment's rows come back as Arrow buffers, one column per field name and type.
+
+    ``columns[(name, type)]`` is the C column of a name holding values of a type (``s``
+    str, ``q`` int, ``d`` float, ``b`` bool): a name whose plans convert it differently has
+    one column per type, at most one of them filled in a row. ``plan_keys[plan_id]``: a
+    registered plan's keys in ``Event.to_dict`` order (for the output's column order).
+    """
+
+    def __init__(self, classifier: LineClassifier, file: str | None, node: str | None,
+                 wanted: frozenset[str] = frozenset(), columns: dict[tuple[str, str], int] | None = None) -> None:
+        assert _emit is not None
+        self.classifier = classifier
+        self.file = file
+        self.node = node
+        self.wanted = wanted
+        self.emitter = _emit.Emitter()
+        self.columns: dict[tuple[str, str], int] = {} if columns is None else columns
+        for (_, type_), col in self.columns.items():
+            self.emitter.set_column(col, type_)
+        self.codes = _codes()
+        self.rank_names: list[str | None] = [None]
+        self.kinds: dict[str, int] = {}
+        self.plan_keys: list[tuple[str, ...]] = []
+        self.refused = 0
+        self.taken = 0
+        self.by_kind: dict[str, int] = {}
+        self._learned = 0
+
+    def learn(self) -> None:
+        """Register the plain plans the classifier learned since the last call."""
+        plain = self.classifier.plain
+        new = len(plain) - self._learned
+        if new <= 0:
+            return
+        self._learned = len(plain)
+        items = list(plain.items())[-new:] if new < len(plain) else list(plain.items())
+        for key, plan in items:
+            got = self.ops(plan, len(key))
+            if got is None or len(self.kinds) >= 255 and plan.kind not in self.kinds:
+                self.refused += 1
+                continue
+            keys, ops = got
+            code = self.kinds.setdefault(plan.kind, len(self.kinds))
+            skip = bool(self.wanted) and plan.kind not in self.wanted
+            if self.emitter.add_columns(key, code, len(self.plan_keys), skip, ops):
+                self.plan_keys.append(keys)
+
+    def _col(self, name: str, type_: str) -> int | None:
+        col = self.columns.get((name, type_))
+        if col is None:
+            if len(self.columns) >= 1024:
+                return None
+            col = self.columns[(name, type_)] = len(self.columns)
+            self.emitter.set_column(col, type_)
+        return col
+
+    def ops(self, plan: Plan, n: int) -> tuple[tuple[str, ...], list[Any]] | None:
+        """A plan's keys and column ops (for lines of ``n`` bytes), or None if C cannot fill them."""
+        assert _emit is not None
+        e = _emit
+        values: dict[str, Any] = {"kind": ("s", e.OP_CSTR, plan.kind.encode())}
+        values["rank"] = None if plan.rank_slice is None else self._span(plan.rank_slice, n, str)
+        if plan.ts_slice is None or plan.ts_conv is _no_stamp:
+            values["ts"] = None
+        elif plan.ts_conv is str or plan.ts_conv is _DATE_TO_ISO:
+            values["ts"] = self._span(plan.ts_slice, n, str, plan.ts_conv is _DATE_TO_ISO)
+        else:
+            return None
+        values["file"] = None if self.file is None else ("s", e.OP_CSTR, self.file.encode())
+        values["line"] = ("q", e.OP_LINE)
+        if self.node is not None:
+            values["node"] = ("s", e.OP_CSTR, self.node.encode())
+        for name, (where, conv) in plan.spec.items():
+            if name in values:
+                continue
+            op = self._const(conv) if where is None else self._span(where, n, conv)
+            if op is False:
+                return None
+            values[name] = op
+        values["text"] = ("s", e.OP_TEXT)
+        ops: list[Any] = []
+        for name, op in values.items():
+            if op is None:
+                continue  # a null: the key alone
+            if op is False:
+                return None
+            col = self._col(name, op[0])
+            if col is None:
+                return None
+            ops.append((col, *op[1:]))
+        return tuple(values), ops
+
+    def _span(self, where: slice, n: int, conv: Callable[[str], Any], iso: bool = False) -> Any:
+        assert _emit is not None
+        a, b, step = where.indices(n)
+        code = self.codes.get(conv)
+        if step != 1 or code is None or code == _emit.OP_WORD:
+            return False
+        type_ = {_emit.OP_INT: "q", _emit.OP_FLOAT: "d", _emit.OP_BOOL: "b"}.get(code, "s")
+        return (type_, _emit.OP_ISO if iso else code, a, max(a, b))
+
+    def _const(self, value: Any) -> Any:
+        assert _emit is not None
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return ("b", _emit.OP_CBOOL, int(value))
+        if isinstance(value, int):
+            return ("q", _emit.OP_CINT, value) if -(1 << 63) <= value < (1 << 63) else False
+        if isinstance(value, float):
+            return ("d", _emit.OP_CFLOAT, value)
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value, default=str)
+        return ("s", _emit.OP_CSTR, str(value).encode("utf-8", "surrogatepass"))
+
+    def set_ready(self, table: bytes | bytearray) -> None:
+        """Every line of a registered shape may be taken: nothing to declare."""
+
+    def scan(self, buf: bytes, pos: int, line: int) -> Any:
+        """The rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered
+        ``line``, as columns (``_emit.Emitter.scan_columns``)."""
+        return self.emitter.scan_columns(buf, pos, line)
+
+    def count(self, counts: dict[int, int]) -> None:
+        """Add a segment's lines taken per kind code to ``by_kind``."""
+        names = list(self.kinds)
+        for code, n in counts.items():
+            self.by_kind[names[code]] = self.by_kind.get(names[code], 0) + n
+
+
 def _emit_line() -> int:
     assert _emit is not None
     return int(_emit.OP_LINE)

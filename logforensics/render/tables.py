@@ -8,8 +8,8 @@ every group is read back one at a time, given the columns it lacks (as nulls) an
 final type of each column, and written as one row group of the output. Memory stays that
 of one row group, whatever the size of the log.
 
-A column's type: ``int64`` if every value is an integer, ``double`` if every value is a
-number, ``bool`` if every value is a boolean, otherwise ``string`` (``str()`` of the
+A column's type: ``int64`` if every value is an integer (of at most 64 bits: a larger one
+makes the column text), ``double`` if every value is a number, ``bool`` if every value is a boolean, otherwise ``string`` (``str()`` of the
 value). Mappings and lists (tracebacks' frames, progress) are JSON text. Missing values
 are nulls.
 """
@@ -34,7 +34,7 @@ def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
-        return "int"
+        return "int" if -(1 << 63) <= value < (1 << 63) else "str"  # beyond int64: its digits
     if isinstance(value, float):
         return "float"
     return "str"
@@ -57,7 +57,6 @@ def write_parquet(events: Iterable[Event], where: str | IO[bytes]) -> int:
     """
     import pyarrow as pa
     import pyarrow.ipc as ipc
-    import pyarrow.parquet as pq
 
     arrow_type = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
     order: dict[str, None] = {}  # every column, in the order first seen ("text" last)
@@ -101,24 +100,76 @@ def write_parquet(events: Iterable[Event], where: str | IO[bytes]) -> int:
         if batch or not groups:
             rows += len(batch)
             spill(batch)
-        names = [n for n in order if n != "text"] + (["text"] if "text" in order else [])
-        schema = pa.schema([(n, arrow_type[_final(kinds.get(n, set()))]) for n in names])
-        with pq.ParquetWriter(where, schema) as writer:
-            for file in groups:
-                with ipc.open_stream(file) as reader:
-                    part = reader.read_all()
-                os.unlink(file)
-                cols = []
-                for field in schema:
-                    if field.name not in part.column_names:
-                        cols.append(pa.nulls(part.num_rows, field.type))
-                        continue
-                    col = part.column(field.name)
-                    if col.type != field.type:
-                        if field.type == pa.string():
-                            col = pa.array([None if v is None else str(v) for v in col.to_pylist()], pa.string())
-                        else:
-                            col = col.cast(field.type)
-                    cols.append(col)
-                writer.write_table(pa.Table.from_arrays(cols, schema=schema))
+        write_groups(groups, order, kinds, where)
     return rows
+
+
+def from_values(values: list[Any], kind: str) -> Any:
+    """An Arrow array of ``values`` (None: null), all of ``kind`` ("bool", "int", "float",
+    "str"), built from buffers: ``pa.array`` would import pandas (a second and tens of MiB)."""
+    import itertools
+    from array import array
+
+    import pyarrow as pa
+
+    n = len(values)
+    valid = bytearray((n + 7) // 8)
+    nulls = 0
+    for i, v in enumerate(values):
+        if v is None:
+            nulls += 1
+        else:
+            valid[i >> 3] |= 1 << (i & 7)
+    bitmap = pa.py_buffer(bytes(valid)) if nulls else None
+    if kind == "str":
+        encoded = [b"" if v is None else v.encode("utf-8") for v in values]
+        offsets = array("i", itertools.accumulate(map(len, encoded), initial=0))
+        return pa.Array.from_buffers(pa.string(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))],
+                                     null_count=nulls)
+    if kind == "bool":
+        bits = bytearray((n + 7) // 8)
+        for i, v in enumerate(values):
+            if v:
+                bits[i >> 3] |= 1 << (i & 7)
+        return pa.Array.from_buffers(pa.bool_(), n, [bitmap, pa.py_buffer(bytes(bits))], null_count=nulls)
+    if kind == "int":
+        data = array("q", (0 if v is None else v for v in values))
+        return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(data)], null_count=nulls)
+    doubles = array("d", (0.0 if v is None else v for v in values))
+    return pa.Array.from_buffers(pa.float64(), n, [bitmap, pa.py_buffer(doubles)], null_count=nulls)
+
+
+def write_groups(groups: list[str], order: dict[str, None], kinds: dict[str, set[str]],
+                 where: str | IO[bytes]) -> None:
+    """Write the spilled row groups (Arrow stream files, removed once read) as one Parquet
+    file: the columns in ``order`` (``text`` last), each of the type its ``kinds`` call for."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    arrow_type = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+    names = [n for n in order if n != "text"] + (["text"] if "text" in order else [])
+    schema = pa.schema([(n, arrow_type[_final(kinds.get(n, set()))]) for n in names])
+    # Dictionary pages only for the short texts (kind, rank, stamp, file, ...): for numbers and
+    # the records' texts they cost most of the writing time and save little.
+    dictionary = [n for n in names if n != "text" and schema.field(n).type == pa.string()]
+    with pq.ParquetWriter(where, schema, use_dictionary=dictionary) as writer:
+        for file in groups:
+            with ipc.open_stream(file) as reader:
+                part = reader.read_all()
+            os.unlink(file)
+            cols = []
+            for field in schema:
+                if field.name not in part.column_names:
+                    cols.append(pa.nulls(part.num_rows, field.type))
+                    continue
+                col = part.column(field.name)
+                if col.type != field.type:
+                    if col.null_count == len(col):
+                        col = pa.nulls(len(col), field.type)
+                    elif field.type == pa.string():
+                        col = from_values([None if v is None else str(v) for v in col.to_pylist()], "str")
+                    else:
+                        col = col.cast(field.type)
+                cols.append(col)
+            writer.write_table(pa.Table.from_arrays(cols, schema=schema))
