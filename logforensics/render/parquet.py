@@ -159,7 +159,7 @@ class _Groups:
                 at = first + n
             if total > at:
                 parts.append(pa.nulls(total - at, target))
-            columns[name] = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+            columns[name] = pa.chunked_array(parts, target)  # not concatenated: the stream writer slices
         table = pa.table(columns) if columns else pa.table({"line": pa.nulls(total, pa.int64())})
         file = os.path.join(self.tmp, f"{len(self.files)}.arrow")
         with ipc.new_stream(file, table.schema) as out:

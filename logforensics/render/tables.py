@@ -155,7 +155,7 @@ def write_groups(groups: list[str], order: dict[str, None], kinds: dict[str, set
     dictionary = [n for n in names if n != "text" and schema.field(n).type == pa.string()]
     with pq.ParquetWriter(where, schema, use_dictionary=dictionary) as writer:
         for file in groups:
-            with ipc.open_stream(file) as reader:
+            with pa.memory_map(file) as source, ipc.open_stream(source) as reader:
                 part = reader.read_all()
             os.unlink(file)
             cols = []
