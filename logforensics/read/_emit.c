@@ -47,6 +47,11 @@ typedef struct {
     Py_ssize_t a, b; /* the span (OP_STR..), or the literal's place in lit (OP_LIT) */
 } Op;
 
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} Out;
+
 /* Column mode: a value of a column of the row (a span converted, the line number, the
  * text, or a constant). */
 enum { COL_STRING = 's', COL_INT = 'q', COL_DOUBLE = 'd', COL_BOOL = 'b' };
@@ -79,12 +84,10 @@ typedef struct {
     Shape **table;
     size_t cap, count;
     char coltype[MAX_COLS]; /* column mode: each column's type (0: not declared) */
+    Out out;                /* row mode: the output buffer, kept from one scan to the next */
+    void *cols;             /* column mode: MAX_COLS Col buffers, kept likewise */
 } Emitter;
 
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-} Out;
 
 static int out_reserve(Out *o, size_t more)
 {
@@ -161,11 +164,15 @@ static int Emitter_init(Emitter *self, PyObject *args, PyObject *kw)
     return 0;
 }
 
+static void cols_free(void *cols);
+
 static void Emitter_dealloc(Emitter *self)
 {
     for (size_t k = 0; k < self->cap; k++)
         shape_free(self->table[k]);
     PyMem_Free(self->table);
+    PyMem_Free(self->out.p);
+    cols_free(self->cols);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -318,6 +325,33 @@ static void init_tables(void)
 }
 
 /* p[0:n] as a JSON string, quotes included. */
+static inline unsigned char *put_escaped(unsigned char *d, unsigned char c)
+{
+    if (plain_byte[c]) {
+        *d++ = c;
+        return d;
+    }
+    *d++ = '\\';
+    switch (c) {
+    case '"': *d++ = '"'; break;
+    case '\\': *d++ = '\\'; break;
+    case '\n': *d++ = 'n'; break;
+    case '\r': *d++ = 'r'; break;
+    case '\t': *d++ = 't'; break;
+    case '\b': *d++ = 'b'; break;
+    case '\f': *d++ = 'f'; break;
+    default:
+        *d++ = 'u';
+        *d++ = '0';
+        *d++ = '0';
+        *d++ = "0123456789abcdef"[c >> 4];
+        *d++ = "0123456789abcdef"[c & 15];
+    }
+    return d;
+}
+
+/* p[0:n] as a JSON string, quotes included: eight bytes at a time where none needs an
+ * escape, byte by byte in the eight that hold one. */
 static int put_string(Out *o, const unsigned char *p, Py_ssize_t n)
 {
     if (out_reserve(o, (size_t)n * 6 + 2) < 0)
@@ -325,41 +359,23 @@ static int put_string(Out *o, const unsigned char *p, Py_ssize_t n)
     unsigned char *d = o->p + o->len;
     *d++ = '"';
     Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) { /* eight bytes at a time while none needs an escape */
+    const uint64_t L = 0x0101010101010101ULL, H = 0x8080808080808080ULL;
+    for (; i + 8 <= n; i += 8) {
         uint64_t x;
         memcpy(&x, p + i, 8);
-        const uint64_t L = 0x0101010101010101ULL, H = 0x8080808080808080ULL;
-        uint64_t ctl = (x - L * 0x20) & ~x;                 /* a byte < 0x20 (or >= 0x80: ignored below) */
+        uint64_t ctl = (x - L * 0x20) & ~x; /* a byte < 0x20 (bytes >= 0x80 are masked below) */
         uint64_t q = x ^ (L * '"'), bs = x ^ (L * '\\');
         uint64_t hit = (ctl | ((q - L) & ~q) | ((bs - L) & ~bs)) & H & ~(x & H);
-        if (hit)
-            break;
-        memcpy(d, p + i, 8);
-        d += 8;
-    }
-    for (; i < n; i++) {
-        unsigned char c = p[i];
-        if (plain_byte[c]) {
-            *d++ = c;
+        if (!hit) {
+            memcpy(d, p + i, 8);
+            d += 8;
             continue;
         }
-        *d++ = '\\';
-        switch (c) {
-        case '"': *d++ = '"'; break;
-        case '\\': *d++ = '\\'; break;
-        case '\n': *d++ = 'n'; break;
-        case '\r': *d++ = 'r'; break;
-        case '\t': *d++ = 't'; break;
-        case '\b': *d++ = 'b'; break;
-        case '\f': *d++ = 'f'; break;
-        default:
-            *d++ = 'u';
-            *d++ = '0';
-            *d++ = '0';
-            *d++ = "0123456789abcdef"[c >> 4];
-            *d++ = "0123456789abcdef"[c & 15];
-        }
+        for (int k = 0; k < 8; k++)
+            d = put_escaped(d, p[i + k]);
     }
+    for (; i < n; i++)
+        d = put_escaped(d, p[i]);
     *d++ = '"';
     o->len = (size_t)(d - o->p);
     return 0;
@@ -614,7 +630,8 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
     PyObject *result = NULL;
-    Out o = {NULL, 0, 0};
+    Out o = self->out; /* reused: no fresh pages for every block */
+    o.len = 0;
     Py_ssize_t lines = 0;
     Py_ssize_t counts[256];
     memset(counts, 0, sizeof counts);
@@ -682,7 +699,13 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
         result = Py_BuildValue("(nny#N)", pos, lines, (const char *)o.p, (Py_ssize_t)o.len, c);
     }
 done:
-    PyMem_Free(o.p);
+    if (o.cap > ((size_t)64 << 20)) { /* an unusually large block: do not keep its buffer */
+        PyMem_Free(o.p);
+        o.p = NULL;
+        o.cap = 0;
+    }
+    o.len = 0;
+    self->out = o;
     PyBuffer_Release(&b);
     return result;
 }
@@ -821,6 +844,15 @@ static void col_free(Col *c)
     memset(c, 0, sizeof *c);
 }
 
+static void cols_free(void *cols)
+{
+    if (!cols)
+        return;
+    for (int k = 0; k < MAX_COLS; k++)
+        col_free(&((Col *)cols)[k]);
+    PyMem_Free(cols);
+}
+
 static int col_reserve(Col *c, Py_ssize_t rows)
 {
     if (rows <= c->cap)
@@ -901,7 +933,9 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
     PyObject *result = NULL, *plans = NULL;
-    Col *cols = PyMem_Calloc(MAX_COLS, sizeof(Col));
+    if (!self->cols)
+        self->cols = PyMem_Calloc(MAX_COLS, sizeof(Col));
+    Col *cols = self->cols; /* reused: no fresh pages for every block */
     int used[MAX_COLS], nused = 0;
     Py_ssize_t lines = 0, rows = 0;
     Py_ssize_t counts[256];
@@ -1070,9 +1104,20 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
     }
 done:
     if (cols) {
-        for (int k = 0; k < nused; k++)
-            col_free(&cols[used[k]]);
-        PyMem_Free(cols);
+        for (int k = 0; k < nused; k++) { /* emptied for the next scan, buffers kept */
+            Col *c = &cols[used[k]];
+            if (c->cap > ((Py_ssize_t)1 << 20)) {
+                col_free(c);
+                continue;
+            }
+            size_t bits = (size_t)(c->cap + 7) / 8;
+            memset(c->valid, 0, bits);
+            if (c->type == COL_BOOL)
+                memset(c->data, 0, bits);
+            c->n = c->nonnull = 0;
+            c->s.len = 0;
+            c->used = 0;
+        }
     }
     Py_XDECREF(plans);
     Py_XDECREF(seen);
