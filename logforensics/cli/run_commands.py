@@ -40,8 +40,9 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
     jsonl gives one JSON object per event with kind, rank, ts, file, line (as grep -n
     counts), node (in a run of several files, or when a wrapper names it) and the
     event's own fields, units in their names (avail_gib, elapsed_s).
-    parquet is written in row groups, in bounded memory; csv goes through pandas and
-    holds all events in memory.
+    jsonl is written a block at a time and parquet in row groups, both in bounded
+    memory (the records the compiled extension knows are written from C, with the same
+    result as LOGFORENSICS_PURE=1); csv goes through pandas and holds all events in memory.
     """
     if fmt == "parquet" and output == "-":
         raise fail("--format parquet needs -o FILE")

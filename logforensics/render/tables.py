@@ -151,9 +151,11 @@ def write_groups(groups: list[str], order: dict[str, None], kinds: dict[str, set
     names = [n for n in order if n != "text"] + (["text"] if "text" in order else [])
     schema = pa.schema([(n, arrow_type[_final(kinds.get(n, set()))]) for n in names])
     # Dictionary pages only for the short texts (kind, rank, stamp, file, ...): for numbers and
-    # the records' texts they cost most of the writing time and save little.
+    # the records' texts they cost most of the writing time and save little. No min/max
+    # statistics of the records' texts either: no query filters on them.
     dictionary = [n for n in names if n != "text" and schema.field(n).type == pa.string()]
-    with pq.ParquetWriter(where, schema, use_dictionary=dictionary) as writer:
+    with pq.ParquetWriter(where, schema, use_dictionary=dictionary,
+                          write_statistics=[n for n in names if n != "text"]) as writer:
         for file in groups:
             with pa.memory_map(file) as source, ipc.open_stream(source) as reader:
                 part = reader.read_all()
