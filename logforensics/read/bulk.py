@@ -120,7 +120,7 @@ class BulkScanner:
         self.plans: list[Plan] = []
         self.kinds: list[str] = []
         self._kind_code: dict[str, int] = {}
-        self._learned = 0  # entries of classifier.plain looked at
+        self._learned = 0  # entries of classifier.plain_log looked at
         self.taken = 0  # lines taken as columns (counted by the parser)
 
     @property
@@ -130,12 +130,11 @@ class BulkScanner:
 
     def learn(self) -> None:
         """Register the plain plans the classifier learned since the last call."""
-        plain = self.classifier.plain
-        new = len(plain) - self._learned
-        if new <= 0:
+        log = self.classifier.plain_log
+        if len(log) <= self._learned:
             return
-        self._learned = len(plain)
-        items = list(plain.items())[-new:] if new < len(plain) else list(plain.items())
+        items = log[self._learned:]
+        self._learned = len(log)
         for key, plan in items:
             self._register(key, plan)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..events import Event
 from .assemble import TRACEBACK_OPENERS
-from .grammar import plan_record
+from .grammar import free_text_plan, plan_record
 from .plan import Fields, Plan, build_event
 from .segments import clean, needs_clean, segment, wrapper_nodes
 
@@ -60,6 +60,9 @@ class LineClassifier:
         #: The subset of ``memo`` that ``classify_block`` builds inline: shapes that are
         #: one record filling the whole line and cannot open a traceback.
         self.plain: dict[bytes, Plan] = {}
+        #: ``plain``'s entries in the order they were added, for readers that take the new
+        #: ones from time to time (the bulk scanner) without walking the whole dict
+        self.plain_log: list[tuple[bytes, Plan]] = []
         self.memo_limit = memo_limit
         self.grammar_calls = 0
         self.decode_errors = 0
@@ -72,6 +75,7 @@ class LineClassifier:
         so a process that reads several parts of a log learns each shape once."""
         self.memo = other.memo
         self.plain = other.plain
+        self.plain_log = other.plain_log
         self.node_shapes = other.node_shapes
 
     def classify(self, raw: bytes, line: int) -> list[Event]:
@@ -168,10 +172,14 @@ class LineClassifier:
         spans = segment(text)
         nodes = wrapper_nodes(text, spans)
         for a, b in spans:
-            seg = text[a:b]
-            self.grammar_calls += 1
-            plan = plan_record(seg[:_GRAMMAR_LIMIT])
-            memoisable = memoisable and plan.memo_ok
+            seg = text[a:b][:_GRAMMAR_LIMIT]
+            plan = free_text_plan(seg)
+            if plan is None:
+                self.grammar_calls += 1
+                plan = plan_record(seg)
+                memoisable = memoisable and plan.memo_ok
+            else:  # no record begins so: cheaper to tell again than to keep (unknown lines rarely repeat)
+                memoisable = False
             entry.append((a, b, plan))
         if memoisable and len(self.memo) < self.memo_limit:
             self.memo[key] = tuple(entry)
@@ -181,6 +189,7 @@ class LineClassifier:
                 a, b, plan = entry[0]
                 if a == 0 and b == len(text) and plan.kind not in TRACEBACK_OPENERS:
                     self.plain[key] = plan
+                    self.plain_log.append((key, plan))
         if nodes is None:
             return [build_event(plan, text[a:b], line, self.file, self.node) for a, b, plan in entry]
         return [build_event(plan, text[a:b], line, self.file, n or self.node) for (a, b, plan), n in zip(entry, nodes)]

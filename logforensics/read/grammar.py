@@ -10,13 +10,14 @@ The stages: parse here, name fields by terminal (``terminals.py``), walk the tre
 from __future__ import annotations
 
 import os
-from functools import cache
+from functools import cache, lru_cache
 
-from lark import Lark, Tree
+from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from .plan import Plan
 from .planner import Planner
+from .prefilter import free_text
 
 
 @cache
@@ -69,6 +70,9 @@ def plan_record(text: str) -> Plan:
     """
     if not text.strip():
         return Plan.make("blank", None, None, ())
+    plan = free_text_plan(text)
+    if plan is not None:
+        return plan
     record, fallback = parsers()
     tree = parse(record, text)
     if tree is None:
@@ -81,6 +85,21 @@ def plan_record(text: str) -> Plan:
         if strict():
             raise
         return _unplanned(text, tree, exc)
+
+
+def free_text_plan(text: str) -> Plan | None:
+    """The plan of a text that no record can begin (``prefilter.py``): what Lark would
+    find, without its two failed passes; None for any other text."""
+    return _free_text_plan(len(text)) if text.strip() and free_text(*parsers(), text) else None
+
+
+@lru_cache(maxsize=1024)
+def _free_text_plan(length: int) -> Plan:
+    """The plan of ``fallback: FREE_TEXT`` for a text of ``length`` characters (it depends
+    on nothing else: no prefix, no fields)."""
+    text = " " * length
+    tree = Tree("fallback", [Token("FREE_TEXT", text, 0, 1, 1, 1, length + 1, length)])
+    return Planner(length).plan(tree).fitted(text)
 
 
 def _unplanned(text: str, tree: Tree, exc: Exception) -> Plan:

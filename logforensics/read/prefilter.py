@@ -1,0 +1,243 @@
+"""Lines that no record can begin with, told without running Lark.
+
+A line the grammar does not know costs two failed LALR parses (``record``, then
+``fallback``): about 200 µs in CPython, almost all of it the contextual lexer trying
+its start state's hundred-odd terminals at the first character. Unknown lines have no
+shape in common, so the fast path's memo cannot help, and a log of unknown text read at
+a few kilobytes a second.
+
+Every terminal that can begin a record is analysed once, from its regular expression
+(Python's own ``re`` parser): the characters it can begin with, and the literal texts of
+which a line must contain at least one for it to match (``[^\\n]*? leaves no room for``
+needs `` leaves no room for``; ``(CUDA|HIP) out of memory`` needs ``CUDA`` or ``HIP``).
+A line that no start terminal of ``record`` can begin, and no start terminal of
+``fallback`` but ``FREE_TEXT``, parses as ``fallback: FREE_TEXT`` and nothing else:
+:func:`free_text` says so in about a microsecond, and ``grammar.plan_record`` plans
+that tree without asking Lark. The analysis only ever over-approximates what a terminal
+can match (a construct it does not read requires nothing and may begin with anything),
+so a line it lets through is parsed as before, and ``tests/test_prefilter.py`` checks
+both the requirements (on strings generated from each terminal's expression) and the
+plans (against Lark's) on every fixture line.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+if sys.version_info >= (3, 11):  # Python's own regular-expression parser
+    import re._constants as _c
+    import re._parser as _p
+else:  # pragma: no cover
+    import sre_constants as _c
+    import sre_parse as _p
+
+from lark import Lark
+
+#: Every character (the first-character sets are over ASCII; any other first character
+#: lets the line through).
+_ASCII = frozenset(chr(i) for i in range(128))
+
+
+def _ascii_of(pattern: str) -> frozenset[str]:
+    return frozenset(ch for ch in _ASCII if re.match(pattern, ch))
+
+
+#: The ASCII characters of each class, as ``re`` matches them in a str pattern (``\s`` is
+#: more than " \t\n\r\f\v" there).
+_CATEGORY = {
+    _c.CATEGORY_DIGIT: _ascii_of(r"\d"), _c.CATEGORY_NOT_DIGIT: _ascii_of(r"\D"),
+    _c.CATEGORY_SPACE: _ascii_of(r"\s"), _c.CATEGORY_NOT_SPACE: _ascii_of(r"\S"),
+    _c.CATEGORY_WORD: _ascii_of(r"\w"), _c.CATEGORY_NOT_WORD: _ascii_of(r"\W"),
+}
+
+#: A requirement: None (none known), or texts of which a matching string contains one.
+Need = frozenset[str] | None
+_ATOMIC = getattr(_c, "ATOMIC_GROUP", object())
+_REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", _c.MAX_REPEAT))
+
+
+def _flags_fold(flags: int) -> bool:
+    return bool(flags & (_c.SRE_FLAG_IGNORECASE | _c.SRE_FLAG_LOCALE))
+
+
+def _need(items: Iterable[tuple[Any, Any]], fold: bool) -> Need:
+    """What any string matching the sequence ``items`` must contain (the most selective
+    requirement of its parts; runs of literal characters are joined)."""
+    best: Need = None
+    run: list[str] = []
+
+    def consider(need: Need) -> None:
+        nonlocal best
+        if need and (best is None or min(map(len, need)) > min(map(len, best))):
+            best = need
+
+    def close_run() -> None:
+        if run:
+            consider(frozenset({"".join(run)}))
+            run.clear()
+
+    for op, av in items:
+        if op is _c.LITERAL and not fold:
+            run.append(chr(av))
+            continue
+        if op in (_c.AT, _c.ASSERT_NOT):  # zero-width: the run goes on across it
+            continue
+        close_run()
+        if op is _c.SUBPATTERN:
+            _group, add, _del, sub = av
+            consider(_need(sub, fold or _flags_fold(add)))
+        elif op in _REPEATS:
+            low, _high, sub = av
+            if low >= 1:
+                consider(_need(sub, fold))
+        elif op is _c.BRANCH:
+            needs = [_need(alt, fold) for alt in av[1]]
+            if all(needs):
+                consider(frozenset().union(*needs))  # type: ignore[arg-type]
+        elif op is _c.ASSERT:  # a lookaround's text is in the line too
+            consider(_need(av[1], fold))
+        elif op is _ATOMIC:
+            consider(_need(av, fold))
+    close_run()
+    return best
+
+
+def _charset(items: Iterable[tuple[Any, Any]], fold: bool) -> frozenset[str]:
+    """The characters of an ``[...]`` class (over ASCII)."""
+    out: set[str] = set()
+    negate = False
+    for op, av in items:
+        if op is _c.NEGATE:
+            negate = True
+        elif op is _c.LITERAL:
+            out.add(chr(av))
+        elif op is _c.RANGE:
+            out.update(chr(i) for i in range(av[0], min(av[1], 127) + 1))
+        elif op is _c.CATEGORY:
+            out |= _CATEGORY.get(av, _ASCII)
+        else:
+            return _ASCII
+    if fold:
+        out |= {ch.swapcase() for ch in out}
+    return _ASCII - out if negate else frozenset(out)
+
+
+def _first(items: list[tuple[Any, Any]], fold: bool) -> tuple[frozenset[str], bool]:
+    """(the characters a match of the sequence can begin with, whether it can be empty)."""
+    first: set[str] = set()
+    for op, av in items:
+        if op in (_c.AT, _c.ASSERT, _c.ASSERT_NOT):
+            continue  # zero-width: leaving its constraint out only lets more through
+        if op is _c.LITERAL:
+            ch = chr(av)
+            first |= {ch, ch.swapcase()} if fold else {ch}
+            return frozenset(first), False
+        if op is _c.NOT_LITERAL:
+            return frozenset(first) | (_ASCII - {chr(av)}), False
+        if op is _c.IN:
+            return frozenset(first) | _charset(av, fold), False
+        if op is _c.CATEGORY:
+            return frozenset(first) | _CATEGORY.get(av, _ASCII), False
+        if op is _c.SUBPATTERN:
+            _group, add, _del, sub = av
+            f, empty = _first(sub, fold or _flags_fold(add))
+        elif op in _REPEATS:
+            low, _high, sub = av
+            f, empty = _first(sub, fold)
+            empty = empty or low == 0
+        elif op is _c.BRANCH:
+            f, empty = frozenset(), False
+            for alt in av[1]:
+                fa, ea = _first(alt, fold)
+                f, empty = f | fa, empty or ea
+        else:  # ANY, a group reference, anything else: every character
+            return _ASCII, False
+        first |= f
+        if not empty:
+            return frozenset(first), False
+    return frozenset(first), True
+
+
+def analyse(regexp: str, flags: int = 0) -> tuple[frozenset[str], Need]:
+    """(first characters, requirement) of a terminal's expression; an expression that can
+    match the empty string may begin with anything."""
+    items: list[tuple[Any, Any]] = list(_p.parse(regexp, flags))  # type: ignore[call-overload]
+    fold = _flags_fold(flags)
+    first, empty = _first(items, fold)
+    return (_ASCII if empty else first), _need(items, fold)
+
+
+class Prefilter:
+    """The start terminals of a parser, by first character, with their requirements."""
+
+    def __init__(self, terminals: Iterable[Any], flags: int = 0, skip: frozenset[str] = frozenset()) -> None:
+        by_char: dict[str, list[Need]] = {}
+        self.names: list[str] = []
+        for term in terminals:
+            if term.name in skip:
+                continue
+            self.names.append(term.name)
+            first, need = analyse(term.pattern.to_regexp(), flags | _pattern_flags(term.pattern))
+            for ch in first:
+                by_char.setdefault(ch, []).append(need)
+        #: first character -> the requirements of the terminals that can begin with it;
+        #: None where one of them has no requirement (the line goes through)
+        self.by_char: dict[str, tuple[str, ...] | None] = {
+            ch: None if any(n is None for n in needs) else _fewest(frozenset().union(*needs))  # type: ignore[arg-type]
+            for ch, needs in by_char.items()
+        }
+
+    def may_begin(self, text: str) -> bool:
+        """False when no terminal can match at the start of ``text``."""
+        if not text:
+            return True
+        ch = text[0]
+        if ch not in _ASCII:
+            return True
+        if ch not in self.by_char:
+            return False
+        needs = self.by_char[ch]
+        return needs is None or any(n in text for n in needs)
+
+
+def _fewest(texts: frozenset[str]) -> tuple[str, ...]:
+    """``texts`` without those that contain another (a line without ``:`` has no ``Warning: ``)."""
+    return tuple(sorted(t for t in texts if not any(o != t and o in t for o in texts)))
+
+
+def _pattern_flags(pattern: Any) -> int:
+    flags = 0
+    for f in getattr(pattern, "flags", ()):
+        flags |= {"i": re.I, "m": re.M, "s": re.S, "x": re.X, "u": re.U, "l": re.L}.get(f, 0)
+    return flags
+
+
+def start_terminals(parser: Lark) -> list[Any]:
+    """The terminals that the parser's contextual lexer tries at the start of a text."""
+    table = parser.parser.parser.parser.parse_table
+    (state,) = table.start_states.values()
+    return list(parser.parser.lexer.lexers[state].terminals)
+
+
+@cache
+def filters(record: Lark, fallback: Lark) -> tuple[Prefilter, Prefilter, re.Pattern[str]]:
+    """The prefilters of the two start symbols (``fallback``'s without ``FREE_TEXT``) and
+    ``FREE_TEXT``'s own expression."""
+    flags = record.lexer_conf.g_regex_flags
+    free = next(t for t in fallback.terminals if t.name == "FREE_TEXT")
+    return (Prefilter(start_terminals(record), flags),
+            Prefilter(start_terminals(fallback), flags, frozenset({"FREE_TEXT"})),
+            re.compile(free.pattern.to_regexp(), flags | _pattern_flags(free.pattern)))
+
+
+def free_text(record: Lark, fallback: Lark, text: str) -> bool:
+    """Whether ``text`` can only parse as ``fallback: FREE_TEXT`` (the whole text one token)."""
+    rec, fb, free = filters(record, fallback)
+    if rec.may_begin(text) or fb.may_begin(text):
+        return False
+    m = free.match(text)
+    return m is not None and m.end() == len(text)

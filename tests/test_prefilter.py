@@ -1,0 +1,111 @@
+"""The prefilter of lines no record can begin with (read/prefilter.py).
+
+Two things must hold: every requirement it derives from a terminal is one that every
+match of that terminal meets (checked on strings generated from the terminal's own
+expression), and a line it lets go past Lark gets the plan Lark would give it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from logforensics.read import grammar, prefilter
+from logforensics.read.grammar import parse, parsers, plan_record
+from logforensics.read.plan import Plan
+from logforensics.read.planner import Planner
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _lark_plan(text: str):
+    """plan_record's result by Lark alone (both parses, no prefilter)."""
+    record, fallback = parsers()
+    tree = parse(record, text) or parse(fallback, text)
+    if tree is None:
+        return Plan.make("other", None, None, ())
+    return Planner(len(text)).plan(tree).fitted(text)
+
+
+def _terminals():
+    record, fallback = parsers()
+    flags = record.lexer_conf.g_regex_flags
+    seen = {}
+    for t in prefilter.start_terminals(record) + prefilter.start_terminals(fallback):
+        seen.setdefault(t.name, t)
+    return [(t.name, t.pattern.to_regexp(), flags | prefilter._pattern_flags(t.pattern)) for t in seen.values()]
+
+
+@pytest.mark.parametrize(("name", "regexp", "flags"), _terminals(), ids=[t[0] for t in _terminals()])
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_requirements_hold_for_every_match(name, regexp, flags, data):
+    """A string the terminal matches at its start begins with one of its first characters
+    and contains one of its required texts."""
+    first, need = prefilter.analyse(regexp, flags)
+    rx = re.compile(regexp, flags)
+    found = data.draw(st.from_regex(rx), label="containing a match")
+    m = rx.search(found)
+    text = found[m.start():] if m else ""
+    if not text or rx.match(text) is None:
+        return  # a lookbehind saw what was cut: nothing to check
+    if text[0] in prefilter._ASCII:
+        assert text[0] in first, (name, text)
+    if need is not None:
+        assert any(n in text for n in need), (name, text, need)
+
+
+def _fixture_lines(limit: int = 40_000) -> list[str]:
+    lines: list[str] = []
+    for path in sorted(FIXTURES.rglob("*.log")):
+        for raw in path.read_bytes().split(b"\n"):
+            lines.append(raw.decode("utf-8", "replace").replace("\r", ""))
+    rng = random.Random(7)
+    rng.shuffle(lines)
+    return lines[:limit]
+
+
+def _same_as_lark(text: str) -> bool:
+    """Whether the prefilter takes ``text``; if it does, its plan must be Lark's."""
+    if not text.strip() or not prefilter.free_text(*parsers(), text):
+        return False  # plan_record asks Lark, as before
+    assert plan_record(text) == _lark_plan(text), text
+    return True
+
+
+def test_plans_equal_lark_on_fixture_lines():
+    """Every fixture line, and each with its first characters cut, that the prefilter
+    takes gets Lark's plan; and it does take some."""
+    taken = sum(_same_as_lark(text) for line in _fixture_lines(8000) for text in (line, line[1:], line[5:]))
+    assert taken > 100
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=120))
+def test_plans_equal_lark_on_any_text(text):
+    _same_as_lark(text)
+
+
+def test_unknown_text_skips_lark(monkeypatch):
+    """Lines of words the grammar does not know are planned without Lark: the prefilter is
+    not one that lets everything through."""
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(300)]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 20))) for _ in range(500)]
+    calls = 0
+    real = grammar.parse
+
+    def counting(parser, text):
+        nonlocal calls
+        calls += 1
+        return real(parser, text)
+
+    monkeypatch.setattr(grammar, "parse", counting)
+    plans = [plan_record(line) for line in lines]
+    assert all(p.kind == "other" and p.rank is None and p.ts is None for p in plans)
+    assert calls < len(lines) // 10
