@@ -19,6 +19,9 @@ resident sets of the child and its descendants, sampled every 10 ms, and the chi
 own ``ru_maxrss`` (largest single process) for comparison. The header says which
 reading path logforensics used (compiled or pure Python).
 
+Sizes of 2G and more are whole copies of the 1G log (``5G``: five launches in a row).
+
+    python bench/bench_speed.py                      # 100M, 1G and 5G, both generators
     python bench/bench_speed.py --sizes 100M,1G --repeat 3
     python bench/bench_speed.py --sizes 5G --repeat 1 --generators serving
 """
@@ -101,12 +104,31 @@ def warm(path: Path) -> None:
             pass
 
 
+def copies(size: str) -> int:
+    """How many copies of the 1G log make a log of ``size`` (0: generate it directly).
+
+    Sizes of 2G and more are whole copies of the 1G log, one after another (a log of
+    several launches in a row): generating gigabytes directly takes far longer than
+    the benchmark itself."""
+    if size.upper().endswith("G") and size[:-1].isdigit() and int(size[:-1]) >= 2:
+        return int(size[:-1])
+    return 0
+
+
 def generate(kind: str, size: str, directory: Path) -> Path:
     path = directory / f"{kind}-{size}.log"
     if not path.is_file():
         part = path.with_suffix(".part")
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(GENERATORS[kind]), "--size", size, "-o", str(part)], check=True)
+        n = copies(size)
+        if n:
+            one = generate(kind, "1G", directory)
+            with open(part, "wb") as out:
+                for _ in range(n):
+                    with open(one, "rb") as src:
+                        shutil.copyfileobj(src, out, 16 << 20)
+        else:
+            subprocess.run([sys.executable, str(GENERATORS[kind]), "--size", size, "-o", str(part)], check=True)
         part.replace(path)
         print(f"# generated {path.name}: {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s",
               flush=True)
@@ -155,7 +177,8 @@ def lnav_version() -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", default="100M,1G", help="comma-separated generator sizes (default 100M,1G)")
+    p.add_argument("--sizes", default="100M,1G,5G",
+                   help="comma-separated sizes (default 100M,1G,5G; 2G and more: copies of the 1G log)")
     p.add_argument("--generators", default="restarts,serving", help="restarts, serving or both (default)")
     p.add_argument("--repeat", type=int, default=3, help="rounds per log (default 3); medians are printed")
     p.add_argument("--parse", action="store_true", help="also time parse --format jsonl and parquet")
@@ -206,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
                           f"{max(r['sum_mib'] for r in rs):14.1f} {max(r['max_mib'] for r in rs):8.1f} "
                           f"{cpu:6.1f} {lnav_cpu / max(cpu, 1e-9):10.2f}", flush=True)
                 out.unlink(missing_ok=True)
-                if not args.keep and args.dir is None:
-                    log.unlink()
+            if not args.keep and args.dir is None:  # a later size may be copies of this kind's 1G log
+                for made in directory.glob(f"{kind}-*.log"):
+                    made.unlink()
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(directory, ignore_errors=True)
