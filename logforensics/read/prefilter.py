@@ -171,6 +171,13 @@ def analyse(regexp: str, flags: int = 0) -> tuple[frozenset[str], Need]:
     return (_ASCII if empty else first), _need(items, fold)
 
 
+def needs(regexp: str, flags: int = 0) -> tuple[str, ...] | None:
+    """Texts of which a string must contain one for ``regexp`` to match anywhere in it
+    (None: none known)."""
+    need = analyse(regexp, flags)[1]
+    return None if need is None else _fewest(need)
+
+
 class Prefilter:
     """The start terminals of a parser, by first character, with their requirements."""
 

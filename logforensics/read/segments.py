@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 
+from .prefilter import needs
+
 #: ANSI colour codes: with the ESC byte, in caret notation as a pager or a copy from a
 #: terminal writes them (``^[[36m``: the two characters ``^[``), or with the ESC byte
 #: lost (``[36m``); NUL bytes; and a literal ``^M`` (a carriage return in caret notation)
@@ -63,6 +65,9 @@ _SPLIT_RE = re.compile(
     r"|(?<=\S)(?= \[repeated \d+x across cluster\] *$)"       # Ray de-duplication suffix
 )
 
+#: Texts of which a line must contain one for ``_SPLIT_RE`` to cut it anywhere.
+_SPLIT_NEEDS = needs(_SPLIT_RE.pattern)
+
 
 def clean(text: str) -> str:
     """Remove ANSI colour codes and NUL bytes, and read a literal ``^M`` inside a line as the
@@ -83,11 +88,14 @@ def segment(text: str) -> list[tuple[int, int]]:
     """
     spans: list[tuple[int, int]] = []
     pos = 0
+    splits = _SPLIT_NEEDS is None or any(map(text.__contains__, _SPLIT_NEEDS))
     for part in text.split("\r"):
         end = pos + len(part)
         if part:
             start = _skip_wrappers(text, pos, end)  # a wrapper is not a record boundary
-            cuts = [start] + [m.start() for m in _SPLIT_RE.finditer(text, start, end) if m.start() > start] + [end]
+            cuts = [start, end]
+            if splits:  # else no text a split needs is in the line (most unknown lines)
+                cuts[1:1] = [m.start() for m in _SPLIT_RE.finditer(text, start, end) if m.start() > start]
             for a, b in zip(cuts, cuts[1:]):
                 a = _skip_wrappers(text, a, b)
                 if a < b:
