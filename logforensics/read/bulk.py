@@ -120,7 +120,7 @@ class BulkScanner:
         self.plans: list[Plan] = []
         self.kinds: list[str] = []
         self._kind_code: dict[str, int] = {}
-        self._learned = 0  # entries of classifier.plain_log looked at
+        self._learned = 0  # plain plans of the classifier taken so far
         self.taken = 0  # lines taken as columns (counted by the parser)
 
     @property
@@ -130,11 +130,8 @@ class BulkScanner:
 
     def learn(self) -> None:
         """Register the plain plans the classifier learned since the last call."""
-        log = self.classifier.plain_log
-        if len(log) <= self._learned:
-            return
-        items = log[self._learned:]
-        self._learned = len(log)
+        items = self.classifier.plain_since(self._learned)
+        self._learned += len(items)
         for key, plan in items:
             self._register(key, plan)
 

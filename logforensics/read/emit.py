@@ -87,12 +87,8 @@ class JsonlEmitter:
 
     def learn(self) -> None:
         """Register the plain plans the classifier learned since the last call."""
-        plain = self.classifier.plain
-        new = len(plain) - self._learned
-        if new <= 0:
-            return
-        self._learned = len(plain)
-        items = list(plain.items())[-new:] if new < len(plain) else list(plain.items())
+        items = self.classifier.plain_since(self._learned)
+        self._learned += len(items)
         for key, plan in items:
             ops = self.template(plan, len(key))
             if ops is None or len(self.kinds) >= 255 and plan.kind not in self.kinds:
@@ -196,12 +192,8 @@ class ColumnEmitter:
 
     def learn(self) -> None:
         """Register the plain plans the classifier learned since the last call."""
-        plain = self.classifier.plain
-        new = len(plain) - self._learned
-        if new <= 0:
-            return
-        self._learned = len(plain)
-        items = list(plain.items())[-new:] if new < len(plain) else list(plain.items())
+        items = self.classifier.plain_since(self._learned)
+        self._learned += len(items)
         for key, plan in items:
             got = self.ops(plan, len(key))
             if got is None or len(self.kinds) >= 255 and plan.kind not in self.kinds:

@@ -78,6 +78,11 @@ class LineClassifier:
         self.plain_log = other.plain_log
         self.node_shapes = other.node_shapes
 
+    def plain_since(self, n: int) -> list[tuple[bytes, Plan]]:
+        """The plain plans learned after the first ``n`` (readers that take the new ones from
+        time to time keep their ``n``; the whole memo is never walked again)."""
+        return self.plain_log[n:] if n < len(self.plain_log) else []
+
     def classify(self, raw: bytes, line: int) -> list[Event]:
         key = raw.translate(_MASK)
         entry = self.memo.get(key)
