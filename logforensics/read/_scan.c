@@ -89,16 +89,31 @@ static inline uint64_t mix(uint64_t h, uint64_t w)
     return h ^ (h >> 29);
 }
 
-static uint64_t masked_hash(const unsigned char *p, Py_ssize_t n)
+/* Two lanes of eight bytes each, so that the multiplications of consecutive words overlap.
+ * With `out`, the masked bytes are also written there (n rounded up to 8 bytes of room). */
+static inline uint64_t masked_hash_into(const unsigned char *p, Py_ssize_t n, unsigned char *out)
 {
-    uint64_t h = (uint64_t)n * 0xff51afd7ed558ccdULL;
+    uint64_t h1 = (uint64_t)n * 0xff51afd7ed558ccdULL, h2 = (uint64_t)n ^ 0xc4ceb9fe1a85ec53ULL;
     Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        h = mix(h, mask8(load8(p + i, 8)));
-    if (i < n)
-        h = mix(h, mask8(load8(p + i, n - i)));
-    return h;
+    for (; i + 16 <= n; i += 16) {
+        uint64_t a = mask8(load8(p + i, 8)), b = mask8(load8(p + i + 8, 8));
+        if (out) {
+            memcpy(out + i, &a, 8);
+            memcpy(out + i + 8, &b, 8);
+        }
+        h1 = mix(h1, a);
+        h2 = mix(h2, b);
+    }
+    for (; i < n; i += 8) {
+        uint64_t a = mask8(load8(p + i, n - i >= 8 ? 8 : n - i));
+        if (out)
+            memcpy(out + i, &a, 8);
+        h1 = mix(h1, a);
+    }
+    return mix(h1, h2);
 }
+
+static uint64_t masked_hash(const unsigned char *p, Py_ssize_t n) { return masked_hash_into(p, n, NULL); }
 
 static int masked_equal(const unsigned char *line, const unsigned char *key, Py_ssize_t n)
 {
@@ -121,13 +136,15 @@ static Shape *lookup(Scanner *s, const unsigned char *p, Py_ssize_t n)
 {
     if (!s->cap)
         return NULL;
-    uint64_t h = masked_hash(p, n);
+    unsigned char masked[1024]; /* the masked line, for lines that fit: compared with memcmp */
+    int kept = n <= (Py_ssize_t)sizeof masked - 8;
+    uint64_t h = masked_hash_into(p, n, kept ? masked : NULL);
     size_t i = (size_t)h & (s->cap - 1);
     for (;;) {
         Shape *sh = s->table[i];
         if (!sh)
             return NULL;
-        if (sh->hash == h && sh->len == n && masked_equal(p, sh->key, n))
+        if (sh->hash == h && sh->len == n && (kept ? !memcmp(masked, sh->key, (size_t)n) : masked_equal(p, sh->key, n)))
             return sh;
         i = (i + 1) & (s->cap - 1);
     }
