@@ -32,6 +32,9 @@ def test_the_scanner_is_built_where_a_compiler_is() -> None:
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler: the pure path is the only one")
     assert bulk._scan is not None, "pip builds logforensics.read._scan where a C compiler is available"
+    from logforensics.read import emit
+
+    assert emit._emit is not None, "pip builds logforensics.read._emit where a C compiler is available"
 
 
 @pytest.fixture(scope="module")
