@@ -64,6 +64,7 @@ class _Main(click.Group):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         code: Any = EXIT_OK
+        _tolerant_streams()
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             sys.stdout.flush()
@@ -115,6 +116,29 @@ def main() -> None:
     several files: one per node of a multi-node launch, or the prefill, decode and
     router logs of a disaggregated one. They are read as one run.
     """
+
+
+def _utf8(stream: Any) -> bool:
+    import codecs
+
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "utf-8"
+    except LookupError:
+        return False
+
+
+def _tolerant_streams() -> None:
+    """A terminal or pipe that is not UTF-8 (``PYTHONIOENCODING=ascii``, a Latin-1 locale)
+    gets what it cannot show as ``\\xe9`` escapes, never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if not _utf8(stream) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def json_ascii() -> bool:
+    """Whether JSON for standard output must be ASCII (``\\u00e9``): standard output is not
+    UTF-8, and escapes of the stream would not be JSON."""
+    return not _utf8(sys.stdout)
 
 
 def _run(args: tuple[str, ...] | list[str]) -> RunFiles:

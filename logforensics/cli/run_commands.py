@@ -21,6 +21,7 @@ from ._app import (
     _silence_broken_pipe,
     _write_text,
     fail,
+    json_ascii,
     main,
     progress_bar,
     stdout_console,
@@ -74,9 +75,10 @@ def _parse_out(run: RunFiles, fmt: str, output: str, wanted: set[str], advance: 
             return
         from ..render.jsonl import event_line
 
+        ascii_only = output == "-" and json_ascii()
         with open_output(output, "w") as out:
             for ev in events:
-                out.write(event_line(ev) if fmt == "jsonl" else _table_line(ev) + "\n")
+                out.write(event_line(ev, ascii_only) if fmt == "jsonl" else _table_line(ev) + "\n")
     except BrokenPipeError:
         _silence_broken_pipe()
 
@@ -182,7 +184,7 @@ def summary(logs: tuple[str, ...], as_json: bool) -> None:
         raise fail(str(exc)) from None
     try:
         if as_json:
-            click.echo(json.dumps(s.to_dict(), indent=2, default=str, ensure_ascii=False))
+            click.echo(json.dumps(s.to_dict(), indent=2, default=str, ensure_ascii=json_ascii()))
         else:
             from ..render.terminal import render_summary
 
@@ -266,7 +268,7 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
     try:
         render_diagnosis(d, console)
         if to_stdout_json:
-            click.echo(json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=False))
+            click.echo(json.dumps(d.to_dict(), indent=2, default=str, ensure_ascii=json_ascii()))
         for line in written:
             console.print(Text(line))
     except BrokenPipeError:

@@ -22,11 +22,12 @@ from ..read import emit
 from ..read.parser import IncrementalParser
 
 
-def event_line(ev: Event) -> str:
-    """The JSON row of one event, newline included."""
+def event_line(ev: Event, ascii_only: bool = False) -> str:
+    """The JSON row of one event, newline included (``ascii_only``: other characters as
+    ``\\u`` escapes, for a stream that is not UTF-8)."""
     import json
 
-    return json.dumps(ev.to_dict(), ensure_ascii=False, default=str) + "\n"
+    return json.dumps(ev.to_dict(), ensure_ascii=ascii_only, default=str) + "\n"
 
 
 class _RowSink:
