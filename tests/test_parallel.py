@@ -1,12 +1,14 @@
 """Reading a log in byte ranges and merging the run models gives the one-pass summary.
 
 ``parallel.read_ranges`` runs the same ``LiveRun`` on each range and merges the models
-with ``RunModel.merge``; a range that ended inside a traceback, or whose model read state
-it could not have, is read again in order. These tests cut every fixture at every
+with ``RunModel.merge``; records whose handling reads earlier state are deferred to the
+merge (``RunModel(part=True)``), and only a range that ended inside a traceback (or could
+not defer what it read) is read again in order. These tests cut every fixture at every
 boundary the reader may choose, and at every line (which also exercises the repair),
-and compare ``RunSummary.to_dict()`` with the sequential summary: everything must be
-equal. On a generated multi-megabyte log with crashes and restarts, read by real worker
-processes, only the downsampled decode series may differ (``Series.merge``).
+on the pure-Python and the compiled reading path, and compare the summary's JSON with
+the sequential one's, byte for byte; likewise generated logs of both generators with
+crashes and restarts every few hundred kilobytes, also read by real worker processes,
+and they count the ranges read twice.
 """
 
 from __future__ import annotations
@@ -22,36 +24,56 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logforensics.ingest import LiveRun, parallel, read_file
+from logforensics.model import run as run_module
 from logforensics.model.run import RunModel
 from logforensics.model.stats import Series, Sketch
 from logforensics.pipeline import summarize_file
+from logforensics.read import bulk
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures").glob("**/*.log"))
 GENERATOR = ROOT / "bench" / "gen_serving_log.py"
+RESTARTS_GENERATOR = ROOT / "bench" / "gen_sglang_log.py"
+PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(bulk._scan is None, reason="C scanner not built"))]
 
 
-def _sequential(path: Path) -> dict:
+@pytest.fixture(params=PATHS)
+def reading_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs on the pure-Python reader and on the compiled scanner."""
+    if request.param == "pure":
+        monkeypatch.setenv("LOGFORENSICS_PURE", "1")
+    else:
+        monkeypatch.delenv("LOGFORENSICS_PURE", raising=False)
+    assert bulk.available() == (request.param == "compiled")
+    return str(request.param)
+
+
+def _json(run: LiveRun) -> str:
+    return json.dumps(run.summary().to_dict(), default=str, sort_keys=False)
+
+
+def _sequential(path: Path) -> str:
     run = read_file(path)  # below the parallel threshold: one pass
-    return json.loads(json.dumps(run.summary().to_dict(), default=str))
+    return _json(run)
 
 
-def _in_ranges(path: Path, range_bytes: int, anywhere: bool = False, extra: tuple[int, ...] = ()) -> tuple[dict, int]:
+def _in_ranges(path: Path, range_bytes: int, anywhere: bool = False, extra: tuple[int, ...] = (),
+               counts: parallel.RangeCounts | None = None) -> tuple[str, int]:
     ranges = parallel.choose_ranges(str(path), path.stat().st_size, range_bytes, anywhere=anywhere)
     if extra:  # more boundaries, at given line starts
         starts = sorted({a for a, _ in ranges} | set(extra))
         ranges = list(zip(starts, starts[1:] + [path.stat().st_size]))
-    run = parallel.read_ranges(str(path), str(path), ranges)  # the workers' code, in this process
-    return json.loads(json.dumps(run.summary().to_dict(), default=str)), len(ranges)
+    run = parallel.read_ranges(str(path), str(path), ranges, counts=counts)  # the workers' code, in this process
+    return _json(run), len(ranges)
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.parent.name[:4] + "/" + p.name[:40])
 @pytest.mark.parametrize("anywhere", [False, True], ids=["boundary-lines", "every-line"])
-def test_every_fixture_cut_everywhere_equals_one_pass(path: Path, anywhere: bool) -> None:
+def test_every_fixture_cut_everywhere_equals_one_pass(path: Path, anywhere: bool, reading_path: str) -> None:
     want = _sequential(path)
     got, ranges = _in_ranges(path, 1, anywhere)
     if anywhere:
-        assert ranges >= min(want["coverage"]["lines_read"], 2) - 1  # a range at every line
+        assert ranges >= min(json.loads(want)["coverage"]["lines_read"], 2) - 1  # a range at every line
     assert got == want
 
 
@@ -91,21 +113,11 @@ def restarts_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _same_but_series(got: dict, want: dict) -> None:
-    series_got = got["throughput"].pop("decode_series")
-    series_want = want["throughput"].pop("decode_series")
-    assert got == want
-    # the documented approximation: as many points, the same first one, means close
-    assert len(series_got) == len(series_want)
-    assert series_got[0] == series_want[0]
-    for (_, y1), (_, y2) in zip(series_got, series_want):
-        assert y1 == pytest.approx(y2, rel=0.05)
-
-
-def test_generated_log_with_crashes_and_restarts_in_ranges(restarts_log: Path) -> None:
+def test_generated_log_with_crashes_and_restarts_in_ranges(restarts_log: Path, reading_path: str) -> None:
     want = _sequential(restarts_log)
-    assert want["outcome"] == "ready" and len(want["exceptions"]) == 1
-    assert want["coverage"]["kinds"]["server_ready"] == 3
+    summary = json.loads(want)
+    assert summary["outcome"] == "ready" and len(summary["exceptions"]) == 1
+    assert summary["coverage"]["kinds"]["server_ready"] == 3
     data = restarts_log.read_bytes()
     inside = []  # boundaries inside each open traceback: at its second decode line
     at = data.find(b"Scheduler hit an exception")
@@ -114,17 +126,105 @@ def test_generated_log_with_crashes_and_restarts_in_ranges(restarts_log: Path) -
         inside.append(data.index(b"\n", first) + 1)
         at = data.find(b"Scheduler hit an exception", first)
     assert len(inside) == 2
-    got, ranges = _in_ranges(restarts_log, 64 << 10, extra=tuple(inside))
+    counts = parallel.RangeCounts()
+    got, ranges = _in_ranges(restarts_log, 64 << 10, extra=tuple(inside), counts=counts)
     assert ranges > 40
-    _same_but_series(got, want)
+    assert got == want
+    # the two ranges that end inside a traceback are read again, with the one after each
+    # (the traceback ends there); nothing else, though later ranges hold start-ups
+    assert counts.unmergeable == 0 and 2 <= counts.read_again <= 4
 
 
-def test_generated_log_read_by_worker_processes(restarts_log: Path) -> None:
+def test_generated_log_read_by_worker_processes(restarts_log: Path, reading_path: str) -> None:
     want = _sequential(restarts_log)
     run = parallel.read_in_parallel(restarts_log, workers=2, min_bytes=0, range_bytes=256 << 10)
     assert run is not None
-    got = json.loads(json.dumps(run.summary().to_dict(), default=str))
-    _same_but_series(got, want)
+    assert _json(run) == want
+
+
+@pytest.fixture(scope="module")
+def restart_logs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Logs of the crash-and-restart generator: a CUDA OOM crash and a restart every few
+    hundred kilobytes, torn and interleaved lines, every rank decoding; several seeds and
+    prefix styles."""
+    out = tmp_path_factory.mktemp("restarts")
+    logs = []
+    for seed, style, extra in [(1, "tp", []), (2, "dp-tp", ["--interleave-rate", "0.3"]),
+                               (3, "pp-tp", ["--torn-rate", "0.01"]), (4, "tp-ep", ["--decode-ranks", "0"])]:
+        path = out / f"restarts-{seed}-{style}.log"
+        subprocess.run([sys.executable, str(RESTARTS_GENERATOR), "--size", "2M", "--seed", str(seed),
+                        "--prefix-style", style, "--crash-rate", "0.008", "-o", str(path), *extra], check=True)
+        logs.append(path)
+    return logs
+
+
+@pytest.fixture(scope="module")
+def all_ranks_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The serving generator's DP-attention log (every rank a scheduler), three launches in a row."""
+    out = tmp_path_factory.mktemp("allranks") / "all-ranks.log"
+    with open(out, "wb") as f:
+        for seed, start in (("7", "2026-03-02 08:41:17"), ("8", "2026-03-02 10:00:00"), ("9", "2026-03-02 12:00:00")):
+            f.write(subprocess.run([sys.executable, str(GENERATOR), "--size", "1M", "--seed", seed, "--start", start,
+                                    "--all-ranks", "-o", "-"], check=True, capture_output=True).stdout)
+    return out
+
+
+def _counting_submit(deferred: list[int], opens: list[bool]):
+    """Run jobs in this process; note the records each range's model deferred and whether
+    it ended inside a traceback."""
+    def submit(job: tuple) -> parallel._Done:
+        res = parallel._read_range(job)
+        deferred.append(len(res.model.deferred()))
+        opens.append(res.open_at_end)
+        return parallel._Done(res)
+    return submit
+
+
+def test_restart_logs_in_ranges_are_read_once(restart_logs: list[Path], reading_path: str) -> None:
+    """Ranges that hold a restart (a server-ready line, capture batch sizes, the crash
+    before it) are merged, their context-reading records deferred: no range is read again
+    but those that end inside a traceback."""
+    for path in restart_logs:
+        want = _sequential(path)
+        assert json.loads(want)["coverage"]["kinds"]["server_ready"] >= 6
+        ranges = parallel.choose_ranges(str(path), path.stat().st_size, 96 << 10)
+        counts, deferred, opens = parallel.RangeCounts(), [], []
+        run = parallel.read_ranges(str(path), str(path), ranges, counts=counts,
+                                   submit=_counting_submit(deferred, opens))
+        assert _json(run) == want, path.name
+        assert counts.unmergeable == 0, path.name
+        assert sum(1 for n in deferred[1:] if n) >= 3  # ranges after the first with a deferred record
+        # read again: only a range that ended inside a traceback, and the one it ends in
+        assert counts.read_again <= 2 * sum(opens), path.name
+
+
+def test_restart_logs_cut_at_every_boundary(restart_logs: list[Path], all_ranks_log: Path, reading_path: str) -> None:
+    for path in [*restart_logs[:2], all_ranks_log]:
+        want = _sequential(path)
+        got, ranges = _in_ranges(path, 8 << 10)
+        assert ranges > 100
+        assert got == want, path.name
+
+
+def test_restart_log_read_by_worker_processes(restart_logs: list[Path], reading_path: str) -> None:
+    path = restart_logs[1]
+    want = _sequential(path)
+    run = parallel.read_in_parallel(path, workers=2, min_bytes=0, range_bytes=128 << 10)
+    assert run is not None
+    assert _json(run) == want
+
+
+def test_too_many_deferred_records_read_the_range_again(restart_logs: list[Path], reading_path: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_DEFERRED records in one range, the range reads them itself and, having read
+    earlier state, is read again in order: still the one-pass summary."""
+    monkeypatch.setattr(run_module, "MAX_DEFERRED", 1)
+    path = restart_logs[0]
+    want = _sequential(path)
+    counts = parallel.RangeCounts()
+    got, _ = _in_ranges(path, 512 << 10, counts=counts)
+    assert got == want
+    assert counts.unmergeable > 0
 
 
 def test_ranges_go_through_a_bounded_window(restarts_log: Path) -> None:
@@ -144,15 +244,18 @@ def test_ranges_go_through_a_bounded_window(restarts_log: Path) -> None:
             seen["out"] -= 1
             return self.value
 
+        def done(self) -> bool:
+            return True
+
     run = parallel.read_ranges(str(restarts_log), str(restarts_log), ranges, submit=Future, window=3)
     assert len(ranges) > 20 and seen == {"out": 0, "most": 3}
-    _same_but_series(json.loads(json.dumps(run.summary().to_dict(), default=str)), want)
+    assert _json(run) == want
 
 
-def test_summary_goes_parallel_for_large_files(restarts_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``summarize_file`` (what ``summary`` and ``diff`` call) takes the parallel path on the
-    pure-Python reader (the compiled one reads on one core)."""
-    monkeypatch.setenv("LOGFORENSICS_PURE", "1")
+def test_summary_goes_parallel_for_large_files(restarts_log: Path, monkeypatch: pytest.MonkeyPatch,
+                                               reading_path: str) -> None:
+    """``summarize_file`` (what ``summary`` and ``diff`` call) takes the parallel path on
+    either reading path."""
     want = _sequential(restarts_log)
     calls = []
     real = parallel.read_ranges
@@ -160,13 +263,33 @@ def test_summary_goes_parallel_for_large_files(restarts_log: Path, monkeypatch: 
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 1 << 20)
     monkeypatch.setattr(parallel, "RANGE_BYTES", 512 << 10)
     monkeypatch.setenv("LOGFORENSICS_WORKERS", "2")
-    got = json.loads(json.dumps(summarize_file(restarts_log).to_dict(), default=str))
+    got = json.dumps(summarize_file(restarts_log).to_dict(), default=str)
     assert calls
-    _same_but_series(got, want)
+    assert got == want
     monkeypatch.setenv("LOGFORENSICS_WORKERS", "1")
     calls.clear()
     summarize_file(restarts_log)
     assert not calls
+
+
+def test_compiled_path_reads_on_several_cores_when_asked(restarts_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the C scanner is built, several cores are used only when LOGFORENSICS_WORKERS
+    asks (COMPILED_BY_DEFAULT); then in ranges long enough for the scanner."""
+    if bulk._scan is None:
+        pytest.skip("C scanner not built")
+    monkeypatch.delenv("LOGFORENSICS_PURE", raising=False)
+    monkeypatch.delenv("LOGFORENSICS_WORKERS", raising=False)
+    monkeypatch.setattr(parallel, "COMPILED_BY_DEFAULT", False)
+    assert parallel.read_in_parallel(restarts_log, min_bytes=0) is None
+    monkeypatch.setenv("LOGFORENSICS_WORKERS", "2")
+    monkeypatch.setattr(parallel, "RANGE_BYTES", 256 << 10)
+    seen: list[list[tuple[int, int]]] = []
+    real = parallel.read_ranges
+    monkeypatch.setattr(parallel, "read_ranges", lambda p, n, ranges, **k: (seen.append(ranges), real(p, n, ranges, **k))[1])
+    run = parallel.read_in_parallel(restarts_log, min_bytes=0)
+    assert run is not None and len(seen[0]) >= 2
+    assert min(b - a for a, b in seen[0][:-1]) >= restarts_log.stat().st_size // 4 - parallel._WINDOW
+    assert _json(run) == _sequential(restarts_log)
 
 
 def test_small_files_and_streams_stay_sequential(tmp_path: Path) -> None:
@@ -185,6 +308,47 @@ def test_a_model_that_read_earlier_state_is_not_merged() -> None:
         RunModel("x").merge(later.model)
 
 
+START_UP = (b"[2026-03-02 08:41:17 TP0] Load weight begin. avail mem=78.50 GB\n"
+            b"[2026-03-02 08:41:17 TP1] Load weight begin. avail mem=78.50 GB\n"
+            b"[2026-03-02 08:41:20 TP0] KV Cache is allocated. #tokens: 100000, K size: 2.00 GB, V size: 2.00 GB\n"
+            b"[2026-03-02 08:41:20 TP1] KV Cache is allocated. #tokens: 100000, K size: 2.00 GB, V size: 2.00 GB\n")
+READY = (b"[2026-03-02 08:41:30] The server is fired up and ready to roll!\n"
+         b"[2026-03-02 08:41:31 TP0] Decode batch, #running-req: 1, #token: 30, token usage: 0.00, cuda graph: True, "
+         b"gen throughput (token/s): 12.50, #queue-req: 0\n")
+
+
+def test_a_part_defers_a_record_that_reads_earlier_state() -> None:
+    """The server-ready line moves the ranks of the earlier part to serving: the later
+    part's model keeps it for the merge, which gives the one-pass model."""
+    whole = LiveRun("x")
+    whole.feed(START_UP + READY)
+    first, later = LiveRun("x"), LiveRun("x", model=RunModel("x", part=True))
+    first.feed(START_UP)
+    later.parser.line_offset = START_UP.count(b"\n")
+    later.feed(READY)
+    assert later.model.context_read is None
+    assert [ev.kind for _, ev in later.model.deferred()] == ["server_ready"]
+    assert "TP1" not in later.model.ranks  # the part never saw TP1: the merge moves it
+    first.model.merge(later.model)
+    first.parser.stats.add(later.parser.stats)
+    merged = first.model.summary(first.parser.stats).to_dict()
+    assert merged["phase_reached"]["TP1"] == "serving"
+    assert json.dumps(merged, default=str) == json.dumps(whole.summary().to_dict(), default=str)
+
+
+def test_worker_count_follows_file_size_and_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOGFORENSICS_WORKERS", raising=False)
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3}, raising=False)
+    assert parallel.worker_count() == 4
+    assert parallel.worker_count(parallel.BYTES_PER_WORKER) == 1
+    assert parallel.worker_count(3 * parallel.BYTES_PER_WORKER) == 3
+    assert parallel.worker_count(100 * parallel.BYTES_PER_WORKER) == 4
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    assert parallel.worker_count(100 * parallel.BYTES_PER_WORKER) == 1
+    monkeypatch.setenv("LOGFORENSICS_WORKERS", "3")
+    assert parallel.worker_count(1) == 3
+
+
 def test_sketch_merge_is_exact() -> None:
     rng = random.Random(7)
     values = [round(rng.uniform(0, 5000), 2) for _ in range(20000)] + [0.0] * 5
@@ -198,14 +362,38 @@ def test_sketch_merge_is_exact() -> None:
     assert left.total == whole.total
 
 
-def test_series_merge_keeps_the_shape() -> None:
-    whole, left, right = Series(), Series(), Series(limit=16384)
-    for i in range(5000):
-        (left if i < 1234 else right).add(i, float(i % 97))
-        whole.add(i, float(i % 97))
-    left.merge(right)
-    assert len(left.to_list()) == len(whole.to_list())
-    assert left.to_list()[0] == whole.to_list()[0]
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 1e5, allow_nan=False), min_size=1, max_size=3000), st.data())
+def test_series_merged_from_parts_equals_one_series(ys: list[float], data: st.DataObject) -> None:
+    """Parts that kept their values merge into the series one pass gives, point for point,
+    whatever the cuts, the limit and how values were added (one by one, in columns)."""
+    limit = data.draw(st.sampled_from([4, 7, 16, 1000]))
+    xs: list = [f"2026-03-02T08:{i // 60 % 60:02d}:{i % 60:02d}" for i in range(len(ys))]
+    if data.draw(st.booleans()):
+        xs = list(range(len(ys)))  # lines, for records without a stamp
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ys)), max_size=5)))
+    whole = Series(limit)
+    for x, y in zip(xs, ys):
+        whole.add(x, y)
+    merged = Series(limit)
+    for k, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(ys)])):
+        part = merged if k == 0 else Series(limit, keep_values=True)
+        if data.draw(st.booleans()):
+            part.extend_xy(xs[a:b], ys[a:b])
+        else:
+            for x, y in zip(xs[a:b], ys[a:b]):
+                part.add(x, y)
+        if k:
+            merged.merge(part)
+    assert merged.to_list() == whole.to_list()
+    assert len(whole.to_list()) <= limit
+
+
+def test_a_series_of_points_alone_is_not_merged() -> None:
+    later = Series()
+    later.add(1, 2.0)
+    with pytest.raises(ValueError):
+        Series().merge(later)
 
 
 REAL_LINES = [line for p in FIXTURES for line in p.read_bytes().split(b"\n") if line.strip()]

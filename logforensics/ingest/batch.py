@@ -9,11 +9,7 @@ from ..read import bulk
 from ..read.fastpath import LineClassifier
 from .files import blocks, is_plain_file, text_warning
 from .live import LiveRun
-from .parallel import read_in_parallel
-
-#: Bytes per block on the compiled path: the scanner's columns, not events, are alive
-#: between blocks, so large blocks cost no memory to speak of and save per-block work.
-BULK_BLOCK_SIZE = 1 << 20
+from .parallel import BULK_BLOCK_SIZE, read_in_parallel
 
 
 def read_file(path: str | os.PathLike[str], *, name: str | None = None,
@@ -25,10 +21,17 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
     neither the file nor the line, so reading several files learns each shape once).
 
     A large regular file is read on several cores by ``parallel.read_in_parallel``, with
-    the same LiveRun code in each worker; everything else is read here, block by block
-    (which also reports unreadable files as ``InputError``).
+    the same LiveRun code in each worker (on either reading path); everything else is read
+    here, block by block (which also reports unreadable files as ``InputError``).
     """
     name = name or os.fspath(path)
+    # A compressed or UTF-16 file is not its text byte for byte: never cut into ranges.
+    ranges = read_in_parallel(path, name=name, progress=progress, node=node) if is_plain_file(path) else None
+    if ranges is not None:
+        warning = text_warning(path)
+        if warning:
+            ranges.parser.stats.warnings.append(warning)
+        return ranges
     if bulk.available():
         run = LiveRun(name, node=node)
         if memo is not None:
@@ -37,13 +40,6 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
             run.feed_bulk(block)
         run.close()
         return run
-    # A compressed or UTF-16 file is not its text byte for byte: never cut into ranges.
-    ranges = read_in_parallel(path, name=name, progress=progress, node=node) if is_plain_file(path) else None
-    if ranges is not None:
-        warning = text_warning(path)
-        if warning:
-            ranges.parser.stats.warnings.append(warning)
-        return ranges
     run = LiveRun(name, node=node)
     if memo is not None:
         run.parser.classifier.share_memo(memo)

@@ -1,41 +1,47 @@
 """Read a large log file on several cores: the same parser and run model, one byte range each.
 
-Used by the pure-Python reader only: where the compiled scanner is built (``read/bulk.py``),
-``ingest.batch.read_file`` reads on one core, faster than this reader on two.
+Why: one process reads a gigabyte of serving log in seconds with the compiled scanner
+(``read/bulk.py``) and in tens of seconds without it; a machine has more cores. A
+regular file of at least ``PARALLEL_MIN_BYTES`` is therefore cut into byte ranges, each
+range is read by a worker process with the very ``LiveRun`` that ``watch`` feeds chunk
+by chunk (no second parser; on the compiled path through ``feed_bulk``, as
+``ingest.batch`` reads), and the parent merges the per-range run models in file order
+with ``RunModel.merge``, which is exact.
 
-Why: CPython runs the parser on one core, and summarising a gigabyte of serving log is
-per-line Python work. A regular file of at least ``PARALLEL_MIN_BYTES`` is therefore cut
-into byte ranges, each range is read by a worker process with the very ``LiveRun`` that
-``watch`` feeds chunk by chunk (no second parser), and the parent merges the per-range
-run models in file order with ``RunModel.merge``, which is exact.
-
-How the result stays that of one sequential pass:
+How the result stays that of one sequential pass (``tests/test_parallel.py`` checks it
+byte for byte, on both reading paths, on every fixture with boundaries everywhere):
 
 * **Line numbers.** A worker's parser starts at ``line_offset``, the number of newlines
   before its range (``bytes.count`` in the parent, while the workers read earlier ranges).
+  Whether the file is text is judged once, from its first bytes, for every range.
 * **Boundaries.** A range starts at a line that cannot continue a record: an SGLang-prefixed
   ``Decode batch``, ``Prefill batch`` or HTTP access line right after another one
   (:func:`choose_ranges`). Where no such line is near, there is no boundary.
+* **State a range cannot see.** A record whose handling reads state from before the
+  range (a server-ready line moves every rank seen so far to serving; the phase of a
+  crash whose frames do not tell; capture batch sizes kept only if none were seen) is
+  deferred: the worker's model keeps it, between the parts of the range before and after
+  it, and the merge observes it with the state of everything before
+  (``RunModel(part=True)``). The decode series keeps a range's values for the merge
+  (``Series.merge``). So a range with a restart in it is read once.
 * **Records across a boundary.** Other ranks can keep printing while a traceback is open,
-  so that rule is not a proof. A worker reports whether its parser ended inside a
+  so the boundary rule is not a proof. A worker reports whether its parser ended inside a
   traceback; then that range is not merged but read again in the parent, with the run
   model as it stands, and the parent's parser goes on into the next ranges until it is
-  outside any traceback at a range's end. From there the workers' results are right again.
-* **State a range could not see.** A handler that read state from before its range (the
-  phase of a crash with no telling frames, a server-ready line that moves earlier ranks,
-  a progress bar attributed to the first rank) marks the model ``context_read``; that
-  range is read again in the parent as well (``RunModel.merge_problem``).
-* **Not merged exactly:** the decode throughput series, a downsampled list of points,
-  is approximated (``Series.merge``); every other summary figure is exact
-  (``tests/test_parallel.py`` checks this on every fixture with boundaries everywhere).
+  outside any traceback at a range's end. So is a range whose model could not defer
+  what it read (``RunModel.merge_problem``: too many deferred records or unrecognised
+  shapes). ``RangeResult.read_again`` counts such ranges.
 
 Ranges are submitted through a window of twice the workers (``read_ranges``): at most
 that many finished or running ranges wait for the merge, so the parent's memory stays
 flat however many ranges a file has.
 
 Small files, standard input and pipes are read sequentially, as are files when only one
-core is usable or ``LOGFORENSICS_WORKERS=1``. The file is read up to the size it had when
-reading began.
+core is usable or ``LOGFORENSICS_WORKERS=1``; on the compiled path, only when
+``LOGFORENSICS_WORKERS`` asks for several (``COMPILED_BY_DEFAULT``), in ranges of the
+file's size over twice the workers (a quarter of the file for two). The workers are ``workers - 1`` processes and this
+one, which reads every ``workers``-th range while it would otherwise wait. The file is read
+up to the size it had when reading began.
 """
 
 from __future__ import annotations
@@ -48,28 +54,40 @@ import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..model.pd import PDObserver
 from ..model.run import RunModel
-from ..model.stats import Series
+from ..read import bulk
 from ..read.fastpath import LineClassifier
 from ..read.parser import BLOCK_SIZE, IncrementalParser, ParseStats
+from ..read.segments import SNIFF_BYTES, looks_binary
 from .files import InputError
 from .live import LiveRun
 
 #: Files smaller than this are read by one process: starting workers costs more.
 PARALLEL_MIN_BYTES = 64 << 20
+#: Bytes of file per worker at least: a worker less than this would spend its time starting.
+BYTES_PER_WORKER = 32 << 20
 #: About this many bytes per range: small enough to balance two workers and to keep a
-#: range read again cheap, large enough that the per-range costs do not show.
+#: range read again cheap, large enough that the per-range costs do not show (and that
+#: the compiled scanner runs long stretches).
 RANGE_BYTES = 32 << 20
+#: Whether the compiled path reads a large file on several cores when ``LOGFORENSICS_WORKERS``
+#: does not ask for it. Not yet: measured on 1 GiB logs, two processes spent 1.4x (one
+#: rank's batch records) to 2x (eight ranks') the CPU seconds of one: every range starts
+#: its serving windows afresh, one second wide, and the parent merges them cell by cell
+#: (``bench/README.md``).
+COMPILED_BY_DEFAULT = False
+#: Bytes per block on the compiled path: the scanner's columns, not events, are alive
+#: between blocks, so large blocks cost no memory to speak of and save per-block work.
+BULK_BLOCK_SIZE = 1 << 20
 #: Bytes searched after a range's nominal start for a line that can begin a range.
 _WINDOW = 1 << 20
 #: Kinds of the lines a range may start at (when the line before is one too).
 BOUNDARY_KINDS = frozenset({"decode_batch", "prefill_batch", "http_access"})
 _MAX_WORKERS = 8
-#: Points a worker keeps of a range's decode series (the summary keeps 1000 of the whole).
-_FINE_SERIES_POINTS = 4096
 
 
 class RangeResult(NamedTuple):
@@ -84,8 +102,9 @@ class RangeResult(NamedTuple):
     rank_nodes: dict[str, str]
 
 
-def worker_count() -> int:
-    """Worker processes to use: ``LOGFORENSICS_WORKERS``, else the usable cores (at most 8)."""
+def worker_count(size: int | None = None) -> int:
+    """Worker processes to use: ``LOGFORENSICS_WORKERS``, else the usable cores (at most 8),
+    and for a file of ``size`` bytes no more than one per ``BYTES_PER_WORKER``."""
     env = os.environ.get("LOGFORENSICS_WORKERS", "").strip()
     if env:
         try:
@@ -96,7 +115,8 @@ def worker_count() -> int:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return max(1, min(cores, _MAX_WORKERS))
+    n = max(1, min(cores, _MAX_WORKERS))
+    return n if size is None else max(1, min(n, size // BYTES_PER_WORKER))
 
 
 def _fork_context() -> multiprocessing.context.BaseContext | None:
@@ -117,12 +137,11 @@ def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
     regular file, smaller than ``min_bytes``, one worker, no fork); the caller then reads
     it as usual, which also reports unreadable files. ``name`` defaults to the path.
     """
-    workers = worker_count() if workers is None else workers
     min_bytes = PARALLEL_MIN_BYTES if min_bytes is None else min_bytes
     range_bytes = RANGE_BYTES if range_bytes is None else range_bytes
     p = os.fspath(path)
     name = name or p
-    if workers < 2 or p == "-":
+    if p == "-" or workers == 1:
         return None
     try:
         st = os.stat(p)
@@ -130,6 +149,14 @@ def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
         return None
     if not stat.S_ISREG(st.st_mode) or st.st_size < max(min_bytes, 1):
         return None
+    if workers is None:
+        if bulk.available() and not COMPILED_BY_DEFAULT and not os.environ.get("LOGFORENSICS_WORKERS", "").strip():
+            return None
+        workers = worker_count(st.st_size)
+    if workers < 2:
+        return None
+    if bulk.available() and range_bytes == RANGE_BYTES:  # long stretches for each scanner
+        range_bytes = max(RANGE_BYTES, st.st_size // (2 * workers))
     context = _fork_context()
     if context is None:
         return None
@@ -141,13 +168,16 @@ def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
         return None
     if len(ranges) < 2:
         return None
-    try:
-        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker)
+    try:  # this process reads ranges too: one process fewer to hold the grammar and a model
+        pool = ProcessPoolExecutor(workers - 1, mp_context=context, initializer=_init_worker)
     except OSError:  # no processes or semaphores here: read sequentially
         return None
+
+    def submit(job: tuple) -> Any:
+        return _Local(job) if job[2] % workers == workers - 1 else pool.submit(_read_range, job)
+
     try:
-        run = read_ranges(p, name, ranges, progress=progress, submit=lambda job: pool.submit(_read_range, job),
-                          node=node, window=2 * workers)
+        run = read_ranges(p, name, ranges, progress=progress, submit=submit, node=node, window=2 * workers)
     except BrokenProcessPool:
         raise InputError(f"{p}: a worker process died while reading (out of memory?); "
                          "LOGFORENSICS_WORKERS=1 reads the file in one process") from None
@@ -164,23 +194,60 @@ class _Done(NamedTuple):
     def result(self) -> RangeResult:
         return self.value
 
+    def done(self) -> bool:
+        return True
+
+
+class _Local:
+    """A range this process reads itself: when it would otherwise wait for a worker, or
+    when its result is wanted."""
+
+    def __init__(self, job: tuple) -> None:
+        self.job = job
+        self.value: RangeResult | None = None
+
+    def done(self) -> bool:
+        return self.value is not None
+
+    def result(self) -> RangeResult:
+        if self.value is None:
+            self.value = _read_range(self.job)
+        return self.value
+
+
+@dataclass
+class RangeCounts:
+    """How the ranges of one read went: merged as the workers read them, or read again here."""
+
+    merged: int = 0
+    read_again: int = 0
+    #: of those, ranges whose model could not be merged (``RunModel.merge_problem``); the
+    #: others ended inside a traceback or followed one that did
+    unmergeable: int = 0
+    #: bytes of the ranges read again
+    bytes_again: int = 0
+
 
 def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 progress: Callable[[int], None] | None = None,
                 submit: Callable[[tuple], Any] | None = None, node: str | None = None,
-                window: int = 4) -> LiveRun:
+                window: int = 4, counts: RangeCounts | None = None) -> LiveRun:
     """Read ``ranges`` (consecutive, starting at line starts) of the file into a new run.
 
     ``submit(job)`` starts reading one range and returns a future whose ``result()`` is
-    its ``RangeResult``: a process pool's ``submit``, or by default the job done at once
-    in this process (tests). At most ``window`` ranges are submitted and not yet merged,
+    its ``RangeResult`` and ``done()`` whether it is there: a process pool's ``submit``, a
+    range left for this process (``_Local``: read while it would wait for a worker), or by
+    default the job done at once in this process (tests). At most ``window`` ranges are submitted and not yet merged,
     so finished results do not pile up in this process while it merges an earlier one.
     This process counts the lines of each range, which gives the next range's first line
-    number, while the workers read the earlier ones.
+    number, while the workers read the earlier ones. ``counts``, if given, is told how
+    many ranges were merged and how many read again.
     """
     submit = submit or (lambda job: _Done(_read_range(job)))
+    counts = counts if counts is not None else RangeCounts()
     last = len(ranges) - 1
     window = max(1, window)
+    binary = _sniff(path)
     first_lines: list[int] = []
     handles: dict[int, Any] = {}
 
@@ -188,7 +255,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
         for k in range(len(first_lines), min(limit, len(ranges))):
             a, b = ranges[k]
             first_lines.append(first_lines[-1] + _count_lines((path, ranges[k - 1][0], a)) if k else 0)
-            handles[k] = submit((path, name, k, a, b, first_lines[k], k == last, node))
+            handles[k] = submit((path, name, k, a, b, first_lines[k], k == last, node, binary))
 
     parser = IncrementalParser(name, node=node)  # the run's parser: it only sums the ranges' counts
     model = RunModel(name)
@@ -199,8 +266,15 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     again: LiveRun | None = None  # the parent's own reader, while it reads ranges again
     for k in range(len(ranges)):
         submit_until(k + window)
-        res = handles.pop(k).result()  # the range's model goes once merged: memory stays flat
-        if again is None and not res.open_at_end and (k == 0 or model.merge_problem(res.model) is None):
+        handle = handles.pop(k)
+        while not handle.done():  # rather than wait for a worker, read a range of this process's
+            mine = next((h for h in handles.values() if isinstance(h, _Local) and not h.done()), None)
+            if mine is None:
+                break
+            mine.result()
+        res = handle.result()  # the range's model goes once merged: memory stays flat
+        problem = None if again is not None or res.open_at_end or k == 0 else model.merge_problem(res.model)
+        if again is None and not res.open_at_end and problem is None:
             if k == 0:
                 model = res.model  # nothing came before the first range: its model is the run's
             else:
@@ -210,11 +284,16 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 rank_nodes.setdefault(rank, n)
             stats.add(res.stats)
             decode_errors += res.decode_errors
+            counts.merged += 1
         else:  # read the range here, with the model as it stands (and on after a traceback)
+            counts.read_again += 1
+            counts.unmergeable += problem is not None
+            counts.bytes_again += ranges[k][1] - ranges[k][0]
             if again is None:
                 again = LiveRun(name, model=model, node=node, pd=pd)
                 again.rank_nodes = rank_nodes
                 again.parser.line_offset = first_lines[k]
+                again.parser.classifier.binary = binary
                 again.parser.classifier.share_memo(_shared_classifier())
             _feed_range(again, path, ranges[k][0], ranges[k][1])
             if k == last:
@@ -229,6 +308,12 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     run = LiveRun(name, model=model, parser=parser, node=node, pd=pd)
     run.rank_nodes = rank_nodes
     return run
+
+
+def _sniff(path: str) -> bool:
+    """Whether the file is not text, judged from its first bytes as one pass judges it."""
+    with open(path, "rb") as fh:
+        return looks_binary(fh.read(SNIFF_BYTES))
 
 
 def choose_ranges(path: str, size: int, range_bytes: int = RANGE_BYTES, *,
@@ -313,13 +398,14 @@ def _count_lines(job: tuple[str, int, int]) -> int:
     return count
 
 
-def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None]) -> RangeResult:
-    path, name, index, start, end, first_line, last, node = job
-    run = LiveRun(name, node=node)
+def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, bool]) -> RangeResult:
+    path, name, index, start, end, first_line, last, node, binary = job
+    # after the first range: records that read earlier state wait for the merge
+    run = LiveRun(name, node=node, model=RunModel(name, part=index > 0))
     run.parser.line_offset = first_line
+    if index > 0:
+        run.parser.classifier.binary = binary
     run.parser.classifier.share_memo(_shared_classifier())
-    if index > 0:  # finer points merge closer to what one pass gives (Series.merge)
-        run.model.decode_series = Series(limit=_FINE_SERIES_POINTS)
     _feed_range(run, path, start, end)
     open_at_end = False
     if last:
@@ -331,16 +417,18 @@ def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None]) -> R
 
 
 def _feed_range(run: LiveRun, path: str, start: int, end: int) -> None:
-    for block in _blocks(path, start, end):
-        run.feed(block)
+    """Feed a range as ``ingest.batch`` feeds a file: in bulk where the scanner is built."""
+    size = BULK_BLOCK_SIZE if bulk.available() else BLOCK_SIZE
+    for block in _blocks(path, start, end, size):
+        run.feed_bulk(block)
 
 
-def _blocks(path: str, start: int, end: int) -> Iterator[bytes]:
+def _blocks(path: str, start: int, end: int, size: int) -> Iterator[bytes]:
     with open(path, "rb") as fh:
         fh.seek(start)
         left = end - start
         while left > 0:
-            block = fh.read(min(BLOCK_SIZE, left))
+            block = fh.read(min(size, left))
             if not block:
                 return
             left -= len(block)

@@ -45,12 +45,6 @@ class Coverage:
     #: the first record a grammar rule matched but whose handler failed: (line, error)
     first_unplanned: tuple[int, str] | None = None
 
-    def merge_problem(self, later: Coverage) -> str | None:
-        new = sum(1 for s in later.unknown_shapes if s not in self.unknown_shapes)
-        if new and len(self.unknown_shapes) + new > MAX_UNKNOWN_SHAPES:
-            return "too many unrecognised shapes to keep them all"
-        return None
-
     def merge(self, later: Coverage) -> None:
         """Counts add up; a shape keeps its first line and example."""
         self.events += later.events
@@ -93,7 +87,7 @@ class Coverage:
             "lines_unrecognised": other,
             "recognised_pct": round(100.0 * (lines - other) / lines, 2) if lines else 100.0,
             "events": self.events,
-            "kinds": dict(sorted(self.kind_counts.items(), key=lambda kv: -kv[1])),
+            "kinds": dict(sorted(self.kind_counts.items(), key=lambda kv: (-kv[1], kv[0]))),  # ties: by name
             "top_unrecognised": [
                 {"shape": s, "count": v[0], "first_line": v[1], "example": v[2],
                  "first_rank": next(iter(v[3]), None), "ranks": sorted((r for r in v[3] if r), key=rank_sort_key)}

@@ -141,7 +141,7 @@ def _brief(rec: dict[str, Any]) -> dict[str, Any]:
             "text": (rec.get("message") or rec["text"])[:300], "kind": "exception"}
 
 
-@handles("exception")
+@handles("exception", reads_earlier=True)
 def on_exception(m: RunModel, ev: Event) -> None:
     f = ev.fields
     rank = ev.rank
@@ -198,7 +198,7 @@ NATIVE_FATAL = {
 }
 
 
-@handles(*NATIVE_FATAL)
+@handles(*NATIVE_FATAL, reads_earlier=True)
 def on_native_fatal(m: RunModel, ev: Event) -> None:
     """A native failure: the rank that printed it stopped. An HSA fault's ``node-N`` is an
     agent number, not a rank; torch's ``[rankN]`` before a c10d record is a global rank."""
@@ -215,7 +215,7 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
         m.notices.add("c10d", ev)
 
 
-@handles("cpp_frame")
+@handles("cpp_frame", reads_earlier=True)
 def on_cpp_frame(m: RunModel, ev: Event) -> None:
     """A C++ stack frame: a native crash. The rank may be in the process title."""
     found = _PROCTITLE.search(ev.text)

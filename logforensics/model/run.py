@@ -15,8 +15,13 @@ Models of consecutive parts of one log merge (:meth:`RunModel.merge`) into the m
 the whole, which is how a large file is read on several cores (``ingest/parallel.py``):
 each part merges by the rules written beside its state. A few handlers read state that
 a model of a later part lacks (the phase a crash happened in, when its frames do not
-tell; the ranks a server-ready line moves to serving); they mark the model
-``context_read``, and such a part is read again in order instead of merged.
+tell; the ranks a server-ready line moves to serving; capture batch sizes kept only if
+none were seen): they are registered ``reads_earlier``. The model of a later part
+(``RunModel(part=True)``) does not observe such a record: it closes the model so far
+as a part, keeps the record, and goes on with a fresh model (:meth:`deferred`); the
+merge observes the kept record between the parts, with the state of everything before.
+Only when records of that sort are too many in one part, or the unrecognised shapes
+overflow, is the model marked ``context_read`` and not merged.
 """
 
 from __future__ import annotations
@@ -29,14 +34,14 @@ from typing import Any
 from ..events import PHASE_OF_KIND, Event
 from . import config, coverage, failures, startup, throughput  # noqa: F401  (register their handlers)
 from .config import Config
-from .coverage import Coverage
+from .coverage import MAX_UNKNOWN_SHAPES, Coverage
 from .failures import Failures
 from .fingerprint import fingerprint
 from .hang import HANG_KINDS, HangObserver
 from .notices import Notices
 from .outcome import judge, milestone_name, named_ranks
 from .rank import MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
-from .registry import HANDLERS, Handler
+from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
 from .startup import Timeline
 from .stats import Series
@@ -45,6 +50,12 @@ from .throughput import Throughput
 
 __all__ = ["MILESTONES", "NO_RANK", "RunModel", "RunSummary", "rank_sort_key"]
 _KIND = itemgetter(0)  # Event.kind
+#: Records a part's model defers to the merge (each one closes a part): beyond this
+#: many, the part reads them itself and is marked ``context_read`` if they read state.
+MAX_DEFERRED = 512
+#: What the handlers of deferred records read or change (``_defer``): everything else of
+#: a model goes on through a deferred record.
+_CUT = ("timeline", "failures", "notices", "hang_obs")
 
 
 def _dispatch_table() -> dict[str, Handler]:
@@ -83,7 +94,7 @@ def _seen(m: RunModel, ev: Event) -> None:
 class RunModel:
     """Incremental run model: ``observe`` every event, then ``summary``."""
 
-    def __init__(self, file: str | None = None) -> None:
+    def __init__(self, file: str | None = None, *, part: bool = False) -> None:
         self.file = file
         self.timeline = Timeline()
         self.failures = Failures()
@@ -98,6 +109,14 @@ class RunModel:
         #: they cannot): set when a handler read state that a model of a later part of
         #: the log would lack. Such a part cannot be merged; see :meth:`merge`.
         self.context_read: str | None = None
+        #: The model of a part of a log that follows another part: its series keeps its
+        #: values, and records that read earlier state are deferred (``_defer``).
+        self.part = part
+        if part:
+            self.throughput.decode_series = Series(keep_values=True)
+        #: (model of the records before, deferred record) pairs, in log order: this model
+        #: holds the records after the last of them.
+        self._deferred: list[tuple[RunModel, Event]] = []
 
     # -- the parts other stages read while observing -----------------------------------
     @property
@@ -130,6 +149,43 @@ class RunModel:
         """Take events in log order: the one implementation of observing."""
         if not events:
             return
+        if self.part and len(self._deferred) < MAX_DEFERRED:
+            kinds = list(map(_KIND, events))
+            if not READS_EARLIER.isdisjoint(kinds):
+                start = 0
+                for i, kind in enumerate(kinds):
+                    if kind in READS_EARLIER and len(self._deferred) < MAX_DEFERRED:
+                        self._observe(events[start:i])
+                        self._defer(events[i])
+                        start = i + 1
+                self._observe(events[start:])
+                return
+        self._observe(events)
+
+    def _defer(self, ev: Event) -> None:
+        """Close the parts of the model that ``ev`` reads or changes (``_CUT``) as a part
+        before ``ev``, keep ``ev`` for the merge, and go on with fresh ones: the records
+        after ``ev`` merge exactly after it. The other parts (serving series, sketches,
+        configuration, coverage) go on through the cut: ``ev`` touches none of them, and
+        they are the large ones."""
+        before = RunModel(self.file)
+        for name in _CUT:
+            setattr(before, name, getattr(self, name))
+        before.last_line = self.last_line
+        self.timeline = Timeline()
+        self.failures = Failures()
+        self.notices = Notices()
+        self.hang_obs = HangObserver()
+        self._deferred.append((before, ev))
+
+    def deferred(self) -> list[tuple[RunModel, Event]]:
+        """The parts this model closed, each with the record it deferred after it: merge
+        each part, observe its record, then merge this model."""
+        return self._deferred
+
+    def _observe(self, events: Sequence[Event]) -> None:
+        if not events:
+            return
         cov = self.coverage
         cov.events += len(events)
         cov.kind_counts.update(map(_KIND, events))
@@ -155,23 +211,39 @@ class RunModel:
 
     # -- merge -------------------------------------------------------------------------
     def merge_problem(self, later: RunModel) -> str | None:
-        """Why ``later`` cannot be merged into this model exactly, or None if it can."""
-        if later.context_read is not None:
-            return later.context_read
-        return self.coverage.merge_problem(later.coverage)
+        """Why ``later`` cannot be merged into this model exactly, or None if it can.
+
+        (A problem of the unrecognised shapes is judged against this model as it stands:
+        deferred records add no shapes, so the parts of ``later`` are judged together.)"""
+        shapes = dict.fromkeys(self.coverage.unknown_shapes)
+        for part in [p for p, _ in later._deferred] + [later]:
+            if part.context_read is not None:
+                return part.context_read
+            new = [s for s in part.coverage.unknown_shapes if s not in shapes]
+            if new and len(shapes) + len(new) > MAX_UNKNOWN_SHAPES:
+                return "too many unrecognised shapes to keep them all"
+            shapes.update(dict.fromkeys(new))
+        return None
 
     def merge(self, later: RunModel) -> None:
         """Add ``later``, the model of the records that followed this model's, in place.
 
         The result is the model one pass over both parts would have built (the parallel
-        reader relies on it), except the decode series, whose downsampling is approximated
-        (``Series.merge``). ``later`` must not have read state it lacked
+        reader relies on it): ``later``'s deferred records are observed here, between its
+        parts, with this model's state. ``later`` must not have read state it lacked
         (:meth:`merge_problem`); given that, each part merges by its own rules (``merge``
         beside each state). ``later`` is consumed (its objects move into this model).
         """
         problem = self.merge_problem(later)
         if problem is not None:
             raise ValueError(f"cannot merge: {problem}")
+        for part, ev in later._deferred:
+            self._merge(part)
+            self._observe((ev,))  # as one pass would have: after everything before it
+        later._deferred = []
+        self._merge(later)
+
+    def _merge(self, later: RunModel) -> None:
         self.timeline.merge(later.timeline)
         self.failures.merge(later.failures)
         self.config.merge(later.config)
@@ -257,6 +329,8 @@ def _distinct_view(d: dict[str, Any], resolved: dict[int, dict[str, Any]]) -> di
 
 
 _TABLE = _dispatch_table()
+# A deferred record must not feed the serving observer, which goes on through it (_defer).
+assert not READS_EARLIER & SERVING_KINDS
 
 
 def _with_fingerprint(crash: dict[str, Any] | None) -> Crash | None:

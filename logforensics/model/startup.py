@@ -146,7 +146,7 @@ def on_capture_begin(m: RunModel, ev: Event) -> None:
         _evidence(r, "capture_begin", ev)
 
 
-@handles("capture_bs")
+@handles("capture_bs", reads_earlier=True)
 def on_capture_bs(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
     bs = ev.fields.get("bs")
@@ -205,7 +205,7 @@ def on_progress(m: RunModel, ev: Event) -> None:
         m.timeline.global_phase = phase
 
 
-@handles("server_ready")
+@handles("server_ready", reads_earlier=True)
 def on_server_ready(m: RunModel, ev: Event) -> None:
     m.needs_context("server ready, which moves every rank seen so far to serving")
     t = m.timeline

@@ -6,19 +6,23 @@ DDSketch) for quantiles, and the values themselves while they are few (exact qua
 of a short excerpt); :class:`Series` keeps a time series downsampled to a fixed
 number of points by averaging neighbours.
 
-Both can be merged, so that byte ranges of one log summarised in separate processes
-give the summary of the whole log (``RunModel.merge``). A sketch merges exactly: its
-counts and extremes are exact, and its sum is kept exactly (see :func:`_exact_terms`),
-so the mean does not depend on how the values were split. A series merges
-approximately: see :meth:`Series.merge`.
+Both merge exactly, so that byte ranges of one log summarised in separate processes
+give the summary of the whole log (``RunModel.merge``). A sketch's counts and extremes
+are exact, and its sum is kept exactly (see :func:`_exact_terms`), so the mean does not
+depend on how the values were split. A series' points depend on how many values came
+before (the stride doubles with their count), which the series of a later part cannot
+know: such a series keeps its values instead (``keep_values``, memory bounded by the
+part's size), and merging adds them to the earlier series one by one.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
+from collections.abc import Sequence
 from itertools import repeat
-from operator import itemgetter, mul
+from operator import mul
 from typing import Any
 
 from ..read.bulk import compiled_sketch_batch
@@ -35,7 +39,6 @@ _BATCH = 2048
 _sketch_batch = compiled_sketch_batch()
 #: Up to this many values a sketch keeps them all, and its quantiles are exact.
 EXACT_LIMIT = 1024
-_Y = itemgetter(1)
 
 
 def _exact_terms(values: list[float]) -> list[float]:
@@ -181,34 +184,42 @@ class Series:
     Every point is the mean of ``stride`` consecutive values (x of the first); when
     ``limit`` points are reached, neighbours are averaged and the stride doubles. The
     stride and the number of points therefore depend only on how many values were added.
+
+    With ``keep_values`` (the series of a part of a log that follows another part), the
+    series only keeps its values, compactly, until :meth:`merge` adds them to the series
+    of what came before: the result is then that of adding every value to one series.
     """
 
-    __slots__ = ("limit", "points", "_stride", "_acc")
+    __slots__ = ("limit", "points", "_stride", "_acc", "_acc_x", "_kept")
 
-    def __init__(self, limit: int = 1000) -> None:
+    def __init__(self, limit: int = 1000, *, keep_values: bool = False) -> None:
         self.limit = limit
         self.points: list[tuple[Any, float]] = []
         self._stride = 1
-        self._acc: list[tuple[Any, float]] = []
+        self._acc: list[float] = []  # the values of the unfinished point
+        self._acc_x: Any = None  # and the x of its first value
+        self._kept: _Kept | None = _Kept() if keep_values else None
 
     def add(self, x: Any, y: float) -> None:
+        if self._kept is not None:
+            self._kept.add(x, y)
+            return
         acc = self._acc
-        acc.append((x, y))
+        if not acc:
+            self._acc_x = x
+        acc.append(y)
         if len(acc) >= self._stride:
             self._close_point()
 
     def extend(self, points: list[tuple[Any, float]]) -> None:
-        """``add`` each ``(x, y)`` of ``points``, in order, a group at a time."""
-        i, n = 0, len(points)
-        while i < n:
-            take = self._stride - len(self._acc)
-            self._acc.extend(points[i:i + take])
-            i += take
-            if len(self._acc) >= self._stride:
-                self._close_point()
+        """``add`` each ``(x, y)`` of ``points``, in order."""
+        self.extend_xy([x for x, _ in points], [y for _, y in points])
 
-    def extend_xy(self, xs: list[Any], ys: list[float]) -> None:
-        """``extend(list(zip(xs, ys)))``, without building pairs for whole points."""
+    def extend_xy(self, xs: Sequence[Any], ys: Sequence[float]) -> None:
+        """``add`` each ``(xs[i], ys[i])`` in order, a point at a time."""
+        if self._kept is not None:
+            self._kept.extend(xs, ys)
+            return
         i, n = 0, len(ys)
         while i < n:
             stride = self._stride
@@ -216,8 +227,10 @@ class Series:
                 self._add_point(xs[i], sum(ys[i:i + stride]) / stride)
                 i += stride
                 continue
+            if not self._acc:
+                self._acc_x = xs[i]
             take = stride - len(self._acc)
-            self._acc.extend(zip(xs[i:i + take], ys[i:i + take]))
+            self._acc.extend(ys[i:i + take])
             i += take
             if len(self._acc) >= stride:
                 self._close_point()
@@ -225,7 +238,7 @@ class Series:
     def _close_point(self) -> None:
         acc = self._acc
         self._acc = []
-        self._add_point(acc[0][0], sum(map(_Y, acc)) / len(acc))
+        self._add_point(self._acc_x, sum(acc) / len(acc))
 
     def _add_point(self, x: Any, y: float) -> None:
         self.points.append((x, y))
@@ -237,30 +250,111 @@ class Series:
             self._stride *= 2
 
     def merge(self, later: Series) -> None:
-        """Append the values of a series that followed this one: an approximation.
+        """Add the values of a series that followed this one: exact.
 
-        ``later`` no longer holds its values, only its points (means of ``later``'s own
-        stride of values). Each point is added back as that many copies of its mean,
-        then its unfinished values one by one. The result has the stride and number of
-        points that adding every value would give, and each point is the mean of as
-        many values; but a point may straddle one of ``later``'s points, so its x (that
-        of its first value) and its mean can differ slightly from adding the values.
+        ``later`` must have kept its values (``keep_values``); they are added in order,
+        so the stride, the points and every mean are those of one series that took all
+        values. (A series that kept only points cannot be merged exactly: its points
+        straddle this series' points.) ``later`` is consumed.
         """
-        for x, y in later.points:
-            self._add_copies(x, y, later._stride)
-        for x, y in later._acc:
-            self.add(x, y)
-
-    def _add_copies(self, x: Any, y: float, n: int) -> None:
-        while n:
-            take = min(n, self._stride - len(self._acc))
-            self._acc.extend([(x, y)] * take)
-            n -= take
-            if len(self._acc) >= self._stride:
-                self._close_point()
+        kept = later._kept
+        if kept is None:
+            if later.points or later._acc:
+                raise ValueError("a series merges exactly only from a series that kept its values")
+            return
+        kept.close()
+        if self._kept is not None:
+            self._kept.chunks.extend(kept.chunks)
+            return
+        for xs, ys in kept.chunks:
+            self.extend_xy(xs, ys)
+        later._kept = _Kept()
 
     def to_list(self) -> list[list[Any]]:
+        if self._kept is not None:  # the points its values alone would give
+            alone = Series(self.limit)
+            self._kept.close()
+            for xs, ys in self._kept.chunks:
+                alone.extend_xy(xs, ys)
+            return alone.to_list()
         pts = list(self.points)
         if self._acc:
-            pts.append((self._acc[0][0], sum(map(_Y, self._acc)) / len(self._acc)))
+            pts.append((self._acc_x, sum(self._acc) / len(self._acc)))
         return [[x, round(y, 3)] for x, y in pts]
+
+
+class _Stamps:
+    """Stamps of equal length joined into one string: a part's x values in little memory
+    (a str per value would cost about 70 bytes). Indexing and slicing give the stamps."""
+
+    __slots__ = ("text", "width")
+
+    def __init__(self, text: str, width: int) -> None:
+        self.text = text
+        self.width = width
+
+    def __len__(self) -> int:
+        return len(self.text) // self.width
+
+    def __getitem__(self, i: int | slice) -> Any:
+        w, text = self.width, self.text
+        if isinstance(i, slice):
+            start, stop, _ = i.indices(len(self))
+            return [text[k:k + w] for k in range(start * w, stop * w, w)]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return text[i * w:(i + 1) * w]
+
+
+#: Values a kept series collects before it stores them as a chunk.
+_KEPT_BATCH = 1 << 16
+
+
+class _Kept:
+    """The values of a series kept in order, as chunks of (xs, ys): ys as doubles, xs as
+    one string when they are stamps of one length."""
+
+    __slots__ = ("chunks", "_xs", "_ys")
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[Any, Sequence[float]]] = []  # xs: a list or _Stamps
+        self._xs: list[Any] = []
+        self._ys: list[float] = []
+
+    def add(self, x: Any, y: float) -> None:
+        self._xs.append(x)
+        self._ys.append(y)
+        if len(self._ys) >= _KEPT_BATCH:
+            self.close()
+
+    def extend(self, xs: Sequence[Any], ys: Sequence[float]) -> None:
+        self._xs.extend(xs)
+        self._ys.extend(ys)
+        if len(self._ys) >= _KEPT_BATCH:
+            self.close()
+
+    def close(self) -> None:
+        """Store the values added one by one."""
+        if self._ys:
+            xs, ys = self._xs, self._ys
+            self._xs, self._ys = [], []
+            self._store(xs, ys)
+
+    def _store(self, xs: list[Any], ys: list[float]) -> None:
+        if not ys:
+            return
+        try:
+            values: Sequence[float] = array("d", ys)
+        except TypeError:  # not all floats: kept as they are
+            values = ys
+        try:  # stamps (str) of one length: one string; anything else as it is
+            text = "".join(xs)
+        except TypeError:
+            text = ""
+        width = len(xs[0]) if type(xs[0]) is str else 0
+        if width and len(text) == width * len(xs) and len(set(map(len, xs))) == 1:
+            self.chunks.append((_Stamps(text, width), values))
+        else:
+            self.chunks.append((xs, values))

@@ -34,7 +34,8 @@ class Throughput:
     running_req: Sketch = field(default_factory=Sketch)
 
     def merge(self, later: Throughput) -> None:
-        """Sketches merge exactly; the series approximately (``Series.merge``)."""
+        """Sketches merge exactly; so does the series, from the values ``later``'s kept
+        (``Series.merge``)."""
         for label, sketch in later.decode_by_rank.items():
             mine = self.decode_by_rank.get(label)
             if mine is None:

@@ -74,14 +74,15 @@ class IncrementalParser:
         self._tail = b""
         self._overflow = False  # inside an over-long line whose rest is skipped
         #: Lines before the first byte fed: a worker reading a byte range of a file starts
-        #: here, so its events carry the line numbers of the whole file.
+        #: here, so its events carry the line numbers of the whole file (and the caller
+        #: sets ``classifier.binary`` from the file's first bytes: they are not fed here).
         self.line_offset = 0
 
     def feed(self, chunk: bytes) -> list[Event]:
         """Events of every line completed by ``chunk`` (in line order)."""
         if not chunk:
             return []
-        if not self.stats.bytes:  # the first bytes: is this text at all?
+        if not self.stats.bytes and not self.line_offset:  # the log's first bytes: is this text at all?
             self.classifier.binary = looks_binary(chunk[:SNIFF_BYTES])
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
@@ -123,7 +124,7 @@ class IncrementalParser:
         """
         if not chunk:
             return
-        if not self.stats.bytes:  # the first bytes: is this text at all?
+        if not self.stats.bytes and not self.line_offset:  # the log's first bytes: is this text at all?
             self.classifier.binary = looks_binary(chunk[:SNIFF_BYTES])
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
