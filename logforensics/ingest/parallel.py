@@ -130,12 +130,14 @@ def _fork_context() -> multiprocessing.context.BaseContext | None:
 def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
                      progress: Callable[[int], None] | None = None,
                      workers: int | None = None, min_bytes: int | None = None,
-                     range_bytes: int | None = None, node: str | None = None) -> LiveRun | None:
+                     range_bytes: int | None = None, node: str | None = None,
+                     counts: RangeCounts | None = None) -> LiveRun | None:
     """Read the file at ``path`` into a new run on several cores, if worthwhile.
 
     Returns None, having done nothing, when the file should be read sequentially (not a
     regular file, smaller than ``min_bytes``, one worker, no fork); the caller then reads
-    it as usual, which also reports unreadable files. ``name`` defaults to the path.
+    it as usual, which also reports unreadable files. ``name`` defaults to the path;
+    ``counts`` is told how the ranges went (``read_ranges``).
     """
     min_bytes = PARALLEL_MIN_BYTES if min_bytes is None else min_bytes
     range_bytes = RANGE_BYTES if range_bytes is None else range_bytes
@@ -177,7 +179,8 @@ def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
         return _Local(job) if job[2] % workers == workers - 1 else pool.submit(_read_range, job)
 
     try:
-        run = read_ranges(p, name, ranges, progress=progress, submit=submit, node=node, window=2 * workers)
+        run = read_ranges(p, name, ranges, progress=progress, submit=submit, node=node, window=2 * workers,
+                          counts=counts)
     except BrokenProcessPool:
         raise InputError(f"{p}: a worker process died while reading (out of memory?); "
                          "LOGFORENSICS_WORKERS=1 reads the file in one process") from None
