@@ -42,3 +42,22 @@ def test_parquet_row_groups_hold_every_event(log: Path, tmp_path: Path, monkeypa
                 assert got == str(value), key
             else:
                 assert got == value and type(got) is type(value) or float(got) == value, key
+
+
+def test_min_max_statistics_of_numbers_only(tmp_path: Path) -> None:
+    """Row groups can be skipped by line or figure ranges; texts carry no min/max (their cost)."""
+    out = tmp_path / "events.parquet"
+    tables.write_parquet(iter_events(LOGS[0]), str(out))
+    f = pq.ParquetFile(out)
+    group = f.metadata.row_group(0)
+    seen = set()
+    for i in range(group.num_columns):
+        column = group.column(i)
+        stats = column.statistics
+        kind = str(f.schema_arrow.field(column.path_in_schema).type)
+        seen.add(kind)
+        has = stats is not None and stats.has_min_max
+        assert has == (kind != "string") or (kind != "string" and stats.null_count == group.num_rows), column.path_in_schema
+    line = group.column(f.schema_arrow.names.index("line")).statistics
+    assert line.min >= 1 and line.max > line.min
+    assert {"string", "int64"} <= seen

@@ -27,6 +27,9 @@ from ..events import Event
 #: Events per row group: a few tens of MiB of Python objects while a group is collected.
 ROW_GROUP = 16384
 
+#: Values handed to the Parquet encoder at a time (its default: 1,024); fewer, larger calls.
+WRITE_BATCH = 65536
+
 _TYPES = ("bool", "int", "float", "str")
 
 
@@ -151,11 +154,13 @@ def write_groups(groups: list[str], order: dict[str, None], kinds: dict[str, set
     names = [n for n in order if n != "text"] + (["text"] if "text" in order else [])
     schema = pa.schema([(n, arrow_type[_final(kinds.get(n, set()))]) for n in names])
     # Dictionary pages only for the short texts (kind, rank, stamp, file, ...): for numbers and
-    # the records' texts they cost most of the writing time and save little. No min/max
-    # statistics of the records' texts either: no query filters on them.
+    # the records' texts they cost most of the writing time and save little. Min/max
+    # statistics only of numbers and booleans: those of texts (compared byte by byte) cost
+    # a tenth of the writing time, and no query filters a text by its range.
     dictionary = [n for n in names if n != "text" and schema.field(n).type == pa.string()]
-    with pq.ParquetWriter(where, schema, use_dictionary=dictionary,
-                          write_statistics=[n for n in names if n != "text"]) as writer:
+    statistics = [n for n in names if schema.field(n).type != pa.string()]
+    with pq.ParquetWriter(where, schema, use_dictionary=dictionary, write_statistics=statistics,
+                          write_batch_size=WRITE_BATCH) as writer:
         for file in groups:
             with pa.memory_map(file) as source, ipc.open_stream(source) as reader:
                 part = reader.read_all()
