@@ -154,7 +154,10 @@ def reading_path(exe: list[str]) -> str:
             "try:\n    from logforensics.read import emit\nexcept ImportError:\n    emit = None\n"
             "print('compiled C scanner' if bulk.available() else 'pure Python', end='')\n"
             "print('; parse jsonl rows: ' + ('compiled' if emit is not None and emit.available() else 'pure Python'))")
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=os.environ)
+    # run from the program's own directory: a source tree in the current directory would
+    # otherwise be imported instead of the installed package (and say "pure Python")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=os.environ,
+                         cwd=os.path.dirname(os.path.abspath(exe[0])))
     return out.stdout.strip() or "unknown"
 
 
