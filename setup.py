@@ -13,6 +13,7 @@ setup(
         Extension(
             "logforensics.read._scan",
             sources=["logforensics/read/_scan.c"],
+            depends=["logforensics/read/_shape.h"],
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
         ),

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_shape.h"
+
 #define MAX_RANKS 256
 #define MAX_CLASSES 8
 #define MAX_SLOTS 16
@@ -59,78 +61,7 @@ typedef struct {
     unsigned char row_only[MAX_SLOTS];  /* slots kept in rows only, not as value lists */
 } Scanner;
 
-/* -- masking and hashing, eight bytes at a time --------------------------------------- */
-
-static inline uint64_t load8(const unsigned char *p, Py_ssize_t n)
-{
-    uint64_t w = 0;
-    if (n >= 8)
-        memcpy(&w, p, 8);
-    else
-        memcpy(&w, p, (size_t)n);
-    return w;
-}
-
-/* Every byte '1'..'9' becomes '0' (bytes with the high bit set are left alone). */
-static inline uint64_t mask8(uint64_t x)
-{
-    const uint64_t H = 0x8080808080808080ULL;
-    uint64_t d = x & ~H;
-    uint64_t ge1 = (d + 0x4f4f4f4f4f4f4f4fULL) & H;    /* d >= 0x31 */
-    uint64_t le9 = ~(d + 0x4646464646464646ULL) & H;   /* d <= 0x39 */
-    uint64_t dig = ge1 & le9 & ~x;
-    return x & ~((dig >> 7) * 0x0f);
-}
-
-static inline uint64_t mix(uint64_t h, uint64_t w)
-{
-    h ^= w;
-    h *= 0x9e3779b97f4a7c15ULL;
-    return h ^ (h >> 29);
-}
-
-/* Two lanes of eight bytes each, so that the multiplications of consecutive words overlap.
- * With `out`, the masked bytes are also written there (n rounded up to 8 bytes of room). */
-static inline uint64_t masked_hash_into(const unsigned char *p, Py_ssize_t n, unsigned char *out)
-{
-    uint64_t h1 = (uint64_t)n * 0xff51afd7ed558ccdULL, h2 = (uint64_t)n ^ 0xc4ceb9fe1a85ec53ULL;
-    Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        uint64_t a = mask8(load8(p + i, 8)), b = mask8(load8(p + i + 8, 8));
-        if (out) {
-            memcpy(out + i, &a, 8);
-            memcpy(out + i + 8, &b, 8);
-        }
-        h1 = mix(h1, a);
-        h2 = mix(h2, b);
-    }
-    for (; i < n; i += 8) {
-        uint64_t a = mask8(load8(p + i, n - i >= 8 ? 8 : n - i));
-        if (out)
-            memcpy(out + i, &a, 8);
-        h1 = mix(h1, a);
-    }
-    return mix(h1, h2);
-}
-
-static uint64_t masked_hash(const unsigned char *p, Py_ssize_t n) { return masked_hash_into(p, n, NULL); }
-
-static int masked_equal(const unsigned char *line, const unsigned char *key, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t k;
-        memcpy(&k, key + i, 8);
-        if (mask8(load8(line + i, 8)) != k)
-            return 0;
-    }
-    if (i < n) {
-        uint64_t k = load8(key + i, n - i);
-        if (mask8(load8(line + i, n - i)) != k)
-            return 0;
-    }
-    return 1;
-}
+/* -- masking and hashing: _shape.h ------------------------------------------------- */
 
 static Shape *lookup(Scanner *s, const unsigned char *p, Py_ssize_t n)
 {
@@ -138,13 +69,13 @@ static Shape *lookup(Scanner *s, const unsigned char *p, Py_ssize_t n)
         return NULL;
     unsigned char masked[1024]; /* the masked line, for lines that fit: compared with memcmp */
     int kept = n <= (Py_ssize_t)sizeof masked - 8;
-    uint64_t h = masked_hash_into(p, n, kept ? masked : NULL);
+    uint64_t h = shape_hash_into(p, n, kept ? masked : NULL);
     size_t i = (size_t)h & (s->cap - 1);
     for (;;) {
         Shape *sh = s->table[i];
         if (!sh)
             return NULL;
-        if (sh->hash == h && sh->len == n && (kept ? !memcmp(masked, sh->key, (size_t)n) : masked_equal(p, sh->key, n)))
+        if (sh->hash == h && sh->len == n && (kept ? !memcmp(masked, sh->key, (size_t)n) : shape_equal(p, sh->key, n)))
             return sh;
         i = (i + 1) & (s->cap - 1);
     }
@@ -291,7 +222,7 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
         unsigned char c = ((unsigned char *)key.buf)[i];
         sh->key[i] = (c >= '1' && c <= '9') ? '0' : c;
     }
-    sh->hash = masked_hash(sh->key, key.len);
+    sh->hash = shape_hash(sh->key, key.len);
     sh->plan = plan;
     sh->cls = cls;
     sh->kind = kind;

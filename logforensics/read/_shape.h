@@ -36,16 +36,31 @@ static inline uint64_t shape_mix(uint64_t h, uint64_t w)
     return h ^ (h >> 29);
 }
 
-static inline uint64_t shape_hash(const unsigned char *p, Py_ssize_t n)
+/* Two lanes of eight bytes each, so that the multiplications of consecutive words overlap.
+ * With `out`, the masked bytes are also written there (n rounded up to 8 bytes of room). */
+static inline uint64_t shape_hash_into(const unsigned char *p, Py_ssize_t n, unsigned char *out)
 {
-    uint64_t h = (uint64_t)n * 0xff51afd7ed558ccdULL;
+    uint64_t h1 = (uint64_t)n * 0xff51afd7ed558ccdULL, h2 = (uint64_t)n ^ 0xc4ceb9fe1a85ec53ULL;
     Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        h = shape_mix(h, shape_mask8(shape_load8(p + i, 8)));
-    if (i < n)
-        h = shape_mix(h, shape_mask8(shape_load8(p + i, n - i)));
-    return h;
+    for (; i + 16 <= n; i += 16) {
+        uint64_t a = shape_mask8(shape_load8(p + i, 8)), b = shape_mask8(shape_load8(p + i + 8, 8));
+        if (out) {
+            memcpy(out + i, &a, 8);
+            memcpy(out + i + 8, &b, 8);
+        }
+        h1 = shape_mix(h1, a);
+        h2 = shape_mix(h2, b);
+    }
+    for (; i < n; i += 8) {
+        uint64_t a = shape_mask8(shape_load8(p + i, n - i >= 8 ? 8 : n - i));
+        if (out)
+            memcpy(out + i, &a, 8);
+        h1 = shape_mix(h1, a);
+    }
+    return shape_mix(h1, h2);
 }
+
+static inline uint64_t shape_hash(const unsigned char *p, Py_ssize_t n) { return shape_hash_into(p, n, NULL); }
 
 /* Whether line (n bytes) masks to key (a masked line of n bytes). */
 static inline int shape_equal(const unsigned char *line, const unsigned char *key, Py_ssize_t n)
