@@ -66,9 +66,7 @@ typedef struct {
 } ColOp;
 
 typedef struct {
-    uint64_t hash;
-    Py_ssize_t len;
-    unsigned char *key; /* the masked line */
+    ShapeKey k;         /* first: the table stores it */
     int kind;           /* a code of the caller's, counted per taken line */
     int plan;           /* column mode: the caller's plan id */
     int skip;           /* column mode: the line is taken and makes no row */
@@ -81,8 +79,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    Shape **table;
-    size_t cap, count;
+    ShapeTable shapes;
     char coltype[MAX_COLS]; /* column mode: each column's type (0: not declared) */
     Out out;                /* row mode: the output buffer, kept from one scan to the next */
     void *cols;             /* column mode: MAX_COLS Col buffers, kept likewise */
@@ -108,48 +105,14 @@ static int out_reserve(Out *o, size_t more)
 
 static Shape *lookup(Emitter *s, const unsigned char *p, Py_ssize_t n)
 {
-    if (!s->cap)
-        return NULL;
-    uint64_t h = shape_hash(p, n);
-    size_t i = (size_t)h & (s->cap - 1);
-    for (;;) {
-        Shape *sh = s->table[i];
-        if (!sh)
-            return NULL;
-        if (sh->hash == h && sh->len == n && shape_equal(p, sh->key, n))
-            return sh;
-        i = (i + 1) & (s->cap - 1);
-    }
-}
-
-static int grow(Emitter *s)
-{
-    size_t cap = s->cap ? s->cap * 2 : 1024;
-    Shape **t = PyMem_Calloc(cap, sizeof(Shape *));
-    if (!t) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (size_t k = 0; k < s->cap; k++) {
-        Shape *sh = s->table[k];
-        if (!sh)
-            continue;
-        size_t i = (size_t)sh->hash & (cap - 1);
-        while (t[i])
-            i = (i + 1) & (cap - 1);
-        t[i] = sh;
-    }
-    PyMem_Free(s->table);
-    s->table = t;
-    s->cap = cap;
-    return 0;
+    return s->shapes.cap ? (Shape *)shapes_find(&s->shapes, p, n, shape_hash(p, n), NULL) : NULL;
 }
 
 static void shape_free(Shape *sh)
 {
     if (!sh)
         return;
-    PyMem_Free(sh->key);
+    PyMem_Free(sh->k.key);
     PyMem_Free(sh->ops);
     PyMem_Free(sh->cols);
     PyMem_Free(sh->lit);
@@ -168,9 +131,9 @@ static void cols_free(void *cols);
 
 static void Emitter_dealloc(Emitter *self)
 {
-    for (size_t k = 0; k < self->cap; k++)
-        shape_free(self->table[k]);
-    PyMem_Free(self->table);
+    for (size_t k = 0; k < self->shapes.cap; k++)
+        shape_free((Shape *)self->shapes.slots[k]);
+    PyMem_Free(self->shapes.slots);
     PyMem_Free(self->out.p);
     cols_free(self->cols);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -180,19 +143,14 @@ static void Emitter_dealloc(Emitter *self)
  * (the first one is kept), NULL on error (sh freed). */
 static PyObject *insert(Emitter *self, Shape *sh)
 {
-    if (lookup(self, sh->key, sh->len)) {
+    if (lookup(self, sh->k.key, sh->k.len)) {
         shape_free(sh);
         Py_RETURN_FALSE;
     }
-    if ((self->count + 1) * 2 > self->cap && grow(self) < 0) {
+    if (shapes_put(&self->shapes, &sh->k) < 0) {
         shape_free(sh);
         return NULL;
     }
-    size_t i = (size_t)sh->hash & (self->cap - 1);
-    while (self->table[i])
-        i = (i + 1) & (self->cap - 1);
-    self->table[i] = sh;
-    self->count++;
     Py_RETURN_TRUE;
 }
 
@@ -207,19 +165,11 @@ static Shape *new_shape(Py_buffer *key, int kind)
         PyErr_NoMemory();
         return NULL;
     }
-    sh->len = key->len;
     sh->kind = kind;
-    sh->key = PyMem_Malloc(key->len ? (size_t)key->len : 1);
-    if (!sh->key) {
+    if (shape_key_init(&sh->k, key->buf, key->len) < 0) {
         PyMem_Free(sh);
-        PyErr_NoMemory();
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < key->len; i++) { /* stored masked, whatever was given */
-        unsigned char c = ((unsigned char *)key->buf)[i];
-        sh->key[i] = (c >= '1' && c <= '9') ? '0' : c;
-    }
-    sh->hash = shape_hash(sh->key, key->len);
     return sh;
 }
 
@@ -252,20 +202,15 @@ static PyObject *Emitter_add(Emitter *self, PyObject *args)
         PyErr_NoMemory();
         goto fail;
     }
-    sh->len = key.len;
     sh->kind = kind;
     sh->nops = (int)nops;
-    sh->key = PyMem_Malloc(key.len ? (size_t)key.len : 1);
+    if (shape_key_init(&sh->k, key.buf, key.len) < 0)
+        goto fail;
     sh->ops = PyMem_Calloc(nops ? (size_t)nops : 1, sizeof(Op));
-    if (!sh->key || !sh->ops) {
+    if (!sh->ops) {
         PyErr_NoMemory();
         goto fail;
     }
-    for (Py_ssize_t i = 0; i < key.len; i++) { /* stored masked, whatever was given */
-        unsigned char c = ((unsigned char *)key.buf)[i];
-        sh->key[i] = (c >= '1' && c <= '9') ? '0' : c;
-    }
-    sh->hash = shape_hash(sh->key, key.len);
     Py_ssize_t litlen = 0;
     for (Py_ssize_t k = 0; k < nops; k++) {
         PyObject *o = PySequence_Fast_GET_ITEM(seq, k);
@@ -1127,7 +1072,7 @@ done:
 
 static PyObject *Emitter_len(Emitter *self, void *closure)
 {
-    return PyLong_FromSize_t(self->count);
+    return PyLong_FromSize_t(self->shapes.count);
 }
 
 static PyMethodDef Emitter_methods[] = {

@@ -35,9 +35,7 @@ typedef struct {
 } Slot;
 
 typedef struct {
-    uint64_t hash;
-    Py_ssize_t len;
-    unsigned char *key; /* the masked line */
+    ShapeKey k; /* first: the table stores it */
     int plan, cls, kind;
     Py_ssize_t ra, rb; /* rank span; ra < 0: none */
     Py_ssize_t ta, tb; /* stamp span; ta < 0: none */
@@ -48,8 +46,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    Shape **table;
-    size_t cap, count;
+    ShapeTable shapes;
     PyObject *rank_names; /* list: id -> str (index 0: None) */
     unsigned char *rank_text[MAX_RANKS];
     Py_ssize_t rank_len[MAX_RANKS];
@@ -65,43 +62,12 @@ typedef struct {
 
 static Shape *lookup(Scanner *s, const unsigned char *p, Py_ssize_t n)
 {
-    if (!s->cap)
+    if (!s->shapes.cap)
         return NULL;
     unsigned char masked[1024]; /* the masked line, for lines that fit: compared with memcmp */
     int kept = n <= (Py_ssize_t)sizeof masked - 8;
     uint64_t h = shape_hash_into(p, n, kept ? masked : NULL);
-    size_t i = (size_t)h & (s->cap - 1);
-    for (;;) {
-        Shape *sh = s->table[i];
-        if (!sh)
-            return NULL;
-        if (sh->hash == h && sh->len == n && (kept ? !memcmp(masked, sh->key, (size_t)n) : shape_equal(p, sh->key, n)))
-            return sh;
-        i = (i + 1) & (s->cap - 1);
-    }
-}
-
-static int grow(Scanner *s)
-{
-    size_t cap = s->cap ? s->cap * 2 : 1024;
-    Shape **t = PyMem_Calloc(cap, sizeof(Shape *));
-    if (!t) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (size_t k = 0; k < s->cap; k++) {
-        Shape *sh = s->table[k];
-        if (!sh)
-            continue;
-        size_t i = (size_t)sh->hash & (cap - 1);
-        while (t[i])
-            i = (i + 1) & (cap - 1);
-        t[i] = sh;
-    }
-    PyMem_Free(s->table);
-    s->table = t;
-    s->cap = cap;
-    return 0;
+    return (Shape *)shapes_find(&s->shapes, p, n, h, kept ? masked : NULL);
 }
 
 /* -- the type ---------------------------------------------------------------------------- */
@@ -170,13 +136,13 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
 
 static void Scanner_dealloc(Scanner *self)
 {
-    for (size_t k = 0; k < self->cap; k++) {
-        if (self->table[k]) {
-            PyMem_Free(self->table[k]->key);
-            PyMem_Free(self->table[k]);
+    for (size_t k = 0; k < self->shapes.cap; k++) {
+        if (self->shapes.slots[k]) {
+            PyMem_Free(self->shapes.slots[k]->key);
+            PyMem_Free(self->shapes.slots[k]);
         }
     }
-    PyMem_Free(self->table);
+    PyMem_Free(self->shapes.slots);
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
     Py_XDECREF(self->rank_names);
@@ -212,17 +178,8 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
         PyErr_NoMemory();
         goto fail;
     }
-    sh->len = key.len;
-    sh->key = PyMem_Malloc(key.len ? (size_t)key.len : 1);
-    if (!sh->key) {
-        PyErr_NoMemory();
+    if (shape_key_init(&sh->k, key.buf, key.len) < 0)
         goto fail;
-    }
-    for (Py_ssize_t i = 0; i < key.len; i++) { /* stored masked, whatever was given */
-        unsigned char c = ((unsigned char *)key.buf)[i];
-        sh->key[i] = (c >= '1' && c <= '9') ? '0' : c;
-    }
-    sh->hash = shape_hash(sh->key, key.len);
     sh->plan = plan;
     sh->cls = cls;
     sh->kind = kind;
@@ -252,25 +209,20 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
         }
     }
     Py_CLEAR(seq);
-    if (lookup(self, sh->key, sh->len)) { /* already known: keep the first */
-        PyMem_Free(sh->key);
+    if (lookup(self, sh->k.key, sh->k.len)) { /* already known: keep the first */
+        PyMem_Free(sh->k.key);
         PyMem_Free(sh);
         PyBuffer_Release(&key);
         Py_RETURN_FALSE;
     }
-    if ((self->count + 1) * 2 > self->cap && grow(self) < 0)
+    if (shapes_put(&self->shapes, &sh->k) < 0)
         goto fail;
-    size_t i = (size_t)sh->hash & (self->cap - 1);
-    while (self->table[i])
-        i = (i + 1) & (self->cap - 1);
-    self->table[i] = sh;
-    self->count++;
     PyBuffer_Release(&key);
     Py_RETURN_TRUE;
 fail:
     Py_XDECREF(seq);
     if (sh) {
-        PyMem_Free(sh->key);
+        PyMem_Free(sh->k.key);
         PyMem_Free(sh);
     }
     PyBuffer_Release(&key);
@@ -887,7 +839,7 @@ done:
 
 static PyObject *Scanner_len(Scanner *self, void *closure)
 {
-    return PyLong_FromSize_t(self->count);
+    return PyLong_FromSize_t(self->shapes.count);
 }
 
 static PyObject *Scanner_ranks(Scanner *self, void *closure)

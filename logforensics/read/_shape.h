@@ -80,4 +80,86 @@ static inline int shape_equal(const unsigned char *line, const unsigned char *ke
     return 1;
 }
 
+/* -- a table of shapes by masked line ------------------------------------------------- */
+
+/* What every stored shape begins with. Each scanner's own shape struct has it as its first
+ * member, so a pointer to one is a pointer to the other. */
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t len;
+    unsigned char *key; /* the masked line */
+} ShapeKey;
+
+/* Open addressing, linear probing, kept at most half full. */
+typedef struct {
+    ShapeKey **slots;
+    size_t cap, count;
+} ShapeTable;
+
+/* The key of a line (n bytes): masked, whatever was given, with its hash. 0, or -1 with
+ * MemoryError set. */
+static inline int shape_key_init(ShapeKey *k, const unsigned char *p, Py_ssize_t n)
+{
+    k->len = n;
+    k->key = PyMem_Malloc(n ? (size_t)n : 1);
+    if (!k->key) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        k->key[i] = (p[i] >= '1' && p[i] <= '9') ? '0' : p[i];
+    k->hash = shape_hash(k->key, n);
+    return 0;
+}
+
+/* The stored shape that `line` (n bytes, hashed to h) masks to, or NULL. With `masked` (the
+ * line masked, as shape_hash_into writes it) keys are compared with memcmp. */
+static inline ShapeKey *shapes_find(const ShapeTable *t, const unsigned char *line, Py_ssize_t n, uint64_t h,
+                                    const unsigned char *masked)
+{
+    if (!t->cap)
+        return NULL;
+    size_t i = (size_t)h & (t->cap - 1);
+    for (;;) {
+        ShapeKey *sh = t->slots[i];
+        if (!sh)
+            return NULL;
+        if (sh->hash == h && sh->len == n &&
+            (masked ? !memcmp(masked, sh->key, (size_t)n) : shape_equal(line, sh->key, n)))
+            return sh;
+        i = (i + 1) & (t->cap - 1);
+    }
+}
+
+/* Store sh, whose key is not in the table yet: 0, or -1 with MemoryError set. */
+static inline int shapes_put(ShapeTable *t, ShapeKey *sh)
+{
+    if ((t->count + 1) * 2 > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        ShapeKey **slots = PyMem_Calloc(cap, sizeof(ShapeKey *));
+        if (!slots) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t k = 0; k < t->cap; k++) {
+            ShapeKey *old = t->slots[k];
+            if (!old)
+                continue;
+            size_t i = (size_t)old->hash & (cap - 1);
+            while (slots[i])
+                i = (i + 1) & (cap - 1);
+            slots[i] = old;
+        }
+        PyMem_Free(t->slots);
+        t->slots = slots;
+        t->cap = cap;
+    }
+    size_t i = (size_t)sh->hash & (t->cap - 1);
+    while (t->slots[i])
+        i = (i + 1) & (t->cap - 1);
+    t->slots[i] = sh;
+    t->count++;
+    return 0;
+}
+
 #endif
