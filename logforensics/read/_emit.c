@@ -349,53 +349,6 @@ static int put_decimal(Out *o, long long v)
     return put_bytes(o, d, (size_t)(e - d));
 }
 
-/* int(text) for [+-]digits (at most 18 of them); 0: not read here. */
-static int read_int(const unsigned char *p, Py_ssize_t n, long long *out)
-{
-    Py_ssize_t i = 0;
-    int neg = 0;
-    if (i < n && (p[i] == '-' || p[i] == '+')) {
-        neg = p[i] == '-';
-        i++;
-    }
-    if (i == n || n - i > 18)
-        return 0;
-    long long v = 0;
-    for (; i < n; i++) {
-        unsigned c = p[i] - '0';
-        if (c > 9)
-            return 0;
-        v = v * 10 + c;
-    }
-    *out = neg ? -v : v;
-    return 1;
-}
-
-/* float(text) for digits, signs, points and exponents only; 0: not read here. */
-static int read_float(const unsigned char *p, Py_ssize_t n, double *out)
-{
-    if (n == 0 || n > 60)
-        return 0;
-    char buf[64];
-    for (Py_ssize_t k = 0; k < n; k++) {
-        unsigned char c = p[k];
-        if (!((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
-            return 0;
-        buf[k] = (char)c;
-    }
-    buf[n] = 0;
-    char *end = NULL;
-    double d = PyOS_string_to_double(buf, &end, NULL);
-    if (d == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (end != buf + n)
-        return 0;
-    *out = d;
-    return 1;
-}
-
 /* json.dumps(float): float.__repr__, NaN, Infinity, -Infinity. */
 static int put_float(Out *o, double d)
 {
@@ -517,7 +470,7 @@ static int put_span(Out *o, int code, const unsigned char *p, Py_ssize_t n)
         return 1;
     }
     case OP_INT:
-        if (!read_int(p, n, &v))
+        if (!shape_read_int(p, n, &v))
             return 0;
         return put_decimal(o, v) < 0 ? -1 : 1;
     case OP_FLOAT: {
@@ -525,7 +478,7 @@ static int put_span(Out *o, int code, const unsigned char *p, Py_ssize_t n)
         if (r)
             return r;
     }
-        if (!read_float(p, n, &d))
+        if (!shape_read_float(p, n, &d))
             return 0;
         return put_float(o, d) < 0 ? -1 : 1;
     case OP_BOOL:
@@ -915,8 +868,8 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                 Py_ssize_t vn = op->b - op->a;
                 v->iso = 0;
                 switch (op->code) {
-                case OP_INT: ok = read_int(vp, vn, &v->iv); break;
-                case OP_FLOAT: ok = read_float(vp, vn, &v->dv); break;
+                case OP_INT: ok = shape_read_int(vp, vn, &v->iv); break;
+                case OP_FLOAT: ok = shape_read_float(vp, vn, &v->dv); break;
                 case OP_BOOL:
                     if (vn == 4 && (memcmp(vp, "True", 4) == 0 || memcmp(vp, "true", 4) == 0))
                         v->iv = 1;

@@ -247,59 +247,38 @@ static PyObject *Scanner_set_ready(Scanner *self, PyObject *arg)
 
 static inline int is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f'; }
 
+/* Python's int() and float() strip this whitespace (of what a log line can hold) first. */
+static inline void strip_ws(const unsigned char **p, Py_ssize_t *n)
+{
+    while (*n && is_ws(**p)) { (*p)++; (*n)--; }
+    while (*n && is_ws((*p)[*n - 1])) (*n)--;
+}
+
 static PyObject *to_int(const unsigned char *p, Py_ssize_t n)
 {
-    while (n && is_ws(*p)) { p++; n--; }
-    while (n && is_ws(p[n - 1])) n--;
-    Py_ssize_t i = 0;
-    int neg = 0;
-    if (i < n && (p[i] == '-' || p[i] == '+')) { neg = p[i] == '-'; i++; }
-    if (i == n || n - i > 18) {
-        if (i == n || n > 200)
+    strip_ws(&p, &n);
+    long long v;
+    if (shape_read_int(p, n, &v))
+        return PyLong_FromLongLong(v);
+    Py_ssize_t i = n && (p[0] == '-' || p[0] == '+');
+    if (n - i <= 18 || n > 200) /* not a number, or too long to be read here */
+        return NULL;
+    char buf[256];
+    memcpy(buf, p, (size_t)n);
+    buf[n] = 0;
+    for (Py_ssize_t k = i; k < n; k++)
+        if (buf[k] < '0' || buf[k] > '9')
             return NULL;
-        char buf[256];
-        memcpy(buf, p, (size_t)n);
-        buf[n] = 0;
-        for (Py_ssize_t k = i; k < n; k++)
-            if (buf[k] < '0' || buf[k] > '9')
-                return NULL;
-        PyObject *r = PyLong_FromString(buf, NULL, 10);
-        if (!r) PyErr_Clear();
-        return r;
-    }
-    long long v = 0;
-    for (; i < n; i++) {
-        unsigned c = p[i] - '0';
-        if (c > 9)
-            return NULL;
-        v = v * 10 + c;
-    }
-    return PyLong_FromLongLong(neg ? -v : v);
+    PyObject *r = PyLong_FromString(buf, NULL, 10);
+    if (!r) PyErr_Clear();
+    return r;
 }
 
 static PyObject *to_float(const unsigned char *p, Py_ssize_t n)
 {
-    while (n && is_ws(*p)) { p++; n--; }
-    while (n && is_ws(p[n - 1])) n--;
-    if (n == 0 || n > 60)
-        return NULL;
-    char buf[64];
-    for (Py_ssize_t k = 0; k < n; k++) { /* digits, sign, point, exponent only */
-        unsigned char c = p[k];
-        if (!((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
-            return NULL;
-        buf[k] = (char)c;
-    }
-    buf[n] = 0;
-    char *end = NULL;
-    double d = PyOS_string_to_double(buf, &end, NULL);
-    if (d == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return NULL;
-    }
-    if (end != buf + n)
-        return NULL;
-    return PyFloat_FromDouble(d);
+    strip_ws(&p, &n);
+    double d;
+    return shape_read_float(p, n, &d) ? PyFloat_FromDouble(d) : NULL;
 }
 
 /* The same numbers as doubles, for rows: float(int(text)) and float(text). 0 when the
@@ -307,51 +286,20 @@ static PyObject *to_float(const unsigned char *p, Py_ssize_t n)
  * int texts of more than 18 digits. */
 static int int_double(const unsigned char *p, Py_ssize_t n, double *out)
 {
-    while (n && is_ws(*p)) { p++; n--; }
-    while (n && is_ws(p[n - 1])) n--;
-    Py_ssize_t i = 0;
-    int neg = 0;
-    if (i < n && (p[i] == '-' || p[i] == '+')) { neg = p[i] == '-'; i++; }
-    if (i == n || n - i > 18)
+    strip_ws(&p, &n);
+    long long v;
+    if (!shape_read_int(p, n, &v))
         return 0;
-    long long v = 0;
-    for (; i < n; i++) {
-        unsigned c = p[i] - '0';
-        if (c > 9)
-            return 0;
-        v = v * 10 + c;
-    }
-    *out = (double)(neg ? -v : v); /* correctly rounded, as float(int) */
+    *out = (double)v; /* correctly rounded, as float(int) */
     return 1;
 }
 
 static int float_double(const unsigned char *p, Py_ssize_t n, double *out)
 {
-    while (n && is_ws(*p)) { p++; n--; }
-    while (n && is_ws(p[n - 1])) n--;
-    if (n == 0 || n > 60)
-        return 0;
-    char buf[64];
-    for (Py_ssize_t k = 0; k < n; k++) {
-        unsigned char c = p[k];
-        if (!((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
-            return 0;
-        buf[k] = (char)c;
-    }
-    buf[n] = 0;
-    char *end = NULL;
-    double d = PyOS_string_to_double(buf, &end, NULL);
-    if (d == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (end != buf + n)
-        return 0;
-    *out = d;
-    return 1;
+    strip_ws(&p, &n);
+    return shape_read_float(p, n, out);
 }
 
-/* True/true -> 1, False/false -> 0, as the grammar's bool converter; else not read. */
 static int bool_double(const unsigned char *p, Py_ssize_t n, double *out)
 {
     if ((n == 4 && (memcmp(p, "True", 4) == 0 || memcmp(p, "true", 4) == 0))) {

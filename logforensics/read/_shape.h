@@ -162,4 +162,54 @@ static inline int shapes_put(ShapeTable *t, ShapeKey *sh)
     return 0;
 }
 
+/* -- numbers, as Python reads them ------------------------------------------------- */
+
+/* int(text) for [+-]digits (at most 18 of them), no whitespace; 0: not read here (the line
+ * then goes the exact way). */
+static inline int shape_read_int(const unsigned char *p, Py_ssize_t n, long long *out)
+{
+    Py_ssize_t i = 0;
+    int neg = 0;
+    if (i < n && (p[i] == '-' || p[i] == '+')) {
+        neg = p[i] == '-';
+        i++;
+    }
+    if (i == n || n - i > 18)
+        return 0;
+    long long v = 0;
+    for (; i < n; i++) {
+        unsigned c = p[i] - '0';
+        if (c > 9)
+            return 0;
+        v = v * 10 + c;
+    }
+    *out = neg ? -v : v;
+    return 1;
+}
+
+/* float(text) for digits, signs, points and exponents only, no whitespace; 0: not read here. */
+static inline int shape_read_float(const unsigned char *p, Py_ssize_t n, double *out)
+{
+    if (n == 0 || n > 60)
+        return 0;
+    char buf[64];
+    for (Py_ssize_t k = 0; k < n; k++) {
+        unsigned char c = p[k];
+        if (!((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+            return 0;
+        buf[k] = (char)c;
+    }
+    buf[n] = 0;
+    char *end = NULL;
+    double d = PyOS_string_to_double(buf, &end, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (end != buf + n)
+        return 0;
+    *out = d;
+    return 1;
+}
+
 #endif
