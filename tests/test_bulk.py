@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from generated import write_logs
 from test_fastpath import FIXTURES, synthetic_log
 
 from logforensics.ingest.batch import read_file
@@ -53,13 +52,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         ("gen_serving_log.py", ["--size", "3M", "--all-ranks", "--seed", "11"]),
         ("gen_serving_log.py", ["--size", "2M", "--seed", "4", "--tp", "4", "--start", "2026-03-29 00:30:00"]),
     ]
-    paths = []
-    for i, (script, args) in enumerate(runs):
-        path = out / f"{i}-{script[:-3]}.log"
-        subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "-o", str(path)], check=True,
-                       timeout=120)
-        paths.append(path)
-    return paths
+    return write_logs(out, runs)
 
 
 def _as_json(summary: Any, run: LiveRun | None = None) -> str:

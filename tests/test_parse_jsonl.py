@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from generated import write_logs
 from test_fastpath import FIXTURES, synthetic_log
 
 from logforensics.pipeline import iter_events
@@ -84,13 +85,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         ("gen_serving_log.py", ["--size", "1M", "--all-ranks", "--seed", "11"]),
         ("gen_serving_log.py", ["--size", "1M", "--seed", "4", "--tp", "4", "--start", "2026-03-29 00:30:00"]),
     ]
-    paths = []
-    for i, (script, args) in enumerate(runs):
-        path = out / f"{i}-{script[:-3]}.log"
-        subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "-o", str(path)], check=True,
-                       timeout=120)
-        paths.append(path)
-    return paths
+    return write_logs(out, runs)
 
 
 def test_generated_logs_byte_for_byte_and_mostly_in_c(generated: list[Path]) -> None:

@@ -13,7 +13,6 @@ back as the same table. Memory is one row group and one block.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Callable, Collection, Sequence
@@ -25,7 +24,7 @@ from ..ingest.batch import BULK_BLOCK_SIZE
 from ..ingest.files import blocks
 from ..read import emit
 from ..read.parser import IncrementalParser
-from .tables import _final, _kind, from_values, write_groups
+from .tables import _final, _kind, from_values, parquet_row, write_groups
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
 #: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects.
@@ -61,18 +60,8 @@ class _Groups:
         self.names: dict[int, tuple[str, str]] = {}  # C column -> (name, type)
 
     def add_events(self, events: Sequence[Event], wanted: Collection[str]) -> None:
-        rows = []
         order = self.order
-        for ev in events:
-            if wanted and ev.kind not in wanted:
-                continue
-            row = ev.to_dict()
-            for key, value in row.items():
-                if isinstance(value, (dict, list)):
-                    row[key] = json.dumps(value, default=str)
-                if key not in order:
-                    order[key] = None
-            rows.append(row)
+        rows = [parquet_row(ev, order) for ev in events if not wanted or ev.kind in wanted]
         if rows:
             if self.pieces and isinstance(self.pieces[-1][1], list):
                 self.pieces[-1][1].extend(rows)

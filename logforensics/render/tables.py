@@ -53,6 +53,18 @@ def _final(kinds: set[str]) -> str:
     return "str"
 
 
+def parquet_row(ev: Event, order: dict[str, None]) -> dict[str, Any]:
+    """``ev``'s row of a Parquet file: ``to_dict`` with lists and objects as JSON text; each
+    new column name is added to ``order`` (the file's columns, in the order first seen)."""
+    row = ev.to_dict()
+    for key, value in row.items():
+        if isinstance(value, (dict, list)):
+            row[key] = json.dumps(value, default=str)
+        if key not in order:
+            order[key] = None
+    return row
+
+
 def write_parquet(events: Iterable[Event], where: str | IO[bytes]) -> int:
     """Write ``events`` as Parquet to ``where`` (a path or a binary file); returns the rows.
 
@@ -89,13 +101,7 @@ def write_parquet(events: Iterable[Event], where: str | IO[bytes]) -> int:
 
         batch: list[dict[str, Any]] = []
         for ev in events:
-            row = ev.to_dict()
-            for key, value in row.items():
-                if isinstance(value, (dict, list)):
-                    row[key] = json.dumps(value, default=str)
-                if key not in order:
-                    order[key] = None
-            batch.append(row)
+            batch.append(parquet_row(ev, order))
             if len(batch) >= ROW_GROUP:
                 rows += len(batch)
                 spill(batch)
