@@ -304,7 +304,7 @@ def test_pruned_texts_are_never_cited(first: list[Any], later: list[Any], most: 
         serving.ServingObserver.prune_texts = prune  # type: ignore[method-assign]
     assert list(got.windows) == list(want.windows)
     for w, v in zip(got.windows.values(), want.windows.values()):
-        assert w.width == v.width and [c[:7] for _, c in w.items()] == [c[:7] for _, c in v.items()]
+        assert w.width == v.width and [c[:4] for _, c in w.items()] == [c[:4] for _, c in v.items()]
     widest = max([w.width for w in want.windows.values()] + [1])
     for width in (widest, 2 * widest, 8 * widest):
         assert _cited(got, width) == _cited(want, width)

@@ -3,7 +3,7 @@
  * Why: a log in which every rank prints batch statistics has dozens of windows (figure x
  * rank), each up to a few thousand cells. As Python lists of boxed numbers a cell costs
  * ~350 bytes and adding a record to it allocates objects; here a cell is one slot in each
- * of nine arrays (~80 bytes), and adding rows to it is a loop over numbers.
+ * of six arrays and a hash slot (~56 bytes), and adding rows to it is a loop over numbers.
  *
  * Windows has exactly the semantics of model/serving.py _PyWindows (the pure twin, used
  * where this is not built or LOGFORENSICS_PURE=1): cells kept in the order they were
@@ -27,8 +27,8 @@ typedef struct {
     long long width;
     Py_ssize_t most; /* cells kept before the width doubles */
     Py_ssize_t n, cap;
-    int64_t *key, *count, *first, *last;
-    double *sum, *lo, *hi, *fsec;
+    int64_t *key, *count, *first;
+    double *sum, *fsec;
     PyObject **text; /* NULL: None (the array itself allocated with the first text) */
     int32_t *hash;   /* open addressing: cell index or -1 */
     Py_ssize_t hcap; /* a power of two, > 2 * n */
@@ -163,10 +163,7 @@ static int reserve(Windows *w, Py_ssize_t need)
     GROW(key, int64_t);
     GROW(count, int64_t);
     GROW(first, int64_t);
-    GROW(last, int64_t);
     GROW(sum, double);
-    GROW(lo, double);
-    GROW(hi, double);
     GROW(fsec, double);
     if (w->text) {
         GROW(text, PyObject *);
@@ -198,17 +195,13 @@ static int set_text(Windows *w, Py_ssize_t i, PyObject *t)
 }
 
 /* Append a cell (reserve room first); its text gets a new reference. -1 on error. */
-static Py_ssize_t append(Windows *w, int64_t k, int64_t count, double sum, double lo, double hi, int64_t first,
-                         int64_t last, double fsec, PyObject *text)
+static Py_ssize_t append(Windows *w, int64_t k, int64_t count, double sum, int64_t first, double fsec, PyObject *text)
 {
     Py_ssize_t i = w->n++;
     w->key[i] = k;
     w->count[i] = count;
     w->sum[i] = sum;
-    w->lo[i] = lo;
-    w->hi[i] = hi;
     w->first[i] = first;
-    w->last[i] = last;
     w->fsec[i] = fsec;
     if (w->text)
         w->text[i] = NULL;
@@ -228,12 +221,6 @@ static inline int fold_cell(Windows *dst, Py_ssize_t d, const Windows *src, Py_s
 {
     dst->count[d] += src->count[c];
     dst->sum[d] += src->sum[c];
-    if (src->lo[c] < dst->lo[d])
-        dst->lo[d] = src->lo[c];
-    if (src->hi[c] > dst->hi[d])
-        dst->hi[d] = src->hi[c];
-    if (src->last[c] > dst->last[d])
-        dst->last[d] = src->last[c];
     if (src->fsec[c] < dst->fsec[d])
         dst->fsec[d] = src->fsec[c];
     if (src->first[c] < dst->first[d]) {
@@ -260,7 +247,7 @@ static int coarsen(Windows *w, long long width)
             PyObject *t = TEXT(w, i);
             if (t)
                 w->text[i] = NULL;
-            append(w, k, w->count[i], w->sum[i], w->lo[i], w->hi[i], w->first[i], w->last[i], w->fsec[i], t);
+            append(w, k, w->count[i], w->sum[i], w->first[i], w->fsec[i], t);
             Py_XDECREF(t); /* append took its own reference (no allocation: the text array is there) */
             continue;
         }
@@ -283,8 +270,8 @@ static Windows *new_windows(long long width, Py_ssize_t most)
     w->n = w->cap = w->hcap = 0;
     w->texts_made = 0;
     set_cur(w, 0);
-    w->key = w->count = w->first = w->last = NULL;
-    w->sum = w->lo = w->hi = w->fsec = NULL;
+    w->key = w->count = w->first = NULL;
+    w->sum = w->fsec = NULL;
     w->text = NULL;
     w->hash = NULL;
     return w;
@@ -297,10 +284,7 @@ static void Windows_dealloc(Windows *w)
     PyMem_Free(w->key);
     PyMem_Free(w->count);
     PyMem_Free(w->first);
-    PyMem_Free(w->last);
     PyMem_Free(w->sum);
-    PyMem_Free(w->lo);
-    PyMem_Free(w->hi);
     PyMem_Free(w->fsec);
     PyMem_Free(w->text);
     PyMem_Free(w->hash);
@@ -335,7 +319,7 @@ static int add_value(Windows *w, double sec, double x, int64_t line, PyObject *t
     if (c < 0) {
         if (reserve(w, w->n + 1) < 0)
             return -1;
-        c = append(w, k, 1, x, x, x, line, line, sec, text);
+        c = append(w, k, 1, x, line, sec, text);
         if (c < 0)
             return -1;
         w->texts_made += text != NULL;
@@ -348,12 +332,6 @@ static int add_value(Windows *w, double sec, double x, int64_t line, PyObject *t
         set_cur(w, c);
     w->count[c]++;
     w->sum[c] += x;
-    if (x < w->lo[c])
-        w->lo[c] = x;
-    if (x > w->hi[c])
-        w->hi[c] = x;
-    if (line > w->last[c])
-        w->last[c] = line;
     if (sec < w->fsec[c])
         w->fsec[c] = sec;
     if (line < w->first[c]) {
@@ -394,8 +372,7 @@ static Windows *copy_of(const Windows *w)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < w->n; i++)
-        if (append(c, w->key[i], w->count[i], w->sum[i], w->lo[i], w->hi[i], w->first[i], w->last[i], w->fsec[i],
-                   TEXT(w, i)) < 0) {
+        if (append(c, w->key[i], w->count[i], w->sum[i], w->first[i], w->fsec[i], TEXT(w, i)) < 0) {
             Py_DECREF(c);
             return NULL;
         }
@@ -437,8 +414,7 @@ static PyObject *Windows_merge(Windows *w, PyObject *arg)
         int64_t k = floordiv_ll(o->key[i], factor);
         Py_ssize_t d = find(w, k);
         if (d < 0) {
-            if (reserve(w, w->n + 1) < 0 || append(w, k, o->count[i], o->sum[i], o->lo[i], o->hi[i], o->first[i],
-                                                   o->last[i], o->fsec[i], TEXT(o, i)) < 0)
+            if (reserve(w, w->n + 1) < 0 || append(w, k, o->count[i], o->sum[i], o->first[i], o->fsec[i], TEXT(o, i)) < 0)
                 return NULL;
         } else if (fold_cell(w, d, o, i) < 0)
             return NULL;
@@ -468,11 +444,10 @@ static PyObject *Windows_keys(Windows *w, PyObject *unused)
 static PyObject *cell_list(const Windows *w, Py_ssize_t i)
 {
     PyObject *t = TEXT(w, i) ? TEXT(w, i) : Py_None;
-    return Py_BuildValue("[LdddLLdO]", (long long)w->count[i], w->sum[i], w->lo[i], w->hi[i], (long long)w->first[i],
-                         (long long)w->last[i], w->fsec[i], t);
+    return Py_BuildValue("[LdLdO]", (long long)w->count[i], w->sum[i], (long long)w->first[i], w->fsec[i], t);
 }
 
-/* [(key, [count, sum, min, max, first_line, last_line, first_second, text])] in order. */
+/* [(key, [count, sum, first_line, first_second, text])] in order. */
 static PyObject *Windows_items(Windows *w, PyObject *unused)
 {
     PyObject *out = PyList_New(w->n);
@@ -528,19 +503,18 @@ static PyObject *Windows_reduce(Windows *w, PyObject *unused)
         PyList_SET_ITEM(texts, i, t);
     }
     Py_ssize_t n8 = w->n * 8;
-    return Py_BuildValue("(O(Ln)(NNNNNNNNN))", (PyObject *)Py_TYPE(w), w->width, w->most, bytes_of(w->key, n8),
-                         bytes_of(w->count, n8), bytes_of(w->sum, n8), bytes_of(w->lo, n8), bytes_of(w->hi, n8),
-                         bytes_of(w->first, n8), bytes_of(w->last, n8), bytes_of(w->fsec, n8), texts);
+    return Py_BuildValue("(O(Ln)(NNNNNN))", (PyObject *)Py_TYPE(w), w->width, w->most, bytes_of(w->key, n8),
+                         bytes_of(w->count, n8), bytes_of(w->sum, n8), bytes_of(w->first, n8), bytes_of(w->fsec, n8),
+                         texts);
 }
 
 static PyObject *Windows_setstate(Windows *w, PyObject *state)
 {
-    PyObject *b[8], *texts;
-    if (!PyArg_ParseTuple(state, "SSSSSSSSO!", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &PyList_Type,
-                          &texts))
+    PyObject *b[5], *texts;
+    if (!PyArg_ParseTuple(state, "SSSSSO!", &b[0], &b[1], &b[2], &b[3], &b[4], &PyList_Type, &texts))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(texts);
-    for (int k = 0; k < 8; k++)
+    for (int k = 0; k < 5; k++)
         if (PyBytes_GET_SIZE(b[k]) != n * 8) {
             PyErr_SetString(PyExc_ValueError, "bad Windows state");
             return NULL;
@@ -551,24 +525,18 @@ static PyObject *Windows_setstate(Windows *w, PyObject *state)
     }
     if (reserve(w, n) < 0)
         return NULL;
-    const int64_t *key = (const int64_t *)PyBytes_AS_STRING(b[0]), *count = (const int64_t *)PyBytes_AS_STRING(b[1]);
-    const double *sum = (const double *)PyBytes_AS_STRING(b[2]), *lo = (const double *)PyBytes_AS_STRING(b[3]),
-                 *hi = (const double *)PyBytes_AS_STRING(b[4]);
-    const int64_t *first = (const int64_t *)PyBytes_AS_STRING(b[5]), *last = (const int64_t *)PyBytes_AS_STRING(b[6]);
-    const double *fsec = (const double *)PyBytes_AS_STRING(b[7]);
+    const char *key = PyBytes_AS_STRING(b[0]), *count = PyBytes_AS_STRING(b[1]), *sum = PyBytes_AS_STRING(b[2]),
+               *first = PyBytes_AS_STRING(b[3]), *fsec = PyBytes_AS_STRING(b[4]);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *t = PyList_GET_ITEM(texts, i);
-        int64_t k, c, f, l;
-        double s, a, h, q;
-        memcpy(&k, key + i, 8);
-        memcpy(&c, count + i, 8);
-        memcpy(&s, sum + i, 8);
-        memcpy(&a, lo + i, 8);
-        memcpy(&h, hi + i, 8);
-        memcpy(&f, first + i, 8);
-        memcpy(&l, last + i, 8);
-        memcpy(&q, fsec + i, 8);
-        if (append(w, k, c, s, a, h, f, l, q, t == Py_None ? NULL : t) < 0)
+        int64_t k, c, f;
+        double s, q;
+        memcpy(&k, key + 8 * i, 8);
+        memcpy(&c, count + 8 * i, 8);
+        memcpy(&s, sum + 8 * i, 8);
+        memcpy(&f, first + 8 * i, 8);
+        memcpy(&q, fsec + 8 * i, 8);
+        if (append(w, k, c, s, f, q, t == Py_None ? NULL : t) < 0)
             return NULL;
     }
     set_cur(w, n ? n - 1 : 0);
@@ -607,7 +575,7 @@ static PyTypeObject WindowsType = {
     .tp_name = "logforensics.model._windows.Windows",
     .tp_basicsize = sizeof(Windows),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Per-window count, sum, min, max, first/last line, first second and first text of one figure.",
+    .tp_doc = "Per-window count, sum, first line, first second and first text of one figure.",
     .tp_new = Windows_new,
     .tp_dealloc = (destructor)Windows_dealloc,
     .tp_methods = Windows_methods,
@@ -728,12 +696,6 @@ static int add_group(const Target *ts, Py_ssize_t m, const RowView *v, const Py_
             if (sec >= w->lo_sec && sec < w->hi_sec && line >= w->first[c]) {
                 w->count[c]++;
                 w->sum[c] += x;
-                if (x < w->lo[c])
-                    w->lo[c] = x;
-                if (x > w->hi[c])
-                    w->hi[c] = x;
-                if (line > w->last[c])
-                    w->last[c] = line;
                 if (sec < w->fsec[c])
                     w->fsec[c] = sec;
                 continue;

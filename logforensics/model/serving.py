@@ -285,13 +285,13 @@ class ServingObserver:
             return None
         base = max([w.width for w in self.windows.values()] + [1])
         width = _pow2_at_least(max(base, self._natural_width()), base)
-        cells = {key: w.coarsened(width) for key, w in self.windows.items()}
-        series = {fig: self._combined(fig, cells) for fig in
+        series = {fig: self._combined(fig, self._at(width, (fig,))) for fig in
                   ("gen_tok_s", "running_req", "queue_req", "token_usage", "retracted_req")}
-        series["cache_hit"] = self._cache_hit(cells)
+        series["cache_hit"] = self._cache_hit(self._at(width, ("prefill_new", "prefill_cached")))
         series = {k: v for k, v in series.items() if v}
         gap = changepoints.gap(series.get("gen_tok_s") or [], width)
-        texts = {line: (key[1], text) for key, w in cells.items() for line, text in w.texts()}
+        texts = {line: (key[1], text) for key, w in self.windows.items() if w.texts()
+                 for line, text in w.coarsened(width).texts()}
         changes: list[Change] = []
         for fig in CHANGE_FIGURES:
             pts = series.get(fig)
@@ -317,6 +317,11 @@ class ServingObserver:
             "cuda_graph_off": self.graph_off,
             "requests": self._requests(width, dated),
         }
+
+    def _at(self, width: int, figures: tuple[str, ...]) -> dict[tuple[str, str], Windows]:
+        """The windows of ``figures`` at ``width``, in order. A few figures at a time: widened
+        copies of every window at once would be a passing peak of the run model's size."""
+        return {key: w.coarsened(width) for key, w in self.windows.items() if key[0] in figures}
 
     def _natural_width(self) -> int:
         """A window wide enough to hold a decode record of every stats rank (the decode log
@@ -345,8 +350,8 @@ class ServingObserver:
             group = keys[k]  # the ranks' cells of one window
             means = [c[1] / c[0] for c in group]
             value = max(means) if how == "max" else sum(means)
-            first = min(group, key=lambda c: c[4])
-            out.append((float(first[6]), value, int(first[4])))
+            first = min(group, key=lambda c: c[2])
+            out.append((float(first[3]), value, int(first[2])))
         return out
 
     @staticmethod
@@ -358,10 +363,10 @@ class ServingObserver:
         new: dict[int, list[float]] = {}
         for is_new, w in prefill:
             for k, c in w.items():
-                slot = new.setdefault(k, [0.0, 0.0, c[4], c[6]])
+                slot = new.setdefault(k, [0.0, 0.0, c[2], c[3]])
                 slot[0 if is_new else 1] += c[1]
-                if c[4] < slot[2]:
-                    slot[2], slot[3] = c[4], c[6]
+                if c[2] < slot[2]:
+                    slot[2], slot[3] = c[2], c[3]
         out = []
         for k in sorted(new):
             n, cached, line, sec = new[k]
@@ -371,7 +376,7 @@ class ServingObserver:
 
     def _retraction_cells(self) -> list[tuple[float, int, float]]:
         """(second, first line, retractions) per retraction window, in order."""
-        return sorted((k * w.width, c[4], c[0]) for (fig, _), w in self.windows.items()
+        return sorted((k * w.width, c[2], c[0]) for (fig, _), w in self.windows.items()
                       if fig == "retractions" for k, c in w.items())
 
     def _requests(self, width: int, dated: bool) -> dict[str, Any] | None:

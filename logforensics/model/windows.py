@@ -3,7 +3,7 @@
 Why apart from the observer (``serving.py``): a log in which every rank prints batch
 statistics has dozens of such windows of thousands of cells each, so their representation
 decides the run model's memory. Where the C extension is built (``_windows.c``) a window set
-is parallel arrays, about 80 bytes a cell; :class:`_PyWindows` is its pure twin (a dict of
+is parallel arrays, about 56 bytes a cell; :class:`_PyWindows` is its pure twin (a dict of
 lists), used with ``LOGFORENSICS_PURE=1`` or without a compiler. Both keep cells in the order
 they were created and fold them in that order when widened or merged, so every sum is the
 same double on both paths.
@@ -26,13 +26,13 @@ except ImportError:  # pragma: no cover - platforms without it
 #: Windows kept per figure and rank before their width doubles.
 MAX_WINDOWS = 4096
 
-#: One window's aggregates: [count, sum, min, max, first_line, last_line, first_second, first_text];
+#: One window's aggregates: [count, sum, first_line, first_second, first_text];
 #: numbers but for the last slot, a record's text or None.
 Cell = list[Any]
 
 
 class _PyWindows:
-    """Per-window [count, sum, min, max, first_line, last_line, first_second, first_text] of one
+    """Per-window [count, sum, first_line, first_second, first_text] of one
     figure on one rank (the text only where kept: the record a change point cites).
 
     The pure twin of the compiled ``_windows.Windows`` (parallel arrays, the same semantics:
@@ -51,23 +51,17 @@ class _PyWindows:
         key = int(sec // self.width)
         c = self.cells.get(key)
         if c is None:
-            self.cells[key] = [1, value, value, value, line, line, sec, text]
+            self.cells[key] = [1, value, line, sec, text]
             if len(self.cells) > MAX_WINDOWS:
                 self.coarsen(self.width * 2)
             return
         c[0] += 1
         c[1] += value
-        if value < c[2]:
-            c[2] = value
-        if value > c[3]:
-            c[3] = value
-        if line < c[4]:
-            c[4] = line
-            c[7] = text
-        if line > c[5]:
-            c[5] = line
-        if sec < c[6]:
-            c[6] = sec
+        if line < c[2]:
+            c[2] = line
+            c[4] = text
+        if sec < c[3]:
+            c[3] = sec
 
     def coarsen(self, width: int) -> None:
         if width <= self.width:
@@ -99,10 +93,10 @@ class _PyWindows:
 
     def texts(self) -> list[tuple[int, str]]:
         """(first line, text) of the cells that keep a text."""
-        return [(c[4], c[7]) for c in self.cells.values() if c[7] is not None]
+        return [(c[2], c[4]) for c in self.cells.values() if c[4] is not None]
 
     def first_line(self) -> int | None:
-        return min((c[4] for c in self.cells.values()), default=None)
+        return min((c[2] for c in self.cells.values()), default=None)
 
 
 def _folded(cells: dict[int, Cell], factor: int, copy: bool = False) -> dict[int, Cell]:
@@ -125,12 +119,9 @@ def _fold(cells: dict[int, Cell], key: int, c: Cell) -> None:
         return
     d[0] += c[0]
     d[1] += c[1]
-    d[2] = min(d[2], c[2])
-    d[3] = max(d[3], c[3])
-    if c[4] < d[4]:
-        d[4], d[7] = c[4], c[7]
-    d[5] = max(d[5], c[5])
-    d[6] = min(d[6], c[6])
+    if c[2] < d[2]:
+        d[2], d[4] = c[2], c[4]
+    d[3] = min(d[3], c[3])
 
 
 #: Either type of windows (an observer's are of one type; ``like`` converts between them).
@@ -153,9 +144,9 @@ def like(mine: Windows, other: Windows) -> Windows:
         out = _PyWindows(other.width)
         out.cells = dict(items)
         return out
-    cols = [array.array("d" if j in (1, 2, 3, 6) else "q", [c[j] for _, c in items]).tobytes() for j in range(7)]
+    cols = [array.array("d" if j in (1, 3) else "q", [c[j] for _, c in items]).tobytes() for j in range(4)]
     w = type(mine)(other.width, MAX_WINDOWS)
-    w.__setstate__((array.array("q", [k for k, _ in items]).tobytes(), *cols, [c[7] for _, c in items]))
+    w.__setstate__((array.array("q", [k for k, _ in items]).tobytes(), *cols, [c[4] for _, c in items]))
     return w
 
 
