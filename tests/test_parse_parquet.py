@@ -1,16 +1,20 @@
 """``parse --format parquet`` from C columns (``render/parquet.py``) reads back as the exact path's table.
 
 The exact path is ``tables.write_parquet`` of every event (as with ``LOGFORENSICS_PURE=1``).
-Both files are read back with ``pq.read_table`` and compared: the same columns in the same
-order, the same types, the same values, on every fixture, on logs of both generators, on
-damaged lines, with kinds chosen, on runs of several files, and across row groups. The
-share of lines taken in C is checked too.
+Both ways of the C writer (two passes over regular files, the row groups encoded as they
+come; one pass spilling the groups, for standard input and compressed logs) are read back
+with ``pq.read_table`` and compared with it: the same columns in the same order, the same
+types, the same values, on every fixture, on logs of both generators, on damaged lines,
+with kinds chosen, on runs of several files, and across row groups. The share of lines
+taken in C is checked too, and what the two passes do with a log that changes between them.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +23,7 @@ import pytest
 from test_fastpath import FIXTURES
 from test_parse_jsonl import MORE, _mutate, generated  # noqa: F401  (generated: a fixture)
 
+from logforensics.ingest.files import InputError
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
 from logforensics.render import parquet
@@ -32,16 +37,23 @@ pytestmark = pytest.mark.skipif(emit._emit is None, reason="the C writer is not 
 
 
 def _same(paths: list[tuple[Path, str | None]], tmp_path: Path, wanted: tuple[str, ...] = ()) -> list[object]:
-    fast, exact = tmp_path / "fast.parquet", tmp_path / "exact.parquet"
-    stats = parquet.write_run_parquet([(str(p), node) for p, node in paths], str(fast), wanted=wanted)
+    """Both ways of the C writer give the exact path's table; returns the two-pass way's stats."""
+    exact = tmp_path / "exact.parquet"
     events = (ev for p, node in paths for ev in iter_events(str(p), node=node) if not wanted or ev.kind in wanted)
     write_parquet(events, str(exact))
-    a, b = pq.read_table(fast), pq.read_table(exact)
-    assert a.schema == b.schema, (a.schema, b.schema)
-    assert a.num_rows == b.num_rows
-    for name in b.column_names:
-        assert a[name].equals(b[name]), name
-    return stats
+    b = pq.read_table(exact)
+    got = {}
+    for two_pass in (True, False):
+        fast = tmp_path / f"fast-{two_pass}.parquet"
+        got[two_pass] = parquet.write_run_parquet([(str(p), node) for p, node in paths], str(fast), wanted=wanted,
+                                                  two_pass=two_pass)
+        a = pq.read_table(fast)
+        assert a.schema == b.schema, (two_pass, a.schema, b.schema)
+        assert a.num_rows == b.num_rows, two_pass
+        for name in b.column_names:
+            assert a[name].equals(b[name]), (two_pass, name)
+    assert got[True] == got[False]
+    return got[True]
 
 
 @pytest.mark.parametrize("path", FIXTURES + MORE, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
@@ -89,3 +101,71 @@ def test_cli_uses_it_and_pure_gives_the_same(tmp_path: Path) -> None:
         out[pure] = pq.read_table(target)
     assert out["0"].equals(out["1"]) and out["0"].num_rows > 0
     assert "node" in out["0"].column_names
+
+
+def test_regular_files_take_two_passes_other_input_one(tmp_path: Path) -> None:
+    log = FIXTURES[0]
+    packed = tmp_path / "log.gz"
+    packed.write_bytes(gzip.compress(log.read_bytes()))
+    assert parquet._regular(str(log))
+    assert not parquet._regular(str(packed)) and not parquet._regular("-")
+    assert not parquet._regular(str(tmp_path))  # a directory: the reader reports it
+
+
+def test_stdin_and_compressed_give_the_two_pass_table(tmp_path: Path) -> None:
+    one = FIXTURES[0]
+    packed = tmp_path / "log.gz"
+    packed.write_bytes(gzip.compress(one.read_bytes()))
+    tables = {}
+    for name, args, stdin in (("file", [str(one)], None), ("gzip", [str(packed)], None),
+                              ("stdin", ["-"], one.read_bytes())):
+        target = tmp_path / f"{name}.parquet"
+        done = subprocess.run(CLI + ["parse", "--format", "parquet", "-o", str(target), *args], input=stdin,
+                              capture_output=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        tables[name] = pq.read_table(target).drop_columns(["file"])
+    assert tables["file"].num_rows > 0
+    assert tables["file"].equals(tables["gzip"]) and tables["file"].equals(tables["stdin"])
+
+
+def _between_passes(monkeypatch: pytest.MonkeyPatch, change: object) -> None:
+    """Run ``change()`` after the first pass (when the second starts reading)."""
+    read = parquet._read
+
+    def second(*args: object, **kw: object) -> object:
+        change()  # type: ignore[operator]
+        return read(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parquet, "_read", second)
+
+
+def test_a_log_that_grows_between_the_passes_is_written_as_first_read(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "live.log"
+    shutil.copyfile(FIXTURES[0], log)
+    before = tmp_path / "before.parquet"
+    parquet.write_run_parquet([(str(log), None)], str(before), two_pass=False)
+    more = b"[2026-01-01 00:00:00 TP0] something never seen before: 1.5e400 x=y\n" * 50
+
+    def grow() -> None:
+        with open(log, "ab") as fh:
+            fh.write(more)
+
+    _between_passes(monkeypatch, grow)
+    grown = tmp_path / "grown.parquet"
+    parquet.write_run_parquet([(str(log), None)], str(grown), two_pass=True)
+    assert pq.read_table(grown).equals(pq.read_table(before))
+
+
+def test_a_log_rewritten_between_the_passes_is_an_error(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "rewritten.log"
+    shutil.copyfile(FIXTURES[0], log)
+    other = generated[1].read_bytes()
+
+    def rewrite() -> None:
+        log.write_bytes(other)
+
+    _between_passes(monkeypatch, rewrite)
+    with pytest.raises(InputError, match="changed between the two passes"):
+        parquet.write_run_parquet([(str(log), None)], str(tmp_path / "out.parquet"), two_pass=True)

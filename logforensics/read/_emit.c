@@ -815,18 +815,22 @@ typedef struct {
     int iso;
 } Val;
 
-/* scan_columns(buf, pos, first_line) -> (stop, lines, rows, plans, cols, counts)
+/* scan_columns(buf, pos, first_line[, fill]) -> (stop, lines, rows, plans, cols, counts)
  *
  * As scan(), for shapes registered by add_columns: rows is the number of rows made (lines
  * of skipped shapes make none), plans the plan ids of the rows in the order each first
  * appears, cols ((col, type, nonnull, validity, data, offsets or None), ...) for every
- * column a row filled, each rows long. */
+ * column a row filled, each rows long. With fill false the same lines are taken (every
+ * value is still converted: one that fails stops the scan) but no value is stored: cols
+ * are (col, type, nonnull, None, None, None), what a first pass needs to learn the
+ * columns and their types. */
 static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
 {
     Py_buffer b;
     Py_ssize_t pos;
     long long line;
-    if (!PyArg_ParseTuple(args, "y*nL", &b, &pos, &line))
+    int fill = 1;
+    if (!PyArg_ParseTuple(args, "y*nL|p", &b, &pos, &line, &fill))
         return NULL;
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
@@ -908,6 +912,10 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                     c->type = self->coltype[op->col];
                     used[nused++] = op->col;
                 }
+                if (!fill) {
+                    c->nonnull++;
+                    continue;
+                }
                 if (col_pad(c, rows) < 0 || col_reserve(c, rows + 1) < 0)
                     goto done;
                 c->valid[rows >> 3] |= (unsigned char)(1u << (rows & 7));
@@ -967,12 +975,18 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
         int bad = 0;
         for (int k = 0; k < nused && !bad; k++) {
             Col *col = &cols[used[k]];
+            PyObject *t;
+            if (!fill) { /* the columns a row filled, without their values */
+                t = Py_BuildValue("(iCnOOO)", used[k], col->type, col->nonnull, Py_None, Py_None, Py_None);
+                bad = !t || PyList_Append(cl, t) < 0;
+                Py_XDECREF(t);
+                continue;
+            }
             if (col_pad(col, rows) < 0) {
                 bad = 1;
                 break;
             }
             size_t bits = (size_t)(rows + 7) / 8;
-            PyObject *t;
             if (col->type == COL_STRING)
                 t = Py_BuildValue("(iCny#y#y#)", used[k], col->type, col->nonnull, (const char *)col->valid,
                                   (Py_ssize_t)bits, (const char *)(col->s.p ? col->s.p : (unsigned char *)""),
@@ -1036,7 +1050,7 @@ static PyMethodDef Emitter_methods[] = {
     {"add_columns", (PyCFunction)Emitter_add_columns, METH_VARARGS,
      "add_columns(key, kind, plan, skip, ops) -> bool: register a shape's columns"},
     {"scan_columns", (PyCFunction)Emitter_scan_columns, METH_VARARGS,
-     "scan_columns(buf, pos, first_line) -> (stop, lines, rows, plans, cols, counts)"},
+     "scan_columns(buf, pos, first_line[, fill]) -> (stop, lines, rows, plans, cols, counts)"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Emitter_getset[] = {

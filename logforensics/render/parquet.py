@@ -6,25 +6,38 @@ arrays from Python values. Here the lines whose shape has a plain plan come back
 name and type; every other line is read on the exact path and kept as the dict that
 ``write_parquet`` makes of its event. A row group is these pieces in line order, each column
 given the type its values in the group call for exactly as ``write_parquet`` decides it
-(``int64`` / ``double`` / ``bool`` / ``string`` of ``str()``); the groups are spilled to
-Arrow streams and written at the end by the same ``tables.write_groups``, so the file reads
-back as the same table. Memory is one row group and one block.
+(``int64`` / ``double`` / ``bool`` / ``string`` of ``str()``), then the file's type by the
+same ``tables.conform``, so the file reads back as the same table on either of two paths:
+
+* logs that are regular files (not standard input, not compressed) are read twice. The
+  first pass learns the file's columns and their types without storing a value (the C
+  scanner converts each value, so it takes exactly the lines it takes when filling, and the
+  other lines' events give theirs); the second pass, reading the same bytes, hands each row
+  group to a thread that encodes it while the next is scanned (pyarrow's encoder releases
+  the GIL), at most one group waiting;
+* any other input is read once: the groups are spilled to Arrow streams in a temporary
+  directory and written when the last line has fixed the columns (``tables.write_groups``).
+
+Memory is a few row groups and one block.
 """
 
 from __future__ import annotations
 
 import os
+import queue
+import stat
 import tempfile
-from collections.abc import Callable, Collection, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
 from ..events import Event
 from ..ingest.batch import BULK_BLOCK_SIZE
-from ..ingest.files import blocks
+from ..ingest.files import InputError, blocks, compression_of
 from ..read import emit
 from ..read.parser import IncrementalParser
-from .tables import _final, _kind, from_values, parquet_row, write_groups
+from .tables import _final, _kind, conform, final_schema, from_values, open_writer, parquet_row, write_groups
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
 #: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects.
@@ -42,18 +55,21 @@ class ParquetStats:
 
 
 class _Groups:
-    """Row groups collected from pieces (C columns or event rows) and spilled to ``tmp``."""
+    """Row groups collected from pieces (C columns or event rows), each handed as a table to
+    ``put``. ``expect`` (the first pass's kinds of every column): a group with a column or
+    a kind of value beyond them means the log changed between the passes."""
 
-    def __init__(self, tmp: str) -> None:
+    def __init__(self, put: Callable[[Any], None], expect: dict[str, set[str]] | None = None) -> None:
         import pyarrow as pa
 
         self.pa = pa
         self.types = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
         self.c_types = {"s": pa.string(), "q": pa.int64(), "d": pa.float64(), "b": pa.bool_()}
-        self.tmp = tmp
+        self.put = put
+        self.expect = expect
         self.order: dict[str, None] = {}
         self.kinds: dict[str, set[str]] = {}
-        self.files: list[str] = []
+        self.groups = 0
         self.pieces: list[tuple[int, Any]] = []  # (rows, list of row dicts | {name: [arrays]})
         self.pending = 0
         self.rows = 0
@@ -100,9 +116,7 @@ class _Groups:
             self.spill()
 
     def spill(self) -> None:
-        """Write the pending pieces as one row group (an Arrow stream in ``tmp``)."""
-        import pyarrow.ipc as ipc
-
+        """Hand the pending pieces to ``put`` as one row group."""
         pa = self.pa
         entries: dict[str, list[tuple[int, int, Any]]] = {}  # name -> (first row, rows, [values] or (arrays))
         start = 0
@@ -150,12 +164,67 @@ class _Groups:
                 parts.append(pa.nulls(total - at, target))
             columns[name] = pa.chunked_array(parts, target)  # not concatenated: the stream writer slices
         table = pa.table(columns) if columns else pa.table({"line": pa.nulls(total, pa.int64())})
+        expect = self.expect
+        if expect is not None and any(name not in expect or not self.kinds.get(name, set()) <= expect[name]
+                                      for name in self.order):
+            raise InputError("the log changed between the two passes of writing Parquet (columns or types "
+                             "the first pass did not see); write it again")
+        self.put(table)
+        self.groups += 1
+        self.pieces = []
+        self.pending = 0
+
+
+class _Spill:
+    """Row groups as Arrow stream files in ``tmp``, for ``tables.write_groups``."""
+
+    def __init__(self, tmp: str) -> None:
+        self.tmp = tmp
+        self.files: list[str] = []
+
+    def __call__(self, table: Any) -> None:
+        import pyarrow.ipc as ipc
+
         file = os.path.join(self.tmp, f"{len(self.files)}.arrow")
         with ipc.new_stream(file, table.schema) as out:
             out.write_table(table)
         self.files.append(file)
-        self.pieces = []
-        self.pending = 0
+
+
+class _Encoder:
+    """Row groups given the file's schema and written to ``where`` by a thread of its own
+    (pyarrow encodes without the GIL), while the caller builds the next: at most one group
+    waits, so memory stays that of a few groups."""
+
+    def __init__(self, where: str | IO[bytes], schema: Any) -> None:
+        self.schema = schema
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(where,), name="parquet-encoder", daemon=True)
+        self.thread.start()
+
+    def _run(self, where: str | IO[bytes]) -> None:
+        try:
+            with open_writer(where, self.schema) as writer:
+                while (table := self.queue.get()) is not None:
+                    writer.write_table(conform(table, self.schema))
+        except BaseException as exc:  # handed to the caller's thread
+            self.error = exc
+            while self.queue.get() is not None:  # let the caller finish putting
+                pass
+
+    def __call__(self, table: Any) -> None:
+        if self.error is not None:
+            self.close()
+        self.queue.put(table)
+
+    def close(self) -> None:
+        """Wait for the last group to be written; raise the thread's error, if any."""
+        if self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _coalesce(arrays: list[Any]) -> Any:
@@ -195,27 +264,127 @@ class _Sink:
         self.groups.add_events(events, self.wanted)
 
 
+class _Columns:
+    """The first pass's sink: the file's columns (in the order first seen) and the kinds of
+    their values, exactly as ``_Groups`` would collect them, without a value stored."""
+
+    def __init__(self, wanted: Collection[str]) -> None:
+        self.wanted = wanted
+        self.order: dict[str, None] = {}
+        self.kinds: dict[str, set[str]] = {}
+        self.names: dict[int, tuple[str, str]] = {}
+
+    def ready_table(self, rank_names: list[str | None]) -> bytes:
+        return b""
+
+    def apply(self, seg: Sequence[Any], first_line: int, scanner: emit.ColumnEmitter, buf: bytes) -> None:
+        _, _, n, plans, cols, counts = seg
+        scanner.count(counts)
+        if not n:
+            return
+        for pid in plans:
+            for key in scanner.plan_keys[pid]:
+                if key not in self.order:
+                    self.order[key] = None
+        if any(col not in self.names for col, *_ in cols):
+            self.names = {col: key for key, col in scanner.columns.items()}
+        for col, type_, nonnull, *_ in cols:
+            if nonnull:
+                name = self.names[col][0]
+                self.kinds.setdefault(name, set()).add(emit.KIND_OF_TYPE[type_])
+
+    def observe(self, events: Sequence[Event]) -> None:
+        wanted = self.wanted
+        for ev in events:
+            if not wanted or ev.kind in wanted:
+                for key, value in parquet_row(ev, self.order).items():
+                    if value is not None:
+                        self.kinds.setdefault(key, set()).add(_kind(value))
+
+
+def _regular(path: str) -> bool:
+    """Whether ``path`` is a regular file whose bytes are its text (it can be read twice)."""
+    if path == "-":
+        return False
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return False  # the reader reports it
+    return compression_of(head) is None and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
+
+
+def _limited(parts: Iterator[bytes], limit: int) -> Iterator[bytes]:
+    """``parts`` up to ``limit`` bytes: the second pass reads what the first read, even of a
+    log that has grown since."""
+    for block in parts:
+        if len(block) >= limit:
+            if limit:
+                yield block[:limit]
+            return
+        limit -= len(block)
+        yield block
+
+
 def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[bytes], *,
                       wanted: Collection[str] = (), progress: Callable[[int], None] | None = None,
-                      warn: Callable[[str, str], None] | None = None) -> list[ParquetStats]:
+                      warn: Callable[[str, str], None] | None = None,
+                      two_pass: bool | None = None) -> list[ParquetStats]:
     """Write every event of the logs ``files`` ((path, node), in order; kinds ``wanted``, or
     all) as one Parquet file, as ``tables.write_parquet`` of ``pipeline.iter_run_events``
-    would. Needs the compiled writer (``read.emit.available()``)."""
-    stats = []
+    would. Needs the compiled writer (``read.emit.available()``). ``two_pass``: whether to
+    learn the columns in a first pass and encode the row groups as they come (by default
+    when every log is a regular, uncompressed file), or spill them until the end."""
+    if two_pass is None:
+        two_pass = all(_regular(path) for path, _ in files)
     columns: dict[tuple[str, str], int] = {}
-    with tempfile.TemporaryDirectory(prefix="logforensics-parquet-") as tmp:
-        groups = _Groups(tmp)
-        for path, node in files:
-            parser = IncrementalParser(path, node=node)
-            scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns)
-            sink = _Sink(groups, wanted)
-            for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=None if warn is None else _warn(warn, path)):
-                parser.feed_bulk(block, scanner, sink)
-            sink.observe(parser.close())
-            stats.append(ParquetStats(parser.stats.lines, scanner.taken, dict(scanner.by_kind), scanner.refused))
-        if groups.pending or not groups.files:
+    if not two_pass:
+        with tempfile.TemporaryDirectory(prefix="logforensics-parquet-") as tmp:
+            spill = _Spill(tmp)
+            groups = _Groups(spill)
+            stats = _read(files, groups, columns, wanted, progress, warn)
+            if groups.pending or not groups.groups:
+                groups.spill()
+            write_groups(spill.files, groups.order, groups.kinds, where)
+        return stats
+    first = _Columns(wanted)
+    sizes = []
+    for path, node in files:
+        parser = IncrementalParser(path, node=node)
+        scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns, fill=False)
+        for block in blocks(path, None, BULK_BLOCK_SIZE):
+            parser.feed_bulk(block, scanner, first)
+        first.observe(parser.close())
+        sizes.append(parser.stats.bytes)
+    encoder = _Encoder(where, final_schema(first.order, first.kinds))
+    groups = _Groups(encoder, {name: first.kinds.get(name, set()) for name in first.order})
+    try:
+        stats = _read(files, groups, columns, wanted, progress, warn, sizes)
+        if groups.pending or not groups.groups:
             groups.spill()
-        write_groups(groups.files, groups.order, groups.kinds, where)
+    finally:
+        encoder.close()
+    if list(groups.order) != list(first.order):
+        raise InputError("the log changed between the two passes of writing Parquet; write it again")
+    return stats
+
+
+def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, columns: dict[tuple[str, str], int],
+          wanted: Collection[str], progress: Callable[[int], None] | None,
+          warn: Callable[[str, str], None] | None, sizes: Sequence[int] | None = None) -> list[ParquetStats]:
+    """Read the logs ``files`` into ``groups`` (each up to its size in ``sizes``, if given)."""
+    stats = []
+    for k, (path, node) in enumerate(files):
+        parser = IncrementalParser(path, node=node)
+        scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns)
+        sink = _Sink(groups, wanted)
+        parts = blocks(path, progress, BULK_BLOCK_SIZE, warn=None if warn is None else _warn(warn, path))
+        for block in parts if sizes is None else _limited(parts, sizes[k]):
+            parser.feed_bulk(block, scanner, sink)
+        sink.observe(parser.close())
+        stats.append(ParquetStats(parser.stats.lines, scanner.taken, dict(scanner.by_kind), scanner.refused))
     return stats
 
 

@@ -148,41 +148,64 @@ def from_values(values: list[Any], kind: str) -> Any:
     return pa.Array.from_buffers(pa.float64(), n, [bitmap, pa.py_buffer(doubles)], null_count=nulls)
 
 
-def write_groups(groups: list[str], order: dict[str, None], kinds: dict[str, set[str]],
-                 where: str | IO[bytes]) -> None:
-    """Write the spilled row groups (Arrow stream files, removed once read) as one Parquet
-    file: the columns in ``order`` (``text`` last), each of the type its ``kinds`` call for."""
+def final_schema(order: dict[str, None], kinds: dict[str, set[str]]) -> Any:
+    """The file's schema: the columns in ``order`` (``text`` last), each of the type its
+    ``kinds`` (those of its values, over the whole log) call for."""
     import pyarrow as pa
-    import pyarrow.ipc as ipc
-    import pyarrow.parquet as pq
 
     arrow_type = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
     names = [n for n in order if n != "text"] + (["text"] if "text" in order else [])
-    schema = pa.schema([(n, arrow_type[_final(kinds.get(n, set()))]) for n in names])
+    return pa.schema([(n, arrow_type[_final(kinds.get(n, set()))]) for n in names])
+
+
+def open_writer(where: str | IO[bytes], schema: Any) -> Any:
+    """A ``pyarrow.parquet.ParquetWriter`` of ``schema`` to ``where``, with the file's settings."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     # Dictionary pages only for the short texts (kind, rank, stamp, file, ...): for numbers and
     # the records' texts they cost most of the writing time and save little. Min/max
     # statistics only of numbers and booleans: those of texts (compared byte by byte) cost
     # a tenth of the writing time, and no query filters a text by its range.
-    dictionary = [n for n in names if n != "text" and schema.field(n).type == pa.string()]
-    statistics = [n for n in names if schema.field(n).type != pa.string()]
-    with pq.ParquetWriter(where, schema, use_dictionary=dictionary, write_statistics=statistics,
-                          write_batch_size=WRITE_BATCH) as writer:
+    dictionary = [f.name for f in schema if f.name != "text" and f.type == pa.string()]
+    statistics = [f.name for f in schema if f.type != pa.string()]
+    return pq.ParquetWriter(where, schema, use_dictionary=dictionary, write_statistics=statistics,
+                            write_batch_size=WRITE_BATCH)
+
+
+def conform(part: Any, schema: Any) -> Any:
+    """A row group's table ``part`` (each column of the type its own values need) as a table
+    of ``schema``: the columns it lacks as nulls, each column of the file's type."""
+    import pyarrow as pa
+
+    cols = []
+    for field in schema:
+        if field.name not in part.column_names:
+            cols.append(pa.nulls(part.num_rows, field.type))
+            continue
+        col = part.column(field.name)
+        if col.type != field.type:
+            if col.null_count == len(col):
+                col = pa.nulls(len(col), field.type)
+            elif field.type == pa.string():
+                col = from_values([None if v is None else str(v) for v in col.to_pylist()], "str")
+            else:
+                col = col.cast(field.type)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def write_groups(groups: list[str], order: dict[str, None], kinds: dict[str, set[str]],
+                 where: str | IO[bytes]) -> None:
+    """Write the spilled row groups (Arrow stream files, removed once read) as one Parquet
+    file of ``final_schema(order, kinds)``."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    schema = final_schema(order, kinds)
+    with open_writer(where, schema) as writer:
         for file in groups:
             with pa.memory_map(file) as source, ipc.open_stream(source) as reader:
                 part = reader.read_all()
             os.unlink(file)
-            cols = []
-            for field in schema:
-                if field.name not in part.column_names:
-                    cols.append(pa.nulls(part.num_rows, field.type))
-                    continue
-                col = part.column(field.name)
-                if col.type != field.type:
-                    if col.null_count == len(col):
-                        col = pa.nulls(len(col), field.type)
-                    elif field.type == pa.string():
-                        col = from_values([None if v is None else str(v) for v in col.to_pylist()], "str")
-                    else:
-                        col = col.cast(field.type)
-                cols.append(col)
-            writer.write_table(pa.Table.from_arrays(cols, schema=schema))
+            writer.write_table(conform(part, schema))
