@@ -932,6 +932,21 @@ static PyObject *py_stamp_seconds(PyObject *module, PyObject *arg)
     return Py_BuildValue("(dO)", sec, dated ? Py_True : Py_False);
 }
 
+/* read_float(text) -> float(text) as the scanners read it (surrounding whitespace stripped
+ * first), or None when they leave the text to Python's float(). */
+static PyObject *py_read_float(PyObject *module, PyObject *arg)
+{
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    double d;
+    int ok = float_double(b.buf, b.len, &d);
+    PyBuffer_Release(&b);
+    if (!ok)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(d);
+}
+
 /* first_row(rows, cls, col, value, start) -> the first row from start on of class cls
  * whose column col holds value, or -1. */
 static PyObject *first_row(PyObject *module, PyObject *args)
@@ -1151,6 +1166,7 @@ static PyMethodDef module_methods[] = {
     {"first_row", first_row, METH_VARARGS, "The first row of a class whose column holds a value."},
     {"group_rows", group_rows, METH_O, "Row numbers by class and rank."},
     {"stamp_seconds", py_stamp_seconds, METH_O, "A stamp as seconds, as rows hold it, or None."},
+    {"read_float", py_read_float, METH_O, "float(text) as the scanners read it, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,6 +5,7 @@
 #ifndef LOGFORENSICS_SHAPE_H
 #define LOGFORENSICS_SHAPE_H
 
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -187,11 +188,83 @@ static inline int shape_read_int(const unsigned char *p, Py_ssize_t n, long long
     return 1;
 }
 
+/* float(text) without the general converter, for the texts where that is exact (Clinger's
+ * fast path): [+-]digits[.digits][(e|E)[+-]digits] with a significand of at most 2**53
+ * once its point is dropped and a decimal exponent e, |e| <= 22. Both the significand and
+ * 10**|e| are then exact doubles, so the one multiplication or division IEEE arithmetic
+ * does is correctly rounded: the double float() returns. 1: read; 0: not read here. */
+static inline int shape_fast_float(const unsigned char *p, Py_ssize_t n, double *out)
+{
+    static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                   1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    Py_ssize_t i = 0;
+    int neg = 0;
+    if (i < n && (p[i] == '-' || p[i] == '+')) {
+        neg = p[i] == '-';
+        i++;
+    }
+    uint64_t w = 0;
+    int ndig = 0, nsig = 0; /* digits of the significand; those after its leading zeros */
+    long e = 0;
+    for (; i < n && (unsigned)(p[i] - '0') <= 9; i++, ndig++) {
+        if (nsig || p[i] != '0') {
+            if (++nsig > 19)
+                return 0;
+            w = w * 10 + (p[i] - '0');
+        }
+    }
+    if (i < n && p[i] == '.') {
+        for (i++; i < n && (unsigned)(p[i] - '0') <= 9; i++, ndig++, e--) {
+            if (nsig || p[i] != '0') {
+                if (++nsig > 19)
+                    return 0;
+                w = w * 10 + (p[i] - '0');
+            }
+        }
+    }
+    if (!ndig)
+        return 0; /* no digit: "", ".", "-", "e5" */
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        int eneg = 0;
+        long x = 0;
+        i++;
+        if (i < n && (p[i] == '-' || p[i] == '+')) {
+            eneg = p[i] == '-';
+            i++;
+        }
+        if (i == n)
+            return 0; /* "1e", "1e+" */
+        for (; i < n && (unsigned)(p[i] - '0') <= 9; i++) {
+            x = x * 10 + (p[i] - '0');
+            if (x > 100000)
+                return 0;
+        }
+        e += eneg ? -x : x;
+    }
+    if (i != n || w > (1ULL << 53))
+        return 0;
+    double d = (double)w;
+    if (w == 0)
+        ;
+    else if (e >= 0 && e <= 22)
+        d *= pow10[e];
+    else if (e < 0 && e >= -22)
+        d /= pow10[-e];
+    else
+        return 0;
+    *out = neg ? -d : d;
+    return 1;
+}
+
 /* float(text) for digits, signs, points and exponents only, no whitespace; 0: not read here. */
 static inline int shape_read_float(const unsigned char *p, Py_ssize_t n, double *out)
 {
     if (n == 0 || n > 60)
         return 0;
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0 /* doubles rounded as doubles (not x87's extended) */
+    if (shape_fast_float(p, n, out))
+        return 1;
+#endif
     char buf[64];
     for (Py_ssize_t k = 0; k < n; k++) {
         unsigned char c = p[k];

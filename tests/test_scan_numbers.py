@@ -1,0 +1,103 @@
+"""The C scanners read numbers exactly as Python's float() does, or leave them to it.
+
+``_shape.h`` reads a float text without the general converter where one IEEE operation
+gives the correctly rounded double (a significand of at most 2**53, a decimal exponent of
+at most 22 either way); every other text goes to CPython's own converter or, when that
+refuses it, to the exact path. Each case is checked against ``float()`` itself, bit for
+bit (the sign of zero included).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from logforensics.read import bulk
+
+_scan = bulk._scan
+compiled = pytest.mark.skipif(_scan is None, reason="the C scanner is not built here")
+
+
+def _same(text: str) -> None:
+    assert _scan is not None
+    got = _scan.read_float(text.encode())
+    try:
+        want: float | None = float(text)
+    except ValueError:
+        want = None
+    if got is None:
+        # left to Python: only texts with other characters than the scanners read, or over 60
+        core = text.strip(" \t\x0b\x0c")
+        assert want is None or not set(core) <= set("0123456789.+-eE") or len(core) > 60, text
+        return
+    assert want is not None, text
+    assert struct.pack("<d", got) == struct.pack("<d", want), (text, got, want)
+
+
+_DIGITS = st.text(alphabet="0123456789", min_size=0, max_size=20)
+
+
+@st.composite
+def _decimal(draw: st.DrawFn) -> str:
+    """[sign]digits[.digits][e[sign]digits], each part possibly empty or odd."""
+    sign = draw(st.sampled_from(["", "-", "+", "--", "+-"]))
+    whole, frac = draw(_DIGITS), draw(_DIGITS)
+    point = draw(st.sampled_from(["", ".", "."]))
+    exp = draw(st.sampled_from(["", "e", "E", "e-", "e+", "E-"]))
+    expd = draw(st.text(alphabet="0123456789", min_size=0, max_size=4)) if exp else ""
+    return sign + whole + point + (frac if point else "") + exp + expd
+
+
+@compiled
+@settings(max_examples=3000, deadline=None)
+@given(_decimal())
+def test_decimal_texts_read_as_float_reads_them(text: str) -> None:
+    _same(text)
+
+
+@compiled
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(["{!r}", "{:.2f}", "{:.6g}", "{:.15e}",
+                                                                          "{:.17g}", "{:.1f}", "{:.3e}"]))
+def test_formatted_floats_read_as_float_reads_them(x: float, fmt: str) -> None:
+    _same(fmt.format(x))
+
+
+@compiled
+@settings(max_examples=2000, deadline=None)
+@given(st.integers(0, 2**60), st.integers(-30, 30))
+def test_significand_and_exponent_near_the_limits(w: int, e: int) -> None:
+    """Around 2**53 and 10**22, where the fast reading stops and the general one takes over."""
+    _same(f"{w}e{e}")
+    _same(f"-{w}E{e:+d}")
+    s = str(w)
+    if len(s) > 1:
+        _same(s[:-1] + "." + s[-1:] + f"e{e}")
+
+
+@compiled
+@pytest.mark.parametrize("text", [
+    "0", "-0", "+0", "0.0", "-0.0", "-.0", ".5", "5.", "-5.", ".", "-", "+", "", "e5", ".e5", "1e", "1e+", "1e-",
+    "1.5e3", "1.5E-3", "9007199254740993", "9007199254740992", "9007199254740993.0", "0.1", "0.3", "1e22", "1e23",
+    "1e-22", "1e-23", "123456789012345678901234567890", "0.000000000000000000000000001", "1e0000000000000022",
+    "1_000.5", " 1.5 ", "\t2.5", "1.5\x0b", "inf", "-nan", "1e5.5", "1..5", "1.5.", "--1", "0x10", "1e99999999",
+    "0e99999999", "4.9406564584124654e-324", "1.7976931348623157e308", "1.8e308",
+])
+def test_corners(text: str) -> None:
+    _same(text)
+
+
+@compiled
+def test_every_short_text_of_the_alphabet() -> None:
+    """All texts of up to four characters of digits, signs, points and exponents."""
+    alphabet = "05.-+e"
+    texts = [""]
+    for _ in range(4):
+        texts = [t + c for t in texts for c in alphabet] + texts
+    for text in set(texts):
+        _same(text)
+    assert math.isnan(float("nan"))  # the alphabet leaves nan and inf to Python
