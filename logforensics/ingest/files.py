@@ -227,20 +227,32 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
 
 
 def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None,
-           size: int = BLOCK_SIZE, *, warn: Warn | None = None) -> Iterator[bytes]:
+           size: int = BLOCK_SIZE, *, warn: Warn | None = None, reuse: bool = False) -> Iterator[bytes]:
     """The log's text in blocks (``-`` is standard input), reporting progress; ``warn``
     receives each warning (input that is not text, a compressed stream cut short) once.
 
     The first block holds at least ``SNIFF_BYTES``: the parser judges from its first bytes
-    whether the stream is text, so that verdict must not depend on the block size."""
+    whether the stream is text, so that verdict must not depend on the block size.
+
+    ``reuse``: the blocks are one ``bytearray`` read into again and again (a fresh block of
+    a megabyte each time costs more in page faults than in copying), so a block is valid
+    only until the next one is asked for, and nothing may keep it, or a view of it."""
     fh = open_log(path)
     sniffed = bytearray()
     judged = warn is None
     first = max(size, SNIFF_BYTES)
+    buf: bytearray | None = None
     try:
         while True:
             try:
-                block = fh.read(first or size)
+                want = first or size
+                if not reuse:
+                    block: bytes | bytearray = fh.read(want)
+                else:
+                    if buf is None or len(buf) != want:
+                        buf = bytearray(want)
+                    got = fh.readinto(buf)  # type: ignore[attr-defined]  # a BufferedReader: open_log
+                    block = buf if got == want else buf[:got]
                 first = 0
             except OSError as exc:
                 raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
@@ -255,7 +267,7 @@ def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None 
                 if problem and warn is not None:
                     warn(problem)
                 return
-            yield block
+            yield block  # type: ignore[misc]
             if progress is not None:
                 progress(len(block))
     finally:

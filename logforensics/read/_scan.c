@@ -44,9 +44,13 @@ typedef struct {
     Slot slots[MAX_SLOTS];
 } Shape;
 
+typedef struct Rows Rows;
+
 typedef struct {
     PyObject_HEAD
     ShapeTable shapes;
+    Rows *rows; /* the rows of the current scan: kept between scans, so their arrays are not
+                 * grown afresh (and their pages faulted in again) each time */
     PyObject *rank_names; /* list: id -> str (index 0: None) */
     unsigned char *rank_text[MAX_RANKS];
     Py_ssize_t rank_len[MAX_RANKS];
@@ -57,6 +61,8 @@ typedef struct {
     unsigned char row_cls[MAX_CLASSES]; /* lines of these classes are also kept as rows */
     unsigned char row_only[MAX_SLOTS];  /* slots kept in rows only, not as value lists */
 } Scanner;
+
+static void rows_free(Rows *r);
 
 /* -- masking and hashing: _shape.h ------------------------------------------------- */
 
@@ -143,6 +149,10 @@ static void Scanner_dealloc(Scanner *self)
         }
     }
     PyMem_Free(self->shapes.slots);
+    if (self->rows) {
+        rows_free(self->rows);
+        PyMem_Free(self->rows);
+    }
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
     Py_XDECREF(self->rank_names);
@@ -389,14 +399,14 @@ static int stamp_seconds(const unsigned char *p, Py_ssize_t n, double *out, int 
 
 /* -- rows: the taken lines of row classes, one entry each --------------------------------- */
 
-typedef struct {
+struct Rows {
     Py_ssize_t n, cap;
     int nslots;
     int64_t *line, *start, *end;
     int32_t *plan;
     unsigned char *rid, *cls, *dated;
     double *sec, *val; /* val: n * nslots, NaN where the line's record has no such field */
-} Rows;
+};
 
 static void rows_free(Rows *r)
 {
@@ -530,9 +540,16 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
     Py_ssize_t lines = 0;
     int top = 0; /* rank ids below this were taken */
     PyObject *conv[MAX_SLOTS];
-    Rows rows;
-    memset(&rows, 0, sizeof rows);
-    rows.nslots = self->nslots;
+    Rows *rows = self->rows;
+    if (!rows && !(rows = self->rows = PyMem_Calloc(1, sizeof(Rows)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rows->nslots != self->nslots) { /* arrays sized for other slots (init called again) */
+        rows_free(rows);
+        rows->nslots = self->nslots;
+    }
+    rows->n = 0;
     const unsigned char *sec_p = NULL; /* the stamp last read as seconds */
     Py_ssize_t sec_n = 0;
     double sec_v = 0.0;
@@ -587,7 +604,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         int as_row = self->row_cls[sh->cls];
         double *rv = NULL;
         if (as_row) {
-            if (sh->ta < 0 || rows.nslots != self->nslots || rows_reserve(&rows) < 0) {
+            if (sh->ta < 0 || rows->nslots != self->nslots || rows_reserve(rows) < 0) {
                 if (!PyErr_Occurred() && sh->ta >= 0)
                     PyErr_NoMemory();
                 if (PyErr_Occurred())
@@ -602,8 +619,8 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
                 sec_p = tp;
                 sec_n = tn;
             }
-            rv = rows.val + rows.n * rows.nslots;
-            for (int k = 0; k < rows.nslots; k++)
+            rv = rows->val + rows->n * rows->nslots;
+            for (int k = 0; k < rows->nslots; k++)
                 rv[k] = Py_NAN;
         }
         for (int k = 0; k < sh->nslots; k++) {
@@ -640,15 +657,15 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         if (!ok)
             break;
         if (as_row) {
-            Py_ssize_t r = rows.n++;
-            rows.line[r] = lines;
-            rows.start[r] = pos;
-            rows.end[r] = pos + len;
-            rows.plan[r] = sh->plan;
-            rows.rid[r] = (unsigned char)rid;
-            rows.cls[r] = (unsigned char)sh->cls;
-            rows.dated[r] = (unsigned char)sec_dated;
-            rows.sec[r] = sec_v;
+            Py_ssize_t r = rows->n++;
+            rows->line[r] = lines;
+            rows->start[r] = pos;
+            rows->end[r] = pos + len;
+            rows->plan[r] = sh->plan;
+            rows->rid[r] = (unsigned char)rid;
+            rows->cls[r] = (unsigned char)sh->cls;
+            rows->dated[r] = (unsigned char)sec_dated;
+            rows->sec[r] = sec_v;
         }
         /* taken: append */
         for (int k = 0; k < sh->nslots; k++) {
@@ -756,8 +773,8 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         }
         PyObject *rs = NULL;
         if (!bad) {
-            if (rows.n) {
-                rs = rows_tuple(&rows);
+            if (rows->n) {
+                rs = rows_tuple(rows);
                 bad = !rs;
             } else {
                 rs = Py_None;
@@ -771,7 +788,6 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         }
     }
 done:
-    rows_free(&rows);
     Py_XDECREF(stamp);
     if (used_vals) {
         for (int k = 0; k < self->nslots; k++) {

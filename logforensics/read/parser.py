@@ -83,7 +83,7 @@ class IncrementalParser:
         if not chunk:
             return []
         if not self.stats.bytes and not self.line_offset:  # the log's first bytes: is this text at all?
-            self.classifier.binary = looks_binary(chunk[:SNIFF_BYTES])
+            self.classifier.binary = looks_binary(bytes(chunk[:SNIFF_BYTES]))
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
             idx = chunk.find(b"\n")
@@ -120,12 +120,13 @@ class IncrementalParser:
     def feed_bulk(self, chunk: bytes, scanner: LineScanner, sink: BulkSink) -> None:
         """``feed``, with the events going to ``sink``: in columns where ``scanner`` takes
         the lines, as events otherwise. The parser's state and statistics end up exactly
-        as ``feed`` leaves them. The chunk is not copied.
+        as ``feed`` leaves them. The chunk is not copied, and nothing keeps it or a view of
+        it: it may be a ``bytearray`` the caller reads the next chunk into.
         """
         if not chunk:
             return
         if not self.stats.bytes and not self.line_offset:  # the log's first bytes: is this text at all?
-            self.classifier.binary = looks_binary(chunk[:SNIFF_BYTES])
+            self.classifier.binary = looks_binary(bytes(chunk[:SNIFF_BYTES]))
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
             idx = chunk.find(b"\n")
@@ -135,7 +136,7 @@ class IncrementalParser:
             self._overflow = False
         cut = chunk.rfind(b"\n")
         tail = self._tail
-        self._tail = chunk[cut + 1:] if cut >= 0 else tail + chunk
+        self._tail = bytes(chunk[cut + 1:]) if cut >= 0 else tail + chunk  # bytes: the chunk may be reused
         if len(self._tail) > self.max_line_bytes:  # as feed: before the lines are counted
             self._tail = self._truncate(self._tail)
             self._overflow = True
@@ -169,6 +170,8 @@ class IncrementalParser:
                     break
             nl = buf.index(b"\n", pos)
             raw = buf[pos:nl]
+            if type(raw) is not bytes:  # a line of a reused buffer: events keep their own copy
+                raw = bytes(raw)
             if len(raw) > self.max_line_bytes:
                 raw = self._truncate(raw, line)
             out: list[Event] = []
