@@ -815,6 +815,32 @@ typedef struct {
     int iso;
 } Val;
 
+#define SEEN_PLANS 4096
+
+/* Whether float(text) surely reads the span: [+-]digits[.digits], short. A first pass
+ * (no value stored) needs only to know that the conversion succeeds; any other text is
+ * converted by shape_read_float, as when filling. */
+static inline int plain_decimal(const unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t i = 0, digits = 0;
+    if (n > 60)
+        return 0;
+    if (i < n && (p[i] == '-' || p[i] == '+'))
+        i++;
+    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+        digits++;
+    if (!digits)
+        return 0;
+    if (i < n && p[i] == '.') {
+        Py_ssize_t frac = 0;
+        for (i++; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+            frac++;
+        if (!frac)
+            return 0;
+    }
+    return i == n;
+}
+
 /* scan_columns(buf, pos, first_line[, fill]) -> (stop, lines, rows, plans, cols, counts)
  *
  * As scan(), for shapes registered by add_columns: rows is the number of rows made (lines
@@ -843,6 +869,8 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
     Py_ssize_t counts[256];
     memset(counts, 0, sizeof counts);
     Val vals[MAX_OPS];
+    unsigned char seen_plan[SEEN_PLANS / 8]; /* plans already in the list (the set holds them too) */
+    memset(seen_plan, 0, sizeof seen_plan);
     plans = PyList_New(0);
     PyObject *seen = PySet_New(NULL);
     if (!cols || !plans || !seen) {
@@ -873,7 +901,7 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                 v->iso = 0;
                 switch (op->code) {
                 case OP_INT: ok = shape_read_int(vp, vn, &v->iv); break;
-                case OP_FLOAT: ok = shape_read_float(vp, vn, &v->dv); break;
+                case OP_FLOAT: ok = (!fill && plain_decimal(vp, vn)) || shape_read_float(vp, vn, &v->dv); break;
                 case OP_BOOL:
                     if (vn == 4 && (memcmp(vp, "True", 4) == 0 || memcmp(vp, "true", 4) == 0))
                         v->iv = 1;
@@ -950,15 +978,19 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                 }
                 c->n = rows + 1;
             }
-            PyObject *pid = PyLong_FromLong(sh->plan);
-            if (!pid)
-                goto done;
-            int has = PySet_Contains(seen, pid);
-            if (has < 0 || (!has && (PySet_Add(seen, pid) < 0 || PyList_Append(plans, pid) < 0))) {
+            if (sh->plan < 0 || sh->plan >= SEEN_PLANS || !(seen_plan[sh->plan >> 3] & (1u << (sh->plan & 7)))) {
+                PyObject *pid = PyLong_FromLong(sh->plan);
+                if (!pid)
+                    goto done;
+                int has = PySet_Contains(seen, pid);
+                if (has < 0 || (!has && (PySet_Add(seen, pid) < 0 || PyList_Append(plans, pid) < 0))) {
+                    Py_DECREF(pid);
+                    goto done;
+                }
                 Py_DECREF(pid);
-                goto done;
+                if (sh->plan >= 0 && sh->plan < SEEN_PLANS)
+                    seen_plan[sh->plan >> 3] |= (unsigned char)(1u << (sh->plan & 7));
             }
-            Py_DECREF(pid);
             rows++;
         }
         counts[sh->kind & 255]++;
