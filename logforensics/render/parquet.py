@@ -40,8 +40,11 @@ from ..read.parser import IncrementalParser
 from .tables import _final, _kind, conform, final_schema, from_values, open_writer, parquet_row, write_groups
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
-#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects.
-ROW_GROUP = 65536
+#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. Two passes keep
+#: three groups in memory (one built, one waiting, one encoded): at 32,768 rows rather than
+#: 65,536 the peak is 205-220 MiB instead of 250 on a 1 GiB serving log, at the same
+#: encoding time and file size.
+ROW_GROUP = 32768
 
 
 @dataclass(frozen=True)
@@ -354,7 +357,7 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
     for path, node in files:
         parser = IncrementalParser(path, node=node)
         scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns, fill=False)
-        for block in blocks(path, None, BULK_BLOCK_SIZE):
+        for block in blocks(path, None, BULK_BLOCK_SIZE, reuse=True):  # nothing keeps a block
             parser.feed_bulk(block, scanner, first)
         first.observe(parser.close())
         sizes.append(parser.stats.bytes)
@@ -380,7 +383,8 @@ def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, columns: dic
         parser = IncrementalParser(path, node=node)
         scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns)
         sink = _Sink(groups, wanted)
-        parts = blocks(path, progress, BULK_BLOCK_SIZE, warn=None if warn is None else _warn(warn, path))
+        parts = blocks(path, progress, BULK_BLOCK_SIZE, warn=None if warn is None else _warn(warn, path),
+                       reuse=True)  # one buffer read into again and again: C copies what a row group keeps
         for block in parts if sizes is None else _limited(parts, sizes[k]):
             parser.feed_bulk(block, scanner, sink)
         sink.observe(parser.close())
