@@ -206,13 +206,15 @@ def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...], name: str) ->
         text, ts = scanner.stamp(buf, start, end, plan)
         got = (scanner.kinds[code], scanner.rank_names[rid], ts, text)
         assert got == (want.kind, want.rank, want.ts, want.text), f"line {i}: {raw[:200]!r}"
-        got_values = {_FIELD_OF_SLOT[slot]: vals for slot, _, vals in values}
+        got_values = {_FIELD_OF_SLOT[slot]: list(bulk.numbers(ints, doubles)) for slot, _, ints, doubles in values}
         want_values = {name: [want.fields[name]] for name, slot in _ALL_SLOTS.get(want.kind, {}).items()
                        if want.fields.get(name) is not None and slot not in _ROW_ONLY}
         assert got_values == want_values, f"line {i}: {raw[:200]!r}"
         assert [type(v) for (v,) in got_values.values()] == [type(v) for (v,) in want_values.values()]
-        for slot, xs, ys in ordered:
+        for slot, xs, ints, doubles in ordered:
+            ys = list(bulk.numbers(ints, doubles))
             assert (xs, ys) == ([want.ts], [want.fields[_FIELD_OF_SLOT[slot]]])
+            assert type(ys[0]) is type(want.fields[_FIELD_OF_SLOT[slot]])
         rows = scanner.rows(seg, buf, i)
         assert rows is not None and rows.n == 1
         assert (rows.line(0), rows.rank(0), rows.stamp(0)) == (i, want.rank, (want.text, want.ts))

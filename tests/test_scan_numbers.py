@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logforensics.model.stats import Sketch
 from logforensics.read import bulk
 
 _scan = bulk._scan
@@ -101,3 +103,31 @@ def test_every_short_text_of_the_alphabet() -> None:
     for text in set(texts):
         _same(text)
     assert math.isnan(float("nan"))  # the alphabet leaves nan and inf to Python
+
+
+def _state(sk: Sketch) -> tuple[object, ...]:
+    sk._flush()
+    return (sk.count, sk.min, type(sk.min), sk.max, type(sk.max), sk.zeros, dict(sk.buckets), sk._terms,
+            sk.to_dict())
+
+
+_FLOATS = st.lists(st.floats(-1e300, 1e300, allow_nan=False) | st.sampled_from([0.0, -0.0, 5.0, 1e-300]),
+                   max_size=3000)
+_INTS = st.lists(st.integers(-(2**53), 2**53) | st.sampled_from([0, 5, 2**53]), max_size=3000)
+
+
+@compiled
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), _FLOATS, _INTS), min_size=1, max_size=4))
+def test_a_sketch_from_doubles_equals_one_from_numbers(parts: list[tuple[bool, list[float], list[int]]]) -> None:
+    """``Sketch.extend_doubles`` (a scan's numbers as doubles) leaves a sketch exactly as
+    ``extend`` of the same numbers does: count, extremes and their types, zeros, buckets,
+    the exact sum, with values added one by one (the exact path) before and between."""
+    a, b = Sketch(), Sketch()
+    for ints, floats, whole in parts:
+        values: list[Any] = list(whole) if ints else list(floats)
+        a.extend(values)
+        b.extend_doubles(ints, struct.pack(f"{len(values)}d", *values))
+        a.add(3)  # a line read on the exact path between two scans
+        b.add(3)
+    assert _state(a) == _state(b)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..events import PHASE_OF_KIND, Event
-from ..read.bulk import BulkScanner, Segment
+from ..read.bulk import BulkScanner, Segment, numbers
 from ..read.plan import Plan
 from .hang import HANG_KINDS
 from .notices import limit
@@ -176,21 +176,21 @@ class ColumnFeed:
             timeline.last_serving_line = last
             timeline.reach("serving")
         t = m.throughput
-        for slot, rid, vals in values:
+        for slot, rid, ints, doubles in values:
             if slot == _TPUT:
                 label = rank_names[rid] or NO_RANK
                 sk = t.decode_by_rank.get(label)
                 if sk is None:
                     sk = t.decode_by_rank[label] = Sketch()
-                sk.extend(vals)
+                sk.extend_doubles(ints, doubles)
             elif slot == _ACCEPT:
-                t.accept_len.extend(vals)
+                t.accept_len.extend_doubles(ints, doubles)
             elif slot == _RUNNING:
-                t.running_req.extend(vals)
+                t.running_req.extend_doubles(ints, doubles)
             elif slot == _PREFILL:
-                t.prefill.extend(vals)
-        for _slot, xs, ys in ordered:
-            t.decode_series.extend_xy(xs, ys)
+                t.prefill.extend_doubles(ints, doubles)
+        for _slot, xs, ints, doubles in ordered:
+            t.decode_series.extend_xy(xs, numbers(ints, doubles))
         rows = scanner.rows(seg, buf, first_line)
         if rows is not None:
             groups = [(_ROW_KIND[cls], cls, rid, rank_names[rid]) for cls, rid, *_ in lasts if cls in _ROW_KIND]

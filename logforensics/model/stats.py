@@ -25,7 +25,7 @@ from itertools import repeat
 from operator import mul
 from typing import Any
 
-from ..read.bulk import compiled_sketch_batch
+from ..read.bulk import compiled_sketch_batch, compiled_sketch_doubles, numbers
 
 _GAMMA = 1.02  # bucket ratio: quantiles within 1% of the true value
 _INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)
@@ -37,6 +37,8 @@ _BATCH = 2048
 #: The compiled loop over a batch, or None (see ``_scan.sketch_batch``): the same extremes,
 #: zero count, buckets and exact sum as the Python code in ``_flush``.
 _sketch_batch = compiled_sketch_batch()
+#: The same over a scan's numbers as doubles (``_scan.sketch_doubles``), or None.
+_sketch_doubles = compiled_sketch_doubles()
 #: Up to this many values a sketch keeps them all, and its quantiles are exact.
 EXACT_LIMIT = 1024
 
@@ -93,6 +95,27 @@ class Sketch:
         pending.extend(values)
         if len(pending) >= _BATCH:
             self._flush()
+
+    def extend_doubles(self, ints: bool, doubles: bytes) -> None:
+        """``extend`` with a scan's numbers (``read.bulk.numbers``), without making a Python
+        number of each: the sketch's figures depend on neither the order nor the batches
+        its values come in (the extremes keep the first of equal values, of which all
+        here are of one type), so they are folded in at once, after the values before
+        them. While the sketch still keeps every value, they go the way of ``extend``."""
+        if self._exact is None and _sketch_doubles is not None:
+            self._flush()
+            got = _sketch_doubles(doubles, ints, _INV_LOG_GAMMA, self.buckets)
+            if got is not None:
+                lo, hi, zeros, partials = got
+                self.count += len(doubles) // 8
+                if lo < self.min:
+                    self.min = lo
+                if hi > self.max:
+                    self.max = hi
+                self.zeros += zeros
+                self._terms = _exact_terms(self._terms + partials)
+                return
+        self.extend(list(numbers(ints, doubles)))
 
     @property
     def total(self) -> float:

@@ -46,11 +46,22 @@ typedef struct {
 
 typedef struct Rows Rows;
 
+/* A slot's numbers of one scan, as doubles: all of them read by float() (DBL_FLOAT) or all
+ * by int() (DBL_INT, each within 2**53, so that the double is the int exactly). */
+enum { DBL_NONE = 0, DBL_FLOAT = 1, DBL_INT = 2 };
+typedef struct {
+    double *v;
+    Py_ssize_t n, cap;
+    int tag;
+} DBuf;
+
 typedef struct {
     PyObject_HEAD
     ShapeTable shapes;
     Rows *rows; /* the rows of the current scan: kept between scans, so their arrays are not
                  * grown afresh (and their pages faulted in again) each time */
+    DBuf vals[MAX_SLOTS][MAX_RANKS]; /* the current scan's numbers by slot and rank (kept too) */
+    DBuf ord_y[MAX_SLOTS];           /* and those of the ordered slots, in line order */
     PyObject *rank_names; /* list: id -> str (index 0: None) */
     unsigned char *rank_text[MAX_RANKS];
     Py_ssize_t rank_len[MAX_RANKS];
@@ -153,6 +164,11 @@ static void Scanner_dealloc(Scanner *self)
         rows_free(self->rows);
         PyMem_Free(self->rows);
     }
+    for (int k = 0; k < MAX_SLOTS; k++) {
+        for (int r = 0; r < MAX_RANKS; r++)
+            PyMem_Free(self->vals[k][r].v);
+        PyMem_Free(self->ord_y[k].v);
+    }
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
     Py_XDECREF(self->rank_names);
@@ -212,6 +228,12 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
         Slot *sl = &sh->slots[k];
         if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "inni", &sl->slot, &sl->a, &sl->b, &sl->conv))
             goto fail;
+        for (int j = 0; j < k; j++) {
+            if (sh->slots[j].slot == sl->slot) {
+                PyErr_SetString(PyExc_ValueError, "a slot twice in one shape");
+                goto fail;
+            }
+        }
         if (sl->slot < 0 || sl->slot >= self->nslots || sl->a < 0 || sl->a > sl->b || sl->b > key.len ||
             sl->conv < CONV_INT || sl->conv > CONV_BOOL || (sl->conv == CONV_BOOL && !self->row_only[sl->slot])) {
             PyErr_SetString(PyExc_ValueError, "bad slot");
@@ -264,31 +286,40 @@ static inline void strip_ws(const unsigned char **p, Py_ssize_t *n)
     while (*n && is_ws((*p)[*n - 1])) (*n)--;
 }
 
-static PyObject *to_int(const unsigned char *p, Py_ssize_t n)
+/* A value slot's number as a double, with what read it: float(text) (DBL_FLOAT), or int(text)
+ * (DBL_INT) within 2**53 either way, so that float() of the int is the same number and the
+ * int is float's exactly. 0 (the line then goes the exact way): a text the Python converter
+ * reads otherwise or not at all, or an int beyond 2**53. */
+static int value_double(const unsigned char *p, Py_ssize_t n, int conv, double *out, int *tag)
 {
     strip_ws(&p, &n);
+    if (conv == CONV_FLOAT) {
+        *tag = DBL_FLOAT;
+        return shape_read_float(p, n, out);
+    }
     long long v;
-    if (shape_read_int(p, n, &v))
-        return PyLong_FromLongLong(v);
-    Py_ssize_t i = n && (p[0] == '-' || p[0] == '+');
-    if (n - i <= 18 || n > 200) /* not a number, or too long to be read here */
-        return NULL;
-    char buf[256];
-    memcpy(buf, p, (size_t)n);
-    buf[n] = 0;
-    for (Py_ssize_t k = i; k < n; k++)
-        if (buf[k] < '0' || buf[k] > '9')
-            return NULL;
-    PyObject *r = PyLong_FromString(buf, NULL, 10);
-    if (!r) PyErr_Clear();
-    return r;
+    if (!shape_read_int(p, n, &v) || v > (1LL << 53) || v < -(1LL << 53))
+        return 0;
+    *tag = DBL_INT;
+    *out = (double)v;
+    return 1;
 }
 
-static PyObject *to_float(const unsigned char *p, Py_ssize_t n)
+static int dbuf_push(DBuf *d, double x, int tag)
 {
-    strip_ws(&p, &n);
-    double d;
-    return shape_read_float(p, n, &d) ? PyFloat_FromDouble(d) : NULL;
+    if (d->n == d->cap) {
+        Py_ssize_t cap = d->cap ? d->cap * 2 : 256;
+        double *v = PyMem_Realloc(d->v, (size_t)cap * sizeof(double));
+        if (!v) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        d->v = v;
+        d->cap = cap;
+    }
+    d->v[d->n++] = x;
+    d->tag = tag;
+    return 0;
 }
 
 /* The same numbers as doubles, for rows: float(int(text)) and float(text). 0 when the
@@ -501,8 +532,11 @@ static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
  *   counts:  ((kind, n), ...) lines taken per kind code
  *   lasts:   ((cls, rank_id, line, start, end, plan), ...) the last line taken of each
  *            class and rank: line index from pos, its byte span in buf, its plan
- *   values:  ((slot, rank_id, [value, ...]), ...) converted numbers by slot and rank
- *   ordered: ((slot, [stamp, ...], [value, ...]), ...) for ordered slots, in line order
+ *   values:  ((slot, rank_id, ints, doubles), ...) converted numbers by slot and rank:
+ *            doubles a bytes object of native doubles, all read by int() (ints: True; each
+ *            within 2**53, so the int is the double's value) or all by float(); a line
+ *            that would mix the two in a slot, or holds a larger int, stops the scan
+ *   ordered: ((slot, [stamp, ...], ints, doubles), ...) for ordered slots, in line order
  *            with the line's stamp (one str object for neighbouring equal stamps)
  *   rows:    None, or every taken line of a row class as columns (rows_tuple): its line
  *            index, rank id, class, plan, byte span, stamp in seconds (stamp_seconds;
@@ -520,26 +554,27 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
     PyObject *result = NULL;
-    PyObject *vals[MAX_SLOTS][MAX_RANKS];
-    PyObject *oxs[MAX_SLOTS], *oys[MAX_SLOTS];
-    int used_vals = 0;
+    PyObject *oxs[MAX_SLOTS]; /* the ordered slots' stamps */
     static Py_ssize_t counts[MAX_KINDS];
     static Last lasts[MAX_CLASSES][MAX_RANKS];
     static unsigned char seen[MAX_CLASSES][MAX_RANKS];
     memset(counts, 0, sizeof counts);
     memset(seen, 0, sizeof seen);
     memset(oxs, 0, sizeof oxs);
-    memset(oys, 0, sizeof oys);
-    for (int k = 0; k < self->nslots; k++)
-        memset(vals[k], 0, sizeof vals[k]);
-    used_vals = 1;
+    for (int k = 0; k < self->nslots; k++) {
+        for (int r = 0; r < MAX_RANKS; r++)
+            self->vals[k][r].n = 0, self->vals[k][r].tag = DBL_NONE;
+        self->ord_y[k].n = 0;
+        self->ord_y[k].tag = DBL_NONE;
+    }
     const unsigned char *stamp_p = NULL;
     Py_ssize_t stamp_n = -1;
     int stamp_iso = -1;
     PyObject *stamp = NULL;
     Py_ssize_t lines = 0;
     int top = 0; /* rank ids below this were taken */
-    PyObject *conv[MAX_SLOTS];
+    double cv[MAX_SLOTS]; /* the line's value slots' numbers, and what read them */
+    int ctag[MAX_SLOTS];
     Rows *rows = self->rows;
     if (!rows && !(rows = self->rows = PyMem_Calloc(1, sizeof(Rows)))) {
         PyErr_NoMemory();
@@ -628,7 +663,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
             const unsigned char *vp = p + sl->a;
             Py_ssize_t vn = sl->b - sl->a;
             if (self->row_only[sl->slot]) {
-                conv[k] = NULL;
+                ctag[k] = DBL_NONE;
                 double d = 0.0;
                 int got = sl->conv == CONV_BOOL ? bool_double(vp, vn, &d)
                           : sl->conv == CONV_FLOAT ? float_double(vp, vn, &d) : int_double(vp, vn, &d);
@@ -637,20 +672,16 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
                 if (got)
                     continue;
             } else {
-                conv[k] = sl->conv == CONV_FLOAT ? to_float(vp, vn) : to_int(vp, vn);
-                if (conv[k] && rv) {
-                    double d = PyFloat_CheckExact(conv[k]) ? PyFloat_AS_DOUBLE(conv[k]) : PyLong_AsDouble(conv[k]);
-                    if (d == -1.0 && PyErr_Occurred()) {
-                        PyErr_Clear();
-                        Py_CLEAR(conv[k]); /* too large for a double: float() would raise */
-                    } else
-                        rv[sl->slot] = d;
-                }
-                if (conv[k])
+                /* a slot's numbers of one scan are all ints or all floats: a line that would
+                 * mix them stops the scan (the exact path reads it, the next scan goes on) */
+                int t0 = self->vals[sl->slot][rid].tag, t1 = self->ord_y[sl->slot].tag;
+                if (value_double(vp, vn, sl->conv, &cv[k], &ctag[k]) && (!t0 || t0 == ctag[k]) &&
+                    (!self->ordered[sl->slot] || !t1 || t1 == ctag[k])) {
+                    if (rv)
+                        rv[sl->slot] = cv[k];
                     continue;
+                }
             }
-            for (int j = 0; j < k; j++)
-                Py_XDECREF(conv[j]);
             ok = 0;
             break;
         }
@@ -670,25 +701,13 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         /* taken: append */
         for (int k = 0; k < sh->nslots; k++) {
             int slot = sh->slots[k].slot;
-            if (!conv[k])
+            if (!ctag[k])
                 continue; /* a row-only slot */
-            PyObject **list = &vals[slot][rid];
-            if (!*list && !(*list = PyList_New(0))) {
-                for (int j = k; j < sh->nslots; j++)
-                    Py_XDECREF(conv[j]);
+            if (dbuf_push(&self->vals[slot][rid], cv[k], ctag[k]) < 0)
                 goto done;
-            }
-            if (PyList_Append(*list, conv[k]) < 0) {
-                for (int j = k; j < sh->nslots; j++)
-                    Py_XDECREF(conv[j]);
-                goto done;
-            }
             if (self->ordered[slot]) {
-                if (!oxs[slot] && (!(oxs[slot] = PyList_New(0)) || !(oys[slot] = PyList_New(0)))) {
-                    for (int j = k; j < sh->nslots; j++)
-                        Py_XDECREF(conv[j]);
+                if (!oxs[slot] && !(oxs[slot] = PyList_New(0)))
                     goto done;
-                }
                 PyObject *x;
                 if (sh->ta < 0) {
                     x = Py_None; /* no stamp (the caller registers none such) */
@@ -702,24 +721,17 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
                         stamp_p = tp;
                         stamp_n = tn;
                         stamp_iso = sh->ts_iso;
-                        if (!stamp) {
-                            for (int j = k; j < sh->nslots; j++)
-                                Py_XDECREF(conv[j]);
+                        if (!stamp)
                             goto done;
-                        }
                     }
                     x = stamp;
                     Py_INCREF(x);
                 }
-                int bad = !x || PyList_Append(oxs[slot], x) < 0 || PyList_Append(oys[slot], conv[k]) < 0;
-                Py_XDECREF(x);
-                if (bad) {
-                    for (int j = k; j < sh->nslots; j++)
-                        Py_XDECREF(conv[j]);
+                int bad = PyList_Append(oxs[slot], x) < 0 || dbuf_push(&self->ord_y[slot], cv[k], ctag[k]) < 0;
+                Py_DECREF(x);
+                if (bad)
                     goto done;
-                }
             }
-            Py_DECREF(conv[k]);
         }
         counts[sh->kind]++;
         Last *l = &lasts[sh->cls][rid];
@@ -759,14 +771,18 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         }
         for (int k = 0; k < self->nslots && !bad; k++) {
             for (int r = 0; r < top && !bad; r++) {
-                if (!vals[k][r])
+                DBuf *d = &self->vals[k][r];
+                if (!d->n)
                     continue;
-                PyObject *t = Py_BuildValue("(iiO)", k, r, vals[k][r]);
+                PyObject *t = Py_BuildValue("(iiNN)", k, r, PyBool_FromLong(d->tag == DBL_INT),
+                                            col_bytes(d->v, d->n, sizeof(double)));
                 bad = !t || PyList_Append(vs, t) < 0;
                 Py_XDECREF(t);
             }
+            DBuf *d = &self->ord_y[k];
             if (!bad && oxs[k]) {
-                PyObject *t = Py_BuildValue("(iOO)", k, oxs[k], oys[k]);
+                PyObject *t = Py_BuildValue("(iONN)", k, oxs[k], PyBool_FromLong(d->tag == DBL_INT),
+                                            col_bytes(d->v, d->n, sizeof(double)));
                 bad = !t || PyList_Append(os, t) < 0;
                 Py_XDECREF(t);
             }
@@ -789,14 +805,8 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
     }
 done:
     Py_XDECREF(stamp);
-    if (used_vals) {
-        for (int k = 0; k < self->nslots; k++) {
-            for (int r = 0; r < MAX_RANKS; r++)
-                Py_XDECREF(vals[k][r]);
-            Py_XDECREF(oxs[k]);
-            Py_XDECREF(oys[k]);
-        }
-    }
+    for (int k = 0; k < self->nslots; k++)
+        Py_XDECREF(oxs[k]);
     PyBuffer_Release(&b);
     return result;
 }
@@ -1072,37 +1082,19 @@ fail:
  * positive values are bucketed into counter as log_buckets does. None, with nothing
  * changed, when a value is not a float or an int below 2**53 in size, or is not
  * finite, or the sum overflows: the caller then takes the Python path. */
-static PyObject *sketch_batch(PyObject *module, PyObject *args)
+/* The core of sketch_batch and sketch_doubles over n finite doubles: the indices of the first
+ * minimum and maximum, the count of values not > 0, the exact partial sums, and the positive
+ * values bucketed into counter. 1: done; 0: the sum overflows or needs more partials than
+ * kept here (nothing changed; the caller takes the Python path); -1: an error. */
+static int sketch_core(const double *xs, Py_ssize_t n, double factor, PyObject *counter, Py_ssize_t *lo_i,
+                       Py_ssize_t *hi_i, Py_ssize_t *zeros_n, double *part, int *np_out)
 {
-    PyObject *values, *counter;
-    double factor;
-    if (!PyArg_ParseTuple(args, "O!dO!", &PyList_Type, &values, &factor, &PyDict_Type, &counter))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(values);
-    if (n == 0)
-        Py_RETURN_NONE;
-    double *xs = PyMem_Malloc((size_t)n * sizeof(double));
-    double part[64];
-    int np = 0;
-    if (!xs)
-        return PyErr_NoMemory();
     Py_ssize_t lo = 0, hi = 0, zeros = 0;
+    int np = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = PyList_GET_ITEM(values, i);
-        double x;
-        if (PyFloat_CheckExact(o))
-            x = PyFloat_AS_DOUBLE(o);
-        else if (PyLong_CheckExact(o)) {
-            int overflow = 0;
-            long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-            if (overflow || v > (1LL << 53) || v < -(1LL << 53))
-                goto pure;
-            x = (double)v;
-        } else
-            goto pure;
+        double x = xs[i];
         if (!isfinite(x))
-            goto pure;
-        xs[i] = x;
+            return 0;
         if (x < xs[lo])
             lo = i;
         if (x > xs[hi])
@@ -1125,40 +1117,44 @@ static PyObject *sketch_batch(PyObject *module, PyObject *args)
             x = h;
         }
         if (!isfinite(x) || j >= 63)
-            goto pure;
+            return 0;
         if (x != 0.0)
             part[j++] = x;
         np = j;
     }
-    {
-        static Py_ssize_t near[2 * NEAR]; /* zero between calls */
-        int first = 2 * NEAR, last = -1, bad = 0;
-        for (Py_ssize_t i = 0; i < n && !bad; i++) {
-            double x = xs[i];
-            if (!(x > 0))
-                continue;
-            long long key = (long long)(log(x) * factor);
-            if (key >= -NEAR && key < NEAR) {
-                int at = (int)(key + NEAR);
-                near[at]++;
-                if (at < first) first = at;
-                if (at > last) last = at;
-            } else
-                bad = bump(counter, key, 1) < 0;
-        }
-        for (int at = first; at <= last; at++) {
-            if (near[at]) {
-                if (!bad)
-                    bad = bump(counter, (long long)at - NEAR, near[at]) < 0;
-                near[at] = 0;
-            }
-        }
-        if (bad) {
-            PyMem_Free(xs);
-            return NULL;
+    static Py_ssize_t near[2 * NEAR]; /* zero between calls */
+    int first = 2 * NEAR, last = -1, bad = 0;
+    for (Py_ssize_t i = 0; i < n && !bad; i++) {
+        double x = xs[i];
+        if (!(x > 0))
+            continue;
+        long long key = (long long)(log(x) * factor);
+        if (key >= -NEAR && key < NEAR) {
+            int at = (int)(key + NEAR);
+            near[at]++;
+            if (at < first) first = at;
+            if (at > last) last = at;
+        } else
+            bad = bump(counter, key, 1) < 0;
+    }
+    for (int at = first; at <= last; at++) {
+        if (near[at]) {
+            if (!bad)
+                bad = bump(counter, (long long)at - NEAR, near[at]) < 0;
+            near[at] = 0;
         }
     }
-    PyMem_Free(xs);
+    if (bad)
+        return -1;
+    *lo_i = lo;
+    *hi_i = hi;
+    *zeros_n = zeros;
+    *np_out = np;
+    return 1;
+}
+
+static PyObject *partials_list(const double *part, int np)
+{
     PyObject *plist = PyList_New(np);
     if (!plist)
         return NULL;
@@ -1170,15 +1166,100 @@ static PyObject *sketch_batch(PyObject *module, PyObject *args)
         }
         PyList_SET_ITEM(plist, k, f);
     }
+    return plist;
+}
+
+/* sketch_batch(values, factor, counter) -> (lo, hi, zeros, partials) or None
+ *
+ * One pass over a sketch's batch: lo and hi are the objects min() and max() return,
+ * zeros counts the values not > 0, partials is Shewchuk's exact expansion of the sum
+ * (the partials math.fsum keeps: their exact sum is the values' exact sum), and the
+ * positive values are bucketed into counter as log_buckets does. None, with nothing
+ * changed, when a value is not a float or an int below 2**53 in size, or is not
+ * finite, or the sum overflows: the caller then takes the Python path. */
+static PyObject *sketch_batch(PyObject *module, PyObject *args)
+{
+    PyObject *values, *counter;
+    double factor;
+    if (!PyArg_ParseTuple(args, "O!dO!", &PyList_Type, &values, &factor, &PyDict_Type, &counter))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (n == 0)
+        Py_RETURN_NONE;
+    double *xs = PyMem_Malloc((size_t)n * sizeof(double));
+    double part[64];
+    int np = 0;
+    if (!xs)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyList_GET_ITEM(values, i);
+        if (PyFloat_CheckExact(o))
+            xs[i] = PyFloat_AS_DOUBLE(o);
+        else if (PyLong_CheckExact(o)) {
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow || v > (1LL << 53) || v < -(1LL << 53))
+                goto pure;
+            xs[i] = (double)v;
+        } else
+            goto pure;
+    }
+    Py_ssize_t lo, hi, zeros;
+    int got = sketch_core(xs, n, factor, counter, &lo, &hi, &zeros, part, &np);
+    PyMem_Free(xs);
+    if (got < 0)
+        return NULL;
+    if (got == 0)
+        Py_RETURN_NONE;
+    PyObject *plist = partials_list(part, np);
+    if (!plist)
+        return NULL;
     return Py_BuildValue("(OOnN)", PyList_GET_ITEM(values, lo), PyList_GET_ITEM(values, hi), zeros, plist);
 pure:
     PyMem_Free(xs);
     Py_RETURN_NONE;
 }
 
+/* sketch_doubles(doubles, ints, factor, counter) -> (lo, hi, zeros, partials) or None
+ *
+ * sketch_batch over a scan's numbers (a bytes object of native doubles): lo and hi as
+ * the int()s (ints: True) or the floats the values were read as. */
+static PyObject *sketch_doubles(PyObject *module, PyObject *args)
+{
+    Py_buffer b;
+    int ints;
+    PyObject *counter;
+    double factor;
+    if (!PyArg_ParseTuple(args, "y*pdO!", &b, &ints, &factor, &PyDict_Type, &counter))
+        return NULL;
+    Py_ssize_t n = b.len / (Py_ssize_t)sizeof(double);
+    const double *xs = b.buf;
+    double part[64];
+    int np = 0;
+    Py_ssize_t lo, hi, zeros;
+    if (n == 0 || b.len % (Py_ssize_t)sizeof(double) || ((uintptr_t)xs % sizeof(double))) {
+        PyBuffer_Release(&b);
+        Py_RETURN_NONE;
+    }
+    int got = sketch_core(xs, n, factor, counter, &lo, &hi, &zeros, part, &np);
+    double dlo = got > 0 ? xs[lo] : 0.0, dhi = got > 0 ? xs[hi] : 0.0;
+    PyBuffer_Release(&b);
+    if (got < 0)
+        return NULL;
+    if (got == 0)
+        Py_RETURN_NONE;
+    PyObject *plist = partials_list(part, np);
+    if (!plist)
+        return NULL;
+    if (ints)
+        return Py_BuildValue("(NNnN)", PyLong_FromDouble(dlo), PyLong_FromDouble(dhi), zeros, plist);
+    return Py_BuildValue("(ddnN)", dlo, dhi, zeros, plist);
+}
+
 static PyMethodDef module_methods[] = {
     {"log_buckets", log_buckets, METH_VARARGS, "Bucket positive values by the log of their size."},
     {"sketch_batch", sketch_batch, METH_VARARGS, "Extremes, zeros, exact partial sums and buckets of a batch."},
+    {"sketch_doubles", sketch_doubles, METH_VARARGS, "sketch_batch over a scan's numbers as doubles."},
     {"first_row", first_row, METH_VARARGS, "The first row of a class whose column holds a value."},
     {"group_rows", group_rows, METH_O, "Row numbers by class and rank."},
     {"stamp_seconds", py_stamp_seconds, METH_O, "A stamp as seconds, as rows hold it, or None."},

@@ -43,10 +43,11 @@ try:  # the optional C extension (built by pip where a compiler is available)
 except ImportError:  # pragma: no cover - platforms without it
     _scan = None
 
-#: One segment of taken lines, as ``_scan.Scanner.scan`` returns it (the last item: the
-#: rows of the row classes, as columns, or None).
+#: One segment of taken lines, as ``_scan.Scanner.scan`` returns it: the values as doubles
+#: with whether int() read them (:func:`numbers`); the last item: the rows of the row
+#: classes, as columns, or None.
 Segment = tuple[int, int, list[tuple[int, int]], list[tuple[int, int, int, int, int, int]],
-                list[tuple[int, int, list[Any]]], list[tuple[int, list[Any], list[Any]]], Any]
+                list[tuple[int, int, bool, bytes]], list[tuple[int, list[Any], bool, bytes]], Any]
 #: A value slot's converter, as the C scanner codes it.
 _CONV = {int: 0, float: 1}
 _BOOL = 2
@@ -90,6 +91,18 @@ class BulkSink(Protocol):
 def compiled_sketch_batch() -> Callable[[list[Any], float, dict[int, int]], Any] | None:
     """The C loop over a sketch's batch of values (``Sketch._flush``), if built."""
     return None if _scan is None else _scan.sketch_batch
+
+
+def compiled_sketch_doubles() -> Callable[[bytes, bool, float, dict[int, int]], Any] | None:
+    """The C loop over a scan's numbers for a sketch (``Sketch.extend_doubles``), if built."""
+    return None if _scan is None else _scan.sketch_doubles
+
+
+def numbers(ints: bool, doubles: bytes) -> Sequence[Any]:
+    """A scan's numbers of one slot as int() or float() read them: ints (each within 2**53,
+    so the double is the int), else the doubles themselves (a view, not a copy)."""
+    view = memoryview(doubles).cast("d")
+    return [int(x) for x in view] if ints else view
 
 
 def available() -> bool:
