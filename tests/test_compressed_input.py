@@ -148,3 +148,21 @@ def test_readme_lists_the_compressed_formats() -> None:
     assert NOT_TEXT in readme
     assert os.path.exists(FIXTURES.parent / "pyproject.toml")
     assert "zstandard" in (FIXTURES.parent / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 65536, 65537, 3 * 65536 + 17])
+@pytest.mark.parametrize("kind", ["plain", "gz"])
+def test_blocks_into_a_reused_buffer_are_the_file(tmp_path: Path, size: int, kind: str) -> None:
+    """``blocks(reuse=True)``: one buffer read into again and again, each block consumed
+    before the next is asked for, gives the same blocks as fresh reads (the first at least
+    the sniffed bytes, the last short, none empty)."""
+    from logforensics.ingest.files import blocks
+
+    data = random.Random(size).randbytes(size)
+    path = tmp_path / ("log.gz" if kind == "gz" else "log")
+    path.write_bytes(gzip.compress(data) if kind == "gz" else data)
+    plain = [bytes(b) for b in blocks(path, size=4096)]
+    seen: list[int] = []
+    reused = [bytes(b) for b in blocks(path, seen.append, size=4096, reuse=True)]
+    assert reused == plain and b"".join(reused) == data and seen == [len(b) for b in plain]
+    assert all(plain)
