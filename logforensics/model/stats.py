@@ -69,7 +69,8 @@ class Sketch:
     costs a fraction of doing it value by value on the hot path of a serving log.
     """
 
-    __slots__ = ("count", "min", "max", "zeros", "buckets", "_terms", "_pending", "_exact")
+    __slots__ = ("count", "min", "max", "zeros", "buckets", "_terms", "_pending", "_exact", "_doubles",
+                 "_doubles_ints")
 
     def __init__(self) -> None:
         self.count = 0  # bucketed values; see size for all of them
@@ -82,8 +83,14 @@ class Sketch:
         #: every value, while there are at most EXACT_LIMIT: quantiles of a short series are
         #: then values the log printed (a bucket's midpoint, clamped, read as the maximum)
         self._exact: list[float] | None = []
+        #: a scan's numbers not bucketed yet, as doubles (``extend_doubles``), all read by int()
+        #: or all by float(); at most one of these and ``_pending`` holds values at a time
+        self._doubles = array("d")
+        self._doubles_ints = False
 
     def add(self, x: float) -> None:
+        if self._doubles:
+            self._flush_doubles()
         pending = self._pending
         pending.append(x)
         if len(pending) >= _BATCH:
@@ -91,6 +98,8 @@ class Sketch:
 
     def extend(self, values: list[float]) -> None:
         """``add`` each of ``values``, in order."""
+        if self._doubles:
+            self._flush_doubles()
         pending = self._pending
         pending.extend(values)
         if len(pending) >= _BATCH:
@@ -98,31 +107,51 @@ class Sketch:
 
     def extend_doubles(self, ints: bool, doubles: bytes) -> None:
         """``extend`` with a scan's numbers (``read.bulk.numbers``), without making a Python
-        number of each: the sketch's figures depend on neither the order nor the batches
-        its values come in (the extremes keep the first of equal values, of which all
-        here are of one type), so they are folded in at once, after the values before
-        them. While the sketch still keeps every value, they go the way of ``extend``."""
+        number of each: they are collected as doubles and folded in a batch at a time in
+        C (``_flush_doubles``), after the values added before them. While the sketch still
+        keeps every value, they go the way of ``extend``."""
         if self._exact is None and _sketch_doubles is not None:
-            self._flush()
-            got = _sketch_doubles(doubles, ints, _INV_LOG_GAMMA, self.buckets)
-            if got is not None:
-                lo, hi, zeros, partials = got
-                self.count += len(doubles) // 8
-                if lo < self.min:
-                    self.min = lo
-                if hi > self.max:
-                    self.max = hi
-                self.zeros += zeros
-                self._terms = _exact_terms(self._terms + partials)
-                return
+            if self._pending:
+                self._flush()
+            if self._doubles and self._doubles_ints != ints:
+                self._flush_doubles()
+            self._doubles_ints = ints
+            self._doubles.frombytes(doubles)
+            if len(self._doubles) >= _BATCH:
+                self._flush_doubles()
+            return
         self.extend(list(numbers(ints, doubles)))
+
+    def _flush_doubles(self) -> None:
+        """Bucket the collected doubles: the same figures as ``_flush`` of the numbers they
+        are (the extremes as the ints or floats they were read as)."""
+        data = self._doubles
+        self._doubles = array("d")
+        assert _sketch_doubles is not None  # only collected where it is built
+        got = _sketch_doubles(data, self._doubles_ints, _INV_LOG_GAMMA, self.buckets)
+        if got is None:  # not finite, or a sum beyond doubles: the Python path decides
+            self._pending = list(numbers(self._doubles_ints, data.tobytes()))
+            self._flush()
+            return
+        lo, hi, zeros, partials = got
+        self.count += len(data)
+        if lo < self.min:
+            self.min = lo
+        if hi > self.max:
+            self.max = hi
+        self.zeros += zeros
+        self._terms = _exact_terms(self._terms + partials)
 
     @property
     def total(self) -> float:
         """The sum of all values, correctly rounded."""
+        if self._doubles:
+            self._flush_doubles()
         return _fsum(self._terms + self._pending)
 
     def _flush(self) -> None:
+        if self._doubles:
+            self._flush_doubles()
         vals = self._pending
         if not vals:
             return

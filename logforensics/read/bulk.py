@@ -93,7 +93,7 @@ def compiled_sketch_batch() -> Callable[[list[Any], float, dict[int, int]], Any]
     return None if _scan is None else _scan.sketch_batch
 
 
-def compiled_sketch_doubles() -> Callable[[bytes, bool, float, dict[int, int]], Any] | None:
+def compiled_sketch_doubles() -> Callable[[Any, bool, float, dict[int, int]], Any] | None:
     """The C loop over a scan's numbers for a sketch (``Sketch.extend_doubles``), if built."""
     return None if _scan is None else _scan.sketch_doubles
 
