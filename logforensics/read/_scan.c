@@ -62,6 +62,8 @@ typedef struct {
                  * grown afresh (and their pages faulted in again) each time */
     DBuf vals[MAX_SLOTS][MAX_RANKS]; /* the current scan's numbers by slot and rank (kept too) */
     DBuf ord_y[MAX_SLOTS];           /* and those of the ordered slots, in line order */
+    Shape *recent[256]; /* the shape last found for a line of each length (mod 256): a line is
+                         * compared with it first, which is cheaper than hashing it */
     PyObject *rank_names; /* list: id -> str (index 0: None) */
     unsigned char *rank_text[MAX_RANKS];
     Py_ssize_t rank_len[MAX_RANKS];
@@ -599,7 +601,14 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         if (!nl)
             break; /* not a whole line */
         Py_ssize_t len = nl - p;
-        Shape *sh = len <= MAX_KEY ? lookup(self, p, len) : NULL;
+        Shape *sh = NULL;
+        if (len <= MAX_KEY) {
+            Shape **seen_sh = &self->recent[len & 255];
+            if (*seen_sh && (*seen_sh)->k.len == len && shape_equal(p, (*seen_sh)->k.key, len))
+                sh = *seen_sh;
+            else if ((sh = lookup(self, p, len)))
+                *seen_sh = sh;
+        }
         if (!sh)
             break;
         int rid = 0;
