@@ -153,9 +153,9 @@ def test_readme_lists_the_compressed_formats() -> None:
 @pytest.mark.parametrize("size", [0, 1, 4096, 65536, 65537, 3 * 65536 + 17])
 @pytest.mark.parametrize("kind", ["plain", "gz"])
 def test_blocks_into_a_reused_buffer_are_the_file(tmp_path: Path, size: int, kind: str) -> None:
-    """``blocks(reuse=True)``: one buffer read into again and again, each block consumed
-    before the next is asked for, gives the same blocks as fresh reads (the first at least
-    the sniffed bytes, the last short, none empty)."""
+    """``blocks(reuse=True)``: buffers read into again and again (``ahead``: by a reading
+    thread), each block consumed before the next is asked for, give the same blocks as
+    fresh reads (the first at least the sniffed bytes, the last short, none empty)."""
     from logforensics.ingest.files import blocks
 
     data = random.Random(size).randbytes(size)
@@ -166,3 +166,14 @@ def test_blocks_into_a_reused_buffer_are_the_file(tmp_path: Path, size: int, kin
     reused = [bytes(b) for b in blocks(path, seen.append, size=4096, reuse=True)]
     assert reused == plain and b"".join(reused) == data and seen == [len(b) for b in plain]
     assert all(plain)
+    ahead = [bytes(b) for b in blocks(path, size=4096, reuse=True, ahead=True)]
+    assert ahead == plain
+    # a reader that stops early: the reading thread ends, nothing is left running
+    import threading
+
+    before = threading.active_count()
+    gen = blocks(path, size=4096, reuse=True, ahead=True)
+    if size:
+        next(gen)
+    gen.close()
+    assert threading.active_count() <= before

@@ -36,8 +36,10 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
         run = LiveRun(name, node=node)
         if memo is not None:
             run.parser.classifier.share_memo(memo)
-        # one buffer read into again and again: feed_bulk keeps nothing of a block
-        for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=run.parser.stats.warnings.append, reuse=True):
+        # buffers read into again and again (feed_bulk keeps nothing of a block), by a thread
+        # while the scanner works without the GIL
+        for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=run.parser.stats.warnings.append, reuse=True,
+                            ahead=True):
             run.feed_bulk(block)
         run.close()
         return run

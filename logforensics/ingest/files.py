@@ -21,7 +21,9 @@ import codecs
 import io
 import lzma
 import os
+import queue
 import sys
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any
@@ -227,35 +229,45 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
 
 
 def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None,
-           size: int = BLOCK_SIZE, *, warn: Warn | None = None, reuse: bool = False) -> Iterator[bytes]:
+           size: int = BLOCK_SIZE, *, warn: Warn | None = None, reuse: bool = False,
+           ahead: bool = False) -> Iterator[bytes]:
     """The log's text in blocks (``-`` is standard input), reporting progress; ``warn``
     receives each warning (input that is not text, a compressed stream cut short) once.
 
     The first block holds at least ``SNIFF_BYTES``: the parser judges from its first bytes
     whether the stream is text, so that verdict must not depend on the block size.
 
-    ``reuse``: the blocks are one ``bytearray`` read into again and again (a fresh block of
-    a megabyte each time costs more in page faults than in copying), so a block is valid
-    only until the next one is asked for, and nothing may keep it, or a view of it."""
+    ``reuse``: the blocks are ``bytearray`` buffers read into again and again (a fresh block
+    of a megabyte each time costs more in page faults than in copying). A block is then
+    valid only until the next one is asked for, and nothing may keep it, or a view of it.
+    With ``ahead`` too, a file (not standard input) is read by a thread that fills the next
+    blocks while the caller works on this one, at most two blocks ahead (memory stays
+    flat); that pays only where the caller's work releases the GIL (the summary's C
+    scanner does; the thread needs the GIL after each read)."""
     fh = open_log(path)
     sniffed = bytearray()
     judged = warn is None
     first = max(size, SNIFF_BYTES)
+    # standard input is read in the caller's thread: a thread waiting there could not be ended
+    reader = _ReadAhead(fh, first, size) if reuse and ahead and path != "-" else None
     buf: bytearray | None = None
     try:
         while True:
-            try:
-                want = first or size
-                if not reuse:
-                    block: bytes | bytearray = fh.read(want)
-                else:
-                    if buf is None or len(buf) != want:
-                        buf = bytearray(want)
-                    got = fh.readinto(buf)  # type: ignore[attr-defined]  # a BufferedReader: open_log
-                    block = buf if got == want else buf[:got]
+            if reader is not None:
+                block: bytes | bytearray = reader.next()
+            else:
+                try:
+                    want = first or size
+                    if not reuse:
+                        block = fh.read(want)
+                    else:
+                        if buf is None or len(buf) != want:
+                            buf = bytearray(want)
+                        got = fh.readinto(buf)  # type: ignore[attr-defined]  # a BufferedReader: open_log
+                        block = buf if got == want else buf[:got]
+                except OSError as exc:
+                    raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
                 first = 0
-            except OSError as exc:
-                raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
             if not judged and (not block or len(sniffed) + len(block) >= SNIFF_BYTES):
                 judged = True
                 sniffed += block[: SNIFF_BYTES - len(sniffed)]
@@ -270,9 +282,85 @@ def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None 
             yield block  # type: ignore[misc]
             if progress is not None:
                 progress(len(block))
+    except _ReadFailed as exc:
+        raise InputError(f"{path}: read failed ({exc.args[0]})") from None
     finally:
+        if reader is not None:
+            reader.stop()
         if path != "-":
             fh.close()
+
+
+class _ReadFailed(Exception):
+    """An OSError of the reading thread, handed to the reader of the blocks."""
+
+
+class _ReadAhead:
+    """A thread filling three reused buffers in turn, handing each over through a queue of
+    one: while the caller works on block k, block k+1 waits in the queue and k+2 is read,
+    into the buffer of k-1, which the caller is done with (it asked for k)."""
+
+    def __init__(self, fh: IO[bytes], first: int, size: int) -> None:
+        self._fh = fh
+        self._sizes = (first, size)
+        self._queue: queue.Queue[bytes | bytearray | BaseException] = queue.Queue(maxsize=1)
+        self._stopping = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(target=self._run, name="logforensics-read", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        bufs: list[bytearray] = []
+        want = self._sizes[0]
+        k = 0
+        while not self._stopping.is_set():
+            try:
+                if len(bufs) < 3:
+                    bufs.append(bytearray(want))
+                elif len(bufs[k % 3]) != want:
+                    bufs[k % 3] = bytearray(want)
+                buf = bufs[k % 3]
+                got = self._fh.readinto(buf)  # type: ignore[attr-defined]  # a BufferedReader: open_log
+                item: bytes | bytearray | BaseException = buf if got == want else bytes(buf[:got])
+            except OSError as exc:
+                item = _ReadFailed(exc.strerror or str(exc))
+            except BaseException as exc:  # noqa: BLE001 - handed to the reader, raised there
+                item = exc
+            if not self._put(item) or isinstance(item, BaseException) or not item:
+                return  # stopped, failed, or the end
+            want = self._sizes[1]
+            k += 1
+
+    def _put(self, item: bytes | bytearray | BaseException) -> bool:
+        while not self._stopping.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def next(self) -> bytes | bytearray:
+        """The next block (empty at the end)."""
+        if self._done:
+            return b""
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        if not item:
+            self._done = True
+        return item
+
+    def stop(self) -> None:
+        """End the thread (the caller may stop before the end) before the file is closed."""
+        self._stopping.set()
+        while self._thread.is_alive():
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._thread.join(0.05)
 
 
 def _problem(fh: Any) -> str | None:

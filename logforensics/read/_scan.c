@@ -55,6 +55,21 @@ typedef struct {
     int tag;
 } DBuf;
 
+/* Where an ordered value's stamp lies in the scanned buffer (at < 0: the line has none). */
+typedef struct {
+    Py_ssize_t at;
+    int len, iso;
+} StampAt;
+typedef struct {
+    StampAt *v;
+    Py_ssize_t n, cap;
+} SBuf;
+
+typedef struct {
+    Py_ssize_t line, start, end;
+    int plan;
+} Last;
+
 typedef struct {
     PyObject_HEAD
     ShapeTable shapes;
@@ -62,6 +77,11 @@ typedef struct {
                  * grown afresh (and their pages faulted in again) each time */
     DBuf vals[MAX_SLOTS][MAX_RANKS]; /* the current scan's numbers by slot and rank (kept too) */
     DBuf ord_y[MAX_SLOTS];           /* and those of the ordered slots, in line order */
+    SBuf ord_ts[MAX_SLOTS];          /* with the stamps of their lines (made str after the scan) */
+    Py_ssize_t counts[MAX_KINDS];    /* the current scan's lines per kind, */
+    Last lasts[MAX_CLASSES][MAX_RANKS]; /* last line per class and rank */
+    unsigned char seen[MAX_CLASSES][MAX_RANKS];
+    int busy; /* a scan runs (without the GIL): no other call may change the scanner */
     Shape *recent[256]; /* the shape last found for a line of each length (mod 256): a line is
                          * compared with it first, which is cheaper than hashing it */
     PyObject *rank_names; /* list: id -> str (index 0: None) */
@@ -123,6 +143,10 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
     PyObject *ordered = NULL, *rows = NULL, *row_only = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "i|OOO", names, &nslots, &ordered, &rows, &row_only))
         return -1;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner is scanning in another thread");
+        return -1;
+    }
     if (nslots < 0 || nslots > MAX_SLOTS) {
         PyErr_SetString(PyExc_ValueError, "too many slots");
         return -1;
@@ -168,8 +192,9 @@ static void Scanner_dealloc(Scanner *self)
     }
     for (int k = 0; k < MAX_SLOTS; k++) {
         for (int r = 0; r < MAX_RANKS; r++)
-            PyMem_Free(self->vals[k][r].v);
-        PyMem_Free(self->ord_y[k].v);
+            PyMem_RawFree(self->vals[k][r].v);
+        PyMem_RawFree(self->ord_y[k].v);
+        PyMem_RawFree(self->ord_ts[k].v);
     }
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
@@ -193,6 +218,10 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
     Py_buffer key;
     int plan, cls, kind, ts_iso;
     PyObject *rank, *ts, *slots;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner is scanning in another thread");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(args, "y*iiiOOpO", &key, &plan, &cls, &kind, &rank, &ts, &ts_iso, &slots))
         return NULL;
     Shape *sh = NULL;
@@ -267,6 +296,10 @@ fail:
  * may be taken in bulk; others stop the scan. */
 static PyObject *Scanner_set_ready(Scanner *self, PyObject *arg)
 {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner is scanning in another thread");
+        return NULL;
+    }
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -288,16 +321,37 @@ static inline void strip_ws(const unsigned char **p, Py_ssize_t *n)
     while (*n && is_ws((*p)[*n - 1])) (*n)--;
 }
 
+/* A scan runs without the GIL (so that another thread, reading the next block, is not held
+ * up). CPython's float converter needs it (its dtoa keeps shared state): a text the fast
+ * reading leaves takes the GIL back for that one conversion. g: NULL when the GIL is held. */
+typedef struct {
+    PyThreadState *ts;
+} Gil;
+
+static int read_float_g(const unsigned char *p, Py_ssize_t n, double *out, Gil *g)
+{
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    if (n > 0 && n <= 60 && shape_fast_float(p, n, out))
+        return 1;
+#endif
+    if (g)
+        PyEval_RestoreThread(g->ts);
+    int r = shape_read_float(p, n, out);
+    if (g)
+        g->ts = PyEval_SaveThread();
+    return r;
+}
+
 /* A value slot's number as a double, with what read it: float(text) (DBL_FLOAT), or int(text)
  * (DBL_INT) within 2**53 either way, so that float() of the int is the same number and the
  * int is float's exactly. 0 (the line then goes the exact way): a text the Python converter
  * reads otherwise or not at all, or an int beyond 2**53. */
-static int value_double(const unsigned char *p, Py_ssize_t n, int conv, double *out, int *tag)
+static int value_double(const unsigned char *p, Py_ssize_t n, int conv, double *out, int *tag, Gil *g)
 {
     strip_ws(&p, &n);
     if (conv == CONV_FLOAT) {
         *tag = DBL_FLOAT;
-        return shape_read_float(p, n, out);
+        return read_float_g(p, n, out, g);
     }
     long long v;
     if (!shape_read_int(p, n, &v) || v > (1LL << 53) || v < -(1LL << 53))
@@ -307,15 +361,30 @@ static int value_double(const unsigned char *p, Py_ssize_t n, int conv, double *
     return 1;
 }
 
+static int sbuf_push(SBuf *d, Py_ssize_t at, int len, int iso)
+{
+    if (d->n == d->cap) {
+        Py_ssize_t cap = d->cap ? d->cap * 2 : 256;
+        StampAt *v = PyMem_RawRealloc(d->v, (size_t)cap * sizeof(StampAt));
+        if (!v)
+            return -1;
+        d->v = v;
+        d->cap = cap;
+    }
+    d->v[d->n].at = at;
+    d->v[d->n].len = len;
+    d->v[d->n].iso = iso;
+    d->n++;
+    return 0;
+}
+
 static int dbuf_push(DBuf *d, double x, int tag)
 {
     if (d->n == d->cap) {
         Py_ssize_t cap = d->cap ? d->cap * 2 : 256;
-        double *v = PyMem_Realloc(d->v, (size_t)cap * sizeof(double));
-        if (!v) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        double *v = PyMem_RawRealloc(d->v, (size_t)cap * sizeof(double));
+        if (!v)
+            return -1; /* the caller raises MemoryError, holding the GIL */
         d->v = v;
         d->cap = cap;
     }
@@ -337,10 +406,10 @@ static int int_double(const unsigned char *p, Py_ssize_t n, double *out)
     return 1;
 }
 
-static int float_double(const unsigned char *p, Py_ssize_t n, double *out)
+static int float_double(const unsigned char *p, Py_ssize_t n, double *out, Gil *g)
 {
     strip_ws(&p, &n);
-    return shape_read_float(p, n, out);
+    return read_float_g(p, n, out, g);
 }
 
 static int bool_double(const unsigned char *p, Py_ssize_t n, double *out)
@@ -386,7 +455,7 @@ static long long days_from_civil(long y, long m, long d)
     return (long long)era * 146097 + doe - 719468;
 }
 
-static int stamp_seconds(const unsigned char *p, Py_ssize_t n, double *out, int *dated)
+static int stamp_seconds(const unsigned char *p, Py_ssize_t n, double *out, int *dated, Gil *g)
 {
     long y, mo, d, h, mi, sec, frac = 0;
     if (n >= 19 && p[4] == '-') {
@@ -421,7 +490,7 @@ static int stamp_seconds(const unsigned char *p, Py_ssize_t n, double *out, int 
         if (n > 8 && (n == 9 || n > 15 || p[8] != '.' || !digits(p + 9, (int)(n - 9), &frac)))
             return 0;
         double s;
-        if (!float_double(p + 6, n - 6, &s))
+        if (!float_double(p + 6, n - 6, &s, g))
             return 0;
         *out = (double)(h * 3600 + mi * 60) + s; /* int(h) * 3600 + int(m) * 60 + float(s) */
         *dated = 0;
@@ -443,21 +512,21 @@ struct Rows {
 
 static void rows_free(Rows *r)
 {
-    PyMem_Free(r->line);
-    PyMem_Free(r->start);
-    PyMem_Free(r->end);
-    PyMem_Free(r->plan);
-    PyMem_Free(r->rid);
-    PyMem_Free(r->cls);
-    PyMem_Free(r->dated);
-    PyMem_Free(r->sec);
-    PyMem_Free(r->val);
+    PyMem_RawFree(r->line);
+    PyMem_RawFree(r->start);
+    PyMem_RawFree(r->end);
+    PyMem_RawFree(r->plan);
+    PyMem_RawFree(r->rid);
+    PyMem_RawFree(r->cls);
+    PyMem_RawFree(r->dated);
+    PyMem_RawFree(r->sec);
+    PyMem_RawFree(r->val);
     memset(r, 0, sizeof *r);
 }
 
 #define GROW(field, type)                                                              \
     do {                                                                               \
-        type *t_ = PyMem_Realloc(r->field, (size_t)cap * sizeof(type) * (size_t)mult); \
+        type *t_ = PyMem_RawRealloc(r->field, (size_t)cap * sizeof(type) * (size_t)mult); \
         if (!t_)                                                                       \
             return -1;                                                                 \
         r->field = t_;                                                                 \
@@ -507,11 +576,6 @@ static PyObject *rows_tuple(Rows *r)
 
 /* -- scan ------------------------------------------------------------------------------ */
 
-typedef struct {
-    Py_ssize_t line, start, end;
-    int plan;
-} Last;
-
 static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
 {
     PyObject *s = PyUnicode_New(n, 127);
@@ -545,56 +609,26 @@ static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
  *            a stamp not read there stops the scan) and a double per slot (NaN where
  *            its record has no such field); row-only slots are kept here alone
  * New rank texts get ids (rank_names); a line with a new rank stops the scan, since no
- * rank is ready before the caller says so.
+ * rank is ready before the caller says so. The lines are walked without the GIL (scan_lines),
+ * so that another thread (reading the next block) runs meanwhile; the scanner itself must not
+ * be used by two threads at once (a second call raises RuntimeError).
  */
-static PyObject *Scanner_scan(Scanner *self, PyObject *args)
+/* The lines of buf from *pos on, taken until one cannot be (see Scanner_scan); runs without
+ * the GIL (g), touching no Python object. 0; -1: out of memory. A line with a rank not seen
+ * before stops the scan with *new_rank (its offset in buf) set. */
+static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_ssize_t *pos_io,
+                      Py_ssize_t *lines_io, int *top_io, Py_ssize_t *new_rank, Gil *g)
 {
-    Py_buffer b;
-    Py_ssize_t pos;
-    if (!PyArg_ParseTuple(args, "y*n", &b, &pos))
-        return NULL;
-    const unsigned char *buf = b.buf;
-    Py_ssize_t n = b.len;
-    PyObject *result = NULL;
-    PyObject *oxs[MAX_SLOTS]; /* the ordered slots' stamps */
-    static Py_ssize_t counts[MAX_KINDS];
-    static Last lasts[MAX_CLASSES][MAX_RANKS];
-    static unsigned char seen[MAX_CLASSES][MAX_RANKS];
-    memset(counts, 0, sizeof counts);
-    memset(seen, 0, sizeof seen);
-    memset(oxs, 0, sizeof oxs);
-    for (int k = 0; k < self->nslots; k++) {
-        for (int r = 0; r < MAX_RANKS; r++)
-            self->vals[k][r].n = 0, self->vals[k][r].tag = DBL_NONE;
-        self->ord_y[k].n = 0;
-        self->ord_y[k].tag = DBL_NONE;
-    }
-    const unsigned char *stamp_p = NULL;
-    Py_ssize_t stamp_n = -1;
-    int stamp_iso = -1;
-    PyObject *stamp = NULL;
-    Py_ssize_t lines = 0;
+    Py_ssize_t pos = *pos_io, lines = 0;
     int top = 0; /* rank ids below this were taken */
+    int status = 0;
     double cv[MAX_SLOTS]; /* the line's value slots' numbers, and what read them */
     int ctag[MAX_SLOTS];
     Rows *rows = self->rows;
-    if (!rows && !(rows = self->rows = PyMem_Calloc(1, sizeof(Rows)))) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (rows->nslots != self->nslots) { /* arrays sized for other slots (init called again) */
-        rows_free(rows);
-        rows->nslots = self->nslots;
-    }
-    rows->n = 0;
     const unsigned char *sec_p = NULL; /* the stamp last read as seconds */
     Py_ssize_t sec_n = 0;
     double sec_v = 0.0;
     int sec_dated = 0;
-    if (pos < 0 || pos > n) {
-        PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
-        goto done;
-    }
     while (pos < n) {
         const unsigned char *p = buf + pos;
         const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
@@ -623,23 +657,9 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
                 }
             }
             if (rid < 0) {
-                if (self->nranks >= MAX_RANKS)
-                    break; /* too many ranks: the exact path reads the line */
-                PyObject *name = PyUnicode_DecodeASCII((const char *)rp, rn, NULL);
-                unsigned char *copy = PyMem_Malloc(rn ? (size_t)rn : 1);
-                if (!name || !copy || PyList_Append(self->rank_names, name) < 0) {
-                    Py_XDECREF(name);
-                    PyMem_Free(copy);
-                    if (!PyErr_Occurred())
-                        PyErr_NoMemory();
-                    goto done;
-                }
-                Py_DECREF(name);
-                memcpy(copy, rp, (size_t)rn);
-                self->rank_text[self->nranks] = copy;
-                self->rank_len[self->nranks] = rn;
-                self->nranks++;
-                break; /* a new rank is never ready */
+                if (self->nranks < MAX_RANKS)
+                    *new_rank = pos; /* registered by the caller: a new rank is never ready */
+                break;               /* (too many ranks: the exact path reads the line) */
             }
         }
         if (!self->ready[sh->cls][rid])
@@ -648,17 +668,16 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         int as_row = self->row_cls[sh->cls];
         double *rv = NULL;
         if (as_row) {
-            if (sh->ta < 0 || rows->nslots != self->nslots || rows_reserve(rows) < 0) {
-                if (!PyErr_Occurred() && sh->ta >= 0)
-                    PyErr_NoMemory();
-                if (PyErr_Occurred())
-                    goto done;
+            if (sh->ta < 0)
                 break; /* a row needs a stamp (the caller registers none without) */
+            if (rows_reserve(rows) < 0) {
+                status = -1;
+                break;
             }
             const unsigned char *tp = p + sh->ta;
             Py_ssize_t tn = sh->tb - sh->ta;
             if (!(sec_p && tn == sec_n && memcmp(tp, sec_p, (size_t)tn) == 0)) {
-                if (!stamp_seconds(tp, tn, &sec_v, &sec_dated))
+                if (!stamp_seconds(tp, tn, &sec_v, &sec_dated, g))
                     break; /* not a stamp read here: the exact path reads the line */
                 sec_p = tp;
                 sec_n = tn;
@@ -675,7 +694,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
                 ctag[k] = DBL_NONE;
                 double d = 0.0;
                 int got = sl->conv == CONV_BOOL ? bool_double(vp, vn, &d)
-                          : sl->conv == CONV_FLOAT ? float_double(vp, vn, &d) : int_double(vp, vn, &d);
+                          : sl->conv == CONV_FLOAT ? float_double(vp, vn, &d, g) : int_double(vp, vn, &d);
                 if (got && rv)
                     rv[sl->slot] = d;
                 if (got)
@@ -684,7 +703,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
                 /* a slot's numbers of one scan are all ints or all floats: a line that would
                  * mix them stops the scan (the exact path reads it, the next scan goes on) */
                 int t0 = self->vals[sl->slot][rid].tag, t1 = self->ord_y[sl->slot].tag;
-                if (value_double(vp, vn, sl->conv, &cv[k], &ctag[k]) && (!t0 || t0 == ctag[k]) &&
+                if (value_double(vp, vn, sl->conv, &cv[k], &ctag[k], g) && (!t0 || t0 == ctag[k]) &&
                     (!self->ordered[sl->slot] || !t1 || t1 == ctag[k])) {
                     if (rv)
                         rv[sl->slot] = cv[k];
@@ -696,6 +715,21 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         }
         if (!ok)
             break;
+        /* taken: append (space first, so that a failure leaves no half-taken line) */
+        for (int k = 0; k < sh->nslots && ok; k++) {
+            int slot = sh->slots[k].slot;
+            if (!ctag[k])
+                continue; /* a row-only slot */
+            ok = dbuf_push(&self->vals[slot][rid], cv[k], ctag[k]) == 0;
+            if (ok && self->ordered[slot])
+                ok = sbuf_push(&self->ord_ts[slot], sh->ta < 0 ? -1 : pos + sh->ta, (int)(sh->tb - sh->ta),
+                               sh->ts_iso) == 0 &&
+                     dbuf_push(&self->ord_y[slot], cv[k], ctag[k]) == 0;
+        }
+        if (!ok) {
+            status = -1; /* out of memory: the scan's result is not used */
+            break;
+        }
         if (as_row) {
             Py_ssize_t r = rows->n++;
             rows->line[r] = lines;
@@ -707,52 +741,130 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
             rows->dated[r] = (unsigned char)sec_dated;
             rows->sec[r] = sec_v;
         }
-        /* taken: append */
-        for (int k = 0; k < sh->nslots; k++) {
-            int slot = sh->slots[k].slot;
-            if (!ctag[k])
-                continue; /* a row-only slot */
-            if (dbuf_push(&self->vals[slot][rid], cv[k], ctag[k]) < 0)
-                goto done;
-            if (self->ordered[slot]) {
-                if (!oxs[slot] && !(oxs[slot] = PyList_New(0)))
-                    goto done;
-                PyObject *x;
-                if (sh->ta < 0) {
-                    x = Py_None; /* no stamp (the caller registers none such) */
-                    Py_INCREF(x);
-                } else {
-                    Py_ssize_t tn = sh->tb - sh->ta;
-                    const unsigned char *tp = p + sh->ta;
-                    if (!(stamp && tn == stamp_n && stamp_iso == sh->ts_iso && memcmp(tp, stamp_p, (size_t)tn) == 0)) {
-                        Py_XDECREF(stamp);
-                        stamp = stamp_str(tp, tn, sh->ts_iso);
-                        stamp_p = tp;
-                        stamp_n = tn;
-                        stamp_iso = sh->ts_iso;
-                        if (!stamp)
-                            goto done;
-                    }
-                    x = stamp;
-                    Py_INCREF(x);
-                }
-                int bad = PyList_Append(oxs[slot], x) < 0 || dbuf_push(&self->ord_y[slot], cv[k], ctag[k]) < 0;
-                Py_DECREF(x);
-                if (bad)
-                    goto done;
-            }
-        }
-        counts[sh->kind]++;
-        Last *l = &lasts[sh->cls][rid];
+        self->counts[sh->kind]++;
+        Last *l = &self->lasts[sh->cls][rid];
         l->line = lines;
         l->start = pos;
         l->end = len + pos;
         l->plan = sh->plan;
-        seen[sh->cls][rid] = 1;
+        self->seen[sh->cls][rid] = 1;
         if (rid >= top)
             top = rid + 1;
         lines++;
         pos += len + 1;
+    }
+    *pos_io = pos;
+    *lines_io = lines;
+    *top_io = top;
+    return status;
+}
+
+/* The str list of an ordered slot's stamps (one object for neighbouring equal stamps). */
+static PyObject *stamp_list(const SBuf *ts, const unsigned char *buf)
+{
+    PyObject *out = PyList_New(ts->n);
+    PyObject *last = NULL;
+    const StampAt *prev = NULL;
+    if (!out)
+        return NULL;
+    for (Py_ssize_t i = 0; i < ts->n; i++) {
+        const StampAt *t = &ts->v[i];
+        PyObject *x;
+        if (t->at < 0)
+            x = Py_None; /* no stamp (the caller registers none such) */
+        else if (last && prev && prev->at >= 0 && prev->len == t->len && prev->iso == t->iso &&
+                 memcmp(buf + prev->at, buf + t->at, (size_t)t->len) == 0)
+            x = last;
+        else {
+            x = stamp_str(buf + t->at, t->len, t->iso);
+            if (!x) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            last = x;
+            prev = t;
+            PyList_SET_ITEM(out, i, x);
+            continue;
+        }
+        Py_INCREF(x);
+        PyList_SET_ITEM(out, i, x);
+    }
+    return out;
+}
+
+static PyObject *Scanner_scan(Scanner *self, PyObject *args)
+{
+    Py_buffer b;
+    Py_ssize_t pos;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner is scanning in another thread");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "y*n", &b, &pos))
+        return NULL;
+    const unsigned char *buf = b.buf;
+    Py_ssize_t n = b.len;
+    PyObject *result = NULL;
+    PyObject *oxs[MAX_SLOTS]; /* the ordered slots' stamps */
+    memset(self->counts, 0, sizeof self->counts);
+    memset(self->seen, 0, sizeof self->seen);
+    memset(oxs, 0, sizeof oxs);
+    for (int k = 0; k < self->nslots; k++) {
+        for (int r = 0; r < MAX_RANKS; r++)
+            self->vals[k][r].n = 0, self->vals[k][r].tag = DBL_NONE;
+        self->ord_y[k].n = 0;
+        self->ord_y[k].tag = DBL_NONE;
+        self->ord_ts[k].n = 0;
+    }
+    Py_ssize_t *counts = self->counts;
+    Py_ssize_t lines = 0;
+    int top = 0; /* rank ids below this were taken */
+    Rows *rows = self->rows;
+    if (!rows && !(rows = self->rows = PyMem_Calloc(1, sizeof(Rows)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rows->nslots != self->nslots) { /* arrays sized for other slots (init called again) */
+        rows_free(rows);
+        rows->nslots = self->nslots;
+    }
+    rows->n = 0;
+    if (pos < 0 || pos > n) {
+        PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
+        goto done;
+    }
+    Py_ssize_t new_rank = -1;
+    self->busy = 1;
+    Gil g = {PyEval_SaveThread()};
+    int status = scan_lines(self, buf, n, &pos, &lines, &top, &new_rank, &g);
+    PyEval_RestoreThread(g.ts);
+    self->busy = 0;
+    if (status < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (new_rank >= 0) { /* the line it stopped at names a rank not seen before: give it an id */
+        Shape *sh = lookup(self, buf + new_rank, (const unsigned char *)memchr(buf + new_rank, '\n', (size_t)(n - new_rank)) - (buf + new_rank));
+        const unsigned char *rp = buf + new_rank + sh->ra;
+        Py_ssize_t rn = sh->rb - sh->ra;
+        PyObject *name = PyUnicode_DecodeASCII((const char *)rp, rn, NULL);
+        unsigned char *copy = PyMem_Malloc(rn ? (size_t)rn : 1);
+        if (!name || !copy || PyList_Append(self->rank_names, name) < 0) {
+            Py_XDECREF(name);
+            PyMem_Free(copy);
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            goto done;
+        }
+        Py_DECREF(name);
+        memcpy(copy, rp, (size_t)rn);
+        self->rank_text[self->nranks] = copy;
+        self->rank_len[self->nranks] = rn;
+        self->nranks++;
+    }
+    for (int k = 0; k < self->nslots; k++) {
+        if (self->ordered[k] && self->ord_ts[k].n && !(oxs[k] = stamp_list(&self->ord_ts[k], buf)))
+            goto done;
     }
     {
         PyObject *c = PyList_New(0), *ls = PyList_New(0), *vs = PyList_New(0), *os = PyList_New(0);
@@ -770,9 +882,9 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         }
         for (int cl = 0; cl < MAX_CLASSES && !bad; cl++) {
             for (int r = 0; r < top && !bad; r++) {
-                if (!seen[cl][r])
+                if (!self->seen[cl][r])
                     continue;
-                Last *l = &lasts[cl][r];
+                Last *l = &self->lasts[cl][r];
                 PyObject *t = Py_BuildValue("(iinnni)", cl, r, l->line, l->start, l->end, l->plan);
                 bad = !t || PyList_Append(ls, t) < 0;
                 Py_XDECREF(t);
@@ -813,7 +925,6 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         }
     }
 done:
-    Py_XDECREF(stamp);
     for (int k = 0; k < self->nslots; k++)
         Py_XDECREF(oxs[k]);
     PyBuffer_Release(&b);
@@ -960,7 +1071,7 @@ static PyObject *py_stamp_seconds(PyObject *module, PyObject *arg)
         return NULL;
     double sec;
     int dated;
-    int ok = stamp_seconds(b.buf, b.len, &sec, &dated);
+    int ok = stamp_seconds(b.buf, b.len, &sec, &dated, NULL);
     PyBuffer_Release(&b);
     if (!ok)
         Py_RETURN_NONE;
@@ -975,7 +1086,7 @@ static PyObject *py_read_float(PyObject *module, PyObject *arg)
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
         return NULL;
     double d;
-    int ok = float_double(b.buf, b.len, &d);
+    int ok = float_double(b.buf, b.len, &d, NULL);
     PyBuffer_Release(&b);
     if (!ok)
         Py_RETURN_NONE;
