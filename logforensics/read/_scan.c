@@ -507,7 +507,7 @@ struct Rows {
     int64_t *line, *start, *end;
     int32_t *plan;
     unsigned char *rid, *cls, *dated;
-    double *sec, *val; /* val: n * nslots, NaN where the line's record has no such field */
+    double *sec, *val; /* val: slot after slot (val[slot * cap + row]), NaN where the record has no such field */
 };
 
 static void rows_free(Rows *r)
@@ -546,8 +546,16 @@ static int rows_reserve(Rows *r)
     GROW(cls, unsigned char);
     GROW(dated, unsigned char);
     GROW(sec, double);
-    mult = r->nslots ? r->nslots : 1;
-    GROW(val, double);
+    /* val holds slot after slot, each with room for cap rows (val[slot * cap + row]): grown
+     * into a new array, each slot's rows moved to its new place */
+    int m = r->nslots ? r->nslots : 1;
+    double *val = PyMem_RawMalloc((size_t)cap * sizeof(double) * (size_t)m);
+    if (!val)
+        return -1;
+    for (int k = 0; k < m && r->val; k++)
+        memcpy(val + (Py_ssize_t)k * cap, r->val + (Py_ssize_t)k * r->cap, (size_t)r->n * sizeof(double));
+    PyMem_RawFree(r->val);
+    r->val = val;
     r->cap = cap;
     return 0;
 }
@@ -566,9 +574,8 @@ static PyObject *rows_tuple(Rows *r)
     if (!val)
         return NULL;
     double *out = (double *)PyBytes_AS_STRING(val);
-    for (Py_ssize_t i = 0; i < r->n; i++)
-        for (int k = 0; k < r->nslots; k++)
-            out[(Py_ssize_t)k * r->n + i] = r->val[i * r->nslots + k];
+    for (int k = 0; k < r->nslots; k++)
+        memcpy(out + (Py_ssize_t)k * r->n, r->val + (Py_ssize_t)k * r->cap, (size_t)r->n * sizeof(double));
     return Py_BuildValue("(niNNNNNNNNN)", r->n, r->nslots, col_bytes(r->line, r->n, 8), col_bytes(r->rid, r->n, 1),
                          col_bytes(r->cls, r->n, 1), col_bytes(r->dated, r->n, 1), col_bytes(r->plan, r->n, 4),
                          col_bytes(r->sec, r->n, 8), col_bytes(r->start, r->n, 8), col_bytes(r->end, r->n, 8), val);
@@ -666,7 +673,7 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
             break;
         int ok = 1;
         int as_row = self->row_cls[sh->cls];
-        double *rv = NULL;
+        double *rv = NULL; /* the row's first slot; slot k at rv[k * rows->cap] */
         if (as_row) {
             if (sh->ta < 0)
                 break; /* a row needs a stamp (the caller registers none without) */
@@ -682,9 +689,9 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
                 sec_p = tp;
                 sec_n = tn;
             }
-            rv = rows->val + rows->n * rows->nslots;
+            rv = rows->val + rows->n;
             for (int k = 0; k < rows->nslots; k++)
-                rv[k] = Py_NAN;
+                rv[k * rows->cap] = Py_NAN;
         }
         for (int k = 0; k < sh->nslots; k++) {
             Slot *sl = &sh->slots[k];
@@ -696,7 +703,7 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
                 int got = sl->conv == CONV_BOOL ? bool_double(vp, vn, &d)
                           : sl->conv == CONV_FLOAT ? float_double(vp, vn, &d, g) : int_double(vp, vn, &d);
                 if (got && rv)
-                    rv[sl->slot] = d;
+                    rv[sl->slot * rows->cap] = d;
                 if (got)
                     continue;
             } else {
@@ -706,7 +713,7 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
                 if (value_double(vp, vn, sl->conv, &cv[k], &ctag[k], g) && (!t0 || t0 == ctag[k]) &&
                     (!self->ordered[sl->slot] || !t1 || t1 == ctag[k])) {
                     if (rv)
-                        rv[sl->slot] = cv[k];
+                        rv[sl->slot * rows->cap] = cv[k];
                     continue;
                 }
             }

@@ -19,6 +19,21 @@ static inline uint64_t shape_load8(const unsigned char *p, Py_ssize_t n)
     return w;
 }
 
+/* The bytes p[i..n) (fewer than eight, n >= i + 1), zero-extended as shape_load8 gives them:
+ * for a text of at least eight bytes, its last eight loaded at once and shifted (a copy of a
+ * variable length is a library call, and reading the word back stalls). */
+static inline uint64_t shape_tail8(const unsigned char *p, Py_ssize_t i, Py_ssize_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p + n - 8, 8);
+        return w >> (8 * (8 - (n - i)));
+    }
+#endif
+    return shape_load8(p + i, n - i);
+}
+
 /* Every byte '1'..'9' becomes '0' (bytes with the high bit set are left alone). */
 static inline uint64_t shape_mask8(uint64_t x)
 {
@@ -53,7 +68,7 @@ static inline uint64_t shape_hash_into(const unsigned char *p, Py_ssize_t n, uns
         h2 = shape_mix(h2, b);
     }
     for (; i < n; i += 8) {
-        uint64_t a = shape_mask8(shape_load8(p + i, n - i >= 8 ? 8 : n - i));
+        uint64_t a = shape_mask8(n - i >= 8 ? shape_load8(p + i, 8) : shape_tail8(p, i, n));
         if (out)
             memcpy(out + i, &a, 8);
         h1 = shape_mix(h1, a);
@@ -74,8 +89,8 @@ static inline int shape_equal(const unsigned char *line, const unsigned char *ke
             return 0;
     }
     if (i < n) {
-        uint64_t k = shape_load8(key + i, n - i);
-        if (shape_mask8(shape_load8(line + i, n - i)) != k)
+        uint64_t k = shape_tail8(key, i, n);
+        if (shape_mask8(shape_tail8(line, i, n)) != k)
             return 0;
     }
     return 1;
