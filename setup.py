@@ -1,5 +1,5 @@
 """Build hook: the optional C scanner (logforensics/read/_scan.c), the JSON-lines emitter
-(read/_emit.c) and the serving windows (model/_windows.c).
+(read/_emit.c), the walker of unrecognised lines (read/_other.c) and the serving windows (model/_windows.c).
 
 Everything else is declared in pyproject.toml. The extensions are optional: where no C
 compiler or Python headers are available, ``pip install .`` still succeeds and the
@@ -23,6 +23,12 @@ setup(
             depends=["logforensics/read/_shape.h"],
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
+        ),
+        Extension(
+            "logforensics.read._other",
+            sources=["logforensics/read/_other.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
         ),
         Extension(
             "logforensics.model._windows",

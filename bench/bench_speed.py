@@ -24,6 +24,7 @@ Sizes of 2G and more are whole copies of the 1G log (``5G``: five launches in a 
     python bench/bench_speed.py                      # 100M, 1G and 5G, both generators
     python bench/bench_speed.py --sizes 100M,1G --repeat 3
     python bench/bench_speed.py --sizes 5G --repeat 1 --generators serving
+    python bench/bench_speed.py --sizes 10M,100M --generators words,bytes   # input that is no log
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-GENERATORS = {"restarts": HERE / "gen_sglang_log.py", "serving": HERE / "gen_serving_log.py"}
+GENERATORS = {"restarts": [HERE / "gen_sglang_log.py"], "serving": [HERE / "gen_serving_log.py"],
+              # input that is no log: reading it should cost no more per MB than a log
+              "words": [HERE / "gen_unknown.py", "--kind", "words"], "bytes": [HERE / "gen_unknown.py", "--kind", "bytes"]}
 LNAV = ["lnav", "-n", "-c", ";SELECT count(*) FROM all_logs"]
 
 
@@ -128,7 +131,7 @@ def generate(kind: str, size: str, directory: Path) -> Path:
                     with open(one, "rb") as src:
                         shutil.copyfileobj(src, out, 16 << 20)
         else:
-            subprocess.run([sys.executable, str(GENERATORS[kind]), "--size", size, "-o", str(part)], check=True)
+            subprocess.run([sys.executable, *map(str, GENERATORS[kind]), "--size", size, "-o", str(part)], check=True)
         part.replace(path)
         print(f"# generated {path.name}: {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s",
               flush=True)
@@ -182,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="100M,1G,5G",
                    help="comma-separated sizes (default 100M,1G,5G; 2G and more: copies of the 1G log)")
-    p.add_argument("--generators", default="restarts,serving", help="restarts, serving or both (default)")
+    p.add_argument("--generators", default="restarts,serving",
+                   help="restarts, serving (default: both), words or bytes (unknown text, random bytes)")
     p.add_argument("--repeat", type=int, default=3, help="rounds per log (default 3); medians are printed")
     p.add_argument("--parse", action="store_true", help="also time parse --format jsonl and parquet")
     p.add_argument("--no-summary", action="store_true", help="leave out summary (with --parse: parse alone)")

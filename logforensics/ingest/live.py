@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..events import Event
 from ..model.columns import ORDERED, ROW_ONLY, ROWS, SLOTS, ColumnFeed, class_of
-from ..model.pd import PDObserver
+from ..model.pd import OTHER_NEEDS, PDObserver
 from ..model.run import RunModel, RunSummary
 from ..read import bulk
 from ..read.parser import IncrementalParser
@@ -63,7 +63,7 @@ class LiveRun:
             scanner = self._scanner = bulk.BulkScanner(self.parser.classifier, class_of, SLOTS, ORDERED, ROWS,
                                                        ROW_ONLY)
         if self._columns is None or self._columns.model is not self.model:
-            self._columns = ColumnFeed(self.model, self._observe, self.pd.batches_without_pd_fields)
+            self._columns = ColumnFeed(self.model, self._observe, self.pd.batches_without_pd_fields, OTHER_NEEDS)
         self.parser.feed_bulk(chunk, scanner, self._columns)
 
     def close(self) -> list[Event]:

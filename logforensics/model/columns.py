@@ -13,16 +13,23 @@ would create a rank, open the serving phase or be kept as evidence;
 :meth:`ColumnFeed.ready_table` says which (class, rank) pairs qualify, from the model as
 it stands, and the scanner stops at any other line, which is then observed as an event.
 Passive lines are those of kinds with no handler and no phase.
+
+Runs of unrecognised lines (one ``other`` event each, of the whole line, without a rank)
+are taken too, where the caller says which texts its observers read in them
+(:meth:`ColumnFeed.take_others`, ``read/other.py``): the model only counts them, by
+coverage shape (``coverage.add_others``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..events import PHASE_OF_KIND, Event
+from ..read import other
 from ..read.bulk import BulkScanner, Segment, numbers
 from ..read.plan import Plan
+from .coverage import MAX_UNKNOWN_SHAPES, OVERFLOW_KEY, add_others
 from .hang import HANG_KINDS
 from .notices import limit
 from .rank import NO_RANK
@@ -80,11 +87,27 @@ class ColumnFeed:
     the other lines (the model's ``observe_all`` and whatever else watches events)."""
 
     def __init__(self, model: RunModel, observe: Callable[[Sequence[Event]], None] | None = None,
-                 batches: Callable[[int], None] | None = None) -> None:
+                 batches: Callable[[int], None] | None = None, other_needs: Iterable[str] | None = None) -> None:
         self.model = model
         self._observe = observe or model.observe_all
         #: told how many decode and prefill records each segment held (``PDObserver``)
         self._batches = batches
+        #: runs of unrecognised lines, when the caller says what its observers read in
+        #: them (``other_needs``: texts of which such a line must contain none)
+        self._others = (other.OtherWalker(other_needs, MAX_UNKNOWN_SHAPES, OVERFLOW_KEY)
+                        if other_needs is not None and other.available() else None)
+
+    def take_others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int]:
+        """Observe the unrecognised lines of ``buf[pos:end]`` from ``pos`` on (the first
+        numbered ``line``) that ``read.other`` takes: (where it stopped, lines taken,
+        undecodable lines among them)."""
+        if self._others is None:
+            return pos, 0, 0
+        m = self.model
+        stop, n, bad, overflowed, shapes = self._others.walk(buf, pos, end, line, m.coverage.unknown_shapes, binary)
+        if n:
+            add_others(m, line, n, overflowed, shapes)
+        return stop, n, bad
 
     def ready_table(self, rank_names: list[str | None]) -> bytearray:
         """Which (class, rank id) lines ``apply`` handles exactly, given the model now.

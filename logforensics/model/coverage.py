@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from .run import RunModel
 
 MAX_UNKNOWN_SHAPES = 5000
+#: Where the lines of shapes beyond ``MAX_UNKNOWN_SHAPES`` are counted, and why the
+#: model then cannot be merged after another part.
+OVERFLOW_KEY = "(other shapes)"
+OVERFLOW_REASON = "too many unrecognised shapes: which are kept depends on those before"
 _DIGITS = re.compile(r"\d+")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 
@@ -102,6 +106,29 @@ class Coverage:
         }
 
 
+def add_others(m: RunModel, line: int, n: int, overflowed: bool,
+               shapes: list[tuple[str, int, int | None, str | None, bool]]) -> None:
+    """Observe ``n`` consecutive lines from ``line`` on that are each one ``other`` event
+    of the whole line without a rank (counted by shape: ``shapes`` as ``read.other`` gives
+    them), exactly as :func:`on_other` one at a time would."""
+    c = m.coverage
+    c.events += n
+    c.kind_counts["other"] += n
+    c.other_lines += n
+    last = line + n - 1
+    c.last_other_line = last
+    if last > m.last_line:
+        m.last_line = last
+    known = c.unknown_shapes
+    for key, count, first, example, overflow in shapes:
+        if first is None:
+            known[key][0] += count
+        else:  # new: in the order one pass would have added them
+            known[key] = [count, first, example, {} if overflow else {None: None}]
+    if overflowed:
+        m.needs_context(OVERFLOW_REASON)
+
+
 @handles("ray_dedup")
 def on_ray_dedup(m: RunModel, ev: Event) -> None:
     """Ray printed one line for N alike: N - 1 lines of the cluster are not in this log."""
@@ -126,8 +153,8 @@ def on_other(m: RunModel, ev: Event) -> None:
     entry = c.unknown_shapes.get(key)
     if entry is None:
         if len(c.unknown_shapes) >= MAX_UNKNOWN_SHAPES:
-            m.needs_context("too many unrecognised shapes: which are kept depends on those before")
-            key = "(other shapes)"
+            m.needs_context(OVERFLOW_REASON)
+            key = OVERFLOW_KEY
             entry = c.unknown_shapes.setdefault(key, [0, ev.line, ev.text[:200], {}])
         else:
             # The first key is the first line's rank (None when it names none): NV01 cites it.

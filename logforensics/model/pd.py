@@ -49,6 +49,9 @@ _ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z
                         r"WARN|WARNING|ERROR)\s+)?(?P<module>(?:sglang_router_rs|smg)(?:::\w+)*): "
                         r"(?P<src>\S*\.rs):(?P<src_line>\d+): (?P<msg>.*)")
 #: The kinds this observer reads; everything else (nearly all of a serving log) is skipped.
+#: Texts of which an ``other`` record must contain one for this observer to read it
+#: (``_other``): a reader may count the others without showing them to it.
+OTHER_NEEDS = ("::", "[Router (", "failed for request", _WAITING, _BOOTSTRAP)
 _KINDS = frozenset({"other", "decode_batch", "prefill_batch", "server_args", "launch_command", "exception", "pd_timeout"})
 _DISAGG_FRAME = re.compile(r"event_loop_\w*disagg_(prefill|decode)")
 

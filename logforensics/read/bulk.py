@@ -85,7 +85,11 @@ class BulkSink(Protocol):
         (``seg``: what ``scanner.scan`` returned)."""
 
     def observe(self, events: Sequence[Event]) -> None:
-        """Take the events of lines read on the exact path."""
+        """Take the events of lines read on the exact path.
+
+        A sink may also have ``take_others(buf, pos, end, line, binary) -> (pos, lines,
+        undecodable lines)``: it then observes the runs of unrecognised lines from ``pos``
+        on itself (``read/other.py``), and the parser goes on where it stopped."""
 
 
 def compiled_sketch_batch() -> Callable[[list[Any], float, dict[int, int]], Any] | None:

@@ -16,7 +16,9 @@ that is how ``parallel`` runs this parser on byte ranges.
 
 ``feed_bulk`` reads the same lines with the same state, for batch reading: runs of lines
 that the compiled scanner (``bulk.py``) takes go to a sink as columns, every other line
-goes through the classifier and the traceback assembler as in ``feed``, in order.
+goes through the classifier and the traceback assembler as in ``feed``, in order. A sink
+that can take runs of unrecognised lines in bulk (``take_others``: ``model.columns``, with
+``read/other.py``) gets them where no traceback is open, with the same result.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 from ..events import Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .fastpath import LineClassifier
+from .other import LIMIT as OTHER_LIMIT
 from .segments import SNIFF_BYTES, looks_binary
 
 if TYPE_CHECKING:
@@ -155,7 +158,10 @@ class IncrementalParser:
         """Read the whole lines of ``buf[pos:end]``, the first numbered ``line``; returns the
         number of the line after them."""
         assembler = self.assembler
-        classify = self.classifier.classify
+        classifier = self.classifier
+        classify = classifier.classify
+        # runs of unrecognised text, where the sink takes them (``read.other``)
+        others = getattr(sink, "take_others", None) if self.max_line_bytes >= OTHER_LIMIT else None
         scanner.learn()
         scanner.set_ready(sink.ready_table(scanner.rank_names))
         while pos < end:
@@ -168,6 +174,12 @@ class IncrementalParser:
                 pos = seg[0]
                 if pos >= end:
                     break
+                if others is not None:
+                    pos, n, bad = others(buf, pos, end, line, classifier.binary)
+                    if n:  # such lines change nothing the scanner is told: scan on
+                        line += n
+                        classifier.decode_errors += bad
+                        continue
             nl = buf.index(b"\n", pos)
             raw = buf[pos:nl]
             if type(raw) is not bytes:  # a line of a reused buffer: events keep their own copy

@@ -178,25 +178,34 @@ def needs(regexp: str, flags: int = 0) -> tuple[str, ...] | None:
     return None if need is None else _fewest(need)
 
 
+#: first character -> the requirements of the expressions that can begin with it; None
+#: where one of them has no requirement
+ByChar = dict[str, tuple[str, ...] | None]
+
+
+def _by_char(analysed: Iterable[tuple[frozenset[str], Need]]) -> ByChar:
+    by_char: dict[str, list[Need]] = {}
+    for first, need in analysed:
+        for ch in first:
+            by_char.setdefault(ch, []).append(need)
+    return {ch: None if any(n is None for n in needs) else _fewest(frozenset().union(*needs))  # type: ignore[arg-type]
+            for ch, needs in by_char.items()}
+
+
 class Prefilter:
     """The start terminals of a parser, by first character, with their requirements."""
 
     def __init__(self, terminals: Iterable[Any], flags: int = 0, skip: frozenset[str] = frozenset()) -> None:
-        by_char: dict[str, list[Need]] = {}
         self.names: list[str] = []
+        analysed = []
         for term in terminals:
             if term.name in skip:
                 continue
             self.names.append(term.name)
-            first, need = analyse(term.pattern.to_regexp(), flags | _pattern_flags(term.pattern))
-            for ch in first:
-                by_char.setdefault(ch, []).append(need)
+            analysed.append(analyse(term.pattern.to_regexp(), flags | _pattern_flags(term.pattern)))
         #: first character -> the requirements of the terminals that can begin with it;
         #: None where one of them has no requirement (the line goes through)
-        self.by_char: dict[str, tuple[str, ...] | None] = {
-            ch: None if any(n is None for n in needs) else _fewest(frozenset().union(*needs))  # type: ignore[arg-type]
-            for ch, needs in by_char.items()
-        }
+        self.by_char: ByChar = _by_char(analysed)
 
     def may_begin(self, text: str) -> bool:
         """False when no terminal can match at the start of ``text``."""
@@ -209,6 +218,46 @@ class Prefilter:
             return False
         needs = self.by_char[ch]
         return needs is None or any(n in text for n in needs)
+
+
+def begin_table(regexp: str, flags: int = 0) -> ByChar:
+    """What a text must contain, by its first character, for ``regexp`` to match at its
+    start: each alternative of a top-level ``|`` analysed on its own (a first character
+    no alternative can begin with is absent)."""
+    items: list[tuple[Any, Any]] = list(_p.parse(regexp, flags))  # type: ignore[call-overload]
+    fold = _flags_fold(flags)
+    alternatives = av[1] if len(items) == 1 and (av := items[0][1]) and items[0][0] is _c.BRANCH else [items]
+    analysed = []
+    for alt in alternatives:
+        first, empty = _first(list(alt), fold)
+        analysed.append((_ASCII if empty else first, _need(alt, fold)))
+    return _by_char(analysed)
+
+
+def lookahead_only(regexp: str, flags: int = 0) -> frozenset[str] | None:
+    """The first characters of a text that ``regexp`` may fail to match whole, when it is
+    negative lookaheads followed by ``.+`` (it matches every other non-empty line whole);
+    None for any other expression."""
+    items: list[tuple[Any, Any]] = list(_p.parse(regexp, flags))  # type: ignore[call-overload]
+    fold = _flags_fold(flags)
+    while len(items) == 1 and items[0][0] is _c.SUBPATTERN:
+        _group, add, _del, sub = items[0][1]
+        fold = fold or _flags_fold(add)
+        items = list(sub)
+    blocked: set[str] = set()
+    for op, av in items[:-1]:
+        if op is not _c.ASSERT_NOT or av[0] != 1:
+            return None
+        first, empty = _first(list(av[1]), fold)
+        if empty:
+            return None
+        blocked |= first
+    if not items or items[-1][0] not in _REPEATS:
+        return None
+    low, high, sub = items[-1][1]
+    if low != 1 or high != _c.MAXREPEAT or list(sub) != [(_c.ANY, None)]:
+        return None
+    return frozenset(blocked)
 
 
 def _fewest(texts: frozenset[str]) -> tuple[str, ...]:

@@ -76,6 +76,14 @@ def clean(text: str) -> str:
     return text.replace("^M", "\r") if "^M" in text else text
 
 
+#: Texts of which a line must contain one for :func:`needs_clean` to say yes.
+CLEAN_NEEDS: tuple[str, ...] = ("\x1b", "\x00", "^[[", "^M") + (needs(_BARE_ANSI_RE.pattern) or ("",))
+#: Texts of which a line must contain one for :func:`segment` to cut it (None: any line).
+SPLIT_NEEDS = _SPLIT_NEEDS
+#: The wrappers' expression, for readers that must know which lines can begin with one.
+WRAPPER_PATTERN = _WRAPPER_RE.pattern
+
+
 def needs_clean(text: str) -> bool:
     return ("\x1b" in text or "\x00" in text or "^[[" in text or "^M" in text
             or ("m" in text and _BARE_ANSI_RE.search(text) is not None))

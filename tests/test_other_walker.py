@@ -1,0 +1,272 @@
+"""Runs of unrecognised lines read in C (``read/other.py``, ``read/_other.c``) give exactly
+the run model of the event path.
+
+The walker's parts against Python's own (UTF-8 decoding with replacement, the coverage
+shape), every line it takes against the classifier (one ``other`` event of the whole
+line, no rank, nothing an observer reads), and whole logs mixing serving records with
+unknown text, random bytes, carriage returns, colour codes, bad UTF-8, over-long lines,
+tracebacks and more shapes than the model keeps, read both ways.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_bulk import _as_json, _bulk_path, _events_path
+from test_fastpath import FIXTURES, synthetic_log
+
+from logforensics.ingest.live import LiveRun
+from logforensics.model import coverage
+from logforensics.model.pd import OTHER_NEEDS
+from logforensics.read import other
+from logforensics.read.fastpath import LineClassifier
+from logforensics.read.segments import CLEAN_NEEDS, needs_clean
+
+compiled = pytest.mark.skipif(other._other is None, reason="the C walker is not built here")
+ROOT = Path(__file__).resolve().parent.parent
+WORDS = ["alpha", "beta", "gamma", "x", "0x1f", "12", "café", "naïve", "a-b", "key:", "[", "]", "(", ")",
+         "|", "::", "pid=", "it/s]", "Error", "File \"x.py\", line 3", "^M", "^[[0m", "\x1b[31m", "\t",
+         "\u0663\u0664", "\uff11", "\u00a0", "\r", "sglang.", "[Router (Rust)]", "failed for request"]
+
+
+def _walker() -> other.OtherWalker:
+    return other.OtherWalker(OTHER_NEEDS, coverage.MAX_UNKNOWN_SHAPES, coverage.OVERFLOW_KEY)
+
+
+def test_the_walker_is_built_where_the_scanner_is() -> None:
+    from logforensics.read import bulk
+
+    if bulk._scan is not None:
+        assert other._other is not None, "pip builds logforensics.read._other beside _scan"
+        assert _walker().walker is not None, "the grammar's free text is of the form the walker judges"
+
+
+@compiled
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=300))
+def test_decoding_is_pythons(data: bytes) -> None:
+    assert other._other is not None
+    text, bad = other._other.decode(data)
+    assert text == data.decode("utf-8", "replace")
+    try:
+        data.decode("utf-8")
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert bad is not valid
+
+
+@compiled
+def test_decoding_is_pythons_on_every_short_sequence() -> None:
+    assert other._other is not None
+    rng = random.Random(5)
+    tails = [b"", b"a", b"\x80", b"\xbf", b"\xc0", b"\xe0\xa0", b"\xf0\x90\x80"]
+    for a in range(0x80, 0x100):
+        for b in range(0x100):
+            data = bytes([a, b]) + rng.choice(tails)
+            assert other._other.decode(data)[0] == data.decode("utf-8", "replace"), data
+    for _ in range(20000):
+        data = bytes(rng.choice(range(0x80, 0x100)) if rng.random() < 0.8 else rng.randrange(0x80)
+                     for _ in range(rng.randrange(1, 6)))
+        assert other._other.decode(data)[0] == data.decode("utf-8", "replace"), data
+
+
+SHAPE_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefxXABF N-:.\t\x0b\x1c\x1f\x85\xa0")
+                                              + ["\u0660", "\u0969", "\uff10", "\u2003", "\u3000", "\ufffd", "é"])
+                     | st.characters(), max_size=400)
+
+
+@compiled
+@settings(max_examples=500, deadline=None)
+@given(SHAPE_TEXT)
+def test_shapes_are_the_coverage_shapes(text: str) -> None:
+    assert other._other is not None
+    assert other._other.shape(text) == coverage.shape(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(WORDS + ["m", "[1m", "[31;1m", "^[", "\x00", "x"]), max_size=10).map("".join))
+def test_the_cleaner_needs_one_of_its_texts(text: str) -> None:
+    if needs_clean(text):
+        assert any(t in text for t in CLEAN_NEEDS)
+
+
+LINES = st.one_of(
+    st.lists(st.sampled_from(WORDS + ["foo", "bar", "7", "-", ":"]), min_size=1, max_size=12).map(" ".join).map(
+        lambda t: t.encode("utf-8")),
+    st.binary(min_size=1, max_size=200).map(lambda b: b.replace(b"\n", b"")),
+    st.text(min_size=1, max_size=80).map(lambda t: t.replace("\n", "").encode("utf-8", "surrogatepass")),
+)
+
+
+@compiled
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(LINES, st.booleans())
+def test_a_taken_line_is_one_other_event_of_the_whole_line(raw: bytes, binary: bool) -> None:
+    raw = raw.replace(b"\n", b"")
+    walker = _walker()
+    shapes: dict[str, list[object]] = {}
+    pos, n, bad, _, entries = walker.walk(raw + b"\n", 0, len(raw) + 1, 1, shapes, binary)
+    if not n:
+        assert pos == 0
+        return
+    classifier = LineClassifier("x.log")
+    classifier.binary = binary
+    events = classifier.classify(raw, 1)
+    assert len(events) == 1
+    ev = events[0]
+    assert (ev.kind, ev.rank, ev.ts, ev.line) == ("other", None, None, 1)
+    assert ev.text == raw.decode("utf-8", "replace")
+    assert not any(t in ev.text for t in OTHER_NEEDS)
+    assert bad == classifier.decode_errors
+    assert entries == [(coverage.shape(ev.text), 1, 1, ev.text[:200], False)]
+
+
+def _unknown_text(rng: random.Random, lines: int) -> bytes:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    out = []
+    for _ in range(lines):
+        words = ["".join(rng.choice(letters) for _ in range(rng.randrange(1, 10))) for _ in range(rng.randrange(1, 15))]
+        if rng.random() < 0.1:
+            words.append(str(rng.randrange(10 ** rng.randrange(1, 8))))
+        if rng.random() < 0.05:
+            words.append(rng.choice(WORDS))
+        out.append(" ".join(words))
+    return ("\n".join(out) + "\n").encode("utf-8")
+
+
+def _random_bytes(rng: random.Random, size: int) -> bytes:
+    return bytes(rng.randrange(256) for _ in range(size))
+
+
+def _mixture(seed: int) -> bytes:
+    """Serving records and fixtures' lines, with every kind of unrecognised text between."""
+    rng = random.Random(seed)
+    logs = sorted((ROOT / "fixtures" / "real").glob("*.log"))
+    parts = [synthetic_log(seed, copies=1)]
+    for _ in range(8):
+        text = rng.choice(logs).read_bytes()
+        a = rng.randrange(len(text))
+        parts.append(text[a:a + rng.randrange(20000)])
+        kind = rng.randrange(8)
+        if kind == 0:
+            parts.append(_unknown_text(rng, rng.randrange(1, 400)))
+        elif kind == 1:
+            parts.append(_random_bytes(rng, rng.randrange(1, 20000)))
+        elif kind == 2:
+            parts.append(b"some text\r more text\rand a redraw\n" * rng.randrange(1, 5))
+        elif kind == 3:
+            parts.append(b"\x1b[31mred words\x1b[0m here\nplain words [32m here\n^[[1mbold^[[0m\n")
+        elif kind == 4:
+            parts.append("caf\u00e9 na\u00efve words\n".encode() + b"bad \xff\xfe bytes here\n\xef\xbf\xbd literal\n")
+        elif kind == 5:
+            parts.append(b"over-long " * 110000 + b"\n" + b"long " * 20000 + b"\n")
+        elif kind == 6:
+            parts.append(b'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\n'
+                         b"ValueError: boom\n" + _unknown_text(rng, 30))
+        else:
+            parts.append(b"\n\n   \n\t\n" + _unknown_text(rng, 5))
+    return b"".join(parts)
+
+
+def _events_in_blocks(data: bytes, name: str, size: int) -> str:
+    """The event path fed in blocks of ``size`` (the first block decides whether the stream
+    looks like text, so both paths must see the same first block)."""
+    run = LiveRun(name)
+    for start in range(0, len(data), size):
+        run.feed(data[start:start + size])
+    run.close()
+    return _as_json(run.summary(), run)
+
+
+def _summaries(data: bytes, name: str, sizes: tuple[int, ...]) -> None:
+    for size in sizes:
+        want = _events_path(data, name) if size == 32 << 10 else _events_in_blocks(data, name, size)
+        got, _ = _bulk_path(data, name, size)
+        assert got == want, f"{name}: blocks of {size} bytes"
+
+
+@compiled
+@pytest.mark.parametrize("seed", range(6))
+def test_mixtures_read_alike(seed: int) -> None:
+    _summaries(_mixture(seed), f"mix{seed}.log", (1 << 20, 32 << 10, 4093))
+
+
+@compiled
+def test_more_shapes_than_kept() -> None:
+    """Beyond the cap, with shapes added on the exact path between runs: the same shapes,
+    counts, overflow bucket and context flag."""
+    rng = random.Random(3)
+    lines = []
+    for i in range(coverage.MAX_UNKNOWN_SHAPES + 3000):
+        word = "".join(rng.choice("abcdefghij") for _ in range(8))
+        if i % 7 == 0:
+            lines.append(f"key: {word}")  # a needle: read on the exact path
+        elif i % 11 == 0:
+            lines.append("the same words again")
+        else:
+            lines.append(f"{word} and {word[::-1]} {i}")
+    data = ("\n".join(lines) + "\n").encode()
+    _summaries(data, "shapes.log", (1 << 20, 8192))
+    run = LiveRun("shapes.log")
+    run.feed_bulk(data)
+    run.close()
+    ev = LiveRun("shapes.log")
+    ev.feed(data)
+    ev.close()
+    assert run.model.context_read == ev.model.context_read is not None
+    assert coverage.OVERFLOW_KEY in run.model.coverage.unknown_shapes
+
+
+@compiled
+def test_a_log_of_unknown_text_is_read_by_the_walker() -> None:
+    rng = random.Random(1)
+    data = _unknown_text(rng, 3000)
+    run = LiveRun("words.log")
+    calls = []
+    columns_walk = other.OtherWalker.walk
+
+    def counting(self: other.OtherWalker, *args: object) -> object:
+        got = columns_walk(self, *args)  # type: ignore[arg-type]
+        calls.append(got[1])
+        return got
+
+    other.OtherWalker.walk = counting  # type: ignore[method-assign]
+    try:
+        run.feed_bulk(data)
+    finally:
+        other.OtherWalker.walk = columns_walk  # type: ignore[method-assign]
+    run.close()
+    kinds = json.loads(_as_json(run.summary()))["coverage"]["kinds"]
+    assert sum(calls) > 0.8 * kinds["other"], (sum(calls), kinds)
+
+
+@compiled
+@pytest.mark.parametrize("path", [p for p in FIXTURES if p.parent.name == "real"][:40], ids=lambda p: p.name[:3])
+def test_fixtures_with_random_bytes_inside(path: Path) -> None:
+    rng = random.Random(path.name)
+    text = path.read_bytes()
+    a = rng.randrange(len(text) + 1)
+    data = text[:a] + _random_bytes(rng, 5000) + text[a:]
+    _summaries(data, path.name, (1 << 20, 997))
+    # a stream that does not look like text from its first bytes
+    _summaries(_random_bytes(rng, 70000) + text, path.name, (1 << 20,))
+
+
+@compiled
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(LINES, st.sampled_from([
+    b"[2025-01-01 00:00:00 TP0] Decode batch. #running-req: 1, #token: 5, token usage: 0.01, gen throughput (token/s): 1.0, #queue-req: 0",
+    b"Traceback (most recent call last):", b'  File "x.py", line 1, in f', b"RuntimeError: x", b"", b"   ",
+    b"[2025-01-01 00:00:01] INFO:     127.0.0.1:1 - \"POST /generate HTTP/1.1\" 200 OK"])), max_size=60),
+    st.integers(min_value=1, max_value=400), st.booleans())
+def test_generated_mixtures_read_alike(lines: list[bytes], size: int, binary_head: bool) -> None:
+    data = b"\n".join(line.replace(b"\n", b"") for line in lines) + b"\n"
+    if binary_head:
+        data = bytes(range(256)) * 8 + b"\n" + data
+    assert _bulk_path(data, "gen.log", size)[0] == _events_in_blocks(data, "gen.log", size)
