@@ -210,7 +210,7 @@ class _Encoder:
         try:
             with open_writer(where, self.schema) as writer:
                 while (table := self.queue.get()) is not None:
-                    writer.write_table(conform(table, self.schema))
+                    writer.write_table(table)
         except BaseException as exc:  # handed to the caller's thread
             self.error = exc
             while self.queue.get() is not None:  # let the caller finish putting
@@ -219,7 +219,7 @@ class _Encoder:
     def __call__(self, table: Any) -> None:
         if self.error is not None:
             self.close()
-        self.queue.put(table)
+        self.queue.put(conform(table, self.schema))  # here: the encoding thread is the slower
 
     def close(self) -> None:
         """Wait for the last group to be written; raise the thread's error, if any."""
