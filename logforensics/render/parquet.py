@@ -37,7 +37,7 @@ from ..ingest.batch import BULK_BLOCK_SIZE
 from ..ingest.files import InputError, blocks, compression_of
 from ..read import emit
 from ..read.parser import IncrementalParser
-from .tables import _final, _kind, conform, final_schema, from_values, open_writer, parquet_row, write_groups
+from .tables import _final, _kind, conform, final_schema, from_values, nulls, open_writer, parquet_row, write_groups
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
 #: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. Two passes keep
@@ -151,7 +151,7 @@ class _Groups:
             at = 0
             for first, n, part in got:
                 if first > at:
-                    parts.append(pa.nulls(first - at, target))
+                    parts.append(nulls(first - at, target))
                 if isinstance(part, list):
                     if kind == "str":
                         part = [None if v is None else str(v) for v in part]
@@ -160,11 +160,11 @@ class _Groups:
                     parts.append(from_values(part, kind))
                 else:
                     filled = [_as_type(a, target, pa) for a in part if a.null_count < len(a)]
-                    parts.append(pa.nulls(n, target) if not filled else filled[0] if len(filled) == 1
+                    parts.append(nulls(n, target) if not filled else filled[0] if len(filled) == 1
                                  else _coalesce(filled))
                 at = first + n
             if total > at:
-                parts.append(pa.nulls(total - at, target))
+                parts.append(nulls(total - at, target))
             columns[name] = pa.chunked_array(parts, target)  # not concatenated: the stream writer slices
         table = pa.table(columns) if columns else pa.table({"line": pa.nulls(total, pa.int64())})
         expect = self.expect
@@ -361,6 +361,7 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
             parser.feed_bulk(block, scanner, first)
         first.observe(parser.close())
         sizes.append(parser.stats.bytes)
+        del parser, scanner  # the first pass's shapes and memo: not kept while the second reads
     encoder = _Encoder(where, final_schema(first.order, first.kinds))
     groups = _Groups(encoder, {name: first.kinds.get(name, set()) for name in first.order})
     try:

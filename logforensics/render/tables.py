@@ -148,6 +148,20 @@ def from_values(values: list[Any], kind: str) -> Any:
     return pa.Array.from_buffers(pa.float64(), n, [bitmap, pa.py_buffer(doubles)], null_count=nulls)
 
 
+_NULLS: dict[Any, Any] = {}
+
+
+def nulls(n: int, type_: Any) -> Any:
+    """``n`` nulls of Arrow type ``type_``: a slice of one array kept per type, not fresh
+    zeroed buffers each time (a row group lacks most of a log's columns)."""
+    import pyarrow as pa
+
+    have = _NULLS.get(type_)
+    if have is None or len(have) < n:
+        have = _NULLS[type_] = pa.nulls(max(n, 1 << 16), type_)
+    return have.slice(0, n)
+
+
 def final_schema(order: dict[str, None], kinds: dict[str, set[str]]) -> Any:
     """The file's schema: the columns in ``order`` (``text`` last), each of the type its
     ``kinds`` (those of its values, over the whole log) call for."""
@@ -181,12 +195,12 @@ def conform(part: Any, schema: Any) -> Any:
     cols = []
     for field in schema:
         if field.name not in part.column_names:
-            cols.append(pa.nulls(part.num_rows, field.type))
+            cols.append(nulls(part.num_rows, field.type))
             continue
         col = part.column(field.name)
         if col.type != field.type:
             if col.null_count == len(col):
-                col = pa.nulls(len(col), field.type)
+                col = nulls(len(col), field.type)
             elif field.type == pa.string():
                 col = from_values([None if v is None else str(v) for v in col.to_pylist()], "str")
             else:
