@@ -32,11 +32,10 @@ generated logs of both generators), and where it does not yet:
   outside any traceback at a range's end. So is a range whose model could not defer
   what it read (``RunModel.merge_problem``: too many deferred records or unrecognised
   shapes). ``RangeCounts.read_again`` counts such ranges.
-* **Not yet exact: the serving windows' sums** (``model/serving.py``). A window's sum is a
-  float; when a range's windows are folded into wider windows than the range had, its values
-  are added in another grouping than one pass adds them, and a window's mean can differ in
-  its last digits. Logs whose windows never widen (a few thousand seconds of serving) merge
-  exactly; longer ones can differ there, and nowhere else.
+* **The serving windows' sums** (``model/windows.py``). A range's windows start narrow and
+  are folded into the wider ones of the merge, so their values are grouped otherwise than in
+  one pass; the sums are fixed point (integers, which add associatively), so the grouping does
+  not change them (``tests/test_window_sums.py``).
 
 Ranges are submitted through a window of twice the workers (``read_ranges``): at most
 that many finished or running ranges wait for the merge, so the parent's memory stays

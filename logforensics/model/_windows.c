@@ -3,12 +3,13 @@
  * Why: a log in which every rank prints batch statistics has dozens of windows (figure x
  * rank), each up to a few thousand cells. As Python lists of boxed numbers a cell costs
  * ~350 bytes and adding a record to it allocates objects; here a cell is one slot in each
- * of six arrays and a hash slot (~56 bytes), and adding rows to it is a loop over numbers.
+ * of six arrays (the fixed-point sum 16 bytes; ~56 bytes, and a hash slot only for a window
+ * whose keys came out of order), and adding rows to it is a loop over numbers.
  *
- * Windows has exactly the semantics of model/serving.py _PyWindows (the pure twin, used
+ * Windows has exactly the semantics of model/windows.py _PyWindows (the pure twin, used
  * where this is not built or LOGFORENSICS_PURE=1): cells kept in the order they were
- * created (a dict's order), folded in that order when widened or merged, so that sums are
- * added in the same order and every figure is the same double.
+ * created (a dict's order), folded in that order when widened or merged, sums in fixed
+ * point (below), so that every figure is the same double.
  *
  * Also here, the summary's loops over cells: combine() (a figure over ranks), cache_hit()
  * and best_split() (changepoints._segment's scan), each the same arithmetic as the Python
@@ -22,16 +23,115 @@
 
 #define MAX_SLOTS 16
 
+/* A window's sum in fixed point: units of 2**-64, 128-bit two's complement (lo, then hi).
+ * Each value is rounded to that grid (half to even) and capped at +-2**62 (NaN counts as 0);
+ * integer addition is associative, so a sum does not depend on how its values were grouped
+ * (one pass, or byte ranges read apart and merged: ingest/parallel.py). windows.py's fixed()
+ * and value() are the same arithmetic on Python ints. */
+typedef struct {
+    uint64_t lo;
+    int64_t hi;
+} Fix;
+
+#define FIX_CAP 4611686018427387904.0  /* 2**62 */
+#define FIX_ONE 18446744073709551616.0 /* 2**64 */
+
+static inline Fix fix_of(double v)
+{
+    if (v != v)
+        v = 0.0;
+    if (v > FIX_CAP)
+        v = FIX_CAP;
+    else if (v < -FIX_CAP)
+        v = -FIX_CAP;
+    double y = v * FIX_ONE; /* exact: a power of two */
+    int neg = y < 0;
+    double a = neg ? -y : y;
+    uint64_t lo, hi;
+    if (a < 9007199254740992.0) { /* below 2**53: to an integer, half to even (Python's round) */
+        lo = (uint64_t)nearbyint(a);
+        hi = 0;
+    } else { /* already an integer: its 53 bits, shifted */
+        int e;
+        uint64_t m = (uint64_t)ldexp(frexp(a, &e), 53);
+        int sh = e - 53; /* 0 <= sh <= 73 */
+        if (sh >= 64) {
+            hi = m << (sh - 64);
+            lo = 0;
+        } else if (sh == 0) {
+            hi = 0;
+            lo = m;
+        } else {
+            hi = m >> (64 - sh);
+            lo = m << sh;
+        }
+    }
+    if (neg) {
+        lo = ~lo + 1;
+        hi = ~hi + (lo == 0);
+    }
+    Fix f = {lo, (int64_t)hi};
+    return f;
+}
+
+static inline void fix_add(Fix *s, Fix x)
+{
+    uint64_t lo = s->lo + x.lo;
+    s->hi = (int64_t)((uint64_t)s->hi + (uint64_t)x.hi + (lo < s->lo));
+    s->lo = lo;
+}
+
+/* The sum as a double: sum / 2**64, correctly rounded (as Python's int / int). */
+static double fix_value(Fix s)
+{
+    int neg = s.hi < 0;
+    uint64_t hi = (uint64_t)s.hi, lo = s.lo;
+    if (neg) {
+        lo = ~lo + 1;
+        hi = ~hi + (lo == 0);
+    }
+    double d;
+    if (!hi)
+        d = (double)lo; /* correctly rounded */
+    else {
+        int shift = 0; /* the magnitude's bits beyond 64 */
+        for (uint64_t h = hi; h; h >>= 1)
+            shift++;
+        uint64_t top = shift == 64 ? hi : (hi << (64 - shift)) | (lo >> shift);
+        uint64_t dropped = shift == 64 ? lo : lo & ((1ULL << shift) - 1);
+        top |= dropped != 0; /* sticky, below the rounding bit (53 of these 64) */
+        d = ldexp((double)top, shift);
+    }
+    d = ldexp(d, -64);
+    return neg ? -d : d;
+}
+
+/* The sum as a Python int (units of 2**-64). */
+static PyObject *fix_long(Fix s)
+{
+    PyObject *hi = PyLong_FromLongLong(s.hi), *lo = PyLong_FromUnsignedLongLong(s.lo), *out = NULL;
+    PyObject *bits = PyLong_FromLong(64), *shifted = NULL;
+    if (hi && lo && bits && (shifted = PyNumber_Lshift(hi, bits)))
+        out = PyNumber_Or(shifted, lo);
+    Py_XDECREF(hi);
+    Py_XDECREF(lo);
+    Py_XDECREF(bits);
+    Py_XDECREF(shifted);
+    return out;
+}
+
 typedef struct {
     PyObject_HEAD
     long long width;
     Py_ssize_t most; /* cells kept before the width doubles */
     Py_ssize_t n, cap;
     int64_t *key, *count, *first;
-    double *sum, *fsec;
+    Fix *sum;
+    double *fsec;
     PyObject **text; /* NULL: None (the array itself allocated with the first text) */
-    int32_t *hash;   /* open addressing: cell index or -1 */
-    Py_ssize_t hcap; /* a power of two, > 2 * n */
+    int ordered;     /* keys rise with the cells' order (a log's clock): found by bisection */
+    int32_t *hash;   /* otherwise open addressing: cell index or -1 */
+    Py_ssize_t hcap; /* a power of two, > 1.5 * n; 0 while ordered */
     Py_ssize_t cur;  /* the cell last added to */
     double lo_sec, hi_sec; /* seconds that surely fall into cell cur (an empty range if unsure) */
     long long texts_made;  /* texts given to cells so far (what pruning bounds) */
@@ -124,6 +224,19 @@ static int rehash(Windows *w, Py_ssize_t want)
 
 static inline Py_ssize_t find(const Windows *w, int64_t k)
 {
+    if (w->ordered) {
+        if (!w->n || k > w->key[w->n - 1])
+            return -1; /* the common case: a later window */
+        Py_ssize_t lo = 0, hi = w->n;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (w->key[mid] < k)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return lo < w->n && w->key[lo] == k ? lo : -1;
+    }
     if (!w->hcap)
         return -1;
     size_t mask = (size_t)w->hcap - 1, h = hash_of(k) & mask;
@@ -163,14 +276,14 @@ static int reserve(Windows *w, Py_ssize_t need)
     GROW(key, int64_t);
     GROW(count, int64_t);
     GROW(first, int64_t);
-    GROW(sum, double);
+    GROW(sum, Fix);
     GROW(fsec, double);
     if (w->text) {
         GROW(text, PyObject *);
         memset(w->text + w->cap, 0, (cap - w->cap) * sizeof(PyObject *));
     }
     w->cap = cap;
-    if (w->hcap < cap + cap / 2 + 2)
+    if (!w->ordered && w->hcap < cap + cap / 2 + 2)
         return rehash(w, cap);
     return 0;
 }
@@ -195,8 +308,15 @@ static int set_text(Windows *w, Py_ssize_t i, PyObject *t)
 }
 
 /* Append a cell (reserve room first); its text gets a new reference. -1 on error. */
-static Py_ssize_t append(Windows *w, int64_t k, int64_t count, double sum, int64_t first, double fsec, PyObject *text)
+static Py_ssize_t append(Windows *w, int64_t k, int64_t count, Fix sum, int64_t first, double fsec, PyObject *text)
 {
+    if (w->ordered && w->n && k <= w->key[w->n - 1]) { /* out of order: index by hash from now on */
+        w->ordered = 0;
+        if (rehash(w, w->cap) < 0) {
+            w->ordered = 1;
+            return -1;
+        }
+    }
     Py_ssize_t i = w->n++;
     w->key[i] = k;
     w->count[i] = count;
@@ -209,10 +329,12 @@ static Py_ssize_t append(Windows *w, int64_t k, int64_t count, double sum, int64
         w->n--;
         return -1;
     }
-    size_t mask = (size_t)w->hcap - 1, h = hash_of(k) & mask;
-    while (w->hash[h] >= 0)
-        h = (h + 1) & mask;
-    w->hash[h] = (int32_t)i;
+    if (!w->ordered) {
+        size_t mask = (size_t)w->hcap - 1, h = hash_of(k) & mask;
+        while (w->hash[h] >= 0)
+            h = (h + 1) & mask;
+        w->hash[h] = (int32_t)i;
+    }
     return i;
 }
 
@@ -220,7 +342,7 @@ static Py_ssize_t append(Windows *w, int64_t k, int64_t count, double sum, int64
 static inline int fold_cell(Windows *dst, Py_ssize_t d, const Windows *src, Py_ssize_t c)
 {
     dst->count[d] += src->count[c];
-    dst->sum[d] += src->sum[c];
+    fix_add(&dst->sum[d], src->sum[c]);
     if (src->fsec[c] < dst->fsec[d])
         dst->fsec[d] = src->fsec[c];
     if (src->first[c] < dst->first[d]) {
@@ -239,7 +361,8 @@ static int coarsen(Windows *w, long long width)
     int64_t factor = width / w->width;
     Py_ssize_t n = w->n;
     w->n = 0;
-    memset(w->hash, 0xff, w->hcap * sizeof(int32_t));
+    if (w->hcap) /* an ordered window stays ordered: floor division keeps the keys' order */
+        memset(w->hash, 0xff, w->hcap * sizeof(int32_t));
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t k = floordiv_ll(w->key[i], factor);
         Py_ssize_t d = find(w, k);
@@ -268,10 +391,12 @@ static Windows *new_windows(long long width, Py_ssize_t most)
     w->width = width;
     w->most = most;
     w->n = w->cap = w->hcap = 0;
+    w->ordered = 1;
     w->texts_made = 0;
     set_cur(w, 0);
     w->key = w->count = w->first = NULL;
-    w->sum = w->fsec = NULL;
+    w->sum = NULL;
+    w->fsec = NULL;
     w->text = NULL;
     w->hash = NULL;
     return w;
@@ -319,7 +444,7 @@ static int add_value(Windows *w, double sec, double x, int64_t line, PyObject *t
     if (c < 0) {
         if (reserve(w, w->n + 1) < 0)
             return -1;
-        c = append(w, k, 1, x, line, sec, text);
+        c = append(w, k, 1, fix_of(x), line, sec, text);
         if (c < 0)
             return -1;
         w->texts_made += text != NULL;
@@ -331,7 +456,7 @@ static int add_value(Windows *w, double sec, double x, int64_t line, PyObject *t
     if (c != w->cur)
         set_cur(w, c);
     w->count[c]++;
-    w->sum[c] += x;
+    fix_add(&w->sum[c], fix_of(x));
     if (sec < w->fsec[c])
         w->fsec[c] = sec;
     if (line < w->first[c]) {
@@ -444,7 +569,7 @@ static PyObject *Windows_keys(Windows *w, PyObject *unused)
 static PyObject *cell_list(const Windows *w, Py_ssize_t i)
 {
     PyObject *t = TEXT(w, i) ? TEXT(w, i) : Py_None;
-    return Py_BuildValue("[LdLdO]", (long long)w->count[i], w->sum[i], (long long)w->first[i], w->fsec[i], t);
+    return Py_BuildValue("[LNLdO]", (long long)w->count[i], fix_long(w->sum[i]), (long long)w->first[i], w->fsec[i], t);
 }
 
 /* [(key, [count, sum, first_line, first_second, text])] in order. */
@@ -504,7 +629,7 @@ static PyObject *Windows_reduce(Windows *w, PyObject *unused)
     }
     Py_ssize_t n8 = w->n * 8;
     return Py_BuildValue("(O(Ln)(NNNNNN))", (PyObject *)Py_TYPE(w), w->width, w->most, bytes_of(w->key, n8),
-                         bytes_of(w->count, n8), bytes_of(w->sum, n8), bytes_of(w->first, n8), bytes_of(w->fsec, n8),
+                         bytes_of(w->count, n8), bytes_of(w->sum, n8 * 2), bytes_of(w->first, n8), bytes_of(w->fsec, n8),
                          texts);
 }
 
@@ -515,7 +640,7 @@ static PyObject *Windows_setstate(Windows *w, PyObject *state)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(texts);
     for (int k = 0; k < 5; k++)
-        if (PyBytes_GET_SIZE(b[k]) != n * 8) {
+        if (PyBytes_GET_SIZE(b[k]) != n * (k == 2 ? 16 : 8)) {
             PyErr_SetString(PyExc_ValueError, "bad Windows state");
             return NULL;
         }
@@ -530,10 +655,11 @@ static PyObject *Windows_setstate(Windows *w, PyObject *state)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *t = PyList_GET_ITEM(texts, i);
         int64_t k, c, f;
-        double s, q;
+        Fix s;
+        double q;
         memcpy(&k, key + 8 * i, 8);
         memcpy(&c, count + 8 * i, 8);
-        memcpy(&s, sum + 8 * i, 8);
+        memcpy(&s, sum + 16 * i, 16);
         memcpy(&f, first + 8 * i, 8);
         memcpy(&q, fsec + 8 * i, 8);
         if (append(w, k, c, s, f, q, t == Py_None ? NULL : t) < 0)
@@ -695,7 +821,7 @@ static int add_group(const Target *ts, Py_ssize_t m, const RowView *v, const Py_
             /* the common case, inline: a later record of the current cell */
             if (sec >= w->lo_sec && sec < w->hi_sec && line >= w->first[c]) {
                 w->count[c]++;
-                w->sum[c] += x;
+                fix_add(&w->sum[c], fix_of(x));
                 if (sec < w->fsec[c])
                     w->fsec[c] = sec;
                 continue;
@@ -862,7 +988,7 @@ static PyObject *combine(PyObject *module, PyObject *args)
         Py_ssize_t fw = e[a].w, fi = e[a].i;
         for (; b < total && e[b].key == e[a].key; b++) {
             const Windows *w = ws[e[b].w];
-            double mean = w->sum[e[b].i] / (double)w->count[e[b].i];
+            double mean = fix_value(w->sum[e[b].i]) / (double)w->count[e[b].i];
             if (b == a) {
                 s.f = 0.0 + mean;
                 best = mean;
@@ -922,9 +1048,9 @@ static PyObject *cache_hit(PyObject *module, PyObject *args)
         for (; b < total && e[b].key == e[a].key; b++) {
             const Windows *w = ws[e[b].w];
             if (fresh[e[b].w])
-                n += w->sum[e[b].i];
+                n += fix_value(w->sum[e[b].i]);
             else
-                cached += w->sum[e[b].i];
+                cached += fix_value(w->sum[e[b].i]);
             if (w->first[e[b].i] < line) {
                 line = w->first[e[b].i];
                 sec = w->fsec[e[b].i];

@@ -8,8 +8,8 @@ finds the points where a figure moved to a new level (``changes``).
 
 Windows are seconds of the log's own clock (SGLang's stamps have one-second resolution),
 doubled in width when a log gets long, so memory is bounded by ``windows.MAX_WINDOWS`` per
-figure and rank whatever the log's length (``windows.py``: compiled arrays where built). Aggregates are sums, counts and extremes, so
-an observer of a later part of a log merges exactly into that of the earlier part
+figure and rank whatever the log's length (``windows.py``: compiled arrays where built). Aggregates are
+fixed-point sums, counts and extremes, so an observer of a later part of a log merges exactly into that of the earlier part
 (``merge``), which the parallel reader relies on.
 
 Figures keep SGLang's meaning (``docs/summary.md``): ``gen_tok_s`` is "gen throughput
@@ -30,7 +30,7 @@ from . import changepoints
 from .changepoints import Change
 from .clock import iso, seconds
 from .stats import Sketch
-from .windows import Cell, Windows, compiled, cwindows, like, new_windows
+from .windows import Cell, Windows, as_float, compiled, cwindows, like, new_windows
 
 #: Slowest requests kept.
 _SLOWEST = 10
@@ -348,10 +348,10 @@ class ServingObserver:
         out = []
         for k in sorted(keys):
             group = keys[k]  # the ranks' cells of one window
-            means = [c[1] / c[0] for c in group]
-            value = max(means) if how == "max" else sum(means)
+            means = [as_float(c[1]) / c[0] for c in group]
+            level = max(means) if how == "max" else sum(means)
             first = min(group, key=lambda c: c[2])
-            out.append((float(first[3]), value, int(first[2])))
+            out.append((float(first[3]), level, int(first[2])))
         return out
 
     @staticmethod
@@ -364,7 +364,7 @@ class ServingObserver:
         for is_new, w in prefill:
             for k, c in w.items():
                 slot = new.setdefault(k, [0.0, 0.0, c[2], c[3]])
-                slot[0 if is_new else 1] += c[1]
+                slot[0 if is_new else 1] += as_float(c[1])
                 if c[2] < slot[2]:
                     slot[2], slot[3] = c[2], c[3]
         out = []

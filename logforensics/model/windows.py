@@ -3,15 +3,21 @@
 Why apart from the observer (``serving.py``): a log in which every rank prints batch
 statistics has dozens of such windows of thousands of cells each, so their representation
 decides the run model's memory. Where the C extension is built (``_windows.c``) a window set
-is parallel arrays, about 56 bytes a cell; :class:`_PyWindows` is its pure twin (a dict of
+is parallel arrays, about 64 bytes a cell; :class:`_PyWindows` is its pure twin (a dict of
 lists), used with ``LOGFORENSICS_PURE=1`` or without a compiler. Both keep cells in the order
-they were created and fold them in that order when widened or merged, so every sum is the
-same double on both paths.
+they were created and fold them in that order when widened or merged.
+
+A window's sum is fixed point (:func:`fixed`): each value rounded to a grid of 2**-64, the
+sum an integer (128-bit two's complement). Integer addition is associative, so the sum does
+not depend on how the values were grouped: one pass, a window widened early or late, or a
+log read in byte ranges on several cores and merged (``ingest/parallel.py``) all give the
+same sum, and :func:`as_float` the same double on either path.
 """
 
 from __future__ import annotations
 
 import array
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -27,8 +33,30 @@ except ImportError:  # pragma: no cover - platforms without it
 MAX_WINDOWS = 4096
 
 #: One window's aggregates: [count, sum, first_line, first_second, first_text];
-#: numbers but for the last slot, a record's text or None.
+#: the sum in units of 2**-64 (:func:`fixed`), the last slot a record's text or None.
 Cell = list[Any]
+
+_ONE = 2.0**64
+_CAP = 2.0**62  # values beyond are capped: a sum of 2**64 of them still fits in 128 bits
+_HALF = 1 << 127
+
+
+def fixed(v: float) -> int:
+    """``v`` on the sums' grid: the nearest multiple of 2**-64 (half to even), capped at
+    +-2**62, NaN as 0; in units of 2**-64. ``_windows.c`` fix_of() is the same."""
+    if v != v:
+        return 0
+    return round(min(max(v, -_CAP), _CAP) * _ONE)  # the product is exact: a power of two
+
+
+def _wrapped(s: int) -> int:
+    """``s`` in 128-bit two's complement, as the C sums keep it."""
+    return s if -_HALF <= s < _HALF else (s + _HALF) % (1 << 128) - _HALF
+
+
+def as_float(s: int) -> float:
+    """A fixed-point sum as a float: correctly rounded (int / int), as ``fix_value`` in C."""
+    return s / (1 << 64)
 
 
 class _PyWindows:
@@ -51,12 +79,12 @@ class _PyWindows:
         key = int(sec // self.width)
         c = self.cells.get(key)
         if c is None:
-            self.cells[key] = [1, value, line, sec, text]
+            self.cells[key] = [1, fixed(value), line, sec, text]
             if len(self.cells) > MAX_WINDOWS:
                 self.coarsen(self.width * 2)
             return
         c[0] += 1
-        c[1] += value
+        c[1] = _wrapped(c[1] + fixed(value))
         if line < c[2]:
             c[2] = line
             c[4] = text
@@ -118,7 +146,7 @@ def _fold(cells: dict[int, Cell], key: int, c: Cell) -> None:
         cells[key] = list(c)
         return
     d[0] += c[0]
-    d[1] += c[1]
+    d[1] = _wrapped(d[1] + c[1])
     if c[2] < d[2]:
         d[2], d[4] = c[2], c[4]
     d[3] = min(d[3], c[3])
@@ -144,9 +172,15 @@ def like(mine: Windows, other: Windows) -> Windows:
         out = _PyWindows(other.width)
         out.cells = dict(items)
         return out
-    cols = [array.array("d" if j in (1, 3) else "q", [c[j] for _, c in items]).tobytes() for j in range(4)]
+
+    def col(typecode: str, j: int) -> bytes:
+        return array.array(typecode, [c[j] for _, c in items]).tobytes()
+
+    sums = b"".join((s & (2**64 - 1)).to_bytes(8, sys.byteorder) + (s >> 64).to_bytes(8, sys.byteorder, signed=True)
+                    for s in (c[1] for _, c in items))  # the C layout: low word, then high
     w = type(mine)(other.width, MAX_WINDOWS)
-    w.__setstate__((array.array("q", [k for k, _ in items]).tobytes(), *cols, [c[4] for _, c in items]))
+    w.__setstate__((array.array("q", [k for k, _ in items]).tobytes(), col("q", 0), sums, col("q", 2), col("d", 3),
+                    [c[4] for _, c in items]))
     return w
 
 

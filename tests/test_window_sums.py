@@ -1,0 +1,80 @@
+"""A serving window's sum does not depend on how its values were grouped.
+
+The parallel reader (``ingest/parallel.py``) reads byte ranges apart and merges their windows;
+one pass adds value after value, widening its windows when they fill. With float sums the
+two groupings round differently, so the windows' sums are fixed point (``model/windows.py``
+``fixed``): checked here on both twins, and the C readout of a sum against Python's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from logforensics.model import windows as windows_mod
+from logforensics.model.windows import _PyWindows, as_float, fixed
+
+_windows = windows_mod.cwindows
+_TWINS: list[Any] = [_PyWindows] + ([lambda w: _windows.Windows(w, windows_mod.MAX_WINDOWS)] if _windows else [])
+
+_VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(0, 10**6).map(float),
+                   st.decimals(0, 10**5, places=2).map(float))
+_ROW = st.tuples(st.integers(0, 40).map(float), _VALUE)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ROW, max_size=120), st.integers(0, 120), st.sampled_from([1, 2, 4]), st.integers(2, 6))
+def test_a_sum_does_not_depend_on_the_grouping(rows: list[tuple[float, float]], cut: int, width: int,
+                                               most: int) -> None:
+    """One pass against two parts merged, the first part's windows narrower or wider than
+    the second's (as when one range has widened and the next has not): the same cells."""
+    monkey = windows_mod.MAX_WINDOWS
+    windows_mod.MAX_WINDOWS = most
+    try:
+        for make in _TWINS:
+            whole = make(1)
+            first, later = make(1), make(width)
+            for i, (sec, v) in enumerate(rows):
+                whole.add(sec, v, i)
+                (first if i < cut else later).add(sec, v, i)
+            first.merge(later)
+            whole.coarsen(first.width)
+            first.coarsen(whole.width)
+            assert whole.items() == first.items()
+    finally:
+        windows_mod.MAX_WINDOWS = monkey
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_a_value_on_the_grid(v: float) -> None:
+    """Rounded to the nearest 2**-64, half to even, capped at 2**62: what C stores."""
+    s = fixed(v)
+    if v != v:
+        assert s == 0
+    else:
+        clipped = min(max(v, -(2.0**62)), 2.0**62)
+        assert abs(s - clipped * 2.0**64) <= 0.5
+        assert as_float(s) == clipped or abs(clipped) < 2.0**-11  # exact unless finer than the grid
+    if _windows is not None:
+        w = _windows.Windows(1, 8)
+        w.add(0.0, v, 1)
+        assert w.items()[0][1][1] == s
+
+
+@pytest.mark.skipif(_windows is None, reason="the C extension is not built here")
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.floats(-(2.0**62), 2.0**62), min_size=1, max_size=40))
+def test_the_c_readout_of_a_sum_is_pythons(values: list[float]) -> None:
+    """A mean from C (``combine``, through fix_value) is Python's ``as_float(sum) / count``,
+    sums of up to 128 bits included."""
+    assert _windows is not None
+    w = _windows.Windows(1, 8)
+    for v in values:
+        w.add(0.0, v, 1)
+    (_, cell), = w.items()
+    (_, level, _), = _windows.combine([w], False)
+    assert level == as_float(cell[1]) / cell[0]
