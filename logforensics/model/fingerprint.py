@@ -15,7 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]+")
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.@+-]*/)+[\w.@+-]+")
+# A path begins where a run of path characters begins, or at a drive letter: the leftmost
+# match of the plain pattern, without trying every later position of a long run in turn
+# (which made a megabyte of word characters take minutes).
+_PATH = re.compile(r"(?:(?<![\w.@+-])|(?=[A-Za-z]:))(?:[A-Za-z]:)?(?:[\w.@+-]*/)+[\w.@+-]+")
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 _SPACE = re.compile(r"\s+")
 
