@@ -78,3 +78,15 @@ def test_the_c_readout_of_a_sum_is_pythons(values: list[float]) -> None:
     (_, cell), = w.items()
     (_, level, _), = _windows.combine([w], False)
     assert level == as_float(cell[1]) / cell[0]
+
+
+@pytest.mark.skipif(_windows is None, reason="the C extension is not built here")
+@pytest.mark.parametrize("v", [2.0**-65, 3 * 2.0**-65, 5 * 2.0**-65, -3 * 2.0**-65, 2.0**-66, 2.0**-64 + 2.0**-117,
+                               2.0**-54 * 3, 0.5, 1.0 + 2.0**-52, 2.0**62, -(2.0**62), 2.0**62 * 1.5, 5e-324, -0.0,
+                               2.0**-11, 2.0**-12 * 3, 1e-20, 123456.789])
+def test_the_grid_at_its_edges(v: float) -> None:
+    """Halves of a step (to even), values below half a step, subnormals, the cap."""
+    assert _windows is not None
+    w = _windows.Windows(1, 8)
+    w.add(0.0, v, 1)
+    assert w.items()[0][1][1] == fixed(v)

@@ -44,27 +44,24 @@ static inline Fix fix_of(double v)
         v = FIX_CAP;
     else if (v < -FIX_CAP)
         v = -FIX_CAP;
-    double y = v * FIX_ONE; /* exact: a power of two */
-    int neg = y < 0;
-    double a = neg ? -y : y;
-    uint64_t lo, hi;
-    if (a < 9007199254740992.0) { /* below 2**53: to an integer, half to even (Python's round) */
-        lo = (uint64_t)nearbyint(a);
-        hi = 0;
-    } else { /* already an integer: its 53 bits, shifted */
-        int e;
-        uint64_t m = (uint64_t)ldexp(frexp(a, &e), 53);
-        int sh = e - 53; /* 0 <= sh <= 73 */
-        if (sh >= 64) {
-            hi = m << (sh - 64);
-            lo = 0;
-        } else if (sh == 0) {
-            hi = 0;
-            lo = m;
-        } else {
-            hi = m >> (64 - sh);
-            lo = m << sh;
-        }
+    uint64_t bits;
+    memcpy(&bits, &v, 8);
+    int neg = (int)(bits >> 63), e = (int)((bits >> 52) & 0x7ff);
+    uint64_t m = (bits & ((1ULL << 52) - 1)) | (1ULL << 52), lo = 0, hi = 0;
+    int sh = e - 1075 + 64; /* |v| * 2**64 == m * 2**sh (e == 0: below 2**-1022, on the grid 0) */
+    if (e == 0 || sh < -53) {
+        /* below half a step of the grid: 0 */
+    } else if (sh >= 64) {
+        hi = m << (sh - 64); /* sh <= 74: |v| <= 2**62 */
+    } else if (sh > 0) {
+        hi = m >> (64 - sh);
+        lo = m << sh;
+    } else if (sh == 0) {
+        lo = m;
+    } else { /* to an integer, half to even (Python's round()) */
+        int r = -sh;
+        uint64_t q = m >> r, rem = m & ((1ULL << r) - 1), half = 1ULL << (r - 1);
+        lo = q + (rem > half || (rem == half && (q & 1)));
     }
     if (neg) {
         lo = ~lo + 1;
