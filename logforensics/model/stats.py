@@ -133,8 +133,11 @@ class Sketch:
             self._pending = list(numbers(self._doubles_ints, data.tobytes()))
             self._flush()
             return
-        lo, hi, zeros, partials = got
         self.count += len(data)
+        self._fold_batch(*got)
+
+    def _fold_batch(self, lo: Any, hi: Any, zeros: int, partials: list[float]) -> None:
+        """A batch bucketed in C (its extremes, zeros and exact partial sums) into these figures."""
         if lo < self.min:
             self.min = lo
         if hi > self.max:
@@ -161,13 +164,7 @@ class Sketch:
             self._exact = self._exact + vals if self.count <= EXACT_LIMIT else None
         got = None if _sketch_batch is None else _sketch_batch(vals, _INV_LOG_GAMMA, self.buckets)
         if got is not None:
-            lo, hi, zeros, partials = got
-            if lo < self.min:
-                self.min = lo
-            if hi > self.max:
-                self.max = hi
-            self.zeros += zeros
-            self._terms = _exact_terms(self._terms + partials)
+            self._fold_batch(*got)
             return
         lo, hi = min(vals), max(vals)
         if lo < self.min:  # the first of equal extremes is kept, as value by value
