@@ -22,7 +22,7 @@ from test_fastpath import FIXTURES, synthetic_log
 
 from logforensics.ingest.live import LiveRun
 from logforensics.model import coverage
-from logforensics.model.pd import OTHER_NEEDS
+from logforensics.model.pd import OTHER_NEEDS, PDObserver
 from logforensics.read import other
 from logforensics.read.fastpath import LineClassifier
 from logforensics.read.segments import CLEAN_NEEDS, needs_clean
@@ -78,7 +78,7 @@ def test_decoding_is_pythons_on_every_short_sequence() -> None:
 
 SHAPE_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefxXABF N-:.\t\x0b\x1c\x1f\x85\xa0")
                                               + ["\u0660", "\u0969", "\uff10", "\u2003", "\u3000", "\ufffd", "é"])
-                     | st.characters(), max_size=400)
+                     | st.characters().filter(lambda c: not "\ud800" <= c <= "\udfff"), max_size=400)  # decoded bytes: no surrogates
 
 
 @compiled
@@ -89,11 +89,67 @@ def test_shapes_are_the_coverage_shapes(text: str) -> None:
     assert other._other.shape(text) == coverage.shape(text)
 
 
+SHAPE_MAX = 160  # coverage.shape keeps so many characters
+#: Pieces of undecodable lines: every kind of invalid sequence (lone continuation bytes,
+#: overlong forms, surrogates, beyond U+10FFFF, C0/C1/F5-FF, sequences cut short), valid
+#: characters of every length, spaces and digits of Python's kinds, hex ids.
+BYTE_PIECES = [b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xf0\x8f\xbf\xbf",
+               b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\xfe",
+               b"\xc2", b"\xe1\x80", b"\xf1\x80\x80", b"\xf0\x90", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80",
+               b"\xef\xbf\xbd", b"\xc2\x85", b"\xc2\xa0", b"\xe3\x80\x80", b"\xe2\x80\x83", b"\xd9\xa3", b"\xef\xbc\x91",
+               b" ", b"\t", b"\x0b", b"\x1c", b"\x1f", b"\r", b"0", b"7", b"12", b"0x", b"0x1f", b"x", b"a", b"F",
+               b"word", b"-", b":"]
+LINE_BYTES = st.one_of(st.lists(st.sampled_from(BYTE_PIECES), max_size=80).map(b"".join),
+                       st.binary(max_size=300).map(lambda b: b.replace(b"\n", b"")))
+
+
+@compiled
+@settings(max_examples=800, deadline=None)
+@given(LINE_BYTES, st.integers(min_value=1, max_value=SHAPE_MAX))
+def test_shapes_of_bytes_are_the_coverage_shapes_of_their_text(data: bytes, limit: int) -> None:
+    """Decoded and masked in one pass, stopped after any number of characters and then
+    written on: the shape of the text Python decodes, and whether it had to replace bytes."""
+    assert other._other is not None and other._other.SHAPE_MAX == SHAPE_MAX
+    prefix, complete, whole, bad = other._other.shape_prefix(data, limit)
+    text = data.decode("utf-8", "replace")
+    assert whole == coverage.shape(text)
+    assert prefix == whole[:limit]
+    assert complete if limit == SHAPE_MAX else (prefix == whole if complete else len(prefix) == limit)
+    try:
+        data.decode("utf-8")
+        assert not bad
+    except UnicodeDecodeError:
+        assert bad
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(WORDS + ["m", "[1m", "[31;1m", "^[", "\x00", "x"]), max_size=10).map("".join))
 def test_the_cleaner_needs_one_of_its_texts(text: str) -> None:
     if needs_clean(text):
         assert any(t in text for t in CLEAN_NEEDS)
+
+
+def _maybe(*texts: str) -> st.SearchStrategy[str]:
+    return st.sampled_from(("",) + texts)
+
+
+#: Router lines (and near misses): each part of _ROUTER_RS's and _ROUTER_PY's forms, or not.
+ROUTER_LINES = st.tuples(
+    _maybe("[Router (Rust)] ", "[Router ("), _maybe("2025-01-01T00:00:00Z "), _maybe("ERROR ", " - ERROR - "),
+    _maybe("smg", "sglang_router_rs"), _maybe("::worker", "::"), _maybe(": "), _maybe("src/a.rs", "a.r"),
+    _maybe(":12: "), _maybe("msg", "failed for request"),
+).map("".join)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(ROUTER_LINES)
+def test_the_pd_observer_reads_no_line_without_its_texts(text: str) -> None:
+    """What a reader may count unseen: the PD observer changes nothing for an unrecognised
+    line that holds none of ``OTHER_NEEDS``."""
+    seen = PDObserver()
+    seen.observe_all(LineClassifier("x.log").classify(text.encode(), 1))
+    if not any(t in text for t in OTHER_NEEDS):
+        assert vars(seen) == vars(PDObserver())
 
 
 LINES = st.one_of(
@@ -221,6 +277,43 @@ def test_more_shapes_than_kept() -> None:
     ev.close()
     assert run.model.context_read == ev.model.context_read is not None
     assert coverage.OVERFLOW_KEY in run.model.coverage.unknown_shapes
+
+
+@compiled
+def test_more_undecodable_shapes_than_kept() -> None:
+    """Beyond the cap, a line's shape is looked up only when its first characters are those
+    of a kept shape: lines of kept shapes (of every length around that prefix, spaces or a
+    hex id at its end) still count as theirs, new ones in the overflow bucket."""
+    rng = random.Random(7)
+    letters = "abcdefghij"
+
+    def word(n: int) -> bytes:
+        return "".join(rng.choice(letters) for _ in range(n)).encode()
+
+    kept = [b"\xff" + word(rng.randrange(1, 30)) for _ in range(coverage.MAX_UNKNOWN_SHAPES)]
+    edges = [b"\xfe" + b"a" * 10, b"\xfe" + b"b" * 11, b"\xfe" + b"c" * 12, b"\xfe" + b"d" * 10 + b"  x",
+             b"\xfe" + b"e" * 9 + b"0x1f", b"\xfe" + b"f" * 9 + b"12 0xab tail", b"\xfe\xc2\xa0" + b"g" * 9 + b"\xe3\x80\x80h"]
+    later = []
+    for i in range(6000):
+        pick = i % 6
+        if pick == 0:
+            later.append(rng.choice(kept + edges))  # a kept shape
+        elif pick == 1:  # a kept shape's first characters, then others: new
+            later.append(rng.choice(kept) + b"z" + word(5))
+        elif pick == 2:  # an edge with trailing spaces (the same shape) or more after them (new)
+            later.append(rng.choice(edges) + rng.choice([b" ", b"   ", b"\t\xc2\x85", b"  y", b" \xe3\x80\x80z"]))
+        elif pick == 3:
+            later.append(rng.choice(edges).replace(b"1", b"7"))  # digits masked: the same shape
+        else:
+            later.append(b"\xfd" + word(rng.randrange(1, 40)))  # new from the first characters
+    data = _random_bytes(rng, 70000).replace(b"\n", b"") + b"\n" + b"\n".join(edges + kept + later) + b"\n"
+    _summaries(data, "bytes.log", (1 << 20, 8192, 997))
+    run = LiveRun("bytes.log")
+    run.feed_bulk(data)
+    run.close()
+    shapes = run.model.coverage.unknown_shapes
+    assert coverage.OVERFLOW_KEY in shapes
+    assert all(shapes[coverage.shape(e.decode("utf-8", "replace"))][0] > 1 for e in edges)
 
 
 @compiled

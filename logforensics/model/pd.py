@@ -50,8 +50,11 @@ _ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z
                         r"(?P<src>\S*\.rs):(?P<src_line>\d+): (?P<msg>.*)")
 #: The kinds this observer reads; everything else (nearly all of a serving log) is skipped.
 #: Texts of which an ``other`` record must contain one for this observer to read it
-#: (``_other``): a reader may count the others without showing them to it.
-OTHER_NEEDS = ("::", "[Router (", "failed for request", _WAITING, _BOOTSTRAP)
+#: (``_other``): a reader may count the others without showing them to it. A router line
+#: is read only when one of its patterns matches, and each needs a text of its own:
+#: ``.rs:`` (``_ROUTER_RS``'s source file) or ``[Router (`` (``_ROUTER_PY``); ``::`` alone,
+#: which random bytes hold once in 256 lines, is not enough.
+OTHER_NEEDS = (".rs:", "[Router (", "failed for request", _WAITING, _BOOTSTRAP)
 _KINDS = frozenset({"other", "decode_batch", "prefill_batch", "server_args", "launch_command", "exception", "pd_timeout"})
 _DISAGG_FRAME = re.compile(r"event_loop_\w*disagg_(prefill|decode)")
 

@@ -19,16 +19,25 @@
  * The walker mirrors the keys of the caller's dict of shapes (insertion only: it reads
  * the entries added since its last look) so that a line of a known shape costs no Python
  * object; only shapes new to the dict are returned with their first line and example.
+ * A shape is decoded, masked and written in one pass over the line's bytes; once the dict
+ * holds as many shapes as it keeps, a line whose first shape characters begin no kept
+ * shape counts in the overflow bucket from those alone (random bytes: every line a new
+ * shape), and only the searches for what the exact path must read see the rest of it.
  * It knows no log format of its own.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define SHAPE_MAX 160   /* characters of a shape (coverage.shape) */
 #define EXAMPLE_MAX 200 /* characters of an example (coverage.on_other) */
 #define BINARY_MODE 128 /* the needle mode of an undecodable line */
+#define PREFIX 12       /* characters of a shape that the filter of known shapes keys on */
+#define PREFIX_BITS 18  /* the filter's size: 2**18 bits */
 
 typedef struct {
     uint64_t hash;
@@ -64,9 +73,12 @@ typedef struct {
     Py_ssize_t dict_pos;         /* PyDict_Next's position after the entries read */
     Py_ssize_t accounted;        /* dict entries the mirror accounts for */
     long long walk;
+    uint64_t *known;             /* the filter: bits set by the first PREFIX characters of each key */
+    unsigned char bfirst[32];    /* bit set of the bytes that can begin a binary needle, and EF */
+    unsigned char bfirst_list[8];
+    int nbfirst;                 /* how many (more than 8: not listed) */
     /* scratch */
     Py_UCS4 *cps;
-    Py_UCS4 *shape4;
     unsigned char *shape8;
     Py_ssize_t *touched;
     Py_ssize_t ntouched, touched_cap;
@@ -103,12 +115,38 @@ static uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n)
 
 /* -- the mirror of the dict's keys -------------------------------------------------------- */
 
+/* Beyond the cap, a line of a shape the dict lacks counts in the overflow bucket whatever its
+ * shape: a filter of the keys' first PREFIX characters tells most such lines from their first
+ * characters alone, without the rest of the shape. (A key's bit set whatever its length: a
+ * shorter key is its own prefix.) */
+static Py_ssize_t prefix_bytes(const unsigned char *k, Py_ssize_t n)
+{
+    Py_ssize_t chars = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((k[i] & 0xC0) != 0x80 && chars++ == PREFIX)
+            return i;
+    return n;
+}
+
+static inline uint64_t known_bit(const unsigned char *prefix, Py_ssize_t n)
+{
+    return hash_bytes(prefix, n) >> (64 - PREFIX_BITS);
+}
+
+static inline int known_has(const Walker *w, const unsigned char *prefix, Py_ssize_t n)
+{
+    uint64_t b = known_bit(prefix, n);
+    return (w->known[b >> 6] >> (b & 63)) & 1;
+}
+
 static void mirror_clear(Walker *w)
 {
     for (Py_ssize_t i = 0; i < w->cap; i++)
         Py_CLEAR(w->tab[i].example);
     if (w->tab)
         memset(w->tab, 0, sizeof(Entry) * (size_t)w->cap);
+    if (w->known)
+        memset(w->known, 0, sizeof(uint64_t) << (PREFIX_BITS - 6));
     w->used = 0;
     w->arena_len = 0;
     w->dict_pos = 0;
@@ -179,6 +217,8 @@ static Entry *mirror_add(Walker *w, const unsigned char *k, Py_ssize_t n, uint64
         w->arena_cap = ncap;
     }
     memcpy(w->arena + w->arena_len, k, (size_t)n);
+    uint64_t b = known_bit(k, prefix_bytes(k, n));
+    w->known[b >> 6] |= 1ULL << (b & 63);
     size_t m = (size_t)w->cap - 1, i = (size_t)h & m;
     while (w->tab[i].hash)
         i = (i + 1) & m;
@@ -226,170 +266,240 @@ static int mirror_sync(Walker *w, PyObject *dict)
 
 /* -- decoding and masking ------------------------------------------------------------------ */
 
-/* bytes.decode("utf-8", "replace"): one U+FFFD per maximal subpart of an invalid
- * sequence (what CPython does). A table-driven automaton: random bytes make a decoder's
- * branches unpredictable, so each byte is one lookup and a few selects. States: 0 at a
- * character's start; 1-7 inside a sequence, by the bytes still needed and the range the
- * next one must lie in (after E0, ED, F0, F4 narrower than 80-BF). */
-enum { D_NEXT = 7, D_N = 3, D_V1 = 5, D_V2 = 7, D_LEAD = 1 << 9, D_BAD = 1 << 10 };
-enum { V_FFFD = 0, V_BYTE = 1, V_CP = 2 };
-static uint16_t DECODE[8][256];
-static unsigned char LEADMASK[256];
-
-static unsigned lead_state(unsigned b)
+/* The character at p[*i] (the line p[0:n]), as bytes.decode("utf-8", "replace") reads
+ * it: one U+FFFD for each maximal subpart of an invalid sequence (what CPython does), the
+ * byte that ends such a subpart read again as a character's start. Moves *i past it and
+ * sets *bad on a replacement. */
+static inline Py_UCS4 utf8_next(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, int *bad)
 {
-    if (b >= 0xC2 && b <= 0xDF)
-        return 1;
-    if (b == 0xE0)
-        return 3;
-    if (b == 0xED)
-        return 4;
-    if (b >= 0xE1 && b <= 0xEF)
-        return 2;
-    if (b == 0xF0)
-        return 6;
-    if (b == 0xF4)
-        return 7;
-    if (b >= 0xF1 && b <= 0xF3)
-        return 5;
-    return 0;
-}
-
-static uint16_t entry(unsigned next, unsigned n, unsigned v1, unsigned v2, int lead, int bad)
-{
-    return (uint16_t)(next | n << D_N | v1 << D_V1 | v2 << D_V2 | (lead ? D_LEAD : 0) | (bad ? D_BAD : 0));
-}
-
-static void build_decoder(void)
-{
-    static const unsigned lo[8] = {0, 0x80, 0x80, 0xA0, 0x80, 0x80, 0x90, 0x80};
-    static const unsigned hi[8] = {0, 0xBF, 0xBF, 0xBF, 0x9F, 0xBF, 0xBF, 0x8F};
-    static const unsigned after[8] = {0, 0, 1, 1, 1, 2, 2, 2};
-    for (unsigned b = 0; b < 256; b++) {
-        unsigned ls = lead_state(b);
-        LEADMASK[b] = (unsigned char)(!ls ? 0 : b < 0xE0 ? 0x1F : b < 0xF0 ? 0x0F : 0x07);
-        /* from a character's start: the byte itself, a lead, or an invalid byte */
-        uint16_t start = b < 0x80 ? entry(0, 1, V_BYTE, 0, 0, 0)
-                         : ls ? entry(ls, 0, 0, 0, 1, 0)
-                              : entry(0, 1, V_FFFD, 0, 0, 1);
-        DECODE[0][b] = start;
-        for (unsigned s = 1; s < 8; s++) {
-            if (b >= lo[s] && b <= hi[s]) { /* the sequence goes on, or ends here */
-                DECODE[s][b] = after[s] ? entry(after[s], 0, 0, 0, 0, 0) : entry(0, 1, V_CP, 0, 0, 0);
-                continue;
-            }
-            /* U+FFFD for the bytes so far, then this byte from a character's start */
-            if (b < 0x80)
-                DECODE[s][b] = entry(0, 2, V_FFFD, V_BYTE, 0, 1);
-            else if (ls)
-                DECODE[s][b] = entry(ls, 1, V_FFFD, 0, 1, 1);
-            else
-                DECODE[s][b] = entry(0, 2, V_FFFD, V_FFFD, 0, 1);
-        }
+    Py_ssize_t j = *i;
+    unsigned b = p[j++], lo = 0x80, hi = 0xBF, need;
+    Py_UCS4 cp;
+    if (b < 0x80) {
+        *i = j;
+        return b;
     }
+    if (b >= 0xC2 && b <= 0xDF) {
+        need = 1;
+        cp = b & 0x1F;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        need = 2;
+        cp = b & 0x0F;
+        lo = b == 0xE0 ? 0xA0 : 0x80; /* no overlong form */
+        hi = b == 0xED ? 0x9F : 0xBF; /* no surrogate */
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        need = 3;
+        cp = b & 0x07;
+        lo = b == 0xF0 ? 0x90 : 0x80; /* no overlong form */
+        hi = b == 0xF4 ? 0x8F : 0xBF; /* nothing beyond U+10FFFF */
+    } else { /* a continuation byte, C0, C1, F5-FF */
+        *i = j;
+        *bad = 1;
+        return 0xFFFD;
+    }
+    for (; need; need--, lo = 0x80, hi = 0xBF) {
+        if (j >= n || p[j] < lo || p[j] > hi) {
+            *i = j;
+            *bad = 1;
+            return 0xFFFD;
+        }
+        cp = (cp << 6) | (p[j++] & 0x3F);
+    }
+    *i = j;
+    return cp;
 }
 
-/* Decode s[0:n] into out (room for n + 1 code points); returns how many, and sets *bad
- * when a replacement was made. */
+/* Decode s[0:n] into out (room for n code points); returns how many, and sets *bad when a
+ * replacement was made. */
 static Py_ssize_t decode_utf8(const unsigned char *s, Py_ssize_t n, Py_UCS4 *out, int *bad)
 {
     Py_ssize_t k = 0;
-    unsigned state = 0, badbits = 0;
-    Py_UCS4 cp = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned b = s[i];
-        unsigned e = DECODE[state][b];
-        Py_UCS4 ncp = (e & D_LEAD) ? (b & LEADMASK[b]) : ((cp << 6) | (b & 0x3F));
-        Py_UCS4 vals[3] = {0xFFFD, b, ncp};
-        out[k] = vals[(e >> D_V1) & 3];
-        out[k + 1] = vals[(e >> D_V2) & 3];
-        k += (e >> D_N) & 3;
-        badbits |= e;
-        cp = ncp;
-        state = e & D_NEXT;
-    }
-    if (state) { /* the input ends inside a sequence */
-        out[k++] = 0xFFFD;
-        badbits |= D_BAD;
-    }
-    if (badbits & D_BAD)
-        *bad = 1;
+    for (Py_ssize_t i = 0; i < n;)
+        out[k++] = s[i] < 0x80 ? s[i++] : utf8_next(s, n, &i, bad);
     return k;
 }
 
-static int is_hex(Py_UCS4 c)
+/* Whether p[i:n] (beginning at a character) is valid UTF-8. */
+static int utf8_valid_from(const unsigned char *p, Py_ssize_t i, Py_ssize_t n)
+{
+    int bad = 0;
+    while (i < n && !bad) {
+        uint64_t x;
+        if (i + 8 <= n && (memcpy(&x, p + i, 8), !(x & 0x8080808080808080ULL))) {
+            i += 8;
+            continue;
+        }
+        if (p[i] < 0x80)
+            i++;
+        else
+            utf8_next(p, n, &i, &bad);
+    }
+    return !bad;
+}
+
+static inline int is_hex(unsigned c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-/* coverage.shape of the text s[0:n]: stripped, "0x" + hex digits -> "0xH", then runs of
- * decimal digits -> "N", the first SHAPE_MAX characters. Returns the shape's length. The
- * tests are Python's own (str.isspace, re's \\d: Unicode decimal digits). */
-#define SHAPE_OF(NAME, IN, OUT)                                                                    \
-    static Py_ssize_t NAME(const IN *s, Py_ssize_t n, OUT *out)                                   \
-    {                                                                                              \
-        Py_ssize_t a = 0, b = n, k = 0;                                                            \
-        while (a < b && Py_UNICODE_ISSPACE(s[a]))                                                  \
-            a++;                                                                                   \
-        while (b > a && Py_UNICODE_ISSPACE(s[b - 1]))                                              \
-            b--;                                                                                   \
-        int run = 0;                                                                               \
-        for (Py_ssize_t i = a; i < b;) {                                                           \
-            Py_UCS4 c = s[i];                                                                      \
-            int hex = c == '0' && i + 2 < b && s[i + 1] == 'x' && is_hex(s[i + 2]);                \
-            if (hex) { /* "0xH": its 0 begins or goes on a run of digits */                        \
-                if (!run)                                                                          \
-                    out[k++] = 'N';                                                                \
-                if (k >= SHAPE_MAX)                                                                \
-                    return k;                                                                      \
-                out[k++] = 'x';                                                                    \
-                if (k >= SHAPE_MAX)                                                                \
-                    return k;                                                                      \
-                out[k++] = 'H';                                                                    \
-                run = 0;                                                                           \
-                i += 2;                                                                            \
-                while (i < b && is_hex(s[i]))                                                      \
-                    i++;                                                                           \
-            } else if (c < 128 ? c - '0' < 10 : c != 0xFFFD && Py_UNICODE_ISDECIMAL(c)) {                         \
-                if (!run)                                                                          \
-                    out[k++] = 'N';                                                                \
-                run = 1;                                                                           \
-                i++;                                                                               \
-            } else {                                                                               \
-                out[k++] = (OUT)c;                                                                 \
-                run = 0;                                                                           \
-                i++;                                                                               \
-            }                                                                                      \
-            if (k >= SHAPE_MAX)                                                                    \
-                return k;                                                                          \
-        }                                                                                          \
-        return k;                                                                                  \
-    }
-SHAPE_OF(shape_of, Py_UCS4, Py_UCS4)
-SHAPE_OF(shape_of_ascii, unsigned char, unsigned char)
-
-static Py_ssize_t utf8_of(const Py_UCS4 *cps, Py_ssize_t n, unsigned char *out)
+static inline Py_ssize_t put_utf8(unsigned char *o, Py_UCS4 c)
 {
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = cps[i];
-        if (c < 0x80) {
-            out[k++] = (unsigned char)c;
-        } else if (c < 0x800) {
-            out[k++] = (unsigned char)(0xC0 | (c >> 6));
-            out[k++] = (unsigned char)(0x80 | (c & 0x3F));
-        } else if (c < 0x10000) {
-            out[k++] = (unsigned char)(0xE0 | (c >> 12));
-            out[k++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            out[k++] = (unsigned char)(0x80 | (c & 0x3F));
-        } else {
-            out[k++] = (unsigned char)(0xF0 | (c >> 18));
-            out[k++] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
-            out[k++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            out[k++] = (unsigned char)(0x80 | (c & 0x3F));
+    if (c < 0x80) {
+        o[0] = (unsigned char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (c >> 6));
+        o[1] = (unsigned char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (c >> 12));
+        o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (c >> 18));
+    o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+/* coverage.shape of a line, read from its bytes and written as UTF-8, one character at a
+ * time and only as far as asked: stripped, "0x" + hex digits -> "0xH", then runs of decimal
+ * digits -> "N", the first SHAPE_MAX characters. The tests are Python's own (str.isspace,
+ * re's \d: Unicode decimal digits). A shape is decoded, masked and written in one pass, and
+ * a caller that needs only its first characters stops there (shaper_run's limit). */
+typedef struct {
+    Py_ssize_t i;           /* the next byte of the line */
+    Py_ssize_t k, kb;       /* characters and bytes of shape written */
+    Py_ssize_t keep, keepb; /* the same after the last character that is not a space */
+    int run;                /* inside a run of digits */
+    int zero;               /* the last character read was the digit 0 */
+    int pend_h;             /* "0x" + hex digits read, its "H" not written yet */
+    int bad;                /* a replacement was made so far */
+} Shaper;
+
+/* str.isspace of one character (U+FFFD, what random bytes decode to most, answered here). */
+static inline int is_space(Py_UCS4 c)
+{
+    return c != 0xFFFD && Py_UNICODE_ISSPACE(c);
+}
+
+static inline Py_UCS4 char_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, int *bad)
+{
+    if (p[*i] < 0x80)
+        return p[(*i)++];
+    return utf8_next(p, n, i, bad);
+}
+
+static void shaper_start(Shaper *s, const unsigned char *p, Py_ssize_t n)
+{
+    memset(s, 0, sizeof *s);
+    while (s->i < n) { /* the leading spaces (never a replacement: bad stays as it was) */
+        Py_ssize_t j = s->i;
+        Py_UCS4 c = char_at(p, n, &j, &s->bad); /* (the macro reads its argument twice) */
+        if (!is_space(c))
+            break;
+        s->i = j;
+    }
+}
+
+/* Write the shape on until `limit` characters or the line's end (the trailing spaces kept:
+ * shaper_settle drops them). */
+static void shaper_run(Shaper *s, const unsigned char *p, Py_ssize_t n, Py_ssize_t limit, unsigned char *out)
+{
+    Py_ssize_t i = s->i, k = s->k, kb = s->kb;
+    while (k < limit) {
+        if (s->pend_h) {
+            out[kb++] = 'H';
+            k++;
+            s->pend_h = 0;
+            s->keep = k;
+            s->keepb = kb;
+            continue;
+        }
+        if (i >= n)
+            break;
+        Py_UCS4 c = char_at(p, n, &i, &s->bad);
+        if (c - '0' < 10 || (c >= 128 && c != 0xFFFD && Py_UNICODE_ISDECIMAL(c))) {
+            if (!s->run) {
+                out[kb++] = 'N';
+                k++;
+                s->keep = k;
+                s->keepb = kb;
+            }
+            s->run = 1;
+            s->zero = c == '0';
+            continue;
+        }
+        if (c == 'x' && s->zero && i < n && is_hex(p[i])) { /* "0xH": its 0 began or went on a run */
+            while (i < n && is_hex(p[i]))
+                i++;
+            s->pend_h = 1;
+        }
+        kb += put_utf8(out + kb, c);
+        k++;
+        s->run = s->zero = 0;
+        if (!is_space(c)) {
+            s->keep = k;
+            s->keepb = kb;
         }
     }
-    return k;
+    s->i = i;
+    s->k = k;
+    s->kb = kb;
+}
+
+/* After shaper_run(limit): whether the shape is complete. Spaces written last are kept only
+ * when a character that is not a space follows them in the line (the text is stripped). */
+static int shaper_settle(Shaper *s, const unsigned char *p, Py_ssize_t n, Py_ssize_t limit)
+{
+    int trailing = s->k < limit;
+    if (!trailing && s->keep < s->k) {
+        int ignored = 0;
+        Py_ssize_t j = s->i;
+        trailing = 1; /* unless a character that is not a space follows */
+        while (trailing && j < n) {
+            Py_UCS4 c = char_at(p, n, &j, &ignored);
+            trailing = is_space(c);
+        }
+    }
+    if (trailing) {
+        s->k = s->keep;
+        s->kb = s->keepb;
+        return 1;
+    }
+    return limit >= SHAPE_MAX;
+}
+
+/* Whether a needle of class c (of the mode word/bit) begins at p[i] (the line p[0:n]; digits
+ * masked on both sides). */
+static inline int needle_at(const Walker *w, int c, int word, uint64_t bit, const unsigned char *p, Py_ssize_t n,
+                            Py_ssize_t i)
+{
+    unsigned x = p[i];
+    if ((w->csingle[c][x >> 3] >> (x & 7)) & 1)
+        return 1;
+    if (i + 1 >= n)
+        return 0;
+    unsigned b = (x << 8) | p[i + 1];
+    if (!((w->cbigram[c][b >> 3] >> (b & 7)) & 1))
+        return 0;
+    unsigned mb = ((unsigned)MASK[x] << 8) | MASK[p[i + 1]];
+    for (int32_t j = w->head[mb]; j >= 0; j = w->nnext[j]) {
+        Py_ssize_t len = w->nlen[j];
+        if (!(w->nmodes[j][word] & bit) || i + len > n)
+            continue;
+        const unsigned char *t = w->ntext[j];
+        Py_ssize_t q = 2;
+        while (q < len && MASK[p[i + q]] == t[q])
+            q++;
+        if (q == len)
+            return 1;
+    }
+    return 0;
 }
 
 /* Whether a needle of mode `mode` is in the line p[0:n] (digits masked on both sides). */
@@ -400,29 +510,46 @@ static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, int
         return 1;
     const int word = mode >> 6;
     const uint64_t bit = 1ULL << (mode & 63);
-    const unsigned char *single = w->csingle[c], *bigram = w->cbigram[c];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned x = p[i];
-        if ((single[x >> 3] >> (x & 7)) & 1)
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (needle_at(w, c, word, bit, p, n, i))
             return 1;
-        if (i + 1 >= n)
-            break;
-        unsigned b = (x << 8) | p[i + 1];
-        if (!((bigram[b >> 3] >> (b & 7)) & 1))
-            continue;
-        unsigned mb = ((unsigned)MASK[x] << 8) | MASK[p[i + 1]];
-        for (int32_t j = w->head[mb]; j >= 0; j = w->nnext[j]) {
-            Py_ssize_t len = w->nlen[j];
-            if (!(w->nmodes[j][word] & bit) || i + len > n)
-                continue;
-            const unsigned char *t = w->ntext[j];
-            Py_ssize_t q = 2;
-            while (q < len && MASK[p[i + q]] == t[q])
-                q++;
-            if (q == len)
-                return 1;
+    return 0;
+}
+
+/* Whether an undecodable line holds what the exact path reads otherwise: a needle of the
+ * binary mode, or the bytes of a U+FFFD (EF BF BD: the classifier then does not call the
+ * line undecodable). Few bytes can begin either, so those are looked for sixteen at a time. */
+static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n)
+{
+    const int c = w->cls[BINARY_MODE];
+    if (c < 0)
+        return 1;
+    const int word = BINARY_MODE >> 6;
+    const uint64_t bit = 1ULL << (BINARY_MODE & 63);
+    const unsigned char *first = w->bfirst;
+    Py_ssize_t i = 0;
+#if defined(__SSE2__)
+    if (w->nbfirst <= 8) {
+        __m128i v[8];
+        for (int j = 0; j < w->nbfirst; j++)
+            v[j] = _mm_set1_epi8((char)w->bfirst_list[j]);
+        for (; i + 16 <= n; i += 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(p + i)), m = _mm_cmpeq_epi8(x, v[0]);
+            for (int j = 1; j < w->nbfirst; j++)
+                m = _mm_or_si128(m, _mm_cmpeq_epi8(x, v[j]));
+            for (unsigned bits = (unsigned)_mm_movemask_epi8(m); bits; bits &= bits - 1) {
+                Py_ssize_t at = i + __builtin_ctz(bits);
+                if ((p[at] == 0xEF && at + 2 < n && p[at + 1] == 0xBF && p[at + 2] == 0xBD) ||
+                    needle_at(w, c, word, bit, p, n, at))
+                    return 1;
+            }
         }
     }
+#endif
+    for (; i < n; i++)
+        if (((first[p[i] >> 3] >> (p[i] & 7)) & 1) &&
+            ((p[i] == 0xEF && i + 2 < n && p[i + 1] == 0xBF && p[i + 2] == 0xBD) || needle_at(w, c, word, bit, p, n, i)))
+            return 1;
     return 0;
 }
 
@@ -475,6 +602,23 @@ static int build_classes(Walker *w)
         }
         w->cls[mode] = (signed char)c;
     }
+    /* the bytes that can begin a needle of an undecodable line, and EF (a U+FFFD written) */
+    const int c = w->cls[BINARY_MODE];
+    memset(w->bfirst, 0, sizeof w->bfirst);
+    w->nbfirst = 0;
+    for (unsigned x = 0; x < 256; x++) {
+        int begins = x == 0xEF;
+        for (unsigned y = 0; c >= 0 && !begins && y < 256; y++) {
+            unsigned b = (x << 8) | y;
+            begins = ((w->csingle[c][x >> 3] >> (x & 7)) & 1) || ((w->cbigram[c][b >> 3] >> (b & 7)) & 1);
+        }
+        if (!begins)
+            continue;
+        w->bfirst[x >> 3] |= (unsigned char)(1u << (x & 7));
+        if (w->nbfirst < 8)
+            w->bfirst_list[w->nbfirst] = (unsigned char)x;
+        w->nbfirst++;
+    }
     return 0;
 }
 
@@ -494,7 +638,7 @@ static void Walker_dealloc(Walker *w)
     PyMem_Free(w->csingle);
     PyMem_Free(w->cbigram);
     PyMem_Free(w->cps);
-    PyMem_Free(w->shape4);
+    PyMem_Free(w->known);
     PyMem_Free(w->shape8);
     PyMem_Free(w->touched);
     Py_XDECREF(w->dict);
@@ -527,10 +671,10 @@ static int Walker_init(Walker *w, PyObject *args, PyObject *kw)
     w->nnext = PyMem_Calloc((size_t)nn + 1, sizeof *w->nnext);
     w->limit = limit;
     w->cps = PyMem_Malloc(sizeof(Py_UCS4) * ((size_t)limit + 2));
-    w->shape4 = PyMem_Malloc(sizeof(Py_UCS4) * (SHAPE_MAX + 4));
+    w->known = PyMem_Calloc((size_t)1 << (PREFIX_BITS - 6), sizeof(uint64_t));
     w->shape8 = PyMem_Malloc(4 * (SHAPE_MAX + 4));
     memset(w->head, 0xff, sizeof w->head);
-    if (!w->ntext || !w->nlen || !w->nmodes || !w->nnext || !w->cps || !w->shape4 || !w->shape8) {
+    if (!w->ntext || !w->nlen || !w->nmodes || !w->nnext || !w->cps || !w->known || !w->shape8) {
         Py_DECREF(seq);
         PyErr_NoMemory();
         return -1;
@@ -631,47 +775,42 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         Py_ssize_t len = nl - p;
         if (len == 0 || len > w->limit)
             break;
-        int ascii = 1;
-        {
-            Py_ssize_t i = 0;
-            for (; i + 8 <= len; i += 8) {
-                uint64_t x;
-                memcpy(&x, p + i, 8);
-                if (x & 0x8080808080808080ULL)
-                    break;
+        Py_ssize_t i = 0;
+        for (; i + 8 <= len; i += 8) {
+            uint64_t x;
+            memcpy(&x, p + i, 8);
+            if (x & 0x8080808080808080ULL)
+                break;
+        }
+        while (i < len && p[i] < 0x80)
+            i++;
+        const int ascii = i == len;
+        if (ascii ? w->refuse[p[0]] || has_needle(w, p, len, p[0])
+                  /* a U+FFFD written in the text: the exact path reads it */
+                  : !binary || binary_refused(w, p, len))
+            break;
+        /* the shape: beyond the cap, its first characters first (most new shapes need no more) */
+        Shaper sh;
+        shaper_start(&sh, p, len);
+        int whole = w->accounted < cap, beyond = 0;
+        shaper_run(&sh, p, len, whole ? SHAPE_MAX : PREFIX, w->shape8);
+        if (!shaper_settle(&sh, p, len, whole ? SHAPE_MAX : PREFIX)) {
+            if (!known_has(w, w->shape8, sh.kb))
+                beyond = 1;
+            else {
+                shaper_run(&sh, p, len, SHAPE_MAX, w->shape8);
+                shaper_settle(&sh, p, len, SHAPE_MAX);
             }
-            for (; i < len; i++)
-                if (p[i] & 0x80) {
-                    ascii = 0;
-                    break;
-                }
         }
-        const unsigned char *key;
-        Py_ssize_t klen, ncp = 0;
-        if (ascii) {
-            if (w->refuse[p[0]] || has_needle(w, p, len, p[0]))
-                break;
-            klen = shape_of_ascii(p, len, w->shape8);
-        } else {
-            if (!binary)
-                break;
-            int bad = 0;
-            ncp = decode_utf8(p, len, w->cps, &bad);
-            /* valid UTF-8, or a U+FFFD written in the text: the exact path reads it */
-            if (!bad || has_needle(w, p, len, BINARY_MODE))
-                break;
-            int literal = 0;
-            for (const unsigned char *q = p; !literal && (q = memchr(q, 0xEF, (size_t)(p + len - q))) != NULL; q++)
-                literal = q + 2 < p + len && q[1] == 0xBF && q[2] == 0xBD;
-            if (literal)
-                break;
+        /* valid UTF-8: the exact path reads it */
+        if (!ascii && !sh.bad && utf8_valid_from(p, sh.i, len))
+            break;
+        if (!ascii)
             bad_lines++;
-            Py_ssize_t ns = shape_of(w->cps, ncp, w->shape4);
-            klen = utf8_of(w->shape4, ns, w->shape8);
-        }
-        key = w->shape8;
-        uint64_t h = hash_bytes(key, klen);
-        Entry *e = mirror_find(w, key, klen, h);
+        const unsigned char *key = w->shape8;
+        Py_ssize_t klen = sh.kb;
+        uint64_t h = beyond ? 0 : hash_bytes(key, klen);
+        Entry *e = beyond ? NULL : mirror_find(w, key, klen, h);
         int made = 0;
         if (!e && w->accounted >= cap) {
             overflowed = 1;
@@ -694,11 +833,14 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         if (made) {
             w->accounted++;
             e->first = line + n;
-            if (ascii)
+            if (ascii) {
                 e->example = PyUnicode_FromStringAndSize((const char *)p, len < EXAMPLE_MAX ? len : EXAMPLE_MAX);
-            else
+            } else {
+                int ignored = 0;
+                Py_ssize_t ncp = decode_utf8(p, len, w->cps, &ignored);
                 e->example = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, w->cps,
                                                        ncp < EXAMPLE_MAX ? ncp : EXAMPLE_MAX);
+            }
             if (!e->example)
                 goto done;
         }
@@ -757,21 +899,65 @@ static PyTypeObject WalkerType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* The shape of a line's bytes (n <= 4 * SHAPE_MAX + 16 written at most). */
+static PyObject *shape_str(const unsigned char *k, Py_ssize_t n)
+{
+    return PyUnicode_DecodeUTF8((const char *)k, n, NULL);
+}
+
 static PyObject *py_shape(PyObject *self, PyObject *arg)
 {
-    /* coverage.shape of a str, as the walker computes it (for tests) */
+    /* coverage.shape of a str, as the walker computes it from its UTF-8 (for tests) */
     (void)self;
-    if (!PyUnicode_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "a str");
+    Py_ssize_t n;
+    const char *text = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, &n) : NULL;
+    if (!text) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a str");
         return NULL;
     }
-    Py_UCS4 *cps = PyUnicode_AsUCS4Copy(arg);
-    if (!cps)
+    unsigned char out[4 * (SHAPE_MAX + 4)];
+    Shaper sh;
+    shaper_start(&sh, (const unsigned char *)text, n);
+    shaper_run(&sh, (const unsigned char *)text, n, SHAPE_MAX, out);
+    shaper_settle(&sh, (const unsigned char *)text, n, SHAPE_MAX);
+    return shape_str(out, sh.kb);
+}
+
+static PyObject *py_shape_prefix(PyObject *self, PyObject *args)
+{
+    /* (the first `limit` characters of the shape of the bytes decoded with replacement,
+     * whether that is the whole shape, the whole shape written on from there, whether a
+     * byte was replaced), as the walker computes them (for tests) */
+    (void)self;
+    Py_buffer v;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "y*n", &v, &limit))
         return NULL;
-    Py_UCS4 out[SHAPE_MAX + 4];
-    Py_ssize_t k = shape_of(cps, PyUnicode_GET_LENGTH(arg), out);
-    PyMem_Free(cps);
-    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, k);
+    if (limit < 1 || limit > SHAPE_MAX) {
+        PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_ValueError, "limit: 1 to SHAPE_MAX");
+        return NULL;
+    }
+    const unsigned char *p = v.buf;
+    unsigned char out[4 * (SHAPE_MAX + 4)];
+    Shaper sh;
+    shaper_start(&sh, p, v.len);
+    shaper_run(&sh, p, v.len, limit, out);
+    int complete = shaper_settle(&sh, p, v.len, limit);
+    PyObject *prefix = shape_str(out, sh.kb);
+    if (!complete) {
+        shaper_run(&sh, p, v.len, SHAPE_MAX, out);
+        shaper_settle(&sh, p, v.len, SHAPE_MAX);
+    }
+    int bad = sh.bad || !utf8_valid_from(p, sh.i, v.len);
+    PyBuffer_Release(&v);
+    PyObject *whole = shape_str(out, sh.kb);
+    PyObject *r = prefix && whole ? Py_BuildValue("(OOOO)", prefix, complete ? Py_True : Py_False, whole,
+                                                  bad ? Py_True : Py_False) : NULL;
+    Py_XDECREF(prefix);
+    Py_XDECREF(whole);
+    return r;
 }
 
 static PyObject *py_decode(PyObject *self, PyObject *arg)
@@ -796,6 +982,8 @@ static PyObject *py_decode(PyObject *self, PyObject *arg)
 
 static PyMethodDef module_methods[] = {
     {"shape", py_shape, METH_O, "coverage.shape(text), in C."},
+    {"shape_prefix", py_shape_prefix, METH_VARARGS,
+     "shape_prefix(data, limit) -> (prefix, complete, shape, undecodable): the walker's shape of a line's bytes."},
     {"decode", py_decode, METH_O, "(bytes.decode('utf-8', 'replace'), whether a byte was replaced), in C."},
     {NULL, NULL, 0, NULL},
 };
@@ -807,7 +995,6 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__other(void)
 {
-    build_decoder();
     if (PyType_Ready(&WalkerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
