@@ -231,8 +231,8 @@ def _mixture(seed: int) -> bytes:
 
 
 def _events_in_blocks(data: bytes, name: str, size: int) -> str:
-    """The event path fed in blocks of ``size`` (the first block decides whether the stream
-    looks like text, so both paths must see the same first block)."""
+    """The event path fed in blocks of ``size`` (whether the stream looks like text is judged
+    from its first ``SNIFF_BYTES`` whatever the blocks: ``test_sniff_chunks``)."""
     run = LiveRun(name)
     for start in range(0, len(data), size):
         run.feed(data[start:start + size])

@@ -14,6 +14,13 @@ cut there and the rest of it skipped, with a warning.
 with no traceback in it. ``line_offset`` lets a parser start in the middle of a file:
 that is how ``parallel`` runs this parser on byte ranges.
 
+Whether the stream is text at all (``segments.looks_binary``, which decides how a line
+that is not valid UTF-8 is read) is judged from its first ``SNIFF_BYTES``, however they
+are cut into chunks: until that many have come (or the stream ends), lines go on being
+read while every byte so far is valid UTF-8, and from the first byte that is not, the
+bytes wait for the verdict. ``watch``'s small chunks and a batch's large blocks read
+alike.
+
 ``feed_bulk`` reads the same lines with the same state, for batch reading: runs of lines
 that the compiled scanner (``bulk.py``) takes go to a sink as columns, every other line
 goes through the classifier and the traceback assembler as in ``feed``, in order. A sink
@@ -23,8 +30,9 @@ that can take runs of unrecognised lines in bulk (``take_others``: ``model.colum
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
@@ -80,13 +88,51 @@ class IncrementalParser:
         #: here, so its events carry the line numbers of the whole file (and the caller
         #: sets ``classifier.binary`` from the file's first bytes: they are not fed here).
         self.line_offset = 0
+        self._judged = False  # classifier.binary is decided
+        self._sniffed = bytearray()  # the stream's first bytes, while it is not
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()  # have they all been valid UTF-8?
+        self._held = bytearray()  # bytes fed and not read yet: they wait for the verdict
+        self._held_bulk: tuple[Any, Any] | None = None  # feed_bulk's scanner and sink, to read them with
+
+    def _admit(self, chunk: bytes) -> bytes | None:
+        """The bytes to read now (``chunk``, after any held before it), or None while they wait
+        for the verdict on the stream's first ``SNIFF_BYTES``."""
+        if self._judged:
+            return chunk
+        if self.line_offset and not self._sniffed:  # a part of a file: its caller judged the file's first bytes
+            self._judged = True
+            return chunk
+        self._sniffed += chunk[:SNIFF_BYTES - len(self._sniffed)]
+        if len(self._sniffed) >= SNIFF_BYTES:
+            self._judge()
+            if not self._held:
+                return chunk
+            self._held += chunk
+            held, self._held = bytes(self._held), bytearray()
+            return held
+        if not self._held:
+            try:
+                self._utf8.decode(chunk)  # (incremental: a character may straddle two chunks)
+                return chunk  # the verdict changes nothing for valid UTF-8
+            except UnicodeDecodeError:
+                pass
+        self._held += chunk
+        return None
+
+    def _judge(self) -> None:
+        self.classifier.binary = looks_binary(bytes(self._sniffed))
+        self._judged = True
+        self._sniffed = bytearray()
+        self._utf8.reset()
 
     def feed(self, chunk: bytes) -> list[Event]:
         """Events of every line completed by ``chunk`` (in line order)."""
         if not chunk:
             return []
-        if not self.stats.bytes and not self.line_offset:  # the log's first bytes: is this text at all?
-            self.classifier.binary = looks_binary(bytes(chunk[:SNIFF_BYTES]))
+        admitted = self._admit(chunk)
+        if admitted is None:
+            return []
+        chunk = admitted
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
             idx = chunk.find(b"\n")
@@ -128,8 +174,11 @@ class IncrementalParser:
         """
         if not chunk:
             return
-        if not self.stats.bytes and not self.line_offset:  # the log's first bytes: is this text at all?
-            self.classifier.binary = looks_binary(bytes(chunk[:SNIFF_BYTES]))
+        admitted = self._admit(chunk)
+        if admitted is None:
+            self._held_bulk = (scanner, sink)
+            return
+        chunk = admitted
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
             idx = chunk.find(b"\n")
@@ -219,6 +268,14 @@ class IncrementalParser:
     def close(self) -> list[Event]:
         """Finish the last (unterminated) line and any open traceback."""
         out: list[Event] = []
+        if not self._judged and self._sniffed:  # the stream ended before SNIFF_BYTES: judged on all of it
+            self._judge()
+            held, self._held = bytes(self._held), bytearray()
+            if held and self._held_bulk is not None:
+                self.feed_bulk(held, *self._held_bulk)
+            elif held:
+                out.extend(self.feed(held))
+        self._held_bulk = None
         if self._tail:
             self.stats.unterminated_last_line = True
             self.stats.lines += 1

@@ -1,0 +1,75 @@
+"""Whether a stream is text at all is judged from its first ``SNIFF_BYTES``, however the
+bytes are cut into chunks: ``watch``'s small chunks, a batch's large blocks, the event path
+and the bulk path read undecodable lines alike (one pipeline)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_bulk import _as_json
+from test_fastpath import FIXTURES
+
+from logforensics.ingest.live import LiveRun
+from logforensics.read.segments import SNIFF_BYTES, looks_binary
+
+RECORD = (b"[2025-01-01 00:00:00 TP0] Decode batch. #running-req: 1, #token: 5, token usage: 0.01, "
+          b"gen throughput (token/s): 1.0, #queue-req: 0")
+
+
+def _text(rng: random.Random, size: int) -> bytes:
+    """Lines of real logs, with records that hold a byte that is not UTF-8 among them: read as
+    records in a text stream, as unrecognised noise in one that is not."""
+    logs = [p.read_bytes() for p in FIXTURES if p.parent.name == "real"][:20]
+    out = bytearray()
+    while len(out) < size:
+        text = rng.choice(logs)
+        a = text.find(b"\n", rng.randrange(len(text))) + 1
+        out += text[a:a + rng.randrange(2000)]
+        out += RECORD + b" \xff\xfe\n"
+    return bytes(out)
+
+
+def _cases() -> dict[str, bytes]:
+    rng = random.Random(4)
+    half = SNIFF_BYTES // 2
+    noise = rng.randbytes(SNIFF_BYTES // 2 + 2000).replace(b"\n", b"\n\n")
+    return {
+        # text in the first half of the sniff, random bytes in the second: text by 32 KiB, not by 64
+        "text-then-bytes": _text(rng, half - 1000)[: half - 1000] + b"\n" + noise + _text(rng, 200000),
+        # NUL bytes (1.5% of half the sniff, 0.75% of all of it), then text with bad bytes: the reverse
+        "nul-then-text": b"\x00" * (half * 3 // 200) + b"\n" + _text(rng, 200000),
+        # a stream shorter than the sniff: judged on all of it, at its end
+        "short": rng.randbytes(3000) + b"\n" + _text(rng, 20000)[:20000],
+    }
+
+
+CASES = _cases()
+SIZES = (997, 4096, 32 << 10, 40000, SNIFF_BYTES - 1, SNIFF_BYTES, SNIFF_BYTES + 1, 1 << 20)
+
+
+def _read(data: bytes, size: int, bulk: bool) -> str:
+    run = LiveRun("sniff.log")
+    for start in range(0, len(data), size):
+        chunk = data[start:start + size]
+        if bulk:
+            run.feed_bulk(chunk)
+        else:
+            run.feed(chunk)
+    run.close()
+    return _as_json(run.summary(), run)
+
+
+def test_the_cases_are_judged_apart_by_a_half_and_the_whole_sniff() -> None:
+    for name in ("text-then-bytes", "nul-then-text"):
+        data = CASES[name]
+        assert looks_binary(data[: SNIFF_BYTES // 2]) != looks_binary(data[:SNIFF_BYTES]), name
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_verdict_on_text_does_not_depend_on_the_chunks(name: str) -> None:
+    data = CASES[name]
+    want = _read(data, 1 << 20, bulk=False)
+    for size in SIZES:
+        assert _read(data, size, bulk=False) == want, f"fed in chunks of {size} bytes"
+        assert _read(data, size, bulk=True) == want, f"fed in bulk, in blocks of {size} bytes"
