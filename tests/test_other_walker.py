@@ -157,6 +157,8 @@ LINES = st.one_of(
         lambda t: t.encode("utf-8")),
     st.binary(min_size=1, max_size=200).map(lambda b: b.replace(b"\n", b"")),
     st.text(min_size=1, max_size=80).map(lambda t: t.replace("\n", "").encode("utf-8", "surrogatepass")),
+    # every kind of invalid sequence, also last in a line (and, fed in small blocks, cut by a block's end)
+    st.lists(st.sampled_from(BYTE_PIECES), min_size=1, max_size=40).map(b"".join),
 )
 
 
