@@ -1,7 +1,8 @@
 """Where results go, and the exit statuses that say how a command ended.
 
 Every file a command writes (``parse -o``, ``diff -o/--json``, ``check --junit``,
-``watch --report``) goes through :func:`open_output`, so that one set of rules holds:
+``watch --report``) goes through :func:`open_output` (or :func:`output_path`, for a writer
+that opens the path itself), so that one set of rules holds:
 
 * a regular file, or a path that does not exist yet, is written to a temporary file beside
   it and renamed over it on success: a failed or interrupted write leaves the previous
@@ -38,7 +39,10 @@ class OutputError(Exception):
 
 
 def reason(exc: OSError) -> str:
-    """The short reason of an OSError (``No such file or directory``)."""
+    """The short reason of an OSError (``No such file or directory``): the system's words
+    for its errno (pyarrow's errors wrap them in a sentence of their own), else its text."""
+    if exc.errno:
+        return os.strerror(exc.errno)
     return exc.strerror or str(exc) or exc.__class__.__name__
 
 
@@ -54,6 +58,12 @@ def check_writable(path: str) -> None:
     parent = os.path.dirname(target) or "."
     if not os.path.isdir(parent):
         raise OutputError(f"{path}: cannot write (directory {os.path.dirname(path) or '.'} does not exist)")
+
+
+def writes_through(path: str) -> bool:
+    """Whether ``path`` is written through (``-``, a FIFO, a device, a socket), not renamed
+    over: a writer that seeks (pyarrow's, opening a path) needs a file object there."""
+    return path == "-" or _writes_through(os.path.realpath(path))
 
 
 def _writes_through(target: str) -> bool:
@@ -83,28 +93,44 @@ def open_output(path: str, mode: str = "w", *, encoding: str | None = "utf-8") -
         except OSError as exc:
             raise OutputError(f"standard output: write failed ({reason(exc)})") from None
         return
+    with output_path(path) as where:
+        try:
+            fh = open(where, mode, encoding=enc)  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write ({reason(exc)})") from None
+        with fh:
+            yield fh
+
+
+@contextmanager
+def output_path(path: str) -> Iterator[str]:
+    """The path a writer should open to write ``path`` (not ``-``) by the rules above: a
+    temporary file beside it, renamed over it when the body ends well, or the path itself
+    where it is written through.
+
+    For writers that open a path themselves: pyarrow's Parquet writer, given a Python file
+    object, takes the GIL for every write, and its encoding thread then waits on the
+    reading one (a 1 GiB log took half as long again); where ``path`` :func:`writes_through`,
+    such a writer needs a file object instead. An OSError of the body is an
+    :class:`OutputError`; other exceptions pass through; the temporary file is removed.
+    """
     check_writable(path)
     target = os.path.realpath(path)
     if _writes_through(target):
         try:
-            fh = open(target, mode, encoding=enc)  # noqa: SIM115 - closed below
-        except OSError as exc:
-            raise OutputError(f"{path}: cannot write ({reason(exc)})") from None
-        try:
-            with fh:
-                yield fh
+            yield target
         except OSError as exc:
             raise OutputError(f"{path}: write failed ({reason(exc)})") from None
         return
     directory = os.path.dirname(target) or "."
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+        os.close(fd)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write ({reason(exc)})") from None
     try:
         try:
-            with os.fdopen(fd, mode, encoding=enc) as fh:
-                yield fh
+            yield tmp
             _keep_mode(target, tmp)
             os.replace(tmp, target)
         except OSError as exc:

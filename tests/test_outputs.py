@@ -119,7 +119,7 @@ def test_a_fifo_is_written_through(tmp_path: Path, cmd: str) -> None:
         assert got[0][:4] == b"PAR1"
 
 
-@pytest.mark.parametrize("cmd", ["html", "json", "parse"])
+@pytest.mark.parametrize("cmd", ["html", "json", "parse", "parquet"])
 def test_a_symlink_is_kept_and_its_target_written(tmp_path: Path, cmd: str) -> None:
     target_dir = tmp_path / "real"
     target_dir.mkdir()
@@ -129,7 +129,8 @@ def test_a_symlink_is_kept_and_its_target_written(tmp_path: Path, cmd: str) -> N
     link.symlink_to(target)
     args = {"html": ["diff", str(READY), str(CRASH), "--fail-on", "never", "-o", str(link)],
             "json": ["diff", str(READY), str(CRASH), "--fail-on", "never", "--json", str(link)],
-            "parse": ["parse", "--format", "jsonl", "-o", str(link), str(READY)]}[cmd]
+            "parse": ["parse", "--format", "jsonl", "-o", str(link), str(READY)],
+            "parquet": ["parse", "--format", "parquet", "-o", str(link), str(READY)]}[cmd]
     out = run(*args)
     assert out.returncode == 0, out.stderr
     assert link.is_symlink() and os.readlink(link) == str(target)
@@ -137,17 +138,26 @@ def test_a_symlink_is_kept_and_its_target_written(tmp_path: Path, cmd: str) -> N
     assert sorted(p.name for p in target_dir.iterdir()) == ["out.dat"], "no temporary file left behind"
 
 
-def test_regular_file_is_replaced_atomically_and_kept_on_failure(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_regular_file_is_replaced_atomically_and_kept_on_failure(tmp_path: Path, fmt: str) -> None:
     """A failed write leaves the previous file as it was, never a half-written one."""
-    out = tmp_path / "events.jsonl"
+    out = tmp_path / f"events.{fmt}"
     out.write_text("previous\n")
     bad = tmp_path / "missing.log"
-    res = run("parse", "--format", "jsonl", "-o", str(out), str(READY), str(bad))
+    res = run("parse", "--format", fmt, "-o", str(out), str(READY), str(bad))
     one_line_error(res, "missing.log")
     assert out.read_text() == "previous\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.jsonl"]
-    assert run("parse", "--format", "jsonl", "-o", str(out), str(READY)).returncode == 0
-    assert out.read_text().count("\n") > 50
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+    out.chmod(0o640)
+    assert run("parse", "--format", fmt, "-o", str(out), str(READY)).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640, "the replaced file keeps its permissions"
+    if fmt == "jsonl":
+        assert out.read_text().count("\n") > 50
+    else:
+        import pyarrow.parquet as pq
+
+        assert out.read_bytes()[:4] == b"PAR1" and pq.read_table(out).num_rows > 50
 
 
 def test_watch_report_into_a_missing_directory_is_one_line(tmp_path: Path) -> None:

@@ -169,3 +169,45 @@ def test_a_log_rewritten_between_the_passes_is_an_error(generated: list[Path], t
     _between_passes(monkeypatch, rewrite)
     with pytest.raises(InputError, match="changed between the two passes"):
         parquet.write_run_parquet([(str(log), None)], str(tmp_path / "out.parquet"), two_pass=True)
+
+
+class _FullAtTheEnd:
+    """A file object that takes every write but the footer's (the last, ending in the magic)."""
+
+    def __init__(self) -> None:
+        self.written = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        data = bytes(data)
+        if self.written and data.endswith(b"PAR1"):
+            raise OSError(28, "No space left on device")
+        self.written += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def tell(self) -> int:
+        return self.written
+
+
+def test_a_write_that_fails_at_the_footer_is_raised_not_waited_on() -> None:
+    """The encoding thread's error after the last row group reaches the caller; the caller
+    does not wait for a thread that waits for it."""
+    import threading
+
+    outcome: list[BaseException | None] = []
+
+    def write() -> None:
+        try:
+            parquet.write_run_parquet([(str(FIXTURES[0]), None)], _FullAtTheEnd())  # type: ignore[arg-type]
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=write, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the writer hung after the encoder failed"
+    assert isinstance(outcome[0], OSError) and outcome[0].errno == 28

@@ -13,6 +13,8 @@ from ..outputs import (
     OutputError,
     check_writable,
     open_output,
+    output_path,
+    writes_through,
 )
 from ..pipeline import InputError, RunFiles, iter_run_events, summarize_run
 from ..render.console import make_console
@@ -118,8 +120,10 @@ def _parquet_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) ->
     if not emit.available():
         return False
     try:
-        with open_output(output, "wb") as fh:
-            write_run_parquet(run, fh, wanted=wanted, progress=advance,
+        # a path where it can (pyarrow then writes without the GIL), else a file object
+        opened = open_output(output, "wb") if writes_through(output) else output_path(output)
+        with opened as where:
+            write_run_parquet(run, where, wanted=wanted, progress=advance,
                               warn=lambda path, msg: click.echo(f"logforensics: warning: {path}: {msg}", err=True))
     except InputError as exc:
         raise fail(str(exc)) from None

@@ -197,7 +197,9 @@ class _Spill:
 class _Encoder:
     """Row groups given the file's schema and written to ``where`` by a thread of its own
     (pyarrow encodes without the GIL), while the caller builds the next: at most one group
-    waits, so memory stays that of a few groups."""
+    waits, so memory stays that of a few groups. ``where`` is best a path: pyarrow writes
+    to a Python file object with the GIL held, and this thread then waits for the
+    scanning one at every write."""
 
     def __init__(self, where: str | IO[bytes], schema: Any) -> None:
         self.schema = schema
@@ -207,13 +209,15 @@ class _Encoder:
         self.thread.start()
 
     def _run(self, where: str | IO[bytes]) -> None:
+        ended = False  # the caller's last put (None) was taken
         try:
             with open_writer(where, self.schema) as writer:
                 while (table := self.queue.get()) is not None:
                     writer.write_table(table)
+                ended = True
         except BaseException as exc:  # handed to the caller's thread
             self.error = exc
-            while self.queue.get() is not None:  # let the caller finish putting
+            while not ended and self.queue.get() is not None:  # let the caller finish putting
                 pass
 
     def __call__(self, table: Any) -> None:
