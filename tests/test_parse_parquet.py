@@ -36,24 +36,36 @@ CLI = [sys.executable, "-m", "logforensics"]
 pytestmark = pytest.mark.skipif(emit._emit is None, reason="the C writer is not built here")
 
 
+@pytest.fixture(autouse=True)
+def _halves_of_any_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first pass reads logs of any size in two halves (where a boundary is found), as
+    it reads large ones on a machine of two cores or more."""
+    monkeypatch.setattr(parquet, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(parquet, "worker_count", lambda size=None: 2)
+
+
+#: The ways of the C writer: (two passes, the first pass in halves).
+WAYS = ((True, True), (True, False), (False, False))
+
+
 def _same(paths: list[tuple[Path, str | None]], tmp_path: Path, wanted: tuple[str, ...] = ()) -> list[object]:
-    """Both ways of the C writer give the exact path's table; returns the two-pass way's stats."""
+    """Every way of the C writer gives the exact path's table; returns the two-pass way's stats."""
     exact = tmp_path / "exact.parquet"
     events = (ev for p, node in paths for ev in iter_events(str(p), node=node) if not wanted or ev.kind in wanted)
     write_parquet(events, str(exact))
     b = pq.read_table(exact)
     got = {}
-    for two_pass in (True, False):
-        fast = tmp_path / f"fast-{two_pass}.parquet"
-        got[two_pass] = parquet.write_run_parquet([(str(p), node) for p, node in paths], str(fast), wanted=wanted,
-                                                  two_pass=two_pass)
+    for way in WAYS:
+        fast = tmp_path / f"fast-{way}.parquet"
+        got[way] = parquet.write_run_parquet([(str(p), node) for p, node in paths], str(fast), wanted=wanted,
+                                             two_pass=way[0], split=way[1])
         a = pq.read_table(fast)
-        assert a.schema == b.schema, (two_pass, a.schema, b.schema)
-        assert a.num_rows == b.num_rows, two_pass
+        assert a.schema == b.schema, (way, a.schema, b.schema)
+        assert a.num_rows == b.num_rows, way
         for name in b.column_names:
-            assert a[name].equals(b[name]), (two_pass, name)
-    assert got[True] == got[False]
-    return got[True]
+            assert a[name].equals(b[name]), (way, name)
+    assert got[WAYS[0]] == got[WAYS[1]] == got[WAYS[2]]
+    return got[WAYS[0]]
 
 
 @pytest.mark.parametrize("path", FIXTURES + MORE, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
@@ -167,8 +179,9 @@ def test_a_log_rewritten_between_the_passes_is_an_error(generated: list[Path], t
         log.write_bytes(other)
 
     _between_passes(monkeypatch, rewrite)
-    with pytest.raises(InputError, match="changed between the two passes"):
-        parquet.write_run_parquet([(str(log), None)], str(tmp_path / "out.parquet"), two_pass=True)
+    with pytest.raises(InputError, match="changed between the two passes"):  # (learned in halves, it would be
+        # learned again in one pass, from the rewritten log, and written as that)
+        parquet.write_run_parquet([(str(log), None)], str(tmp_path / "out.parquet"), two_pass=True, split=False)
 
 
 class _FullAtTheEnd:
@@ -211,3 +224,59 @@ def test_a_write_that_fails_at_the_footer_is_raised_not_waited_on() -> None:
     worker.join(timeout=60)
     assert not worker.is_alive(), "the writer hung after the encoder failed"
     assert isinstance(outcome[0], OSError) and outcome[0].errno == 28
+
+
+def _learned(monkeypatch: pytest.MonkeyPatch, change: object) -> list[bool]:
+    """Make the halves' union of columns wrong by ``change(columns)``; returns the ``split``
+    of each attempt at two passes."""
+    absorb = parquet._Columns.absorb
+    attempts: list[bool] = []
+    two_passes = parquet._two_passes
+
+    def wrong(self: parquet._Columns, later: parquet._Columns) -> None:
+        absorb(self, later)
+        change(self)  # type: ignore[operator]
+
+    def counted(*args: object, split: bool) -> object:
+        attempts.append(split)
+        return two_passes(*args, split=split)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parquet._Columns, "absorb", wrong)
+    monkeypatch.setattr(parquet, "_two_passes", counted)
+    return attempts
+
+
+@pytest.mark.parametrize("wrong", ["extra column", "missing column", "wider kind"])
+def test_a_wrong_guess_from_the_halves_is_read_again_in_one_pass(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                                 monkeypatch: pytest.MonkeyPatch, wrong: str) -> None:
+    """Where the halves' columns are not the file's (a record across the boundary read
+    otherwise), the second pass finds it and the file is written again from one pass."""
+    log = generated[1]
+
+    def change(columns: parquet._Columns) -> None:
+        if wrong == "extra column":
+            columns.order["never_a_column"] = None
+            columns.kinds["never_a_column"] = {"int"}
+        elif wrong == "missing column":
+            name = next(n for n in reversed(columns.order) if n not in ("kind", "line", "text", "file"))
+            del columns.order[name]
+            columns.kinds.pop(name, None)
+        else:
+            name = next(n for n, k in columns.kinds.items() if k == {"int"})
+            columns.kinds[name] = {"int", "str"}
+
+    attempts = _learned(monkeypatch, change)
+    out = tmp_path / "out.parquet"
+    parquet.write_run_parquet([(str(log), None)], str(out))
+    assert attempts == [True, False]
+    exact = tmp_path / "exact.parquet"
+    write_parquet(iter_events(str(log)), str(exact))
+    assert pq.read_table(out).equals(pq.read_table(exact))
+
+
+def test_the_halves_are_not_tried_for_a_file_object(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    attempts = _learned(monkeypatch, lambda columns: None)
+    with open(tmp_path / "out.parquet", "wb") as fh:
+        parquet.write_run_parquet([(str(generated[1]), None)], fh)
+    assert attempts == [False]

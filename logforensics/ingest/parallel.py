@@ -255,14 +255,14 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     counts = counts if counts is not None else RangeCounts()
     last = len(ranges) - 1
     window = max(1, window)
-    binary = _sniff(path)
+    binary = sniff(path)
     first_lines: list[int] = []
     handles: dict[int, Any] = {}
 
     def submit_until(limit: int) -> None:
         for k in range(len(first_lines), min(limit, len(ranges))):
             a, b = ranges[k]
-            first_lines.append(first_lines[-1] + _count_lines((path, ranges[k - 1][0], a)) if k else 0)
+            first_lines.append(first_lines[-1] + count_lines(path, ranges[k - 1][0], a) if k else 0)
             handles[k] = submit((path, name, k, a, b, first_lines[k], k == last, node, binary))
 
     parser = IncrementalParser(name, node=node)  # the run's parser: it only sums the ranges' counts
@@ -318,7 +318,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     return run
 
 
-def _sniff(path: str) -> bool:
+def sniff(path: str) -> bool:
     """Whether the file is not text, judged from its first bytes as one pass judges it."""
     with open(path, "rb") as fh:
         return looks_binary(fh.read(SNIFF_BYTES))
@@ -389,8 +389,8 @@ def _init_worker() -> None:
     gc.freeze()
 
 
-def _count_lines(job: tuple[str, int, int]) -> int:
-    path, start, end = job
+def count_lines(path: str, start: int, end: int) -> int:
+    """Newlines in the file's bytes ``start`` to ``end``."""
     buf = bytearray(1 << 20)
     view = memoryview(buf)
     count = 0

@@ -86,20 +86,29 @@ typedef struct {
 } Emitter;
 
 
-static int out_reserve(Out *o, size_t more)
+/* Room for more bytes; -1 (no exception set: this may run without the GIL) when memory is
+ * short. The buffers are the raw allocator's for that reason. */
+static int out_grow(Out *o, size_t more)
 {
     if (o->len + more <= o->cap)
         return 0;
     size_t cap = o->cap ? o->cap : 1 << 16;
     while (cap < o->len + more)
         cap *= 2;
-    unsigned char *p = PyMem_Realloc(o->p, cap);
-    if (!p) {
+    unsigned char *p = PyMem_RawRealloc(o->p, cap);
+    if (!p)
+        return -1;
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
+static int out_reserve(Out *o, size_t more)
+{
+    if (out_grow(o, more) < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    o->p = p;
-    o->cap = cap;
     return 0;
 }
 
@@ -134,7 +143,7 @@ static void Emitter_dealloc(Emitter *self)
     for (size_t k = 0; k < self->shapes.cap; k++)
         shape_free((Shape *)self->shapes.slots[k]);
     PyMem_Free(self->shapes.slots);
-    PyMem_Free(self->out.p);
+    PyMem_RawFree(self->out.p);
     cols_free(self->cols);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -598,7 +607,7 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
     }
 done:
     if (o.cap > ((size_t)64 << 20)) { /* an unusually large block: do not keep its buffer */
-        PyMem_Free(o.p);
+        PyMem_RawFree(o.p);
         o.p = NULL;
         o.cap = 0;
     }
@@ -733,12 +742,13 @@ typedef struct {
     Out s; /* string bytes */
 } Col;
 
+/* Column buffers are the raw allocator's: a column scan fills them without the GIL. */
 static void col_free(Col *c)
 {
-    PyMem_Free(c->valid);
-    PyMem_Free(c->data);
-    PyMem_Free(c->off);
-    PyMem_Free(c->s.p);
+    PyMem_RawFree(c->valid);
+    PyMem_RawFree(c->data);
+    PyMem_RawFree(c->off);
+    PyMem_RawFree(c->s.p);
     memset(c, 0, sizeof *c);
 }
 
@@ -748,9 +758,10 @@ static void cols_free(void *cols)
         return;
     for (int k = 0; k < MAX_COLS; k++)
         col_free(&((Col *)cols)[k]);
-    PyMem_Free(cols);
+    PyMem_RawFree(cols);
 }
 
+/* Room for rows; -1 (no exception set) when memory is short. */
 static int col_reserve(Col *c, Py_ssize_t rows)
 {
     if (rows <= c->cap)
@@ -759,26 +770,26 @@ static int col_reserve(Col *c, Py_ssize_t rows)
     while (cap < rows)
         cap *= 2;
     size_t bits = (size_t)(cap + 7) / 8, oldbits = (size_t)(c->cap + 7) / 8;
-    unsigned char *v = PyMem_Realloc(c->valid, bits);
+    unsigned char *v = PyMem_RawRealloc(c->valid, bits);
     if (!v)
         goto nomem;
     memset(v + oldbits, 0, bits - oldbits);
     c->valid = v;
     if (c->type == COL_STRING) {
-        int32_t *o = PyMem_Realloc(c->off, (size_t)(cap + 1) * sizeof(int32_t));
+        int32_t *o = PyMem_RawRealloc(c->off, (size_t)(cap + 1) * sizeof(int32_t));
         if (!o)
             goto nomem;
         if (!c->cap)
             o[0] = 0;
         c->off = o;
     } else if (c->type == COL_BOOL) {
-        unsigned char *d = PyMem_Realloc(c->data, bits);
+        unsigned char *d = PyMem_RawRealloc(c->data, bits);
         if (!d)
             goto nomem;
         memset(d + oldbits, 0, bits - oldbits);
         c->data = d;
     } else {
-        unsigned char *d = PyMem_Realloc(c->data, (size_t)cap * 8);
+        unsigned char *d = PyMem_RawRealloc(c->data, (size_t)cap * 8);
         if (!d)
             goto nomem;
         c->data = d;
@@ -786,7 +797,6 @@ static int col_reserve(Col *c, Py_ssize_t rows)
     c->cap = cap;
     return 0;
 nomem:
-    PyErr_NoMemory();
     return -1;
 }
 
@@ -860,28 +870,32 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
         return NULL;
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
-    PyObject *result = NULL, *plans = NULL;
+    PyObject *result = NULL;
     if (!self->cols)
-        self->cols = PyMem_Calloc(MAX_COLS, sizeof(Col));
+        self->cols = PyMem_RawCalloc(MAX_COLS, sizeof(Col));
     Col *cols = self->cols; /* reused: no fresh pages for every block */
     int used[MAX_COLS], nused = 0;
     Py_ssize_t lines = 0, rows = 0;
     Py_ssize_t counts[256];
     memset(counts, 0, sizeof counts);
     Val vals[MAX_OPS];
-    unsigned char seen_plan[SEEN_PLANS / 8]; /* plans already in the list (the set holds them too) */
+    unsigned char seen_plan[SEEN_PLANS / 8]; /* plans already in the list */
     memset(seen_plan, 0, sizeof seen_plan);
-    plans = PyList_New(0);
-    PyObject *seen = PySet_New(NULL);
-    if (!cols || !plans || !seen) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
+    int *plans = NULL; /* the rows' plan ids, each once, in the order first seen */
+    Py_ssize_t nplans = 0, plans_cap = 0;
+    enum { OK = 0, NOMEM, TOO_LARGE } err = OK;
+    if (!cols) {
+        PyErr_NoMemory();
         goto done;
     }
     if (pos < 0 || pos > n) {
         PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
         goto done;
     }
+    /* The walk touches no Python object: another thread (reading the next block, encoding
+     * the last row group) runs meanwhile. Only a float the fast reading leaves takes the GIL
+     * back, for that conversion. */
+    Gil g = {PyEval_SaveThread()};
     while (pos < n) {
         const unsigned char *p = buf + pos;
         const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
@@ -901,7 +915,7 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                 v->iso = 0;
                 switch (op->code) {
                 case OP_INT: ok = shape_read_int(vp, vn, &v->iv); break;
-                case OP_FLOAT: ok = (!fill && plain_decimal(vp, vn)) || shape_read_float(vp, vn, &v->dv); break;
+                case OP_FLOAT: ok = (!fill && plain_decimal(vp, vn)) || read_float_g(vp, vn, &v->dv, &g); break;
                 case OP_BOOL:
                     if (vn == 4 && (memcmp(vp, "True", 4) == 0 || memcmp(vp, "true", 4) == 0))
                         v->iv = 1;
@@ -944,19 +958,25 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                     c->nonnull++;
                     continue;
                 }
-                if (col_pad(c, rows) < 0 || col_reserve(c, rows + 1) < 0)
-                    goto done;
+                if (col_pad(c, rows) < 0 || col_reserve(c, rows + 1) < 0) {
+                    err = NOMEM;
+                    goto walked;
+                }
                 c->valid[rows >> 3] |= (unsigned char)(1u << (rows & 7));
                 c->nonnull++;
                 switch (c->type) {
                 case COL_STRING: {
                     if (c->s.len + (size_t)v->n > INT32_MAX) {
-                        PyErr_SetString(PyExc_OverflowError, "segment too large");
-                        goto done;
+                        err = TOO_LARGE;
+                        goto walked;
                     }
                     size_t at = c->s.len;
-                    if (put_bytes(&c->s, v->p, (size_t)v->n) < 0)
-                        goto done;
+                    if (out_grow(&c->s, (size_t)v->n) < 0) {
+                        err = NOMEM;
+                        goto walked;
+                    }
+                    memcpy(c->s.p + at, v->p, (size_t)v->n);
+                    c->s.len += (size_t)v->n;
                     if (v->iso) {
                         unsigned char *sp = memchr(c->s.p + at, ' ', (size_t)v->n);
                         if (sp)
@@ -978,18 +998,23 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                 }
                 c->n = rows + 1;
             }
-            if (sh->plan < 0 || sh->plan >= SEEN_PLANS || !(seen_plan[sh->plan >> 3] & (1u << (sh->plan & 7)))) {
-                PyObject *pid = PyLong_FromLong(sh->plan);
-                if (!pid)
-                    goto done;
-                int has = PySet_Contains(seen, pid);
-                if (has < 0 || (!has && (PySet_Add(seen, pid) < 0 || PyList_Append(plans, pid) < 0))) {
-                    Py_DECREF(pid);
-                    goto done;
+            int pl = sh->plan, known = pl >= 0 && pl < SEEN_PLANS && (seen_plan[pl >> 3] & (1u << (pl & 7)));
+            for (Py_ssize_t k = 0; !known && (pl < 0 || pl >= SEEN_PLANS) && k < nplans; k++)
+                known = plans[k] == pl; /* plan ids beyond the bit set: rare */
+            if (!known) {
+                if (nplans == plans_cap) {
+                    Py_ssize_t cap = plans_cap ? plans_cap * 2 : 16;
+                    int *np = PyMem_RawRealloc(plans, (size_t)cap * sizeof(int));
+                    if (!np) {
+                        err = NOMEM;
+                        goto walked;
+                    }
+                    plans = np;
+                    plans_cap = cap;
                 }
-                Py_DECREF(pid);
-                if (sh->plan >= 0 && sh->plan < SEEN_PLANS)
-                    seen_plan[sh->plan >> 3] |= (unsigned char)(1u << (sh->plan & 7));
+                plans[nplans++] = pl;
+                if (pl >= 0 && pl < SEEN_PLANS)
+                    seen_plan[pl >> 3] |= (unsigned char)(1u << (pl & 7));
             }
             rows++;
         }
@@ -997,14 +1022,24 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
         lines++;
         pos += len + 1;
     }
+walked:
+    PyEval_RestoreThread(g.ts);
+    if (err != OK) {
+        if (err == NOMEM)
+            PyErr_NoMemory();
+        else
+            PyErr_SetString(PyExc_OverflowError, "segment too large");
+        goto done;
+    }
     {
-        PyObject *cl = PyList_New(0), *c = PyDict_New();
-        if (!cl || !c) {
-            Py_XDECREF(cl);
-            Py_XDECREF(c);
-            goto done;
+        PyObject *pl = PyList_New(nplans), *cl = PyList_New(0), *c = PyDict_New();
+        int bad = !pl || !cl || !c;
+        for (Py_ssize_t k = 0; k < nplans && !bad; k++) {
+            PyObject *pid = PyLong_FromLong(plans[k]);
+            bad = !pid;
+            if (pid)
+                PyList_SET_ITEM(pl, k, pid);
         }
-        int bad = 0;
         for (int k = 0; k < nused && !bad; k++) {
             Col *col = &cols[used[k]];
             PyObject *t;
@@ -1015,6 +1050,7 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                 continue;
             }
             if (col_pad(col, rows) < 0) {
+                PyErr_NoMemory();
                 bad = 1;
                 break;
             }
@@ -1040,11 +1076,12 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
             Py_XDECREF(val);
         }
         if (bad) {
-            Py_DECREF(cl);
-            Py_DECREF(c);
+            Py_XDECREF(pl);
+            Py_XDECREF(cl);
+            Py_XDECREF(c);
             goto done;
         }
-        result = Py_BuildValue("(nnnONN)", pos, lines, rows, plans, cl, c);
+        result = Py_BuildValue("(nnnNNN)", pos, lines, rows, pl, cl, c);
     }
 done:
     if (cols) {
@@ -1063,8 +1100,7 @@ done:
             c->used = 0;
         }
     }
-    Py_XDECREF(plans);
-    Py_XDECREF(seen);
+    PyMem_RawFree(plans);
     PyBuffer_Release(&b);
     return result;
 }

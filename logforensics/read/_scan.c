@@ -321,27 +321,6 @@ static inline void strip_ws(const unsigned char **p, Py_ssize_t *n)
     while (*n && is_ws((*p)[*n - 1])) (*n)--;
 }
 
-/* A scan runs without the GIL (so that another thread, reading the next block, is not held
- * up). CPython's float converter needs it (its dtoa keeps shared state): a text the fast
- * reading leaves takes the GIL back for that one conversion. g: NULL when the GIL is held. */
-typedef struct {
-    PyThreadState *ts;
-} Gil;
-
-static int read_float_g(const unsigned char *p, Py_ssize_t n, double *out, Gil *g)
-{
-#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
-    if (n > 0 && n <= 60 && shape_fast_float(p, n, out))
-        return 1;
-#endif
-    if (g)
-        PyEval_RestoreThread(g->ts);
-    int r = shape_read_float(p, n, out);
-    if (g)
-        g->ts = PyEval_SaveThread();
-    return r;
-}
-
 /* A value slot's number as a double, with what read it: float(text) (DBL_FLOAT), or int(text)
  * (DBL_INT) within 2**53 either way, so that float() of the int is the same number and the
  * int is float's exactly. 0 (the line then goes the exact way): a text the Python converter

@@ -300,4 +300,26 @@ static inline int shape_read_float(const unsigned char *p, Py_ssize_t n, double 
     return 1;
 }
 
+/* A scan may run without the GIL (so that another thread, reading the next block or
+ * encoding the last, is not held up). CPython's float converter needs it (its dtoa keeps
+ * shared state): a text the fast reading leaves takes the GIL back for that one
+ * conversion. g: NULL when the GIL is held. */
+typedef struct {
+    PyThreadState *ts;
+} Gil;
+
+static inline int read_float_g(const unsigned char *p, Py_ssize_t n, double *out, Gil *g)
+{
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    if (n > 0 && n <= 60 && shape_fast_float(p, n, out))
+        return 1;
+#endif
+    if (g)
+        PyEval_RestoreThread(g->ts);
+    int r = shape_read_float(p, n, out);
+    if (g)
+        g->ts = PyEval_SaveThread();
+    return r;
+}
+
 #endif

@@ -30,15 +30,19 @@ import tempfile
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ..events import Event
 from ..ingest.batch import BULK_BLOCK_SIZE
 from ..ingest.files import InputError, blocks, compression_of
+from ..ingest.parallel import choose_ranges, count_lines, sniff, worker_count
 from ..read import emit
 from ..read.parser import IncrementalParser
 from .tables import _final, _kind, conform, final_schema, from_values, nulls, open_writer, parquet_row, write_groups
 
+#: Logs smaller than this are learned in one pass, not in two halves at once: a thread
+#: and the search for a boundary would cost more than they save.
+SPLIT_MIN_BYTES = 64 << 20
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
 #: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. Two passes keep
 #: three groups in memory (one built, one waiting, one encoded): at 32,768 rows rather than
@@ -170,8 +174,7 @@ class _Groups:
         expect = self.expect
         if expect is not None and any(name not in expect or not self.kinds.get(name, set()) <= expect[name]
                                       for name in self.order):
-            raise InputError("the log changed between the two passes of writing Parquet (columns or types "
-                             "the first pass did not see); write it again")
+            raise _Mismatch
         self.put(table)
         self.groups += 1
         self.pieces = []
@@ -280,6 +283,8 @@ class _Columns:
         self.order: dict[str, None] = {}
         self.kinds: dict[str, set[str]] = {}
         self.names: dict[int, tuple[str, str]] = {}
+        self.bytes = 0
+        self.error: BaseException | None = None
 
     def ready_table(self, rank_names: list[str | None]) -> bytes:
         return b""
@@ -307,6 +312,48 @@ class _Columns:
                 for key, value in parquet_row(ev, self.order).items():
                     if value is not None:
                         self.kinds.setdefault(key, set()).add(_kind(value))
+
+    def read(self, path: str, node: str | None, columns: dict[tuple[str, str], int], limit: int | None = None) -> int:
+        """Learn from the log ``path`` (its first ``limit`` bytes, if given); the bytes read."""
+        parser = IncrementalParser(path, node=node)
+        scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(self.wanted), columns,
+                                     fill=False)
+        # nothing keeps a block; the C scan releases the GIL while a thread reads the next
+        parts = blocks(path, None, BULK_BLOCK_SIZE, reuse=True, ahead=True)
+        for block in parts if limit is None else _limited(parts, limit):
+            parser.feed_bulk(block, scanner, self)
+        self.observe(parser.close())
+        return parser.stats.bytes
+
+    def read_range(self, path: str, node: str | None, span: tuple[int, int], columns: dict[tuple[str, str], int]) -> None:
+        """Learn from the bytes ``span`` of the log ``path`` (on a thread of its own: an
+        error is kept in ``error``), as a parser that starts there reads them."""
+        try:
+            start, end = span
+            parser = IncrementalParser(path, node=node)
+            parser.line_offset = count_lines(path, 0, start)
+            parser.classifier.binary = sniff(path)  # judged from the file's first bytes, as one pass does
+            scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(self.wanted), columns,
+                                         fill=False)
+            buf = bytearray(BULK_BLOCK_SIZE)
+            with open(path, "rb", buffering=0) as fh:
+                fh.seek(start)
+                left = end - start
+                while left > 0 and (got := fh.readinto(memoryview(buf)[:min(len(buf), left)])):
+                    left -= got
+                    parser.feed_bulk(cast(bytes, buf if got == len(buf) else buf[:got]), scanner, self)
+            self.observe(parser.close())
+            self.bytes = parser.stats.bytes
+        except BaseException as exc:  # handed to the caller's thread
+            self.error = exc
+
+    def absorb(self, later: _Columns) -> None:
+        """Add what was learned from the bytes after these: columns first seen there come
+        after this part's, as one pass over both would order them."""
+        for name in later.order:
+            self.order.setdefault(name, None)
+        for name, kinds in later.kinds.items():
+            self.kinds.setdefault(name, set()).update(kinds)
 
 
 def _regular(path: str) -> bool:
@@ -338,16 +385,19 @@ def _limited(parts: Iterator[bytes], limit: int) -> Iterator[bytes]:
 def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[bytes], *,
                       wanted: Collection[str] = (), progress: Callable[[int], None] | None = None,
                       warn: Callable[[str, str], None] | None = None,
-                      two_pass: bool | None = None) -> list[ParquetStats]:
+                      two_pass: bool | None = None, split: bool | None = None) -> list[ParquetStats]:
     """Write every event of the logs ``files`` ((path, node), in order; kinds ``wanted``, or
     all) as one Parquet file, as ``tables.write_parquet`` of ``pipeline.iter_run_events``
     would. Needs the compiled writer (``read.emit.available()``). ``two_pass``: whether to
     learn the columns in a first pass and encode the row groups as they come (by default
-    when every log is a regular, uncompressed file), or spill them until the end."""
+    when every log is a regular, uncompressed file), or spill them until the end.
+    ``split``: whether the first pass reads a large log's two halves at once, on two
+    threads (by default where ``where`` is a path, which can be written again; only where
+    ``ingest.parallel.worker_count`` allows two)."""
     if two_pass is None:
         two_pass = all(_regular(path) for path, _ in files)
-    columns: dict[tuple[str, str], int] = {}
     if not two_pass:
+        columns: dict[tuple[str, str], int] = {}
         with tempfile.TemporaryDirectory(prefix="logforensics-parquet-") as tmp:
             spill = _Spill(tmp)
             groups = _Groups(spill)
@@ -356,27 +406,83 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
                 groups.spill()
             write_groups(spill.files, groups.order, groups.kinds, where)
         return stats
-    first = _Columns(wanted)
-    sizes = []
-    for path, node in files:
-        parser = IncrementalParser(path, node=node)
-        scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns, fill=False)
-        for block in blocks(path, None, BULK_BLOCK_SIZE, reuse=True):  # nothing keeps a block
-            parser.feed_bulk(block, scanner, first)
-        first.observe(parser.close())
-        sizes.append(parser.stats.bytes)
-        del parser, scanner  # the first pass's shapes and memo: not kept while the second reads
-    encoder = _Encoder(where, final_schema(first.order, first.kinds))
+    if split is None or not isinstance(where, str):  # a file object cannot be written again
+        split = isinstance(where, str)
+    for attempt in (split, False)[: 2 if split else 1]:
+        try:
+            return _two_passes(files, where, wanted, progress, warn, split=attempt)
+        except _Mismatch as exc:
+            if not exc.split:
+                raise InputError("the log changed between the two passes of writing Parquet (columns or "
+                                 "types the first pass did not see); write it again") from None
+            # a record across the halves' boundary was read otherwise: learn in one pass
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _Mismatch(Exception):
+    """The second pass met columns or kinds of values other than the first pass learned.
+    ``split``: the first pass had read a log in two halves."""
+
+    split = False
+
+
+def _two_passes(files: Sequence[tuple[str, str | None]], where: str | IO[bytes], wanted: Collection[str],
+                progress: Callable[[int], None] | None, warn: Callable[[str, str], None] | None,
+                split: bool) -> list[ParquetStats]:
+    """Learn the columns, then read again and encode each row group as it is made. The
+    second pass is the exact one: a schema other than its rows' (``_Mismatch``) means
+    the file written is not the exact table."""
+    columns: dict[tuple[str, str], int] = {}
+    first, sizes, halved = _learn(files, wanted, columns, split)
+    schema = final_schema(first.order, first.kinds)
+    encoder = _Encoder(where, schema)
     groups = _Groups(encoder, {name: first.kinds.get(name, set()) for name in first.order})
     try:
-        stats = _read(files, groups, columns, wanted, progress, warn, sizes)
-        if groups.pending or not groups.groups:
-            groups.spill()
-    finally:
-        encoder.close()
-    if list(groups.order) != list(first.order):
-        raise InputError("the log changed between the two passes of writing Parquet; write it again")
+        try:
+            stats = _read(files, groups, columns, wanted, progress, warn, sizes)
+            if groups.pending or not groups.groups:
+                groups.spill()
+        finally:
+            encoder.close()
+        if list(groups.order) != list(first.order) or final_schema(groups.order, groups.kinds) != schema:
+            raise _Mismatch
+    except _Mismatch as exc:
+        exc.split = halved
+        raise
     return stats
+
+
+def _learn(files: Sequence[tuple[str, str | None]], wanted: Collection[str], columns: dict[tuple[str, str], int],
+           split: bool) -> tuple[_Columns, list[int], bool]:
+    """The first pass: the logs' columns and their kinds, how many bytes of each were read,
+    and whether a log was read in two halves."""
+    first = _Columns(wanted)
+    sizes = []
+    halved = False
+    for path, node in files:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0  # the reader reports it
+        halves = (choose_ranges(path, size, size // 2 + 1)
+                  if split and size >= SPLIT_MIN_BYTES and worker_count(size) > 1 else [])
+        if len(halves) == 2:
+            later = _Columns(wanted)
+            reader = threading.Thread(target=later.read_range, args=(path, node, halves[1], {}),
+                                      name="parquet-columns", daemon=True)
+            reader.start()
+            try:
+                got = first.read(path, node, columns, halves[0][1])
+            finally:
+                reader.join()
+            if later.error is not None:
+                raise later.error
+            first.absorb(later)
+            sizes.append(got + later.bytes)
+            halved = True
+        else:
+            sizes.append(first.read(path, node, columns))
+    return first, sizes, halved
 
 
 def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, columns: dict[tuple[str, str], int],
@@ -388,8 +494,10 @@ def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, columns: dic
         parser = IncrementalParser(path, node=node)
         scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns)
         sink = _Sink(groups, wanted)
+        # buffers read into again and again (C copies what a row group keeps), by a thread of
+        # their own where the input is a file
         parts = blocks(path, progress, BULK_BLOCK_SIZE, warn=None if warn is None else _warn(warn, path),
-                       reuse=True)  # one buffer read into again and again: C copies what a row group keeps
+                       reuse=True, ahead=True)
         for block in parts if sizes is None else _limited(parts, sizes[k]):
             parser.feed_bulk(block, scanner, sink)
         sink.observe(parser.close())
