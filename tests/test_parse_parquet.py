@@ -26,7 +26,7 @@ from test_parse_jsonl import MORE, _mutate, generated  # noqa: F401  (generated:
 from logforensics.ingest.files import InputError
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
-from logforensics.render import parquet
+from logforensics.render import parquet, parquet_columns
 from logforensics.render.tables import write_parquet
 
 pq = pytest.importorskip("pyarrow.parquet")
@@ -40,8 +40,8 @@ pytestmark = pytest.mark.skipif(emit._emit is None, reason="the C writer is not 
 def _halves_of_any_log(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first pass reads logs of any size in two halves (where a boundary is found), as
     it reads large ones on a machine of two cores or more."""
-    monkeypatch.setattr(parquet, "SPLIT_MIN_BYTES", 0)
-    monkeypatch.setattr(parquet, "worker_count", lambda size=None: 2)
+    monkeypatch.setattr(parquet_columns, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(parquet_columns, "worker_count", lambda size=None: 2)
 
 
 #: The ways of the C writer: (two passes, the first pass in halves).
@@ -229,11 +229,11 @@ def test_a_write_that_fails_at_the_footer_is_raised_not_waited_on() -> None:
 def _learned(monkeypatch: pytest.MonkeyPatch, change: object) -> list[bool]:
     """Make the halves' union of columns wrong by ``change(columns)``; returns the ``split``
     of each attempt at two passes."""
-    absorb = parquet._Columns.absorb
+    absorb = parquet_columns.Columns.absorb
     attempts: list[bool] = []
     two_passes = parquet._two_passes
 
-    def wrong(self: parquet._Columns, later: parquet._Columns) -> None:
+    def wrong(self: parquet_columns.Columns, later: parquet_columns.Columns) -> None:
         absorb(self, later)
         change(self)  # type: ignore[operator]
 
@@ -241,7 +241,7 @@ def _learned(monkeypatch: pytest.MonkeyPatch, change: object) -> list[bool]:
         attempts.append(split)
         return two_passes(*args, split=split)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(parquet._Columns, "absorb", wrong)
+    monkeypatch.setattr(parquet_columns.Columns, "absorb", wrong)
     monkeypatch.setattr(parquet, "_two_passes", counted)
     return attempts
 
@@ -253,7 +253,7 @@ def test_a_wrong_guess_from_the_halves_is_read_again_in_one_pass(generated: list
     otherwise), the second pass finds it and the file is written again from one pass."""
     log = generated[1]
 
-    def change(columns: parquet._Columns) -> None:
+    def change(columns: parquet_columns.Columns) -> None:
         if wrong == "extra column":
             columns.order["never_a_column"] = None
             columns.kinds["never_a_column"] = {"int"}

@@ -10,11 +10,14 @@ given the type its values in the group call for exactly as ``write_parquet`` dec
 same ``tables.conform``, so the file reads back as the same table on either of two paths:
 
 * logs that are regular files (not standard input, not compressed) are read twice. The
-  first pass learns the file's columns and their types without storing a value (the C
-  scanner converts each value, so it takes exactly the lines it takes when filling, and the
-  other lines' events give theirs); the second pass, reading the same bytes, hands each row
-  group to a thread that encodes it while the next is scanned (pyarrow's encoder releases
-  the GIL), at most one group waiting;
+  first pass (``parquet_columns``) learns the file's columns and their types without
+  storing a value (the C scanner converts each value, so it takes exactly the lines it
+  takes when filling, and the other lines' events give theirs), a large log's halves at
+  once; the second pass, reading the same bytes, hands each row group to a thread that
+  encodes it while the next is scanned (pyarrow's encoder and the C scan release the
+  GIL), at most one group waiting. The second pass is the exact one: where its rows call
+  for another schema than the first pass learned, the file is written again from a first
+  pass in one piece, or, if that was one already, the log changed between the passes;
 * any other input is read once: the groups are spilled to Arrow streams in a temporary
   directory and written when the last line has fixed the columns (``tables.write_groups``).
 
@@ -28,21 +31,18 @@ import queue
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from ..events import Event
 from ..ingest.batch import BULK_BLOCK_SIZE
 from ..ingest.files import InputError, blocks, compression_of
-from ..ingest.parallel import choose_ranges, count_lines, sniff, worker_count
 from ..read import emit
 from ..read.parser import IncrementalParser
+from .parquet_columns import learn, limited
 from .tables import _final, _kind, conform, final_schema, from_values, nulls, open_writer, parquet_row, write_groups
 
-#: Logs smaller than this are learned in one pass, not in two halves at once: a thread
-#: and the search for a boundary would cost more than they save.
-SPLIT_MIN_BYTES = 64 << 20
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
 #: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. Two passes keep
 #: three groups in memory (one built, one waiting, one encoded): at 32,768 rows rather than
@@ -274,88 +274,6 @@ class _Sink:
         self.groups.add_events(events, self.wanted)
 
 
-class _Columns:
-    """The first pass's sink: the file's columns (in the order first seen) and the kinds of
-    their values, exactly as ``_Groups`` would collect them, without a value stored."""
-
-    def __init__(self, wanted: Collection[str]) -> None:
-        self.wanted = wanted
-        self.order: dict[str, None] = {}
-        self.kinds: dict[str, set[str]] = {}
-        self.names: dict[int, tuple[str, str]] = {}
-        self.bytes = 0
-        self.error: BaseException | None = None
-
-    def ready_table(self, rank_names: list[str | None]) -> bytes:
-        return b""
-
-    def apply(self, seg: Sequence[Any], first_line: int, scanner: emit.ColumnEmitter, buf: bytes) -> None:
-        _, _, n, plans, cols, counts = seg
-        scanner.count(counts)
-        if not n:
-            return
-        for pid in plans:
-            for key in scanner.plan_keys[pid]:
-                if key not in self.order:
-                    self.order[key] = None
-        if any(col not in self.names for col, *_ in cols):
-            self.names = {col: key for key, col in scanner.columns.items()}
-        for col, type_, nonnull, *_ in cols:
-            if nonnull:
-                name = self.names[col][0]
-                self.kinds.setdefault(name, set()).add(emit.KIND_OF_TYPE[type_])
-
-    def observe(self, events: Sequence[Event]) -> None:
-        wanted = self.wanted
-        for ev in events:
-            if not wanted or ev.kind in wanted:
-                for key, value in parquet_row(ev, self.order).items():
-                    if value is not None:
-                        self.kinds.setdefault(key, set()).add(_kind(value))
-
-    def read(self, path: str, node: str | None, columns: dict[tuple[str, str], int], limit: int | None = None) -> int:
-        """Learn from the log ``path`` (its first ``limit`` bytes, if given); the bytes read."""
-        parser = IncrementalParser(path, node=node)
-        scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(self.wanted), columns,
-                                     fill=False)
-        # nothing keeps a block; the C scan releases the GIL while a thread reads the next
-        parts = blocks(path, None, BULK_BLOCK_SIZE, reuse=True, ahead=True)
-        for block in parts if limit is None else _limited(parts, limit):
-            parser.feed_bulk(block, scanner, self)
-        self.observe(parser.close())
-        return parser.stats.bytes
-
-    def read_range(self, path: str, node: str | None, span: tuple[int, int], columns: dict[tuple[str, str], int]) -> None:
-        """Learn from the bytes ``span`` of the log ``path`` (on a thread of its own: an
-        error is kept in ``error``), as a parser that starts there reads them."""
-        try:
-            start, end = span
-            parser = IncrementalParser(path, node=node)
-            parser.line_offset = count_lines(path, 0, start)
-            parser.classifier.binary = sniff(path)  # judged from the file's first bytes, as one pass does
-            scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(self.wanted), columns,
-                                         fill=False)
-            buf = bytearray(BULK_BLOCK_SIZE)
-            with open(path, "rb", buffering=0) as fh:
-                fh.seek(start)
-                left = end - start
-                while left > 0 and (got := fh.readinto(memoryview(buf)[:min(len(buf), left)])):
-                    left -= got
-                    parser.feed_bulk(cast(bytes, buf if got == len(buf) else buf[:got]), scanner, self)
-            self.observe(parser.close())
-            self.bytes = parser.stats.bytes
-        except BaseException as exc:  # handed to the caller's thread
-            self.error = exc
-
-    def absorb(self, later: _Columns) -> None:
-        """Add what was learned from the bytes after these: columns first seen there come
-        after this part's, as one pass over both would order them."""
-        for name in later.order:
-            self.order.setdefault(name, None)
-        for name, kinds in later.kinds.items():
-            self.kinds.setdefault(name, set()).update(kinds)
-
-
 def _regular(path: str) -> bool:
     """Whether ``path`` is a regular file whose bytes are its text (it can be read twice)."""
     if path == "-":
@@ -368,18 +286,6 @@ def _regular(path: str) -> bool:
     except OSError:
         return False  # the reader reports it
     return compression_of(head) is None and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
-
-
-def _limited(parts: Iterator[bytes], limit: int) -> Iterator[bytes]:
-    """``parts`` up to ``limit`` bytes: the second pass reads what the first read, even of a
-    log that has grown since."""
-    for block in parts:
-        if len(block) >= limit:
-            if limit:
-                yield block[:limit]
-            return
-        limit -= len(block)
-        yield block
 
 
 def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[bytes], *,
@@ -433,7 +339,7 @@ def _two_passes(files: Sequence[tuple[str, str | None]], where: str | IO[bytes],
     second pass is the exact one: a schema other than its rows' (``_Mismatch``) means
     the file written is not the exact table."""
     columns: dict[tuple[str, str], int] = {}
-    first, sizes, halved = _learn(files, wanted, columns, split)
+    first, sizes, halved = learn(files, wanted, columns, split)
     schema = final_schema(first.order, first.kinds)
     encoder = _Encoder(where, schema)
     groups = _Groups(encoder, {name: first.kinds.get(name, set()) for name in first.order})
@@ -452,39 +358,6 @@ def _two_passes(files: Sequence[tuple[str, str | None]], where: str | IO[bytes],
     return stats
 
 
-def _learn(files: Sequence[tuple[str, str | None]], wanted: Collection[str], columns: dict[tuple[str, str], int],
-           split: bool) -> tuple[_Columns, list[int], bool]:
-    """The first pass: the logs' columns and their kinds, how many bytes of each were read,
-    and whether a log was read in two halves."""
-    first = _Columns(wanted)
-    sizes = []
-    halved = False
-    for path, node in files:
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            size = 0  # the reader reports it
-        halves = (choose_ranges(path, size, size // 2 + 1)
-                  if split and size >= SPLIT_MIN_BYTES and worker_count(size) > 1 else [])
-        if len(halves) == 2:
-            later = _Columns(wanted)
-            reader = threading.Thread(target=later.read_range, args=(path, node, halves[1], {}),
-                                      name="parquet-columns", daemon=True)
-            reader.start()
-            try:
-                got = first.read(path, node, columns, halves[0][1])
-            finally:
-                reader.join()
-            if later.error is not None:
-                raise later.error
-            first.absorb(later)
-            sizes.append(got + later.bytes)
-            halved = True
-        else:
-            sizes.append(first.read(path, node, columns))
-    return first, sizes, halved
-
-
 def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, columns: dict[tuple[str, str], int],
           wanted: Collection[str], progress: Callable[[int], None] | None,
           warn: Callable[[str, str], None] | None, sizes: Sequence[int] | None = None) -> list[ParquetStats]:
@@ -498,7 +371,7 @@ def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, columns: dic
         # their own where the input is a file
         parts = blocks(path, progress, BULK_BLOCK_SIZE, warn=None if warn is None else _warn(warn, path),
                        reuse=True, ahead=True)
-        for block in parts if sizes is None else _limited(parts, sizes[k]):
+        for block in parts if sizes is None else limited(parts, sizes[k]):
             parser.feed_bulk(block, scanner, sink)
         sink.observe(parser.close())
         stats.append(ParquetStats(parser.stats.lines, scanner.taken, dict(scanner.by_kind), scanner.refused))
