@@ -83,6 +83,8 @@ typedef struct {
     char coltype[MAX_COLS]; /* column mode: each column's type (0: not declared) */
     Out out;                /* row mode: the output buffer, kept from one scan to the next */
     void *cols;             /* column mode: MAX_COLS Col buffers, kept likewise */
+    Shape *recent[256];     /* the shape last found for a line of each length (mod 256): a
+                             * line is compared with it first, cheaper than hashing it */
 } Emitter;
 
 
@@ -114,7 +116,13 @@ static int out_reserve(Out *o, size_t more)
 
 static Shape *lookup(Emitter *s, const unsigned char *p, Py_ssize_t n)
 {
-    return s->shapes.cap ? (Shape *)shapes_find(&s->shapes, p, n, shape_hash(p, n), NULL) : NULL;
+    Shape **last = &s->recent[n & 255], *sh;
+    if (*last && (*last)->k.len == n && shape_equal(p, (*last)->k.key, n))
+        return *last;
+    sh = s->shapes.cap ? (Shape *)shapes_find(&s->shapes, p, n, shape_hash(p, n), NULL) : NULL;
+    if (sh)
+        *last = sh; /* shapes are never freed before the emitter */
+    return sh;
 }
 
 static void shape_free(Shape *sh)
