@@ -40,7 +40,8 @@ from ..ingest.batch import BULK_BLOCK_SIZE
 from ..ingest.files import InputError, blocks, compression_of
 from ..read import emit
 from ..read.parser import IncrementalParser
-from .parquet_columns import learn, limited
+from .parquet_columns import learn, limited, two_cores
+from .parquet_join import join
 from .tables import _final, _kind, conform, final_schema, from_values, nulls, open_writer, parquet_row, write_groups
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
@@ -237,6 +238,35 @@ class _Encoder:
             raise self.error
 
 
+class _Pair:
+    """Row groups dealt in turn to two encoders, each on a thread of its own (encoding is
+    the longest of the work, and pyarrow does a row group on one thread), writing ``where``
+    and a file beside it, which ``parquet_join.join`` makes one file of at the end."""
+
+    def __init__(self, where: str, schema: Any) -> None:
+        fd, self.second = tempfile.mkstemp(prefix=".logforensics-", suffix=".parquet",
+                                           dir=os.path.dirname(os.path.abspath(where)))
+        os.close(fd)
+        self.where = where
+        self.encoders = (_Encoder(where, schema), _Encoder(self.second, schema))
+        self.dealt = 0
+
+    def __call__(self, table: Any) -> None:
+        self.encoders[self.dealt % 2](table)
+        self.dealt += 1
+
+    def close(self) -> None:
+        """Wait for both; join their files (raise the first error, if any)."""
+        try:
+            try:
+                self.encoders[0].close()
+            finally:
+                self.encoders[1].close()
+            join(self.where, self.second)
+        finally:
+            os.unlink(self.second)
+
+
 def _coalesce(arrays: list[Any]) -> Any:
     import pyarrow.compute as pc
 
@@ -341,7 +371,11 @@ def _two_passes(files: Sequence[tuple[str, str | None]], where: str | IO[bytes],
     columns: dict[tuple[str, str], int] = {}
     first, sizes, halved = learn(files, wanted, columns, split)
     schema = final_schema(first.order, first.kinds)
-    encoder = _Encoder(where, schema)
+    encoder: _Encoder | _Pair
+    if split and isinstance(where, str) and two_cores(sum(sizes)) and (os.path.isfile(where) or not os.path.exists(where)):
+        encoder = _Pair(where, schema)  # a file of its own beside it, joined at the end
+    else:
+        encoder = _Encoder(where, schema)
     groups = _Groups(encoder, {name: first.kinds.get(name, set()) for name in first.order})
     try:
         try:

@@ -111,6 +111,12 @@ class Columns:
             self.kinds.setdefault(name, set()).update(kinds)
 
 
+def two_cores(size: int) -> bool:
+    """Whether ``size`` bytes of log are worth two threads (and two cores are usable:
+    ``ingest.parallel.worker_count``, which ``LOGFORENSICS_WORKERS=1`` makes one)."""
+    return size >= SPLIT_MIN_BYTES and worker_count(size) > 1
+
+
 def limited(parts: Iterator[bytes], limit: int) -> Iterator[bytes]:
     """``parts`` up to ``limit`` bytes: the second pass reads what the first read, even of a
     log that has grown since."""
@@ -135,8 +141,7 @@ def learn(files: Sequence[tuple[str, str | None]], wanted: Collection[str], colu
             size = os.path.getsize(path)
         except OSError:
             size = 0  # the reader reports it
-        halves = (choose_ranges(path, size, size // 2 + 1)
-                  if split and size >= SPLIT_MIN_BYTES and worker_count(size) > 1 else [])
+        halves = choose_ranges(path, size, size // 2 + 1) if split and two_cores(size) else []
         if len(halves) == 2:
             later = Columns(wanted)
             reader = threading.Thread(target=later.read_range, args=(path, node, halves[1], {}),
