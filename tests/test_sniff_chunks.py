@@ -5,12 +5,14 @@ and the bulk path read undecodable lines alike (one pipeline)."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from test_bulk import _as_json
-from test_fastpath import FIXTURES
+from test_fastpath import FIXTURES, ROOT
 
 from logforensics.ingest.live import LiveRun
+from logforensics.ingest.runset import probe_node
 from logforensics.read.segments import SNIFF_BYTES, looks_binary
 
 RECORD = (b"[2025-01-01 00:00:00 TP0] Decode batch. #running-req: 1, #token: 5, token usage: 0.01, "
@@ -73,3 +75,31 @@ def test_the_verdict_on_text_does_not_depend_on_the_chunks(name: str) -> None:
     for size in SIZES:
         assert _read(data, size, bulk=False) == want, f"fed in chunks of {size} bytes"
         assert _read(data, size, bulk=True) == want, f"fed in bulk, in blocks of {size} bytes"
+
+
+def test_random_bytes_are_read_before_the_whole_sniff_has_come() -> None:
+    """Counts that decide the verdict end the wait: a live stream of random bytes is read as
+    it comes, with the result of reading it at once."""
+    data = random.Random(9).randbytes(SNIFF_BYTES)
+    run = LiveRun("sniff.log")
+    fed = 0
+    first_events_at = None
+    for start in range(0, len(data), 997):
+        fed += len(data[start:start + 997])
+        if run.feed(data[start:start + 997]) and first_events_at is None:
+            first_events_at = fed
+    run.close()
+    assert first_events_at is not None and first_events_at < SNIFF_BYTES // 4
+    assert _as_json(run.summary(), run) == _read(data, 1 << 20, bulk=False)
+
+
+def test_the_head_of_a_short_file_is_probed_to_its_end(tmp_path: Path) -> None:
+    """A file shorter than the sniff with a byte that is not UTF-8 early: its node is still
+    read from its server arguments (the parser holds those lines until the file ends)."""
+    head = (ROOT / "fixtures" / "multinode" / "tp8_two_nodes" / "baseline" / "node1.log").read_bytes()[:20000]
+    plain = tmp_path / "plain.log"
+    plain.write_bytes(head)
+    stray = tmp_path / "stray.log"
+    stray.write_bytes(b"caf\xe9 a stray byte\n" + head)
+    assert probe_node(str(plain)) is not None
+    assert probe_node(str(stray)) == probe_node(str(plain))

@@ -166,6 +166,8 @@ def probe_node(path: str, memo: LineClassifier | None = None) -> str | None:
             read += len(block)
             if read >= PROBE_BYTES:
                 break
+        else:  # the whole file: what the parser still holds (bytes that wait for its verdict on text)
+            wrapped.update(ev.node for ev in run.close() if ev.node)
     except InputError:
         return None
     config = run.model.config  # what node_label reads of a summary, without summarising

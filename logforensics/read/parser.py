@@ -18,8 +18,9 @@ Whether the stream is text at all (``segments.looks_binary``, which decides how 
 that is not valid UTF-8 is read) is judged from its first ``SNIFF_BYTES``, however they
 are cut into chunks: until that many have come (or the stream ends), lines go on being
 read while every byte so far is valid UTF-8, and from the first byte that is not, the
-bytes wait for the verdict. ``watch``'s small chunks and a batch's large blocks read
-alike.
+bytes wait for the verdict (or for counts that already decide it: random bytes are plainly
+not text after a few KiB). ``watch``'s small chunks and a batch's large blocks read alike;
+the price is that a short text stream with such a byte early is read on only at its end.
 
 ``feed_bulk`` reads the same lines with the same state, for batch reading: runs of lines
 that the compiled scanner (``bulk.py``) takes go to a sink as columns, every other line
@@ -38,7 +39,7 @@ from ..events import Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .fastpath import LineClassifier
 from .other import LIMIT as OTHER_LIMIT
-from .segments import SNIFF_BYTES, looks_binary
+from .segments import SNIFF_BYTES, looks_binary, text_counts
 
 if TYPE_CHECKING:
     from .bulk import BulkSink, LineScanner
@@ -70,6 +71,16 @@ class ParseStats:
         self.long_lines += later.long_lines
         self.unterminated_last_line = later.unterminated_last_line
         self.warnings.extend(later.warnings[:max(0, _MAX_WARNINGS - len(self.warnings))])
+
+
+def _plainly_binary(prefix: bytes) -> bool:
+    """Whether every stream beginning with ``prefix`` (shorter than ``SNIFF_BYTES``) is judged
+    not text by ``looks_binary`` of its first ``SNIFF_BYTES``: the counts of NUL bytes and other
+    control characters only grow as bytes follow, and that of replacements loses at most the one
+    of a character cut short at the end, while the lengths they are compared with stay within
+    ``SNIFF_BYTES``."""
+    nul, bad, other = text_counts(prefix)
+    return nul * 100 > SNIFF_BYTES or (bad - 1) * 20 > SNIFF_BYTES or other * 20 > SNIFF_BYTES
 
 
 class IncrementalParser:
@@ -117,6 +128,10 @@ class IncrementalParser:
             except UnicodeDecodeError:
                 pass
         self._held += chunk
+        if _plainly_binary(bytes(self._sniffed)):  # the verdict on SNIFF_BYTES, known already
+            self._judge()
+            held, self._held = bytes(self._held), bytearray()
+            return held
         return None
 
     def _judge(self) -> None:
