@@ -200,14 +200,16 @@ class _Spill:
 
 class _Encoder:
     """Row groups given the file's schema and written to ``where`` by a thread of its own
-    (pyarrow encodes without the GIL), while the caller builds the next: at most one group
-    waits, so memory stays that of a few groups. ``where`` is best a path: pyarrow writes
-    to a Python file object with the GIL held, and this thread then waits for the
-    scanning one at every write."""
+    (pyarrow encodes without the GIL), while the caller builds the next. A group is handed
+    over only when the last is written, and none is kept after: memory holds two groups,
+    the one encoded and the one built. ``where`` is best a path: pyarrow writes to a Python
+    file object with the GIL held, and this thread then waits for the scanning one at every
+    write."""
 
     def __init__(self, where: str | IO[bytes], schema: Any) -> None:
         self.schema = schema
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self.idle = threading.Semaphore(1)  # released when a group is written
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, args=(where,), name="parquet-encoder", daemon=True)
         self.thread.start()
@@ -218,16 +220,22 @@ class _Encoder:
             with open_writer(where, self.schema) as writer:
                 while (table := self.queue.get()) is not None:
                     writer.write_table(table)
+                    del table  # not kept while the next is waited for
+                    self.idle.release()
                 ended = True
         except BaseException as exc:  # handed to the caller's thread
             self.error = exc
+            self.idle.release()
             while not ended and self.queue.get() is not None:  # let the caller finish putting
-                pass
+                self.idle.release()
 
     def __call__(self, table: Any) -> None:
+        table = conform(table, self.schema)  # here: the encoding thread is the slower
+        self.idle.acquire()
         if self.error is not None:
+            self.idle.release()
             self.close()
-        self.queue.put(conform(table, self.schema))  # here: the encoding thread is the slower
+        self.queue.put(table)
 
     def close(self) -> None:
         """Wait for the last group to be written; raise the thread's error, if any."""
