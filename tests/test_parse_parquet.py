@@ -38,9 +38,10 @@ pytestmark = pytest.mark.skipif(emit._emit is None, reason="the C writer is not 
 
 @pytest.fixture(autouse=True)
 def _halves_of_any_log(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first pass reads logs of any size in two halves (where a boundary is found), as
-    it reads large ones on a machine of two cores or more."""
+    """The first pass reads logs of any size in two halves (where a boundary is found), and
+    two encoders write the row groups, as for a large log where two threads are asked for."""
     monkeypatch.setattr(parquet_columns, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(parquet_columns, "TWO_BY_DEFAULT", True)
     monkeypatch.setattr(parquet_columns, "worker_count", lambda size=None: 2)
 
 
@@ -280,3 +281,15 @@ def test_the_halves_are_not_tried_for_a_file_object(generated: list[Path], tmp_p
     with open(tmp_path / "out.parquet", "wb") as fh:
         parquet.write_run_parquet([(str(generated[1]), None)], fh)
     assert attempts == [False]
+
+
+def test_two_threads_only_where_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parquet_columns, "TWO_BY_DEFAULT", False)
+    monkeypatch.setattr(parquet_columns, "SPLIT_MIN_BYTES", 64 << 20)
+    monkeypatch.delenv("LOGFORENSICS_WORKERS", raising=False)
+    assert not parquet_columns.two_cores(1 << 30)
+    monkeypatch.setenv("LOGFORENSICS_WORKERS", "2")
+    assert parquet_columns.two_cores(1 << 30)
+    assert not parquet_columns.two_cores(1 << 20)  # a small log: one thread
+    monkeypatch.setenv("LOGFORENSICS_WORKERS", "1")
+    assert not parquet_columns.two_cores(1 << 30)

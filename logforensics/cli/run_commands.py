@@ -46,8 +46,8 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
     jsonl is written a block at a time and parquet in row groups, both in bounded
     memory (the records the compiled extension knows are written from C, with the same
     result as LOGFORENSICS_PURE=1; parquet reads a regular file twice, first for its
-    columns, and a large one on two threads, LOGFORENSICS_WORKERS=1 for one); csv goes
-    through pandas and holds all events in memory.
+    columns; LOGFORENSICS_WORKERS=2 reads and encodes a large one on two threads); csv
+    goes through pandas and holds all events in memory.
     """
     if fmt == "parquet" and output == "-":
         raise fail("--format parquet needs -o FILE")

@@ -4,11 +4,12 @@ A Parquet file's schema comes first in the writer, but which columns a log has, 
 what type, is known only when its last line is read. So a regular file is read twice
 (``render/parquet.py``): this first pass learns the columns, in the order first seen, and
 the kinds of their values, exactly as the row groups of the second would collect them,
-without storing a value. A large log's two halves are read at once, on two threads (the
+without storing a value. A large log's two halves can be read at once, on two threads (the
 C scan releases the GIL): the second half starts at a line that cannot continue a record
 (``ingest.parallel.choose_ranges``), with the text-or-not verdict of the file's first
 bytes. That is a guess where a record crosses the boundary after all; the second pass,
-which is one exact pass, checks it (``parquet._Mismatch``).
+which is one exact pass, checks it (``parquet._Mismatch``). Only where asked for
+(:func:`two_cores`): on two cores it has not paid yet.
 """
 
 from __future__ import annotations
@@ -111,10 +112,17 @@ class Columns:
             self.kinds.setdefault(name, set()).update(kinds)
 
 
+#: Whether a large log is read (and its row groups encoded) on two threads when
+#: ``LOGFORENSICS_WORKERS`` does not ask for it. Not yet: on a 2-core machine two threads took
+#: 7-25% longer than one over a 1 GiB log, for 20-30% more CPU time (``bench/README.md``).
+TWO_BY_DEFAULT = False
+
+
 def two_cores(size: int) -> bool:
-    """Whether ``size`` bytes of log are worth two threads (and two cores are usable:
-    ``ingest.parallel.worker_count``, which ``LOGFORENSICS_WORKERS=1`` makes one)."""
-    return size >= SPLIT_MIN_BYTES and worker_count(size) > 1
+    """Whether ``size`` bytes of log get two threads: by ``TWO_BY_DEFAULT``, or where
+    ``LOGFORENSICS_WORKERS`` asks for two or more (``ingest.parallel.worker_count``)."""
+    asked = TWO_BY_DEFAULT or bool(os.environ.get("LOGFORENSICS_WORKERS", "").strip())
+    return asked and size >= SPLIT_MIN_BYTES and worker_count(size) > 1
 
 
 def limited(parts: Iterator[bytes], limit: int) -> Iterator[bytes]:
