@@ -23,6 +23,7 @@ import pytest
 from test_fastpath import FIXTURES
 from test_parse_jsonl import MORE, _mutate, generated  # noqa: F401  (generated: a fixture)
 
+from logforensics.ingest import parallel
 from logforensics.ingest.files import InputError
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
@@ -286,6 +287,7 @@ def test_the_halves_are_not_tried_for_a_file_object(generated: list[Path], tmp_p
 def test_two_threads_only_where_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parquet_columns, "TWO_BY_DEFAULT", False)
     monkeypatch.setattr(parquet_columns, "SPLIT_MIN_BYTES", 64 << 20)
+    monkeypatch.setattr(parquet_columns, "worker_count", parallel.worker_count)
     monkeypatch.delenv("LOGFORENSICS_WORKERS", raising=False)
     assert not parquet_columns.two_cores(1 << 30)
     monkeypatch.setenv("LOGFORENSICS_WORKERS", "2")
