@@ -103,3 +103,25 @@ def test_the_head_of_a_short_file_is_probed_to_its_end(tmp_path: Path) -> None:
     stray.write_bytes(b"caf\xe9 a stray byte\n" + head)
     assert probe_node(str(plain)) is not None
     assert probe_node(str(stray)) == probe_node(str(plain))
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_a_pause_reads_the_bytes_that_wait_judged_on_what_came(bulk: bool) -> None:
+    """A stream that pauses before its first SNIFF_BYTES while bytes wait for the verdict
+    (``settle``, as ``watch`` asks) is read on; when nothing more comes, the run is the one
+    of reading it whole."""
+    data = _text(random.Random(7), 20000)[:20000]
+    assert b"\xff" in data[:SNIFF_BYTES]
+    run = LiveRun("sniff.log")
+    events = []
+    for start in range(0, len(data), 4096):
+        if bulk:
+            run.feed_bulk(data[start:start + 4096])
+        else:
+            events += run.feed(data[start:start + 4096])
+    before = len(events)
+    events += run.settle()
+    assert bulk or len(events) > before, "the bytes from the first undecodable one waited, then were read"
+    assert run.settle() == []  # judged once
+    run.close()
+    assert _as_json(run.summary(), run) == _read(data, 1 << 20, bulk=False)

@@ -330,3 +330,23 @@ def test_until_exit_stops_when_the_log_goes_quiet_after_shutdown(tmp_path: Path)
     write_slowly(log, "[2025-06-01 11:00:00] INFO:     Shutting down\n"
                       "[2025-06-01 11:00:00] INFO:     Application shutdown complete.\n")
     assert w.finish(timeout=10) == 0, w.err_text()
+
+
+def test_a_byte_that_is_not_utf8_early_does_not_hold_back_the_crash(tmp_path: Path) -> None:
+    """A short log with an undecodable byte in its first 64 KiB waits for the verdict on
+    whether it is text; a live server writes no more after its crash, so the pause decides
+    it on what came, and the crash is reported as it happens, the events those of parse."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"")
+    w = Watch([str(log), "--jsonl", "--grace", "1.0"])
+    w.wait_for("opened")
+    with log.open("ab") as fh:
+        fh.write("[2025-06-01 09:59:59] Reading config from /home/jos\u00e9/sglang.yaml\n".encode("latin-1"))
+    write_slowly(log, START)
+    w.wait_for_line(START.count("\n") + 1)
+    write_slowly(log, CRASH_HEAD + CRASH_EXC)
+    w.wait_for("crash diagnosed", timeout=5.0)
+    write_slowly(log, CRASH_TAIL)
+    assert w.finish() == 1, w.err_text()
+    assert "crash diagnosed: torch.OutOfMemoryError on TP1 in cuda_graph_capture" in w.err_text()
+    assert without_file(w.events()) == without_file(parse_jsonl(log))

@@ -45,6 +45,12 @@ class LiveRun:
         self._observe(events)
         return events
 
+    def settle(self) -> list[Event]:
+        """``parser.settle``: the stream paused; events of bytes that waited for the verdict on text."""
+        events = self.parser.settle()
+        self._observe(events)
+        return events
+
     def _observe(self, events: Sequence[Event]) -> None:
         self.model.observe_all(events)
         self.pd.observe_all(events)

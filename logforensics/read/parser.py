@@ -20,7 +20,8 @@ are cut into chunks: until that many have come (or the stream ends), lines go on
 read while every byte so far is valid UTF-8, and from the first byte that is not, the
 bytes wait for the verdict (or for counts that already decide it: random bytes are plainly
 not text after a few KiB). ``watch``'s small chunks and a batch's large blocks read alike;
-the price is that a short text stream with such a byte early is read on only at its end.
+a stream that pauses while bytes wait is judged on what came (``settle``: ``watch`` asks
+when nothing has come for a while), so a short live log with such a byte early is read on.
 
 ``feed_bulk`` reads the same lines with the same state, for batch reading: runs of lines
 that the compiled scanner (``bulk.py``) takes go to a sink as columns, every other line
@@ -279,6 +280,23 @@ class IncrementalParser:
                     out.extend(assembler.step(ev))
         self.stats.lines = lineno - self.line_offset
         return out
+
+    def settle(self) -> list[Event]:
+        """Events of the bytes that wait for the verdict on the stream's first ``SNIFF_BYTES``
+        (a byte that is not UTF-8 came early, and the rest has not yet), the stream judged
+        on what came, as at its end. For a live follower when its stream pauses: a server
+        that dies soon after such a byte writes no more, and its crash must not wait for
+        bytes that never come. The verdict can differ from that of the whole stream's
+        first ``SNIFF_BYTES`` only if the bytes after the pause would change it."""
+        if self._judged or not self._sniffed or not self._held:
+            return []
+        self._judge()
+        held, self._held = bytes(self._held), bytearray()
+        bulk, self._held_bulk = self._held_bulk, None
+        if bulk is not None:
+            self.feed_bulk(held, *bulk)
+            return []
+        return self.feed(held)
 
     def close(self) -> list[Event]:
         """Finish the last (unterminated) line and any open traceback."""

@@ -17,7 +17,7 @@ from ..render.console import make_console, plain
 from ..render.terminal import print_tracebacks
 from ..sources import Chunk, Follower, Notice, SourceError
 from ..sources.base import OPENED
-from .state import WatchState, follow
+from .state import SETTLE_AFTER, WatchState, follow
 from .view import PlainStatus, crash_line, live_renderable, print_crash
 
 __all__ = ["EXIT_CRASH", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "run_watch"]
@@ -113,6 +113,8 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 return EXIT_USAGE
             elif item is None:
                 break
+            elif now - last_data >= SETTLE_AFTER:  # a tick, the source paused
+                emit(state.settle(now))
             if wait_timeout is not None and not opened and now - started >= wait_timeout:
                 if live is not None:
                     live.stop()

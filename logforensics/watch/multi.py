@@ -36,7 +36,7 @@ from ..render.console import make_console
 from ..render.terminal import table_box
 from ..sources import Chunk, Notice, SourceError
 from ..units import fmt
-from .state import WatchState
+from .state import SETTLE_AFTER, WatchState
 from .view import crash_line, print_crash
 
 _STOP_MARKERS = ("Application shutdown complete", "Finished server process", "Shutting down")
@@ -172,9 +172,14 @@ class MultiWatch:
         return events
 
     def feed(self, i: int, data: bytes, now: float) -> list[Any]:
-        st = self.states[i]
-        events = st.feed(data, now)
-        if self.crash_at is None and st.crash_at is not None:
+        return self._took(i, self.states[i].feed(data, now), now)
+
+    def settle(self, i: int, now: float) -> list[Any]:
+        """Source ``i`` paused: the events of its bytes that waited for the verdict on text."""
+        return self._took(i, self.states[i].settle(now), now)
+
+    def _took(self, i: int, events: list[Any], now: float) -> list[Any]:
+        if self.crash_at is None and self.states[i].crash_at is not None:
             self.crash_at, self.crash_node = now, self.targets[i].node
             self.diagnosis = self.diagnose()
         return events
@@ -264,6 +269,7 @@ def run_watch_multi(targets: Sequence[Target], *, ssh: dict[str, Any], baseline:
     done = [False] * len(sources)
     stopped_at: float | None = None
     last_data = time.monotonic()
+    data_at = [last_data] * len(sources)  # when each source last gave bytes
     code: int | None = None
     printed = False
 
@@ -278,7 +284,7 @@ def run_watch_multi(targets: Sequence[Target], *, ssh: dict[str, Any], baseline:
         for i, item in follow_many(sources):
             now = time.monotonic()
             if isinstance(item, Chunk):
-                last_data = now
+                last_data = data_at[i] = now
                 events = mw.feed(i, item.data, now)
                 emit(events)
                 if i == 0 and stopped_at is None and any(
@@ -299,6 +305,10 @@ def run_watch_multi(targets: Sequence[Target], *, ssh: dict[str, Any], baseline:
                 done[i] = True
                 if all(done):
                     break
+            else:  # a tick: the sources that paused
+                for k, at in enumerate(data_at):
+                    if now - at >= SETTLE_AFTER:
+                        emit(mw.settle(k, now))
             if live is not None:
                 extra = [Text("server ready", style="bold green")] if mw.ready else []
                 live.update(Group(mw.table(now, out), *extra))

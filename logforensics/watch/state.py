@@ -33,6 +33,8 @@ _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 _FATAL_KINDS = {"exception", "cpp_abort", "cpp_terminate", "subprocess_crashed"}
 #: A rank silent this many times longer than the baseline needed for its phase is flagged.
 HANG_FACTOR = 3.0
+#: Seconds without new bytes after which a source counts as paused (``WatchState.settle``).
+SETTLE_AFTER = 0.5
 
 
 @dataclass
@@ -64,7 +66,13 @@ class WatchState:
 
     def feed(self, data: bytes, now: float) -> list[Event]:
         self.bytes_read += len(data)
-        events = self.run.feed(data)
+        return self._took(self.run.feed(data), now)
+
+    def settle(self, now: float) -> list[Event]:
+        """The source paused (``SETTLE_AFTER``): events of bytes that waited for the verdict on text."""
+        return self._took(self.run.settle(), now)
+
+    def _took(self, events: list[Event], now: float) -> list[Event]:
         for ev in events:
             self._track(ev, now)
         if self.crash_at is None:
