@@ -427,11 +427,12 @@ def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, bool]
 def _feed_range(run: LiveRun, path: str, start: int, end: int) -> None:
     """Feed a range as ``ingest.batch`` feeds a file: in bulk where the scanner is built."""
     size = BULK_BLOCK_SIZE if bulk.available() else BLOCK_SIZE
-    for block in _blocks(path, start, end, size):
+    for block in range_blocks(path, start, end, size):
         run.feed_bulk(block)
 
 
-def _blocks(path: str, start: int, end: int, size: int) -> Iterator[bytes]:
+def range_blocks(path: str, start: int, end: int, size: int) -> Iterator[bytes]:
+    """The file's bytes ``start`` to ``end``, in blocks of ``size``."""
     with open(path, "rb") as fh:
         fh.seek(start)
         left = end - start

@@ -12,12 +12,14 @@ same ``tables.conform``, so the file reads back as the same table on either of t
 * logs that are regular files (not standard input, not compressed) are read twice. The
   first pass (``parquet_columns``) learns the file's columns and their types without
   storing a value (the C scanner converts each value, so it takes exactly the lines it
-  takes when filling, and the other lines' events give theirs), a large log's halves at
-  once; the second pass, reading the same bytes, hands each row group to a thread that
-  encodes it while the next is scanned (pyarrow's encoder and the C scan release the
-  GIL), at most one group waiting. The second pass is the exact one: where its rows call
-  for another schema than the first pass learned, the file is written again from a first
-  pass in one piece, or, if that was one already, the log changed between the passes;
+  takes when filling, and the other lines' events give theirs); the second pass, reading
+  the same bytes, hands each row group to a thread that encodes it while the next is
+  scanned (pyarrow's encoder and the C scan release the GIL). Where two threads are asked
+  for (``parquet_columns.two_cores``), the first pass reads a large log's halves at once
+  and two encoders take the row groups in turn. The second pass is the exact one: where
+  its rows call for another schema than the first pass learned, the file is written again
+  from a first pass in one piece, or, if that was one already, the log changed between
+  the passes;
 * any other input is read once: the groups are spilled to Arrow streams in a temporary
   directory and written when the last line has fixed the columns (``tables.write_groups``).
 
@@ -335,9 +337,9 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
     would. Needs the compiled writer (``read.emit.available()``). ``two_pass``: whether to
     learn the columns in a first pass and encode the row groups as they come (by default
     when every log is a regular, uncompressed file), or spill them until the end.
-    ``split``: whether the first pass reads a large log's two halves at once, on two
-    threads (by default where ``where`` is a path, which can be written again; only where
-    ``ingest.parallel.worker_count`` allows two)."""
+    ``split``: whether a large log may be read and encoded on two threads, where
+    ``parquet_columns.two_cores`` has them asked for (by default where ``where`` is a path,
+    which can be written again if the halves' guess was wrong; never for a file object)."""
     if two_pass is None:
         two_pass = all(_regular(path) for path, _ in files)
     if not two_pass:
@@ -350,17 +352,18 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
                 groups.spill()
             write_groups(spill.files, groups.order, groups.kinds, where)
         return stats
-    if split is None or not isinstance(where, str):  # a file object cannot be written again
-        split = isinstance(where, str)
-    for attempt in (split, False)[: 2 if split else 1]:
+    split = split is not False and isinstance(where, str)  # a file object cannot be written again
+    try:
         try:
-            return _two_passes(files, where, wanted, progress, warn, split=attempt)
+            return _two_passes(files, where, wanted, progress, warn, split=split)
         except _Mismatch as exc:
             if not exc.split:
-                raise InputError("the log changed between the two passes of writing Parquet (columns or "
-                                 "types the first pass did not see); write it again") from None
-            # a record across the halves' boundary was read otherwise: learn in one pass
-    raise AssertionError("unreachable")  # pragma: no cover
+                raise
+        # a record across the halves' boundary was read otherwise: learn in one pass
+        return _two_passes(files, where, wanted, progress, warn, split=False)
+    except _Mismatch:
+        raise InputError("the log changed between the two passes of writing Parquet (columns or types "
+                         "the first pass did not see); write it again") from None
 
 
 class _Mismatch(Exception):

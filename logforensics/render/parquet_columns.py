@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
 from ..events import Event
 from ..ingest.batch import BULK_BLOCK_SIZE
 from ..ingest.files import blocks
-from ..ingest.parallel import choose_ranges, count_lines, sniff, worker_count
+from ..ingest.parallel import choose_ranges, count_lines, range_blocks, sniff, worker_count
 from ..read import emit
 from ..read.parser import IncrementalParser
 from .tables import _kind, parquet_row
@@ -91,13 +91,8 @@ class Columns:
             parser.classifier.binary = sniff(path)  # judged from the file's first bytes, as one pass does
             scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(self.wanted), columns,
                                          fill=False)
-            buf = bytearray(BULK_BLOCK_SIZE)
-            with open(path, "rb", buffering=0) as fh:
-                fh.seek(start)
-                left = end - start
-                while left > 0 and (got := fh.readinto(memoryview(buf)[:min(len(buf), left)])):
-                    left -= got
-                    parser.feed_bulk(cast(bytes, buf if got == len(buf) else buf[:got]), scanner, self)
+            for block in range_blocks(path, start, end, BULK_BLOCK_SIZE):
+                parser.feed_bulk(block, scanner, self)
             self.observe(parser.close())
             self.bytes = parser.stats.bytes
         except BaseException as exc:  # handed to the caller's thread
