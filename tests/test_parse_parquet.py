@@ -1,12 +1,11 @@
 """``parse --format parquet`` from C columns (``render/parquet.py``) reads back as the exact path's table.
 
 The exact path is ``tables.write_parquet`` of every event (as with ``LOGFORENSICS_PURE=1``).
-Both ways of the C writer (two passes over regular files, the row groups encoded as they
-come; one pass spilling the groups, for standard input and compressed logs) are read back
-with ``pq.read_table`` and compared with it: the same columns in the same order, the same
+The C writer's file, written to a path and to a file object, is read back with
+``pq.read_table`` and compared with it: the same columns in the same order, the same
 types, the same values, on every fixture, on logs of both generators, on damaged lines,
-with kinds chosen, on runs of several files, and across row groups. The share of lines
-taken in C is checked too, and what the two passes do with a log that changes between them.
+with kinds chosen, on runs of several files, and across row groups (where a group lacks a
+column, or has a type the file widened). The share of lines taken in C is checked too.
 """
 
 from __future__ import annotations
@@ -14,7 +13,8 @@ from __future__ import annotations
 import gzip
 import os
 import random
-import shutil
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,11 +23,9 @@ import pytest
 from test_fastpath import FIXTURES
 from test_parse_jsonl import MORE, _mutate, generated  # noqa: F401  (generated: a fixture)
 
-from logforensics.ingest import parallel
-from logforensics.ingest.files import InputError
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
-from logforensics.render import parquet, parquet_columns
+from logforensics.render import parquet
 from logforensics.render.tables import write_parquet
 
 pq = pytest.importorskip("pyarrow.parquet")
@@ -38,36 +36,34 @@ pytestmark = pytest.mark.skipif(emit._emit is None, reason="the C writer is not 
 
 
 @pytest.fixture(autouse=True)
-def _halves_of_any_log(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first pass reads logs of any size in two halves (where a boundary is found), and
-    two encoders write the row groups, as for a large log where two threads are asked for."""
-    monkeypatch.setattr(parquet_columns, "SPLIT_MIN_BYTES", 0)
-    monkeypatch.setattr(parquet_columns, "TWO_BY_DEFAULT", True)
-    monkeypatch.setattr(parquet_columns, "worker_count", lambda size=None: 2)
+def _two_encoders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads encode the row groups (as on a machine of two cores or more), whatever
+    this one has; a test that asks for one sets ``parquet.ENCODERS``."""
+    monkeypatch.setenv("LOGFORENSICS_WORKERS", "2")
 
 
-#: The ways of the C writer: (two passes, the first pass in halves).
-WAYS = ((True, True), (True, False), (False, False))
-
-
-def _same(paths: list[tuple[Path, str | None]], tmp_path: Path, wanted: tuple[str, ...] = ()) -> list[object]:
-    """Every way of the C writer gives the exact path's table; returns the two-pass way's stats."""
+def _same(paths: list[tuple[Path, str | None]], tmp_path: Path, wanted: tuple[str, ...] = ()) -> object:
+    """The C writer gives the exact path's table, to a path and to a file object; returns its stats."""
     exact = tmp_path / "exact.parquet"
     events = (ev for p, node in paths for ev in iter_events(str(p), node=node) if not wanted or ev.kind in wanted)
     write_parquet(events, str(exact))
     b = pq.read_table(exact)
-    got = {}
-    for way in WAYS:
+    got = []
+    for way in ("path", "file object"):
         fast = tmp_path / f"fast-{way}.parquet"
-        got[way] = parquet.write_run_parquet([(str(p), node) for p, node in paths], str(fast), wanted=wanted,
-                                             two_pass=way[0], split=way[1])
+        files = [(str(p), node) for p, node in paths]
+        if way == "path":
+            got.append(parquet.write_run_parquet(files, str(fast), wanted=wanted))
+        else:
+            with open(fast, "wb") as fh:
+                got.append(parquet.write_run_parquet(files, fh, wanted=wanted))
         a = pq.read_table(fast)
         assert a.schema == b.schema, (way, a.schema, b.schema)
         assert a.num_rows == b.num_rows, way
         for name in b.column_names:
             assert a[name].equals(b[name]), (way, name)
-    assert got[WAYS[0]] == got[WAYS[1]] == got[WAYS[2]]
-    return got[WAYS[0]]
+    assert got[0] == got[1]
+    return got[0]
 
 
 @pytest.mark.parametrize("path", FIXTURES + MORE, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
@@ -75,8 +71,11 @@ def test_every_fixture_reads_back_the_same(path: Path, tmp_path: Path) -> None:
     _same([(path, None)], tmp_path)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 def test_generated_logs_and_several_files(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                          monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    monkeypatch.setattr(parquet, "ENCODERS", threads)
+    assert parquet.encoders() == threads
     lines = taken = 0
     for path in generated:
         (stats,) = _same([(path, None)], tmp_path)
@@ -84,7 +83,8 @@ def test_generated_logs_and_several_files(generated: list[Path], tmp_path: Path,
         lines += stats.lines
         taken += stats.taken
     assert taken >= 0.9 * lines  # not a silent fallback to the exact path
-    # one file of several runs, with nodes; small row groups, so that types meet across groups
+    # one file of several runs, with nodes; small row groups, so that groups lack columns and
+    # types meet across groups
     monkeypatch.setattr(parquet, "ROW_GROUP", 1000)
     import logforensics.render.tables as tables
 
@@ -92,6 +92,20 @@ def test_generated_logs_and_several_files(generated: list[Path], tmp_path: Path,
     _same([(generated[1], "node-a"), (generated[5], "node-b"), (FIXTURES[0], None)], tmp_path)
     _same([(generated[0], None), (generated[4], "n1")], tmp_path, wanted=("decode_batch", "exception", "other"))
     _same([(generated[4], None)], tmp_path, wanted=("nothing_has_this_kind",))
+
+
+@pytest.mark.parametrize(("rows", "threads"), [(20, 2), (333, 1)])
+def test_kinds_that_meet_across_row_groups_read_back_the_same(rows: int, threads: int, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logs with a column of two kinds (``bs``, ``num_tokens``: a number, or a word of a
+    progress bar), in row groups small enough that a group has one kind and the file the
+    other: the groups' chunks are converted to the file's type."""
+    monkeypatch.setattr(parquet, "ROW_GROUP", rows)
+    monkeypatch.setattr(parquet, "ENCODERS", threads)
+    for path in (ROOT / "fixtures" / "diff" / "throughput_regression" / "baseline.log",
+                 ROOT / "fixtures" / "multinode" / "tp8_two_nodes" / "baseline" / "node0.log"):
+        _same([(path, None)], tmp_path)
+        assert pq.ParquetFile(tmp_path / "fast-path.parquet").metadata.num_row_groups > 1
 
 
 def test_damaged_lines_read_back_the_same(generated: list[Path], tmp_path: Path) -> None:  # noqa: F811
@@ -117,16 +131,7 @@ def test_cli_uses_it_and_pure_gives_the_same(tmp_path: Path) -> None:
     assert "node" in out["0"].column_names
 
 
-def test_regular_files_take_two_passes_other_input_one(tmp_path: Path) -> None:
-    log = FIXTURES[0]
-    packed = tmp_path / "log.gz"
-    packed.write_bytes(gzip.compress(log.read_bytes()))
-    assert parquet._regular(str(log))
-    assert not parquet._regular(str(packed)) and not parquet._regular("-")
-    assert not parquet._regular(str(tmp_path))  # a directory: the reader reports it
-
-
-def test_stdin_and_compressed_give_the_two_pass_table(tmp_path: Path) -> None:
+def test_stdin_and_compressed_give_the_files_table(tmp_path: Path) -> None:
     one = FIXTURES[0]
     packed = tmp_path / "log.gz"
     packed.write_bytes(gzip.compress(one.read_bytes()))
@@ -142,156 +147,79 @@ def test_stdin_and_compressed_give_the_two_pass_table(tmp_path: Path) -> None:
     assert tables["file"].equals(tables["gzip"]) and tables["file"].equals(tables["stdin"])
 
 
-def _between_passes(monkeypatch: pytest.MonkeyPatch, change: object) -> None:
-    """Run ``change()`` after the first pass (when the second starts reading)."""
-    read = parquet._read
+class _Full:
+    """A file object that takes ``room`` bytes, then fails as a full disk does."""
 
-    def second(*args: object, **kw: object) -> object:
-        change()  # type: ignore[operator]
-        return read(*args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(parquet, "_read", second)
-
-
-def test_a_log_that_grows_between_the_passes_is_written_as_first_read(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    log = tmp_path / "live.log"
-    shutil.copyfile(FIXTURES[0], log)
-    before = tmp_path / "before.parquet"
-    parquet.write_run_parquet([(str(log), None)], str(before), two_pass=False)
-    more = b"[2026-01-01 00:00:00 TP0] something never seen before: 1.5e400 x=y\n" * 50
-
-    def grow() -> None:
-        with open(log, "ab") as fh:
-            fh.write(more)
-
-    _between_passes(monkeypatch, grow)
-    grown = tmp_path / "grown.parquet"
-    parquet.write_run_parquet([(str(log), None)], str(grown), two_pass=True)
-    assert pq.read_table(grown).equals(pq.read_table(before))
-
-
-def test_a_log_rewritten_between_the_passes_is_an_error(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    log = tmp_path / "rewritten.log"
-    shutil.copyfile(FIXTURES[0], log)
-    other = generated[1].read_bytes()
-
-    def rewrite() -> None:
-        log.write_bytes(other)
-
-    _between_passes(monkeypatch, rewrite)
-    with pytest.raises(InputError, match="changed between the two passes"):  # (learned in halves, it would be
-        # learned again in one pass, from the rewritten log, and written as that)
-        parquet.write_run_parquet([(str(log), None)], str(tmp_path / "out.parquet"), two_pass=True, split=False)
-
-
-class _FullAtTheEnd:
-    """A file object that takes every write but the footer's (the last, ending in the magic)."""
-
-    def __init__(self) -> None:
-        self.written = 0
+    def __init__(self, room: int) -> None:
+        self.room = room
         self.closed = False
 
     def write(self, data: bytes) -> int:
-        data = bytes(data)
-        if self.written and data.endswith(b"PAR1"):
+        if len(data) > self.room:
             raise OSError(28, "No space left on device")
-        self.written += len(data)
+        self.room -= len(data)
         return len(data)
 
     def flush(self) -> None:
         pass
 
-    def tell(self) -> int:
-        return self.written
+
+def test_a_file_object_that_fills_up_is_an_error(generated: list[Path]) -> None:  # noqa: F811
+    with pytest.raises(OSError) as caught:
+        parquet.write_run_parquet([(str(generated[1]), None)], _Full(1000))  # type: ignore[arg-type]
+    assert caught.value.errno == 28
 
 
-def test_a_write_that_fails_at_the_footer_is_raised_not_waited_on() -> None:
-    """The encoding thread's error after the last row group reaches the caller; the caller
-    does not wait for a thread that waits for it."""
+def _small_files() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), not the process
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+
+
+def test_an_output_that_fills_up_ends_in_one_line_not_a_hang(generated: list[Path], tmp_path: Path) -> None:  # noqa: F811
+    """The encoding thread's failed write reaches the command, which says so in a line and
+    leaves no file; nothing waits for a thread that waits for it."""
+    target = tmp_path / "out.parquet"
+    env = {**os.environ, "LOGFORENSICS_PURE": "0"}
+    done = subprocess.run(CLI + ["parse", "--format", "parquet", "-o", str(target), str(generated[1])],
+                          capture_output=True, text=True, timeout=120, preexec_fn=_small_files, env=env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("logforensics: error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "File too large" in done.stderr
+    assert not target.exists() and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_an_encoding_error_reaches_the_caller_and_nothing_hangs(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                               monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    """pyarrow failing on one row group, while other threads wait for its turn: the error
+    is raised, and every thread ends."""
     import threading
 
+    monkeypatch.setattr(parquet, "ROW_GROUP", 500)
+    monkeypatch.setattr(parquet, "ENCODERS", threads)
+    calls = []
+    real = parquet.encoded
+
+    def third_fails(table: object) -> object:
+        calls.append(1)
+        if len(calls) == 3:
+            raise MemoryError("a row group pyarrow could not encode")
+        return real(table)
+
+    monkeypatch.setattr(parquet, "encoded", third_fails)
     outcome: list[BaseException | None] = []
 
     def write() -> None:
         try:
-            parquet.write_run_parquet([(str(FIXTURES[0]), None)], _FullAtTheEnd())  # type: ignore[arg-type]
+            parquet.write_run_parquet([(str(generated[0]), None)], str(tmp_path / "out.parquet"))
             outcome.append(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
             outcome.append(exc)
 
+    before = threading.active_count()
     worker = threading.Thread(target=write, daemon=True)
     worker.start()
-    worker.join(timeout=60)
-    assert not worker.is_alive(), "the writer hung after the encoder failed"
-    assert isinstance(outcome[0], OSError) and outcome[0].errno == 28
-
-
-def _learned(monkeypatch: pytest.MonkeyPatch, change: object) -> list[bool]:
-    """Make the halves' union of columns wrong by ``change(columns)``; returns the ``split``
-    of each attempt at two passes."""
-    absorb = parquet_columns.Columns.absorb
-    attempts: list[bool] = []
-    two_passes = parquet._two_passes
-
-    def wrong(self: parquet_columns.Columns, later: parquet_columns.Columns) -> None:
-        absorb(self, later)
-        change(self)  # type: ignore[operator]
-
-    def counted(*args: object, split: bool) -> object:
-        attempts.append(split)
-        return two_passes(*args, split=split)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(parquet_columns.Columns, "absorb", wrong)
-    monkeypatch.setattr(parquet, "_two_passes", counted)
-    return attempts
-
-
-@pytest.mark.parametrize("wrong", ["extra column", "missing column", "wider kind"])
-def test_a_wrong_guess_from_the_halves_is_read_again_in_one_pass(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                                                 monkeypatch: pytest.MonkeyPatch, wrong: str) -> None:
-    """Where the halves' columns are not the file's (a record across the boundary read
-    otherwise), the second pass finds it and the file is written again from one pass."""
-    log = generated[1]
-
-    def change(columns: parquet_columns.Columns) -> None:
-        if wrong == "extra column":
-            columns.order["never_a_column"] = None
-            columns.kinds["never_a_column"] = {"int"}
-        elif wrong == "missing column":
-            name = next(n for n in reversed(columns.order) if n not in ("kind", "line", "text", "file"))
-            del columns.order[name]
-            columns.kinds.pop(name, None)
-        else:
-            name = next(n for n, k in columns.kinds.items() if k == {"int"})
-            columns.kinds[name] = {"int", "str"}
-
-    attempts = _learned(monkeypatch, change)
-    out = tmp_path / "out.parquet"
-    parquet.write_run_parquet([(str(log), None)], str(out))
-    assert attempts == [True, False]
-    exact = tmp_path / "exact.parquet"
-    write_parquet(iter_events(str(log)), str(exact))
-    assert pq.read_table(out).equals(pq.read_table(exact))
-
-
-def test_the_halves_are_not_tried_for_a_file_object(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    attempts = _learned(monkeypatch, lambda columns: None)
-    with open(tmp_path / "out.parquet", "wb") as fh:
-        parquet.write_run_parquet([(str(generated[1]), None)], fh)
-    assert attempts == [False]
-
-
-def test_two_threads_only_where_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parquet_columns, "TWO_BY_DEFAULT", False)
-    monkeypatch.setattr(parquet_columns, "SPLIT_MIN_BYTES", 64 << 20)
-    monkeypatch.setattr(parquet_columns, "worker_count", parallel.worker_count)
-    monkeypatch.delenv("LOGFORENSICS_WORKERS", raising=False)
-    assert not parquet_columns.two_cores(1 << 30)
-    monkeypatch.setenv("LOGFORENSICS_WORKERS", "2")
-    assert parquet_columns.two_cores(1 << 30)
-    assert not parquet_columns.two_cores(1 << 20)  # a small log: one thread
-    monkeypatch.setenv("LOGFORENSICS_WORKERS", "1")
-    assert not parquet_columns.two_cores(1 << 30)
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the writer hung after an encoder failed"
+    assert isinstance(outcome[0], MemoryError)
+    assert threading.active_count() == before, threading.enumerate()

@@ -25,7 +25,7 @@ import queue
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import IO, Any
 
 from ..read.parser import BLOCK_SIZE
@@ -230,7 +230,7 @@ def open_log(path: str | os.PathLike[str]) -> IO[bytes]:
 
 def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None,
            size: int = BLOCK_SIZE, *, warn: Warn | None = None, reuse: bool = False,
-           ahead: bool = False) -> Iterator[bytes]:
+           ahead: bool = False) -> Generator[bytes, None, None]:
     """The log's text in blocks (``-`` is standard input), reporting progress; ``warn``
     receives each warning (input that is not text, a compressed stream cut short) once.
 

@@ -835,46 +835,18 @@ typedef struct {
 
 #define SEEN_PLANS 4096
 
-/* Whether float(text) surely reads the span: [+-]digits[.digits], short. A first pass
- * (no value stored) needs only to know that the conversion succeeds; any other text is
- * converted by shape_read_float, as when filling. */
-static inline int plain_decimal(const unsigned char *p, Py_ssize_t n)
-{
-    Py_ssize_t i = 0, digits = 0;
-    if (n > 60)
-        return 0;
-    if (i < n && (p[i] == '-' || p[i] == '+'))
-        i++;
-    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++)
-        digits++;
-    if (!digits)
-        return 0;
-    if (i < n && p[i] == '.') {
-        Py_ssize_t frac = 0;
-        for (i++; i < n && p[i] >= '0' && p[i] <= '9'; i++)
-            frac++;
-        if (!frac)
-            return 0;
-    }
-    return i == n;
-}
-
-/* scan_columns(buf, pos, first_line[, fill]) -> (stop, lines, rows, plans, cols, counts)
+/* scan_columns(buf, pos, first_line) -> (stop, lines, rows, plans, cols, counts)
  *
  * As scan(), for shapes registered by add_columns: rows is the number of rows made (lines
  * of skipped shapes make none), plans the plan ids of the rows in the order each first
  * appears, cols ((col, type, nonnull, validity, data, offsets or None), ...) for every
- * column a row filled, each rows long. With fill false the same lines are taken (every
- * value is still converted: one that fails stops the scan) but no value is stored: cols
- * are (col, type, nonnull, None, None, None), what a first pass needs to learn the
- * columns and their types. */
+ * column a row filled, each rows long. */
 static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
 {
     Py_buffer b;
     Py_ssize_t pos;
     long long line;
-    int fill = 1;
-    if (!PyArg_ParseTuple(args, "y*nL|p", &b, &pos, &line, &fill))
+    if (!PyArg_ParseTuple(args, "y*nL", &b, &pos, &line))
         return NULL;
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
@@ -923,7 +895,7 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                 v->iso = 0;
                 switch (op->code) {
                 case OP_INT: ok = shape_read_int(vp, vn, &v->iv); break;
-                case OP_FLOAT: ok = (!fill && plain_decimal(vp, vn)) || read_float_g(vp, vn, &v->dv, &g); break;
+                case OP_FLOAT: ok = read_float_g(vp, vn, &v->dv, &g); break;
                 case OP_BOOL:
                     if (vn == 4 && (memcmp(vp, "True", 4) == 0 || memcmp(vp, "true", 4) == 0))
                         v->iv = 1;
@@ -961,10 +933,6 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                     c->used = 1;
                     c->type = self->coltype[op->col];
                     used[nused++] = op->col;
-                }
-                if (!fill) {
-                    c->nonnull++;
-                    continue;
                 }
                 if (col_pad(c, rows) < 0 || col_reserve(c, rows + 1) < 0) {
                     err = NOMEM;
@@ -1051,12 +1019,6 @@ walked:
         for (int k = 0; k < nused && !bad; k++) {
             Col *col = &cols[used[k]];
             PyObject *t;
-            if (!fill) { /* the columns a row filled, without their values */
-                t = Py_BuildValue("(iCnOOO)", used[k], col->type, col->nonnull, Py_None, Py_None, Py_None);
-                bad = !t || PyList_Append(cl, t) < 0;
-                Py_XDECREF(t);
-                continue;
-            }
             if (col_pad(col, rows) < 0) {
                 PyErr_NoMemory();
                 bad = 1;
@@ -1126,7 +1088,7 @@ static PyMethodDef Emitter_methods[] = {
     {"add_columns", (PyCFunction)Emitter_add_columns, METH_VARARGS,
      "add_columns(key, kind, plan, skip, ops) -> bool: register a shape's columns"},
     {"scan_columns", (PyCFunction)Emitter_scan_columns, METH_VARARGS,
-     "scan_columns(buf, pos, first_line[, fill]) -> (stop, lines, rows, plans, cols, counts)"},
+     "scan_columns(buf, pos, first_line) -> (stop, lines, rows, plans, cols, counts)"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Emitter_getset[] = {

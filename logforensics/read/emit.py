@@ -168,15 +168,11 @@ class ColumnEmitter:
     str, ``q`` int, ``d`` float, ``b`` bool): a name whose plans convert it differently has
     one column per type, at most one of them filled in a row. ``plan_keys[plan_id]``: a
     registered plan's keys in ``Event.to_dict`` order (for the output's column order).
-    ``fill`` false: the same lines are taken, but only which columns their rows fill comes
-    back (a first pass learning the columns).
     """
 
     def __init__(self, classifier: LineClassifier, file: str | None, node: str | None,
-                 wanted: frozenset[str] = frozenset(), columns: dict[tuple[str, str], int] | None = None,
-                 fill: bool = True) -> None:
+                 wanted: frozenset[str] = frozenset(), columns: dict[tuple[str, str], int] | None = None) -> None:
         assert _emit is not None
-        self.fill = fill
         self.classifier = classifier
         self.file = file
         self.node = node
@@ -282,9 +278,8 @@ class ColumnEmitter:
 
     def scan(self, buf: bytes, pos: int, line: int) -> Any:
         """The rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered
-        ``line``, as columns (``_emit.Emitter.scan_columns``; without their values unless
-        ``fill``)."""
-        return self.emitter.scan_columns(buf, pos, line, self.fill)
+        ``line``, as columns (``_emit.Emitter.scan_columns``)."""
+        return self.emitter.scan_columns(buf, pos, line)
 
     def count(self, counts: dict[int, int]) -> None:
         """Add a segment's lines taken per kind code to ``by_kind``."""

@@ -6,51 +6,45 @@ arrays from Python values. Here the lines whose shape has a plain plan come back
 name and type; every other line is read on the exact path and kept as the dict that
 ``write_parquet`` makes of its event. A row group is these pieces in line order, each column
 given the type its values in the group call for exactly as ``write_parquet`` decides it
-(``int64`` / ``double`` / ``bool`` / ``string`` of ``str()``), then the file's type by the
-same ``tables.conform``, so the file reads back as the same table on either of two paths:
+(``int64`` / ``double`` / ``bool`` / ``string`` of ``str()``).
 
-* logs that are regular files (not standard input, not compressed) are read twice. The
-  first pass (``parquet_columns``) learns the file's columns and their types without
-  storing a value (the C scanner converts each value, so it takes exactly the lines it
-  takes when filling, and the other lines' events give theirs); the second pass, reading
-  the same bytes, hands each row group to a thread that encodes it while the next is
-  scanned (pyarrow's encoder and the C scan release the GIL). Where two threads are asked
-  for (``parquet_columns.two_cores``), the first pass reads a large log's halves at once
-  and two encoders take the row groups in turn. The second pass is the exact one: where
-  its rows call for another schema than the first pass learned, the file is written again
-  from a first pass in one piece, or, if that was one already, the log changed between
-  the passes;
-* any other input is read once: the groups are spilled to Arrow streams in a temporary
-  directory and written when the last line has fixed the columns (``tables.write_groups``).
+The log is read once, whatever it is (a file, standard input, a compressed log): a thread
+of its own encodes each row group as it is made (pyarrow's encoder and the C scan release
+the GIL), as a Parquet file of that group's columns, and ``parquet_assemble.Assembler``
+appends its column chunks to the output. When the last line has fixed the file's columns
+and their types (``tables.final_schema``), the footer lists them in that order, with nulls
+where a group lacks a column and a column the file widened converted as ``tables.conform``
+converts it: the file reads back as the exact path's table.
 
-Memory is a few row groups and one block.
+Memory is two row groups and a block, flat however long the log: the chunks' metadata
+waits on disk until the footer.
 """
 
 from __future__ import annotations
 
-import os
 import queue
-import stat
+import shutil
+import sys
 import tempfile
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
 
 from ..events import Event
 from ..ingest.batch import BULK_BLOCK_SIZE
-from ..ingest.files import InputError, blocks, compression_of
+from ..ingest.files import blocks
+from ..ingest.parallel import worker_count
 from ..read import emit
 from ..read.parser import IncrementalParser
-from .parquet_columns import learn, limited, two_cores
-from .parquet_join import join
-from .tables import _final, _kind, conform, final_schema, from_values, nulls, open_writer, parquet_row, write_groups
+from .parquet_assemble import Assembler, encoded
+from .tables import _final, _kind, final_schema, from_values, nulls, parquet_row
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
-#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. Two passes keep
-#: three groups in memory (one built, one waiting, one encoded): at 32,768 rows rather than
-#: 65,536 the peak is 205-220 MiB instead of 250 on a 1 GiB serving log, at the same
-#: encoding time and file size.
+#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. Two groups are in
+#: memory (one built, one encoded): at 32,768 rows rather than 65,536 the peak is about
+#: 170 MiB instead of 205 on a 1 GiB log, at nearly the same encoding time.
 ROW_GROUP = 32768
 
 
@@ -66,17 +60,15 @@ class ParquetStats:
 
 class _Groups:
     """Row groups collected from pieces (C columns or event rows), each handed as a table to
-    ``put``. ``expect`` (the first pass's kinds of every column): a group with a column or
-    a kind of value beyond them means the log changed between the passes."""
+    ``put``; the columns in the order first seen, and the kinds of their values."""
 
-    def __init__(self, put: Callable[[Any], None], expect: dict[str, set[str]] | None = None) -> None:
+    def __init__(self, put: Callable[[Any], None]) -> None:
         import pyarrow as pa
 
         self.pa = pa
         self.types = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
         self.c_types = {"s": pa.string(), "q": pa.int64(), "d": pa.float64(), "b": pa.bool_()}
         self.put = put
-        self.expect = expect
         self.order: dict[str, None] = {}
         self.kinds: dict[str, set[str]] = {}
         self.groups = 0
@@ -143,8 +135,9 @@ class _Groups:
         columns = {}
         for name in self.order:
             got = entries.get(name)
-            if got is None:
-                continue  # no row of this group has it: nulls, given at the end
+            if got is None:  # no row of this group has it: nulls, of the type it has so far
+                columns[name] = nulls(total, self.types[_final(self.kinds.get(name, set()))])
+                continue
             seen: set[str] = set()
             for _, _, part in got:
                 if isinstance(part, list):
@@ -173,108 +166,75 @@ class _Groups:
             if total > at:
                 parts.append(nulls(total - at, target))
             columns[name] = pa.chunked_array(parts, target)  # not concatenated: the stream writer slices
-        table = pa.table(columns) if columns else pa.table({"line": pa.nulls(total, pa.int64())})
-        expect = self.expect
-        if expect is not None and any(name not in expect or not self.kinds.get(name, set()) <= expect[name]
-                                      for name in self.order):
-            raise _Mismatch
-        self.put(table)
+        if columns:
+            self.put(pa.table(columns))
         self.groups += 1
         self.pieces = []
         self.pending = 0
 
 
-class _Spill:
-    """Row groups as Arrow stream files in ``tmp``, for ``tables.write_groups``."""
-
-    def __init__(self, tmp: str) -> None:
-        self.tmp = tmp
-        self.files: list[str] = []
-
-    def __call__(self, table: Any) -> None:
-        import pyarrow.ipc as ipc
-
-        file = os.path.join(self.tmp, f"{len(self.files)}.arrow")
-        with ipc.new_stream(file, table.schema) as out:
-            out.write_table(table)
-        self.files.append(file)
-
-
 class _Encoder:
-    """Row groups given the file's schema and written to ``where`` by a thread of its own
-    (pyarrow encodes without the GIL), while the caller builds the next. A group is handed
-    over only when the last is written, and none is kept after: memory holds two groups,
-    the one encoded and the one built. ``where`` is best a path: pyarrow writes to a Python
-    file object with the GIL held, and this thread then waits for the scanning one at every
-    write."""
+    """Row groups encoded by ``threads`` threads of their own (pyarrow encodes without the
+    GIL), each as a Parquet file of its own columns that ``assembler`` appends to the
+    output in the order given, while the caller builds the next. A group is handed over
+    only when a thread is free, and none is kept once written: memory holds a group per
+    thread and the one built."""
 
-    def __init__(self, where: str | IO[bytes], schema: Any) -> None:
-        self.schema = schema
+    def __init__(self, assembler: Assembler, threads: int = 1) -> None:
+        self.assembler = assembler
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self.idle = threading.Semaphore(1)  # released when a group is written
+        self.idle = threading.Semaphore(threads)  # released when a group is written
+        self.turn = threading.Condition()
+        self.given = self.written = 0
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(where,), name="parquet-encoder", daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=self._run, name="parquet-encoder", daemon=True)
+                        for _ in range(threads)]
+        for thread in self.threads:
+            thread.start()
 
-    def _run(self, where: str | IO[bytes]) -> None:
-        ended = False  # the caller's last put (None) was taken
-        try:
-            with open_writer(where, self.schema) as writer:
-                while (table := self.queue.get()) is not None:
-                    writer.write_table(table)
-                    del table  # not kept while the next is waited for
-                    self.idle.release()
-                ended = True
-        except BaseException as exc:  # handed to the caller's thread
-            self.error = exc
+    def _run(self) -> None:
+        while (job := self.queue.get()) is not None:
+            k, table = job
+            file = types = error = None
+            try:
+                if self.error is None:
+                    types = {f.name: (str(f.type), table.column(i).null_count == table.num_rows)
+                             for i, f in enumerate(table.schema)}
+                    file = encoded(table)
+            except BaseException as exc:  # handed to the caller's thread
+                error = exc
+            del table, job  # not kept while the turn is waited for
+            with self.turn:  # every group takes its turn, so that the next one's comes
+                while self.written != k:
+                    self.turn.wait()
+                try:
+                    if file is not None and types is not None and self.error is None:
+                        self.assembler.add(file, types)
+                except BaseException as exc:
+                    error = exc
+                self.error = self.error or error
+                self.written += 1
+                self.turn.notify_all()
+            file = None
             self.idle.release()
-            while not ended and self.queue.get() is not None:  # let the caller finish putting
-                self.idle.release()
 
     def __call__(self, table: Any) -> None:
-        table = conform(table, self.schema)  # here: the encoding thread is the slower
         self.idle.acquire()
         if self.error is not None:
             self.idle.release()
             self.close()
-        self.queue.put(table)
+        self.queue.put((self.given, table))
+        self.given += 1
 
     def close(self) -> None:
-        """Wait for the last group to be written; raise the thread's error, if any."""
-        if self.thread.is_alive():
-            self.queue.put(None)
-            self.thread.join()
+        """Wait for the last group to be written; raise a thread's error, if any."""
+        for thread in self.threads:
+            if thread.is_alive():
+                self.queue.put(None)
+        for thread in self.threads:
+            thread.join()
         if self.error is not None:
             raise self.error
-
-
-class _Pair:
-    """Row groups dealt in turn to two encoders, each on a thread of its own (encoding is
-    the longest of the work, and pyarrow does a row group on one thread), writing ``where``
-    and a file beside it, which ``parquet_join.join`` makes one file of at the end."""
-
-    def __init__(self, where: str, schema: Any) -> None:
-        fd, self.second = tempfile.mkstemp(prefix=".logforensics-", suffix=".parquet",
-                                           dir=os.path.dirname(os.path.abspath(where)))
-        os.close(fd)
-        self.where = where
-        self.encoders = (_Encoder(where, schema), _Encoder(self.second, schema))
-        self.dealt = 0
-
-    def __call__(self, table: Any) -> None:
-        self.encoders[self.dealt % 2](table)
-        self.dealt += 1
-
-    def close(self) -> None:
-        """Wait for both; join their files (raise the first error, if any)."""
-        try:
-            try:
-                self.encoders[0].close()
-            finally:
-                self.encoders[1].close()
-            join(self.where, self.second)
-        finally:
-            os.unlink(self.second)
 
 
 def _coalesce(arrays: list[Any]) -> Any:
@@ -314,110 +274,87 @@ class _Sink:
         self.groups.add_events(events, self.wanted)
 
 
-def _regular(path: str) -> bool:
-    """Whether ``path`` is a regular file whose bytes are its text (it can be read twice)."""
-    if path == "-":
-        return False
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-    except OSError:
-        return False  # the reader reports it
-    return compression_of(head) is None and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
+#: How soon a thread waiting for the GIL gets it (``sys.setswitchinterval``) while Parquet is
+#: written: the encoder takes it back after every row group, and at Python's 5 ms it waited
+#: behind the scanning thread for a fifth of the time (on a 1 GiB log, 7.5 s against 5.8).
+SWITCH_INTERVAL = 0.0005
+
+
+#: Threads that encode row groups, at most: pyarrow encodes a row group on one thread,
+#: and that encoding is most of the work. On 2 cores two encoders and the scan took a 1 GiB
+#: log from about 6.3 s to 5.3 s (``bench/README.md``).
+ENCODERS = 2
+
+
+def encoders() -> int:
+    """Encoding threads: ``ENCODERS``, no more than ``ingest.parallel.worker_count`` gives
+    (the usable cores, or ``LOGFORENSICS_WORKERS``)."""
+    return max(1, min(ENCODERS, worker_count()))
 
 
 def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[bytes], *,
                       wanted: Collection[str] = (), progress: Callable[[int], None] | None = None,
-                      warn: Callable[[str, str], None] | None = None,
-                      two_pass: bool | None = None, split: bool | None = None) -> list[ParquetStats]:
+                      warn: Callable[[str, str], None] | None = None) -> list[ParquetStats]:
     """Write every event of the logs ``files`` ((path, node), in order; kinds ``wanted``, or
     all) as one Parquet file, as ``tables.write_parquet`` of ``pipeline.iter_run_events``
-    would. Needs the compiled writer (``read.emit.available()``). ``two_pass``: whether to
-    learn the columns in a first pass and encode the row groups as they come (by default
-    when every log is a regular, uncompressed file), or spill them until the end.
-    ``split``: whether a large log may be read and encoded on two threads, where
-    ``parquet_columns.two_cores`` has them asked for (by default where ``where`` is a path,
-    which can be written again if the halves' guess was wrong; never for a file object)."""
-    if two_pass is None:
-        two_pass = all(_regular(path) for path, _ in files)
-    if not two_pass:
-        columns: dict[tuple[str, str], int] = {}
-        with tempfile.TemporaryDirectory(prefix="logforensics-parquet-") as tmp:
-            spill = _Spill(tmp)
-            groups = _Groups(spill)
-            stats = _read(files, groups, columns, wanted, progress, warn)
-            if groups.pending or not groups.groups:
-                groups.spill()
-            write_groups(spill.files, groups.order, groups.kinds, where)
-        return stats
-    split = split is not False and isinstance(where, str)  # a file object cannot be written again
+    would, to ``where`` (a path, or a binary file: written at the end, from a temporary
+    file). Needs the compiled writer (``read.emit.available()``)."""
+    import pyarrow as pa
+
+    interval, pool = sys.getswitchinterval(), pa.default_memory_pool()
+    sys.setswitchinterval(min(interval, SWITCH_INTERVAL))
+    # Arrow's allocations from the C library's malloc, not pyarrow's default (mimalloc),
+    # which keeps 40-60 MiB more of the encoders' freed buffers at the same speed (a peak of
+    # 163 MiB against 200-230 on a 1 GiB log)
+    pa.set_memory_pool(pa.system_memory_pool())
     try:
-        try:
-            return _two_passes(files, where, wanted, progress, warn, split=split)
-        except _Mismatch as exc:
-            if not exc.split:
-                raise
-        # a record across the halves' boundary was read otherwise: learn in one pass
-        return _two_passes(files, where, wanted, progress, warn, split=False)
-    except _Mismatch:
-        raise InputError("the log changed between the two passes of writing Parquet (columns or types "
-                         "the first pass did not see); write it again") from None
-
-
-class _Mismatch(Exception):
-    """The second pass met columns or kinds of values other than the first pass learned.
-    ``split``: the first pass had read a log in two halves."""
-
-    split = False
-
-
-def _two_passes(files: Sequence[tuple[str, str | None]], where: str | IO[bytes], wanted: Collection[str],
-                progress: Callable[[int], None] | None, warn: Callable[[str, str], None] | None,
-                split: bool) -> list[ParquetStats]:
-    """Learn the columns, then read again and encode each row group as it is made. The
-    second pass is the exact one: a schema other than its rows' (``_Mismatch``) means
-    the file written is not the exact table."""
-    columns: dict[tuple[str, str], int] = {}
-    first, sizes, halved = learn(files, wanted, columns, split)
-    schema = final_schema(first.order, first.kinds)
-    encoder: _Encoder | _Pair
-    if split and isinstance(where, str) and two_cores(sum(sizes)) and (os.path.isfile(where) or not os.path.exists(where)):
-        encoder = _Pair(where, schema)  # a file of its own beside it, joined at the end
-    else:
-        encoder = _Encoder(where, schema)
-    groups = _Groups(encoder, {name: first.kinds.get(name, set()) for name in first.order})
-    try:
-        try:
-            stats = _read(files, groups, columns, wanted, progress, warn, sizes)
-            if groups.pending or not groups.groups:
-                groups.spill()
-        finally:
-            encoder.close()
-        if list(groups.order) != list(first.order) or final_schema(groups.order, groups.kinds) != schema:
-            raise _Mismatch
-    except _Mismatch as exc:
-        exc.split = halved
-        raise
+        with _output(where) as out:
+            assembler = Assembler(out)
+            encoder = _Encoder(assembler, encoders())
+            groups = _Groups(encoder)
+            try:
+                stats = _read(files, groups, {}, wanted, progress, warn)
+                if groups.pending:
+                    groups.spill()
+            finally:
+                encoder.close()
+            assembler.close(final_schema(groups.order, groups.kinds))
+    finally:
+        sys.setswitchinterval(interval)
+        pa.set_memory_pool(pool)
     return stats
+
+
+@contextmanager
+def _output(where: str | IO[bytes]) -> Iterator[IO[bytes]]:
+    """A file the assembler can write and read back: ``where`` itself if it is a path, else
+    a temporary file copied to ``where`` once it is whole."""
+    if isinstance(where, str):
+        with open(where, "w+b") as out:
+            yield out
+        return
+    with tempfile.TemporaryFile(prefix="logforensics-parquet-") as out:
+        yield out
+        out.seek(0)
+        shutil.copyfileobj(out, where, 8 << 20)
+        where.flush()
 
 
 def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, columns: dict[tuple[str, str], int],
           wanted: Collection[str], progress: Callable[[int], None] | None,
-          warn: Callable[[str, str], None] | None, sizes: Sequence[int] | None = None) -> list[ParquetStats]:
-    """Read the logs ``files`` into ``groups`` (each up to its size in ``sizes``, if given)."""
+          warn: Callable[[str, str], None] | None) -> list[ParquetStats]:
+    """Read the logs ``files`` into ``groups``."""
     stats = []
-    for k, (path, node) in enumerate(files):
+    for path, node in files:
         parser = IncrementalParser(path, node=node)
         scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns)
         sink = _Sink(groups, wanted)
         # buffers read into again and again (C copies what a row group keeps), by a thread of
-        # their own where the input is a file
-        parts = blocks(path, progress, BULK_BLOCK_SIZE, warn=None if warn is None else _warn(warn, path),
-                       reuse=True, ahead=True)
-        for block in parts if sizes is None else limited(parts, sizes[k]):
-            parser.feed_bulk(block, scanner, sink)
+        # their own where the input is a file, ended with the reading, whatever ends it
+        with closing(blocks(path, progress, BULK_BLOCK_SIZE, warn=None if warn is None else _warn(warn, path),
+                            reuse=True, ahead=True)) as parts:
+            for block in parts:
+                parser.feed_bulk(block, scanner, sink)
         sink.observe(parser.close())
         stats.append(ParquetStats(parser.stats.lines, scanner.taken, dict(scanner.by_kind), scanner.refused))
     return stats

@@ -1,0 +1,142 @@
+"""One Parquet file assembled from row groups encoded each alone (``render/parquet_assemble.py``):
+the footer's Thrift read and written back byte for byte, the chunks' offsets moved as the
+full reading moves them, and the assembled file read back by pyarrow as the groups given,
+in the file's columns and types, with each chunk's statistics kept."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from logforensics.render.parquet_assemble import (
+    AssembleError,
+    Assembler,
+    _moved,
+    _split,
+    _Writer,
+    encoded,
+    group_chunks,
+    read_footer,
+    write_footer,
+)
+from logforensics.render.tables import conform, final_schema, open_writer
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+def _table(rows: int, seed: int) -> object:
+    rng = random.Random(seed)
+    return pa.table({
+        "kind": pa.array([rng.choice(["decode_batch", "prefill_batch", "other"]) for _ in range(rows)]),
+        "line": pa.array(range(seed * rows, seed * rows + rows), pa.int64()),
+        "token_usage": pa.array([rng.random() if rng.random() < 0.7 else None for _ in range(rows)], pa.float64()),
+        "cuda_graph": pa.array([rng.random() < 0.5 if rng.random() < 0.5 else None for _ in range(rows)]),
+        "never": pa.nulls(rows, pa.int64()),
+        "text": pa.array([f"line {k} " + "x" * rng.randrange(300) for k in range(rows)]),
+    })
+
+
+def _footer_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    return data[-8 - length:-8]
+
+
+def test_a_footer_is_written_back_as_it_was_read(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    table = _table(5000, 1)
+    pq.write_table(table, path, row_group_size=700)  # pyarrow's own settings: dictionaries, statistics
+    with open_writer(str(tmp_path / "ours.parquet"), table.schema) as w:
+        for k in range(0, 5000, 1300):
+            w.write_table(table.slice(k, 1300))
+    for file in (path, tmp_path / "ours.parquet"):
+        footer = _footer_bytes(file)
+        assert write_footer(read_footer(footer)) == footer
+
+
+@pytest.mark.parametrize("by", [0, 1, 1000, 1 << 40])
+def test_chunks_are_moved_as_the_whole_footer_read_moves_them(by: int) -> None:
+    file = encoded(_table(3000, 2))
+    footer = _split(file)[1]
+    chunks = group_chunks(footer, by)
+    (group,) = next(f for f in read_footer(footer) if f[0] == 4)[2][2]
+    _moved(group, by)
+    whole = next(f for f in group if f[0] == 1)[2][2]
+    assert len(chunks) == len(whole) == 6
+    meta = pq.ParquetFile(pa.BufferReader(file)).metadata.row_group(0)
+    for k, (chunk, tree) in enumerate(zip(chunks, whole)):
+        w = _Writer()
+        w.struct(tree)
+        assert chunk.meta == bytes(w.out)
+        col = meta.column(k)
+        first = col.data_page_offset if col.dictionary_page_offset is None else col.dictionary_page_offset
+        assert chunk.start == first + by
+        assert (chunk.size, chunk.uncompressed) == (col.total_compressed_size, col.total_uncompressed_size)
+
+
+def _assembled(tmp_path: Path, groups: list[object], schema: object) -> Path:
+    out = tmp_path / "out.parquet"
+    with open(out, "w+b") as fh:
+        asm = Assembler(fh)
+        for g in groups:
+            asm.add(encoded(g), {f.name: (str(f.type), g.column(k).null_count == g.num_rows)  # type: ignore[attr-defined]
+                                 for k, f in enumerate(g.schema)})  # type: ignore[attr-defined]
+        assert asm.close(schema) == sum(g.num_rows for g in groups)  # type: ignore[attr-defined]
+    return out
+
+
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_groups_of_one_schema_read_back_with_their_statistics(tmp_path: Path, count: int) -> None:
+    groups = [_table(300 + 97 * k, k) for k in range(count)]
+    alone = [pq.ParquetFile(pa.BufferReader(encoded(g))).metadata.row_group(0) for g in groups]
+    out = _assembled(tmp_path, groups, groups[0].schema)
+    got = pq.ParquetFile(out)
+    assert got.metadata.num_row_groups == count
+    assert got.read().equals(pa.concat_tables(groups))
+    for k in range(count):
+        assert got.read_row_group(k).equals(groups[k])
+        have, was = got.metadata.row_group(k), alone[k]
+        assert (have.num_rows, have.total_byte_size) == (was.num_rows, was.total_byte_size)
+        for c in range(have.num_columns):
+            assert have.column(c).statistics == was.column(c).statistics
+            assert have.column(c).total_compressed_size == was.column(c).total_compressed_size
+
+
+def test_groups_of_other_columns_and_types_read_back_as_the_files(tmp_path: Path) -> None:
+    """A group without a column gets nulls; a group whose column the file widened (int to
+    double, int or bool to string) is read back and converted as ``conform`` converts it;
+    the columns come in the file's order whatever each group's order."""
+    a = pa.table({"line": pa.array([1, 2, 3], pa.int64()), "bs": pa.array([8, None, 16], pa.int64()),
+                  "text": pa.array(["a", "b", "c"])})
+    b = pa.table({"text": pa.array(["d", "e"]), "line": pa.array([4, 5], pa.int64()),
+                  "bs": pa.array(["auto", None]), "flag": pa.array([True, None])})
+    c = pa.table({"line": pa.array([6], pa.int64()), "flag": pa.nulls(1, pa.bool_()),
+                  "rate": pa.array([2], pa.int64()), "text": pa.array(["f"])})
+    d = pa.table({"line": pa.array([7, 8], pa.int64()), "rate": pa.array([0.5, None]),
+                  "flag": pa.array(["yes", None]), "text": pa.array(["g", "h"])})
+    order = dict.fromkeys(["line", "bs", "text", "flag", "rate"])
+    kinds = {"line": {"int"}, "bs": {"int", "str"}, "text": {"str"}, "flag": {"bool", "str"}, "rate": {"int", "float"}}
+    schema = final_schema(order, kinds)
+    out = _assembled(tmp_path, [a, b, c, d], schema)
+    got = pq.read_table(out)
+    assert got.schema == schema and got.column_names[-1] == "text"
+    assert got.equals(pa.concat_tables([conform(t, schema) for t in (a, b, c, d)]))
+    assert got["bs"].to_pylist() == ["8", None, "16", "auto", None, None, None, None]
+    assert got["rate"].to_pylist() == [None] * 5 + [2.0, 0.5, None]
+    assert got["flag"].to_pylist() == [None, None, None, "True", None, None, "yes", None]
+
+
+def test_no_rows_is_a_file_of_the_schema_and_no_group(tmp_path: Path) -> None:
+    schema = pa.schema([("line", pa.int64()), ("text", pa.string())])
+    out = _assembled(tmp_path, [pa.table({"line": pa.nulls(0, pa.int64())})], schema)
+    got = pq.ParquetFile(out)
+    assert got.metadata.num_row_groups == 0 and got.read().num_rows == 0 and got.schema_arrow == schema
+
+
+def test_what_is_not_parquet_is_an_error() -> None:
+    for junk in (b"not parquet at all", b"PAR1" + b"\x00" * 4 + b"PAR1", b"PAR1\xff\xff\xff\x7fPAR1"):
+        with pytest.raises(AssembleError):
+            _split(junk)
