@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from typing import Any
 
 import click
@@ -120,6 +122,11 @@ def _parquet_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) ->
 
     if not emit.available():
         return False
+    # Arrow's allocator, where the user did not choose (read once, when pyarrow first
+    # allocates): pyarrow's default, mimalloc, keeps 40 MiB more of the encoders' freed
+    # buffers (a peak of 200 MiB against 155 on a 1 GiB log); jemalloc, in pyarrow's Linux
+    # builds, is as small and 6% faster than the C library's malloc, the choice elsewhere.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc" if sys.platform == "linux" else "system")
     try:
         # a path where it can (pyarrow then writes without the GIL), else a file object
         opened = open_output(output, "wb") if writes_through(output) else output_path(output)

@@ -299,14 +299,8 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
     all) as one Parquet file, as ``tables.write_parquet`` of ``pipeline.iter_run_events``
     would, to ``where`` (a path, or a binary file: written at the end, from a temporary
     file). Needs the compiled writer (``read.emit.available()``)."""
-    import pyarrow as pa
-
-    interval, pool = sys.getswitchinterval(), pa.default_memory_pool()
+    interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, SWITCH_INTERVAL))
-    # Arrow's allocations from the C library's malloc, not pyarrow's default (mimalloc),
-    # which keeps 40-60 MiB more of the encoders' freed buffers at the same speed (a peak of
-    # 163 MiB against 200-230 on a 1 GiB log)
-    pa.set_memory_pool(pa.system_memory_pool())
     try:
         with _output(where) as out:
             assembler = Assembler(out)
@@ -321,7 +315,6 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
             assembler.close(final_schema(groups.order, groups.kinds))
     finally:
         sys.setswitchinterval(interval)
-        pa.set_memory_pool(pool)
     return stats
 
 
