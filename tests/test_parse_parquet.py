@@ -13,8 +13,6 @@ from __future__ import annotations
 import gzip
 import os
 import random
-import resource
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -171,10 +169,14 @@ def test_a_file_object_that_fills_up_is_an_error(generated: list[Path]) -> None:
 
 
 def _small_files() -> None:
+    import resource
+    import signal
+
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), not the process
     resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
 
 
+@pytest.mark.skipif(os.name != "posix", reason="a limit on file size is POSIX's")
 def test_an_output_that_fills_up_ends_in_one_line_not_a_hang(generated: list[Path], tmp_path: Path) -> None:  # noqa: F811
     """The encoding thread's failed write reaches the command, which says so in a line and
     leaves no file; nothing waits for a thread that waits for it."""
