@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 
-def _table(rows: int, seed: int) -> object:
+def _table(rows: int, seed: int) -> Any:
     rng = random.Random(seed)
     return pa.table({
         "kind": pa.array([rng.choice(["decode_batch", "prefill_batch", "other"]) for _ in range(rows)]),
@@ -140,3 +141,31 @@ def test_what_is_not_parquet_is_an_error() -> None:
     for junk in (b"not parquet at all", b"PAR1" + b"\x00" * 4 + b"PAR1", b"PAR1\xff\xff\xff\x7fPAR1"):
         with pytest.raises(AssembleError):
             _split(junk)
+
+
+def test_another_reader_reads_the_assembled_file_as_pyarrow_does(tmp_path: Path) -> None:
+    """DuckDB, which reads Parquet with its own code, finds the same rows, and its filters on
+    the chunks' statistics keep the same ones: offsets, sizes and statistics hold outside
+    pyarrow too."""
+    import duckdb
+
+    groups = [_table(400 + 50 * k, k) for k in range(4)]
+    groups[2] = groups[2].drop_columns(["cuda_graph"])  # a group that lacks a column
+    groups[3] = groups[3].set_column(1, "line", pa.array([str(v) for v in groups[3]["line"].to_pylist()]))
+    order = dict.fromkeys(groups[0].column_names)
+    kinds = {"kind": {"str"}, "line": {"int", "str"}, "token_usage": {"float"}, "cuda_graph": {"bool"},
+             "never": set(), "text": {"str"}}
+    schema = final_schema(order, kinds)
+    out = _assembled(tmp_path, groups, schema)
+    expected = pq.read_table(out)
+    con = duckdb.connect()
+    rel = con.sql(f"SELECT * FROM read_parquet('{out}')")
+    rows = rel.fetchall()
+    assert rel.columns == expected.column_names and len(rows) == expected.num_rows
+    for k, name in enumerate(rel.columns):
+        assert [r[k] for r in rows] == expected[name].to_pylist(), name
+    where = "token_usage > 0.5 AND cuda_graph"
+    got = con.sql(f"SELECT count(*), sum(length(text)) FROM read_parquet('{out}') WHERE {where}").fetchall()[0]
+    kept = [(u, t) for u, c, t in zip(expected["token_usage"].to_pylist(), expected["cuda_graph"].to_pylist(),
+                                      expected["text"].to_pylist()) if u is not None and u > 0.5 and c]
+    assert got == (len(kept), sum(len(t) for _, t in kept))
