@@ -1,6 +1,6 @@
 """One Parquet file assembled from row groups encoded each alone (``render/parquet_assemble.py``):
-the footer's Thrift read and written back byte for byte, the chunks' offsets moved as the
-full reading moves them, and the assembled file read back by pyarrow as the groups given,
+the footer's Thrift read and written back byte for byte (``render/parquet_thrift.py``), the
+chunks' offsets moved as the full reading moves them, and the assembled file read back by pyarrow as the groups given,
 in the file's columns and types, with each chunk's statistics kept."""
 
 from __future__ import annotations
@@ -11,17 +11,8 @@ from typing import Any
 
 import pytest
 
-from logforensics.render.parquet_assemble import (
-    AssembleError,
-    Assembler,
-    _moved,
-    _split,
-    _Writer,
-    encoded,
-    group_chunks,
-    read_footer,
-    write_footer,
-)
+from logforensics.render.parquet_assemble import Assembler, _split, encoded, group_chunks
+from logforensics.render.parquet_thrift import ParquetFormatError, Writer, moved, read_footer, write_footer
 from logforensics.render.tables import conform, final_schema, open_writer
 
 pa = pytest.importorskip("pyarrow")
@@ -64,12 +55,12 @@ def test_chunks_are_moved_as_the_whole_footer_read_moves_them(by: int) -> None:
     footer = _split(file)[1]
     chunks = group_chunks(footer, by)
     (group,) = next(f for f in read_footer(footer) if f[0] == 4)[2][2]
-    _moved(group, by)
+    moved(group, by)
     whole = next(f for f in group if f[0] == 1)[2][2]
     assert len(chunks) == len(whole) == 6
     meta = pq.ParquetFile(pa.BufferReader(file)).metadata.row_group(0)
     for k, (chunk, tree) in enumerate(zip(chunks, whole)):
-        w = _Writer()
+        w = Writer()
         w.struct(tree)
         assert chunk.meta == bytes(w.out)
         col = meta.column(k)
@@ -139,7 +130,7 @@ def test_no_rows_is_a_file_of_the_schema_and_no_group(tmp_path: Path) -> None:
 
 def test_what_is_not_parquet_is_an_error() -> None:
     for junk in (b"not parquet at all", b"PAR1" + b"\x00" * 4 + b"PAR1", b"PAR1\xff\xff\xff\x7fPAR1"):
-        with pytest.raises(AssembleError):
+        with pytest.raises(ParquetFormatError):
             _split(junk)
 
 
