@@ -32,7 +32,6 @@ from .parquet_thrift import (
     COMPRESSED,
     DATA_PAGE,
     DICT_PAGE,
-    FALSE,
     FILE_NUM_ROWS,
     FILE_ROW_GROUPS,
     GROUP_BYTES,
@@ -40,21 +39,19 @@ from .parquet_thrift import (
     GROUP_COMPRESSED,
     GROUP_FILE_OFFSET,
     GROUP_ROWS,
-    I16,
     I64,
     LIST,
     MAGIC,
     META_OFFSETS,
     STRUCT,
-    TRUE,
     UNCOMPRESSED,
     Field,
     ParquetFormatError,
     Writer,
+    field_at,
     moved,
     read_footer,
     rows_of,
-    skip,
     varint,
     walk,
     write_fields,
@@ -85,22 +82,9 @@ class Group:
 def group_chunks(footer: bytes, by: int) -> list[Chunk]:
     """The column chunks of the one row group of a file's ``footer``, in its schema's order,
     each with ``by`` added to its byte offsets: where they are once its bytes are moved."""
-    pos = 0
-    last = 0
-    while True:
-        head = footer[pos]
-        pos += 1
-        if head == 0:
-            raise ParquetFormatError("a footer without row groups")
-        type_, delta = head & 0x0F, head >> 4
-        fid = last + delta if delta else varint(footer, pos)[0] >> 1
-        if not delta:
-            pos = skip(footer, pos, I16)
-        last = fid
-        if fid == FILE_ROW_GROUPS:
-            break
-        if type_ not in (TRUE, FALSE):
-            pos = skip(footer, pos, type_)
+    pos, type_ = field_at(footer, FILE_ROW_GROUPS)
+    if type_ != LIST:
+        raise ParquetFormatError("a footer whose row groups are not a list")
     head = footer[pos]
     if head >> 4 != 1:
         raise ParquetFormatError("not a footer of one row group")

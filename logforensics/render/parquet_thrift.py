@@ -300,25 +300,31 @@ def walk(data: bytes, pos: int, shift: frozenset[int], by: int, out: list[bytes]
 UNCOMPRESSED, COMPRESSED, DATA_PAGE, DICT_PAGE = -6, -7, -9, -11
 
 
-def rows_of(footer: bytes) -> int:
-    """A footer's ``num_rows``, read without the row groups (which come after it)."""
-    pos = 0
-    last = 0
-    data = footer
+def field_at(data: bytes, fid: int) -> tuple[int, int]:
+    """Where the value of the field ``fid`` of the struct at the start of ``data`` begins,
+    and its type, stepping over the fields before it without reading them."""
+    pos = last = 0
     while True:
         head = data[pos]
         pos += 1
         if head == 0:
-            raise ParquetFormatError("a footer without its rows")
+            raise ParquetFormatError(f"a footer without its field {fid}")
         type_, delta = head & 0x0F, head >> 4
-        if not delta:
-            raise ParquetFormatError("a footer's field out of order")
-        last += delta
-        if last == FILE_NUM_ROWS:
-            raw, _ = varint(data, pos)
-            return (raw >> 1) ^ -(raw & 1)
+        if delta:
+            last += delta
+        else:
+            raw, pos = varint(data, pos)
+            last = (raw >> 1) ^ -(raw & 1)
+        if last == fid:
+            return pos, type_
         if type_ not in (TRUE, FALSE):
             pos = skip(data, pos, type_)
+
+
+def rows_of(footer: bytes) -> int:
+    """A footer's ``num_rows``."""
+    raw, _ = varint(footer, field_at(footer, FILE_NUM_ROWS)[0])
+    return (raw >> 1) ^ -(raw & 1)
 
 
 def moved(group: list[Field], by: int) -> None:
