@@ -8,16 +8,16 @@ name and type; every other line is read on the exact path and kept as the dict t
 given the type its values in the group call for exactly as ``write_parquet`` decides it
 (``int64`` / ``double`` / ``bool`` / ``string`` of ``str()``).
 
-The log is read once, whatever it is (a file, standard input, a compressed log): a thread
-of its own encodes each row group as it is made (pyarrow's encoder and the C scan release
-the GIL), as a Parquet file of that group's columns, and ``parquet_assemble.Assembler``
-appends its column chunks to the output. When the last line has fixed the file's columns
+The log is read once, whatever it is (a file, standard input, a compressed log): threads
+of their own (``encoders()``) encode each row group as it is made (pyarrow's encoder and
+the C scan release the GIL), as a Parquet file of that group's columns, and
+``parquet_assemble.Assembler`` appends its column chunks to the output in order. When the last line has fixed the file's columns
 and their types (``tables.final_schema``), the footer lists them in that order, with nulls
 where a group lacks a column and a column the file widened converted as ``tables.conform``
 converts it: the file reads back as the exact path's table.
 
-Memory is two row groups and a block, flat however long the log: the chunks' metadata
-waits on disk until the footer.
+Memory is a row group per encoding thread, the one built and a block, flat however long
+the log: the chunks' metadata waits on disk until the footer.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from .parquet_assemble import Assembler, encoded
 from .tables import _final, _kind, final_schema, from_values, nulls, parquet_row
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
-#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. Two groups are in
-#: memory (one built, one encoded): at 32,768 rows rather than 65,536 the peak is about
-#: 170 MiB instead of 205 on a 1 GiB log, at nearly the same encoding time.
+#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. A group per
+#: encoder and the one built are in memory: at 32,768 rows rather than 65,536 the peak of a
+#: 1 GiB log is 45 MiB lower, at the same speed (``bench/README.md``).
 ROW_GROUP = 32768
 
 
@@ -71,10 +71,8 @@ class _Groups:
         self.put = put
         self.order: dict[str, None] = {}
         self.kinds: dict[str, set[str]] = {}
-        self.groups = 0
         self.pieces: list[tuple[int, Any]] = []  # (rows, list of row dicts | {name: [arrays]})
         self.pending = 0
-        self.rows = 0
         self.names: dict[int, tuple[str, str]] = {}  # C column -> (name, type)
 
     def add_events(self, events: Sequence[Event], wanted: Collection[str]) -> None:
@@ -113,7 +111,6 @@ class _Groups:
 
     def _added(self, n: int) -> None:
         self.pending += n
-        self.rows += n
         if self.pending >= ROW_GROUP:
             self.spill()
 
@@ -168,7 +165,6 @@ class _Groups:
             columns[name] = pa.chunked_array(parts, target)  # not concatenated: the stream writer slices
         if columns:
             self.put(pa.table(columns))
-        self.groups += 1
         self.pieces = []
         self.pending = 0
 
