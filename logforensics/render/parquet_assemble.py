@@ -120,15 +120,16 @@ def _split(encoded: Any) -> tuple[memoryview, bytes]:
     return data[4:end], bytes(data[end:len(data) - 8])
 
 
-def encoded(table: Any, schema: Any = None) -> Any:
-    """``table`` as the bytes of a Parquet file of the file's settings (``tables.open_writer``)."""
+def encoded(table: Any) -> Any:
+    """``table`` as the bytes of a Parquet file of the file's settings (``tables.open_writer``);
+    a table of no rows gives a file of its schema and no row group."""
     import pyarrow as pa
 
     from .tables import open_writer
 
     sink = pa.BufferOutputStream()
-    with open_writer(sink, table.schema if schema is None else schema) as writer:
-        if table is not None and table.num_rows:
+    with open_writer(sink, table.schema) as writer:
+        if table.num_rows:
             writer.write_table(table)
     return sink.getvalue()
 
@@ -200,7 +201,6 @@ class Assembler:
 
         from .tables import conform, nulls
 
-        by_type = {str(f.type): f.type for f in schema}
         template = read_footer(_split(encoded(pa.table({f.name: pa.nulls(0, f.type) for f in schema},
                                                        schema=schema)))[1])
         rows = 0
@@ -215,8 +215,7 @@ class Assembler:
                     elif have is None or have[1]:
                         chunks.append(self._append(pa.table({field.name: nulls(group.rows, field.type)})))
                     else:
-                        part = pa.table({field.name: self._read_back(field.name, by_type.get(have[0]) or _arrow(have[0]),
-                                                                     have[2], group.rows)})
+                        part = pa.table({field.name: self._read_back(field.name, _arrow(have[0]), have[2], group.rows)})
                         chunks.append(self._append(conform(part, pa.schema([field]))))
                 groups.write(_row_group(chunks, group.rows))
                 rows += group.rows
