@@ -303,7 +303,7 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
             encoder = _Encoder(assembler, encoders())
             groups = _Groups(encoder)
             try:
-                stats = _read(files, groups, {}, wanted, progress, warn)
+                stats = _read(files, groups, wanted, progress, warn)
                 if groups.pending:
                     groups.spill()
             finally:
@@ -329,11 +329,11 @@ def _output(where: str | IO[bytes]) -> Iterator[IO[bytes]]:
         where.flush()
 
 
-def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, columns: dict[tuple[str, str], int],
-          wanted: Collection[str], progress: Callable[[int], None] | None,
-          warn: Callable[[str, str], None] | None) -> list[ParquetStats]:
+def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, wanted: Collection[str],
+          progress: Callable[[int], None] | None, warn: Callable[[str, str], None] | None) -> list[ParquetStats]:
     """Read the logs ``files`` into ``groups``."""
     stats = []
+    columns: dict[tuple[str, str], int] = {}  # the C columns, one numbering for every file
     for path, node in files:
         parser = IncrementalParser(path, node=node)
         scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns)

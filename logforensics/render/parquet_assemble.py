@@ -102,7 +102,7 @@ def group_chunks(footer: bytes, by: int) -> list[Chunk]:
     for _ in range(count):
         out: list[bytes] = []
         seen: dict[int, int] = {}
-        pos = walk(footer, pos, shift, by, out, into, seen)
+        pos = walk(footer, pos, shift, by, out, seen, into)
         start = seen[DATA_PAGE] if not seen.get(DICT_PAGE) else min(seen[DATA_PAGE], seen[DICT_PAGE])
         chunks.append(Chunk(b"".join(out), start, seen[COMPRESSED], seen[UNCOMPRESSED]))
     return chunks

@@ -254,11 +254,12 @@ def skip_struct(data: bytes, pos: int) -> int:
             pos = skip(data, pos, type_)
 
 
-def walk(data: bytes, pos: int, shift: frozenset[int], by: int, out: list[bytes],
-          into: dict[int, Any] | None = None, seen: dict[int, int] | None = None) -> int:
+def walk(data: bytes, pos: int, shift: frozenset[int], by: int, out: list[bytes], seen: dict[int, int],
+         into: dict[int, frozenset[int]] | None = None) -> int:
     """Copy the struct at ``pos`` to ``out``, ``by`` added to its i64 fields ``shift`` (where
-    not 0) and to the offsets of a column chunk's metadata (field 3, into which ``into``
-    says to walk); the values of its i64 fields are kept in ``seen``; returns its end."""
+    not 0) and to those of the structs in its fields ``into`` (field -> their fields to
+    shift); the values of its i64 fields are kept in ``seen``, an inner struct's negated;
+    returns its end."""
     copied = pos
     last = 0
     while True:
@@ -274,7 +275,7 @@ def walk(data: bytes, pos: int, shift: frozenset[int], by: int, out: list[bytes]
             raw, pos = varint(data, pos)
             fid = (raw >> 1) ^ -(raw & 1)
         last = fid
-        if type_ == I64 and seen is not None:
+        if type_ == I64:
             raw, end = varint(data, pos)
             value = (raw >> 1) ^ -(raw & 1)
             seen[fid] = value
@@ -287,9 +288,8 @@ def walk(data: bytes, pos: int, shift: frozenset[int], by: int, out: list[bytes]
         elif type_ == STRUCT and into is not None and fid in into:
             out.append(data[copied:pos])
             inner: dict[int, int] = {}
-            pos = walk(data, pos, into[fid], by, out, None, inner)
-            seen = {} if seen is None else seen
-            seen.update({-k: v for k, v in inner.items()})  # the inner struct's fields, negated
+            pos = walk(data, pos, into[fid], by, out, inner)
+            seen.update({-k: v for k, v in inner.items()})
             copied = pos
         elif type_ not in (TRUE, FALSE):
             pos = skip(data, pos, type_)
