@@ -13,8 +13,6 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any
 
-from .diagnose.engine import Diagnosis, evaluate
-from .diagnose.rulespec import load_rules
 from .events import Event
 from .ingest import InputError, LiveRun, RunFiles, blocks, read_file, read_run, run_files
 from .model.nodes import combine
@@ -28,6 +26,7 @@ __all__ = ["InputError", "LiveRun", "RunFiles", "diagnose_files", "diagnose_runs
            "write_run_parquet"]
 
 if TYPE_CHECKING:
+    from .diagnose.engine import Diagnosis
     from .render.jsonl import JsonlStats
     from .render.parquet import ParquetStats
 
@@ -119,6 +118,9 @@ def iter_events(path: str | os.PathLike[str], *, name: str | None = None,
 def diagnose_files(failing: str, baseline: str | None, *, rules_dirs: Iterable[str] = (),
                    progress: Any = None) -> Diagnosis:
     """Summarise both logs and evaluate the rules: the findings ``diff`` reports."""
+    from .diagnose.engine import evaluate  # the rules engine (jinja2, yaml): only for a diagnosis
+    from .diagnose.rulespec import load_rules
+
     rules = load_rules(rules_dirs, eager=False)  # first: a bad rule file fails before any parsing
     base = summarize_file(baseline, progress=progress) if baseline else None
     return evaluate(rules, summarize_file(failing, progress=progress), base)
@@ -127,6 +129,9 @@ def diagnose_files(failing: str, baseline: str | None, *, rules_dirs: Iterable[s
 def diagnose_runs(failing: RunArgs, baseline: RunArgs | None, *, rules_dirs: Iterable[str] = (),
                   progress: Any = None) -> Diagnosis:
     """``diagnose_files`` for runs of one or several files each."""
+    from .diagnose.engine import evaluate  # the rules engine (jinja2, yaml): only for a diagnosis
+    from .diagnose.rulespec import load_rules
+
     rules = load_rules(rules_dirs, eager=False)
     memo = LineClassifier(None)  # both runs learn each line shape once
     base = _run_or_saved(baseline, progress, memo) if baseline else None

@@ -10,10 +10,9 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 from ..outputs import (
     EXIT_INTERRUPTED,
@@ -25,8 +24,10 @@ from ..outputs import (
     write_output,
 )
 from ..pipeline import InputError, RunFiles, run_files
-from ..render.console import make_console
 from ..version import __version__
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: Files larger than this get a progress bar on stderr (when stderr is a terminal).
 PROGRESS_MIN_BYTES = 32 << 20
@@ -34,10 +35,14 @@ PROGRESS_MIN_BYTES = 32 << 20
 
 def stdout_console() -> Console:
     """rich on a terminal; plain wide text (no colour codes) when piped."""
+    from ..render.console import make_console  # rich: only for a command that prints with it
+
     return make_console()
 
 
 def _stderr() -> Console:
+    from ..render.console import make_console  # rich: only for a command that prints with it
+
     return make_console(stderr=True)
 
 
@@ -91,8 +96,8 @@ class _Main(click.Group):
 def progress_bar(paths: list[str]) -> Iterator[Any]:
     """A rich progress bar over the bytes of ``paths``, or a no-op when not useful."""
     total = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
-    err = _stderr()
-    if not err.is_terminal or total < PROGRESS_MIN_BYTES:
+    err = _stderr() if total >= PROGRESS_MIN_BYTES else None  # rich only for a bar that may show
+    if err is None or not err.is_terminal:
         yield None
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import click
-from rich.text import Text
 
 from ..outputs import (
     EXIT_FINDINGS,
@@ -36,7 +35,8 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
     NAME.expected.yml) are written by --update and carry a hash, so hand edits show.
     Exits 1 when any case differs, naming what changed.
     """
-    from rich.table import Table
+    from rich.table import Table  # rich: only where a command prints with it
+    from rich.text import Text
 
     from ..check import discover, junit_xml, run_all
     from ..diagnose.rulespec import RuleError, load_rules

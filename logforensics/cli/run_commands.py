@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.text import Text
 
 from ..outputs import (
     EXIT_FINDINGS,
@@ -19,7 +18,6 @@ from ..outputs import (
     writes_through,
 )
 from ..pipeline import InputError, RunFiles, iter_run_events, summarize_run
-from ..render.console import make_console
 from ._app import (
     _run,
     _silence_broken_pipe,
@@ -30,6 +28,9 @@ from ._app import (
     progress_bar,
     stdout_console,
 )
+
+if TYPE_CHECKING:
+    from ..diagnose.engine import Diagnosis
 
 
 @main.command()
@@ -235,7 +236,6 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
     or unreadable input.
     """
     from ..diagnose.rulespec import RuleError
-    from ..fleet.store import StoreError
     from ..pipeline import diagnose_runs
 
     if len(logs) != (1 if store_dir else 2):
@@ -249,21 +249,22 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
     except OutputError as exc:
         raise fail(str(exc)) from None
     chosen = None
-    try:
-        if store_dir:
-            from ..fleet.diffstore import diagnose_in_store
-            from ..fleet.store import Store
-
-            d, chosen = diagnose_in_store(Store(store_dir), logs[0], rules_dirs)
-        else:
+    if store_dir:
+        d, chosen = _diagnose_in_store(store_dir, logs[0], rules_dirs)
+    else:
+        try:
             base_run, fail_run = _run([logs[0]]), _run([logs[1]])
             with progress_bar(base_run.paths + fail_run.paths) as advance:
                 d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
-    except (InputError, RuleError, StoreError) as exc:
-        raise fail(str(exc)) from None
+        except (InputError, RuleError) as exc:
+            raise fail(str(exc)) from None
+    from rich.text import Text  # rich: only where a command prints with it
+
+    from ..render.console import make_console
+    from ..render.diff import render_diagnosis
+
     to_stdout_json = json_path == "-"
     console = make_console(stderr=True) if to_stdout_json else stdout_console()
-    from ..render.diff import render_diagnosis
 
     if chosen:
         console.print(chosen, markup=False, highlight=False)
@@ -288,6 +289,18 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
         _silence_broken_pipe()
     if any(f.severity in FAIL_ON[fail_on] for f in d.findings):
         raise click.exceptions.Exit(EXIT_FINDINGS)
+
+
+def _diagnose_in_store(store_dir: str, failing: str, rules_dirs: tuple[str, ...]) -> tuple[Diagnosis, str]:
+    """``diff --store``: the diagnosis against the baseline the store chooses, and that choice."""
+    from ..diagnose.rulespec import RuleError
+    from ..fleet.diffstore import diagnose_in_store  # pyarrow: only for a store
+    from ..fleet.store import Store, StoreError
+
+    try:
+        return diagnose_in_store(Store(store_dir), failing, rules_dirs)
+    except (InputError, RuleError, StoreError) as exc:
+        raise fail(str(exc)) from None
 
 
 @main.command()

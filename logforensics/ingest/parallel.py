@@ -52,15 +52,12 @@ up to the size it had when reading began.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import stat
 import sys
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..model.pd import PDObserver
 from ..model.run import RunModel
@@ -70,6 +67,9 @@ from ..read.parser import BLOCK_SIZE, IncrementalParser, ParseStats
 from ..read.segments import SNIFF_BYTES, looks_binary
 from .files import InputError
 from .live import LiveRun
+
+if TYPE_CHECKING:
+    import multiprocessing.context
 
 #: Files smaller than this are read by one process: starting workers costs more.
 PARALLEL_MIN_BYTES = 64 << 20
@@ -127,6 +127,8 @@ def worker_count(size: int | None = None) -> int:
 def _fork_context() -> multiprocessing.context.BaseContext | None:
     """Workers are forked: they start at once, with the grammar already loaded. Where
     forking is not available (or not safe, as on macOS), files are read sequentially."""
+    import multiprocessing  # only for a file large enough to read in parallel
+
     if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
         return None
     return multiprocessing.get_context("fork")
@@ -175,6 +177,9 @@ def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
         return None
     if len(ranges) < 2:
         return None
+    from concurrent.futures import ProcessPoolExecutor  # only for a file read in parallel
+    from concurrent.futures.process import BrokenProcessPool
+
     try:  # this process reads ranges too: one process fewer to hold the grammar and a model
         pool = ProcessPoolExecutor(workers - 1, mp_context=context, initializer=_init_worker)
     except OSError:  # no processes or semaphores here: read sequentially
