@@ -42,6 +42,11 @@ MAX_RANGE = 10_000
 MAX_SECONDS = 5.0
 
 
+#: libyaml's scanner where PyYAML was built with it: the tokens of the pure-Python one, 30 times
+#: faster (the rules are then loaded by libyaml too).
+_SCAN_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class BoundError(Exception):
     """A rule crossed one of the limits; the message says which."""
 
@@ -52,7 +57,7 @@ def check_yaml_nesting(text: str) -> None:
     opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
                yaml.BlockMappingStartToken)
     closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
-    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+    for token in yaml.scan(text, Loader=_SCAN_LOADER):
         if isinstance(token, opening):
             depth += 1
             if depth > MAX_NESTING:
