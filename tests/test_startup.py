@@ -52,6 +52,12 @@ def test_summary_and_parse_load_no_heavy_module(tmp_path: Path, args: tuple[str,
     assert "logforensics.model.run" in modules  # the probe saw the command's own imports
 
 
+def test_help_loads_neither_grammar_nor_run_model(tmp_path: Path) -> None:
+    modules = loaded(tmp_path, "--help")
+    assert not {"lark", "logforensics.pipeline", "logforensics.model.run"} & modules
+    assert heavy(modules) == []
+
+
 def test_diff_loads_the_rules_engine(tmp_path: Path) -> None:
     """The check above can fail: the same probe sees the engine where a command uses it."""
     modules = loaded(tmp_path, "diff", str(LOG), str(LOG), "--json", "-", "--fail-on", "never")

@@ -23,11 +23,12 @@ from ..outputs import (
     stdout_error,
     write_output,
 )
-from ..pipeline import InputError, RunFiles, run_files
 from ..version import __version__
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ..pipeline import RunFiles
 
 #: Files larger than this get a progress bar on stderr (when stderr is a terminal).
 PROGRESS_MIN_BYTES = 32 << 20
@@ -151,6 +152,8 @@ def json_ascii() -> bool:
 
 
 def _run(args: tuple[str, ...] | list[str]) -> RunFiles:
+    from ..pipeline import InputError, run_files  # the grammar and the run model: not for --help
+
     try:
         return run_files(list(args))
     except InputError as exc:

@@ -12,7 +12,6 @@ import click
 from ..outputs import (
     EXIT_USAGE,
 )
-from ..pipeline import InputError
 from ._app import (
     _silence_broken_pipe,
     _stderr,
@@ -57,6 +56,7 @@ def scan(paths: tuple[str, ...], store_dir: str, engine: str, jobs: int | None, 
     from ..fleet.engines import EngineError
     from ..fleet.scan import scan as run_scan
     from ..fleet.store import StoreError
+    from ..pipeline import InputError
 
     if ray_address and engine != "ray":
         raise fail("--ray-address goes with --engine ray")

@@ -17,7 +17,6 @@ from ..outputs import (
     output_path,
     writes_through,
 )
-from ..pipeline import InputError, RunFiles, iter_run_events, summarize_run
 from ._app import (
     _run,
     _silence_broken_pipe,
@@ -31,6 +30,7 @@ from ._app import (
 
 if TYPE_CHECKING:
     from ..diagnose.engine import Diagnosis
+    from ..pipeline import RunFiles
 
 
 @main.command()
@@ -95,7 +95,7 @@ def _jsonl_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> b
     False (nothing written) otherwise."""
     import sys
 
-    from ..pipeline import write_run_jsonl
+    from ..pipeline import InputError, write_run_jsonl
     from ..read import emit
     from ..render.jsonl import fast_encoding
 
@@ -118,7 +118,7 @@ def _jsonl_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> b
 
 def _parquet_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> bool:
     """parquet with the compiled column writer, when it is built; False (nothing written) otherwise."""
-    from ..pipeline import write_run_parquet
+    from ..pipeline import InputError, write_run_parquet
     from ..read import emit
 
     if not emit.available():
@@ -140,6 +140,8 @@ def _parquet_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) ->
 
 
 def _events_or_fail(run: RunFiles, progress: Any = None):
+    from ..pipeline import InputError, iter_run_events
+
     try:
         yield from iter_run_events(run, progress=progress,
                                    warn=lambda path, msg: click.echo(f"logforensics: warning: {path}: {msg}", err=True))
@@ -190,6 +192,8 @@ def summary(logs: tuple[str, ...], as_json: bool) -> None:
     quoted glob. Ranks and the crash name their node and file; ranks that the parallel
     sizes call for but no file shows are listed as missing.
     """
+    from ..pipeline import InputError, summarize_run  # the grammar and the run model: not for --help
+
     run = _run(logs)
     try:
         with progress_bar(run.paths) as advance:
@@ -236,7 +240,7 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
     or unreadable input.
     """
     from ..diagnose.rulespec import RuleError
-    from ..pipeline import diagnose_runs
+    from ..pipeline import InputError, diagnose_runs
 
     if len(logs) != (1 if store_dir else 2):
         raise fail("give BASELINE FAILING, or --store DIR FAILING")
@@ -296,6 +300,7 @@ def _diagnose_in_store(store_dir: str, failing: str, rules_dirs: tuple[str, ...]
     from ..diagnose.rulespec import RuleError
     from ..fleet.diffstore import diagnose_in_store  # pyarrow: only for a store
     from ..fleet.store import Store, StoreError
+    from ..pipeline import InputError
 
     try:
         return diagnose_in_store(Store(store_dir), failing, rules_dirs)
@@ -325,7 +330,7 @@ def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: 
     the end; --no-redact keeps everything.
     """
     from ..diagnose.rulespec import RuleError
-    from ..pipeline import diagnose_runs
+    from ..pipeline import InputError, diagnose_runs
     from ..render.bundle import render_bundle
 
     try:

@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from ..pipeline import InputError
 from ._app import (
     fail,
     main,
@@ -85,6 +84,7 @@ def watch(logs: tuple[str, ...], hosts: tuple[str, ...], remote_paths: tuple[str
     with a node column (the first is node 0, whose readiness counts), --jsonl events carry
     node and file, and a crash on any node ends the watch with the diagnosis of the run.
     """
+    from ..pipeline import InputError  # the grammar and the run model: not for --help
     from ..watch.loop import run_watch
 
     if bool(logs) == bool(hosts or inventory):
