@@ -151,15 +151,22 @@ def probe_node(path: str, memo: LineClassifier | None = None) -> str | None:
     """The node a file's head names: ``node_rank`` in ``server_args`` or ``--node-rank`` in
     the launch command (``node<N>``), else the one node that wrappers on its lines name.
     ``memo``: a classifier whose learned line shapes the probe shares (``read_file``)."""
+    return _probe(path, memo)[0]
+
+
+def _probe(path: str, memo: LineClassifier | None) -> tuple[str | None, LiveRun | None]:
+    """:func:`probe_node`, and the probe's run when its head was the whole file: read to
+    its end, closed, with its warnings, as ``read_file`` would have read it without a node."""
     if path == "-":
-        return None
+        return None, None
     run = LiveRun(path)
     if memo is not None:
         run.parser.classifier.share_memo(memo)
     wrapped: set[str] = set()
     read = 0
+    whole = None
     try:
-        for block in blocks(path):
+        for block in blocks(path, warn=run.parser.stats.warnings.append):
             for ev in run.feed(block):
                 if ev.node:
                     wrapped.add(ev.node)
@@ -168,13 +175,14 @@ def probe_node(path: str, memo: LineClassifier | None = None) -> str | None:
                 break
         else:  # the whole file: what the parser still holds (bytes that wait for its verdict on text)
             wrapped.update(ev.node for ev in run.close() if ev.node)
+            whole = run
     except InputError:
-        return None
+        return None, None
     config = run.model.config  # what node_label reads of a summary, without summarising
     label = node_label_of_args(None, config.server_args, config.launch_args)
     if label:
-        return label
-    return wrapped.pop() if len(wrapped) == 1 else None
+        return label, whole
+    return (wrapped.pop() if len(wrapped) == 1 else None), whole
 
 
 def node_summary(live: LiveRun, node: str | None, file: str) -> NodeSummary:
@@ -186,20 +194,32 @@ def node_summary(live: LiveRun, node: str | None, file: str) -> NodeSummary:
 def resolve_node(f: LogFile, memo: LineClassifier | None = None) -> str | None:
     """A file's node: from its name, else from its head (:func:`probe_node`), else the
     label ``run_files`` gave it (its name, in a run of several files)."""
+    return _resolve(f, memo)[0]
+
+
+def _resolve(f: LogFile, memo: LineClassifier | None) -> tuple[str | None, LiveRun | None]:
+    """:func:`resolve_node`, and the probe's run of the whole file when it read one."""
     if f.node and (node_from_name(f.path) or pod_from_path(f.path)):
-        return f.node
-    return probe_node(f.path, memo) or f.node
+        return f.node, None
+    node, whole = _probe(f.path, memo)
+    return node or f.node, whole
 
 
 def read_run(run: RunFiles, *, progress: Callable[[int], None] | None = None,
              memo: LineClassifier | None = None) -> list[NodeSummary]:
     """Each file of the run read alone (``read_file``: the one parser and run model), with
     its node: from its name, else from its head (:func:`probe_node`), else its name. The
-    probes and reads share one memo of line shapes (``memo``, or a new one)."""
+    probes and reads share one memo of line shapes (``memo``, or a new one); a file the
+    probe read whole, and which names no node, is not read again."""
     memo = memo if memo is not None else LineClassifier(None)
     parts = []
     for f in run.files:
-        node = resolve_node(f, memo)
-        live = read_file(f.path, progress=progress, node=node, memo=memo)
+        node, whole = _resolve(f, memo)
+        # a file no longer than the probe's head, of no node, was read whole by the probe:
+        # the same run as reading it again (the event path; the bulk path is proven equal)
+        if whole is not None and node is None and progress is None:
+            live = whole
+        else:
+            live = read_file(f.path, progress=progress, node=node, memo=memo)
         parts.append(node_summary(live, node, f.path))
     return parts

@@ -12,7 +12,6 @@ import csv
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 _CALL = re.compile(r"(\w+)\(")
@@ -22,6 +21,8 @@ _WORD = re.compile(r"[A-Za-z_]\w+")
 @lru_cache(maxsize=1)
 def frame_phases() -> Mapping[str, str]:
     """function name -> phase, from ``phases.tsv``."""
+    from importlib import resources  # with pathlib: only for a log with a traceback
+
     text = resources.files(__package__).joinpath("phases.tsv").read_text(encoding="utf-8")
     rows = csv.DictReader((ln for ln in text.splitlines() if ln and not ln.startswith("#")), delimiter="\t")
     return {row["function"]: row["phase"] for row in rows}
