@@ -154,6 +154,7 @@ def json_ascii() -> bool:
 def _run(args: tuple[str, ...] | list[str]) -> RunFiles:
     from ..pipeline import InputError, run_files  # the grammar and the run model: not for --help
 
+    gc.freeze()  # the modules the command imported join those frozen in main(), before the read
     try:
         return run_files(list(args))
     except InputError as exc:
