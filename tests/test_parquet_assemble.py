@@ -160,3 +160,52 @@ def test_another_reader_reads_the_assembled_file_as_pyarrow_does(tmp_path: Path)
     kept = [(u, t) for u, c, t in zip(expected["token_usage"].to_pylist(), expected["cuda_graph"].to_pylist(),
                                       expected["text"].to_pylist()) if u is not None and u > 0.5 and c]
     assert got == (len(kept), sum(len(t) for _, t in kept))
+
+
+def test_the_columns_a_group_lacks_are_null_chunks_encoded_once_by_type_and_rows(tmp_path: Path) -> None:
+    """Groups of the same rows that lack columns of several types: each missing chunk is a
+    copy of one encoded for its type and rows, under its own column's name, at its own
+    offsets, with its own statistics (every value null); pyarrow and DuckDB read back the
+    file the groups make once conformed."""
+    import duckdb
+
+    rows = 500
+    full = _table(rows, 9).append_column("rank", pa.array([f"TP{k % 8}" for k in range(rows)]))
+    groups = [full.select(["line", "text"]),
+              full.select(["kind", "line", "token_usage", "text"]),
+              full.select(["line", "cuda_graph", "text", "rank"]),
+              _table(rows // 3, 4).select(["line", "text"])]  # the last group, of fewer rows
+    order = dict.fromkeys(["kind", "line", "token_usage", "cuda_graph", "never", "rank", "text"])
+    kinds = {"kind": {"str"}, "line": {"int"}, "token_usage": {"float"}, "cuda_graph": {"bool"},
+             "never": set(), "rank": {"str"}, "text": {"str"}}
+    schema = final_schema(order, kinds)
+    out = tmp_path / "out.parquet"
+    with open(out, "w+b") as fh:
+        asm = Assembler(fh)
+        for g in groups:
+            asm.add(encoded(g), {f.name: (str(f.type), False) for f in g.schema})
+        assert asm.close(schema) == sum(g.num_rows for g in groups)
+        # one encoding for each (type, rows) a missing chunk needed, not one for each chunk
+        assert set(asm.null_data) == {(t, n) for t in ("bool", "double", "int64", "string") for n in (rows, rows // 3)}
+    expected = pa.concat_tables([conform(g, schema) for g in groups])
+    got = pq.ParquetFile(out)
+    assert got.read().equals(expected)
+    meta = got.metadata
+    for k, g in enumerate(groups):
+        group = meta.row_group(k)
+        assert group.num_rows == g.num_rows
+        for c, field in enumerate(schema):
+            col = group.column(c)
+            assert col.path_in_schema == field.name
+            if field.name not in g.column_names:
+                assert col.statistics is None or col.statistics.null_count == g.num_rows
+        assert got.read_row_group(k).equals(conform(g, schema))
+    starts = sorted(meta.row_group(k).column(c).data_page_offset for k in range(len(groups)) for c in range(len(schema)))
+    assert len(set(starts)) == len(starts)  # every chunk has bytes of its own
+    rel = duckdb.connect().sql(f"SELECT * FROM read_parquet('{out}')")
+    assert rel.columns == expected.column_names
+    rows_back = rel.fetchall()
+    for k, name in enumerate(rel.columns):
+        assert [r[k] for r in rows_back] == expected[name].to_pylist(), name
+    assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}') WHERE never IS NULL AND kind IS NULL").fetchall() \
+        == [(rows + rows + rows // 3,)]

@@ -106,6 +106,33 @@ def test_kinds_that_meet_across_row_groups_read_back_the_same(rows: int, threads
         assert pq.ParquetFile(tmp_path / "fast-path.parquet").metadata.num_row_groups > 1
 
 
+@pytest.mark.parametrize("rows", [1000, 4096])
+def test_groups_have_the_same_rows_and_only_their_own_columns(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                              monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+    """Every row group but the last has ``ROW_GROUP`` rows, however the blocks cut the log;
+    a group is encoded with the columns it has values in, and the file gives the others as
+    chunks of nulls under their own names."""
+    monkeypatch.setattr(parquet, "ROW_GROUP", rows)
+    encoded_columns: list[set[str]] = []
+    encode = parquet.encoded
+
+    def spy(table: object) -> object:
+        encoded_columns.append(set(table.column_names))  # type: ignore[attr-defined]
+        assert all(table.column(k).null_count < table.num_rows  # type: ignore[attr-defined]
+                   for k in range(table.num_columns))  # type: ignore[attr-defined]
+        return encode(table)
+
+    monkeypatch.setattr(parquet, "encoded", spy)
+    _same([(generated[1], None), (generated[4], "n1")], tmp_path)
+    meta = pq.ParquetFile(tmp_path / "fast-path.parquet").metadata
+    sizes = [meta.row_group(k).num_rows for k in range(meta.num_row_groups)]
+    assert meta.num_row_groups > 2 and set(sizes[:-1]) == {rows} and 0 < sizes[-1] <= rows
+    names = meta.schema.to_arrow_schema().names
+    for k in range(meta.num_row_groups):
+        assert [meta.row_group(k).column(c).path_in_schema for c in range(len(names))] == names
+    assert any(len(cols) < len(names) for cols in encoded_columns)  # groups lacked columns
+
+
 def test_damaged_lines_read_back_the_same(generated: list[Path], tmp_path: Path) -> None:  # noqa: F811
     rng = random.Random(3)
     lines = generated[1].read_text(encoding="utf-8").split("\n")[:5000]

@@ -6,7 +6,10 @@ arrays from Python values. Here the lines whose shape has a plain plan come back
 name and type; every other line is read on the exact path and kept as the dict that
 ``write_parquet`` makes of its event. A row group is these pieces in line order, each column
 given the type its values in the group call for exactly as ``write_parquet`` decides it
-(``int64`` / ``double`` / ``bool`` / ``string`` of ``str()``).
+(``int64`` / ``double`` / ``bool`` / ``string`` of ``str()``). A group has only the columns
+it has values in (a log's columns are mostly null: encoding their nulls group after group
+was a fifth of the encoders' time) and ``ROW_GROUP`` rows, so that the assembler's chunks of
+nulls for the rest are copies of one.
 
 The log is read once, whatever it is (a file, standard input, a compressed log): threads
 of their own (``encoders()``) encode each row group as it is made (pyarrow's encoder and
@@ -111,15 +114,20 @@ class _Groups:
 
     def _added(self, n: int) -> None:
         self.pending += n
-        if self.pending >= ROW_GROUP:
-            self.spill()
+        while self.pending >= ROW_GROUP:
+            self.spill(ROW_GROUP)
 
-    def spill(self) -> None:
-        """Hand the pending pieces to ``put`` as one row group."""
+    def spill(self, rows: int | None = None) -> None:
+        """Hand the first ``rows`` pending rows (or all) to ``put`` as one row group: every
+        group but the last has ``ROW_GROUP`` rows, so that the chunks of nulls for the columns
+        a group lacks are alike (``Assembler`` encodes one per type and copies it)."""
         pa = self.pa
+        pieces, self.pieces = self.pieces, []
+        if rows is not None and rows < self.pending:
+            pieces, self.pieces = _cut(pieces, rows)
         entries: dict[str, list[tuple[int, int, Any]]] = {}  # name -> (first row, rows, [values] or (arrays))
         start = 0
-        for n, piece in self.pieces:
+        for n, piece in pieces:
             if isinstance(piece, list):
                 names = dict.fromkeys(key for row in piece for key in row)
                 for name in names:
@@ -132,8 +140,7 @@ class _Groups:
         columns = {}
         for name in self.order:
             got = entries.get(name)
-            if got is None:  # no row of this group has it: nulls, of the type it has so far
-                columns[name] = nulls(total, self.types[_final(self.kinds.get(name, set()))])
+            if got is None:  # no row of this group has it: the assembler's nulls
                 continue
             seen: set[str] = set()
             for _, _, part in got:
@@ -141,6 +148,8 @@ class _Groups:
                     seen.update(_kind(v) for v in part if v is not None)
                 else:
                     seen.update(emit.KIND_OF_TYPE[_type_code(a.type, pa)] for a in part if a.null_count < len(a))
+            if not seen:  # nulls only: as if no row had it
+                continue
             self.kinds.setdefault(name, set()).update(seen)
             kind = _final(seen)
             target = self.types[kind]
@@ -163,10 +172,36 @@ class _Groups:
             if total > at:
                 parts.append(nulls(total - at, target))
             columns[name] = pa.chunked_array(parts, target)  # not concatenated: the stream writer slices
+        if total and not columns and (only := next(iter(entries), None) or next(iter(self.order), None)):
+            # every value null: one column of nulls, so that the group keeps its rows
+            columns[only] = nulls(total, self.types[_final(self.kinds.get(only, set()))])
         if columns:
             self.put(pa.table(columns))
-        self.pieces = []
-        self.pending = 0
+        self.pending -= total
+
+
+def _cut(pieces: list[tuple[int, Any]], rows: int) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
+    """``pieces`` up to their first ``rows`` rows (fewer than theirs), and the rest: a piece
+    cut in two is sliced (a list of rows, or Arrow arrays: without copying)."""
+    head: list[tuple[int, Any]] = []
+    for k, (n, piece) in enumerate(pieces):
+        if n <= rows:
+            head.append((n, piece))
+            rows -= n
+            if not rows:
+                return head, pieces[k + 1:]
+            continue
+        first: list[Any] | dict[str, list[Any]]
+        rest: list[Any] | dict[str, list[Any]]
+        if isinstance(piece, list):
+            first, rest = piece[:rows], piece[rows:]
+        else:
+            first = {name: [a.slice(0, rows) for a in arrays] for name, arrays in piece.items()}
+            rest = {name: [a.slice(rows) for a in arrays] for name, arrays in piece.items()}
+        if rows:
+            head.append((rows, first))
+        return head, [(n - rows, rest)] + pieces[k + 1:]
+    return head, []
 
 
 class _Encoder:

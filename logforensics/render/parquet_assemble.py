@@ -6,7 +6,9 @@ is read. So ``parse --format parquet`` reads a log once: pyarrow encodes every r
 as a small Parquet file of the columns that group has, of the types its values call for
 (:class:`Assembler` appends its column chunks to the output, their byte offsets moved to
 where they now are), and when the last line has fixed the file's schema the footer lists
-every group's chunks in the file's column order. What a group lacks is a chunk of nulls; a
+every group's chunks in the file's column order. What a group lacks (a group is encoded
+with only the columns it has values in) is a chunk of nulls, encoded once for its type and
+row count and copied under each column's name (:class:`_NullChunk`); a
 column whose type the file widened (an ``int`` that is a ``double`` or a ``string`` in
 the file) is read back from the output and encoded again, as ``tables.conform`` converts
 it. Nothing of a group is kept in memory once it is written: its chunks' metadata waits in
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from .parquet_thrift import (
+    BINARY,
     CHUNK_META,
     CHUNK_OFFSETS,
     COMPRESSED,
@@ -43,6 +46,7 @@ from .parquet_thrift import (
     LIST,
     MAGIC,
     META_OFFSETS,
+    META_PATH,
     STRUCT,
     UNCOMPRESSED,
     Field,
@@ -56,6 +60,8 @@ from .parquet_thrift import (
     walk,
     write_fields,
     write_footer,
+    zigzag,
+    zigzag_value,
 )
 
 
@@ -98,14 +104,22 @@ def group_chunks(footer: bytes, by: int) -> list[Chunk]:
     if count == 15:
         count, pos = varint(footer, pos)
     chunks = []
-    shift, into = frozenset(CHUNK_OFFSETS), {CHUNK_META: frozenset(META_OFFSETS)}
     for _ in range(count):
-        out: list[bytes] = []
-        seen: dict[int, int] = {}
-        pos = walk(footer, pos, shift, by, out, seen, into)
-        start = seen[DATA_PAGE] if not seen.get(DICT_PAGE) else min(seen[DATA_PAGE], seen[DICT_PAGE])
-        chunks.append(Chunk(b"".join(out), start, seen[COMPRESSED], seen[UNCOMPRESSED]))
+        chunk, pos = _moved_chunk(footer, pos, by)
+        chunks.append(chunk)
     return chunks
+
+
+_SHIFT, _INTO = frozenset(CHUNK_OFFSETS), {CHUNK_META: frozenset(META_OFFSETS)}
+
+
+def _moved_chunk(data: bytes, pos: int, by: int) -> tuple[Chunk, int]:
+    """The ``ColumnChunk`` at ``pos`` of ``data``, ``by`` added to its byte offsets; and its end."""
+    out: list[bytes] = []
+    seen: dict[int, int] = {}
+    pos = walk(data, pos, _SHIFT, by, out, seen, _INTO)
+    start = seen[DATA_PAGE] if not seen.get(DICT_PAGE) else min(seen[DATA_PAGE], seen[DICT_PAGE])
+    return Chunk(b"".join(out), start, seen[COMPRESSED], seen[UNCOMPRESSED]), pos
 
 
 def _split(encoded: Any) -> tuple[memoryview, bytes]:
@@ -145,6 +159,9 @@ class Assembler:
         self.pos = len(MAGIC)
         self.meta = tempfile.TemporaryFile(prefix="logforensics-parquet-")
         self.groups = 0
+        # a null chunk's bytes by (Arrow type, rows), its ColumnChunk by (name, type, rows), at offset 4
+        self.null_data: dict[tuple[str, int], tuple[bytes, list[Field]]] = {}
+        self.null_meta: dict[tuple[str, str, int], _NullChunk] = {}
 
     def add(self, file: Any, types: dict[str, tuple[str, bool]]) -> None:
         """Append the row group of the Parquet file ``file`` (one row group, the columns
@@ -168,6 +185,32 @@ class Assembler:
         (chunk,) = group_chunks(footer, self.pos - len(MAGIC))
         self.out.write(data)
         self.pos += len(data)
+        return chunk
+
+    def _nulls(self, name: str, type_: Any, rows: int) -> Chunk:
+        """Append a chunk of ``rows`` nulls of the column ``name`` (of Arrow type ``type_``);
+        the chunk. Encoded once by (type, rows) and copied, its name set and its offsets
+        moved in place: the row groups of a file have the same rows, and each lacks most
+        of the file's columns."""
+        key = (name, str(type_), rows)
+        have = self.null_meta.get(key)
+        if have is None:
+            if len(self.null_meta) >= _NULL_CACHE:
+                self.null_meta.clear()
+                self.null_data.clear()
+            base = self.null_data.get(key[1:])
+            if base is None:
+                import pyarrow as pa
+
+                from .tables import nulls
+
+                data, footer = _split(encoded(pa.table({"nulls": nulls(rows, type_)})))
+                (chunk,) = group_chunks(footer, 0)
+                base = self.null_data[key[1:]] = (bytes(data), read_footer(chunk.meta))
+            have = self.null_meta[key] = _NullChunk(base[0], write_footer(_named(base[1], name)))
+        self.out.write(have.data)
+        chunk = have.at(self.pos - len(MAGIC))
+        self.pos += len(have.data)
         return chunk
 
     def _read_back(self, name: str, type_: Any, chunk: Chunk, rows: int) -> Any:
@@ -199,7 +242,7 @@ class Assembler:
         returns the rows written."""
         import pyarrow as pa
 
-        from .tables import conform, nulls
+        from .tables import conform
 
         template = read_footer(_split(encoded(pa.table({f.name: pa.nulls(0, f.type) for f in schema},
                                                        schema=schema)))[1])
@@ -213,7 +256,7 @@ class Assembler:
                     if have is not None and have[0] == str(field.type):
                         chunks.append(have[2])
                     elif have is None or have[1]:
-                        chunks.append(self._append(pa.table({field.name: nulls(group.rows, field.type)})))
+                        chunks.append(self._nulls(field.name, field.type, group.rows))
                     else:
                         part = pa.table({field.name: self._read_back(field.name, _arrow(have[0]), have[2], group.rows)})
                         chunks.append(self._append(conform(part, pa.schema([field]))))
@@ -254,6 +297,42 @@ class Assembler:
         w.out.append(0)
         size += len(w.out)
         self.out.write(w.out + struct.pack("<I", size) + MAGIC)
+
+
+class _NullChunk:
+    """A chunk of nulls as encoded in a file of its own (its bytes, and its ``ColumnChunk``
+    in pieces), to be written again and again: :meth:`at` gives it moved by ``by`` bytes
+    without walking its Thrift again."""
+
+    def __init__(self, data: bytes, meta: bytes) -> None:
+        self.data = data
+        self.pieces: list[bytes] = []
+        self.marks: list[int] = []
+        seen: dict[int, int] = {}
+        walk(meta, 0, _SHIFT, 0, self.pieces, seen, _INTO, self.marks)
+        self.values = [zigzag_value(self.pieces[k]) for k in self.marks]
+        self.start = seen[DATA_PAGE] if not seen.get(DICT_PAGE) else min(seen[DATA_PAGE], seen[DICT_PAGE])
+        self.size, self.uncompressed = seen[COMPRESSED], seen[UNCOMPRESSED]
+
+    def at(self, by: int) -> Chunk:
+        pieces = list(self.pieces)
+        for k, value in zip(self.marks, self.values):
+            pieces[k] = zigzag(value + by)
+        return Chunk(b"".join(pieces), self.start + by, self.size, self.uncompressed)
+
+
+#: Null chunks kept (by column, type and rows) before the cache starts again.
+_NULL_CACHE = 4096
+
+
+def _named(chunk: list[Field], name: str) -> list[Field]:
+    """A copy of a ``ColumnChunk``'s fields (read as a tree), of the column ``name``."""
+    out = []
+    for fid, type_, value in chunk:
+        if fid == CHUNK_META:
+            value = [[f, t, ("L", BINARY, [name.encode()]) if f == META_PATH else v] for f, t, v in value]
+        out.append([fid, type_, value])
+    return out
 
 
 def _arrow(type_name: str) -> Any:

@@ -22,6 +22,7 @@ GROUP_COLUMNS, GROUP_BYTES, GROUP_ROWS, GROUP_FILE_OFFSET, GROUP_COMPRESSED = 1,
 CHUNK_OFFSETS = (2, 4, 6)  # file_offset, offset_index_offset, column_index_offset
 CHUNK_META = 3
 META_OFFSETS = (9, 10, 11, 14)  # data_page, index_page, dictionary_page, bloom_filter offsets
+META_PATH = 3  # ColumnMetaData's path_in_schema: the column's name
 
 Field = list[Any]  # [field id, type, value]; a struct is a list of fields, a list ("L", type, items)
 
@@ -201,9 +202,20 @@ def varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def zigzag(v: int) -> bytes:
-    w = Writer()
-    w.zigzag(v)
-    return bytes(w.out)
+    """The compact protocol's bytes of an integer (zigzag, then a varint)."""
+    v = (v << 1) ^ (v >> 63)
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def zigzag_value(data: bytes) -> int:
+    """The integer of :func:`zigzag`'s bytes."""
+    raw, _ = varint(data, 0)
+    return (raw >> 1) ^ -(raw & 1)
 
 
 def skip(data: bytes, pos: int, type_: int) -> int:
@@ -255,11 +267,11 @@ def skip_struct(data: bytes, pos: int) -> int:
 
 
 def walk(data: bytes, pos: int, shift: frozenset[int], by: int, out: list[bytes], seen: dict[int, int],
-         into: dict[int, frozenset[int]] | None = None) -> int:
+         into: dict[int, frozenset[int]] | None = None, marks: list[int] | None = None) -> int:
     """Copy the struct at ``pos`` to ``out``, ``by`` added to its i64 fields ``shift`` (where
     not 0) and to those of the structs in its fields ``into`` (field -> their fields to
-    shift); the values of its i64 fields are kept in ``seen``, an inner struct's negated;
-    returns its end."""
+    shift); the values of its i64 fields are kept in ``seen``, an inner struct's negated,
+    and where a shifted value is in ``out`` in ``marks``; returns its end."""
     copied = pos
     last = 0
     while True:
@@ -281,6 +293,8 @@ def walk(data: bytes, pos: int, shift: frozenset[int], by: int, out: list[bytes]
             seen[fid] = value
             if fid in shift and value:
                 out.append(data[copied:pos])
+                if marks is not None:
+                    marks.append(len(out))
                 out.append(zigzag(value + by))
                 seen[fid] = value + by
                 copied = end
@@ -288,7 +302,7 @@ def walk(data: bytes, pos: int, shift: frozenset[int], by: int, out: list[bytes]
         elif type_ == STRUCT and into is not None and fid in into:
             out.append(data[copied:pos])
             inner: dict[int, int] = {}
-            pos = walk(data, pos, into[fid], by, out, inner)
+            pos = walk(data, pos, into[fid], by, out, inner, None, marks)
             seen.update({-k: v for k, v in inner.items()})
             copied = pos
         elif type_ not in (TRUE, FALSE):
