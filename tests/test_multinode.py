@@ -288,3 +288,16 @@ def test_a_directory_of_compressed_and_plain_node_logs_is_one_run(tmp_path: Path
     (tmp_path / "node1.log.gz").write_bytes(gzip.compress((TWO / "failing" / "node1.log").read_bytes()))
     s = summarize_run(str(tmp_path))
     assert sorted(s.nodes) == ["node0", "node1"] and s.crash.node == "node1" and s.crash.first_rank == "TP5"
+
+
+def test_a_crash_may_name_a_rank_that_wrote_no_line_of_its_own(tmp_path: Path) -> None:
+    """A real NCCL watchdog failure names ``rank1`` only inside its traceback text: a run of
+    that file and another node's still combines, and keeps the rank the crash names."""
+    real = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+    failing = real / "109-2node-h100-k8s-pod-nccl-info-interleaved-watchdog-failure-rank1.log"
+    (tmp_path / "node0.log").write_bytes(failing.read_bytes())
+    (tmp_path / "node1.log").write_bytes((TWO / "baseline" / "node1.log").read_bytes())
+    alone = _json("summary", "--json", str(failing))
+    assert "rank1" in alone["crash"]["ranks"] and "rank1" not in alone["ranks"]
+    run = _json("summary", "--json", str(tmp_path))
+    assert run["crash"]["node"] == "node0" and "rank1" in run["crash"]["ranks"]

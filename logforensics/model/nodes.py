@@ -166,7 +166,8 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             count[r] = count.get(r, 0) + 1
 
     def key(i: int, r: str) -> str:
-        return f"{labels[i]}:{r}" if count[r] > 1 else r
+        # a crash or exception may name a rank that wrote no line of its own (a traceback's "[rank1]:")
+        return f"{labels[i]}:{r}" if count.get(r, 0) > 1 else r
 
     ranks: list[str] = []
     rank_nodes = {}
