@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ..read import bulk
 from ..read.fastpath import LineClassifier
-from .files import blocks, is_plain_file, text_warning
+from .files import blocks, is_plain_file, prepared_blocks, text_warning
 from .live import LiveRun
 from .parallel import BULK_BLOCK_SIZE, read_in_parallel
 
@@ -36,11 +36,14 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
         run = LiveRun(name, node=node)
         if memo is not None:
             run.parser.classifier.share_memo(memo)
+        scanner = run.bulk_scanner()
+        assert scanner is not None
         # buffers read into again and again (feed_bulk keeps nothing of a block), by a thread
-        # while the scanner works without the GIL
-        for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=run.parser.stats.warnings.append, reuse=True,
-                            ahead=True):
-            run.feed_bulk(block)
+        # while the scanner works without the GIL; that thread also indexes each block's lines
+        # (their ends, shapes and ranks), so that the scan on this thread need not find them
+        for block, index in prepared_blocks(path, progress, BULK_BLOCK_SIZE, warn=run.parser.stats.warnings.append,
+                                            prepare=scanner.index):
+            run.feed_bulk(block, index)
         run.close()
         return run
     run = LiveRun(name, node=node)

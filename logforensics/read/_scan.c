@@ -14,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pythread.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -93,7 +94,17 @@ typedef struct {
     unsigned char ordered[MAX_SLOTS];
     unsigned char row_cls[MAX_CLASSES]; /* lines of these classes are also kept as rows */
     unsigned char row_only[MAX_SLOTS];  /* slots kept in rows only, not as value lists */
+    PyThread_type_lock lock; /* guards the shape and rank tables against index() in another thread */
+    unsigned long epoch;     /* init calls: an index made before the last one is not used */
 } Scanner;
+
+/* One whole line of an indexed buffer: where it starts, its length, its shape (NULL: none
+ * known when indexed) and its rank id (-1: none known, or no shape). */
+typedef struct {
+    Py_ssize_t start;
+    Shape *sh;
+    int32_t len, rid;
+} Entry;
 
 static void rows_free(Rows *r);
 
@@ -107,6 +118,23 @@ static Shape *lookup(Scanner *s, const unsigned char *p, Py_ssize_t n)
     int kept = n <= (Py_ssize_t)sizeof masked - 8;
     uint64_t h = shape_hash_into(p, n, kept ? masked : NULL);
     return (Shape *)shapes_find(&s->shapes, p, n, h, kept ? masked : NULL);
+}
+
+/* The table lock, taken holding the GIL: the GIL is let go while waiting, so that the thread
+ * holding the lock (index(), which takes the GIL back at its end) is never held up by us. */
+static void tables_lock(Scanner *s)
+{
+    if (s->lock && !PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(s->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+static void tables_unlock(Scanner *s)
+{
+    if (s->lock)
+        PyThread_release_lock(s->lock);
 }
 
 /* -- the type ---------------------------------------------------------------------------- */
@@ -165,12 +193,19 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
             return -1;
         }
     }
+    if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
+        PyErr_NoMemory();
+        return -1;
+    }
     Py_XSETREF(self->rank_names, PyList_New(1));
     if (!self->rank_names)
         return -1;
+    tables_lock(self);
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
     self->nranks = 1;
+    self->epoch++;
+    tables_unlock(self);
     Py_INCREF(Py_None);
     PyList_SET_ITEM(self->rank_names, 0, Py_None);
     memset(self->ready, 0, sizeof self->ready);
@@ -199,6 +234,8 @@ static void Scanner_dealloc(Scanner *self)
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
     Py_XDECREF(self->rank_names);
+    if (self->lock)
+        PyThread_free_lock(self->lock);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -278,7 +315,10 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
         PyBuffer_Release(&key);
         Py_RETURN_FALSE;
     }
-    if (shapes_put(&self->shapes, &sh->k) < 0)
+    tables_lock(self); /* shapes_put may move the slots an index() walks */
+    int put = shapes_put(&self->shapes, &sh->k);
+    tables_unlock(self);
+    if (put < 0)
         goto fail;
     PyBuffer_Release(&key);
     Py_RETURN_TRUE;
@@ -576,7 +616,7 @@ static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
     return s;
 }
 
-/* scan(buf, pos) -> (stop, lines, counts, lasts, values, ordered, rows)
+/* scan(buf, pos, index=None) -> (stop, lines, counts, lasts, values, ordered, rows)
  *
  * buf holds whole lines, each ending in "\n". From pos (a line start), every line
  * whose shape is registered and whose class and rank are ready is taken; the scan
@@ -598,12 +638,16 @@ static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
  * rank is ready before the caller says so. The lines are walked without the GIL (scan_lines),
  * so that another thread (reading the next block) runs meanwhile; the scanner itself must not
  * be used by two threads at once (a second call raises RuntimeError).
+ * index: what index(buf) gave for this very buffer, holding the same bytes (it is used only
+ * for the object it was made of, at its length, since the last init): each line's end, shape
+ * and rank are then read from it instead of found here; the result is the same.
  */
 /* The lines of buf from *pos on, taken until one cannot be (see Scanner_scan); runs without
  * the GIL (g), touching no Python object. 0; -1: out of memory. A line with a rank not seen
  * before stops the scan with *new_rank (its offset in buf) set. */
 static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_ssize_t *pos_io,
-                      Py_ssize_t *lines_io, int *top_io, Py_ssize_t *new_rank, Gil *g)
+                      Py_ssize_t *lines_io, int *top_io, Py_ssize_t *new_rank, const Entry *ent, Py_ssize_t nent,
+                      Gil *g)
 {
     Py_ssize_t pos = *pos_io, lines = 0;
     int top = 0; /* rank ids below this were taken */
@@ -615,24 +659,50 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
     Py_ssize_t sec_n = 0;
     double sec_v = 0.0;
     int sec_dated = 0;
+    Py_ssize_t ei = 0; /* the index's entry for the line at pos, if any */
+    if (nent) { /* the first entry starting at pos or after */
+        Py_ssize_t lo = 0, hi = nent;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (ent[mid].start < pos)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        ei = lo;
+    }
     while (pos < n) {
         const unsigned char *p = buf + pos;
-        const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
-        if (!nl)
-            break; /* not a whole line */
-        Py_ssize_t len = nl - p;
+        Py_ssize_t len;
         Shape *sh = NULL;
-        if (len <= MAX_KEY) {
+        int rid = -1;
+        while (ei < nent && ent[ei].start < pos)
+            ei++;
+        if (ei < nent && ent[ei].start == pos && p[ent[ei].len] == '\n') {
+            /* found in the index: the same table lookup, made on the reading thread */
+            len = ent[ei].len;
+            sh = ent[ei].sh;
+            rid = ent[ei].rid;
+            ei++;
+        } else {
+            const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
+            if (!nl)
+                break; /* not a whole line */
+            len = nl - p;
+        }
+        if (!sh && len <= MAX_KEY) { /* (a shape learned after the index was made) */
             Shape **seen_sh = &self->recent[len & 255];
             if (*seen_sh && (*seen_sh)->k.len == len && shape_equal(p, (*seen_sh)->k.key, len))
                 sh = *seen_sh;
             else if ((sh = lookup(self, p, len)))
                 *seen_sh = sh;
+            rid = -1;
         }
         if (!sh)
             break;
-        int rid = 0;
-        if (sh->ra >= 0) {
+        if (sh->ra < 0)
+            rid = 0;
+        else if (rid < 1) { /* not in the index (or a rank registered since) */
             const unsigned char *rp = p + sh->ra;
             Py_ssize_t rn = sh->rb - sh->ra;
             rid = -1;
@@ -778,6 +848,171 @@ static PyObject *stamp_list(const SBuf *ts, const unsigned char *buf)
     return out;
 }
 
+
+/* -- index: each line's shape and rank, found one block ahead ---------------------------- */
+
+/* What Scanner.index(buf) returns: for every whole line of buf after its first newline (the
+ * bytes before it end a line begun in the previous block), its start, length, shape and rank
+ * id, as scan() would find them with the tables as they were. The reading thread makes it
+ * right after reading a block, without the GIL, while the main thread scans the block before:
+ * finding a line's end and its shape is then off the main thread's path. The tables only ever
+ * grow (a shape is freed with the scanner alone, a rank id keeps its text until init), so what
+ * an entry holds stays true; a line without an entry, or with no shape or rank found, is
+ * looked up again by scan(). It keeps the buffer object (not its bytes: a reused buffer is
+ * indexed again when read into again) and the scanner, which outlives it. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *scanner; /* the Scanner */
+    PyObject *buf;     /* the object indexed, and its length then */
+    Py_ssize_t len;
+    unsigned long epoch;
+    Entry *e;
+    Py_ssize_t n;
+} Index;
+
+static void Index_dealloc(Index *self)
+{
+    PyMem_RawFree(self->e);
+    Py_XDECREF(self->scanner);
+    Py_XDECREF(self->buf);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t Index_length(Index *self) { return self->n; }
+
+/* entry(i) -> (start, length, shape found, rank id or -1): for tests */
+static PyObject *Index_entry(Index *self, PyObject *arg)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0 || i >= self->n) {
+        PyErr_SetString(PyExc_IndexError, "no such entry");
+        return NULL;
+    }
+    const Entry *x = &self->e[i];
+    return Py_BuildValue("(nnOi)", x->start, (Py_ssize_t)x->len, x->sh ? Py_True : Py_False, (int)x->rid);
+}
+
+static PyMethodDef Index_methods[] = {
+    {"entry", (PyCFunction)Index_entry, METH_O, "One line's entry: (start, length, shape found, rank id)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods Index_as_sequence = {.sq_length = (lenfunc)Index_length};
+
+static PyTypeObject IndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "logforensics.read._scan.Index",
+    .tp_basicsize = sizeof(Index),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Each whole line of a block with its shape and rank, found ahead of the scan.",
+    .tp_dealloc = (destructor)Index_dealloc,
+    .tp_methods = Index_methods,
+    .tp_as_sequence = &Index_as_sequence,
+};
+
+/* The entries of buf's lines after its first newline; runs without the GIL, holding the
+ * tables' lock. 0; -1: out of memory. */
+static int index_lines(Scanner *s, const unsigned char *buf, Py_ssize_t n, Entry **out, Py_ssize_t *nout)
+{
+    Shape *recent[256]; /* its own: the scanner's is the scan's */
+    memset(recent, 0, sizeof recent);
+    const unsigned char *first = memchr(buf, '\n', (size_t)n);
+    Py_ssize_t cap = n / 64 + 16, k = 0;
+    Entry *e = PyMem_RawMalloc((size_t)cap * sizeof(Entry));
+    if (!e)
+        return -1;
+    Py_ssize_t pos = first ? first - buf + 1 : n;
+    while (pos < n) {
+        const unsigned char *p = buf + pos;
+        const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
+        if (!nl)
+            break;
+        Py_ssize_t len = nl - p;
+        if (len > INT32_MAX)
+            break;
+        if (k == cap) {
+            cap *= 2;
+            Entry *m = PyMem_RawRealloc(e, (size_t)cap * sizeof(Entry));
+            if (!m) {
+                PyMem_RawFree(e);
+                return -1;
+            }
+            e = m;
+        }
+        Shape *sh = NULL;
+        if (len <= MAX_KEY) {
+            Shape **seen_sh = &recent[len & 255];
+            if (*seen_sh && (*seen_sh)->k.len == len && shape_equal(p, (*seen_sh)->k.key, len))
+                sh = *seen_sh;
+            else if ((sh = lookup(s, p, len)))
+                *seen_sh = sh;
+        }
+        int rid = -1;
+        if (sh && sh->ra < 0)
+            rid = 0;
+        else if (sh) {
+            const unsigned char *rp = p + sh->ra;
+            Py_ssize_t rn = sh->rb - sh->ra;
+            for (int r = 1; r < s->nranks; r++) {
+                if (s->rank_len[r] == rn && memcmp(s->rank_text[r], rp, (size_t)rn) == 0) {
+                    rid = r;
+                    break;
+                }
+            }
+        }
+        e[k].start = pos;
+        e[k].len = (int32_t)len;
+        e[k].sh = sh;
+        e[k].rid = rid;
+        k++;
+        pos += len + 1;
+    }
+    *out = e;
+    *nout = k;
+    return 0;
+}
+
+/* index(buf) -> Index of buf's whole lines after its first newline (see Index). Meant for
+ * another thread than the scanning one: it runs without the GIL, and add() or a new rank
+ * waits for it (they may move what it reads). */
+static PyObject *Scanner_index(Scanner *self, PyObject *arg)
+{
+    if (!self->lock) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner is not initialised");
+        return NULL;
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Index *ix = PyObject_New(Index, &IndexType);
+    if (!ix) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    ix->e = NULL;
+    ix->n = 0;
+    Py_INCREF(self);
+    ix->scanner = (PyObject *)self;
+    Py_INCREF(arg);
+    ix->buf = arg;
+    ix->len = b.len;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    ix->epoch = self->epoch;
+    status = index_lines(self, b.buf, b.len, &ix->e, &ix->n);
+    PyThread_release_lock(self->lock);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    if (status < 0) {
+        Py_DECREF(ix);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)ix;
+}
+
 static PyObject *Scanner_scan(Scanner *self, PyObject *args)
 {
     Py_buffer b;
@@ -786,8 +1021,25 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "the scanner is scanning in another thread");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*n", &b, &pos))
+    PyObject *index = Py_None;
+    if (!PyArg_ParseTuple(args, "y*n|O", &b, &pos, &index))
         return NULL;
+    const Entry *ent = NULL;
+    Py_ssize_t nent = 0;
+    if (index != Py_None) {
+        if (!PyObject_TypeCheck(index, &IndexType)) {
+            PyBuffer_Release(&b);
+            PyErr_SetString(PyExc_TypeError, "index must be an Index or None");
+            return NULL;
+        }
+        Index *ix = (Index *)index;
+        /* an index of this very buffer as it is (any other is not used: the lines are then
+         * looked up here, with the same result) */
+        if (ix->scanner == (PyObject *)self && ix->buf == b.obj && ix->len == b.len && ix->epoch == self->epoch) {
+            ent = ix->e;
+            nent = ix->n;
+        }
+    }
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
     PyObject *result = NULL;
@@ -822,7 +1074,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
     Py_ssize_t new_rank = -1;
     self->busy = 1;
     Gil g = {PyEval_SaveThread()};
-    int status = scan_lines(self, buf, n, &pos, &lines, &top, &new_rank, &g);
+    int status = scan_lines(self, buf, n, &pos, &lines, &top, &new_rank, ent, nent, &g);
     PyEval_RestoreThread(g.ts);
     self->busy = 0;
     if (status < 0) {
@@ -844,9 +1096,11 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         }
         Py_DECREF(name);
         memcpy(copy, rp, (size_t)rn);
+        tables_lock(self);
         self->rank_text[self->nranks] = copy;
         self->rank_len[self->nranks] = rn;
         self->nranks++;
+        tables_unlock(self);
     }
     for (int k = 0; k < self->nslots; k++) {
         if (self->ordered[k] && self->ord_ts[k].n && !(oxs[k] = stamp_list(&self->ord_ts[k], buf)))
@@ -932,6 +1186,7 @@ static PyMethodDef Scanner_methods[] = {
     {"add", (PyCFunction)Scanner_add, METH_VARARGS, "Register a line shape's plan."},
     {"set_ready", (PyCFunction)Scanner_set_ready, METH_O, "Declare which classes and ranks are taken in bulk."},
     {"scan", (PyCFunction)Scanner_scan, METH_VARARGS, "Take lines from pos until one cannot be taken."},
+    {"index", (PyCFunction)Scanner_index, METH_O, "Each whole line's shape and rank, found ahead of scan."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1379,7 +1634,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__scan(void)
 {
-    if (PyType_Ready(&ScannerType) < 0)
+    if (PyType_Ready(&ScannerType) < 0 || PyType_Ready(&IndexType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

@@ -69,9 +69,11 @@ class LineScanner(Protocol):
     def set_ready(self, table: bytes | bytearray) -> None:
         """Which (class, rank id) lines may be taken now."""
 
-    def scan(self, buf: bytes, pos: int, line: int) -> Any:
+    def scan(self, buf: bytes, pos: int, line: int, index: Any = None) -> Any:
         """Take lines of ``buf`` from ``pos`` on (numbered from ``line``): a segment whose
-        first two items are the offset where it stopped and the lines taken."""
+        first two items are the offset where it stopped and the lines taken. ``index``:
+        what the scanner's ``index(buf)`` gave for this buffer, or None (a scanner without
+        one ignores it)."""
 
 
 class BulkSink(Protocol):
@@ -187,10 +189,20 @@ class BulkScanner:
         """``table[cls * 256 + rank_id]`` non-zero: such lines may be taken."""
         self.scanner.set_ready(table)
 
-    def scan(self, buf: bytes, pos: int, line: int = 0) -> Segment:
+    def scan(self, buf: bytes, pos: int, line: int = 0, index: Any = None) -> Segment:
         """Take lines of ``buf`` (whole lines, each ending in a newline) from ``pos`` on
-        (``line``: the number of the first, which the columns do not need)."""
-        return self.scanner.scan(buf, pos)
+        (``line``: the number of the first, which the columns do not need). ``index``:
+        :meth:`index` of this very buffer, holding the same bytes; the result is the same
+        with it or without (an index of another buffer is not used)."""
+        return self.scanner.scan(buf, pos, index)
+
+    def index(self, buf: bytes | bytearray) -> Any:
+        """Each whole line of ``buf`` after its first newline with its shape and rank as the
+        tables know them now (``_scan.Index``): made by the reading thread right after it
+        reads a block (without the GIL), so that the scan of the block, on the main thread,
+        need not find each line's end and shape itself. Shapes and ranks learned later are
+        looked up by the scan. Valid while ``buf`` holds the bytes it was made of."""
+        return self.scanner.index(buf)
 
     def stamp(self, buf: bytes, start: int, end: int, plan_id: int) -> tuple[str, Any]:
         """The text and converted stamp of one taken line (as build_event gives them)."""

@@ -182,14 +182,20 @@ class IncrementalParser:
                 out.extend(assembler.step(ev))
         return out
 
-    def feed_bulk(self, chunk: bytes, scanner: LineScanner, sink: BulkSink) -> None:
+    def feed_bulk(self, chunk: bytes, scanner: LineScanner, sink: BulkSink, index: Any = None) -> None:
         """``feed``, with the events going to ``sink``: in columns where ``scanner`` takes
         the lines, as events otherwise. The parser's state and statistics end up exactly
         as ``feed`` leaves them. The chunk is not copied, and nothing keeps it or a view of
         it: it may be a ``bytearray`` the caller reads the next chunk into.
+
+        ``index``: the scanner's index of this chunk (``BulkScanner.index``, made ahead by
+        the reading thread), handed to its scans of the chunk itself; lines read from
+        anything else (the first line joined to the last chunk's tail, a chunk held back
+        for the text verdict) are scanned without it. The result is the same either way.
         """
         if not chunk:
             return
+        block = chunk
         admitted = self._admit(chunk)
         if admitted is None:
             self._held_bulk = (scanner, sink)
@@ -216,10 +222,11 @@ class IncrementalParser:
             idx = chunk.find(b"\n")
             line = self._bulk_lines(tail + chunk[:idx + 1], 0, len(tail) + idx + 1, line, scanner, sink)
             pos = idx + 1
-        line = self._bulk_lines(chunk, pos, cut + 1, line, scanner, sink)
+        line = self._bulk_lines(chunk, pos, cut + 1, line, scanner, sink, index if chunk is block else None)
         self.stats.lines += line - first
 
-    def _bulk_lines(self, buf: bytes, pos: int, end: int, line: int, scanner: LineScanner, sink: BulkSink) -> int:
+    def _bulk_lines(self, buf: bytes, pos: int, end: int, line: int, scanner: LineScanner, sink: BulkSink,
+                    index: Any = None) -> int:
         """Read the whole lines of ``buf[pos:end]``, the first numbered ``line``; returns the
         number of the line after them."""
         assembler = self.assembler
@@ -231,7 +238,7 @@ class IncrementalParser:
         scanner.set_ready(sink.ready_table(scanner.rank_names))
         while pos < end:
             if assembler.open is None:
-                seg = scanner.scan(buf, pos, line)
+                seg = scanner.scan(buf, pos, line, index)
                 if seg[1]:
                     sink.apply(seg, line, scanner, buf)
                     line += seg[1]
