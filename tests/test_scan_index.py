@@ -6,13 +6,17 @@ from it instead of finding them. Here the summaries with an index (made just bef
 block is fed, made blocks ahead of it as the reading thread does, made before any shape
 or rank was learned, or made of another buffer) are compared with those without, on every
 fixture, the synthetic log and logs of both generators (restarts bring new shapes and new
-ranks in mid-file); and a thread indexes while shapes are added, many at a time.
+ranks in mid-file); and a thread indexes (and scans ahead) while shapes are added, many at
+a time. ``index`` also scans the block ahead (``Index.ahead``), in a state of its own: from
+its first line, and on after each line a scan stops at; ``scan`` returns such a scan for its
+position when the ready table is the one it was made with.
 """
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from generated import write_logs
@@ -132,6 +136,7 @@ def test_adding_shapes_while_another_thread_indexes() -> None:
     from logforensics.read import _scan
 
     scanner = _scan.Scanner(1)
+    scanner.set_ready(bytes([1]) * (_scan.MAX_CLASSES * _scan.MAX_RANKS))  # the scans ahead take lines too
     words = [b"%s %s line" % (bytes([97 + a, 97 + b, 97 + c]), b"q" * d)
              for a in range(26) for b in range(26) for c in range(4) for d in range(2)]
     buf = b"start\n" + b"".join(w + b"\n" for w in words)
@@ -144,6 +149,7 @@ def test_adding_shapes_while_another_thread_indexes() -> None:
             while not stop.is_set():
                 index = scanner.index(buf)
                 seen.append(sum(index.entry(k)[2] for k in range(0, len(index), 97)))
+                assert sum(seg[1] for seg in index.ahead) <= len(index)
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             failed.append(exc)
 
@@ -160,3 +166,30 @@ def test_adding_shapes_while_another_thread_indexes() -> None:
     index = scanner.index(buf)
     assert len(index) == len(words) and all(index.entry(k)[2] for k in range(len(index)))
     assert scanner.shapes == len(words)
+    assert [seg[:2] for seg in index.ahead] == [(len(buf), len(words))]  # every line, in one scan ahead
+    assert scanner.scan(buf, 6, index) is index.ahead[0]
+    assert scanner.scan(buf, 6)[:4] == index.ahead[0][:4]
+
+
+@compiled
+def test_most_lines_are_scanned_ahead(generated: list[Path]) -> None:
+    """On a steady serving log the scans made ahead (as read_file's reading thread makes
+    them) are what the scanner takes: most lines are never scanned on the main thread."""
+    data = generated[2].read_bytes()
+    run = LiveRun("serving")
+    scanner = run.bulk_scanner()
+    assert scanner is not None
+    scan = scanner.scan
+    ahead = 0
+
+    def counted(buf: bytes, pos: int, line: int = 0, index: Any = None) -> Any:
+        nonlocal ahead
+        seg = scan(buf, pos, line, index)
+        if index is not None and any(seg is made for made in index.ahead):
+            ahead += seg[1]
+        return seg
+
+    scanner.scan = counted  # type: ignore[method-assign]
+    for block in _blocks(data, 1 << 16):
+        run.feed_bulk(block, scanner.index(block))
+    assert ahead > 0.7 * scanner.taken

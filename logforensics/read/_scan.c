@@ -10,6 +10,11 @@
  * exactly as Python's int()/float() would) stops the scan there, so the caller can
  * read that line on the exact path, in order, and scan on after it.
  *
+ * index() does the same ahead, on the thread that reads the blocks: each line's end, shape
+ * and rank, and the block's scans with the tables and ready table of then, in a scan state
+ * of its own; scan() then returns such a scan where it began, or reads what the index found.
+ * A lock keeps add(), set_ready() and new ranks from changing the tables while it walks.
+ *
  * Also: log_buckets(), the quantile sketch's bucketing loop.
  */
 #define PY_SSIZE_T_CLEAN
@@ -71,9 +76,9 @@ typedef struct {
     int plan;
 } Last;
 
+/* What one scan fills: the scanner's own scans use one, the scans made ahead of them on the
+ * reading thread (index()) another, so that both may run at once. */
 typedef struct {
-    PyObject_HEAD
-    ShapeTable shapes;
     Rows *rows; /* the rows of the current scan: kept between scans, so their arrays are not
                  * grown afresh (and their pages faulted in again) each time */
     DBuf vals[MAX_SLOTS][MAX_RANKS]; /* the current scan's numbers by slot and rank (kept too) */
@@ -82,9 +87,17 @@ typedef struct {
     Py_ssize_t counts[MAX_KINDS];    /* the current scan's lines per kind, */
     Last lasts[MAX_CLASSES][MAX_RANKS]; /* last line per class and rank */
     unsigned char seen[MAX_CLASSES][MAX_RANKS];
-    int busy; /* a scan runs (without the GIL): no other call may change the scanner */
     Shape *recent[256]; /* the shape last found for a line of each length (mod 256): a line is
                          * compared with it first, which is cheaper than hashing it */
+    unsigned char ready[MAX_CLASSES][MAX_RANKS]; /* (a scan made ahead: the table it used) */
+} ScanState;
+
+typedef struct {
+    PyObject_HEAD
+    ShapeTable shapes;
+    ScanState st;     /* scan()'s */
+    ScanState *ahead; /* index()'s, made at its first call */
+    int busy; /* a scan runs (without the GIL): no other call may change the scanner */
     PyObject *rank_names; /* list: id -> str (index 0: None) */
     unsigned char *rank_text[MAX_RANKS];
     Py_ssize_t rank_len[MAX_RANKS];
@@ -169,6 +182,7 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
     static char *names[] = {"nslots", "ordered", "rows", "row_only", NULL};
     int nslots = 0;
     PyObject *ordered = NULL, *rows = NULL, *row_only = NULL;
+    unsigned char ord[MAX_SLOTS] = {0}, rcls[MAX_CLASSES] = {0}, ronly[MAX_SLOTS] = {0};
     if (!PyArg_ParseTupleAndKeywords(args, kw, "i|OOO", names, &nslots, &ordered, &rows, &row_only))
         return -1;
     if (self->busy) {
@@ -179,16 +193,12 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "too many slots");
         return -1;
     }
-    self->nslots = nslots;
-    memset(self->ordered, 0, sizeof self->ordered);
-    memset(self->row_cls, 0, sizeof self->row_cls);
-    memset(self->row_only, 0, sizeof self->row_only);
-    if (flag_set(ordered, self->ordered, nslots, "bad ordered slot") < 0 ||
-        flag_set(rows, self->row_cls, MAX_CLASSES, "bad row class") < 0 ||
-        flag_set(row_only, self->row_only, nslots, "bad row-only slot") < 0)
+    if (flag_set(ordered, ord, nslots, "bad ordered slot") < 0 ||
+        flag_set(rows, rcls, MAX_CLASSES, "bad row class") < 0 ||
+        flag_set(row_only, ronly, nslots, "bad row-only slot") < 0)
         return -1;
     for (int k = 0; k < nslots; k++) {
-        if (self->ordered[k] && self->row_only[k]) {
+        if (ord[k] && ronly[k]) {
             PyErr_SetString(PyExc_ValueError, "an ordered slot is kept as values");
             return -1;
         }
@@ -197,19 +207,39 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         return -1;
     }
-    Py_XSETREF(self->rank_names, PyList_New(1));
-    if (!self->rank_names)
+    PyObject *names_list = PyList_New(1);
+    if (!names_list)
         return -1;
-    tables_lock(self);
+    Py_INCREF(Py_None);
+    PyList_SET_ITEM(names_list, 0, Py_None);
+    Py_XSETREF(self->rank_names, names_list);
+    tables_lock(self); /* a scan ahead (index()) reads all of this */
+    self->nslots = nslots;
+    memcpy(self->ordered, ord, sizeof ord);
+    memcpy(self->row_cls, rcls, sizeof rcls);
+    memcpy(self->row_only, ronly, sizeof ronly);
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
     self->nranks = 1;
     self->epoch++;
-    tables_unlock(self);
-    Py_INCREF(Py_None);
-    PyList_SET_ITEM(self->rank_names, 0, Py_None);
     memset(self->ready, 0, sizeof self->ready);
+    tables_unlock(self);
     return 0;
+}
+
+static void state_free(ScanState *st)
+{
+    if (st->rows) {
+        rows_free(st->rows);
+        PyMem_Free(st->rows);
+        st->rows = NULL;
+    }
+    for (int k = 0; k < MAX_SLOTS; k++) {
+        for (int r = 0; r < MAX_RANKS; r++)
+            PyMem_RawFree(st->vals[k][r].v);
+        PyMem_RawFree(st->ord_y[k].v);
+        PyMem_RawFree(st->ord_ts[k].v);
+    }
 }
 
 static void Scanner_dealloc(Scanner *self)
@@ -221,15 +251,10 @@ static void Scanner_dealloc(Scanner *self)
         }
     }
     PyMem_Free(self->shapes.slots);
-    if (self->rows) {
-        rows_free(self->rows);
-        PyMem_Free(self->rows);
-    }
-    for (int k = 0; k < MAX_SLOTS; k++) {
-        for (int r = 0; r < MAX_RANKS; r++)
-            PyMem_RawFree(self->vals[k][r].v);
-        PyMem_RawFree(self->ord_y[k].v);
-        PyMem_RawFree(self->ord_ts[k].v);
+    state_free(&self->st);
+    if (self->ahead) {
+        state_free(self->ahead);
+        PyMem_Free(self->ahead);
     }
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
@@ -343,9 +368,11 @@ static PyObject *Scanner_set_ready(Scanner *self, PyObject *arg)
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
         return NULL;
-    memset(self->ready, 0, sizeof self->ready);
     Py_ssize_t n = b.len < (Py_ssize_t)sizeof self->ready ? b.len : (Py_ssize_t)sizeof self->ready;
+    tables_lock(self); /* index() copies it */
+    memset(self->ready, 0, sizeof self->ready);
     memcpy(self->ready, b.buf, (size_t)n);
+    tables_unlock(self);
     PyBuffer_Release(&b);
     Py_RETURN_NONE;
 }
@@ -645,16 +672,16 @@ static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
 /* The lines of buf from *pos on, taken until one cannot be (see Scanner_scan); runs without
  * the GIL (g), touching no Python object. 0; -1: out of memory. A line with a rank not seen
  * before stops the scan with *new_rank (its offset in buf) set. */
-static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_ssize_t *pos_io,
-                      Py_ssize_t *lines_io, int *top_io, Py_ssize_t *new_rank, const Entry *ent, Py_ssize_t nent,
-                      Gil *g)
+static int scan_lines(Scanner *self, ScanState *st, const unsigned char (*ready)[MAX_RANKS],
+                      const unsigned char *buf, Py_ssize_t n, Py_ssize_t *pos_io, Py_ssize_t *lines_io, int *top_io,
+                      Py_ssize_t *new_rank, const Entry *ent, Py_ssize_t nent, Gil *g)
 {
     Py_ssize_t pos = *pos_io, lines = 0;
     int top = 0; /* rank ids below this were taken */
     int status = 0;
     double cv[MAX_SLOTS]; /* the line's value slots' numbers, and what read them */
     int ctag[MAX_SLOTS];
-    Rows *rows = self->rows;
+    Rows *rows = st->rows;
     const unsigned char *sec_p = NULL; /* the stamp last read as seconds */
     Py_ssize_t sec_n = 0;
     double sec_v = 0.0;
@@ -691,7 +718,7 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
             len = nl - p;
         }
         if (!sh && len <= MAX_KEY) { /* (a shape learned after the index was made) */
-            Shape **seen_sh = &self->recent[len & 255];
+            Shape **seen_sh = &st->recent[len & 255];
             if (*seen_sh && (*seen_sh)->k.len == len && shape_equal(p, (*seen_sh)->k.key, len))
                 sh = *seen_sh;
             else if ((sh = lookup(self, p, len)))
@@ -718,7 +745,7 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
                 break;               /* (too many ranks: the exact path reads the line) */
             }
         }
-        if (!self->ready[sh->cls][rid])
+        if (!ready[sh->cls][rid])
             break;
         int ok = 1;
         int as_row = self->row_cls[sh->cls];
@@ -758,7 +785,7 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
             } else {
                 /* a slot's numbers of one scan are all ints or all floats: a line that would
                  * mix them stops the scan (the exact path reads it, the next scan goes on) */
-                int t0 = self->vals[sl->slot][rid].tag, t1 = self->ord_y[sl->slot].tag;
+                int t0 = st->vals[sl->slot][rid].tag, t1 = st->ord_y[sl->slot].tag;
                 if (value_double(vp, vn, sl->conv, &cv[k], &ctag[k], g) && (!t0 || t0 == ctag[k]) &&
                     (!self->ordered[sl->slot] || !t1 || t1 == ctag[k])) {
                     if (rv)
@@ -776,11 +803,11 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
             int slot = sh->slots[k].slot;
             if (!ctag[k])
                 continue; /* a row-only slot */
-            ok = dbuf_push(&self->vals[slot][rid], cv[k], ctag[k]) == 0;
+            ok = dbuf_push(&st->vals[slot][rid], cv[k], ctag[k]) == 0;
             if (ok && self->ordered[slot])
-                ok = sbuf_push(&self->ord_ts[slot], sh->ta < 0 ? -1 : pos + sh->ta, (int)(sh->tb - sh->ta),
+                ok = sbuf_push(&st->ord_ts[slot], sh->ta < 0 ? -1 : pos + sh->ta, (int)(sh->tb - sh->ta),
                                sh->ts_iso) == 0 &&
-                     dbuf_push(&self->ord_y[slot], cv[k], ctag[k]) == 0;
+                     dbuf_push(&st->ord_y[slot], cv[k], ctag[k]) == 0;
         }
         if (!ok) {
             status = -1; /* out of memory: the scan's result is not used */
@@ -797,13 +824,13 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
             rows->dated[r] = (unsigned char)sec_dated;
             rows->sec[r] = sec_v;
         }
-        self->counts[sh->kind]++;
-        Last *l = &self->lasts[sh->cls][rid];
+        st->counts[sh->kind]++;
+        Last *l = &st->lasts[sh->cls][rid];
         l->line = lines;
         l->start = pos;
         l->end = len + pos;
         l->plan = sh->plan;
-        self->seen[sh->cls][rid] = 1;
+        st->seen[sh->cls][rid] = 1;
         if (rid >= top)
             top = rid + 1;
         lines++;
@@ -858,8 +885,12 @@ static PyObject *stamp_list(const SBuf *ts, const unsigned char *buf)
  * finding a line's end and its shape is then off the main thread's path. The tables only ever
  * grow (a shape is freed with the scanner alone, a rank id keeps its text until init), so what
  * an entry holds stays true; a line without an entry, or with no shape or rank found, is
- * looked up again by scan(). It keeps the buffer object (not its bytes: a reused buffer is
- * indexed again when read into again) and the scanner, which outlives it. */
+ * looked up again by scan(). With it, the block's scans made ahead (see Scanner_index): a
+ * scan's result depends only on the bytes, the tables and the ready table, so one made
+ * ahead is what scan() returns from the same position under the same ready table, but for
+ * where it stops (the tables may have grown since: the caller scans on from there). It keeps
+ * the buffer object (not its bytes: a reused buffer is indexed again when read into again)
+ * and the scanner, which outlives it. */
 typedef struct {
     PyObject_HEAD
     PyObject *scanner; /* the Scanner */
@@ -868,11 +899,16 @@ typedef struct {
     unsigned long epoch;
     Entry *e;
     Py_ssize_t n;
+    PyObject *ahead;        /* tuple: the scans made ahead with the index, each taking a line or more */
+    Py_ssize_t *ahead_pos;  /* where each began, ascending */
+    unsigned char ready[MAX_CLASSES][MAX_RANKS]; /* the ready table they used */
 } Index;
 
 static void Index_dealloc(Index *self)
 {
     PyMem_RawFree(self->e);
+    PyMem_Free(self->ahead_pos);
+    Py_XDECREF(self->ahead);
     Py_XDECREF(self->scanner);
     Py_XDECREF(self->buf);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -894,6 +930,19 @@ static PyObject *Index_entry(Index *self, PyObject *arg)
     return Py_BuildValue("(nnOi)", x->start, (Py_ssize_t)x->len, x->sh ? Py_True : Py_False, (int)x->rid);
 }
 
+static PyObject *Index_ahead(Index *self, void *closure)
+{
+    if (!self->ahead)
+        return PyTuple_New(0);
+    Py_INCREF(self->ahead);
+    return self->ahead;
+}
+
+static PyGetSetDef Index_getset[] = {
+    {"ahead", (getter)Index_ahead, NULL, "the scans made ahead (what scan() returns from where each began)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyMethodDef Index_methods[] = {
     {"entry", (PyCFunction)Index_entry, METH_O, "One line's entry: (start, length, shape found, rank id)."},
     {NULL, NULL, 0, NULL},
@@ -909,6 +958,7 @@ static PyTypeObject IndexType = {
     .tp_doc = "Each whole line of a block with its shape and rank, found ahead of the scan.",
     .tp_dealloc = (destructor)Index_dealloc,
     .tp_methods = Index_methods,
+    .tp_getset = Index_getset,
     .tp_as_sequence = &Index_as_sequence,
 };
 
@@ -974,43 +1024,105 @@ static int index_lines(Scanner *s, const unsigned char *buf, Py_ssize_t n, Entry
     return 0;
 }
 
-/* index(buf) -> Index of buf's whole lines after its first newline (see Index). Meant for
- * another thread than the scanning one: it runs without the GIL, and add() or a new rank
- * waits for it (they may move what it reads). */
-static PyObject *Scanner_index(Scanner *self, PyObject *arg)
+/* Ready st for a scan: nothing taken yet. 0; -1 with MemoryError set (holding the GIL). */
+static int state_reset(Scanner *self, ScanState *st)
 {
-    if (!self->lock) {
-        PyErr_SetString(PyExc_RuntimeError, "the scanner is not initialised");
-        return NULL;
+    memset(st->counts, 0, sizeof st->counts);
+    memset(st->seen, 0, sizeof st->seen);
+    for (int k = 0; k < self->nslots; k++) {
+        for (int r = 0; r < MAX_RANKS; r++)
+            st->vals[k][r].n = 0, st->vals[k][r].tag = DBL_NONE;
+        st->ord_y[k].n = 0;
+        st->ord_y[k].tag = DBL_NONE;
+        st->ord_ts[k].n = 0;
     }
-    Py_buffer b;
-    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
-        return NULL;
-    Index *ix = PyObject_New(Index, &IndexType);
-    if (!ix) {
-        PyBuffer_Release(&b);
-        return NULL;
+    if (!st->rows && !(st->rows = PyMem_Calloc(1, sizeof(Rows)))) {
+        PyErr_NoMemory();
+        return -1;
     }
-    ix->e = NULL;
-    ix->n = 0;
-    Py_INCREF(self);
-    ix->scanner = (PyObject *)self;
-    Py_INCREF(arg);
-    ix->buf = arg;
-    ix->len = b.len;
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(self->lock, WAIT_LOCK);
-    ix->epoch = self->epoch;
-    status = index_lines(self, b.buf, b.len, &ix->e, &ix->n);
-    PyThread_release_lock(self->lock);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&b);
-    if (status < 0) {
-        Py_DECREF(ix);
-        return PyErr_NoMemory();
+    if (st->rows->nslots != self->nslots) { /* arrays sized for other slots (init called again) */
+        rows_free(st->rows);
+        st->rows->nslots = self->nslots;
     }
-    return (PyObject *)ix;
+    st->rows->n = 0;
+    return 0;
+}
+
+/* The result tuple of a scan of buf that stopped at pos after taking lines (see
+ * Scanner_scan), from what st holds; NULL with an exception set. Holding the GIL. */
+static PyObject *segment_result(Scanner *self, ScanState *st, const unsigned char *buf, Py_ssize_t pos,
+                                Py_ssize_t lines, int top)
+{
+    PyObject *result = NULL;
+    PyObject *oxs[MAX_SLOTS]; /* the ordered slots' stamps */
+    memset(oxs, 0, sizeof oxs);
+    Rows *rows = st->rows;
+    for (int k = 0; k < self->nslots; k++) {
+        if (self->ordered[k] && st->ord_ts[k].n && !(oxs[k] = stamp_list(&st->ord_ts[k], buf)))
+            goto done;
+    }
+    {
+        PyObject *c = PyList_New(0), *ls = PyList_New(0), *vs = PyList_New(0), *os = PyList_New(0);
+        if (!c || !ls || !vs || !os) {
+            Py_XDECREF(c); Py_XDECREF(ls); Py_XDECREF(vs); Py_XDECREF(os);
+            goto done;
+        }
+        int bad = 0;
+        for (int k = 0; k < MAX_KINDS && !bad; k++) {
+            if (!st->counts[k])
+                continue;
+            PyObject *t = Py_BuildValue("(in)", k, st->counts[k]);
+            bad = !t || PyList_Append(c, t) < 0;
+            Py_XDECREF(t);
+        }
+        for (int cl = 0; cl < MAX_CLASSES && !bad; cl++) {
+            for (int r = 0; r < top && !bad; r++) {
+                if (!st->seen[cl][r])
+                    continue;
+                Last *l = &st->lasts[cl][r];
+                PyObject *t = Py_BuildValue("(iinnni)", cl, r, l->line, l->start, l->end, l->plan);
+                bad = !t || PyList_Append(ls, t) < 0;
+                Py_XDECREF(t);
+            }
+        }
+        for (int k = 0; k < self->nslots && !bad; k++) {
+            for (int r = 0; r < top && !bad; r++) {
+                DBuf *d = &st->vals[k][r];
+                if (!d->n)
+                    continue;
+                PyObject *t = Py_BuildValue("(iiNN)", k, r, PyBool_FromLong(d->tag == DBL_INT),
+                                            col_bytes(d->v, d->n, sizeof(double)));
+                bad = !t || PyList_Append(vs, t) < 0;
+                Py_XDECREF(t);
+            }
+            DBuf *d = &st->ord_y[k];
+            if (!bad && oxs[k]) {
+                PyObject *t = Py_BuildValue("(iONN)", k, oxs[k], PyBool_FromLong(d->tag == DBL_INT),
+                                            col_bytes(d->v, d->n, sizeof(double)));
+                bad = !t || PyList_Append(os, t) < 0;
+                Py_XDECREF(t);
+            }
+        }
+        PyObject *rs = NULL;
+        if (!bad) {
+            if (rows->n) {
+                rs = rows_tuple(rows);
+                bad = !rs;
+            } else {
+                rs = Py_None;
+                Py_INCREF(rs);
+            }
+        }
+        if (!bad)
+            result = Py_BuildValue("(nnNNNNN)", pos, lines, c, ls, vs, os, rs);
+        else {
+            Py_DECREF(c); Py_DECREF(ls); Py_DECREF(vs); Py_DECREF(os);
+        }
+    }
+done:
+    for (int k = 0; k < self->nslots; k++)
+        Py_XDECREF(oxs[k]);
+    return result;
 }
 
 static PyObject *Scanner_scan(Scanner *self, PyObject *args)
@@ -1038,35 +1150,35 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         if (ix->scanner == (PyObject *)self && ix->buf == b.obj && ix->len == b.len && ix->epoch == self->epoch) {
             ent = ix->e;
             nent = ix->n;
+            /* a scan made ahead from pos, under the same ready table: what this scan takes
+             * first (the tables have only grown since: it may stop at a line taken now) */
+            Py_ssize_t na = ix->ahead ? PyTuple_GET_SIZE(ix->ahead) : 0;
+            if (na && !memcmp(ix->ready, self->ready, sizeof self->ready)) {
+                Py_ssize_t lo = 0, hi = na;
+                while (lo < hi) {
+                    Py_ssize_t mid = lo + (hi - lo) / 2;
+                    if (ix->ahead_pos[mid] < pos)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                if (lo < na && ix->ahead_pos[lo] == pos) {
+                    PyBuffer_Release(&b);
+                    PyObject *seg = PyTuple_GET_ITEM(ix->ahead, lo);
+                    Py_INCREF(seg);
+                    return seg;
+                }
+            }
         }
     }
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
     PyObject *result = NULL;
-    PyObject *oxs[MAX_SLOTS]; /* the ordered slots' stamps */
-    memset(self->counts, 0, sizeof self->counts);
-    memset(self->seen, 0, sizeof self->seen);
-    memset(oxs, 0, sizeof oxs);
-    for (int k = 0; k < self->nslots; k++) {
-        for (int r = 0; r < MAX_RANKS; r++)
-            self->vals[k][r].n = 0, self->vals[k][r].tag = DBL_NONE;
-        self->ord_y[k].n = 0;
-        self->ord_y[k].tag = DBL_NONE;
-        self->ord_ts[k].n = 0;
-    }
-    Py_ssize_t *counts = self->counts;
+    ScanState *st = &self->st;
     Py_ssize_t lines = 0;
     int top = 0; /* rank ids below this were taken */
-    Rows *rows = self->rows;
-    if (!rows && !(rows = self->rows = PyMem_Calloc(1, sizeof(Rows)))) {
-        PyErr_NoMemory();
+    if (state_reset(self, st) < 0)
         goto done;
-    }
-    if (rows->nslots != self->nslots) { /* arrays sized for other slots (init called again) */
-        rows_free(rows);
-        rows->nslots = self->nslots;
-    }
-    rows->n = 0;
     if (pos < 0 || pos > n) {
         PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
         goto done;
@@ -1074,7 +1186,8 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
     Py_ssize_t new_rank = -1;
     self->busy = 1;
     Gil g = {PyEval_SaveThread()};
-    int status = scan_lines(self, buf, n, &pos, &lines, &top, &new_rank, ent, nent, &g);
+    int status = scan_lines(self, st, (const unsigned char (*)[MAX_RANKS])self->ready, buf, n, &pos, &lines, &top,
+                            &new_rank, ent, nent, &g);
     PyEval_RestoreThread(g.ts);
     self->busy = 0;
     if (status < 0) {
@@ -1102,73 +1215,121 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         self->nranks++;
         tables_unlock(self);
     }
-    for (int k = 0; k < self->nslots; k++) {
-        if (self->ordered[k] && self->ord_ts[k].n && !(oxs[k] = stamp_list(&self->ord_ts[k], buf)))
-            goto done;
-    }
-    {
-        PyObject *c = PyList_New(0), *ls = PyList_New(0), *vs = PyList_New(0), *os = PyList_New(0);
-        if (!c || !ls || !vs || !os) {
-            Py_XDECREF(c); Py_XDECREF(ls); Py_XDECREF(vs); Py_XDECREF(os);
-            goto done;
-        }
-        int bad = 0;
-        for (int k = 0; k < MAX_KINDS && !bad; k++) {
-            if (!counts[k])
-                continue;
-            PyObject *t = Py_BuildValue("(in)", k, counts[k]);
-            bad = !t || PyList_Append(c, t) < 0;
-            Py_XDECREF(t);
-        }
-        for (int cl = 0; cl < MAX_CLASSES && !bad; cl++) {
-            for (int r = 0; r < top && !bad; r++) {
-                if (!self->seen[cl][r])
-                    continue;
-                Last *l = &self->lasts[cl][r];
-                PyObject *t = Py_BuildValue("(iinnni)", cl, r, l->line, l->start, l->end, l->plan);
-                bad = !t || PyList_Append(ls, t) < 0;
-                Py_XDECREF(t);
-            }
-        }
-        for (int k = 0; k < self->nslots && !bad; k++) {
-            for (int r = 0; r < top && !bad; r++) {
-                DBuf *d = &self->vals[k][r];
-                if (!d->n)
-                    continue;
-                PyObject *t = Py_BuildValue("(iiNN)", k, r, PyBool_FromLong(d->tag == DBL_INT),
-                                            col_bytes(d->v, d->n, sizeof(double)));
-                bad = !t || PyList_Append(vs, t) < 0;
-                Py_XDECREF(t);
-            }
-            DBuf *d = &self->ord_y[k];
-            if (!bad && oxs[k]) {
-                PyObject *t = Py_BuildValue("(iONN)", k, oxs[k], PyBool_FromLong(d->tag == DBL_INT),
-                                            col_bytes(d->v, d->n, sizeof(double)));
-                bad = !t || PyList_Append(os, t) < 0;
-                Py_XDECREF(t);
-            }
-        }
-        PyObject *rs = NULL;
-        if (!bad) {
-            if (rows->n) {
-                rs = rows_tuple(rows);
-                bad = !rs;
-            } else {
-                rs = Py_None;
-                Py_INCREF(rs);
-            }
-        }
-        if (!bad)
-            result = Py_BuildValue("(nnNNNNN)", pos, lines, c, ls, vs, os, rs);
-        else {
-            Py_DECREF(c); Py_DECREF(ls); Py_DECREF(vs); Py_DECREF(os);
-        }
-    }
+    result = segment_result(self, st, buf, pos, lines, top);
 done:
-    for (int k = 0; k < self->nslots; k++)
-        Py_XDECREF(oxs[k]);
     PyBuffer_Release(&b);
     return result;
+}
+
+/* index(buf) -> Index of buf's whole lines after its first newline (see Index), with the
+ * block's scans made ahead (Index.ahead): from its first line, and on from the line after
+ * each stop, each that takes a line kept. Meant for another
+ * thread than the scanning one: it runs without the GIL (but for a float the fast reading
+ * leaves, and the result), and add(), set_ready() or a new rank waits for it (they change
+ * what it reads). The scan ahead fills the scanner's second scan state, so it may run while
+ * scan() runs; it registers no rank (it stops at a new one, as scan() does). */
+static PyObject *Scanner_index(Scanner *self, PyObject *arg)
+{
+    if (!self->lock) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner is not initialised");
+        return NULL;
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Index *ix = PyObject_New(Index, &IndexType);
+    if (!ix) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    ix->e = NULL;
+    ix->n = 0;
+    ix->ahead = NULL;
+    ix->ahead_pos = NULL;
+    Py_INCREF(self);
+    ix->scanner = (PyObject *)self;
+    Py_INCREF(arg);
+    ix->buf = arg;
+    ix->len = b.len;
+    /* the second scan state and its rows, made holding the GIL (the lock orders their use) */
+    tables_lock(self);
+    if (!self->ahead)
+        self->ahead = PyMem_Calloc(1, sizeof(ScanState));
+    if (self->ahead && !self->ahead->rows)
+        self->ahead->rows = PyMem_Calloc(1, sizeof(Rows));
+    int room = self->ahead && self->ahead->rows;
+    tables_unlock(self);
+    if (!room) {
+        PyBuffer_Release(&b);
+        Py_DECREF(ix);
+        return PyErr_NoMemory();
+    }
+    ScanState *st = self->ahead;
+    PyObject *segs = PyList_New(0);
+    Py_ssize_t *at = NULL, nat = 0; /* where each kept scan began */
+    int status;
+    Gil g = {PyEval_SaveThread()};
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    ix->epoch = self->epoch;
+    status = index_lines(self, b.buf, b.len, &ix->e, &ix->n);
+    memcpy(st->ready, self->ready, sizeof st->ready);
+    /* scans from the first line on; after each stop, on from the line after it (the caller
+     * reads the line it stopped at, or a run of lines from there, on the exact path, and
+     * scans on after them). Each scan that takes a line or more is kept. */
+    Py_ssize_t k = 0; /* the entry the next scan begins at */
+    int clean = 0;    /* st holds no line taken */
+    while (status == 0 && segs && k < ix->n) {
+        if (!ix->e[k].sh || ix->e[k].rid < 0) { /* a line no scan would take now */
+            k++;
+            continue;
+        }
+        if (!clean && state_reset(self, st) < 0) /* (its rows are made: no error) */
+            break;
+        clean = 1;
+        Py_ssize_t pos = ix->e[k].start, lines = 0, new_rank = -1;
+        int top = 0;
+        if (scan_lines(self, st, (const unsigned char (*)[MAX_RANKS])st->ready, b.buf, b.len, &pos, &lines, &top,
+                       &new_rank, ix->e, ix->n, &g) < 0)
+            break;
+        if (lines) { /* kept: its result is made now, before the next scan resets st */
+            clean = 0;
+            PyEval_RestoreThread(g.ts);
+            PyObject *seg = segment_result(self, st, b.buf, pos, lines, top);
+            Py_ssize_t *m = seg ? PyMem_Realloc(at, (size_t)(nat + 1) * sizeof *at) : NULL;
+            if (m)
+                at = m;
+            int ok = m && PyList_Append(segs, seg) == 0;
+            Py_XDECREF(seg);
+            if (ok)
+                at[nat++] = ix->e[k].start;
+            else
+                PyErr_Clear(); /* only a head start: scan() reads these lines itself */
+            g.ts = PyEval_SaveThread();
+            if (!ok)
+                break;
+        }
+        while (k < ix->n && ix->e[k].start <= pos)
+            k++;
+    }
+    PyEval_RestoreThread(g.ts);
+    if (segs && nat) {
+        ix->ahead = PyList_AsTuple(segs);
+        if (ix->ahead) {
+            ix->ahead_pos = at;
+            at = NULL;
+            memcpy(ix->ready, st->ready, sizeof ix->ready);
+        }
+    }
+    PyErr_Clear();
+    Py_XDECREF(segs);
+    PyMem_Free(at);
+    PyThread_release_lock(self->lock);
+    PyBuffer_Release(&b);
+    if (status < 0) {
+        Py_DECREF(ix);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)ix;
 }
 
 static PyObject *Scanner_len(Scanner *self, void *closure)

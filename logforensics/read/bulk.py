@@ -198,10 +198,14 @@ class BulkScanner:
 
     def index(self, buf: bytes | bytearray) -> Any:
         """Each whole line of ``buf`` after its first newline with its shape and rank as the
-        tables know them now (``_scan.Index``): made by the reading thread right after it
-        reads a block (without the GIL), so that the scan of the block, on the main thread,
-        need not find each line's end and shape itself. Shapes and ranks learned later are
-        looked up by the scan. Valid while ``buf`` holds the bytes it was made of."""
+        tables know them now, and the block's scans made ahead with those tables and the
+        ready table of now (``_scan.Index``; ``Index.ahead``): made by the reading thread
+        right after it reads a block, mostly without the GIL, so that the main thread, busy
+        with the block before, finds the block's segments made (or at least each line's end
+        and shape found). A scan made ahead is returned by :meth:`scan` only from where it
+        began and under the same ready table; the tables have only grown since, so it takes
+        the lines a scan now would take, but may stop earlier (the parser then scans on).
+        Valid while ``buf`` holds the bytes it was made of."""
         return self.scanner.index(buf)
 
     def stamp(self, buf: bytes, start: int, end: int, plan_id: int) -> tuple[str, Any]:

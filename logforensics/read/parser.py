@@ -236,6 +236,9 @@ class IncrementalParser:
         others = getattr(sink, "take_others", None) if self.max_line_bytes >= OTHER_LIMIT else None
         scanner.learn()
         scanner.set_ready(sink.ready_table(scanner.rank_names))
+        # the scans made ahead with the index (scan returns them): made with the tables of then,
+        # each may stop at a line that a scan now takes (a shape or rank learned since)
+        ahead = {id(seg) for seg in index.ahead} if index is not None else ()
         while pos < end:
             if assembler.open is None:
                 seg = scanner.scan(buf, pos, line, index)
@@ -246,6 +249,8 @@ class IncrementalParser:
                 pos = seg[0]
                 if pos >= end:
                     break
+                if ahead and id(seg) in ahead:
+                    continue  # scan on from there now (it took a line: no scan returns it again)
                 if others is not None:
                     pos, n, bad = others(buf, pos, end, line, classifier.binary)
                     if n:  # such lines change nothing the scanner is told: scan on
