@@ -101,9 +101,11 @@ def test_index_changes_nothing_on_generated_logs(generated: list[Path]) -> None:
 
 
 @compiled
-def test_read_file_indexes_ahead_with_the_same_result(generated: list[Path]) -> None:
-    """The batch reader (reused buffers, indexed by the reading thread) against blocks fed
-    without an index."""
+def test_read_file_indexes_ahead_with_the_same_result(generated: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch reader with ``LOGFORENSICS_SCAN_AHEAD=1`` (reused buffers, indexed and
+    scanned ahead by the reading thread) against blocks fed without an index."""
+    monkeypatch.setenv("LOGFORENSICS_SCAN_AHEAD", "1")
+    assert bulk.scan_ahead()
     for path in generated:
         want, _ = _bulk_path(path.read_bytes(), str(path), 1 << 20)
         run = read_file(path)

@@ -36,14 +36,16 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
         run = LiveRun(name, node=node)
         if memo is not None:
             run.parser.classifier.share_memo(memo)
-        scanner = run.bulk_scanner()
-        assert scanner is not None
         # buffers read into again and again (feed_bulk keeps nothing of a block), by a thread
-        # while the scanner works without the GIL; that thread also indexes each block's lines
-        # (their ends, shapes and ranks), so that the scan on this thread need not find them
-        for block, index in prepared_blocks(path, progress, BULK_BLOCK_SIZE, warn=run.parser.stats.warnings.append,
-                                            prepare=scanner.index):
-            run.feed_bulk(block, index)
+        # while the scanner works without the GIL
+        warn = run.parser.stats.warnings.append
+        scanner = run.bulk_scanner() if bulk.scan_ahead() else None
+        if scanner is not None:  # that thread also indexes and scans each block ahead
+            for block, index in prepared_blocks(path, progress, BULK_BLOCK_SIZE, warn=warn, prepare=scanner.index):
+                run.feed_bulk(block, index)
+        else:
+            for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=warn, reuse=True, ahead=True):
+                run.feed_bulk(block)
         run.close()
         return run
     run = LiveRun(name, node=node)

@@ -31,6 +31,7 @@
 #define MAX_SLOTS 16
 #define MAX_KINDS 256
 #define MAX_KEY 4096
+#define AHEAD_MIN 64 /* lines a scan made ahead takes at least to be kept */
 
 enum { CONV_INT = 0, CONV_FLOAT = 1, CONV_BOOL = 2 };
 
@@ -1291,8 +1292,9 @@ static PyObject *Scanner_index(Scanner *self, PyObject *arg)
         if (scan_lines(self, st, (const unsigned char (*)[MAX_RANKS])st->ready, b.buf, b.len, &pos, &lines, &top,
                        &new_rank, ix->e, ix->n, &g) < 0)
             break;
-        if (lines) { /* kept: its result is made now, before the next scan resets st */
+        if (lines)
             clean = 0;
+        if (lines >= AHEAD_MIN) { /* kept: its result is made now, before the next scan resets st */
             PyEval_RestoreThread(g.ts);
             PyObject *seg = segment_result(self, st, b.buf, pos, lines, top);
             Py_ssize_t *m = seg ? PyMem_Realloc(at, (size_t)(nat + 1) * sizeof *at) : NULL;

@@ -116,6 +116,14 @@ def available() -> bool:
     return _scan is not None and os.environ.get("LOGFORENSICS_PURE", "").strip() not in ("1", "yes", "true")
 
 
+def scan_ahead() -> bool:
+    """Whether a batch read indexes and scans each block ahead on its reading thread
+    (:meth:`BulkScanner.index`): ``LOGFORENSICS_SCAN_AHEAD=1``. Not the default: it takes
+    about a third of the scanning thread's time off it, but on a busy machine, where the
+    second core is not free, the hand-over costs more than it saves (``bench/README.md``)."""
+    return available() and os.environ.get("LOGFORENSICS_SCAN_AHEAD", "").strip() in ("1", "yes", "true")
+
+
 class BulkScanner:
     """The C scanner, fed with the plain plans a :class:`LineClassifier` has learned.
 
