@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import functools
 import gzip
 import json
 import lzma
@@ -50,13 +51,25 @@ def summary(path: Path) -> dict:
     return json.loads(out.stdout.replace(json.dumps(str(path))[1:-1], "<log>"))
 
 
+@functools.cache
+def plain_events(path: Path) -> list[dict]:
+    """``events`` of a plain fixture, read once: several cases compare against the same one."""
+    return events(path)
+
+
+@functools.cache
+def plain_summary(path: Path) -> dict:
+    """``summary`` of a plain fixture, read once (the cases compare, never change it)."""
+    return summary(path)
+
+
 @pytest.mark.parametrize("ext", sorted(COMPRESSORS))
 @pytest.mark.parametrize("named", [True, False], ids=["by-name", "magic-only"])
 def test_compressed_logs_read_like_the_plain_one(tmp_path: Path, ext: str, named: bool) -> None:
     path = tmp_path / (f"server.log.{ext}" if named else "server.log")
     path.write_bytes(COMPRESSORS[ext](CRASH.read_bytes()))
-    assert events(path) == events(CRASH)  # same events, same line numbers (of the decompressed text)
-    assert summary(path) == summary(CRASH)
+    assert events(path) == plain_events(CRASH)  # same events, same line numbers (of the decompressed text)
+    assert summary(path) == plain_summary(CRASH)
     out = run("diff", str(READY), str(path), "--fail-on", "never")
     assert out.returncode == 0 and "TP1 failed first" in out.stdout
     assert NOT_TEXT not in out.stdout + out.stderr
@@ -106,9 +119,9 @@ def test_a_compressed_file_is_never_cut_into_byte_ranges(tmp_path: Path) -> None
 def test_byte_order_marks_are_read(tmp_path: Path, encoding: str, bom: bytes) -> None:
     path = tmp_path / "server.log"
     path.write_bytes(bom + READY.read_text().encode(encoding))
-    assert events(path) == events(READY)  # line 1 (the environment) is read like any other
+    assert events(path) == plain_events(READY)  # line 1 (the environment) is read like any other
     s = summary(path)
-    assert s == summary(READY) and not any(NOT_TEXT in w for w in s["warnings"])
+    assert s == plain_summary(READY) and not any(NOT_TEXT in w for w in s["warnings"])
 
 
 @pytest.mark.parametrize("kind", ["random", "nul-heavy", "utf-16-without-bom"])
