@@ -206,7 +206,9 @@ def ray_cluster():
         port = s.getsockname()[1]
     temp = tempfile.mkdtemp(prefix="lf-ray-")  # short: Ray's socket paths must stay under 108 bytes
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token",
-           "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0"}
+           "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0",
+           # no 30 s wait for a drain on SIGTERM (there is nothing to drain once the test is done)
+           "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
     head = subprocess.Popen([ray_bin, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
                              "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats",
                              "--object-store-memory=100000000", f"--temp-dir={temp}"],
