@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ..read import bulk
 from ..read.fastpath import LineClassifier
-from .files import blocks, is_plain_file, prepared_blocks, text_warning
+from .files import blocks, is_plain_file, text_warning
 from .live import LiveRun
 from .parallel import BULK_BLOCK_SIZE, read_in_parallel
 
@@ -38,14 +38,9 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
             run.parser.classifier.share_memo(memo)
         # buffers read into again and again (feed_bulk keeps nothing of a block), by a thread
         # while the scanner works without the GIL
-        warn = run.parser.stats.warnings.append
-        scanner = run.bulk_scanner() if bulk.scan_ahead() else None
-        if scanner is not None:  # that thread also indexes and scans each block ahead
-            for block, index in prepared_blocks(path, progress, BULK_BLOCK_SIZE, warn=warn, prepare=scanner.index):
-                run.feed_bulk(block, index)
-        else:
-            for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=warn, reuse=True, ahead=True):
-                run.feed_bulk(block)
+        for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=run.parser.stats.warnings.append, reuse=True,
+                            ahead=True):
+            run.feed_bulk(block)
         run.close()
         return run
     run = LiveRun(name, node=node)

@@ -244,42 +244,17 @@ def blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None 
     blocks while the caller works on this one, at most two blocks ahead (memory stays
     flat); that pays only where the caller's work releases the GIL (the summary's C
     scanner does; the thread needs the GIL after each read)."""
-    pairs = _blocks(path, progress, size, warn, reuse, ahead, None)
-    try:
-        for block, _ in pairs:
-            yield block  # type: ignore[misc]  # a bytearray with reuse (read as bytes)
-    finally:
-        pairs.close()
-
-
-def prepared_blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None = None,
-                    size: int = BLOCK_SIZE, *, warn: Warn | None = None,
-                    prepare: Callable[[bytes | bytearray], Any]) -> Generator[tuple[bytes, Any], None, None]:
-    """``blocks(reuse=True, ahead=True)``, each block with ``prepare(block)``, called on the
-    reading thread right after the block is read: work that depends on the block's bytes
-    alone is done there, on the other core, while the caller works on the block before (it
-    pays where ``prepare`` releases the GIL, as the bulk scanner's ``index`` does). Standard
-    input is read in the caller's thread, without ``prepare`` (None)."""
-    yield from _blocks(path, progress, size, warn, True, True, prepare)  # type: ignore[misc]
-
-
-def _blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None, size: int,
-            warn: Warn | None, reuse: bool, ahead: bool,
-            prepare: Callable[[bytes | bytearray], Any] | None) -> Generator[tuple[bytes | bytearray, Any], None, None]:
-    """The blocks of :func:`blocks`, each with what ``prepare`` made of it on the reading
-    thread (None without that thread)."""
     fh = open_log(path)
     sniffed = bytearray()
     judged = warn is None
     first = max(size, SNIFF_BYTES)
     # standard input is read in the caller's thread: a thread waiting there could not be ended
-    reader = _ReadAhead(fh, first, size, prepare) if reuse and ahead and path != "-" else None
+    reader = _ReadAhead(fh, first, size) if reuse and ahead and path != "-" else None
     buf: bytearray | None = None
     try:
         while True:
-            prepared: Any = None
             if reader is not None:
-                block, prepared = reader.next()
+                block: bytes | bytearray = reader.next()
             else:
                 try:
                     want = first or size
@@ -304,7 +279,7 @@ def _blocks(path: str | os.PathLike[str], progress: Callable[[int], None] | None
                 if problem and warn is not None:
                     warn(problem)
                 return
-            yield block, prepared
+            yield block  # type: ignore[misc]
             if progress is not None:
                 progress(len(block))
     except _ReadFailed as exc:
@@ -320,21 +295,15 @@ class _ReadFailed(Exception):
     """An OSError of the reading thread, handed to the reader of the blocks."""
 
 
-_Item = tuple[bytes | bytearray, Any] | BaseException
-
-
 class _ReadAhead:
     """A thread filling three reused buffers in turn, handing each over through a queue of
     one: while the caller works on block k, block k+1 waits in the queue and k+2 is read,
-    into the buffer of k-1, which the caller is done with (it asked for k). Each block goes
-    with ``prepare(block)`` (None without ``prepare``), made here before it is handed over."""
+    into the buffer of k-1, which the caller is done with (it asked for k)."""
 
-    def __init__(self, fh: IO[bytes], first: int, size: int,
-                 prepare: Callable[[bytes | bytearray], Any] | None = None) -> None:
+    def __init__(self, fh: IO[bytes], first: int, size: int) -> None:
         self._fh = fh
         self._sizes = (first, size)
-        self._prepare = prepare
-        self._queue: queue.Queue[_Item] = queue.Queue(maxsize=1)
+        self._queue: queue.Queue[bytes | bytearray | BaseException] = queue.Queue(maxsize=1)
         self._stopping = threading.Event()
         self._done = False
         self._thread = threading.Thread(target=self._run, name="logforensics-read", daemon=True)
@@ -352,18 +321,17 @@ class _ReadAhead:
                     bufs[k % 3] = bytearray(want)
                 buf = bufs[k % 3]
                 got = self._fh.readinto(buf)  # type: ignore[attr-defined]  # a BufferedReader: open_log
-                block: bytes | bytearray = buf if got == want else bytes(buf[:got])
-                item: _Item = (block, self._prepare(block) if self._prepare is not None and block else None)
+                item: bytes | bytearray | BaseException = buf if got == want else bytes(buf[:got])
             except OSError as exc:
                 item = _ReadFailed(exc.strerror or str(exc))
             except BaseException as exc:  # noqa: BLE001 - handed to the reader, raised there
                 item = exc
-            if not self._put(item) or isinstance(item, BaseException) or not item[0]:
+            if not self._put(item) or isinstance(item, BaseException) or not item:
                 return  # stopped, failed, or the end
             want = self._sizes[1]
             k += 1
 
-    def _put(self, item: _Item) -> bool:
+    def _put(self, item: bytes | bytearray | BaseException) -> bool:
         while not self._stopping.is_set():
             try:
                 self._queue.put(item, timeout=0.1)
@@ -372,15 +340,15 @@ class _ReadAhead:
                 continue
         return False
 
-    def next(self) -> tuple[bytes | bytearray, Any]:
-        """The next block (empty at the end) and what ``prepare`` made of it."""
+    def next(self) -> bytes | bytearray:
+        """The next block (empty at the end)."""
         if self._done:
-            return b"", None
+            return b""
         item = self._queue.get()
         if isinstance(item, BaseException):
             self._done = True
             raise item
-        if not item[0]:
+        if not item:
             self._done = True
         return item
 

@@ -8,7 +8,6 @@ feed it byte ranges of a file: there is no second parser.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..events import Event
 from ..model.columns import ORDERED, ROW_ONLY, ROWS, SLOTS, ColumnFeed, class_of
@@ -58,27 +57,20 @@ class LiveRun:
         if self.parser.classifier.node_shapes:
             self._note_nodes(events)
 
-    def bulk_scanner(self) -> bulk.BulkScanner | None:
-        """The compiled scanner ``feed_bulk`` uses (made now if not yet), or None where the
-        compiled path is off: a reader may index blocks with it before they are fed."""
-        if not bulk.available():
-            return None
-        if self._scanner is None:
-            self._scanner = bulk.BulkScanner(self.parser.classifier, class_of, SLOTS, ORDERED, ROWS, ROW_ONLY)
-        return self._scanner
-
-    def feed_bulk(self, chunk: bytes, index: Any = None) -> None:
+    def feed_bulk(self, chunk: bytes) -> None:
         """``feed`` for batch reading, returning no events: where the compiled scanner is
         available, the serving records go to the model as columns (``model.columns``),
-        with the same result. Both kinds of feeding can be mixed on one run. ``index``:
-        ``bulk_scanner().index(chunk)``, made ahead (same result, less work here)."""
-        scanner = self.bulk_scanner()
-        if scanner is None:
+        with the same result. Both kinds of feeding can be mixed on one run."""
+        if not bulk.available():
             self._observe(self.parser.feed(chunk))
             return
+        scanner = self._scanner
+        if scanner is None:
+            scanner = self._scanner = bulk.BulkScanner(self.parser.classifier, class_of, SLOTS, ORDERED, ROWS,
+                                                       ROW_ONLY)
         if self._columns is None or self._columns.model is not self.model:
             self._columns = ColumnFeed(self.model, self._observe, self.pd.batches_without_pd_fields, OTHER_NEEDS)
-        self.parser.feed_bulk(chunk, scanner, self._columns, index)
+        self.parser.feed_bulk(chunk, scanner, self._columns)
 
     def close(self) -> list[Event]:
         events = self.parser.close()

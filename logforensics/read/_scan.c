@@ -10,16 +10,10 @@
  * exactly as Python's int()/float() would) stops the scan there, so the caller can
  * read that line on the exact path, in order, and scan on after it.
  *
- * index() does the same ahead, on the thread that reads the blocks: each line's end, shape
- * and rank, and the block's scans with the tables and ready table of then, in a scan state
- * of its own; scan() then returns such a scan where it began, or reads what the index found.
- * A lock keeps add(), set_ready() and new ranks from changing the tables while it walks.
- *
  * Also: log_buckets(), the quantile sketch's bucketing loop.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <pythread.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -31,7 +25,6 @@
 #define MAX_SLOTS 16
 #define MAX_KINDS 256
 #define MAX_KEY 4096
-#define AHEAD_MIN 64 /* lines a scan made ahead takes at least to be kept */
 
 enum { CONV_INT = 0, CONV_FLOAT = 1, CONV_BOOL = 2 };
 
@@ -77,9 +70,9 @@ typedef struct {
     int plan;
 } Last;
 
-/* What one scan fills: the scanner's own scans use one, the scans made ahead of them on the
- * reading thread (index()) another, so that both may run at once. */
 typedef struct {
+    PyObject_HEAD
+    ShapeTable shapes;
     Rows *rows; /* the rows of the current scan: kept between scans, so their arrays are not
                  * grown afresh (and their pages faulted in again) each time */
     DBuf vals[MAX_SLOTS][MAX_RANKS]; /* the current scan's numbers by slot and rank (kept too) */
@@ -88,17 +81,9 @@ typedef struct {
     Py_ssize_t counts[MAX_KINDS];    /* the current scan's lines per kind, */
     Last lasts[MAX_CLASSES][MAX_RANKS]; /* last line per class and rank */
     unsigned char seen[MAX_CLASSES][MAX_RANKS];
+    int busy; /* a scan runs (without the GIL): no other call may change the scanner */
     Shape *recent[256]; /* the shape last found for a line of each length (mod 256): a line is
                          * compared with it first, which is cheaper than hashing it */
-    unsigned char ready[MAX_CLASSES][MAX_RANKS]; /* (a scan made ahead: the table it used) */
-} ScanState;
-
-typedef struct {
-    PyObject_HEAD
-    ShapeTable shapes;
-    ScanState st;     /* scan()'s */
-    ScanState *ahead; /* index()'s, made at its first call */
-    int busy; /* a scan runs (without the GIL): no other call may change the scanner */
     PyObject *rank_names; /* list: id -> str (index 0: None) */
     unsigned char *rank_text[MAX_RANKS];
     Py_ssize_t rank_len[MAX_RANKS];
@@ -108,17 +93,7 @@ typedef struct {
     unsigned char ordered[MAX_SLOTS];
     unsigned char row_cls[MAX_CLASSES]; /* lines of these classes are also kept as rows */
     unsigned char row_only[MAX_SLOTS];  /* slots kept in rows only, not as value lists */
-    PyThread_type_lock lock; /* guards the shape and rank tables against index() in another thread */
-    unsigned long epoch;     /* init calls: an index made before the last one is not used */
 } Scanner;
-
-/* One whole line of an indexed buffer: where it starts, its length, its shape (NULL: none
- * known when indexed) and its rank id (-1: none known, or no shape). */
-typedef struct {
-    Py_ssize_t start;
-    Shape *sh;
-    int32_t len, rid;
-} Entry;
 
 static void rows_free(Rows *r);
 
@@ -132,23 +107,6 @@ static Shape *lookup(Scanner *s, const unsigned char *p, Py_ssize_t n)
     int kept = n <= (Py_ssize_t)sizeof masked - 8;
     uint64_t h = shape_hash_into(p, n, kept ? masked : NULL);
     return (Shape *)shapes_find(&s->shapes, p, n, h, kept ? masked : NULL);
-}
-
-/* The table lock, taken holding the GIL: the GIL is let go while waiting, so that the thread
- * holding the lock (index(), which takes the GIL back at its end) is never held up by us. */
-static void tables_lock(Scanner *s)
-{
-    if (s->lock && !PyThread_acquire_lock(s->lock, NOWAIT_LOCK)) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(s->lock, WAIT_LOCK);
-        Py_END_ALLOW_THREADS
-    }
-}
-
-static void tables_unlock(Scanner *s)
-{
-    if (s->lock)
-        PyThread_release_lock(s->lock);
 }
 
 /* -- the type ---------------------------------------------------------------------------- */
@@ -183,7 +141,6 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
     static char *names[] = {"nslots", "ordered", "rows", "row_only", NULL};
     int nslots = 0;
     PyObject *ordered = NULL, *rows = NULL, *row_only = NULL;
-    unsigned char ord[MAX_SLOTS] = {0}, rcls[MAX_CLASSES] = {0}, ronly[MAX_SLOTS] = {0};
     if (!PyArg_ParseTupleAndKeywords(args, kw, "i|OOO", names, &nslots, &ordered, &rows, &row_only))
         return -1;
     if (self->busy) {
@@ -194,53 +151,30 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "too many slots");
         return -1;
     }
-    if (flag_set(ordered, ord, nslots, "bad ordered slot") < 0 ||
-        flag_set(rows, rcls, MAX_CLASSES, "bad row class") < 0 ||
-        flag_set(row_only, ronly, nslots, "bad row-only slot") < 0)
+    self->nslots = nslots;
+    memset(self->ordered, 0, sizeof self->ordered);
+    memset(self->row_cls, 0, sizeof self->row_cls);
+    memset(self->row_only, 0, sizeof self->row_only);
+    if (flag_set(ordered, self->ordered, nslots, "bad ordered slot") < 0 ||
+        flag_set(rows, self->row_cls, MAX_CLASSES, "bad row class") < 0 ||
+        flag_set(row_only, self->row_only, nslots, "bad row-only slot") < 0)
         return -1;
     for (int k = 0; k < nslots; k++) {
-        if (ord[k] && ronly[k]) {
+        if (self->ordered[k] && self->row_only[k]) {
             PyErr_SetString(PyExc_ValueError, "an ordered slot is kept as values");
             return -1;
         }
     }
-    if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
-        PyErr_NoMemory();
+    Py_XSETREF(self->rank_names, PyList_New(1));
+    if (!self->rank_names)
         return -1;
-    }
-    PyObject *names_list = PyList_New(1);
-    if (!names_list)
-        return -1;
-    Py_INCREF(Py_None);
-    PyList_SET_ITEM(names_list, 0, Py_None);
-    Py_XSETREF(self->rank_names, names_list);
-    tables_lock(self); /* a scan ahead (index()) reads all of this */
-    self->nslots = nslots;
-    memcpy(self->ordered, ord, sizeof ord);
-    memcpy(self->row_cls, rcls, sizeof rcls);
-    memcpy(self->row_only, ronly, sizeof ronly);
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
     self->nranks = 1;
-    self->epoch++;
+    Py_INCREF(Py_None);
+    PyList_SET_ITEM(self->rank_names, 0, Py_None);
     memset(self->ready, 0, sizeof self->ready);
-    tables_unlock(self);
     return 0;
-}
-
-static void state_free(ScanState *st)
-{
-    if (st->rows) {
-        rows_free(st->rows);
-        PyMem_Free(st->rows);
-        st->rows = NULL;
-    }
-    for (int k = 0; k < MAX_SLOTS; k++) {
-        for (int r = 0; r < MAX_RANKS; r++)
-            PyMem_RawFree(st->vals[k][r].v);
-        PyMem_RawFree(st->ord_y[k].v);
-        PyMem_RawFree(st->ord_ts[k].v);
-    }
 }
 
 static void Scanner_dealloc(Scanner *self)
@@ -252,16 +186,19 @@ static void Scanner_dealloc(Scanner *self)
         }
     }
     PyMem_Free(self->shapes.slots);
-    state_free(&self->st);
-    if (self->ahead) {
-        state_free(self->ahead);
-        PyMem_Free(self->ahead);
+    if (self->rows) {
+        rows_free(self->rows);
+        PyMem_Free(self->rows);
+    }
+    for (int k = 0; k < MAX_SLOTS; k++) {
+        for (int r = 0; r < MAX_RANKS; r++)
+            PyMem_RawFree(self->vals[k][r].v);
+        PyMem_RawFree(self->ord_y[k].v);
+        PyMem_RawFree(self->ord_ts[k].v);
     }
     for (int k = 1; k < self->nranks; k++)
         PyMem_Free(self->rank_text[k]);
     Py_XDECREF(self->rank_names);
-    if (self->lock)
-        PyThread_free_lock(self->lock);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -341,10 +278,7 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
         PyBuffer_Release(&key);
         Py_RETURN_FALSE;
     }
-    tables_lock(self); /* shapes_put may move the slots an index() walks */
-    int put = shapes_put(&self->shapes, &sh->k);
-    tables_unlock(self);
-    if (put < 0)
+    if (shapes_put(&self->shapes, &sh->k) < 0)
         goto fail;
     PyBuffer_Release(&key);
     Py_RETURN_TRUE;
@@ -369,11 +303,9 @@ static PyObject *Scanner_set_ready(Scanner *self, PyObject *arg)
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
         return NULL;
-    Py_ssize_t n = b.len < (Py_ssize_t)sizeof self->ready ? b.len : (Py_ssize_t)sizeof self->ready;
-    tables_lock(self); /* index() copies it */
     memset(self->ready, 0, sizeof self->ready);
+    Py_ssize_t n = b.len < (Py_ssize_t)sizeof self->ready ? b.len : (Py_ssize_t)sizeof self->ready;
     memcpy(self->ready, b.buf, (size_t)n);
-    tables_unlock(self);
     PyBuffer_Release(&b);
     Py_RETURN_NONE;
 }
@@ -644,7 +576,7 @@ static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
     return s;
 }
 
-/* scan(buf, pos, index=None) -> (stop, lines, counts, lasts, values, ordered, rows)
+/* scan(buf, pos) -> (stop, lines, counts, lasts, values, ordered, rows)
  *
  * buf holds whole lines, each ending in "\n". From pos (a line start), every line
  * whose shape is registered and whose class and rank are ready is taken; the scan
@@ -666,71 +598,41 @@ static PyObject *stamp_str(const unsigned char *p, Py_ssize_t n, int iso)
  * rank is ready before the caller says so. The lines are walked without the GIL (scan_lines),
  * so that another thread (reading the next block) runs meanwhile; the scanner itself must not
  * be used by two threads at once (a second call raises RuntimeError).
- * index: what index(buf) gave for this very buffer, holding the same bytes (it is used only
- * for the object it was made of, at its length, since the last init): each line's end, shape
- * and rank are then read from it instead of found here; the result is the same.
  */
 /* The lines of buf from *pos on, taken until one cannot be (see Scanner_scan); runs without
  * the GIL (g), touching no Python object. 0; -1: out of memory. A line with a rank not seen
  * before stops the scan with *new_rank (its offset in buf) set. */
-static int scan_lines(Scanner *self, ScanState *st, const unsigned char (*ready)[MAX_RANKS],
-                      const unsigned char *buf, Py_ssize_t n, Py_ssize_t *pos_io, Py_ssize_t *lines_io, int *top_io,
-                      Py_ssize_t *new_rank, const Entry *ent, Py_ssize_t nent, Gil *g)
+static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_ssize_t *pos_io,
+                      Py_ssize_t *lines_io, int *top_io, Py_ssize_t *new_rank, Gil *g)
 {
     Py_ssize_t pos = *pos_io, lines = 0;
     int top = 0; /* rank ids below this were taken */
     int status = 0;
     double cv[MAX_SLOTS]; /* the line's value slots' numbers, and what read them */
     int ctag[MAX_SLOTS];
-    Rows *rows = st->rows;
+    Rows *rows = self->rows;
     const unsigned char *sec_p = NULL; /* the stamp last read as seconds */
     Py_ssize_t sec_n = 0;
     double sec_v = 0.0;
     int sec_dated = 0;
-    Py_ssize_t ei = 0; /* the index's entry for the line at pos, if any */
-    if (nent) { /* the first entry starting at pos or after */
-        Py_ssize_t lo = 0, hi = nent;
-        while (lo < hi) {
-            Py_ssize_t mid = lo + (hi - lo) / 2;
-            if (ent[mid].start < pos)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        ei = lo;
-    }
     while (pos < n) {
         const unsigned char *p = buf + pos;
-        Py_ssize_t len;
+        const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
+        if (!nl)
+            break; /* not a whole line */
+        Py_ssize_t len = nl - p;
         Shape *sh = NULL;
-        int rid = -1;
-        while (ei < nent && ent[ei].start < pos)
-            ei++;
-        if (ei < nent && ent[ei].start == pos && p[ent[ei].len] == '\n') {
-            /* found in the index: the same table lookup, made on the reading thread */
-            len = ent[ei].len;
-            sh = ent[ei].sh;
-            rid = ent[ei].rid;
-            ei++;
-        } else {
-            const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
-            if (!nl)
-                break; /* not a whole line */
-            len = nl - p;
-        }
-        if (!sh && len <= MAX_KEY) { /* (a shape learned after the index was made) */
-            Shape **seen_sh = &st->recent[len & 255];
+        if (len <= MAX_KEY) {
+            Shape **seen_sh = &self->recent[len & 255];
             if (*seen_sh && (*seen_sh)->k.len == len && shape_equal(p, (*seen_sh)->k.key, len))
                 sh = *seen_sh;
             else if ((sh = lookup(self, p, len)))
                 *seen_sh = sh;
-            rid = -1;
         }
         if (!sh)
             break;
-        if (sh->ra < 0)
-            rid = 0;
-        else if (rid < 1) { /* not in the index (or a rank registered since) */
+        int rid = 0;
+        if (sh->ra >= 0) {
             const unsigned char *rp = p + sh->ra;
             Py_ssize_t rn = sh->rb - sh->ra;
             rid = -1;
@@ -746,7 +648,7 @@ static int scan_lines(Scanner *self, ScanState *st, const unsigned char (*ready)
                 break;               /* (too many ranks: the exact path reads the line) */
             }
         }
-        if (!ready[sh->cls][rid])
+        if (!self->ready[sh->cls][rid])
             break;
         int ok = 1;
         int as_row = self->row_cls[sh->cls];
@@ -786,7 +688,7 @@ static int scan_lines(Scanner *self, ScanState *st, const unsigned char (*ready)
             } else {
                 /* a slot's numbers of one scan are all ints or all floats: a line that would
                  * mix them stops the scan (the exact path reads it, the next scan goes on) */
-                int t0 = st->vals[sl->slot][rid].tag, t1 = st->ord_y[sl->slot].tag;
+                int t0 = self->vals[sl->slot][rid].tag, t1 = self->ord_y[sl->slot].tag;
                 if (value_double(vp, vn, sl->conv, &cv[k], &ctag[k], g) && (!t0 || t0 == ctag[k]) &&
                     (!self->ordered[sl->slot] || !t1 || t1 == ctag[k])) {
                     if (rv)
@@ -804,11 +706,11 @@ static int scan_lines(Scanner *self, ScanState *st, const unsigned char (*ready)
             int slot = sh->slots[k].slot;
             if (!ctag[k])
                 continue; /* a row-only slot */
-            ok = dbuf_push(&st->vals[slot][rid], cv[k], ctag[k]) == 0;
+            ok = dbuf_push(&self->vals[slot][rid], cv[k], ctag[k]) == 0;
             if (ok && self->ordered[slot])
-                ok = sbuf_push(&st->ord_ts[slot], sh->ta < 0 ? -1 : pos + sh->ta, (int)(sh->tb - sh->ta),
+                ok = sbuf_push(&self->ord_ts[slot], sh->ta < 0 ? -1 : pos + sh->ta, (int)(sh->tb - sh->ta),
                                sh->ts_iso) == 0 &&
-                     dbuf_push(&st->ord_y[slot], cv[k], ctag[k]) == 0;
+                     dbuf_push(&self->ord_y[slot], cv[k], ctag[k]) == 0;
         }
         if (!ok) {
             status = -1; /* out of memory: the scan's result is not used */
@@ -825,13 +727,13 @@ static int scan_lines(Scanner *self, ScanState *st, const unsigned char (*ready)
             rows->dated[r] = (unsigned char)sec_dated;
             rows->sec[r] = sec_v;
         }
-        st->counts[sh->kind]++;
-        Last *l = &st->lasts[sh->cls][rid];
+        self->counts[sh->kind]++;
+        Last *l = &self->lasts[sh->cls][rid];
         l->line = lines;
         l->start = pos;
         l->end = len + pos;
         l->plan = sh->plan;
-        st->seen[sh->cls][rid] = 1;
+        self->seen[sh->cls][rid] = 1;
         if (rid >= top)
             top = rid + 1;
         lines++;
@@ -876,190 +778,78 @@ static PyObject *stamp_list(const SBuf *ts, const unsigned char *buf)
     return out;
 }
 
-
-/* -- index: each line's shape and rank, found one block ahead ---------------------------- */
-
-/* What Scanner.index(buf) returns: for every whole line of buf after its first newline (the
- * bytes before it end a line begun in the previous block), its start, length, shape and rank
- * id, as scan() would find them with the tables as they were. The reading thread makes it
- * right after reading a block, without the GIL, while the main thread scans the block before:
- * finding a line's end and its shape is then off the main thread's path. The tables only ever
- * grow (a shape is freed with the scanner alone, a rank id keeps its text until init), so what
- * an entry holds stays true; a line without an entry, or with no shape or rank found, is
- * looked up again by scan(). With it, the block's scans made ahead (see Scanner_index): a
- * scan's result depends only on the bytes, the tables and the ready table, so one made
- * ahead is what scan() returns from the same position under the same ready table, but for
- * where it stops (the tables may have grown since: the caller scans on from there). It keeps
- * the buffer object (not its bytes: a reused buffer is indexed again when read into again)
- * and the scanner, which outlives it. */
-typedef struct {
-    PyObject_HEAD
-    PyObject *scanner; /* the Scanner */
-    PyObject *buf;     /* the object indexed, and its length then */
-    Py_ssize_t len;
-    unsigned long epoch;
-    Entry *e;
-    Py_ssize_t n;
-    PyObject *ahead;        /* tuple: the scans made ahead with the index, each taking a line or more */
-    Py_ssize_t *ahead_pos;  /* where each began, ascending */
-    unsigned char ready[MAX_CLASSES][MAX_RANKS]; /* the ready table they used */
-} Index;
-
-static void Index_dealloc(Index *self)
+static PyObject *Scanner_scan(Scanner *self, PyObject *args)
 {
-    PyMem_RawFree(self->e);
-    PyMem_Free(self->ahead_pos);
-    Py_XDECREF(self->ahead);
-    Py_XDECREF(self->scanner);
-    Py_XDECREF(self->buf);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static Py_ssize_t Index_length(Index *self) { return self->n; }
-
-/* entry(i) -> (start, length, shape found, rank id or -1): for tests */
-static PyObject *Index_entry(Index *self, PyObject *arg)
-{
-    Py_ssize_t i = PyLong_AsSsize_t(arg);
-    if (i == -1 && PyErr_Occurred())
-        return NULL;
-    if (i < 0 || i >= self->n) {
-        PyErr_SetString(PyExc_IndexError, "no such entry");
+    Py_buffer b;
+    Py_ssize_t pos;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the scanner is scanning in another thread");
         return NULL;
     }
-    const Entry *x = &self->e[i];
-    return Py_BuildValue("(nnOi)", x->start, (Py_ssize_t)x->len, x->sh ? Py_True : Py_False, (int)x->rid);
-}
-
-static PyObject *Index_ahead(Index *self, void *closure)
-{
-    if (!self->ahead)
-        return PyTuple_New(0);
-    Py_INCREF(self->ahead);
-    return self->ahead;
-}
-
-static PyGetSetDef Index_getset[] = {
-    {"ahead", (getter)Index_ahead, NULL, "the scans made ahead (what scan() returns from where each began)", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyMethodDef Index_methods[] = {
-    {"entry", (PyCFunction)Index_entry, METH_O, "One line's entry: (start, length, shape found, rank id)."},
-    {NULL, NULL, 0, NULL},
-};
-
-static PySequenceMethods Index_as_sequence = {.sq_length = (lenfunc)Index_length};
-
-static PyTypeObject IndexType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "logforensics.read._scan.Index",
-    .tp_basicsize = sizeof(Index),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Each whole line of a block with its shape and rank, found ahead of the scan.",
-    .tp_dealloc = (destructor)Index_dealloc,
-    .tp_methods = Index_methods,
-    .tp_getset = Index_getset,
-    .tp_as_sequence = &Index_as_sequence,
-};
-
-/* The entries of buf's lines after its first newline; runs without the GIL, holding the
- * tables' lock. 0; -1: out of memory. */
-static int index_lines(Scanner *s, const unsigned char *buf, Py_ssize_t n, Entry **out, Py_ssize_t *nout)
-{
-    Shape *recent[256]; /* its own: the scanner's is the scan's */
-    memset(recent, 0, sizeof recent);
-    const unsigned char *first = memchr(buf, '\n', (size_t)n);
-    Py_ssize_t cap = n / 64 + 16, k = 0;
-    Entry *e = PyMem_RawMalloc((size_t)cap * sizeof(Entry));
-    if (!e)
-        return -1;
-    Py_ssize_t pos = first ? first - buf + 1 : n;
-    while (pos < n) {
-        const unsigned char *p = buf + pos;
-        const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
-        if (!nl)
-            break;
-        Py_ssize_t len = nl - p;
-        if (len > INT32_MAX)
-            break;
-        if (k == cap) {
-            cap *= 2;
-            Entry *m = PyMem_RawRealloc(e, (size_t)cap * sizeof(Entry));
-            if (!m) {
-                PyMem_RawFree(e);
-                return -1;
-            }
-            e = m;
-        }
-        Shape *sh = NULL;
-        if (len <= MAX_KEY) {
-            Shape **seen_sh = &recent[len & 255];
-            if (*seen_sh && (*seen_sh)->k.len == len && shape_equal(p, (*seen_sh)->k.key, len))
-                sh = *seen_sh;
-            else if ((sh = lookup(s, p, len)))
-                *seen_sh = sh;
-        }
-        int rid = -1;
-        if (sh && sh->ra < 0)
-            rid = 0;
-        else if (sh) {
-            const unsigned char *rp = p + sh->ra;
-            Py_ssize_t rn = sh->rb - sh->ra;
-            for (int r = 1; r < s->nranks; r++) {
-                if (s->rank_len[r] == rn && memcmp(s->rank_text[r], rp, (size_t)rn) == 0) {
-                    rid = r;
-                    break;
-                }
-            }
-        }
-        e[k].start = pos;
-        e[k].len = (int32_t)len;
-        e[k].sh = sh;
-        e[k].rid = rid;
-        k++;
-        pos += len + 1;
-    }
-    *out = e;
-    *nout = k;
-    return 0;
-}
-
-/* Ready st for a scan: nothing taken yet. 0; -1 with MemoryError set (holding the GIL). */
-static int state_reset(Scanner *self, ScanState *st)
-{
-    memset(st->counts, 0, sizeof st->counts);
-    memset(st->seen, 0, sizeof st->seen);
-    for (int k = 0; k < self->nslots; k++) {
-        for (int r = 0; r < MAX_RANKS; r++)
-            st->vals[k][r].n = 0, st->vals[k][r].tag = DBL_NONE;
-        st->ord_y[k].n = 0;
-        st->ord_y[k].tag = DBL_NONE;
-        st->ord_ts[k].n = 0;
-    }
-    if (!st->rows && !(st->rows = PyMem_Calloc(1, sizeof(Rows)))) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (st->rows->nslots != self->nslots) { /* arrays sized for other slots (init called again) */
-        rows_free(st->rows);
-        st->rows->nslots = self->nslots;
-    }
-    st->rows->n = 0;
-    return 0;
-}
-
-/* The result tuple of a scan of buf that stopped at pos after taking lines (see
- * Scanner_scan), from what st holds; NULL with an exception set. Holding the GIL. */
-static PyObject *segment_result(Scanner *self, ScanState *st, const unsigned char *buf, Py_ssize_t pos,
-                                Py_ssize_t lines, int top)
-{
+    if (!PyArg_ParseTuple(args, "y*n", &b, &pos))
+        return NULL;
+    const unsigned char *buf = b.buf;
+    Py_ssize_t n = b.len;
     PyObject *result = NULL;
     PyObject *oxs[MAX_SLOTS]; /* the ordered slots' stamps */
+    memset(self->counts, 0, sizeof self->counts);
+    memset(self->seen, 0, sizeof self->seen);
     memset(oxs, 0, sizeof oxs);
-    Rows *rows = st->rows;
     for (int k = 0; k < self->nslots; k++) {
-        if (self->ordered[k] && st->ord_ts[k].n && !(oxs[k] = stamp_list(&st->ord_ts[k], buf)))
+        for (int r = 0; r < MAX_RANKS; r++)
+            self->vals[k][r].n = 0, self->vals[k][r].tag = DBL_NONE;
+        self->ord_y[k].n = 0;
+        self->ord_y[k].tag = DBL_NONE;
+        self->ord_ts[k].n = 0;
+    }
+    Py_ssize_t *counts = self->counts;
+    Py_ssize_t lines = 0;
+    int top = 0; /* rank ids below this were taken */
+    Rows *rows = self->rows;
+    if (!rows && !(rows = self->rows = PyMem_Calloc(1, sizeof(Rows)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rows->nslots != self->nslots) { /* arrays sized for other slots (init called again) */
+        rows_free(rows);
+        rows->nslots = self->nslots;
+    }
+    rows->n = 0;
+    if (pos < 0 || pos > n) {
+        PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
+        goto done;
+    }
+    Py_ssize_t new_rank = -1;
+    self->busy = 1;
+    Gil g = {PyEval_SaveThread()};
+    int status = scan_lines(self, buf, n, &pos, &lines, &top, &new_rank, &g);
+    PyEval_RestoreThread(g.ts);
+    self->busy = 0;
+    if (status < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (new_rank >= 0) { /* the line it stopped at names a rank not seen before: give it an id */
+        Shape *sh = lookup(self, buf + new_rank, (const unsigned char *)memchr(buf + new_rank, '\n', (size_t)(n - new_rank)) - (buf + new_rank));
+        const unsigned char *rp = buf + new_rank + sh->ra;
+        Py_ssize_t rn = sh->rb - sh->ra;
+        PyObject *name = PyUnicode_DecodeASCII((const char *)rp, rn, NULL);
+        unsigned char *copy = PyMem_Malloc(rn ? (size_t)rn : 1);
+        if (!name || !copy || PyList_Append(self->rank_names, name) < 0) {
+            Py_XDECREF(name);
+            PyMem_Free(copy);
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            goto done;
+        }
+        Py_DECREF(name);
+        memcpy(copy, rp, (size_t)rn);
+        self->rank_text[self->nranks] = copy;
+        self->rank_len[self->nranks] = rn;
+        self->nranks++;
+    }
+    for (int k = 0; k < self->nslots; k++) {
+        if (self->ordered[k] && self->ord_ts[k].n && !(oxs[k] = stamp_list(&self->ord_ts[k], buf)))
             goto done;
     }
     {
@@ -1070,17 +860,17 @@ static PyObject *segment_result(Scanner *self, ScanState *st, const unsigned cha
         }
         int bad = 0;
         for (int k = 0; k < MAX_KINDS && !bad; k++) {
-            if (!st->counts[k])
+            if (!counts[k])
                 continue;
-            PyObject *t = Py_BuildValue("(in)", k, st->counts[k]);
+            PyObject *t = Py_BuildValue("(in)", k, counts[k]);
             bad = !t || PyList_Append(c, t) < 0;
             Py_XDECREF(t);
         }
         for (int cl = 0; cl < MAX_CLASSES && !bad; cl++) {
             for (int r = 0; r < top && !bad; r++) {
-                if (!st->seen[cl][r])
+                if (!self->seen[cl][r])
                     continue;
-                Last *l = &st->lasts[cl][r];
+                Last *l = &self->lasts[cl][r];
                 PyObject *t = Py_BuildValue("(iinnni)", cl, r, l->line, l->start, l->end, l->plan);
                 bad = !t || PyList_Append(ls, t) < 0;
                 Py_XDECREF(t);
@@ -1088,7 +878,7 @@ static PyObject *segment_result(Scanner *self, ScanState *st, const unsigned cha
         }
         for (int k = 0; k < self->nslots && !bad; k++) {
             for (int r = 0; r < top && !bad; r++) {
-                DBuf *d = &st->vals[k][r];
+                DBuf *d = &self->vals[k][r];
                 if (!d->n)
                     continue;
                 PyObject *t = Py_BuildValue("(iiNN)", k, r, PyBool_FromLong(d->tag == DBL_INT),
@@ -1096,7 +886,7 @@ static PyObject *segment_result(Scanner *self, ScanState *st, const unsigned cha
                 bad = !t || PyList_Append(vs, t) < 0;
                 Py_XDECREF(t);
             }
-            DBuf *d = &st->ord_y[k];
+            DBuf *d = &self->ord_y[k];
             if (!bad && oxs[k]) {
                 PyObject *t = Py_BuildValue("(iONN)", k, oxs[k], PyBool_FromLong(d->tag == DBL_INT),
                                             col_bytes(d->v, d->n, sizeof(double)));
@@ -1123,215 +913,8 @@ static PyObject *segment_result(Scanner *self, ScanState *st, const unsigned cha
 done:
     for (int k = 0; k < self->nslots; k++)
         Py_XDECREF(oxs[k]);
-    return result;
-}
-
-static PyObject *Scanner_scan(Scanner *self, PyObject *args)
-{
-    Py_buffer b;
-    Py_ssize_t pos;
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "the scanner is scanning in another thread");
-        return NULL;
-    }
-    PyObject *index = Py_None;
-    if (!PyArg_ParseTuple(args, "y*n|O", &b, &pos, &index))
-        return NULL;
-    const Entry *ent = NULL;
-    Py_ssize_t nent = 0;
-    if (index != Py_None) {
-        if (!PyObject_TypeCheck(index, &IndexType)) {
-            PyBuffer_Release(&b);
-            PyErr_SetString(PyExc_TypeError, "index must be an Index or None");
-            return NULL;
-        }
-        Index *ix = (Index *)index;
-        /* an index of this very buffer as it is (any other is not used: the lines are then
-         * looked up here, with the same result) */
-        if (ix->scanner == (PyObject *)self && ix->buf == b.obj && ix->len == b.len && ix->epoch == self->epoch) {
-            ent = ix->e;
-            nent = ix->n;
-            /* a scan made ahead from pos, under the same ready table: what this scan takes
-             * first (the tables have only grown since: it may stop at a line taken now) */
-            Py_ssize_t na = ix->ahead ? PyTuple_GET_SIZE(ix->ahead) : 0;
-            if (na && !memcmp(ix->ready, self->ready, sizeof self->ready)) {
-                Py_ssize_t lo = 0, hi = na;
-                while (lo < hi) {
-                    Py_ssize_t mid = lo + (hi - lo) / 2;
-                    if (ix->ahead_pos[mid] < pos)
-                        lo = mid + 1;
-                    else
-                        hi = mid;
-                }
-                if (lo < na && ix->ahead_pos[lo] == pos) {
-                    PyBuffer_Release(&b);
-                    PyObject *seg = PyTuple_GET_ITEM(ix->ahead, lo);
-                    Py_INCREF(seg);
-                    return seg;
-                }
-            }
-        }
-    }
-    const unsigned char *buf = b.buf;
-    Py_ssize_t n = b.len;
-    PyObject *result = NULL;
-    ScanState *st = &self->st;
-    Py_ssize_t lines = 0;
-    int top = 0; /* rank ids below this were taken */
-    if (state_reset(self, st) < 0)
-        goto done;
-    if (pos < 0 || pos > n) {
-        PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
-        goto done;
-    }
-    Py_ssize_t new_rank = -1;
-    self->busy = 1;
-    Gil g = {PyEval_SaveThread()};
-    int status = scan_lines(self, st, (const unsigned char (*)[MAX_RANKS])self->ready, buf, n, &pos, &lines, &top,
-                            &new_rank, ent, nent, &g);
-    PyEval_RestoreThread(g.ts);
-    self->busy = 0;
-    if (status < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (new_rank >= 0) { /* the line it stopped at names a rank not seen before: give it an id */
-        Shape *sh = lookup(self, buf + new_rank, (const unsigned char *)memchr(buf + new_rank, '\n', (size_t)(n - new_rank)) - (buf + new_rank));
-        const unsigned char *rp = buf + new_rank + sh->ra;
-        Py_ssize_t rn = sh->rb - sh->ra;
-        PyObject *name = PyUnicode_DecodeASCII((const char *)rp, rn, NULL);
-        unsigned char *copy = PyMem_Malloc(rn ? (size_t)rn : 1);
-        if (!name || !copy || PyList_Append(self->rank_names, name) < 0) {
-            Py_XDECREF(name);
-            PyMem_Free(copy);
-            if (!PyErr_Occurred())
-                PyErr_NoMemory();
-            goto done;
-        }
-        Py_DECREF(name);
-        memcpy(copy, rp, (size_t)rn);
-        tables_lock(self);
-        self->rank_text[self->nranks] = copy;
-        self->rank_len[self->nranks] = rn;
-        self->nranks++;
-        tables_unlock(self);
-    }
-    result = segment_result(self, st, buf, pos, lines, top);
-done:
     PyBuffer_Release(&b);
     return result;
-}
-
-/* index(buf) -> Index of buf's whole lines after its first newline (see Index), with the
- * block's scans made ahead (Index.ahead): from its first line, and on from the line after
- * each stop, each that takes a line kept. Meant for another
- * thread than the scanning one: it runs without the GIL (but for a float the fast reading
- * leaves, and the result), and add(), set_ready() or a new rank waits for it (they change
- * what it reads). The scan ahead fills the scanner's second scan state, so it may run while
- * scan() runs; it registers no rank (it stops at a new one, as scan() does). */
-static PyObject *Scanner_index(Scanner *self, PyObject *arg)
-{
-    if (!self->lock) {
-        PyErr_SetString(PyExc_RuntimeError, "the scanner is not initialised");
-        return NULL;
-    }
-    Py_buffer b;
-    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
-        return NULL;
-    Index *ix = PyObject_New(Index, &IndexType);
-    if (!ix) {
-        PyBuffer_Release(&b);
-        return NULL;
-    }
-    ix->e = NULL;
-    ix->n = 0;
-    ix->ahead = NULL;
-    ix->ahead_pos = NULL;
-    Py_INCREF(self);
-    ix->scanner = (PyObject *)self;
-    Py_INCREF(arg);
-    ix->buf = arg;
-    ix->len = b.len;
-    /* the second scan state and its rows, made holding the GIL (the lock orders their use) */
-    tables_lock(self);
-    if (!self->ahead)
-        self->ahead = PyMem_Calloc(1, sizeof(ScanState));
-    if (self->ahead && !self->ahead->rows)
-        self->ahead->rows = PyMem_Calloc(1, sizeof(Rows));
-    int room = self->ahead && self->ahead->rows;
-    tables_unlock(self);
-    if (!room) {
-        PyBuffer_Release(&b);
-        Py_DECREF(ix);
-        return PyErr_NoMemory();
-    }
-    ScanState *st = self->ahead;
-    PyObject *segs = PyList_New(0);
-    Py_ssize_t *at = NULL, nat = 0; /* where each kept scan began */
-    int status;
-    Gil g = {PyEval_SaveThread()};
-    PyThread_acquire_lock(self->lock, WAIT_LOCK);
-    ix->epoch = self->epoch;
-    status = index_lines(self, b.buf, b.len, &ix->e, &ix->n);
-    memcpy(st->ready, self->ready, sizeof st->ready);
-    /* scans from the first line on; after each stop, on from the line after it (the caller
-     * reads the line it stopped at, or a run of lines from there, on the exact path, and
-     * scans on after them). Each scan that takes a line or more is kept. */
-    Py_ssize_t k = 0; /* the entry the next scan begins at */
-    int clean = 0;    /* st holds no line taken */
-    while (status == 0 && segs && k < ix->n) {
-        if (!ix->e[k].sh || ix->e[k].rid < 0) { /* a line no scan would take now */
-            k++;
-            continue;
-        }
-        if (!clean && state_reset(self, st) < 0) /* (its rows are made: no error) */
-            break;
-        clean = 1;
-        Py_ssize_t pos = ix->e[k].start, lines = 0, new_rank = -1;
-        int top = 0;
-        if (scan_lines(self, st, (const unsigned char (*)[MAX_RANKS])st->ready, b.buf, b.len, &pos, &lines, &top,
-                       &new_rank, ix->e, ix->n, &g) < 0)
-            break;
-        if (lines)
-            clean = 0;
-        if (lines >= AHEAD_MIN) { /* kept: its result is made now, before the next scan resets st */
-            PyEval_RestoreThread(g.ts);
-            PyObject *seg = segment_result(self, st, b.buf, pos, lines, top);
-            Py_ssize_t *m = seg ? PyMem_Realloc(at, (size_t)(nat + 1) * sizeof *at) : NULL;
-            if (m)
-                at = m;
-            int ok = m && PyList_Append(segs, seg) == 0;
-            Py_XDECREF(seg);
-            if (ok)
-                at[nat++] = ix->e[k].start;
-            else
-                PyErr_Clear(); /* only a head start: scan() reads these lines itself */
-            g.ts = PyEval_SaveThread();
-            if (!ok)
-                break;
-        }
-        while (k < ix->n && ix->e[k].start <= pos)
-            k++;
-    }
-    PyEval_RestoreThread(g.ts);
-    if (segs && nat) {
-        ix->ahead = PyList_AsTuple(segs);
-        if (ix->ahead) {
-            ix->ahead_pos = at;
-            at = NULL;
-            memcpy(ix->ready, st->ready, sizeof ix->ready);
-        }
-    }
-    PyErr_Clear();
-    Py_XDECREF(segs);
-    PyMem_Free(at);
-    PyThread_release_lock(self->lock);
-    PyBuffer_Release(&b);
-    if (status < 0) {
-        Py_DECREF(ix);
-        return PyErr_NoMemory();
-    }
-    return (PyObject *)ix;
 }
 
 static PyObject *Scanner_len(Scanner *self, void *closure)
@@ -1349,7 +932,6 @@ static PyMethodDef Scanner_methods[] = {
     {"add", (PyCFunction)Scanner_add, METH_VARARGS, "Register a line shape's plan."},
     {"set_ready", (PyCFunction)Scanner_set_ready, METH_O, "Declare which classes and ranks are taken in bulk."},
     {"scan", (PyCFunction)Scanner_scan, METH_VARARGS, "Take lines from pos until one cannot be taken."},
-    {"index", (PyCFunction)Scanner_index, METH_O, "Each whole line's shape and rank, found ahead of scan."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1797,7 +1379,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__scan(void)
 {
-    if (PyType_Ready(&ScannerType) < 0 || PyType_Ready(&IndexType) < 0)
+    if (PyType_Ready(&ScannerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

@@ -69,11 +69,9 @@ class LineScanner(Protocol):
     def set_ready(self, table: bytes | bytearray) -> None:
         """Which (class, rank id) lines may be taken now."""
 
-    def scan(self, buf: bytes, pos: int, line: int, index: Any = None) -> Any:
+    def scan(self, buf: bytes, pos: int, line: int) -> Any:
         """Take lines of ``buf`` from ``pos`` on (numbered from ``line``): a segment whose
-        first two items are the offset where it stopped and the lines taken. ``index``:
-        what the scanner's ``index(buf)`` gave for this buffer, or None (a scanner without
-        one ignores it)."""
+        first two items are the offset where it stopped and the lines taken."""
 
 
 class BulkSink(Protocol):
@@ -114,14 +112,6 @@ def numbers(ints: bool, doubles: bytes) -> Sequence[Any]:
 def available() -> bool:
     """Whether the compiled bulk path is used (not disabled by ``LOGFORENSICS_PURE``)."""
     return _scan is not None and os.environ.get("LOGFORENSICS_PURE", "").strip() not in ("1", "yes", "true")
-
-
-def scan_ahead() -> bool:
-    """Whether a batch read indexes and scans each block ahead on its reading thread
-    (:meth:`BulkScanner.index`): ``LOGFORENSICS_SCAN_AHEAD=1``. Not the default: it takes
-    about a third of the scanning thread's time off it, but on a busy machine, where the
-    second core is not free, the hand-over costs more than it saves (``bench/README.md``)."""
-    return available() and os.environ.get("LOGFORENSICS_SCAN_AHEAD", "").strip() in ("1", "yes", "true")
 
 
 class BulkScanner:
@@ -197,24 +187,10 @@ class BulkScanner:
         """``table[cls * 256 + rank_id]`` non-zero: such lines may be taken."""
         self.scanner.set_ready(table)
 
-    def scan(self, buf: bytes, pos: int, line: int = 0, index: Any = None) -> Segment:
+    def scan(self, buf: bytes, pos: int, line: int = 0) -> Segment:
         """Take lines of ``buf`` (whole lines, each ending in a newline) from ``pos`` on
-        (``line``: the number of the first, which the columns do not need). ``index``:
-        :meth:`index` of this very buffer, holding the same bytes; the result is the same
-        with it or without (an index of another buffer is not used)."""
-        return self.scanner.scan(buf, pos, index)
-
-    def index(self, buf: bytes | bytearray) -> Any:
-        """Each whole line of ``buf`` after its first newline with its shape and rank as the
-        tables know them now, and the block's scans made ahead with those tables and the
-        ready table of now (``_scan.Index``; ``Index.ahead``): made by the reading thread
-        right after it reads a block, mostly without the GIL, so that the main thread, busy
-        with the block before, finds the block's segments made (or at least each line's end
-        and shape found). A scan made ahead is returned by :meth:`scan` only from where it
-        began and under the same ready table; the tables have only grown since, so it takes
-        the lines a scan now would take, but may stop earlier (the parser then scans on).
-        Valid while ``buf`` holds the bytes it was made of."""
-        return self.scanner.index(buf)
+        (``line``: the number of the first, which the columns do not need)."""
+        return self.scanner.scan(buf, pos)
 
     def stamp(self, buf: bytes, start: int, end: int, plan_id: int) -> tuple[str, Any]:
         """The text and converted stamp of one taken line (as build_event gives them)."""

@@ -145,9 +145,8 @@ class JsonlEmitter:
     def set_ready(self, table: bytes | bytearray) -> None:
         """Every line of a registered shape may be taken: nothing to declare."""
 
-    def scan(self, buf: bytes, pos: int, line: int, index: Any = None) -> tuple[int, int, bytes, dict[int, int]]:
-        """Write the rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered
-        ``line`` (``index``: the bulk scanner's, not used here)."""
+    def scan(self, buf: bytes, pos: int, line: int) -> tuple[int, int, bytes, dict[int, int]]:
+        """Write the rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered ``line``."""
         return self.emitter.scan(buf, pos, line)
 
     def count(self, counts: dict[int, int]) -> None:
@@ -277,9 +276,9 @@ class ColumnEmitter:
     def set_ready(self, table: bytes | bytearray) -> None:
         """Every line of a registered shape may be taken: nothing to declare."""
 
-    def scan(self, buf: bytes, pos: int, line: int, index: Any = None) -> Any:
+    def scan(self, buf: bytes, pos: int, line: int) -> Any:
         """The rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered
-        ``line``, as columns (``_emit.Emitter.scan_columns``; ``index``: not used here)."""
+        ``line``, as columns (``_emit.Emitter.scan_columns``)."""
         return self.emitter.scan_columns(buf, pos, line)
 
     def count(self, counts: dict[int, int]) -> None:

@@ -182,20 +182,14 @@ class IncrementalParser:
                 out.extend(assembler.step(ev))
         return out
 
-    def feed_bulk(self, chunk: bytes, scanner: LineScanner, sink: BulkSink, index: Any = None) -> None:
+    def feed_bulk(self, chunk: bytes, scanner: LineScanner, sink: BulkSink) -> None:
         """``feed``, with the events going to ``sink``: in columns where ``scanner`` takes
         the lines, as events otherwise. The parser's state and statistics end up exactly
         as ``feed`` leaves them. The chunk is not copied, and nothing keeps it or a view of
         it: it may be a ``bytearray`` the caller reads the next chunk into.
-
-        ``index``: the scanner's index of this chunk (``BulkScanner.index``, made ahead by
-        the reading thread), handed to its scans of the chunk itself; lines read from
-        anything else (the first line joined to the last chunk's tail, a chunk held back
-        for the text verdict) are scanned without it. The result is the same either way.
         """
         if not chunk:
             return
-        block = chunk
         admitted = self._admit(chunk)
         if admitted is None:
             self._held_bulk = (scanner, sink)
@@ -222,11 +216,10 @@ class IncrementalParser:
             idx = chunk.find(b"\n")
             line = self._bulk_lines(tail + chunk[:idx + 1], 0, len(tail) + idx + 1, line, scanner, sink)
             pos = idx + 1
-        line = self._bulk_lines(chunk, pos, cut + 1, line, scanner, sink, index if chunk is block else None)
+        line = self._bulk_lines(chunk, pos, cut + 1, line, scanner, sink)
         self.stats.lines += line - first
 
-    def _bulk_lines(self, buf: bytes, pos: int, end: int, line: int, scanner: LineScanner, sink: BulkSink,
-                    index: Any = None) -> int:
+    def _bulk_lines(self, buf: bytes, pos: int, end: int, line: int, scanner: LineScanner, sink: BulkSink) -> int:
         """Read the whole lines of ``buf[pos:end]``, the first numbered ``line``; returns the
         number of the line after them."""
         assembler = self.assembler
@@ -236,12 +229,9 @@ class IncrementalParser:
         others = getattr(sink, "take_others", None) if self.max_line_bytes >= OTHER_LIMIT else None
         scanner.learn()
         scanner.set_ready(sink.ready_table(scanner.rank_names))
-        # the scans made ahead with the index (scan returns them): made with the tables of then,
-        # each may stop at a line that a scan now takes (a shape or rank learned since)
-        ahead = {id(seg) for seg in index.ahead} if index is not None else ()
         while pos < end:
             if assembler.open is None:
-                seg = scanner.scan(buf, pos, line, index)
+                seg = scanner.scan(buf, pos, line)
                 if seg[1]:
                     sink.apply(seg, line, scanner, buf)
                     line += seg[1]
@@ -249,8 +239,6 @@ class IncrementalParser:
                 pos = seg[0]
                 if pos >= end:
                     break
-                if ahead and id(seg) in ahead:
-                    continue  # scan on from there now (it took a line: no scan returns it again)
                 if others is not None:
                     pos, n, bad = others(buf, pos, end, line, classifier.binary)
                     if n:  # such lines change nothing the scanner is told: scan on
