@@ -118,8 +118,12 @@ def _moved_chunk(data: bytes, pos: int, by: int) -> tuple[Chunk, int]:
     out: list[bytes] = []
     seen: dict[int, int] = {}
     pos = walk(data, pos, _SHIFT, by, out, seen, _INTO)
-    start = seen[DATA_PAGE] if not seen.get(DICT_PAGE) else min(seen[DATA_PAGE], seen[DICT_PAGE])
-    return Chunk(b"".join(out), start, seen[COMPRESSED], seen[UNCOMPRESSED]), pos
+    return Chunk(b"".join(out), _start(seen), seen[COMPRESSED], seen[UNCOMPRESSED]), pos
+
+
+def _start(seen: dict[int, int]) -> int:
+    """Where a chunk's pages begin (its dictionary page, if it has one), from ``walk``'s ``seen``."""
+    return seen[DATA_PAGE] if not seen.get(DICT_PAGE) else min(seen[DATA_PAGE], seen[DICT_PAGE])
 
 
 def _split(encoded: Any) -> tuple[memoryview, bytes]:
@@ -311,7 +315,7 @@ class _NullChunk:
         seen: dict[int, int] = {}
         walk(meta, 0, _SHIFT, 0, self.pieces, seen, _INTO, self.marks)
         self.values = [zigzag_value(self.pieces[k]) for k in self.marks]
-        self.start = seen[DATA_PAGE] if not seen.get(DICT_PAGE) else min(seen[DATA_PAGE], seen[DICT_PAGE])
+        self.start = _start(seen)
         self.size, self.uncompressed = seen[COMPRESSED], seen[UNCOMPRESSED]
 
     def at(self, by: int) -> Chunk:

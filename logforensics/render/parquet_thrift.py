@@ -100,13 +100,10 @@ class Writer:
         self.out = bytearray()
 
     def varint(self, v: int) -> None:
-        while v >= 0x80:
-            self.out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.out.append(v)
+        _put_varint(self.out, v)
 
     def zigzag(self, v: int) -> None:
-        self.varint((v << 1) ^ (v >> 63))
+        _put_varint(self.out, (v << 1) ^ (v >> 63))
 
     def value(self, type_: int, v: Any) -> None:
         if type_ in (TRUE, FALSE):
@@ -201,14 +198,18 @@ def varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def zigzag(v: int) -> bytes:
-    """The compact protocol's bytes of an integer (zigzag, then a varint)."""
-    v = (v << 1) ^ (v >> 63)
-    out = bytearray()
+def _put_varint(out: bytearray, v: int) -> None:
+    """Append the compact protocol's varint of ``v`` (not negative)."""
     while v >= 0x80:
         out.append((v & 0x7F) | 0x80)
         v >>= 7
     out.append(v)
+
+
+def zigzag(v: int) -> bytes:
+    """The compact protocol's bytes of an integer (zigzag, then a varint)."""
+    out = bytearray()
+    _put_varint(out, (v << 1) ^ (v >> 63))
     return bytes(out)
 
 
