@@ -10,9 +10,12 @@ tracebacks and more shapes than the model keeps, read both ways.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -127,6 +130,68 @@ def test_shapes_of_bytes_are_the_coverage_shapes_of_their_text(data: bytes, limi
 def test_the_cleaner_needs_one_of_its_texts(text: str) -> None:
     if needs_clean(text):
         assert any(t in text for t in CLEAN_NEEDS)
+
+
+@functools.cache
+def _needle_walkers() -> tuple[Any, Any, list[tuple[bytes, int]]]:
+    """The walker's needle test with the sixteen-byte filter and without, and the needles
+    (masked text, modes as a number) it is built from."""
+    assert other._other is not None
+    req = other.requirements(tuple(sorted(set(OTHER_NEEDS))))
+    assert req is not None
+    refuse, needles = req
+    vector = other._other.Walker(refuse, list(needles), other.LIMIT)
+    scalar = other._other.Walker(refuse, list(needles), other.LIMIT, vector=False)
+    assert not scalar.vector
+    return vector, scalar, [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in needles]
+
+
+def _has_needle(line: bytes, mode: int, needles: list[tuple[bytes, int]]) -> bool:
+    """What the needle test means: a needle of the mode in the line, digits masked on both sides."""
+    masked = line.translate(other._MASK)
+    return any(modes >> mode & 1 and text in masked for text, modes in needles)
+
+
+@compiled
+def test_the_needle_filter_misses_no_needle() -> None:
+    """Every needle, its digits any digits, at every place in lines of every length about the
+    filter's sixteen-byte chunks, also where the buffer ends with the line: the filter's answer
+    is the byte-by-byte search's and the definition's (this machine's filter, where it has one)."""
+    vector, scalar, needles = _needle_walkers()
+    rng = random.Random(7)
+    letters = b"abcdefghijklmnopqrstuvwxyz      ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:-_/=|[]()"
+    for text, modes in needles:
+        mode_list = [m for m in range(129) if modes >> m & 1]
+        for length in (len(text), len(text) + 1, 15, 16, 17, 31, 32, 33, 47, 70):
+            if length < len(text):
+                continue
+            for at in sorted({0, 1, 2, 13, 14, 15, 16, 17, length - len(text)}):
+                if at > length - len(text):
+                    continue
+                real = bytes(rng.choice(b"123456789") if c == ord("0") else c for c in text)
+                body = bytes(rng.choice(letters) for _ in range(length))
+                line = body[:at] + real + body[at + len(text):]
+                for mode in rng.sample(mode_list, min(3, len(mode_list))):
+                    want = _has_needle(line, mode, needles)
+                    assert want, (text, line)
+                    for tail in (b"", b"\n", b"\nmore text after the line"):
+                        assert vector.needle(line + tail, mode) is True, (text, line, mode, tail)
+                        assert scalar.needle(line + tail, mode) is True, (text, line, mode, tail)
+
+
+@compiled
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"s", b"i", b"t", b" ", b"/", b"]", b"0", b"7", b"x", b"g", b"l", b"E",
+                                 b"r", b".", b"p", b"d", b"=", b"[", b"-", b":", b"^", b"M", b"|", b"f",
+                                 b"sglang", b"it/s", b"pid", b"Err", b"File", b" is ", b"failed"]),
+                max_size=40).map(b"".join),
+       st.integers(0, 127), st.sampled_from([b"", b"\n", b"\n" + b"z" * 40]))
+def test_the_needle_filter_answers_as_the_search(line: bytes, mode: int, tail: bytes) -> None:
+    vector, scalar, needles = _needle_walkers()
+    refused = other.requirements(tuple(sorted(set(OTHER_NEEDS))))[0][mode]  # a mode of no needles: always
+    want = True if refused else _has_needle(line, mode, needles)
+    assert scalar.needle(line + tail, mode) is want
+    assert vector.needle(line + tail, mode) is want
 
 
 def _maybe(*texts: str) -> st.SearchStrategy[str]:

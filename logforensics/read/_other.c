@@ -23,6 +23,10 @@
  * holds as many shapes as it keeps, a line whose first shape characters begin no kept
  * shape counts in the overflow bucket from those alone (random bytes: every line a new
  * shape), and only the searches for what the exact path must read see the rest of it.
+ * Whether a line holds a needle is first asked of a filter that reads sixteen bytes at a
+ * time (the "Teddy" method of Hyperscan: each byte's two nibbles look up which buckets of
+ * needle starts it can be the first byte of, and the next byte's which it can follow), and
+ * only the positions it lets through are compared; it never misses a start.
  * It knows no log format of its own.
  */
 #define PY_SSIZE_T_CLEAN
@@ -31,6 +35,10 @@
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <tmmintrin.h>
+#define HAVE_TEDDY 1 /* the SSSE3 filter of needle starts, chosen at run time (teddy_starts) */
 #endif
 
 #define SHAPE_MAX 160   /* characters of a shape (coverage.shape) */
@@ -57,6 +65,8 @@ typedef struct {
     int nclasses;
     unsigned char (*csingle)[32];  /* class -> bit set of the raw bytes that are needles */
     unsigned char (*cbigram)[8192]; /* class -> bit set of the raw byte pairs longer needles begin with */
+    unsigned char (*teddy)[96];  /* class -> the filter's six nibble tables (teddy_build) */
+    int vector;                  /* the filter is used (the processor has SSSE3) */
     int32_t head[65536];         /* bigram -> first needle of its chain (-1: none) */
     int nneedles;
     unsigned char **ntext;
@@ -366,6 +376,26 @@ static inline Py_ssize_t put_utf8(unsigned char *o, Py_UCS4 c)
     return 4;
 }
 
+/* Whether p[0:n] is ASCII. */
+static Py_ssize_t ascii_prefix(const unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        if (x & 0x8080808080808080ULL)
+            break;
+    }
+    while (i < n && p[i] < 0x80)
+        i++;
+    return i;
+}
+
+static int is_ascii(const unsigned char *p, Py_ssize_t n)
+{
+    return ascii_prefix(p, n) == n;
+}
+
 /* coverage.shape of a line, read from its bytes and written as UTF-8, one character at a
  * time and only as far as asked: stripped, "0x" + hex digits -> "0xH", then runs of decimal
  * digits -> "N", the first SHAPE_MAX characters. The tests are Python's own (str.isspace,
@@ -379,6 +409,7 @@ typedef struct {
     int zero;               /* the last character read was the digit 0 */
     int pend_h;             /* "0x" + hex digits read, its "H" not written yet */
     int bad;                /* a replacement was made so far */
+    int ascii;              /* the line is ASCII: a byte a character (shaper_run_ascii) */
 } Shaper;
 
 /* str.isspace of one character (U+FFFD, what random bytes decode to most, answered here). */
@@ -394,9 +425,15 @@ static inline Py_UCS4 char_at(const unsigned char *p, Py_ssize_t n, Py_ssize_t *
     return utf8_next(p, n, i, bad);
 }
 
-static void shaper_start(Shaper *s, const unsigned char *p, Py_ssize_t n)
+static void shaper_start(Shaper *s, const unsigned char *p, Py_ssize_t n, int ascii)
 {
     memset(s, 0, sizeof *s);
+    s->ascii = ascii;
+    if (ascii) {
+        while (s->i < n && Py_UNICODE_ISSPACE(p[s->i]))
+            s->i++;
+        return;
+    }
     while (s->i < n) { /* the leading spaces (never a replacement: bad stays as it was) */
         Py_ssize_t j = s->i;
         Py_UCS4 c = char_at(p, n, &j, &s->bad); /* (the macro reads its argument twice) */
@@ -406,10 +443,55 @@ static void shaper_start(Shaper *s, const unsigned char *p, Py_ssize_t n)
     }
 }
 
+/* shaper_run of a line of ASCII: the same shape, a byte a character. Where the last character
+ * that is not a space was written is found once at the end, not at every character (words and
+ * spaces alternate: a test each would be a branch mispredicted half the time). */
+static void shaper_run_ascii(Shaper *s, const unsigned char *p, Py_ssize_t n, Py_ssize_t limit, unsigned char *out)
+{
+    Py_ssize_t i = s->i, k = s->k;
+    int run = s->run, zero = s->zero;
+    if (s->pend_h && k < limit) {
+        out[k++] = 'H';
+        s->pend_h = 0;
+    }
+    while (k < limit && i < n) {
+        unsigned c = p[i++];
+        if (c - '0' < 10) {
+            if (!run)
+                out[k++] = 'N';
+            run = 1;
+            zero = c == '0';
+            continue;
+        }
+        out[k++] = (unsigned char)c;
+        if (c == 'x' && zero && i < n && is_hex(p[i])) { /* "0xH": its 0 began or went on a run */
+            while (i < n && is_hex(p[i]))
+                i++;
+            if (k < limit)
+                out[k++] = 'H';
+            else
+                s->pend_h = 1;
+        }
+        run = zero = 0;
+    }
+    Py_ssize_t keep = k;
+    while (keep > 0 && Py_UNICODE_ISSPACE(out[keep - 1]))
+        keep--;
+    s->i = i;
+    s->k = s->kb = k;
+    s->keep = s->keepb = keep;
+    s->run = run;
+    s->zero = zero;
+}
+
 /* Write the shape on until `limit` characters or the line's end (the trailing spaces kept:
  * shaper_settle drops them). */
 static void shaper_run(Shaper *s, const unsigned char *p, Py_ssize_t n, Py_ssize_t limit, unsigned char *out)
 {
+    if (s->ascii) {
+        shaper_run_ascii(s, p, n, limit, out);
+        return;
+    }
     Py_ssize_t i = s->i, k = s->k, kb = s->kb;
     while (k < limit) {
         if (s->pend_h) {
@@ -502,14 +584,57 @@ static inline int needle_at(const Walker *w, int c, int word, uint64_t bit, cons
     return 0;
 }
 
-/* Whether a needle of mode `mode` is in the line p[0:n] (digits masked on both sides). */
-static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, int mode)
+#ifdef HAVE_TEDDY
+/* Whether a needle of class c (of the mode word/bit) is in the line p[0:n], read sixteen bytes at
+ * a time while `avail` bytes from p allow. Byte j of a chunk holds the buckets that bytes j-2,
+ * j-1 and j can be the first three bytes of; only where one is left does needle_at compare. */
+__attribute__((target("ssse3"))) static int teddy_has(const Walker *w, int c, int word, uint64_t bit,
+                                                      const unsigned char *p, Py_ssize_t n, Py_ssize_t avail)
+{
+    const __m128i *t = (const __m128i *)w->teddy[c];
+    const __m128i t0 = _mm_loadu_si128(t), t1 = _mm_loadu_si128(t + 1), t2 = _mm_loadu_si128(t + 2);
+    const __m128i t3 = _mm_loadu_si128(t + 3), t4 = _mm_loadu_si128(t + 4), t5 = _mm_loadu_si128(t + 5);
+    const __m128i nibble = _mm_set1_epi8(0x0F), zero = _mm_setzero_si128();
+    __m128i prev0 = zero, prev1 = zero;
+    Py_ssize_t i = 0;
+    for (; i <= n + 1 && i + 16 <= avail; i += 16) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+        const __m128i lo = _mm_and_si128(x, nibble), hi = _mm_and_si128(_mm_srli_epi16(x, 4), nibble);
+        const __m128i b0 = _mm_and_si128(_mm_shuffle_epi8(t0, lo), _mm_shuffle_epi8(t1, hi));
+        const __m128i b1 = _mm_and_si128(_mm_shuffle_epi8(t2, lo), _mm_shuffle_epi8(t3, hi));
+        const __m128i b2 = _mm_and_si128(_mm_shuffle_epi8(t4, lo), _mm_shuffle_epi8(t5, hi));
+        const __m128i all = _mm_and_si128(_mm_and_si128(_mm_alignr_epi8(b0, prev0, 14), _mm_alignr_epi8(b1, prev1, 15)), b2);
+        prev0 = b0;
+        prev1 = b1;
+        unsigned bits = 0xFFFFu & ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(all, zero));
+        if (n + 1 - i < 16)
+            bits &= (2u << (n + 1 - i)) - 1; /* starts up to the line's last byte */
+        for (; bits; bits &= bits - 1)
+            if (needle_at(w, c, word, bit, p, n, i + __builtin_ctz(bits) - 2))
+                return 1;
+    }
+    for (Py_ssize_t k = i >= 2 ? i - 2 : 0; k < n; k++) /* the starts no chunk covered */
+        if (needle_at(w, c, word, bit, p, n, k))
+            return 1;
+    return 0;
+}
+#endif
+
+/* Whether a needle of mode `mode` is in the line p[0:n] (digits masked on both sides); `avail`:
+ * the bytes that may be read from p (the line's and those after it). */
+static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail, int mode)
 {
     const int c = w->cls[mode];
     if (c < 0)
         return 1;
     const int word = mode >> 6;
     const uint64_t bit = 1ULL << (mode & 63);
+#ifdef HAVE_TEDDY
+    if (w->vector)
+        return teddy_has(w, c, word, bit, p, n, avail);
+#else
+    (void)avail;
+#endif
     for (Py_ssize_t i = 0; i < n; i++)
         if (needle_at(w, c, word, bit, p, n, i))
             return 1;
@@ -550,6 +675,144 @@ static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n)
         if (((first[p[i] >> 3] >> (p[i] & 7)) & 1) &&
             ((p[i] == 0xEF && i + 2 < n && p[i + 1] == 0xBF && p[i + 2] == 0xBD) || needle_at(w, c, word, bit, p, n, i)))
             return 1;
+    return 0;
+}
+
+/* The filter of class c's needles: of each, the bytes that its first three can be (a masked
+ * digit: any digit; any byte past a needle's end), put in at most eight buckets of six nibble
+ * sets (the low and high nibbles of the first, second and third byte). A bucket admits every
+ * three bytes whose six nibbles are in its sets, so it never refuses a needle of its members.
+ * Needles alike but for their first byte's low nibble begin as one bucket; then the two buckets
+ * whose merge admits the least more are merged, until eight are left. What a bucket admits is
+ * weighed by how common its bytes are in text (TEXT_WEIGHT: letters and spaces most; the
+ * filter reads only lines of ASCII), so that the buckets keep apart what text is made of. */
+typedef struct {
+    uint16_t set[6];
+} Bucket;
+
+/* TEXT_WEIGHT[h][half][bits]: the weight of the bytes of high nibble h whose low nibbles are
+ * the set bits of `bits`, the low nibbles 0-7 (half 0) or 8-15 (half 1). */
+static float TEXT_WEIGHT[8][2][256];
+
+static void text_weights(void)
+{
+    for (unsigned h = 0; h < 8; h++)
+        for (unsigned half = 0; half < 2; half++)
+            for (unsigned bits = 0; bits < 256; bits++) {
+                float n = 0;
+                for (unsigned l = 0; l < 8; l++) {
+                    unsigned x = h << 4 | (half * 8 + l);
+                    if ((bits >> l) & 1)
+                        n += (x >= 'a' && x <= 'z') || x == ' '                        ? 16
+                             : (x >= 'A' && x <= 'Z') || (x >= '0' && x <= '9')       ? 4
+                             : x > ' ' && x < 127                                     ? 2
+                             : x == '\t'                                              ? 1
+                                                                                      : 0;
+                }
+                TEXT_WEIGHT[h][half][bits] = n;
+            }
+}
+
+/* The weight of the bytes whose nibbles are in lo and hi (bytes of 0x80 and more weigh nothing). */
+static double nibble_weight(uint16_t lo, uint16_t hi)
+{
+    double n = 0;
+    for (unsigned h = 0; h < 8; h++)
+        if ((hi >> h) & 1)
+            n += TEXT_WEIGHT[h][0][lo & 0xFF] + TEXT_WEIGHT[h][1][lo >> 8];
+    return n;
+}
+
+static double bucket_size(const Bucket *b)
+{
+    return nibble_weight(b->set[0], b->set[1]) * nibble_weight(b->set[2], b->set[3]) *
+           nibble_weight(b->set[4], b->set[5]);
+}
+
+/* The nibble sets of the raw bytes a masked byte stands for. */
+static void nibbles_of(unsigned char t, uint16_t *lo, uint16_t *hi)
+{
+    *lo = *hi = 0;
+    for (unsigned x = 0; x < 256; x++)
+        if (MASK[x] == t) {
+            *lo |= (uint16_t)(1u << (x & 15));
+            *hi |= (uint16_t)(1u << (x >> 4));
+        }
+}
+
+static int teddy_build(Walker *w, int c)
+{
+    Py_ssize_t cap = 256 + w->nneedles, ng = 0;
+    Bucket *g = PyMem_Malloc(sizeof(Bucket) * (size_t)cap);
+    if (!g) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (unsigned x = 0; x < 256; x++)
+        if ((w->csingle[c][x >> 3] >> (x & 7)) & 1)
+            g[ng++] = (Bucket){{(uint16_t)(1u << (x & 15)), (uint16_t)(1u << (x >> 4)), 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF}};
+    for (int j = 0; j < w->nneedles; j++) {
+        int mine = 0;
+        for (int mode = 0; mode < 129 && !mine; mode++)
+            mine = w->cls[mode] == c && ((w->nmodes[j][mode >> 6] >> (mode & 63)) & 1);
+        if (!mine)
+            continue;
+        Bucket b = {{0, 0, 0, 0, 0xFFFF, 0xFFFF}};
+        for (int q = 0; q < 3 && q < w->nlen[j]; q++)
+            nibbles_of(w->ntext[j][q], &b.set[2 * q], &b.set[2 * q + 1]);
+        g[ng++] = b;
+    }
+    /* alike but for the first byte's low nibble: one bucket */
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < ng; i++) {
+        Py_ssize_t j = 0;
+        while (j < k && memcmp(g[j].set + 1, g[i].set + 1, 5 * sizeof(uint16_t)))
+            j++;
+        if (j == k)
+            g[k++] = g[i];
+        else
+            g[j].set[0] |= g[i].set[0];
+    }
+    ng = k;
+    double *size = PyMem_Malloc(sizeof(double) * (size_t)(ng ? ng : 1));
+    if (!size) {
+        PyMem_Free(g);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < ng; i++)
+        size[i] = bucket_size(&g[i]);
+    while (ng > 8) {
+        Py_ssize_t bi = 0, bj = 1;
+        double best = -1, merged = 0;
+        for (Py_ssize_t i = 0; i < ng; i++)
+            for (Py_ssize_t j = i + 1; j < ng; j++) {
+                Bucket m;
+                for (int q = 0; q < 6; q++)
+                    m.set[q] = g[i].set[q] | g[j].set[q];
+                double both = bucket_size(&m), more = both - size[i] - size[j];
+                if (best < 0 || more < best) {
+                    merged = both;
+                    best = more;
+                    bi = i;
+                    bj = j;
+                }
+            }
+        for (int q = 0; q < 6; q++)
+            g[bi].set[q] |= g[bj].set[q];
+        size[bi] = merged;
+        g[bj] = g[--ng];
+        size[bj] = size[ng];
+    }
+    PyMem_Free(size);
+    unsigned char *t = w->teddy[c];
+    memset(t, 0, 96);
+    for (Py_ssize_t b = 0; b < ng; b++)
+        for (int q = 0; q < 6; q++)
+            for (int v = 0; v < 16; v++)
+                if ((g[b].set[q] >> v) & 1)
+                    t[16 * q + v] |= (unsigned char)(1u << b);
+    PyMem_Free(g);
     return 0;
 }
 
@@ -602,6 +865,15 @@ static int build_classes(Walker *w)
         }
         w->cls[mode] = (signed char)c;
     }
+    void *nt = PyMem_Realloc(w->teddy, 96 * (size_t)(w->nclasses ? w->nclasses : 1));
+    if (!nt) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    w->teddy = nt;
+    for (int c = 0; c < w->nclasses; c++)
+        if (teddy_build(w, c) < 0)
+            return -1;
     /* the bytes that can begin a needle of an undecodable line, and EF (a U+FFFD written) */
     const int c = w->cls[BINARY_MODE];
     memset(w->bfirst, 0, sizeof w->bfirst);
@@ -637,6 +909,7 @@ static void Walker_dealloc(Walker *w)
     PyMem_Free(w->nnext);
     PyMem_Free(w->csingle);
     PyMem_Free(w->cbigram);
+    PyMem_Free(w->teddy);
     PyMem_Free(w->cps);
     PyMem_Free(w->known);
     PyMem_Free(w->shape8);
@@ -645,15 +918,23 @@ static void Walker_dealloc(Walker *w)
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
-/* Walker(refuse: bytes[128], needles: [(masked needle: bytes, modes: bytes[24])], limit: int) */
+/* Walker(refuse: bytes[128], needles: [(masked needle: bytes, modes: bytes[24])], limit: int,
+ *        vector: bool = True) (vector: use the sixteen-byte filter where the processor has it) */
 static int Walker_init(Walker *w, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"refuse", "needles", "limit", NULL};
+    static char *names[] = {"refuse", "needles", "limit", "vector", NULL};
     Py_buffer refuse;
     PyObject *needles;
     Py_ssize_t limit;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*On", names, &refuse, &needles, &limit))
+    int vector = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*On|p", names, &refuse, &needles, &limit, &vector))
         return -1;
+#ifdef HAVE_TEDDY
+    __builtin_cpu_init();
+    w->vector = vector && __builtin_cpu_supports("ssse3");
+#else
+    w->vector = 0;
+#endif
     if (refuse.len != 128 || limit < 1) {
         PyBuffer_Release(&refuse);
         PyErr_SetString(PyExc_ValueError, "refuse: 128 bytes; limit: positive");
@@ -767,6 +1048,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
     const unsigned char *buf = view.buf;
     long long n = 0, bad_lines = 0;
     int overflowed = 0;
+    Entry *bucket = NULL, *bucket_tab = NULL; /* the overflow bucket's entry, while the table stays */
     while (pos < end) {
         const unsigned char *p = buf + pos;
         const unsigned char *nl = memchr(p, '\n', (size_t)(end - pos));
@@ -775,23 +1057,14 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         Py_ssize_t len = nl - p;
         if (len == 0 || len > w->limit)
             break;
-        Py_ssize_t i = 0;
-        for (; i + 8 <= len; i += 8) {
-            uint64_t x;
-            memcpy(&x, p + i, 8);
-            if (x & 0x8080808080808080ULL)
-                break;
-        }
-        while (i < len && p[i] < 0x80)
-            i++;
-        const int ascii = i == len;
-        if (ascii ? w->refuse[p[0]] || has_needle(w, p, len, p[0])
+        const int ascii = is_ascii(p, len);
+        if (ascii ? w->refuse[p[0]] || has_needle(w, p, len, view.len - pos, p[0])
                   /* a U+FFFD written in the text: the exact path reads it */
                   : !binary || binary_refused(w, p, len))
             break;
         /* the shape: beyond the cap, its first characters first (most new shapes need no more) */
         Shaper sh;
-        shaper_start(&sh, p, len);
+        shaper_start(&sh, p, len, ascii);
         int whole = w->accounted < cap, beyond = 0;
         shaper_run(&sh, p, len, whole ? SHAPE_MAX : PREFIX, w->shape8);
         if (!shaper_settle(&sh, p, len, whole ? SHAPE_MAX : PREFIX)) {
@@ -801,6 +1074,8 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
                 shaper_run(&sh, p, len, SHAPE_MAX, w->shape8);
                 shaper_settle(&sh, p, len, SHAPE_MAX);
             }
+        } else if (!whole && !known_has(w, w->shape8, sh.kb)) {
+            beyond = 1; /* a whole shape of at most PREFIX characters is its own first characters */
         }
         /* valid UTF-8: the exact path reads it */
         if (!ascii && !sh.bad && utf8_valid_from(p, sh.i, len))
@@ -814,14 +1089,19 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         int made = 0;
         if (!e && w->accounted >= cap) {
             overflowed = 1;
-            e = mirror_find(w, (const unsigned char *)okey, olen, ohash);
-            if (!e) {
-                e = mirror_add(w, (const unsigned char *)okey, olen, ohash);
-                if (!e)
-                    goto done;
-                e->overflow = 1;
-                made = 1;
+            if (!bucket || bucket_tab != w->tab) {
+                e = mirror_find(w, (const unsigned char *)okey, olen, ohash);
+                if (!e) {
+                    e = mirror_add(w, (const unsigned char *)okey, olen, ohash);
+                    if (!e)
+                        goto done;
+                    e->overflow = 1;
+                    made = 1;
+                }
+                bucket = e;
+                bucket_tab = w->tab;
             }
+            e = bucket;
         } else if (!e) {
             e = mirror_add(w, key, klen, h);
             if (!e)
@@ -882,7 +1162,40 @@ done:
     return out;
 }
 
+/* needle(line, mode) -> whether the walker finds a needle of `mode` in the line (for tests) */
+static PyObject *Walker_needle(Walker *w, PyObject *args)
+{
+    Py_buffer v;
+    int mode;
+    if (!PyArg_ParseTuple(args, "y*i", &v, &mode))
+        return NULL;
+    if (mode < 0 || mode > BINARY_MODE) {
+        PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_ValueError, "mode: 0 to 128");
+        return NULL;
+    }
+    const unsigned char *p = v.buf;
+    const unsigned char *nl = memchr(p, '\n', (size_t)v.len);
+    Py_ssize_t n = nl ? nl - p : v.len;
+    int r = has_needle(w, p, n, v.len, mode);
+    PyBuffer_Release(&v);
+    return PyBool_FromLong(r);
+}
+
+static PyObject *Walker_get_vector(Walker *w, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(w->vector);
+}
+
+static PyGetSetDef Walker_getset[] = {
+    {"vector", (getter)Walker_get_vector, NULL, "whether the sixteen-byte filter of needle starts is used", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyMethodDef Walker_methods[] = {
+    {"needle", (PyCFunction)Walker_needle, METH_VARARGS,
+     "needle(line, mode) -> whether a needle of the mode is in the line (up to its first newline)"},
     {"walk", (PyCFunction)Walker_walk, METH_VARARGS,
      "walk(buf, pos, end, line, shapes, binary, cap, overflow) -> (pos, lines, decode_errors, overflowed, entries)"},
     {NULL, NULL, 0, NULL},
@@ -895,6 +1208,7 @@ static PyTypeObject WalkerType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Takes runs of lines that can only be unrecognised text; see the module.",
     .tp_methods = Walker_methods,
+    .tp_getset = Walker_getset,
     .tp_init = (initproc)Walker_init,
     .tp_new = PyType_GenericNew,
 };
@@ -918,7 +1232,7 @@ static PyObject *py_shape(PyObject *self, PyObject *arg)
     }
     unsigned char out[4 * (SHAPE_MAX + 4)];
     Shaper sh;
-    shaper_start(&sh, (const unsigned char *)text, n);
+    shaper_start(&sh, (const unsigned char *)text, n, is_ascii((const unsigned char *)text, n));
     shaper_run(&sh, (const unsigned char *)text, n, SHAPE_MAX, out);
     shaper_settle(&sh, (const unsigned char *)text, n, SHAPE_MAX);
     return shape_str(out, sh.kb);
@@ -942,7 +1256,7 @@ static PyObject *py_shape_prefix(PyObject *self, PyObject *args)
     const unsigned char *p = v.buf;
     unsigned char out[4 * (SHAPE_MAX + 4)];
     Shaper sh;
-    shaper_start(&sh, p, v.len);
+    shaper_start(&sh, p, v.len, is_ascii(p, v.len));
     shaper_run(&sh, p, v.len, limit, out);
     int complete = shaper_settle(&sh, p, v.len, limit);
     PyObject *prefix = shape_str(out, sh.kb);
@@ -995,6 +1309,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__other(void)
 {
+    text_weights();
     if (PyType_Ready(&WalkerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
