@@ -729,15 +729,26 @@ static double bucket_size(const Bucket *b)
            nibble_weight(b->set[4], b->set[5]);
 }
 
-/* The nibble sets of the raw bytes a masked byte stands for. */
+static double merged_size(const Bucket *a, const Bucket *b)
+{
+    Bucket m;
+    for (int q = 0; q < 6; q++)
+        m.set[q] = a->set[q] | b->set[q];
+    return bucket_size(&m);
+}
+
+/* The nibble sets of the raw bytes a masked byte stands for (0: the ten digits; 1-9: none). */
 static void nibbles_of(unsigned char t, uint16_t *lo, uint16_t *hi)
 {
-    *lo = *hi = 0;
-    for (unsigned x = 0; x < 256; x++)
-        if (MASK[x] == t) {
-            *lo |= (uint16_t)(1u << (x & 15));
-            *hi |= (uint16_t)(1u << (x >> 4));
-        }
+    if (t == '0') {
+        *lo = 0x03FF;
+        *hi = 1u << 3;
+    } else if (MASK[t] != t) {
+        *lo = *hi = 0;
+    } else {
+        *lo = (uint16_t)(1u << (t & 15));
+        *hi = (uint16_t)(1u << (t >> 4));
+    }
 }
 
 static int teddy_build(Walker *w, int c)
@@ -774,7 +785,9 @@ static int teddy_build(Walker *w, int c)
             g[j].set[0] |= g[i].set[0];
     }
     ng = k;
-    double *size = PyMem_Malloc(sizeof(double) * (size_t)(ng ? ng : 1));
+    /* size[i]: what bucket i admits; more[i * stride + j]: what merging i and j admits more */
+    const Py_ssize_t stride = ng ? ng : 1;
+    double *size = PyMem_Malloc(sizeof(double) * (size_t)stride * (size_t)(stride + 1)), *more = size + stride;
     if (!size) {
         PyMem_Free(g);
         PyErr_NoMemory();
@@ -782,27 +795,28 @@ static int teddy_build(Walker *w, int c)
     }
     for (Py_ssize_t i = 0; i < ng; i++)
         size[i] = bucket_size(&g[i]);
+    for (Py_ssize_t i = 0; i < ng; i++)
+        for (Py_ssize_t j = i + 1; j < ng; j++)
+            more[i * stride + j] = more[j * stride + i] = merged_size(&g[i], &g[j]) - size[i] - size[j];
     while (ng > 8) {
         Py_ssize_t bi = 0, bj = 1;
-        double best = -1, merged = 0;
         for (Py_ssize_t i = 0; i < ng; i++)
-            for (Py_ssize_t j = i + 1; j < ng; j++) {
-                Bucket m;
-                for (int q = 0; q < 6; q++)
-                    m.set[q] = g[i].set[q] | g[j].set[q];
-                double both = bucket_size(&m), more = both - size[i] - size[j];
-                if (best < 0 || more < best) {
-                    merged = both;
-                    best = more;
+            for (Py_ssize_t j = i + 1; j < ng; j++)
+                if (more[i * stride + j] < more[bi * stride + bj]) {
                     bi = i;
                     bj = j;
                 }
-            }
+        size[bi] += size[bj] + more[bi * stride + bj];
         for (int q = 0; q < 6; q++)
             g[bi].set[q] |= g[bj].set[q];
-        size[bi] = merged;
-        g[bj] = g[--ng];
-        size[bj] = size[ng];
+        Py_ssize_t last = --ng; /* the last bucket takes bj's place */
+        g[bj] = g[last];
+        size[bj] = size[last];
+        for (Py_ssize_t k = 0; k < ng; k++)
+            more[bj * stride + k] = more[k * stride + bj] = more[last * stride + k];
+        for (Py_ssize_t k = 0; k < ng; k++)
+            if (k != bi)
+                more[bi * stride + k] = more[k * stride + bi] = merged_size(&g[bi], &g[k]) - size[bi] - size[k];
     }
     PyMem_Free(size);
     unsigned char *t = w->teddy[c];
