@@ -147,8 +147,11 @@ def _needle_walkers() -> tuple[Any, Any, list[tuple[bytes, int]]]:
 
 
 def _has_needle(line: bytes, mode: int, needles: list[tuple[bytes, int]]) -> bool:
-    """What the needle test means: a needle of the mode in the line, digits masked on both sides."""
+    """What the needle test means: a needle of the mode in the line, digits masked on both sides
+    (the mode of undecodable lines, 128: or the bytes of a U+FFFD, which the classifier reads)."""
     masked = line.translate(other._MASK)
+    if mode == 128 and "\ufffd".encode() in line:
+        return True
     return any(modes >> mode & 1 and text in masked for text, modes in needles)
 
 
@@ -192,6 +195,20 @@ def test_the_needle_filter_answers_as_the_search(line: bytes, mode: int, tail: b
     want = True if refused else _has_needle(line, mode, needles)
     assert scalar.needle(line + tail, mode) is want
     assert vector.needle(line + tail, mode) is want
+
+
+@compiled
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.one_of(st.binary(min_size=1, max_size=20).map(lambda b: b.replace(b"\n", b"")),
+                          st.sampled_from([b"\xef\xbf\xbd", b"\xef\xbf", b"\xef", b".rs:", b".rs", b"[Router (",
+                                           b"[Router", b"failed for request", b"failed for", b"Some requests",
+                                           b"Some requests timed out when bootstrapping"])), max_size=30).map(b"".join),
+       st.sampled_from([b"", b"\n", b"\n" + b"\xff" * 40]))
+def test_the_undecodable_lines_filter_answers_as_the_search(line: bytes, tail: bytes) -> None:
+    vector, scalar, needles = _needle_walkers()
+    want = _has_needle(line, 128, needles)
+    assert scalar.needle(line + tail, 128) is want
+    assert vector.needle(line + tail, 128) is want
 
 
 def _maybe(*texts: str) -> st.SearchStrategy[str]:

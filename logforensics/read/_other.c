@@ -66,6 +66,7 @@ typedef struct {
     unsigned char (*csingle)[32];  /* class -> bit set of the raw bytes that are needles */
     unsigned char (*cbigram)[8192]; /* class -> bit set of the raw byte pairs longer needles begin with */
     unsigned char (*teddy)[96];  /* class -> the filter's six nibble tables (teddy_build) */
+    unsigned char teddy_bin[96]; /* the binary mode's, with the bytes of a U+FFFD */
     int vector;                  /* the filter is used (the processor has SSSE3) */
     int32_t head[65536];         /* bigram -> first needle of its chain (-1: none) */
     int nneedles;
@@ -584,14 +585,22 @@ static inline int needle_at(const Walker *w, int c, int word, uint64_t bit, cons
     return 0;
 }
 
+/* Whether the bytes of a U+FFFD (EF BF BD) are at p[i] (the line p[0:n]). */
+static inline int is_fffd(const unsigned char *p, Py_ssize_t n, Py_ssize_t i)
+{
+    return p[i] == 0xEF && i + 2 < n && p[i + 1] == 0xBF && p[i + 2] == 0xBD;
+}
+
 #ifdef HAVE_TEDDY
 /* Whether a needle of class c (of the mode word/bit) is in the line p[0:n], read sixteen bytes at
  * a time while `avail` bytes from p allow. Byte j of a chunk holds the buckets that bytes j-2,
- * j-1 and j can be the first three bytes of; only where one is left does needle_at compare. */
+ * j-1 and j can be the first three bytes of; only where one is left does needle_at compare.
+ * `binary`: the binary mode's filter, whose needles include the bytes of a U+FFFD. */
 __attribute__((target("ssse3"))) static int teddy_has(const Walker *w, int c, int word, uint64_t bit,
-                                                      const unsigned char *p, Py_ssize_t n, Py_ssize_t avail)
+                                                      const unsigned char *p, Py_ssize_t n, Py_ssize_t avail,
+                                                      int binary)
 {
-    const __m128i *t = (const __m128i *)w->teddy[c];
+    const __m128i *t = (const __m128i *)(binary ? w->teddy_bin : w->teddy[c]);
     const __m128i t0 = _mm_loadu_si128(t), t1 = _mm_loadu_si128(t + 1), t2 = _mm_loadu_si128(t + 2);
     const __m128i t3 = _mm_loadu_si128(t + 3), t4 = _mm_loadu_si128(t + 4), t5 = _mm_loadu_si128(t + 5);
     const __m128i nibble = _mm_set1_epi8(0x0F), zero = _mm_setzero_si128();
@@ -609,12 +618,14 @@ __attribute__((target("ssse3"))) static int teddy_has(const Walker *w, int c, in
         unsigned bits = 0xFFFFu & ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(all, zero));
         if (n + 1 - i < 16)
             bits &= (2u << (n + 1 - i)) - 1; /* starts up to the line's last byte */
-        for (; bits; bits &= bits - 1)
-            if (needle_at(w, c, word, bit, p, n, i + __builtin_ctz(bits) - 2))
+        for (; bits; bits &= bits - 1) {
+            Py_ssize_t at = i + __builtin_ctz(bits) - 2;
+            if ((binary && is_fffd(p, n, at)) || needle_at(w, c, word, bit, p, n, at))
                 return 1;
+        }
     }
     for (Py_ssize_t k = i >= 2 ? i - 2 : 0; k < n; k++) /* the starts no chunk covered */
-        if (needle_at(w, c, word, bit, p, n, k))
+        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
             return 1;
     return 0;
 }
@@ -631,7 +642,7 @@ static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_
     const uint64_t bit = 1ULL << (mode & 63);
 #ifdef HAVE_TEDDY
     if (w->vector)
-        return teddy_has(w, c, word, bit, p, n, avail);
+        return teddy_has(w, c, word, bit, p, n, avail, 0);
 #else
     (void)avail;
 #endif
@@ -644,13 +655,19 @@ static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_
 /* Whether an undecodable line holds what the exact path reads otherwise: a needle of the
  * binary mode, or the bytes of a U+FFFD (EF BF BD: the classifier then does not call the
  * line undecodable). Few bytes can begin either, so those are looked for sixteen at a time. */
-static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n)
+static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail)
 {
     const int c = w->cls[BINARY_MODE];
     if (c < 0)
         return 1;
     const int word = BINARY_MODE >> 6;
     const uint64_t bit = 1ULL << (BINARY_MODE & 63);
+#ifdef HAVE_TEDDY
+    if (w->vector)
+        return teddy_has(w, c, word, bit, p, n, avail, 1);
+#else
+    (void)avail;
+#endif
     const unsigned char *first = w->bfirst;
     Py_ssize_t i = 0;
 #if defined(__SSE2__)
@@ -685,7 +702,8 @@ static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n)
  * Needles alike but for their first byte's low nibble begin as one bucket; then the two buckets
  * whose merge admits the least more are merged, until eight are left. What a bucket admits is
  * weighed by how common its bytes are in text (TEXT_WEIGHT: letters and spaces most; the
- * filter reads only lines of ASCII), so that the buckets keep apart what text is made of. */
+ * filter reads only lines of ASCII), so that the buckets keep apart what text is made of; the
+ * binary mode's filter, for undecodable lines, weighs every byte alike. */
 typedef struct {
     uint16_t set[6];
 } Bucket;
@@ -723,18 +741,21 @@ static double nibble_weight(uint16_t lo, uint16_t hi)
     return n;
 }
 
-static double bucket_size(const Bucket *b)
+static double bucket_size(const Bucket *b, int uniform)
 {
+    if (uniform) /* undecodable lines: every byte alike */
+        return (double)__builtin_popcount(b->set[0]) * __builtin_popcount(b->set[1]) * __builtin_popcount(b->set[2]) *
+               __builtin_popcount(b->set[3]) * __builtin_popcount(b->set[4]) * __builtin_popcount(b->set[5]);
     return nibble_weight(b->set[0], b->set[1]) * nibble_weight(b->set[2], b->set[3]) *
            nibble_weight(b->set[4], b->set[5]);
 }
 
-static double merged_size(const Bucket *a, const Bucket *b)
+static double merged_size(const Bucket *a, const Bucket *b, int uniform)
 {
     Bucket m;
     for (int q = 0; q < 6; q++)
         m.set[q] = a->set[q] | b->set[q];
-    return bucket_size(&m);
+    return bucket_size(&m, uniform);
 }
 
 /* The nibble sets of the raw bytes a masked byte stands for (0: the ten digits; 1-9: none). */
@@ -751,13 +772,16 @@ static void nibbles_of(unsigned char t, uint16_t *lo, uint16_t *hi)
     }
 }
 
-static int teddy_build(Walker *w, int c)
+static int teddy_build(Walker *w, int c, int binary, unsigned char *t)
 {
-    Py_ssize_t cap = 256 + w->nneedles, ng = 0;
+    Py_ssize_t cap = 257 + w->nneedles, ng = 0;
     Bucket *g = PyMem_Malloc(sizeof(Bucket) * (size_t)cap);
     if (!g) {
         PyErr_NoMemory();
         return -1;
+    }
+    if (binary) { /* EF BF BD */
+        g[ng++] = (Bucket){{1u << 0xF, 1u << 0xE, 1u << 0xF, 1u << 0xB, 1u << 0xD, 1u << 0xB}};
     }
     for (unsigned x = 0; x < 256; x++)
         if ((w->csingle[c][x >> 3] >> (x & 7)) & 1)
@@ -794,10 +818,10 @@ static int teddy_build(Walker *w, int c)
         return -1;
     }
     for (Py_ssize_t i = 0; i < ng; i++)
-        size[i] = bucket_size(&g[i]);
+        size[i] = bucket_size(&g[i], binary);
     for (Py_ssize_t i = 0; i < ng; i++)
         for (Py_ssize_t j = i + 1; j < ng; j++)
-            more[i * stride + j] = more[j * stride + i] = merged_size(&g[i], &g[j]) - size[i] - size[j];
+            more[i * stride + j] = more[j * stride + i] = merged_size(&g[i], &g[j], binary) - size[i] - size[j];
     while (ng > 8) {
         Py_ssize_t bi = 0, bj = 1;
         for (Py_ssize_t i = 0; i < ng; i++)
@@ -816,10 +840,9 @@ static int teddy_build(Walker *w, int c)
             more[bj * stride + k] = more[k * stride + bj] = more[last * stride + k];
         for (Py_ssize_t k = 0; k < ng; k++)
             if (k != bi)
-                more[bi * stride + k] = more[k * stride + bi] = merged_size(&g[bi], &g[k]) - size[bi] - size[k];
+                more[bi * stride + k] = more[k * stride + bi] = merged_size(&g[bi], &g[k], binary) - size[bi] - size[k];
     }
     PyMem_Free(size);
-    unsigned char *t = w->teddy[c];
     memset(t, 0, 96);
     for (Py_ssize_t b = 0; b < ng; b++)
         for (int q = 0; q < 6; q++)
@@ -886,8 +909,10 @@ static int build_classes(Walker *w)
     }
     w->teddy = nt;
     for (int c = 0; c < w->nclasses; c++)
-        if (teddy_build(w, c) < 0)
+        if (teddy_build(w, c, 0, w->teddy[c]) < 0)
             return -1;
+    if (w->cls[BINARY_MODE] >= 0 && teddy_build(w, w->cls[BINARY_MODE], 1, w->teddy_bin) < 0)
+        return -1;
     /* the bytes that can begin a needle of an undecodable line, and EF (a U+FFFD written) */
     const int c = w->cls[BINARY_MODE];
     memset(w->bfirst, 0, sizeof w->bfirst);
@@ -1074,7 +1099,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         const int ascii = is_ascii(p, len);
         if (ascii ? w->refuse[p[0]] || has_needle(w, p, len, view.len - pos, p[0])
                   /* a U+FFFD written in the text: the exact path reads it */
-                  : !binary || binary_refused(w, p, len))
+                  : !binary || binary_refused(w, p, len, view.len - pos))
             break;
         /* the shape: beyond the cap, its first characters first (most new shapes need no more) */
         Shaper sh;
@@ -1176,7 +1201,8 @@ done:
     return out;
 }
 
-/* needle(line, mode) -> whether the walker finds a needle of `mode` in the line (for tests) */
+/* needle(line, mode) -> whether the walker finds a needle of `mode` in the line (for tests; the
+ * binary mode, 128: or the bytes of a U+FFFD) */
 static PyObject *Walker_needle(Walker *w, PyObject *args)
 {
     Py_buffer v;
@@ -1191,7 +1217,7 @@ static PyObject *Walker_needle(Walker *w, PyObject *args)
     const unsigned char *p = v.buf;
     const unsigned char *nl = memchr(p, '\n', (size_t)v.len);
     Py_ssize_t n = nl ? nl - p : v.len;
-    int r = has_needle(w, p, n, v.len, mode);
+    int r = mode == BINARY_MODE ? binary_refused(w, p, n, v.len) : has_needle(w, p, n, v.len, mode);
     PyBuffer_Release(&v);
     return PyBool_FromLong(r);
 }
