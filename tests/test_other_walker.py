@@ -125,6 +125,25 @@ def test_shapes_of_bytes_are_the_coverage_shapes_of_their_text(data: bytes, limi
         assert bad
 
 
+#: Lines of ASCII (read a byte a character, eight at a time between digits): words, runs of
+#: digits, "0x" ids and near misses, every space Python strips, at any place about eight bytes.
+ASCII_LINE = st.lists(st.sampled_from(["word", "abcdefgh", "x", "0x", "0x1f", "00xab", "0xg", "7", "9", "0", "5", "123456789",
+                                       " ", "  ", "\t", "\x0b", "\x1c", "\x1f", "\x0c", "-", ":", "X", "zz0"]),
+                      max_size=60).map("".join)
+
+
+@compiled
+@settings(max_examples=800, deadline=None)
+@given(ASCII_LINE, st.integers(min_value=1, max_value=SHAPE_MAX))
+def test_shapes_of_ascii_lines_are_the_coverage_shapes(text: str, limit: int) -> None:
+    assert other._other is not None
+    prefix, complete, whole, bad = other._other.shape_prefix(text.encode("ascii"), limit)
+    assert whole == coverage.shape(text) == other._other.shape(text)
+    assert prefix == whole[:limit]
+    assert complete if limit == SHAPE_MAX else (prefix == whole if complete else len(prefix) == limit)
+    assert not bad
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(WORDS + ["m", "[1m", "[31;1m", "^[", "\x00", "x"]), max_size=10).map("".join))
 def test_the_cleaner_needs_one_of_its_texts(text: str) -> None:

@@ -455,6 +455,17 @@ static void shaper_run_ascii(Shaper *s, const unsigned char *p, Py_ssize_t n, Py
         out[k++] = 'H';
         s->pend_h = 0;
     }
+    /* eight characters at a time while they hold no digit (a line of ASCII: no carry between bytes) */
+    while (!zero && !s->pend_h && k + 8 <= limit && i + 8 <= n) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        if ((x + 0x5050505050505050ULL) & ~(x + 0x4646464646464646ULL) & 0x8080808080808080ULL)
+            break; /* a byte of 0x30-0x39 */
+        memcpy(out + k, &x, 8);
+        k += 8;
+        i += 8;
+        run = 0;
+    }
     while (k < limit && i < n) {
         unsigned c = p[i++];
         if (c - '0' < 10) {
