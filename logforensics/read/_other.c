@@ -38,7 +38,7 @@
 #endif
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <tmmintrin.h>
-#define HAVE_TEDDY 1 /* the SSSE3 filter of needle starts, chosen at run time (teddy_starts) */
+#define HAVE_TEDDY 1 /* the SSSE3 filter of needles (teddy_has), chosen at run time */
 #endif
 
 #define SHAPE_MAX 160   /* characters of a shape (coverage.shape) */
@@ -706,6 +706,7 @@ static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n,
     return 0;
 }
 
+#ifdef HAVE_TEDDY
 /* The filter of class c's needles: of each, the bytes that its first three can be (a masked
  * digit: any digit; any byte past a needle's end), put in at most eight buckets of six nibble
  * sets (the low and high nibbles of the first, second and third byte). A bucket admits every
@@ -864,6 +865,8 @@ static int teddy_build(Walker *w, int c, int binary, unsigned char *t)
     return 0;
 }
 
+#endif
+
 /* Group the modes by their needles: per class, the raw bytes and byte pairs to look at. */
 static int build_classes(Walker *w)
 {
@@ -913,6 +916,7 @@ static int build_classes(Walker *w)
         }
         w->cls[mode] = (signed char)c;
     }
+#ifdef HAVE_TEDDY
     void *nt = PyMem_Realloc(w->teddy, 96 * (size_t)(w->nclasses ? w->nclasses : 1));
     if (!nt) {
         PyErr_NoMemory();
@@ -924,6 +928,7 @@ static int build_classes(Walker *w)
             return -1;
     if (w->cls[BINARY_MODE] >= 0 && teddy_build(w, w->cls[BINARY_MODE], 1, w->teddy_bin) < 0)
         return -1;
+#endif
     /* the bytes that can begin a needle of an undecodable line, and EF (a U+FFFD written) */
     const int c = w->cls[BINARY_MODE];
     memset(w->bfirst, 0, sizeof w->bfirst);
@@ -1360,7 +1365,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__other(void)
 {
+#ifdef HAVE_TEDDY
     text_weights();
+#endif
     if (PyType_Ready(&WalkerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
