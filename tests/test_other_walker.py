@@ -152,17 +152,16 @@ def test_the_cleaner_needs_one_of_its_texts(text: str) -> None:
 
 
 @functools.cache
-def _needle_walkers() -> tuple[Any, Any, list[tuple[bytes, int]]]:
-    """The walker's needle test with the sixteen-byte filter and without, and the needles
-    (masked text, modes as a number) it is built from."""
+def _needle_walkers() -> tuple[list[Any], list[tuple[bytes, int]]]:
+    """The walker's needle test with each filter this machine has (the widest first, down to
+    the byte-by-byte search), and the needles (masked text, modes as a number) it is built from."""
     assert other._other is not None
     req = other.requirements(tuple(sorted(set(OTHER_NEEDS))))
     assert req is not None
     refuse, needles = req
-    vector = other._other.Walker(refuse, list(needles), other.LIMIT)
-    scalar = other._other.Walker(refuse, list(needles), other.LIMIT, vector=False)
-    assert not scalar.vector
-    return vector, scalar, [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in needles]
+    walkers = [other._other.Walker(refuse, list(needles), other.LIMIT, vector=level) for level in (2, 1, 0)]
+    assert [w.vector for w in walkers][-1] == 0
+    return walkers, [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in needles]
 
 
 def _has_needle(line: bytes, mode: int, needles: list[tuple[bytes, int]]) -> bool:
@@ -177,17 +176,18 @@ def _has_needle(line: bytes, mode: int, needles: list[tuple[bytes, int]]) -> boo
 @compiled
 def test_the_needle_filter_misses_no_needle() -> None:
     """Every needle, its digits any digits, at every place in lines of every length about the
-    filter's sixteen-byte chunks, also where the buffer ends with the line: the filter's answer
-    is the byte-by-byte search's and the definition's (this machine's filter, where it has one)."""
-    vector, scalar, needles = _needle_walkers()
+    filters' chunks of sixteen and thirty-two bytes, also where the buffer ends with the line:
+    each filter's answer is the byte-by-byte search's and the definition's (the filters this
+    machine has)."""
+    walkers, needles = _needle_walkers()
     rng = random.Random(7)
     letters = b"abcdefghijklmnopqrstuvwxyz      ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:-_/=|[]()"
     for text, modes in needles:
         mode_list = [m for m in range(129) if modes >> m & 1]
-        for length in (len(text), len(text) + 1, 15, 16, 17, 31, 32, 33, 47, 70):
+        for length in (len(text), len(text) + 1, 15, 16, 17, 29, 30, 31, 32, 33, 47, 63, 64, 65, 70):
             if length < len(text):
                 continue
-            for at in sorted({0, 1, 2, 13, 14, 15, 16, 17, length - len(text)}):
+            for at in sorted({0, 1, 2, 13, 14, 15, 16, 17, 29, 30, 31, 32, 33, length - len(text)}):
                 if at > length - len(text):
                     continue
                 real = bytes(rng.choice(b"123456789") if c == ord("0") else c for c in text)
@@ -197,8 +197,8 @@ def test_the_needle_filter_misses_no_needle() -> None:
                     want = _has_needle(line, mode, needles)
                     assert want, (text, line)
                     for tail in (b"", b"\n", b"\nmore text after the line"):
-                        assert vector.needle(line + tail, mode) is True, (text, line, mode, tail)
-                        assert scalar.needle(line + tail, mode) is True, (text, line, mode, tail)
+                        for w in walkers:
+                            assert w.needle(line + tail, mode) is True, (w.vector, text, line, mode, tail)
 
 
 @compiled
@@ -207,13 +207,12 @@ def test_the_needle_filter_misses_no_needle() -> None:
                                  b"r", b".", b"p", b"d", b"=", b"[", b"-", b":", b"^", b"M", b"|", b"f",
                                  b"sglang", b"it/s", b"pid", b"Err", b"File", b" is ", b"failed"]),
                 max_size=40).map(b"".join),
-       st.integers(0, 127), st.sampled_from([b"", b"\n", b"\n" + b"z" * 40]))
+       st.integers(0, 127), st.sampled_from([b"", b"\n", b"\n" + b"z" * 40, b"\n" + b"z" * 70]))
 def test_the_needle_filter_answers_as_the_search(line: bytes, mode: int, tail: bytes) -> None:
-    vector, scalar, needles = _needle_walkers()
+    walkers, needles = _needle_walkers()
     refused = other.requirements(tuple(sorted(set(OTHER_NEEDS))))[0][mode]  # a mode of no needles: always
     want = True if refused else _has_needle(line, mode, needles)
-    assert scalar.needle(line + tail, mode) is want
-    assert vector.needle(line + tail, mode) is want
+    assert [w.needle(line + tail, mode) for w in walkers] == [want] * len(walkers)
 
 
 @compiled
@@ -222,12 +221,11 @@ def test_the_needle_filter_answers_as_the_search(line: bytes, mode: int, tail: b
                           st.sampled_from([b"\xef\xbf\xbd", b"\xef\xbf", b"\xef", b".rs:", b".rs", b"[Router (",
                                            b"[Router", b"failed for request", b"failed for", b"Some requests",
                                            b"Some requests timed out when bootstrapping"])), max_size=30).map(b"".join),
-       st.sampled_from([b"", b"\n", b"\n" + b"\xff" * 40]))
+       st.sampled_from([b"", b"\n", b"\n" + b"\xff" * 40, b"\n" + b"\xff" * 70]))
 def test_the_undecodable_lines_filter_answers_as_the_search(line: bytes, tail: bytes) -> None:
-    vector, scalar, needles = _needle_walkers()
+    walkers, needles = _needle_walkers()
     want = _has_needle(line, 128, needles)
-    assert scalar.needle(line + tail, 128) is want
-    assert vector.needle(line + tail, 128) is want
+    assert [w.needle(line + tail, 128) for w in walkers] == [want] * len(walkers)
 
 
 def _maybe(*texts: str) -> st.SearchStrategy[str]:

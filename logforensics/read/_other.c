@@ -37,8 +37,8 @@
 #include <emmintrin.h>
 #endif
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <tmmintrin.h>
-#define HAVE_TEDDY 1 /* the SSSE3 filter of needles (teddy_has), chosen at run time */
+#include <immintrin.h>
+#define HAVE_TEDDY 1 /* the filter of needles (teddy_has: SSSE3, teddy_has32: AVX2), chosen at run time */
 #endif
 
 #define SHAPE_MAX 160   /* characters of a shape (coverage.shape) */
@@ -67,7 +67,7 @@ typedef struct {
     unsigned char (*cbigram)[8192]; /* class -> bit set of the raw byte pairs longer needles begin with */
     unsigned char (*teddy)[96];  /* class -> the filter's six nibble tables (teddy_build) */
     unsigned char teddy_bin[96]; /* the binary mode's, with the bytes of a U+FFFD */
-    int vector;                  /* the filter is used (the processor has SSSE3) */
+    int vector;                  /* the filter used: 0 none, 1 sixteen bytes (SSSE3), 2 thirty-two (AVX2) */
     int32_t head[65536];         /* bigram -> first needle of its chain (-1: none) */
     int nneedles;
     unsigned char **ntext;
@@ -640,6 +640,48 @@ __attribute__((target("ssse3"))) static int teddy_has(const Walker *w, int c, in
             return 1;
     return 0;
 }
+/* teddy_has, thirty-two bytes at a time (AVX2: each lane of sixteen looks up the same tables;
+ * the bytes before a chunk come from the one before it across the lanes). */
+__attribute__((target("avx2"))) static int teddy_has32(const Walker *w, int c, int word, uint64_t bit,
+                                                       const unsigned char *p, Py_ssize_t n, Py_ssize_t avail,
+                                                       int binary)
+{
+    const __m128i *t = (const __m128i *)(binary ? w->teddy_bin : w->teddy[c]);
+    const __m256i t0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t));
+    const __m256i t1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 1));
+    const __m256i t2 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 2));
+    const __m256i t3 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 3));
+    const __m256i t4 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 4));
+    const __m256i t5 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 5));
+    const __m256i nibble = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+    __m256i prev0 = zero, prev1 = zero;
+    Py_ssize_t i = 0;
+    for (; i <= n + 1 && i + 32 <= avail; i += 32) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
+        const __m256i lo = _mm256_and_si256(x, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
+        const __m256i b0 = _mm256_and_si256(_mm256_shuffle_epi8(t0, lo), _mm256_shuffle_epi8(t1, hi));
+        const __m256i b1 = _mm256_and_si256(_mm256_shuffle_epi8(t2, lo), _mm256_shuffle_epi8(t3, hi));
+        const __m256i b2 = _mm256_and_si256(_mm256_shuffle_epi8(t4, lo), _mm256_shuffle_epi8(t5, hi));
+        /* [the previous chunk's high lane, this one's low lane]: what alignr shifts in */
+        const __m256i s0 = _mm256_alignr_epi8(b0, _mm256_permute2x128_si256(prev0, b0, 0x21), 14);
+        const __m256i s1 = _mm256_alignr_epi8(b1, _mm256_permute2x128_si256(prev1, b1, 0x21), 15);
+        const __m256i all = _mm256_and_si256(_mm256_and_si256(s0, s1), b2);
+        prev0 = b0;
+        prev1 = b1;
+        uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, zero));
+        if (n + 1 - i < 32)
+            bits &= (uint32_t)((2ull << (n + 1 - i)) - 1); /* starts up to the line's last byte */
+        for (; bits; bits &= bits - 1) {
+            Py_ssize_t at = i + __builtin_ctz(bits) - 2;
+            if ((binary && is_fffd(p, n, at)) || needle_at(w, c, word, bit, p, n, at))
+                return 1;
+        }
+    }
+    for (Py_ssize_t k = i >= 2 ? i - 2 : 0; k < n; k++) /* the starts no chunk covered */
+        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
+            return 1;
+    return 0;
+}
 #endif
 
 /* Whether a needle of mode `mode` is in the line p[0:n] (digits masked on both sides); `avail`:
@@ -653,7 +695,7 @@ static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_
     const uint64_t bit = 1ULL << (mode & 63);
 #ifdef HAVE_TEDDY
     if (w->vector)
-        return teddy_has(w, c, word, bit, p, n, avail, 0);
+        return (w->vector > 1 ? teddy_has32 : teddy_has)(w, c, word, bit, p, n, avail, 0);
 #else
     (void)avail;
 #endif
@@ -675,7 +717,7 @@ static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n,
     const uint64_t bit = 1ULL << (BINARY_MODE & 63);
 #ifdef HAVE_TEDDY
     if (w->vector)
-        return teddy_has(w, c, word, bit, p, n, avail, 1);
+        return (w->vector > 1 ? teddy_has32 : teddy_has)(w, c, word, bit, p, n, avail, 1);
 #else
     (void)avail;
 #endif
@@ -974,19 +1016,22 @@ static void Walker_dealloc(Walker *w)
 }
 
 /* Walker(refuse: bytes[128], needles: [(masked needle: bytes, modes: bytes[24])], limit: int,
- *        vector: bool = True) (vector: use the sixteen-byte filter where the processor has it) */
+ *        vector: int = 2) (vector: the widest filter to use, where the processor has it: 0 none,
+ *        1 sixteen bytes at a time, 2 thirty-two) */
 static int Walker_init(Walker *w, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"refuse", "needles", "limit", "vector", NULL};
     Py_buffer refuse;
     PyObject *needles;
     Py_ssize_t limit;
-    int vector = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*On|p", names, &refuse, &needles, &limit, &vector))
+    int vector = 2;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*On|i", names, &refuse, &needles, &limit, &vector))
         return -1;
 #ifdef HAVE_TEDDY
     __builtin_cpu_init();
-    w->vector = vector && __builtin_cpu_supports("ssse3");
+    w->vector = vector < 1 || !__builtin_cpu_supports("ssse3") ? 0
+                : vector < 2 || !__builtin_cpu_supports("avx2") ? 1
+                                                                : 2;
 #else
     w->vector = 0;
 #endif
@@ -1241,11 +1286,11 @@ static PyObject *Walker_needle(Walker *w, PyObject *args)
 static PyObject *Walker_get_vector(Walker *w, void *closure)
 {
     (void)closure;
-    return PyBool_FromLong(w->vector);
+    return PyLong_FromLong(w->vector);
 }
 
 static PyGetSetDef Walker_getset[] = {
-    {"vector", (getter)Walker_get_vector, NULL, "whether the sixteen-byte filter of needle starts is used", NULL},
+    {"vector", (getter)Walker_get_vector, NULL, "the filter of needles used: 0 none, 1 SSSE3, 2 AVX2", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
