@@ -28,9 +28,10 @@ is not valid UTF-8 is ``other`` without the grammar (``LineClassifier``): those 
 too, decoded as Python decodes them, with only the observers' texts refused.
 
 Most of a run's time is the search for the needles in every line: the extension looks for
-them through a filter of their first three bytes that reads sixteen or thirty-two bytes at a time (the
-"Teddy" method of Hyperscan, SSSE3, chosen at run time) and compares only where it lets a
-position through, so its answer is the byte-by-byte search's (``tests/test_other_walker.py``).
+them through a filter of their first three bytes that reads 32 bytes at a time (16 where the
+processor lacks AVX2 and has SSSE3; the "Teddy" method of Hyperscan, chosen at run time) and
+compares only where it lets a position through, so its answer is the byte-by-byte search's
+(``tests/test_other_walker.py``).
 
 ``LOGFORENSICS_PURE=1``, or a missing extension, turns this off (:func:`available`); the
 exact path is the reference, and the tests compare both on generated mixtures.
