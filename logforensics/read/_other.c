@@ -23,7 +23,7 @@
  * holds as many shapes as it keeps, a line whose first shape characters begin no kept
  * shape counts in the overflow bucket from those alone (random bytes: every line a new
  * shape), and only the searches for what the exact path must read see the rest of it.
- * Whether a line holds a needle is first asked of a filter that reads sixteen bytes at a
+ * Whether a line holds a needle is first asked of a filter that reads 32 bytes (or 16) at a
  * time (the "Teddy" method of Hyperscan: each byte's two nibbles look up which buckets of
  * needle starts it can be the first byte of, and the next byte's which it can follow), and
  * only the positions it lets through are compared; it never misses a start.
