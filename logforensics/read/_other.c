@@ -25,8 +25,9 @@
  * shape), and only the searches for what the exact path must read see the rest of it.
  * Whether a line holds a needle is first asked of a filter that reads 32 bytes (or 16) at a
  * time (the "Teddy" method of Hyperscan: each byte's two nibbles look up which buckets of
- * needle starts it can be the first byte of, and the next byte's which it can follow), and
- * only the positions it lets through are compared; it never misses a start.
+ * needles it can be the first, second and third byte of, and a position is let through where
+ * three bytes in a row agree on a bucket); only the positions it lets through are compared, and
+ * it never misses a needle.
  * It knows no log format of its own.
  */
 #define PY_SSIZE_T_CLEAN
