@@ -119,7 +119,13 @@ static uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n)
         h ^= h >> 29;
     }
     uint64_t w = 0;
-    memcpy(&w, p + i, (size_t)(n - i));
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n >= 8 && i < n) { /* the last eight bytes, those read already shifted out: the same word */
+        memcpy(&w, p + n - 8, 8);
+        w >>= 8 * (8 - (n - i));
+    } else
+#endif
+        memcpy(&w, p + i, (size_t)(n - i));
     h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
     h ^= h >> 32;
     return h ? h : 1;
