@@ -1104,6 +1104,55 @@ static int Walker_init(Walker *w, PyObject *args, PyObject *kw)
     return build_classes(w);
 }
 
+#ifdef HAVE_TEDDY
+/* line_end, thirty-two bytes at a time: the newline and the bytes of 0x80 and more in one pass. */
+__attribute__((target("avx2"))) static Py_ssize_t line_end32(const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail,
+                                                             int *ascii)
+{
+    const __m256i newline = _mm256_set1_epi8('\n');
+    uint32_t high = 0;
+    Py_ssize_t i = 0;
+    for (; i < lim && i + 32 <= avail; i += 32) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
+        const uint32_t nl = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, newline));
+        const uint32_t hi = (uint32_t)_mm256_movemask_epi8(x);
+        if (nl) {
+            const unsigned k = (unsigned)__builtin_ctz(nl);
+            if (i + k >= lim)
+                return -1;
+            *ascii = !(high | (hi & ((1u << k) - 1)));
+            return i + k;
+        }
+        high |= hi;
+    }
+    if (i >= lim)
+        return -1;
+    const unsigned char *q = memchr(p + i, '\n', (size_t)(lim - i));
+    if (!q)
+        return -1;
+    *ascii = !high && is_ascii(p + i, q - p - i);
+    return q - p;
+}
+#endif
+
+/* The length of the line at p (to its newline, which lies before p + lim; -1: none) and whether it
+ * is ASCII; `avail`: the bytes that may be read from p. */
+static Py_ssize_t line_end(const Walker *w, const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail, int *ascii)
+{
+#ifdef HAVE_TEDDY
+    if (w->vector > 1)
+        return line_end32(p, lim, avail, ascii);
+#else
+    (void)w;
+    (void)avail;
+#endif
+    const unsigned char *q = memchr(p, '\n', (size_t)lim);
+    if (!q)
+        return -1;
+    *ascii = is_ascii(p, q - p);
+    return q - p;
+}
+
 static int touch(Walker *w, Entry *e)
 {
     if (e->walk == w->walk)
@@ -1158,13 +1207,10 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
     Entry *bucket = NULL, *bucket_tab = NULL; /* the overflow bucket's entry, while the table stays */
     while (pos < end) {
         const unsigned char *p = buf + pos;
-        const unsigned char *nl = memchr(p, '\n', (size_t)(end - pos));
-        if (!nl)
+        int ascii;
+        Py_ssize_t len = line_end(w, p, end - pos, view.len - pos, &ascii);
+        if (len <= 0 || len > w->limit) /* no newline before `end`, a blank line, a line too long */
             break;
-        Py_ssize_t len = nl - p;
-        if (len == 0 || len > w->limit)
-            break;
-        const int ascii = is_ascii(p, len);
         if (ascii ? w->refuse[p[0]] || has_needle(w, p, len, view.len - pos, p[0])
                   /* a U+FFFD written in the text: the exact path reads it */
                   : !binary || binary_refused(w, p, len, view.len - pos))
@@ -1233,7 +1279,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         }
         e->count++;
         n++;
-        pos = nl + 1 - buf;
+        pos += len + 1;
     }
     entries = PyList_New(w->ntouched);
     if (!entries)
