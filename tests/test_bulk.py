@@ -115,6 +115,24 @@ def test_bulk_equals_events_on_generated_logs(generated: list[Path]) -> None:
 
 
 @compiled
+def test_lines_without_stamp_or_rank_are_taken() -> None:
+    """A Python warning and the source line under it carry no stamp and name no rank: the
+    scanner takes them (the run model only counts them), with the event path's summary."""
+    lines = []
+    for i in range(50):
+        lines.append(b"[2026-02-27 12:08:%02d] INFO:     127.0.0.1:43595 - \"POST /generate HTTP/1.1\" 200 OK\n" % i)
+        lines.append(b"/usr/lib/python3.12/site-packages/torch/cuda/__init__.py:%d: FutureWarning: old api\n"
+                     % (10 + i))
+        lines.append(b"  import pynvml  # type: ignore[import]\n")
+    data = b"".join(lines)
+    want = _events_path(data, "warnings.log")
+    for size in (1 << 20, 4096):
+        got, taken = _bulk_path(data, "warnings.log", size)
+        assert got == want, f"blocks of {size} bytes"
+        assert taken >= 140, f"only {taken} of 150 lines taken in bulk"
+
+
+@compiled
 def test_mixed_feeding_is_one_run(generated: list[Path]) -> None:
     """watch feeds events, a batch reader columns: one run model whichever filled it."""
     data = generated[1].read_bytes()
