@@ -115,6 +115,57 @@ def test_bulk_equals_events_on_generated_logs(generated: list[Path]) -> None:
 
 
 @compiled
+def test_the_scanner_masks_digits_as_the_classifier_does() -> None:
+    """A line is taken under a shape exactly when its digit-masked bytes are the shape's key
+    (compared sixteen bytes at a time where the CPU can), whatever its length and bytes; and
+    of several shapes of one length, each is found again after the others."""
+    import random
+
+    from logforensics.read.fastpath import _MASK
+
+    assert bulk._scan is not None
+    rng = random.Random(5)
+    alphabet = b"0123456789:/ .aZ/\x2f\x3a\x7f\x80\xb0\xb9\xff"
+    ready = bytes([0] * 256 + [1] + [0] * 255)  # class 1, no rank
+    for _ in range(400):
+        n = rng.randrange(1, 90)
+        base = bytes(rng.choice(alphabet) for _ in range(n))
+        sc = bulk._scan.Scanner(1, (), (), ())
+        assert sc.add(base.translate(_MASK), 0, 1, 0, None, None, False, ())
+        sc.set_ready(ready)
+        for _ in range(8):
+            line = bytearray(base)
+            line[rng.randrange(n)] = rng.choice(alphabet)
+            taken = sc.scan(bytes(line) + b"\n", 0)[1]
+            assert taken == (bytes(line).translate(_MASK) == base.translate(_MASK)), bytes(line)
+    sc = bulk._scan.Scanner(1, (), (), ())
+    keys = [bytes([65 + k]) * 40 for k in range(6)]  # more shapes of one length than are kept first
+    for k, key in enumerate(keys):
+        assert sc.add(key, k, 1, 0, None, None, False, ())
+    sc.set_ready(ready)
+    lines = [rng.choice(keys) for _ in range(300)]
+    assert sc.scan(b"\n".join(lines) + b"\n", 0)[1] == 300
+
+
+@compiled
+def test_lines_without_stamp_or_rank_are_taken() -> None:
+    """A Python warning and the source line under it carry no stamp and name no rank: the
+    scanner takes them (the run model only counts them), with the event path's summary."""
+    lines = []
+    for i in range(50):
+        lines.append(b"[2026-02-27 12:08:%02d] INFO:     127.0.0.1:43595 - \"POST /generate HTTP/1.1\" 200 OK\n" % i)
+        lines.append(b"/usr/lib/python3.12/site-packages/torch/cuda/__init__.py:%d: FutureWarning: old api\n"
+                     % (10 + i))
+        lines.append(b"  import pynvml  # type: ignore[import]\n")
+    data = b"".join(lines)
+    want = _events_path(data, "warnings.log")
+    for size in (1 << 20, 4096):
+        got, taken = _bulk_path(data, "warnings.log", size)
+        assert got == want, f"blocks of {size} bytes"
+        assert taken >= 140, f"only {taken} of 150 lines taken in bulk"
+
+
+@compiled
 def test_mixed_feeding_is_one_run(generated: list[Path]) -> None:
     """watch feeds events, a batch reader columns: one run model whichever filled it."""
     data = generated[1].read_bytes()

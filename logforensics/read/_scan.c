@@ -25,6 +25,7 @@
 #define MAX_SLOTS 16
 #define MAX_KINDS 256
 #define MAX_KEY 4096
+#define RECENT_WAYS 4
 
 enum { CONV_INT = 0, CONV_FLOAT = 1, CONV_BOOL = 2 };
 
@@ -82,10 +83,12 @@ typedef struct {
     Last lasts[MAX_CLASSES][MAX_RANKS]; /* last line per class and rank */
     unsigned char seen[MAX_CLASSES][MAX_RANKS];
     int busy; /* a scan runs (without the GIL): no other call may change the scanner */
-    Shape *recent[256]; /* the shape last found for a line of each length (mod 256): a line is
-                         * compared with it first, which is cheaper than hashing it */
+    Shape *recent[256][RECENT_WAYS]; /* the shapes last found for lines of each length (mod 256),
+                                      * latest first: a line is compared with them first, which
+                                      * is cheaper than hashing it */
     PyObject *rank_names; /* list: id -> str (index 0: None) */
     unsigned char *rank_text[MAX_RANKS];
+    uint64_t rank_word[MAX_RANKS]; /* a rank of at most eight bytes as shape_load8 reads it */
     Py_ssize_t rank_len[MAX_RANKS];
     int nranks; /* ids in use, 0 included */
     unsigned char ready[MAX_CLASSES][MAX_RANKS];
@@ -623,11 +626,21 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
         Py_ssize_t len = nl - p;
         Shape *sh = NULL;
         if (len <= MAX_KEY) {
-            Shape **seen_sh = &self->recent[len & 255];
-            if (*seen_sh && (*seen_sh)->k.len == len && shape_equal(p, (*seen_sh)->k.key, len))
-                sh = *seen_sh;
-            else if ((sh = lookup(self, p, len)))
-                *seen_sh = sh;
+            Shape **way = self->recent[len & 255];
+            for (int w = 0; w < RECENT_WAYS && way[w]; w++) {
+                if (way[w]->k.len == len && shape_equal(p, way[w]->k.key, len)) {
+                    sh = way[w];
+                    for (; w > 0; w--) /* latest first */
+                        way[w] = way[w - 1];
+                    way[0] = sh;
+                    break;
+                }
+            }
+            if (!sh && (sh = lookup(self, p, len))) {
+                for (int w = RECENT_WAYS - 1; w > 0; w--)
+                    way[w] = way[w - 1];
+                way[0] = sh;
+            }
         }
         if (!sh)
             break;
@@ -636,10 +649,20 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
             const unsigned char *rp = p + sh->ra;
             Py_ssize_t rn = sh->rb - sh->ra;
             rid = -1;
-            for (int k = 1; k < self->nranks; k++) {
-                if (self->rank_len[k] == rn && memcmp(self->rank_text[k], rp, (size_t)rn) == 0) {
-                    rid = k;
-                    break;
+            if (rn >= 1 && rn <= 8) { /* one word compared, not a call of memcmp per rank */
+                uint64_t w = shape_tail8(p, sh->ra, sh->rb);
+                for (int k = 1; k < self->nranks; k++) {
+                    if (self->rank_word[k] == w && self->rank_len[k] == rn) {
+                        rid = k;
+                        break;
+                    }
+                }
+            } else {
+                for (int k = 1; k < self->nranks; k++) {
+                    if (self->rank_len[k] == rn && memcmp(self->rank_text[k], rp, (size_t)rn) == 0) {
+                        rid = k;
+                        break;
+                    }
                 }
             }
             if (rid < 0) {
@@ -796,7 +819,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
     memset(self->seen, 0, sizeof self->seen);
     memset(oxs, 0, sizeof oxs);
     for (int k = 0; k < self->nslots; k++) {
-        for (int r = 0; r < MAX_RANKS; r++)
+        for (int r = 0; r < self->nranks; r++) /* ids beyond were never given: untouched */
             self->vals[k][r].n = 0, self->vals[k][r].tag = DBL_NONE;
         self->ord_y[k].n = 0;
         self->ord_y[k].tag = DBL_NONE;
@@ -846,6 +869,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args)
         memcpy(copy, rp, (size_t)rn);
         self->rank_text[self->nranks] = copy;
         self->rank_len[self->nranks] = rn;
+        self->rank_word[self->nranks] = rn <= 8 ? shape_load8(copy, rn) : 0;
         self->nranks++;
     }
     for (int k = 0; k < self->nslots; k++) {

@@ -11,7 +11,8 @@ scanning on. Nothing here knows a log format: the shapes, spans and converters a
 from the grammar's plans.
 
 A plan is taken only when applying it in C gives exactly what ``grammar.build_event``
-would: a stamp converted by ``str`` or the ISO ``T`` replacement, a non-empty rank span,
+would: a stamp converted by ``str`` or the ISO ``T`` replacement (or no stamp, on lines
+that name no rank and are no rows), a non-empty rank span,
 and the wanted fields read by ``int``, ``float`` or the grammar's bool converter (the C
 converters refuse any text these would read differently, and the line then goes the
 exact way).
@@ -132,6 +133,7 @@ class BulkScanner:
         self.class_of = class_of
         self.slots = slots
         self.row_only = frozenset(row_only)
+        self.row_classes = frozenset(rows)
         nslots = 1 + max((s for fields in slots.values() for s in fields.values()), default=-1)
         self.scanner = _scan.Scanner(nslots, ordered, rows, row_only)
         self.plans: list[Plan] = []
@@ -154,14 +156,21 @@ class BulkScanner:
 
     def _register(self, key: bytes, plan: Plan) -> None:
         cls = self.class_of(plan)
-        if cls is None or plan.ts_slice is None or plan.ts is None:
-            return
-        ta, tb = plan.ts
-        if tb <= ta or plan.ts_conv not in (str, _DATE_TO_ISO):
+        if cls is None:
             return
         rank = plan.rank
         if rank is not None and rank[1] <= rank[0]:
             return
+        if plan.ts is None or plan.ts_slice is None:
+            # Without a stamp only lines that name no rank and are no rows: a rank's last
+            # line is kept with its stamp (an unstamped record keeps the one before), and a
+            # row is timed.
+            if plan.ts is not None or plan.ts_slice is not None or rank is not None or cls in self.row_classes:
+                return
+        else:
+            ta, tb = plan.ts
+            if tb <= ta or plan.ts_conv not in (str, _DATE_TO_ISO):
+                return
         slots = []
         for name, slot in self.slots.get(plan.kind, {}).items():
             where, conv = plan.spec.get(name, (None, None))
@@ -196,8 +205,7 @@ class BulkScanner:
         """The text and converted stamp of one taken line (as build_event gives them)."""
         plan = self.plans[plan_id]
         text = buf[start:end].decode("ascii")
-        assert plan.ts_slice is not None  # only plans with a stamp are registered
-        return text, plan.ts_conv(text[plan.ts_slice])
+        return text, None if plan.ts_slice is None else plan.ts_conv(text[plan.ts_slice])
 
     def rows(self, seg: Segment, buf: bytes, first_line: int) -> Rows | None:
         """The rows of a segment of ``buf`` whose first line is numbered ``first_line``."""
