@@ -116,11 +116,11 @@ def test_groups_have_the_same_rows_and_only_their_own_columns(generated: list[Pa
     encoded_columns: list[set[str]] = []
     encode = parquet.encoded
 
-    def spy(table: object) -> object:
+    def spy(table: object, dictionary: list[str]) -> object:
         encoded_columns.append(set(table.column_names))  # type: ignore[attr-defined]
         assert all(table.column(k).null_count < table.num_rows  # type: ignore[attr-defined]
                    for k in range(table.num_columns))  # type: ignore[attr-defined]
-        return encode(table)
+        return encode(table, dictionary)
 
     monkeypatch.setattr(parquet, "encoded", spy)
     _same([(generated[1], None), (generated[4], "n1")], tmp_path)
@@ -131,6 +131,30 @@ def test_groups_have_the_same_rows_and_only_their_own_columns(generated: list[Pa
     for k in range(meta.num_row_groups):
         assert [meta.row_group(k).column(c).path_in_schema for c in range(len(names))] == names
     assert any(len(cols) < len(names) for cols in encoded_columns)  # groups lacked columns
+
+
+def test_a_dictionary_only_for_text_whose_values_repeat(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text column whose first values are mostly distinct (client addresses) is encoded
+    without a dictionary, a short text that repeats (the kind) with one, integers
+    delta-encoded; the file reads back as the exact path's table."""
+    monkeypatch.setattr(parquet, "ROW_GROUP", 4096)
+    _same([(generated[0], None)], tmp_path)
+    path = tmp_path / "fast-path.parquet"
+    meta, table = pq.ParquetFile(path).metadata, pq.read_table(path)
+    names = table.column_names
+    first = 0
+    seen = 0
+    for k in range(meta.num_row_groups):
+        group = meta.row_group(k)
+        clients = group.num_rows - table["client"].slice(first, group.num_rows).null_count
+        first += group.num_rows
+        if clients >= 64:  # enough values to tell (tables.mostly_distinct)
+            seen += 1
+            assert not group.column(names.index("client")).has_dictionary_page, k
+        assert group.column(names.index("kind")).has_dictionary_page, k
+        assert "DELTA_BINARY_PACKED" in group.column(names.index("line")).encodings, k
+    assert seen > 2
 
 
 def test_damaged_lines_read_back_the_same(generated: list[Path], tmp_path: Path) -> None:  # noqa: F811
@@ -229,11 +253,11 @@ def test_an_encoding_error_reaches_the_caller_and_nothing_hangs(generated: list[
     calls = []
     real = parquet.encoded
 
-    def third_fails(table: object) -> object:
+    def third_fails(table: object, dictionary: list[str]) -> object:
         calls.append(1)
         if len(calls) == 3:
             raise MemoryError("a row group pyarrow could not encode")
-        return real(table)
+        return real(table, dictionary)
 
     monkeypatch.setattr(parquet, "encoded", third_fails)
     outcome: list[BaseException | None] = []

@@ -815,11 +815,12 @@ static int col_pad(Col *c, Py_ssize_t r)
         return 0;
     if (col_reserve(c, r) < 0)
         return -1;
-    for (Py_ssize_t i = c->n; i < r; i++) {
-        if (c->type == COL_STRING)
-            c->off[i + 1] = c->off[i];
-        else if (c->type == COL_INT || c->type == COL_DOUBLE)
-            memset(c->data + (size_t)i * 8, 0, 8);
+    if (c->type == COL_STRING) {
+        int32_t end = c->off[c->n];
+        for (Py_ssize_t i = c->n; i < r; i++)
+            c->off[i + 1] = end;
+    } else if (c->type == COL_INT || c->type == COL_DOUBLE) {
+        memset(c->data + (size_t)c->n * 8, 0, (size_t)(r - c->n) * 8);
     }
     c->n = r;
     return 0;
@@ -934,7 +935,8 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
                     c->type = self->coltype[op->col];
                     used[nused++] = op->col;
                 }
-                if (col_pad(c, rows) < 0 || col_reserve(c, rows + 1) < 0) {
+                /* the checks inline: most values go to a column filled up to the row before */
+                if ((c->n < rows && col_pad(c, rows) < 0) || (rows >= c->cap && col_reserve(c, rows + 1) < 0)) {
                     err = NOMEM;
                     goto walked;
                 }

@@ -42,7 +42,7 @@ from ..ingest.parallel import worker_count
 from ..read import emit
 from ..read.parser import IncrementalParser
 from .parquet_assemble import Assembler, encoded
-from .tables import _final, _kind, final_schema, from_values, nulls, parquet_row
+from .tables import _final, _kind, final_schema, from_values, mostly_distinct, nulls, parquet_row
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
 #: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. A group per
@@ -62,10 +62,11 @@ class ParquetStats:
 
 
 class _Groups:
-    """Row groups collected from pieces (C columns or event rows), each handed as a table to
-    ``put``; the columns in the order first seen, and the kinds of their values."""
+    """Row groups collected from pieces (C columns or event rows), each handed to ``put`` as
+    a table and its text columns to encode with a dictionary; the columns in the order
+    first seen, and the kinds of their values."""
 
-    def __init__(self, put: Callable[[Any], None]) -> None:
+    def __init__(self, put: Callable[[Any, list[str]], None]) -> None:
         import pyarrow as pa
 
         self.pa = pa
@@ -77,6 +78,9 @@ class _Groups:
         self.pieces: list[tuple[int, Any]] = []  # (rows, list of row dicts | {name: [arrays]})
         self.pending = 0
         self.names: dict[int, tuple[str, str]] = {}  # C column -> (name, type)
+        # text columns whose first values were mostly distinct: no dictionary (decided once,
+        # from the first group with enough values, so that every group is encoded alike)
+        self.distinct: dict[str, bool] = {}
 
     def add_events(self, events: Sequence[Event], wanted: Collection[str]) -> None:
         order = self.order
@@ -176,8 +180,22 @@ class _Groups:
             # every value null: one column of nulls, so that the group keeps its rows
             columns[only] = nulls(total, self.types[_final(self.kinds.get(only, set()))])
         if columns:
-            self.put(pa.table(columns))
+            self.put(pa.table(columns), self._dictionary(columns))
         self.pending -= total
+
+    def _dictionary(self, columns: dict[str, Any]) -> list[str]:
+        """The text columns of a group that a dictionary pays for (``tables.open_writer``'s
+        rule, less those whose values ``tables.mostly_distinct`` found mostly distinct)."""
+        names = []
+        for name, column in columns.items():
+            if name == "text" or column.type != self.types["str"]:
+                continue
+            distinct = self.distinct.get(name)
+            if distinct is None and (distinct := mostly_distinct(column)) is not None:
+                self.distinct[name] = distinct
+            if not distinct:
+                names.append(name)
+        return names
 
 
 def _cut(pieces: list[tuple[int, Any]], rows: int) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
@@ -225,13 +243,13 @@ class _Encoder:
 
     def _run(self) -> None:
         while (job := self.queue.get()) is not None:
-            k, table = job
+            k, table, dictionary = job
             file = types = error = None
             try:
                 if self.error is None:
                     types = {f.name: (str(f.type), table.column(i).null_count == table.num_rows)
                              for i, f in enumerate(table.schema)}
-                    file = encoded(table)
+                    file = encoded(table, dictionary)
             except BaseException as exc:  # handed to the caller's thread
                 error = exc
             del table, job  # not kept while the turn is waited for
@@ -249,12 +267,12 @@ class _Encoder:
             file = None
             self.idle.release()
 
-    def __call__(self, table: Any) -> None:
+    def __call__(self, table: Any, dictionary: list[str]) -> None:
         self.idle.acquire()
         if self.error is not None:
             self.idle.release()
             self.close()
-        self.queue.put((self.given, table))
+        self.queue.put((self.given, table, dictionary))
         self.given += 1
 
     def close(self) -> None:

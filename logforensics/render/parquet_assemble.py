@@ -24,7 +24,7 @@ import os
 import pickle
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -138,15 +138,16 @@ def _split(encoded: Any) -> tuple[memoryview, bytes]:
     return data[4:end], bytes(data[end:len(data) - 8])
 
 
-def encoded(table: Any) -> Any:
-    """``table`` as the bytes of a Parquet file of the file's settings (``tables.open_writer``);
-    a table of no rows gives a file of its schema and no row group."""
+def encoded(table: Any, dictionary: Collection[str] | None = None) -> Any:
+    """``table`` as the bytes of a Parquet file of the file's settings (``tables.open_writer``,
+    ``dictionary`` its text columns with a dictionary); a table of no rows gives a file of
+    its schema and no row group."""
     import pyarrow as pa
 
     from .tables import open_writer
 
     sink = pa.BufferOutputStream()
-    with open_writer(sink, table.schema) as writer:
+    with open_writer(sink, table.schema, dictionary) as writer:
         if table.num_rows:
             writer.write_table(table)
     return sink.getvalue()
