@@ -610,6 +610,28 @@ static inline int is_fffd(const unsigned char *p, Py_ssize_t n, Py_ssize_t i)
 }
 
 #ifdef HAVE_TEDDY
+/* Compare at the starts a chunk's filter let through: bit j of `bits`, the start at + j. */
+__attribute__((always_inline)) static inline int teddy_compare(const Walker *w, int c, int word, uint64_t bit, const unsigned char *p, Py_ssize_t n,
+                                Py_ssize_t at, uint32_t bits, int binary)
+{
+    for (; bits; bits &= bits - 1) {
+        Py_ssize_t k = at + __builtin_ctz(bits);
+        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
+            return 1;
+    }
+    return 0;
+}
+
+/* Compare at every start from `from` on (where the buffer ends too soon for a chunk). */
+static int teddy_rest(const Walker *w, int c, int word, uint64_t bit, const unsigned char *p, Py_ssize_t n,
+                      Py_ssize_t from, int binary)
+{
+    for (Py_ssize_t k = from; k < n; k++)
+        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
+            return 1;
+    return 0;
+}
+
 /* Whether a needle of class c (of the mode word/bit) is in the line p[0:n], read sixteen bytes at
  * a time while `avail` bytes from p allow. Byte j of a chunk holds the buckets that bytes j-2,
  * j-1 and j can be the first three bytes of; only where one is left does needle_at compare.
@@ -633,20 +655,15 @@ __attribute__((target("ssse3"))) static int teddy_has(const Walker *w, int c, in
         const __m128i all = _mm_and_si128(_mm_and_si128(_mm_alignr_epi8(b0, prev0, 14), _mm_alignr_epi8(b1, prev1, 15)), b2);
         prev0 = b0;
         prev1 = b1;
-        unsigned bits = 0xFFFFu & ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(all, zero));
+        uint32_t bits = 0xFFFFu & ~(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(all, zero));
         if (n + 1 - i < 16)
             bits &= (2u << (n + 1 - i)) - 1; /* starts up to the line's last byte */
-        for (; bits; bits &= bits - 1) {
-            Py_ssize_t at = i + __builtin_ctz(bits) - 2;
-            if ((binary && is_fffd(p, n, at)) || needle_at(w, c, word, bit, p, n, at))
-                return 1;
-        }
-    }
-    for (Py_ssize_t k = i >= 2 ? i - 2 : 0; k < n; k++) /* the starts no chunk covered */
-        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
+        if (bits && teddy_compare(w, c, word, bit, p, n, i - 2, bits, binary))
             return 1;
-    return 0;
+    }
+    return teddy_rest(w, c, word, bit, p, n, i >= 2 ? i - 2 : 0, binary); /* the starts no chunk covered */
 }
+
 /* teddy_has, thirty-two bytes at a time (AVX2: each lane of sixteen looks up the same tables;
  * the bytes before a chunk come from the one before it across the lanes). */
 __attribute__((target("avx2"))) static int teddy_has32(const Walker *w, int c, int word, uint64_t bit,
@@ -678,16 +695,10 @@ __attribute__((target("avx2"))) static int teddy_has32(const Walker *w, int c, i
         uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, zero));
         if (n + 1 - i < 32)
             bits &= (uint32_t)((2ull << (n + 1 - i)) - 1); /* starts up to the line's last byte */
-        for (; bits; bits &= bits - 1) {
-            Py_ssize_t at = i + __builtin_ctz(bits) - 2;
-            if ((binary && is_fffd(p, n, at)) || needle_at(w, c, word, bit, p, n, at))
-                return 1;
-        }
-    }
-    for (Py_ssize_t k = i >= 2 ? i - 2 : 0; k < n; k++) /* the starts no chunk covered */
-        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
+        if (bits && teddy_compare(w, c, word, bit, p, n, i - 2, bits, binary))
             return 1;
-    return 0;
+    }
+    return teddy_rest(w, c, word, bit, p, n, i >= 2 ? i - 2 : 0, binary); /* the starts no chunk covered */
 }
 #endif
 
