@@ -34,9 +34,6 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_TEDDY 1 /* the filter of needles (teddy_has: SSSE3, teddy_has32: AVX2), chosen at run time */
@@ -87,8 +84,6 @@ typedef struct {
     long long walk;
     uint64_t *known;             /* the filter: bits set by the first PREFIX characters of each key */
     unsigned char bfirst[32];    /* bit set of the bytes that can begin a binary needle, and EF */
-    unsigned char bfirst_list[8];
-    int nbfirst;                 /* how many (more than 8: not listed) */
     /* scratch */
     Py_UCS4 *cps;
     unsigned char *shape8;
@@ -385,23 +380,18 @@ static inline Py_ssize_t put_utf8(unsigned char *o, Py_UCS4 c)
 }
 
 /* Whether p[0:n] is ASCII. */
-static Py_ssize_t ascii_prefix(const unsigned char *p, Py_ssize_t n)
+static int is_ascii(const unsigned char *p, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t x;
         memcpy(&x, p + i, 8);
         if (x & 0x8080808080808080ULL)
-            break;
+            return 0;
     }
     while (i < n && p[i] < 0x80)
         i++;
-    return i;
-}
-
-static int is_ascii(const unsigned char *p, Py_ssize_t n)
-{
-    return ascii_prefix(p, n) == n;
+    return i == n;
 }
 
 /* coverage.shape of a line, read from its bytes and written as UTF-8, one character at a
@@ -611,8 +601,9 @@ static inline int is_fffd(const unsigned char *p, Py_ssize_t n, Py_ssize_t i)
 
 #ifdef HAVE_TEDDY
 /* Compare at the starts a chunk's filter let through: bit j of `bits`, the start at + j. */
-__attribute__((always_inline)) static inline int teddy_compare(const Walker *w, int c, int word, uint64_t bit, const unsigned char *p, Py_ssize_t n,
-                                Py_ssize_t at, uint32_t bits, int binary)
+__attribute__((always_inline)) static inline int teddy_compare(const Walker *w, int c, int word, uint64_t bit,
+                                                               const unsigned char *p, Py_ssize_t n, Py_ssize_t at,
+                                                               uint32_t bits, int binary)
 {
     for (; bits; bits &= bits - 1) {
         Py_ssize_t k = at + __builtin_ctz(bits);
@@ -725,7 +716,7 @@ static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_
 
 /* Whether an undecodable line holds what the exact path reads otherwise: a needle of the
  * binary mode, or the bytes of a U+FFFD (EF BF BD: the classifier then does not call the
- * line undecodable). Few bytes can begin either, so those are looked for sixteen at a time. */
+ * line undecodable): through the binary mode's filter, else at the few bytes that can begin either. */
 static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail)
 {
     const int c = w->cls[BINARY_MODE];
@@ -740,28 +731,8 @@ static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n,
     (void)avail;
 #endif
     const unsigned char *first = w->bfirst;
-    Py_ssize_t i = 0;
-#if defined(__SSE2__)
-    if (w->nbfirst <= 8) {
-        __m128i v[8];
-        for (int j = 0; j < w->nbfirst; j++)
-            v[j] = _mm_set1_epi8((char)w->bfirst_list[j]);
-        for (; i + 16 <= n; i += 16) {
-            __m128i x = _mm_loadu_si128((const __m128i *)(p + i)), m = _mm_cmpeq_epi8(x, v[0]);
-            for (int j = 1; j < w->nbfirst; j++)
-                m = _mm_or_si128(m, _mm_cmpeq_epi8(x, v[j]));
-            for (unsigned bits = (unsigned)_mm_movemask_epi8(m); bits; bits &= bits - 1) {
-                Py_ssize_t at = i + __builtin_ctz(bits);
-                if ((p[at] == 0xEF && at + 2 < n && p[at + 1] == 0xBF && p[at + 2] == 0xBD) ||
-                    needle_at(w, c, word, bit, p, n, at))
-                    return 1;
-            }
-        }
-    }
-#endif
-    for (; i < n; i++)
-        if (((first[p[i] >> 3] >> (p[i] & 7)) & 1) &&
-            ((p[i] == 0xEF && i + 2 < n && p[i + 1] == 0xBF && p[i + 2] == 0xBD) || needle_at(w, c, word, bit, p, n, i)))
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (((first[p[i] >> 3] >> (p[i] & 7)) & 1) && (is_fffd(p, n, i) || needle_at(w, c, word, bit, p, n, i)))
             return 1;
     return 0;
 }
@@ -908,11 +879,11 @@ static int teddy_build(Walker *w, int c, int binary, unsigned char *t)
         Py_ssize_t last = --ng; /* the last bucket takes bj's place */
         g[bj] = g[last];
         size[bj] = size[last];
-        for (Py_ssize_t k = 0; k < ng; k++)
-            more[bj * stride + k] = more[k * stride + bj] = more[last * stride + k];
-        for (Py_ssize_t k = 0; k < ng; k++)
-            if (k != bi)
-                more[bi * stride + k] = more[k * stride + bi] = merged_size(&g[bi], &g[k], binary) - size[bi] - size[k];
+        for (Py_ssize_t m = 0; m < ng; m++)
+            more[bj * stride + m] = more[m * stride + bj] = more[last * stride + m];
+        for (Py_ssize_t m = 0; m < ng; m++)
+            if (m != bi)
+                more[bi * stride + m] = more[m * stride + bi] = merged_size(&g[bi], &g[m], binary) - size[bi] - size[m];
     }
     PyMem_Free(size);
     memset(t, 0, 96);
@@ -992,7 +963,6 @@ static int build_classes(Walker *w)
     /* the bytes that can begin a needle of an undecodable line, and EF (a U+FFFD written) */
     const int c = w->cls[BINARY_MODE];
     memset(w->bfirst, 0, sizeof w->bfirst);
-    w->nbfirst = 0;
     for (unsigned x = 0; x < 256; x++) {
         int begins = x == 0xEF;
         for (unsigned y = 0; c >= 0 && !begins && y < 256; y++) {
@@ -1002,9 +972,6 @@ static int build_classes(Walker *w)
         if (!begins)
             continue;
         w->bfirst[x >> 3] |= (unsigned char)(1u << (x & 7));
-        if (w->nbfirst < 8)
-            w->bfirst_list[w->nbfirst] = (unsigned char)x;
-        w->nbfirst++;
     }
     return 0;
 }
