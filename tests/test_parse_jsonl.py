@@ -143,6 +143,51 @@ def test_damaged_lines_byte_for_byte(generated: list[Path], tmp_path: Path) -> N
     _same(path)
 
 
+def _mixtures() -> list[tuple[str, bytes]]:
+    """Serving records, fixtures' lines and every kind of unrecognised text between; and
+    streams that do not look like text (random bytes first), whose undecodable lines are
+    unrecognised text too."""
+    from test_other_walker import _mixture, _random_bytes, _unknown_text
+
+    rng = random.Random(8)
+    out = [(f"mix{seed}.log", _mixture(seed)) for seed in range(3)]
+    out.append(("words.log", _unknown_text(rng, 4000)))
+    out.append(("bytes.log", _random_bytes(rng, 150000) + b"\n" + _mixture(4)))
+    return out
+
+
+@pytest.mark.parametrize("block", [1 << 20, 4093])
+def test_unknown_text_in_c_byte_for_byte(block: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of unrecognised lines are written in C (``JsonlEmitter.others``), with the
+    exact path's rows, in blocks of any size, with a node and with kinds chosen."""
+    from logforensics.render import jsonl
+
+    monkeypatch.setattr(jsonl, "BULK_BLOCK_SIZE", block)
+    rows = in_c = 0
+    for name, data in _mixtures():
+        path = tmp_path / name
+        path.write_bytes(data)
+        stats = _same(path)
+        rows += _fast(path)[0].count(b'{"kind": "other", ')
+        in_c += stats.by_kind.get("other", 0)
+        if name in ("mix0.log", "bytes.log"):
+            _same(path, node="node-3")
+            _same(path, wanted=("other",))
+            _same(path, wanted=("decode_batch", "exception"))
+    assert in_c > 0.8 * rows, (in_c, rows)
+
+
+def test_a_log_of_unknown_text_is_written_in_c(tmp_path: Path) -> None:
+    from test_other_walker import _random_bytes, _unknown_text
+
+    rng = random.Random(2)
+    for name, data in (("words.log", _unknown_text(rng, 5000)), ("bytes.log", _random_bytes(rng, 300000))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        stats = _same(path)
+        assert stats.by_kind.get("other", 0) > 0.9 * stats.lines, (name, stats)
+
+
 def _written(conv: object, text: str) -> bytes | None:
     """What the C writer makes of ``text`` in a field converted by ``conv`` (None: not taken)."""
     plan = Plan.make("x", None, None, (("v", 0, len(text), conv),))

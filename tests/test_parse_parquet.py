@@ -167,6 +167,28 @@ def test_damaged_lines_read_back_the_same(generated: list[Path], tmp_path: Path)
     _same([(path, None)], tmp_path)
 
 
+@pytest.mark.parametrize("block", [1 << 20, 4093])
+def test_unknown_text_in_c_reads_back_the_same(block: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of unrecognised lines come from C as columns (``ColumnEmitter.others``), in
+    blocks of any size, with a node, with kinds chosen, and mixed with records in row groups."""
+    from test_parse_jsonl import _mixtures
+
+    monkeypatch.setattr(parquet, "BULK_BLOCK_SIZE", block)
+    monkeypatch.setattr(parquet, "ROW_GROUP", 700)
+    rows = in_c = 0
+    for name, data in _mixtures():
+        path = tmp_path / name
+        path.write_bytes(data)
+        (stats,) = _same([(path, None)], tmp_path)
+        rows += sum(ev.kind == "other" for ev in iter_events(str(path)))
+        in_c += stats.by_kind.get("other", 0)
+        if name in ("mix1.log", "bytes.log"):
+            _same([(path, "node-2"), (path, None)], tmp_path)
+            _same([(path, None)], tmp_path, wanted=("other",))
+            _same([(path, None)], tmp_path, wanted=("decode_batch", "exception"))
+    assert in_c > 0.8 * rows, (in_c, rows)
+
+
 def test_cli_uses_it_and_pure_gives_the_same(tmp_path: Path) -> None:
     run = ROOT / "fixtures" / "multinode" / "tp8_two_nodes" / "failing"
     out = {}

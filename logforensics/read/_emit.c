@@ -85,6 +85,9 @@ typedef struct {
     void *cols;             /* column mode: MAX_COLS Col buffers, kept likewise */
     Shape *recent[256];     /* the shape last found for a line of each length (mod 256): a
                              * line is compared with it first, cheaper than hashing it */
+    Shape *every;            /* the template of every line of a scan with `every` (registered
+                             * with the key None): lines known to be of one kind, whatever
+                             * their shapes (no span: only the line number and the text) */
 } Emitter;
 
 
@@ -150,6 +153,7 @@ static void Emitter_dealloc(Emitter *self)
 {
     for (size_t k = 0; k < self->shapes.cap; k++)
         shape_free((Shape *)self->shapes.slots[k]);
+    shape_free(self->every);
     PyMem_Free(self->shapes.slots);
     PyMem_RawFree(self->out.p);
     cols_free(self->cols);
@@ -157,9 +161,15 @@ static void Emitter_dealloc(Emitter *self)
 }
 
 /* Store a new shape (taking it over): True, or False when the shape is already known
- * (the first one is kept), NULL on error (sh freed). */
-static PyObject *insert(Emitter *self, Shape *sh)
+ * (the first one is kept), NULL on error (sh freed). With no key (`key` NULL): the template
+ * of lines of any shape, in place of the last one. */
+static PyObject *insert(Emitter *self, Shape *sh, const void *key)
 {
+    if (!key) {
+        shape_free(self->every);
+        self->every = sh;
+        Py_RETURN_TRUE;
+    }
     if (lookup(self, sh->k.key, sh->k.len)) {
         shape_free(sh);
         Py_RETURN_FALSE;
@@ -192,13 +202,14 @@ static Shape *new_shape(Py_buffer *key, int kind)
 
 /* add(key, kind, ops) -> bool: ops is a sequence of bytes (a literal), an int (OP_LINE,
  * OP_TEXT) or (code, a, b) (a span of the line and its conversion). False when the shape
- * is already known (the first template is kept). */
+ * is already known (the first template is kept). key None: the template of scan(every=True),
+ * which has no span. */
 static PyObject *Emitter_add(Emitter *self, PyObject *args)
 {
     Py_buffer key;
     int kind;
     PyObject *ops_in;
-    if (!PyArg_ParseTuple(args, "y*iO", &key, &kind, &ops_in))
+    if (!PyArg_ParseTuple(args, "z*iO", &key, &kind, &ops_in))
         return NULL;
     Shape *sh = NULL;
     PyObject *seq = NULL;
@@ -266,8 +277,9 @@ static PyObject *Emitter_add(Emitter *self, PyObject *args)
         }
     }
     Py_CLEAR(seq);
+    PyObject *r = insert(self, sh, key.buf);
     PyBuffer_Release(&key);
-    return insert(self, sh);
+    return r;
 fail:
     Py_XDECREF(seq);
     shape_free(sh);
@@ -528,19 +540,21 @@ static int put_span(Out *o, int code, const unsigned char *p, Py_ssize_t n)
     return 0;
 }
 
-/* scan(buf, pos, first_line) -> (stop, lines, out, counts)
+/* scan(buf, pos, first_line, every=False) -> (stop, lines, out, counts)
  *
  * buf holds whole lines, each ending in "\n". From pos (a line start, numbered
  * first_line), every line whose shape is registered and whose values convert is taken
  * and its template written to out (bytes); the scan stops at the first line that is not
  * (stop: its offset; len(buf) when all were taken). counts: {kind: lines taken}.
+ * every: every line is taken with the template registered with the key None.
  */
 static PyObject *Emitter_scan(Emitter *self, PyObject *args)
 {
     Py_buffer b;
     Py_ssize_t pos;
     long long line;
-    if (!PyArg_ParseTuple(args, "y*nL", &b, &pos, &line))
+    int every = 0;
+    if (!PyArg_ParseTuple(args, "y*nL|p", &b, &pos, &line, &every))
         return NULL;
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
@@ -554,6 +568,10 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
         goto done;
     }
+    if (every && (!self->every || self->every->cols)) {
+        PyErr_SetString(PyExc_ValueError, "no template for every line");
+        goto done;
+    }
     if (out_reserve(&o, (size_t)(n - pos) * 3 + 1024) < 0)
         goto done;
     while (pos < n) {
@@ -562,7 +580,7 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
         if (!nl)
             break; /* not a whole line */
         Py_ssize_t len = nl - p;
-        Shape *sh = len <= MAX_KEY ? lookup(self, p, len) : NULL;
+        Shape *sh = every ? self->every : len <= MAX_KEY ? lookup(self, p, len) : NULL;
         if (!sh || sh->cols)
             break; /* unknown, or registered for columns */
         size_t mark = o.len;
@@ -662,13 +680,14 @@ static int op_type(int code)
 /* add_columns(key, kind, plan, skip, ops) -> bool: ops is a sequence of (col, code, a, b)
  * (a span; OP_LINE and OP_TEXT with a, b unused), (col, OP_CSTR, bytes), (col, OP_CINT,
  * int), (col, OP_CFLOAT, float), (col, OP_CBOOL, bool). OP_BOOL here takes only the four
- * bool words (another text stops the scan). */
+ * bool words (another text stops the scan). key None: the columns of scan_columns(every=True),
+ * which have no span. */
 static PyObject *Emitter_add_columns(Emitter *self, PyObject *args)
 {
     Py_buffer key;
     int kind, plan, skip;
     PyObject *ops_in;
-    if (!PyArg_ParseTuple(args, "y*iipO", &key, &kind, &plan, &skip, &ops_in))
+    if (!PyArg_ParseTuple(args, "z*iipO", &key, &kind, &plan, &skip, &ops_in))
         return NULL;
     PyObject *seq = PySequence_Fast(ops_in, "ops must be a sequence");
     Shape *sh = seq ? new_shape(&key, kind) : NULL;
@@ -730,8 +749,9 @@ static PyObject *Emitter_add_columns(Emitter *self, PyObject *args)
         }
     }
     Py_DECREF(seq);
+    PyObject *r = insert(self, sh, key.buf);
     PyBuffer_Release(&key);
-    return insert(self, sh);
+    return r;
 bad:
     PyErr_SetString(PyExc_ValueError, "bad column op");
 fail:
@@ -836,9 +856,10 @@ typedef struct {
 
 #define SEEN_PLANS 4096
 
-/* scan_columns(buf, pos, first_line) -> (stop, lines, rows, plans, cols, counts)
+/* scan_columns(buf, pos, first_line, every=False) -> (stop, lines, rows, plans, cols, counts)
  *
- * As scan(), for shapes registered by add_columns: rows is the number of rows made (lines
+ * As scan(), for shapes registered by add_columns (every: the columns registered with the
+ * key None, for every line): rows is the number of rows made (lines
  * of skipped shapes make none), plans the plan ids of the rows in the order each first
  * appears, cols ((col, type, nonnull, validity, data, offsets or None), ...) for every
  * column a row filled, each rows long. */
@@ -847,11 +868,17 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
     Py_buffer b;
     Py_ssize_t pos;
     long long line;
-    if (!PyArg_ParseTuple(args, "y*nL", &b, &pos, &line))
+    int every = 0;
+    if (!PyArg_ParseTuple(args, "y*nL|p", &b, &pos, &line, &every))
         return NULL;
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
     PyObject *result = NULL;
+    if (every && (!self->every || !self->every->cols)) {
+        PyErr_SetString(PyExc_ValueError, "no columns for every line");
+        PyBuffer_Release(&b);
+        return NULL;
+    }
     if (!self->cols)
         self->cols = PyMem_RawCalloc(MAX_COLS, sizeof(Col));
     Col *cols = self->cols; /* reused: no fresh pages for every block */
@@ -883,7 +910,7 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
         if (!nl)
             break;
         Py_ssize_t len = nl - p;
-        Shape *sh = len <= MAX_KEY ? lookup(self, p, len) : NULL;
+        Shape *sh = every ? self->every : len <= MAX_KEY ? lookup(self, p, len) : NULL;
         if (!sh || !sh->cols)
             break;
         int ok = 1;
@@ -1085,12 +1112,12 @@ static PyObject *Emitter_len(Emitter *self, void *closure)
 static PyMethodDef Emitter_methods[] = {
     {"add", (PyCFunction)Emitter_add, METH_VARARGS, "add(key, kind, ops) -> bool: register a shape's template"},
     {"scan", (PyCFunction)Emitter_scan, METH_VARARGS,
-     "scan(buf, pos, first_line) -> (stop, lines, out, counts): write the taken lines' rows"},
+     "scan(buf, pos, first_line, every=False) -> (stop, lines, out, counts): write the taken lines' rows"},
     {"set_column", (PyCFunction)Emitter_set_column, METH_VARARGS, "set_column(col, type): declare a column"},
     {"add_columns", (PyCFunction)Emitter_add_columns, METH_VARARGS,
      "add_columns(key, kind, plan, skip, ops) -> bool: register a shape's columns"},
     {"scan_columns", (PyCFunction)Emitter_scan_columns, METH_VARARGS,
-     "scan_columns(buf, pos, first_line) -> (stop, lines, rows, plans, cols, counts)"},
+     "scan_columns(buf, pos, first_line, every=False) -> (stop, lines, rows, plans, cols, counts)"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Emitter_getset[] = {

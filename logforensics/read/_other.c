@@ -1131,6 +1131,33 @@ static Py_ssize_t line_end(const Walker *w, const unsigned char *p, Py_ssize_t l
     return q - p;
 }
 
+/* Whether the line p[0:len] (ASCII or not, as line_end found) holds what the exact path reads
+ * otherwise: an ASCII line by its first character and needles; any other line is refused unless
+ * the stream is binary, and then by the binary mode's needles. (A line that is valid UTF-8 is
+ * also the exact path's: the caller checks that, where it decodes the line.) */
+static inline int refused(const Walker *w, const unsigned char *p, Py_ssize_t len, Py_ssize_t avail, int ascii,
+                          int binary)
+{
+    return ascii ? w->refuse[p[0]] || has_needle(w, p, len, avail, p[0])
+                 /* a U+FFFD written in the text: the exact path reads it */
+                 : !binary || binary_refused(w, p, len, avail);
+}
+
+/* p[0:n] as bytes.decode("utf-8", "replace") reads it, written as UTF-8 to o (room for 3n):
+ * valid sequences as they are, each maximal invalid subpart as the bytes of U+FFFD. */
+static Py_ssize_t decode_to_utf8(const unsigned char *p, Py_ssize_t n, unsigned char *o)
+{
+    Py_ssize_t k = 0;
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (p[i] < 0x80)
+            o[k++] = p[i++];
+        else
+            k += put_utf8(o + k, utf8_next(p, n, &i, &bad));
+    }
+    return k;
+}
+
 static int touch(Walker *w, Entry *e)
 {
     if (e->walk == w->walk)
@@ -1189,9 +1216,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         Py_ssize_t len = line_end(w, p, end - pos, view.len - pos, &ascii);
         if (len <= 0 || len > w->limit) /* no newline before `end`, a blank line, a line too long */
             break;
-        if (ascii ? w->refuse[p[0]] || has_needle(w, p, len, view.len - pos, p[0])
-                  /* a U+FFFD written in the text: the exact path reads it */
-                  : !binary || binary_refused(w, p, len, view.len - pos))
+        if (refused(w, p, len, view.len - pos, ascii, binary))
             break;
         /* the shape: beyond the cap, its first characters first (most new shapes need no more) */
         Shaper sh;
@@ -1293,6 +1318,70 @@ done:
     return out;
 }
 
+/* texts(buf, pos, end, binary) -> (pos, lines, decode_errors, text)
+ * The lines walk() would take, from pos on, without their shapes: text holds each as the
+ * exact path's event has it (an undecodable line decoded with U+FFFD replacements), in
+ * UTF-8, followed by a newline. The walk touches no Python object: other threads run. */
+static PyObject *Walker_texts(Walker *w, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    int binary;
+    if (!PyArg_ParseTuple(args, "y*nnp", &view, &pos, &end, &binary))
+        return NULL;
+    PyObject *out = NULL;
+    if (pos < 0 || end > view.len || pos > end) {
+        PyErr_SetString(PyExc_ValueError, "pos and end must lie in the buffer");
+        goto done;
+    }
+    const unsigned char *buf = view.buf;
+    unsigned char *t = NULL;
+    Py_ssize_t tlen = 0, tcap = 0;
+    long long n = 0, bad_lines = 0;
+    int nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < end) {
+        const unsigned char *p = buf + pos;
+        int ascii;
+        Py_ssize_t len = line_end(w, p, end - pos, view.len - pos, &ascii);
+        if (len <= 0 || len > w->limit || refused(w, p, len, view.len - pos, ascii, binary) ||
+            (!ascii && utf8_valid_from(p, 0, len)))
+            break;
+        Py_ssize_t need = tlen + (ascii ? len : 3 * len) + 1;
+        if (need > tcap) {
+            Py_ssize_t ncap = tcap ? tcap : 1 << 16;
+            while (ncap < need)
+                ncap *= 2;
+            unsigned char *nt = PyMem_RawRealloc(t, (size_t)ncap);
+            if (!nt) {
+                nomem = 1;
+                break;
+            }
+            t = nt;
+            tcap = ncap;
+        }
+        if (ascii) {
+            memcpy(t + tlen, p, (size_t)len);
+            tlen += len;
+        } else {
+            tlen += decode_to_utf8(p, len, t + tlen);
+            bad_lines++;
+        }
+        t[tlen++] = '\n';
+        n++;
+        pos += len + 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (nomem)
+        PyErr_NoMemory();
+    else
+        out = Py_BuildValue("(nLLy#)", pos, n, bad_lines, t ? (const char *)t : "", tlen);
+    PyMem_RawFree(t);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
 /* needle(line, mode) -> whether the walker finds a needle of `mode` in the line (for tests; the
  * binary mode, 128: or the bytes of a U+FFFD) */
 static PyObject *Walker_needle(Walker *w, PyObject *args)
@@ -1328,6 +1417,8 @@ static PyGetSetDef Walker_getset[] = {
 static PyMethodDef Walker_methods[] = {
     {"needle", (PyCFunction)Walker_needle, METH_VARARGS,
      "needle(line, mode) -> whether a needle of the mode is in the line (up to its first newline)"},
+    {"texts", (PyCFunction)Walker_texts, METH_VARARGS,
+     "texts(buf, pos, end, binary) -> (pos, lines, decode_errors, text): the lines walk() takes, as text"},
     {"walk", (PyCFunction)Walker_walk, METH_VARARGS,
      "walk(buf, pos, end, line, shapes, binary, cap, overflow) -> (pos, lines, decode_errors, overflowed, entries)"},
     {NULL, NULL, 0, NULL},

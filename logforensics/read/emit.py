@@ -19,6 +19,11 @@ read differently, and that line then goes the exact way), constants as ``json.du
 writes them. A plan with any other converter is not registered: its lines go the exact
 way. ``LOGFORENSICS_PURE=1`` or a missing extension disables this path
 (:func:`available`).
+
+Lines of unrecognised text (``read.other``) have no plan a shape could hold, so they would
+all go the exact way: the writers take their runs with :meth:`JsonlEmitter.others` instead,
+the texts from ``OtherWalker.texts`` filled into the template of the exact path's ``other``
+plan, registered for lines of every shape.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .fastpath import LineClassifier
+from . import other
+from .fastpath import _OTHER, LineClassifier
 from .plan import _DATE_TO_ISO, Plan, _no_stamp
 from .values import strip_colon, to_bool, to_word
 
@@ -51,7 +57,54 @@ def _codes() -> dict[Any, int]:
             to_bool: _emit.OP_BOOL, to_word: _emit.OP_WORD, strip_colon: _emit.OP_RCOLON}
 
 
-class JsonlEmitter:
+class _Writer:
+    """What both C writers share: counts, and the runs of unrecognised lines (``others``)."""
+
+    emitter: Any
+    kinds: dict[str, int]
+    by_kind: dict[str, int]
+    taken: int
+    _walker: other.OtherWalker | None
+    _tried: bool
+
+    def _register_other(self, code: int) -> bool:
+        """Register the ``other`` plan's template for lines of every shape (kind ``code``)."""
+        raise NotImplementedError
+
+    def _scan_other(self, text: bytes, line: int) -> Any:
+        raise NotImplementedError
+
+    def others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int, Any]:
+        """The rows of the unrecognised lines of ``buf[pos:end]`` from ``pos`` on (whole
+        lines, the first numbered ``line``) that ``read.other`` takes: (where it stopped,
+        lines taken, undecodable lines among them, and the segment as ``scan`` gives it, or
+        None when none was taken)."""
+        if self._walker is None and not self._tried:
+            self._tried = True
+            if (other.available() and (len(self.kinds) < 255 or "other" in self.kinds)
+                    and self._register_other(self.kinds.setdefault("other", len(self.kinds)))):
+                self._walker = other.OtherWalker(())
+        walker = self._walker
+        if walker is None:
+            return pos, 0, 0, None
+        stop, n, bad, text = walker.texts(buf, pos, end, binary)
+        if not n:
+            return pos, 0, 0, None
+        seg = self._scan_other(text, line)
+        self.taken += n
+        return stop, n, bad, seg
+
+    def set_ready(self, table: bytes | bytearray) -> None:
+        """Every line of a registered shape may be taken: nothing to declare."""
+
+    def count(self, counts: dict[int, int]) -> None:
+        """Add a segment's lines taken per kind code to ``by_kind``."""
+        names = list(self.kinds)
+        for code, n in counts.items():
+            self.by_kind[names[code]] = self.by_kind.get(names[code], 0) + n
+
+
+class JsonlEmitter(_Writer):
     """The C row writer, fed with the plain plans a :class:`LineClassifier` has learned.
 
     Every row names ``file`` and, when not None, ``node`` (the values the parser's
@@ -78,6 +131,8 @@ class JsonlEmitter:
         self.taken = 0  # lines taken (counted by the parser)
         self.by_kind: dict[str, int] = {}
         self._learned = 0
+        self._walker: other.OtherWalker | None = None  # built at the first run of unrecognised lines
+        self._tried = False
 
     def _lit(self, text: str) -> bytes:
         return text.encode(self.encoding, self.errors)
@@ -142,25 +197,26 @@ class JsonlEmitter:
         assert _emit is not None
         return (_emit.OP_ISO if iso else code, a, max(a, b))
 
-    def set_ready(self, table: bytes | bytearray) -> None:
-        """Every line of a registered shape may be taken: nothing to declare."""
-
     def scan(self, buf: bytes, pos: int, line: int) -> tuple[int, int, bytes, dict[int, int]]:
         """Write the rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered ``line``."""
         return self.emitter.scan(buf, pos, line)
 
-    def count(self, counts: dict[int, int]) -> None:
-        """Add a segment's lines taken per kind code to ``by_kind``."""
-        names = list(self.kinds)
-        for code, n in counts.items():
-            self.by_kind[names[code]] = self.by_kind.get(names[code], 0) + n
+    def _register_other(self, code: int) -> bool:
+        ops = self.template(_OTHER, 0)
+        if ops is None:
+            return False
+        self.emitter.add(None, code, ops)
+        return True
+
+    def _scan_other(self, text: bytes, line: int) -> tuple[int, int, bytes, dict[int, int]]:
+        return self.emitter.scan(text, 0, line, True)
 
 
 #: Column types as the C writer codes them, and the kind of value each holds.
 KIND_OF_TYPE = {"s": "str", "q": "int", "d": "float", "b": "bool"}
 
 
-class ColumnEmitter:
+class ColumnEmitter(_Writer):
     """The C column writer for ``parse --format parquet``: like :class:`JsonlEmitter`, but
     a segment's rows come back as Arrow buffers, one column per field name and type.
 
@@ -189,6 +245,8 @@ class ColumnEmitter:
         self.taken = 0
         self.by_kind: dict[str, int] = {}
         self._learned = 0
+        self._walker: other.OtherWalker | None = None
+        self._tried = False
 
     def learn(self) -> None:
         """Register the plain plans the classifier learned since the last call."""
@@ -273,19 +331,23 @@ class ColumnEmitter:
             value = json.dumps(value, default=str)
         return ("s", _emit.OP_CSTR, str(value).encode("utf-8", "surrogatepass"))
 
-    def set_ready(self, table: bytes | bytearray) -> None:
-        """Every line of a registered shape may be taken: nothing to declare."""
-
     def scan(self, buf: bytes, pos: int, line: int) -> Any:
         """The rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered
         ``line``, as columns (``_emit.Emitter.scan_columns``)."""
         return self.emitter.scan_columns(buf, pos, line)
 
-    def count(self, counts: dict[int, int]) -> None:
-        """Add a segment's lines taken per kind code to ``by_kind``."""
-        names = list(self.kinds)
-        for code, n in counts.items():
-            self.by_kind[names[code]] = self.by_kind.get(names[code], 0) + n
+    def _register_other(self, code: int) -> bool:
+        got = self.ops(_OTHER, 0)
+        if got is None:
+            return False
+        keys, ops = got
+        skip = bool(self.wanted) and "other" not in self.wanted
+        self.emitter.add_columns(None, code, len(self.plan_keys), skip, ops)
+        self.plan_keys.append(keys)
+        return True
+
+    def _scan_other(self, text: bytes, line: int) -> Any:
+        return self.emitter.scan_columns(text, 0, line, True)
 
 
 def _emit_line() -> int:

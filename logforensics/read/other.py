@@ -8,8 +8,10 @@ twenty times slower per megabyte than a serving log. The optional C extension ``
 takes runs of them instead and returns how many lines, and how many of each shape.
 
 It takes a line only when the exact path provably makes it one ``other`` event of the
-whole line and nothing else reacts to it. :func:`requirements` derives that condition,
-by first character, from what the exact path itself consults:
+whole line and nothing else reacts to it (the writers of ``parse --format jsonl`` and
+``parquet`` take such lines too: :meth:`OtherWalker.texts` gives their texts, for the
+row of each). :func:`requirements` derives that condition, by first character, from what
+the exact path itself consults:
 
 * the grammar's start terminals of ``record`` and of ``fallback`` (``prefilter.py``): a
   line none of them can begin parses as ``fallback: FREE_TEXT`` alone, and ``FREE_TEXT``'s
@@ -132,10 +134,10 @@ class OtherWalker:
     """Takes runs of unrecognised lines for one run model's coverage; see the module.
 
     ``cap`` and ``overflow``: how many shapes the model keeps, and the key of the lines
-    of the shapes beyond (``model.coverage``).
+    of the shapes beyond (``model.coverage``); :meth:`texts` needs neither.
     """
 
-    def __init__(self, extra: Iterable[str], cap: int, overflow: str) -> None:
+    def __init__(self, extra: Iterable[str], cap: int = 0, overflow: str = "") -> None:
         assert _other is not None
         req = requirements(tuple(sorted(set(extra))))
         self.walker = None if req is None else _other.Walker(req[0], list(req[1]), LIMIT)
@@ -152,3 +154,11 @@ class OtherWalker:
         if self.walker is None:
             return pos, 0, 0, False, []
         return self.walker.walk(buf, pos, end, line, shapes, binary, self.cap, self.overflow)
+
+    def texts(self, buf: bytes, pos: int, end: int, binary: bool) -> tuple[int, int, int, bytes]:
+        """The lines :meth:`walk` would take, for writers of every event (``read.emit``):
+        (where it stopped, lines taken, undecodable lines among them, their texts as the
+        exact path's events hold them, in UTF-8, each followed by a newline)."""
+        if self.walker is None:
+            return pos, 0, 0, b""
+        return self.walker.texts(buf, pos, end, binary)

@@ -3,7 +3,8 @@
 :func:`event_line` is the row of one event (``Event.to_dict`` as ``json.dumps`` writes
 it). :func:`write_jsonl` writes a file's rows: where the compiled row writer is built
 (``read.emit``), the lines whose shape has a plain plan are written in C, a block at a
-time, straight from the bytes; every other line is read on the exact path (the parser's
+time, straight from the bytes, and so are runs of unrecognised lines (``read.other``);
+every other line is read on the exact path (the parser's
 events, in line order) and written by :func:`event_line`. The output is the same byte for
 byte either way; memory is one block of input and its rows.
 """
@@ -31,13 +32,16 @@ def event_line(ev: Event, ascii_only: bool = False) -> str:
 
 
 class _RowSink:
-    """Where ``feed_bulk`` sends a file's lines: rows written in C, events by :func:`event_line`."""
+    """Where ``feed_bulk`` sends a file's lines: rows written in C (runs of unrecognised
+    lines too: ``take_others``), events by :func:`event_line`."""
 
-    def __init__(self, out: IO[bytes], wanted: Collection[str], encoding: str, errors: str) -> None:
+    def __init__(self, out: IO[bytes], wanted: Collection[str], encoding: str, errors: str,
+                 scanner: emit.JsonlEmitter) -> None:
         self.out = out
         self.wanted = wanted
         self.encoding = encoding
         self.errors = errors
+        self.scanner = scanner
 
     def ready_table(self, rank_names: list[str | None]) -> bytes:
         return b""
@@ -45,6 +49,12 @@ class _RowSink:
     def apply(self, seg: Sequence[Any], first_line: int, scanner: emit.JsonlEmitter, buf: bytes) -> None:
         self.out.write(seg[2])
         scanner.count(seg[3])
+
+    def take_others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int]:
+        stop, n, bad, seg = self.scanner.others(buf, pos, end, line, binary)
+        if n:
+            self.apply(seg, line, self.scanner, buf)
+        return stop, n, bad
 
     def observe(self, events: Sequence[Event]) -> None:
         wanted = self.wanted
@@ -71,7 +81,7 @@ def write_jsonl(path: str, out: IO[bytes], *, name: str | None = None, node: str
     """
     parser = IncrementalParser(name or path, node=node)
     scanner = emit.JsonlEmitter(parser.classifier, parser.file, node, frozenset(wanted), "utf-8", errors)
-    sink = _RowSink(out, wanted, "utf-8", errors)
+    sink = _RowSink(out, wanted, "utf-8", errors, scanner)
     for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=warn):
         parser.feed_bulk(block, scanner, sink)
     sink.observe(parser.close())

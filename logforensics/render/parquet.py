@@ -306,11 +306,13 @@ def _as_type(arr: Any, target: Any, pa: Any) -> Any:
 
 
 class _Sink:
-    """Where ``feed_bulk`` sends a file's lines: C segments and exact-path events to the groups."""
+    """Where ``feed_bulk`` sends a file's lines: C segments (runs of unrecognised lines too:
+    ``take_others``) and exact-path events to the groups."""
 
-    def __init__(self, groups: _Groups, wanted: Collection[str]) -> None:
+    def __init__(self, groups: _Groups, wanted: Collection[str], scanner: emit.ColumnEmitter) -> None:
         self.groups = groups
         self.wanted = wanted
+        self.scanner = scanner
 
     def ready_table(self, rank_names: list[str | None]) -> bytes:
         return b""
@@ -318,6 +320,12 @@ class _Sink:
     def apply(self, seg: Sequence[Any], first_line: int, scanner: emit.ColumnEmitter, buf: bytes) -> None:
         self.groups.add_columns(seg, scanner)
         scanner.count(seg[5])
+
+    def take_others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int]:
+        stop, n, bad, seg = self.scanner.others(buf, pos, end, line, binary)
+        if n:
+            self.apply(seg, line, self.scanner, buf)
+        return stop, n, bad
 
     def observe(self, events: Sequence[Event]) -> None:
         self.groups.add_events(events, self.wanted)
@@ -390,7 +398,7 @@ def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, wanted: Coll
     for path, node in files:
         parser = IncrementalParser(path, node=node)
         scanner = emit.ColumnEmitter(parser.classifier, parser.file, node, frozenset(wanted), columns)
-        sink = _Sink(groups, wanted)
+        sink = _Sink(groups, wanted, scanner)
         # buffers read into again and again (C copies what a row group keeps), by a thread of
         # their own where the input is a file, ended with the reading, whatever ends it
         with closing(blocks(path, progress, BULK_BLOCK_SIZE, warn=None if warn is None else _warn(warn, path),
