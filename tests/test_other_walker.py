@@ -54,8 +54,9 @@ def test_the_walker_is_built_where_the_scanner_is() -> None:
 @given(st.binary(max_size=300))
 def test_decoding_is_pythons(data: bytes) -> None:
     assert other._other is not None
-    text, bad = other._other.decode(data)
+    text, bad, utf8 = other._other.decode(data)
     assert text == data.decode("utf-8", "replace")
+    assert utf8 == text.encode()
     try:
         data.decode("utf-8")
         valid = True
@@ -71,12 +72,14 @@ def test_decoding_is_pythons_on_every_short_sequence() -> None:
     tails = [b"", b"a", b"\x80", b"\xbf", b"\xc0", b"\xe0\xa0", b"\xf0\x90\x80"]
     for a in range(0x80, 0x100):
         for b in range(0x100):
-            data = bytes([a, b]) + rng.choice(tails)
-            assert other._other.decode(data)[0] == data.decode("utf-8", "replace"), data
+            for data in (bytes([a, b]) + rng.choice(tails), b"abc" + bytes([a, b]) + rng.choice(tails) + b"x" * 7):
+                text = data.decode("utf-8", "replace")
+                assert other._other.decode(data)[::2] == (text, text.encode()), data
     for _ in range(20000):
         data = bytes(rng.choice(range(0x80, 0x100)) if rng.random() < 0.8 else rng.randrange(0x80)
-                     for _ in range(rng.randrange(1, 6)))
-        assert other._other.decode(data)[0] == data.decode("utf-8", "replace"), data
+                     for _ in range(rng.randrange(1, 12)))
+        text = data.decode("utf-8", "replace")
+        assert other._other.decode(data)[::2] == (text, text.encode()), data
 
 
 SHAPE_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefxXABF N-:.\t\x0b\x1c\x1f\x85\xa0")

@@ -1143,13 +1143,54 @@ static inline int refused(const Walker *w, const unsigned char *p, Py_ssize_t le
                  : !binary || binary_refused(w, p, len, avail);
 }
 
-/* p[0:n] as bytes.decode("utf-8", "replace") reads it, written as UTF-8 to o (room for 3n):
- * valid sequences as they are, each maximal invalid subpart as the bytes of U+FFFD. */
+/* Per first byte of a character: the continuation bytes it needs (0: ASCII, or a byte that
+ * begins no character), whether it begins none (U+FFFD alone), and the range its first
+ * continuation byte must be in (no overlong form, no surrogate, nothing beyond U+10FFFF). */
+static unsigned char U8_NEED[256], U8_BAD[256], U8_LO[256], U8_HI[256];
+static uint32_t U8_FFFD; /* the bytes of U+FFFD, EF BF BD, as a word */
+
+static void utf8_tables(void)
+{
+    for (int b = 0; b < 256; b++) {
+        U8_NEED[b] = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : 0;
+        U8_BAD[b] = b >= 0x80 && !U8_NEED[b];
+        U8_LO[b] = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+        U8_HI[b] = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+    }
+    const unsigned char fffd[4] = {0xEF, 0xBF, 0xBD, 0};
+    memcpy(&U8_FFFD, fffd, 4);
+}
+
+/* p[0:n] as bytes.decode("utf-8", "replace") reads it, written as UTF-8 to o (room for 3n + 4;
+ * p[n] readable): valid sequences as they are, each maximal invalid subpart as the bytes of
+ * U+FFFD. Eight bytes at a time where they are ASCII; else a character at a time without a
+ * branch on its bytes (undecodable input is random: a branch per byte would be guessed wrong
+ * half the time), and utf8_next for the last three bytes. */
 static Py_ssize_t decode_to_utf8(const unsigned char *p, Py_ssize_t n, unsigned char *o)
 {
-    Py_ssize_t k = 0;
+    Py_ssize_t i = 0, k = 0;
+    while (i + 3 <= n) { /* p[i + 3] is the line's or its newline, never a continuation byte */
+        uint64_t x;
+        if (i + 8 <= n && (memcpy(&x, p + i, 8), !(x & 0x8080808080808080ULL))) {
+            memcpy(o + k, &x, 8);
+            i += 8;
+            k += 8;
+            continue;
+        }
+        const unsigned b = p[i], need = U8_NEED[b];
+        const unsigned c1 = (need >= 1) & (p[i + 1] >= U8_LO[b]) & (p[i + 1] <= U8_HI[b]);
+        const unsigned c2 = c1 & (need >= 2) & ((p[i + 2] & 0xC0) == 0x80);
+        const unsigned c3 = c2 & (need >= 3) & ((p[i + 3] & 0xC0) == 0x80);
+        const unsigned m = c1 + c2 + c3, valid = !U8_BAD[b] & (m == need);
+        uint32_t w4;
+        memcpy(&w4, p + i, 4);
+        w4 = valid ? w4 : U8_FFFD;
+        memcpy(o + k, &w4, 4);
+        k += valid ? need + 1 : 3;
+        i += valid ? need + 1 : 1 + m;
+    }
     int bad = 0;
-    for (Py_ssize_t i = 0; i < n;) {
+    while (i < n) {
         if (p[i] < 0x80)
             o[k++] = p[i++];
         else
@@ -1347,7 +1388,7 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
         if (len <= 0 || len > w->limit || refused(w, p, len, view.len - pos, ascii, binary) ||
             (!ascii && utf8_valid_from(p, 0, len)))
             break;
-        Py_ssize_t need = tlen + (ascii ? len : 3 * len) + 1;
+        Py_ssize_t need = tlen + (ascii ? len : 3 * len) + 5;
         if (need > tcap) {
             Py_ssize_t ncap = tcap ? tcap : 1 << 16;
             while (ncap < need)
@@ -1499,29 +1540,40 @@ static PyObject *py_shape_prefix(PyObject *self, PyObject *args)
 
 static PyObject *py_decode(PyObject *self, PyObject *arg)
 {
-    /* bytes.decode("utf-8", "replace"), as the walker computes it (for tests) */
+    /* (bytes.decode("utf-8", "replace") as the walker computes it, whether a byte was replaced,
+     * the same as texts() writes it in UTF-8) (for tests) */
     (void)self;
     Py_buffer v;
     if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0)
         return NULL;
     Py_UCS4 *cps = PyMem_Malloc(sizeof(Py_UCS4) * ((size_t)v.len + 2));
-    if (!cps) {
-        PyBuffer_Release(&v);
-        return PyErr_NoMemory();
+    unsigned char *line = PyMem_Malloc((size_t)v.len + 1), *u8 = PyMem_Malloc(3 * (size_t)v.len + 4);
+    PyObject *r = NULL;
+    if (!cps || !line || !u8) {
+        PyErr_NoMemory();
+        goto done;
     }
     int bad = 0;
     Py_ssize_t k = decode_utf8(v.buf, v.len, cps, &bad);
+    memcpy(line, v.buf, (size_t)v.len);
+    line[v.len] = '\n'; /* as a line of a buffer ends */
+    Py_ssize_t nb = decode_to_utf8(line, v.len, u8);
     PyObject *s = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, cps, k);
+    r = s ? Py_BuildValue("(NOy#)", s, bad ? Py_True : Py_False, (const char *)u8, nb) : NULL;
+done:
     PyMem_Free(cps);
+    PyMem_Free(line);
+    PyMem_Free(u8);
     PyBuffer_Release(&v);
-    return s ? Py_BuildValue("(NO)", s, bad ? Py_True : Py_False) : NULL;
+    return r;
 }
 
 static PyMethodDef module_methods[] = {
     {"shape", py_shape, METH_O, "coverage.shape(text), in C."},
     {"shape_prefix", py_shape_prefix, METH_VARARGS,
      "shape_prefix(data, limit) -> (prefix, complete, shape, undecodable): the walker's shape of a line's bytes."},
-    {"decode", py_decode, METH_O, "(bytes.decode('utf-8', 'replace'), whether a byte was replaced), in C."},
+    {"decode", py_decode, METH_O,
+     "(bytes.decode('utf-8', 'replace'), whether a byte was replaced, the text in UTF-8 as texts() writes it), in C."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1532,6 +1584,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__other(void)
 {
+    utf8_tables();
 #ifdef HAVE_TEDDY
     text_weights();
 #endif
