@@ -57,6 +57,7 @@ def test_decoding_is_pythons(data: bytes) -> None:
     text, bad, utf8 = other._other.decode(data)
     assert text == data.decode("utf-8", "replace")
     assert utf8 == text.encode()
+    assert other._other.decode(data, 2)[2] == utf8  # thirty-two bytes at a time (where AVX2 is)
     try:
         data.decode("utf-8")
         valid = True
@@ -72,14 +73,18 @@ def test_decoding_is_pythons_on_every_short_sequence() -> None:
     tails = [b"", b"a", b"\x80", b"\xbf", b"\xc0", b"\xe0\xa0", b"\xf0\x90\x80"]
     for a in range(0x80, 0x100):
         for b in range(0x100):
-            for data in (bytes([a, b]) + rng.choice(tails), b"abc" + bytes([a, b]) + rng.choice(tails) + b"x" * 7):
+            # alone, and at every place around the decoders' chunks of 8 and 32 bytes
+            pad = b"\xe9" * rng.randrange(40) if rng.random() < 0.5 else b"x" * rng.randrange(40)
+            for data in (bytes([a, b]) + rng.choice(tails), pad + bytes([a, b]) + rng.choice(tails) + b"x" * 7):
                 text = data.decode("utf-8", "replace")
-                assert other._other.decode(data)[::2] == (text, text.encode()), data
+                for vector in (0, 2):
+                    assert other._other.decode(data, vector)[::2] == (text, text.encode()), (data, vector)
     for _ in range(20000):
         data = bytes(rng.choice(range(0x80, 0x100)) if rng.random() < 0.8 else rng.randrange(0x80)
-                     for _ in range(rng.randrange(1, 12)))
+                     for _ in range(rng.randrange(1, 80)))
         text = data.decode("utf-8", "replace")
-        assert other._other.decode(data)[::2] == (text, text.encode()), data
+        for vector in (0, 2):
+            assert other._other.decode(data, vector)[::2] == (text, text.encode()), (data, vector)
 
 
 SHAPE_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefxXABF N-:.\t\x0b\x1c\x1f\x85\xa0")

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from generated import write_logs
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_fastpath import FIXTURES, synthetic_log
 
 from logforensics.pipeline import iter_events
@@ -232,6 +234,16 @@ def test_words_and_strings() -> None:
             assert got is not None
             row = json.loads(got)
             assert got == (json.dumps({**row, "v": conv(text)}, ensure_ascii=False) + "\n").encode(), (conv, text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab \"\\\t\r\x00\x01\x1f\x7f")), max_size=120))
+def test_strings_with_escapes_anywhere(text: str) -> None:
+    """JSON escapes at every place around the writer's chunks of 8 and 16 bytes (the line is
+    the field; text that is not ASCII, in lines of unrecognised text: ``test_unknown_text_*``)."""
+    got = _written(str, text)
+    assert got is not None
+    assert got == (json.dumps({**json.loads(got), "v": text}, ensure_ascii=False) + "\n").encode()
 
 
 def _cli(args: list[str], pure: bool) -> subprocess.CompletedProcess:

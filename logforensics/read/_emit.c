@@ -334,16 +334,38 @@ static unsigned char *put_escaped(unsigned char *d, unsigned char c)
     return d;
 }
 
-/* p[0:n] as a JSON string, quotes included: eight bytes at a time where none needs an
- * escape, byte by byte in the eight that hold one, from a table (no branch on the byte:
- * text that needs escapes, such as undecodable lines, has them anywhere). */
+/* p[0:n] as a JSON string, quotes included: sixteen bytes at a time up to the next byte that
+ * needs an escape (SSE2), else eight bytes at a time where none needs one and byte by byte
+ * in the eight that hold one, from a table (no branch on the byte: text that needs escapes,
+ * such as undecodable lines, has them anywhere). */
 static int put_string(Out *o, const unsigned char *p, Py_ssize_t n)
 {
-    if (out_reserve(o, (size_t)n * 6 + 2 + 8) < 0)
+    if (out_reserve(o, (size_t)n * 6 + 2 + 16) < 0)
         return -1;
     unsigned char *d = o->p + o->len;
     *d++ = '"';
     Py_ssize_t i = 0;
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1F);
+    while (i + 16 <= n) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+        const unsigned esc = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+            _mm_cmpeq_epi8(_mm_min_epu8(x, control), x)));
+        _mm_storeu_si128((__m128i *)d, x); /* all of it, or the bytes before the escape */
+        if (!esc) {
+            d += 16;
+            i += 16;
+            continue;
+        }
+        const unsigned j = (unsigned)__builtin_ctz(esc);
+        const unsigned char c = p[i + j];
+        d += j;
+        memcpy(d, &json_byte[c], 8);
+        d += json_len[c];
+        i += j + 1;
+    }
+#endif
     const uint64_t L = 0x0101010101010101ULL, H = 0x8080808080808080ULL;
     for (; i + 8 <= n; i += 8) {
         uint64_t x;

@@ -87,6 +87,8 @@ typedef struct {
     /* scratch */
     Py_UCS4 *cps;
     unsigned char *shape8;
+    unsigned char *text;         /* texts(): the lines' text, kept from one call to the next */
+    Py_ssize_t text_cap;
     Py_ssize_t *touched;
     Py_ssize_t ntouched, touched_cap;
 } Walker;
@@ -995,6 +997,7 @@ static void Walker_dealloc(Walker *w)
     PyMem_Free(w->cps);
     PyMem_Free(w->known);
     PyMem_Free(w->shape8);
+    PyMem_RawFree(w->text);
     PyMem_Free(w->touched);
     Py_XDECREF(w->dict);
     Py_TYPE(w)->tp_free((PyObject *)w);
@@ -1143,19 +1146,20 @@ static inline int refused(const Walker *w, const unsigned char *p, Py_ssize_t le
                  : !binary || binary_refused(w, p, len, avail);
 }
 
-/* Per first byte of a character: the continuation bytes it needs (0: ASCII, or a byte that
- * begins no character), whether it begins none (U+FFFD alone), and the range its first
- * continuation byte must be in (no overlong form, no surrogate, nothing beyond U+10FFFF). */
-static unsigned char U8_NEED[256], U8_BAD[256], U8_LO[256], U8_HI[256];
+/* Per first byte of a character: the continuation bytes it needs (0: ASCII; 4, never met: a
+ * byte that begins no character) and the range its first continuation byte must be in (no
+ * overlong form, no surrogate, nothing beyond U+10FFFF; none: 1 to 0). */
+static unsigned char U8_NEED[256], U8_LO[256], U8_HI[256];
 static uint32_t U8_FFFD; /* the bytes of U+FFFD, EF BF BD, as a word */
 
 static void utf8_tables(void)
 {
     for (int b = 0; b < 256; b++) {
-        U8_NEED[b] = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : 0;
-        U8_BAD[b] = b >= 0x80 && !U8_NEED[b];
-        U8_LO[b] = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
-        U8_HI[b] = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+        U8_NEED[b] = b < 0x80 ? 0 : b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2
+                   : b >= 0xF0 && b <= 0xF4 ? 3 : 4;
+        int lead = U8_NEED[b] >= 1 && U8_NEED[b] <= 3;
+        U8_LO[b] = !lead ? 1 : b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+        U8_HI[b] = !lead ? 0 : b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
     }
     const unsigned char fffd[4] = {0xEF, 0xBF, 0xBD, 0};
     memcpy(&U8_FFFD, fffd, 4);
@@ -1163,31 +1167,47 @@ static void utf8_tables(void)
 
 /* p[0:n] as bytes.decode("utf-8", "replace") reads it, written as UTF-8 to o (room for 3n + 4;
  * p[n] readable): valid sequences as they are, each maximal invalid subpart as the bytes of
- * U+FFFD. Eight bytes at a time where they are ASCII; else a character at a time without a
- * branch on its bytes (undecodable input is random: a branch per byte would be guessed wrong
- * half the time), and utf8_next for the last three bytes. */
-static Py_ssize_t decode_to_utf8(const unsigned char *p, Py_ssize_t n, unsigned char *o)
+ * U+FFFD. Eight bytes at a time where they are ASCII. Elsewhere every byte is judged on its
+ * own and its three successors, so that no step waits for the one before (undecodable input
+ * is random: a walk from character to character, or a branch per byte, would): m, how many
+ * continuation bytes follow it as they should (for a byte that begins no sequence: none).
+ * Since only continuation bytes are taken into a sequence, a byte begins a character unless
+ * one of the three before it took it (m of the byte d before >= d); a character is its
+ * bytes (m equals what its first byte needs) or else a U+FFFD. The last bytes go through
+ * utf8_next. */
+static Py_ssize_t decode_from(const unsigned char *p, Py_ssize_t n, unsigned char *o, Py_ssize_t i, Py_ssize_t k,
+                              unsigned m1, unsigned m2, unsigned m3) /* from p[i] and o[k]; m of the bytes before */
 {
-    Py_ssize_t i = 0, k = 0;
     while (i + 3 <= n) { /* p[i + 3] is the line's or its newline, never a continuation byte */
         uint64_t x;
         if (i + 8 <= n && (memcpy(&x, p + i, 8), !(x & 0x8080808080808080ULL))) {
-            memcpy(o + k, &x, 8);
+            memcpy(o + k, &x, 8); /* ASCII is no continuation byte: nothing before took it */
             i += 8;
             k += 8;
+            m1 = m2 = m3 = 0;
             continue;
         }
-        const unsigned b = p[i], need = U8_NEED[b];
-        const unsigned c1 = (need >= 1) & (p[i + 1] >= U8_LO[b]) & (p[i + 1] <= U8_HI[b]);
+        const unsigned b = p[i], need = U8_NEED[b], p1 = p[i + 1];
+        const unsigned c1 = (p1 >= U8_LO[b]) & (p1 <= U8_HI[b]);
         const unsigned c2 = c1 & (need >= 2) & ((p[i + 2] & 0xC0) == 0x80);
         const unsigned c3 = c2 & (need >= 3) & ((p[i + 3] & 0xC0) == 0x80);
-        const unsigned m = c1 + c2 + c3, valid = !U8_BAD[b] & (m == need);
+        const unsigned m = c1 + c2 + c3;
+        const uint32_t valid = 0u - (uint32_t)(m == need);                     /* all ones, or none */
+        const Py_ssize_t begins = -(Py_ssize_t)((m1 < 1) & (m2 < 2) & (m3 < 3)); /* likewise */
         uint32_t w4;
         memcpy(&w4, p + i, 4);
-        w4 = valid ? w4 : U8_FFFD;
-        memcpy(o + k, &w4, 4);
-        k += valid ? need + 1 : 3;
-        i += valid ? need + 1 : 1 + m;
+        w4 = (w4 & valid) | (U8_FFFD & ~valid);
+        memcpy(o + k, &w4, 4); /* a byte taken writes nothing: the next character writes over it */
+        k += (3 + (((Py_ssize_t)m - 2) & (Py_ssize_t)(int32_t)valid)) & begins; /* m + 1, or 3 */
+        m3 = m2;
+        m2 = m1;
+        m1 = m;
+        i++;
+    }
+    for (; i < n && ((m1 >= 1) | (m2 >= 2) | (m3 >= 3)); i++) { /* bytes taken already */
+        m3 = m2;
+        m2 = m1;
+        m1 = 0;
     }
     int bad = 0;
     while (i < n) {
@@ -1197,6 +1217,91 @@ static Py_ssize_t decode_to_utf8(const unsigned char *p, Py_ssize_t n, unsigned 
             k += put_utf8(o + k, utf8_next(p, n, &i, &bad));
     }
     return k;
+}
+
+#ifdef HAVE_TEDDY
+/* decode_from, thirty-two bytes at a time: m, whether each byte begins a character and the bytes
+ * it writes are found for all at once, and only the writing is a byte at a time. `avail`: the
+ * bytes that may be read from p; the last chunk reads past the line's newline, where every
+ * sequence has ended, and writes up to 32 bytes past the text (o has room for 3n + 36). */
+__attribute__((target("avx2"))) static Py_ssize_t decode32(const unsigned char *p, Py_ssize_t n, Py_ssize_t avail,
+                                                          unsigned char *o)
+{
+#define V8(c) _mm256_set1_epi8((char)(c))
+    const __m256i zero = _mm256_setzero_si256(), one = V8(1), two = V8(2), three = V8(3), four = V8(4);
+    const __m256i need_of_high = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 2, 3,
+                                                  0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 2, 3);
+    __m256i prev = zero; /* m of the thirty-two bytes before */
+    unsigned char len[32], val[32];
+    Py_ssize_t i = 0, k = 0;
+    for (; i < n && i + 35 <= avail; i += 32) { /* reads up to p[i + 34] */
+        const int lim = n - i < 32 ? (int)(n - i) : 32; /* the bytes of the line */
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(p + i));
+        if (!((uint32_t)_mm256_movemask_epi8(b0) & (lim < 32 ? (1u << lim) - 1 : ~0u))) {
+            _mm256_storeu_si256((__m256i *)(o + k), b0);
+            k += lim;
+            prev = zero;
+            continue;
+        }
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(p + i + 1));
+        const __m256i b2 = _mm256_loadu_si256((const __m256i *)(p + i + 2));
+        const __m256i b3 = _mm256_loadu_si256((const __m256i *)(p + i + 3));
+        __m256i need = _mm256_shuffle_epi8(need_of_high, _mm256_and_si256(_mm256_srli_epi16(b0, 4), V8(0x0F)));
+        const __m256i bad = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(b0, V8(0xC0)), _mm256_cmpeq_epi8(b0, V8(0xC1))),
+                                            _mm256_cmpeq_epi8(_mm256_max_epu8(b0, V8(0xF5)), b0));
+        need = _mm256_blendv_epi8(need, four, bad);
+        const __m256i lead = _mm256_and_si256(_mm256_cmpgt_epi8(need, zero), _mm256_cmpgt_epi8(four, need));
+        __m256i lo = _mm256_blendv_epi8(V8(0x80), V8(0xA0), _mm256_cmpeq_epi8(b0, V8(0xE0)));
+        lo = _mm256_blendv_epi8(lo, V8(0x90), _mm256_cmpeq_epi8(b0, V8(0xF0)));
+        __m256i hi = _mm256_blendv_epi8(V8(0xBF), V8(0x9F), _mm256_cmpeq_epi8(b0, V8(0xED)));
+        hi = _mm256_blendv_epi8(hi, V8(0x8F), _mm256_cmpeq_epi8(b0, V8(0xF4)));
+        const __m256i in1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(b1, lo), b1),
+                                             _mm256_cmpeq_epi8(_mm256_min_epu8(b1, hi), b1));
+        const __m256i c1 = _mm256_and_si256(lead, in1);
+        const __m256i c2 = _mm256_and_si256(_mm256_and_si256(c1, _mm256_cmpgt_epi8(need, one)),
+                                            _mm256_cmpeq_epi8(_mm256_and_si256(b2, V8(0xC0)), V8(0x80)));
+        const __m256i c3 = _mm256_and_si256(_mm256_and_si256(c2, _mm256_cmpgt_epi8(need, two)),
+                                            _mm256_cmpeq_epi8(_mm256_and_si256(b3, V8(0xC0)), V8(0x80)));
+        const __m256i m = _mm256_sub_epi8(_mm256_sub_epi8(_mm256_sub_epi8(zero, c1), c2), c3);
+        const __m256i valid = _mm256_cmpeq_epi8(m, need);
+        const __m256i carry = _mm256_permute2x128_si256(prev, m, 0x21); /* m of the bytes before each */
+        const __m256i taken = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpgt_epi8(_mm256_alignr_epi8(m, carry, 15), zero),
+                            _mm256_cmpgt_epi8(_mm256_alignr_epi8(m, carry, 14), one)),
+            _mm256_cmpgt_epi8(_mm256_alignr_epi8(m, carry, 13), two));
+        _mm256_storeu_si256((__m256i *)len,
+                            _mm256_andnot_si256(taken, _mm256_blendv_epi8(three, _mm256_add_epi8(m, one), valid)));
+        _mm256_storeu_si256((__m256i *)val, valid);
+        for (int j = 0; j < lim; j++) {
+            uint32_t w4, vm = 0u - (uint32_t)(val[j] & 1);
+            memcpy(&w4, p + i + j, 4);
+            w4 = (w4 & vm) | (U8_FFFD & ~vm);
+            memcpy(o + k, &w4, 4);
+            k += len[j];
+        }
+        prev = m;
+    }
+#undef V8
+    if (i >= n)
+        return k;
+    unsigned char last[32];
+    _mm256_storeu_si256((__m256i *)last, prev);
+    return decode_from(p, n, o, i, k, last[31], last[30], last[29]);
+}
+#endif
+
+/* p[0:n] decoded (decode_from), thirty-two bytes at a time where `vector` > 1 (AVX2; `avail`
+ * bytes may be read from p, and o has room for 3n + 36). */
+static Py_ssize_t decode_to_utf8(const unsigned char *p, Py_ssize_t n, Py_ssize_t avail, unsigned char *o, int vector)
+{
+#ifdef HAVE_TEDDY
+    if (vector > 1)
+        return decode32(p, n, avail, o);
+#else
+    (void)vector;
+    (void)avail;
+#endif
+    return decode_from(p, n, o, 0, 0, 0, 0, 0);
 }
 
 static int touch(Walker *w, Entry *e)
@@ -1376,8 +1481,8 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
         goto done;
     }
     const unsigned char *buf = view.buf;
-    unsigned char *t = NULL;
-    Py_ssize_t tlen = 0, tcap = 0;
+    unsigned char *t = w->text;
+    Py_ssize_t tlen = 0, tcap = w->text_cap;
     long long n = 0, bad_lines = 0;
     int nomem = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -1388,7 +1493,7 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
         if (len <= 0 || len > w->limit || refused(w, p, len, view.len - pos, ascii, binary) ||
             (!ascii && utf8_valid_from(p, 0, len)))
             break;
-        Py_ssize_t need = tlen + (ascii ? len : 3 * len) + 5;
+        Py_ssize_t need = tlen + (ascii ? len : 3 * len) + 37;
         if (need > tcap) {
             Py_ssize_t ncap = tcap ? tcap : 1 << 16;
             while (ncap < need)
@@ -1405,7 +1510,7 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
             memcpy(t + tlen, p, (size_t)len);
             tlen += len;
         } else {
-            tlen += decode_to_utf8(p, len, t + tlen);
+            tlen += decode_to_utf8(p, len, view.len - pos, t + tlen, w->vector);
             bad_lines++;
         }
         t[tlen++] = '\n';
@@ -1417,7 +1522,13 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
         PyErr_NoMemory();
     else
         out = Py_BuildValue("(nLLy#)", pos, n, bad_lines, t ? (const char *)t : "", tlen);
-    PyMem_RawFree(t);
+    if (tcap > ((Py_ssize_t)64 << 20)) { /* an unusually large range: do not keep its buffer */
+        PyMem_RawFree(t);
+        t = NULL;
+        tcap = 0;
+    }
+    w->text = t;
+    w->text_cap = tcap;
 done:
     PyBuffer_Release(&view);
     return out;
@@ -1538,16 +1649,21 @@ static PyObject *py_shape_prefix(PyObject *self, PyObject *args)
     return r;
 }
 
-static PyObject *py_decode(PyObject *self, PyObject *arg)
+static PyObject *py_decode(PyObject *self, PyObject *args)
 {
-    /* (bytes.decode("utf-8", "replace") as the walker computes it, whether a byte was replaced,
-     * the same as texts() writes it in UTF-8) (for tests) */
+    /* decode(data, vector=0) -> (bytes.decode("utf-8", "replace") as the walker computes it,
+     * whether a byte was replaced, the same as texts() writes it in UTF-8, with the widest
+     * decoder up to `vector` that the processor has) (for tests) */
     (void)self;
     Py_buffer v;
-    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE) < 0)
+    int vector = 0;
+    if (!PyArg_ParseTuple(args, "y*|i", &v, &vector))
         return NULL;
+#ifdef HAVE_TEDDY
+    vector = vector > 1 && __builtin_cpu_supports("avx2") ? 2 : 0;
+#endif
     Py_UCS4 *cps = PyMem_Malloc(sizeof(Py_UCS4) * ((size_t)v.len + 2));
-    unsigned char *line = PyMem_Malloc((size_t)v.len + 1), *u8 = PyMem_Malloc(3 * (size_t)v.len + 4);
+    unsigned char *line = PyMem_Malloc((size_t)v.len + 40), *u8 = PyMem_Malloc(3 * (size_t)v.len + 40);
     PyObject *r = NULL;
     if (!cps || !line || !u8) {
         PyErr_NoMemory();
@@ -1556,8 +1672,9 @@ static PyObject *py_decode(PyObject *self, PyObject *arg)
     int bad = 0;
     Py_ssize_t k = decode_utf8(v.buf, v.len, cps, &bad);
     memcpy(line, v.buf, (size_t)v.len);
-    line[v.len] = '\n'; /* as a line of a buffer ends */
-    Py_ssize_t nb = decode_to_utf8(line, v.len, u8);
+    line[v.len] = '\n'; /* as a line of a buffer ends, then what would continue a sequence */
+    memset(line + v.len + 1, 0x80, 39);
+    Py_ssize_t nb = decode_to_utf8(line, v.len, vector ? v.len + 40 : v.len + 1, u8, vector);
     PyObject *s = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, cps, k);
     r = s ? Py_BuildValue("(NOy#)", s, bad ? Py_True : Py_False, (const char *)u8, nb) : NULL;
 done:
@@ -1572,8 +1689,9 @@ static PyMethodDef module_methods[] = {
     {"shape", py_shape, METH_O, "coverage.shape(text), in C."},
     {"shape_prefix", py_shape_prefix, METH_VARARGS,
      "shape_prefix(data, limit) -> (prefix, complete, shape, undecodable): the walker's shape of a line's bytes."},
-    {"decode", py_decode, METH_O,
-     "(bytes.decode('utf-8', 'replace'), whether a byte was replaced, the text in UTF-8 as texts() writes it), in C."},
+    {"decode", py_decode, METH_VARARGS,
+     "decode(data, vector=0) -> (bytes.decode('utf-8', 'replace'), whether a byte was replaced, the text in UTF-8 "
+     "as texts() writes it), in C."},
     {NULL, NULL, 0, NULL},
 };
 
