@@ -413,6 +413,34 @@ static int put_decimal(Out *o, long long v)
     return put_bytes(o, d, (size_t)(e - d));
 }
 
+/* A line number in decimal, counted up a line at a time (cheaper than writing it anew from
+ * the number: most lines change only the last digit). */
+typedef struct {
+    char d[24]; /* the digits, d[start:] */
+    int start;
+} Counter;
+
+static void counter_set(Counter *c, long long v)
+{
+    unsigned long long u = v < 0 ? 0 : (unsigned long long)v;
+    c->start = (int)sizeof c->d;
+    do {
+        c->d[--c->start] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+}
+
+static void counter_next(Counter *c)
+{
+    int i = (int)sizeof c->d - 1;
+    while (i >= c->start && c->d[i] == '9')
+        c->d[i--] = '0';
+    if (i < c->start)
+        c->d[--c->start] = '1';
+    else
+        c->d[i]++;
+}
+
 /* json.dumps(float): float.__repr__, NaN, Infinity, -Infinity. */
 static int put_float(Out *o, double d)
 {
@@ -609,6 +637,8 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
     }
     if (out_reserve(&o, (size_t)(n - pos) * 3 + 1024) < 0)
         goto done;
+    Counter number; /* of the line, when not negative */
+    counter_set(&number, line);
     while (pos < n) {
         const unsigned char *p = buf + pos;
         const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
@@ -628,7 +658,9 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
                 r = put_bytes(&o, sh->lit + op->a, (size_t)(op->b - op->a)) < 0 ? -1 : 1;
                 break;
             case OP_LINE:
-                r = put_decimal(&o, line + lines) < 0 ? -1 : 1;
+                r = (line < 0 ? put_decimal(&o, line + lines)
+                              : put_bytes(&o, number.d + number.start, sizeof number.d - (size_t)number.start)) < 0
+                        ? -1 : 1;
                 break;
             case OP_TEXT:
                 r = put_string(&o, p, len) < 0 ? -1 : 1;
@@ -646,6 +678,7 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
         }
         counts[sh->kind & 255]++;
         lines++;
+        counter_next(&number);
         pos += len + 1;
     }
     {

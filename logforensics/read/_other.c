@@ -1464,6 +1464,23 @@ done:
     return out;
 }
 
+/* Room for `need` bytes in the walker's text buffer; -1 when memory is short (the buffer is then
+ * as it was). Runs without the GIL. */
+static int text_room(Walker *w, Py_ssize_t need)
+{
+    if (need <= w->text_cap)
+        return 0;
+    Py_ssize_t ncap = w->text_cap ? w->text_cap : 1 << 16;
+    while (ncap < need)
+        ncap *= 2;
+    unsigned char *nt = PyMem_RawRealloc(w->text, (size_t)ncap);
+    if (!nt)
+        return -1;
+    w->text = nt;
+    w->text_cap = ncap;
+    return 0;
+}
+
 /* texts(buf, pos, end, binary) -> (pos, lines, decode_errors, text)
  * The lines walk() would take, from pos on, without their shapes: text holds each as the
  * exact path's event has it (an undecodable line decoded with U+FFFD replacements), in
@@ -1481,11 +1498,12 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
         goto done;
     }
     const unsigned char *buf = view.buf;
-    unsigned char *t = w->text;
-    Py_ssize_t tlen = 0, tcap = w->text_cap;
+    const Py_ssize_t start = pos;
+    Py_ssize_t tlen = 0;
     long long n = 0, bad_lines = 0;
     int nomem = 0;
     Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t run = pos; /* ASCII lines from here to pos are their text as they are: copied at once */
     while (pos < end) {
         const unsigned char *p = buf + pos;
         int ascii;
@@ -1493,42 +1511,41 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
         if (len <= 0 || len > w->limit || refused(w, p, len, view.len - pos, ascii, binary) ||
             (!ascii && utf8_valid_from(p, 0, len)))
             break;
-        Py_ssize_t need = tlen + (ascii ? len : 3 * len) + 37;
-        if (need > tcap) {
-            Py_ssize_t ncap = tcap ? tcap : 1 << 16;
-            while (ncap < need)
-                ncap *= 2;
-            unsigned char *nt = PyMem_RawRealloc(t, (size_t)ncap);
-            if (!nt) {
+        if (!ascii) {
+            if (text_room(w, tlen + (pos - run) + 3 * len + 37) < 0) {
                 nomem = 1;
                 break;
             }
-            t = nt;
-            tcap = ncap;
-        }
-        if (ascii) {
-            memcpy(t + tlen, p, (size_t)len);
-            tlen += len;
-        } else {
-            tlen += decode_to_utf8(p, len, view.len - pos, t + tlen, w->vector);
+            memcpy(w->text + tlen, buf + run, (size_t)(pos - run));
+            tlen += pos - run;
+            tlen += decode_to_utf8(p, len, view.len - pos, w->text + tlen, w->vector);
+            w->text[tlen++] = '\n';
+            run = pos + len + 1;
             bad_lines++;
         }
-        t[tlen++] = '\n';
         n++;
         pos += len + 1;
+    }
+    if (!nomem && bad_lines && pos > run) {
+        if (text_room(w, tlen + (pos - run)) < 0)
+            nomem = 1;
+        else {
+            memcpy(w->text + tlen, buf + run, (size_t)(pos - run));
+            tlen += pos - run;
+        }
     }
     Py_END_ALLOW_THREADS
     if (nomem)
         PyErr_NoMemory();
+    else if (!bad_lines) /* ASCII only: the text is the range itself */
+        out = Py_BuildValue("(nLLy#)", pos, n, bad_lines, (const char *)buf + start, pos - start);
     else
-        out = Py_BuildValue("(nLLy#)", pos, n, bad_lines, t ? (const char *)t : "", tlen);
-    if (tcap > ((Py_ssize_t)64 << 20)) { /* an unusually large range: do not keep its buffer */
-        PyMem_RawFree(t);
-        t = NULL;
-        tcap = 0;
+        out = Py_BuildValue("(nLLy#)", pos, n, bad_lines, (const char *)w->text, tlen);
+    if (w->text_cap > ((Py_ssize_t)64 << 20)) { /* an unusually large range: do not keep its buffer */
+        PyMem_RawFree(w->text);
+        w->text = NULL;
+        w->text_cap = 0;
     }
-    w->text = t;
-    w->text_cap = tcap;
 done:
     PyBuffer_Release(&view);
     return out;
