@@ -1,10 +1,10 @@
 """``parse --format parquet`` with the compiled column writer: row groups built from C buffers.
 
 ``tables.write_parquet`` turns every event into a dict and every row group into Arrow
-arrays from Python values. Here the lines whose shape has a plain plan come back from C
-(``read.emit.ColumnEmitter``) as Arrow buffers, a block at a time, one column per field
-name and type; every other line is read on the exact path and kept as the dict that
-``write_parquet`` makes of its event. A row group is these pieces in line order, each column
+arrays from Python values. Here the lines whose shape has a plain plan, and runs of
+unrecognised lines (``read.other``), come back from C (``read.emit.ColumnEmitter``) as
+Arrow buffers, a block at a time, one column per field name and type; every other line is
+read on the exact path and kept as the dict that ``write_parquet`` makes of its event. A row group is these pieces in line order, each column
 given the type its values in the group call for exactly as ``write_parquet`` decides it
 (``int64`` / ``double`` / ``bool`` / ``string`` of ``str()``). A group has only the columns
 it has values in (a log's columns are mostly null: encoding their nulls group after group
