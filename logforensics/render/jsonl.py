@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable, Collection, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -82,8 +83,11 @@ def write_jsonl(path: str, out: IO[bytes], *, name: str | None = None, node: str
     parser = IncrementalParser(name or path, node=node)
     scanner = emit.JsonlEmitter(parser.classifier, parser.file, node, frozenset(wanted), "utf-8", errors)
     sink = _RowSink(out, wanted, "utf-8", errors, scanner)
-    for block in blocks(path, progress, BULK_BLOCK_SIZE, warn=warn):
-        parser.feed_bulk(block, scanner, sink)
+    # buffers read into again and again (C copies what a row keeps), by a thread of their own
+    # where the input is a file, ended with the reading, whatever ends it
+    with closing(blocks(path, progress, BULK_BLOCK_SIZE, warn=warn, reuse=True, ahead=True)) as parts:
+        for block in parts:
+            parser.feed_bulk(block, scanner, sink)
     sink.observe(parser.close())
     return JsonlStats(parser.stats.lines, scanner.taken, dict(scanner.by_kind), scanner.refused)
 
