@@ -328,6 +328,41 @@ def _random_bytes(rng: random.Random, size: int) -> bytes:
     return bytes(rng.randrange(256) for _ in range(size))
 
 
+@compiled
+def test_a_long_walk_lets_other_threads_run() -> None:
+    """``walk`` and ``texts`` let the GIL go once a run is long (the reading thread fills the
+    next block meanwhile), and take it back for what Python allocates: the shapes and
+    examples of new lines are those of a walk that held it (``test_more_shapes_than_kept``).
+    A thread that wakes every millisecond counts only while the walk lets the GIL go."""
+    import threading
+
+    rng = random.Random(4)
+    lines = [" ".join("".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(6)) for _ in range(1000)]
+    data = ("\n".join(lines * 1000) + "\n").encode()  # 42 MB, a million lines
+    ticks = [0]
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.001):
+            ticks[0] += 1
+
+    walker = _walker()
+    thread = threading.Thread(target=tick)
+    thread.start()
+    try:
+        ran = []
+        for call in (lambda: walker.walk(data, 0, len(data), 1, {}, False),
+                     lambda: walker.texts(data, 0, len(data), False)):
+            before = ticks[0]
+            got = call()
+            ran.append(ticks[0] - before)
+            assert got[1] == 1000000
+    finally:
+        stop.set()
+        thread.join()
+    assert min(ran) >= 5, ran  # a walk that held the GIL: 0 or 1
+
+
 def _mixture(seed: int) -> bytes:
     """Serving records and fixtures' lines, with every kind of unrecognised text between."""
     rng = random.Random(seed)

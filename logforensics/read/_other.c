@@ -1324,6 +1324,25 @@ static int touch(Walker *w, Entry *e)
     return 0;
 }
 
+/* The GIL, let go while a walk reads lines and taken back to make or grow what Python
+ * allocates (an entry of the mirror, the touched list, an example): a thread reading the next
+ * block then runs beside the walk instead of waiting for it. It is let go only once a walk has
+ * taken LET_GO_AFTER lines: a walk of a line or two between records would pay more in handing
+ * the GIL over than it frees. ts: NULL while it is held. */
+#define LET_GO_AFTER 64
+#define GIL_TAKE(ts)                 \
+    do {                             \
+        if (ts) {                    \
+            PyEval_RestoreThread(ts); \
+            (ts) = NULL;             \
+        }                            \
+    } while (0)
+#define GIL_LET_GO(ts)                  \
+    do {                                \
+        if (!(ts))                      \
+            (ts) = PyEval_SaveThread(); \
+    } while (0)
+
 /* walk(buf, pos, end, line, shapes: dict, binary: bool, cap: int, overflow: str)
  *   -> (pos, lines, decode_errors, overflowed, entries)
  * entries: [(key, count, first line or None, example or None, made as the overflow bucket)],
@@ -1339,6 +1358,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
                           &overflow_key))
         return NULL;
     PyObject *out = NULL, *entries = NULL;
+    PyThreadState *ts = NULL;
     if (pos < 0 || end > view.len || pos > end) {
         PyErr_SetString(PyExc_ValueError, "pos and end must lie in the buffer");
         goto done;
@@ -1357,6 +1377,8 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
     int overflowed = 0;
     Entry *bucket = NULL, *bucket_tab = NULL; /* the overflow bucket's entry, while the table stays */
     while (pos < end) {
+        if (n >= LET_GO_AFTER)
+            GIL_LET_GO(ts);
         const unsigned char *p = buf + pos;
         int ascii;
         Py_ssize_t len = line_end(w, p, end - pos, view.len - pos, &ascii);
@@ -1392,6 +1414,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         if (!e && w->accounted >= cap) {
             overflowed = 1;
             if (!bucket || bucket_tab != w->tab) {
+                GIL_TAKE(ts);
                 e = mirror_find(w, (const unsigned char *)okey, olen, ohash);
                 if (!e) {
                     e = mirror_add(w, (const unsigned char *)okey, olen, ohash);
@@ -1405,11 +1428,14 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
             }
             e = bucket;
         } else if (!e) {
+            GIL_TAKE(ts);
             e = mirror_add(w, key, klen, h);
             if (!e)
                 goto done;
             made = 1;
         }
+        if (e->walk != w->walk && w->ntouched == w->touched_cap)
+            GIL_TAKE(ts); /* the touched list grows */
         if (touch(w, e) < 0)
             goto done;
         if (made) {
@@ -1430,6 +1456,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         n++;
         pos += len + 1;
     }
+    GIL_TAKE(ts);
     entries = PyList_New(w->ntouched);
     if (!entries)
         goto done;
@@ -1456,6 +1483,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
     }
     out = Py_BuildValue("(nLLOO)", pos, n, bad_lines, overflowed ? Py_True : Py_False, entries);
 done:
+    GIL_TAKE(ts);
     if (!out) { /* keep the mirror exact: what this walk added is not in the dict */
         mirror_clear(w);
     }
@@ -1502,9 +1530,11 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
     Py_ssize_t tlen = 0;
     long long n = 0, bad_lines = 0;
     int nomem = 0;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *ts = NULL; /* no Python object is touched: the GIL is let go (GIL_LET_GO) */
     Py_ssize_t run = pos; /* ASCII lines from here to pos are their text as they are: copied at once */
     while (pos < end) {
+        if (n == LET_GO_AFTER)
+            GIL_LET_GO(ts);
         const unsigned char *p = buf + pos;
         int ascii;
         Py_ssize_t len = line_end(w, p, end - pos, view.len - pos, &ascii);
@@ -1534,7 +1564,7 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
             tlen += pos - run;
         }
     }
-    Py_END_ALLOW_THREADS
+    GIL_TAKE(ts);
     if (nomem)
         PyErr_NoMemory();
     else if (!bad_lines) /* ASCII only: the text is the range itself */
