@@ -58,14 +58,26 @@ def _codes() -> dict[Any, int]:
 
 
 class _Writer:
-    """What both C writers share: counts, and the runs of unrecognised lines (``others``)."""
+    """What both C writers share: what they write rows for, counts, and the runs of
+    unrecognised lines (``others``)."""
 
-    emitter: Any
-    kinds: dict[str, int]
-    by_kind: dict[str, int]
-    taken: int
-    _walker: other.OtherWalker | None
-    _tried: bool
+    def __init__(self, classifier: LineClassifier, file: str | None, node: str | None,
+                 wanted: frozenset[str]) -> None:
+        assert _emit is not None
+        self.classifier = classifier
+        self.file = file
+        self.node = node
+        self.wanted = wanted
+        self.emitter = _emit.Emitter()
+        self.codes = _codes()
+        self.rank_names: list[str | None] = [None]
+        self.kinds: dict[str, int] = {}
+        self.refused = 0  # plain plans left to the exact path
+        self.taken = 0  # lines taken (counted by the parser)
+        self.by_kind: dict[str, int] = {}
+        self._learned = 0
+        self._walker: other.OtherWalker | None = None  # built at the first run of unrecognised lines
+        self._tried = False
 
     def _register_other(self, code: int) -> bool:
         """Register the ``other`` plan's template for lines of every shape (kind ``code``)."""
@@ -116,23 +128,9 @@ class JsonlEmitter(_Writer):
 
     def __init__(self, classifier: LineClassifier, file: str | None, node: str | None,
                  wanted: frozenset[str] = frozenset(), encoding: str = "utf-8", errors: str = "strict") -> None:
-        assert _emit is not None
-        self.classifier = classifier
-        self.file = file
-        self.node = node
-        self.wanted = wanted
+        super().__init__(classifier, file, node, wanted)
         self.encoding = encoding
         self.errors = errors
-        self.emitter = _emit.Emitter()
-        self.codes = _codes()
-        self.rank_names: list[str | None] = [None]
-        self.kinds: dict[str, int] = {}
-        self.refused = 0  # plain plans left to the exact path
-        self.taken = 0  # lines taken (counted by the parser)
-        self.by_kind: dict[str, int] = {}
-        self._learned = 0
-        self._walker: other.OtherWalker | None = None  # built at the first run of unrecognised lines
-        self._tried = False
 
     def _lit(self, text: str) -> bytes:
         return text.encode(self.encoding, self.errors)
@@ -228,25 +226,11 @@ class ColumnEmitter(_Writer):
 
     def __init__(self, classifier: LineClassifier, file: str | None, node: str | None,
                  wanted: frozenset[str] = frozenset(), columns: dict[tuple[str, str], int] | None = None) -> None:
-        assert _emit is not None
-        self.classifier = classifier
-        self.file = file
-        self.node = node
-        self.wanted = wanted
-        self.emitter = _emit.Emitter()
+        super().__init__(classifier, file, node, wanted)
         self.columns: dict[tuple[str, str], int] = {} if columns is None else columns
         for (_, type_), col in self.columns.items():
             self.emitter.set_column(col, type_)
-        self.codes = _codes()
-        self.rank_names: list[str | None] = [None]
-        self.kinds: dict[str, int] = {}
         self.plan_keys: list[tuple[str, ...]] = []
-        self.refused = 0
-        self.taken = 0
-        self.by_kind: dict[str, int] = {}
-        self._learned = 0
-        self._walker: other.OtherWalker | None = None
-        self._tried = False
 
     def learn(self) -> None:
         """Register the plain plans the classifier learned since the last call."""
