@@ -85,7 +85,7 @@ typedef struct {
     void *cols;             /* column mode: MAX_COLS Col buffers, kept likewise */
     Shape *recent[256];     /* the shape last found for a line of each length (mod 256): a
                              * line is compared with it first, cheaper than hashing it */
-    Shape *every;            /* the template of every line of a scan with `every` (registered
+    Shape *every;           /* the template of every line of a scan with `every` (registered
                              * with the key None): lines known to be of one kind, whatever
                              * their shapes (no span: only the line number and the text) */
 } Emitter;
