@@ -339,7 +339,7 @@ def _fake_server(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path]:
     return proc, log
 
 
-def test_discover_server_logs_finds_fake_server(tmp_path: Path, sshd_server) -> None:
+def test_discover_server_logs_finds_fake_server(tmp_path: Path, sshd_server, one_fake_server) -> None:
     proc, log = _fake_server(tmp_path, "one")
     try:
         f = SSHFollower(sshd_server.host, "/dev/null", **sshd_server.connect_kwargs())

@@ -294,7 +294,7 @@ def test_ssh_asks_for_a_key_passphrase_at_the_terminal(tmp_path: Path, sshd_serv
 
 
 @pytest.mark.ssh
-def test_ssh_watch_finds_the_server_log_without_path(tmp_path: Path, sshd_server) -> None:
+def test_ssh_watch_finds_the_server_log_without_path(tmp_path: Path, sshd_server, one_fake_server) -> None:
     """No --path: the SGLang server process on the host is found and its output file followed."""
     import shlex
 
