@@ -1512,7 +1512,8 @@ static int text_room(Walker *w, Py_ssize_t need)
 /* texts(buf, pos, end, binary) -> (pos, lines, decode_errors, text)
  * The lines walk() would take, from pos on, without their shapes: text holds each as the
  * exact path's event has it (an undecodable line decoded with U+FFFD replacements), in
- * UTF-8, followed by a newline. The walk touches no Python object: other threads run. */
+ * UTF-8, followed by a newline. The walk touches no Python object: once a run is long
+ * (LET_GO_AFTER lines) other threads run beside it. */
 static PyObject *Walker_texts(Walker *w, PyObject *args)
 {
     Py_buffer view;
@@ -1530,7 +1531,7 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
     Py_ssize_t tlen = 0;
     long long n = 0, bad_lines = 0;
     int nomem = 0;
-    PyThreadState *ts = NULL; /* no Python object is touched: the GIL is let go (GIL_LET_GO) */
+    PyThreadState *ts = NULL; /* the GIL, let go once the run is long (GIL_LET_GO) */
     Py_ssize_t run = pos; /* ASCII lines from here to pos are their text as they are: copied at once */
     while (pos < end) {
         if (n == LET_GO_AFTER)

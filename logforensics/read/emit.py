@@ -73,7 +73,7 @@ class _Writer:
         self.rank_names: list[str | None] = [None]
         self.kinds: dict[str, int] = {}
         self.refused = 0  # plain plans left to the exact path
-        self.taken = 0  # lines taken (counted by the parser)
+        self.taken = 0  # lines taken (counted by the parser, and by ``others``)
         self.by_kind: dict[str, int] = {}
         self._learned = 0
         self._walker: other.OtherWalker | None = None  # built at the first run of unrecognised lines
