@@ -86,7 +86,7 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
         obs.dated = rows.dated(0)
     if obs.file is None:
         obs.file = file
-    windows = obs.windows
+    windows, spare = obs.windows, obs.spare
     fresh: list[tuple[int, tuple[str, str], Windows]] = []
     targets: list[tuple[Windows, bytes, tuple[int, ...], int, int]] = []
     for kind, cls, rid, rank in groups:
@@ -96,12 +96,15 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
             key = (figure, label)
             w = windows.get(key)
             if w is None:
-                w = new_windows()
+                w = spare.pop(key, None)
+                if w is None:
+                    w = new_windows()
                 fresh.append((order, key, w))
             targets.append((w, index, use, need, text))
     assert _windows is not None
     _windows.windows_add(targets, rows.raw, rows.buf, rows.first_line)  # widened as add() does past their most
     created = [(w.first_line(), order, key, w) for order, key, w in fresh if len(w)]
+    spare.update((key, w) for _, key, w in fresh if not len(w))
     for _, _, key, w in sorted(created, key=lambda x: x[:2]):
         windows[key] = w  # in the order their first records created them
     made = sum(w.texts_made for (fig, _), w in windows.items() if fig in TEXT_FIGURES)
