@@ -36,9 +36,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ..events import Event
-from ..ingest.batch import BULK_BLOCK_SIZE
 from ..ingest.files import blocks
-from ..ingest.parallel import worker_count
+from ..ingest.parallel import BULK_BLOCK_SIZE, worker_count
 from ..read import emit
 from ..read.parser import IncrementalParser
 from .parquet_assemble import Assembler, encoded
