@@ -115,6 +115,12 @@ def _rows(values: list[tuple[float, float | None, float | None, int, int]]) -> t
             struct.pack(f"{2 * n}d", *vals))
 
 
+def _numbers(values: list[tuple[float, float | None, float | None, int, int]], cls: int, rid: int) -> bytes:
+    """The row numbers (int32) of the rows of a class and rank id, in row order."""
+    found = [i for i, row in enumerate(values) if row[3:] == (rid, cls)]
+    return struct.pack(f"{len(found)}i", *found)
+
+
 _VALUES = st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False), st.integers(-1000, 10**6).map(float))
 _ROW = st.tuples(st.floats(1.5e9, 1.5e9 + 5000, allow_nan=False), _VALUES, _VALUES, st.integers(0, 2),
                  st.integers(1, 2))
@@ -154,13 +160,46 @@ def test_windows_add_equals_adding_one_by_one(rows: list[tuple[float, float | No
             want.add(sec, float(value), first_line + i, f"{i:09d}"[:5])
     finally:
         windows_mod.MAX_WINDOWS = monkey
-    index = _scan.group_rows(raw).get((1, rid), b"")
+    index = _numbers(rows, 1, rid)
     got = _windows.Windows(width, most)
     half = len(index) // 8 * 4  # two segments: the second goes on where the first stopped
     for part, base in ((index[:half], raw), (index[half:], raw)):
         _windows.windows_add([(got, part, (0, 1) if fallback else (0,), 1 if require else -1, 5)], base, buf,
                              first_line)
     _same(got, want)
+    # the rows named by (class, rank id) instead, found by windows_add: the same windows
+    found = _windows.Windows(width, most)
+    _windows.windows_add([(found, (1, rid), (0, 1) if fallback else (0,), 1 if require else -1, 5)], raw, buf,
+                         first_line)
+    _same(found, want)
+
+
+@compiled
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_ROW, max_size=200), st.booleans())
+def test_targets_by_class_and_rank_equal_targets_by_row_numbers(rows: list[tuple[float, float | None, float | None,
+                                                                                 int, int]], shared: bool) -> None:
+    """Targets of every class and rank in one call, their rows named by (class, rank id)
+    (one object for a group's targets, or one each): the windows of targets given the row
+    numbers of each group."""
+    assert _windows is not None
+    raw = _rows(rows)
+    buf = b"".join(f"{i:09d}\n".encode() for i in range(len(rows)))
+    groups = [(c, r) for c in (1, 2) for r in (0, 1, 2)]
+    by_numbers, by_group = [], []
+    for c, r in groups:
+        numbers = _numbers(rows, c, r)
+        key = (c, r)
+        for cols, require in (((0,), -1), ((1, 0), 0)):
+            a, b = _windows.Windows(1, 8), _windows.Windows(1, 8)
+            by_numbers.append((a, numbers, cols, require, 5))
+            by_group.append((b, key if shared else (c, r), cols, require, 5))
+    _windows.windows_add(by_numbers, raw, buf, 7)
+    _windows.windows_add(by_group, raw, buf, 7)
+    for (a, *_), (b, *_) in zip(by_numbers, by_group):
+        assert a.items() == b.items() and a.texts() == b.texts() and a.first_line() == b.first_line()
+    # every row with a first value has its group's windows: some cells exactly when there is one
+    assert any(len(b) for b, *_ in by_group) == any(row[1] is not None for row in rows)
 
 
 _OP = st.one_of(

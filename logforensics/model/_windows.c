@@ -713,6 +713,7 @@ typedef struct {
     int nslots;
     const int64_t *line, *start, *end;
     const double *sec, *val;
+    const unsigned char *rid, *cls;
 } RowView;
 
 /* The scanner's rows (read/bulk.py Rows.raw): the columns this needs. */
@@ -733,6 +734,12 @@ static int row_view(PyObject *t, RowView *v)
     v->end = (const int64_t *)PyBytes_AS_STRING(end);
     v->sec = (const double *)PyBytes_AS_STRING(sec);
     v->val = (const double *)PyBytes_AS_STRING(val);
+    v->rid = (const unsigned char *)PyBytes_AS_STRING(rid);
+    v->cls = (const unsigned char *)PyBytes_AS_STRING(cls);
+    if (PyBytes_GET_SIZE(rid) != v->n || PyBytes_GET_SIZE(cls) != v->n) {
+        PyErr_SetString(PyExc_ValueError, "not rows of a scan");
+        return -1;
+    }
     return 0;
 }
 
@@ -748,15 +755,47 @@ static PyObject *row_text(const RowView *v, const Py_buffer *buf, Py_ssize_t i, 
     return PyUnicode_DecodeASCII((const char *)buf->buf + a, (Py_ssize_t)(b - a), NULL);
 }
 
-static int window_args(const RowView *v, PyObject *index_o, PyObject *cols_t, int require, int *cols,
-                       Py_ssize_t *ncols, const int32_t **index, Py_ssize_t *nindex)
+/* The scanner's classes (read/_scan.c MAX_CLASSES); rank ids are bytes. */
+#define ROW_CLASSES 8
+
+/* The rows by class and rank id: rows key[k]..key[k + 1] of `sorted` (row numbers, in row
+ * order) are those of class k / 256 and rank id k % 256 (a counting sort, one pass). */
+typedef struct {
+    int32_t *sorted;
+    Py_ssize_t key[ROW_CLASSES * 256 + 1];
+} RowGroups;
+
+static int row_groups(const RowView *v, RowGroups *g)
 {
-    if (!PyBytes_Check(index_o) || !PyTuple_Check(cols_t)) {
-        PyErr_SetString(PyExc_TypeError, "index must be bytes and cols a tuple");
+    g->sorted = PyMem_Malloc(((size_t)v->n + 1) * sizeof(int32_t));
+    if (!g->sorted) {
+        PyErr_NoMemory();
         return -1;
     }
-    *index = (const int32_t *)PyBytes_AS_STRING(index_o);
-    *nindex = PyBytes_GET_SIZE(index_o) / 4;
+    memset(g->key, 0, sizeof g->key);
+    for (Py_ssize_t i = 0; i < v->n; i++) {
+        if (v->cls[i] >= ROW_CLASSES) {
+            PyErr_SetString(PyExc_ValueError, "a row's class out of range");
+            return -1;
+        }
+        g->key[(v->cls[i] << 8 | v->rid[i]) + 1]++;
+    }
+    for (int k = 0; k < ROW_CLASSES * 256; k++)
+        g->key[k + 1] += g->key[k];
+    Py_ssize_t at[ROW_CLASSES * 256];
+    memcpy(at, g->key, sizeof at);
+    for (Py_ssize_t i = 0; i < v->n; i++)
+        g->sorted[at[v->cls[i] << 8 | v->rid[i]]++] = (int32_t)i;
+    return 0;
+}
+
+/* A target's value columns and required column, checked. */
+static int window_cols(const RowView *v, PyObject *cols_t, int require, int *cols, Py_ssize_t *ncols)
+{
+    if (!PyTuple_Check(cols_t)) {
+        PyErr_SetString(PyExc_TypeError, "cols must be a tuple");
+        return -1;
+    }
     *ncols = PyTuple_GET_SIZE(cols_t);
     if (*ncols < 1 || *ncols > MAX_SLOTS || require >= v->nslots) {
         PyErr_SetString(PyExc_ValueError, "bad window arguments");
@@ -771,6 +810,35 @@ static int window_args(const RowView *v, PyObject *index_o, PyObject *cols_t, in
         }
         cols[k] = (int)c;
     }
+    return 0;
+}
+
+/* A target's rows: bytes of int32 row numbers (checked), or (class, rank id): the rows of that
+ * class and rank (from `g`, made on first use). */
+static int window_index(const RowView *v, PyObject *index_o, RowGroups *g, const int32_t **index,
+                        Py_ssize_t *nindex)
+{
+    if (PyTuple_Check(index_o) && PyTuple_GET_SIZE(index_o) == 2) {
+        long cls = PyLong_AsLong(PyTuple_GET_ITEM(index_o, 0)), rid = PyLong_AsLong(PyTuple_GET_ITEM(index_o, 1));
+        if ((cls == -1 || rid == -1) && PyErr_Occurred())
+            return -1;
+        if (cls < 0 || cls >= ROW_CLASSES || rid < 0 || rid > 255) {
+            PyErr_SetString(PyExc_ValueError, "a class or rank id out of range");
+            return -1;
+        }
+        if (!g->sorted && row_groups(v, g) < 0)
+            return -1;
+        int k = (int)(cls << 8 | rid);
+        *index = g->sorted + g->key[k];
+        *nindex = g->key[k + 1] - g->key[k];
+        return 0;
+    }
+    if (!PyBytes_Check(index_o)) {
+        PyErr_SetString(PyExc_TypeError, "index must be bytes or (class, rank id)");
+        return -1;
+    }
+    *index = (const int32_t *)PyBytes_AS_STRING(index_o);
+    *nindex = PyBytes_GET_SIZE(index_o) / 4;
     for (Py_ssize_t j = 0; j < *nindex; j++) {
         if ((*index)[j] < 0 || (*index)[j] >= v->n) {
             PyErr_SetString(PyExc_ValueError, "row index out of range");
@@ -839,8 +907,10 @@ static int add_group(const Target *ts, Py_ssize_t m, const RowView *v, const Py_
 }
 
 /* windows_add(targets, rows, buf, first_line): each target (windows, index, cols, require,
- * text) takes its rows (one call per segment); consecutive targets of one index are filled
- * in one pass over their rows. */
+ * text) takes its rows (one call per segment); consecutive targets of one index (the same
+ * object) are filled in one pass over their rows. An index is bytes of int32 row numbers,
+ * or (class, rank id): the rows of that class and rank (found here, for all of them in one
+ * pass), so that a caller can keep its targets from one segment to the next. */
 static PyObject *windows_add(PyObject *module, PyObject *args)
 {
     PyObject *targets, *rows_t;
@@ -852,6 +922,7 @@ static PyObject *windows_add(PyObject *module, PyObject *args)
     PyObject *result = NULL;
     Py_ssize_t nt = PyList_GET_SIZE(targets);
     Target *ts = PyMem_Malloc((nt + 1) * sizeof(Target));
+    RowGroups g = {NULL};
     if (!ts) {
         PyErr_NoMemory();
         goto out;
@@ -862,9 +933,16 @@ static PyObject *windows_add(PyObject *module, PyObject *args)
         PyObject *w, *cols_t;
         Target *T = &ts[t];
         if (!PyArg_ParseTuple(PyList_GET_ITEM(targets, t), "O!OOin", &WindowsType, &w, &T->index_o, &cols_t,
-                              &T->require, &T->text_most) ||
-            window_args(&v, T->index_o, cols_t, T->require, T->cols, &T->ncols, &T->index, &T->nindex) < 0)
+                              &T->require, &T->text_most))
             goto out;
+        if (window_cols(&v, cols_t, T->require, T->cols, &T->ncols) < 0)
+            goto out;
+        if (t > 0 && T->index_o == ts[t - 1].index_o) { /* the run's rows, found already */
+            T->index = ts[t - 1].index;
+            T->nindex = ts[t - 1].nindex;
+        } else if (window_index(&v, T->index_o, &g, &T->index, &T->nindex) < 0) {
+            goto out;
+        }
         T->w = (Windows *)w;
     }
     for (Py_ssize_t a = 0, b; a < nt; a = b) {
@@ -876,6 +954,7 @@ static PyObject *windows_add(PyObject *module, PyObject *args)
     result = Py_None;
     Py_INCREF(result);
 out:
+    PyMem_Free(g.sorted);
     PyMem_Free(ts);
     PyBuffer_Release(&buf);
     return result;

@@ -100,6 +100,7 @@ class ServingObserver:
         #: rows of their key: an empty one is a new one, and making them anew for every
         #: segment of a long log cost more than filling the others
         self.spare: dict[tuple[str, str], Windows] = {}
+        self.row_plan: Any = None  # serving_rows' targets, kept while they hold
 
     # -- observing ------------------------------------------------------------------------
     def _sec(self, ts: str | None) -> float | None:

@@ -60,8 +60,6 @@ class BatchRows(Protocol):
     buf: bytes
     first_line: int
 
-    def index(self, cls: int, rid: int) -> bytes: ...
-
     def first(self, cls: int, col: int, value: float, start: int = 0) -> int: ...
 
     def dated(self, i: int) -> bool: ...
@@ -86,11 +84,60 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
         obs.dated = rows.dated(0)
     if obs.file is None:
         obs.file = file
+    windows = obs.windows
+    plan = obs.row_plan
+    if plan is None or plan.windows != len(windows) or not plan.covers(groups):
+        plan = obs.row_plan = _plan(obs, groups, cols)
+    assert _windows is not None
+    _windows.windows_add(plan.targets, rows.raw, rows.buf, rows.first_line)  # widened as add() does past their most
+    if plan.fresh:
+        created = [(w.first_line(), order, key, w) for order, key, w in plan.fresh if len(w)]
+        for _, _, key, w in sorted(created, key=lambda x: x[:2]):
+            windows[key] = w  # in the order their first records created them (and the next rows plan anew)
+    made = sum(w.texts_made for (fig, _), w in windows.items() if fig in TEXT_FIGURES) \
+        if plan.windows != len(windows) else sum(w.texts_made for w in plan.texts)
+    if made - obs.texts_pruned_at >= max(PRUNE_TEXTS, obs.texts_kept):
+        obs.texts_pruned_at = made
+        obs.prune_texts()
+    graph = cols.get("decode_batch", {}).get("cuda_graph")
+    decode = next((cls for kind, cls, _, _ in groups if kind == "decode_batch"), None)
+    if graph is not None and decode is not None:
+        _graph_rows(obs, rows, decode, graph, file)
+
+
+class _Plan:
+    """The windows each group of rows goes to (``windows_add``'s targets), kept from one
+    segment to the next while the observer's windows stay the same and the segment's groups
+    are among the plan's: the targets name their rows by (class, rank id), which
+    ``windows_add`` finds in each segment (none, for a group the segment lacks)."""
+
+    __slots__ = ("groups", "windows", "targets", "fresh", "texts")
+
+    def __init__(self, groups: dict[tuple[int, int], tuple[str, int, int, str | None]], windows: int,
+                 targets: list[tuple[Windows, tuple[int, int], tuple[int, ...], int, int]],
+                 fresh: list[tuple[int, tuple[str, str], Windows]], texts: list[Windows]) -> None:
+        self.groups = groups  # by (class, rank id), in the order first met
+        self.windows = windows  # how many the observer had
+        self.targets = targets
+        self.fresh = fresh  # (order, key, windows) not the observer's yet: empty until rows fill them
+        self.texts = texts  # the observer's windows that keep texts
+
+    def covers(self, groups: Sequence[tuple[str, int, int, str | None]]) -> bool:
+        return all(self.groups.get(g[1:3]) == g for g in groups)
+
+
+def _plan(obs: ServingObserver, groups: Sequence[tuple[str, int, int, str | None]],
+          cols: Mapping[str, Mapping[str, int]]) -> _Plan:
     windows, spare = obs.windows, obs.spare
+    known: dict[tuple[int, int], tuple[str, int, int, str | None]] = {}
+    if obs.row_plan is not None:  # its groups stay; windows it made and rows left empty are kept for their keys
+        known.update(obs.row_plan.groups)
+        spare.update((key, w) for _, key, w in obs.row_plan.fresh if key not in windows)
+    known.update((g[1:3], g) for g in groups)  # a rank id's rank as the rows name it now
     fresh: list[tuple[int, tuple[str, str], Windows]] = []
-    targets: list[tuple[Windows, bytes, tuple[int, ...], int, int]] = []
-    for kind, cls, rid, rank in groups:
-        index = rows.index(cls, rid)
+    targets: list[tuple[Windows, tuple[int, int], tuple[int, ...], int, int]] = []
+    for kind, cls, rid, rank in known.values():
+        index = (cls, rid)  # one object for the group's targets: windows_add reads their rows once
         label = rank or "-"
         for order, figure, use, need, text in _targets(kind, cols[kind]):
             key = (figure, label)
@@ -101,20 +148,8 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
                     w = new_windows()
                 fresh.append((order, key, w))
             targets.append((w, index, use, need, text))
-    assert _windows is not None
-    _windows.windows_add(targets, rows.raw, rows.buf, rows.first_line)  # widened as add() does past their most
-    created = [(w.first_line(), order, key, w) for order, key, w in fresh if len(w)]
-    spare.update((key, w) for _, key, w in fresh if not len(w))
-    for _, _, key, w in sorted(created, key=lambda x: x[:2]):
-        windows[key] = w  # in the order their first records created them
-    made = sum(w.texts_made for (fig, _), w in windows.items() if fig in TEXT_FIGURES)
-    if made - obs.texts_pruned_at >= max(PRUNE_TEXTS, obs.texts_kept):
-        obs.texts_pruned_at = made
-        obs.prune_texts()
-    graph = cols.get("decode_batch", {}).get("cuda_graph")
-    decode = next((cls for kind, cls, _, _ in groups if kind == "decode_batch"), None)
-    if graph is not None and decode is not None:
-        _graph_rows(obs, rows, decode, graph, file)
+    texts = [w for (fig, _), w in windows.items() if fig in TEXT_FIGURES]
+    return _Plan(known, len(windows), targets, fresh, texts)
 
 
 _SPECS: dict[tuple[str, tuple[tuple[str, int], ...]], list[tuple[int, str, tuple[int, ...], int, int]]] = {}

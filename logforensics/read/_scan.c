@@ -1012,66 +1012,6 @@ static int row_view(PyObject *t, RowView *v)
     return 0;
 }
 
-/* group_rows(rows) -> {(cls, rank_id): bytes of int32 row numbers, in row order} */
-static PyObject *group_rows(PyObject *module, PyObject *arg)
-{
-    RowView v;
-    if (row_view(arg, &v) < 0)
-        return NULL;
-    Py_ssize_t *count = PyMem_Calloc(MAX_CLASSES * MAX_RANKS, sizeof(Py_ssize_t));
-    int32_t **at = PyMem_Calloc(MAX_CLASSES * MAX_RANKS, sizeof(int32_t *));
-    PyObject *out = PyDict_New();
-    PyObject **objs = PyMem_Calloc(MAX_CLASSES * MAX_RANKS, sizeof(PyObject *));
-    if (!count || !at || !out || !objs) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
-        goto fail;
-    }
-    for (Py_ssize_t i = 0; i < v.n; i++) {
-        if (v.cls[i] >= MAX_CLASSES) {
-            PyErr_SetString(PyExc_ValueError, "bad class");
-            goto fail;
-        }
-        count[v.cls[i] * MAX_RANKS + v.rid[i]]++;
-    }
-    for (int g = 0; g < MAX_CLASSES * MAX_RANKS; g++) {
-        if (!count[g])
-            continue;
-        objs[g] = PyBytes_FromStringAndSize(NULL, count[g] * 4);
-        if (!objs[g])
-            goto fail;
-        at[g] = (int32_t *)PyBytes_AS_STRING(objs[g]);
-    }
-    for (Py_ssize_t i = 0; i < v.n; i++) {
-        int g = v.cls[i] * MAX_RANKS + v.rid[i];
-        *at[g]++ = (int32_t)i;
-    }
-    for (int g = 0; g < MAX_CLASSES * MAX_RANKS; g++) {
-        if (!objs[g])
-            continue;
-        PyObject *key = Py_BuildValue("(ii)", g / MAX_RANKS, g % MAX_RANKS);
-        int bad = !key || PyDict_SetItem(out, key, objs[g]) < 0;
-        Py_XDECREF(key);
-        if (bad)
-            goto fail;
-    }
-    for (int g = 0; g < MAX_CLASSES * MAX_RANKS; g++)
-        Py_XDECREF(objs[g]);
-    PyMem_Free(objs);
-    PyMem_Free(count);
-    PyMem_Free(at);
-    return out;
-fail:
-    if (objs)
-        for (int g = 0; g < MAX_CLASSES * MAX_RANKS; g++)
-            Py_XDECREF(objs[g]);
-    PyMem_Free(objs);
-    PyMem_Free(count);
-    PyMem_Free(at);
-    Py_XDECREF(out);
-    return NULL;
-}
-
 /* stamp_seconds(text) -> (seconds, dated) as the scanner reads a row's stamp, or None
  * when it leaves the stamp to the exact path. */
 static PyObject *py_stamp_seconds(PyObject *module, PyObject *arg)
@@ -1391,7 +1331,6 @@ static PyMethodDef module_methods[] = {
     {"sketch_batch", sketch_batch, METH_VARARGS, "Extremes, zeros, exact partial sums and buckets of a batch."},
     {"sketch_doubles", sketch_doubles, METH_VARARGS, "sketch_batch over a scan's numbers as doubles."},
     {"first_row", first_row, METH_VARARGS, "The first row of a class whose column holds a value."},
-    {"group_rows", group_rows, METH_O, "Row numbers by class and rank."},
     {"stamp_seconds", py_stamp_seconds, METH_O, "A stamp as seconds, as rows hold it, or None."},
     {"read_float", py_read_float, METH_O, "float(text) as the scanners read it, or None."},
     {NULL, NULL, 0, NULL},

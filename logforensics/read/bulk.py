@@ -221,8 +221,7 @@ class Rows:
     bool converter's values as 1.0 and 0.0).
     """
 
-    __slots__ = ("raw", "n", "scanner", "buf", "first_line", "_lines", "_rids", "_plans", "_starts", "_ends",
-                 "_groups")
+    __slots__ = ("raw", "n", "scanner", "buf", "first_line", "_lines", "_rids", "_plans", "_starts", "_ends")
 
     def __init__(self, raw: tuple[Any, ...], scanner: BulkScanner, buf: bytes, first_line: int) -> None:
         self.raw = raw
@@ -235,14 +234,6 @@ class Rows:
         self._plans = memoryview(raw[6]).cast("i")
         self._starts = memoryview(raw[8]).cast("q")
         self._ends = memoryview(raw[9]).cast("q")
-        self._groups: dict[tuple[int, int], bytes] | None = None
-
-    def index(self, cls: int, rid: int) -> bytes:
-        """The row numbers (int32) of class ``cls`` and rank ``rid``, in row order."""
-        if self._groups is None:
-            assert _scan is not None
-            self._groups = _scan.group_rows(self.raw)
-        return self._groups.get((cls, rid), b"")
 
     def first(self, cls: int, col: int, value: float, start: int = 0) -> int:
         """The first row from ``start`` of class ``cls`` whose column ``col`` is ``value``, or -1."""
