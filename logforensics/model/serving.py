@@ -96,11 +96,7 @@ class ServingObserver:
         self._last_sec = 0.0
         self.texts_pruned_at = 0  # texts made by the compiled windows when last pruned...
         self.texts_kept = 0  # ...and how many that kept
-        #: windows that rows (``serving_rows.add_rows``) made and left empty, for the next
-        #: rows of their key: an empty one is a new one, and making them anew for every
-        #: segment of a long log cost more than filling the others
-        self.spare: dict[tuple[str, str], Windows] = {}
-        self.row_plan: Any = None  # serving_rows' targets, kept while they hold
+        self.row_plan: Any = None  # where rows go (``serving_rows.add_rows``), kept while it holds
 
     # -- observing ------------------------------------------------------------------------
     def _sec(self, ts: str | None) -> float | None:

@@ -86,7 +86,7 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
         obs.file = file
     windows = obs.windows
     plan = obs.row_plan
-    if plan is None or plan.windows != len(windows) or not plan.covers(groups):
+    if plan is None or plan.cols is not cols or plan.windows != len(windows) or not plan.covers(groups):
         plan = obs.row_plan = _plan(obs, groups, cols)
     assert _windows is not None
     _windows.windows_add(plan.targets, rows.raw, rows.buf, rows.first_line)  # widened as add() does past their most
@@ -111,12 +111,14 @@ class _Plan:
     are among the plan's: the targets name their rows by (class, rank id), which
     ``windows_add`` finds in each segment (none, for a group the segment lacks)."""
 
-    __slots__ = ("groups", "windows", "targets", "fresh", "texts")
+    __slots__ = ("groups", "cols", "windows", "targets", "fresh", "texts")
 
-    def __init__(self, groups: dict[tuple[int, int], tuple[str, int, int, str | None]], windows: int,
+    def __init__(self, groups: dict[tuple[int, int], tuple[str, int, int, str | None]],
+                 cols: Mapping[str, Mapping[str, int]], windows: int,
                  targets: list[tuple[Windows, tuple[int, int], tuple[int, ...], int, int]],
                  fresh: list[tuple[int, tuple[str, str], Windows]], texts: list[Windows]) -> None:
         self.groups = groups  # by (class, rank id), in the order first met
+        self.cols = cols
         self.windows = windows  # how many the observer had
         self.targets = targets
         self.fresh = fresh  # (order, key, windows) not the observer's yet: empty until rows fill them
@@ -128,9 +130,12 @@ class _Plan:
 
 def _plan(obs: ServingObserver, groups: Sequence[tuple[str, int, int, str | None]],
           cols: Mapping[str, Mapping[str, int]]) -> _Plan:
-    windows, spare = obs.windows, obs.spare
+    windows = obs.windows
     known: dict[tuple[int, int], tuple[str, int, int, str | None]] = {}
-    if obs.row_plan is not None:  # its groups stay; windows it made and rows left empty are kept for their keys
+    # the last plan's groups stay, and the windows it made that rows left empty (an empty one
+    # is a new one: making them anew for every segment cost more than filling the others)
+    spare: dict[tuple[str, str], Windows] = {}
+    if obs.row_plan is not None:
         known.update(obs.row_plan.groups)
         spare.update((key, w) for _, key, w in obs.row_plan.fresh if key not in windows)
     known.update((g[1:3], g) for g in groups)  # a rank id's rank as the rows name it now
@@ -149,7 +154,7 @@ def _plan(obs: ServingObserver, groups: Sequence[tuple[str, int, int, str | None
                 fresh.append((order, key, w))
             targets.append((w, index, use, need, text))
     texts = [w for (fig, _), w in windows.items() if fig in TEXT_FIGURES]
-    return _Plan(known, len(windows), targets, fresh, texts)
+    return _Plan(known, cols, len(windows), targets, fresh, texts)
 
 
 _SPECS: dict[tuple[str, tuple[tuple[str, int], ...]], list[tuple[int, str, tuple[int, ...], int, int]]] = {}
