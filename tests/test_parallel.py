@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import random
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -398,6 +399,33 @@ def test_series_merged_from_parts_equals_one_series(ys: list[float], data: st.Da
             merged.merge(part)
     assert merged.to_list() == whole.to_list()
     assert len(whole.to_list()) <= limit
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e6, 1e6, allow_nan=False), st.sampled_from([0.0, -0.0, 1e300, 1e-300, 1e16, 1.0, 0.1]),
+                          st.integers(0, 10**6).map(float)), min_size=20, max_size=2000), st.data())
+def test_a_series_of_a_scans_doubles_equals_one_of_the_same_numbers(ys: list[float], data: st.DataObject) -> None:
+    """Values given as a scan gives them (doubles, ``read.bulk.numbers``: summed in C), as
+    lists, or one by one, in any pieces and mix: the same points, exactly (Python's sum())."""
+    limit = data.draw(st.sampled_from([2, 3, 8, 1000]))  # small: points of many values, in several pieces
+    xs = list(range(len(ys)))
+    whole = Series(limit)
+    for x, y in zip(xs, ys):
+        whole.add(x, y)
+    mixed = Series(limit)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ys)), max_size=30)))
+    hows = data.draw(st.sampled_from([["doubles"], ["doubles", "list", "one by one"]]))
+    for a, b in zip([0, *cuts], [*cuts, len(ys)]):
+        how = data.draw(st.sampled_from(hows))
+        if how == "doubles":
+            mixed.extend_xy(xs[a:b], bulk.numbers(False, struct.pack(f"{b - a}d", *ys[a:b])))
+        elif how == "list":
+            mixed.extend_xy(xs[a:b], ys[a:b])
+        else:
+            for x, y in zip(xs[a:b], ys[a:b]):
+                mixed.add(x, y)
+    assert [(x, struct.pack("d", y)) for x, y in mixed.points] == [(x, struct.pack("d", y)) for x, y in whole.points]
+    assert mixed.to_list() == whole.to_list()
 
 
 def test_a_series_of_points_alone_is_not_merged() -> None:

@@ -1042,6 +1042,46 @@ static inline double pysum_value(const PySum *s)
     return s->f;
 }
 
+/* sum_doubles(parts) -> Python's sum() of the doubles of the buffers `parts`, one after the
+ * other (start 0), as this interpreter computes it: without a float object a value (the
+ * decode series' points, stats.Series). */
+static PyObject *sum_doubles(PyObject *module, PyObject *parts)
+{
+    PyObject *seq = PySequence_Fast(parts, "parts must be a sequence of buffers of doubles");
+    if (!seq)
+        return NULL;
+    PySum s = {0.0, 0.0};
+    int first = 1;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
+        Py_buffer b;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, k), &b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (b.itemsize != sizeof(double) || !b.format || strcmp(b.format, "d") != 0) {
+            PyBuffer_Release(&b);
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "a buffer of doubles");
+            return NULL;
+        }
+        const double *x = b.buf;
+        Py_ssize_t n = b.len / (Py_ssize_t)sizeof(double);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (first) { /* 0 + x: the int 0 read as 0.0 */
+                s.f = 0.0 + x[i];
+                first = 0;
+            } else {
+                pysum_add(&s, x[i]);
+            }
+        }
+        PyBuffer_Release(&b);
+    }
+    Py_DECREF(seq);
+    if (first)
+        return PyLong_FromLong(0); /* sum([]) */
+    return PyFloat_FromDouble(pysum_value(&s));
+}
+
 /* combine(windows, how_max) -> [(first second, value, first line)] by window key: per key,
  * the ranks' means (sum / count) summed (or their max), at the earliest first line
  * (serving.ServingObserver._combined). */
@@ -1372,6 +1412,7 @@ count:
 
 static PyMethodDef module_methods[] = {
     {"windows_add", windows_add, METH_VARARGS, "Add a segment's rows to windows, in row order."},
+    {"sum_doubles", sum_doubles, METH_O, "Python's sum() of the doubles of buffers, one after the other."},
     {"combine", combine, METH_VARARGS, "A figure over ranks, window by window."},
     {"cache_hit", cache_hit, METH_VARARGS, "The prefix-cache hit rate, window by window."},
     {"best_split", best_split, METH_VARARGS, "The best split of a series (binary segmentation's scan)."},

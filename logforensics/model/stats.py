@@ -20,12 +20,18 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Sequence
-from itertools import repeat
+from collections.abc import Callable, Sequence
+from itertools import chain, repeat
 from operator import mul
 from typing import Any
 
 from ..read.bulk import compiled_sketch_batch, compiled_sketch_doubles, numbers
+
+_sum_doubles: Callable[[Any], Any] | None
+try:  # the optional C extension: Python's sum() of doubles, without a float object each
+    from ._windows import sum_doubles as _sum_doubles
+except ImportError:  # pragma: no cover - platforms without it
+    _sum_doubles = None
 
 _GAMMA = 1.02  # bucket ratio: quantiles within 1% of the true value
 _INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)
@@ -239,14 +245,17 @@ class Series:
     of what came before: the result is then that of adding every value to one series.
     """
 
-    __slots__ = ("limit", "points", "_stride", "_acc", "_acc_x", "_kept")
+    __slots__ = ("limit", "points", "_stride", "_acc", "_acc_n", "_acc_x", "_kept")
 
     def __init__(self, limit: int = 1000, *, keep_values: bool = False) -> None:
         self.limit = limit
         self.points: list[tuple[Any, float]] = []
         self._stride = 1
-        self._acc: list[float] = []  # the values of the unfinished point
-        self._acc_x: Any = None  # and the x of its first value
+        #: the values of the unfinished point, in order, in parts: lists of numbers, or arrays
+        #: of doubles (a scan's numbers, summed in C without a float object each: _sum)
+        self._acc: list[list[float] | array[float]] = []
+        self._acc_n = 0  # how many
+        self._acc_x: Any = None  # and the x of the first
         self._kept: _Kept | None = _Kept() if keep_values else None
 
     def add(self, x: Any, y: float) -> None:
@@ -254,10 +263,14 @@ class Series:
             self._kept.add(x, y)
             return
         acc = self._acc
-        if not acc:
+        if not self._acc_n:
             self._acc_x = x
-        acc.append(y)
-        if len(acc) >= self._stride:
+        if acc and type(acc[-1]) is list:
+            acc[-1].append(y)
+        else:
+            acc.append([y])
+        self._acc_n += 1
+        if self._acc_n >= self._stride:
             self._close_point()
 
     def extend(self, points: list[tuple[Any, float]]) -> None:
@@ -269,25 +282,42 @@ class Series:
         if self._kept is not None:
             self._kept.extend(xs, ys)
             return
+        # a scan's numbers as doubles (read.bulk.numbers): summed in C
+        view = ys if _sum_doubles is not None and isinstance(ys, memoryview) and ys.format == "d" else None
         i, n = 0, len(ys)
         while i < n:
             stride = self._stride
-            if not self._acc and n - i >= stride:  # a whole point straight from the columns
-                self._add_point(xs[i], sum(ys[i:i + stride]) / stride)
+            if not self._acc_n and n - i >= stride:  # a whole point straight from the columns
+                total = sum(ys[i:i + stride]) if view is None or _sum_doubles is None \
+                    else _sum_doubles((view[i:i + stride],))
+                self._add_point(xs[i], total / stride)
                 i += stride
                 continue
-            if not self._acc:
+            if not self._acc_n:
                 self._acc_x = xs[i]
-            take = stride - len(self._acc)
-            self._acc.extend(ys[i:i + take])
+            take = min(stride - self._acc_n, n - i)
+            if view is None:
+                self._acc.append(list(ys[i:i + take]))
+            else:
+                piece = array("d")
+                piece.frombytes(view[i:i + take].cast("B"))
+                self._acc.append(piece)
+            self._acc_n += take
             i += take
-            if len(self._acc) >= stride:
+            if self._acc_n >= stride:
                 self._close_point()
 
-    def _close_point(self) -> None:
+    def _sum(self) -> Any:
+        """``sum()`` of the unfinished point's values, in order (the same number either way)."""
         acc = self._acc
-        self._acc = []
-        self._add_point(self._acc_x, sum(acc) / len(acc))
+        if _sum_doubles is not None and all(type(part) is array for part in acc):
+            return _sum_doubles(acc)
+        return sum(chain.from_iterable(acc))
+
+    def _close_point(self) -> None:
+        total, n = self._sum(), self._acc_n
+        self._acc, self._acc_n = [], 0
+        self._add_point(self._acc_x, total / n)
 
     def _add_point(self, x: Any, y: float) -> None:
         self.points.append((x, y))
@@ -308,7 +338,7 @@ class Series:
         """
         kept = later._kept
         if kept is None:
-            if later.points or later._acc:
+            if later.points or later._acc_n:
                 raise ValueError("a series merges exactly only from a series that kept its values")
             return
         kept.close()
@@ -327,8 +357,8 @@ class Series:
                 alone.extend_xy(xs, ys)
             return alone.to_list()
         pts = list(self.points)
-        if self._acc:
-            pts.append((self._acc_x, sum(self._acc) / len(self._acc)))
+        if self._acc_n:
+            pts.append((self._acc_x, self._sum() / self._acc_n))
         return [[x, round(y, 3)] for x, y in pts]
 
 
