@@ -27,7 +27,9 @@
  * time (the "Teddy" method of Hyperscan: each byte's two nibbles look up which buckets of
  * needles it can be the first, second and third byte of, and a position is let through where
  * three bytes in a row agree on a bucket); only the positions it lets through are compared, and
- * it never misses a needle.
+ * it never misses a needle. Needles of one byte are not in its buckets: a table of those bytes,
+ * looked up the same way, finds them exactly (eight buckets for the longer needles alone let
+ * through half as many positions of random words, and the comparing is what costs).
  * It knows no log format of its own.
  */
 #define PY_SSIZE_T_CLEAN
@@ -63,8 +65,8 @@ typedef struct {
     int nclasses;
     unsigned char (*csingle)[32];  /* class -> bit set of the raw bytes that are needles */
     unsigned char (*cbigram)[8192]; /* class -> bit set of the raw byte pairs longer needles begin with */
-    unsigned char (*teddy)[96];  /* class -> the filter's six nibble tables (teddy_build) */
-    unsigned char teddy_bin[96]; /* the binary mode's, with the bytes of a U+FFFD */
+    unsigned char (*teddy)[112];  /* class -> the filter's six nibble tables and its single bytes' (teddy_build) */
+    unsigned char teddy_bin[112]; /* the binary mode's, with the bytes of a U+FFFD */
     int vector;                  /* the filter used: 0 none, 1 sixteen bytes (SSSE3), 2 thirty-two (AVX2) */
     int32_t head[65536];         /* bigram -> first needle of its chain (-1: none) */
     int nneedles;
@@ -627,8 +629,10 @@ static int teddy_rest(const Walker *w, int c, int word, uint64_t bit, const unsi
 
 /* Whether a needle of class c (of the mode word/bit) is in the line p[0:n], read sixteen bytes at
  * a time while `avail` bytes from p allow. Byte j of a chunk holds the buckets that bytes j-2,
- * j-1 and j can be the first three bytes of; only where one is left does needle_at compare.
- * `binary`: the binary mode's filter, whose needles include the bytes of a U+FFFD. */
+ * j-1 and j can be the first three bytes of; only where one is left does needle_at compare. A
+ * byte of the line that is a needle of one byte is found by the table of such bytes (the
+ * seventh: by low nibble, a bit per high nibble of ASCII). `binary`: the binary mode's
+ * filter, whose needles include the bytes of a U+FFFD. */
 __attribute__((target("ssse3"))) static int teddy_has(const Walker *w, int c, int word, uint64_t bit,
                                                       const unsigned char *p, Py_ssize_t n, Py_ssize_t avail,
                                                       int binary)
@@ -636,12 +640,20 @@ __attribute__((target("ssse3"))) static int teddy_has(const Walker *w, int c, in
     const __m128i *t = (const __m128i *)(binary ? w->teddy_bin : w->teddy[c]);
     const __m128i t0 = _mm_loadu_si128(t), t1 = _mm_loadu_si128(t + 1), t2 = _mm_loadu_si128(t + 2);
     const __m128i t3 = _mm_loadu_si128(t + 3), t4 = _mm_loadu_si128(t + 4), t5 = _mm_loadu_si128(t + 5);
+    const __m128i ts = _mm_loadu_si128(t + 6), bit_of = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m128i nibble = _mm_set1_epi8(0x0F), zero = _mm_setzero_si128();
     __m128i prev0 = zero, prev1 = zero;
     Py_ssize_t i = 0;
     for (; i <= n + 1 && i + 16 <= avail; i += 16) {
         const __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
         const __m128i lo = _mm_and_si128(x, nibble), hi = _mm_and_si128(_mm_srli_epi16(x, 4), nibble);
+        /* a single byte that is a needle, in the line: found, nothing to compare */
+        const __m128i one = _mm_and_si128(_mm_shuffle_epi8(ts, lo), _mm_shuffle_epi8(bit_of, hi));
+        uint32_t ones = 0xFFFFu & ~(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(one, zero));
+        if (n - i < 16)
+            ones &= n > i ? (1u << (n - i)) - 1 : 0;
+        if (ones)
+            return 1;
         const __m128i b0 = _mm_and_si128(_mm_shuffle_epi8(t0, lo), _mm_shuffle_epi8(t1, hi));
         const __m128i b1 = _mm_and_si128(_mm_shuffle_epi8(t2, lo), _mm_shuffle_epi8(t3, hi));
         const __m128i b2 = _mm_and_si128(_mm_shuffle_epi8(t4, lo), _mm_shuffle_epi8(t5, hi));
@@ -670,12 +682,21 @@ __attribute__((target("avx2"))) static int teddy_has32(const Walker *w, int c, i
     const __m256i t3 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 3));
     const __m256i t4 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 4));
     const __m256i t5 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 5));
+    const __m256i ts = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 6));
+    const __m256i bit_of = _mm256_broadcastsi128_si256(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0));
     const __m256i nibble = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
     __m256i prev0 = zero, prev1 = zero;
     Py_ssize_t i = 0;
     for (; i <= n + 1 && i + 32 <= avail; i += 32) {
         const __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
         const __m256i lo = _mm256_and_si256(x, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
+        /* a single byte that is a needle, in the line: found, nothing to compare */
+        const __m256i one = _mm256_and_si256(_mm256_shuffle_epi8(ts, lo), _mm256_shuffle_epi8(bit_of, hi));
+        uint32_t ones = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(one, zero));
+        if (n - i < 32)
+            ones &= n > i ? (uint32_t)((1ull << (n - i)) - 1) : 0;
+        if (ones)
+            return 1;
         const __m256i b0 = _mm256_and_si256(_mm256_shuffle_epi8(t0, lo), _mm256_shuffle_epi8(t1, hi));
         const __m256i b1 = _mm256_and_si256(_mm256_shuffle_epi8(t2, lo), _mm256_shuffle_epi8(t3, hi));
         const __m256i b2 = _mm256_and_si256(_mm256_shuffle_epi8(t4, lo), _mm256_shuffle_epi8(t5, hi));
@@ -740,8 +761,8 @@ static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n,
 }
 
 #ifdef HAVE_TEDDY
-/* The filter of class c's needles: of each, the bytes that its first three can be (a masked
- * digit: any digit; any byte past a needle's end), put in at most eight buckets of six nibble
+/* The filter of class c's needles of two bytes or more: of each, the bytes that its first three
+ * can be (a masked digit: any digit; any byte past a needle's end), put in at most eight buckets of six nibble
  * sets (the low and high nibbles of the first, second and third byte). A bucket admits every
  * three bytes whose six nibbles are in its sets, so it never refuses a needle of its members.
  * Needles alike but for their first byte's low nibble begin as one bucket; then the two buckets
@@ -828,9 +849,6 @@ static int teddy_build(Walker *w, int c, int binary, unsigned char *t)
     if (binary) { /* EF BF BD */
         g[ng++] = (Bucket){{1u << 0xF, 1u << 0xE, 1u << 0xF, 1u << 0xB, 1u << 0xD, 1u << 0xB}};
     }
-    for (unsigned x = 0; x < 256; x++)
-        if ((w->csingle[c][x >> 3] >> (x & 7)) & 1)
-            g[ng++] = (Bucket){{(uint16_t)(1u << (x & 15)), (uint16_t)(1u << (x >> 4)), 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF}};
     for (int j = 0; j < w->nneedles; j++) {
         int mine = 0;
         for (int mode = 0; mode < 129 && !mine; mode++)
@@ -888,12 +906,15 @@ static int teddy_build(Walker *w, int c, int binary, unsigned char *t)
                 more[bi * stride + m] = more[m * stride + bi] = merged_size(&g[bi], &g[m], binary) - size[bi] - size[m];
     }
     PyMem_Free(size);
-    memset(t, 0, 96);
+    memset(t, 0, 112);
     for (Py_ssize_t b = 0; b < ng; b++)
         for (int q = 0; q < 6; q++)
             for (int v = 0; v < 16; v++)
                 if ((g[b].set[q] >> v) & 1)
                     t[16 * q + v] |= (unsigned char)(1u << b);
+    for (unsigned x = 0; x < 128; x++) /* the single bytes (ASCII: a needle of one byte is one) */
+        if ((w->csingle[c][x >> 3] >> (x & 7)) & 1)
+            t[96 + (x & 15)] |= (unsigned char)(1u << (x >> 4));
     PyMem_Free(g);
     return 0;
 }
@@ -950,7 +971,7 @@ static int build_classes(Walker *w)
         w->cls[mode] = (signed char)c;
     }
 #ifdef HAVE_TEDDY
-    void *nt = PyMem_Realloc(w->teddy, 96 * (size_t)(w->nclasses ? w->nclasses : 1));
+    void *nt = PyMem_Realloc(w->teddy, sizeof *w->teddy * (size_t)(w->nclasses ? w->nclasses : 1));
     if (!nt) {
         PyErr_NoMemory();
         return -1;

@@ -33,7 +33,8 @@ Most of a run's time is the search for the needles in every line: the extension 
 them through a filter of their first three bytes that reads 32 bytes at a time (16 where the
 processor lacks AVX2 and has SSSE3; the "Teddy" method of Hyperscan, chosen at run time) and
 compares only where it lets a position through, so its answer is the byte-by-byte search's
-(``tests/test_other_walker.py``).
+(``tests/test_other_walker.py``); needles of one byte are found by a table of their bytes in the
+same pass, so that the filter's buckets keep to the longer ones.
 
 ``LOGFORENSICS_PURE=1``, or a missing extension, turns this off (:func:`available`); the
 exact path is the reference, and the tests compare both on generated mixtures.
