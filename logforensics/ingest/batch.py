@@ -12,10 +12,10 @@ from .live import LiveRun
 from .parallel import read_in_parallel
 
 #: Bytes per block when the compiled path reads a file into a run model. The lines of a block
-#: are at least one segment of the scanner's, and the run model takes each segment for some
-#: 160 µs of Python besides its lines (``model/columns.py``): at 2 MiB rather than 1 MiB a
-#: 1 GiB log reads 4-6% faster, for 5 MiB more memory (``bench/README.md``). The writers of
-#: ``parse`` keep 1 MiB (``parallel.BULK_BLOCK_SIZE``): their pieces grow with the block.
+#: are at least one segment of the scanner's, and the run model takes each segment for a fixed
+#: cost of Python besides its lines (``model/columns.py``): at 2 MiB rather than 1 MiB a 1 GiB
+#: log read 4-6% faster, for 5 MiB more memory (``bench/README.md``). The writers of ``parse``
+#: keep 1 MiB (``parallel.BULK_BLOCK_SIZE``): their pieces grow with the block.
 RUN_BLOCK_SIZE = 2 << 20
 
 
