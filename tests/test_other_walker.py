@@ -210,6 +210,30 @@ def test_the_needle_filter_misses_no_needle() -> None:
 
 
 @compiled
+def test_needles_of_one_byte_are_found_by_every_filter() -> None:
+    """Needles of one byte go through a table of their bytes, not the filter's buckets: each is
+    found at every place about the chunks, in a mode it is a needle of, and so is one beyond
+    ASCII (which text in UTF-8 never gives; such a byte stays in the buckets)."""
+    assert other._other is not None
+    refuse, needles = other.requirements(tuple(sorted(set(OTHER_NEEDS))))
+    extra = [*needles, (b"\xe9", bytes([0xFF] * 24))]  # the last: a needle of every mode
+    walkers = [other._other.Walker(refuse, extra, other.LIMIT, vector=level) for level in (2, 1, 0)]
+    listed = [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in extra]
+    singles = [(text, modes) for text, modes in listed if len(text) == 1]
+    assert b":" in dict(singles) and b"\xe9" in dict(singles)
+    body = b"qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq"
+    for byte, modes in singles:
+        mode = next(m for m in range(129) if modes >> m & 1 and not (m < 128 and refuse[m]))
+        assert not _has_needle(body, mode, listed)
+        for at in (0, 1, 15, 16, 17, 30, 31, 32, 33, 47, 48, len(body) - 1):
+            line = body[:at] + byte + body[at + 1:]
+            for tail in (b"", b"\n", b"\n" + b"q" * 64):
+                for w in walkers:
+                    assert w.needle(line + tail, mode) is True, (w.vector, byte, mode, at, tail)
+                    assert w.needle(body + tail, mode) is False, (w.vector, mode, tail)
+
+
+@compiled
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.sampled_from([b"a", b"s", b"i", b"t", b" ", b"/", b"]", b"0", b"7", b"x", b"g", b"l", b"E",
                                  b"r", b".", b"p", b"d", b"=", b"[", b"-", b":", b"^", b"M", b"|", b"f",

@@ -849,6 +849,9 @@ static int teddy_build(Walker *w, int c, int binary, unsigned char *t)
     if (binary) { /* EF BF BD */
         g[ng++] = (Bucket){{1u << 0xF, 1u << 0xE, 1u << 0xF, 1u << 0xB, 1u << 0xD, 1u << 0xB}};
     }
+    for (unsigned x = 128; x < 256; x++) /* a needle of one byte beyond ASCII (none in UTF-8 text): a bucket */
+        if ((w->csingle[c][x >> 3] >> (x & 7)) & 1)
+            g[ng++] = (Bucket){{(uint16_t)(1u << (x & 15)), (uint16_t)(1u << (x >> 4)), 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF}};
     for (int j = 0; j < w->nneedles; j++) {
         int mine = 0;
         for (int mode = 0; mode < 129 && !mine; mode++)
@@ -912,7 +915,7 @@ static int teddy_build(Walker *w, int c, int binary, unsigned char *t)
             for (int v = 0; v < 16; v++)
                 if ((g[b].set[q] >> v) & 1)
                     t[16 * q + v] |= (unsigned char)(1u << b);
-    for (unsigned x = 0; x < 128; x++) /* the single bytes (ASCII: a needle of one byte is one) */
+    for (unsigned x = 0; x < 128; x++) /* the single bytes of ASCII: the table's bits are its high nibbles 0-7 */
         if ((w->csingle[c][x >> 3] >> (x & 7)) & 1)
             t[96 + (x & 15)] |= (unsigned char)(1u << (x >> 4));
     PyMem_Free(g);
