@@ -922,7 +922,8 @@ static PyObject *windows_add(PyObject *module, PyObject *args)
     PyObject *result = NULL;
     Py_ssize_t nt = PyList_GET_SIZE(targets);
     Target *ts = PyMem_Malloc((nt + 1) * sizeof(Target));
-    RowGroups g = {NULL};
+    RowGroups g;
+    g.sorted = NULL; /* its keys are counted when first needed (row_groups), not zeroed here */
     if (!ts) {
         PyErr_NoMemory();
         goto out;

@@ -4,12 +4,12 @@
 arrays from Python values. Here the lines whose shape has a plain plan, and runs of
 unrecognised lines (``read.other``), come back from C (``read.emit.ColumnEmitter``) as
 Arrow buffers, a block at a time, one column per field name and type; every other line is
-read on the exact path and kept as the dict that ``write_parquet`` makes of its event. A row group is these pieces in line order, each column
-given the type its values in the group call for exactly as ``write_parquet`` decides it
-(``int64`` / ``double`` / ``bool`` / ``string`` of ``str()``). A group has only the columns
-it has values in (a log's columns are mostly null: encoding their nulls group after group
-was a fifth of the encoders' time) and ``ROW_GROUP`` rows, so that the assembler's chunks of
-nulls for the rest are copies of one.
+read on the exact path and kept as the dict that ``write_parquet`` makes of its event. A
+row group is these pieces in line order, each column given the type its values in the
+group call for exactly as ``write_parquet`` decides it (``int64`` / ``double`` / ``bool`` /
+``string`` of ``str()``). A group has only the columns it has values in (a log's columns are
+mostly null: encoding their nulls group after group was a fifth of the encoders' time) and
+``ROW_GROUP`` rows, so that the assembler's chunks of nulls for the rest are copies of one.
 
 The log is read once, whatever it is (a file, standard input, a compressed log): threads
 of their own (``encoders()``) encode each row group as it is made (pyarrow's encoder and
