@@ -20,13 +20,14 @@ setup(
         Extension(
             "logforensics.read._emit",
             sources=["logforensics/read/_emit.c"],
-            depends=["logforensics/read/_shape.h"],
+            depends=["logforensics/read/_shape.h", "logforensics/read/_utf8.h"],
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
         ),
         Extension(
             "logforensics.read._other",
             sources=["logforensics/read/_other.c"],
+            depends=["logforensics/read/_utf8.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

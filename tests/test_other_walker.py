@@ -322,13 +322,15 @@ def test_a_taken_line_is_one_other_event_of_the_whole_line(raw: bytes, binary: b
 def test_texts_are_the_lines_walk_takes_as_their_events_hold_them(lines: list[bytes], binary: bool,
                                                                  tail: bytes) -> None:
     """``texts`` (the writers of ``parse``) stops where ``walk`` stops, and gives each line
-    taken as the exact path's event text, whatever follows the range walked."""
+    taken as the exact path's event text, whatever follows the range walked (or, not asked
+    to decode them, only where it stopped and how many lines it took)."""
     lines = [line.replace(b"\n", b"") for line in lines]
     data = b"".join(line + b"\n" for line in lines)
     walker = _walker()
     pos, n, bad, _, _ = walker.walk(data + tail, 0, len(data), 1, {}, binary)
     assert walker.texts(data + tail, 0, len(data), binary) == (
         pos, n, bad, b"".join(line.decode("utf-8", "replace").encode() + b"\n" for line in lines[:n]))
+    assert walker.texts(data + tail, 0, len(data), binary, False) == (pos, n, bad, None)  # lines the caller decodes
     events = LineClassifier("x.log")
     events.binary = binary
     for k, line in enumerate(lines[:n]):

@@ -246,6 +246,40 @@ def test_strings_with_escapes_anywhere(text: str) -> None:
     assert got == (json.dumps({**json.loads(got), "v": text}, ensure_ascii=False) + "\n").encode()
 
 
+def _dumped(data: bytes) -> bytes:
+    return json.dumps(data.decode("utf-8", "replace"), ensure_ascii=False).encode()
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.binary(max_size=300) | st.text(alphabet=st.sampled_from(list("ab \"\\\t\r\x00\x1f\x7fé€\ufffd")
+                                                                 + ["\U0001d11e"]), max_size=120).map(str.encode))
+def test_a_line_of_any_bytes_is_written_as_its_decoded_text(data: bytes) -> None:
+    """A line of unrecognised text (bytes that may not be UTF-8) is written as the JSON string
+    of its text decoded with U+FFFD replacements, in one pass (``put_text``), whether a
+    character at a time or thirty-two bytes at a time."""
+    assert emit._emit is not None
+    for vector in (0, 2):
+        assert emit._emit.text(data, vector) == _dumped(data), vector
+
+
+def test_a_line_of_any_bytes_is_written_as_its_decoded_text_at_every_place() -> None:
+    """Every pair of a byte beyond ASCII and a byte after it, and escapes, at every place about
+    the chunks of 32 bytes: a sequence or an escape across a chunk's end, a line's last bytes."""
+    assert emit._emit is not None
+    rng = random.Random(6)
+    tails = [b"", b"a", b"\x80", b"\xbf", b"\xc0", b"\xe0\xa0", b"\xf0\x90\x80", b'"', b"\x1b", b"\t"]
+    for a in range(0x80, 0x100):
+        for b in range(0x100):
+            pad = rng.choice([b"\xe9", b"x", b"\x01", b"\xf0\x9d\x84\x9e"]) * rng.randrange(40)
+            for data in (bytes([a, b]) + rng.choice(tails), pad + bytes([a, b]) + rng.choice(tails) + b"x" * 7):
+                for vector in (0, 2):
+                    assert emit._emit.text(data, vector) == _dumped(data), (data, vector)
+    for _ in range(5000):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+        for vector in (0, 2):
+            assert emit._emit.text(data, vector) == _dumped(data), (data, vector)
+
+
 def _cli(args: list[str], pure: bool) -> subprocess.CompletedProcess:
     env = {"LOGFORENSICS_PURE": "1"} if pure else {"LOGFORENSICS_PURE": "0"}
     import os

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "_shape.h"
+#include "_utf8.h"
 
 #define MAX_KEY 4096
 #define MAX_OPS 256
@@ -390,6 +391,136 @@ static int put_string(Out *o, const unsigned char *p, Py_ssize_t n)
     return 0;
 }
 
+/* -- texts that may not be UTF-8 ------------------------------------------------------------
+ *
+ * A line of unrecognised text (every=True) is the exact path's event text: its bytes as
+ * bytes.decode("utf-8", "replace") reads them, then as json.dumps writes that string. put_text
+ * does both in one pass (a line of random bytes would otherwise be decoded into a buffer of
+ * its own and read again to be escaped): an ASCII byte is written as put_string writes it, a
+ * character's bytes as they are, each maximal invalid subpart as U+FFFD (_utf8.h). */
+
+static int emit_avx2; /* the processor has AVX2 (put_text thirty-two bytes at a time) */
+/* json_byte, and beyond ASCII the bytes of U+FFFD (a byte that begins no character) */
+static uint64_t json_or_fffd[256];
+
+/* p[i:n] as put_text writes it, a character at a time, from d (room for 6 (n - i) + 8); the
+ * bytes that the three before p[i] took into their sequence (their m: m1, m2, m3) skipped. */
+static unsigned char *json_text_from(unsigned char *d, const unsigned char *p, Py_ssize_t n, Py_ssize_t i,
+                                     unsigned m1, unsigned m2, unsigned m3)
+{
+    for (; i < n && ((m1 >= 1) | (m2 >= 2) | (m3 >= 3)); i++) {
+        m3 = m2;
+        m2 = m1;
+        m1 = 0;
+    }
+    int bad = 0;
+    while (i < n) {
+        if (p[i] < 0x80) {
+            memcpy(d, &json_byte[p[i]], 8);
+            d += json_len[p[i]];
+            i++;
+        } else
+            d += put_utf8(d, utf8_next(p, n, &i, &bad));
+    }
+    return d;
+}
+
+#ifdef UTF8_AVX2
+/* json_text_from(p[0:n]), thirty-two bytes at a time: what each byte writes and how many bytes
+ * are found for all at once (utf8_class32, and the JSON escapes' lengths), and only the writing
+ * is a byte at a time: an escape from the table, a character's bytes or U+FFFD (no branch on the
+ * byte: random input has any of them anywhere). Thirty-two bytes of ASCII that need no escape
+ * are copied at once. Reads up to p[avail - 1] (past the line's newline, where every sequence
+ * has ended) and writes up to 32 bytes past its text. */
+__attribute__((target("avx2"))) static unsigned char *json_text32(unsigned char *d, const unsigned char *p,
+                                                                 Py_ssize_t n, Py_ssize_t avail)
+{
+    const __m256i zero = _mm256_setzero_si256(), one = U8V(1), four = U8V(4);
+    __m256i prev = zero; /* m of the thirty-two bytes before */
+    unsigned char len[32]; /* what each byte writes; its top bit: a character's bytes beyond ASCII */
+    Py_ssize_t i = 0;
+    for (; i < n && i + 35 <= avail; i += 32) { /* reads up to p[i + 34] */
+        const int lim = n - i < 32 ? (int)(n - i) : 32; /* the bytes of the line */
+        const uint32_t in = lim < 32 ? (1u << lim) - 1 : ~0u;
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(p + i));
+        const __m256i quote = _mm256_cmpeq_epi8(b0, U8V('"')), bslash = _mm256_cmpeq_epi8(b0, U8V('\\'));
+        const __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(b0, U8V(0x1F)), b0);
+        const __m256i esc = _mm256_or_si256(ctl, _mm256_or_si256(quote, bslash));
+        const uint32_t high = (uint32_t)_mm256_movemask_epi8(b0) & in;
+        if (!high && !((uint32_t)_mm256_movemask_epi8(esc) & in)) {
+            _mm256_storeu_si256((__m256i *)d, b0);
+            d += lim;
+            prev = zero;
+            continue;
+        }
+        /* an escape's length: 2 ("\\n", "\\\"", ...), 6 for the other control bytes ("\\u001b") */
+        __m256i brief = _mm256_or_si256(quote, bslash);
+        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\b')));
+        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\t')));
+        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\n')));
+        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\f')));
+        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\r')));
+        const __m256i jlen = _mm256_add_epi8(_mm256_sub_epi8(one, esc), _mm256_andnot_si256(brief, _mm256_and_si256(ctl, four)));
+        __m256i vlen = jlen;
+        if (high) {
+            __m256i valid;
+            prev = utf8_class32(p + i, prev, &vlen, &valid);
+            vlen = _mm256_or_si256(_mm256_blendv_epi8(jlen, vlen, b0), /* the sign bit: beyond ASCII */
+                                   _mm256_and_si256(_mm256_and_si256(valid, b0), U8V(0x80)));
+        } else
+            prev = zero;
+        _mm256_storeu_si256((__m256i *)len, vlen);
+        for (int j = 0; j < lim; j++) {
+            uint32_t c4;
+            memcpy(&c4, p + i + j, 4);
+            const unsigned x = len[j];
+            const uint64_t w = x & 0x80 ? (uint64_t)c4 : json_or_fffd[p[i + j]]; /* mostly the table */
+            memcpy(d, &w, 8); /* a byte taken writes nothing: the next writes over it */
+            d += x & 0x7F;
+        }
+    }
+    if (i >= n)
+        return d;
+    unsigned char last[32];
+    _mm256_storeu_si256((__m256i *)last, prev);
+    return json_text_from(d, p, n, i, last[31], last[30], last[29]);
+}
+#endif
+
+/* p[0:n] as the JSON string of its text decoded with U+FFFD replacements, quotes included
+ * (json.dumps(p[:n].decode("utf-8", "replace"), ensure_ascii=False)); `avail`: the bytes that
+ * may be read from p (a line's, its newline's and what follows in the buffer). */
+static int put_text(Out *o, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail)
+{
+#ifdef UTF8_AVX2
+    if (emit_avx2) {
+        if (out_reserve(o, (size_t)n * 6 + 2 + 40) < 0)
+            return -1;
+        unsigned char *d = o->p + o->len;
+        *d++ = '"';
+        d = json_text32(d, p, n, avail);
+        *d++ = '"';
+        o->len = (size_t)(d - o->p);
+        return 0;
+    }
+#else
+    (void)avail;
+#endif
+    Py_ssize_t i = 0;
+    while (i < n && p[i] < 0x80)
+        i++;
+    if (i == n)
+        return put_string(o, p, n);
+    if (out_reserve(o, (size_t)n * 6 + 2 + 8) < 0)
+        return -1;
+    unsigned char *d = o->p + o->len;
+    *d++ = '"';
+    d = json_text_from(d, p, n, 0, 0, 0, 0);
+    *d++ = '"';
+    o->len = (size_t)(d - o->p);
+    return 0;
+}
+
 static int put_bytes(Out *o, const void *p, size_t n)
 {
     if (out_reserve(o, n) < 0)
@@ -609,7 +740,8 @@ static int put_span(Out *o, int code, const unsigned char *p, Py_ssize_t n)
  * first_line), every line whose shape is registered and whose values convert is taken
  * and its template written to out (bytes); the scan stops at the first line that is not
  * (stop: its offset; len(buf) when all were taken). counts: {kind: lines taken}.
- * every: every line is taken with the template registered with the key None.
+ * every: every line is taken with the template registered with the key None, its text as
+ * the exact path's event has it (put_text: the line need not be UTF-8).
  */
 static PyObject *Emitter_scan(Emitter *self, PyObject *args)
 {
@@ -662,8 +794,8 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
                               : put_bytes(&o, number.d + number.start, sizeof number.d - (size_t)number.start)) < 0
                         ? -1 : 1;
                 break;
-            case OP_TEXT:
-                r = put_string(&o, p, len) < 0 ? -1 : 1;
+            case OP_TEXT: /* with every, a line of unrecognised text: maybe not UTF-8 */
+                r = (every ? put_text(&o, p, len, n - pos) : put_string(&o, p, len)) < 0 ? -1 : 1;
                 break;
             default:
                 r = put_span(&o, op->code, p + op->a, op->b - op->a);
@@ -1205,13 +1337,59 @@ static PyTypeObject EmitterType = {
     .tp_getset = Emitter_getset,
 };
 
+/* text(data, vector=2) -> bytes: put_text of data as one line of a buffer, thirty-two bytes at a
+ * time where `vector` > 1 and the processor has AVX2 (for tests). */
+static PyObject *py_text(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer v;
+    int vector = 2;
+    if (!PyArg_ParseTuple(args, "y*|i", &v, &vector))
+        return NULL;
+    PyObject *r = NULL;
+    unsigned char *line = PyMem_Malloc((size_t)v.len + 40);
+    Out o = {NULL, 0, 0};
+    if (!line) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(line, v.buf, (size_t)v.len);
+    line[v.len] = '\n'; /* as a line of a buffer ends, then what would continue a sequence */
+    memset(line + v.len + 1, 0x80, 39);
+    int saved = emit_avx2;
+    emit_avx2 = emit_avx2 && vector > 1;
+    int bad = put_text(&o, line, v.len, v.len + 40);
+    emit_avx2 = saved;
+    if (bad >= 0)
+        r = PyBytes_FromStringAndSize((const char *)o.p, (Py_ssize_t)o.len);
+done:
+    PyMem_Free(line);
+    PyMem_RawFree(o.p);
+    PyBuffer_Release(&v);
+    return r;
+}
+
+static PyMethodDef module_methods[] = {
+    {"text", py_text, METH_VARARGS,
+     "text(data, vector=2) -> json.dumps(data.decode('utf-8', 'replace'), ensure_ascii=False) as a row writes it "
+     "(encoded), thirty-two bytes at a time where vector > 1 and the processor has AVX2."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_emit", "Line-shape templates applied in C: rows of output text per line", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_emit", "Line-shape templates applied in C: rows of output text per line", -1,
+    module_methods,
 };
 
 PyMODINIT_FUNC PyInit__emit(void)
 {
     init_tables();
+    utf8_tables();
+    for (int c = 0; c < 256; c++)
+        json_or_fffd[c] = c < 0x80 ? json_byte[c] : (uint64_t)U8_FFFD;
+#ifdef UTF8_AVX2
+    emit_avx2 = __builtin_cpu_supports("avx2");
+#endif
     if (PyType_Ready(&EmitterType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

@@ -22,8 +22,10 @@ way. ``LOGFORENSICS_PURE=1`` or a missing extension disables this path
 
 Lines of unrecognised text (``read.other``) have no plan a shape could hold, so they would
 all go the exact way: the writers take their runs with :meth:`JsonlEmitter.others` instead,
-the texts from ``OtherWalker.texts`` filled into the template of the exact path's ``other``
-plan, registered for lines of every shape.
+the lines ``OtherWalker.texts`` takes filled into the template of the exact path's ``other``
+plan, registered for lines of every shape. The row writer decodes each line as it escapes
+it (random bytes: one pass, not a decoded copy read again); the column writer takes the
+walker's decoded texts.
 """
 
 from __future__ import annotations
@@ -83,7 +85,11 @@ class _Writer:
         """Register the ``other`` plan's template for lines of every shape (kind ``code``)."""
         raise NotImplementedError
 
-    def _scan_other(self, text: bytes, line: int) -> Any:
+    #: Whether :meth:`_scan_other` takes the walker's decoded texts (else the lines themselves).
+    DECODED = True
+
+    def _scan_other(self, lines: bytes | memoryview, line: int) -> Any:
+        """The segment of ``lines`` (whole lines of unrecognised text, the first numbered ``line``)."""
         raise NotImplementedError
 
     def others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int, Any]:
@@ -99,10 +105,10 @@ class _Writer:
         walker = self._walker
         if walker is None:
             return pos, 0, 0, None
-        stop, n, bad, text = walker.texts(buf, pos, end, binary)
+        stop, n, bad, text = walker.texts(buf, pos, end, binary, self.DECODED)
         if not n:
             return pos, 0, 0, None
-        seg = self._scan_other(text, line)
+        seg = self._scan_other(memoryview(buf)[pos:stop] if text is None else text, line)
         self.taken += n
         return stop, n, bad, seg
 
@@ -206,8 +212,10 @@ class JsonlEmitter(_Writer):
         self.emitter.add(None, code, ops)
         return True
 
-    def _scan_other(self, text: bytes, line: int) -> tuple[int, int, bytes, dict[int, int]]:
-        return self.emitter.scan(text, 0, line, True)
+    DECODED = False  # put_text decodes each line as it writes it
+
+    def _scan_other(self, lines: bytes | memoryview, line: int) -> tuple[int, int, bytes, dict[int, int]]:
+        return self.emitter.scan(lines, 0, line, True)
 
 
 #: Column types as the C writer codes them, and the kind of value each holds.
@@ -330,8 +338,8 @@ class ColumnEmitter(_Writer):
         self.plan_keys.append(keys)
         return True
 
-    def _scan_other(self, text: bytes, line: int) -> Any:
-        return self.emitter.scan_columns(text, 0, line, True)
+    def _scan_other(self, lines: bytes | memoryview, line: int) -> Any:
+        return self.emitter.scan_columns(lines, 0, line, True)
 
 
 def _emit_line() -> int:

@@ -156,10 +156,12 @@ class OtherWalker:
             return pos, 0, 0, False, []
         return self.walker.walk(buf, pos, end, line, shapes, binary, self.cap, self.overflow)
 
-    def texts(self, buf: bytes, pos: int, end: int, binary: bool) -> tuple[int, int, int, bytes]:
+    def texts(self, buf: bytes, pos: int, end: int, binary: bool,
+              decode: bool = True) -> tuple[int, int, int, bytes | None]:
         """The lines :meth:`walk` would take, for writers of every event (``read.emit``):
         (where it stopped, lines taken, undecodable lines among them, their texts as the
-        exact path's events hold them, in UTF-8, each followed by a newline)."""
+        exact path's events hold them, in UTF-8, each followed by a newline; None unless
+        ``decode``, for a writer that decodes ``buf[pos:stop]`` itself)."""
         if self.walker is None:
-            return pos, 0, 0, b""
-        return self.walker.texts(buf, pos, end, binary)
+            return pos, 0, 0, b"" if decode else None
+        return self.walker.texts(buf, pos, end, binary, decode)
