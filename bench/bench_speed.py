@@ -105,6 +105,14 @@ def run(cmd: list[str]) -> dict:
             "cpu": ru.ru_utime + ru.ru_stime, "rc": proc.returncode, "err": " ".join(tail)}
 
 
+def settle(out: Path) -> None:
+    """Before each timed command: the last run's output removed and every written page on
+    disk, so that no command pays for freeing the blocks of an earlier one's file (a
+    Parquet file of random input is over 1 GB) or for the writing back of its pages."""
+    out.unlink(missing_ok=True)
+    os.sync()
+
+
 def warm(path: Path) -> None:
     buf = bytearray(16 << 20)
     with open(path, "rb", buffering=0) as f:
@@ -227,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 warm(log)
                 for _ in range(max(1, args.repeat)):
                     for name, cmd in commands.items():
+                        settle(out)
                         results[name].append(run(cmd))
                 lnav_s = statistics.median(r["wall"] for r in results["lnav"])
                 lnav_cpu = statistics.median(r["cpu"] for r in results["lnav"])
