@@ -426,23 +426,37 @@ static unsigned char *json_text_from(unsigned char *d, const unsigned char *p, P
 }
 
 #ifdef UTF8_AVX2
-/* json_text_from(p[0:n]), thirty-two bytes at a time: what each byte writes and how many bytes
- * are found for all at once (utf8_class32, and the JSON escapes' lengths), and only the writing
- * is a byte at a time: an escape from the table, a character's bytes or U+FFFD (no branch on the
- * byte: random input has any of them anywhere). Thirty-two bytes of ASCII that need no escape
- * are copied at once. Reads up to p[avail - 1] (past the line's newline, where every sequence
- * has ended) and writes up to 32 bytes past its text. */
-__attribute__((target("avx2"))) static unsigned char *json_text32(unsigned char *d, const unsigned char *p,
-                                                                 Py_ssize_t n, Py_ssize_t avail)
+/* json_text_from(p[0:n]) appended to o, thirty-two bytes at a time: what each byte writes and
+ * how many bytes are found for all at once (utf8_class32, and the JSON escapes' lengths), and
+ * only the writing is a byte at a time: an escape from the table, a character's bytes or U+FFFD
+ * (random input has any of them anywhere). Thirty-two bytes of ASCII that need no escape are
+ * copied at once. n < 0: the line ends at the first newline of p[0:avail], found in the same
+ * pass (no search of its own before). Reads up to p[avail - 1] (past the line's newline, where
+ * every sequence has ended). Returns n; -1 out of memory; -2 no newline in p[0:avail]. */
+__attribute__((target("avx2"))) static Py_ssize_t json_text32(Out *o, const unsigned char *p, Py_ssize_t n,
+                                                             Py_ssize_t avail)
 {
     const __m256i zero = _mm256_setzero_si256(), one = U8V(1), four = U8V(4);
     __m256i prev = zero; /* m of the thirty-two bytes before */
     unsigned char len[32]; /* what each byte writes; its top bit: a character's bytes beyond ASCII */
+    unsigned char *d = o->p + o->len;
     Py_ssize_t i = 0;
-    for (; i < n && i + 35 <= avail; i += 32) { /* reads up to p[i + 34] */
-        const int lim = n - i < 32 ? (int)(n - i) : 32; /* the bytes of the line */
-        const uint32_t in = lim < 32 ? (1u << lim) - 1 : ~0u;
+    for (; (n < 0 || i < n) && i + 35 <= avail; i += 32) { /* reads up to p[i + 34] */
+        if ((size_t)(d - o->p) + 32 * 6 + 40 > o->cap) { /* room for 32 bytes' escapes, and a store past */
+            o->len = (size_t)(d - o->p);
+            if (out_reserve(o, 32 * 6 + 40) < 0)
+                return -1;
+            d = o->p + o->len;
+        }
         const __m256i b0 = _mm256_loadu_si256((const __m256i *)(p + i));
+        const __m256i newline = _mm256_cmpeq_epi8(b0, U8V('\n'));
+        if (n < 0) {
+            const uint32_t nl = (uint32_t)_mm256_movemask_epi8(newline);
+            if (nl)
+                n = i + __builtin_ctz(nl);
+        }
+        const int lim = n >= 0 && n - i < 32 ? (int)(n - i) : 32; /* the bytes of the line */
+        const uint32_t in = lim < 32 ? (1u << lim) - 1 : ~0u;
         const __m256i quote = _mm256_cmpeq_epi8(b0, U8V('"')), bslash = _mm256_cmpeq_epi8(b0, U8V('\\'));
         const __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(b0, U8V(0x1F)), b0);
         const __m256i esc = _mm256_or_si256(ctl, _mm256_or_si256(quote, bslash));
@@ -454,10 +468,9 @@ __attribute__((target("avx2"))) static unsigned char *json_text32(unsigned char 
             continue;
         }
         /* an escape's length: 2 ("\\n", "\\\"", ...), 6 for the other control bytes ("\\u001b") */
-        __m256i brief = _mm256_or_si256(quote, bslash);
+        __m256i brief = _mm256_or_si256(_mm256_or_si256(quote, bslash), newline);
         brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\b')));
         brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\t')));
-        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\n')));
         brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\f')));
         brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\r')));
         const __m256i jlen = _mm256_add_epi8(_mm256_sub_epi8(one, esc), _mm256_andnot_si256(brief, _mm256_and_si256(ctl, four)));
@@ -479,38 +492,56 @@ __attribute__((target("avx2"))) static unsigned char *json_text32(unsigned char 
             d += x & 0x7F;
         }
     }
+    o->len = (size_t)(d - o->p);
+    if (n < 0) { /* near the end of what may be read: the rest searched */
+        const unsigned char *nl = memchr(p + i, '\n', (size_t)(avail - i));
+        if (!nl)
+            return -2;
+        n = nl - p;
+    }
     if (i >= n)
-        return d;
+        return n;
+    if (out_reserve(o, (size_t)(n - i) * 6 + 8) < 0)
+        return -1;
     unsigned char last[32];
     _mm256_storeu_si256((__m256i *)last, prev);
-    return json_text_from(d, p, n, i, last[31], last[30], last[29]);
+    o->len = (size_t)(json_text_from(o->p + o->len, p, n, i, last[31], last[30], last[29]) - o->p);
+    return n;
 }
 #endif
 
 /* p[0:n] as the JSON string of its text decoded with U+FFFD replacements, quotes included
- * (json.dumps(p[:n].decode("utf-8", "replace"), ensure_ascii=False)); `avail`: the bytes that
- * may be read from p (a line's, its newline's and what follows in the buffer). */
-static int put_text(Out *o, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail)
+ * (json.dumps(p[:n].decode("utf-8", "replace"), ensure_ascii=False)); n < 0: the line ends at
+ * the first newline of p[0:avail]. `avail`: the bytes that may be read from p (a line's, its
+ * newline's and what follows in the buffer). Returns n; -1 out of memory (an exception set);
+ * -2 no newline in p[0:avail]. */
+static Py_ssize_t put_text(Out *o, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail)
 {
 #ifdef UTF8_AVX2
     if (emit_avx2) {
-        if (out_reserve(o, (size_t)n * 6 + 2 + 40) < 0)
+        if (out_reserve(o, 1) < 0)
             return -1;
-        unsigned char *d = o->p + o->len;
-        *d++ = '"';
-        d = json_text32(d, p, n, avail);
-        *d++ = '"';
-        o->len = (size_t)(d - o->p);
-        return 0;
+        o->p[o->len++] = '"';
+        n = json_text32(o, p, n, avail);
+        if (n < 0)
+            return n;
+        if (out_reserve(o, 1) < 0)
+            return -1;
+        o->p[o->len++] = '"';
+        return n;
     }
-#else
-    (void)avail;
 #endif
+    if (n < 0) {
+        const unsigned char *nl = memchr(p, '\n', (size_t)avail);
+        if (!nl)
+            return -2;
+        n = nl - p;
+    }
     Py_ssize_t i = 0;
     while (i < n && p[i] < 0x80)
         i++;
     if (i == n)
-        return put_string(o, p, n);
+        return put_string(o, p, n) < 0 ? -1 : n;
     if (out_reserve(o, (size_t)n * 6 + 2 + 8) < 0)
         return -1;
     unsigned char *d = o->p + o->len;
@@ -518,7 +549,7 @@ static int put_text(Out *o, const unsigned char *p, Py_ssize_t n, Py_ssize_t ava
     d = json_text_from(d, p, n, 0, 0, 0, 0);
     *d++ = '"';
     o->len = (size_t)(d - o->p);
-    return 0;
+    return n;
 }
 
 static int put_bytes(Out *o, const void *p, size_t n)
@@ -771,12 +802,18 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
         goto done;
     Counter number; /* of the line, when not negative */
     counter_set(&number, line);
+    int found = 0; /* every line's end found by put_text as it writes the line (no search before) */
+    for (int k = 0; every && k < self->every->nops; k++)
+        found |= self->every->ops[k].code == OP_TEXT;
     while (pos < n) {
         const unsigned char *p = buf + pos;
-        const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
-        if (!nl)
-            break; /* not a whole line */
-        Py_ssize_t len = nl - p;
+        Py_ssize_t len = -1;
+        if (!found) {
+            const unsigned char *nl = memchr(p, '\n', (size_t)(n - pos));
+            if (!nl)
+                break; /* not a whole line */
+            len = nl - p;
+        }
         Shape *sh = every ? self->every : len <= MAX_KEY ? lookup(self, p, len) : NULL;
         if (!sh || sh->cols)
             break; /* unknown, or registered for columns */
@@ -794,8 +831,13 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
                               : put_bytes(&o, number.d + number.start, sizeof number.d - (size_t)number.start)) < 0
                         ? -1 : 1;
                 break;
-            case OP_TEXT: /* with every, a line of unrecognised text: maybe not UTF-8 */
-                r = (every ? put_text(&o, p, len, n - pos) : put_string(&o, p, len)) < 0 ? -1 : 1;
+            case OP_TEXT:
+                if (every) { /* a line of unrecognised text: maybe not UTF-8; its end found here */
+                    Py_ssize_t got = put_text(&o, p, len, n - pos);
+                    r = got == -1 ? -1 : got == -2 ? 0 : 1; /* -2: not a whole line */
+                    len = got;
+                } else
+                    r = put_string(&o, p, len) < 0 ? -1 : 1;
                 break;
             default:
                 r = put_span(&o, op->code, p + op->a, op->b - op->a);
@@ -1337,14 +1379,15 @@ static PyTypeObject EmitterType = {
     .tp_getset = Emitter_getset,
 };
 
-/* text(data, vector=2) -> bytes: put_text of data as one line of a buffer, thirty-two bytes at a
- * time where `vector` > 1 and the processor has AVX2 (for tests). */
+/* text(data, vector=2, find=False) -> bytes: put_text of data as one line of a buffer (no newline
+ * in data), thirty-two bytes at a time where `vector` > 1 and the processor has AVX2; `find`: its
+ * end found by put_text (for tests). */
 static PyObject *py_text(PyObject *self, PyObject *args)
 {
     (void)self;
     Py_buffer v;
-    int vector = 2;
-    if (!PyArg_ParseTuple(args, "y*|i", &v, &vector))
+    int vector = 2, find = 0;
+    if (!PyArg_ParseTuple(args, "y*|ip", &v, &vector, &find))
         return NULL;
     PyObject *r = NULL;
     unsigned char *line = PyMem_Malloc((size_t)v.len + 40);
@@ -1358,10 +1401,12 @@ static PyObject *py_text(PyObject *self, PyObject *args)
     memset(line + v.len + 1, 0x80, 39);
     int saved = emit_avx2;
     emit_avx2 = emit_avx2 && vector > 1;
-    int bad = put_text(&o, line, v.len, v.len + 40);
+    Py_ssize_t got = put_text(&o, line, find ? -1 : v.len, v.len + 40);
     emit_avx2 = saved;
-    if (bad >= 0)
+    if (got == v.len)
         r = PyBytes_FromStringAndSize((const char *)o.p, (Py_ssize_t)o.len);
+    else if (got != -1)
+        PyErr_SetString(PyExc_ValueError, "data holds a newline");
 done:
     PyMem_Free(line);
     PyMem_RawFree(o.p);
@@ -1371,7 +1416,7 @@ done:
 
 static PyMethodDef module_methods[] = {
     {"text", py_text, METH_VARARGS,
-     "text(data, vector=2) -> json.dumps(data.decode('utf-8', 'replace'), ensure_ascii=False) as a row writes it "
+     "text(data, vector=2, find=False) -> json.dumps(data.decode('utf-8', 'replace'), ensure_ascii=False) as a row writes it "
      "(encoded), thirty-two bytes at a time where vector > 1 and the processor has AVX2."},
     {NULL, NULL, 0, NULL},
 };
