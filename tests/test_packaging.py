@@ -54,3 +54,21 @@ def test_wheel_installs_and_runs_outside_the_tree(tmp_path: Path) -> None:
     imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import logforensics; print(logforensics.__file__)"],
                               capture_output=True, text=True, cwd=work, check=True, env=CLEAN)
     assert str(venv) in imported.stdout, "the installed package, not the source tree, must be used"
+
+
+@pytest.mark.slow
+def test_the_source_distribution_holds_what_the_extensions_are_built_from(tmp_path: Path) -> None:
+    """A wheel built from the sdist (as pip does for a platform without a published wheel) has
+    every C source and header the extensions include: a missing header would not fail the
+    install, only leave the slow path (the extensions are optional)."""
+    import tarfile
+
+    # egg_info into the temporary directory: a manifest left in the tree by an earlier build is not read
+    subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path),
+                    "sdist", "-d", str(tmp_path)], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    (sdist,) = tmp_path.glob("logforensics-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        held = {Path(*Path(name).parts[1:]).as_posix() for name in tar.getnames()}
+    needed = {p.relative_to(ROOT).as_posix() for ext in ("*.c", "*.h") for p in (ROOT / "logforensics").rglob(ext)}
+    assert needed and needed <= held, sorted(needed - held)
+
