@@ -14,7 +14,9 @@
  * value the Python converter returns: int() as a decimal, float() as float.__repr__
  * (NaN, Infinity), the grammar's bool and word converters, str, str.strip and
  * str.rstrip(":") as JSON strings. Registered shapes are ASCII (only ASCII lines are
- * memoised), so a JSON string needs only the escapes of '"', '\\' and control bytes.
+ * memoised), so a JSON string needs only the escapes of '"', '\\' and control bytes. Lines of
+ * unrecognised text (scan's `every` mode) need not be UTF-8: put_text decodes each as
+ * bytes.decode("utf-8", "replace") does while it escapes it (_utf8.h).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
