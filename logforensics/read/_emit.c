@@ -404,8 +404,6 @@ static int put_string(Out *o, const unsigned char *p, Py_ssize_t n)
  * character's bytes as they are, each maximal invalid subpart as U+FFFD (_utf8.h). */
 
 static int emit_avx2; /* the processor has AVX2 (put_text thirty-two bytes at a time) */
-/* json_byte, and beyond ASCII the bytes of U+FFFD (a byte that begins no character) */
-static uint64_t json_or_fffd[256];
 
 /* p[i:n] as put_text writes it, a character at a time, from d (room for 6 (n - i) + 8); the
  * bytes that the three before p[i] took into their sequence (their m: m1, m2, m3) skipped. */
@@ -430,21 +428,95 @@ static unsigned char *json_text_from(unsigned char *d, const unsigned char *p, P
 }
 
 #ifdef UTF8_AVX2
-/* json_text_from(p[0:n]) appended to o, thirty-two bytes at a time: what each byte writes and
- * how many bytes are found for all at once (utf8_class32, and the JSON escapes' lengths), and
- * only the writing is a byte at a time: an escape from the table, a character's bytes or U+FFFD
- * (random input has any of them anywhere). Thirty-two bytes of ASCII that need no escape are
- * copied at once. n < 0: the line ends at the first newline of p[0:avail], found in the same
- * pass (no search of its own before). Reads up to p[avail - 1] (past the line's newline, where
- * every sequence has ended). Returns n; -1 out of memory; -2 no newline in p[0:avail]. */
-__attribute__((target("avx2"))) static Py_ssize_t json_text32(Out *o, const unsigned char *p, Py_ssize_t n,
-                                                             Py_ssize_t avail)
+/* The thirty-two bytes at p (lim of them the line's; reads up to p[34]) that hold a byte beyond
+ * ASCII or one to escape, written from d: what each byte writes and how many bytes are found for
+ * all at once (utf8_class32, the escapes' lengths, and the bytes as an eight-byte slot each:
+ * a character's bytes, EF BF BD, a brief escape or \u00XX), and only the copying of the slots
+ * is a byte at a time (random input has every kind anywhere). *prev: m of the thirty-two bytes
+ * before, and then of these. */
+__attribute__((target("avx2"), always_inline)) static inline unsigned char *json_mixed32(unsigned char *d, const unsigned char *p,
+                                                                            int lim, __m256i *prev)
 {
     const __m256i zero = _mm256_setzero_si256(), one = U8V(1), four = U8V(4);
-    __m256i prev = zero; /* m of the thirty-two bytes before */
-    unsigned char len[32]; /* what each byte writes; its top bit: a character's bytes beyond ASCII */
+    unsigned char len[32]; /* how many bytes each byte writes */
+    uint64_t slot[32];     /* and what */
+    const uint32_t in = lim < 32 ? (1u << lim) - 1 : ~0u;
+    const __m256i b0 = _mm256_loadu_si256((const __m256i *)p);
+    const __m256i quote = _mm256_cmpeq_epi8(b0, U8V('"')), bslash = _mm256_cmpeq_epi8(b0, U8V('\\'));
+    const __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(b0, U8V(0x1F)), b0);
+    const __m256i esc = _mm256_or_si256(ctl, _mm256_or_si256(quote, bslash));
+    const uint32_t high = (uint32_t)_mm256_movemask_epi8(b0) & in;
+    /* an escape's length: 2 ("\\n", "\\\"", ...), 6 for the other control bytes ("\\u001b") */
+    __m256i brief = _mm256_or_si256(_mm256_or_si256(quote, bslash), _mm256_cmpeq_epi8(b0, U8V('\n')));
+    brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\b')));
+    brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\t')));
+    brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\f')));
+    brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\r')));
+    const __m256i jlen = _mm256_add_epi8(_mm256_sub_epi8(one, esc), _mm256_andnot_si256(brief, _mm256_and_si256(ctl, four)));
+    __m256i vlen = jlen, valid = zero;
+    if (high) {
+        *prev = utf8_class32(p, *prev, &vlen, &valid);
+        vlen = _mm256_blendv_epi8(jlen, vlen, b0); /* the sign bit: beyond ASCII */
+    } else
+        *prev = zero;
+    _mm256_storeu_si256((__m256i *)len, vlen);
+    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(p + 1));
+    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(p + 2));
+    const __m256i b3 = _mm256_loadu_si256((const __m256i *)(p + 3));
+    const __m256i fffd = _mm256_andnot_si256(valid, _mm256_cmpgt_epi8(zero, b0));
+    const __m256i letter = _mm256_shuffle_epi8(
+        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 'b', 't', 'n', 0, 'f', 'r', 0, 0,
+                         0, 0, 0, 0, 0, 0, 0, 0, 'b', 't', 'n', 0, 'f', 'r', 0, 0), b0);
+    const __m256i hex = _mm256_setr_epi8('0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f',
+                                         '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f');
+    __m256i s0 = _mm256_blendv_epi8(b0, U8V('\\'), esc);
+    s0 = _mm256_blendv_epi8(s0, U8V(0xEF), fffd);
+    __m256i s1 = _mm256_blendv_epi8(b1, U8V('u'), esc);
+    s1 = _mm256_blendv_epi8(s1, _mm256_blendv_epi8(letter, b0, _mm256_or_si256(quote, bslash)), brief);
+    s1 = _mm256_blendv_epi8(s1, U8V(0xBF), fffd);
+    __m256i s2 = _mm256_blendv_epi8(b2, U8V('0'), esc);
+    s2 = _mm256_blendv_epi8(s2, U8V(0xBD), fffd);
+    const __m256i s3 = _mm256_blendv_epi8(b3, U8V('0'), esc);
+    const __m256i s4 = _mm256_add_epi8(U8V('0'), _mm256_and_si256(_mm256_srli_epi16(b0, 4), U8V(0x0F)));
+    const __m256i s5 = _mm256_shuffle_epi8(hex, _mm256_and_si256(b0, U8V(0x0F)));
+    /* the slots, byte j's at slot[j]: s0..s5 transposed (unpacks work within each half) */
+    const __m256i t01l = _mm256_unpacklo_epi8(s0, s1), t01h = _mm256_unpackhi_epi8(s0, s1);
+    const __m256i t23l = _mm256_unpacklo_epi8(s2, s3), t23h = _mm256_unpackhi_epi8(s2, s3);
+    const __m256i t45l = _mm256_unpacklo_epi8(s4, s5), t45h = _mm256_unpackhi_epi8(s4, s5);
+    const __m256i q[4] = {_mm256_unpacklo_epi16(t01l, t23l), _mm256_unpackhi_epi16(t01l, t23l),
+                          _mm256_unpacklo_epi16(t01h, t23h), _mm256_unpackhi_epi16(t01h, t23h)};
+    const __m256i r[4] = {_mm256_unpacklo_epi16(t45l, zero), _mm256_unpackhi_epi16(t45l, zero),
+                          _mm256_unpacklo_epi16(t45h, zero), _mm256_unpackhi_epi16(t45h, zero)};
+    for (int k = 0; k < 4; k++) { /* q[k], r[k]: bytes 4k..4k+3 of each half */
+        const __m256i lo = _mm256_unpacklo_epi32(q[k], r[k]), hi = _mm256_unpackhi_epi32(q[k], r[k]);
+        _mm_storeu_si128((__m128i *)(slot + 4 * k), _mm256_castsi256_si128(lo));
+        _mm_storeu_si128((__m128i *)(slot + 4 * k + 2), _mm256_castsi256_si128(hi));
+        _mm_storeu_si128((__m128i *)(slot + 16 + 4 * k), _mm256_extracti128_si256(lo, 1));
+        _mm_storeu_si128((__m128i *)(slot + 16 + 4 * k + 2), _mm256_extracti128_si256(hi, 1));
+    }
+    for (int j = 0; j < lim; j++) {
+        memcpy(d, &slot[j], 8); /* a byte taken writes nothing: the next writes over it */
+        d += len[j];
+    }
+    return d;
+}
+
+static Py_ssize_t json_rest32(Out *o, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail, Py_ssize_t i,
+                              const __m256i *prev);
+
+/* json_text_from(p[i:n]) appended to o, thirty-two bytes at a time: thirty-two bytes of ASCII
+ * that need no escape are copied at once, others written by json_mixed32; `plain`: at the first
+ * of those, the rest is json_rest32's (a line of plain text, the most common, then never sets up
+ * the constants json_mixed32 keeps in registers). n < 0: the line ends at the first newline of
+ * p[0:avail], found in the same pass (no search of its own before). Reads up to p[avail - 1]
+ * (past the line's newline, where every sequence has ended). Returns n; -1 out of memory; -2 no
+ * newline in p[0:avail]. */
+__attribute__((target("avx2"), always_inline)) static inline Py_ssize_t json_loop32(Out *o, const unsigned char *p,
+                                                                                   Py_ssize_t n, Py_ssize_t avail,
+                                                                                   Py_ssize_t i, __m256i prev,
+                                                                                   int plain)
+{
     unsigned char *d = o->p + o->len;
-    Py_ssize_t i = 0;
     for (; (n < 0 || i < n) && i + 35 <= avail; i += 32) { /* reads up to p[i + 34] */
         if ((size_t)(d - o->p) + 32 * 6 + 40 > o->cap) { /* room for 32 bytes' escapes, and a store past */
             o->len = (size_t)(d - o->p);
@@ -453,48 +525,30 @@ __attribute__((target("avx2"))) static Py_ssize_t json_text32(Out *o, const unsi
             d = o->p + o->len;
         }
         const __m256i b0 = _mm256_loadu_si256((const __m256i *)(p + i));
-        const __m256i newline = _mm256_cmpeq_epi8(b0, U8V('\n'));
+        Py_ssize_t end = n;
         if (n < 0) {
-            const uint32_t nl = (uint32_t)_mm256_movemask_epi8(newline);
+            const uint32_t nl = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b0, U8V('\n')));
             if (nl)
-                n = i + __builtin_ctz(nl);
+                end = i + __builtin_ctz(nl);
         }
-        const int lim = n >= 0 && n - i < 32 ? (int)(n - i) : 32; /* the bytes of the line */
+        const int lim = end >= 0 && end - i < 32 ? (int)(end - i) : 32; /* the bytes of the line */
         const uint32_t in = lim < 32 ? (1u << lim) - 1 : ~0u;
-        const __m256i quote = _mm256_cmpeq_epi8(b0, U8V('"')), bslash = _mm256_cmpeq_epi8(b0, U8V('\\'));
-        const __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(b0, U8V(0x1F)), b0);
-        const __m256i esc = _mm256_or_si256(ctl, _mm256_or_si256(quote, bslash));
-        const uint32_t high = (uint32_t)_mm256_movemask_epi8(b0) & in;
-        if (!high && !((uint32_t)_mm256_movemask_epi8(esc) & in)) {
+        const __m256i esc = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(b0, U8V(0x1F)), b0),
+                                            _mm256_or_si256(_mm256_cmpeq_epi8(b0, U8V('"')),
+                                                            _mm256_cmpeq_epi8(b0, U8V('\\'))));
+        if (!((uint32_t)_mm256_movemask_epi8(_mm256_or_si256(b0, esc)) & in)) {
             _mm256_storeu_si256((__m256i *)d, b0);
             d += lim;
-            prev = zero;
+            prev = _mm256_setzero_si256();
+            n = end;
             continue;
         }
-        /* an escape's length: 2 ("\\n", "\\\"", ...), 6 for the other control bytes ("\\u001b") */
-        __m256i brief = _mm256_or_si256(_mm256_or_si256(quote, bslash), newline);
-        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\b')));
-        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\t')));
-        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\f')));
-        brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\r')));
-        const __m256i jlen = _mm256_add_epi8(_mm256_sub_epi8(one, esc), _mm256_andnot_si256(brief, _mm256_and_si256(ctl, four)));
-        __m256i vlen = jlen;
-        if (high) {
-            __m256i valid;
-            prev = utf8_class32(p + i, prev, &vlen, &valid);
-            vlen = _mm256_or_si256(_mm256_blendv_epi8(jlen, vlen, b0), /* the sign bit: beyond ASCII */
-                                   _mm256_and_si256(_mm256_and_si256(valid, b0), U8V(0x80)));
-        } else
-            prev = zero;
-        _mm256_storeu_si256((__m256i *)len, vlen);
-        for (int j = 0; j < lim; j++) {
-            uint32_t c4;
-            memcpy(&c4, p + i + j, 4);
-            const unsigned x = len[j];
-            const uint64_t w = x & 0x80 ? (uint64_t)c4 : json_or_fffd[p[i + j]]; /* mostly the table */
-            memcpy(d, &w, 8); /* a byte taken writes nothing: the next writes over it */
-            d += x & 0x7F;
+        if (plain) {
+            o->len = (size_t)(d - o->p);
+            return json_rest32(o, p, n, avail, i, &prev);
         }
+        n = end;
+        d = json_mixed32(d, p + i, lim, &prev);
     }
     o->len = (size_t)(d - o->p);
     if (n < 0) { /* near the end of what may be read: the rest searched */
@@ -511,6 +565,21 @@ __attribute__((target("avx2"))) static Py_ssize_t json_text32(Out *o, const unsi
     _mm256_storeu_si256((__m256i *)last, prev);
     o->len = (size_t)(json_text_from(o->p + o->len, p, n, i, last[31], last[30], last[29]) - o->p);
     return n;
+}
+
+/* json_loop32 from p[i] on, where a chunk needs json_mixed32 (*prev: m of the bytes before). */
+__attribute__((target("avx2"), noinline)) static Py_ssize_t json_rest32(Out *o, const unsigned char *p, Py_ssize_t n,
+                                                                       Py_ssize_t avail, Py_ssize_t i,
+                                                                       const __m256i *prev)
+{
+    return json_loop32(o, p, n, avail, i, *prev, 0);
+}
+
+/* p[0:n] as json_text_from writes it, appended to o (json_loop32). */
+__attribute__((target("avx2"))) static Py_ssize_t json_text32(Out *o, const unsigned char *p, Py_ssize_t n,
+                                                             Py_ssize_t avail)
+{
+    return json_loop32(o, p, n, avail, 0, _mm256_setzero_si256(), 1);
 }
 #endif
 
@@ -1448,8 +1517,6 @@ PyMODINIT_FUNC PyInit__emit(void)
 {
     init_tables();
     utf8_tables();
-    for (int c = 0; c < 256; c++)
-        json_or_fffd[c] = c < 0x80 ? json_byte[c] : (uint64_t)U8_FFFD;
 #ifdef UTF8_AVX2
     emit_avx2 = __builtin_cpu_supports("avx2");
 #endif
