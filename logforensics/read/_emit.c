@@ -410,11 +410,7 @@ static int emit_avx2; /* the processor has AVX2 (put_text thirty-two bytes at a 
 static unsigned char *json_text_from(unsigned char *d, const unsigned char *p, Py_ssize_t n, Py_ssize_t i,
                                      unsigned m1, unsigned m2, unsigned m3)
 {
-    for (; i < n && ((m1 >= 1) | (m2 >= 2) | (m3 >= 3)); i++) {
-        m3 = m2;
-        m2 = m1;
-        m1 = 0;
-    }
+    i = utf8_past_taken(i, n, m1, m2, m3);
     int bad = 0;
     while (i < n) {
         if (p[i] < 0x80) {

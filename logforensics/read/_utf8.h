@@ -99,6 +99,18 @@ static inline void utf8_tables(void)
     memcpy(&U8_FFFD, fffd, 4);
 }
 
+/* The first place from i on (at most n) that no sequence before took: m1, m2, m3 are m of the
+ * three bytes before p[i] (a byte d places on is taken when m of that byte is d or more). */
+static inline Py_ssize_t utf8_past_taken(Py_ssize_t i, Py_ssize_t n, unsigned m1, unsigned m2, unsigned m3)
+{
+    for (; i < n && ((m1 >= 1) | (m2 >= 2) | (m3 >= 3)); i++) {
+        m3 = m2;
+        m2 = m1;
+        m1 = 0;
+    }
+    return i;
+}
+
 /* p[0:n] as bytes.decode("utf-8", "replace") reads it, written as UTF-8 to o (room for 3n + 4;
  * p[n] readable): valid sequences as they are, each maximal invalid subpart as the bytes of
  * U+FFFD. Eight bytes at a time where they are ASCII. Elsewhere every byte is judged on its
@@ -138,11 +150,7 @@ static inline Py_ssize_t decode_from(const unsigned char *p, Py_ssize_t n, unsig
         m1 = m;
         i++;
     }
-    for (; i < n && ((m1 >= 1) | (m2 >= 2) | (m3 >= 3)); i++) { /* bytes taken already */
-        m3 = m2;
-        m2 = m1;
-        m1 = 0;
-    }
+    i = utf8_past_taken(i, n, m1, m2, m3);
     int bad = 0;
     while (i < n) {
         if (p[i] < 0x80)
