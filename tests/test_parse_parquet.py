@@ -157,6 +157,60 @@ def test_a_dictionary_only_for_text_whose_values_repeat(generated: list[Path], t
     assert seen > 2
 
 
+def test_text_that_snappy_barely_shrinks_is_written_uncompressed(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row group's text is compressed only where a sample of it shows Snappy pays: the
+    groups of a log's lines with Snappy, those of random bytes (each undecodable byte a
+    U+FFFD) and of random words without; the file of mixed chunks reads back as the exact
+    path's table, in pyarrow and in DuckDB."""
+    import duckdb
+    from test_other_walker import _random_bytes, _unknown_text
+
+    monkeypatch.setattr(parquet, "ROW_GROUP", 1000)
+    rng = random.Random(12)
+    log = generated[4].read_bytes()
+    head = log[:log.index(b"\n", 600000) + 1]
+    path = tmp_path / "parts.log"
+    path.write_bytes(head + _random_bytes(rng, 400000) + b"\n" + _unknown_text(rng, 3000) + head)
+    _same([(path, None)], tmp_path)
+    fast = tmp_path / "fast-path.parquet"
+    meta, table = pq.ParquetFile(fast).metadata, pq.read_table(fast)
+    at = table.column_names.index("text")
+    first = 0
+    codecs: dict[str, set[str]] = {"log": set(), "other": set()}
+    for k in range(meta.num_row_groups):
+        rows = meta.row_group(k).num_rows
+        kinds = set(table["kind"].slice(first, rows).to_pylist())
+        first += rows
+        if "other" not in kinds:
+            codecs["log"].add(meta.row_group(k).column(at).compression)
+        elif kinds <= {"other", "blank", "indented", "tb_fragment"}:  # what random bytes and words read as
+            codecs["other"].add(meta.row_group(k).column(at).compression)
+    assert codecs == {"log": {"SNAPPY"}, "other": {"UNCOMPRESSED"}}, codecs
+    got = duckdb.connect().sql(f"SELECT count(*), sum(length(text)), count(DISTINCT text) FROM read_parquet('{fast}')")
+    texts = table["text"].to_pylist()
+    assert got.fetchall()[0] == (len(texts), sum(len(t) for t in texts if t is not None), len(set(texts) - {None}))
+
+
+def test_incompressible_judges_the_values_of_the_slice_it_is_given() -> None:
+    """The sample is of the column's own values: a slice of random text after a log's lines,
+    a chunked array's later chunks, and not the bytes of the buffer before the slice."""
+    from test_other_walker import _unknown_text
+
+    from logforensics.render.tables import COMPRESS_SAMPLE, incompressible
+
+    pa = pytest.importorskip("pyarrow")
+    lines = (ROOT / "fixtures/diff/custom_ar_pcie_oom/baseline.log").read_text(encoding="utf-8").split("\n")
+    log = [line for line in lines if line] * 20
+    words = _unknown_text(random.Random(5), 4000).decode().split("\n")
+    both = pa.array(log + words)
+    assert not incompressible(pa.array(log)) and incompressible(pa.array(words))
+    assert incompressible(both.slice(len(log))) and not incompressible(both.slice(0, len(log)))
+    assert incompressible(pa.chunked_array([pa.array([None] * 10, pa.string()), both.slice(len(log))]))
+    assert not incompressible(pa.array(words[:20]))  # too little to tell: compressed
+    assert sum(len(w) for w in words) > COMPRESS_SAMPLE
+
+
 def test_damaged_lines_read_back_the_same(generated: list[Path], tmp_path: Path) -> None:  # noqa: F811
     rng = random.Random(3)
     lines = generated[1].read_text(encoding="utf-8").split("\n")[:5000]

@@ -140,14 +140,18 @@ def _split(encoded: Any) -> tuple[memoryview, bytes]:
 
 def encoded(table: Any, dictionary: Collection[str] | None = None) -> Any:
     """``table`` as the bytes of a Parquet file of the file's settings (``tables.open_writer``,
-    ``dictionary`` its text columns with a dictionary); a table of no rows gives a file of
-    its schema and no row group."""
+    ``dictionary`` its text columns with a dictionary; those without one compressed only if
+    a sample of this group's values shows it pays, ``tables.incompressible``); a table of no
+    rows gives a file of its schema and no row group."""
     import pyarrow as pa
 
-    from .tables import open_writer
+    from .tables import incompressible, open_writer
 
+    text = [f.name for f in table.schema if f.type == pa.string()
+            and (f.name == "text" if dictionary is None else f.name not in dictionary)]
+    plain = [name for name in text if table.num_rows and incompressible(table.column(name))]
     sink = pa.BufferOutputStream()
-    with open_writer(sink, table.schema, dictionary) as writer:
+    with open_writer(sink, table.schema, dictionary, plain) as writer:
         if table.num_rows:
             writer.write_table(table)
     return sink.getvalue()
