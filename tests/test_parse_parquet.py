@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_fastpath import FIXTURES
@@ -23,7 +24,7 @@ from test_parse_jsonl import MORE, _mutate, generated  # noqa: F401  (generated:
 
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
-from logforensics.render import parquet
+from logforensics.render import parquet, parquet_assemble
 from logforensics.render.tables import write_parquet
 
 pq = pytest.importorskip("pyarrow.parquet")
@@ -131,6 +132,49 @@ def test_groups_have_the_same_rows_and_only_their_own_columns(generated: list[Pa
     for k in range(meta.num_row_groups):
         assert [meta.row_group(k).column(c).path_in_schema for c in range(len(names))] == names
     assert any(len(cols) < len(names) for cols in encoded_columns)  # groups lacked columns
+
+
+def test_file_and_node_reach_the_encoder_as_dictionaries_not_copies(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file's name and the node are the same in every row of a file: C writes neither a
+    row at a time, a group gives them as dictionary columns (one value a file, shared with
+    the exact path's rows of the group), and the file reads back as the exact path's table,
+    with them as text."""
+    monkeypatch.setattr(parquet, "ROW_GROUP", 1000)
+    pa = pytest.importorskip("pyarrow")
+    seen: dict[str, set[tuple[str, ...]]] = {"file": set(), "node": set()}
+    encode = parquet.encoded
+
+    def spy(table: Any, dictionary: list[str]) -> object:
+        for name in seen:
+            if name in table.column_names:
+                column = table.column(name)
+                assert pa.types.is_dictionary(column.type) and name in dictionary, (name, column.type)
+                assert name == "node" or column.null_count == 0  # the first file has no node
+                seen[name].update(tuple(chunk.dictionary.to_pylist()) for chunk in column.chunks)
+        return encode(table, dictionary)
+
+    monkeypatch.setattr(parquet, "encoded", spy)
+    ops, read_back = emit.ColumnEmitter.ops, parquet_assemble.Assembler._read_back
+
+    def no_column(self: Any, plan: Any, n: int) -> Any:
+        got = ops(self, plan, n)
+        filled = {col for col, *_ in got[1]} if got is not None else set()
+        assert not {name for (name, _), col in self.columns.items() if col in filled} & {"file", "node"}
+        return got
+
+    def not_these(self: Any, name: str, *args: Any) -> Any:
+        assert name not in seen, name  # a chunk of theirs is copied as it is, never encoded again
+        return read_back(self, name, *args)
+
+    monkeypatch.setattr(emit.ColumnEmitter, "ops", no_column)
+    monkeypatch.setattr(parquet_assemble.Assembler, "_read_back", not_these)
+    first, second = generated[1], generated[4]
+    _same([(first, None), (second, "n1")], tmp_path)
+    assert seen["node"] == {("n1",)}
+    assert {(str(first),), (str(second),), (str(first), str(second))} >= seen["file"] >= {(str(first),), (str(second),)}
+    table = pq.read_table(tmp_path / "fast-path.parquet")
+    assert table.schema.field("file").type == pa.string() and table.schema.field("node").type == pa.string()
 
 
 def test_a_dictionary_only_for_text_whose_values_repeat(generated: list[Path], tmp_path: Path,  # noqa: F811

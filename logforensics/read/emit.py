@@ -230,7 +230,12 @@ class ColumnEmitter(_Writer):
     str, ``q`` int, ``d`` float, ``b`` bool): a name whose plans convert it differently has
     one column per type, at most one of them filled in a row. ``plan_keys[plan_id]``: a
     registered plan's keys in ``Event.to_dict`` order (for the output's column order).
+    The keys ``CONSTANT`` (``file``, ``node``: the same in every row of a file) have no
+    column: the caller gives their values, without a copy a row.
     """
+
+    #: Keys whose value is this writer's in every row (``file``, ``node``), not written per row.
+    CONSTANT = ("file", "node")
 
     def __init__(self, classifier: LineClassifier, file: str | None, node: str | None,
                  wanted: frozenset[str] = frozenset(), columns: dict[tuple[str, str], int] | None = None) -> None:
@@ -276,10 +281,10 @@ class ColumnEmitter(_Writer):
             values["ts"] = self._span(plan.ts_slice, n, str, plan.ts_conv is _DATE_TO_ISO)
         else:
             return None
-        values["file"] = None if self.file is None else ("s", e.OP_CSTR, self.file.encode())
+        values["file"] = None  # the same in every row: given by the caller (``CONSTANT``)
         values["line"] = ("q", e.OP_LINE)
         if self.node is not None:
-            values["node"] = ("s", e.OP_CSTR, self.node.encode())
+            values["node"] = None
         for name, (where, conv) in plan.spec.items():
             if name in values:
                 continue

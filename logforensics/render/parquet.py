@@ -71,6 +71,7 @@ class _Groups:
         self.pa = pa
         self.types = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
         self.c_types = {"s": pa.string(), "q": pa.int64(), "d": pa.float64(), "b": pa.bool_()}
+        self.constant_type = pa.dictionary(pa.int32(), pa.string())  # a constant's column (``_constant``)
         self.put = put
         self.order: dict[str, None] = {}
         self.kinds: dict[str, set[str]] = {}
@@ -112,6 +113,10 @@ class _Groups:
             bufs.append(pa.py_buffer(data))
             arrays.setdefault(name, []).append(
                 pa.Array.from_buffers(self.c_types[type_], n, bufs, null_count=n - nonnull))
+        for name in scanner.CONSTANT:
+            value = getattr(scanner, name)
+            if value is not None and any(name in scanner.plan_keys[pid] for pid in plans):
+                arrays[name] = [_constant(value, n)]
         self.pieces.append((n, arrays))
         self._added(n)
 
@@ -156,6 +161,9 @@ class _Groups:
             self.kinds.setdefault(name, set()).update(seen)
             kind = _final(seen)
             target = self.types[kind]
+            # a constant's column (``_constant``: file, node) stays a dictionary column
+            if any(pa.types.is_dictionary(a.type) for _, _, part in got if not isinstance(part, list) for a in part):
+                target = self.constant_type
             parts = []
             at = 0
             for first, n, part in got:
@@ -166,7 +174,7 @@ class _Groups:
                         part = [None if v is None else str(v) for v in part]
                     elif kind == "float":
                         part = [None if v is None else float(v) for v in part]
-                    parts.append(from_values(part, kind))
+                    parts.append(_encode(part, pa) if target == self.constant_type else from_values(part, kind))
                 else:
                     filled = [_as_type(a, target, pa) for a in part if a.null_count < len(a)]
                     parts.append(nulls(n, target) if not filled else filled[0] if len(filled) == 1
@@ -174,7 +182,8 @@ class _Groups:
                 at = first + n
             if total > at:
                 parts.append(nulls(total - at, target))
-            columns[name] = pa.chunked_array(parts, target)  # not concatenated: the stream writer slices
+            column = pa.chunked_array(parts, target)  # not concatenated: the stream writer slices
+            columns[name] = column.unify_dictionaries().combine_chunks() if target == self.constant_type else column
         if total and not columns and (only := next(iter(entries), None) or next(iter(self.order), None)):
             # every value null: one column of nulls, so that the group keeps its rows
             columns[only] = nulls(total, self.types[_final(self.kinds.get(only, set()))])
@@ -187,6 +196,9 @@ class _Groups:
         rule, less those whose values ``tables.mostly_distinct`` found mostly distinct)."""
         names = []
         for name, column in columns.items():
+            if self.pa.types.is_dictionary(column.type):  # a constant's: its dictionary as it is
+                names.append(name)
+                continue
             if name == "text" or column.type != self.types["str"]:
                 continue
             distinct = self.distinct.get(name)
@@ -246,7 +258,7 @@ class _Encoder:
             file = types = error = None
             try:
                 if self.error is None:
-                    types = {f.name: (str(f.type), table.column(i).null_count == table.num_rows)
+                    types = {f.name: (str(_value_type(f.type)), table.column(i).null_count == table.num_rows)
                              for i, f in enumerate(table.schema)}
                     file = encoded(table, dictionary)
             except BaseException as exc:  # handed to the caller's thread
@@ -292,7 +304,52 @@ def _coalesce(arrays: list[Any]) -> Any:
 
 
 def _type_code(t: Any, pa: Any) -> str:
+    t = _value_type(t)
     return "s" if t == pa.string() else "q" if t == pa.int64() else "d" if t == pa.float64() else "b"
+
+
+def _value_type(t: Any) -> Any:
+    """The type of a column's values: a dictionary column's (``_constant``) is its values'."""
+    return getattr(t, "value_type", t)
+
+
+_CONSTANTS: dict[str, Any] = {}
+
+
+def _constant(value: str, n: int) -> Any:
+    """``n`` rows of the text ``value`` as a dictionary array (its one value, and ``n`` zero
+    indices), not ``n`` copies: a file's name in every row of a run of random words is more
+    bytes than their text, and encoding it a value at a time was a sixth of the encoders'
+    time. A slice of one array kept per value."""
+    import pyarrow as pa
+
+    have = _CONSTANTS.get(value)
+    if have is None or len(have) < n:
+        size = max(n, 1 << 16)
+        zeros = pa.Array.from_buffers(pa.int32(), size, [None, pa.py_buffer(bytes(4 * size))])
+        have = _CONSTANTS[value] = pa.DictionaryArray.from_arrays(zeros, from_values([value], "str"))
+    return have.slice(0, n)
+
+
+def _encode(values: list[str | None], pa: Any) -> Any:
+    """``values`` (the exact path's, in a constant's column) as a dictionary array of int32
+    indices (``pyarrow.compute`` would do it, but importing it costs 9 MiB)."""
+    from array import array
+
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) == 1 and distinct[0] is not None:  # the constant's own value, as a rule
+        return _constant(distinct[0], len(values))
+    distinct = [v for v in distinct if v is not None]
+    where = {v: i for i, v in enumerate(distinct)}
+    valid = bytearray((len(values) + 7) // 8)
+    for i, v in enumerate(values):
+        if v is not None:
+            valid[i >> 3] |= 1 << (i & 7)
+    indices = array("i", [0 if v is None else where[v] for v in values])
+    nulls = values.count(None)
+    bufs = [pa.py_buffer(bytes(valid)) if nulls else None, pa.py_buffer(indices)]
+    return pa.DictionaryArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(values), bufs, null_count=nulls),
+                                          from_values(distinct, "str"))
 
 
 def _as_type(arr: Any, target: Any, pa: Any) -> Any:

@@ -188,7 +188,7 @@ def open_writer(where: str | IO[bytes], schema: Any, dictionary: Collection[str]
     # no query filters a text by its range.
     if dictionary is None:
         dictionary = [f.name for f in schema if f.name != "text" and f.type == pa.string()]
-    statistics = [f.name for f in schema if f.type != pa.string()]
+    statistics = [f.name for f in schema if f.type != pa.string() and not pa.types.is_dictionary(f.type)]
     encoding = {f.name: "DELTA_BINARY_PACKED" for f in schema if f.type == pa.int64()}
     return pq.ParquetWriter(where, schema, use_dictionary=list(dictionary), write_statistics=statistics,
                             column_encoding=encoding or None, write_batch_size=WRITE_BATCH,
