@@ -313,22 +313,22 @@ def _value_type(t: Any) -> Any:
     return getattr(t, "value_type", t)
 
 
-_CONSTANTS: dict[str, Any] = {}
+_ZEROS: list[Any] = []  # one array of zero indices, sliced (``_constant``)
+_LAST: list[Any] = []  # the last constant's value and dictionary: files come one after another
 
 
 def _constant(value: str, n: int) -> Any:
     """``n`` rows of the text ``value`` as a dictionary array (its one value, and ``n`` zero
-    indices), not ``n`` copies: a file's name in every row of a run of random words is more
-    bytes than their text, and encoding it a value at a time was a sixth of the encoders'
-    time. A slice of one array kept per value."""
+    indices: a slice of one array), not ``n`` copies: a file's name is in every row, and for
+    random words it is more bytes than their text (``bench/README.md``)."""
     import pyarrow as pa
 
-    have = _CONSTANTS.get(value)
-    if have is None or len(have) < n:
+    if not _ZEROS or len(_ZEROS[0]) < n:
         size = max(n, 1 << 16)
-        zeros = pa.Array.from_buffers(pa.int32(), size, [None, pa.py_buffer(bytes(4 * size))])
-        have = _CONSTANTS[value] = pa.DictionaryArray.from_arrays(zeros, from_values([value], "str"))
-    return have.slice(0, n)
+        _ZEROS[:] = [pa.Array.from_buffers(pa.int32(), size, [None, pa.py_buffer(bytes(4 * size))])]
+    if not _LAST or _LAST[0] != value:
+        _LAST[:] = [value, from_values([value], "str")]
+    return pa.DictionaryArray.from_arrays(_ZEROS[0].slice(0, n), _LAST[1], safe=False)
 
 
 def _encode(values: list[str | None], pa: Any) -> Any:
