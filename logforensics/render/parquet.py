@@ -71,7 +71,7 @@ class _Groups:
         self.pa = pa
         self.types = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
         self.c_types = {"s": pa.string(), "q": pa.int64(), "d": pa.float64(), "b": pa.bool_()}
-        self.constant_type = pa.dictionary(pa.int32(), pa.string())  # a constant's column (``_constant``)
+        self.constant_type = pa.dictionary(pa.int64(), pa.string())  # a constant's column (``_constant``)
         self.put = put
         self.order: dict[str, None] = {}
         self.kinds: dict[str, set[str]] = {}
@@ -325,31 +325,21 @@ def _constant(value: str, n: int) -> Any:
 
     if not _ZEROS or len(_ZEROS[0]) < n:
         size = max(n, 1 << 16)
-        _ZEROS[:] = [pa.Array.from_buffers(pa.int32(), size, [None, pa.py_buffer(bytes(4 * size))])]
+        _ZEROS[:] = [pa.Array.from_buffers(pa.int64(), size, [None, pa.py_buffer(bytes(8 * size))])]
     if not _LAST or _LAST[0] != value:
         _LAST[:] = [value, from_values([value], "str")]
     return pa.DictionaryArray.from_arrays(_ZEROS[0].slice(0, n), _LAST[1], safe=False)
 
 
 def _encode(values: list[str | None], pa: Any) -> Any:
-    """``values`` (the exact path's, in a constant's column) as a dictionary array of int32
-    indices (``pyarrow.compute`` would do it, but importing it costs 9 MiB)."""
-    from array import array
-
+    """``values`` (the exact path's, in a constant's column) as a dictionary array
+    (``pyarrow.compute`` would do it, but importing it costs 9 MiB)."""
     distinct = list(dict.fromkeys(values))
     if len(distinct) == 1 and distinct[0] is not None:  # the constant's own value, as a rule
         return _constant(distinct[0], len(values))
-    distinct = [v for v in distinct if v is not None]
-    where = {v: i for i, v in enumerate(distinct)}
-    valid = bytearray((len(values) + 7) // 8)
-    for i, v in enumerate(values):
-        if v is not None:
-            valid[i >> 3] |= 1 << (i & 7)
-    indices = array("i", [0 if v is None else where[v] for v in values])
-    nulls = values.count(None)
-    bufs = [pa.py_buffer(bytes(valid)) if nulls else None, pa.py_buffer(indices)]
-    return pa.DictionaryArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(values), bufs, null_count=nulls),
-                                          from_values(distinct, "str"))
+    where = {v: i for i, v in enumerate(v for v in distinct if v is not None)}
+    return pa.DictionaryArray.from_arrays(from_values([None if v is None else where[v] for v in values], "int"),
+                                          from_values(list(where), "str"))
 
 
 def _as_type(arr: Any, target: Any, pa: Any) -> Any:
