@@ -107,13 +107,16 @@ def test_kinds_that_meet_across_row_groups_read_back_the_same(rows: int, threads
         assert pq.ParquetFile(tmp_path / "fast-path.parquet").metadata.num_row_groups > 1
 
 
-@pytest.mark.parametrize("rows", [1000, 4096])
+@pytest.mark.parametrize(("rows", "group_bytes", "size"), [(1000, 1 << 30, 1000), (4096, 1 << 30, 4096),
+                                                         (4096, 1, 2048)])
 def test_groups_have_the_same_rows_and_only_their_own_columns(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                                              monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
-    """Every row group but the last has ``ROW_GROUP`` rows, however the blocks cut the log;
-    a group is encoded with the columns it has values in, and the file gives the others as
-    chunks of nulls under their own names."""
+                                                              monkeypatch: pytest.MonkeyPatch, rows: int,
+                                                              group_bytes: int, size: int) -> None:
+    """Every row group but the last has ``ROW_GROUP`` rows, however the blocks cut the log, or
+    half as many where those hold ``GROUP_BYTES``; a group is encoded with the columns it has
+    values in, and the file gives the others as chunks of nulls under their own names."""
     monkeypatch.setattr(parquet, "ROW_GROUP", rows)
+    monkeypatch.setattr(parquet, "GROUP_BYTES", group_bytes)
     encoded_columns: list[set[str]] = []
     encode = parquet.encoded
 
@@ -127,11 +130,32 @@ def test_groups_have_the_same_rows_and_only_their_own_columns(generated: list[Pa
     _same([(generated[1], None), (generated[4], "n1")], tmp_path)
     meta = pq.ParquetFile(tmp_path / "fast-path.parquet").metadata
     sizes = [meta.row_group(k).num_rows for k in range(meta.num_row_groups)]
-    assert meta.num_row_groups > 2 and set(sizes[:-1]) == {rows} and 0 < sizes[-1] <= rows
+    assert meta.num_row_groups > 2 and set(sizes[:-1]) == {size} and 0 < sizes[-1] <= size
     names = meta.schema.to_arrow_schema().names
     for k in range(meta.num_row_groups):
         assert [meta.row_group(k).column(c).path_in_schema for c in range(len(names))] == names
     assert any(len(cols) < len(names) for cols in encoded_columns)  # groups lacked columns
+
+
+def test_long_rows_make_groups_of_half_the_rows_in_the_same_file(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long lines (random text before a run's records) are written in groups of half
+    ``ROW_GROUP`` rows, half a group of them holding ``GROUP_BYTES``; the log's lines after
+    them in groups of ``ROW_GROUP`` again. The file reads back as the exact path's table, the
+    chunks of nulls of both sizes among them."""
+    rng = random.Random(7)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 9))) for _ in range(200)]
+    long_lines = tmp_path / "long.log"
+    long_lines.write_text("".join(" ".join(rng.choice(words) for _ in range(400)) + "\n" for _ in range(6000)))
+    monkeypatch.setattr(parquet, "ROW_GROUP", 2000)
+    monkeypatch.setattr(parquet, "GROUP_BYTES", 1 << 20)  # 1000 rows of the log: ~0.3 MiB; of these: ~2 MiB
+    _, log_stats = _same([(long_lines, None), (generated[1], None)], tmp_path)  # type: ignore[misc]
+    meta = pq.ParquetFile(tmp_path / "fast-path.parquet").metadata
+    sizes = [meta.row_group(k).num_rows for k in range(meta.num_row_groups)]
+    assert log_stats.lines > 4000
+    whole = sizes.index(2000)
+    assert whole >= 5 and set(sizes[:whole]) == {1000}, sizes
+    assert set(sizes[whole:-1]) == {2000} and len(sizes) - 1 - whole >= log_stats.lines // 2000 - 1, sizes
 
 
 def test_file_and_node_reach_the_encoder_as_dictionaries_not_copies(generated: list[Path], tmp_path: Path,  # noqa: F811

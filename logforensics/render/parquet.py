@@ -44,10 +44,16 @@ from .parquet_assemble import Assembler, encoded
 from .tables import _final, _kind, final_schema, from_values, mostly_distinct, nulls, parquet_row
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
-#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. A group per
-#: encoder and the one built are in memory: at 32,768 rows rather than 65,536 the peak of a
-#: 1 GiB log is 45 MiB lower, at the same speed (``bench/README.md``).
-ROW_GROUP = 32768
+#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. Each group is a
+#: Parquet file of its own (``parquet_assemble``), so fewer groups cost less: at 65,536 rows
+#: rather than 32,768 a 1 GiB log is written 5-10% faster, for 35 MiB more at the peak (a
+#: group per encoder and the one built are in memory; ``bench/README.md``).
+ROW_GROUP = 65536
+#: Bytes of C column buffers that half a group may hold before it is a group of its own: a
+#: log's rows take about 320 bytes (10 MiB in 32,768 rows), random bytes' 480 (each
+#: undecodable byte three of U+FFFD, written uncompressed), and their groups of 65,536 rows
+#: took 100 MiB more at the peak, and no less time.
+GROUP_BYTES = 12 << 20
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,7 @@ class _Groups:
         self.kinds: dict[str, set[str]] = {}
         self.pieces: list[tuple[int, Any]] = []  # (rows, list of row dicts | {name: [arrays]})
         self.pending = 0
+        self.pending_bytes = 0  # of the pending C columns' buffers
         self.names: dict[int, tuple[str, str]] = {}  # C column -> (name, type)
         # text columns whose first values were mostly distinct: no dictionary (decided once,
         # from the first group with enough values, so that every group is encoded alike)
@@ -105,12 +112,15 @@ class _Groups:
         arrays: dict[str, list[Any]] = {}
         if any(col not in self.names for col, *_ in cols):
             self.names = {col: key for key, col in scanner.columns.items()}
+        size = 0
         for col, type_, nonnull, valid, data, offsets in cols:
             name = self.names[col][0]
             bufs = [pa.py_buffer(valid)]
             if offsets is not None:
                 bufs.append(pa.py_buffer(offsets))
+                size += len(offsets)
             bufs.append(pa.py_buffer(data))
+            size += len(valid) + len(data)
             arrays.setdefault(name, []).append(
                 pa.Array.from_buffers(self.c_types[type_], n, bufs, null_count=n - nonnull))
         for name in scanner.CONSTANT:
@@ -118,17 +128,27 @@ class _Groups:
             if value is not None and any(name in scanner.plan_keys[pid] for pid in plans):
                 arrays[name] = [_constant(value, n)]
         self.pieces.append((n, arrays))
-        self._added(n)
+        self._added(n, size)
 
-    def _added(self, n: int) -> None:
+    def _added(self, n: int, size: int = 0) -> None:
+        """``n`` rows (``size`` bytes of C columns) more pending: a group handed on for each
+        ``ROW_GROUP`` rows, or for half as many where those would hold ``GROUP_BYTES``."""
         self.pending += n
-        while self.pending >= ROW_GROUP:
-            self.spill(ROW_GROUP)
+        self.pending_bytes += size
+        half = ROW_GROUP // 2
+        while self.pending >= half:
+            if self.pending_bytes * half >= GROUP_BYTES * self.pending:
+                self.spill(half)
+            elif self.pending >= ROW_GROUP:
+                self.spill(ROW_GROUP)
+            else:
+                break
 
     def spill(self, rows: int | None = None) -> None:
         """Hand the first ``rows`` pending rows (or all) to ``put`` as one row group: every
-        group but the last has ``ROW_GROUP`` rows, so that the chunks of nulls for the columns
-        a group lacks are alike (``Assembler`` encodes one per type and copies it)."""
+        group but the last has ``ROW_GROUP`` rows or half as many, so that the chunks of nulls
+        for the columns a group lacks are alike (``Assembler`` encodes one per type and rows,
+        and copies it)."""
         pa = self.pa
         pieces, self.pieces = self.pieces, []
         if rows is not None and rows < self.pending:
@@ -189,6 +209,7 @@ class _Groups:
             columns[only] = nulls(total, self.types[_final(self.kinds.get(only, set()))])
         if columns:
             self.put(pa.table(columns), self._dictionary(columns))
+        self.pending_bytes -= self.pending_bytes * total // self.pending if self.pending else 0
         self.pending -= total
 
     def _dictionary(self, columns: dict[str, Any]) -> list[str]:
