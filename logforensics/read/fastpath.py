@@ -172,6 +172,11 @@ class LineClassifier:
         memoisable = raw.isascii() and len(raw) <= _MEMO_MAX_LINE
         if needs_clean(text):
             text = clean(text)
+            if text.isascii() and not needs_clean(text):
+                # a line in colour (docker compose on a terminal, a coloured logger): its
+                # plan is the clean text's, learned once for its shape, not asked of Lark
+                # again for every line
+                return self.classify_text(text.encode("ascii").translate(_MASK), text, line)
             memoisable = False
         entry = []
         spans = segment(text)
