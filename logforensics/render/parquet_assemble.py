@@ -199,8 +199,8 @@ class Assembler:
     def _nulls(self, name: str, type_: Any, rows: int) -> Chunk:
         """Append a chunk of ``rows`` nulls of the column ``name`` (of Arrow type ``type_``);
         the chunk. Encoded once by (type, rows) and copied, its name set and its offsets
-        moved in place: the row groups of a file have the same rows, and each lacks most
-        of the file's columns."""
+        moved in place: the row groups of a file have one of two row counts (``parquet.py``'s
+        ``ROW_GROUP`` or half of it), and each lacks most of the file's columns."""
         key = (name, str(type_), rows)
         have = self.null_meta.get(key)
         if have is None:
