@@ -115,6 +115,24 @@ def test_bulk_equals_events_on_generated_logs(generated: list[Path]) -> None:
 
 
 @compiled
+@pytest.mark.parametrize("prefix", [b"sglang-1  | ", b"2026-03-02T08:41:17.1234567Z "],
+                         ids=["docker-compose", "ci-stamp"])
+def test_lines_after_a_wrapper_are_taken_in_bulk(generated: list[Path], prefix: bytes) -> None:
+    """Lines behind a wrapper that names no node (``docker compose``'s service, a CI runner's
+    stamp) are taken in bulk, each record read from where it begins in its line: the same
+    summary as the events' path, texts included, and most serving records taken."""
+    for path in (generated[0], generated[5]):
+        data = b"".join(prefix + line for line in path.read_bytes().splitlines(keepends=True))
+        want = _events_path(data, path.name)
+        kinds = json.loads(want)["coverage"]["kinds"]
+        serving = sum(kinds.get(k, 0) for k in ("decode_batch", "prefill_batch", "http_access"))
+        for size in (1 << 20, 4093):
+            got, taken = _bulk_path(data, path.name, size)
+            assert got == want, f"{path.name}, blocks of {size} bytes"
+            assert taken > serving * 0.8, f"{path.name}: only {taken} of {serving} serving records taken in bulk"
+
+
+@compiled
 def test_the_scanner_masks_digits_as_the_classifier_does() -> None:
     """A line is taken under a shape exactly when its digit-masked bytes are the shape's key
     (compared sixteen bytes at a time where the CPU can), whatever its length and bytes; and

@@ -18,6 +18,7 @@ import re
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -180,14 +181,20 @@ def _generated(script: str, *args: str) -> bytes:
     return out.stdout
 
 
+def _wrapped_serving() -> bytes:
+    """The serving generator's log, each line behind ``docker compose``'s wrapper."""
+    return b"".join(b"sglang-1  | " + line for line in _generated("gen_serving_log.py", "--all-ranks").splitlines(True))
+
+
 BULK_SOURCES = [*SOURCES,
                 pytest.param(("gen_sglang_log.py", "--seed", "5", "--torn-rate", "0.02"), "gen1.log", id="gen-shared"),
-                pytest.param(("gen_serving_log.py", "--all-ranks"), "gen2.log", id="gen-serving")]
+                pytest.param(("gen_serving_log.py", "--all-ranks"), "gen2.log", id="gen-serving"),
+                pytest.param(_wrapped_serving, "gen3.log", id="gen-serving-wrapped")]
 
 
 @pytest.mark.skipif(bulk._scan is None, reason="the C scanner is not built here")
 @pytest.mark.parametrize("data,name", BULK_SOURCES)
-def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...], name: str) -> None:
+def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...] | Callable[[], bytes], name: str) -> None:
     """Every line the scanner takes gives the grammar's kind, rank, stamp, text and values.
 
     Every kind is declared bulk here (class 1) and every rank ready, so the scanner takes
@@ -198,6 +205,8 @@ def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...], name: str) ->
     """
     if isinstance(data, tuple):
         data = _generated(*data)
+    elif callable(data):
+        data = data()
     lines = data.split(b"\n")
     grammar = LineClassifier(name, memo_limit=0)
     memo = LineClassifier(name)

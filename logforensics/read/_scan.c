@@ -42,6 +42,7 @@ typedef struct {
     Py_ssize_t ta, tb; /* stamp span; ta < 0: none */
     int ts_iso;        /* the stamp's first space becomes "T" */
     int nslots;
+    Py_ssize_t skip;   /* where the record begins in its line (after a wrapper): its text's start */
     Slot slots[MAX_SLOTS];
 } Shape;
 
@@ -221,11 +222,12 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
     Py_buffer key;
     int plan, cls, kind, ts_iso;
     PyObject *rank, *ts, *slots;
+    Py_ssize_t skip = 0;
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "the scanner is scanning in another thread");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*iiiOOpO", &key, &plan, &cls, &kind, &rank, &ts, &ts_iso, &slots))
+    if (!PyArg_ParseTuple(args, "y*iiiOOpO|n", &key, &plan, &cls, &kind, &rank, &ts, &ts_iso, &slots, &skip))
         return NULL;
     Shape *sh = NULL;
     PyObject *seq = NULL;
@@ -244,9 +246,10 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
     sh->cls = cls;
     sh->kind = kind;
     sh->ts_iso = ts_iso;
+    sh->skip = skip;
     if (span_arg(rank, &sh->ra, &sh->rb) < 0 || span_arg(ts, &sh->ta, &sh->tb) < 0)
         goto fail;
-    if (sh->rb > key.len || sh->tb > key.len || sh->ra > sh->rb || sh->ta > sh->tb) {
+    if (sh->rb > key.len || sh->tb > key.len || sh->ra > sh->rb || sh->ta > sh->tb || skip < 0 || skip > key.len) {
         PyErr_SetString(PyExc_ValueError, "span outside the line");
         goto fail;
     }
@@ -742,7 +745,7 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
         if (as_row) {
             Py_ssize_t r = rows->n++;
             rows->line[r] = lines;
-            rows->start[r] = pos;
+            rows->start[r] = pos + sh->skip;
             rows->end[r] = pos + len;
             rows->plan[r] = sh->plan;
             rows->rid[r] = (unsigned char)rid;
@@ -753,7 +756,7 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
         self->counts[sh->kind]++;
         Last *l = &self->lasts[sh->cls][rid];
         l->line = lines;
-        l->start = pos;
+        l->start = pos + sh->skip;
         l->end = len + pos;
         l->plan = sh->plan;
         self->seen[sh->cls][rid] = 1;

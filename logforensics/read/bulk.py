@@ -140,6 +140,7 @@ class BulkScanner:
         self.kinds: list[str] = []
         self._kind_code: dict[str, int] = {}
         self._learned = 0  # plain plans of the classifier taken so far
+        self._wrapped = 0  # and plans of records after a wrapper
         self.taken = 0  # lines taken as columns (counted by the parser)
 
     @property
@@ -148,19 +149,26 @@ class BulkScanner:
         return self.scanner.rank_names
 
     def learn(self) -> None:
-        """Register the plain plans the classifier learned since the last call."""
+        """Register the plain plans the classifier learned since the last call, and those of
+        records after a wrapper (applied from the record's offset in the line)."""
         items = self.classifier.plain_since(self._learned)
         self._learned += len(items)
         for key, plan in items:
             self._register(key, plan)
+        wrapped = self.classifier.wrapped_since(self._wrapped)
+        self._wrapped += len(wrapped)
+        for key, plan, offset in wrapped:
+            self._register(key, plan, offset)
 
-    def _register(self, key: bytes, plan: Plan) -> None:
+    def _register(self, key: bytes, plan: Plan, offset: int = 0) -> None:
         cls = self.class_of(plan)
         if cls is None:
             return
         rank = plan.rank
         if rank is not None and rank[1] <= rank[0]:
             return
+        if offset:  # the record's spans as places in the line
+            rank = None if rank is None else (rank[0] + offset, rank[1] + offset)
         if plan.ts is None or plan.ts_slice is None:
             # Without a stamp only lines that name no rank and are no rows: a rank's last
             # line is kept with its stamp (an unstamped record keeps the one before), and a
@@ -171,6 +179,7 @@ class BulkScanner:
             ta, tb = plan.ts
             if tb <= ta or plan.ts_conv not in (str, _DATE_TO_ISO):
                 return
+        ts = None if plan.ts is None else (plan.ts[0] + offset, plan.ts[1] + offset)
         slots = []
         for name, slot in self.slots.get(plan.kind, {}).items():
             where, conv = plan.spec.get(name, (None, None))
@@ -179,8 +188,8 @@ class BulkScanner:
             code = _BOOL if conv is to_bool and slot in self.row_only else _CONV.get(conv)
             if where is None or where.step is not None or code is None:
                 return  # a constant or another converter: the exact path reads these lines
-            a, b, _ = where.indices(len(key))
-            slots.append((slot, a, b, code))
+            a, b, _ = where.indices(len(key) - offset)
+            slots.append((slot, a + offset, b + offset, code))
         code = self._kind_code.get(plan.kind)
         if code is None:
             if len(self.kinds) >= 255:
@@ -188,8 +197,8 @@ class BulkScanner:
             code = self._kind_code[plan.kind] = len(self.kinds)
             self.kinds.append(plan.kind)
         self.plans.append(plan)
-        if not self.scanner.add(key, len(self.plans) - 1, cls, code, rank, plan.ts, plan.ts_conv is _DATE_TO_ISO,
-                                tuple(slots)):
+        if not self.scanner.add(key, len(self.plans) - 1, cls, code, rank, ts, plan.ts_conv is _DATE_TO_ISO,
+                                tuple(slots), offset):
             self.plans.pop()
 
     def set_ready(self, table: bytes | bytearray) -> None:

@@ -63,6 +63,10 @@ class LineClassifier:
         #: ``plain``'s entries in the order they were added, for readers that take the new
         #: ones from time to time (the bulk scanner) without walking the whole dict
         self.plain_log: list[tuple[bytes, Plan]] = []
+        #: Shapes that are one record from a fixed offset to the line's end, after a wrapper
+        #: that names no node (``docker compose``'s ``sglang-1  | ``): (key, plan, offset), in
+        #: the order learned, for the bulk scanner (which applies the plan from the offset)
+        self.wrapped_log: list[tuple[bytes, Plan, int]] = []
         self.memo_limit = memo_limit
         self.grammar_calls = 0
         self.decode_errors = 0
@@ -76,12 +80,17 @@ class LineClassifier:
         self.memo = other.memo
         self.plain = other.plain
         self.plain_log = other.plain_log
+        self.wrapped_log = other.wrapped_log
         self.node_shapes = other.node_shapes
 
     def plain_since(self, n: int) -> list[tuple[bytes, Plan]]:
         """The plain plans learned after the first ``n`` (readers that take the new ones from
         time to time keep their ``n``; the whole memo is never walked again)."""
         return self.plain_log[n:] if n < len(self.plain_log) else []
+
+    def wrapped_since(self, n: int) -> list[tuple[bytes, Plan, int]]:
+        """``plain_since`` of the shapes of one record after a wrapper (``wrapped_log``)."""
+        return self.wrapped_log[n:] if n < len(self.wrapped_log) else []
 
     def classify(self, raw: bytes, line: int) -> list[Event]:
         key = raw.translate(_MASK)
@@ -197,9 +206,12 @@ class LineClassifier:
                 self.node_shapes.add(key)
             elif len(entry) == 1:
                 a, b, plan = entry[0]
-                if a == 0 and b == len(text) and plan.kind not in TRACEBACK_OPENERS:
-                    self.plain[key] = plan
-                    self.plain_log.append((key, plan))
+                if b == len(text) and plan.kind not in TRACEBACK_OPENERS:
+                    if a == 0:
+                        self.plain[key] = plan
+                        self.plain_log.append((key, plan))
+                    else:
+                        self.wrapped_log.append((key, plan, a))
         if nodes is None:
             return [build_event(plan, text[a:b], line, self.file, self.node) for a, b, plan in entry]
         return [build_event(plan, text[a:b], line, self.file, n or self.node) for (a, b, plan), n in zip(entry, nodes)]
