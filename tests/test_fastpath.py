@@ -109,6 +109,21 @@ def test_lines_in_colour_are_planned_once_per_shape_of_their_clean_text() -> Non
                                                            for ev in evs][:50]
 
 
+def test_only_colour_before_the_record_gives_the_scanner_a_shape() -> None:
+    """A line whose colour is all in a wrapper before its record gives the bulk scanner its
+    raw shape, with the record's offset; colour inside the record gives none (the record's
+    bytes are not its clean text's). Both give the grammar's events."""
+    record = (b"[2026-03-02 15:41:25 TP0] Decode batch, #running-req: 16, #token: 8192, token usage: 0.06, "
+              b"cuda graph: True, gen throughput (token/s): 1000.0, #queue-req: 0")
+    before = b"\x1b[36msglang-1  |\x1b[0m " + record
+    inside = b"sglang-1  | " + record.replace(b"Decode batch", b"\x1b[31mDecode batch\x1b[0m")
+    for raw, wrapped in ((before, [(len(before) - len(record), "decode_batch")]), (inside, [])):
+        memo, grammar = LineClassifier("c.log"), LineClassifier("c.log", memo_limit=0)
+        assert memo.classify(raw, 1) == grammar.classify(raw, 1)
+        shape = raw.translate(bytes.maketrans(b"123456789", b"000000000"))
+        assert [(offset, plan.kind) for key, plan, offset in memo.wrapped_since(0) if key == shape] == wrapped
+
+
 def test_synthetic_log_exercises_the_memo() -> None:
     """Most synthetic lines repeat a shape with other digits: the memo must serve them."""
     lines = synthetic_log().split(b"\n")

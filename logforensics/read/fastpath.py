@@ -67,6 +67,8 @@ class LineClassifier:
         #: that names no node (``docker compose``'s ``sglang-1  | ``): (key, plan, offset), in
         #: the order learned, for the bulk scanner (which applies the plan from the offset)
         self.wrapped_log: list[tuple[bytes, Plan, int]] = []
+        #: Shapes of lines in colour given to ``wrapped_log`` (their record is plain text)
+        self.coloured: set[bytes] = set()
         self.memo_limit = memo_limit
         self.grammar_calls = 0
         self.decode_errors = 0
@@ -81,6 +83,7 @@ class LineClassifier:
         self.plain = other.plain
         self.plain_log = other.plain_log
         self.wrapped_log = other.wrapped_log
+        self.coloured = other.coloured
         self.node_shapes = other.node_shapes
 
     def plain_since(self, n: int) -> list[tuple[bytes, Plan]]:
@@ -106,6 +109,22 @@ class LineClassifier:
             file, node = self.file, self.node
             return [build_event(plan, text[a:b], line, file, node) for a, b, plan in entry]
         return self._classify_slow(raw, key, line)
+
+    def _learn_coloured(self, key: bytes, raw: bytes, text: str, clean_key: bytes) -> None:
+        """Give the raw shape of a line in colour to ``wrapped_log`` where its colour is all
+        before its one record (a wrapper in colour): the record is then the same bytes in
+        the raw line as in the clean text, from a fixed offset, in every line of the shape
+        (the colour codes are no digits, so the shape keeps their places)."""
+        entry = self.memo.get(clean_key)
+        if entry is None or len(entry) != 1 or clean_key in self.node_shapes or key in self.coloured:
+            return
+        a, b, plan = entry[0]
+        record = text[a:].encode("ascii")
+        if b != len(text) or plan.kind in TRACEBACK_OPENERS or not raw.endswith(record):
+            return
+        if len(self.coloured) < self.memo_limit:
+            self.coloured.add(key)
+            self.wrapped_log.append((key, plan, len(raw) - len(record)))
 
     def _with_nodes(self, entry: Entry, text: str, line: int) -> list[Event]:
         nodes = wrapper_nodes(text, [(a, b) for a, b, _ in entry]) or [None] * len(entry)
@@ -185,7 +204,10 @@ class LineClassifier:
                 # a line in colour (docker compose on a terminal, a coloured logger): its
                 # plan is the clean text's, learned once for its shape, not asked of Lark
                 # again for every line
-                return self.classify_text(text.encode("ascii").translate(_MASK), text, line)
+                clean_key = text.encode("ascii").translate(_MASK)
+                events = self.classify_text(clean_key, text, line)
+                self._learn_coloured(key, raw, text, clean_key)
+                return events
             memoisable = False
         entry = []
         spans = segment(text)
