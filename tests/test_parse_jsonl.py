@@ -103,6 +103,18 @@ def test_generated_logs_byte_for_byte_and_mostly_in_c(generated: list[Path]) -> 
     assert taken >= 0.9 * lines
 
 
+@pytest.mark.parametrize("prefix", [b"sglang-1  | ", b"\x1b[36msglang-1  |\x1b[0m "], ids=["plain", "in-colour"])
+def test_lines_after_a_wrapper_byte_for_byte_and_mostly_in_c(generated: list[Path], tmp_path: Path,
+                                                              prefix: bytes) -> None:
+    """Every line behind ``docker compose``'s wrapper (in colour or not): the record's row is
+    written in C from where it begins in its line, as the exact path writes it."""
+    for path in (generated[0], generated[5]):
+        wrapped = tmp_path / path.name
+        wrapped.write_bytes(b"".join(prefix + line for line in path.read_bytes().splitlines(keepends=True)))
+        stats = _same(wrapped)
+        assert stats.taken >= 0.5 * stats.lines, (path.name, stats)  # type: ignore[attr-defined]
+
+
 def _mutate(line: str, rng: random.Random) -> str:
     """A line as real logs damage it: cut, glued, redrawn, escaped, not ASCII, garbage."""
     pick = rng.randrange(9)

@@ -93,6 +93,17 @@ def test_generated_logs_and_several_files(generated: list[Path], tmp_path: Path,
     _same([(generated[4], None)], tmp_path, wanted=("nothing_has_this_kind",))
 
 
+@pytest.mark.parametrize("prefix", [b"sglang-1  | ", b"\x1b[36msglang-1  |\x1b[0m "], ids=["plain", "in-colour"])
+def test_lines_after_a_wrapper_read_back_the_same_and_mostly_in_c(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                                 prefix: bytes) -> None:
+    """Every line behind ``docker compose``'s wrapper (in colour or not): the record's columns
+    are filled in C from where it begins in its line, and read back as the exact path's."""
+    wrapped = tmp_path / "wrapped.log"
+    wrapped.write_bytes(b"".join(prefix + line for line in generated[5].read_bytes().splitlines(keepends=True)))
+    (stats,) = _same([(wrapped, None)], tmp_path)  # type: ignore[misc]
+    assert stats.taken >= 0.5 * stats.lines, stats
+
+
 @pytest.mark.parametrize(("rows", "threads"), [(20, 2), (333, 1)])
 def test_kinds_that_meet_across_row_groups_read_back_the_same(rows: int, threads: int, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,8 +192,8 @@ def test_file_and_node_reach_the_encoder_as_dictionaries_not_copies(generated: l
     monkeypatch.setattr(parquet, "encoded", spy)
     ops, read_back = emit.ColumnEmitter.ops, parquet_assemble.Assembler._read_back
 
-    def no_column(self: Any, plan: Any, n: int) -> Any:
-        got = ops(self, plan, n)
+    def no_column(self: Any, plan: Any, n: int, offset: int = 0) -> Any:
+        got = ops(self, plan, n, offset)
         filled = {col for col, *_ in got[1]} if got is not None else set()
         assert not {name for (name, _), col in self.columns.items() if col in filled} & {"file", "node"}
         return got

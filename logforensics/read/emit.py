@@ -78,6 +78,7 @@ class _Writer:
         self.taken = 0  # lines taken (counted by the parser, and by ``others``)
         self.by_kind: dict[str, int] = {}
         self._learned = 0
+        self._wrapped = 0  # the classifier's plans of records after a wrapper taken so far
         self._walker: other.OtherWalker | None = None  # built at the first run of unrecognised lines
         self._tried = False
 
@@ -145,27 +146,31 @@ class JsonlEmitter(_Writer):
         return json.dumps(value, ensure_ascii=False, default=str)
 
     def learn(self) -> None:
-        """Register the plain plans the classifier learned since the last call."""
-        items = self.classifier.plain_since(self._learned)
+        """Register the plain plans the classifier learned since the last call, and those of
+        records after a wrapper (``LineClassifier.wrapped_log``: read from their offset)."""
+        items = [(key, plan, 0) for key, plan in self.classifier.plain_since(self._learned)]
         self._learned += len(items)
-        for key, plan in items:
-            ops = self.template(plan, len(key))
+        wrapped = self.classifier.wrapped_since(self._wrapped)
+        self._wrapped += len(wrapped)
+        for key, plan, offset in items + wrapped:
+            ops = self.template(plan, len(key), offset)
             if ops is None or len(self.kinds) >= 255 and plan.kind not in self.kinds:
                 self.refused += 1
                 continue
             code = self.kinds.setdefault(plan.kind, len(self.kinds))
             self.emitter.add(key, code, ops)
 
-    def template(self, plan: Plan, n: int) -> list[Any] | None:
-        """The ops of a plan's rows (for lines of ``n`` bytes), or None if C cannot write them."""
+    def template(self, plan: Plan, n: int, offset: int = 0) -> list[Any] | None:
+        """The ops of a plan's rows (for lines of ``n`` bytes, the record from ``offset``), or
+        None if C cannot write them."""
         if self.wanted and plan.kind not in self.wanted:
             return []
         values: dict[str, Any] = {"kind": self._json(plan.kind)}
-        values["rank"] = "null" if plan.rank_slice is None else self._span(plan.rank_slice, n, str)
+        values["rank"] = "null" if plan.rank_slice is None else self._span(plan.rank_slice, n, str, offset=offset)
         if plan.ts_slice is None or plan.ts_conv is _no_stamp:
             values["ts"] = "null"
         elif plan.ts_conv is str or plan.ts_conv is _DATE_TO_ISO:
-            values["ts"] = self._span(plan.ts_slice, n, str, plan.ts_conv is _DATE_TO_ISO)
+            values["ts"] = self._span(plan.ts_slice, n, str, plan.ts_conv is _DATE_TO_ISO, offset)
         else:
             return None
         values["file"] = self._json(self.file)
@@ -175,8 +180,8 @@ class JsonlEmitter(_Writer):
         for name, (where, conv) in plan.spec.items():
             if name in values:
                 continue
-            values[name] = self._json(conv) if where is None else self._span(where, n, conv)
-        values["text"] = _emit_text()
+            values[name] = self._json(conv) if where is None else self._span(where, n, conv, offset=offset)
+        values["text"] = _emit_text() if not offset else self._span(slice(0, None), n, str, offset=offset)
         if any(value is None for value in values.values()):
             return None
         ops: list[Any] = []
@@ -193,13 +198,13 @@ class JsonlEmitter(_Writer):
         ops.append(self._lit("".join(lit)))
         return ops
 
-    def _span(self, where: slice, n: int, conv: Callable[[str], Any], iso: bool = False) -> Any:
-        a, b, step = where.indices(n)
+    def _span(self, where: slice, n: int, conv: Callable[[str], Any], iso: bool = False, offset: int = 0) -> Any:
+        a, b, step = where.indices(n - offset)
         code = self.codes.get(conv)
         if step != 1 or code is None:
             return None
         assert _emit is not None
-        return (_emit.OP_ISO if iso else code, a, max(a, b))
+        return (_emit.OP_ISO if iso else code, a + offset, max(a, b) + offset)
 
     def scan(self, buf: bytes, pos: int, line: int) -> tuple[int, int, bytes, dict[int, int]]:
         """Write the rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered ``line``."""
@@ -246,11 +251,14 @@ class ColumnEmitter(_Writer):
         self.plan_keys: list[tuple[str, ...]] = []
 
     def learn(self) -> None:
-        """Register the plain plans the classifier learned since the last call."""
-        items = self.classifier.plain_since(self._learned)
+        """Register the plain plans the classifier learned since the last call, and those of
+        records after a wrapper (``LineClassifier.wrapped_log``: read from their offset)."""
+        items = [(key, plan, 0) for key, plan in self.classifier.plain_since(self._learned)]
         self._learned += len(items)
-        for key, plan in items:
-            got = self.ops(plan, len(key))
+        wrapped = self.classifier.wrapped_since(self._wrapped)
+        self._wrapped += len(wrapped)
+        for key, plan, offset in items + wrapped:
+            got = self.ops(plan, len(key), offset)
             if got is None or len(self.kinds) >= 255 and plan.kind not in self.kinds:
                 self.refused += 1
                 continue
@@ -269,16 +277,17 @@ class ColumnEmitter(_Writer):
             self.emitter.set_column(col, type_)
         return col
 
-    def ops(self, plan: Plan, n: int) -> tuple[tuple[str, ...], list[Any]] | None:
-        """A plan's keys and column ops (for lines of ``n`` bytes), or None if C cannot fill them."""
+    def ops(self, plan: Plan, n: int, offset: int = 0) -> tuple[tuple[str, ...], list[Any]] | None:
+        """A plan's keys and column ops (for lines of ``n`` bytes, the record from ``offset``),
+        or None if C cannot fill them."""
         assert _emit is not None
         e = _emit
         values: dict[str, Any] = {"kind": ("s", e.OP_CSTR, plan.kind.encode())}
-        values["rank"] = None if plan.rank_slice is None else self._span(plan.rank_slice, n, str)
+        values["rank"] = None if plan.rank_slice is None else self._span(plan.rank_slice, n, str, offset=offset)
         if plan.ts_slice is None or plan.ts_conv is _no_stamp:
             values["ts"] = None
         elif plan.ts_conv is str or plan.ts_conv is _DATE_TO_ISO:
-            values["ts"] = self._span(plan.ts_slice, n, str, plan.ts_conv is _DATE_TO_ISO)
+            values["ts"] = self._span(plan.ts_slice, n, str, plan.ts_conv is _DATE_TO_ISO, offset)
         else:
             return None
         values["file"] = None  # the same in every row: given by the caller (``CONSTANT``)
@@ -288,11 +297,11 @@ class ColumnEmitter(_Writer):
         for name, (where, conv) in plan.spec.items():
             if name in values:
                 continue
-            op = self._const(conv) if where is None else self._span(where, n, conv)
+            op = self._const(conv) if where is None else self._span(where, n, conv, offset=offset)
             if op is False:
                 return None
             values[name] = op
-        values["text"] = ("s", e.OP_TEXT)
+        values["text"] = ("s", e.OP_TEXT) if not offset else self._span(slice(0, None), n, str, offset=offset)
         ops: list[Any] = []
         for name, op in values.items():
             if op is None:
@@ -305,14 +314,14 @@ class ColumnEmitter(_Writer):
             ops.append((col, *op[1:]))
         return tuple(values), ops
 
-    def _span(self, where: slice, n: int, conv: Callable[[str], Any], iso: bool = False) -> Any:
+    def _span(self, where: slice, n: int, conv: Callable[[str], Any], iso: bool = False, offset: int = 0) -> Any:
         assert _emit is not None
-        a, b, step = where.indices(n)
+        a, b, step = where.indices(n - offset)
         code = self.codes.get(conv)
         if step != 1 or code is None or code == _emit.OP_WORD:
             return False
         type_ = {_emit.OP_INT: "q", _emit.OP_FLOAT: "d", _emit.OP_BOOL: "b"}.get(code, "s")
-        return (type_, _emit.OP_ISO if iso else code, a, max(a, b))
+        return (type_, _emit.OP_ISO if iso else code, a + offset, max(a, b) + offset)
 
     def _const(self, value: Any) -> Any:
         assert _emit is not None
