@@ -139,8 +139,7 @@ class BulkScanner:
         self.plans: list[Plan] = []
         self.kinds: list[str] = []
         self._kind_code: dict[str, int] = {}
-        self._learned = 0  # plain plans of the classifier taken so far
-        self._wrapped = 0  # and plans of records after a wrapper
+        self._seen = (0, 0)  # the classifier's plans taken so far (``plans_since``)
         self.taken = 0  # lines taken as columns (counted by the parser)
 
     @property
@@ -151,13 +150,8 @@ class BulkScanner:
     def learn(self) -> None:
         """Register the plain plans the classifier learned since the last call, and those of
         records after a wrapper (applied from the record's offset in the line)."""
-        items = self.classifier.plain_since(self._learned)
-        self._learned += len(items)
-        for key, plan in items:
-            self._register(key, plan)
-        wrapped = self.classifier.wrapped_since(self._wrapped)
-        self._wrapped += len(wrapped)
-        for key, plan, offset in wrapped:
+        items, self._seen = self.classifier.plans_since(self._seen)
+        for key, plan, offset in items:
             self._register(key, plan, offset)
 
     def _register(self, key: bytes, plan: Plan, offset: int = 0) -> None:

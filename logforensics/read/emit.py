@@ -77,8 +77,7 @@ class _Writer:
         self.refused = 0  # plain plans left to the exact path
         self.taken = 0  # lines taken (counted by the parser, and by ``others``)
         self.by_kind: dict[str, int] = {}
-        self._learned = 0
-        self._wrapped = 0  # the classifier's plans of records after a wrapper taken so far
+        self._seen = (0, 0)  # the classifier's plans taken so far (``plans_since``)
         self._walker: other.OtherWalker | None = None  # built at the first run of unrecognised lines
         self._tried = False
 
@@ -148,11 +147,8 @@ class JsonlEmitter(_Writer):
     def learn(self) -> None:
         """Register the plain plans the classifier learned since the last call, and those of
         records after a wrapper (``LineClassifier.wrapped_log``: read from their offset)."""
-        items = [(key, plan, 0) for key, plan in self.classifier.plain_since(self._learned)]
-        self._learned += len(items)
-        wrapped = self.classifier.wrapped_since(self._wrapped)
-        self._wrapped += len(wrapped)
-        for key, plan, offset in items + wrapped:
+        items, self._seen = self.classifier.plans_since(self._seen)
+        for key, plan, offset in items:
             ops = self.template(plan, len(key), offset)
             if ops is None or len(self.kinds) >= 255 and plan.kind not in self.kinds:
                 self.refused += 1
@@ -253,11 +249,8 @@ class ColumnEmitter(_Writer):
     def learn(self) -> None:
         """Register the plain plans the classifier learned since the last call, and those of
         records after a wrapper (``LineClassifier.wrapped_log``: read from their offset)."""
-        items = [(key, plan, 0) for key, plan in self.classifier.plain_since(self._learned)]
-        self._learned += len(items)
-        wrapped = self.classifier.wrapped_since(self._wrapped)
-        self._wrapped += len(wrapped)
-        for key, plan, offset in items + wrapped:
+        items, self._seen = self.classifier.plans_since(self._seen)
+        for key, plan, offset in items:
             got = self.ops(plan, len(key), offset)
             if got is None or len(self.kinds) >= 255 and plan.kind not in self.kinds:
                 self.refused += 1

@@ -86,14 +86,14 @@ class LineClassifier:
         self.coloured = other.coloured
         self.node_shapes = other.node_shapes
 
-    def plain_since(self, n: int) -> list[tuple[bytes, Plan]]:
-        """The plain plans learned after the first ``n`` (readers that take the new ones from
-        time to time keep their ``n``; the whole memo is never walked again)."""
-        return self.plain_log[n:] if n < len(self.plain_log) else []
-
-    def wrapped_since(self, n: int) -> list[tuple[bytes, Plan, int]]:
-        """``plain_since`` of the shapes of one record after a wrapper (``wrapped_log``)."""
-        return self.wrapped_log[n:] if n < len(self.wrapped_log) else []
+    def plans_since(self, seen: tuple[int, int]) -> tuple[list[tuple[bytes, Plan, int]], tuple[int, int]]:
+        """The shapes a reader of plans (the bulk scanner, the C writers) takes from time to
+        time, learned since ``seen`` (the lengths of ``plain_log`` and ``wrapped_log`` then;
+        the whole memo is never walked again): each as (key, plan, offset of its record, 0
+        for a plain one), and the lengths now."""
+        plain, wrapped = seen
+        items = [(key, plan, 0) for key, plan in self.plain_log[plain:]]
+        return items + self.wrapped_log[wrapped:], (len(self.plain_log), len(self.wrapped_log))
 
     def classify(self, raw: bytes, line: int) -> list[Event]:
         key = raw.translate(_MASK)
