@@ -58,6 +58,7 @@ def test_decoding_is_pythons(data: bytes) -> None:
     assert text == data.decode("utf-8", "replace")
     assert utf8 == text.encode()
     assert other._other.decode(data, 2)[2] == utf8  # thirty-two bytes at a time (where AVX2 is)
+    assert other._other.decode(data, 3)[2] == utf8  # sixty-four (where AVX-512 VBMI2 is)
     try:
         data.decode("utf-8")
         valid = True
@@ -73,17 +74,17 @@ def test_decoding_is_pythons_on_every_short_sequence() -> None:
     tails = [b"", b"a", b"\x80", b"\xbf", b"\xc0", b"\xe0\xa0", b"\xf0\x90\x80"]
     for a in range(0x80, 0x100):
         for b in range(0x100):
-            # alone, and at every place around the decoders' chunks of 8 and 32 bytes
-            pad = b"\xe9" * rng.randrange(40) if rng.random() < 0.5 else b"x" * rng.randrange(40)
+            # alone, and at every place around the decoders' chunks of 8, 32 and 64 bytes
+            pad = b"\xe9" * rng.randrange(72) if rng.random() < 0.5 else b"x" * rng.randrange(72)
             for data in (bytes([a, b]) + rng.choice(tails), pad + bytes([a, b]) + rng.choice(tails) + b"x" * 7):
                 text = data.decode("utf-8", "replace")
-                for vector in (0, 2):
+                for vector in (0, 2, 3):
                     assert other._other.decode(data, vector)[::2] == (text, text.encode()), (data, vector)
     for _ in range(20000):
         data = bytes(rng.choice(range(0x80, 0x100)) if rng.random() < 0.8 else rng.randrange(0x80)
-                     for _ in range(rng.randrange(1, 80)))
+                     for _ in range(rng.randrange(1, 160)))
         text = data.decode("utf-8", "replace")
-        for vector in (0, 2):
+        for vector in (0, 2, 3):
             assert other._other.decode(data, vector)[::2] == (text, text.encode()), (data, vector)
 
 
