@@ -5,13 +5,14 @@ in the file's columns and types, with each chunk's statistics kept."""
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from logforensics.render.parquet_assemble import Assembler, _split, encoded, group_chunks
+from logforensics.render.parquet_assemble import Assembler, WriteBehind, _split, encoded, group_chunks
 from logforensics.render.parquet_thrift import ParquetFormatError, Writer, moved, read_footer, write_footer
 from logforensics.render.tables import conform, final_schema, open_writer
 
@@ -209,3 +210,58 @@ def test_the_columns_a_group_lacks_are_null_chunks_encoded_once_by_type_and_rows
         assert [r[k] for r in rows_back] == expected[name].to_pylist(), name
     assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}') WHERE never IS NULL AND kind IS NULL").fetchall() \
         == [(rows + rows + rows // 3,)]
+
+
+def test_the_file_is_written_behind_a_window_at_a_time_and_reads_back_whole(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each window of the output is handed to the disk as it is written, and let go ``LAG``
+    windows later (``posix_fadvise(DONTNEED)``, which the kernel really does here): the
+    windows follow one another without a gap, only the last ``LAG`` are kept, and the file
+    (a widened column read back from it once its pages were let go) is the groups given."""
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise here")
+    import logforensics.render.parquet_assemble as assemble
+
+    monkeypatch.setattr(assemble, "WINDOW", 4096)
+    calls: list[tuple[int, int]] = []
+    advise = os.posix_fadvise
+
+    def recorded(fd: int, offset: int, length: int, advice: int) -> None:
+        assert advice == os.POSIX_FADV_DONTNEED
+        calls.append((offset, length))
+        advise(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", recorded)
+    a = _table(400, 1)
+    b = _table(300, 2).set_column(1, "line", pa.array([str(k) for k in range(300)]))  # the file widens it
+    groups = [a, _table(500, 3), b, _table(350, 4)]
+    schema = final_schema(dict.fromkeys(a.column_names), {"kind": {"str"}, "line": {"int", "str"},
+                                                           "token_usage": {"float"}, "cuda_graph": {"bool"},
+                                                           "never": {"int"}, "text": {"str"}})
+    out = _assembled(tmp_path, groups, schema)
+    assert pq.read_table(out).equals(pa.concat_tables([conform(t, schema) for t in groups]))
+    windows = list(dict.fromkeys(calls))
+    assert len(windows) > assemble.LAG + 1 and windows[0][0] == 0
+    assert all(a + n == b for (a, n), (b, _) in zip(windows, windows[1:]))  # one after another
+    assert all(n >= assemble.WINDOW for _, n in windows)
+    lag = assemble.LAG  # each handed on as it is written, and let go LAG windows later
+    assert calls == [c for k, w in enumerate(windows) for c in [w] + ([windows[k - lag]] if k >= lag else [])]
+
+
+def test_write_behind_leaves_what_is_not_a_file_alone() -> None:
+    """An in-memory output, or one the kernel will not advise (a pipe), is written as it comes."""
+    import io
+
+    out = io.BytesIO()
+    behind = WriteBehind(out)
+    out.write(b"x" * (3 << 20))
+    behind.wrote(3 << 20)
+    assert behind.fd is None and out.getvalue() == b"x" * (3 << 20)
+    if hasattr(os, "posix_fadvise"):
+        r, w = os.pipe()
+        with os.fdopen(w, "wb") as pipe, os.fdopen(r, "rb"):
+            behind = WriteBehind(pipe)
+            import logforensics.render.parquet_assemble as assemble
+
+            behind.wrote(assemble.WINDOW)  # ESPIPE: given up, not raised
+            assert behind.fd is None
