@@ -116,7 +116,8 @@ class LineClassifier:
         the raw line as in the clean text, from a fixed offset, in every line of the shape
         (the colour codes are no digits, so the shape keeps their places)."""
         entry = self.memo.get(clean_key)
-        if entry is None or len(entry) != 1 or clean_key in self.node_shapes or key in self.coloured:
+        if (entry is None or len(entry) != 1 or clean_key in self.node_shapes or key in self.coloured
+                or len(raw) > _MEMO_MAX_LINE or not raw.isascii()):  # a shape's key as the memo's are
             return
         a, b, plan = entry[0]
         record = text[a:].encode("ascii")
