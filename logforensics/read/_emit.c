@@ -61,6 +61,7 @@ typedef struct {
 enum { COL_STRING = 's', COL_INT = 'q', COL_DOUBLE = 'd', COL_BOOL = 'b' };
 enum { OP_CSTR = 20, OP_CINT = 21, OP_CFLOAT = 22, OP_CBOOL = 23 };
 #define MAX_COLS 1024
+#define SEEN_PLANS 4096 /* plan ids below this are looked up in a bit set (column mode) */
 
 typedef struct {
     int col, code;
@@ -92,6 +93,14 @@ typedef struct {
     Shape *every;           /* the template of every line of a scan with `every` (registered
                              * with the key None): lines known to be of one kind, whatever
                              * their shapes (no span: only the line number and the text) */
+    /* column mode: the rows in the column buffers, which scans with `hold` add to until
+     * take_columns (or a scan without it) hands them over: the columns filled, and the plan
+     * ids of the rows, each once, in the order first seen */
+    Py_ssize_t held;
+    int nused, used[MAX_COLS];
+    int *plans;
+    Py_ssize_t nplans, plans_cap;
+    unsigned char seen_plan[SEEN_PLANS / 8];
 } Emitter;
 
 
@@ -161,6 +170,7 @@ static void Emitter_dealloc(Emitter *self)
     PyMem_Free(self->shapes.slots);
     PyMem_RawFree(self->out.p);
     cols_free(self->cols);
+    PyMem_RawFree(self->plans);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1291,22 +1301,90 @@ typedef struct {
     int iso;
 } Val;
 
-#define SEEN_PLANS 4096
+/* The column buffers emptied for the next rows (their memory kept, unless unusually large). */
+static void columns_reset(Emitter *self)
+{
+    Col *cols = self->cols;
+    for (int k = 0; cols && k < self->nused; k++) {
+        Col *c = &cols[self->used[k]];
+        if (c->cap > ((Py_ssize_t)1 << 20)) {
+            col_free(c);
+            continue;
+        }
+        size_t bits = (size_t)(c->cap + 7) / 8;
+        memset(c->valid, 0, bits);
+        if (c->type == COL_BOOL)
+            memset(c->data, 0, bits);
+        c->n = c->nonnull = 0;
+        c->s.len = 0;
+        c->used = 0;
+    }
+    self->nused = 0;
+    self->held = 0;
+    self->nplans = 0;
+    memset(self->seen_plan, 0, sizeof self->seen_plan);
+}
 
-/* scan_columns(buf, pos, first_line, every=False) -> (stop, lines, rows, plans, cols, counts)
+/* The rows held, as (rows, plans, cols) (scan_columns' values), the buffers emptied; NULL on
+ * error (emptied too). */
+static PyObject *columns_taken(Emitter *self)
+{
+    Col *cols = self->cols;
+    const Py_ssize_t rows = self->held;
+    PyObject *pl = PyList_New(self->nplans), *cl = PyList_New(0), *result = NULL;
+    int bad = !pl || !cl;
+    for (Py_ssize_t k = 0; k < self->nplans && !bad; k++) {
+        PyObject *pid = PyLong_FromLong(self->plans[k]);
+        bad = !pid;
+        if (pid)
+            PyList_SET_ITEM(pl, k, pid);
+    }
+    for (int k = 0; k < self->nused && !bad; k++) {
+        Col *col = &cols[self->used[k]];
+        PyObject *t;
+        if (col_pad(col, rows) < 0) {
+            PyErr_NoMemory();
+            bad = 1;
+            break;
+        }
+        size_t bits = (size_t)(rows + 7) / 8;
+        if (col->type == COL_STRING)
+            t = Py_BuildValue("(iCny#y#y#)", self->used[k], col->type, col->nonnull, (const char *)col->valid,
+                              (Py_ssize_t)bits, (const char *)(col->s.p ? col->s.p : (unsigned char *)""),
+                              (Py_ssize_t)col->s.len, (const char *)col->off,
+                              (Py_ssize_t)((rows + 1) * (Py_ssize_t)sizeof(int32_t)));
+        else
+            t = Py_BuildValue("(iCny#y#O)", self->used[k], col->type, col->nonnull, (const char *)col->valid,
+                              (Py_ssize_t)bits, (const char *)col->data,
+                              (Py_ssize_t)(col->type == COL_BOOL ? bits : (size_t)rows * 8), Py_None);
+        bad = !t || PyList_Append(cl, t) < 0;
+        Py_XDECREF(t);
+    }
+    if (!bad)
+        result = Py_BuildValue("(nOO)", rows, pl, cl);
+    Py_XDECREF(pl);
+    Py_XDECREF(cl);
+    columns_reset(self);
+    return result;
+}
+
+/* scan_columns(buf, pos, first_line, every=False, hold=False) -> (stop, lines, rows, plans, cols, counts)
  *
  * As scan(), for shapes registered by add_columns (every: the columns registered with the
  * key None, for every line): rows is the number of rows made (lines
  * of skipped shapes make none), plans the plan ids of the rows in the order each first
  * appears, cols ((col, type, nonnull, validity, data, offsets or None), ...) for every
- * column a row filled, each rows long. */
+ * column a row filled, each rows long. The rows held from scans with `hold` come first.
+ * hold: the rows stay in the buffers, after those held (take_columns hands them over: one
+ * piece of many scans, where unrecognised lines and records alternate), and plans and cols
+ * are None, rows those of this scan. */
 static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
 {
     Py_buffer b;
     Py_ssize_t pos;
     long long line;
-    int every = 0;
-    if (!PyArg_ParseTuple(args, "y*nL|p", &b, &pos, &line, &every))
+    int every = 0, hold = 0;
+    if (!PyArg_ParseTuple(args, "y*nL|pp", &b, &pos, &line, &every, &hold))
         return NULL;
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
@@ -1319,15 +1397,15 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
     if (!self->cols)
         self->cols = PyMem_RawCalloc(MAX_COLS, sizeof(Col));
     Col *cols = self->cols; /* reused: no fresh pages for every block */
-    int used[MAX_COLS], nused = 0;
-    Py_ssize_t lines = 0, rows = 0;
+    int *used = self->used, nused = self->nused;
+    const Py_ssize_t first = self->held;
+    Py_ssize_t lines = 0, rows = first;
     Py_ssize_t counts[256];
     memset(counts, 0, sizeof counts);
     Val vals[MAX_OPS];
-    unsigned char seen_plan[SEEN_PLANS / 8]; /* plans already in the list */
-    memset(seen_plan, 0, sizeof seen_plan);
-    int *plans = NULL; /* the rows' plan ids, each once, in the order first seen */
-    Py_ssize_t nplans = 0, plans_cap = 0;
+    unsigned char *seen_plan = self->seen_plan; /* plans already in the list */
+    int *plans = self->plans;
+    Py_ssize_t nplans = self->nplans, plans_cap = self->plans_cap;
     enum { OK = 0, NOMEM, TOO_LARGE } err = OK;
     if (!cols) {
         PyErr_NoMemory();
@@ -1466,6 +1544,11 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
     }
 walked:
     PyEval_RestoreThread(g.ts);
+    self->plans = plans;
+    self->nplans = nplans;
+    self->plans_cap = plans_cap;
+    self->nused = nused;
+    self->held = rows;
     if (err != OK) {
         if (err == NOMEM)
             PyErr_NoMemory();
@@ -1474,35 +1557,8 @@ walked:
         goto done;
     }
     {
-        PyObject *pl = PyList_New(nplans), *cl = PyList_New(0), *c = PyDict_New();
-        int bad = !pl || !cl || !c;
-        for (Py_ssize_t k = 0; k < nplans && !bad; k++) {
-            PyObject *pid = PyLong_FromLong(plans[k]);
-            bad = !pid;
-            if (pid)
-                PyList_SET_ITEM(pl, k, pid);
-        }
-        for (int k = 0; k < nused && !bad; k++) {
-            Col *col = &cols[used[k]];
-            PyObject *t;
-            if (col_pad(col, rows) < 0) {
-                PyErr_NoMemory();
-                bad = 1;
-                break;
-            }
-            size_t bits = (size_t)(rows + 7) / 8;
-            if (col->type == COL_STRING)
-                t = Py_BuildValue("(iCny#y#y#)", used[k], col->type, col->nonnull, (const char *)col->valid,
-                                  (Py_ssize_t)bits, (const char *)(col->s.p ? col->s.p : (unsigned char *)""),
-                                  (Py_ssize_t)col->s.len, (const char *)col->off,
-                                  (Py_ssize_t)((rows + 1) * (Py_ssize_t)sizeof(int32_t)));
-            else
-                t = Py_BuildValue("(iCny#y#O)", used[k], col->type, col->nonnull, (const char *)col->valid,
-                                  (Py_ssize_t)bits, (const char *)col->data,
-                                  (Py_ssize_t)(col->type == COL_BOOL ? bits : (size_t)rows * 8), Py_None);
-            bad = !t || PyList_Append(cl, t) < 0;
-            Py_XDECREF(t);
-        }
+        PyObject *c = PyDict_New(), *taken = NULL;
+        int bad = !c;
         for (int k = 0; k < 256 && !bad; k++) {
             if (!counts[k])
                 continue;
@@ -1511,34 +1567,32 @@ walked:
             Py_XDECREF(key);
             Py_XDECREF(val);
         }
-        if (bad) {
-            Py_XDECREF(pl);
-            Py_XDECREF(cl);
+        if (!bad && hold)
+            result = Py_BuildValue("(nnnOON)", pos, lines, rows - first, Py_None, Py_None, c);
+        else if (!bad && (taken = columns_taken(self)) != NULL)
+            result = Py_BuildValue("(nnOOOO)", pos, lines, PyTuple_GET_ITEM(taken, 0), PyTuple_GET_ITEM(taken, 1),
+                                   PyTuple_GET_ITEM(taken, 2), c);
+        if (!hold || bad)
             Py_XDECREF(c);
-            goto done;
-        }
-        result = Py_BuildValue("(nnnNNN)", pos, lines, rows, pl, cl, c);
+        Py_XDECREF(taken);
     }
 done:
-    if (cols) {
-        for (int k = 0; k < nused; k++) { /* emptied for the next scan, buffers kept */
-            Col *c = &cols[used[k]];
-            if (c->cap > ((Py_ssize_t)1 << 20)) {
-                col_free(c);
-                continue;
-            }
-            size_t bits = (size_t)(c->cap + 7) / 8;
-            memset(c->valid, 0, bits);
-            if (c->type == COL_BOOL)
-                memset(c->data, 0, bits);
-            c->n = c->nonnull = 0;
-            c->s.len = 0;
-            c->used = 0;
-        }
-    }
-    PyMem_RawFree(plans);
+    if (!result)
+        columns_reset(self); /* nothing half held */
     PyBuffer_Release(&b);
     return result;
+}
+
+/* take_columns() -> (rows, plans, cols): the rows held by scans with `hold`, as a scan without
+ * it gives them (no rows: 0, [], []), the buffers emptied. */
+static PyObject *Emitter_take_columns(Emitter *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!self->cols || !self->held) {
+        columns_reset(self);
+        return Py_BuildValue("(n[][])", (Py_ssize_t)0);
+    }
+    return columns_taken(self);
 }
 
 static PyObject *Emitter_len(Emitter *self, void *closure)
@@ -1554,7 +1608,9 @@ static PyMethodDef Emitter_methods[] = {
     {"add_columns", (PyCFunction)Emitter_add_columns, METH_VARARGS,
      "add_columns(key, kind, plan, skip, ops) -> bool: register a shape's columns"},
     {"scan_columns", (PyCFunction)Emitter_scan_columns, METH_VARARGS,
-     "scan_columns(buf, pos, first_line, every=False) -> (stop, lines, rows, plans, cols, counts)"},
+     "scan_columns(buf, pos, first_line, every=False, hold=False) -> (stop, lines, rows, plans, cols, counts)"},
+    {"take_columns", (PyCFunction)Emitter_take_columns, METH_NOARGS,
+     "take_columns() -> (rows, plans, cols): the rows held by scans with hold"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Emitter_getset[] = {

@@ -332,8 +332,14 @@ class ColumnEmitter(_Writer):
 
     def scan(self, buf: bytes, pos: int, line: int) -> Any:
         """The rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered
-        ``line``, as columns (``_emit.Emitter.scan_columns``)."""
-        return self.emitter.scan_columns(buf, pos, line)
+        ``line``, held in C after those before (``_emit.Emitter.scan_columns`` with ``hold``:
+        the segment's plans and columns are None) until :meth:`take`."""
+        return self.emitter.scan_columns(buf, pos, line, False, True)
+
+    def take(self) -> tuple[int, list[int], list[Any]]:
+        """The rows held since the last call, as columns: (rows, plans, cols) as a segment
+        has them (``_emit.Emitter.take_columns``)."""
+        return self.emitter.take_columns()
 
     def _register_other(self, code: int) -> bool:
         got = self.ops(_OTHER, 0)
@@ -346,7 +352,7 @@ class ColumnEmitter(_Writer):
         return True
 
     def _scan_other(self, lines: bytes | memoryview, line: int) -> Any:
-        return self.emitter.scan_columns(lines, 0, line, True)
+        return self.emitter.scan_columns(lines, 0, line, True, True)
 
 
 def _emit_line() -> int:

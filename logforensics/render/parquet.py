@@ -3,7 +3,8 @@
 ``tables.write_parquet`` turns every event into a dict and every row group into Arrow
 arrays from Python values. Here the lines whose shape has a plain plan, and runs of
 unrecognised lines (``read.other``), come back from C (``read.emit.ColumnEmitter``) as
-Arrow buffers, a block at a time, one column per field name and type; every other line is
+Arrow buffers, one column per field name and type, their rows held in C from scan to scan
+until a line of the exact path comes (or ``HOLD_ROWS``, or a group's count); every other line is
 read on the exact path and kept as the dict that ``write_parquet`` makes of its event. A
 row group is these pieces in line order, each column given the type its values in the
 group call for exactly as ``write_parquet`` decides it (``int64`` / ``double`` / ``bool`` /
@@ -54,6 +55,11 @@ ROW_GROUP = 65536
 #: undecodable byte three of U+FFFD, written uncompressed), and their groups of 65,536 rows
 #: took 100 MiB more at the peak, and no less time.
 GROUP_BYTES = 12 << 20
+#: Rows held in C (``_Groups.hold``) before they are taken as a piece: runs of unrecognised
+#: lines and the records between them are then one piece, not one each (random bytes:
+#: 37,000 pieces a GiB, each a tenth of a millisecond of Python), and the C buffers stay
+#: small (a log's rows fill a hundred columns: held for half a group, they took 40 MiB).
+HOLD_ROWS = 8192
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class _Groups:
         self.order: dict[str, None] = {}
         self.kinds: dict[str, set[str]] = {}
         self.pieces: list[tuple[int, Any]] = []  # (rows, list of row dicts | {name: [arrays]})
+        self.held = 0  # rows held in C after the pieces (``hold``)
         self.pending = 0
         self.pending_bytes = 0  # of the pending C columns' buffers
         self.names: dict[int, tuple[str, str]] = {}  # C column -> (name, type)
@@ -89,10 +96,12 @@ class _Groups:
         # from the first group with enough values, so that every group is encoded alike)
         self.distinct: dict[str, bool] = {}
 
-    def add_events(self, events: Sequence[Event], wanted: Collection[str]) -> None:
+    def add_events(self, events: Sequence[Event], wanted: Collection[str], scanner: emit.ColumnEmitter) -> None:
+        """Exact-path events as rows, after the rows held in C (those of the lines before)."""
         order = self.order
         rows = [parquet_row(ev, order) for ev in events if not wanted or ev.kind in wanted]
         if rows:
+            self.take(scanner)
             if self.pieces and isinstance(self.pieces[-1][1], list):
                 self.pieces[-1][1].extend(rows)
                 self.pieces[-1] = (len(self.pieces[-1][1]), self.pieces[-1][1])
@@ -100,8 +109,24 @@ class _Groups:
                 self.pieces.append((len(rows), rows))
             self._added(len(rows))
 
-    def add_columns(self, seg: Sequence[Any], scanner: emit.ColumnEmitter) -> None:
-        _, _, n, plans, cols, _ = seg
+    def hold(self, n: int, scanner: emit.ColumnEmitter) -> None:
+        """``n`` rows more held in C (``ColumnEmitter.scan``): taken as one piece when a
+        group's rows are to be counted (half a group, then a whole one: ``_added``), so that
+        runs of unrecognised lines and the records between them are not a piece each."""
+        self.held += n
+        if (self.held >= HOLD_ROWS
+                or self.pending + self.held >= (ROW_GROUP // 2 if self.pending < ROW_GROUP // 2 else ROW_GROUP)):
+            self.take(scanner)
+
+    def take(self, scanner: emit.ColumnEmitter) -> None:
+        """The rows held in C, as the next piece (before an exact-path row, at a file's end)."""
+        if self.held:
+            self.held = 0
+            self.add_columns(scanner.take(), scanner)
+
+    def add_columns(self, taken: Sequence[Any], scanner: emit.ColumnEmitter) -> None:
+        """A piece of C columns: ``taken`` is (rows, plans, cols) (``ColumnEmitter.take``)."""
+        n, plans, cols = taken
         if not n:
             return
         pa = self.pa
@@ -385,7 +410,7 @@ class _Sink:
         return b""
 
     def apply(self, seg: Sequence[Any], first_line: int, scanner: emit.ColumnEmitter, buf: bytes) -> None:
-        self.groups.add_columns(seg, scanner)
+        self.groups.hold(seg[2], scanner)
         scanner.count(seg[5])
 
     def take_others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int]:
@@ -395,7 +420,7 @@ class _Sink:
         return stop, n, bad
 
     def observe(self, events: Sequence[Event]) -> None:
-        self.groups.add_events(events, self.wanted)
+        self.groups.add_events(events, self.wanted, self.scanner)
 
 
 #: How soon a thread waiting for the GIL gets it (``sys.setswitchinterval``) while Parquet is
@@ -473,6 +498,7 @@ def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, wanted: Coll
             for block in parts:
                 parser.feed_bulk(block, scanner, sink)
         sink.observe(parser.close())
+        groups.take(scanner)  # the file's last rows, before the next file's
         stats.append(ParquetStats(parser.stats.lines, scanner.taken, dict(scanner.by_kind), scanner.refused))
     return stats
 
