@@ -91,6 +91,28 @@ def test_plans_equal_lark_on_any_text(text):
     _same_as_lark(text)
 
 
+def test_short_lines_of_random_bytes_are_told_by_the_terminals_expressions():
+    """The short lines of text between random bytes (a character beyond ASCII, a control
+    character or a bracket first) that the first-character table lets through are told by
+    matching the start terminals' own expressions: most are planned without Lark, every
+    plan is Lark's, and those a terminal does begin (a Unicode space before text is
+    indented text) still go to Lark."""
+    rng = random.Random(21)
+    texts = []
+    for _ in range(3000):
+        data = rng.randbytes(rng.randrange(1, 8)).replace(b"\n", b"")
+        try:
+            texts.append(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+    wide = [t for t in texts if t.strip() and not t[0].isascii()]
+    texts += [c + rest for c in ("\u3000", "\x85", "\xa0", "\u2003", "é", "[", "\x1c")
+              for rest in ("", "x", "  y", "2025-01-01 00:00:00] z", "TP0] Decode batch")]
+    taken = [text for text in texts if _same_as_lark(text)]
+    assert sum(t in taken for t in wide) > 0.8 * len(wide)
+    assert "\u3000x" not in taken and "\xa0  y" not in taken  # indented: the grammar's, not free text
+
+
 def test_unknown_text_skips_lark(monkeypatch):
     """Lines of words the grammar does not know are planned without Lark: the prefilter is
     not one that lets everything through."""

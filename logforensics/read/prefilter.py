@@ -197,27 +197,37 @@ class Prefilter:
 
     def __init__(self, terminals: Iterable[Any], flags: int = 0, skip: frozenset[str] = frozenset()) -> None:
         self.names: list[str] = []
+        #: the terminals' own expressions, as the lexer matches them
+        self.patterns: list[re.Pattern[str]] = []
         analysed = []
         for term in terminals:
             if term.name in skip:
                 continue
             self.names.append(term.name)
-            analysed.append(analyse(term.pattern.to_regexp(), flags | _pattern_flags(term.pattern)))
+            regexp, term_flags = term.pattern.to_regexp(), flags | _pattern_flags(term.pattern)
+            analysed.append(analyse(regexp, term_flags))
+            self.patterns.append(re.compile(regexp, term_flags))
         #: first character -> the requirements of the terminals that can begin with it;
         #: None where one of them has no requirement (the line goes through)
         self.by_char: ByChar = _by_char(analysed)
 
     def may_begin(self, text: str) -> bool:
-        """False when no terminal can match at the start of ``text``."""
+        """False when no terminal can match at the start of ``text``: told by its first
+        character and the texts a match must contain where it is ASCII, and where these let
+        it through (any other first character, a terminal that needs no text), by matching
+        the terminals' own expressions there, as the lexer would. Lines that reach this
+        point are few (random bytes' short lines of text: a line starting with ``[`` or a
+        character beyond ASCII), and Lark took 150 µs each to say no."""
         if not text:
             return True
         ch = text[0]
-        if ch not in _ASCII:
-            return True
-        if ch not in self.by_char:
-            return False
-        needs = self.by_char[ch]
-        return needs is None or any(n in text for n in needs)
+        if ch in _ASCII:
+            if ch not in self.by_char:
+                return False
+            needs = self.by_char[ch]
+            if needs is not None and not any(n in text for n in needs):
+                return False
+        return any(p.match(text) for p in self.patterns)
 
 
 def begin_table(regexp: str, flags: int = 0) -> ByChar:
