@@ -195,10 +195,12 @@ def _by_char(analysed: Iterable[tuple[frozenset[str], Need]]) -> ByChar:
 class Prefilter:
     """The start terminals of a parser, by first character, with their requirements."""
 
-    def __init__(self, terminals: Iterable[Any], flags: int = 0, skip: frozenset[str] = frozenset()) -> None:
+    def __init__(self, terminals: Iterable[Any], flags: int = 0, skip: frozenset[str] = frozenset(),
+                 lexer: Any = None) -> None:
         self.names: list[str] = []
-        #: the terminals' own expressions, as the lexer matches them
-        self.patterns: list[re.Pattern[str]] = []
+        self.lexer = lexer  # Lark's lexer of exactly these terminals, if given (``start_lexer``)
+        self._expressions: list[tuple[str, int]] = []
+        self._patterns: list[re.Pattern[str]] | None = None
         analysed = []
         for term in terminals:
             if term.name in skip:
@@ -206,7 +208,7 @@ class Prefilter:
             self.names.append(term.name)
             regexp, term_flags = term.pattern.to_regexp(), flags | _pattern_flags(term.pattern)
             analysed.append(analyse(regexp, term_flags))
-            self.patterns.append(re.compile(regexp, term_flags))
+            self._expressions.append((regexp, term_flags))
         #: first character -> the requirements of the terminals that can begin with it;
         #: None where one of them has no requirement (the line goes through)
         self.by_char: ByChar = _by_char(analysed)
@@ -227,7 +229,11 @@ class Prefilter:
             needs = self.by_char[ch]
             if needs is not None and not any(n in text for n in needs):
                 return False
-        return any(p.match(text) for p in self.patterns)
+        if self.lexer is not None:  # the lexer's own scanner, which Lark builds for its parse anyway
+            return _lexer_match(self.lexer, text)
+        if self._patterns is None:  # compiled when first needed (a few: ``fallback``'s)
+            self._patterns = [re.compile(regexp, f) for regexp, f in self._expressions]
+        return any(p.match(text) for p in self._patterns)
 
 
 def begin_table(regexp: str, flags: int = 0) -> ByChar:
@@ -282,11 +288,26 @@ def _pattern_flags(pattern: Any) -> int:
     return flags
 
 
-def start_terminals(parser: Lark) -> list[Any]:
-    """The terminals that the parser's contextual lexer tries at the start of a text."""
+def start_lexer(parser: Lark) -> Any:
+    """The lexer that the parser's contextual lexer uses at the start of a text."""
     table = parser.parser.parser.parser.parse_table
     (state,) = table.start_states.values()
-    return list(parser.parser.lexer.lexers[state].terminals)
+    return parser.parser.lexer.lexers[state]
+
+
+def start_terminals(parser: Lark) -> list[Any]:
+    """The terminals that the parser's contextual lexer tries at the start of a text."""
+    return list(start_lexer(parser).terminals)
+
+
+def _lexer_match(lexer: Any, text: str) -> bool:
+    """Whether one of ``lexer``'s terminals matches at the start of ``text`` (Lark 1.3 reads
+    a ``TextSlice``, earlier releases the text)."""
+    try:
+        from lark.utils import TextSlice
+    except ImportError:  # pragma: no cover - Lark before 1.3
+        return lexer.match(text, 0) is not None
+    return lexer.match(TextSlice.cast_from(text), 0) is not None
 
 
 @cache
@@ -295,7 +316,7 @@ def filters(record: Lark, fallback: Lark) -> tuple[Prefilter, Prefilter, re.Patt
     ``FREE_TEXT``'s own expression."""
     flags = record.lexer_conf.g_regex_flags
     free = next(t for t in fallback.terminals if t.name == "FREE_TEXT")
-    return (Prefilter(start_terminals(record), flags),
+    return (Prefilter(start_terminals(record), flags, lexer=start_lexer(record)),
             Prefilter(start_terminals(fallback), flags, frozenset({"FREE_TEXT"})),
             re.compile(free.pattern.to_regexp(), flags | _pattern_flags(free.pattern)))
 
