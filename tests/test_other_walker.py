@@ -301,7 +301,7 @@ def test_a_taken_line_is_one_other_event_of_the_whole_line(raw: bytes, binary: b
     raw = raw.replace(b"\n", b"")
     walker = _walker()
     shapes: dict[str, list[object]] = {}
-    pos, n, bad, _, entries = walker.walk(raw + b"\n", 0, len(raw) + 1, 1, shapes, binary)
+    pos, n, bad, _, entries, _ = walker.walk(raw + b"\n", 0, len(raw) + 1, 1, shapes, binary)
     if not n:
         assert pos == 0
         return
@@ -328,7 +328,7 @@ def test_texts_are_the_lines_walk_takes_as_their_events_hold_them(lines: list[by
     lines = [line.replace(b"\n", b"") for line in lines]
     data = b"".join(line + b"\n" for line in lines)
     walker = _walker()
-    pos, n, bad, _, _ = walker.walk(data + tail, 0, len(data), 1, {}, binary)
+    pos, n, bad, _, _, _ = walker.walk(data + tail, 0, len(data), 1, {}, binary)
     assert walker.texts(data + tail, 0, len(data), binary) == (
         pos, n, bad, b"".join(line.decode("utf-8", "replace").encode() + b"\n" for line in lines[:n]))
     assert walker.texts(data + tail, 0, len(data), binary, False) == (pos, n, bad, None)  # lines the caller decodes
@@ -441,6 +441,32 @@ def _summaries(data: bytes, name: str, sizes: tuple[int, ...]) -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_mixtures_read_alike(seed: int) -> None:
     _summaries(_mixture(seed), f"mix{seed}.log", (1 << 20, 32 << 10, 4093))
+
+
+@compiled
+def test_empty_lines_between_unrecognised_lines_do_not_end_a_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty line between lines the walker takes is taken with them (random bytes have
+    one every 256 lines or so, and each ended a walk), counted as the ``blank`` event it is on
+    the exact path; a walk never ends with one. The summary is the exact path's."""
+    rng = random.Random(8)
+    lines = []
+    for k, line in enumerate(_unknown_text(rng, 3000).split(b"\n")[:-1]):
+        lines.append(line)
+        lines += [b""] * ((k % 3 == 0) + (k % 7 == 0))
+    data = b"\n".join(lines) + b"\n\n\n"
+    _summaries(data, "blanks.log", (1 << 20, 32 << 10, 4093))
+    walks: list[tuple[int, int]] = []
+    walk = other.OtherWalker.walk
+
+    def counted(self: other.OtherWalker, *args: Any) -> Any:
+        got = walk(self, *args)
+        walks.append((got[1], got[5]))
+        return got
+
+    monkeypatch.setattr(other.OtherWalker, "walk", counted)
+    _bulk_path(data, "blanks.log", 1 << 20)
+    assert sum(b for _, b in walks) > 1000  # of 1,429
+    assert len(walks) < 600  # one a needle's line; without the empty lines, 1,400 more
 
 
 @compiled

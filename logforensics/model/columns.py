@@ -104,9 +104,10 @@ class ColumnFeed:
         if self._others is None:
             return pos, 0, 0
         m = self.model
-        stop, n, bad, overflowed, shapes = self._others.walk(buf, pos, end, line, m.coverage.unknown_shapes, binary)
+        stop, n, bad, overflowed, shapes, blanks = self._others.walk(buf, pos, end, line, m.coverage.unknown_shapes,
+                                                                     binary, True)
         if n:
-            add_others(m, line, n, overflowed, shapes)
+            add_others(m, line, n, overflowed, shapes, blanks)
         return stop, n, bad
 
     def ready_table(self, rank_names: list[str | None]) -> bytearray:

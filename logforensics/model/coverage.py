@@ -107,14 +107,17 @@ class Coverage:
 
 
 def add_others(m: RunModel, line: int, n: int, overflowed: bool,
-               shapes: list[tuple[str, int, int | None, str | None, bool]]) -> None:
+               shapes: list[tuple[str, int, int | None, str | None, bool]], blanks: int = 0) -> None:
     """Observe ``n`` consecutive lines from ``line`` on that are each one ``other`` event
     of the whole line without a rank (counted by shape: ``shapes`` as ``read.other`` gives
-    them), exactly as :func:`on_other` one at a time would."""
+    them), exactly as :func:`on_other` one at a time would; ``blanks`` of them, never the
+    last, are empty lines, each a ``blank`` event (which no handler reads: only counted)."""
     c = m.coverage
     c.events += n
-    c.kind_counts["other"] += n
-    c.other_lines += n
+    c.kind_counts["other"] += n - blanks
+    if blanks:
+        c.kind_counts["blank"] += blanks
+    c.other_lines += n - blanks
     last = line + n - 1
     c.last_other_line = last
     if last > m.last_line:

@@ -1146,19 +1146,21 @@ static int touch(Walker *w, Entry *e)
             (ts) = PyEval_SaveThread(); \
     } while (0)
 
-/* walk(buf, pos, end, line, shapes: dict, binary: bool, cap: int, overflow: str)
- *   -> (pos, lines, decode_errors, overflowed, entries)
+/* walk(buf, pos, end, line, shapes: dict, binary: bool, cap: int, overflow: str, blanks=False)
+ *   -> (pos, lines, decode_errors, overflowed, entries, blank_lines)
  * entries: [(key, count, first line or None, example or None, made as the overflow bucket)],
- * in the order the walk first met them (new keys: in the order to add them to `shapes`). */
+ * in the order the walk first met them (new keys: in the order to add them to `shapes`).
+ * blanks: empty lines between lines it takes are taken too (each a `blank` event on the exact
+ * path), and counted apart (blank_lines, among the lines); the walk never ends with one. */
 static PyObject *Walker_walk(Walker *w, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t pos, end, cap;
     long long line;
     PyObject *dict, *overflow_key;
-    int binary;
-    if (!PyArg_ParseTuple(args, "y*nnLO!pnU", &view, &pos, &end, &line, &PyDict_Type, &dict, &binary, &cap,
-                          &overflow_key))
+    int binary, take_blanks = 0;
+    if (!PyArg_ParseTuple(args, "y*nnLO!pnU|p", &view, &pos, &end, &line, &PyDict_Type, &dict, &binary, &cap,
+                          &overflow_key, &take_blanks))
         return NULL;
     PyObject *out = NULL, *entries = NULL;
     PyThreadState *ts = NULL;
@@ -1176,7 +1178,8 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
     w->walk++;
     w->ntouched = 0;
     const unsigned char *buf = view.buf;
-    long long n = 0, bad_lines = 0;
+    long long n = 0, bad_lines = 0, blanks = 0, pending = 0; /* pending: empty lines not yet followed by one taken */
+    Py_ssize_t before_blanks = pos;
     int overflowed = 0;
     Entry *bucket = NULL, *bucket_tab = NULL; /* the overflow bucket's entry, while the table stays */
     while (pos < end) {
@@ -1184,6 +1187,13 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
             GIL_LET_GO(ts);
         const unsigned char *p = buf + pos;
         int ascii;
+        if (take_blanks && *p == '\n') {
+            if (!pending)
+                before_blanks = pos;
+            pending++;
+            pos++;
+            continue;
+        }
         Py_ssize_t len = line_end(w, p, end - pos, view.len - pos, &ascii);
         if (len <= 0 || len > w->limit) /* no newline before `end`, a blank line, a line too long */
             break;
@@ -1209,6 +1219,9 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
             break;
         if (!ascii)
             bad_lines++;
+        n += pending; /* the empty lines before this one: taken with it */
+        blanks += pending;
+        pending = 0;
         const unsigned char *key = w->shape8;
         Py_ssize_t klen = sh.kb;
         uint64_t h = beyond ? 0 : hash_bytes(key, klen);
@@ -1259,6 +1272,8 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         n++;
         pos += len + 1;
     }
+    if (pending)
+        pos = before_blanks; /* empty lines last: left to the caller's scan */
     GIL_TAKE(ts);
     entries = PyList_New(w->ntouched);
     if (!entries)
@@ -1284,7 +1299,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         if (!k || !c || !f)
             goto done;
     }
-    out = Py_BuildValue("(nLLOO)", pos, n, bad_lines, overflowed ? Py_True : Py_False, entries);
+    out = Py_BuildValue("(nLLOOL)", pos, n, bad_lines, overflowed ? Py_True : Py_False, entries, blanks);
 done:
     GIL_TAKE(ts);
     if (!out) { /* keep the mirror exact: what this walk added is not in the dict */

@@ -145,16 +145,19 @@ class OtherWalker:
         self.cap = cap
         self.overflow = overflow
 
-    def walk(self, buf: bytes, pos: int, end: int, line: int, shapes: dict[str, Any],
-             binary: bool) -> tuple[int, int, int, bool, list[tuple[str, int, int | None, str | None, bool]]]:
+    def walk(self, buf: bytes, pos: int, end: int, line: int, shapes: dict[str, Any], binary: bool,
+             blanks: bool = False) -> tuple[int, int, int, bool, list[tuple[str, int, int | None, str | None, bool]], int]:
         """Take the lines of ``buf[pos:end]`` (whole lines) from ``pos`` on, the first
         numbered ``line``, while they are unrecognised text: (where it stopped, lines
-        taken, undecodable lines among them, whether a shape went beyond ``cap``, and per
+        taken, undecodable lines among them, whether a shape went beyond ``cap``, per
         shape met: key, lines, first line and example when new to ``shapes``, whether
-        it is the overflow bucket made now). New shapes come in the order to add them."""
+        it is the overflow bucket made now; and the empty lines among the lines). New shapes
+        come in the order to add them. ``blanks``: empty lines between lines taken are taken
+        too (each a ``blank`` event on the exact path; random bytes have one every 256 lines,
+        and each ended a walk); the walk never ends with one."""
         if self.walker is None:
-            return pos, 0, 0, False, []
-        return self.walker.walk(buf, pos, end, line, shapes, binary, self.cap, self.overflow)
+            return pos, 0, 0, False, [], 0
+        return self.walker.walk(buf, pos, end, line, shapes, binary, self.cap, self.overflow, blanks)
 
     def texts(self, buf: bytes, pos: int, end: int, binary: bool,
               decode: bool = True) -> tuple[int, int, int, bytes | None]:
