@@ -319,23 +319,26 @@ def test_a_taken_line_is_one_other_event_of_the_whole_line(raw: bytes, binary: b
 
 @compiled
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(LINES, min_size=1, max_size=12), st.booleans(), st.binary(max_size=40))
+@given(st.lists(LINES | st.just(b""), min_size=1, max_size=12), st.booleans(), st.binary(max_size=40), st.booleans())
 def test_texts_are_the_lines_walk_takes_as_their_events_hold_them(lines: list[bytes], binary: bool,
-                                                                 tail: bytes) -> None:
+                                                                 tail: bytes, blanks: bool) -> None:
     """``texts`` (the writers of ``parse``) stops where ``walk`` stops, and gives each line
     taken as the exact path's event text, whatever follows the range walked (or, not asked
-    to decode them, only where it stopped and how many lines it took)."""
+    to decode them, only where it stopped and how many lines it took); with ``blanks``, empty
+    lines between lines taken too, and never an empty line last."""
     lines = [line.replace(b"\n", b"") for line in lines]
     data = b"".join(line + b"\n" for line in lines)
     walker = _walker()
-    pos, n, bad, _, _, _ = walker.walk(data + tail, 0, len(data), 1, {}, binary)
-    assert walker.texts(data + tail, 0, len(data), binary) == (
+    pos, n, bad, _, _, _ = walker.walk(data + tail, 0, len(data), 1, {}, binary, blanks)
+    assert walker.texts(data + tail, 0, len(data), binary, True, blanks) == (
         pos, n, bad, b"".join(line.decode("utf-8", "replace").encode() + b"\n" for line in lines[:n]))
-    assert walker.texts(data + tail, 0, len(data), binary, False) == (pos, n, bad, None)  # lines the caller decodes
+    assert walker.texts(data + tail, 0, len(data), binary, False, blanks) == (pos, n, bad, None)  # lines the caller decodes
+    assert not n or lines[n - 1]
     events = LineClassifier("x.log")
     events.binary = binary
     for k, line in enumerate(lines[:n]):
-        assert [(e.kind, e.text) for e in events.classify(line, k + 1)] == [("other", line.decode("utf-8", "replace"))]
+        want = [("other", line.decode("utf-8", "replace"))] if line else [("blank", "")]
+        assert [(e.kind, e.text) for e in events.classify(line, k + 1)] == want
 
 
 def _unknown_text(rng: random.Random, lines: int) -> bytes:

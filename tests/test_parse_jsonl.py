@@ -17,6 +17,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from generated import write_logs
@@ -189,6 +190,39 @@ def test_unknown_text_in_c_byte_for_byte(block: int, tmp_path: Path, monkeypatch
             _same(path, wanted=("other",))
             _same(path, wanted=("decode_batch", "exception"))
     assert in_c > 0.8 * rows, (in_c, rows)
+
+
+def test_empty_lines_among_unknown_text_are_written_in_its_runs(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty line between unrecognised lines, once its shape has a row, is written in the
+    run (random bytes have one every 256 lines or so, and each ended a run): the exact path's
+    rows, with kinds chosen or not, and a run never ends with one."""
+    from test_other_walker import _random_bytes, _unknown_text
+
+    rng = random.Random(8)
+    lines = []
+    for k, line in enumerate(_unknown_text(rng, 3000).split(b"\n")[:-1]):
+        lines.append(line)
+        lines += [b""] * ((k % 3 == 0) + (k % 7 == 0))
+    calls: list[int] = []  # lines of each run taken
+    others = emit.JsonlEmitter.others
+
+    def counted(self: emit.JsonlEmitter, *args: Any) -> tuple[int, int, int, Any]:
+        got = others(self, *args)
+        calls.append(got[1])
+        return got
+
+    monkeypatch.setattr(emit.JsonlEmitter, "others", counted)
+    for name, data in (("words.log", b"\n".join(lines) + b"\n\n\n"),
+                       ("bytes.log", _random_bytes(rng, 200000).replace(b"\n", b"\n\n", 600))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        calls.clear()
+        stats = _same(path)
+        assert stats.by_kind["blank"] > 0.9 * data.count(b"\n\n"), (name, stats)  # type: ignore[attr-defined]
+        assert len([n for n in calls if n]) < 0.2 * data.count(b"\n\n"), (name, len(calls))
+        _same(path, wanted=("other",))
+        _same(path, wanted=("blank",))
 
 
 def test_a_log_of_unknown_text_is_written_in_c(tmp_path: Path) -> None:

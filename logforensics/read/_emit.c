@@ -977,7 +977,8 @@ static int put_span(Out *o, int code, const unsigned char *p, Py_ssize_t n)
  * and its template written to out (bytes); the scan stops at the first line that is not
  * (stop: its offset; len(buf) when all were taken). counts: {kind: lines taken}.
  * every: every line is taken with the template registered with the key None, its text as
- * the exact path's event has it (put_text: the line need not be UTF-8).
+ * the exact path's event has it (put_text: the line need not be UTF-8), but for an empty
+ * line, taken with the template of its shape (the key b""), if there is one.
  */
 static PyObject *Emitter_scan(Emitter *self, PyObject *args)
 {
@@ -1019,7 +1020,12 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
                 break; /* not a whole line */
             len = nl - p;
         }
-        Shape *sh = every ? self->every : len <= MAX_KEY ? lookup(self, p, len) : NULL;
+        Shape *sh;
+        if (every && *p == '\n') { /* an empty line among unrecognised ones: its own shape's row */
+            len = 0;
+            sh = lookup(self, p, 0);
+        } else
+            sh = every ? self->every : len <= MAX_KEY ? lookup(self, p, len) : NULL;
         if (!sh || sh->cols)
             break; /* unknown, or registered for columns */
         size_t mark = o.len;
@@ -1037,7 +1043,7 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
                         ? -1 : 1;
                 break;
             case OP_TEXT:
-                if (every) { /* a line of unrecognised text: maybe not UTF-8; its end found here */
+                if (sh == self->every) { /* a line of unrecognised text: maybe not UTF-8; its end found here */
                     Py_ssize_t got = put_text(&o, p, len, n - pos);
                     r = got == -1 ? -1 : got == -2 ? 0 : 1; /* -2: not a whole line */
                     len = got;
@@ -1371,7 +1377,7 @@ static PyObject *columns_taken(Emitter *self)
 /* scan_columns(buf, pos, first_line, every=False, hold=False) -> (stop, lines, rows, plans, cols, counts)
  *
  * As scan(), for shapes registered by add_columns (every: the columns registered with the
- * key None, for every line): rows is the number of rows made (lines
+ * key None, for every line but an empty one, as in scan()): rows is the number of rows made (lines
  * of skipped shapes make none), plans the plan ids of the rows in the order each first
  * appears, cols ((col, type, nonnull, validity, data, offsets or None), ...) for every
  * column a row filled, each rows long. The rows held from scans with `hold` come first.
@@ -1425,7 +1431,8 @@ static PyObject *Emitter_scan_columns(Emitter *self, PyObject *args)
         if (!nl)
             break;
         Py_ssize_t len = nl - p;
-        Shape *sh = every ? self->every : len <= MAX_KEY ? lookup(self, p, len) : NULL;
+        Shape *sh = every ? (len ? self->every : lookup(self, p, 0)) /* an empty line: its own shape's */
+                          : len <= MAX_KEY ? lookup(self, p, len) : NULL;
         if (!sh || !sh->cols)
             break;
         int ok = 1;
@@ -1600,7 +1607,19 @@ static PyObject *Emitter_len(Emitter *self, void *closure)
     return PyLong_FromSize_t(self->shapes.count);
 }
 
+/* known(key) -> bool: whether a shape is registered (for rows or for columns) */
+static PyObject *Emitter_known(Emitter *self, PyObject *arg)
+{
+    Py_buffer key;
+    if (PyObject_GetBuffer(arg, &key, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int found = key.len <= MAX_KEY && lookup(self, key.buf, key.len) != NULL;
+    PyBuffer_Release(&key);
+    return PyBool_FromLong(found);
+}
+
 static PyMethodDef Emitter_methods[] = {
+    {"known", (PyCFunction)Emitter_known, METH_O, "known(key) -> bool: whether a shape is registered"},
     {"add", (PyCFunction)Emitter_add, METH_VARARGS, "add(key, kind, ops) -> bool: register a shape's template"},
     {"scan", (PyCFunction)Emitter_scan, METH_VARARGS,
      "scan(buf, pos, first_line, every=False) -> (stop, lines, out, counts): write the taken lines' rows"},

@@ -1327,18 +1327,19 @@ static int text_room(Walker *w, Py_ssize_t need)
     return 0;
 }
 
-/* texts(buf, pos, end, binary, decode=True) -> (pos, lines, decode_errors, text)
+/* texts(buf, pos, end, binary, decode=True, blanks=False) -> (pos, lines, decode_errors, text)
  * The lines walk() would take, from pos on, without their shapes: text holds each as the
  * exact path's event has it (an undecodable line decoded with U+FFFD replacements), in
  * UTF-8, followed by a newline; None unless `decode` (for a caller that decodes the lines
- * itself). The walk touches no Python object: once a run is long (LET_GO_AFTER lines) other
- * threads run beside it. */
+ * itself). blanks: as walk's (empty lines between lines taken are taken too, each an empty
+ * line of text; the run never ends with one). The walk touches no Python object: once a run
+ * is long (LET_GO_AFTER lines) other threads run beside it. */
 static PyObject *Walker_texts(Walker *w, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t pos, end;
-    int binary, decode = 1;
-    if (!PyArg_ParseTuple(args, "y*nnp|p", &view, &pos, &end, &binary, &decode))
+    int binary, decode = 1, take_blanks = 0;
+    if (!PyArg_ParseTuple(args, "y*nnp|pp", &view, &pos, &end, &binary, &decode, &take_blanks))
         return NULL;
     PyObject *out = NULL;
     if (pos < 0 || end > view.len || pos > end) {
@@ -1348,19 +1349,29 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
     const unsigned char *buf = view.buf;
     const Py_ssize_t start = pos;
     Py_ssize_t tlen = 0;
-    long long n = 0, bad_lines = 0;
+    long long n = 0, bad_lines = 0, pending = 0; /* pending: empty lines not yet followed by one taken */
+    Py_ssize_t before_blanks = pos;
     int nomem = 0;
     PyThreadState *ts = NULL; /* the GIL, let go once the run is long (GIL_LET_GO) */
     Py_ssize_t run = pos; /* ASCII lines from here to pos are their text as they are: copied at once */
     while (pos < end) {
-        if (n == LET_GO_AFTER)
+        if (n >= LET_GO_AFTER)
             GIL_LET_GO(ts);
         const unsigned char *p = buf + pos;
+        if (take_blanks && *p == '\n') {
+            if (!pending)
+                before_blanks = pos;
+            pending++;
+            pos++;
+            continue;
+        }
         int ascii;
         Py_ssize_t len = line_end(w, p, end - pos, view.len - pos, &ascii);
         if (len <= 0 || len > w->limit || refused(w, p, len, view.len - pos, ascii, binary) ||
             (!ascii && utf8_valid_from(p, 0, len)))
             break;
+        n += pending; /* the empty lines before this one: taken with it */
+        pending = 0;
         if (!ascii && !decode)
             bad_lines++;
         else if (!ascii) {
@@ -1378,6 +1389,8 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
         n++;
         pos += len + 1;
     }
+    if (pending) /* empty lines last: left to the caller's scan */
+        pos = before_blanks;
     if (decode && !nomem && bad_lines && pos > run) {
         if (text_room(w, tlen + (pos - run)) < 0)
             nomem = 1;
@@ -1441,10 +1454,11 @@ static PyMethodDef Walker_methods[] = {
     {"needle", (PyCFunction)Walker_needle, METH_VARARGS,
      "needle(line, mode) -> whether a needle of the mode is in the line (up to its first newline)"},
     {"texts", (PyCFunction)Walker_texts, METH_VARARGS,
-     "texts(buf, pos, end, binary, decode=True) -> (pos, lines, decode_errors, text): the lines walk() takes, as text "
+     "texts(buf, pos, end, binary, decode=True, blanks=False) -> (pos, lines, decode_errors, text): the lines walk() takes, as text "
      "(None unless decode)"},
     {"walk", (PyCFunction)Walker_walk, METH_VARARGS,
-     "walk(buf, pos, end, line, shapes, binary, cap, overflow) -> (pos, lines, decode_errors, overflowed, entries)"},
+     "walk(buf, pos, end, line, shapes, binary, cap, overflow, blanks=False) -> (pos, lines, decode_errors, overflowed, "
+     "entries, blank_lines)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,7 +23,8 @@ way. ``LOGFORENSICS_PURE=1`` or a missing extension disables this path
 Lines of unrecognised text (``read.other``) have no plan a shape could hold, so they would
 all go the exact way: the writers take their runs with :meth:`JsonlEmitter.others` instead,
 the lines ``OtherWalker.texts`` takes filled into the template of the exact path's ``other``
-plan, registered for lines of every shape. The row writer decodes each line as it escapes
+plan, registered for lines of every shape (an empty line among them, once its shape is
+registered, into its own: random bytes have one every 256 lines, and each ended a run). The row writer decodes each line as it escapes
 it (random bytes: one pass, not a decoded copy read again); the column writer takes the
 walker's decoded texts.
 """
@@ -80,6 +81,7 @@ class _Writer:
         self._seen = (0, 0)  # the classifier's plans taken so far (``plans_since``)
         self._walker: other.OtherWalker | None = None  # built at the first run of unrecognised lines
         self._tried = False
+        self._blank = False  # whether the empty line's shape is registered
 
     def _register_other(self, code: int) -> bool:
         """Register the ``other`` plan's template for lines of every shape (kind ``code``)."""
@@ -105,7 +107,9 @@ class _Writer:
         walker = self._walker
         if walker is None:
             return pos, 0, 0, None
-        stop, n, bad, text = walker.texts(buf, pos, end, binary, self.DECODED)
+        if not self._blank:  # empty lines among them: taken once their shape has a row (``learn``)
+            self._blank = self.emitter.known(b"")
+        stop, n, bad, text = walker.texts(buf, pos, end, binary, self.DECODED, self._blank)
         if not n:
             return pos, 0, 0, None
         seg = self._scan_other(memoryview(buf)[pos:stop] if text is None else text, line)

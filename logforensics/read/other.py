@@ -159,12 +159,13 @@ class OtherWalker:
             return pos, 0, 0, False, [], 0
         return self.walker.walk(buf, pos, end, line, shapes, binary, self.cap, self.overflow, blanks)
 
-    def texts(self, buf: bytes, pos: int, end: int, binary: bool,
-              decode: bool = True) -> tuple[int, int, int, bytes | None]:
+    def texts(self, buf: bytes, pos: int, end: int, binary: bool, decode: bool = True,
+              blanks: bool = False) -> tuple[int, int, int, bytes | None]:
         """The lines :meth:`walk` would take, for writers of every event (``read.emit``):
         (where it stopped, lines taken, undecodable lines among them, their texts as the
         exact path's events hold them, in UTF-8, each followed by a newline; None unless
-        ``decode``, for a writer that decodes ``buf[pos:stop]`` itself)."""
+        ``decode``, for a writer that decodes ``buf[pos:stop]`` itself). ``blanks``: as
+        :meth:`walk`'s (an empty line taken is an empty line of the texts)."""
         if self.walker is None:
             return pos, 0, 0, b"" if decode else None
-        return self.walker.texts(buf, pos, end, binary, decode)
+        return self.walker.texts(buf, pos, end, binary, decode, blanks)
