@@ -68,6 +68,7 @@ typedef struct {
     unsigned char (*teddy)[112];  /* class -> the filter's six nibble tables and its single bytes' (teddy_build) */
     unsigned char teddy_bin[112]; /* the binary mode's, with the bytes of a U+FFFD */
     int vector;                  /* the filter used: 0 none, 1 sixteen bytes (SSSE3), 2 thirty-two (AVX2), 3 and texts decoded sixty-four (AVX-512 VBMI2) */
+    int fuse;                    /* no needle holds a newline: lines of text judged in one pass (line_fused32) */
     int32_t head[65536];         /* bigram -> first needle of its chain (-1: none) */
     int nneedles;
     unsigned char **ntext;
@@ -1043,6 +1044,10 @@ static int Walker_init(Walker *w, PyObject *args, PyObject *kw)
         w->head[bg] = j;
     }
     Py_DECREF(seq);
+    w->fuse = w->vector > 1 && !(w->single['\n'][0] | w->single['\n'][1] | w->single['\n'][2]);
+    for (int j = 0; j < w->nneedles; j++)
+        if (memchr(w->ntext[j], '\n', (size_t)w->nlen[j]))
+            w->fuse = 0;
     return build_classes(w);
 }
 
@@ -1077,6 +1082,75 @@ __attribute__((target("avx2"))) static Py_ssize_t line_end32(const unsigned char
 }
 #endif
 
+#ifdef HAVE_TEDDY
+/* line_end and refused() of a line of ASCII text in one pass, thirty-two bytes at a time (the
+ * two passes cost more than the reading: most lines of text are short). Returns the line's
+ * length, as line_end, when it is ASCII and holds no needle (*ascii set); -1 where line_end
+ * gives -1; -2 where the two passes must answer (a first character refused, a byte of 0x80 or
+ * more, a needle, the buffer's end near). No needle holds a newline (Walker.fuse): before the
+ * newline is found, a needle is compared with the bytes up to `lim`, and cannot match across it. */
+__attribute__((target("avx2"))) static Py_ssize_t line_fused32(const Walker *w, const unsigned char *p,
+                                                               Py_ssize_t lim, Py_ssize_t avail, int *ascii)
+{
+    const unsigned x0 = p[0];
+    if (x0 >= 0x80 || x0 == '\n' || w->refuse[x0] || w->cls[x0] < 0)
+        return -2;
+    const int c = w->cls[x0], word = (int)(x0 >> 6);
+    const uint64_t bit = 1ULL << (x0 & 63);
+    const __m128i *t = (const __m128i *)w->teddy[c];
+    const __m256i t0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t));
+    const __m256i t1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 1));
+    const __m256i t2 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 2));
+    const __m256i t3 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 3));
+    const __m256i t4 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 4));
+    const __m256i t5 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 5));
+    const __m256i ts = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 6));
+    const __m256i bit_of = _mm256_broadcastsi128_si256(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0));
+    const __m256i nibble = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256(), newline = _mm256_set1_epi8('\n');
+    __m256i prev0 = zero, prev1 = zero;
+    for (Py_ssize_t i = 0; i < lim; i += 32) {
+        if (i + 32 > avail)
+            return -2;
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
+        const uint32_t nl = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, newline));
+        uint32_t in = ~0u; /* the chunk's bytes of the line */
+        Py_ssize_t n = lim;
+        if (nl) {
+            const unsigned k = (unsigned)__builtin_ctz(nl);
+            if (i + k >= lim)
+                return -1;
+            in = (uint32_t)((1ull << k) - 1);
+            n = i + k;
+        } else if (i + 32 >= lim)
+            return -1; /* the newline, if any, at lim or after */
+        if ((uint32_t)_mm256_movemask_epi8(x) & in)
+            return -2; /* not ASCII */
+        const __m256i lo = _mm256_and_si256(x, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
+        const __m256i one = _mm256_and_si256(_mm256_shuffle_epi8(ts, lo), _mm256_shuffle_epi8(bit_of, hi));
+        if (~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(one, zero)) & in)
+            return -2; /* a needle of one byte */
+        const __m256i b0 = _mm256_and_si256(_mm256_shuffle_epi8(t0, lo), _mm256_shuffle_epi8(t1, hi));
+        const __m256i b1 = _mm256_and_si256(_mm256_shuffle_epi8(t2, lo), _mm256_shuffle_epi8(t3, hi));
+        const __m256i b2 = _mm256_and_si256(_mm256_shuffle_epi8(t4, lo), _mm256_shuffle_epi8(t5, hi));
+        const __m256i s0 = _mm256_alignr_epi8(b0, _mm256_permute2x128_si256(prev0, b0, 0x21), 14);
+        const __m256i s1 = _mm256_alignr_epi8(b1, _mm256_permute2x128_si256(prev1, b1, 0x21), 15);
+        const __m256i all = _mm256_and_si256(_mm256_and_si256(s0, s1), b2);
+        prev0 = b0;
+        prev1 = b1;
+        uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, zero));
+        if (n + 1 - i < 32)
+            bits &= (uint32_t)((2ull << (n + 1 - i)) - 1); /* starts up to the line's last byte */
+        if (bits && teddy_compare(w, c, word, bit, p, n, i - 2, bits, 0))
+            return -2;
+        if (nl) {
+            *ascii = 1;
+            return n;
+        }
+    }
+    return -1;
+}
+#endif
+
 /* The length of the line at p (to its newline, which lies before p + lim; -1: none) and whether it
  * is ASCII; `avail`: the bytes that may be read from p. */
 static Py_ssize_t line_end(const Walker *w, const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail, int *ascii)
@@ -1105,6 +1179,25 @@ static inline int refused(const Walker *w, const unsigned char *p, Py_ssize_t le
     return ascii ? w->refuse[p[0]] || has_needle(w, p, len, avail, p[0])
                  /* a U+FFFD written in the text: the exact path reads it */
                  : !binary || binary_refused(w, p, len, avail);
+}
+
+/* line_end, and whether the line is refused (where its length is more than 0 and at most the
+ * limit: the caller's next question). */
+static inline Py_ssize_t line_judged(const Walker *w, const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail,
+                                     int binary, int *ascii, int *ref)
+{
+#ifdef HAVE_TEDDY
+    if (w->fuse && p[0] < 0x80) {
+        Py_ssize_t len = line_fused32(w, p, lim, avail, ascii);
+        if (len != -2) {
+            *ref = 0;
+            return len;
+        }
+    }
+#endif
+    Py_ssize_t len = line_end(w, p, lim, avail, ascii);
+    *ref = len > 0 && len <= w->limit && refused(w, p, len, avail, *ascii, binary);
+    return len;
 }
 
 static int touch(Walker *w, Entry *e)
@@ -1194,10 +1287,9 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
             pos++;
             continue;
         }
-        Py_ssize_t len = line_end(w, p, end - pos, view.len - pos, &ascii);
-        if (len <= 0 || len > w->limit) /* no newline before `end`, a blank line, a line too long */
-            break;
-        if (refused(w, p, len, view.len - pos, ascii, binary))
+        int ref;
+        Py_ssize_t len = line_judged(w, p, end - pos, view.len - pos, binary, &ascii, &ref);
+        if (len <= 0 || len > w->limit || ref) /* no newline before `end`, a blank line, a line too long */
             break;
         /* the shape: beyond the cap, its first characters first (most new shapes need no more) */
         Shaper sh;
@@ -1365,10 +1457,9 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
             pos++;
             continue;
         }
-        int ascii;
-        Py_ssize_t len = line_end(w, p, end - pos, view.len - pos, &ascii);
-        if (len <= 0 || len > w->limit || refused(w, p, len, view.len - pos, ascii, binary) ||
-            (!ascii && utf8_valid_from(p, 0, len)))
+        int ascii, ref;
+        Py_ssize_t len = line_judged(w, p, end - pos, view.len - pos, binary, &ascii, &ref);
+        if (len <= 0 || len > w->limit || ref || (!ascii && utf8_valid_from(p, 0, len)))
             break;
         n += pending; /* the empty lines before this one: taken with it */
         pending = 0;
