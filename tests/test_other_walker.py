@@ -250,6 +250,7 @@ def test_the_needle_filter_answers_as_the_search(line: bytes, mode: int, tail: b
 
 _PIECES = [b"a", b"s", b"i", b"t", b" ", b"/", b"]", b"0", b"7", b"x", b"g", b"l", b"E", b"r", b".", b"p", b"d",
            b"=", b"[", b"-", b":", b"^", b"M", b"|", b"f", b"c", b"e", b"m", b"\t", b"\r", b"\x01", b"\xff", b"\xc3\xa9",
+           b"\xef\xbf\xbd", b"\xef\xbf", b"\x80\x81\xfe" * 7, b"[Router (", b"failed for request", b"~", b"\xe9",
            b"sglang", b"it/s", b"pid", b"Err", b"File", b" is ", b"failed", b"Traceback", b"qwertyuiopasdfghjklzx" * 2]
 
 
@@ -262,17 +263,20 @@ def test_every_filter_takes_the_same_lines(lines: list[bytes], cut: int, binary:
     """``walk`` and ``texts`` stop at the same line and take the same lines with each filter this
     machine has (the widest judges a line of text in one pass) as with the byte-by-byte search:
     lines about the chunks' lengths, needles, bytes beyond ASCII, refused first characters and
-    empty lines anywhere, the range ending before the buffer does or with it."""
+    empty lines anywhere, the range ending before the buffer does or with it; with needles of
+    one byte in every mode too (within ASCII and beyond)."""
     assert other._other is not None
     refuse, needles = other.requirements(tuple(sorted(set(OTHER_NEEDS))))
     data = b"".join(line + b"\n" for line in lines) + tail
     end = max(0, len(data) - len(tail) - cut)
-    got = []
-    for level in (3, 2, 1, 0):
-        w = other._other.Walker(refuse, list(needles), other.LIMIT, vector=level)
-        walked = w.walk(data, 0, end, 1, {}, binary, coverage.MAX_UNKNOWN_SHAPES, coverage.OVERFLOW_KEY, blanks)
-        got.append((walked, w.texts(data, 0, end, binary, True, blanks), w.texts(data, 0, end, binary, False, blanks)))
-    assert got == [got[-1]] * 4
+    for extra in ([], [(b"~", bytes([0xFF] * 24)), (b"\xe9", bytes([0xFF] * 24))]):
+        got = []
+        for level in (3, 2, 1, 0):
+            w = other._other.Walker(refuse, [*needles, *extra], other.LIMIT, vector=level)
+            walked = w.walk(data, 0, end, 1, {}, binary, coverage.MAX_UNKNOWN_SHAPES, coverage.OVERFLOW_KEY, blanks)
+            got.append((walked, w.texts(data, 0, end, binary, True, blanks),
+                        w.texts(data, 0, end, binary, False, blanks)))
+        assert got == [got[-1]] * 4, extra
 
 
 @compiled

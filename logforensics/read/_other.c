@@ -1083,21 +1083,26 @@ __attribute__((target("avx2"))) static Py_ssize_t line_end32(const unsigned char
 #endif
 
 #ifdef HAVE_TEDDY
-/* line_end and refused() of a line of ASCII text in one pass, thirty-two bytes at a time (the
- * two passes cost more than the reading: most lines of text are short). Returns the line's
- * length, as line_end, when it is ASCII and holds no needle (*ascii set); -1 where line_end
- * gives -1; -2 where the two passes must answer (a first character refused, a byte of 0x80 or
- * more, a needle, the buffer's end near). No needle holds a newline (Walker.fuse): before the
- * newline is found, a needle is compared with the bytes up to `lim`, and cannot match across it. */
-__attribute__((target("avx2"))) static Py_ssize_t line_fused32(const Walker *w, const unsigned char *p,
-                                                               Py_ssize_t lim, Py_ssize_t avail, int *ascii)
+/* line_end and refused() of a line in one pass, thirty-two bytes at a time (two passes cost more
+ * than the reading: most lines are short). `bin` 0: a line of ASCII text, judged by its first
+ * character's needles; 1: an undecodable line of a binary stream, by the binary mode's (and a
+ * U+FFFD's bytes). Returns the line's length, as line_end, where the line is of that kind and
+ * holds no needle (*ascii set as line_end sets it); -1 where line_end gives -1; -2 where the two
+ * passes must answer (a first character refused, a needle, the buffer's end near, bin 0: a byte
+ * of 0x80 or more); -3, bin 1: a line of ASCII. No needle holds a newline (Walker.fuse): before
+ * the newline is found, a needle is compared with the bytes up to `lim`, and cannot match
+ * across it. */
+__attribute__((target("avx2"), always_inline)) static inline Py_ssize_t
+line_fused(const Walker *w, const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail, int *ascii, const int bin)
 {
-    const unsigned x0 = p[0];
-    if (x0 >= 0x80 || x0 == '\n' || w->refuse[x0] || w->cls[x0] < 0)
+    const unsigned mode = bin ? BINARY_MODE : p[0];
+    if (!bin && (mode >= 0x80 || mode == '\n' || w->refuse[mode]))
         return -2;
-    const int c = w->cls[x0], word = (int)(x0 >> 6);
-    const uint64_t bit = 1ULL << (x0 & 63);
-    const __m128i *t = (const __m128i *)w->teddy[c];
+    const int c = w->cls[mode], word = (int)(mode >> 6);
+    if (c < 0)
+        return -2;
+    const uint64_t bit = 1ULL << (mode & 63);
+    const __m128i *t = (const __m128i *)(bin ? w->teddy_bin : w->teddy[c]);
     const __m256i t0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t));
     const __m256i t1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 1));
     const __m256i t2 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 2));
@@ -1108,6 +1113,7 @@ __attribute__((target("avx2"))) static Py_ssize_t line_fused32(const Walker *w, 
     const __m256i bit_of = _mm256_broadcastsi128_si256(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0));
     const __m256i nibble = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256(), newline = _mm256_set1_epi8('\n');
     __m256i prev0 = zero, prev1 = zero;
+    uint32_t high = 0; /* bin: a byte of 0x80 or more seen */
     for (Py_ssize_t i = 0; i < lim; i += 32) {
         if (i + 32 > avail)
             return -2;
@@ -1123,7 +1129,9 @@ __attribute__((target("avx2"))) static Py_ssize_t line_fused32(const Walker *w, 
             n = i + k;
         } else if (i + 32 >= lim)
             return -1; /* the newline, if any, at lim or after */
-        if ((uint32_t)_mm256_movemask_epi8(x) & in)
+        if (bin)
+            high |= (uint32_t)_mm256_movemask_epi8(x) & in;
+        else if ((uint32_t)_mm256_movemask_epi8(x) & in)
             return -2; /* not ASCII */
         const __m256i lo = _mm256_and_si256(x, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
         const __m256i one = _mm256_and_si256(_mm256_shuffle_epi8(ts, lo), _mm256_shuffle_epi8(bit_of, hi));
@@ -1140,14 +1148,28 @@ __attribute__((target("avx2"))) static Py_ssize_t line_fused32(const Walker *w, 
         uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, zero));
         if (n + 1 - i < 32)
             bits &= (uint32_t)((2ull << (n + 1 - i)) - 1); /* starts up to the line's last byte */
-        if (bits && teddy_compare(w, c, word, bit, p, n, i - 2, bits, 0))
+        if (bits && teddy_compare(w, c, word, bit, p, n, i - 2, bits, bin))
             return -2;
         if (nl) {
-            *ascii = 1;
+            if (bin && !high)
+                return -3;
+            *ascii = !bin;
             return n;
         }
     }
     return -1;
+}
+
+__attribute__((target("avx2"))) static Py_ssize_t line_fused32(const Walker *w, const unsigned char *p,
+                                                               Py_ssize_t lim, Py_ssize_t avail, int *ascii)
+{
+    return line_fused(w, p, lim, avail, ascii, 0);
+}
+
+__attribute__((target("avx2"))) static Py_ssize_t line_fused_bin32(const Walker *w, const unsigned char *p,
+                                                                   Py_ssize_t lim, Py_ssize_t avail, int *ascii)
+{
+    return line_fused(w, p, lim, avail, ascii, 1);
 }
 #endif
 
@@ -1187,9 +1209,13 @@ static inline Py_ssize_t line_judged(const Walker *w, const unsigned char *p, Py
                                      int binary, int *ascii, int *ref)
 {
 #ifdef HAVE_TEDDY
-    if (w->fuse && p[0] < 0x80) {
-        Py_ssize_t len = line_fused32(w, p, lim, avail, ascii);
-        if (len != -2) {
+    if (w->fuse) {
+        /* in a binary stream, most lines are not ASCII: asked first whether one is (the undecodable
+         * line's judgement), and whether it is ASCII only where it is */
+        Py_ssize_t len = binary ? line_fused_bin32(w, p, lim, avail, ascii) : -3;
+        if (len == -3 && p[0] < 0x80)
+            len = line_fused32(w, p, lim, avail, ascii);
+        if (len >= -1) {
             *ref = 0;
             return len;
         }
