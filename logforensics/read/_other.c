@@ -23,13 +23,16 @@
  * holds as many shapes as it keeps, a line whose first shape characters begin no kept
  * shape counts in the overflow bucket from those alone (random bytes: every line a new
  * shape), and only the searches for what the exact path must read see the rest of it.
- * Whether a line holds a needle is first asked of a filter that reads 32 bytes (or 16) at a
- * time (the "Teddy" method of Hyperscan: each byte's two nibbles look up which buckets of
+ * Whether a line holds a needle is first asked of a filter that reads 64 bytes (AVX-512 VBMI),
+ * 32 (AVX2) or 16 at a time (the "Teddy" method of Hyperscan: each byte's two nibbles look up which buckets of
  * needles it can be the first, second and third byte of, and a position is let through where
  * three bytes in a row agree on a bucket); only the positions it lets through are compared, and
  * it never misses a needle. Needles of one byte are not in its buckets: a table of those bytes,
  * looked up the same way, finds them exactly (eight buckets for the longer needles alone let
- * through half as many positions of random words, and the comparing is what costs).
+ * through half as many positions of random words, and the comparing is what costs). Where the
+ * walk reads a line of text (or an undecodable one of a binary stream), its end, its bytes beyond
+ * ASCII and its needles are found in the same pass (line_fused: most lines are one or two chunks,
+ * and a pass each cost more than the reading).
  * It knows no log format of its own.
  */
 #define PY_SSIZE_T_CLEAN
@@ -67,7 +70,7 @@ typedef struct {
     unsigned char (*cbigram)[8192]; /* class -> bit set of the raw byte pairs longer needles begin with */
     unsigned char (*teddy)[112];  /* class -> the filter's six nibble tables and its single bytes' (teddy_build) */
     unsigned char teddy_bin[112]; /* the binary mode's, with the bytes of a U+FFFD */
-    int vector;                  /* the filter used: 0 none, 1 sixteen bytes (SSSE3), 2 thirty-two (AVX2), 3 and texts decoded sixty-four (AVX-512 VBMI2) */
+    int vector;                  /* the filter used: 0 none, 1 sixteen bytes (SSSE3), 2 thirty-two (AVX2), 3 sixty-four, and texts decoded so (AVX-512 VBMI2) */
     int fuse;                    /* no needle holds a newline: lines of text judged in one pass (line_fused32) */
     int32_t head[65536];         /* bigram -> first needle of its chain (-1: none) */
     int nneedles;
@@ -965,8 +968,8 @@ static void Walker_dealloc(Walker *w)
 
 /* Walker(refuse: bytes[128], needles: [(masked needle: bytes, modes: bytes[24])], limit: int,
  *        vector: int = 3) (vector: the widest filter to use, where the processor has it: 0 none,
- *        1 sixteen bytes at a time, 2 thirty-two, 3 the same and texts decoded sixty-four bytes
- *        at a time, AVX-512 VBMI2) */
+ *        1 sixteen bytes at a time, 2 thirty-two, 3 lines judged and texts decoded sixty-four
+ *        bytes at a time, AVX-512 VBMI2) */
 static int Walker_init(Walker *w, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"refuse", "needles", "limit", "vector", NULL};
@@ -1171,6 +1174,107 @@ __attribute__((target("avx2"))) static Py_ssize_t line_fused_bin32(const Walker 
 {
     return line_fused(w, p, lim, avail, ascii, 1);
 }
+
+#ifdef UTF8_AVX512
+/* vpermt2b's indexes: byte j of a chunk shifted by two (one) is byte j - 2 (j - 1) of the chunk
+ * (index bit 6), or of the chunk before it (the last two bytes, or the last). */
+static const unsigned char SHIFT2[64] = {62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125};
+static const unsigned char SHIFT1[64] = {63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126};
+
+/* teddy_compare, for a chunk of sixty-four bytes. */
+__attribute__((always_inline)) static inline int teddy_compare64(const Walker *w, int c, int word, uint64_t bit,
+                                                                 const unsigned char *p, Py_ssize_t n, Py_ssize_t at,
+                                                                 uint64_t bits, int binary)
+{
+    for (; bits; bits &= bits - 1) {
+        Py_ssize_t k = at + __builtin_ctzll(bits);
+        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
+            return 1;
+    }
+    return 0;
+}
+
+/* line_fused, sixty-four bytes at a time (AVX-512 VBMI: the filter's nibble tables in each lane of
+ * sixteen, the bytes before a chunk shifted in across the lanes by vpermt2b): most lines of text
+ * are one chunk, and a line's chunks are what a line costs. */
+__attribute__((target(UTF8_AVX512), always_inline)) static inline Py_ssize_t
+line_fused_wide(const Walker *w, const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail, int *ascii, const int bin)
+{
+    const unsigned mode = bin ? BINARY_MODE : p[0];
+    if (!bin && (mode >= 0x80 || mode == '\n' || w->refuse[mode]))
+        return -2;
+    const int c = w->cls[mode], word = (int)(mode >> 6);
+    if (c < 0)
+        return -2;
+    const uint64_t bit = 1ULL << (mode & 63);
+    const __m128i *t = (const __m128i *)(bin ? w->teddy_bin : w->teddy[c]);
+    const __m512i t0 = _mm512_broadcast_i32x4(_mm_loadu_si128(t)), t1 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 1));
+    const __m512i t2 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 2)), t3 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 3));
+    const __m512i t4 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 4)), t5 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 5));
+    const __m512i ts = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 6));
+    const __m512i bit_of = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0));
+    const __m512i nibble = U8Z(0x0F), zero = _mm512_setzero_si512(), newline = U8Z('\n');
+    const __m512i shift2 = _mm512_loadu_si512((const void *)SHIFT2), shift1 = _mm512_loadu_si512((const void *)SHIFT1);
+    __m512i prev0 = zero, prev1 = zero;
+    uint64_t high = 0; /* bin: a byte of 0x80 or more seen */
+    for (Py_ssize_t i = 0; i < lim; i += 64) {
+        if (i + 64 > avail)
+            return -2;
+        const __m512i x = _mm512_loadu_si512((const void *)(p + i));
+        const uint64_t nl = _mm512_cmpeq_epi8_mask(x, newline);
+        uint64_t in = ~0ULL; /* the chunk's bytes of the line */
+        Py_ssize_t n = lim;
+        if (nl) {
+            const unsigned k = (unsigned)__builtin_ctzll(nl);
+            if (i + k >= lim)
+                return -1;
+            in = (1ULL << k) - 1;
+            n = i + k;
+        } else if (i + 64 >= lim)
+            return -1; /* the newline, if any, at lim or after */
+        if (bin)
+            high |= _mm512_movepi8_mask(x) & in;
+        else if (_mm512_movepi8_mask(x) & in)
+            return -2; /* not ASCII */
+        const __m512i lo = _mm512_and_si512(x, nibble), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), nibble);
+        const __m512i one = _mm512_and_si512(_mm512_shuffle_epi8(ts, lo), _mm512_shuffle_epi8(bit_of, hi));
+        if (_mm512_test_epi8_mask(one, one) & in)
+            return -2; /* a needle of one byte */
+        const __m512i b0 = _mm512_and_si512(_mm512_shuffle_epi8(t0, lo), _mm512_shuffle_epi8(t1, hi));
+        const __m512i b1 = _mm512_and_si512(_mm512_shuffle_epi8(t2, lo), _mm512_shuffle_epi8(t3, hi));
+        const __m512i b2 = _mm512_and_si512(_mm512_shuffle_epi8(t4, lo), _mm512_shuffle_epi8(t5, hi));
+        const __m512i s0 = _mm512_permutex2var_epi8(prev0, shift2, b0);
+        const __m512i s1 = _mm512_permutex2var_epi8(prev1, shift1, b1);
+        const __m512i all = _mm512_and_si512(_mm512_and_si512(s0, s1), b2);
+        prev0 = b0;
+        prev1 = b1;
+        uint64_t bits = _mm512_test_epi8_mask(all, all);
+        if (n + 1 - i < 63)
+            bits &= (2ULL << (n + 1 - i)) - 1; /* starts up to the line's last byte */
+        if (bits && teddy_compare64(w, c, word, bit, p, n, i - 2, bits, bin))
+            return -2;
+        if (nl) {
+            if (bin && !high)
+                return -3;
+            *ascii = !bin;
+            return n;
+        }
+    }
+    return -1;
+}
+
+__attribute__((target(UTF8_AVX512))) static Py_ssize_t line_fused64(const Walker *w, const unsigned char *p,
+                                                                   Py_ssize_t lim, Py_ssize_t avail, int *ascii)
+{
+    return line_fused_wide(w, p, lim, avail, ascii, 0);
+}
+
+__attribute__((target(UTF8_AVX512))) static Py_ssize_t line_fused_bin64(const Walker *w, const unsigned char *p,
+                                                                       Py_ssize_t lim, Py_ssize_t avail, int *ascii)
+{
+    return line_fused_wide(w, p, lim, avail, ascii, 1);
+}
+#endif
 #endif
 
 /* The length of the line at p (to its newline, which lies before p + lim; -1: none) and whether it
@@ -1212,9 +1316,17 @@ static inline Py_ssize_t line_judged(const Walker *w, const unsigned char *p, Py
     if (w->fuse) {
         /* in a binary stream, most lines are not ASCII: asked first whether one is (the undecodable
          * line's judgement), and whether it is ASCII only where it is */
-        Py_ssize_t len = binary ? line_fused_bin32(w, p, lim, avail, ascii) : -3;
+        Py_ssize_t (*text)(const Walker *, const unsigned char *, Py_ssize_t, Py_ssize_t, int *) = line_fused32;
+        Py_ssize_t (*undecodable)(const Walker *, const unsigned char *, Py_ssize_t, Py_ssize_t, int *) = line_fused_bin32;
+#ifdef UTF8_AVX512
+        if (w->vector > 2) {
+            text = line_fused64;
+            undecodable = line_fused_bin64;
+        }
+#endif
+        Py_ssize_t len = binary ? undecodable(w, p, lim, avail, ascii) : -3;
         if (len == -3 && p[0] < 0x80)
-            len = line_fused32(w, p, lim, avail, ascii);
+            len = text(w, p, lim, avail, ascii);
         if (len >= -1) {
             *ref = 0;
             return len;
@@ -1563,7 +1675,7 @@ static PyObject *Walker_get_vector(Walker *w, void *closure)
 }
 
 static PyGetSetDef Walker_getset[] = {
-    {"vector", (getter)Walker_get_vector, NULL, "the filter of needles used: 0 none, 1 SSSE3, 2 AVX2, 3 AVX2 and texts decoded with AVX-512 VBMI2", NULL},
+    {"vector", (getter)Walker_get_vector, NULL, "the filter of needles used: 0 none, 1 SSSE3, 2 AVX2, 3 AVX-512 VBMI2 (and texts decoded with it)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
