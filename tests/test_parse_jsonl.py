@@ -244,7 +244,47 @@ def _written(conv: object, text: str) -> bytes | None:
     assert ops is not None
     writer.emitter.add(text.encode(), 0, ops)
     stop, lines, out, _ = writer.scan(text.encode() + b"\n", 0, 1)
-    return out if lines else None
+    return bytes(out) if lines else None
+
+
+def test_rows_are_the_writers_buffer_handed_back_or_kept() -> None:
+    """``scan`` hands its rows over without a copy (a bytes-like ``Rows``): released, the next
+    scan writes into the same buffer; kept, the next scan writes into another, and the rows
+    kept stay as they were."""
+    plan = Plan.make("x", None, None, (("v", 0, 3, int),))
+    writer = emit.JsonlEmitter(LineClassifier(None), None, None)
+    ops = writer.template(plan, 3)
+    assert ops is not None
+    writer.emitter.add(b"000", 0, ops)
+    first = writer.scan(b"123\n456\n", 0, 1)[2]
+    want = b'{"kind": "x", "rank": null, "ts": null, "file": null, "line": 1, "v": 123, "text": "123"}\n'
+    assert bytes(first) == want + want.replace(b"1, ", b"2, ").replace(b"123", b"456") and len(first) == 2 * len(want)
+    with memoryview(first) as view:
+        with pytest.raises(BufferError):
+            first.release()  # not while viewed
+        assert view.readonly and view.tobytes() == bytes(first)
+    second = writer.scan(b"789\n", 0, 3)[2]  # the first kept: a buffer of its own
+    assert bytes(second) == want.replace(b"1, ", b"3, ").replace(b"123", b"789")
+    assert bytes(first).count(b'"v": ') == 2 and b"789" not in bytes(first)
+    address = _address(second)
+    assert writer.emitter.kept == 0  # the buffer is the rows'
+    second.release()
+    assert bytes(second) == b"" and len(second) == 0 and writer.emitter.kept > 0
+    third = writer.scan(b"321\n", 0, 4)[2]
+    assert _address(third) == address  # the buffer handed back, written again
+    assert bytes(third).endswith(b'"text": "321"}\n')
+    third.release()
+    empty = writer.scan(b"abc\n", 0, 5)  # nothing taken: no rows, the buffer kept
+    assert empty[1] == 0 and bytes(empty[2]) == b"" and writer.emitter.kept > 0
+    del first  # freed with its rows: the emitter keeps the one it has
+    assert writer.emitter.kept > 0
+
+
+def _address(rows: object) -> int:
+    """Where a bytes-like object's bytes are."""
+    import numpy as np
+
+    return int(np.frombuffer(rows, dtype=np.uint8).__array_interface__["data"][0])  # type: ignore[call-overload]
 
 
 def _number(rng: random.Random) -> str:

@@ -86,7 +86,8 @@ typedef struct {
     PyObject_HEAD
     ShapeTable shapes;
     char coltype[MAX_COLS]; /* column mode: each column's type (0: not declared) */
-    Out out;                /* row mode: the output buffer, kept from one scan to the next */
+    Out out;                /* row mode: the output buffer, kept from one scan to the next (or
+                             * handed to the Rows of a scan with `view`, and back on its release) */
     void *cols;             /* column mode: MAX_COLS Col buffers, kept likewise */
     Shape *recent[256];     /* the shape last found for a line of each length (mod 256): a
                              * line is compared with it first, cheaper than hashing it */
@@ -970,7 +971,106 @@ static int put_span(Out *o, int code, const unsigned char *p, Py_ssize_t n)
     return 0;
 }
 
-/* scan(buf, pos, first_line, every=False) -> (stop, lines, out, counts)
+/* -- the rows of a scan, without a copy ------------------------------------------------------
+ *
+ * Rows holds the output buffer of one scan (the rows of a block are several times its size, and
+ * a copy of them into bytes cost a tenth of `parse --format jsonl`). It is a bytes-like object,
+ * read-only; release() hands the buffer back to its emitter for the next scan (else the next
+ * scan takes a buffer of its own, and this one is freed with the Rows). */
+typedef struct {
+    PyObject_HEAD
+    Emitter *owner; /* a strong reference */
+    Out o;
+    Py_ssize_t views; /* buffer views not released */
+} Rows;
+
+static PyTypeObject RowsType;
+
+/* A Rows taking over *o (left empty), or NULL (*o as it was). */
+static PyObject *rows_new(Emitter *owner, Out *o)
+{
+    Rows *r = PyObject_New(Rows, &RowsType);
+    if (!r)
+        return NULL;
+    r->owner = (Emitter *)Py_NewRef(owner);
+    r->o = *o;
+    r->views = 0;
+    *o = (Out){NULL, 0, 0};
+    return (PyObject *)r;
+}
+
+/* The buffer back to the emitter, if it has none (else freed). */
+static void rows_give_back(Rows *r)
+{
+    if (!r->o.p)
+        return;
+    if (!r->owner->out.p && r->o.cap <= ((size_t)64 << 20)) { /* an unusually large one is not kept */
+        r->owner->out = r->o;
+        r->owner->out.len = 0;
+    } else
+        PyMem_RawFree(r->o.p);
+    r->o = (Out){NULL, 0, 0};
+}
+
+static void Rows_dealloc(Rows *r)
+{
+    rows_give_back(r);
+    Py_DECREF(r->owner);
+    PyObject_Free(r);
+}
+
+static int Rows_getbuffer(Rows *r, Py_buffer *v, int flags)
+{
+    static char empty[1];
+    if (PyBuffer_FillInfo(v, (PyObject *)r, r->o.p ? (void *)r->o.p : (void *)empty, (Py_ssize_t)r->o.len, 1,
+                          flags) < 0)
+        return -1;
+    r->views++;
+    return 0;
+}
+
+static void Rows_releasebuffer(Rows *r, Py_buffer *v)
+{
+    (void)v;
+    r->views--;
+}
+
+/* release(): the buffer back to the emitter (the rows are then empty). */
+static PyObject *Rows_release(Rows *r, PyObject *noargs)
+{
+    (void)noargs;
+    if (r->views) {
+        PyErr_SetString(PyExc_BufferError, "the rows are still viewed");
+        return NULL;
+    }
+    rows_give_back(r);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t Rows_len(Rows *r)
+{
+    return (Py_ssize_t)r->o.len;
+}
+
+static PyBufferProcs Rows_as_buffer = {(getbufferproc)Rows_getbuffer, (releasebufferproc)Rows_releasebuffer};
+static PySequenceMethods Rows_as_sequence = {.sq_length = (lenfunc)Rows_len};
+static PyMethodDef Rows_methods[] = {
+    {"release", (PyCFunction)Rows_release, METH_NOARGS, "release(): hand the buffer back to the emitter"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject RowsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "logforensics.read._emit.Rows",
+    .tp_basicsize = sizeof(Rows),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The rows of a scan: a read-only bytes-like object",
+    .tp_dealloc = (destructor)Rows_dealloc,
+    .tp_as_buffer = &Rows_as_buffer,
+    .tp_as_sequence = &Rows_as_sequence,
+    .tp_methods = Rows_methods,
+};
+
+/* scan(buf, pos, first_line, every=False, view=False) -> (stop, lines, out, counts)
  *
  * buf holds whole lines, each ending in "\n". From pos (a line start, numbered
  * first_line), every line whose shape is registered and whose values convert is taken
@@ -979,14 +1079,16 @@ static int put_span(Out *o, int code, const unsigned char *p, Py_ssize_t n)
  * every: every line is taken with the template registered with the key None, its text as
  * the exact path's event has it (put_text: the line need not be UTF-8), but for an empty
  * line, taken with the template of its shape (the key b""), if there is one.
+ * view: out is a Rows holding the buffer written, not a copy of it (release() it for the next
+ * scan to write into the same pages).
  */
 static PyObject *Emitter_scan(Emitter *self, PyObject *args)
 {
     Py_buffer b;
     Py_ssize_t pos;
     long long line;
-    int every = 0;
-    if (!PyArg_ParseTuple(args, "y*nL|p", &b, &pos, &line, &every))
+    int every = 0, view = 0;
+    if (!PyArg_ParseTuple(args, "y*nL|pp", &b, &pos, &line, &every, &view))
         return NULL;
     const unsigned char *buf = b.buf;
     Py_ssize_t n = b.len;
@@ -1082,13 +1184,21 @@ static PyObject *Emitter_scan(Emitter *self, PyObject *args)
                 goto done;
             }
         }
-        result = Py_BuildValue("(nny#N)", pos, lines, (const char *)o.p, (Py_ssize_t)o.len, c);
+        PyObject *rows = NULL;
+        Out none = {NULL, 0, 0}; /* no rows: the buffer stays */
+        if (view && (rows = rows_new(self, o.len ? &o : &none)) == NULL) {
+            Py_DECREF(c);
+            goto done;
+        }
+        if (view)
+            result = Py_BuildValue("(nnNN)", pos, lines, rows, c);
+        else
+            result = Py_BuildValue("(nny#N)", pos, lines, (const char *)o.p, (Py_ssize_t)o.len, c);
     }
 done:
     if (o.cap > ((size_t)64 << 20)) { /* an unusually large block: do not keep its buffer */
         PyMem_RawFree(o.p);
-        o.p = NULL;
-        o.cap = 0;
+        o = (Out){NULL, 0, 0};
     }
     o.len = 0;
     self->out = o;
@@ -1622,7 +1732,7 @@ static PyMethodDef Emitter_methods[] = {
     {"known", (PyCFunction)Emitter_known, METH_O, "known(key) -> bool: whether a shape is registered"},
     {"add", (PyCFunction)Emitter_add, METH_VARARGS, "add(key, kind, ops) -> bool: register a shape's template"},
     {"scan", (PyCFunction)Emitter_scan, METH_VARARGS,
-     "scan(buf, pos, first_line, every=False) -> (stop, lines, out, counts): write the taken lines' rows"},
+     "scan(buf, pos, first_line, every=False, view=False) -> (stop, lines, out, counts): write the taken lines' rows"},
     {"set_column", (PyCFunction)Emitter_set_column, METH_VARARGS, "set_column(col, type): declare a column"},
     {"add_columns", (PyCFunction)Emitter_add_columns, METH_VARARGS,
      "add_columns(key, kind, plan, skip, ops) -> bool: register a shape's columns"},
@@ -1632,8 +1742,15 @@ static PyMethodDef Emitter_methods[] = {
      "take_columns() -> (rows, plans, cols): the rows held by scans with hold"},
     {NULL, NULL, 0, NULL}};
 
+static PyObject *Emitter_kept(Emitter *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(self->out.cap);
+}
+
 static PyGetSetDef Emitter_getset[] = {
     {"shapes", (getter)Emitter_len, NULL, "registered shapes", NULL},
+    {"kept", (getter)Emitter_kept, NULL, "bytes of the row buffer kept for the next scan (0: none)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject EmitterType = {
@@ -1706,7 +1823,7 @@ PyMODINIT_FUNC PyInit__emit(void)
     emit_avx2 = __builtin_cpu_supports("avx2");
     emit_vbmi2 = emit_avx2 && has_vbmi2();
 #endif
-    if (PyType_Ready(&EmitterType) < 0)
+    if (PyType_Ready(&EmitterType) < 0 || PyType_Ready(&RowsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

@@ -206,9 +206,12 @@ class JsonlEmitter(_Writer):
         assert _emit is not None
         return (_emit.OP_ISO if iso else code, a + offset, max(a, b) + offset)
 
-    def scan(self, buf: bytes, pos: int, line: int) -> tuple[int, int, bytes, dict[int, int]]:
-        """Write the rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered ``line``."""
-        return self.emitter.scan(buf, pos, line)
+    def scan(self, buf: bytes, pos: int, line: int) -> tuple[int, int, Any, dict[int, int]]:
+        """Write the rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered
+        ``line``: (stop, lines, rows, counts). ``rows`` holds the buffer written (bytes-like, not
+        a copy: the rows of a block are several times its size); its ``release()`` lets the next
+        scan write into the same pages."""
+        return self.emitter.scan(buf, pos, line, False, True)
 
     def _register_other(self, code: int) -> bool:
         ops = self.template(_OTHER, 0)
@@ -219,8 +222,8 @@ class JsonlEmitter(_Writer):
 
     DECODED = False  # put_text decodes each line as it writes it
 
-    def _scan_other(self, lines: bytes | memoryview, line: int) -> tuple[int, int, bytes, dict[int, int]]:
-        return self.emitter.scan(lines, 0, line, True)
+    def _scan_other(self, lines: bytes | memoryview, line: int) -> tuple[int, int, Any, dict[int, int]]:
+        return self.emitter.scan(lines, 0, line, True, True)
 
 
 #: Column types as the C writer codes them, and the kind of value each holds.

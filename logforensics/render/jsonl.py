@@ -48,7 +48,9 @@ class _RowSink:
         return b""
 
     def apply(self, seg: Sequence[Any], first_line: int, scanner: emit.JsonlEmitter, buf: bytes) -> None:
-        self.out.write(seg[2])
+        rows = seg[2]  # the writer's buffer (not a copy), handed back once written
+        self.out.write(rows)
+        rows.release()
         scanner.count(seg[3])
 
     def take_others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int]:
