@@ -472,3 +472,43 @@ def test_an_encoding_error_reaches_the_caller_and_nothing_hangs(generated: list[
     assert not worker.is_alive(), "the writer hung after an encoder failed"
     assert isinstance(outcome[0], MemoryError)
     assert threading.active_count() == before, threading.enumerate()
+
+
+def test_the_encoders_end_whatever_order_they_end_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``close()`` ends every encoding thread and waits for the last group, also where one
+    thread is still encoding when another has already ended (a thread's state read a moment
+    late: the end was once put for as many threads as were seen alive, and one thread took
+    it and ended before the next was looked at, so the busy one waited for an end forever)."""
+    import threading
+    import time
+
+    pa = pytest.importorskip("pyarrow")
+
+    class Assembler:  # the first group's turn waits until let go
+        def __init__(self) -> None:
+            self.go = threading.Event()
+            self.added: list[object] = []
+
+        def add(self, file: object, types: object) -> None:
+            if not self.added:
+                self.go.wait(10)
+            self.added.append(file)
+
+    assembler = Assembler()
+    encoder = parquet._Encoder(assembler, threads=2)  # type: ignore[arg-type]
+    encoder(pa.table({"a": [1, 2, 3]}), [])  # one thread takes it and waits; the other is idle
+    alive = threading.Thread.is_alive
+
+    def late(self: threading.Thread) -> bool:
+        time.sleep(0.2)
+        return alive(self)
+
+    monkeypatch.setattr(threading.Thread, "is_alive", late)
+    closing = threading.Thread(target=encoder.close, daemon=True)
+    closing.start()
+    time.sleep(0.6)
+    assembler.go.set()
+    closing.join(10)
+    monkeypatch.setattr(threading.Thread, "is_alive", alive)
+    assert not closing.is_alive(), "close() waits for an encoder that waits for its end"
+    assert len(assembler.added) == 1 and not any(t.is_alive() for t in encoder.threads)

@@ -323,6 +323,7 @@ class _Encoder:
                 self.turn.notify_all()
             file = None
             self.idle.release()
+        self.queue.put(None)  # the end, handed on to the next thread
 
     def __call__(self, table: Any, dictionary: list[str]) -> None:
         self.idle.acquire()
@@ -333,10 +334,13 @@ class _Encoder:
         self.given += 1
 
     def close(self) -> None:
-        """Wait for the last group to be written; raise a thread's error, if any."""
-        for thread in self.threads:
-            if thread.is_alive():
-                self.queue.put(None)
+        """Wait for the last group to be written; raise a thread's error, if any.
+
+        One end is put, and each thread hands it on as it ends: an end put per thread seen
+        alive could be taken by an idle thread that then ended before the next was looked at,
+        and a thread still encoding would have waited for an end forever."""
+        if any(thread.is_alive() for thread in self.threads):
+            self.queue.put(None)
         for thread in self.threads:
             thread.join()
         if self.error is not None:
