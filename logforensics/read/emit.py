@@ -24,9 +24,10 @@ Lines of unrecognised text (``read.other``) have no plan a shape could hold, so 
 all go the exact way: the writers take their runs with :meth:`JsonlEmitter.others` instead,
 the lines ``OtherWalker.texts`` takes filled into the template of the exact path's ``other``
 plan, registered for lines of every shape (an empty line among them, once its shape is
-registered, into its own: random bytes have one every 256 lines, and each ended a run). The row writer decodes each line as it escapes
-it (random bytes: one pass, not a decoded copy read again); the column writer takes the
-walker's decoded texts.
+registered, into its own: random bytes have one every 256 lines, and each ended a run). The
+row writer decodes each line as it escapes it (random bytes: one pass, not a decoded copy read
+again); the column writer takes the walker's decoded texts. The row writer hands a scan's rows
+over without a copy (``_emit.Rows``, released once written).
 """
 
 from __future__ import annotations
