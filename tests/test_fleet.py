@@ -246,3 +246,26 @@ def test_ray_engine_writes_the_same_runs_table(fixture_store: Path, tmp_path: Pa
                           "hive_partitioning = true) ORDER BY run_id").fetchall()
     assert rows(store) == rows(fixture_store) and len(rows(store)) > 50
     assert "Traceback" not in out.stderr
+
+
+_CUT_TRACEBACK = """[2025-03-29 18:18:34 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1999, in run_scheduler_process
+    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 249, in __init__
+    self.tp_worker = TpWorkerClass(
+  File "/sgl-workspace/sglang/python/sglang/srt/{module}.py", line 74, in __init__
+    self.model_runner = ModelRunner(
+"""
+
+
+def test_fingerprint_names_the_module_of_a_bare_function_and_a_cut_exception(tmp_path: Path) -> None:
+    """Two tracebacks cut before their exception line, ending in ``__init__`` of different modules,
+    are two crashes; each says that the exception is not in the log rather than naming a class."""
+    prints = []
+    for module in ("managers/tp_worker", "model_executor/model_runner"):
+        log = tmp_path / f"{module.replace('/', '_')}.log"
+        log.write_text(_CUT_TRACEBACK.format(module=module))
+        prints.append(summary_json(str(log))["crash"]["fingerprint"])
+    assert [p["function"] for p in prints] == ["tp_worker.__init__", "model_runner.__init__"]
+    assert {p["exception"] for p in prints} == {"exception not in log"}
+    assert prints[0]["id"] != prints[1]["id"]

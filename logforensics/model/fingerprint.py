@@ -2,9 +2,11 @@
 
 Exception type (the class name, without the module that PyTorch moved it between:
 ``torch.cuda.OutOfMemoryError`` and ``torch.OutOfMemoryError`` are one class) +
-innermost SGLang function + phase. Line numbers, paths, addresses and numbers are
-masked, so the same failure on another machine, at another batch size or after a
-file moved inside the package gets the same id.
+innermost SGLang function, named with its module (``tp_worker.__init__``, not a bare
+``__init__`` that every class has) + phase. Line numbers, paths, addresses and numbers
+are masked, so the same failure on another machine, at another batch size or after a
+file moved to another folder inside the package gets the same id. A traceback cut
+before its exception line says so (``exception not in log``) instead of naming a class.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ def _is_sglang(path: str | None) -> bool:
     return "/sglang/" in p or p.startswith("sglang/")
 
 
+def _stem(path: str) -> str:
+    """The module of a frame's file: ``tp_worker`` for ``.../managers/tp_worker.py``."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name[:-3] if name.endswith(".py") else name
+
+
 def _exception_type(crash: Mapping[str, Any]) -> str:
     exc = crash.get("exception")
     if exc:
@@ -47,21 +55,23 @@ def _exception_type(crash: Mapping[str, Any]) -> str:
         return f"native abort: {head}" if head else "native abort"
     if not crash.get("frames") and crash.get("sigquit_lines") is not None and not crash.get("text"):
         return "sigquit"
-    return "unknown exception"
+    return "exception not in log"
 
 
 def fingerprint(crash: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """``{id, exception, function, phase}`` for a summary's ``crash``, or None without one.
 
     ``id`` is 12 hex digits of SHA-1 over the other three. ``function`` is the innermost
-    frame whose file is inside the ``sglang`` package (None when no such frame shows).
+    frame whose file is inside the ``sglang`` package, as ``module.function`` (the file's
+    stem), None when no such frame shows.
     """
     if not crash:
         return None
     function = None
     for frame in reversed(crash.get("frames") or []):
         if _is_sglang(frame.get("path")) and frame.get("func"):
-            function = mask(str(frame["func"]))
+            module = _stem(str(frame["path"]))
+            function = mask(f"{module}.{frame['func']}" if module else str(frame["func"]))
             break
     exception = _exception_type(crash)
     phase = crash.get("phase") or "unknown"
