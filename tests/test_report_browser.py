@@ -168,14 +168,14 @@ def _errors(events: list[dict[str, Any]]) -> list[str]:
 class Page:
     """One tab showing ``url``, loaded; ``evaluate`` runs JavaScript in it and returns the value."""
 
-    def __init__(self, browser: DevTools, url: str) -> None:
+    def __init__(self, browser: DevTools, url: str, width: int = 1280) -> None:
         self.browser = browser
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             browser.send(f"{domain}.enable", session=self.session)
         browser.send("Emulation.setDeviceMetricsOverride",
-                     {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=self.session)
+                     {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=self.session)
         mark = len(browser.events)
         browser.send("Page.navigate", {"url": url}, session=self.session)
         browser.wait_event("Page.loadEventFired", since=mark)
@@ -201,18 +201,22 @@ def _requests(events: list[dict[str, Any]]) -> list[str]:
     return [u for u in urls if not u.startswith(("file:", "data:", "about:"))]
 
 
+def _wait_for_charts(page: Page) -> None:
+    """plotly draws after load: wait until every chart div holds its SVG."""
+    deadline = time.monotonic() + 30
+    while not page.evaluate("[...document.querySelectorAll('.plotly-graph-div')]"
+                            ".every(d => d.querySelector('svg.main-svg'))"):
+        assert time.monotonic() < deadline, "plotly charts did not render"
+        time.sleep(0.2)
+
+
 def test_report_renders_in_chromium(tmp_path: Path) -> None:
     exe = chromium()
     report, verdict, probe = _report(tmp_path)
     browser = DevTools(exe, tmp_path / "profile")
     try:
         page = Page(browser, report.as_uri())
-        # plotly draws after load: wait until every chart div holds its SVG.
-        deadline = time.monotonic() + 30
-        while not page.evaluate("[...document.querySelectorAll('.plotly-graph-div')]"
-                                ".every(d => d.querySelector('svg.main-svg'))"):
-            assert time.monotonic() < deadline, "plotly charts did not render"
-            time.sleep(0.2)
+        _wait_for_charts(page)
         charts = page.evaluate("[document.querySelectorAll('.plotly-graph-div').length, "
                                "document.querySelectorAll('.js-plotly-plot .main-svg').length > 0]")
         shown = page.evaluate("""(() => { const e = document.getElementById('verdict-text');
@@ -251,3 +255,27 @@ def test_harness_sees_console_errors_and_requests(tmp_path: Path) -> None:
     errors = _errors(browser.events)
     assert any("boom" in e for e in errors) and any("undefinedFunction" in e for e in errors), errors
     assert _requests(browser.events) == ["http://127.0.0.1:9/never.png"]
+
+
+def test_memory_chart_leaves_the_formula_table_uncovered(tmp_path: Path) -> None:
+    """Only the failing run has memory figures (the baseline stopped in NCCL init): at the widths
+    of common screens the memory chart and the KV-cache formula table do not overlap."""
+    base = ROOT / "fixtures" / "real" / "016-nccl-init-tp2-indent-stripped-dunder-eaten-sigquit-typo.log"
+    report = tmp_path / "report.html"
+    write_html(diagnose_files(str(HEADLINE / "failing.log"), str(base)), str(report))
+    browser = DevTools(chromium(), tmp_path / "profile")
+    boxes = {}
+    try:
+        for width in (1280, 1440, 1600):
+            page = Page(browser, report.as_uri(), width=width)
+            _wait_for_charts(page)
+            boxes[width] = page.evaluate("""(() => {
+                const box = e => { const r = e.getBoundingClientRect();
+                                   return [r.left, r.top, r.right, r.bottom]; };
+                return [box(document.querySelector('#memory .js-plotly-plot .main-svg')),
+                        box(document.querySelector('#memory table.budget'))]; })()""")
+    finally:
+        browser.close()
+    for width, (chart, table) in boxes.items():
+        apart = chart[2] <= table[0] or table[2] <= chart[0] or chart[3] <= table[1] or table[3] <= chart[1]
+        assert apart, f"at {width} px the memory chart {chart} covers the formula table {table}"
