@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,17 @@ def test_wheel_installs_and_runs_outside_the_tree(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
                     str(wheels), str(ROOT)], check=True, timeout=300)
-    wheel = next(wheels.glob("logforensics-*.whl"))
+    built = next(wheels.glob("logforensics-*.whl"))
+    # auditwheel (PyPI) checks what the native module links against and tags the wheel for the
+    # oldest glibc it runs on: a wheel others can install, not one that runs only here.
+    repaired = tmp_path / "repaired"
+    subprocess.run([sys.executable, "-m", "auditwheel", "repair", "-w", str(repaired), str(built)],
+                   check=True, timeout=300)
+    wheel = next(repaired.glob("logforensics-*.whl"))
+    assert "manylinux" in wheel.name, wheel.name
+    with zipfile.ZipFile(wheel) as archive:
+        native = [n for n in archive.namelist() if n.endswith(".so")]
+    assert native and all(n.startswith("logforensics/") for n in native), native
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
