@@ -26,6 +26,7 @@ Sizes of 2G and more are whole copies of the 1G log (``5G``: five launches in a 
     python bench/bench_speed.py --sizes 5G --repeat 1 --generators serving
     python bench/bench_speed.py --sizes 10M,100M --generators words,bytes   # input that is no log
     python bench/bench_speed.py --sizes 1G --generators restarts,serving,words,bytes   # and per MB against the logs
+    python bench/bench_speed.py --sizes 1G --generators second --generator-script second=OTHER/gen_sglang_log.py
 
 When input that is no log (words, bytes) runs beside a log of the same size, each command's MB/s
 on it is also given over the same command's on the log, wall and CPU (1.0 or more: no slower per
@@ -205,12 +206,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated sizes (default 100M,1G,5G; 2G and more: copies of the 1G log)")
     p.add_argument("--generators", default="restarts,serving",
                    help="restarts, serving (default: both), words or bytes (unknown text, random bytes)")
+    p.add_argument("--generator-script", action="append", default=[], metavar="NAME=SCRIPT",
+                   help="one more generator under NAME, any script taking --size and -o (a second, independent "
+                        "generator of multi-rank logs, say); name it in --generators too")
     p.add_argument("--repeat", type=int, default=3, help="rounds per log (default 3); medians are printed")
     p.add_argument("--parse", action="store_true", help="also time parse --format jsonl and parquet")
     p.add_argument("--no-summary", action="store_true", help="leave out summary (with --parse: parse alone)")
     p.add_argument("--dir", type=Path, default=None, help="where to generate the logs (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the generated logs")
     args = p.parse_args(argv)
+    for spec in args.generator_script:
+        name, sep, script = spec.partition("=")
+        if not sep or not name or not Path(script).is_file():
+            sys.exit(f"bench_speed: --generator-script wants NAME=SCRIPT with an existing script, not {spec!r}")
+        GENERATORS[name] = [Path(script).resolve()]
     if shutil.which("lnav") is None:
         sys.exit("bench_speed: lnav is not installed (apt-get install lnav)")
     exe = program()
