@@ -189,10 +189,19 @@ def _write_frame(events: Any, fmt: str, output: str) -> None:
         frame.to_csv(fh, index=False)
 
 
+_REDACT = click.option("--redact", is_flag=True,
+                       help="Replace home and model paths, hostnames, IP and e-mail addresses, keys, tokens, passwords "
+                       "and request text by placeholders (<IP-address-1>), as `bundle` does.")
+_KEEP_PROMPTS = click.option("--keep-prompts", is_flag=True,
+                             help="With redaction: keep prompts and completions (request text, input_ids).")
+
+
 @main.command()
 @click.argument("logs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def summary(logs: tuple[str, ...], as_json: bool) -> None:
+@_REDACT
+@_KEEP_PROMPTS
+def summary(logs: tuple[str, ...], as_json: bool, redact: bool, keep_prompts: bool) -> None:
     """Summarise one run: outcome, ranks, phase reached, memory per rank, crash.
 
     LOGS is one run: a file, several files (one per node or server), a directory or a
@@ -207,6 +216,10 @@ def summary(logs: tuple[str, ...], as_json: bool) -> None:
             s = summarize_run(run, progress=advance)
     except InputError as exc:
         raise fail(str(exc)) from None
+    if redact:
+        from ..render.redact import redacted
+
+        s = redacted(s, keep_prompts)
     try:
         if as_json:
             click.echo(json.dumps(s.to_dict(), indent=2, default=str, ensure_ascii=json_ascii()))
@@ -234,15 +247,18 @@ FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
               help="Exit 1 when a finding of this severity (or worse) is raised.")
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
               help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
+@_REDACT
+@_KEEP_PROMPTS
 def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, json_path: str | None,
-         fail_on: str, rules_dirs: tuple[str, ...]) -> None:
+         fail_on: str, rules_dirs: tuple[str, ...], redact: bool, keep_prompts: bool) -> None:
     """Compare a FAILING run's logs with a BASELINE's and explain what differs and why.
 
     Each run is a file, a directory of per-node (or prefill/decode/router) logs, a
     quoted glob, or a summary saved with `summary --json` (a .json file). Give BASELINE
     FAILING, or --store DIR FAILING to take the baseline from a store (the choice is
     stated first). Prints the verdict and the findings with their evidence lines
-    (file:line, rank), and optionally writes an HTML report (-o) and JSON (--json).
+    (file:line, rank), and optionally writes an HTML report (-o) and JSON (--json);
+    --redact replaces private text in all of them, as `bundle` does.
     Exit status: 0 when no finding reaches --fail-on, 1 when one does, 2 on bad usage
     or unreadable input.
     """
@@ -269,6 +285,10 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
                 d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
         except (InputError, RuleError) as exc:
             raise fail(str(exc)) from None
+    if redact:  # before any output: the terminal's, the JSON and the HTML show the same placeholders
+        from ..render.redact import redacted
+
+        d, chosen = redacted((d, chosen), keep_prompts)
     from rich.text import Text  # rich: only where a command prints with it
 
     from ..render.console import make_console
@@ -322,19 +342,22 @@ def _diagnose_in_store(store_dir: str, failing: str, rules_dirs: tuple[str, ...]
 @click.option("--baseline", type=click.Path(allow_dash=True), default=None,
               help="A run that worked, to compare with (a file, directory, glob or saved summary).")
 @click.option("--no-redact", is_flag=True,
-              help="Keep home and model paths, hostnames, IP addresses, API keys, tokens and request text.")
+              help="Keep home and model paths, hostnames, IP and e-mail addresses, keys, tokens, passwords and "
+              "request text.")
+@_KEEP_PROMPTS
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
               help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
-def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: bool,
+def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: bool, keep_prompts: bool,
            rules_dirs: tuple[str, ...]) -> None:
     """Write one Markdown comment for an issue thread about the run in LOGS.
 
     Under GitHub's 65,536-character limit: the verdict, a phase table per rank, the first
     traceback of each distinct failure with the ranks that share it, the memory table, the
     server_args that differ from SGLang's defaults, versions and environment, the findings
-    and what to run next. Redacted by default (home and model paths, hostnames, IP
-    addresses, API keys and tokens, request text), with the list of what was replaced at
-    the end; --no-redact keeps everything.
+    and what to run next. Redacted by default (home and model paths, hostnames, IP and
+    e-mail addresses, API keys, tokens, passwords and signed URLs, private keys, prompts
+    and completions), with the list of what was replaced at the end; --keep-prompts keeps
+    the request text, --no-redact keeps everything.
     """
     from ..diagnose.rulespec import RuleError
     from ..pipeline import InputError, diagnose_runs
@@ -353,7 +376,7 @@ def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: 
     except (InputError, RuleError) as exc:
         raise fail(str(exc)) from None
     runs = ([("baseline", d.baseline)] if d.baseline else []) + [("failing", d.failing)]
-    text = render_bundle(d, runs, redact=not no_redact)
+    text = render_bundle(d, runs, redact=not no_redact, keep_prompts=keep_prompts)
     if output == "-":
         try:
             click.echo(text, nl=False)

@@ -11,12 +11,9 @@ was replaced, by kind and count, never the values.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -24,72 +21,12 @@ from ..diagnose.engine import Diagnosis
 from ..events import PHASES
 from ..model.summary import RunSummary
 from ..units import gib
+from .redact import Redactor
 
 #: GitHub's comment limit (characters); the bundle stays below it.
 LIMIT = 65_536
 _TRACEBACK_LINES = 60
 _MAX_TRACEBACKS = 8
-_SECRET_KEYS = re.compile(r"(api[_-]?key|token|secret|password|passwd|auth|hf_token|credential)", re.IGNORECASE)
-
-
-@dataclass
-class Redactor:
-    """Replaces private text by placeholders and counts what it replaced."""
-
-    enabled: bool = True
-    counts: Counter[str] = field(default_factory=Counter)
-    _names: dict[tuple[str, str], str] = field(default_factory=dict)
-
-    _RULES = (
-        ("API key or token", re.compile(
-            r"(?i)((?:api[_-]?key|token|secret|password|authorization|bearer)['\"]?\s*[=:]\s*['\"]?|--api-key[ =]|Bearer )"
-            r"([^\s'\",)]+)")),
-        ("API key or token", re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|hf_[A-Za-z0-9]{16,}|ghp_[A-Za-z0-9]{20,})\b")),
-        ("home directory", re.compile(r"(/(?:home|Users)/)([^/\s'\",)]+)")),
-        ("home directory", re.compile(r"(/root)(?=/)")),
-        ("IP address", re.compile(r"(?<![\d.])((?:\d{1,3}\.){3}\d{1,3})(?![\d.])")),
-        ("IP address", re.compile(r"(?<![\w:])((?:[0-9a-fA-F]{1,4}:){4,7}[0-9a-fA-F]{1,4}"
-                                  r"|(?:[0-9a-fA-F]{1,4}:)*:(?::[0-9a-fA-F]{1,4})+)(?![\w:])")),
-        ("hostname", re.compile(r"\b([a-z0-9][a-z0-9\-]*(?:\.[a-z0-9\-]+)*\.(?:svc\.cluster\.local|internal|local|corp|lan))\b")),
-        ("request text", re.compile(r"((?:text|prompt|content|input_text|messages)['\"]?\s*[=:]\s*)('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")),
-    )
-
-    def model_paths(self, paths: Sequence[str]) -> None:
-        """Model paths from server_args: replaced wherever they occur (they name private checkpoints)."""
-        self._model_paths = [p for p in paths if p and ("/" in p)]
-
-    def __call__(self, text: str) -> str:
-        if not self.enabled or not text:
-            return text
-        for path in getattr(self, "_model_paths", []):
-            if path in text:
-                self.counts["model path"] += text.count(path)
-                text = text.replace(path, self._placeholder("model path", path))
-        for kind, pattern in self._RULES:
-            text = pattern.sub(functools.partial(self._sub, kind), text)
-        return text
-
-    def _placeholder(self, kind: str, value: str) -> str:
-        key = (kind, value)
-        if key not in self._names:
-            n = sum(1 for k in self._names if k[0] == kind) + 1
-            self._names[key] = f"<{kind.replace(' ', '-')}-{n}>"
-        return self._names[key]
-
-    def _sub(self, kind: str, m: re.Match[str]) -> str:
-        groups = m.groups()
-        value = groups[-1]
-        if kind == "IP address" and value.startswith(("127.", "0.0.0.0")):
-            return m.group(0)
-        if kind == "IP address" and ":" not in value and any(int(x) > 255 for x in value.split(".")):
-            return m.group(0)
-        if kind == "request text" and value in ("''", '""', "None"):
-            return m.group(0)
-        self.counts[kind] += 1
-        prefix = "".join(g for g in groups[:-1] if g)
-        return prefix + self._placeholder(kind, value)
-
-
 def _defaults() -> dict[str, dict[str, str]]:
     """version -> field -> default (repr), from ``model/serverargs_defaults.tsv``."""
     text = resources.files("logforensics.model").joinpath("serverargs_defaults.tsv").read_text(encoding="utf-8")
@@ -146,31 +83,38 @@ def _fence(text: str) -> str:
 
 
 def render_bundle(d: Diagnosis, runs: Sequence[tuple[str, RunSummary]], *, redact: bool = True,
-                  limit: int = LIMIT) -> str:
-    """The Markdown of the bundle (under ``limit`` characters)."""
-    r = Redactor(redact)
-    paths = [str(run.server_args.get(k) or "") for _, run in runs for k in ("model_path", "tokenizer_path")]
-    r.model_paths(sorted(set(paths), key=len, reverse=True))
+                  keep_prompts: bool = False, limit: int = LIMIT) -> str:
+    """The Markdown of the bundle (under ``limit`` characters); ``runs``: (label, run) of ``d``.
+    Redacted unless ``redact=False``; prompts and completions too unless ``keep_prompts``."""
+    r = Redactor(keep_prompts) if redact else None
+    if r is not None:
+        r.learn(d)
+        for _, run in runs:
+            if run is not d.failing and run is not d.baseline:
+                r.learn(run)
+        same = {id(d.failing): "failing", id(d.baseline): "baseline"}
+        d = r.tree(d)
+        runs = [(label, getattr(d, same[id(run)]) if id(run) in same else r.tree(run)) for label, run in runs]
     parts: list[str] = []
-    files = ", ".join(f"`{r(os.path.basename(run.file or '-'))}`" for _, run in runs)
+    files = ", ".join(f"`{os.path.basename(run.file or '-')}`" for _, run in runs)
     parts.append(f"## logforensics report: {files}\n")
-    parts.append(f"**Verdict:** {r(d.verdict)}\n")
+    parts.append(f"**Verdict:** {d.verdict}\n")
     for label, run in runs:
-        parts.append(f"- {label}: **{run.outcome}**: {r(run.outcome_reason)}")
+        parts.append(f"- {label}: **{run.outcome}**: {run.outcome_reason}")
     parts.append("")
     for label, run in runs:
-        parts.append(_phase_table(label, run, r))
-        parts.append(_tracebacks(label, run, r))
+        parts.append(_phase_table(label, run))
+        parts.append(_tracebacks(label, run))
         parts.append(_memory_table(label, run))
-        parts.append(_settings(label, run, r))
+        parts.append(_settings(label, run))
     findings = list(d.findings)
     if findings:
         parts.append("### Findings\n")
         for f in findings[:20]:
-            parts.append(f"- **{f.severity} {f.rule}**: {r(f.title)}")
+            parts.append(f"- **{f.severity} {f.rule}**: {f.title}")
             for e in f.evidence[:3]:
-                parts.append(f"  - `{r(os.path.basename(str(e.get('file') or '')))}:{e.get('line')}` "
-                             f"{_md_cell(r(str(e.get('text') or ''))[:200])}")
+                parts.append(f"  - `{os.path.basename(str(e.get('file') or ''))}:{e.get('line')}` "
+                             f"{_md_cell(str(e.get('text') or '')[:200])}")
         parts.append("")
     steps = _next_steps(d)
     if steps:
@@ -178,14 +122,15 @@ def render_bundle(d: Diagnosis, runs: Sequence[tuple[str, RunSummary]], *, redac
         parts += [f"- `{s}`: {why}" for s, why in steps]
         parts.append("")
     body = "\n".join(p for p in parts if p is not None)
-    tail = _redaction_list(r)
+    tail = _redaction_list(r, body, keep_prompts)
     if len(body) + len(tail) > limit:
         cut = limit - len(tail) - 200
         body = body[:cut].rsplit("\n", 1)[0] + f"\n\n_(cut at {cut} characters to stay under GitHub's {limit:,}-character limit)_\n"
+        tail = _redaction_list(r, body, keep_prompts)
     return body + tail
 
 
-def _phase_table(label: str, run: RunSummary, r: Redactor) -> str:
+def _phase_table(label: str, run: RunSummary) -> str:
     rows = [f"### {label}: phases per rank\n", "| rank | phase reached | " + " | ".join(PHASES) + " | last line |",
             "|---|---|" + "---|" * len(PHASES) + "---|"]
     for rank in run.ranks[:64]:
@@ -200,7 +145,7 @@ def _phase_table(label: str, run: RunSummary, r: Redactor) -> str:
     return "\n".join(rows)
 
 
-def _tracebacks(label: str, run: RunSummary, r: Redactor) -> str:
+def _tracebacks(label: str, run: RunSummary) -> str:
     if not run.exceptions:
         return ""
     out = [f"### {label}: first traceback of each distinct failure\n"]
@@ -212,7 +157,7 @@ def _tracebacks(label: str, run: RunSummary, r: Redactor) -> str:
         where = f"line {exc.first_line}" if exc.first_line else ""
         out.append(f"**{exc.exception or 'traceback cut before its exception'}** on {ranks} "
                    f"({len(exc.occurrences or [])} occurrence(s), first at {where}; phase {exc.phase or '?'})\n")
-        out.append(_fence(r("\n".join(shown)) + more) + "\n")
+        out.append(_fence("\n".join(shown) + more) + "\n")
     if len(run.exceptions) > _MAX_TRACEBACKS:
         out.append(f"_{len(run.exceptions) - _MAX_TRACEBACKS} more distinct tracebacks in `summary --json`._\n")
     return "\n".join(out)
@@ -238,34 +183,25 @@ def _memory_table(label: str, run: RunSummary) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _settings(label: str, run: RunSummary, r: Redactor) -> str:
+def _settings(label: str, run: RunSummary) -> str:
     out = [f"### {label}: settings, versions, environment\n"]
     version, why, diffs = non_default_args(run)
     if diffs:
         out.append(f"server_args that differ from SGLang's defaults ({why}):\n")
         out.append("| setting | logged | default |\n|---|---|---|")
         for name, value, default in diffs[:80]:
-            shown = "<redacted>" if _SECRET_KEYS.search(name) and r.enabled and value not in (None, "") else r(repr(value))
-            if shown == "<redacted>":
-                r.counts["API key or token"] += 1
-            out.append(f"| {name} | {_md_cell(shown)} | {_md_cell(default)} |")
+            out.append(f"| {name} | {_md_cell(repr(value))} | {_md_cell(default)} |")
         out.append("")
     elif run.server_args:
         out.append(f"server_args: every compared field has its default ({why}).\n")
     else:
         out.append("server_args: not in this log.\n")
     if run.launch_command:
-        out.append("launch command:\n\n" + _fence(r(run.launch_command)[:2000]) + "\n")
+        out.append("launch command:\n\n" + _fence(run.launch_command[:2000]) + "\n")
     if run.versions:
         out.append("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())) + "\n")
     if run.env:
-        env = []
-        for k, v in sorted(run.env.items()):
-            value = "<redacted>" if r.enabled and _SECRET_KEYS.search(k) else r(str(v))
-            if value == "<redacted>":
-                r.counts["API key or token"] += 1
-            env.append(f"`{k}={value}`")
-        out.append("environment: " + ", ".join(env) + "\n")
+        out.append("environment: " + ", ".join(f"`{k}={v}`" for k, v in sorted(run.env.items())) + "\n")
     return "\n".join(out)
 
 
@@ -280,11 +216,15 @@ def _next_steps(d: Diagnosis) -> list[tuple[str, str]]:
     return steps
 
 
-def _redaction_list(r: Redactor) -> str:
-    if not r.enabled:
+def _redaction_list(r: Redactor | None, body: str, keep_prompts: bool) -> str:
+    """What the reader of ``body`` sees replaced, by kind and count (never the values)."""
+    if r is None:
         return "\n---\n_Not redacted (`--no-redact`): paths, hosts, addresses, keys and request text are as logged._\n"
-    if not r.counts:
-        return "\n---\n_Redacted: nothing matched (home and model paths, hostnames, IP addresses, API keys and tokens, request text)._\n"
-    items = ", ".join(f"{kind}: {n}" for kind, n in sorted(r.counts.items()))
+    kept = " Prompts and completions are kept (`--keep-prompts`)." if keep_prompts else ""
+    counts = r.counts(body)
+    if not counts:
+        return ("\n---\n_Redacted: nothing matched (home and model paths, hostnames, IP addresses, e-mail addresses, "
+                f"keys, tokens and passwords, request text).{kept}_\n")
+    items = ", ".join(f"{kind}: {n}" for kind, n in sorted(counts.items()))
     return ("\n---\n_Redacted (placeholders like `<home-directory-1>`; `--no-redact` keeps the text): "
-            f"{items}._\n")
+            f"{items}.{kept}_\n")
