@@ -141,15 +141,15 @@ def on_capture_begin(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
     if "capture_begin_avail_gib" not in r.memory:
         _put(r.memory, "capture_begin_avail_gib", ev.fields.get("avail_gib"))
-        if ev.fields.get("bs"):
-            r.memory["capture_bs"] = ev.fields["bs"]
+        if ev.fields.get("bs_list"):
+            r.memory["capture_bs"] = ev.fields["bs_list"]
         _evidence(r, "capture_begin", ev)
 
 
 @handles("capture_bs", reads_earlier=True)
 def on_capture_bs(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
-    bs = ev.fields.get("bs")
+    bs = ev.fields.get("bs_list")
     if bs and "capture_bs" not in r.memory:
         m.needs_context("capture batch sizes, kept only if none were seen before")
         r.memory["capture_bs"] = bs

@@ -28,8 +28,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..events import Event
-from .fatal import scheduler_died
-from .oom import decompose_oom
+from ..events.types import BOOL, INT, STR, Type, list_of, struct
+from .fatal import DIED_TYPE, scheduler_died
+from .oom import OOM_TYPE, decompose_oom
 
 #: Kinds that may continue a traceback's final message (multi-line messages).
 _CONTINUATION = {"other", "indented", "blank", "tb_caret", "tb_fragment"}
@@ -47,6 +48,22 @@ _TRANSPARENT = frozenset({"ray_dedup", "lib_log"})
 #: A word alone on a line right after a frame line: the frame's function name, wrapped
 #: by a terminal ("in R" / "untime").
 _WRAPPED_WORD = re.compile(r"\w+")
+
+
+#: A record's physical lines: (line number, text) each.
+LINES_TYPE: Type = list_of(struct(line=INT, text=STR))
+#: The fields of the records assembled here, and their types (``events/schema.py`` is derived
+#: from these, the converters' declarations and the grammar's samples).
+FIELDS: dict[str, dict[str, Type]] = {
+    "exception": {
+        "source": STR, "exception": STR, "message": STR,
+        "frames": list_of(struct(path=STR, line=INT, func=STR, code=STR, log_line=INT)),
+        "chain": list_of(struct(exception=STR, message=STR, frames=INT)),
+        "fatal_signal": BOOL, "exception_line": struct(line=INT, text=STR), "header_cut": BOOL,
+        "lines": LINES_TYPE, "oom": OOM_TYPE, "scheduler_died": DIED_TYPE,
+    },
+    "oom_message": {"what": STR, "message": STR, "oom": OOM_TYPE, "lines": LINES_TYPE},
+}
 
 
 def _body(ev: Event) -> str:
@@ -70,7 +87,7 @@ class _Traceback:
         self.exception: str | None = None
         self.message: str | None = None
         self.chain: list[dict[str, Any]] = []
-        self.lines: list[list[Any]] = []
+        self.lines: list[tuple[int, str]] = []
         self.last_line = ev.line
         self.blanks = 0
         self.fatal = False
@@ -93,7 +110,7 @@ class _Traceback:
 
     def add_line(self, ev: Event) -> None:
         if len(self.lines) < _MAX_TB_LINES:
-            self.lines.append([ev.line, ev.text])
+            self.lines.append((ev.line, ev.text))
         self.last_line = ev.line
 
     def to_event(self) -> Event:

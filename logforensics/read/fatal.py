@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..events.types import INT, STR, Type, list_of, struct
+from .values import typed
+
 #: torch c10d / NCCL watchdog and store wordings, across torch versions:
 #: (kind, family, pattern). ``collective_failure`` is what the watchdog reports when a
 #: collective failed or timed out without saying which; ``collective_timeout`` says it
@@ -77,11 +80,15 @@ def collective(text: str) -> dict[str, Any]:
     return out
 
 
+#: The type of each figure of a collective record (the rest are integers).
+_COLLECTIVE_TYPES: dict[str, Type] = {"family": STR, "op_type": STR}
+
+
 def field(name: str) -> Any:
     """A converter that reads one collective figure from the record's text."""
     def conv(s: str) -> Any:
         return collective(s)[name]
-    return conv
+    return typed(_COLLECTIVE_TYPES.get(name, INT), conv)
 
 
 _ASSERT = re.compile(r"(?P<source_loc>\S+\.\w+:\d+): (?P<kernel>.*?):? ?block: \[(?P<block>[\d, ]+)\], "
@@ -98,7 +105,7 @@ def device_assert(name: str) -> Any:
         if name in ("block", "thread"):
             return [int(x) for x in value.split(",")]
         return value.strip()
-    return conv
+    return typed(list_of(INT) if name in ("block", "thread") else STR, conv)
 
 
 _HSA = re.compile(r"node-(?P<hsa_node>\d+)(?: \(Agent handle: (?P<agent_handle>0x[\da-f]+)\))?"
@@ -111,9 +118,11 @@ def hsa(name: str) -> Any:
         m = _HSA.search(s)
         value = m.group(name) if m else None
         return int(value) if name == "hsa_node" and value is not None else value
-    return conv
+    return typed(INT if name == "hsa_node" else STR, conv)
 
 
+#: The type of :func:`scheduler_died` (an exception's ``scheduler_died`` field).
+DIED_TYPE: Type = struct(rank=INT, exit_code=INT)
 _DIED = re.compile(r"Rank (\d+) scheduler died during initialization \(exit code:? (-?\d+)\)")
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..events.types import BOOL, FLOAT, INT, STR, Type, list_of, struct
+
 _SIZE = r"([\d.]+ ?(?:bytes|KiB|MiB|GiB|TiB|B|KB|MB|GB))"
 _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "KB": 2**10, "MiB": 2**20, "MB": 2**20,
           "GiB": 2**30, "GB": 2**30, "TiB": 2**40}
@@ -31,6 +33,12 @@ _PATTERNS = {
 _OTHER_PROCESS = re.compile(r"Process\s*(\d+)\s*has\s*" + _SIZE + r"\s*memory\s*in\s*use")
 _PADDING = re.compile(r" {3,}")
 _OOM_MARKERS = ("out of memory", "OutOfMemoryError")
+
+
+#: The type of :func:`decompose_oom`'s figures (an event's ``oom`` field).
+OOM_TYPE: Type = struct(device=STR, **{name: INT if name == "gpu" else FLOAT for name in _PATTERNS},
+                        other_processes=list_of(struct(pid=INT, in_use_gib=FLOAT)), in_use_gib=FLOAT,
+                        expandable_segments_hint=BOOL)
 
 
 def to_gib(size: str) -> float:

@@ -158,15 +158,20 @@ class Planner(FatalPlanning):
             unit = str(toks["UNIT"][0]).strip() if "UNIT" in toks else None
             self.add(v.field_name(key, unit) + suffix, num, v.to_float if unit else v.number_conv(num))
             return
-        conv: Conv = {"WORD": v.to_word, "LIST": v.to_list, "QUOTED": v.to_quoted}.get(value.type, v.to_str)
-        if v.field_name(key, None) == "cuda_graph":
+        conv: Conv = {"LIST": v.to_list, "QUOTED": v.to_quoted}.get(value.type, v.to_str)
+        if value.type == "WORD":
+            conv = v.word_conv(value)
+        name = v.field_name(key, None)
+        if name == "cuda_graph":
             conv = v.to_bool
-        self.add(v.field_name(key, None) + suffix, value, conv)
+        elif value.type == "LIST":
+            name = v.list_name(name)  # "bs=[1, 2, 4]": bs_list; a bar's "bs=64" is the one bs
+        self.add(name + suffix, value, conv)
 
     # -- what the declarations cannot say: names and constants chosen by the text ----------
     def on_capture_bs(self, tree: Tree, toks: Tokens) -> None:
         name = "num_tokens" if "num tokens" in toks["CAPTURE_BS"][0] else "bs"
-        self.add(name, toks["LIST"][0], v.to_list)
+        self.add(v.list_name(name), toks["LIST"][0], v.to_list)
 
     def on_kv_cache_alloc(self, tree: Tree, toks: Tokens) -> None:
         if any("VA upper bound" in tok for tok in toks.get("KV_ALLOC", ())):

@@ -27,6 +27,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..events.types import FLOAT, INT, STR
+from .values import returns, typed
+
 _RID = re.compile(r"""\brid=(?:'([^']*)'|"([^"]*)"|([^,\s)]+))""")
 _META_ID = re.compile(r"""['"]id['"]: ?['"]([^'"]+)['"]""")
 _NUM = r"(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"
@@ -45,6 +48,7 @@ _STATS_TYPE = re.compile(r"\btype=(\w+)\)")
 _DURATION = re.compile(r"\b(\w+)_duration=" + _NUM + "ms")
 
 
+@returns(STR)
 def rid(payload: str) -> str | None:
     """The request id: ``rid=`` of the input, else ``meta_info``'s ``id``."""
     m = _RID.search(payload)
@@ -58,7 +62,7 @@ def _number(pattern: re.Pattern[str], cast: Callable[[str], Any]) -> Callable[[s
     def conv(payload: str) -> Any:
         m = pattern.search(payload)
         return cast(m.group(1)) if m else None
-    return conv
+    return typed(FLOAT if cast is float else INT, conv)
 
 
 def _int(s: str) -> int:
@@ -73,6 +77,7 @@ input_len = _number(_STATS_INT["input_len"], int)
 output_len = _number(_STATS_INT["output_len"], int)
 
 
+@returns(STR)
 def req_type(payload: str) -> str | None:
     m = _STATS_TYPE.search(payload)
     return m.group(1) if m else None
@@ -83,20 +88,24 @@ def durations_ms(payload: str) -> dict[str, float]:
     return {m.group(1): float(m.group(2)) for m in _DURATION.finditer(payload)}
 
 
+@returns(FLOAT)
 def queue_ms(payload: str) -> float | None:
     return durations_ms(payload).get("queue")
 
 
+@returns(FLOAT)
 def forward_ms(payload: str) -> float | None:
     return durations_ms(payload).get("forward")
 
 
+@returns(STR)
 def json_event(payload: str) -> str | None:
     """``request.received`` or ``request.finished`` of a JSON request record."""
     m = re.match(r'\{"timestamp": ?"[^"]*", ?"event": ?"([^"]+)"', payload)
     return m.group(1) if m else None
 
 
+@returns(STR)
 def json_rid(payload: str) -> str | None:
     try:
         data = json.loads(payload)

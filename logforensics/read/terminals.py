@@ -146,7 +146,7 @@ RULES: dict[str, Rule] = {
                                  generic=True),
     "weights_ready": _rule(T("NUMBER", "elapsed_s", v.to_float)),
     "weights_not_ready": _rule(T("NUMBER", "timeout_s", None), T("WORD", "initial_weights_loaded", v.to_bool)),
-    "device_mismatch": _rule(T("LEVEL_COLON", "level", v.strip_colon), _seq("INT", ("expected_gpu", "current_gpu")),
+    "device_mismatch": _rule(T("LEVEL_COLON", "level", v.strip_colon), _seq("INT", ("expected_gpu", "current_gpu"), v.to_int),
                              _end("CURRENT_DEVICE", "message")),
     # -- uvicorn and other loggers behind an SGLang prefix
     "http_access": _rule(T("LEVEL_COLON", "level", v.strip_colon), T("ADDR", "client", v.to_str),
@@ -161,7 +161,7 @@ RULES: dict[str, Rule] = {
     # -- lines with no SGLang prefix
     "tb_frame": _TB_FRAME,
     "fh_frame": _TB_FRAME,
-    "tb_chain": _rule(T("CHAIN", "chain", v.to_strip)),
+    "tb_chain": _rule(T("CHAIN", "chain_text", v.to_strip)),  # an exception's "chain" is the list of links
     "exc_line": _rule(T("EXC_NAME", "exception", v.to_str), T("TEXT", "message", v.to_strip)),
     "tqdm_bar": _rule(T("TQDM_DESC", "desc", v.tqdm_desc), T("TQDM_DESC", "bs", v.desc_number("bs")),
                       T("TQDM_DESC", "num_tokens", v.desc_number("num_tokens")),
@@ -169,7 +169,7 @@ RULES: dict[str, Rule] = {
     "c10d_log": _rule(T("C10D_HEAD", "head", v.c10d_head)),  # "[rank1]:" is head["global_rank"], not the rank
     "pyspy_process": _rule(T("PYSPY_PROCESS", "pid", v.word_int(1)), T("TEXT", "title", v.to_strip)),
     "pyspy_python": _rule(T("PYSPY_PYTHON", "python", v.word(1))),
-    "nccl_debug": _rule(T("NCCL_HOST", "host", v.to_str), _seq("INT", ("pid", "tid", "device")),
+    "nccl_debug": _rule(T("NCCL_HOST", "host", v.to_str), _seq("INT", ("pid", "tid", "gpu"), v.to_int),
                         T("NCCL_LEVEL", "level", v.to_str), generic=True),
     "vllm_log": _rule(T("VLLM_HEAD", "level", v.word(0)), T("SRC_LOC", "source_loc", v.to_str), generic=True),
     "glog": _rule(T("GLOG_HEAD", "level", v.first_char), T("ANY_LOC", "source_loc", v.to_str), generic=True),

@@ -10,24 +10,61 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
+
+from ..events.types import BOOL, FLOAT, INT, NULL, STR, Type, list_of, struct
 
 Conv = Callable[[str], Any]
+C = TypeVar("C")
+
+#: Each converter's declared type (``events.types``): the type of every value it gives,
+#: None aside. The event schema (``events/schema.py``) is derived from these.
+TYPES: dict[Any, Type] = {}
+
+
+def typed(t: Type, conv: C) -> C:
+    """Declare ``conv``'s type, once, where the converter is made."""
+    TYPES[conv] = t
+    return conv
+
+
+def returns(t: Type) -> Callable[[C], C]:
+    """Decorator form of :func:`typed`."""
+    def mark(conv: C) -> C:
+        return typed(t, conv)
+    return mark
+
+
+def type_of(conv: Any) -> Type:
+    """A converter's declared type; a converter without one is an error, not a guess."""
+    try:
+        return TYPES[conv]
+    except (KeyError, TypeError):
+        raise LookupError(f"converter {conv!r} declares no type (read/values.py: typed)") from None
+
 
 # Converters are C builtins where possible: they run once per value of every line.
-to_int = int
-to_float = float
-to_str = str
-to_strip = str.strip
-first_char = itemgetter(0)
+to_int = typed(INT, int)
+to_float = typed(FLOAT, float)
+to_str = typed(STR, str)
+to_strip = typed(STR, str.strip)
+first_char = typed(STR, itemgetter(0))
 _BOOLS = {"True": True, "False": False, "true": True, "false": False}
 
 
+@returns(BOOL)
 def to_bool(s: str) -> bool | str:
     return _BOOLS.get(s, s)
 
 
+@returns(NULL)
+def to_none(s: str) -> None:
+    return None
+
+
 def to_word(s: str) -> Any:
+    """A word of any of those three meanings (the compiled writer's ``OP_WORD`` mirrors it);
+    the planner picks the one meaning by :func:`word_conv` instead."""
     if s == "None":
         return None
     if s in ("True", "False"):
@@ -35,6 +72,17 @@ def to_word(s: str) -> Any:
     return s
 
 
+def word_conv(text: str) -> Conv:
+    """A word's converter, chosen by its letters: ``None`` is no value, ``True``/``False`` a
+    bool, any other word text (so each converter has one type)."""
+    if text == "None":
+        return to_none
+    if text in ("True", "False"):
+        return to_bool
+    return to_str
+
+
+@returns(list_of(INT))
 def to_list(s: str) -> list[Any]:
     inner = s.strip()[1:-1].strip()
     if not inner:
@@ -52,6 +100,7 @@ def to_list(s: str) -> list[Any]:
     return out
 
 
+@returns(STR)
 def to_quoted(s: str) -> str:
     return s[1:-1]
 
@@ -99,11 +148,20 @@ def field_name(key: str, unit: str | None) -> str:
     return base
 
 
+def list_name(name: str) -> str:
+    """A list's field name: ``bs`` -> ``bs_list``. One name has one type in every kind
+    (``events/schema.py``): ``bs=[1, 2, 4]`` of a capture is a list, ``bs=64`` of a
+    progress bar one number."""
+    return name if name.endswith("_list") else name + "_list"
+
+
 # -- parts of a token's text -----------------------------------------------------------------
+@returns(STR)
 def strip_colon(s: str) -> str:
     return s.rstrip(":")
 
 
+@returns(STR)
 def after_colon(s: str) -> str:
     return s.strip().lstrip(":").strip()
 
@@ -113,7 +171,7 @@ def word(index: int) -> Conv:
     def conv(s: str) -> str:
         return s.split()[index]
 
-    return conv
+    return typed(STR, conv)
 
 
 def word_int(index: int) -> Conv:
@@ -121,7 +179,7 @@ def word_int(index: int) -> Conv:
     def conv(s: str) -> int | None:
         digits = re.sub(r"\D", "", s.split()[index]) if len(s.split()) > index else ""
         return int(digits) if digits else None
-    return conv
+    return typed(INT, conv)
 
 
 def before(sep: str) -> Conv:
@@ -129,7 +187,7 @@ def before(sep: str) -> Conv:
     def conv(s: str) -> str:
         return s.split(sep)[0].strip()
 
-    return conv
+    return typed(STR, conv)
 
 
 def int_after(prefix: str) -> Conv:
@@ -139,7 +197,7 @@ def int_after(prefix: str) -> Conv:
     def conv(s: str) -> int | None:
         m = pattern.search(s)
         return int(m.group(1)) if m else None
-    return conv
+    return typed(INT, conv)
 
 
 def group(pattern: re.Pattern[str], index: int = 1) -> Conv:
@@ -147,28 +205,33 @@ def group(pattern: re.Pattern[str], index: int = 1) -> Conv:
     def conv(s: str) -> str | None:
         m = pattern.search(s)
         return m.group(index) if m else None
-    return conv
+    return typed(STR, conv)
 
 
+@returns(INT)
 def paren_int(s: str) -> int:
     """``" (step 2)"`` -> 2."""
     return int(s.strip()[1:-1].split()[-1])
 
 
+@returns(INT)
 def bracket_int(s: str) -> int:
     """``" [1234]"`` -> 1234 (the forward-iteration counter)."""
     return int(s.strip()[1:-1])
 
 
+@returns(STR)
 def strip_brackets(s: str) -> str:
     return s.strip("[]")
 
 
+@returns(STR)
 def strip_quotes(s: str) -> str:
     return s.strip().strip('"')
 
 
 # -- record-specific texts -------------------------------------------------------------------
+@returns(STR)
 def exc_source(s: str) -> str:
     """``"Scheduler hit an exception:"`` / ``"Exception in ModelTpServer:"`` -> the component."""
     s = s.strip().rstrip(":")
@@ -185,14 +248,17 @@ def _capture_words(head: str) -> list[str]:
     return head.split(" graph ")[0].split()[1:]
 
 
+@returns(STR)
 def capture_role(head: str) -> str:
     return "draft" if "draft" in _capture_words(head) else "target"
 
 
+@returns(STR)
 def capture_graph(head: str) -> str:
     return next((w for w in _capture_words(head) if w in _CAPTURE_GRAPHS), "decode")
 
 
+@returns(STR)
 def capture_device(head: str) -> str:
     return _capture_words(head)[-1].lower()
 
@@ -207,14 +273,16 @@ def pool_cap(index: int) -> Conv:
         if not m:
             return None
         return int(m.group(1)) if index == 1 else float(m.group(2))
-    return conv
+    return typed(INT if index == 1 else FLOAT, conv)
 
 
+@returns(STR)
 def watchdog_component(s: str) -> str:
     """``"Scheduler watchdog timeout"`` -> Scheduler; v0.3.6 - v0.5.5 only the scheduler had one."""
     return "Scheduler" if s.startswith("Watchdog") else s.split()[0]
 
 
+@returns(STR)
 def tqdm_desc(s: str) -> str:
     return s.strip().rstrip(":").strip()
 
@@ -227,12 +295,13 @@ def desc_number(key: str) -> Conv:
         m = pattern.search(s)
         return int(m.group(1)) if m else None
 
-    return conv
+    return typed(INT, conv)
 
 
 _AVAIL_RE = re.compile(r"avail_mem=([\d.]+) GB")
 
 
+@returns(FLOAT)
 def desc_avail(s: str) -> float | None:
     m = _AVAIL_RE.search(s)
     return float(m.group(1)) if m else None
@@ -242,6 +311,7 @@ _TQDM_RE = re.compile(r"(\d+)%.*?(\d+)/(\d+) \[([^\]]*)\]")
 _TQDM_RATE = re.compile(r"([\d.]+)(s/it|it/s)")
 
 
+@returns(struct(pct=INT, n=INT, total=INT, s_per_it=FLOAT, it_per_s=FLOAT))
 def tqdm_progress(s: str) -> dict[str, Any]:
     m = _TQDM_RE.search(s)
     if not m:
@@ -256,6 +326,7 @@ def tqdm_progress(s: str) -> dict[str, Any]:
 _C10D_RE = re.compile(r"(?:\[rank(\d+)\]:)?\[([EFWI])")
 
 
+@returns(struct(level=STR, global_rank=INT))
 def c10d_head(s: str) -> dict[str, Any]:
     """``[rank1]:[W924 ...]`` -> global rank 1, level W (the rank part is optional)."""
     m = _C10D_RE.match(s)
@@ -287,6 +358,7 @@ def names_arguments(s: str) -> bool:
     return _ARGUMENTS.search(s) is not None
 
 
+@returns(STR)
 def image_version(s: str) -> str | None:
     """SGLang's version in the image name: ``quay.io/gpustack/runner:cann8.2-910b-sglang0.5.2`` -> 0.5.2."""
     m = _IMAGE.search(s)
@@ -294,24 +366,29 @@ def image_version(s: str) -> str | None:
     return v.group(1) if v else None
 
 
+@returns(STR)
 def gpustack_level(s: str) -> str:
     """``"2025-11-23 ... - gpustack.worker.backends.sglang - INFO - "`` -> INFO."""
     return s.rstrip(" -").rsplit(" - ", 1)[1]
 
 
+@returns(INT)
 def dedup_count(s: str) -> int:
     """``[repeated 3x across cluster]`` -> 3."""
     return int(s.split("repeated ")[1].split("x")[0])
 
 
+@returns(STR)
 def env_name(s: str) -> str:
     return s.split("=", 1)[0]
 
 
+@returns(STR)
 def env_value(s: str) -> str:
     return s.split("=", 1)[1]
 
 
+@returns(STR)
 def oom_what(s: str) -> str | None:
     """``"Failed to initialize lk_moe: CUDA out of memory."`` -> ``"Failed to initialize lk_moe"``."""
     head = re.split(r": (?:CUDA|HIP) out of memory\.", s, maxsplit=1)[0]
@@ -321,9 +398,11 @@ def oom_what(s: str) -> str | None:
 pyspy_state = group(re.compile(r"\((\w[^)]*)\)"))
 
 
+@returns(STR)
 def pyspy_path(s: str) -> str:
     return s.rsplit("(", 1)[1].rsplit(":", 1)[0]
 
 
+@returns(INT)
 def pyspy_lineno(s: str) -> int:
     return int(s.rsplit(":", 1)[1].rstrip().rstrip(")"))
