@@ -27,7 +27,7 @@ from logforensics.events import Event
 from logforensics.events.batch import to_batch
 from logforensics.events.declared import KINDS
 from logforensics.events.schema import PROVENANCE, RESERVED, arrow_schema, conflicts, fields_of
-from logforensics.events.types import FLOAT, INT, NULL, STR, Type, arrow, fits, list_of
+from logforensics.events.types import FLOAT, INT, NULL, STR, arrow, fits, list_of
 from logforensics.pipeline import iter_events
 from logforensics.read.declared import Conflict, declarations, derive, plan_fields, widen
 from logforensics.read.grammar import plan_record

@@ -28,6 +28,7 @@ def to_batch(kind: str, events: Sequence[Event]) -> pa.RecordBatch:
     declared = fields_of(kind)
     extra: list[dict[str, Any] | None] = [None] * len(events)
     columns: list[pa.Array] = []
+    values: list[Any]
     for name, t in PROVENANCE:
         if name == "end_line":  # a record of one line ends on it
             values = [ev.line if ev.end_line is None else ev.end_line for ev in events]

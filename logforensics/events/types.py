@@ -11,13 +11,13 @@ any field, and :func:`unify` lets the field's other type win.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 #: A field's type: a primitive name, ("list", item) or ("struct", ((name, type), ...)).
-Type = Union[str, tuple[Any, ...]]
+Type: TypeAlias = str | tuple[Any, ...]
 
 INT = "int64"
 FLOAT = "float64"

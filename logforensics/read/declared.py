@@ -107,8 +107,8 @@ def declarations(samples: Iterable[str]) -> Iterable[Decl]:
     reach = _generic_reach()
     for rule, names in reach.items():  # the generic walk's own names: a TEXT, "Time elapsed: 1.2 s"
         kind = KIND_RENAME.get(rule, rule)
-        decl = RULES.get(rule)
-        if kind in kinds and (decl.generic if decl is not None else not hasattr(Planner, "on_" + rule)):
+        declared = RULES.get(rule)
+        if kind in kinds and (declared.generic if declared is not None else not hasattr(Planner, "on_" + rule)):
             if "TEXT" in names:
                 yield kind, "message", STR, f"the generic walk of {rule!r} (TEXT)"
             if "elapsed_item" in names:
