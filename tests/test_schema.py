@@ -90,8 +90,11 @@ def test_the_schema_is_the_readers_declarations() -> None:
 
 
 def test_one_name_one_type() -> None:
+    """And so the batches of any kinds share one schema (a file of all of a log's events)."""
     assert conflicts() == {}
     assert not RESERVED & {name for fields in KINDS.values() for name in fields}
+    merged = pa.unify_schemas([arrow_schema(kind) for kind in KINDS])
+    assert len(merged) == len({name for fields in KINDS.values() for name in fields} | RESERVED)
 
 
 def test_a_name_of_two_types_is_found() -> None:

@@ -10,6 +10,11 @@ timestamp.
 Field names carry their units: ``avail_gib`` (SGLang's "GB" is GiB, bytes / 2**30),
 ``elapsed_s``, ``gen_throughput_tok_s``.
 
+Which fields each kind has, and each field's one type, is the event schema
+(:mod:`.schema`, derived from the reader's declarations); :func:`.batch.to_batch` turns one
+kind's events into an Arrow batch of that schema. Neither is imported here: reading a log
+needs no pyarrow.
+
 ``node`` names the machine the record came from when a run spans several (``node1``, a
 pod name, a Ray worker's IP): from the file name, the launch line, or a wrapper that
 another tool put in front of the line. None when nothing names it.
