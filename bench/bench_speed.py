@@ -171,11 +171,9 @@ def reading_path(exe: list[str]) -> str:
             "try:\n    from logforensics.read import emit\nexcept ImportError:\n    emit = None\n"
             "print('compiled C scanner' if bulk.available() else 'pure Python', end='')\n"
             "print('; parse jsonl rows: ' + ('compiled' if emit is not None and emit.available() else 'pure Python'), end='')\n"
-            "try:\n    from logforensics.read import _other\n"
-            "    width = {0: 'a byte', 1: '16 bytes (SSSE3)', 2: '32 bytes (AVX2)',\n"
-            "             3: '64 bytes (AVX-512 VBMI2)'}[_other.Walker(bytes(128), [], 1).vector]\n"
-            "except Exception:\n    width = 'a byte (Python)'\n"
-            "print('; unrecognised text read ' + width + ' at a time')")
+            "try:\n    from logforensics.read import _other  # noqa: F401\n    walker = 'compiled'\n"
+            "except Exception:\n    walker = 'pure Python'\n"
+            "print('; unrecognised text: ' + walker, end='')")
     # run from the program's own directory: a source tree in the current directory would
     # otherwise be imported instead of the installed package (and say "pure Python")
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=os.environ,

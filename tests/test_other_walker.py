@@ -57,8 +57,6 @@ def test_decoding_is_pythons(data: bytes) -> None:
     text, bad, utf8 = other._other.decode(data)
     assert text == data.decode("utf-8", "replace")
     assert utf8 == text.encode()
-    assert other._other.decode(data, 2)[2] == utf8  # thirty-two bytes at a time (where AVX2 is)
-    assert other._other.decode(data, 3)[2] == utf8  # sixty-four (where AVX-512 VBMI2 is)
     try:
         data.decode("utf-8")
         valid = True
@@ -74,18 +72,16 @@ def test_decoding_is_pythons_on_every_short_sequence() -> None:
     tails = [b"", b"a", b"\x80", b"\xbf", b"\xc0", b"\xe0\xa0", b"\xf0\x90\x80"]
     for a in range(0x80, 0x100):
         for b in range(0x100):
-            # alone, and at every place around the decoders' chunks of 8, 32 and 64 bytes
+            # alone, and at every place around the decoder's words of 8 bytes
             pad = b"\xe9" * rng.randrange(72) if rng.random() < 0.5 else b"x" * rng.randrange(72)
             for data in (bytes([a, b]) + rng.choice(tails), pad + bytes([a, b]) + rng.choice(tails) + b"x" * 7):
                 text = data.decode("utf-8", "replace")
-                for vector in (0, 2, 3):
-                    assert other._other.decode(data, vector)[::2] == (text, text.encode()), (data, vector)
+                assert other._other.decode(data)[::2] == (text, text.encode()), data
     for _ in range(20000):
         data = bytes(rng.choice(range(0x80, 0x100)) if rng.random() < 0.8 else rng.randrange(0x80)
                      for _ in range(rng.randrange(1, 160)))
         text = data.decode("utf-8", "replace")
-        for vector in (0, 2, 3):
-            assert other._other.decode(data, vector)[::2] == (text, text.encode()), (data, vector)
+        assert other._other.decode(data)[::2] == (text, text.encode()), data
 
 
 SHAPE_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefxXABF N-:.\t\x0b\x1c\x1f\x85\xa0")
@@ -161,16 +157,14 @@ def test_the_cleaner_needs_one_of_its_texts(text: str) -> None:
 
 
 @functools.cache
-def _needle_walkers() -> tuple[list[Any], list[tuple[bytes, int]]]:
-    """The walker's needle test with each filter this machine has (the widest first, down to
-    the byte-by-byte search), and the needles (masked text, modes as a number) it is built from."""
+def _needle_walker() -> tuple[Any, list[tuple[bytes, int]]]:
+    """The walker whose needle test is asked, and the needles (masked text, modes as a number) it
+    is built from."""
     assert other._other is not None
     req = other.requirements(tuple(sorted(set(OTHER_NEEDS))))
     assert req is not None
     refuse, needles = req
-    walkers = [other._other.Walker(refuse, list(needles), other.LIMIT, vector=level) for level in (2, 1, 0)]
-    assert [w.vector for w in walkers][-1] == 0
-    return walkers, [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in needles]
+    return other._other.Walker(refuse, list(needles), other.LIMIT), [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in needles]
 
 
 def _has_needle(line: bytes, mode: int, needles: list[tuple[bytes, int]]) -> bool:
@@ -184,11 +178,9 @@ def _has_needle(line: bytes, mode: int, needles: list[tuple[bytes, int]]) -> boo
 
 @compiled
 def test_the_needle_filter_misses_no_needle() -> None:
-    """Every needle, its digits any digits, at every place in lines of every length about the
-    filters' chunks of sixteen and thirty-two bytes, also where the buffer ends with the line:
-    each filter's answer is the byte-by-byte search's and the definition's (the filters this
-    machine has)."""
-    walkers, needles = _needle_walkers()
+    """Every needle, its digits any digits, at every place in lines of many lengths, also where
+    the buffer ends with the line: the walker's answer is the definition's."""
+    walker, needles = _needle_walker()
     rng = random.Random(7)
     letters = b"abcdefghijklmnopqrstuvwxyz      ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:-_/=|[]()"
     for text, modes in needles:
@@ -206,19 +198,17 @@ def test_the_needle_filter_misses_no_needle() -> None:
                     want = _has_needle(line, mode, needles)
                     assert want, (text, line)
                     for tail in (b"", b"\n", b"\nmore text after the line"):
-                        for w in walkers:
-                            assert w.needle(line + tail, mode) is True, (w.vector, text, line, mode, tail)
+                        assert walker.needle(line + tail, mode) is True, (text, line, mode, tail)
 
 
 @compiled
-def test_needles_of_one_byte_are_found_by_every_filter() -> None:
-    """Needles of one byte go through a table of their bytes, not the filter's buckets: each is
-    found at every place about the chunks, in a mode it is a needle of, and so is one beyond
-    ASCII (which text in UTF-8 never gives; such a byte stays in the buckets)."""
+def test_needles_of_one_byte_are_found() -> None:
+    """Needles of one byte go through a table of their bytes: each is found at every place, in a
+    mode it is a needle of, and so is one beyond ASCII (which text in UTF-8 never gives)."""
     assert other._other is not None
     refuse, needles = other.requirements(tuple(sorted(set(OTHER_NEEDS))))
     extra = [*needles, (b"\xe9", bytes([0xFF] * 24))]  # the last: a needle of every mode
-    walkers = [other._other.Walker(refuse, extra, other.LIMIT, vector=level) for level in (2, 1, 0)]
+    walker = other._other.Walker(refuse, extra, other.LIMIT)
     listed = [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in extra]
     singles = [(text, modes) for text, modes in listed if len(text) == 1]
     assert b":" in dict(singles) and b"\xe9" in dict(singles)
@@ -229,9 +219,8 @@ def test_needles_of_one_byte_are_found_by_every_filter() -> None:
         for at in (0, 1, 15, 16, 17, 30, 31, 32, 33, 47, 48, len(body) - 1):
             line = body[:at] + byte + body[at + 1:]
             for tail in (b"", b"\n", b"\n" + b"q" * 64):
-                for w in walkers:
-                    assert w.needle(line + tail, mode) is True, (w.vector, byte, mode, at, tail)
-                    assert w.needle(body + tail, mode) is False, (w.vector, mode, tail)
+                assert walker.needle(line + tail, mode) is True, (byte, mode, at, tail)
+                assert walker.needle(body + tail, mode) is False, (mode, tail)
 
 
 @compiled
@@ -242,41 +231,10 @@ def test_needles_of_one_byte_are_found_by_every_filter() -> None:
                 max_size=40).map(b"".join),
        st.integers(0, 127), st.sampled_from([b"", b"\n", b"\n" + b"z" * 40, b"\n" + b"z" * 70]))
 def test_the_needle_filter_answers_as_the_search(line: bytes, mode: int, tail: bytes) -> None:
-    walkers, needles = _needle_walkers()
+    walker, needles = _needle_walker()
     refused = other.requirements(tuple(sorted(set(OTHER_NEEDS))))[0][mode]  # a mode of no needles: always
     want = True if refused else _has_needle(line, mode, needles)
-    assert [w.needle(line + tail, mode) for w in walkers] == [want] * len(walkers)
-
-
-_PIECES = [b"a", b"s", b"i", b"t", b" ", b"/", b"]", b"0", b"7", b"x", b"g", b"l", b"E", b"r", b".", b"p", b"d",
-           b"=", b"[", b"-", b":", b"^", b"M", b"|", b"f", b"c", b"e", b"m", b"\t", b"\r", b"\x01", b"\xff", b"\xc3\xa9",
-           b"\xef\xbf\xbd", b"\xef\xbf", b"\x80\x81\xfe" * 7, b"[Router (", b"failed for request", b"~", b"\xe9",
-           b"sglang", b"it/s", b"pid", b"Err", b"File", b" is ", b"failed", b"Traceback", b"qwertyuiopasdfghjklzx" * 2]
-
-
-@compiled
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=12).map(b"".join), min_size=1, max_size=40),
-       st.integers(0, 40), st.booleans(), st.booleans(), st.sampled_from([b"", b"\n", b"z" * 70]))
-def test_every_filter_takes_the_same_lines(lines: list[bytes], cut: int, binary: bool, blanks: bool,
-                                           tail: bytes) -> None:
-    """``walk`` and ``texts`` stop at the same line and take the same lines with each filter this
-    machine has (the widest judges a line of text in one pass) as with the byte-by-byte search:
-    lines about the chunks' lengths, needles, bytes beyond ASCII, refused first characters and
-    empty lines anywhere, the range ending before the buffer does or with it; with needles of
-    one byte in every mode too (within ASCII and beyond)."""
-    assert other._other is not None
-    refuse, needles = other.requirements(tuple(sorted(set(OTHER_NEEDS))))
-    data = b"".join(line + b"\n" for line in lines) + tail
-    end = max(0, len(data) - len(tail) - cut)
-    for extra in ([], [(b"~", bytes([0xFF] * 24)), (b"\xe9", bytes([0xFF] * 24))]):
-        got = []
-        for level in (3, 2, 1, 0):
-            w = other._other.Walker(refuse, [*needles, *extra], other.LIMIT, vector=level)
-            walked = w.walk(data, 0, end, 1, {}, binary, coverage.MAX_UNKNOWN_SHAPES, coverage.OVERFLOW_KEY, blanks)
-            got.append((walked, w.texts(data, 0, end, binary, True, blanks),
-                        w.texts(data, 0, end, binary, False, blanks)))
-        assert got == [got[-1]] * 4, extra
+    assert walker.needle(line + tail, mode) is want
 
 
 @compiled
@@ -287,9 +245,9 @@ def test_every_filter_takes_the_same_lines(lines: list[bytes], cut: int, binary:
                                            b"Some requests timed out when bootstrapping"])), max_size=30).map(b"".join),
        st.sampled_from([b"", b"\n", b"\n" + b"\xff" * 40, b"\n" + b"\xff" * 70]))
 def test_the_undecodable_lines_filter_answers_as_the_search(line: bytes, tail: bytes) -> None:
-    walkers, needles = _needle_walkers()
+    walker, needles = _needle_walker()
     want = _has_needle(line, 128, needles)
-    assert [w.needle(line + tail, 128) for w in walkers] == [want] * len(walkers)
+    assert walker.needle(line + tail, 128) is want
 
 
 def _maybe(*texts: str) -> st.SearchStrategy[str]:

@@ -350,10 +350,9 @@ static unsigned char *put_escaped(unsigned char *d, unsigned char c)
     return d;
 }
 
-/* p[0:n] as a JSON string, quotes included: sixteen bytes at a time up to the next byte that
- * needs an escape (SSE2), else eight bytes at a time where none needs one and byte by byte
- * in the eight that hold one, from a table (no branch on the byte: text that needs escapes,
- * such as undecodable lines, has them anywhere). */
+/* p[0:n] as a JSON string, quotes included: eight bytes at a time where none needs an escape,
+ * and byte by byte in the eight that hold one, from a table (no branch on the byte: text that
+ * needs escapes, such as undecodable lines, has them anywhere). */
 static int put_string(Out *o, const unsigned char *p, Py_ssize_t n)
 {
     if (out_reserve(o, (size_t)n * 6 + 2 + 16) < 0)
@@ -361,27 +360,6 @@ static int put_string(Out *o, const unsigned char *p, Py_ssize_t n)
     unsigned char *d = o->p + o->len;
     *d++ = '"';
     Py_ssize_t i = 0;
-#ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1F);
-    while (i + 16 <= n) {
-        const __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
-        const unsigned esc = (unsigned)_mm_movemask_epi8(_mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
-            _mm_cmpeq_epi8(_mm_min_epu8(x, control), x)));
-        _mm_storeu_si128((__m128i *)d, x); /* all of it, or the bytes before the escape */
-        if (!esc) {
-            d += 16;
-            i += 16;
-            continue;
-        }
-        const unsigned j = (unsigned)__builtin_ctz(esc);
-        const unsigned char c = p[i + j];
-        d += j;
-        memcpy(d, &json_byte[c], 8);
-        d += json_len[c];
-        i += j + 1;
-    }
-#endif
     const uint64_t L = 0x0101010101010101ULL, H = 0x8080808080808080ULL;
     for (; i + 8 <= n; i += 8) {
         uint64_t x;
@@ -414,15 +392,10 @@ static int put_string(Out *o, const unsigned char *p, Py_ssize_t n)
  * its own and read again to be escaped): an ASCII byte is written as put_string writes it, a
  * character's bytes as they are, each maximal invalid subpart as U+FFFD (_utf8.h). */
 
-static int emit_avx2; /* the processor has AVX2 (put_text thirty-two bytes at a time) */
-static int emit_vbmi2; /* and AVX-512 BW, VL, VBMI and VBMI2 (sixty-four bytes at a time) */
-
-/* p[i:n] as put_text writes it, a character at a time, from d (room for 6 (n - i) + 8); the
- * bytes that the three before p[i] took into their sequence (their m: m1, m2, m3) skipped. */
-static unsigned char *json_text_from(unsigned char *d, const unsigned char *p, Py_ssize_t n, Py_ssize_t i,
-                                     unsigned m1, unsigned m2, unsigned m3)
+/* p[0:n] as put_text writes it, a character at a time, from d (room for 6n + 8). */
+static unsigned char *json_text(unsigned char *d, const unsigned char *p, Py_ssize_t n)
 {
-    i = utf8_past_taken(i, n, m1, m2, m3);
+    Py_ssize_t i = 0;
     int bad = 0;
     while (i < n) {
         if (p[i] < 0x80) {
@@ -435,273 +408,6 @@ static unsigned char *json_text_from(unsigned char *d, const unsigned char *p, P
     return d;
 }
 
-#ifdef UTF8_AVX2
-/* The thirty-two bytes at p (lim of them the line's; reads up to p[34]) that hold a byte beyond
- * ASCII or one to escape, written from d: what each byte writes and how many bytes are found for
- * all at once (utf8_class32, the escapes' lengths, and the bytes as an eight-byte slot each:
- * a character's bytes, EF BF BD, a brief escape or \u00XX), and only the copying of the slots
- * is a byte at a time (random input has every kind anywhere). *prev: m of the thirty-two bytes
- * before, and then of these. */
-__attribute__((target("avx2"), always_inline)) static inline unsigned char *json_mixed32(unsigned char *d, const unsigned char *p,
-                                                                            int lim, __m256i *prev)
-{
-    const __m256i zero = _mm256_setzero_si256(), one = U8V(1), four = U8V(4);
-    unsigned char len[32]; /* how many bytes each byte writes */
-    uint64_t slot[32];     /* and what */
-    const uint32_t in = lim < 32 ? (1u << lim) - 1 : ~0u;
-    const __m256i b0 = _mm256_loadu_si256((const __m256i *)p);
-    const __m256i quote = _mm256_cmpeq_epi8(b0, U8V('"')), bslash = _mm256_cmpeq_epi8(b0, U8V('\\'));
-    const __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(b0, U8V(0x1F)), b0);
-    const __m256i esc = _mm256_or_si256(ctl, _mm256_or_si256(quote, bslash));
-    const uint32_t high = (uint32_t)_mm256_movemask_epi8(b0) & in;
-    /* an escape's length: 2 ("\\n", "\\\"", ...), 6 for the other control bytes ("\\u001b") */
-    __m256i brief = _mm256_or_si256(_mm256_or_si256(quote, bslash), _mm256_cmpeq_epi8(b0, U8V('\n')));
-    brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\b')));
-    brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\t')));
-    brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\f')));
-    brief = _mm256_or_si256(brief, _mm256_cmpeq_epi8(b0, U8V('\r')));
-    const __m256i jlen = _mm256_add_epi8(_mm256_sub_epi8(one, esc), _mm256_andnot_si256(brief, _mm256_and_si256(ctl, four)));
-    __m256i vlen = jlen, valid = zero;
-    if (high) {
-        *prev = utf8_class32(p, *prev, &vlen, &valid);
-        vlen = _mm256_blendv_epi8(jlen, vlen, b0); /* the sign bit: beyond ASCII */
-    } else
-        *prev = zero;
-    _mm256_storeu_si256((__m256i *)len, vlen);
-    const __m256i b1 = _mm256_loadu_si256((const __m256i *)(p + 1));
-    const __m256i b2 = _mm256_loadu_si256((const __m256i *)(p + 2));
-    const __m256i b3 = _mm256_loadu_si256((const __m256i *)(p + 3));
-    const __m256i fffd = _mm256_andnot_si256(valid, _mm256_cmpgt_epi8(zero, b0));
-    const __m256i letter = _mm256_shuffle_epi8(
-        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 'b', 't', 'n', 0, 'f', 'r', 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0, 'b', 't', 'n', 0, 'f', 'r', 0, 0), b0);
-    const __m256i hex = _mm256_setr_epi8('0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f',
-                                         '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f');
-    __m256i s0 = _mm256_blendv_epi8(b0, U8V('\\'), esc);
-    s0 = _mm256_blendv_epi8(s0, U8V(0xEF), fffd);
-    __m256i s1 = _mm256_blendv_epi8(b1, U8V('u'), esc);
-    s1 = _mm256_blendv_epi8(s1, _mm256_blendv_epi8(letter, b0, _mm256_or_si256(quote, bslash)), brief);
-    s1 = _mm256_blendv_epi8(s1, U8V(0xBF), fffd);
-    __m256i s2 = _mm256_blendv_epi8(b2, U8V('0'), esc);
-    s2 = _mm256_blendv_epi8(s2, U8V(0xBD), fffd);
-    const __m256i s3 = _mm256_blendv_epi8(b3, U8V('0'), esc);
-    const __m256i s4 = _mm256_add_epi8(U8V('0'), _mm256_and_si256(_mm256_srli_epi16(b0, 4), U8V(0x0F)));
-    const __m256i s5 = _mm256_shuffle_epi8(hex, _mm256_and_si256(b0, U8V(0x0F)));
-    /* the slots, byte j's at slot[j]: s0..s5 transposed (unpacks work within each half) */
-    const __m256i t01l = _mm256_unpacklo_epi8(s0, s1), t01h = _mm256_unpackhi_epi8(s0, s1);
-    const __m256i t23l = _mm256_unpacklo_epi8(s2, s3), t23h = _mm256_unpackhi_epi8(s2, s3);
-    const __m256i t45l = _mm256_unpacklo_epi8(s4, s5), t45h = _mm256_unpackhi_epi8(s4, s5);
-    const __m256i q[4] = {_mm256_unpacklo_epi16(t01l, t23l), _mm256_unpackhi_epi16(t01l, t23l),
-                          _mm256_unpacklo_epi16(t01h, t23h), _mm256_unpackhi_epi16(t01h, t23h)};
-    const __m256i r[4] = {_mm256_unpacklo_epi16(t45l, zero), _mm256_unpackhi_epi16(t45l, zero),
-                          _mm256_unpacklo_epi16(t45h, zero), _mm256_unpackhi_epi16(t45h, zero)};
-    for (int k = 0; k < 4; k++) { /* q[k], r[k]: bytes 4k..4k+3 of each half */
-        const __m256i lo = _mm256_unpacklo_epi32(q[k], r[k]), hi = _mm256_unpackhi_epi32(q[k], r[k]);
-        _mm_storeu_si128((__m128i *)(slot + 4 * k), _mm256_castsi256_si128(lo));
-        _mm_storeu_si128((__m128i *)(slot + 4 * k + 2), _mm256_castsi256_si128(hi));
-        _mm_storeu_si128((__m128i *)(slot + 16 + 4 * k), _mm256_extracti128_si256(lo, 1));
-        _mm_storeu_si128((__m128i *)(slot + 16 + 4 * k + 2), _mm256_extracti128_si256(hi, 1));
-    }
-    for (int j = 0; j < lim; j++) {
-        memcpy(d, &slot[j], 8); /* a byte taken writes nothing: the next writes over it */
-        d += len[j];
-    }
-    return d;
-}
-
-static Py_ssize_t json_rest32(Out *o, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail, Py_ssize_t i,
-                              const __m256i *prev);
-
-/* json_text_from(p[i:n]) appended to o, thirty-two bytes at a time: thirty-two bytes of ASCII
- * that need no escape are copied at once, others written by json_mixed32; `plain`: at the first
- * of those, the rest is json_rest32's (a line of plain text, the most common, then never sets up
- * the constants json_mixed32 keeps in registers). n < 0: the line ends at the first newline of
- * p[0:avail], found in the same pass (no search of its own before). Reads up to p[avail - 1]
- * (past the line's newline, where every sequence has ended). Returns n; -1 out of memory; -2 no
- * newline in p[0:avail]. */
-__attribute__((target("avx2"), always_inline)) static inline Py_ssize_t json_loop32(Out *o, const unsigned char *p,
-                                                                                   Py_ssize_t n, Py_ssize_t avail,
-                                                                                   Py_ssize_t i, __m256i prev,
-                                                                                   int plain)
-{
-    unsigned char *d = o->p + o->len;
-    for (; (n < 0 || i < n) && i + 35 <= avail; i += 32) { /* reads up to p[i + 34] */
-        if ((size_t)(d - o->p) + 32 * 6 + 40 > o->cap) { /* room for 32 bytes' escapes, and a store past */
-            o->len = (size_t)(d - o->p);
-            if (out_reserve(o, 32 * 6 + 40) < 0)
-                return -1;
-            d = o->p + o->len;
-        }
-        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(p + i));
-        Py_ssize_t end = n;
-        if (n < 0) {
-            const uint32_t nl = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b0, U8V('\n')));
-            if (nl)
-                end = i + __builtin_ctz(nl);
-        }
-        const int lim = end >= 0 && end - i < 32 ? (int)(end - i) : 32; /* the bytes of the line */
-        const uint32_t in = lim < 32 ? (1u << lim) - 1 : ~0u;
-        const __m256i esc = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(b0, U8V(0x1F)), b0),
-                                            _mm256_or_si256(_mm256_cmpeq_epi8(b0, U8V('"')),
-                                                            _mm256_cmpeq_epi8(b0, U8V('\\'))));
-        if (!((uint32_t)_mm256_movemask_epi8(_mm256_or_si256(b0, esc)) & in)) {
-            _mm256_storeu_si256((__m256i *)d, b0);
-            d += lim;
-            prev = _mm256_setzero_si256();
-            n = end;
-            continue;
-        }
-        if (plain) {
-            o->len = (size_t)(d - o->p);
-            return json_rest32(o, p, n, avail, i, &prev);
-        }
-        n = end;
-        d = json_mixed32(d, p + i, lim, &prev);
-    }
-    o->len = (size_t)(d - o->p);
-    if (n < 0) { /* near the end of what may be read: the rest searched */
-        const unsigned char *nl = memchr(p + i, '\n', (size_t)(avail - i));
-        if (!nl)
-            return -2;
-        n = nl - p;
-    }
-    if (i >= n)
-        return n;
-    if (out_reserve(o, (size_t)(n - i) * 6 + 8) < 0)
-        return -1;
-    unsigned char last[32];
-    _mm256_storeu_si256((__m256i *)last, prev);
-    o->len = (size_t)(json_text_from(o->p + o->len, p, n, i, last[31], last[30], last[29]) - o->p);
-    return n;
-}
-
-/* json_loop32 from p[i] on, where a chunk needs json_mixed32 (*prev: m of the bytes before). */
-__attribute__((target("avx2"), noinline)) static Py_ssize_t json_rest32(Out *o, const unsigned char *p, Py_ssize_t n,
-                                                                       Py_ssize_t avail, Py_ssize_t i,
-                                                                       const __m256i *prev)
-{
-    return json_loop32(o, p, n, avail, i, *prev, 0);
-}
-
-/* p[0:n] as json_text_from writes it, appended to o (json_loop32). */
-__attribute__((target("avx2"))) static Py_ssize_t json_text32(Out *o, const unsigned char *p, Py_ssize_t n,
-                                                             Py_ssize_t avail)
-{
-    return json_loop32(o, p, n, avail, 0, _mm256_setzero_si256(), 1);
-}
-
-/* json_mixed32 for sixty-four bytes, b0 (b1 to b3: from one to three bytes on; utf8_load64), the
- * first lim the line's, written from d (room for 6 * 64 + 64), with AVX-512 VBMI2: the bytes
- * judged in mask registers (utf8_class64; *carry as there), and no loop over the bytes: each
- * eight bytes' slots are gathered into one register from the six slot vectors (vpermt2b) and
- * compressed to the bytes they write (vpcompressb). Random bytes are written in half the time
- * they take thirty-two bytes at a time. */
-__attribute__((target(UTF8_AVX512), always_inline)) static inline unsigned char *json_mixed64(
-    unsigned char *d, int lim, __m512i b0, __m512i b1, __m512i b2, __m512i b3, uint64_t *carry)
-{
-    const __mmask64 in = lim < 64 ? (1ULL << lim) - 1 : ~0ULL;
-    const __mmask64 quote = _mm512_cmpeq_epi8_mask(b0, U8Z('"')), bslash = _mm512_cmpeq_epi8_mask(b0, U8Z('\\'));
-    const __mmask64 ctl = _mm512_cmple_epu8_mask(b0, U8Z(0x1F));
-    const __mmask64 esc = ctl | quote | bslash;
-    /* the letter of a brief escape of a control byte (the index is a byte's low six bits) */
-    const __m512i letters = _mm512_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                            0, 0, 'r', 'f', 0, 'n', 't', 'b', 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i letter = _mm512_permutexvar_epi8(b0, letters);
-    const __mmask64 said = quote | bslash; /* escaped by themselves: \" and \\ */
-    const __mmask64 brief = said | (ctl & _mm512_test_epi8_mask(letter, letter));
-    const __mmask64 high = _mm512_movepi8_mask(b0);
-    __mmask64 valid, n2, n3;
-    const __mmask64 taken = utf8_class64(b0, b1, b2, b3, carry, &valid, &n2, &n3);
-    const __mmask64 fffd = high & ~valid;
-    /* the bytes each byte writes: 1; an escape 2 or 6; beyond ASCII 3 (U+FFFD) or its character's 2 to 4 */
-    __m512i len = _mm512_mask_mov_epi8(U8Z(1), esc, _mm512_mask_mov_epi8(U8Z(6), brief, U8Z(2)));
-    len = _mm512_mask_mov_epi8(len, high, U8Z(3));
-    len = _mm512_mask_mov_epi8(len, valid & ~n2, U8Z(2));
-    len = _mm512_mask_mov_epi8(len, valid & n3, U8Z(4));
-    len = _mm512_maskz_mov_epi8(in & ~taken, len);
-    /* what they write: byte t of each is slot vector st's */
-    const __m512i s0 = _mm512_mask_mov_epi8(_mm512_mask_mov_epi8(b0, esc, U8Z('\\')), fffd, U8Z(0xEF));
-    __m512i s1 = _mm512_mask_mov_epi8(b1, esc, U8Z('u'));
-    s1 = _mm512_mask_mov_epi8(s1, brief, _mm512_mask_mov_epi8(letter, said, b0));
-    s1 = _mm512_mask_mov_epi8(s1, fffd, U8Z(0xBF));
-    const __m512i s2 = _mm512_mask_mov_epi8(_mm512_mask_mov_epi8(b2, esc, U8Z('0')), fffd, U8Z(0xBD));
-    const __m512i s3 = _mm512_mask_mov_epi8(b3, esc, U8Z('0'));
-    const __m512i hex = _mm512_broadcast_i32x4(_mm_setr_epi8('0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a',
-                                                             'b', 'c', 'd', 'e', 'f'));
-    const __m512i s4 = _mm512_add_epi8(U8Z('0'), _mm512_and_si512(_mm512_srli_epi16(b0, 4), U8Z(0x0F)));
-    const __m512i s5 = _mm512_shuffle_epi8(hex, _mm512_and_si512(b0, U8Z(0x0F)));
-    /* byte 8k + t of group g: byte 8g + k's slot t (index bit 6: the second table, for odd t) */
-    const __m512i at = _mm512_set_epi64(0x4707470747074707LL, 0x4606460646064606LL, 0x4505450545054505LL,
-                                        0x4404440444044404LL, 0x4303430343034303LL, 0x4202420242024202LL,
-                                        0x4101410141014101LL, 0x4000400040004000LL);
-    const __m512i slot = _mm512_set1_epi64(0x0706050403020100LL); /* t of each byte */
-    const __mmask64 t23 = 0x0C0C0C0C0C0C0C0CULL, t45 = 0x3030303030303030ULL;
-    const int groups = (lim + 7) >> 3;
-    for (int g = 0; g < groups; g++) {
-        const __m512i idx = _mm512_add_epi8(at, U8Z(8 * g));
-        __m512i v = _mm512_permutex2var_epi8(s0, idx, s1);
-        v = _mm512_mask_mov_epi8(v, t23, _mm512_permutex2var_epi8(s2, idx, s3));
-        v = _mm512_mask_mov_epi8(v, t45, _mm512_permutex2var_epi8(s4, idx, s5));
-        const __mmask64 used = _mm512_cmplt_epu8_mask(slot, _mm512_permutexvar_epi8(idx, len));
-        _mm512_storeu_si512((void *)d, _mm512_maskz_compress_epi8(used, v));
-        d += __builtin_popcountll(used);
-    }
-    return d;
-}
-
-/* json_text_from(p[0:n]) appended to o, sixty-four bytes at a time (json_loop32's contract:
- * n < 0, the line ends at the first newline of p[0:avail]; returns n, -1 out of memory, -2 no
- * newline). Bytes past avail are not read (masked loads near its end). */
-__attribute__((target(UTF8_AVX512))) static Py_ssize_t json_text64(Out *o, const unsigned char *p, Py_ssize_t n,
-                                                                  Py_ssize_t avail)
-{
-    unsigned char *d = o->p + o->len;
-    uint64_t carry = 0;
-    Py_ssize_t i = 0;
-    while (n < 0 || i < n) {
-        const Py_ssize_t left = avail - i;
-        if (left <= 0) {
-            o->len = (size_t)(d - o->p);
-            return -2; /* n < 0 (else n <= avail): no newline */
-        }
-        if ((size_t)(d - o->p) + 6 * 64 + 64 > o->cap) { /* room for 64 bytes' escapes, and a store past */
-            o->len = (size_t)(d - o->p);
-            if (out_reserve(o, 6 * 64 + 64) < 0)
-                return -1;
-            d = o->p + o->len;
-        }
-        __m512i b0, b1, b2, b3;
-        const __mmask64 loaded = utf8_load64(p, i, avail, &b0, &b1, &b2, &b3);
-        Py_ssize_t end = n;
-        if (n < 0) {
-            const uint64_t nl = _mm512_cmpeq_epi8_mask(b0, U8Z('\n')) & loaded;
-            if (nl)
-                end = i + __builtin_ctzll(nl);
-            else if (left <= 64) {
-                o->len = (size_t)(d - o->p);
-                return -2;
-            }
-        }
-        const int lim = end >= 0 && end - i < 64 ? (int)(end - i) : 64; /* the bytes of the line */
-        const __mmask64 in = lim < 64 ? (1ULL << lim) - 1 : ~0ULL;
-        const __mmask64 esc = _mm512_cmple_epu8_mask(b0, U8Z(0x1F)) | _mm512_cmpeq_epi8_mask(b0, U8Z('"')) |
-                              _mm512_cmpeq_epi8_mask(b0, U8Z('\\'));
-        if (!((_mm512_movepi8_mask(b0) | esc) & in)) { /* ASCII to write as it is */
-            _mm512_storeu_si512((void *)d, b0);
-            d += lim;
-            carry = 0;
-        } else
-            d = json_mixed64(d, lim, b0, b1, b2, b3, &carry);
-        i += lim;
-        n = end;
-    }
-    o->len = (size_t)(d - o->p);
-    return n;
-}
-#endif
-
 /* p[0:n] as the JSON string of its text decoded with U+FFFD replacements, quotes included
  * (json.dumps(p[:n].decode("utf-8", "replace"), ensure_ascii=False)); n < 0: the line ends at
  * the first newline of p[0:avail]. `avail`: the bytes that may be read from p (a line's, its
@@ -709,20 +415,6 @@ __attribute__((target(UTF8_AVX512))) static Py_ssize_t json_text64(Out *o, const
  * -2 no newline in p[0:avail]. */
 static Py_ssize_t put_text(Out *o, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail)
 {
-#ifdef UTF8_AVX2
-    if (emit_avx2) {
-        if (out_reserve(o, 1) < 0)
-            return -1;
-        o->p[o->len++] = '"';
-        n = emit_vbmi2 ? json_text64(o, p, n, avail) : json_text32(o, p, n, avail);
-        if (n < 0)
-            return n;
-        if (out_reserve(o, 1) < 0)
-            return -1;
-        o->p[o->len++] = '"';
-        return n;
-    }
-#endif
     if (n < 0) {
         const unsigned char *nl = memchr(p, '\n', (size_t)avail);
         if (!nl)
@@ -738,7 +430,7 @@ static Py_ssize_t put_text(Out *o, const unsigned char *p, Py_ssize_t n, Py_ssiz
         return -1;
     unsigned char *d = o->p + o->len;
     *d++ = '"';
-    d = json_text_from(d, p, n, 0, 0, 0, 0);
+    d = json_text(d, p, n);
     *d++ = '"';
     o->len = (size_t)(d - o->p);
     return n;
@@ -1766,15 +1458,14 @@ static PyTypeObject EmitterType = {
     .tp_getset = Emitter_getset,
 };
 
-/* text(data, vector=2, find=False) -> bytes: put_text of data as one line of a buffer (no newline
- * in data), thirty-two bytes at a time where `vector` > 1 and the processor has AVX2; `find`: its
- * end found by put_text (for tests). */
+/* text(data, find=False) -> bytes: put_text of data as one line of a buffer (no newline in data);
+ * `find`: its end found by put_text (for tests). */
 static PyObject *py_text(PyObject *self, PyObject *args)
 {
     (void)self;
     Py_buffer v;
-    int vector = 2, find = 0;
-    if (!PyArg_ParseTuple(args, "y*|ip", &v, &vector, &find))
+    int find = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &v, &find))
         return NULL;
     PyObject *r = NULL;
     unsigned char *line = PyMem_Malloc((size_t)v.len + 40);
@@ -1786,12 +1477,7 @@ static PyObject *py_text(PyObject *self, PyObject *args)
     memcpy(line, v.buf, (size_t)v.len);
     line[v.len] = '\n'; /* as a line of a buffer ends, then what would continue a sequence */
     memset(line + v.len + 1, 0x80, 39);
-    int saved = emit_avx2, saved64 = emit_vbmi2;
-    emit_avx2 = emit_avx2 && vector > 1;
-    emit_vbmi2 = emit_vbmi2 && vector > 2;
     Py_ssize_t got = put_text(&o, line, find ? -1 : v.len, v.len + 40);
-    emit_avx2 = saved;
-    emit_vbmi2 = saved64;
     if (got == v.len)
         r = PyBytes_FromStringAndSize((const char *)o.p, (Py_ssize_t)o.len);
     else if (got != -1)
@@ -1805,8 +1491,8 @@ done:
 
 static PyMethodDef module_methods[] = {
     {"text", py_text, METH_VARARGS,
-     "text(data, vector=2, find=False) -> json.dumps(data.decode('utf-8', 'replace'), ensure_ascii=False) as a row writes it "
-     "(encoded), thirty-two bytes at a time where vector > 1 and the processor has AVX2."},
+     "text(data, find=False) -> json.dumps(data.decode('utf-8', 'replace'), ensure_ascii=False) as a row writes it "
+     "(encoded)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1819,10 +1505,6 @@ PyMODINIT_FUNC PyInit__emit(void)
 {
     init_tables();
     utf8_tables();
-#ifdef UTF8_AVX2
-    emit_avx2 = __builtin_cpu_supports("avx2");
-    emit_vbmi2 = emit_avx2 && has_vbmi2();
-#endif
     if (PyType_Ready(&EmitterType) < 0 || PyType_Ready(&RowsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

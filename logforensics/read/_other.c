@@ -23,26 +23,16 @@
  * holds as many shapes as it keeps, a line whose first shape characters begin no kept
  * shape counts in the overflow bucket from those alone (random bytes: every line a new
  * shape), and only the searches for what the exact path must read see the rest of it.
- * Whether a line holds a needle is first asked of a filter that reads 64 bytes (AVX-512 VBMI),
- * 32 (AVX2) or 16 at a time (the "Teddy" method of Hyperscan: each byte's two nibbles look up which buckets of
- * needles it can be the first, second and third byte of, and a position is let through where
- * three bytes in a row agree on a bucket); only the positions it lets through are compared, and
- * it never misses a needle. Needles of one byte are not in its buckets: a table of those bytes,
- * looked up the same way, finds them exactly (eight buckets for the longer needles alone let
- * through half as many positions of random words, and the comparing is what costs). Where the
- * walk reads a line of text (or an undecodable one of a binary stream), its end, its bytes beyond
- * ASCII and its needles are found in the same pass (line_fused: most lines are one or two chunks,
- * and a pass each cost more than the reading).
+ * A line's end is found by libc's memchr, whether it is ASCII eight bytes at a time, and its
+ * needles a byte at a time: a byte is compared with the needles only where a bit set of the
+ * raw bytes that are needles of one byte, or one of the byte pairs longer needles begin with,
+ * lets it through. Portable C throughout: no processor-specific instructions.
  * It knows no log format of its own.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_TEDDY 1 /* the filter of needles (teddy_has: SSSE3, teddy_has32: AVX2), chosen at run time */
-#endif
 
 #define SHAPE_MAX 160   /* characters of a shape (coverage.shape) */
 #define EXAMPLE_MAX 200 /* characters of an example (coverage.on_other) */
@@ -68,10 +58,6 @@ typedef struct {
     int nclasses;
     unsigned char (*csingle)[32];  /* class -> bit set of the raw bytes that are needles */
     unsigned char (*cbigram)[8192]; /* class -> bit set of the raw byte pairs longer needles begin with */
-    unsigned char (*teddy)[112];  /* class -> the filter's six nibble tables and its single bytes' (teddy_build) */
-    unsigned char teddy_bin[112]; /* the binary mode's, with the bytes of a U+FFFD */
-    int vector;                  /* the filter used: 0 none, 1 sixteen bytes (SSSE3), 2 thirty-two (AVX2), 3 sixty-four, and texts decoded so (AVX-512 VBMI2) */
-    int fuse;                    /* no needle holds a newline: lines of text judged in one pass (line_fused32) */
     int32_t head[65536];         /* bigram -> first needle of its chain (-1: none) */
     int nneedles;
     unsigned char **ntext;
@@ -542,134 +528,16 @@ static inline int is_fffd(const unsigned char *p, Py_ssize_t n, Py_ssize_t i)
     return p[i] == 0xEF && i + 2 < n && p[i + 1] == 0xBF && p[i + 2] == 0xBD;
 }
 
-#ifdef HAVE_TEDDY
-/* Compare at the starts a chunk's filter let through: bit j of `bits`, the start at + j. */
-__attribute__((always_inline)) static inline int teddy_compare(const Walker *w, int c, int word, uint64_t bit,
-                                                               const unsigned char *p, Py_ssize_t n, Py_ssize_t at,
-                                                               uint32_t bits, int binary)
-{
-    for (; bits; bits &= bits - 1) {
-        Py_ssize_t k = at + __builtin_ctz(bits);
-        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
-            return 1;
-    }
-    return 0;
-}
-
-/* Compare at every start from `from` on (where the buffer ends too soon for a chunk). */
-static int teddy_rest(const Walker *w, int c, int word, uint64_t bit, const unsigned char *p, Py_ssize_t n,
-                      Py_ssize_t from, int binary)
-{
-    for (Py_ssize_t k = from; k < n; k++)
-        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
-            return 1;
-    return 0;
-}
-
-/* Whether a needle of class c (of the mode word/bit) is in the line p[0:n], read sixteen bytes at
- * a time while `avail` bytes from p allow. Byte j of a chunk holds the buckets that bytes j-2,
- * j-1 and j can be the first three bytes of; only where one is left does needle_at compare. A
- * byte of the line that is a needle of one byte is found by the table of such bytes (the
- * seventh: by low nibble, a bit per high nibble of ASCII). `binary`: the binary mode's
- * filter, whose needles include the bytes of a U+FFFD. */
-__attribute__((target("ssse3"))) static int teddy_has(const Walker *w, int c, int word, uint64_t bit,
-                                                      const unsigned char *p, Py_ssize_t n, Py_ssize_t avail,
-                                                      int binary)
-{
-    const __m128i *t = (const __m128i *)(binary ? w->teddy_bin : w->teddy[c]);
-    const __m128i t0 = _mm_loadu_si128(t), t1 = _mm_loadu_si128(t + 1), t2 = _mm_loadu_si128(t + 2);
-    const __m128i t3 = _mm_loadu_si128(t + 3), t4 = _mm_loadu_si128(t + 4), t5 = _mm_loadu_si128(t + 5);
-    const __m128i ts = _mm_loadu_si128(t + 6), bit_of = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m128i nibble = _mm_set1_epi8(0x0F), zero = _mm_setzero_si128();
-    __m128i prev0 = zero, prev1 = zero;
-    Py_ssize_t i = 0;
-    for (; i <= n + 1 && i + 16 <= avail; i += 16) {
-        const __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
-        const __m128i lo = _mm_and_si128(x, nibble), hi = _mm_and_si128(_mm_srli_epi16(x, 4), nibble);
-        /* a single byte that is a needle, in the line: found, nothing to compare */
-        const __m128i one = _mm_and_si128(_mm_shuffle_epi8(ts, lo), _mm_shuffle_epi8(bit_of, hi));
-        uint32_t ones = 0xFFFFu & ~(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(one, zero));
-        if (n - i < 16)
-            ones &= n > i ? (1u << (n - i)) - 1 : 0;
-        if (ones)
-            return 1;
-        const __m128i b0 = _mm_and_si128(_mm_shuffle_epi8(t0, lo), _mm_shuffle_epi8(t1, hi));
-        const __m128i b1 = _mm_and_si128(_mm_shuffle_epi8(t2, lo), _mm_shuffle_epi8(t3, hi));
-        const __m128i b2 = _mm_and_si128(_mm_shuffle_epi8(t4, lo), _mm_shuffle_epi8(t5, hi));
-        const __m128i all = _mm_and_si128(_mm_and_si128(_mm_alignr_epi8(b0, prev0, 14), _mm_alignr_epi8(b1, prev1, 15)), b2);
-        prev0 = b0;
-        prev1 = b1;
-        uint32_t bits = 0xFFFFu & ~(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(all, zero));
-        if (n + 1 - i < 16)
-            bits &= (2u << (n + 1 - i)) - 1; /* starts up to the line's last byte */
-        if (bits && teddy_compare(w, c, word, bit, p, n, i - 2, bits, binary))
-            return 1;
-    }
-    return teddy_rest(w, c, word, bit, p, n, i >= 2 ? i - 2 : 0, binary); /* the starts no chunk covered */
-}
-
-/* teddy_has, thirty-two bytes at a time (AVX2: each lane of sixteen looks up the same tables;
- * the bytes before a chunk come from the one before it across the lanes). */
-__attribute__((target("avx2"))) static int teddy_has32(const Walker *w, int c, int word, uint64_t bit,
-                                                       const unsigned char *p, Py_ssize_t n, Py_ssize_t avail,
-                                                       int binary)
-{
-    const __m128i *t = (const __m128i *)(binary ? w->teddy_bin : w->teddy[c]);
-    const __m256i t0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t));
-    const __m256i t1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 1));
-    const __m256i t2 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 2));
-    const __m256i t3 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 3));
-    const __m256i t4 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 4));
-    const __m256i t5 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 5));
-    const __m256i ts = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 6));
-    const __m256i bit_of = _mm256_broadcastsi128_si256(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0));
-    const __m256i nibble = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
-    __m256i prev0 = zero, prev1 = zero;
-    Py_ssize_t i = 0;
-    for (; i <= n + 1 && i + 32 <= avail; i += 32) {
-        const __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
-        const __m256i lo = _mm256_and_si256(x, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
-        /* a single byte that is a needle, in the line: found, nothing to compare */
-        const __m256i one = _mm256_and_si256(_mm256_shuffle_epi8(ts, lo), _mm256_shuffle_epi8(bit_of, hi));
-        uint32_t ones = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(one, zero));
-        if (n - i < 32)
-            ones &= n > i ? (uint32_t)((1ull << (n - i)) - 1) : 0;
-        if (ones)
-            return 1;
-        const __m256i b0 = _mm256_and_si256(_mm256_shuffle_epi8(t0, lo), _mm256_shuffle_epi8(t1, hi));
-        const __m256i b1 = _mm256_and_si256(_mm256_shuffle_epi8(t2, lo), _mm256_shuffle_epi8(t3, hi));
-        const __m256i b2 = _mm256_and_si256(_mm256_shuffle_epi8(t4, lo), _mm256_shuffle_epi8(t5, hi));
-        /* [the previous chunk's high lane, this one's low lane]: what alignr shifts in */
-        const __m256i s0 = _mm256_alignr_epi8(b0, _mm256_permute2x128_si256(prev0, b0, 0x21), 14);
-        const __m256i s1 = _mm256_alignr_epi8(b1, _mm256_permute2x128_si256(prev1, b1, 0x21), 15);
-        const __m256i all = _mm256_and_si256(_mm256_and_si256(s0, s1), b2);
-        prev0 = b0;
-        prev1 = b1;
-        uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, zero));
-        if (n + 1 - i < 32)
-            bits &= (uint32_t)((2ull << (n + 1 - i)) - 1); /* starts up to the line's last byte */
-        if (bits && teddy_compare(w, c, word, bit, p, n, i - 2, bits, binary))
-            return 1;
-    }
-    return teddy_rest(w, c, word, bit, p, n, i >= 2 ? i - 2 : 0, binary); /* the starts no chunk covered */
-}
-#endif
-
-/* Whether a needle of mode `mode` is in the line p[0:n] (digits masked on both sides); `avail`:
- * the bytes that may be read from p (the line's and those after it). */
-static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail, int mode)
+/* Whether a needle of mode `mode` is in the line p[0:n] (digits masked on both sides), a byte at
+ * a time (two lookups in bit sets each; needle_at compares only where a needle's first two
+ * bytes are). */
+static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, int mode)
 {
     const int c = w->cls[mode];
     if (c < 0)
         return 1;
     const int word = mode >> 6;
     const uint64_t bit = 1ULL << (mode & 63);
-#ifdef HAVE_TEDDY
-    if (w->vector)
-        return (w->vector > 1 ? teddy_has32 : teddy_has)(w, c, word, bit, p, n, avail, 0);
-#else
-    (void)avail;
-#endif
     for (Py_ssize_t i = 0; i < n; i++)
         if (needle_at(w, c, word, bit, p, n, i))
             return 1;
@@ -678,190 +546,20 @@ static int has_needle(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_
 
 /* Whether an undecodable line holds what the exact path reads otherwise: a needle of the
  * binary mode, or the bytes of a U+FFFD (EF BF BD: the classifier then does not call the
- * line undecodable): through the binary mode's filter, else at the few bytes that can begin either. */
-static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n, Py_ssize_t avail)
+ * line undecodable): compared only at the few bytes that can begin either. */
+static int binary_refused(const Walker *w, const unsigned char *p, Py_ssize_t n)
 {
     const int c = w->cls[BINARY_MODE];
     if (c < 0)
         return 1;
     const int word = BINARY_MODE >> 6;
     const uint64_t bit = 1ULL << (BINARY_MODE & 63);
-#ifdef HAVE_TEDDY
-    if (w->vector)
-        return (w->vector > 1 ? teddy_has32 : teddy_has)(w, c, word, bit, p, n, avail, 1);
-#else
-    (void)avail;
-#endif
     const unsigned char *first = w->bfirst;
     for (Py_ssize_t i = 0; i < n; i++)
         if (((first[p[i] >> 3] >> (p[i] & 7)) & 1) && (is_fffd(p, n, i) || needle_at(w, c, word, bit, p, n, i)))
             return 1;
     return 0;
 }
-
-#ifdef HAVE_TEDDY
-/* The filter of class c's needles of two bytes or more: of each, the bytes that its first three
- * can be (a masked digit: any digit; any byte past a needle's end), put in at most eight buckets of six nibble
- * sets (the low and high nibbles of the first, second and third byte). A bucket admits every
- * three bytes whose six nibbles are in its sets, so it never refuses a needle of its members.
- * Needles alike but for their first byte's low nibble begin as one bucket; then the two buckets
- * whose merge admits the least more are merged, until eight are left. What a bucket admits is
- * weighed by how common its bytes are in text (TEXT_WEIGHT: letters and spaces most; the
- * filter reads only lines of ASCII), so that the buckets keep apart what text is made of; the
- * binary mode's filter, for undecodable lines, weighs every byte alike. */
-typedef struct {
-    uint16_t set[6];
-} Bucket;
-
-/* TEXT_WEIGHT[h][half][bits]: the weight of the bytes of high nibble h whose low nibbles are
- * the set bits of `bits`, the low nibbles 0-7 (half 0) or 8-15 (half 1). */
-static float TEXT_WEIGHT[8][2][256];
-
-static void text_weights(void)
-{
-    for (unsigned h = 0; h < 8; h++)
-        for (unsigned half = 0; half < 2; half++)
-            for (unsigned bits = 0; bits < 256; bits++) {
-                float n = 0;
-                for (unsigned l = 0; l < 8; l++) {
-                    unsigned x = h << 4 | (half * 8 + l);
-                    if ((bits >> l) & 1)
-                        n += (x >= 'a' && x <= 'z') || x == ' '                        ? 16
-                             : (x >= 'A' && x <= 'Z') || (x >= '0' && x <= '9')       ? 4
-                             : x > ' ' && x < 127                                     ? 2
-                             : x == '\t'                                              ? 1
-                                                                                      : 0;
-                }
-                TEXT_WEIGHT[h][half][bits] = n;
-            }
-}
-
-/* The weight of the bytes whose nibbles are in lo and hi (bytes of 0x80 and more weigh nothing). */
-static double nibble_weight(uint16_t lo, uint16_t hi)
-{
-    double n = 0;
-    for (unsigned h = 0; h < 8; h++)
-        if ((hi >> h) & 1)
-            n += TEXT_WEIGHT[h][0][lo & 0xFF] + TEXT_WEIGHT[h][1][lo >> 8];
-    return n;
-}
-
-static double bucket_size(const Bucket *b, int uniform)
-{
-    if (uniform) /* undecodable lines: every byte alike */
-        return (double)__builtin_popcount(b->set[0]) * __builtin_popcount(b->set[1]) * __builtin_popcount(b->set[2]) *
-               __builtin_popcount(b->set[3]) * __builtin_popcount(b->set[4]) * __builtin_popcount(b->set[5]);
-    return nibble_weight(b->set[0], b->set[1]) * nibble_weight(b->set[2], b->set[3]) *
-           nibble_weight(b->set[4], b->set[5]);
-}
-
-static double merged_size(const Bucket *a, const Bucket *b, int uniform)
-{
-    Bucket m;
-    for (int q = 0; q < 6; q++)
-        m.set[q] = a->set[q] | b->set[q];
-    return bucket_size(&m, uniform);
-}
-
-/* The nibble sets of the raw bytes a masked byte stands for (0: the ten digits; 1-9: none). */
-static void nibbles_of(unsigned char t, uint16_t *lo, uint16_t *hi)
-{
-    if (t == '0') {
-        *lo = 0x03FF;
-        *hi = 1u << 3;
-    } else if (MASK[t] != t) {
-        *lo = *hi = 0;
-    } else {
-        *lo = (uint16_t)(1u << (t & 15));
-        *hi = (uint16_t)(1u << (t >> 4));
-    }
-}
-
-static int teddy_build(Walker *w, int c, int binary, unsigned char *t)
-{
-    Py_ssize_t cap = 257 + w->nneedles, ng = 0;
-    Bucket *g = PyMem_Malloc(sizeof(Bucket) * (size_t)cap);
-    if (!g) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (binary) { /* EF BF BD */
-        g[ng++] = (Bucket){{1u << 0xF, 1u << 0xE, 1u << 0xF, 1u << 0xB, 1u << 0xD, 1u << 0xB}};
-    }
-    for (unsigned x = 128; x < 256; x++) /* a needle of one byte beyond ASCII (none in UTF-8 text): a bucket */
-        if ((w->csingle[c][x >> 3] >> (x & 7)) & 1)
-            g[ng++] = (Bucket){{(uint16_t)(1u << (x & 15)), (uint16_t)(1u << (x >> 4)), 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF}};
-    for (int j = 0; j < w->nneedles; j++) {
-        int mine = 0;
-        for (int mode = 0; mode < 129 && !mine; mode++)
-            mine = w->cls[mode] == c && ((w->nmodes[j][mode >> 6] >> (mode & 63)) & 1);
-        if (!mine)
-            continue;
-        Bucket b = {{0, 0, 0, 0, 0xFFFF, 0xFFFF}};
-        for (int q = 0; q < 3 && q < w->nlen[j]; q++)
-            nibbles_of(w->ntext[j][q], &b.set[2 * q], &b.set[2 * q + 1]);
-        g[ng++] = b;
-    }
-    /* alike but for the first byte's low nibble: one bucket */
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i < ng; i++) {
-        Py_ssize_t j = 0;
-        while (j < k && memcmp(g[j].set + 1, g[i].set + 1, 5 * sizeof(uint16_t)))
-            j++;
-        if (j == k)
-            g[k++] = g[i];
-        else
-            g[j].set[0] |= g[i].set[0];
-    }
-    ng = k;
-    /* size[i]: what bucket i admits; more[i * stride + j]: what merging i and j admits more */
-    const Py_ssize_t stride = ng ? ng : 1;
-    double *size = PyMem_Malloc(sizeof(double) * (size_t)stride * (size_t)(stride + 1)), *more = size + stride;
-    if (!size) {
-        PyMem_Free(g);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < ng; i++)
-        size[i] = bucket_size(&g[i], binary);
-    for (Py_ssize_t i = 0; i < ng; i++)
-        for (Py_ssize_t j = i + 1; j < ng; j++)
-            more[i * stride + j] = more[j * stride + i] = merged_size(&g[i], &g[j], binary) - size[i] - size[j];
-    while (ng > 8) {
-        Py_ssize_t bi = 0, bj = 1;
-        for (Py_ssize_t i = 0; i < ng; i++)
-            for (Py_ssize_t j = i + 1; j < ng; j++)
-                if (more[i * stride + j] < more[bi * stride + bj]) {
-                    bi = i;
-                    bj = j;
-                }
-        size[bi] += size[bj] + more[bi * stride + bj];
-        for (int q = 0; q < 6; q++)
-            g[bi].set[q] |= g[bj].set[q];
-        Py_ssize_t last = --ng; /* the last bucket takes bj's place */
-        g[bj] = g[last];
-        size[bj] = size[last];
-        for (Py_ssize_t m = 0; m < ng; m++)
-            more[bj * stride + m] = more[m * stride + bj] = more[last * stride + m];
-        for (Py_ssize_t m = 0; m < ng; m++)
-            if (m != bi)
-                more[bi * stride + m] = more[m * stride + bi] = merged_size(&g[bi], &g[m], binary) - size[bi] - size[m];
-    }
-    PyMem_Free(size);
-    memset(t, 0, 112);
-    for (Py_ssize_t b = 0; b < ng; b++)
-        for (int q = 0; q < 6; q++)
-            for (int v = 0; v < 16; v++)
-                if ((g[b].set[q] >> v) & 1)
-                    t[16 * q + v] |= (unsigned char)(1u << b);
-    for (unsigned x = 0; x < 128; x++) /* the single bytes of ASCII: the table's bits are its high nibbles 0-7 */
-        if ((w->csingle[c][x >> 3] >> (x & 7)) & 1)
-            t[96 + (x & 15)] |= (unsigned char)(1u << (x >> 4));
-    PyMem_Free(g);
-    return 0;
-}
-
-#endif
 
 /* Group the modes by their needles: per class, the raw bytes and byte pairs to look at. */
 static int build_classes(Walker *w)
@@ -912,19 +610,6 @@ static int build_classes(Walker *w)
         }
         w->cls[mode] = (signed char)c;
     }
-#ifdef HAVE_TEDDY
-    void *nt = PyMem_Realloc(w->teddy, sizeof *w->teddy * (size_t)(w->nclasses ? w->nclasses : 1));
-    if (!nt) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    w->teddy = nt;
-    for (int c = 0; c < w->nclasses; c++)
-        if (teddy_build(w, c, 0, w->teddy[c]) < 0)
-            return -1;
-    if (w->cls[BINARY_MODE] >= 0 && teddy_build(w, w->cls[BINARY_MODE], 1, w->teddy_bin) < 0)
-        return -1;
-#endif
     /* the bytes that can begin a needle of an undecodable line, and EF (a U+FFFD written) */
     const int c = w->cls[BINARY_MODE];
     memset(w->bfirst, 0, sizeof w->bfirst);
@@ -956,7 +641,6 @@ static void Walker_dealloc(Walker *w)
     PyMem_Free(w->nnext);
     PyMem_Free(w->csingle);
     PyMem_Free(w->cbigram);
-    PyMem_Free(w->teddy);
     PyMem_Free(w->cps);
     PyMem_Free(w->known);
     PyMem_Free(w->shape8);
@@ -966,28 +650,15 @@ static void Walker_dealloc(Walker *w)
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
 
-/* Walker(refuse: bytes[128], needles: [(masked needle: bytes, modes: bytes[24])], limit: int,
- *        vector: int = 3) (vector: the widest filter to use, where the processor has it: 0 none,
- *        1 sixteen bytes at a time, 2 thirty-two, 3 lines judged and texts decoded sixty-four
- *        bytes at a time, AVX-512 VBMI2) */
+/* Walker(refuse: bytes[128], needles: [(masked needle: bytes, modes: bytes[24])], limit: int) */
 static int Walker_init(Walker *w, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"refuse", "needles", "limit", "vector", NULL};
+    static char *names[] = {"refuse", "needles", "limit", NULL};
     Py_buffer refuse;
     PyObject *needles;
     Py_ssize_t limit;
-    int vector = 3;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*On|i", names, &refuse, &needles, &limit, &vector))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*On", names, &refuse, &needles, &limit))
         return -1;
-#ifdef HAVE_TEDDY
-    __builtin_cpu_init();
-    w->vector = vector < 1 || !__builtin_cpu_supports("ssse3") ? 0
-                : vector < 2 || !__builtin_cpu_supports("avx2") ? 1
-                : vector < 3 || !has_vbmi2()                    ? 2
-                                                                : 3;
-#else
-    w->vector = 0;
-#endif
     if (refuse.len != 128 || limit < 1) {
         PyBuffer_Release(&refuse);
         PyErr_SetString(PyExc_ValueError, "refuse: 128 bytes; limit: positive");
@@ -1047,247 +718,13 @@ static int Walker_init(Walker *w, PyObject *args, PyObject *kw)
         w->head[bg] = j;
     }
     Py_DECREF(seq);
-    w->fuse = w->vector > 1 && !(w->single['\n'][0] | w->single['\n'][1] | w->single['\n'][2]);
-    for (int j = 0; j < w->nneedles; j++)
-        if (memchr(w->ntext[j], '\n', (size_t)w->nlen[j]))
-            w->fuse = 0;
     return build_classes(w);
 }
 
-#ifdef HAVE_TEDDY
-/* line_end, thirty-two bytes at a time: the newline and the bytes of 0x80 and more in one pass. */
-__attribute__((target("avx2"))) static Py_ssize_t line_end32(const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail,
-                                                             int *ascii)
+/* The length of the line at p (to its newline, which lies before p + lim; -1: none; libc's memchr)
+ * and whether it is ASCII. */
+static Py_ssize_t line_end(const unsigned char *p, Py_ssize_t lim, int *ascii)
 {
-    const __m256i newline = _mm256_set1_epi8('\n');
-    uint32_t high = 0;
-    Py_ssize_t i = 0;
-    for (; i < lim && i + 32 <= avail; i += 32) {
-        const __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
-        const uint32_t nl = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, newline));
-        const uint32_t hi = (uint32_t)_mm256_movemask_epi8(x);
-        if (nl) {
-            const unsigned k = (unsigned)__builtin_ctz(nl);
-            if (i + k >= lim)
-                return -1;
-            *ascii = !(high | (hi & ((1u << k) - 1)));
-            return i + k;
-        }
-        high |= hi;
-    }
-    if (i >= lim)
-        return -1;
-    const unsigned char *q = memchr(p + i, '\n', (size_t)(lim - i));
-    if (!q)
-        return -1;
-    *ascii = !high && is_ascii(p + i, q - p - i);
-    return q - p;
-}
-#endif
-
-#ifdef HAVE_TEDDY
-/* line_end and refused() of a line in one pass, thirty-two bytes at a time (two passes cost more
- * than the reading: most lines are short). `bin` 0: a line of ASCII text, judged by its first
- * character's needles; 1: an undecodable line of a binary stream, by the binary mode's (and a
- * U+FFFD's bytes). Returns the line's length, as line_end, where the line is of that kind and
- * holds no needle (*ascii set as line_end sets it); -1 where line_end gives -1; -2 where the two
- * passes must answer (a first character refused, a needle, the buffer's end near, bin 0: a byte
- * of 0x80 or more); -3, bin 1: a line of ASCII. No needle holds a newline (Walker.fuse): before
- * the newline is found, a needle is compared with the bytes up to `lim`, and cannot match
- * across it. */
-__attribute__((target("avx2"), always_inline)) static inline Py_ssize_t
-line_fused(const Walker *w, const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail, int *ascii, const int bin)
-{
-    const unsigned mode = bin ? BINARY_MODE : p[0];
-    if (!bin && (mode >= 0x80 || mode == '\n' || w->refuse[mode]))
-        return -2;
-    const int c = w->cls[mode], word = (int)(mode >> 6);
-    if (c < 0)
-        return -2;
-    const uint64_t bit = 1ULL << (mode & 63);
-    const __m128i *t = (const __m128i *)(bin ? w->teddy_bin : w->teddy[c]);
-    const __m256i t0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t));
-    const __m256i t1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 1));
-    const __m256i t2 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 2));
-    const __m256i t3 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 3));
-    const __m256i t4 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 4));
-    const __m256i t5 = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 5));
-    const __m256i ts = _mm256_broadcastsi128_si256(_mm_loadu_si128(t + 6));
-    const __m256i bit_of = _mm256_broadcastsi128_si256(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0));
-    const __m256i nibble = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256(), newline = _mm256_set1_epi8('\n');
-    __m256i prev0 = zero, prev1 = zero;
-    uint32_t high = 0; /* bin: a byte of 0x80 or more seen */
-    for (Py_ssize_t i = 0; i < lim; i += 32) {
-        if (i + 32 > avail)
-            return -2;
-        const __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
-        const uint32_t nl = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, newline));
-        uint32_t in = ~0u; /* the chunk's bytes of the line */
-        Py_ssize_t n = lim;
-        if (nl) {
-            const unsigned k = (unsigned)__builtin_ctz(nl);
-            if (i + k >= lim)
-                return -1;
-            in = (uint32_t)((1ull << k) - 1);
-            n = i + k;
-        } else if (i + 32 >= lim)
-            return -1; /* the newline, if any, at lim or after */
-        if (bin)
-            high |= (uint32_t)_mm256_movemask_epi8(x) & in;
-        else if ((uint32_t)_mm256_movemask_epi8(x) & in)
-            return -2; /* not ASCII */
-        const __m256i lo = _mm256_and_si256(x, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
-        const __m256i one = _mm256_and_si256(_mm256_shuffle_epi8(ts, lo), _mm256_shuffle_epi8(bit_of, hi));
-        if (~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(one, zero)) & in)
-            return -2; /* a needle of one byte */
-        const __m256i b0 = _mm256_and_si256(_mm256_shuffle_epi8(t0, lo), _mm256_shuffle_epi8(t1, hi));
-        const __m256i b1 = _mm256_and_si256(_mm256_shuffle_epi8(t2, lo), _mm256_shuffle_epi8(t3, hi));
-        const __m256i b2 = _mm256_and_si256(_mm256_shuffle_epi8(t4, lo), _mm256_shuffle_epi8(t5, hi));
-        const __m256i s0 = _mm256_alignr_epi8(b0, _mm256_permute2x128_si256(prev0, b0, 0x21), 14);
-        const __m256i s1 = _mm256_alignr_epi8(b1, _mm256_permute2x128_si256(prev1, b1, 0x21), 15);
-        const __m256i all = _mm256_and_si256(_mm256_and_si256(s0, s1), b2);
-        prev0 = b0;
-        prev1 = b1;
-        uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, zero));
-        if (n + 1 - i < 32)
-            bits &= (uint32_t)((2ull << (n + 1 - i)) - 1); /* starts up to the line's last byte */
-        if (bits && teddy_compare(w, c, word, bit, p, n, i - 2, bits, bin))
-            return -2;
-        if (nl) {
-            if (bin && !high)
-                return -3;
-            *ascii = !bin;
-            return n;
-        }
-    }
-    return -1;
-}
-
-__attribute__((target("avx2"))) static Py_ssize_t line_fused32(const Walker *w, const unsigned char *p,
-                                                               Py_ssize_t lim, Py_ssize_t avail, int *ascii)
-{
-    return line_fused(w, p, lim, avail, ascii, 0);
-}
-
-__attribute__((target("avx2"))) static Py_ssize_t line_fused_bin32(const Walker *w, const unsigned char *p,
-                                                                   Py_ssize_t lim, Py_ssize_t avail, int *ascii)
-{
-    return line_fused(w, p, lim, avail, ascii, 1);
-}
-
-#ifdef UTF8_AVX512
-/* vpermt2b's indexes: byte j of a chunk shifted by two (one) is byte j - 2 (j - 1) of the chunk
- * (index bit 6), or of the chunk before it (the last two bytes, or the last). */
-static const unsigned char SHIFT2[64] = {62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125};
-static const unsigned char SHIFT1[64] = {63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126};
-
-/* teddy_compare, for a chunk of sixty-four bytes. */
-__attribute__((always_inline)) static inline int teddy_compare64(const Walker *w, int c, int word, uint64_t bit,
-                                                                 const unsigned char *p, Py_ssize_t n, Py_ssize_t at,
-                                                                 uint64_t bits, int binary)
-{
-    for (; bits; bits &= bits - 1) {
-        Py_ssize_t k = at + __builtin_ctzll(bits);
-        if ((binary && is_fffd(p, n, k)) || needle_at(w, c, word, bit, p, n, k))
-            return 1;
-    }
-    return 0;
-}
-
-/* line_fused, sixty-four bytes at a time (AVX-512 VBMI: the filter's nibble tables in each lane of
- * sixteen, the bytes before a chunk shifted in across the lanes by vpermt2b): most lines of text
- * are one chunk, and a line's chunks are what a line costs. */
-__attribute__((target(UTF8_AVX512), always_inline)) static inline Py_ssize_t
-line_fused_wide(const Walker *w, const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail, int *ascii, const int bin)
-{
-    const unsigned mode = bin ? BINARY_MODE : p[0];
-    if (!bin && (mode >= 0x80 || mode == '\n' || w->refuse[mode]))
-        return -2;
-    const int c = w->cls[mode], word = (int)(mode >> 6);
-    if (c < 0)
-        return -2;
-    const uint64_t bit = 1ULL << (mode & 63);
-    const __m128i *t = (const __m128i *)(bin ? w->teddy_bin : w->teddy[c]);
-    const __m512i t0 = _mm512_broadcast_i32x4(_mm_loadu_si128(t)), t1 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 1));
-    const __m512i t2 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 2)), t3 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 3));
-    const __m512i t4 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 4)), t5 = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 5));
-    const __m512i ts = _mm512_broadcast_i32x4(_mm_loadu_si128(t + 6));
-    const __m512i bit_of = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0));
-    const __m512i nibble = U8Z(0x0F), zero = _mm512_setzero_si512(), newline = U8Z('\n');
-    const __m512i shift2 = _mm512_loadu_si512((const void *)SHIFT2), shift1 = _mm512_loadu_si512((const void *)SHIFT1);
-    __m512i prev0 = zero, prev1 = zero;
-    uint64_t high = 0; /* bin: a byte of 0x80 or more seen */
-    for (Py_ssize_t i = 0; i < lim; i += 64) {
-        if (i + 64 > avail)
-            return -2;
-        const __m512i x = _mm512_loadu_si512((const void *)(p + i));
-        const uint64_t nl = _mm512_cmpeq_epi8_mask(x, newline);
-        uint64_t in = ~0ULL; /* the chunk's bytes of the line */
-        Py_ssize_t n = lim;
-        if (nl) {
-            const unsigned k = (unsigned)__builtin_ctzll(nl);
-            if (i + k >= lim)
-                return -1;
-            in = (1ULL << k) - 1;
-            n = i + k;
-        } else if (i + 64 >= lim)
-            return -1; /* the newline, if any, at lim or after */
-        if (bin)
-            high |= _mm512_movepi8_mask(x) & in;
-        else if (_mm512_movepi8_mask(x) & in)
-            return -2; /* not ASCII */
-        const __m512i lo = _mm512_and_si512(x, nibble), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), nibble);
-        const __m512i one = _mm512_and_si512(_mm512_shuffle_epi8(ts, lo), _mm512_shuffle_epi8(bit_of, hi));
-        if (_mm512_test_epi8_mask(one, one) & in)
-            return -2; /* a needle of one byte */
-        const __m512i b0 = _mm512_and_si512(_mm512_shuffle_epi8(t0, lo), _mm512_shuffle_epi8(t1, hi));
-        const __m512i b1 = _mm512_and_si512(_mm512_shuffle_epi8(t2, lo), _mm512_shuffle_epi8(t3, hi));
-        const __m512i b2 = _mm512_and_si512(_mm512_shuffle_epi8(t4, lo), _mm512_shuffle_epi8(t5, hi));
-        const __m512i s0 = _mm512_permutex2var_epi8(prev0, shift2, b0);
-        const __m512i s1 = _mm512_permutex2var_epi8(prev1, shift1, b1);
-        const __m512i all = _mm512_and_si512(_mm512_and_si512(s0, s1), b2);
-        prev0 = b0;
-        prev1 = b1;
-        uint64_t bits = _mm512_test_epi8_mask(all, all);
-        if (n + 1 - i < 63)
-            bits &= (2ULL << (n + 1 - i)) - 1; /* starts up to the line's last byte */
-        if (bits && teddy_compare64(w, c, word, bit, p, n, i - 2, bits, bin))
-            return -2;
-        if (nl) {
-            if (bin && !high)
-                return -3;
-            *ascii = !bin;
-            return n;
-        }
-    }
-    return -1;
-}
-
-__attribute__((target(UTF8_AVX512))) static Py_ssize_t line_fused64(const Walker *w, const unsigned char *p,
-                                                                   Py_ssize_t lim, Py_ssize_t avail, int *ascii)
-{
-    return line_fused_wide(w, p, lim, avail, ascii, 0);
-}
-
-__attribute__((target(UTF8_AVX512))) static Py_ssize_t line_fused_bin64(const Walker *w, const unsigned char *p,
-                                                                       Py_ssize_t lim, Py_ssize_t avail, int *ascii)
-{
-    return line_fused_wide(w, p, lim, avail, ascii, 1);
-}
-#endif
-#endif
-
-/* The length of the line at p (to its newline, which lies before p + lim; -1: none) and whether it
- * is ASCII; `avail`: the bytes that may be read from p. */
-static Py_ssize_t line_end(const Walker *w, const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail, int *ascii)
-{
-#ifdef HAVE_TEDDY
-    if (w->vector > 1)
-        return line_end32(p, lim, avail, ascii);
-#else
-    (void)w;
-    (void)avail;
-#endif
     const unsigned char *q = memchr(p, '\n', (size_t)lim);
     if (!q)
         return -1;
@@ -1299,42 +736,21 @@ static Py_ssize_t line_end(const Walker *w, const unsigned char *p, Py_ssize_t l
  * otherwise: an ASCII line by its first character and needles; any other line is refused unless
  * the stream is binary, and then by the binary mode's needles. (A line that is valid UTF-8 is
  * also the exact path's: the caller checks that, where it decodes the line.) */
-static inline int refused(const Walker *w, const unsigned char *p, Py_ssize_t len, Py_ssize_t avail, int ascii,
+static inline int refused(const Walker *w, const unsigned char *p, Py_ssize_t len, int ascii,
                           int binary)
 {
-    return ascii ? w->refuse[p[0]] || has_needle(w, p, len, avail, p[0])
+    return ascii ? w->refuse[p[0]] || has_needle(w, p, len, p[0])
                  /* a U+FFFD written in the text: the exact path reads it */
-                 : !binary || binary_refused(w, p, len, avail);
+                 : !binary || binary_refused(w, p, len);
 }
 
 /* line_end, and whether the line is refused (where its length is more than 0 and at most the
  * limit: the caller's next question). */
-static inline Py_ssize_t line_judged(const Walker *w, const unsigned char *p, Py_ssize_t lim, Py_ssize_t avail,
-                                     int binary, int *ascii, int *ref)
+static inline Py_ssize_t line_judged(const Walker *w, const unsigned char *p, Py_ssize_t lim, int binary, int *ascii,
+                                     int *ref)
 {
-#ifdef HAVE_TEDDY
-    if (w->fuse) {
-        /* in a binary stream, most lines are not ASCII: asked first whether one is (the undecodable
-         * line's judgement), and whether it is ASCII only where it is */
-        Py_ssize_t (*text)(const Walker *, const unsigned char *, Py_ssize_t, Py_ssize_t, int *) = line_fused32;
-        Py_ssize_t (*undecodable)(const Walker *, const unsigned char *, Py_ssize_t, Py_ssize_t, int *) = line_fused_bin32;
-#ifdef UTF8_AVX512
-        if (w->vector > 2) {
-            text = line_fused64;
-            undecodable = line_fused_bin64;
-        }
-#endif
-        Py_ssize_t len = binary ? undecodable(w, p, lim, avail, ascii) : -3;
-        if (len == -3 && p[0] < 0x80)
-            len = text(w, p, lim, avail, ascii);
-        if (len >= -1) {
-            *ref = 0;
-            return len;
-        }
-    }
-#endif
-    Py_ssize_t len = line_end(w, p, lim, avail, ascii);
-    *ref = len > 0 && len <= w->limit && refused(w, p, len, avail, *ascii, binary);
+    Py_ssize_t len = line_end(p, lim, ascii);
+    *ref = len > 0 && len <= w->limit && refused(w, p, len, *ascii, binary);
     return len;
 }
 
@@ -1426,7 +842,7 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
             continue;
         }
         int ref;
-        Py_ssize_t len = line_judged(w, p, end - pos, view.len - pos, binary, &ascii, &ref);
+        Py_ssize_t len = line_judged(w, p, end - pos, binary, &ascii, &ref);
         if (len <= 0 || len > w->limit || ref) /* no newline before `end`, a blank line, a line too long */
             break;
         /* the shape: beyond the cap, its first characters first (most new shapes need no more) */
@@ -1596,7 +1012,7 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
             continue;
         }
         int ascii, ref;
-        Py_ssize_t len = line_judged(w, p, end - pos, view.len - pos, binary, &ascii, &ref);
+        Py_ssize_t len = line_judged(w, p, end - pos, binary, &ascii, &ref);
         if (len <= 0 || len > w->limit || ref || (!ascii && utf8_valid_from(p, 0, len)))
             break;
         n += pending; /* the empty lines before this one: taken with it */
@@ -1604,13 +1020,13 @@ static PyObject *Walker_texts(Walker *w, PyObject *args)
         if (!ascii && !decode)
             bad_lines++;
         else if (!ascii) {
-            if (text_room(w, tlen + (pos - run) + 3 * len + 65) < 0) {
+            if (text_room(w, tlen + (pos - run) + 3 * len + 5) < 0) {
                 nomem = 1;
                 break;
             }
             memcpy(w->text + tlen, buf + run, (size_t)(pos - run));
             tlen += pos - run;
-            tlen += decode_to_utf8(p, len, view.len - pos, w->text + tlen, w->vector);
+            tlen += decode_to_utf8(p, len, w->text + tlen);
             w->text[tlen++] = '\n';
             run = pos + len + 1;
             bad_lines++;
@@ -1663,21 +1079,10 @@ static PyObject *Walker_needle(Walker *w, PyObject *args)
     const unsigned char *p = v.buf;
     const unsigned char *nl = memchr(p, '\n', (size_t)v.len);
     Py_ssize_t n = nl ? nl - p : v.len;
-    int r = mode == BINARY_MODE ? binary_refused(w, p, n, v.len) : has_needle(w, p, n, v.len, mode);
+    int r = mode == BINARY_MODE ? binary_refused(w, p, n) : has_needle(w, p, n, mode);
     PyBuffer_Release(&v);
     return PyBool_FromLong(r);
 }
-
-static PyObject *Walker_get_vector(Walker *w, void *closure)
-{
-    (void)closure;
-    return PyLong_FromLong(w->vector);
-}
-
-static PyGetSetDef Walker_getset[] = {
-    {"vector", (getter)Walker_get_vector, NULL, "the filter of needles used: 0 none, 1 SSSE3, 2 AVX2, 3 AVX-512 VBMI2 (and texts decoded with it)", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
 
 static PyMethodDef Walker_methods[] = {
     {"needle", (PyCFunction)Walker_needle, METH_VARARGS,
@@ -1698,7 +1103,6 @@ static PyTypeObject WalkerType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Takes runs of lines that can only be unrecognised text; see the module.",
     .tp_methods = Walker_methods,
-    .tp_getset = Walker_getset,
     .tp_init = (initproc)Walker_init,
     .tp_new = PyType_GenericNew,
 };
@@ -1766,17 +1170,12 @@ static PyObject *py_shape_prefix(PyObject *self, PyObject *args)
 
 static PyObject *py_decode(PyObject *self, PyObject *args)
 {
-    /* decode(data, vector=0) -> (bytes.decode("utf-8", "replace") as the walker computes it,
-     * whether a byte was replaced, the same as texts() writes it in UTF-8, with the widest
-     * decoder up to `vector` that the processor has) (for tests) */
+    /* decode(data) -> (bytes.decode("utf-8", "replace") as the walker computes it,
+     * whether a byte was replaced, the same as texts() writes it in UTF-8) (for tests) */
     (void)self;
     Py_buffer v;
-    int vector = 0;
-    if (!PyArg_ParseTuple(args, "y*|i", &v, &vector))
+    if (!PyArg_ParseTuple(args, "y*", &v))
         return NULL;
-#ifdef HAVE_TEDDY
-    vector = vector > 2 && has_vbmi2() ? 3 : vector > 1 && __builtin_cpu_supports("avx2") ? 2 : 0;
-#endif
     Py_UCS4 *cps = PyMem_Malloc(sizeof(Py_UCS4) * ((size_t)v.len + 2));
     unsigned char *line = PyMem_Malloc((size_t)v.len + 40), *u8 = PyMem_Malloc(3 * (size_t)v.len + 72);
     PyObject *r = NULL;
@@ -1789,7 +1188,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     memcpy(line, v.buf, (size_t)v.len);
     line[v.len] = '\n'; /* as a line of a buffer ends, then what would continue a sequence */
     memset(line + v.len + 1, 0x80, 39);
-    Py_ssize_t nb = decode_to_utf8(line, v.len, vector ? v.len + 40 : v.len + 1, u8, vector);
+    Py_ssize_t nb = decode_to_utf8(line, v.len, u8);
     PyObject *s = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, cps, k);
     r = s ? Py_BuildValue("(NOy#)", s, bad ? Py_True : Py_False, (const char *)u8, nb) : NULL;
 done:
@@ -1805,7 +1204,7 @@ static PyMethodDef module_methods[] = {
     {"shape_prefix", py_shape_prefix, METH_VARARGS,
      "shape_prefix(data, limit) -> (prefix, complete, shape, undecodable): the walker's shape of a line's bytes."},
     {"decode", py_decode, METH_VARARGS,
-     "decode(data, vector=0) -> (bytes.decode('utf-8', 'replace'), whether a byte was replaced, the text in UTF-8 "
+     "decode(data) -> (bytes.decode('utf-8', 'replace'), whether a byte was replaced, the text in UTF-8 "
      "as texts() writes it), in C."},
     {NULL, NULL, 0, NULL},
 };
@@ -1818,9 +1217,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__other(void)
 {
     utf8_tables();
-#ifdef HAVE_TEDDY
-    text_weights();
-#endif
     if (PyType_Ready(&WalkerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

@@ -8,9 +8,6 @@
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 static inline uint64_t shape_load8(const unsigned char *p, Py_ssize_t n)
 {
@@ -81,22 +78,10 @@ static inline uint64_t shape_hash_into(const unsigned char *p, Py_ssize_t n, uns
 
 static inline uint64_t shape_hash(const unsigned char *p, Py_ssize_t n) { return shape_hash_into(p, n, NULL); }
 
-/* Whether line (n bytes) masks to key (a masked line of n bytes). Sixteen bytes at a time
- * where SSE2 is there (every x86-64): the same mask, a byte 0x31..0x39 (a signed compare
- * leaves the bytes with the high bit set alone) losing its low four bits. */
+/* Whether line (n bytes) masks to key (a masked line of n bytes), eight bytes at a time. */
 static inline int shape_equal(const unsigned char *line, const unsigned char *key, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
-#ifdef __SSE2__
-    const __m128i lo = _mm_set1_epi8(0x30), hi = _mm_set1_epi8(0x3a), low4 = _mm_set1_epi8(0x0f);
-    for (; i + 16 <= n; i += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(line + i));
-        __m128i dig = _mm_and_si128(_mm_cmpgt_epi8(x, lo), _mm_cmplt_epi8(x, hi));
-        __m128i m = _mm_andnot_si128(_mm_and_si128(dig, low4), x);
-        if (_mm_movemask_epi8(_mm_cmpeq_epi8(m, _mm_loadu_si128((const __m128i *)(key + i)))) != 0xffff)
-            return 0;
-    }
-#endif
     for (; i + 8 <= n; i += 8) {
         uint64_t k;
         memcpy(&k, key + i, 8);

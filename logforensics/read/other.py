@@ -29,13 +29,10 @@ was not such text) is never taken. In a stream that does not look like text, a l
 is not valid UTF-8 is ``other`` without the grammar (``LineClassifier``): those are taken
 too, decoded as Python decodes them, with only the observers' texts refused.
 
-Most of a run's time is the search for the needles in every line: the extension looks for
-them through a filter of their first three bytes that reads 64 bytes at a time (with AVX-512
-VBMI; 32 with AVX2, 16 with SSSE3 alone; the "Teddy" method of Hyperscan, chosen at run time),
-in the same pass that finds the line's end, and compares only where it lets a position through,
-so its answer is the byte-by-byte search's (``tests/test_other_walker.py``); needles of one byte
-are found by a table of their bytes in the same pass, so that the filter's buckets keep to the
-longer ones.
+Most of a run's time is the search for the needles in every line: the extension finds a
+line's end with libc's ``memchr`` and compares a position with the needles only where a bit set
+of the needles' first bytes (and first byte pairs) lets it through, in portable C; its answer is
+the definition's (``tests/test_other_walker.py``).
 
 ``LOGFORENSICS_PURE=1``, or a missing extension, turns this off (:func:`available`); the
 exact path is the reference, and the tests compare both on generated mixtures.
