@@ -83,3 +83,25 @@ def test_the_source_distribution_holds_what_the_extensions_are_built_from(tmp_pa
     needed = {p.relative_to(ROOT).as_posix() for ext in ("*.c", "*.h") for p in (ROOT / "logforensics").rglob(ext)}
     assert needed and needed <= held, sorted(needed - held)
 
+
+
+def test_a_build_without_a_compiler_says_in_one_line_that_the_pure_path_is_used(tmp_path: Path) -> None:
+    """Where no C compiler works (CC=false), the build still succeeds, builds no extension and
+    says once, not once per extension, that the pure-Python path will be used and how much
+    slower it is."""
+    import shutil
+
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    for source in [*(ROOT / "logforensics").rglob("*.c"), *(ROOT / "logforensics").rglob("*.h")]:
+        target = tmp_path / source.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
+    out = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib", "lib"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300, env={**CLEAN, "CC": "false"},
+                         stdin=subprocess.DEVNULL, start_new_session=True)  # no terminal: stderr alone
+    assert out.returncode == 0, out.stderr
+    said = [line for line in out.stderr.splitlines() if line.startswith("logforensics:")]
+    assert len(said) == 1, out.stderr
+    assert "pure-Python path will be used" in said[0] and "10x slower" in said[0]
+    assert not list((tmp_path / "lib").rglob("*.so"))
