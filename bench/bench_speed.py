@@ -171,7 +171,7 @@ def reading_path(exe: list[str]) -> str:
             "try:\n    from logforensics.read import emit\nexcept ImportError:\n    emit = None\n"
             "print('compiled C scanner' if bulk.available() else 'pure Python', end='')\n"
             "print('; parse jsonl rows: ' + ('compiled' if emit is not None and emit.available() else 'pure Python'), end='')\n"
-            "try:\n    from logforensics.read import _other  # noqa: F401\n    walker = 'compiled'\n"
+            "try:\n    from logforensics.read._scan import Walker  # noqa: F401\n    walker = 'compiled'\n"
             "except Exception:\n    walker = 'pure Python'\n"
             "print('; unrecognised text: ' + walker, end='')")
     # run from the program's own directory: a source tree in the current directory would

@@ -1504,7 +1504,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__emit(void)
 {
     init_tables();
-    utf8_tables();
     if (PyType_Ready(&EmitterType) < 0 || PyType_Ready(&RowsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

@@ -1,4 +1,5 @@
-/* Runs of unrecognised lines, in C: how many, and how many of each coverage shape.
+/* Runs of unrecognised lines, in C: how many, and how many of each coverage shape (built into
+ * the extension _scan, whose module it fills: other_module_add).
  *
  * A line that no record of the grammar can begin is an ``other`` event, and the run
  * model only counts it and groups it by shape (model/coverage.py). Python tells the
@@ -20,9 +21,7 @@
  * the entries added since its last look) so that a line of a known shape costs no Python
  * object; only shapes new to the dict are returned with their first line and example.
  * A shape is decoded, masked and written in one pass over the line's bytes; once the dict
- * holds as many shapes as it keeps, a line whose first shape characters begin no kept
- * shape counts in the overflow bucket from those alone (random bytes: every line a new
- * shape), and only the searches for what the exact path must read see the rest of it.
+ * holds as many shapes as it keeps, a line of a shape it lacks counts in the overflow bucket.
  * A line's end is found by libc's memchr, whether it is ASCII eight bytes at a time, and its
  * needles a byte at a time: a byte is compared with the needles only where a bit set of the
  * raw bytes that are needles of one byte, or one of the byte pairs longer needles begin with,
@@ -37,8 +36,6 @@
 #define SHAPE_MAX 160   /* characters of a shape (coverage.shape) */
 #define EXAMPLE_MAX 200 /* characters of an example (coverage.on_other) */
 #define BINARY_MODE 128 /* the needle mode of an undecodable line */
-#define PREFIX 12       /* characters of a shape that the filter of known shapes keys on */
-#define PREFIX_BITS 18  /* the filter's size: 2**18 bits */
 
 typedef struct {
     uint64_t hash;
@@ -74,7 +71,6 @@ typedef struct {
     Py_ssize_t dict_pos;         /* PyDict_Next's position after the entries read */
     Py_ssize_t accounted;        /* dict entries the mirror accounts for */
     long long walk;
-    uint64_t *known;             /* the filter: bits set by the first PREFIX characters of each key */
     unsigned char bfirst[32];    /* bit set of the bytes that can begin a binary needle, and EF */
     /* scratch */
     Py_UCS4 *cps;
@@ -122,38 +118,12 @@ static uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n)
 
 /* -- the mirror of the dict's keys -------------------------------------------------------- */
 
-/* Beyond the cap, a line of a shape the dict lacks counts in the overflow bucket whatever its
- * shape: a filter of the keys' first PREFIX characters tells most such lines from their first
- * characters alone, without the rest of the shape. (A key's bit set whatever its length: a
- * shorter key is its own prefix.) */
-static Py_ssize_t prefix_bytes(const unsigned char *k, Py_ssize_t n)
-{
-    Py_ssize_t chars = 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if ((k[i] & 0xC0) != 0x80 && chars++ == PREFIX)
-            return i;
-    return n;
-}
-
-static inline uint64_t known_bit(const unsigned char *prefix, Py_ssize_t n)
-{
-    return hash_bytes(prefix, n) >> (64 - PREFIX_BITS);
-}
-
-static inline int known_has(const Walker *w, const unsigned char *prefix, Py_ssize_t n)
-{
-    uint64_t b = known_bit(prefix, n);
-    return (w->known[b >> 6] >> (b & 63)) & 1;
-}
-
 static void mirror_clear(Walker *w)
 {
     for (Py_ssize_t i = 0; i < w->cap; i++)
         Py_CLEAR(w->tab[i].example);
     if (w->tab)
         memset(w->tab, 0, sizeof(Entry) * (size_t)w->cap);
-    if (w->known)
-        memset(w->known, 0, sizeof(uint64_t) << (PREFIX_BITS - 6));
     w->used = 0;
     w->arena_len = 0;
     w->dict_pos = 0;
@@ -224,8 +194,6 @@ static Entry *mirror_add(Walker *w, const unsigned char *k, Py_ssize_t n, uint64
         w->arena_cap = ncap;
     }
     memcpy(w->arena + w->arena_len, k, (size_t)n);
-    uint64_t b = known_bit(k, prefix_bytes(k, n));
-    w->known[b >> 6] |= 1ULL << (b & 63);
     size_t m = (size_t)w->cap - 1, i = (size_t)h & m;
     while (w->tab[i].hash)
         i = (i + 1) & m;
@@ -642,7 +610,6 @@ static void Walker_dealloc(Walker *w)
     PyMem_Free(w->csingle);
     PyMem_Free(w->cbigram);
     PyMem_Free(w->cps);
-    PyMem_Free(w->known);
     PyMem_Free(w->shape8);
     PyMem_RawFree(w->text);
     PyMem_Free(w->touched);
@@ -676,10 +643,9 @@ static int Walker_init(Walker *w, PyObject *args, PyObject *kw)
     w->nnext = PyMem_Calloc((size_t)nn + 1, sizeof *w->nnext);
     w->limit = limit;
     w->cps = PyMem_Malloc(sizeof(Py_UCS4) * ((size_t)limit + 2));
-    w->known = PyMem_Calloc((size_t)1 << (PREFIX_BITS - 6), sizeof(uint64_t));
     w->shape8 = PyMem_Malloc(4 * (SHAPE_MAX + 4));
     memset(w->head, 0xff, sizeof w->head);
-    if (!w->ntext || !w->nlen || !w->nmodes || !w->nnext || !w->cps || !w->known || !w->shape8) {
+    if (!w->ntext || !w->nlen || !w->nmodes || !w->nnext || !w->cps || !w->shape8) {
         Py_DECREF(seq);
         PyErr_NoMemory();
         return -1;
@@ -845,21 +811,10 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         Py_ssize_t len = line_judged(w, p, end - pos, binary, &ascii, &ref);
         if (len <= 0 || len > w->limit || ref) /* no newline before `end`, a blank line, a line too long */
             break;
-        /* the shape: beyond the cap, its first characters first (most new shapes need no more) */
         Shaper sh;
         shaper_start(&sh, p, len, ascii);
-        int whole = w->accounted < cap, beyond = 0;
-        shaper_run(&sh, p, len, whole ? SHAPE_MAX : PREFIX, w->shape8);
-        if (!shaper_settle(&sh, p, len, whole ? SHAPE_MAX : PREFIX)) {
-            if (!known_has(w, w->shape8, sh.kb))
-                beyond = 1;
-            else {
-                shaper_run(&sh, p, len, SHAPE_MAX, w->shape8);
-                shaper_settle(&sh, p, len, SHAPE_MAX);
-            }
-        } else if (!whole && !known_has(w, w->shape8, sh.kb)) {
-            beyond = 1; /* a whole shape of at most PREFIX characters is its own first characters */
-        }
+        shaper_run(&sh, p, len, SHAPE_MAX, w->shape8);
+        shaper_settle(&sh, p, len, SHAPE_MAX);
         /* valid UTF-8: the exact path reads it */
         if (!ascii && !sh.bad && utf8_valid_from(p, sh.i, len))
             break;
@@ -870,8 +825,8 @@ static PyObject *Walker_walk(Walker *w, PyObject *args)
         pending = 0;
         const unsigned char *key = w->shape8;
         Py_ssize_t klen = sh.kb;
-        uint64_t h = beyond ? 0 : hash_bytes(key, klen);
-        Entry *e = beyond ? NULL : mirror_find(w, key, klen, h);
+        uint64_t h = hash_bytes(key, klen);
+        Entry *e = mirror_find(w, key, klen, h);
         int made = 0;
         if (!e && w->accounted >= cap) {
             overflowed = 1;
@@ -1097,7 +1052,7 @@ static PyMethodDef Walker_methods[] = {
 };
 
 static PyTypeObject WalkerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logforensics.read._other.Walker",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logforensics.read._scan.Walker",
     .tp_basicsize = sizeof(Walker),
     .tp_dealloc = (destructor)Walker_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1209,28 +1164,19 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_other", "Runs of unrecognised lines counted in C (optional speed-up).", -1,
-    module_methods,
-};
-
-PyMODINIT_FUNC PyInit__other(void)
+/* Walker, shape, shape_prefix, decode, SHAPE_MAX and EXAMPLE_MAX added to the module m (the
+ * extension _scan, which this file is built into: one extension for the reader); 0, or -1 with an
+ * exception set. */
+int other_module_add(PyObject *m)
 {
-    utf8_tables();
-    if (PyType_Ready(&WalkerType) < 0)
-        return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (!m)
-        return NULL;
+    if (PyType_Ready(&WalkerType) < 0 || PyModule_AddFunctions(m, module_methods) < 0)
+        return -1;
     Py_INCREF(&WalkerType);
     if (PyModule_AddObject(m, "Walker", (PyObject *)&WalkerType) < 0) {
         Py_DECREF(&WalkerType);
-        Py_DECREF(m);
-        return NULL;
+        return -1;
     }
-    if (PyModule_AddIntConstant(m, "SHAPE_MAX", SHAPE_MAX) < 0 || PyModule_AddIntConstant(m, "EXAMPLE_MAX", EXAMPLE_MAX) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    if (PyModule_AddIntConstant(m, "SHAPE_MAX", SHAPE_MAX) < 0 || PyModule_AddIntConstant(m, "EXAMPLE_MAX", EXAMPLE_MAX) < 0)
+        return -1;
+    return 0;
 }

@@ -1340,8 +1340,11 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_scan", "Line-shape plans applied in C (optional speed-up).", -1, module_methods,
+    PyModuleDef_HEAD_INIT, "_scan",
+    "Line-shape plans applied in C, and runs of unrecognised lines counted (optional speed-up).", -1, module_methods,
 };
+
+int other_module_add(PyObject *m); /* _other.c: the walker of unrecognised lines */
 
 PyMODINIT_FUNC PyInit__scan(void)
 {
@@ -1353,6 +1356,10 @@ PyMODINIT_FUNC PyInit__scan(void)
     Py_INCREF(&ScannerType);
     if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0) {
         Py_DECREF(&ScannerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (other_module_add(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -4,8 +4,8 @@ A line that no record of the grammar can begin becomes an ``other`` event, and a
 run model does with it is count it and group it by shape (``model.coverage``). Read one
 at a time, such a line costs some 13 µs of Python (decoding, the segmenter, the
 prefilter, an event, the model's handlers), so a log of unknown text or random bytes read
-twenty times slower per megabyte than a serving log. The optional C extension ``_other``
-takes runs of them instead and returns how many lines, and how many of each shape.
+twenty times slower per megabyte than a serving log. The optional C extension (``_other.c``,
+built into ``_scan``) takes runs of them instead and returns how many lines, and how many of each shape.
 
 It takes a line only when the exact path provably makes it one ``other`` event of the
 whole line and nothing else reacts to it (the writers of ``parse --format jsonl`` and
@@ -53,7 +53,7 @@ from .segments import CLEAN_NEEDS, SPLIT_NEEDS, WRAPPER_PATTERN
 
 _other: ModuleType | None
 try:  # the optional C extension (built by pip where a compiler is available)
-    from . import _other
+    from . import _scan as _other  # the walker is built into the scanner's extension
 except ImportError:  # pragma: no cover - platforms without it
     _other = None
 
