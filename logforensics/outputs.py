@@ -12,6 +12,9 @@ that opens the path itself), so that one set of rules holds:
   node or the pipe with a regular file;
 * a symlink stays a symlink: its target is written by the rules above, as a shell's
   ``>`` would (the link is followed, never replaced);
+* an output that is one of the command's inputs (the same file, through a symlink or a
+  hard link) is refused by :func:`check_outputs` before anything is read or written:
+  writing it would destroy the log it was meant to describe;
 * anything that goes wrong is an :class:`OutputError` whose message is one line naming
   the path and the reason.
 """
@@ -23,7 +26,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -58,6 +61,46 @@ def check_writable(path: str) -> None:
     parent = os.path.dirname(target) or "."
     if not os.path.isdir(parent):
         raise OutputError(f"{path}: cannot write (directory {os.path.dirname(path) or '.'} does not exist)")
+
+
+def check_outputs(outputs: Iterable[str | None], inputs: Iterable[str | os.PathLike[str]]) -> None:
+    """Fail now, before anything is read or written, when an output cannot be created
+    (:func:`check_writable`) or is one of ``inputs``, the files the command reads (a run's
+    files as resolved from its directories and globs, a baseline, rule files): a regular
+    file is the same file when its ``(st_dev, st_ino)`` is, whatever path, symlink or hard
+    link names it; a path that does not exist yet (a log ``watch`` waits for) is compared
+    by its resolved path. ``-``, devices and FIFOs are written through, never replaced,
+    and are not compared (``/dev/stdin`` and ``/dev/stdout`` are one terminal)."""
+    wanted = [o for o in outputs if o and o != "-"]
+    for out in wanted:
+        check_writable(out)
+    if not wanted:
+        return
+    read: dict[tuple[Any, ...], str] = {}
+    for path in inputs:
+        key = _file_key(os.fspath(path))
+        if key is not None:
+            read.setdefault(key, os.fspath(path))
+    for out in wanted:
+        key = _file_key(out)
+        if key is not None and key in read:
+            same = "" if read[key] == out else f" (the same file as the input {read[key]})"
+            raise OutputError(f"{out}: is an input of this command{same}; writing it would destroy it, "
+                              "choose another output path")
+
+
+def _file_key(path: str) -> tuple[Any, ...] | None:
+    """What makes two paths one file: device and inode of an existing regular file, the
+    resolved path of one that does not exist; None for ``-`` and what is written through."""
+    if path == "-":
+        return None
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return ("path", os.path.realpath(path))
+    except (OSError, ValueError):
+        return None
+    return ("inode", st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
 def writes_through(path: str) -> bool:

@@ -6,9 +6,10 @@ Shared by every command module of the package; a command registers itself on :da
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from ..outputs import (
     EXIT_OK,
     EXIT_USAGE,
     OutputError,
+    check_outputs,
     silence_stdout,
     stdout_error,
     write_output,
@@ -163,6 +165,41 @@ def _run(args: tuple[str, ...] | list[str]) -> RunFiles:
         return run_files(list(args))
     except InputError as exc:
         raise fail(str(exc)) from None
+
+
+def guard_outputs(outputs: Iterable[str | None], *inputs: Iterable[str]) -> None:
+    """Every command that writes a file calls this with its outputs and all it reads, before
+    it reads anything: an output that cannot be written, or that is one of the inputs, is
+    one line and exit status 2 (``outputs.check_outputs``)."""
+    try:
+        check_outputs(outputs, itertools.chain(*inputs))
+    except OutputError as exc:
+        raise fail(str(exc)) from None
+
+
+def files_of(arg: str) -> list[str]:
+    """The files ``arg`` names when it names a run (a file, directory or glob), else none
+    (``diff --store``'s FAILING may be a run_id; a log ``watch`` waits for is not there yet)."""
+    from ..pipeline import InputError, run_files  # the grammar and the run model: not for --help
+
+    try:
+        return run_files([arg]).paths
+    except InputError:
+        return []
+
+
+def rule_files(rules_dirs: Iterable[str]) -> list[str]:
+    """The files ``--rules`` directories give (as ``diagnose.rulespec.load_rules`` finds
+    them, no more than it reads): inputs that an output must not overwrite."""
+    from pathlib import Path
+
+    from ..diagnose.bounds import MAX_RULE_FILES
+
+    found: list[str] = []
+    for d in rules_dirs:
+        if os.path.isdir(d):
+            found += [str(f) for f in itertools.islice(Path(d).rglob("*.y*ml"), MAX_RULE_FILES + 1)]
+    return found
 
 
 def _write_text(path: str, text: str) -> None:

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 
 from ..outputs import (
     EXIT_FINDINGS,
-    OutputError,
-    check_writable,
 )
 from ._app import (
     _write_text,
     fail,
+    guard_outputs,
     main,
+    rule_files,
     stdout_console,
 )
+
+if TYPE_CHECKING:
+    from ..check import Case
 
 
 @main.command()
@@ -45,16 +49,12 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
 
     if not os.path.isdir(directory):
         raise fail(f"{directory}: no such directory")
-    if junit_path:
-        try:
-            check_writable(junit_path)
-        except OutputError as exc:
-            raise fail(str(exc)) from None
+    cases = discover(directory)
+    guard_outputs([junit_path], _case_files(cases), rule_files(rules_dirs))
     try:
         rules = load_rules(rules_dirs)
     except RuleError as exc:
         raise fail(str(exc)) from None
-    cases = discover(directory)
     if not cases:
         raise fail(f"{directory}: no cases (directories with baseline.log + failing.log, run.log, or *.log)")
     outcomes = run_all(cases, rules, update=update)
@@ -73,3 +73,19 @@ def check(directory: str, update: bool, junit_path: str | None, rules_dirs: tupl
     console.print(Text(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed"))
     if bad:
         raise click.exceptions.Exit(EXIT_FINDINGS)
+
+
+def _case_files(cases: list[Case]) -> list[str]:
+    """What the cases read and ``--update`` writes: their logs (a run directory's files) and
+    their expectations."""
+    from ..pipeline import InputError, run_files
+
+    found: list[str] = []
+    for case in cases:
+        found.append(str(case.expected))
+        for log in case.logs.values():
+            try:
+                found += run_files([str(log)]).paths
+            except InputError:  # a run directory without log files: the case reports it
+                found.append(str(log))
+    return found

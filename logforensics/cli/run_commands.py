@@ -11,8 +11,6 @@ import click
 
 from ..outputs import (
     EXIT_FINDINGS,
-    OutputError,
-    check_writable,
     open_output,
     output_path,
     writes_through,
@@ -22,9 +20,12 @@ from ._app import (
     _silence_broken_pipe,
     _write_text,
     fail,
+    files_of,
+    guard_outputs,
     json_ascii,
     main,
     progress_bar,
+    rule_files,
     stdout_console,
 )
 
@@ -61,11 +62,8 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
         unknown = sorted(wanted - event_kinds())
         if unknown:
             raise fail(f"unknown event kind(s) {', '.join(unknown)}; valid kinds: {', '.join(sorted(event_kinds()))}")
-    try:
-        check_writable(output)
-    except OutputError as exc:
-        raise fail(str(exc)) from None
     run = _run(logs)
+    guard_outputs([output], run.paths)
     with progress_bar(run.paths) as advance:
         _parse_out(run, fmt, output, wanted, advance)
 
@@ -269,18 +267,16 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
         raise fail("give BASELINE FAILING, or --store DIR FAILING")
     if logs.count("-") > 1:
         raise fail("only one of BASELINE and FAILING can be '-' (stdin)")
-    try:  # before the work: a report that cannot be written is known now
-        for path in (html_path, json_path):
-            if path:
-                check_writable(path)
-    except OutputError as exc:
-        raise fail(str(exc)) from None
+    # before the work: a report that cannot be written, or would overwrite an input, is known now
+    runs = [] if store_dir else [_run([logs[0]]), _run([logs[1]])]
+    guard_outputs([html_path, json_path], [p for r in runs for p in r.paths],
+                  files_of(logs[0]) if store_dir else [], rule_files(rules_dirs))
     chosen = None
     if store_dir:
         d, chosen = _diagnose_in_store(store_dir, logs[0], rules_dirs)
     else:
+        base_run, fail_run = runs
         try:
-            base_run, fail_run = _run([logs[0]]), _run([logs[1]])
             with progress_bar(base_run.paths + fail_run.paths) as advance:
                 d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
         except (InputError, RuleError) as exc:
@@ -363,13 +359,9 @@ def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: 
     from ..pipeline import InputError, diagnose_runs
     from ..render.bundle import render_bundle
 
-    try:
-        if output != "-":
-            check_writable(output)
-    except OutputError as exc:
-        raise fail(str(exc)) from None
     fail_run = _run(logs)
     base_run = _run([baseline]) if baseline else None
+    guard_outputs([output], fail_run.paths, base_run.paths if base_run else [], rule_files(rules_dirs))
     try:
         with progress_bar(fail_run.paths + (base_run.paths if base_run else [])) as advance:
             d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import click
 
 from ._app import (
     fail,
+    files_of,
+    guard_outputs,
     main,
+    rule_files,
 )
 
 
@@ -91,6 +95,9 @@ def watch(logs: tuple[str, ...], hosts: tuple[str, ...], remote_paths: tuple[str
         raise fail("give either LOGS (local files) or --host HOST / --inventory FILE (over SSH)")
     if logs and remote_paths:
         raise fail("--path goes with --host; for a local file give LOGS")
+    ssh_files = [identity, known_hosts or "~/.ssh/known_hosts", "~/.ssh/config"] if hosts or inventory else []
+    read = [*logs, *(os.path.expanduser(p) for p in (inventory, *ssh_files) if p)]
+    guard_outputs([report_path], read, files_of(baseline) if baseline else [], rule_files(rules_dirs))
     if len(logs) > 1 or len(hosts) > 1 or inventory:
         from ..watch.multi import Target, host_targets, read_inventory, run_watch_multi
 
