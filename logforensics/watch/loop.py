@@ -40,7 +40,7 @@ def _source(log: str | None, host: str | None, **ssh: Any) -> tuple[Follower, st
     follower = SSHFollower(host, ssh["remote_path"], user=ssh["user"], port=ssh["port"],
                            key_filename=ssh["identity"], known_hosts=ssh["known_hosts"],
                            accept_new_host_key=ssh["accept_new_host_key"])
-    return follower, f"{host}:{getattr(follower, 'target', None) or ssh['remote_path'] or 'server log'}"
+    return follower, follower.label
 
 
 def run_watch(*, log: str | None, host: str | None, remote_path: str | None, user: str | None,

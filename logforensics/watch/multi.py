@@ -110,7 +110,7 @@ def _open(t: Target, ssh: dict[str, Any]) -> tuple[Any, str]:
     follower = SSHFollower(t.host, t.path, user=t.user or ssh.get("user"), port=t.port or ssh.get("port"),
                            key_filename=ssh.get("identity"), known_hosts=ssh.get("known_hosts"),
                            accept_new_host_key=bool(ssh.get("accept_new_host_key")))
-    return follower, f"{t.host}:{t.path or getattr(follower, 'path', None) or 'server log'}"
+    return follower, follower.label
 
 
 def follow_many(sources: Sequence[Any], *, tick: float = 0.05) -> Iterator[tuple[int, Any]]:

@@ -13,7 +13,7 @@ import shlex
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import paramiko
@@ -45,7 +45,7 @@ class _Target:
     hostname: str
     port: int
     user: str
-    key_filenames: tuple[str, ...]
+    key_filenames: tuple[str, ...] = field(repr=False)  # local paths: never in a message
     proxyjump: str | None
 
     @property

@@ -125,6 +125,7 @@ class SSHFollower:
         if start_offset < 0:
             raise ValueError("start_offset must be >= 0")
         self._config = _load_ssh_config(ssh_config)
+        self.host = host
         self.target = _resolve(host, self._config, user=user, port=port, key_filename=key_filename)
         self.known_hosts = os.path.expanduser(os.fspath(known_hosts or "~/.ssh/known_hosts"))
         self.accept_new_host_key = accept_new_host_key
@@ -159,6 +160,12 @@ class SSHFollower:
     @property
     def offset(self) -> int:
         return self._offset
+
+    @property
+    def label(self) -> str:
+        """``host:/path``, the host as given: what events, reports and messages call this
+        file (never the resolved connection, whose key paths stay on this machine)."""
+        return f"{self.host}:{self.path}"
 
     def __iter__(self) -> Iterator[Item]:
         return self
