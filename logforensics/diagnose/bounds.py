@@ -4,8 +4,7 @@ A rule file comes from a user's ``--rules`` directory as easily as from the pack
 Jinja2's sandbox stops escapes but not cost: ``{{ 'x' * 2000000000 }}`` grew to 24 GB,
 3000 nested ``{% if %}`` or YAML nested 100,000 deep raised RecursionError, a 100 MB file
 ran for minutes. Here every way a rule spends memory or time has a limit, and crossing one
-is a :class:`BoundError` that the loader and the engine turn into a one-line error naming
-the rule file:
+is a :class:`BoundError` (its use is said at the end):
 
 * size: a rule file at most ``MAX_RULE_BYTES``; a template at most ``MAX_TEMPLATE_CHARS``;
 * nesting: YAML, template blocks and brackets at most ``MAX_NESTING`` deep, counted on the
@@ -15,6 +14,11 @@ the rule file:
 * output: a rendered template at most ``MAX_OUTPUT_CHARS``;
 * time: a rule's evaluation at most ``MAX_SECONDS``, checked at every call, attribute
   and item access and operator of the template.
+
+The limits of a rule file's text (size, nesting) refuse the file when it is loaded. Those of
+its evaluation protect the one rule, not the command: an output over its bound is cut with a
+marker, and the engine turns any other limit crossed on the data into a warning finding that
+names the rule file and leaves the rule out; the rest of the diagnosis is written.
 """
 
 from __future__ import annotations
@@ -265,15 +269,28 @@ class BoundedSandbox(SandboxedEnvironment):
         return _check_value(result)
 
 
-def render_bounded(template: Any, env: dict[str, Any]) -> str:
-    """Render ``template`` within the output, value and time limits."""
+def cut_marker(who: str = "the rule") -> str:
+    """What ends an output cut at ``MAX_OUTPUT_CHARS``."""
+    return f"[... cut: {who} wrote more than {MAX_OUTPUT_CHARS} characters; the rest is left out]"
+
+
+def render_bounded(template: Any, env: dict[str, Any], who: str = "the rule") -> str:
+    """Render ``template`` within the value and time limits; an output longer than
+    ``MAX_OUTPUT_CHARS`` is cut there and ends with :func:`cut_marker` naming ``who`` (a
+    rule that lists every node of a run of thousands is long, not hostile: its finding
+    stands, and the rest of the diagnosis with it)."""
     out: list[str] = []
     total = 0
     with time_limit():
-        for piece in template.generate(**env):
-            total += len(piece)
-            if total > MAX_OUTPUT_CHARS:
-                raise BoundError(f"output longer than {MAX_OUTPUT_CHARS} characters (size limit)")
-            out.append(piece)
-            _tick()
+        pieces = template.generate(**env)
+        try:
+            for piece in pieces:
+                if total + len(piece) > MAX_OUTPUT_CHARS:
+                    out += [piece[:MAX_OUTPUT_CHARS - total], "\n", cut_marker(who)]
+                    break
+                total += len(piece)
+                out.append(piece)
+                _tick()
+        finally:
+            pieces.close()
     return "".join(out)

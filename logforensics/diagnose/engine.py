@@ -79,10 +79,13 @@ def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
             return None
         evidence = rule.evidence.evaluate(env) if rule.evidence else []
         title, explanation = rule.render(rule.title, env), rule.render(rule.explanation, env)
-    except RuleError:  # a limit crossed: the rule file is at fault, not the data
+    except RuleError:  # the rule file itself is at fault (a template that cannot be used)
         raise
     except BoundError as exc:
-        raise RuleError(f"{rule.source}: {exc}") from None
+        # A limit protects the command from one rule: crossed on this data, the rule is
+        # left out with a warning that names it, and the rest of the diagnosis stands.
+        return Finding(rule.id, rule.name, "warning", f"rule {rule.id} could not be evaluated",
+                       f"{rule.source}: {exc}; the rule is left out of this diagnosis", ())
     except (TemplateError, TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
         # A rule that breaks on unusual data must not take the whole diagnosis down.
         return Finding(rule.id, rule.name, "warning", f"rule {rule.id} could not be evaluated",

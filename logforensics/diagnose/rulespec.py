@@ -116,13 +116,14 @@ class RuleSpec:
     def render(self, template: str, env: dict[str, Any]) -> str:
         """Render the title or explanation (compiled once, at load: watch renders on a crash)."""
         compiled = self.compiled.get(template)
-        try:
-            if compiled is None:
+        if compiled is None:
+            try:
                 check_template(_TEMPLATES, template)
-                compiled = self.compiled[template] = _TEMPLATES.from_string(template)
-            return render_bounded(compiled, env).strip()
-        except BoundError as exc:
-            raise RuleError(f"{self.source}: {exc}") from None
+            except BoundError as exc:  # the rule file's text: refused, as at load
+                raise RuleError(f"{self.source}: {exc}") from None
+            compiled = self.compiled[template] = _TEMPLATES.from_string(template)
+        # a limit crossed while rendering is this data's: BoundError, for the engine to report
+        return render_bounded(compiled, env, self.source).strip()
 
 
 #: libyaml's loader where PyYAML was built with it (the same safe constructors, ten times faster).

@@ -150,7 +150,7 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 break
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
-    except RuleError as exc:  # a rule crossed a limit while diagnosing the crash
+    except RuleError as exc:  # a rule whose template cannot be used, found at its first rendering
         if live is not None:
             live.stop()
             live = None
