@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from ._app import (
 
 if TYPE_CHECKING:
     from ..diagnose.engine import Diagnosis
+    from ..model.summary import RunSummary
     from ..pipeline import RunFiles
 
 
@@ -202,16 +204,19 @@ _KEEP_PROMPTS = click.option("--keep-prompts", is_flag=True,
 def summary(logs: tuple[str, ...], as_json: bool, redact: bool, keep_prompts: bool) -> None:
     """Summarise one run: outcome, ranks, phase reached, memory per rank, crash.
 
-    LOGS is one run: a file, several files (one per node or server), a directory or a
-    quoted glob. Ranks and the crash name their node and file; ranks that the parallel
-    sizes call for but no file shows are listed as missing.
+    LOGS is one run: a file, several files (one per node or server), a directory, a
+    quoted glob, or a summary saved with `summary --json` (read back, not parsed).
+    Ranks and the crash name their node and file; ranks that the parallel sizes call
+    for but no file shows are listed as missing.
     """
     from ..pipeline import InputError, summarize_run  # the grammar and the run model: not for --help
 
     run = _run(logs)
     try:
-        with progress_bar(run.paths) as advance:
-            s = summarize_run(run, progress=advance)
+        s = _saved_summary(run)
+        if s is None:
+            with progress_bar(run.paths) as advance:
+                s = summarize_run(run, progress=advance)
     except InputError as exc:
         raise fail(str(exc)) from None
     if redact:
@@ -227,6 +232,41 @@ def summary(logs: tuple[str, ...], as_json: bool, redact: bool, keep_prompts: bo
             render_summary(s, stdout_console())
     except BrokenPipeError:
         _silence_broken_pipe()
+
+
+#: How ``summary --json`` begins (``{"file": ...``, indented): a saved summary under any name.
+_SAVED_HEAD = re.compile(rb'\A\s*\{\s*"file"\s*:')
+#: A file larger than this is no saved summary, whatever its head (it is read whole).
+_SAVED_MAX_BYTES = 64 << 20
+
+
+def _saved_summary(run: RunFiles) -> RunSummary | None:
+    """The summary a run of one saved ``summary --json`` holds, read back as ``diff`` reads
+    it (``pipeline.load_run``), else None: parsed as a log, its JSON made a run of no ranks
+    and a false outcome. A ``.json`` file must be one (else one line names what is wrong);
+    a file of another name is one when it begins as that output does and reads back whole.
+    A ``.json`` file among several of a run is refused: a summary stands for a whole run."""
+    from ..model.summary import RunSummary as Summary
+    from ..pipeline import InputError, load_run
+
+    saved = [p for p in run.paths if p.lower().endswith(".json")]
+    if saved and not run.single:
+        raise InputError(f"{saved[0]}: a saved summary (.json) stands for a whole run; give it alone")
+    if saved:
+        return load_run(saved[0])
+    path = run.paths[0]
+    if not run.single or path == "-":
+        return None
+    try:
+        if os.path.getsize(path) > _SAVED_MAX_BYTES:
+            return None
+        with open(path, "rb") as fh:
+            head = fh.read(256)
+            if not _SAVED_HEAD.match(head):
+                return None
+            return Summary.from_dict(json.loads(head + fh.read()))
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):  # not a saved summary after all: a log
+        return None
 
 
 FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
