@@ -350,3 +350,23 @@ def test_a_byte_that_is_not_utf8_early_does_not_hold_back_the_crash(tmp_path: Pa
     assert w.finish() == 1, w.err_text()
     assert "crash diagnosed: torch.OutOfMemoryError on TP1 in cuda_graph_capture" in w.err_text()
     assert without_file(w.events()) == without_file(parse_jsonl(log))
+
+
+def test_watch_report_is_redacted_with_redact(tmp_path: Path) -> None:
+    """``watch --report --redact`` writes the report as ``bundle`` would share it: a private path
+    that the unredacted report shows (the failing run's model path, in the settings that differ
+    from the baseline) is replaced by its placeholder."""
+    case = FIXTURES / "diff" / "custom_ar_pcie_oom"
+    failing = tmp_path / "failing.log"
+    failing.write_text((case / "failing.log").read_text().replace("model_path='/data/models/",
+                                                                  "model_path='/home/alice/models/"))
+    shown = {}
+    for flags in ((), ("--redact",)):
+        report = tmp_path / f"report{len(flags)}.html"
+        done = subprocess.run([*CLI, "watch", str(failing), "--baseline", str(case / "baseline.log"),
+                               "--report", str(report), "--grace", "0", *flags],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, done.stderr
+        shown[flags] = report.read_text()
+    assert "/home/alice/models" in shown[()]
+    assert "/home/alice" not in shown[("--redact",)] and "&lt;model-path-1&gt;" in shown[("--redact",)]

@@ -70,11 +70,15 @@ SECONDS = _Seconds()
               "for its phase (a hang).")
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
               help="A directory of your own rule files (*.yml).")
+@click.option("--redact", is_flag=True, help="Replace private text (hosts, addresses, keys, tokens, home "
+              "paths, prompts) in the --report HTML, as bundle does.")
+@click.option("--keep-prompts", is_flag=True, help="With --redact: keep prompts and completions.")
 def watch(logs: tuple[str, ...], hosts: tuple[str, ...], remote_paths: tuple[str, ...], inventory: str | None,
           user: str | None, port: int | None,
           identity: str | None, known_hosts: str | None, accept_new_host_key: bool, baseline: str | None,
           report_path: str | None, until: str, jsonl: bool, grace: float, idle_exit: float,
-          wait_timeout: float | None, silent_after: float, rules_dirs: tuple[str, ...]) -> None:
+          wait_timeout: float | None, silent_after: float, rules_dirs: tuple[str, ...], redact: bool,
+          keep_prompts: bool) -> None:
     """Follow a server log live (LOGS locally, or --host over SSH) and explain a crash the moment it happens.
 
     Shows per rank the phase, its progress, free memory, time in phase and seconds
@@ -114,7 +118,7 @@ def watch(logs: tuple[str, ...], hosts: tuple[str, ...], remote_paths: tuple[str
                                              "known_hosts": known_hosts, "accept_new_host_key": accept_new_host_key},
                                baseline=[baseline] if baseline else None, report_path=report_path, until=until,
                                jsonl=jsonl, grace=grace, idle_exit=idle_exit, rules_dirs=rules_dirs,
-                               silent_after=silent_after)
+                               silent_after=silent_after, redact=redact, keep_prompts=keep_prompts)
         raise click.exceptions.Exit(code)
     if len(remote_paths) > 1:
         raise fail("give one --path per --host")
@@ -123,5 +127,6 @@ def watch(logs: tuple[str, ...], hosts: tuple[str, ...], remote_paths: tuple[str
     code = run_watch(log=log, host=host, remote_path=remote_path, user=user, port=port, identity=identity,
                      known_hosts=known_hosts, accept_new_host_key=accept_new_host_key, baseline=baseline,
                      report_path=report_path, until=until, jsonl=jsonl, grace=grace, idle_exit=idle_exit,
-                     rules_dirs=rules_dirs, silent_after=silent_after, wait_timeout=wait_timeout)
+                     rules_dirs=rules_dirs, silent_after=silent_after, wait_timeout=wait_timeout, redact=redact,
+                     keep_prompts=keep_prompts)
     raise click.exceptions.Exit(code)

@@ -390,6 +390,11 @@ def _walk(value: Any, r: Redactor, key: Any = None) -> Any:
     return value
 
 
+def redacted_if(value: T, redact: bool, keep_prompts: bool = False) -> T:
+    """``value`` as an output written with or without ``--redact`` shows it."""
+    return redacted(value, keep_prompts) if redact else value
+
+
 def redacted(value: T, keep_prompts: bool = False) -> T:
     """``value`` (a diagnosis, a run summary) with everything private replaced, as ``--redact``
     writes it: the names are learned from all of it first, so a host is one placeholder throughout."""

@@ -47,7 +47,7 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
               port: int | None, identity: str | None, known_hosts: str | None, accept_new_host_key: bool,
               baseline: str | None, report_path: str | None, until: str, jsonl: bool, grace: float,
               idle_exit: float, rules_dirs: tuple[str, ...], silent_after: float = 60.0,
-              wait_timeout: float | None = None) -> int:
+              wait_timeout: float | None = None, redact: bool = False, keep_prompts: bool = False) -> int:
     err = make_console(stderr=True)
     out = make_console()
     status_console = err if jsonl or not out.is_terminal else out
@@ -170,9 +170,10 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
         print_tracebacks(final.failing.exceptions, status_console, "[watch] ")
         if report_path:
             from ..render.html import write_html
+            from ..render.redact import redacted_if
 
             try:
-                write_html(final, report_path)
+                write_html(redacted_if(final, redact, keep_prompts), report_path)
             except OutputError as exc:
                 err.print(plain(f"logforensics: error: {exc}"))
                 return EXIT_USAGE

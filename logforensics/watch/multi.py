@@ -234,7 +234,8 @@ class _PlainMulti:
 
 def run_watch_multi(targets: Sequence[Target], *, ssh: dict[str, Any], baseline: Sequence[str] | None,
                     report_path: str | None, until: str, jsonl: bool, grace: float, idle_exit: float,
-                    rules_dirs: tuple[str, ...], silent_after: float = 60.0) -> int:
+                    rules_dirs: tuple[str, ...], silent_after: float = 60.0, redact: bool = False,
+                    keep_prompts: bool = False) -> int:
     """Follow every target; see the module docstring. Returns the exit status."""
     err = make_console(stderr=True)
     out = make_console()
@@ -347,7 +348,8 @@ def run_watch_multi(targets: Sequence[Target], *, ssh: dict[str, Any], baseline:
         code = EXIT_CRASH if mw.crash_at is not None else EXIT_OK
     if mw.crash_at is not None and report_path:
         from ..render.html import write_html
+        from ..render.redact import redacted_if
 
-        write_html(mw.diagnose(), report_path)
+        write_html(redacted_if(mw.diagnose(), redact, keep_prompts), report_path)
         status.print(f"[watch] HTML report written to {report_path}", markup=False)
     return code
