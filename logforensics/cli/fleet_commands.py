@@ -90,17 +90,44 @@ def _scan_progress() -> Iterator[tuple[Any, Any]]:
         yield (lambda n: prog.update(task, total=n)), (lambda _run: prog.advance(task))
 
 
-def _rows_out(store_dir: str, sql: str, params: list[Any], fmt: str, title: str | None = None) -> None:
-    from ..fleet.query import QueryError, run_sql
-    from ..fleet.store import Store, StoreError
-    from ..render.rows import write_rows
+_MEMORY = click.option("--memory-limit", default=None, metavar="SIZE",
+                       help="DuckDB's memory limit for the query (DuckDB's syntax: 500MB, 4GB) [default: 2GB]; "
+                       "a query that needs more stops with one line, exit status 2.")
+_WIDE = click.option("--wide", is_flag=True, help="table: every column and whole cells (up to 120 characters), "
+                     "however wide the terminal; by default the columns that fit, cut with an ellipsis.")
 
+#: ``runs`` in a terminal: the columns that stay when the terminal is narrow, most wanted first.
+RUNS_LAYOUT = {"priority": ("source", "outcome", "start_time", "first_rank", "crash_phase", "exception", "model",
+                            "tp_size", "sglang_version", "dp_size", "pp_size", "ep_size", "fingerprint", "lines",
+                            "run_id"),
+               "min_width": {"source": 36, "outcome": 10, "first_rank": 10, "crash_phase": 12, "exception": 18,
+                             "model": 18, "start_time": 19, "fingerprint": 12, "run_id": 16, "sglang_version": 14,
+                             "tp_size": 7, "dp_size": 7, "pp_size": 7, "ep_size": 7},
+               "left": frozenset({"source", "model"})}
+
+#: ``crashes`` in a terminal, likewise.
+CRASHES_LAYOUT = {"priority": ("fingerprint", "exception", "runs", "phase", "sglang_function", "last_seen",
+                               "latest_source", "first_seen", "versions", "nodes"),
+                  "min_width": {"fingerprint": 12, "exception": 18, "sglang_function": 16, "phase": 14,
+                                "first_seen": 19, "last_seen": 19, "latest_source": 30},
+                  "left": frozenset({"latest_source"})}
+
+
+def _rows_out(store_dir: str, sql: str, params: list[Any], fmt: str, title: str | None = None, *,
+              wide: bool = False, memory_limit: str | None = None, layout: dict[str, Any] | None = None) -> None:
+    """One read-only query over the store, its rows written chunk by chunk as they come."""
+    from ..fleet.query import DEFAULT_MEMORY_LIMIT, QueryError, open_sql
+    from ..fleet.store import Store, StoreError
+    from ..render.rows import Layout, write_rows
+
+    shape = Layout(**(layout or {}), wide=wide, more="--wide or --format csv/json shows every column")
     try:
-        columns, rows = run_sql(Store(store_dir), sql, params)
+        store = Store(store_dir)
+        with open_sql(store, sql, params, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT) as result:
+            write_rows(result.columns, result.chunks, fmt, sys.stdout,
+                       stdout_console() if fmt == "table" else None, title, shape)
     except (StoreError, QueryError) as exc:
         raise fail(str(exc)) from None
-    try:
-        write_rows(columns, rows, fmt, sys.stdout, stdout_console() if fmt == "table" else None, title)
     except BrokenPipeError:
         _silence_broken_pipe()
 
@@ -109,12 +136,19 @@ def _rows_out(store_dir: str, sql: str, params: list[Any], fmt: str, title: str 
 @_STORE
 @click.argument("sql")
 @_FORMAT
-def query(store_dir: str, sql: str, fmt: str) -> None:
-    """Run SQL (DuckDB's dialect) over the store's tables: runs, ranks, findings, events, summaries.
+@_WIDE
+@_MEMORY
+def query(store_dir: str, sql: str, fmt: str, wide: bool, memory_limit: str | None) -> None:
+    """Run one SELECT (DuckDB's dialect) over the store's tables: runs, ranks, findings, events, summaries.
 
     Example: logforensics query --store fleet "SELECT outcome, count(*) FROM runs GROUP BY 1"
+
+    The query reads the store and nothing else: one SELECT (WITH, FROM-first, VALUES,
+    DESCRIBE and SUMMARIZE are SELECTs too); anything else (COPY, ATTACH, INSTALL, LOAD,
+    SET, PRAGMA, CREATE, INSERT, several statements) and any file outside the store's
+    tables is refused with exit status 2. Rows are written as they come.
     """
-    _rows_out(store_dir, sql, [], fmt)
+    _rows_out(store_dir, sql, [], fmt, wide=wide, memory_limit=memory_limit)
 
 
 @main.command()
@@ -123,18 +157,26 @@ def query(store_dir: str, sql: str, fmt: str) -> None:
 @click.option("--model", help="Only runs whose model contains this text (case-insensitive).")
 @click.option("--version", "version", help="Only runs whose log shows this SGLang version.")
 @_FORMAT
-def runs(store_dir: str, outcome: str | None, model: str | None, version: str | None, fmt: str) -> None:
-    """The runs of a store, latest first: outcome, first rank, crash phase, fingerprint, model, sizes."""
+@_WIDE
+def runs(store_dir: str, outcome: str | None, model: str | None, version: str | None, fmt: str, wide: bool) -> None:
+    """The runs of a store, latest first: outcome, first rank, crash phase, fingerprint, model, sizes.
+
+    In a terminal each run is one line: the columns that fit (source, outcome, start
+    time, first rank, crash phase, exception, model, sizes first), long values cut with
+    an ellipsis, and the columns left out named under the table. --wide shows them all;
+    --format csv or json gives every column and every character.
+    """
     from ..fleet.query import runs_sql
 
     sql, params = runs_sql(outcome, model, version)
-    _rows_out(store_dir, sql, params, fmt, "runs")
+    _rows_out(store_dir, sql, params, fmt, "runs", wide=wide, layout=RUNS_LAYOUT)
 
 
 @main.command()
 @_STORE
 @_FORMAT
-def crashes(store_dir: str, fmt: str) -> None:
+@_WIDE
+def crashes(store_dir: str, fmt: str, wide: bool) -> None:
     """Crash groups by fingerprint (exception type, innermost SGLang function, phase), most runs first.
 
     With the number of runs, first and last seen, the SGLang versions and nodes, and
@@ -142,4 +184,5 @@ def crashes(store_dir: str, fmt: str) -> None:
     """
     from ..fleet.query import CRASHES_SQL
 
-    _rows_out(store_dir, CRASHES_SQL, [], fmt, "crashes")
+    _rows_out(store_dir, CRASHES_SQL, [], fmt, "crashes", wide=wide,
+              layout=CRASHES_LAYOUT)
