@@ -93,7 +93,7 @@ def _scan_progress() -> Iterator[tuple[Any, Any]]:
 _MEMORY = click.option("--memory-limit", default=None, metavar="SIZE",
                        help="DuckDB's memory limit for the query (DuckDB's syntax: 500MB, 4GB) [default: 2GB]; "
                        "a query that needs more stops with one line, exit status 2.")
-_WIDE = click.option("--wide", is_flag=True, help="table: every column and whole cells (up to 120 characters), "
+_WIDE = click.option("--wide", is_flag=True, help="table: every column and whole cells (up to 1,000 characters), "
                      "however wide the terminal; by default the columns that fit, cut with an ellipsis.")
 
 #: ``runs`` in a terminal: the columns that stay when the terminal is narrow, most wanted first.

@@ -334,7 +334,7 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
     console = make_console(stderr=True) if to_stdout_json else stdout_console()
 
     if chosen:
-        console.print(chosen, markup=False, highlight=False)
+        console.print(chosen, markup=False, highlight=False, soft_wrap=True)  # whole lines, for grep and scripts
 
     # Files first: a closed pipe on the terminal side (| head) must not cost the report.
     written = []

@@ -17,12 +17,22 @@ from .store import Store
 
 
 def _target(store: Store, failing: str) -> tuple[dict[str, Any], Any]:
-    """The failing run's ``runs`` row and summary: a run of the store (id or source) or a log file."""
+    """The failing run's ``runs`` row and summary.
+
+    A run_id of the store is that stored run; a log file that exists is read now (it may
+    have grown since the scan); a source of the store that is no file (a directory of
+    per-node logs, or a log since removed) is the stored run.
+    """
     runs = store.read("runs").to_pylist()
     path = os.path.abspath(failing)
-    row = next((r for r in runs if r["run_id"] == failing or r["source"] == path), None)
-    if row is not None and not os.path.isfile(row["source"]):
-        return row, stored_summaries(store, {row["run_id"]})[row["run_id"]]
+    row = next((r for r in runs if r["run_id"] == failing), None)
+    if row is None and not os.path.isfile(path):
+        row = next((r for r in runs if r["source"] == path), None)
+    if row is not None:
+        stored = stored_summaries(store, {row["run_id"]}).get(row["run_id"])
+        if stored is None:
+            raise InputError(f"{failing}: the store has no summary of this run; scan it again")
+        return row, stored
     if not os.path.isfile(path):
         raise InputError(f"{failing}: neither a run of the store (run_id or source) nor a log file")
     parsed = parse_run(RunSource(path, (path,), (None,)), None)

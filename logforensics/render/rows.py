@@ -24,8 +24,9 @@ from rich.text import Text
 from .console import ELLIPSIS
 from .terminal import printable, table_box
 
-#: Longest cell shown in a terminal table (CSV and JSON keep every character).
+#: Longest cell shown in a terminal table, and with ``--wide`` (CSV and JSON keep every character).
 CELL_MAX = 120
+CELL_MAX_WIDE = 1000
 
 #: A column is not made narrower than this to fit (unless its values are all narrower).
 MIN_WIDTH = 8
@@ -65,8 +66,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return ""
     v = _plain(value)
-    text = json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else str(v)
-    return printable(text if len(text) <= CELL_MAX else text[:CELL_MAX - 1] + ELLIPSIS)
+    return printable(json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, (list, dict)) else str(v))
 
 
 def fit_cell(text: str, width: int, *, left: bool = False) -> str:
@@ -138,7 +138,8 @@ def _table_rows(columns: Sequence[str], chunks: Iterable[Sequence[Sequence[Any]]
                 title: str | None, layout: Layout) -> None:
     it: Iterator[Sequence[Sequence[Any]]] = iter(chunks)
     head = [[_cell(v) for v in r] for r in next(it, [])]
-    natural = [max([cell_len(c), 1] + [cell_len(r[i]) for r in head]) for i, c in enumerate(columns)]
+    cap = CELL_MAX_WIDE if layout.wide else CELL_MAX
+    natural = [min(cap, max([cell_len(c), 1] + [cell_len(r[i]) for r in head])) for i, c in enumerate(columns)]
     widths = fit_columns(columns, natural, console.width, layout)
     if layout.wide:
         console.width = max(console.width, _span(widths.values()))
