@@ -275,8 +275,9 @@ FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
 @main.command()
 @click.argument("logs", nargs=-1, required=True, metavar="[BASELINE] FAILING", type=click.Path(allow_dash=True))
 @click.option("--store", "store_dir", type=click.Path(file_okay=False),
-              help="Choose the baseline from this store (see scan): the latest ready run with the same "
-              "model, parallel sizes and settings hash. FAILING is then a log, a run_id or a stored source.")
+              help="Choose the baseline from this store (see scan): the nearest earlier ready run of the same "
+              "setup (model, TP/DP/PP, GPU, SGLang version), its differing settings listed. FAILING is then a "
+              "log, a run_id or a stored source.")
 @click.option("-o", "--output", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Write the HTML report here.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
@@ -362,12 +363,13 @@ def _diagnose_in_store(store_dir: str, failing: str, rules_dirs: tuple[str, ...]
     """``diff --store``: the diagnosis against the baseline the store chooses, and that choice."""
     from ..diagnose.rulespec import RuleError
     from ..fleet.diffstore import diagnose_in_store  # pyarrow: only for a store
+    from ..fleet.query import QueryError
     from ..fleet.store import Store, StoreError
     from ..pipeline import InputError
 
     try:
         return diagnose_in_store(Store(store_dir), failing, rules_dirs)
-    except (InputError, RuleError, StoreError) as exc:
+    except (InputError, RuleError, StoreError, QueryError) as exc:
         raise fail(str(exc)) from None
 
 
