@@ -135,6 +135,10 @@ def test_a_result_larger_than_the_memory_of_the_command_streams(store: Path) -> 
     assert proc.returncode == 0, stderr
     assert lines == n + 1
     assert usage.ru_maxrss < 300 * 1024, f"peak {usage.ru_maxrss // 1024} MiB"  # ru_maxrss is KiB on Linux
+    # A table too is written chunk by chunk; a value wider than the first chunk's is still whole.
+    table = invoke("query", "--store", str(store), "SELECT range AS n, 'x' AS pad FROM range(2500)").stdout.splitlines()
+    numbers = [line.split("|")[0].strip() for line in table if line.endswith("| x   ")]
+    assert numbers == [str(i) for i in range(2500)] and table[-1] == "2500 rows"
 
 
 def test_runs_fits_a_160_column_terminal_one_line_per_run(store: Path) -> None:

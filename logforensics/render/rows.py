@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TextIO
@@ -136,34 +136,47 @@ def _csv_rows(columns: Sequence[str], chunks: Iterable[Sequence[Sequence[Any]]],
 
 def _table_rows(columns: Sequence[str], chunks: Iterable[Sequence[Sequence[Any]]], console: Console,
                 title: str | None, layout: Layout) -> None:
-    it: Iterator[Sequence[Sequence[Any]]] = iter(chunks)
-    head = [[_cell(v) for v in r] for r in next(it, [])]
     cap = CELL_MAX_WIDE if layout.wide else CELL_MAX
-    natural = [min(cap, max([cell_len(c), 1] + [cell_len(r[i]) for r in head])) for i, c in enumerate(columns)]
-    widths = fit_columns(columns, natural, console.width, layout)
-    if layout.wide:
-        console.width = max(console.width, _span(widths.values()))
+    room = console.width
     box = table_box(console)
+    natural = [min(cap, max(cell_len(c), 1)) for c in columns]
+    widths: dict[int, int] | None = None
+    printed: dict[int, int] | None = None
     n = 0
-
-    def block(rows: list[list[str]], first: bool) -> None:
-        t = Table(title=Text(title) if first and title else None, box=box, show_header=first, show_edge=False)
+    for chunk in chunks:
+        rows = [[_cell(v) for v in r] for r in chunk]
+        grown = [min(cap, max([natural[i]] + [cell_len(r[i]) for r in rows])) for i in range(len(columns))]
+        if widths is None:  # the first chunk chooses the columns shown
+            widths = fit_columns(columns, grown, room, layout)
+        elif grown != natural:  # a wider value later: the same columns, widened where there is room
+            idx = list(widths)
+            least = {columns[i]: min(widths[i], layout.min_width.get(columns[i], MIN_WIDTH)) for i in idx}
+            refit = fit_columns([columns[i] for i in idx], [grown[i] for i in idx], room,
+                                Layout(min_width=least, wide=layout.wide))  # each fits as it did: none dropped
+            widths = {idx[j]: w for j, w in refit.items()}
+        natural = grown
+        if layout.wide:
+            console.width = max(console.width, _span(widths.values()))
+        t = Table(title=Text(title) if n == 0 and title else None, box=box, show_header=widths != printed,
+                  show_edge=False)  # the header again where the columns moved
         for i, w in widths.items():
             t.add_column(fit_cell(columns[i], w), width=w, no_wrap=True, overflow="ellipsis")
         for r in rows:  # a path is data, not markup: Text, never a string rich would parse
             t.add_row(*(Text(fit_cell(r[i], w, left=columns[i] in layout.left)) for i, w in widths.items()))
         console.print(t)
-
-    block(head, True)
-    n += len(head)
-    for chunk in it:
-        block([[_cell(v) for v in r] for r in chunk], False)
-        n += len(chunk)
+        printed = dict(widths)
+        n += len(rows)
+    if widths is None:  # no rows: the header alone
+        widths = fit_columns(columns, natural, room, layout)
+        t = Table(title=Text(title) if title else None, box=box, show_edge=False)
+        for i, w in widths.items():
+            t.add_column(fit_cell(columns[i], w), width=w, no_wrap=True)
+        console.print(t)
     console.print(f"{n} row{'s' if n != 1 else ''}", markup=False, highlight=False)
     hidden = [c for i, c in enumerate(columns) if i not in widths]
     if hidden:
         console.print(Text(f"{len(hidden)} column{'s' if len(hidden) != 1 else ''} not shown to fit "
-                           f"{console.width} columns: {', '.join(hidden)} ({layout.more})"))
+                           f"{room} columns: {', '.join(hidden)} ({layout.more})"))
 
 
 def write_rows(columns: Sequence[str], chunks: Iterable[Sequence[Sequence[Any]]], fmt: str, out: TextIO,
