@@ -3,7 +3,7 @@
 The views read the Parquet parts directly (``read_parquet`` with Hive partitioning),
 so what ``query`` sees is exactly what DuckDB, Spark or Trino see outside the tool.
 
-A query is text from whoever runs the tool (or an agent acting for them), so DuckDB is
+A query is text from whoever runs the tool (or a program acting for them), so DuckDB is
 opened as a reader of the store and nothing more: file access only inside the store's
 table folders, no extension installed or loaded, a memory limit, no spilling to disk,
 and the configuration locked before the query runs. On top of that the statement must be
