@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from ..read.fastpath import LINE_LIMIT
 from .rank import rank_sort_key
 from .registry import handles
 
@@ -29,7 +30,11 @@ _HEX = re.compile(r"0x[0-9a-fA-F]+")
 
 
 def shape(text: str) -> str:
-    """A line's shape for grouping unknown lines: numbers and hex ids masked."""
+    """A line's shape for grouping unknown lines: numbers and hex ids masked. A line longer
+    than the reader's ``LINE_LIMIT`` has the shape of its first part, as it is read on that
+    only (the whole line would cost time per character in the regular expressions)."""
+    if len(text) > LINE_LIMIT:
+        text = text[:LINE_LIMIT]
     return _DIGITS.sub("N", _HEX.sub("0xH", text.strip()))[:160]
 
 
@@ -99,6 +104,7 @@ class Coverage:
             ],
             "unrecognised_shapes": {s: v[0] for s, v in self.unknown_shapes.items()},
             "long_lines": getattr(stats, "long_lines", 0),
+            "partial_lines": getattr(stats, "partial_lines", 0),
             "decode_errors": getattr(stats, "decode_errors", 0),
             "unterminated_last_line": getattr(stats, "unterminated_last_line", False),
             "bytes": getattr(stats, "bytes", None),

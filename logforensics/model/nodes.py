@@ -388,6 +388,7 @@ def _coverage(summaries: Sequence[RunSummary]) -> dict[str, Any]:
         "top_unrecognised": top,
         "unrecognised_shapes": shapes,
         "long_lines": sum(c.get("long_lines", 0) or 0 for c in covs),
+        "partial_lines": sum(c.get("partial_lines", 0) or 0 for c in covs),
         "decode_errors": sum(c.get("decode_errors", 0) or 0 for c in covs),
         "unterminated_last_line": any(c.get("unterminated_last_line") for c in covs),
         "bytes": sum(c.get("bytes", 0) or 0 for c in covs),

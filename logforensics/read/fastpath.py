@@ -16,6 +16,16 @@ Only pure-ASCII lines without control characters are memoised (byte offsets equa
 character offsets there); the memo is bounded, and plans whose meaning depended on
 digit values are never stored.
 
+A line longer than ``LINE_LIMIT`` characters (a base64 payload, a tensor dump, minified
+JSON) is read on its first part only: that part is cleaned, cut into records and matched
+by the grammar, and the rest of the line belongs to the text of its last record, so the
+line is kept whole in every output. The grammar and the regular expressions of
+``segments.py`` cost time per character they read (Lark's lexer tries each terminal at
+each token, and some terminals scan to the line's end), so reading whole lines made time
+grow faster than the line; with the bound, what a line costs beyond it is copying and
+decoding. Such lines are counted (``ParseStats.partial_lines``, ``partial_lines`` in the
+summary's coverage).
+
 :meth:`LineClassifier.classify_block` is the same memo applied to a block of lines at
 once, for the parser's hot loop: masking, splitting and decoding are done once per
 block in C, and the commonest case (a shape that is one record filling the line) is
@@ -34,10 +44,11 @@ from .segments import clean, needs_clean, segment, wrapper_nodes
 
 _MASK = bytes.maketrans(b"123456789", b"000000000")
 
-#: Lines longer than this are not memoised (server_args dumps, garbage) and only their
-#: first ``_GRAMMAR_LIMIT`` characters are shown to the grammar.
+#: Lines longer than this are not memoised (server_args dumps, garbage).
 _MEMO_MAX_LINE = 4096
-_GRAMMAR_LIMIT = 65536
+#: Characters of a line that are read (see the module): the longest records of the real logs
+#: and fixtures are ServerArgs dumps of about 11 KiB and lines of tqdm redraws of about 14 KiB.
+LINE_LIMIT = 16384
 
 _OTHER = Plan.make("other", None, None, ())
 
@@ -75,6 +86,9 @@ class LineClassifier:
         #: The stream does not look like text (``segments.looks_binary`` of its first bytes):
         #: its lines with undecodable bytes are ``other`` without asking the grammar.
         self.binary = False
+        #: Where the lines read on their first part only are counted (``ParseStats``: the
+        #: parser's), if anywhere: an object with an int ``partial_lines``.
+        self.stats: Any = None
 
     def share_memo(self, other: LineClassifier) -> None:
         """Use ``other``'s memo: plans do not depend on the file or on the line number,
@@ -198,6 +212,8 @@ class LineClassifier:
             self.decode_errors += 1
             if self.binary:  # noise, not a record: two failed Lark parses would say the same
                 return [build_event(_OTHER, text, line, self.file, self.node)]
+        if len(text) > LINE_LIMIT:
+            return self._classify_long(text, line)
         memoisable = raw.isascii() and len(raw) <= _MEMO_MAX_LINE
         if needs_clean(text):
             text = clean(text)
@@ -214,7 +230,7 @@ class LineClassifier:
         spans = segment(text)
         nodes = wrapper_nodes(text, spans)
         for a, b in spans:
-            seg = text[a:b][:_GRAMMAR_LIMIT]
+            seg = text[a:b]
             plan = free_text_plan(seg)
             if plan is None:
                 self.grammar_calls += 1
@@ -238,3 +254,33 @@ class LineClassifier:
         if nodes is None:
             return [build_event(plan, text[a:b], line, self.file, self.node) for a, b, plan in entry]
         return [build_event(plan, text[a:b], line, self.file, n or self.node) for (a, b, plan), n in zip(entry, nodes)]
+
+    def _classify_long(self, text: str, line: int) -> list[Event]:
+        """The events of a line longer than ``LINE_LIMIT``: its first part read as a line,
+        the rest of it added to the last record's text (see the module)."""
+        stats = self.stats
+        if stats is not None:
+            stats.partial_lines += 1
+            if stats.partial_lines == 1 and len(stats.warnings) < 20:  # the first one is named
+                stats.warnings.append(f"line {line}: longer than {LINE_LIMIT} characters; read and matched on its "
+                                      f"first {LINE_LIMIT} only, its text kept whole (lines so read: "
+                                      "coverage.partial_lines)")
+        head, rest = text[:LINE_LIMIT], text[LINE_LIMIT:]
+        if needs_clean(head):
+            head = clean(head)
+        spans = segment(head)
+        nodes = wrapper_nodes(head, spans)
+        plans = []
+        for a, b in spans:
+            plan = free_text_plan(head[a:b])
+            if plan is None:
+                self.grammar_calls += 1
+                plan = plan_record(head[a:b])
+            plans.append(plan)
+        whole = head + rest
+        last = len(spans) - 1
+        out = []
+        for i, ((a, b), plan) in enumerate(zip(spans, plans)):
+            node = nodes[i] if nodes is not None else None
+            out.append(build_event(plan, whole[a:] if i == last else head[a:b], line, self.file, node or self.node))
+        return out

@@ -20,7 +20,7 @@ the exact path itself consults:
   needs (``segments.py``); the cleaner: no text it would remove (``CLEAN_NEEDS``);
 * the texts that observers of ``other`` events react to (given by the caller: the PD
   observer's router and KV-transfer wordings);
-* pure ASCII, at most 64 KiB, not blank.
+* pure ASCII, at most ``LIMIT`` bytes (``fastpath.LINE_LIMIT``), not blank.
 
 Its needles are compared with the line's digits masked (``1``-``9`` read as ``0``), and a
 line beginning with a digit is judged by every digit's requirements, so every line of one
@@ -47,6 +47,7 @@ from types import ModuleType
 from typing import Any
 
 from . import bulk
+from .fastpath import LINE_LIMIT
 from .grammar import parsers
 from .prefilter import begin_table, filters, lookahead_only
 from .segments import CLEAN_NEEDS, SPLIT_NEEDS, WRAPPER_PATTERN
@@ -58,8 +59,9 @@ except ImportError:  # pragma: no cover - platforms without it
     _other = None
 
 _MASK = bytes.maketrans(b"123456789", b"000000000")
-#: Longest line taken (the classifier shows the grammar at most this much of a line).
-LIMIT = 65536
+#: Longest line taken: a longer one is read on its first part by the classifier (counted, and
+#: its coverage shape is that of its first part).
+LIMIT = LINE_LIMIT
 #: The needle mode of a line that is not valid UTF-8 (modes 0-127: the first character).
 _BINARY = 128
 _DIGITS = range(ord("0"), ord("9") + 1)

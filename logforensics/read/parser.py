@@ -6,8 +6,12 @@ traceback. Reading a file is feeding it in blocks, so ``parse``, ``summary``, ``
 and ``watch`` all run this one code path.
 
 Physical lines are split on ``\\n`` only (a bare ``\\r`` is a tqdm redraw, not a new
-line), so line numbers match ``grep -n``. A line longer than ``max_line_bytes`` is
-cut there and the rest of it skipped, with a warning.
+line), so line numbers match ``grep -n``. A line is kept whole up to ``max_line_bytes``
+(32 MiB: a bound on memory, not on time); a longer one is cut there and the rest of it
+skipped, with a warning. The pieces of a line that spans many chunks are joined once,
+when it ends (joined at each chunk, a line of N MB cost N^2 copies); the classifier reads
+a long line's records on its first part only (``fastpath.LINE_LIMIT``), so every line
+costs time linear in its length.
 
 ``feed`` hands each chunk's complete lines to ``LineClassifier.classify_block`` at once
 (masking, splitting and decoding in C), and skips the traceback assembler for a block
@@ -50,7 +54,7 @@ if TYPE_CHECKING:
 #: caches and mostly die before the garbage collector's first generation fills; 1 MiB
 #: blocks made reading a serving log about 30% slower.
 BLOCK_SIZE = 32 << 10
-MAX_LINE_BYTES = 1 << 20
+MAX_LINE_BYTES = 32 << 20
 _MAX_WARNINGS = 20
 
 
@@ -60,7 +64,9 @@ class ParseStats:
 
     lines: int = 0
     bytes: int = 0
-    long_lines: int = 0
+    long_lines: int = 0  # lines cut at ``max_line_bytes``
+    #: lines longer than ``fastpath.LINE_LIMIT``: read on their first part, kept whole (counted by the classifier)
+    partial_lines: int = 0
     decode_errors: int = 0  # lines that were not valid UTF-8 (set from the classifier)
     unterminated_last_line: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -70,6 +76,7 @@ class ParseStats:
         self.lines += later.lines
         self.bytes += later.bytes
         self.long_lines += later.long_lines
+        self.partial_lines += later.partial_lines
         self.unterminated_last_line = later.unterminated_last_line
         self.warnings.extend(later.warnings[:max(0, _MAX_WARNINGS - len(self.warnings))])
 
@@ -93,8 +100,12 @@ class IncrementalParser:
         self.classifier = LineClassifier(file, node=node)
         self.assembler = TracebackAssembler()
         self.stats = ParseStats()
+        self.classifier.stats = self.stats  # it counts the lines it reads on their first part
         self.max_line_bytes = max_line_bytes
         self._tail = b""
+        #: the pieces of an unfinished line after ``_tail`` (chunks without a newline), and their length
+        self._pieces: list[bytes] = []
+        self._pieces_len = 0
         self._overflow = False  # inside an over-long line whose rest is skipped
         #: Lines before the first byte fed: a worker reading a byte range of a file starts
         #: here, so its events carry the line numbers of the whole file (and the caller
@@ -156,14 +167,15 @@ class IncrementalParser:
                 return []
             chunk = chunk[idx:]
             self._overflow = False
-        data = self._tail + chunk if self._tail else chunk
+        if chunk.find(b"\n") < 0:  # the line goes on: kept in pieces, joined when it ends
+            self._hold(bytes(chunk))
+            return []
+        data = self._joined_tail() + chunk if self._tail or self._pieces else chunk
         cut = data.rfind(b"\n")
         self._tail = data[cut + 1:]
         if len(self._tail) > self.max_line_bytes:
             self._tail = self._truncate(self._tail)
             self._overflow = True
-        if cut < 0:
-            return []
         body = data[:cut]
         first = self.line_offset + self.stats.lines + 1
         done = self.classifier.classify_block(body, first, self.max_line_bytes)
@@ -203,13 +215,14 @@ class IncrementalParser:
             chunk = chunk[idx:]
             self._overflow = False
         cut = chunk.rfind(b"\n")
-        tail = self._tail
-        self._tail = bytes(chunk[cut + 1:]) if cut >= 0 else tail + chunk  # bytes: the chunk may be reused
+        if cut < 0:  # the line goes on (bytes: the chunk may be reused)
+            self._hold(bytes(chunk))
+            return
+        tail = self._joined_tail()
+        self._tail = bytes(chunk[cut + 1:])
         if len(self._tail) > self.max_line_bytes:  # as feed: before the lines are counted
             self._tail = self._truncate(self._tail)
             self._overflow = True
-        if cut < 0:
-            return
         first = line = self.line_offset + self.stats.lines + 1
         pos = 0
         if tail:  # the line begun in an earlier chunk
@@ -218,6 +231,23 @@ class IncrementalParser:
             pos = idx + 1
         line = self._bulk_lines(chunk, pos, cut + 1, line, scanner, sink)
         self.stats.lines += line - first
+
+    def _hold(self, piece: bytes) -> None:
+        """Keep ``piece``, a part of a line that has not ended; past ``max_line_bytes`` the
+        line is cut (a warning) and the rest of it skipped."""
+        self._pieces.append(piece)
+        self._pieces_len += len(piece)
+        if len(self._tail) + self._pieces_len > self.max_line_bytes:
+            self._tail = self._truncate(self._joined_tail())
+            self._overflow = True
+
+    def _joined_tail(self) -> bytes:
+        """The unfinished line's bytes so far, in one piece (the pieces are then let go)."""
+        if self._pieces:
+            self._tail = b"".join([self._tail, *self._pieces])
+            self._pieces = []
+            self._pieces_len = 0
+        return self._tail
 
     def _bulk_lines(self, buf: bytes, pos: int, end: int, line: int, scanner: LineScanner, sink: BulkSink) -> int:
         """Read the whole lines of ``buf[pos:end]``, the first numbered ``line``; returns the
@@ -309,6 +339,7 @@ class IncrementalParser:
             elif held:
                 out.extend(self.feed(held))
         self._held_bulk = None
+        self._joined_tail()
         if self._tail:
             self.stats.unterminated_last_line = True
             self.stats.lines += 1

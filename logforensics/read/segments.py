@@ -155,12 +155,18 @@ def _skip_wrappers(text: str, a: int, b: int) -> int:
 SNIFF_BYTES = 64 << 10
 
 
+#: The control characters ``text_counts`` counts (all but tab, newline, carriage return, ESC).
+_CONTROLS = bytes(c for c in range(32) if chr(c) not in "\t\n\r\x1b")
+
+
 def text_counts(sample: bytes) -> tuple[int, int, int]:
-    """NUL bytes, undecodable (UTF-8) bytes and other control characters of ``sample``."""
+    """NUL bytes, undecodable (UTF-8) bytes and other control characters of ``sample``
+    (counted in C: the controls are ASCII, the same bytes in the text as decoded)."""
     nul = sample.count(0)
     text = sample.decode("utf-8", errors="replace")
     bad = text.count("\ufffd")
-    controls = sum(1 for ch in text if ch < " " and ch not in "\t\n\r\x1b")
+    utf8 = text.encode("utf-8", "surrogatepass")
+    controls = len(utf8) - len(utf8.translate(None, _CONTROLS))
     return nul, bad, controls - nul
 
 

@@ -112,6 +112,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
     console.print(Text(
         f"Coverage: {cov['lines_recognised']}/{cov['lines_read']} lines recognised "
         f"({cov['recognised_pct']}%), {cov['events']} events"
+        + (f"; {cov['partial_lines']} long lines read on their first part only" if cov.get("partial_lines") else "")
     ))
     for item in cov["top_unrecognised"][:5]:
         console.print(plain(f"  unrecognised x{item['count']} (first at line {item['first_line']}): "
