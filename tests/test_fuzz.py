@@ -100,7 +100,7 @@ def _run(args: list[str]) -> tuple[int, bytes]:
     return res.exit_code, res.stdout_bytes
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, database=None,
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(data=mutated_log())

@@ -265,9 +265,10 @@ class LineClassifier:
                 stats.warnings.append(f"line {line}: longer than {LINE_LIMIT} characters; read and matched on its "
                                       f"first {LINE_LIMIT} only, its text kept whole (lines so read: "
                                       "coverage.partial_lines)")
-        head, rest = text[:LINE_LIMIT], text[LINE_LIMIT:]
-        if needs_clean(head):
+        head, whole = text[:LINE_LIMIT], text
+        if needs_clean(head):  # the rest is kept as it is
             head = clean(head)
+            whole = head + text[LINE_LIMIT:]
         spans = segment(head)
         nodes = wrapper_nodes(head, spans)
         plans = []
@@ -277,7 +278,6 @@ class LineClassifier:
                 self.grammar_calls += 1
                 plan = plan_record(head[a:b])
             plans.append(plan)
-        whole = head + rest
         last = len(spans) - 1
         out = []
         for i, ((a, b), plan) in enumerate(zip(spans, plans)):
