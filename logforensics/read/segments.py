@@ -68,6 +68,32 @@ _SPLIT_RE = re.compile(
 #: Texts of which a line must contain one for ``_SPLIT_RE`` to cut it anywhere.
 _SPLIT_NEEDS = needs(_SPLIT_RE.pattern)
 
+#: ``_SPLIT_RE``'s alternatives one by one, each beginning with its literal text, so that
+#: ``re`` skips to it: the one expression, zero-width at every place, tried each alternative
+#: at each character (a microsecond a character). Each gives (expression, where the cut is:
+#: the match's start or end, characters its lookbehind reads before the match, whether the
+#: character before the cut must be a non-space).
+_SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
+    (re.compile(r"(?:it/s|s/it)\](?=\S)"), True, 0, False),  # the first two alternatives
+    (re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] "), False, 0, False),
+    (re.compile(r"\((?:[\w.\-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\) "), False, 0, False),
+    (re.compile(r"  (?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"), True, 0, False),
+    (re.compile(r" \[repeated \d+x across cluster\] *$"), False, 0, True),
+)
+
+
+def _cuts(text: str, start: int, end: int) -> list[int]:
+    """The places after ``start`` where ``_SPLIT_RE.finditer(text, start, end)`` matches, in order."""
+    found: set[int] = set()
+    for expr, at_end, _, nonspace in _SPLITTERS:
+        # a match may begin before ``start`` (as far as the lookbehind it stands for reads) and
+        # still cut after it
+        for m in expr.finditer(text, max(0, start - 5), end):
+            p = m.end() if at_end else m.start()
+            if p > start and (not nonspace or not text[p - 1].isspace()):
+                found.add(p)
+    return sorted(found)
+
 
 def clean(text: str) -> str:
     """Remove ANSI colour codes and NUL bytes, and read a literal ``^M`` inside a line as the
@@ -103,7 +129,7 @@ def segment(text: str) -> list[tuple[int, int]]:
             start = _skip_wrappers(text, pos, end)  # a wrapper is not a record boundary
             cuts = [start, end]
             if splits:  # else no text a split needs is in the line (most unknown lines)
-                cuts[1:1] = [m.start() for m in _SPLIT_RE.finditer(text, start, end) if m.start() > start]
+                cuts[1:1] = _cuts(text, start, end)
             for a, b in zip(cuts, cuts[1:]):
                 a = _skip_wrappers(text, a, b)
                 if a < b:
