@@ -27,8 +27,8 @@ __all__ = ["InputError", "LiveRun", "RunFiles", "diagnose_files", "diagnose_runs
 
 if TYPE_CHECKING:
     from .diagnose.engine import Diagnosis
-    from .render.jsonl import JsonlStats
-    from .render.parquet import ParquetStats
+    from .export.jsonl import JsonlStats
+    from .export.parquet import ParquetStats
 
 RunArgs = str | Sequence[str] | RunFiles
 
@@ -64,8 +64,8 @@ def write_run_jsonl(run: RunArgs, out: IO[bytes], *, wanted: Collection[str] = (
                     warn: Callable[[str, str], None] | None = None, errors: str = "strict") -> list[JsonlStats]:
     """The jsonl rows of ``iter_run_events`` (kinds ``wanted``, or all) written to ``out``
     (binary, UTF-8) by the compiled row writer (``read.emit.available()`` must be true)."""
+    from .export.jsonl import write_jsonl
     from .ingest.runset import resolve_node
-    from .render.jsonl import write_jsonl
 
     return [write_jsonl(f.path, out, node=resolve_node(f), wanted=wanted, progress=progress, errors=errors,
                         warn=None if warn is None else partial(warn, f.path))
@@ -77,8 +77,8 @@ def write_run_parquet(run: RunArgs, where: str | IO[bytes], *, wanted: Collectio
                       warn: Callable[[str, str], None] | None = None) -> list[ParquetStats]:
     """The events of ``iter_run_events`` (kinds ``wanted``, or all) as one Parquet file,
     by the compiled column writer (``read.emit.available()`` must be true)."""
+    from .export.parquet import write_run_parquet as write
     from .ingest.runset import resolve_node
-    from .render.parquet import write_run_parquet as write
 
     return write([(f.path, resolve_node(f)) for f in _files(run).files], where, wanted=wanted, progress=progress,
                  warn=warn)

@@ -1,5 +1,5 @@
-"""One Parquet file assembled from row groups encoded each alone (``render/parquet_assemble.py``):
-the footer's Thrift read and written back byte for byte (``render/parquet_thrift.py``), the
+"""One Parquet file assembled from row groups encoded each alone (``export/parquet_assemble.py``):
+the footer's Thrift read and written back byte for byte (``export/parquet_thrift.py``), the
 chunks' offsets moved as the full reading moves them, and the assembled file read back by pyarrow as the groups given,
 in the file's columns and types, with each chunk's statistics kept."""
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from logforensics.render.parquet_assemble import Assembler, WriteBehind, _split, encoded, group_chunks
-from logforensics.render.parquet_thrift import ParquetFormatError, Writer, moved, read_footer, write_footer
-from logforensics.render.tables import conform, final_schema, open_writer
+from logforensics.export.parquet_assemble import Assembler, WriteBehind, _split, encoded, group_chunks
+from logforensics.export.parquet_thrift import ParquetFormatError, Writer, moved, read_footer, write_footer
+from logforensics.export.tables import conform, final_schema, open_writer
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -220,7 +220,7 @@ def test_the_file_is_written_behind_a_window_at_a_time_and_reads_back_whole(tmp_
     (a widened column read back from it once its pages were let go) is the groups given."""
     if not hasattr(os, "posix_fadvise"):
         pytest.skip("no posix_fadvise here")
-    import logforensics.render.parquet_assemble as assemble
+    import logforensics.export.parquet_assemble as assemble
 
     monkeypatch.setattr(assemble, "WINDOW", 4096)
     calls: list[tuple[int, int]] = []
@@ -261,7 +261,7 @@ def test_write_behind_leaves_what_is_not_a_file_alone() -> None:
         r, w = os.pipe()
         with os.fdopen(w, "wb") as pipe, os.fdopen(r, "rb"):
             behind = WriteBehind(pipe)
-            import logforensics.render.parquet_assemble as assemble
+            import logforensics.export.parquet_assemble as assemble
 
             behind.wrote(assemble.WINDOW)  # ESPIPE: given up, not raised
             assert behind.fd is None

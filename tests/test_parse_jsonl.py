@@ -25,12 +25,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_fastpath import FIXTURES, synthetic_log
 
+from logforensics.export.jsonl import event_line, write_jsonl
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
 from logforensics.read.fastpath import LineClassifier
 from logforensics.read.plan import Plan
 from logforensics.read.values import strip_colon, to_bool, to_word
-from logforensics.render.jsonl import event_line, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "logforensics"]
@@ -175,7 +175,7 @@ def _mixtures() -> list[tuple[str, bytes]]:
 def test_unknown_text_in_c_byte_for_byte(block: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs of unrecognised lines are written in C (``JsonlEmitter.others``), with the
     exact path's rows, in blocks of any size, with a node and with kinds chosen."""
-    from logforensics.render import jsonl
+    from logforensics.export import jsonl
 
     monkeypatch.setattr(jsonl, "BULK_BLOCK_SIZE", block)
     rows = in_c = 0

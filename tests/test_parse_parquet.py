@@ -1,4 +1,4 @@
-"""``parse --format parquet`` from C columns (``render/parquet.py``) reads back as the exact path's table.
+"""``parse --format parquet`` from C columns (``export/parquet.py``) reads back as the exact path's table.
 
 The exact path is ``tables.write_parquet`` of every event (as with ``LOGFORENSICS_PURE=1``).
 The C writer's file, written to a path and to a file object, is read back with
@@ -22,10 +22,10 @@ import pytest
 from test_fastpath import FIXTURES
 from test_parse_jsonl import MORE, _mutate, generated  # noqa: F401  (generated: a fixture)
 
+from logforensics.export import parquet, parquet_assemble
+from logforensics.export.tables import write_parquet
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
-from logforensics.render import parquet, parquet_assemble
-from logforensics.render.tables import write_parquet
 
 pq = pytest.importorskip("pyarrow.parquet")
 
@@ -85,7 +85,7 @@ def test_generated_logs_and_several_files(generated: list[Path], tmp_path: Path,
     # one file of several runs, with nodes; small row groups, so that groups lack columns and
     # types meet across groups
     monkeypatch.setattr(parquet, "ROW_GROUP", 1000)
-    import logforensics.render.tables as tables
+    import logforensics.export.tables as tables
 
     monkeypatch.setattr(tables, "ROW_GROUP", 700)
     _same([(generated[1], "node-a"), (generated[5], "node-b"), (FIXTURES[0], None)], tmp_path)
@@ -276,7 +276,7 @@ def test_incompressible_judges_the_values_of_the_slice_it_is_given() -> None:
     a chunked array's later chunks, and not the bytes of the buffer before the slice."""
     from test_other_walker import _unknown_text
 
-    from logforensics.render.tables import COMPRESS_SAMPLE, incompressible
+    from logforensics.export.tables import COMPRESS_SAMPLE, incompressible
 
     pa = pytest.importorskip("pyarrow")
     lines = (ROOT / "fixtures/diff/custom_ar_pcie_oom/baseline.log").read_text(encoding="utf-8").split("\n")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from logforensics.export import tables
 from logforensics.pipeline import iter_events
-from logforensics.render import tables
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = [ROOT / "fixtures" / "real" / "052-l4x4-tp4-pcie-custom-allreduce-disabled-full-startup-to-ready.log",

@@ -80,7 +80,7 @@ def _parse_out(run: RunFiles, fmt: str, output: str, wanted: set[str], advance: 
             return
         if fmt == "jsonl" and _jsonl_fast(run, output, wanted, advance):
             return
-        from ..render.jsonl import event_line
+        from ..export.jsonl import event_line
 
         ascii_only = output == "-" and json_ascii()
         with open_output(output, "w") as out:
@@ -95,9 +95,9 @@ def _jsonl_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> b
     False (nothing written) otherwise."""
     import sys
 
+    from ..export.jsonl import fast_encoding
     from ..pipeline import InputError, write_run_jsonl
     from ..read import emit
-    from ..render.jsonl import fast_encoding
 
     errors = "strict"
     if output == "-":
@@ -173,20 +173,15 @@ def _short(value: Any) -> str:
 
 def _write_frame(events: Any, fmt: str, output: str) -> None:
     if fmt == "parquet":
-        from ..render.tables import write_parquet
+        from ..export.tables import write_parquet
 
         with open_output(output, "wb") as fh:
             write_parquet(events, fh)
         return
-    import pandas as pd
+    from ..export.csv import write_csv
 
-    rows = []
-    for ev in events:
-        row = ev.to_dict()
-        rows.append({k: (json.dumps(v, default=str) if isinstance(v, (dict, list)) else v) for k, v in row.items()})
-    frame = pd.DataFrame(rows)
     with open_output(output, "w") as fh:
-        frame.to_csv(fh, index=False)
+        write_csv(events, fh)
 
 
 _REDACT = click.option("--redact", is_flag=True,
