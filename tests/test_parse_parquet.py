@@ -5,7 +5,9 @@ The C writer's file, written to a path and to a file object, is read back with
 ``pq.read_table`` and compared with it: the same columns in the same order, the same
 types, the same values, on every fixture, on logs of both generators, on damaged lines,
 with kinds chosen, on runs of several files, and across row groups (where a group lacks a
-column, or has a type the file widened). The share of lines taken in C is checked too.
+column, or has a type the file widened). The share of lines taken in C is checked too, and
+the groups kept on disk until the schema is known (``tables.Spill``), written by
+``pyarrow.parquet.ParquetWriter`` one row group each (``tables.write_spilled``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 from test_fastpath import FIXTURES
 from test_parse_jsonl import MORE, _mutate, generated  # noqa: F401  (generated: a fixture)
 
-from logforensics.export import parquet, parquet_assemble
+from logforensics.export import parquet, tables
 from logforensics.export.tables import write_parquet
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
@@ -32,13 +34,6 @@ pq = pytest.importorskip("pyarrow.parquet")
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "logforensics"]
 pytestmark = pytest.mark.skipif(emit._emit is None, reason="the C writer is not built here")
-
-
-@pytest.fixture(autouse=True)
-def _two_encoders(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two threads encode the row groups (as on a machine of two cores or more), whatever
-    this one has; a test that asks for one sets ``parquet.ENCODERS``."""
-    monkeypatch.setenv("LOGFORENSICS_WORKERS", "2")
 
 
 def _same(paths: list[tuple[Path, str | None]], tmp_path: Path, wanted: tuple[str, ...] = ()) -> object:
@@ -70,11 +65,8 @@ def test_every_fixture_reads_back_the_same(path: Path, tmp_path: Path) -> None:
     _same([(path, None)], tmp_path)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
 def test_generated_logs_and_several_files(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                          monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
-    monkeypatch.setattr(parquet, "ENCODERS", threads)
-    assert parquet.encoders() == threads
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     lines = taken = 0
     for path in generated:
         (stats,) = _same([(path, None)], tmp_path)
@@ -85,8 +77,6 @@ def test_generated_logs_and_several_files(generated: list[Path], tmp_path: Path,
     # one file of several runs, with nodes; small row groups, so that groups lack columns and
     # types meet across groups
     monkeypatch.setattr(parquet, "ROW_GROUP", 1000)
-    import logforensics.export.tables as tables
-
     monkeypatch.setattr(tables, "ROW_GROUP", 700)
     _same([(generated[1], "node-a"), (generated[5], "node-b"), (FIXTURES[0], None)], tmp_path)
     _same([(generated[0], None), (generated[4], "n1")], tmp_path, wanted=("decode_batch", "exception", "other"))
@@ -104,14 +94,13 @@ def test_lines_after_a_wrapper_read_back_the_same_and_mostly_in_c(generated: lis
     assert stats.taken >= 0.5 * stats.lines, stats
 
 
-@pytest.mark.parametrize(("rows", "threads"), [(20, 2), (333, 1)])
-def test_kinds_that_meet_across_row_groups_read_back_the_same(rows: int, threads: int, tmp_path: Path,
+@pytest.mark.parametrize("rows", [20, 333])
+def test_kinds_that_meet_across_row_groups_read_back_the_same(rows: int, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Logs with a column of two kinds (``bs``, ``num_tokens``: a number, or a word of a
     progress bar), in row groups small enough that a group has one kind and the file the
-    other: the groups' chunks are converted to the file's type."""
+    other: the groups' columns are converted to the file's type."""
     monkeypatch.setattr(parquet, "ROW_GROUP", rows)
-    monkeypatch.setattr(parquet, "ENCODERS", threads)
     for path in (ROOT / "fixtures" / "diff" / "throughput_regression" / "baseline.log",
                  ROOT / "fixtures" / "multinode" / "tp8_two_nodes" / "baseline" / "node0.log"):
         _same([(path, None)], tmp_path)
@@ -124,20 +113,19 @@ def test_groups_have_the_same_rows_and_only_their_own_columns(generated: list[Pa
                                                               monkeypatch: pytest.MonkeyPatch, rows: int,
                                                               group_bytes: int, size: int) -> None:
     """Every row group but the last has ``ROW_GROUP`` rows, however the blocks cut the log, or
-    half as many where those hold ``GROUP_BYTES``; a group is encoded with the columns it has
-    values in, and the file gives the others as chunks of nulls under their own names."""
+    half as many where those hold ``GROUP_BYTES``; a group is kept with the columns it has
+    values in, and the file gives the others as nulls under their own names."""
     monkeypatch.setattr(parquet, "ROW_GROUP", rows)
     monkeypatch.setattr(parquet, "GROUP_BYTES", group_bytes)
     encoded_columns: list[set[str]] = []
-    encode = parquet.encoded
+    add = tables.Spill.add
 
-    def spy(table: object, dictionary: list[str]) -> object:
-        encoded_columns.append(set(table.column_names))  # type: ignore[attr-defined]
-        assert all(table.column(k).null_count < table.num_rows  # type: ignore[attr-defined]
-                   for k in range(table.num_columns))  # type: ignore[attr-defined]
-        return encode(table, dictionary)
+    def spy(self: tables.Spill, table: Any) -> None:
+        encoded_columns.append(set(table.column_names))
+        assert all(table.column(k).null_count < table.num_rows for k in range(table.num_columns))
+        add(self, table)
 
-    monkeypatch.setattr(parquet, "encoded", spy)
+    monkeypatch.setattr(tables.Spill, "add", spy)
     _same([(generated[1], None), (generated[4], "n1")], tmp_path)
     meta = pq.ParquetFile(tmp_path / "fast-path.parquet").metadata
     sizes = [meta.row_group(k).num_rows for k in range(meta.num_row_groups)]
@@ -169,28 +157,34 @@ def test_long_rows_make_groups_of_half_the_rows_in_the_same_file(generated: list
     assert set(sizes[whole:-1]) == {2000} and len(sizes) - 1 - whole >= log_stats.lines // 2000 - 1, sizes
 
 
-def test_file_and_node_reach_the_encoder_as_dictionaries_not_copies(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_and_node_reach_the_writer_as_dictionaries_not_copies(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The file's name and the node are the same in every row of a file: C writes neither a
     row at a time, a group gives them as dictionary columns (one value a file, shared with
-    the exact path's rows of the group), and the file reads back as the exact path's table,
-    with them as text."""
+    the exact path's rows of the group), the writer takes them as they are (dictionary
+    pages of their one value), and the file reads back as the exact path's table, with them
+    as text."""
     monkeypatch.setattr(parquet, "ROW_GROUP", 1000)
     pa = pytest.importorskip("pyarrow")
     seen: dict[str, set[tuple[str, ...]]] = {"file": set(), "node": set()}
-    encode = parquet.encoded
+    add, open_writer = tables.Spill.add, tables.open_writer
+    schemas: list[Any] = []
 
-    def spy(table: Any, dictionary: list[str]) -> object:
+    def spy(self: tables.Spill, table: Any) -> None:
         for name in seen:
-            if name in table.column_names:
+            if name in table.column_names and "line" in table.column_names:
                 column = table.column(name)
-                assert pa.types.is_dictionary(column.type) and name in dictionary, (name, column.type)
-                assert name == "node" or column.null_count == 0  # the first file has no node
-                seen[name].update(tuple(chunk.dictionary.to_pylist()) for chunk in column.chunks)
-        return encode(table, dictionary)
+                if any(pa.types.is_dictionary(f.type) for f in table.schema):  # the C writer's groups
+                    assert pa.types.is_dictionary(column.type), (name, column.type)
+                    assert name == "node" or column.null_count == 0  # the first file has no node
+                    seen[name].update(tuple(chunk.dictionary.to_pylist()) for chunk in column.chunks)
+        add(self, table)
 
-    monkeypatch.setattr(parquet, "encoded", spy)
-    ops, read_back = emit.ColumnEmitter.ops, parquet_assemble.Assembler._read_back
+    def writer(where: Any, schema: Any, *args: Any) -> Any:
+        schemas.append(schema)
+        return open_writer(where, schema, *args)
+
+    ops = emit.ColumnEmitter.ops
 
     def no_column(self: Any, plan: Any, n: int, offset: int = 0) -> Any:
         got = ops(self, plan, n, offset)
@@ -198,16 +192,18 @@ def test_file_and_node_reach_the_encoder_as_dictionaries_not_copies(generated: l
         assert not {name for (name, _), col in self.columns.items() if col in filled} & {"file", "node"}
         return got
 
-    def not_these(self: Any, name: str, *args: Any) -> Any:
-        assert name not in seen, name  # a chunk of theirs is copied as it is, never encoded again
-        return read_back(self, name, *args)
-
+    monkeypatch.setattr(tables.Spill, "add", spy)
+    monkeypatch.setattr(tables, "open_writer", writer)
     monkeypatch.setattr(emit.ColumnEmitter, "ops", no_column)
-    monkeypatch.setattr(parquet_assemble.Assembler, "_read_back", not_these)
     first, second = generated[1], generated[4]
     _same([(first, None), (second, "n1")], tmp_path)
     assert seen["node"] == {("n1",)}
     assert {(str(first),), (str(second),), (str(first), str(second))} >= seen["file"] >= {(str(first),), (str(second),)}
+    fast = [s for s in schemas if pa.types.is_dictionary(s.field("file").type)]
+    assert len(fast) == 2 and pa.types.is_dictionary(fast[0].field("node").type)  # to a path and to a file
+    meta = pq.ParquetFile(tmp_path / "fast-path.parquet").metadata
+    names = meta.schema.to_arrow_schema().names
+    assert all(meta.row_group(k).column(names.index("file")).has_dictionary_page for k in range(meta.num_row_groups))
     table = pq.read_table(tmp_path / "fast-path.parquet")
     assert table.schema.field("file").type == pa.string() and table.schema.field("node").type == pa.string()
 
@@ -236,36 +232,34 @@ def test_a_dictionary_only_for_text_whose_values_repeat(generated: list[Path], t
     assert seen > 2
 
 
+@pytest.mark.parametrize(("parts", "codec"), [(("log",), "SNAPPY"), (("bytes", "words"), "UNCOMPRESSED"),
+                                              (("log", "bytes", "words", "bytes"), "UNCOMPRESSED"),
+                                              (("log", "words", "bytes", "log", "log"), "SNAPPY")])
 def test_text_that_snappy_barely_shrinks_is_written_uncompressed(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """A row group's text is compressed only where a sample of it shows Snappy pays: the
-    groups of a log's lines with Snappy, those of random bytes (each undecodable byte a
-    U+FFFD) and of random words without; the file of mixed chunks reads back as the exact
-    path's table, in pyarrow and in DuckDB."""
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 parts: tuple[str, ...], codec: str) -> None:
+    """The text is compressed only where samples of it show Snappy pays: a log's lines with
+    Snappy, random bytes (each undecodable byte a U+FFFD) and random words without; a file
+    of both takes what most of its text's bytes call for (Parquet has one codec a column).
+    The file reads back as the exact path's table, in pyarrow and in DuckDB."""
     import duckdb
     from test_other_walker import _random_bytes, _unknown_text
 
     monkeypatch.setattr(parquet, "ROW_GROUP", 1000)
+    monkeypatch.setattr(tables, "ROW_GROUP", 1000)  # the exact path's groups, judged alike
     rng = random.Random(12)
     log = generated[4].read_bytes()
-    head = log[:log.index(b"\n", 600000) + 1]
+    made = {"log": log[:log.index(b"\n", 600000) + 1], "bytes": _random_bytes(rng, 400000) + b"\n",
+            "words": _unknown_text(rng, 3000)}
     path = tmp_path / "parts.log"
-    path.write_bytes(head + _random_bytes(rng, 400000) + b"\n" + _unknown_text(rng, 3000) + head)
+    path.write_bytes(b"".join(made[part] for part in parts))
     _same([(path, None)], tmp_path)
+    for way in ("fast-path", "exact"):
+        out = tmp_path / f"{way}.parquet"
+        meta, table = pq.ParquetFile(out).metadata, pq.read_table(out)
+        at = table.column_names.index("text")
+        assert {meta.row_group(k).column(at).compression for k in range(meta.num_row_groups)} == {codec}, way
     fast = tmp_path / "fast-path.parquet"
-    meta, table = pq.ParquetFile(fast).metadata, pq.read_table(fast)
-    at = table.column_names.index("text")
-    first = 0
-    codecs: dict[str, set[str]] = {"log": set(), "other": set()}
-    for k in range(meta.num_row_groups):
-        rows = meta.row_group(k).num_rows
-        kinds = set(table["kind"].slice(first, rows).to_pylist())
-        first += rows
-        if "other" not in kinds:
-            codecs["log"].add(meta.row_group(k).column(at).compression)
-        elif kinds <= {"other", "blank", "indented", "tb_fragment"}:  # what random bytes and words read as
-            codecs["other"].add(meta.row_group(k).column(at).compression)
-    assert codecs == {"log": {"SNAPPY"}, "other": {"UNCOMPRESSED"}}, codecs
     got = duckdb.connect().sql(f"SELECT count(*), sum(length(text)), count(DISTINCT text) FROM read_parquet('{fast}')")
     texts = table["text"].to_pylist()
     assert got.fetchall()[0] == (len(texts), sum(len(t) for t in texts if t is not None), len(set(texts) - {None}))
@@ -437,25 +431,49 @@ def test_an_output_that_fills_up_ends_in_one_line_not_a_hang(generated: list[Pat
     assert not target.exists() and os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("where", ["spill", "writer"])
 def test_an_encoding_error_reaches_the_caller_and_nothing_hangs(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                                               monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
-    """pyarrow failing on one row group, while other threads wait for its turn: the error
-    is raised, and every thread ends."""
+                                                               monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """pyarrow failing on one row group, in the thread that keeps the groups on disk or in the
+    one that encodes them, while the caller goes on: the error is raised, every thread ends,
+    and the temporary groups are gone."""
+    import tempfile
     import threading
 
     monkeypatch.setattr(parquet, "ROW_GROUP", 500)
-    monkeypatch.setattr(parquet, "ENCODERS", threads)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     calls = []
-    real = parquet.encoded
+    if where == "spill":
+        real = tables.Spill._write
 
-    def third_fails(table: object, dictionary: list[str]) -> object:
-        calls.append(1)
-        if len(calls) == 3:
-            raise MemoryError("a row group pyarrow could not encode")
-        return real(table, dictionary)
+        def third_fails(self: tables.Spill, table: Any) -> None:
+            calls.append(1)
+            if len(calls) == 3:
+                raise MemoryError("a row group pyarrow could not keep")
+            real(self, table)
 
-    monkeypatch.setattr(parquet, "encoded", third_fails)
+        monkeypatch.setattr(tables.Spill, "_write", third_fails)
+    else:
+        open_writer = tables.open_writer
+
+        class Failing:
+            def __init__(self, writer: Any) -> None:
+                self.writer = writer
+
+            def write_table(self, table: Any, row_group_size: int) -> None:
+                calls.append(1)
+                if len(calls) == 3:
+                    raise MemoryError("a row group pyarrow could not encode")
+                self.writer.write_table(table, row_group_size=row_group_size)
+
+            def __enter__(self) -> Failing:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                self.writer.close()
+
+        monkeypatch.setattr(tables, "open_writer", lambda *args: Failing(open_writer(*args)))
     outcome: list[BaseException | None] = []
 
     def write() -> None:
@@ -469,46 +487,95 @@ def test_an_encoding_error_reaches_the_caller_and_nothing_hangs(generated: list[
     worker = threading.Thread(target=write, daemon=True)
     worker.start()
     worker.join(timeout=120)
-    assert not worker.is_alive(), "the writer hung after an encoder failed"
-    assert isinstance(outcome[0], MemoryError)
+    assert not worker.is_alive(), "the writer hung after a thread failed"
+    assert isinstance(outcome[0], MemoryError) and len(calls) == 3
     assert threading.active_count() == before, threading.enumerate()
+    assert os.listdir(tmp_path / "tmp") == []
 
 
-def test_the_encoders_end_whatever_order_they_end_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``close()`` ends every encoding thread and waits for the last group, also where one
-    thread is still encoding when another has already ended (a thread's state read a moment
-    late: the end was once put for as many threads as were seen alive, and one thread took
-    it and ended before the next was looked at, so the busy one waited for an end forever)."""
+def test_behind_keeps_the_order_raises_the_first_error_and_never_waits_forever() -> None:
+    """The calls are made in the order given; after a failed one the rest are dropped (the
+    caller is not kept waiting for a thread that waits for it), the error is raised at the
+    next call or at the end, and a caller's own error is not replaced by it."""
     import threading
-    import time
+
+    done: list[int] = []
+    with tables.Behind(done.append) as behind:
+        for k in range(100):
+            behind(k)
+    assert done == list(range(100))
+    go = threading.Event()
+
+    def work(k: int) -> None:
+        go.wait(10)
+        if k == 1:
+            raise ValueError("the second call fails")
+        done.append(k)
+
+    done.clear()
+    behind = tables.Behind(work)
+    behind(0)
+    behind(1)
+    go.set()
+    with pytest.raises(ValueError):
+        for k in range(2, 1000):  # raised at a call once the failure is seen, never a hang
+            behind(k)
+    with pytest.raises(ValueError):
+        behind.close()
+    assert done == [0] and not behind.thread.is_alive()
+    with pytest.raises(KeyError):
+        with tables.Behind(work) as behind:
+            behind(1)
+            behind.thread.join(0.5)
+            raise KeyError("the caller's")
+
+
+def _groups_of(tables_: list[Any], order: list[str], kinds: dict[str, set[str]], where: Any) -> int:
+    with tables.Spill() as spill:
+        for t in tables_:
+            spill.add(t)
+        return tables.write_spilled(spill, dict.fromkeys(order), kinds, where)
+
+
+def test_groups_of_other_columns_and_types_read_back_as_the_files(tmp_path: Path) -> None:
+    """A group without a column gets nulls; a group whose column the file widened (int to
+    double, int or bool to string) is converted as ``conform`` converts it; the columns come
+    in the file's order whatever each group's order; one row group a group; DuckDB reads
+    the file as pyarrow does."""
+    import duckdb
 
     pa = pytest.importorskip("pyarrow")
+    a = pa.table({"line": pa.array([1, 2, 3], pa.int64()), "bs": pa.array([8, None, 16], pa.int64()),
+                  "text": pa.array(["a", "b", "c"])})
+    b = pa.table({"text": pa.array(["d", "e"]), "line": pa.array([4, 5], pa.int64()),
+                  "bs": pa.array(["auto", None]), "flag": pa.array([True, None])})
+    c = pa.table({"line": pa.array([6], pa.int64()), "flag": pa.nulls(1, pa.bool_()),
+                  "rate": pa.array([2], pa.int64()), "text": pa.array(["f"])})
+    d = pa.table({"line": pa.array([7, 8], pa.int64()), "rate": pa.array([0.5, None]),
+                  "flag": pa.array(["yes", None]), "text": pa.array(["g", "h"])})
+    kinds = {"line": {"int"}, "bs": {"int", "str"}, "text": {"str"}, "flag": {"bool", "str"}, "rate": {"int", "float"}}
+    out = tmp_path / "out.parquet"
+    assert _groups_of([a, b, c, d], ["line", "bs", "text", "flag", "rate"], kinds, str(out)) == 8
+    got = pq.read_table(out)
+    assert got.column_names == ["line", "bs", "flag", "rate", "text"]
+    assert got.schema.types == [pa.int64(), pa.string(), pa.string(), pa.float64(), pa.string()]
+    assert got["bs"].to_pylist() == ["8", None, "16", "auto", None, None, None, None]
+    assert got["rate"].to_pylist() == [None] * 5 + [2.0, 0.5, None]
+    assert got["flag"].to_pylist() == [None, None, None, "True", None, None, "yes", None]
+    assert got["text"].to_pylist() == list("abcdefgh") and got["line"].to_pylist() == list(range(1, 9))
+    assert [g.num_rows for g in map(pq.ParquetFile(out).read_row_group, range(4))] == [3, 2, 1, 2]
+    rel = duckdb.connect().sql(f"SELECT * FROM read_parquet('{out}')")
+    rows = rel.fetchall()
+    assert rel.columns == got.column_names
+    for k, name in enumerate(rel.columns):
+        assert [r[k] for r in rows] == got[name].to_pylist(), name
 
-    class Assembler:  # the first group's turn waits until let go
-        def __init__(self) -> None:
-            self.go = threading.Event()
-            self.added: list[object] = []
 
-        def add(self, file: object, types: object) -> None:
-            if not self.added:
-                self.go.wait(10)
-            self.added.append(file)
-
-    assembler = Assembler()
-    encoder = parquet._Encoder(assembler, threads=2)  # type: ignore[arg-type]
-    encoder(pa.table({"a": [1, 2, 3]}), [])  # one thread takes it and waits; the other is idle
-    alive = threading.Thread.is_alive
-
-    def late(self: threading.Thread) -> bool:
-        time.sleep(0.2)
-        return alive(self)
-
-    monkeypatch.setattr(threading.Thread, "is_alive", late)
-    closing = threading.Thread(target=encoder.close, daemon=True)
-    closing.start()
-    time.sleep(0.6)
-    assembler.go.set()
-    closing.join(10)
-    monkeypatch.setattr(threading.Thread, "is_alive", alive)
-    assert not closing.is_alive(), "close() waits for an encoder that waits for its end"
-    assert len(assembler.added) == 1 and not any(t.is_alive() for t in encoder.threads)
+def test_no_rows_is_a_file_of_the_schema_and_no_group(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    out = tmp_path / "out.parquet"
+    assert _groups_of([pa.table({"line": pa.nulls(0, pa.int64())})], ["line", "text"],
+                      {"line": {"int"}, "text": {"str"}}, str(out)) == 0
+    got = pq.ParquetFile(out)
+    assert got.metadata.num_row_groups == 0 and got.read().num_rows == 0
+    assert got.schema_arrow == pa.schema([("line", pa.int64()), ("text", pa.string())])

@@ -51,9 +51,9 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
     event's own fields, units in their names (avail_gib, elapsed_s).
     jsonl is written a block at a time and parquet in row groups, both in bounded
     memory (the records the compiled extension knows are written from C, with the same
-    result as LOGFORENSICS_PURE=1; parquet reads the log once, encoding its row groups
-    on two threads, or on one where LOGFORENSICS_WORKERS=1 or one core); csv goes
-    through pandas and holds all events in memory.
+    result as LOGFORENSICS_PURE=1; parquet reads the log once, keeping its row groups
+    on disk, compressed, until the last line has fixed the columns, then writes them
+    with pyarrow's ParquetWriter); csv goes through pandas and holds all events in memory.
     """
     if fmt == "parquet" and output == "-":
         raise fail("--format parquet needs -o FILE")

@@ -8,47 +8,34 @@ until a line of the exact path comes (or ``HOLD_ROWS``, or a group's count); eve
 read on the exact path and kept as the dict that ``write_parquet`` makes of its event. A
 row group is these pieces in line order, each column given the type its values in the
 group call for exactly as ``write_parquet`` decides it (``int64`` / ``double`` / ``bool`` /
-``string`` of ``str()``). A group has only the columns it has values in (a log's columns are
-mostly null: encoding their nulls group after group was a fifth of the encoders' time) and
-``ROW_GROUP`` rows, so that the assembler's chunks of nulls for the rest are copies of one.
+``string`` of ``str()``), and only the columns it has values in (a log's columns are mostly
+null). The file's name and the node are dictionary arrays of one value, not a copy a row.
 
-The log is read once, whatever it is (a file, standard input, a compressed log): threads
-of their own (``encoders()``) encode each row group as it is made (pyarrow's encoder and
-the C scan release the GIL), as a Parquet file of that group's columns, and
-``parquet_assemble.Assembler`` appends its column chunks to the output in order. When the last line has fixed the file's columns
-and their types (``tables.final_schema``), the footer lists them in that order, with nulls
-where a group lacks a column and a column the file widened converted as ``tables.conform``
-converts it: the file reads back as the exact path's table.
-
-Memory is a row group per encoding thread, the one built and a block, flat however long
-the log: the chunks' metadata waits on disk until the footer.
+The log is read once, whatever it is (a file, standard input, a compressed log): each group
+waits on disk (``tables.Spill``) until the last line has fixed the file's columns and their
+types (``tables.final_schema``); then ``pyarrow.parquet.ParquetWriter`` writes them, a row
+group each, given the columns they lack as nulls and the file's type of each column
+(``tables.conform``): the file reads back as the exact path's table. Memory is a row group
+and a block, flat however long the log.
 """
 
 from __future__ import annotations
 
-import queue
-import shutil
-import sys
-import tempfile
-import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Collection, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from typing import IO, Any
 
 from ..events import Event
 from ..ingest.files import blocks
-from ..ingest.parallel import BULK_BLOCK_SIZE, worker_count
+from ..ingest.parallel import BULK_BLOCK_SIZE
 from ..read import emit
 from ..read.parser import IncrementalParser
-from .parquet_assemble import Assembler, encoded
-from .tables import _final, _kind, final_schema, from_values, mostly_distinct, nulls, parquet_row
+from .tables import Spill, _final, _kind, _value_type, from_values, nulls, parquet_row, write_spilled
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
-#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects. Each group is a
-#: Parquet file of its own (``parquet_assemble``), so fewer groups cost less: at 65,536 rows
-#: rather than 32,768 a 1 GiB log is written 5-10% faster, for 35 MiB more at the peak (a
-#: group per encoder and the one built are in memory; ``bench/README.md``).
+#: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects; every column of
+#: the file has a chunk in every group (of nulls, mostly), so fewer groups cost less.
 ROW_GROUP = 65536
 #: Bytes of C column buffers that half a group may hold before it is a group of its own: a
 #: log's rows take about 320 bytes (10 MiB in 32,768 rows), random bytes' 480 (each
@@ -74,10 +61,9 @@ class ParquetStats:
 
 class _Groups:
     """Row groups collected from pieces (C columns or event rows), each handed to ``put`` as
-    a table and its text columns to encode with a dictionary; the columns in the order
-    first seen, and the kinds of their values."""
+    a table; the columns in the order first seen, and the kinds of their values."""
 
-    def __init__(self, put: Callable[[Any, list[str]], None]) -> None:
+    def __init__(self, put: Callable[[Any], None]) -> None:
         import pyarrow as pa
 
         self.pa = pa
@@ -92,9 +78,6 @@ class _Groups:
         self.pending = 0
         self.pending_bytes = 0  # of the pending C columns' buffers
         self.names: dict[int, tuple[str, str]] = {}  # C column -> (name, type)
-        # text columns whose first values were mostly distinct: no dictionary (decided once,
-        # from the first group with enough values, so that every group is encoded alike)
-        self.distinct: dict[str, bool] = {}
 
     def add_events(self, events: Sequence[Event], wanted: Collection[str], scanner: emit.ColumnEmitter) -> None:
         """Exact-path events as rows, after the rows held in C (those of the lines before)."""
@@ -171,9 +154,8 @@ class _Groups:
 
     def spill(self, rows: int | None = None) -> None:
         """Hand the first ``rows`` pending rows (or all) to ``put`` as one row group: every
-        group but the last has ``ROW_GROUP`` rows or half as many, so that the chunks of nulls
-        for the columns a group lacks are alike (``Assembler`` encodes one per type and rows,
-        and copies it)."""
+        group but the last has ``ROW_GROUP`` rows, or half as many where those would hold
+        ``GROUP_BYTES``."""
         pa = self.pa
         pieces, self.pieces = self.pieces, []
         if rows is not None and rows < self.pending:
@@ -193,7 +175,7 @@ class _Groups:
         columns = {}
         for name in self.order:
             got = entries.get(name)
-            if got is None:  # no row of this group has it: the assembler's nulls
+            if got is None:  # no row of this group has it: nulls, given by ``tables.conform``
                 continue
             seen: set[str] = set()
             for _, _, part in got:
@@ -233,26 +215,9 @@ class _Groups:
             # every value null: one column of nulls, so that the group keeps its rows
             columns[only] = nulls(total, self.types[_final(self.kinds.get(only, set()))])
         if columns:
-            self.put(pa.table(columns), self._dictionary(columns))
+            self.put(pa.table(columns))
         self.pending_bytes -= self.pending_bytes * total // self.pending if self.pending else 0
         self.pending -= total
-
-    def _dictionary(self, columns: dict[str, Any]) -> list[str]:
-        """The text columns of a group that a dictionary pays for (``tables.open_writer``'s
-        rule, less those whose values ``tables.mostly_distinct`` found mostly distinct)."""
-        names = []
-        for name, column in columns.items():
-            if self.pa.types.is_dictionary(column.type):  # a constant's: its dictionary as it is
-                names.append(name)
-                continue
-            if name == "text" or column.type != self.types["str"]:
-                continue
-            distinct = self.distinct.get(name)
-            if distinct is None and (distinct := mostly_distinct(column)) is not None:
-                self.distinct[name] = distinct
-            if not distinct:
-                names.append(name)
-        return names
 
 
 def _cut(pieces: list[tuple[int, Any]], rows: int) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
@@ -279,74 +244,6 @@ def _cut(pieces: list[tuple[int, Any]], rows: int) -> tuple[list[tuple[int, Any]
     return head, []
 
 
-class _Encoder:
-    """Row groups encoded by ``threads`` threads of their own (pyarrow encodes without the
-    GIL), each as a Parquet file of its own columns that ``assembler`` appends to the
-    output in the order given, while the caller builds the next. A group is handed over
-    only when a thread is free, and none is kept once written: memory holds a group per
-    thread and the one built."""
-
-    def __init__(self, assembler: Assembler, threads: int = 1) -> None:
-        self.assembler = assembler
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self.idle = threading.Semaphore(threads)  # released when a group is written
-        self.turn = threading.Condition()
-        self.given = self.written = 0
-        self.error: BaseException | None = None
-        self.threads = [threading.Thread(target=self._run, name="parquet-encoder", daemon=True)
-                        for _ in range(threads)]
-        for thread in self.threads:
-            thread.start()
-
-    def _run(self) -> None:
-        while (job := self.queue.get()) is not None:
-            k, table, dictionary = job
-            file = types = error = None
-            try:
-                if self.error is None:
-                    types = {f.name: (str(_value_type(f.type)), table.column(i).null_count == table.num_rows)
-                             for i, f in enumerate(table.schema)}
-                    file = encoded(table, dictionary)
-            except BaseException as exc:  # handed to the caller's thread
-                error = exc
-            del table, job  # not kept while the turn is waited for
-            with self.turn:  # every group takes its turn, so that the next one's comes
-                while self.written != k:
-                    self.turn.wait()
-                try:
-                    if file is not None and types is not None and self.error is None:
-                        self.assembler.add(file, types)
-                except BaseException as exc:
-                    error = exc
-                self.error = self.error or error
-                self.written += 1
-                self.turn.notify_all()
-            file = None
-            self.idle.release()
-        self.queue.put(None)  # the end, handed on to the next thread
-
-    def __call__(self, table: Any, dictionary: list[str]) -> None:
-        self.idle.acquire()
-        if self.error is not None:
-            self.idle.release()
-            self.close()
-        self.queue.put((self.given, table, dictionary))
-        self.given += 1
-
-    def close(self) -> None:
-        """Wait for the last group to be written; raise a thread's error, if any.
-
-        One end is put, and each thread hands it on as it ends: an end put per thread seen
-        alive could be taken by an idle thread that then ended before the next was looked at,
-        and a thread still encoding would have waited for an end forever."""
-        if any(thread.is_alive() for thread in self.threads):
-            self.queue.put(None)
-        for thread in self.threads:
-            thread.join()
-        if self.error is not None:
-            raise self.error
-
-
 def _coalesce(arrays: list[Any]) -> Any:
     import pyarrow.compute as pc
 
@@ -356,11 +253,6 @@ def _coalesce(arrays: list[Any]) -> Any:
 def _type_code(t: Any, pa: Any) -> str:
     t = _value_type(t)
     return "s" if t == pa.string() else "q" if t == pa.int64() else "d" if t == pa.float64() else "b"
-
-
-def _value_type(t: Any) -> Any:
-    """The type of a column's values: a dictionary column's (``_constant``) is its values'."""
-    return getattr(t, "value_type", t)
 
 
 _ZEROS: list[Any] = []  # one array of zero indices, sliced (``_constant``)
@@ -427,63 +319,20 @@ class _Sink:
         self.groups.add_events(events, self.wanted, self.scanner)
 
 
-#: How soon a thread waiting for the GIL gets it (``sys.setswitchinterval``) while Parquet is
-#: written: the encoder takes it back after every row group, and at Python's 5 ms it waited
-#: behind the scanning thread for a fifth of the time (on a 1 GiB log, 7.5 s against 5.8).
-SWITCH_INTERVAL = 0.0005
-
-
-#: Threads that encode row groups, at most: pyarrow encodes a row group on one thread,
-#: and that encoding is most of the work. On 2 cores two encoders and the scan took a 1 GiB
-#: log from about 6.3 s to 5.3 s (``bench/README.md``).
-ENCODERS = 2
-
-
-def encoders() -> int:
-    """Encoding threads: ``ENCODERS``, no more than ``ingest.parallel.worker_count`` gives
-    (the usable cores, or ``LOGFORENSICS_WORKERS``)."""
-    return max(1, min(ENCODERS, worker_count()))
-
-
 def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[bytes], *,
                       wanted: Collection[str] = (), progress: Callable[[int], None] | None = None,
                       warn: Callable[[str, str], None] | None = None) -> list[ParquetStats]:
     """Write every event of the logs ``files`` ((path, node), in order; kinds ``wanted``, or
     all) as one Parquet file, as ``tables.write_parquet`` of ``pipeline.iter_run_events``
-    would, to ``where`` (a path, or a binary file: written at the end, from a temporary
-    file). Needs the compiled writer (``read.emit.available()``)."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, SWITCH_INTERVAL))
-    try:
-        with _output(where) as out:
-            assembler = Assembler(out)
-            encoder = _Encoder(assembler, encoders())
-            groups = _Groups(encoder)
-            try:
-                stats = _read(files, groups, wanted, progress, warn)
-                if groups.pending:
-                    groups.spill()
-            finally:
-                encoder.close()
-            assembler.close(final_schema(groups.order, groups.kinds))
-    finally:
-        sys.setswitchinterval(interval)
+    would, to ``where`` (a path, or a binary file). Needs the compiled writer
+    (``read.emit.available()``)."""
+    with Spill() as spill:
+        groups = _Groups(spill.add)
+        stats = _read(files, groups, wanted, progress, warn)
+        if groups.pending:
+            groups.spill()
+        write_spilled(spill, groups.order, groups.kinds, where)
     return stats
-
-
-@contextmanager
-def _output(where: str | IO[bytes]) -> Iterator[IO[bytes]]:
-    """A file the assembler can write and read back: ``where`` itself if it is a path, else
-    a temporary file copied to ``where`` once it is whole."""
-    if isinstance(where, str):
-        with open(where, "w+b") as out:
-            yield out
-        return
-    with tempfile.TemporaryFile(prefix="logforensics-parquet-") as out:
-        yield out
-        out.seek(0)
-        shutil.copyfileobj(out, where, 8 << 20)
-        where.flush()
 
 
 def _read(files: Sequence[tuple[str, str | None]], groups: _Groups, wanted: Collection[str],
