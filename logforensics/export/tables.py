@@ -294,16 +294,18 @@ SPILL_COMPRESSION = "lz4"
 
 class Behind:
     """Calls of ``work`` made by a thread of its own, in the order given, while the caller goes
-    on (pyarrow lets the GIL go while it compresses, decompresses and encodes): at most one
-    call waits besides the one being made, so memory holds three row groups at most. An
-    error of ``work`` is raised to the caller at its next call or at ``close``; later calls
-    are then dropped, so that nothing waits for a thread that waits for it."""
+    on (pyarrow lets the GIL go while it compresses, decompresses and encodes): an item is
+    handed over only when the thread is free, so memory holds the one being worked on and
+    the one the caller is making. An error of ``work`` is raised to the caller at its next
+    call or at ``close``; later calls are then dropped, so that nothing waits for a thread
+    that waits for it."""
 
     _END = object()
 
     def __init__(self, work: Callable[[Any], None]) -> None:
         self.work = work
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self.queue: queue.Queue[Any] = queue.Queue()
+        self.idle = threading.Semaphore(1)  # released when an item is done
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="parquet-behind", daemon=True)
         self.thread.start()
@@ -316,9 +318,12 @@ class Behind:
                 except BaseException as exc:  # handed to the caller's thread
                     self.error = exc
             del item  # not kept while the next is waited for
+            self.idle.release()
 
     def __call__(self, item: Any) -> None:
+        self.idle.acquire()
         if self.error is not None:
+            self.idle.release()
             raise self.error
         self.queue.put(item)
 
