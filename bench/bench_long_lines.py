@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from logforensics.export.jsonl import event_line, write_jsonl  # noqa: E402
 from logforensics.ingest.batch import read_file  # noqa: E402
 from logforensics.pipeline import iter_events  # noqa: E402
 from logforensics.read import emit  # noqa: E402
 from logforensics.read.grammar import warm_up  # noqa: E402
-from logforensics.render.jsonl import event_line, write_jsonl  # noqa: E402
 
 PREFIX = b"[2026-03-12 16:43:01 TP1] "
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from logforensics.export.jsonl import event_line, write_jsonl
 from logforensics.ingest.batch import read_file
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
 from logforensics.read.fastpath import LINE_LIMIT
 from logforensics.read.grammar import warm_up
 from logforensics.read.parser import IncrementalParser
-from logforensics.render.jsonl import event_line, write_jsonl
 
 PREFIX = "[2026-03-12 16:43:01 TP1] "
 REAL = sorted(glob.glob(str(Path(__file__).resolve().parent.parent / "fixtures" / "real" / "*.log")))
