@@ -43,14 +43,19 @@ _FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "csv", "js
 @click.option("--no-events", is_flag=True, help="Do not write the events table (smaller store, faster scan).")
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
               help="A directory of your own rule files (*.yml), for the findings table.")
+@click.option("--lock-wait", type=click.FloatRange(min=0), default=600, show_default=True, metavar="SECONDS",
+              help="How long to wait for another scan of the same store to end before giving up.")
 def scan(paths: tuple[str, ...], store_dir: str, engine: str, jobs: int | None, ray_address: str | None,
-         group_by: str, no_events: bool, rules_dirs: tuple[str, ...]) -> None:
+         group_by: str, no_events: bool, rules_dirs: tuple[str, ...], lock_wait: float) -> None:
     """Parse every run under PATHS (files or directories of *.log, *.out, *.err) into a Parquet store.
 
     Tables runs, ranks, findings, events and summaries, in Hive-style partitions that
     DuckDB, Spark, Trino or pandas read directly (schema: docs/fleet.md). A second scan
     reads only files that are new or changed (size, mtime, hash of the first 64 KiB) and
     says how many it skipped. Unreadable files are warned about and skipped.
+
+    A scan stopped at any moment (SIGTERM, kill -9) leaves the store readable; the next
+    scan repairs it. One scan writes a store at a time: a second one waits, saying which.
     """
     from ..diagnose.rulespec import RuleError
     from ..fleet.engines import EngineError
@@ -63,7 +68,8 @@ def scan(paths: tuple[str, ...], store_dir: str, engine: str, jobs: int | None, 
     with _scan_progress() as (on_plan, on_run):
         try:
             r = run_scan(paths, store_dir, engine=engine, jobs=jobs, group_by=group_by, events=not no_events,
-                         ray_address=ray_address, rules_dirs=rules_dirs, on_plan=on_plan, on_run=on_run)
+                         ray_address=ray_address, rules_dirs=rules_dirs, on_plan=on_plan, on_run=on_run,
+                         on_note=lambda line: click.echo(f"logforensics: {line}", err=True), lock_wait=lock_wait)
         except (StoreError, EngineError, RuleError, InputError) as exc:
             raise fail(str(exc)) from None
     for line in r.warnings + r.errors:
@@ -123,6 +129,8 @@ def _rows_out(store_dir: str, sql: str, params: list[Any], fmt: str, title: str 
     shape = Layout(**(layout or {}), wide=wide, more="--wide or --format csv/json shows every column")
     try:
         store = Store(store_dir)
+        for line in store.foreign_warnings():
+            click.echo(f"logforensics: warning: {line}", err=True)
         with open_sql(store, sql, params, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT) as result:
             write_rows(result.columns, result.chunks, fmt, sys.stdout,
                        stdout_console() if fmt == "table" else None, title, shape)

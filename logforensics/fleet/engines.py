@@ -1,16 +1,28 @@
 """Where the runs are parsed: here on ``jobs`` processes (``local``), or across a Ray cluster (``ray``).
 
 Both call the same :func:`parse.parse_run` per run, so both write the same rows. The
-results come back as they finish, for the progress bar.
+results come back as they finish, for the progress bar, with a few runs in flight per
+worker (not every run submitted at once: a finished run's rows are not held).
+
+Local workers die with the scan: on Linux the kernel kills each one when its parent ends
+(``PR_SET_PDEATHSIG``, however the parent ends, ``kill -9`` included), elsewhere a thread
+of the worker watches its parent; a scan that stops (an error, SIGTERM, Ctrl-C) stops
+them itself. They ignore Ctrl-C, which the scan handles for them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import multiprocessing
 import os
 import pickle
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from .discover import RunSource
@@ -21,16 +33,89 @@ class EngineError(Exception):
     """The engine cannot run (Ray not installed, no cluster at the address)."""
 
 
+#: Runs submitted ahead per worker.
+IN_FLIGHT = 4
+#: ``prctl`` option: the signal a process gets when its parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> bool:
+    """Ask Linux to SIGKILL this process when its parent ends; False where that is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    """Elsewhere: end this process once its parent is gone (it is then re-parented)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _worker_start(scan_pid: int | None) -> None:
+    """A worker's first act: die with the scan, leave Ctrl-C and SIGTERM's handling to it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the scan's handler, inherited by fork
+    parent = os.getppid()
+    if not _die_with_parent():
+        _watch_parent(parent)
+    if scan_pid is not None and parent != scan_pid:  # the scan ended before the kernel was asked
+        os._exit(1)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop the workers now (the scan is stopping): running runs are not waited for."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
+
+
 def run_local(sources: Sequence[RunSource], staging: str | None, jobs: int) -> Iterator[ParsedRun]:
     """Each run in one of ``jobs`` worker processes (in this process when ``jobs`` is 1)."""
     if jobs <= 1 or len(sources) <= 1:
         for src in sources:
             yield parse_run(src, staging)
         return
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(parse_run, src, staging) for src in sources]
-        for fut in as_completed(futures):
-            yield fut.result()
+    ctx = multiprocessing.get_context()
+    scan_pid = os.getpid() if ctx.get_start_method() == "fork" else None
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start, initargs=(scan_pid,))
+    ended = False
+    try:
+        todo = iter(sources)
+        running: set[Future[ParsedRun]] = set()
+        while True:
+            while len(running) < IN_FLIGHT * jobs:
+                nxt = next(todo, None)
+                if nxt is None:
+                    break
+                running.add(pool.submit(parse_run, nxt, staging))
+            if not running:
+                break
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+            del done
+        ended = True
+    finally:
+        if ended:
+            pool.shutdown(wait=True)
+        else:
+            _stop(pool)
 
 
 def _ray_task(row: dict[str, Any]) -> dict[str, Any]:

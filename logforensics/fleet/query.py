@@ -80,8 +80,9 @@ def connect(store: Store, *, memory_limit: str = DEFAULT_MEMORY_LIMIT) -> Any:
         raise QueryError(f"memory limit {memory_limit!r}: {_one_line(exc)}") from None
     try:
         empties = {}
+        parts = {table: store.parts(table) for table in TABLES}
         for table in TABLES:  # an empty table still has its columns
-            if not store.parts(table):
+            if not parts[table]:
                 empties[table] = SCHEMAS[table].empty_table()
                 con.register(f"_empty_{table}", empties[table])
         folders = [os.path.join(store.root, table) + os.sep for table in TABLES]
@@ -90,9 +91,9 @@ def connect(store: Store, *, memory_limit: str = DEFAULT_MEMORY_LIMIT) -> Any:
         for table in TABLES:
             if table in empties:
                 con.execute(f"CREATE VIEW {table} AS SELECT *, NULL::VARCHAR AS {PARTITION} FROM _empty_{table}")
-            else:
-                pattern = os.path.join(store.root, table, f"{PARTITION}=*", "*.parquet").replace("'", "''")
-                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}', "
+            else:  # the store's own parts: a foreign file in its folders is not read
+                files = ", ".join("'" + p.replace("'", "''") + "'" for p in parts[table])
+                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{files}], "
                             "hive_partitioning = true, union_by_name = true)")
         con.execute("SET lock_configuration = true")
     except duckdb.Error as exc:

@@ -4,20 +4,30 @@ A file is unchanged when its size, modification time and the SHA-256 of its firs
 64 KiB all equal what the manifest recorded; a run is skipped when all its files are
 unchanged and it has the same files as before. Findings are computed for the runs
 parsed in this scan, against the baseline the store holds for each (``baseline.choose``).
+
+Memory does not grow with the number of runs: each run's rows go to the commit as it is
+parsed (written a row group at a time), and findings are computed afterwards a model
+and a row group at a time, with the summaries read back from the commit's files.
+A SIGTERM stops the scan where it is: its workers are stopped, its commit undone.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import signal
+import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..diagnose.engine import evaluate
 from ..diagnose.rulespec import load_rules
@@ -27,7 +37,10 @@ from .discover import RunSource, discover
 from .engines import run_local, run_ray
 from .parse import ParsedRun
 from .rows import run_id
-from .store import Store, file_state
+from .store import LOCK_WAIT, Commit, Store, file_state, read_parts
+
+#: Baseline summaries kept decoded while findings are computed.
+SUMMARY_CACHE = 64
 
 
 @dataclass(frozen=True)
@@ -42,7 +55,10 @@ class ScanResult:
     findings: int
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
-    parsed_sources: tuple[str, ...] = field(default=())
+
+
+class ScanInterrupted(KeyboardInterrupt):
+    """A SIGTERM during a scan, raised where the scan is, so that it undoes its commit and stops its workers."""
 
 
 def summary_from_json(text: str) -> RunSummary:
@@ -84,91 +100,209 @@ def plan(sources: Sequence[RunSource], manifest: dict[str, dict[str, Any]],
     return todo, entries, unchanged
 
 
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises :class:`ScanInterrupted` in the scan (in the main thread only, where Python runs handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise ScanInterrupted(f"stopped by {signal.Signals(signum).name}")
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """No SIGTERM or SIGINT while a stopped scan cleans up (a second signal would leave it half done)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def scan(paths: Iterable[str], store_dir: str, *, engine: str = "local", jobs: int | None = None,
          group_by: str = "file", events: bool = True, ray_address: str | None = None,
          rules_dirs: Iterable[str] = (), on_plan: Callable[[int], None] | None = None,
-         on_run: Callable[[ParsedRun], None] | None = None) -> ScanResult:
-    """Scan ``paths`` into the store at ``store_dir`` (created if missing)."""
+         on_run: Callable[[ParsedRun], None] | None = None, on_note: Callable[[str], None] | None = None,
+         lock_wait: float = LOCK_WAIT) -> ScanResult:
+    """Scan ``paths`` into the store at ``store_dir`` (created if missing).
+
+    ``on_note`` gets one line when the scan waits for another scan's lock or repairs
+    what a stopped scan left; ``lock_wait`` bounds the wait (seconds).
+    """
     rules = load_rules(rules_dirs)  # a bad rule file fails before any parsing
     sources, missing = discover(paths, group_by)
+    runs_found, files_found = len(sources), sum(len(s.files) for s in sources)
     warnings = [f"{p}: no such file or directory" for p in missing]
     store = Store(store_dir, create=True)
     jobs = max(1, jobs or os.cpu_count() or 1)
-    with store.lock():
+    with _sigterm_interrupts(), store.lock(lock_wait, on_note):
+        store.recover()
+        warnings += store.foreign_warnings()
         manifest = store.manifest()
         todo, entries, unchanged = plan(sources, manifest, warnings)
+        del sources
         if on_plan:
             on_plan(len(todo))
-        scan_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-        staging = store.staging(scan_id) if events else None
+        now = datetime.now(timezone.utc)
+        commit = store.begin(now.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6], now.strftime("%Y-%m-%d"))
         try:
-            run = run_ray(todo, staging, jobs, ray_address) if engine == "ray" else run_local(todo, staging, jobs)
-            parsed: list[ParsedRun] = []
-            for p in run:
-                parsed.append(p)
-                if on_run:
-                    on_run(p)
-            errors = [p.error for p in parsed if p.error]
-            warnings += [w for p in parsed for w in p.warnings]
-            good = sorted((p for p in parsed if p.runs), key=lambda p: p.source)
-            n_findings = _commit(store, good, scan_id, rules)
-            for p in parsed:  # a run that could not be read is not recorded: the next scan tries again
-                if p.error:
-                    for f in [f for f, e in entries.items() if e["run_id"] == p.run_id]:
-                        del entries[f]
-            rescanned = {p.run_id for p in good}
-            kept = {f: e for f, e in manifest.items() if e.get("run_id") not in rescanned}
-            store.save_manifest({**kept, **entries})
-        finally:
-            if staging:
-                shutil.rmtree(staging, ignore_errors=True)
-    return ScanResult(runs_found=len(sources), runs_parsed=len(good), runs_skipped=len(sources) - len(todo),
-                      files_found=sum(len(s.files) for s in sources), files_skipped=unchanged,
-                      findings=n_findings, warnings=tuple(warnings), errors=tuple(errors),
-                      parsed_sources=tuple(p.source for p in good))
+            staging = commit.staging if events else None
+            results = run_ray(todo, staging, jobs, ray_address) if engine == "ray" else run_local(todo, staging, jobs)
+            parsed, failed, errors = _take(results, commit, warnings, on_run)
+            n_findings = _findings(store, commit, parsed, rules)
+            kept = {f: e for f, e in manifest.items() if e.get("run_id") not in parsed}
+            new = {f: e for f, e in entries.items() if e["run_id"] not in failed}  # tried again next time
+            commit.publish(parsed, {**kept, **new})
+        except BaseException:
+            with _signals_ignored():
+                commit.abort()
+            raise
+    return ScanResult(runs_found=runs_found, runs_parsed=len(parsed), runs_skipped=runs_found - len(todo),
+                      files_found=files_found, files_skipped=unchanged, findings=n_findings,
+                      warnings=tuple(warnings), errors=tuple(errors))
 
 
-def _commit(store: Store, parsed: list[ParsedRun], scan_id: str, rules: Any) -> int:
-    if not parsed:
-        return 0
-    date = scan_id[:4] + "-" + scan_id[4:6] + "-" + scan_id[6:8]
-    store.remove_runs({p.run_id for p in parsed})
-    store.write_rows("runs", [p.runs for p in parsed if p.runs], date, scan_id)
-    store.write_rows("ranks", [r for p in parsed for r in p.ranks], date, scan_id)
-    store.write_rows("summaries", [r for p in parsed for r in p.summaries], date, scan_id)
-    store.write_events([p.events_file for p in parsed if p.events_file], date, scan_id)
-    findings = findings_for(store, [p.runs for p in parsed if p.runs], rules)
-    store.write_rows("findings", findings, date, scan_id)
-    return len(findings)
+def _take(results: Iterator[ParsedRun], commit: Commit, warnings: list[str],
+          on_run: Callable[[ParsedRun], None] | None) -> tuple[set[str], set[str], list[str]]:
+    """Each run's rows into the commit as the run comes (nothing of it is kept): parsed ids, failed ids, errors."""
+    parsed: set[str] = set()
+    failed: set[str] = set()
+    errors: list[str] = []
+    try:
+        for p in results:
+            if on_run:
+                on_run(p)
+            warnings.extend(p.warnings)
+            if p.error:  # a run that could not be read is not recorded: the next scan tries again
+                errors.append(p.error)
+                failed.add(p.run_id)
+                continue
+            if p.runs is None:
+                continue
+            commit.add_rows("runs", [p.runs])
+            commit.add_rows("ranks", p.ranks)
+            commit.add_rows("summaries", p.summaries)
+            if p.events_file:
+                commit.add_events(p.events_file)
+            parsed.add(p.run_id)
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:  # stops the workers now when the scan is stopped
+            close()
+    return parsed, failed, errors
 
 
 def stored_summaries(store: Store, run_ids: set[str]) -> dict[str, RunSummary]:
     """The stored summaries of these runs (what ``summary SOURCE --json`` printed at scan time)."""
-    import pyarrow.compute as pc
-
-    t = store.read("summaries")
-    if not t.num_rows or not run_ids:
+    if not run_ids:
         return {}
-    t = t.filter(pc.is_in(t.column("run_id"), value_set=pa.array(sorted(run_ids), pa.string())))
+    t = read_parts(store.parts("summaries"), "summaries", only=run_ids)
     return {r["run_id"]: summary_from_json(r["summary"]) for r in t.to_pylist()}
 
 
-def findings_for(store: Store, targets: list[dict[str, Any]], rules: Any) -> list[dict[str, Any]]:
-    """Findings rows for ``targets`` against each one's baseline (runs already in the store)."""
-    all_runs = store.read("runs").to_pylist()
-    pairs = [(row, baseline.choose(row, all_runs)) for row in targets]
-    pairs = [(row, base) for row, base in pairs if base is not None or row["outcome"] != "ready"]
-    summaries = stored_summaries(store, {r["run_id"] for r, _ in pairs} | {b["run_id"] for _, b in pairs if b})
-    out = []
-    for row, base in pairs:
-        failing = summaries.get(row["run_id"])
-        if failing is None:
-            continue
-        d = evaluate(rules, failing, summaries.get(base["run_id"]) if base else None)
-        for f in d.findings:
-            out.append({"run_id": row["run_id"], "baseline_run_id": base and base["run_id"],
-                        "baseline_source": base and base["source"], "rule": f.rule, "name": f.name,
-                        "severity": f.severity, "title": f.title, "explanation": f.explanation,
-                        "evidence": json.dumps(list(f.evidence), default=str, ensure_ascii=False),
-                        "verdict": d.verdict})
+def _baselines(runs: pa.Table, new_ids: set[str]) -> dict[str, tuple[str, str] | None]:
+    """For each new run that gets findings: its baseline's ``(run_id, source)``, or None.
+
+    A baseline has the run's model (``baseline``: a log that names no model has none), so
+    the candidates are taken a model at a time.
+    """
+    out: dict[str, tuple[str, str] | None] = {}
+    models = runs.column("model")
+    is_new = pc.is_in(runs.column("run_id"), value_set=pa.array(sorted(new_ids), pa.string()))
+    for model in pc.unique(pc.filter(models, is_new)).to_pylist():
+        same = pc.equal(models, model) if model is not None else pc.is_null(models)
+        if model is None:  # no candidates to hold: a new run at a time
+            group = runs.filter(pc.and_(same, is_new))
+            rows: Iterable[dict[str, Any]] = (r for b in group.to_batches(1024) for r in b.to_pylist())
+            candidates: list[dict[str, Any]] = []
+        else:
+            candidates = runs.filter(same).to_pylist()
+            rows = candidates
+        for row in rows:
+            if row["run_id"] not in new_ids:
+                continue
+            base = baseline.choose(row, candidates) if model is not None else None
+            if base is not None or row["outcome"] != "ready":
+                out[row["run_id"]] = (base["run_id"], base["source"]) if base else None
+        del candidates, rows
     return out
+
+
+class _Summaries:
+    """Baseline summaries by run id, read a row group at a time and kept for the next few runs."""
+
+    def __init__(self, stored: list[str], rescanned: set[str], new: str) -> None:
+        self.where: dict[str, tuple[str, int]] = {}
+        for path in [*stored, new]:
+            pf = pq.ParquetFile(path)
+            for i in range(pf.num_row_groups):
+                for rid in pf.read_row_group(i, columns=["run_id"]).column("run_id").to_pylist():
+                    if path == new or rid not in rescanned:  # a rescanned run's old summary is not its baseline
+                        self.where[rid] = (path, i)
+        self.cache: OrderedDict[str, RunSummary] = OrderedDict()
+
+    def get(self, ids: set[str]) -> dict[str, RunSummary]:
+        out = {i: self.cache[i] for i in ids if i in self.cache}
+        groups: dict[tuple[str, int], set[str]] = {}
+        for i in ids - set(out):
+            if i in self.where:
+                groups.setdefault(self.where[i], set()).add(i)
+        for (path, rg), wanted in groups.items():
+            t = pq.ParquetFile(path).read_row_group(rg, columns=["run_id", "summary"])
+            t = t.filter(pc.is_in(t.column("run_id"), value_set=pa.array(sorted(wanted), pa.string())))
+            for r in t.to_pylist():
+                out[r["run_id"]] = summary_from_json(r["summary"])
+        for i, s in out.items():
+            self.cache[i] = s
+            self.cache.move_to_end(i)
+        while len(self.cache) > SUMMARY_CACHE:
+            self.cache.popitem(last=False)
+        return out
+
+
+def _findings(store: Store, commit: Commit, new_ids: set[str], rules: Any) -> int:
+    """Findings rows for the new runs, against each one's baseline (any run of the store after this scan)."""
+    if not new_ids:
+        return 0
+    new_runs, new_summaries = commit.finish("runs"), commit.finish("summaries")
+    if new_runs is None or new_summaries is None:
+        return 0
+    runs = pa.concat_tables([store.read("runs", without=new_ids), read_parts([new_runs], "runs")])
+    bases = _baselines(runs, new_ids)
+    del runs
+    if not bases:
+        return 0
+    summaries = _Summaries(store.parts("summaries"), new_ids, new_summaries)
+    n = 0
+    pf = pq.ParquetFile(new_summaries)
+    for i in range(pf.num_row_groups):
+        t = pf.read_row_group(i)
+        mine = [(r, s) for r, s in zip(t.column("run_id").to_pylist(), t.column("summary").to_pylist())
+                if r in bases]
+        base_of = {r: bases[r] for r, _ in mine}
+        known = summaries.get({b[0] for b in base_of.values() if b})
+        rows = []
+        for rid, text in mine:
+            base = base_of[rid]
+            d = evaluate(rules, summary_from_json(text), known.get(base[0]) if base else None)
+            for f in d.findings:
+                rows.append({"run_id": rid, "baseline_run_id": base and base[0], "baseline_source": base and base[1],
+                             "rule": f.rule, "name": f.name, "severity": f.severity, "title": f.title,
+                             "explanation": f.explanation,
+                             "evidence": json.dumps(list(f.evidence), default=str, ensure_ascii=False),
+                             "verdict": d.verdict})
+        commit.add_rows("findings", rows)
+        n += len(rows)
+    return n
