@@ -51,8 +51,11 @@ from .schema import PARTITION, SCHEMA_VERSION, SCHEMAS, TABLES
 #: Bytes of a file's head that its content hash covers.
 HEAD_BYTES = 65536
 #: Rows of one table held before they are written as a row group (and their bytes).
-GROUP_ROWS = {"runs": 4096, "ranks": 16384, "findings": 4096, "summaries": 256, "events": 65536}
+GROUP_ROWS = {"runs": 1024, "ranks": 4096, "findings": 4096, "summaries": 256, "events": 65536}
 GROUP_BYTES = 32 << 20
+#: Pieces (one per run) held before they are joined into one table: each small table has its own buffers.
+_PIECES = 64
+_DICT_ROWS = 128
 #: How long a scan waits for another scan's lock before it gives up (seconds).
 LOCK_WAIT = 600.0
 
@@ -350,12 +353,18 @@ class _Pending:
             self.rows.append(row)
             self.held += 1
             self.bytes += 64 + sum(len(v) for v in row.values() if isinstance(v, str))
+            if len(self.rows) >= _DICT_ROWS:  # held as Arrow columns, not as dicts, until the group is full
+                self.add_table(pa.Table.from_pylist(self.rows, schema=self.schema), counted=True)
+                self.rows = []
         self._maybe_flush()
 
-    def add_table(self, t: pa.Table) -> None:
+    def add_table(self, t: pa.Table, *, counted: bool = False) -> None:
         self.tables.append(t)
-        self.held += t.num_rows
-        self.bytes += t.nbytes
+        if not counted:
+            self.held += t.num_rows
+            self.bytes += t.nbytes
+        if len(self.tables) >= _PIECES:
+            self.tables = [pa.concat_tables(self.tables).combine_chunks()]
         self._maybe_flush()
 
     def _maybe_flush(self) -> None:
