@@ -100,19 +100,37 @@ def plan(sources: Sequence[RunSource], manifest: dict[str, dict[str, Any]],
     return todo, entries, unchanged
 
 
+class _Stop:
+    """A SIGTERM seen: raised where the scan is, and again at the scan's next step.
+
+    Python runs the handler wherever the main thread is; an exception raised inside a
+    finalizer (``__del__``) is printed and dropped, so there the handler only records the
+    signal, and :meth:`check` raises it between two runs or two steps of the commit.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+        if frame is None or frame.f_code.co_name != "__del__":
+            self.check()
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise ScanInterrupted(f"stopped by {signal.Signals(self.signum).name}")
+
+
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def _sigterm_interrupts() -> Iterator[_Stop]:
     """SIGTERM raises :class:`ScanInterrupted` in the scan (in the main thread only, where Python runs handlers)."""
+    stop = _Stop()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stop
         return
-
-    def stop(signum: int, _frame: Any) -> None:
-        raise ScanInterrupted(f"stopped by {signal.Signals(signum).name}")
-
-    old = signal.signal(signal.SIGTERM, stop)
+    old = signal.signal(signal.SIGTERM, stop.handler)
     try:
-        yield
+        yield stop
     finally:
         signal.signal(signal.SIGTERM, old)
 
@@ -147,7 +165,7 @@ def scan(paths: Iterable[str], store_dir: str, *, engine: str = "local", jobs: i
     warnings = [f"{p}: no such file or directory" for p in missing]
     store = Store(store_dir, create=True)
     jobs = max(1, jobs or os.cpu_count() or 1)
-    with _sigterm_interrupts(), store.lock(lock_wait, on_note):
+    with _sigterm_interrupts() as stop, store.lock(lock_wait, on_note):
         store.recover()
         warnings += store.foreign_warnings()
         manifest = store.manifest()
@@ -160,10 +178,11 @@ def scan(paths: Iterable[str], store_dir: str, *, engine: str = "local", jobs: i
         try:
             staging = commit.staging if events else None
             results = run_ray(todo, staging, jobs, ray_address) if engine == "ray" else run_local(todo, staging, jobs)
-            parsed, failed, errors = _take(results, commit, warnings, on_run)
-            n_findings = _findings(store, commit, parsed, rules)
+            parsed, failed, errors = _take(results, commit, warnings, on_run, stop)
+            n_findings = _findings(store, commit, parsed, rules, stop)
             kept = {f: e for f, e in manifest.items() if e.get("run_id") not in parsed}
             new = {f: e for f, e in entries.items() if e["run_id"] not in failed}  # tried again next time
+            stop.check()
             commit.publish(parsed, {**kept, **new})
         except BaseException:
             with _signals_ignored():
@@ -175,13 +194,14 @@ def scan(paths: Iterable[str], store_dir: str, *, engine: str = "local", jobs: i
 
 
 def _take(results: Iterator[ParsedRun], commit: Commit, warnings: list[str],
-          on_run: Callable[[ParsedRun], None] | None) -> tuple[set[str], set[str], list[str]]:
+          on_run: Callable[[ParsedRun], None] | None, stop: _Stop) -> tuple[set[str], set[str], list[str]]:
     """Each run's rows into the commit as the run comes (nothing of it is kept): parsed ids, failed ids, errors."""
     parsed: set[str] = set()
     failed: set[str] = set()
     errors: list[str] = []
     try:
         for p in results:
+            stop.check()
             if on_run:
                 on_run(p)
             warnings.extend(p.warnings)
@@ -272,7 +292,7 @@ class _Summaries:
         return out
 
 
-def _findings(store: Store, commit: Commit, new_ids: set[str], rules: Any) -> int:
+def _findings(store: Store, commit: Commit, new_ids: set[str], rules: Any, stop: _Stop) -> int:
     """Findings rows for the new runs, against each one's baseline (any run of the store after this scan)."""
     if not new_ids:
         return 0
@@ -288,6 +308,7 @@ def _findings(store: Store, commit: Commit, new_ids: set[str], rules: Any) -> in
     n = 0
     pf = pq.ParquetFile(new_summaries)
     for i in range(pf.num_row_groups):
+        stop.check()
         t = pf.read_row_group(i)
         mine = [(r, s) for r, s in zip(t.column("run_id").to_pylist(), t.column("summary").to_pylist())
                 if r in bases]
