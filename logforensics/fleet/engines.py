@@ -85,10 +85,17 @@ def _stop(pool: ProcessPoolExecutor) -> None:
             p.join(timeout=5)
 
 
-def run_local(sources: Sequence[RunSource], staging: str | None, jobs: int) -> Iterator[ParsedRun]:
-    """Each run in one of ``jobs`` worker processes (in this process when ``jobs`` is 1)."""
+def run_local(sources: Sequence[RunSource], staging: str | None, jobs: int,
+              check: Callable[[], None] | None = None) -> Iterator[ParsedRun]:
+    """Each run in one of ``jobs`` worker processes (in this process when ``jobs`` is 1).
+
+    ``check`` is called between runs and, while the workers run, every quarter second:
+    what it raises stops the workers and ends the scan.
+    """
+    check = check or (lambda: None)
     if jobs <= 1 or len(sources) <= 1:
         for src in sources:
+            check()
             yield parse_run(src, staging)
         return
     ctx = multiprocessing.get_context()
@@ -106,7 +113,8 @@ def run_local(sources: Sequence[RunSource], staging: str | None, jobs: int) -> I
                 running.add(pool.submit(parse_run, nxt, staging))
             if not running:
                 break
-            done, running = wait(running, return_when=FIRST_COMPLETED)
+            done, running = wait(running, timeout=0.25, return_when=FIRST_COMPLETED)
+            check()
             for fut in done:
                 yield fut.result()
             del done

@@ -101,20 +101,19 @@ def plan(sources: Sequence[RunSource], manifest: dict[str, dict[str, Any]],
 
 
 class _Stop:
-    """A SIGTERM seen: raised where the scan is, and again at the scan's next step.
+    """A SIGTERM seen, raised as :class:`ScanInterrupted` at the scan's next step.
 
-    Python runs the handler wherever the main thread is; an exception raised inside a
-    finalizer (``__del__``) is printed and dropped, so there the handler only records the
-    signal, and :meth:`check` raises it between two runs or two steps of the commit.
+    The handler only records it: Python runs a handler wherever the main thread is, and
+    an exception raised there inside a finalizer or a fork hook is printed and dropped.
+    :meth:`check` raises it while the scan waits for its workers (every quarter second),
+    between two runs, and between two steps of the commit.
     """
 
     def __init__(self) -> None:
         self.signum: int | None = None
 
-    def handler(self, signum: int, frame: Any) -> None:
+    def handler(self, signum: int, _frame: Any) -> None:
         self.signum = signum
-        if frame is None or frame.f_code.co_name != "__del__":
-            self.check()
 
     def check(self) -> None:
         if self.signum is not None:
@@ -177,7 +176,8 @@ def scan(paths: Iterable[str], store_dir: str, *, engine: str = "local", jobs: i
         commit = store.begin(now.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6], now.strftime("%Y-%m-%d"))
         try:
             staging = commit.staging if events else None
-            results = run_ray(todo, staging, jobs, ray_address) if engine == "ray" else run_local(todo, staging, jobs)
+            results = (run_ray(todo, staging, jobs, ray_address) if engine == "ray"
+                       else run_local(todo, staging, jobs, stop.check))
             parsed, failed, errors = _take(results, commit, warnings, on_run, stop)
             n_findings = _findings(store, commit, parsed, rules, stop)
             kept = {f: e for f, e in manifest.items() if e.get("run_id") not in parsed}

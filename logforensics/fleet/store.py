@@ -52,7 +52,7 @@ from .schema import PARTITION, SCHEMA_VERSION, SCHEMAS, TABLES
 HEAD_BYTES = 65536
 #: Rows of one table held before they are written as a row group (and their bytes).
 GROUP_ROWS = {"runs": 1024, "ranks": 4096, "findings": 4096, "summaries": 256, "events": 65536}
-GROUP_BYTES = 32 << 20
+GROUP_BYTES = 16 << 20
 #: Pieces (one per run) held before they are joined into one table: each small table has its own buffers.
 _PIECES = 64
 _DICT_ROWS = 128
@@ -344,6 +344,7 @@ class _Pending:
         self.tables: list[pa.Table] = []
         self.held = 0
         self.bytes = 0
+        self.joined = 0
         self.written = 0
         self.writer: pq.ParquetWriter | None = None
 
@@ -363,8 +364,9 @@ class _Pending:
         if not counted:
             self.held += t.num_rows
             self.bytes += t.nbytes
-        if len(self.tables) >= _PIECES:
-            self.tables = [pa.concat_tables(self.tables).combine_chunks()]
+        if len(self.tables) - self.joined >= _PIECES:  # the last pieces joined, the earlier joins kept
+            self.tables[self.joined:] = [pa.concat_tables(self.tables[self.joined:]).combine_chunks()]
+            self.joined += 1
         self._maybe_flush()
 
     def _maybe_flush(self) -> None:
@@ -378,7 +380,7 @@ class _Pending:
         if not self.tables:
             return
         t = pa.concat_tables(self.tables) if len(self.tables) > 1 else self.tables[0]
-        self.tables, self.held, self.bytes = [], 0, 0
+        self.tables, self.held, self.bytes, self.joined = [], 0, 0, 0
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
         self.writer.write_table(t, row_group_size=max(1, t.num_rows))
