@@ -64,11 +64,12 @@ def _worker_start(scan_pid: int | None) -> None:
     """A worker's first act: die with the scan, leave Ctrl-C and SIGTERM's handling to it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the scan's handler, inherited by fork
-    parent = os.getppid()
-    if not _die_with_parent():
-        _watch_parent(parent)
-    if scan_pid is not None and parent != scan_pid:  # the scan ended before the kernel was asked
+    asked = _die_with_parent()
+    parent = os.getppid()  # read after asking: a scan that ended before is seen here
+    if scan_pid is not None and parent != scan_pid:
         os._exit(1)
+    if not asked:
+        _watch_parent(parent)
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
