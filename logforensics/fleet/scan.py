@@ -232,6 +232,11 @@ def stored_summaries(store: Store, run_ids: set[str]) -> dict[str, RunSummary]:
     return {r["run_id"]: summary_from_json(r["summary"]) for r in t.to_pylist()}
 
 
+def _model_key(model: Any) -> str | None:
+    """What ``baseline`` compares of a model: the checkpoint's name, wherever it lies."""
+    return str(model).strip().rstrip("/").rsplit("/", 1)[-1] if model else None
+
+
 def _baselines(runs: pa.Table, new_ids: set[str]) -> dict[str, tuple[str, str] | None]:
     """For each new run that gets findings: its baseline's ``(run_id, source)``, or None.
 
@@ -239,24 +244,24 @@ def _baselines(runs: pa.Table, new_ids: set[str]) -> dict[str, tuple[str, str] |
     the candidates are taken a model at a time.
     """
     out: dict[str, tuple[str, str] | None] = {}
-    models = runs.column("model")
-    is_new = pc.is_in(runs.column("run_id"), value_set=pa.array(sorted(new_ids), pa.string()))
-    for model in pc.unique(pc.filter(models, is_new)).to_pylist():
-        same = pc.equal(models, model) if model is not None else pc.is_null(models)
-        if model is None:  # no candidates to hold: a new run at a time
-            group = runs.filter(pc.and_(same, is_new))
-            rows: Iterable[dict[str, Any]] = (r for b in group.to_batches(1024) for r in b.to_pylist())
-            candidates: list[dict[str, Any]] = []
-        else:
-            candidates = runs.filter(same).to_pylist()
-            rows = candidates
-        for row in rows:
-            if row["run_id"] not in new_ids:
-                continue
-            base = baseline.choose(row, candidates) if model is not None else None
-            if base is not None or row["outcome"] != "ready":
-                out[row["run_id"]] = (base["run_id"], base["source"]) if base else None
-        del candidates, rows
+    keys = [_model_key(m) for m in runs.column("model").to_pylist()]
+    ids = runs.column("run_id").to_pylist()
+    groups: dict[str | None, list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k, []).append(i)
+    wanted = {keys[i] for i, r in enumerate(ids) if r in new_ids}
+    del keys
+    for key in wanted:
+        rows = groups[key]
+        for start in range(0, len(rows), 1024 if key is None else len(rows)):
+            part = runs.take(pa.array(rows[start:start + (1024 if key is None else len(rows))])).to_pylist()
+            for row in part:
+                if row["run_id"] not in new_ids:
+                    continue
+                base = baseline.choose(row, part) if key is not None else None
+                if base is not None or row["outcome"] != "ready":
+                    out[row["run_id"]] = (base["run_id"], base["source"]) if base else None
+            del part
     return out
 
 
