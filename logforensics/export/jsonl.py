@@ -22,6 +22,7 @@ from ..ingest.files import blocks
 from ..ingest.parallel import BULK_BLOCK_SIZE
 from ..read import emit
 from ..read.parser import IncrementalParser
+from .sink import ScanSink
 
 
 def event_line(ev: Event, ascii_only: bool = False) -> str:
@@ -32,7 +33,7 @@ def event_line(ev: Event, ascii_only: bool = False) -> str:
     return json.dumps(ev.to_dict(), ensure_ascii=ascii_only, default=str) + "\n"
 
 
-class _RowSink:
+class _RowSink(ScanSink):
     """Where ``feed_bulk`` sends a file's lines: rows written in C (runs of unrecognised
     lines too: ``take_others``), events by :func:`event_line`."""
 
@@ -44,20 +45,11 @@ class _RowSink:
         self.errors = errors
         self.scanner = scanner
 
-    def ready_table(self, rank_names: list[str | None]) -> bytes:
-        return b""
-
     def apply(self, seg: Sequence[Any], first_line: int, scanner: emit.JsonlEmitter, buf: bytes) -> None:
         rows = seg[2]  # the writer's buffer (not a copy), handed back once written
         self.out.write(rows)
         rows.release()
         scanner.count(seg[3])
-
-    def take_others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int]:
-        stop, n, bad, seg = self.scanner.others(buf, pos, end, line, binary)
-        if n:
-            self.apply(seg, line, self.scanner, buf)
-        return stop, n, bad
 
     def observe(self, events: Sequence[Event]) -> None:
         wanted = self.wanted

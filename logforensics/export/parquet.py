@@ -31,6 +31,7 @@ from ..ingest.files import blocks
 from ..ingest.parallel import BULK_BLOCK_SIZE
 from ..read import emit
 from ..read.parser import IncrementalParser
+from .sink import ScanSink
 from .tables import Spill, _final, _kind, _value_type, from_values, nulls, parquet_row, write_spilled
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
@@ -293,7 +294,7 @@ def _as_type(arr: Any, target: Any, pa: Any) -> Any:
     return arr.cast(target)  # int64 -> double: float(v)
 
 
-class _Sink:
+class _Sink(ScanSink):
     """Where ``feed_bulk`` sends a file's lines: C segments (runs of unrecognised lines too:
     ``take_others``) and exact-path events to the groups."""
 
@@ -302,18 +303,9 @@ class _Sink:
         self.wanted = wanted
         self.scanner = scanner
 
-    def ready_table(self, rank_names: list[str | None]) -> bytes:
-        return b""
-
     def apply(self, seg: Sequence[Any], first_line: int, scanner: emit.ColumnEmitter, buf: bytes) -> None:
         self.groups.hold(seg[2], scanner)
         scanner.count(seg[5])
-
-    def take_others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int]:
-        stop, n, bad, seg = self.scanner.others(buf, pos, end, line, binary)
-        if n:
-            self.apply(seg, line, self.scanner, buf)
-        return stop, n, bad
 
     def observe(self, events: Sequence[Event]) -> None:
         self.groups.add_events(events, self.wanted, self.scanner)
