@@ -10,13 +10,13 @@ run in a 160-column terminal.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from peak import Measured
 
 from logforensics.cli import main
 
@@ -124,17 +124,16 @@ def test_a_result_larger_than_the_memory_of_the_command_streams(store: Path) -> 
     """A million rows of 400 characters (about 0.5 GB as Python objects) are written by a
     process that never holds them all."""
     n = 1_000_000
-    proc = subprocess.Popen(CLI + ["query", "--store", str(store), "--format", "csv",
-                                   f"SELECT range AS n, repeat('x', 400) AS pad FROM range({n})"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None
-    lines = sum(1 for _ in proc.stdout)
-    stderr = proc.stderr.read() if proc.stderr else b""
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode == 0, stderr
+    run = Measured(CLI + ["query", "--store", str(store), "--format", "csv",
+                          f"SELECT range AS n, repeat('x', 400) AS pad FROM range({n})"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert run.proc.stdout is not None and run.proc.stderr is not None
+    lines = sum(1 for _ in run.proc.stdout)
+    stderr = run.proc.stderr.read()
+    code, peak_kib = run.wait()
+    assert code == 0, stderr
     assert lines == n + 1
-    assert usage.ru_maxrss < 300 * 1024, f"peak {usage.ru_maxrss // 1024} MiB"  # ru_maxrss is KiB on Linux
+    assert peak_kib < 300 * 1024, f"peak {peak_kib // 1024} MiB"  # ru_maxrss is KiB on Linux
     # A table too is written chunk by chunk; a value wider than the first chunk's is still whole.
     table = invoke("query", "--store", str(store), "SELECT range AS n, 'x' AS pad FROM range(2500)").stdout.splitlines()
     numbers = [line.split("|")[0].strip() for line in table if line.endswith("| x   ")]
