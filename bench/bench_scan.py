@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,9 +33,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_summary import SIZE_IN_NAME, cores, cpu_model, mem_kib  # noqa: E402
+from bench_speed import machine  # noqa: E402
 
 GENERATOR = HERE / "gen_serving_log.py"
+#: The size in a log's name (``serving-1G.log``), for ``--generate``.
+SIZE_IN_NAME = re.compile(r"(\d+(?:\.\d+)?[KMGT])(?:i?B)?\.log$", re.IGNORECASE)
 
 
 def tree_bytes(path: Path) -> int:
@@ -85,8 +88,8 @@ def main() -> None:
     ap.add_argument("--no-events", action="store_true")
     ap.add_argument("--tmp", default=None, help="where the copies and stores go (default: the system temp dir)")
     args = ap.parse_args()
-    print(f"# {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {cpu_model()}, {cores()} cores, "
-          f"{(mem_kib('MemTotal') or 0) / 2**20:.1f} GiB RAM; Python {sys.version.split()[0]}", file=sys.stderr)
+    print(f"# {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {machine()}; Python {sys.version.split()[0]}",
+          file=sys.stderr)
     rows = ["| input | engine | jobs | events | runs | size (MB) | seconds | MB/s | runs/s | peak RSS (MiB) "
             "| CPU s | store (MiB) | store MiB per GiB of log | rescan s |",
             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
