@@ -4,10 +4,9 @@ The exact path is ``tables.write_parquet`` of every event (as with ``LOGFORENSIC
 The C writer's file, written to a path and to a file object, is read back with
 ``pq.read_table`` and compared with it: the same columns in the same order, the same
 types, the same values, on every fixture, on logs of both generators, on damaged lines,
-with kinds chosen, on runs of several files, and across row groups (where a group lacks a
-column, or has a type the file widened). The share of lines taken in C is checked too, and
-the groups kept on disk until the schema is known (``tables.Spill``), written by
-``pyarrow.parquet.ParquetWriter`` one row group each (``tables.write_spilled``).
+with kinds chosen, on runs of several files, and across row groups. The share of lines taken
+in C is checked too. Either way the file has the event schema's columns and types
+(``tables.file_schema``), whatever the log holds.
 """
 
 from __future__ import annotations
@@ -60,6 +59,22 @@ def _same(paths: list[tuple[Path, str | None]], tmp_path: Path, wanted: tuple[st
     return got[0]
 
 
+def _leaves(t: Any) -> int:
+    """Parquet columns (leaves) of a field of Arrow type ``t``."""
+    import pyarrow as pa
+
+    if pa.types.is_list(t):
+        return _leaves(t.value_type)
+    if pa.types.is_struct(t):
+        return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
+    return 1
+
+
+def _chunk(group: Any, name: str) -> Any:
+    """The column chunk of the top-level primitive column ``name`` in a row group's metadata."""
+    return next(group.column(c) for c in range(group.num_columns) if group.column(c).path_in_schema == name)
+
+
 @pytest.mark.parametrize("path", FIXTURES + MORE, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
 def test_every_fixture_reads_back_the_same(path: Path, tmp_path: Path) -> None:
     _same([(path, None)], tmp_path)
@@ -97,9 +112,8 @@ def test_lines_after_a_wrapper_read_back_the_same_and_mostly_in_c(generated: lis
 @pytest.mark.parametrize("rows", [20, 333])
 def test_kinds_that_meet_across_row_groups_read_back_the_same(rows: int, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Logs with a column of two kinds (``bs``, ``num_tokens``: a number, or a word of a
-    progress bar), in row groups small enough that a group has one kind and the file the
-    other: the groups' columns are converted to the file's type."""
+    """Logs whose records of several kinds share field names, in row groups small enough
+    that each group holds other kinds: every group is of the file's one schema."""
     monkeypatch.setattr(parquet, "ROW_GROUP", rows)
     for path in (ROOT / "fixtures" / "diff" / "throughput_regression" / "baseline.log",
                  ROOT / "fixtures" / "multinode" / "tp8_two_nodes" / "baseline" / "node0.log"):
@@ -109,31 +123,23 @@ def test_kinds_that_meet_across_row_groups_read_back_the_same(rows: int, tmp_pat
 
 @pytest.mark.parametrize(("rows", "group_bytes", "size"), [(1000, 1 << 30, 1000), (4096, 1 << 30, 4096),
                                                          (4096, 1, 2048)])
-def test_groups_have_the_same_rows_and_only_their_own_columns(generated: list[Path], tmp_path: Path,  # noqa: F811
+def test_groups_have_the_same_rows_and_every_column(generated: list[Path], tmp_path: Path,  # noqa: F811
                                                               monkeypatch: pytest.MonkeyPatch, rows: int,
                                                               group_bytes: int, size: int) -> None:
     """Every row group but the last has ``ROW_GROUP`` rows, however the blocks cut the log, or
-    half as many where those hold ``GROUP_BYTES``; a group is kept with the columns it has
-    values in, and the file gives the others as nulls under their own names."""
+    half as many where those hold ``GROUP_BYTES``; every group has every column of the schema."""
     monkeypatch.setattr(parquet, "ROW_GROUP", rows)
     monkeypatch.setattr(parquet, "GROUP_BYTES", group_bytes)
-    encoded_columns: list[set[str]] = []
-    add = tables.Spill.add
-
-    def spy(self: tables.Spill, table: Any) -> None:
-        encoded_columns.append(set(table.column_names))
-        assert all(table.column(k).null_count < table.num_rows for k in range(table.num_columns))
-        add(self, table)
-
-    monkeypatch.setattr(tables.Spill, "add", spy)
     _same([(generated[1], None), (generated[4], "n1")], tmp_path)
     meta = pq.ParquetFile(tmp_path / "fast-path.parquet").metadata
     sizes = [meta.row_group(k).num_rows for k in range(meta.num_row_groups)]
     assert meta.num_row_groups > 2 and set(sizes[:-1]) == {size} and 0 < sizes[-1] <= size
     names = meta.schema.to_arrow_schema().names
     for k in range(meta.num_row_groups):
-        assert [meta.row_group(k).column(c).path_in_schema for c in range(len(names))] == names
-    assert any(len(cols) < len(names) for cols in encoded_columns)  # groups lacked columns
+        group = meta.row_group(k)
+        assert [group.column(c).path_in_schema.split(".")[0] for c in range(group.num_columns)] == \
+            [f.name for f in meta.schema.to_arrow_schema() for _ in range(_leaves(f.type))]
+    assert names == tables.file_schema().names
 
 
 def test_long_rows_make_groups_of_half_the_rows_in_the_same_file(generated: list[Path], tmp_path: Path,  # noqa: F811
@@ -157,33 +163,13 @@ def test_long_rows_make_groups_of_half_the_rows_in_the_same_file(generated: list
     assert set(sizes[whole:-1]) == {2000} and len(sizes) - 1 - whole >= log_stats.lines // 2000 - 1, sizes
 
 
-def test_file_and_node_reach_the_writer_as_dictionaries_not_copies(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_and_node_are_dictionaries_not_copies(generated: list[Path], tmp_path: Path,  # noqa: F811
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The file's name and the node are the same in every row of a file: C writes neither a
-    row at a time, a group gives them as dictionary columns (one value a file, shared with
-    the exact path's rows of the group), the writer takes them as they are (dictionary
-    pages of their one value), and the file reads back as the exact path's table, with them
-    as text."""
-    monkeypatch.setattr(parquet, "ROW_GROUP", 1000)
+    row at a time, they are written as dictionary columns (a dictionary page of their value in
+    every group), and read back as text."""
     pa = pytest.importorskip("pyarrow")
-    seen: dict[str, set[tuple[str, ...]]] = {"file": set(), "node": set()}
-    add, open_writer = tables.Spill.add, tables.open_writer
-    schemas: list[Any] = []
-
-    def spy(self: tables.Spill, table: Any) -> None:
-        for name in seen:
-            if name in table.column_names and "line" in table.column_names:
-                column = table.column(name)
-                if any(pa.types.is_dictionary(f.type) for f in table.schema):  # the C writer's groups
-                    assert pa.types.is_dictionary(column.type), (name, column.type)
-                    assert name == "node" or column.null_count == 0  # the first file has no node
-                    seen[name].update(tuple(chunk.dictionary.to_pylist()) for chunk in column.chunks)
-        add(self, table)
-
-    def writer(where: Any, schema: Any, *args: Any) -> Any:
-        schemas.append(schema)
-        return open_writer(where, schema, *args)
-
+    monkeypatch.setattr(parquet, "ROW_GROUP", 1000)
     ops = emit.ColumnEmitter.ops
 
     def no_column(self: Any, plan: Any, n: int, offset: int = 0) -> Any:
@@ -192,20 +178,15 @@ def test_file_and_node_reach_the_writer_as_dictionaries_not_copies(generated: li
         assert not {name for (name, _), col in self.columns.items() if col in filled} & {"file", "node"}
         return got
 
-    monkeypatch.setattr(tables.Spill, "add", spy)
-    monkeypatch.setattr(tables, "open_writer", writer)
     monkeypatch.setattr(emit.ColumnEmitter, "ops", no_column)
     first, second = generated[1], generated[4]
     _same([(first, None), (second, "n1")], tmp_path)
-    assert seen["node"] == {("n1",)}
-    assert {(str(first),), (str(second),), (str(first), str(second))} >= seen["file"] >= {(str(first),), (str(second),)}
-    fast = [s for s in schemas if pa.types.is_dictionary(s.field("file").type)]
-    assert len(fast) == 2 and pa.types.is_dictionary(fast[0].field("node").type)  # to a path and to a file
     meta = pq.ParquetFile(tmp_path / "fast-path.parquet").metadata
-    names = meta.schema.to_arrow_schema().names
-    assert all(meta.row_group(k).column(names.index("file")).has_dictionary_page for k in range(meta.num_row_groups))
+    for name in ("file", "node"):
+        assert all(_chunk(meta.row_group(k), name).has_dictionary_page for k in range(meta.num_row_groups))
     table = pq.read_table(tmp_path / "fast-path.parquet")
     assert table.schema.field("file").type == pa.string() and table.schema.field("node").type == pa.string()
+    assert set(table["node"].to_pylist()) == {None, "n1"}
 
 
 def test_a_dictionary_only_for_text_whose_values_repeat(generated: list[Path], tmp_path: Path,  # noqa: F811
@@ -217,7 +198,6 @@ def test_a_dictionary_only_for_text_whose_values_repeat(generated: list[Path], t
     _same([(generated[0], None)], tmp_path)
     path = tmp_path / "fast-path.parquet"
     meta, table = pq.ParquetFile(path).metadata, pq.read_table(path)
-    names = table.column_names
     first = 0
     seen = 0
     for k in range(meta.num_row_groups):
@@ -226,21 +206,21 @@ def test_a_dictionary_only_for_text_whose_values_repeat(generated: list[Path], t
         first += group.num_rows
         if clients >= 64:  # enough values to tell (tables.mostly_distinct)
             seen += 1
-            assert not group.column(names.index("client")).has_dictionary_page, k
-        assert group.column(names.index("kind")).has_dictionary_page, k
-        assert "DELTA_BINARY_PACKED" in group.column(names.index("line")).encodings, k
+            assert not _chunk(group, "client").has_dictionary_page, k
+        assert _chunk(group, "kind").has_dictionary_page, k
+        assert "DELTA_BINARY_PACKED" in _chunk(group, "line").encodings, k
     assert seen > 2
 
 
 @pytest.mark.parametrize(("parts", "codec"), [(("log",), "SNAPPY"), (("bytes", "words"), "UNCOMPRESSED"),
-                                              (("log", "bytes", "words", "bytes"), "UNCOMPRESSED"),
-                                              (("log", "words", "bytes", "log", "log"), "SNAPPY")])
+                                              (("words", "log"), "UNCOMPRESSED"), (("log", "bytes"), "SNAPPY")])
 def test_text_that_snappy_barely_shrinks_is_written_uncompressed(generated: list[Path], tmp_path: Path,  # noqa: F811
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  parts: tuple[str, ...], codec: str) -> None:
     """The text is compressed only where samples of it show Snappy pays: a log's lines with
-    Snappy, random bytes (each undecodable byte a U+FFFD) and random words without; a file
-    of both takes what most of its text's bytes call for (Parquet has one codec a column).
+    Snappy, random bytes (each undecodable byte a U+FFFD) and random words without. Parquet
+    has one codec a column for the whole file, and the writer is opened with the first
+    group: its text decides.
     The file reads back as the exact path's table, in pyarrow and in DuckDB."""
     import duckdb
     from test_other_walker import _random_bytes, _unknown_text
@@ -257,8 +237,7 @@ def test_text_that_snappy_barely_shrinks_is_written_uncompressed(generated: list
     for way in ("fast-path", "exact"):
         out = tmp_path / f"{way}.parquet"
         meta, table = pq.ParquetFile(out).metadata, pq.read_table(out)
-        at = table.column_names.index("text")
-        assert {meta.row_group(k).column(at).compression for k in range(meta.num_row_groups)} == {codec}, way
+        assert {_chunk(meta.row_group(k), "text").compression for k in range(meta.num_row_groups)} == {codec}, way
     fast = tmp_path / "fast-path.parquet"
     got = duckdb.connect().sql(f"SELECT count(*), sum(length(text)), count(DISTINCT text) FROM read_parquet('{fast}')")
     texts = table["text"].to_pylist()
@@ -431,30 +410,15 @@ def test_an_output_that_fills_up_ends_in_one_line_not_a_hang(generated: list[Pat
     assert not target.exists() and os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("where", ["spill", "writer"])
 def test_an_encoding_error_reaches_the_caller_and_nothing_hangs(generated: list[Path], tmp_path: Path,  # noqa: F811
-                                                               monkeypatch: pytest.MonkeyPatch, where: str) -> None:
-    """pyarrow failing on one row group, in the thread that keeps the groups on disk or in the
-    one that encodes them, while the caller goes on: the error is raised, every thread ends,
-    and the temporary groups are gone."""
-    import tempfile
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyarrow failing on one row group, in the thread that encodes them while the caller
+    goes on: the error is raised and every thread ends."""
     import threading
 
     monkeypatch.setattr(parquet, "ROW_GROUP", 500)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
     calls = []
-    if where == "spill":
-        real = tables.Spill._write
-
-        def third_fails(self: tables.Spill, table: Any) -> None:
-            calls.append(1)
-            if len(calls) == 3:
-                raise MemoryError("a row group pyarrow could not keep")
-            real(self, table)
-
-        monkeypatch.setattr(tables.Spill, "_write", third_fails)
-    else:
+    if True:
         open_writer = tables.open_writer
 
         class Failing:
@@ -490,7 +454,6 @@ def test_an_encoding_error_reaches_the_caller_and_nothing_hangs(generated: list[
     assert not worker.is_alive(), "the writer hung after a thread failed"
     assert isinstance(outcome[0], MemoryError) and len(calls) == 3
     assert threading.active_count() == before, threading.enumerate()
-    assert os.listdir(tmp_path / "tmp") == []
 
 
 def test_behind_keeps_the_order_raises_the_first_error_and_never_waits_forever() -> None:
@@ -538,52 +501,35 @@ def test_behind_keeps_the_order_raises_the_first_error_and_never_waits_forever()
     assert threading.active_count() == before
 
 
-def _groups_of(tables_: list[Any], order: list[str], kinds: dict[str, set[str]], where: Any) -> int:
-    with tables.Spill() as spill:
-        for t in tables_:
-            spill.add(t)
-        return tables.write_spilled(spill, dict.fromkeys(order), kinds, where)
+def test_the_file_has_the_declared_schema_and_extra_keeps_what_it_cannot_hold(tmp_path: Path) -> None:
+    """Whatever the log, the file's columns and types are the event schema's: a list is a
+    list of integers, not text; a value its field's type cannot hold and a field the schema
+    lacks are kept in ``extra`` as JSON, not dropped or widened; no rows is a file of the
+    schema and no group. DuckDB reads it as pyarrow does."""
+    import json
 
-
-def test_groups_of_other_columns_and_types_read_back_as_the_files(tmp_path: Path) -> None:
-    """A group without a column gets nulls; a group whose column the file widened (int to
-    double, int or bool to string) is converted as ``conform`` converts it; the columns come
-    in the file's order whatever each group's order; one row group a group; DuckDB reads
-    the file as pyarrow does."""
     import duckdb
 
-    pa = pytest.importorskip("pyarrow")
-    a = pa.table({"line": pa.array([1, 2, 3], pa.int64()), "bs": pa.array([8, None, 16], pa.int64()),
-                  "text": pa.array(["a", "b", "c"])})
-    b = pa.table({"text": pa.array(["d", "e"]), "line": pa.array([4, 5], pa.int64()),
-                  "bs": pa.array(["auto", None]), "flag": pa.array([True, None])})
-    c = pa.table({"line": pa.array([6], pa.int64()), "flag": pa.nulls(1, pa.bool_()),
-                  "rate": pa.array([2], pa.int64()), "text": pa.array(["f"])})
-    d = pa.table({"line": pa.array([7, 8], pa.int64()), "rate": pa.array([0.5, None]),
-                  "flag": pa.array(["yes", None]), "text": pa.array(["g", "h"])})
-    kinds = {"line": {"int"}, "bs": {"int", "str"}, "text": {"str"}, "flag": {"bool", "str"}, "rate": {"int", "float"}}
+    from logforensics.events import Event
+    from logforensics.events.schema import table_schema
+
+    events = [
+        Event("capture_bs", 3, "TP0", None, {"bs_list": [1, 2, 4], "num_tokens_list": [8]}, "bs [1, 2, 4]", "a.log"),
+        Event("decode_batch", 4, "TP1", "2026-01-01 00:00:01", {"running_req": "many", "new_field": 1.5}, "x",
+              "a.log", node="n1"),
+    ]
     out = tmp_path / "out.parquet"
-    assert _groups_of([a, b, c, d], ["line", "bs", "text", "flag", "rate"], kinds, str(out)) == 8
+    assert write_parquet(events, str(out)) == 2
     got = pq.read_table(out)
-    assert got.column_names == ["line", "bs", "flag", "rate", "text"]
-    assert got.schema.types == [pa.int64(), pa.string(), pa.string(), pa.float64(), pa.string()]
-    assert got["bs"].to_pylist() == ["8", None, "16", "auto", None, None, None, None]
-    assert got["rate"].to_pylist() == [None] * 5 + [2.0, 0.5, None]
-    assert got["flag"].to_pylist() == [None, None, None, "True", None, None, "yes", None]
-    assert got["text"].to_pylist() == list("abcdefgh") and got["line"].to_pylist() == list(range(1, 9))
-    assert [g.num_rows for g in map(pq.ParquetFile(out).read_row_group, range(4))] == [3, 2, 1, 2]
-    rel = duckdb.connect().sql(f"SELECT * FROM read_parquet('{out}')")
-    rows = rel.fetchall()
-    assert rel.columns == got.column_names
-    for k, name in enumerate(rel.columns):
-        assert [r[k] for r in rows] == got[name].to_pylist(), name
-
-
-def test_no_rows_is_a_file_of_the_schema_and_no_group(tmp_path: Path) -> None:
-    pa = pytest.importorskip("pyarrow")
-    out = tmp_path / "out.parquet"
-    assert _groups_of([pa.table({"line": pa.nulls(0, pa.int64())})], ["line", "text"],
-                      {"line": {"int"}, "text": {"str"}}, str(out)) == 0
-    got = pq.ParquetFile(out)
-    assert got.metadata.num_row_groups == 0 and got.read().num_rows == 0
-    assert got.schema_arrow == pa.schema([("line", pa.int64()), ("text", pa.string())])
+    assert got.schema == table_schema()
+    assert got["bs_list"].to_pylist() == [[1, 2, 4], None]
+    assert got["running_req"].to_pylist() == [None, None]
+    assert [None if e is None else json.loads(e) for e in got["extra"].to_pylist()] == \
+        [None, {"running_req": "many", "new_field": 1.5}]
+    assert got["end_line"].to_pylist() == [3, 4] and got["node"].to_pylist() == [None, "n1"]
+    rel = duckdb.connect().sql(f"SELECT kind, bs_list, extra FROM read_parquet('{out}')")
+    assert [r[:2] for r in rel.fetchall()] == [("capture_bs", [1, 2, 4]), ("decode_batch", None)]
+    empty = tmp_path / "empty.parquet"
+    assert write_parquet([], str(empty)) == 0
+    meta = pq.ParquetFile(empty)
+    assert meta.metadata.num_row_groups == 0 and meta.schema_arrow == table_schema()

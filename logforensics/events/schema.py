@@ -71,6 +71,16 @@ def _by_name() -> dict[str, Type]:
 
 
 @cache
+def table_schema() -> pa.Schema:
+    """The schema of a table of events of every kind (``parse --format parquet``): provenance,
+    every declared field in name order, text, extra. Known before a line is read."""
+    import pyarrow as pa
+
+    columns = PROVENANCE + tuple(sorted(_by_name().items())) + TRAILER
+    return pa.schema([(name, arrow(t)) for name, t in columns])
+
+
+@cache
 def arrow_schema(kind: str) -> pa.Schema:
     """The schema of a batch of ``kind``'s events: provenance, the fields in name order, text, extra."""
     import pyarrow as pa

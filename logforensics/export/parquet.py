@@ -1,22 +1,15 @@
 """``parse --format parquet`` with the compiled column writer: row groups built from C buffers.
 
-``tables.write_parquet`` turns every event into a dict and every row group into Arrow
-arrays from Python values. Here the lines whose shape has a plain plan, and runs of
-unrecognised lines (``read.other``), come back from C (``read.emit.ColumnEmitter``) as
-Arrow buffers, one column per field name and type, their rows held in C from scan to scan
-until a line of the exact path comes (or ``HOLD_ROWS``, or a group's count); every other line is
-read on the exact path and kept as the dict that ``write_parquet`` makes of its event. A
-row group is these pieces in line order, each column given the type its values in the
-group call for exactly as ``write_parquet`` decides it (``int64`` / ``double`` / ``bool`` /
-``string`` of ``str()``), and only the columns it has values in (a log's columns are mostly
-null). The file's name and the node are dictionary arrays of one value, not a copy a row.
-
-The log is read once, whatever it is (a file, standard input, a compressed log): each group
-waits on disk (``tables.Spill``) until the last line has fixed the file's columns and their
-types (``tables.final_schema``); then ``pyarrow.parquet.ParquetWriter`` writes them, a row
-group each, given the columns they lack as nulls and the file's type of each column
-(``tables.conform``): the file reads back as the exact path's table. Memory is a row group
-and a block, flat however long the log.
+The lines whose shape has a plain plan, and runs of unrecognised lines (``read.other``),
+come back from C (``read.emit.ColumnEmitter``) as Arrow buffers, one column per field name
+and type, their rows held in C from scan to scan until a line of the exact path comes (or
+``HOLD_ROWS``, or a group's count); every other line is read on the exact path, and its
+event kept for ``tables.event_columns``. A row group is these pieces in line order, each
+column of the type the event schema declares (``tables.file_schema``: an integer read in C
+for a field of numbers is cast to a double), written as soon as it is full
+(``tables.ParquetOut``): the file reads back as the exact path's table. The file's name and
+the node are dictionary arrays of one value, not a copy a row. Memory is a row group and a
+block, flat however long the log.
 """
 
 from __future__ import annotations
@@ -32,7 +25,7 @@ from ..ingest.parallel import BULK_BLOCK_SIZE
 from ..read import emit
 from ..read.parser import IncrementalParser
 from .sink import ScanSink
-from .tables import Spill, _final, _kind, _value_type, from_values, nulls, parquet_row, write_spilled
+from .tables import CONSTANTS, ParquetOut, event_columns, file_schema, from_values, nulls
 
 #: Rows per row group: C columns are compact (the text and a few numbers a row), so groups
 #: can be larger than ``tables.ROW_GROUP``, whose rows are Python objects; every column of
@@ -61,37 +54,33 @@ class ParquetStats:
 
 
 class _Groups:
-    """Row groups collected from pieces (C columns or event rows), each handed to ``put`` as
-    a table; the columns in the order first seen, and the kinds of their values."""
+    """Row groups collected from pieces (C columns or exact-path events), each handed to
+    ``put`` as a table of the file's schema (``tables.file_schema``)."""
 
     def __init__(self, put: Callable[[Any], None]) -> None:
         import pyarrow as pa
 
         self.pa = pa
-        self.types = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+        self.schema = file_schema()
         self.c_types = {"s": pa.string(), "q": pa.int64(), "d": pa.float64(), "b": pa.bool_()}
-        self.constant_type = pa.dictionary(pa.int64(), pa.string())  # a constant's column (``_constant``)
         self.put = put
-        self.order: dict[str, None] = {}
-        self.kinds: dict[str, set[str]] = {}
-        self.pieces: list[tuple[int, Any]] = []  # (rows, list of row dicts | {name: [arrays]})
+        self.pieces: list[tuple[int, Any]] = []  # (rows, list of events | {name: [arrays]})
         self.held = 0  # rows held in C after the pieces (``hold``)
         self.pending = 0
         self.pending_bytes = 0  # of the pending C columns' buffers
         self.names: dict[int, tuple[str, str]] = {}  # C column -> (name, type)
 
     def add_events(self, events: Sequence[Event], wanted: Collection[str], scanner: emit.ColumnEmitter) -> None:
-        """Exact-path events as rows, after the rows held in C (those of the lines before)."""
-        order = self.order
-        rows = [parquet_row(ev, order) for ev in events if not wanted or ev.kind in wanted]
-        if rows:
+        """Exact-path events, after the rows held in C (those of the lines before)."""
+        kept = [ev for ev in events if not wanted or ev.kind in wanted]
+        if kept:
             self.take(scanner)
             if self.pieces and isinstance(self.pieces[-1][1], list):
-                self.pieces[-1][1].extend(rows)
+                self.pieces[-1][1].extend(kept)
                 self.pieces[-1] = (len(self.pieces[-1][1]), self.pieces[-1][1])
             else:
-                self.pieces.append((len(rows), rows))
-            self._added(len(rows))
+                self.pieces.append((len(kept), kept))
+            self._added(len(kept))
 
     def hold(self, n: int, scanner: emit.ColumnEmitter) -> None:
         """``n`` rows more held in C (``ColumnEmitter.scan``): taken as one piece when a
@@ -114,15 +103,13 @@ class _Groups:
         if not n:
             return
         pa = self.pa
-        for pid in plans:
-            for key in scanner.plan_keys[pid]:
-                if key not in self.order:
-                    self.order[key] = None
         arrays: dict[str, list[Any]] = {}
         if any(col not in self.names for col, *_ in cols):
             self.names = {col: key for key, col in scanner.columns.items()}
         size = 0
         for col, type_, nonnull, valid, data, offsets in cols:
+            if not nonnull:
+                continue
             name = self.names[col][0]
             bufs = [pa.py_buffer(valid)]
             if offsets is not None:
@@ -161,62 +148,40 @@ class _Groups:
         pieces, self.pieces = self.pieces, []
         if rows is not None and rows < self.pending:
             pieces, self.pieces = _cut(pieces, rows)
-        entries: dict[str, list[tuple[int, int, Any]]] = {}  # name -> (first row, rows, [values] or (arrays))
-        start = 0
+        entries: dict[str, list[tuple[int, Any]]] = {}  # name -> (first row, array), in row order
+        total = 0
         for n, piece in pieces:
             if isinstance(piece, list):
-                names = dict.fromkeys(key for row in piece for key in row)
-                for name in names:
-                    entries.setdefault(name, []).append((start, n, [row.get(name) for row in piece]))
+                have = event_columns(piece)
             else:
+                have = {}
                 for name, arrays in piece.items():
-                    entries.setdefault(name, []).append((start, n, tuple(arrays)))
-            start += n
-        total = start
-        columns = {}
-        for name in self.order:
-            got = entries.get(name)
-            if got is None:  # no row of this group has it: nulls, given by ``tables.conform``
-                continue
-            seen: set[str] = set()
-            for _, _, part in got:
-                if isinstance(part, list):
-                    seen.update(_kind(v) for v in part if v is not None)
-                else:
-                    seen.update(emit.KIND_OF_TYPE[_type_code(a.type, pa)] for a in part if a.null_count < len(a))
-            if not seen:  # nulls only: as if no row had it
-                continue
-            self.kinds.setdefault(name, set()).update(seen)
-            kind = _final(seen)
-            target = self.types[kind]
-            # a constant's column (``_constant``: file, node) stays a dictionary column
-            if any(pa.types.is_dictionary(a.type) for _, _, part in got if not isinstance(part, list) for a in part):
-                target = self.constant_type
+                    filled = [a for a in arrays if a.null_count < len(a)]
+                    if filled:
+                        have[name] = filled[0] if len(filled) == 1 else _coalesce(filled)
+                if "line" in have and "end_line" not in have:  # a line's record ends on it
+                    have["end_line"] = have["line"]
+            for name, column in have.items():
+                entries.setdefault(name, []).append((total, column))
+            total += n
+        unknown = set(entries) - set(self.schema.names)
+        if unknown:
+            raise ValueError(f"columns the event schema lacks: {sorted(unknown)}")
+        columns = []
+        for field in self.schema:
             parts = []
             at = 0
-            for first, n, part in got:
+            for first, column in entries.get(field.name, ()):
                 if first > at:
-                    parts.append(nulls(first - at, target))
-                if isinstance(part, list):
-                    if kind == "str":
-                        part = [None if v is None else str(v) for v in part]
-                    elif kind == "float":
-                        part = [None if v is None else float(v) for v in part]
-                    parts.append(_encode(part, pa) if target == self.constant_type else from_values(part, kind))
-                else:
-                    filled = [_as_type(a, target, pa) for a in part if a.null_count < len(a)]
-                    parts.append(nulls(n, target) if not filled else filled[0] if len(filled) == 1
-                                 else _coalesce(filled))
-                at = first + n
+                    parts.append(nulls(first - at, field.type))
+                parts.append(column if column.type == field.type else column.cast(field.type))
+                at = first + len(column)
             if total > at:
-                parts.append(nulls(total - at, target))
-            column = pa.chunked_array(parts, target)  # not concatenated: the stream writer slices
-            columns[name] = column.unify_dictionaries().combine_chunks() if target == self.constant_type else column
-        if total and not columns and (only := next(iter(entries), None) or next(iter(self.order), None)):
-            # every value null: one column of nulls, so that the group keeps its rows
-            columns[only] = nulls(total, self.types[_final(self.kinds.get(only, set()))])
-        if columns:
-            self.put(pa.table(columns))
+                parts.append(nulls(total - at, field.type))
+            column = pa.chunked_array(parts, field.type)  # not concatenated: the writer slices
+            columns.append(column.unify_dictionaries().combine_chunks() if field.name in CONSTANTS else column)
+        if total:
+            self.put(pa.Table.from_arrays(columns, schema=self.schema))
         self.pending_bytes -= self.pending_bytes * total // self.pending if self.pending else 0
         self.pending -= total
 
@@ -251,11 +216,6 @@ def _coalesce(arrays: list[Any]) -> Any:
     return pc.coalesce(*arrays)
 
 
-def _type_code(t: Any, pa: Any) -> str:
-    t = _value_type(t)
-    return "s" if t == pa.string() else "q" if t == pa.int64() else "d" if t == pa.float64() else "b"
-
-
 _ZEROS: list[Any] = []  # one array of zero indices, sliced (``_constant``)
 _LAST: list[Any] = []  # the last constant's value and dictionary: files come one after another
 
@@ -272,26 +232,6 @@ def _constant(value: str, n: int) -> Any:
     if not _LAST or _LAST[0] != value:
         _LAST[:] = [value, from_values([value], "str")]
     return pa.DictionaryArray.from_arrays(_ZEROS[0].slice(0, n), _LAST[1], safe=False)
-
-
-def _encode(values: list[str | None], pa: Any) -> Any:
-    """``values`` (the exact path's, in a constant's column) as a dictionary array
-    (``pyarrow.compute`` would do it, but importing it costs 9 MiB)."""
-    distinct = list(dict.fromkeys(values))
-    if len(distinct) == 1 and distinct[0] is not None:  # the constant's own value, as a rule
-        return _constant(distinct[0], len(values))
-    where = {v: i for i, v in enumerate(v for v in distinct if v is not None)}
-    return pa.DictionaryArray.from_arrays(from_values([None if v is None else where[v] for v in values], "int"),
-                                          from_values(list(where), "str"))
-
-
-def _as_type(arr: Any, target: Any, pa: Any) -> Any:
-    """A column piece as the group's type, the values as ``write_parquet`` converts them."""
-    if arr.type == target:
-        return arr
-    if target == pa.string():
-        return from_values([None if v is None else str(v) for v in arr.to_pylist()], "str")
-    return arr.cast(target)  # int64 -> double: float(v)
 
 
 class _Sink(ScanSink):
@@ -318,12 +258,11 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
     all) as one Parquet file, as ``tables.write_parquet`` of ``pipeline.iter_run_events``
     would, to ``where`` (a path, or a binary file). Needs the compiled writer
     (``read.emit.available()``)."""
-    with Spill() as spill:
-        groups = _Groups(spill.add)
+    with ParquetOut(where) as out:
+        groups = _Groups(out.write)
         stats = _read(files, groups, wanted, progress, warn)
         if groups.pending:
             groups.spill()
-        write_spilled(spill, groups.order, groups.kinds, where)
     return stats
 
 

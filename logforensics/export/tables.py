@@ -1,32 +1,24 @@
-"""``parse --format parquet``: events to a Parquet file in row groups, in bounded memory.
+"""``parse --format parquet``: events to one Parquet file of the declared schema, a row group at a time.
 
-A log's events have different fields, so the file's columns (provenance, then every field
-name in the order first seen, then ``text``) and their types are known only at the end.
-Events are therefore collected a row group at a time (``ROW_GROUP`` events), each group a
-table of the columns it has values in, of the types its own values need, and kept on disk
-(:class:`Spill`: Arrow IPC streams, LZ4-compressed); at the end the file is written by
-``pyarrow.parquet.ParquetWriter`` of the file's schema (:func:`write_spilled`), one row group
-per group, each given the columns it lacks (as nulls) and the file's type of each column
-(:func:`conform`). Memory stays that of one row group, whatever the size of the log; the
-disk holds the groups, compressed, until the file is written.
-
-A column's type: ``int64`` if every value is an integer (of at most 64 bits: a larger one
-makes the column text), ``double`` if every value is a number, ``bool`` if every value is a
-boolean, otherwise ``string`` (``str()`` of the value). Mappings and lists (tracebacks'
-frames, progress) are JSON text. Missing values are nulls.
+The file's columns and their types are the event schema's (``events.schema.table_schema``):
+provenance, every declared field in name order, the record's ``text`` and ``extra`` (what
+the schema cannot hold, as JSON). They are known before a line is read, so each row group
+is written as soon as it is full (:class:`ParquetOut`): memory is one group, whatever the
+size of the log, and nothing waits on disk. A group carries every column; those of kinds
+it lacks are nulls, which Parquet stores in a few bytes.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import queue
-import tempfile
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import IO, Any
 
 from ..events import Event
+from ..events.schema import PROVENANCE, table_schema
+from ..events.types import BOOL, FLOAT, INT, STR, Type, fits
 
 #: Events per row group: a few tens of MiB of Python objects while a group is collected.
 ROW_GROUP = 16384
@@ -34,94 +26,176 @@ ROW_GROUP = 16384
 #: Values handed to the Parquet encoder at a time (its default: 1,024); fewer, larger calls.
 WRITE_BATCH = 65536
 
-_TYPES = ("bool", "int", "float", "str")
+#: The text columns written as a dictionary array (one value a file), not a copy a row.
+CONSTANTS = ("file", "node")
+
+#: ``from_values``'s name of each primitive declared type.
+_PRIMITIVE = {INT: "int", FLOAT: "float", STR: "str", BOOL: "bool"}
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int" if -(1 << 63) <= value < (1 << 63) else "str"  # beyond int64: its digits
-    if isinstance(value, float):
-        return "float"
-    return "str"
-
-
-def _final(kinds: set[str]) -> str:
-    if kinds <= {"int"}:
-        return "int"
-    if kinds <= {"int", "float"}:
-        return "float"
-    if kinds == {"bool"}:
-        return "bool"
-    return "str"
-
-
-def parquet_row(ev: Event, order: dict[str, None]) -> dict[str, Any]:
-    """``ev``'s row of a Parquet file: ``to_dict`` with lists and objects as JSON text; each
-    new column name is added to ``order`` (the file's columns, in the order first seen)."""
-    row = ev.to_dict()
-    for key, value in row.items():
-        if isinstance(value, (dict, list)):
-            row[key] = json.dumps(value, default=str)
-        if key not in order:
-            order[key] = None
-    return row
-
-
-def group_table(rows: list[dict[str, Any]], order: dict[str, None], kinds: dict[str, set[str]]) -> Any:
-    """A row group of ``rows`` (``parquet_row``'s) as a table of the columns they have values
-    in (in ``order``), each of the type its own values need; ``kinds`` gains the kinds seen."""
+def file_schema() -> Any:
+    """The file's schema: ``table_schema`` with the file and the node as dictionary columns."""
     import pyarrow as pa
 
-    columns = {}
-    for name in order:
-        values = [row.get(name) for row in rows]
-        seen = {_kind(v) for v in values if v is not None}
-        if not seen:
+    schema = table_schema()
+    for name in CONSTANTS:
+        schema = schema.set(schema.get_field_index(name), pa.field(name, pa.dictionary(pa.int64(), pa.string())))
+    return schema
+
+
+def declared_types() -> dict[str, Type]:
+    """Every column's declared type (``text`` and ``extra`` are text)."""
+    from ..events.schema import TRAILER, _by_name
+
+    return {**dict(PROVENANCE), **_by_name(), **dict(TRAILER)}
+
+
+def events_table(events: Sequence[Event]) -> Any:
+    """``events`` (of any kinds) as a table of :func:`file_schema`, in their order."""
+    import pyarrow as pa
+
+    schema = file_schema()
+    have = event_columns(events)
+    return pa.Table.from_arrays([have.get(f.name) or nulls(len(events), f.type) for f in schema], schema=schema)
+
+
+def event_columns(events: Sequence[Event]) -> dict[str, Any]:
+    """The columns of :func:`file_schema` that ``events`` (of any kinds) have values in, as
+    Arrow arrays of the file's types. A value its field's type cannot hold, and a field the
+    schema lacks, go to ``extra`` as JSON."""
+    schema = file_schema()
+    types = declared_types()
+    n = len(events)
+    present: dict[str, list[Any]] = {}
+    extra: list[dict[str, Any] | None] = [None] * n
+    for i, ev in enumerate(events):
+        for key, value in ev.fields.items():
+            t = types.get(key)
+            if t is None or key in _OWN or not fits(value, t):
+                extra[i] = {**(extra[i] or {}), key: value}
+                continue
+            column = present.get(key)
+            if column is None:
+                column = present[key] = [None] * n
+            column[i] = value
+    present.update({
+        "kind": [ev.kind for ev in events], "file": [ev.file for ev in events], "line": [ev.line for ev in events],
+        "end_line": [ev.line if ev.end_line is None else ev.end_line for ev in events],
+        "rank": [ev.rank for ev in events], "ts": [ev.ts for ev in events], "node": [ev.node for ev in events],
+        "text": [ev.text for ev in events],
+        "extra": [None if e is None else json.dumps(e, default=str, ensure_ascii=False) for e in extra],
+    })
+    out = {}
+    for name, values in present.items():
+        if all(v is None for v in values):
             continue
-        kinds.setdefault(name, set()).update(seen)
-        kind = _final(seen)
-        if kind == "str":
-            values = [None if v is None else str(v) for v in values]
-        elif kind == "float":
-            values = [None if v is None else float(v) for v in values]
-        columns[name] = from_values(values, kind)
-    if not columns and rows:  # every value null: one column of nulls, so that the group keeps its rows
-        only = next(iter(order))
-        columns[only] = nulls(len(rows), arrow_types()[_final(kinds.get(only, set()))])
-    return pa.table(columns)
+        if name in CONSTANTS:
+            out[name] = encode_constant(values)
+        else:
+            out[name] = column_of(values, types[name], schema.field(name).type)
+    return out
+
+
+#: Names of an event's own attributes: a field of one of these names goes to ``extra``.
+_OWN = frozenset(name for name, _ in PROVENANCE) | {"text", "extra"}
+
+
+def column_of(values: list[Any], t: Type, arrow_type: Any) -> Any:
+    """An Arrow array of ``values`` (each fits ``t``; None: null) of ``arrow_type``."""
+    import pyarrow as pa
+
+    kind = _PRIMITIVE.get(t) if isinstance(t, str) else None
+    if kind is None:  # a list or a struct: few values, pyarrow converts them
+        return pa.array(values, arrow_type)
+    if kind == "float":
+        values = [None if v is None else float(v) for v in values]
+    return from_values(values, kind)
+
+
+def encode_constant(values: list[str | None]) -> Any:
+    """A text column of few values (a file's name, the node) as a dictionary array."""
+    import pyarrow as pa
+
+    distinct = list(dict.fromkeys(v for v in values if v is not None))
+    where = {v: i for i, v in enumerate(distinct)}
+    return pa.DictionaryArray.from_arrays(from_values([None if v is None else where[v] for v in values], "int"),
+                                          from_values(distinct, "str"))
 
 
 def write_parquet(events: Iterable[Event], where: str | IO[bytes]) -> int:
-    """Write ``events`` as Parquet to ``where`` (a path or a binary file); returns the rows.
-
-    The row groups wait on disk (:class:`Spill`, in the system's temporary directory) until
-    the columns are known.
-    """
-    order: dict[str, None] = {}  # every column, in the order first seen ("text" last)
-    kinds: dict[str, set[str]] = {}
+    """Write ``events`` as Parquet to ``where`` (a path or a binary file); returns the rows."""
     rows = 0
-    with Spill() as spill:
-        batch: list[dict[str, Any]] = []
+    with ParquetOut(where) as out:
+        batch: list[Event] = []
         for ev in events:
-            batch.append(parquet_row(ev, order))
+            batch.append(ev)
             if len(batch) >= ROW_GROUP:
                 rows += len(batch)
-                spill.add(group_table(batch, order, kinds))
+                out.write(events_table(batch))
                 batch = []
         if batch:
             rows += len(batch)
-            spill.add(group_table(batch, order, kinds))
-        write_spilled(spill, order, kinds, where)
+            out.write(events_table(batch))
     return rows
 
 
-def arrow_types() -> dict[str, Any]:
-    """The Arrow type of each kind of value."""
-    import pyarrow as pa
+class ParquetOut:
+    """One Parquet file of :func:`file_schema`, a row group for each table written.
 
-    return {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+    The writer's settings are judged on the first group: which text columns get a
+    dictionary (not those whose values are mostly distinct: ``mostly_distinct``), and
+    whether the records' text is written without compression (``incompressible``). The
+    groups are encoded by a thread of their own (:class:`Behind`) while the next is built.
+    """
+
+    def __init__(self, where: str | IO[bytes]) -> None:
+        self.where = where
+        self.schema = file_schema()
+        self.writer: Any = None
+        self.behind: Behind | None = None
+        self.rows = 0
+
+    def _open(self, first: Any | None) -> None:
+        import pyarrow as pa
+
+        texts = [f.name for f in self.schema if f.type == pa.string()]
+        dictionary = [name for name in texts if name not in ("text", "extra")
+                      and not (first is not None and mostly_distinct(first.column(name)))]
+        dictionary += list(CONSTANTS)
+        plain = [name for name in ("text", "extra") if first is not None and incompressible(first.column(name))]
+        self.writer = open_writer(self.where, self.schema, dictionary, plain)
+        writer = self.writer
+        self.behind = Behind(lambda table: writer.write_table(table, row_group_size=table.num_rows))
+
+    def write(self, table: Any) -> None:
+        """Write ``table`` (of the file's schema) as the next row group."""
+        if not table.num_rows:
+            return
+        if self.writer is None:
+            self._open(table)
+        assert self.behind is not None
+        self.behind(table)
+        self.rows += table.num_rows
+
+    def close(self) -> None:
+        """Wait for the last group and end the file (a file of the schema and no group if none was written)."""
+        if self.writer is None:
+            self._open(None)
+        try:
+            assert self.behind is not None
+            self.behind.close()
+        finally:
+            self.writer.close()
+
+    def __enter__(self) -> ParquetOut:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        try:
+            self.close()
+        except BaseException:
+            if kind is None:
+                raise
 
 
 def from_values(values: list[Any], kind: str) -> Any:
@@ -173,16 +247,6 @@ def nulls(n: int, type_: Any) -> Any:
     return have.slice(0, n)
 
 
-def final_schema(order: dict[str, None], kinds: dict[str, set[str]]) -> Any:
-    """The file's schema: the columns in ``order`` (``text`` last), each of the type its
-    ``kinds`` (those of its values, over the whole log) call for."""
-    import pyarrow as pa
-
-    types = arrow_types()
-    names = [n for n in order if n != "text"] + (["text"] if "text" in order else [])
-    return pa.schema([(n, types[_final(kinds.get(n, set()))]) for n in names])
-
-
 def open_writer(where: str | IO[bytes], schema: Any, dictionary: Collection[str] | None = None,
                 plain: Collection[str] = ()) -> Any:
     """A ``pyarrow.parquet.ParquetWriter`` of ``schema`` to ``where``, with the file's settings;
@@ -200,7 +264,8 @@ def open_writer(where: str | IO[bytes], schema: Any, dictionary: Collection[str]
     # a dictionary (a file's name) then reads back as the text it is, like every other.
     if dictionary is None:
         dictionary = [f.name for f in schema if f.name != "text" and f.type == pa.string()]
-    statistics = [f.name for f in schema if f.type != pa.string() and not pa.types.is_dictionary(f.type)]
+    statistics = [f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+                  or pa.types.is_boolean(f.type)]
     encoding = {f.name: "DELTA_BINARY_PACKED" for f in schema if f.type == pa.int64()}
     return pq.ParquetWriter(where, schema, use_dictionary=list(dictionary), write_statistics=statistics,
                             column_encoding=encoding or None, write_batch_size=WRITE_BATCH, store_schema=False,
@@ -257,41 +322,6 @@ def incompressible(column: Any) -> bool:
     return len(pa.Codec("snappy").compress(data, asbytes=True)) > (1 - COMPRESS_SAVING) * len(data)
 
 
-def conform(part: Any, schema: Any) -> Any:
-    """A row group's table ``part`` (each column of the type its own values need) as a table
-    of ``schema``: the columns it lacks as nulls, each column of the file's type (a number or
-    a boolean in a text column as ``str()`` writes it)."""
-    import pyarrow as pa
-
-    cols = []
-    for field in schema:
-        if field.name not in part.column_names:
-            cols.append(nulls(part.num_rows, field.type))
-            continue
-        col = part.column(field.name)
-        if col.type != field.type:
-            if col.null_count == len(col):
-                col = nulls(len(col), field.type)
-            else:
-                if _value_type(field.type) == pa.string() and _value_type(col.type) != pa.string():
-                    col = from_values([None if v is None else str(v) for v in col.to_pylist()], "str")
-                if col.type != field.type:
-                    col = col.cast(field.type)  # int64 -> double, or a dictionary's values as text
-        cols.append(col)
-    return pa.Table.from_arrays(cols, schema=schema)
-
-
-def _value_type(t: Any) -> Any:
-    """The type of a column's values: a dictionary column's is its values'."""
-    return getattr(t, "value_type", t)
-
-
-#: How the groups are compressed on disk while they wait for the file's schema: LZ4 is fast
-#: enough not to be seen beside the scan and the encoder, and keeps the disk's share to a
-#: fraction of the groups' size.
-SPILL_COMPRESSION = "lz4"
-
-
 class Behind:
     """Calls of ``work`` made by a thread of its own, in the order given, while the caller goes
     on (pyarrow lets the GIL go while it compresses, decompresses and encodes): an item is
@@ -346,123 +376,3 @@ class Behind:
                 raise
 
 
-class Spill:
-    """Row groups (Arrow tables of the columns each has values in, each column of the type its
-    own values need) kept on disk until the file's schema is known: one file of Arrow IPC
-    streams, one a group, in a temporary directory of the system's, removed on ``close``;
-    each written by a thread of its own (:class:`Behind`) while the next is built.
-
-    It also judges the text columns as they come, for :func:`write_spilled`'s settings:
-    whether a dictionary pays (not for values that are mostly distinct, ``mostly_distinct``,
-    decided on the first group with enough of them), and, for text without a dictionary,
-    whether Snappy pays (``incompressible``, judged on each group and decided by the bytes
-    of the groups either way: Parquet has one codec a column for the whole file)."""
-
-    def __init__(self) -> None:
-        import pyarrow as pa
-        import pyarrow.ipc as ipc
-
-        self._dir = tempfile.TemporaryDirectory(prefix="logforensics-parquet-")
-        self.path = os.path.join(self._dir.name, "groups.arrow")
-        self.sink: Any = pa.OSFile(self.path, "wb")
-        self.options = ipc.IpcWriteOptions(compression=SPILL_COMPRESSION)
-        self.starts: list[int] = []  # where each group's stream begins
-        self.dictionaries: set[str] = set()  # columns given as dictionary arrays (a file's name)
-        self.texts: set[str] = set()  # columns given as text
-        self.distinct: dict[str, bool] = {}
-        self.compressible: dict[str, list[int]] = {}  # text without a dictionary: [bytes Snappy shrinks, bytes it does not]
-        self.behind = Behind(self._write)
-
-    def add(self, table: Any) -> None:
-        """Keep the row group ``table``."""
-        if table.num_rows:
-            self.behind(table)
-
-    def _write(self, table: Any) -> None:
-        import pyarrow as pa
-        import pyarrow.ipc as ipc
-
-        for field in table.schema:
-            name = field.name
-            if pa.types.is_dictionary(field.type):
-                self.dictionaries.add(name)
-                continue
-            if field.type != pa.string():
-                continue
-            self.texts.add(name)
-            column = table.column(name)
-            if name != "text" and name not in self.distinct and (distinct := mostly_distinct(column)) is not None:
-                self.distinct[name] = distinct
-            if name == "text" or self.distinct.get(name):
-                self.compressible.setdefault(name, [0, 0])[incompressible(column)] += column.nbytes
-        self.starts.append(self.sink.tell())
-        with ipc.new_stream(self.sink, table.schema, options=self.options) as stream:
-            stream.write_table(table)
-
-    def __iter__(self) -> Iterator[Any]:
-        """The groups kept, in order, one at a time."""
-        import pyarrow as pa
-        import pyarrow.ipc as ipc
-
-        self.finish()
-        with pa.OSFile(self.path) as source:  # read, not mapped: the pages read are not kept
-            for start in self.starts:
-                source.seek(start)
-                with ipc.open_stream(source) as reader:
-                    table = reader.read_all()
-                yield table
-
-    def finish(self) -> None:
-        """Wait for the last group to be written (and judged); raise the writing's error, if any."""
-        self.behind.close()
-        self.sink.close()
-
-    def schema(self, order: dict[str, None], kinds: dict[str, set[str]]) -> Any:
-        """The file's schema (``final_schema``), a text column that came only as dictionary
-        arrays (a file's name, the node: one value a file) kept as one, written as it is."""
-        import pyarrow as pa
-
-        schema = final_schema(order, kinds)
-        for name in self.dictionaries - self.texts:
-            at = schema.get_field_index(name)
-            if at >= 0 and schema.field(at).type == pa.string():
-                schema = schema.set(at, pa.field(name, pa.dictionary(pa.int64(), pa.string())))
-        return schema
-
-    def close(self) -> None:
-        try:
-            self.behind.close()
-        finally:
-            self.sink.close()
-            self._dir.cleanup()
-
-    def __enter__(self) -> Spill:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
-        try:
-            self.close()
-        except BaseException:
-            if kind is None:
-                raise
-
-
-def write_spilled(spill: Spill, order: dict[str, None], kinds: dict[str, set[str]], where: str | IO[bytes]) -> int:
-    """Write the groups of ``spill`` to ``where`` (a path or a binary file) as one Parquet file of
-    the columns ``order`` and the types their ``kinds`` call for, a row group each; the rows."""
-    import pyarrow as pa
-
-    spill.finish()
-    schema = spill.schema(order, kinds)
-    texts = [f.name for f in schema if f.type == pa.string()]
-    dictionary = [name for name in texts if name != "text" and not spill.distinct.get(name)]
-    dictionary += [f.name for f in schema if pa.types.is_dictionary(f.type)]
-    plain = [name for name, (shrinks, not_) in spill.compressible.items() if name in texts and not_ > shrinks]
-    rows = 0
-    with open_writer(where, schema, dictionary, plain) as writer:
-        # each group read back and conformed while the one before is encoded
-        with Behind(lambda table: writer.write_table(table, row_group_size=table.num_rows)) as encode:
-            for group in spill:
-                encode(conform(group, schema))
-                rows += group.num_rows
-    return rows
