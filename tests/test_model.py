@@ -30,15 +30,24 @@ def _one_pass(data: bytes) -> RunSummary:
     return run.summary()
 
 
+#: Summaries taken of one log, at most: after each of its first lines, then evenly spaced
+#: (a summary costs time in the size of the model; one after every line of a long fixture is quadratic).
+MOST_SUMMARIES = 400
+
+
 def _summarised_at_every_line(data: bytes) -> tuple[RunSummary, list[tuple[RunSummary, str]]]:
     """The final summary of ``data`` fed a line at a time, with a summary taken after
-    every line (each kept with its JSON as it was when taken)."""
+    every line (every few lines past the first ``MOST_SUMMARIES // 2`` of a long log),
+    each kept with its JSON as it was when taken."""
     run = LiveRun("x")
     taken = []
-    for line in data.splitlines(keepends=True):
+    lines = data.splitlines(keepends=True)
+    every = max(1, 2 * len(lines) // MOST_SUMMARIES)
+    for k, line in enumerate(lines):
         run.feed(line)
-        s = run.summary()
-        taken.append((s, _json(s)))
+        if k < MOST_SUMMARIES // 2 or k % every == 0 or k == len(lines) - 1:
+            s = run.summary()
+            taken.append((s, _json(s)))
     run.close()
     return run.summary(), taken
 
