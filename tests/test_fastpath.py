@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from accel import accelerated
 from grammar_samples import CASES, Case
 
 from logforensics.events import Event
@@ -210,7 +211,7 @@ BULK_SOURCES = [*SOURCES,
                 pytest.param(_wrapped_serving, "gen3.log", id="gen-serving-wrapped")]
 
 
-@pytest.mark.skipif(bulk._scan is None, reason="the C scanner is not built here")
+@accelerated
 @pytest.mark.parametrize("data,name", BULK_SOURCES)
 def test_bulk_columns_equal_grammar(data: bytes | tuple[str, ...] | Callable[[], bytes], name: str) -> None:
     """Every line the scanner takes gives the grammar's kind, rank, stamp, text and values.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from accel import accelerated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_bulk import _as_json, _bulk_path, _events_path
@@ -30,7 +31,7 @@ from logforensics.read import other
 from logforensics.read.fastpath import LineClassifier
 from logforensics.read.segments import CLEAN_NEEDS, needs_clean
 
-compiled = pytest.mark.skipif(other._other is None, reason="the C walker is not built here")
+compiled = accelerated
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["alpha", "beta", "gamma", "x", "0x1f", "12", "café", "naïve", "a-b", "key:", "[", "]", "(", ")",
          "|", "::", "pid=", "it/s]", "Error", "File \"x.py\", line 3", "^M", "^[[0m", "\x1b[31m", "\t",

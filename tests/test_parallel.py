@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from accel import accelerated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures").glob("**/*.log"))
 GENERATOR = ROOT / "bench" / "gen_serving_log.py"
 RESTARTS_GENERATOR = ROOT / "bench" / "gen_sglang_log.py"
-PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(bulk._scan is None, reason="C scanner not built"))]
+PATHS = ["pure", pytest.param("compiled", marks=accelerated)]
 
 
 @pytest.fixture(params=PATHS)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from accel import accelerated
 from test_fastpath import FIXTURES
 from test_parse_jsonl import MORE, _mutate, generated  # noqa: F401  (generated: a fixture)
 
@@ -32,7 +33,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "logforensics"]
-pytestmark = pytest.mark.skipif(emit._emit is None, reason="the C writer is not built here")
+pytestmark = accelerated
 
 
 def _same(paths: list[tuple[Path, str | None]], tmp_path: Path, wanted: tuple[str, ...] = ()) -> object:
