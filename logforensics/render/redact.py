@@ -85,6 +85,19 @@ def _base64(text: str, start: int, end: int) -> tuple[int, int] | None:
     return (start, end) if ok else None
 
 
+_LOWER_RUN = re.compile(r"[a-z]+")
+
+
+def _base64_tail(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """A line's last word as a private key's last line is (random base64), not a name in
+    CamelCase (``CompressedTensorsWNA16MarlinMoEMethod``): a name's lower-case runs are words,
+    3 letters long or more on average; random base64's are under 2."""
+    runs = _LOWER_RUN.findall(text, start, end)
+    if runs and sum(map(len, runs)) >= 3 * len(runs):
+        return None
+    return _base64(text, start, end)
+
+
 def _ipv6_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     """The address in a run of hex digits, colons and dots (``[0]eth0:fe80::1%eth0`` gives
     its run from ``0:``; the interface's digit is dropped), or None: not an address, loopback
@@ -150,8 +163,10 @@ RULES: tuple[Rule, ...] = (
           check=_ipv6_span),
     _rule("IP address", r"(?P<v>\d(?<![\d.]\d)\d{0,2}\.\d{1,3}\.\d{1,3}\.\d{1,3})(?!\.?\d)", (".",),
           check=_ipv4),
-    # The rest of a private key whose lines were logged one by one, and any long base64 blob.
+    # The rest of a private key whose lines were logged one by one, and any long base64 blob;
+    # a key's last line is shorter than 64: a shorter run is taken where it ends its line.
     _rule("base64 data", r"(?<![A-Za-z0-9+/])(?P<v>[A-Za-z0-9+/]{64,}={0,2})", check=_base64),
+    _rule("base64 data", r"(?<![^\s\]|>)])(?P<v>[A-Za-z0-9+/]{24,63}={0,2})[ \t]*(?:\n|$)", check=_base64_tail),
 )
 
 #: Where a short hostname is named (learned, then replaced wherever it occurs).
@@ -170,7 +185,7 @@ _LEARN_MODEL = re.compile(r"(?:--(?:model-path|model|tokenizer-path|served-model
                           r"['\"]?([^\s'\",)]+)")
 _NOT_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "none", "null", "auto", "true", "false",
                         "rank", "port", "tcp", "http", "https", "file", "unix", "env"})
-_PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z-]*-\d+>")
+_PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z0-9-]*-\d+>")
 _EMPTY = frozenset({"", "none", "null", "true", "false", "[]"})
 
 
