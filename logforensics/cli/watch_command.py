@@ -85,7 +85,8 @@ def watch(logs: tuple[str, ...], hosts: tuple[str, ...], remote_paths: tuple[str
     since the rank last spoke. On a crash: the full traceback (once per distinct
     traceback, with the ranks that share it), the diagnosis from the same rules as
     diff, a bell, the HTML report with --report, and exit status 1. A single LOG may be '-'
-    (standard input, read until it ends). A LOG that does not exist yet is waited for.
+    (standard input, read until it ends; then judged as summary judges the whole log, so
+    a traceback cut by the end is a crash). A LOG that does not exist yet is waited for.
 
     Several LOGS (one per node, or prefill/decode/router), several --host (each with its
     own --path, or discovery) or an --inventory are followed at once as one run: one view

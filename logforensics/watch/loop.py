@@ -111,8 +111,8 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                     live.stop()
                 err.print(plain(f"logforensics: error: {item}"))
                 return EXIT_USAGE
-            elif item is None:
-                break
+            elif item is None:  # the source ended: what the parser held, then the decisions below
+                emit(state.close(now))
             elif now - last_data >= SETTLE_AFTER:  # a tick, the source paused
                 emit(state.settle(now))
             if wait_timeout is not None and not opened and now - started >= wait_timeout:
@@ -148,6 +148,8 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                     and now - last_data >= idle_exit:
                 code = EXIT_CRASH if state.crash_at is not None else EXIT_OK
                 break
+            if item is None:
+                break
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     except RuleError as exc:  # a rule whose template cannot be used, found at its first rendering
@@ -163,6 +165,8 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
             source.stop()
         except Exception:  # noqa: BLE001
             pass
+    if code != EXIT_INTERRUPTED:  # the records the parser still holds: the crash's own traceback
+        emit(state.close(time.monotonic()))
     if code is None:
         code = EXIT_CRASH if state.crash_at is not None else EXIT_OK
     if state.crash_at is not None:

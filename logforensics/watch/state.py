@@ -63,6 +63,7 @@ class WatchState:
     notices: list[str] = field(default_factory=list)
     bytes_read: int = 0
     silent_after: float = 60.0  # never flag a rank silent for less than this
+    closed: bool = False
 
     def feed(self, data: bytes, now: float) -> list[Event]:
         self.bytes_read += len(data)
@@ -71,6 +72,20 @@ class WatchState:
     def settle(self, now: float) -> list[Event]:
         """The source paused (``SETTLE_AFTER``): events of bytes that waited for the verdict on text."""
         return self._took(self.run.settle(), now)
+
+    def close(self, now: float) -> list[Event]:
+        """The source ended (standard input closed): the records the parser still held (a
+        traceback cut before its exception line), and the outcome of the whole log as
+        ``summary`` judges it, so that a crash that ends the input is a crash here too. Once:
+        the watch also closes the run when it stops on its own (after ``--grace``)."""
+        if self.closed:
+            return []
+        self.closed = True
+        events = self._took(self.run.close(), now)
+        if self.crash_at is None and self.run.summary().outcome == "crashed":
+            self.crash_at = now
+            self.diagnosis = self.diagnose()
+        return events
 
     def _took(self, events: list[Event], now: float) -> list[Event]:
         for ev in events:
