@@ -64,6 +64,10 @@ def test_summary(log: Path) -> None:
     cli("summary", str(log), inputs=[log])
     s = json.loads(cli("summary", "--json", str(log), inputs=[log]).stdout)
     assert s["outcome"] in OUTCOMES and s["outcome_reason"]
+    # a log of vLLM's records is said to be one, not one "without readiness or failure"
+    vllm = log.parent.name == "vllm"
+    assert not (vllm and s["outcome_reason"].endswith("without readiness or failure")), s["outcome_reason"]
+    assert any("vLLM's" in w for w in s["warnings"]) == (vllm and s["outcome"] == "incomplete"), s["warnings"]
     json.loads(cli("summary", "--json", "--redact", str(log), inputs=[log]).stdout)
 
 

@@ -38,6 +38,19 @@ def shape(text: str) -> str:
     return _DIGITS.sub("N", _HEX.sub("0xH", text.strip()))[:160]
 
 
+#: Records that are not structure (blank, indented, unrecognised): the log's own lines.
+_NOT_RECORDS = frozenset({"blank", "indented", "other"})
+
+
+def vllm_records(kind_counts: Counter[str]) -> int:
+    """How many records are vLLM's own (``INFO 03-07 12:29:02 file.py:190] ...``) when they
+    are at least half of the log's records, else 0: a vLLM log, which this does not read
+    (an SGLang log carries a few such lines from the vLLM modules it imports)."""
+    vllm = kind_counts.get("vllm_log", 0)
+    records = sum(n for kind, n in kind_counts.items() if kind not in _NOT_RECORDS)
+    return vllm if vllm >= 3 and 2 * vllm >= records else 0
+
+
 @dataclass
 class Coverage:
     """Counts of what was read."""
@@ -76,6 +89,10 @@ class Coverage:
     def warnings(self) -> list[str]:
         """What the reader of the summary must know about lines that are not in the log."""
         out = []
+        vllm = vllm_records(self.kind_counts)
+        if vllm:
+            out.append(f"{vllm} of the log's records are vLLM's ('INFO MM-DD hh:mm:ss file.py:N]'): this reads "
+                       "SGLang logs; vLLM's own readiness, failures and figures are not judged")
         if self.dedup_dropped:
             out.append(f"Ray's log de-duplication left out {self.dedup_dropped} lines ('[repeated Nx across "
                        "cluster]'): counts, rates and per-rank records may be short")

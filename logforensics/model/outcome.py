@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .coverage import vllm_records
 from .failures import is_hang_consequence
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, rank_sort_key
@@ -106,6 +107,9 @@ def judge(m: RunModel) -> Verdict:
     if t.last_serving_line:
         return Verdict("ready", f"served batches (last at line {t.last_serving_line})", None, hang, resolved,
                        errors)
+    if vllm_records(m.coverage.kind_counts):  # what the log shows may be vLLM's readiness or failure
+        return Verdict("incomplete", f"the log stops at line {m.last_line} without SGLang's readiness or failure: "
+                       "its records are vLLM's, which this does not judge", None, hang, resolved, errors)
     return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure",
                    None, hang, resolved, errors)
 
