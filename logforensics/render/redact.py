@@ -164,9 +164,10 @@ RULES: tuple[Rule, ...] = (
     _rule("IP address", r"(?P<v>\d(?<![\d.]\d)\d{0,2}\.\d{1,3}\.\d{1,3}\.\d{1,3})(?!\.?\d)", (".",),
           check=_ipv4),
     # The rest of a private key whose lines were logged one by one, and any long base64 blob;
-    # a key's last line is shorter than 64: a shorter run is taken where it ends its line.
+    # a key's last line is shorter than 64: a shorter run is taken where it ends its line (a
+    # backslash may follow: a shell's continuation).
     _rule("base64 data", r"(?<![A-Za-z0-9+/])(?P<v>[A-Za-z0-9+/]{64,}={0,2})", check=_base64),
-    _rule("base64 data", r"(?<![^\s\]|>)])(?P<v>[A-Za-z0-9+/]{24,63}={0,2})[ \t]*(?:\n|$)", check=_base64_tail),
+    _rule("base64 data", r"(?<![^\s\]|>)])(?P<v>[A-Za-z0-9+/]{24,63}={0,2})\\?[ \t]*(?:\n|$)", check=_base64_tail),
 )
 
 #: Where a short hostname is named (learned, then replaced wherever it occurs).
