@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -213,7 +214,9 @@ def test_no_planted_secret_leaves_in_a_redacted_output(log: Path, tmp_path: Path
     planted = _planted(log, tmp_path / log.name, secrets)
     text = planted.read_text(encoding="utf-8")
     assert all(s in text for s, _ in secrets)
+    # a line's shape (coverage: unrecognised lines grouped) shows it with its numbers masked
+    forms = [s for s, _ in secrets] + [re.sub(r"\d+", "N", s) for s, _ in secrets if len(s) >= 24]
     with _outputs(planted, tmp_path) as outputs:
         for name, shown in outputs.items():
-            leaked = [s for s, _ in secrets if s in shown or json.dumps(s)[1:-1] in shown]
+            leaked = [s for s in forms if s in shown or json.dumps(s)[1:-1] in shown]
             assert not leaked, (name, leaked)

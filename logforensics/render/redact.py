@@ -250,20 +250,23 @@ class Redactor:
         self._hosts.add(name)
 
     # -- replacing -----------------------------------------------------------------------
-    def text(self, text: str) -> str:
-        """``text`` with every private value replaced."""
+    def text(self, text: str, shape: bool = False) -> str:
+        """``text`` with every private value replaced. ``shape``: a line's shape (its numbers
+        masked as ``N``, ``model.coverage.shape``), searched with the ``N`` read as a digit:
+        a private key's line has no digit left in its shape."""
         if not text:
             return text
         spans: list[tuple[int, int, str]] = []
-        low = text.lower()
+        probe = text.replace("N", "0") if shape else text
+        low = probe.lower()
         for rule in self._active():
             if not all(any(n in low for n in group) for group in rule.needs):
                 continue
             if rule.check is None and not rule.prompt and rule.label != "secret":  # the value as matched
                 group, name, label = rule.pattern.groupindex["v"], self.placeholder, rule.label
-                found = [(s, e, name(label, text[s:e])) for s, e in (m.span(group) for m in rule.pattern.finditer(text))]
+                found = [(s, e, name(label, probe[s:e])) for s, e in (m.span(group) for m in rule.pattern.finditer(probe))]
             else:
-                found = [s for m in rule.pattern.finditer(text) if (s := self._span(rule, m)) is not None]
+                found = [s for m in rule.pattern.finditer(probe) if (s := self._span(rule, m)) is not None]
             if found:
                 spans = _merge(spans, found, rule.label == "secret")
         if not spans:
@@ -386,16 +389,21 @@ def _strings(value: Any, key: Any = None) -> Iterable[tuple[str | None, str]]:
             yield from _strings(v, key)
 
 
+#: Where a summary or diagnosis holds lines' shapes: a field, and a mapping from shape to count.
+_SHAPE_KEYS = frozenset({"shape", "unrecognised_shapes"})
+
+
 def _walk(value: Any, r: Redactor, key: Any = None) -> Any:
     if isinstance(value, str):
         if isinstance(key, str) and value.strip("'\"").lower() not in _EMPTY and secret_name(key):
             return r.placeholder(_label("secret", key), value)
-        return r.text(value)
+        return r.text(value, shape=key in _SHAPE_KEYS)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.replace(value, **{f.name: _walk(getattr(value, f.name), r, f.name)
                                              for f in dataclasses.fields(value)})
     if isinstance(value, Mapping):
-        return type(value)({(r.text(k) if isinstance(k, str) else k): _walk(v, r, k)  # type: ignore[call-arg]
+        shapes = key in _SHAPE_KEYS
+        return type(value)({(r.text(k, shapes) if isinstance(k, str) else k): _walk(v, r, k)  # type: ignore[call-arg]
                             for k, v in value.items()})
     if isinstance(value, list):
         return [_walk(v, r, key) for v in value]
