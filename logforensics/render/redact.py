@@ -165,9 +165,9 @@ RULES: tuple[Rule, ...] = (
           check=_ipv4),
     # The rest of a private key whose lines were logged one by one, and any long base64 blob;
     # a key's last line is shorter than 64: a shorter run is taken where it ends its line (a
-    # backslash may follow: a shell's continuation).
+    # backslash or two may follow: a continuation, escaped or not).
     _rule("base64 data", r"(?<![A-Za-z0-9+/])(?P<v>[A-Za-z0-9+/]{64,}={0,2})", check=_base64),
-    _rule("base64 data", r"(?<![^\s\]|>)])(?P<v>[A-Za-z0-9+/]{24,63}={0,2})\\?[ \t]*(?:\n|$)", check=_base64_tail),
+    _rule("base64 data", r"""(?<![^\s\]|>)"'])(?P<v>[A-Za-z0-9+/]{24,63}={0,2})\\{0,2}[ \t]*(?:\n|$)""", check=_base64_tail),
 )
 
 #: Where a short hostname is named (learned, then replaced wherever it occurs).
