@@ -121,11 +121,11 @@ def test_a_cross_join_over_the_memory_limit_is_one_line_and_reads_still_work(sto
 
 
 def test_a_result_larger_than_the_memory_of_the_command_streams(store: Path) -> None:
-    """A million rows of 400 characters (about 0.5 GB as Python objects) are written by a
-    process that never holds them all."""
-    n = 1_000_000
+    """200,000 rows of 2,000 characters (0.4 GB of text, more as Python objects) are written
+    by a process that never holds them all."""
+    n = 200_000
     run = Measured(CLI + ["query", "--store", str(store), "--format", "csv",
-                          f"SELECT range AS n, repeat('x', 400) AS pad FROM range({n})"],
+                          f"SELECT range AS n, repeat('x', 2000) AS pad FROM range({n})"],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert run.proc.stdout is not None and run.proc.stderr is not None
     lines = sum(1 for _ in run.proc.stdout)
