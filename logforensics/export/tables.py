@@ -14,7 +14,7 @@ import json
 import queue
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from ..events import Event
 from ..events.schema import PROVENANCE, table_schema
@@ -122,6 +122,27 @@ def encode_constant(values: list[str | None]) -> Any:
                                           from_values(distinct, "str"))
 
 
+class _Closing:
+    """A context manager that ``close()``s on leaving; an error of ``close`` is raised only
+    when the block itself raised none (the caller's own error is the one that counts)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        try:
+            self.close()
+        except BaseException:
+            if kind is None:
+                raise
+
+
+_C = TypeVar("_C", bound=_Closing)
+
+
 def write_parquet(events: Iterable[Event], where: str | IO[bytes]) -> int:
     """Write ``events`` as Parquet to ``where`` (a path or a binary file); returns the rows."""
     rows = 0
@@ -139,7 +160,7 @@ def write_parquet(events: Iterable[Event], where: str | IO[bytes]) -> int:
     return rows
 
 
-class ParquetOut:
+class ParquetOut(_Closing):
     """One Parquet file of :func:`file_schema`, a row group for each table written.
 
     The writer's settings are judged on the first group: which text columns get a
@@ -186,16 +207,6 @@ class ParquetOut:
             self.behind.close()
         finally:
             self.writer.close()
-
-    def __enter__(self) -> ParquetOut:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
-        try:
-            self.close()
-        except BaseException:
-            if kind is None:
-                raise
 
 
 def from_values(values: list[Any], kind: str) -> Any:
@@ -322,7 +333,7 @@ def incompressible(column: Any) -> bool:
     return len(pa.Codec("snappy").compress(data, asbytes=True)) > (1 - COMPRESS_SAVING) * len(data)
 
 
-class Behind:
+class Behind(_Closing):
     """Calls of ``work`` made by a thread of its own, in the order given, while the caller goes
     on (pyarrow lets the GIL go while it compresses, decompresses and encodes): an item is
     handed over only when the thread is free, so memory holds the one being worked on and
@@ -364,15 +375,5 @@ class Behind:
             self.thread.join()
         if self.error is not None:
             raise self.error
-
-    def __enter__(self) -> Behind:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
-        try:
-            self.close()
-        except BaseException:
-            if kind is None:  # the caller's own error, if any, is the one raised
-                raise
 
 
