@@ -29,10 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from logforensics.export.jsonl import event_line, write_jsonl  # noqa: E402
+from logforensics.export.jsonl import write_jsonl  # noqa: E402
 from logforensics.ingest.batch import read_file  # noqa: E402
-from logforensics.pipeline import iter_events  # noqa: E402
-from logforensics.read import emit  # noqa: E402
 from logforensics.read.grammar import warm_up  # noqa: E402
 
 PREFIX = b"[2026-03-12 16:43:01 TP1] "
@@ -69,11 +67,7 @@ def summary(path: Path) -> None:
 
 def parse(path: Path) -> None:
     out = io.BytesIO()
-    if emit.available():
-        write_jsonl(str(path), out)
-    else:
-        for ev in iter_events(str(path)):
-            out.write(event_line(ev).encode())
+    write_jsonl(str(path), out)
 
 
 def fastest(fn: object, path: Path, repeat: int) -> float:

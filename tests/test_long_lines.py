@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from logforensics.export.jsonl import event_line, write_jsonl
+from logforensics.export.jsonl import write_jsonl
 from logforensics.ingest.batch import read_file
-from logforensics.pipeline import iter_events
 from logforensics.read import emit
 from logforensics.read.fastpath import LINE_LIMIT
 from logforensics.read.grammar import warm_up
@@ -79,11 +78,7 @@ def summary(path: Path) -> dict:
 
 def rows(path: Path) -> list[dict]:
     out = io.BytesIO()
-    if emit.available():
-        write_jsonl(str(path), out)
-    else:
-        for ev in iter_events(str(path)):
-            out.write(event_line(ev).encode())
+    write_jsonl(str(path), out)
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 

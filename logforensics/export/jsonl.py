@@ -38,7 +38,7 @@ class _RowSink(ScanSink):
     lines too: ``take_others``), events by :func:`event_line`."""
 
     def __init__(self, out: IO[bytes], wanted: Collection[str], encoding: str, errors: str,
-                 scanner: emit.JsonlEmitter) -> None:
+                 scanner: emit.JsonlEmitter | None) -> None:
         self.out = out
         self.wanted = wanted
         self.encoding = encoding
@@ -72,9 +72,17 @@ def write_jsonl(path: str, out: IO[bytes], *, name: str | None = None, node: str
     """Write the rows of every event of the log ``path`` (kinds ``wanted``, or all) to
     ``out`` (a binary stream taking UTF-8), as ``pipeline.iter_events`` would give them.
 
-    Needs the compiled row writer (``read.emit.available()``).
+    Without the compiled row writer (``read.emit.available()``), every row is the parser's
+    event written by :func:`event_line`: the reference the compiled rows equal byte for byte.
     """
     parser = IncrementalParser(name or path, node=node)
+    if not emit.available():
+        sink = _RowSink(out, wanted, "utf-8", errors, None)
+        with closing(blocks(path, progress, BULK_BLOCK_SIZE, warn=warn)) as parts:
+            for block in parts:
+                sink.observe(parser.feed(block))
+        sink.observe(parser.close())
+        return JsonlStats(parser.stats.lines, 0, {}, 0)
     scanner = emit.JsonlEmitter(parser.classifier, parser.file, node, frozenset(wanted), "utf-8", errors)
     sink = _RowSink(out, wanted, "utf-8", errors, scanner)
     # buffers read into again and again (C copies what a row keeps), by a thread of their own
