@@ -26,3 +26,19 @@ def one_fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(params=["compiled", "pure"])
+def reading_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each reading path in turn: the accelerator (where built and on) and the pure path
+    (``LOGFORENSICS_PURE=1``), the grammar warmed up first so that no timing pays for it."""
+    from accel import ON
+
+    from logforensics.read.grammar import warm_up
+
+    if request.param == "pure":
+        monkeypatch.setenv("LOGFORENSICS_PURE", "1")
+    elif not ON:
+        pytest.skip("the accelerator is not built here, or LOGFORENSICS_PURE=1")
+    warm_up()
+    return str(request.param)

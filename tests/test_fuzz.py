@@ -15,13 +15,11 @@ import json
 import time
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logforensics.cli import main
-from logforensics.read import emit
 
 REAL = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "real").glob("*.log"))
 LINES = [line for p in REAL for line in p.read_bytes().split(b"\n")]
@@ -81,15 +79,6 @@ def mutated_log(draw: st.DrawFn) -> bytes:
             del lines[i]
     end = draw(st.sampled_from([b"\n", b"", b"\r\n"]))
     return b"\n".join(lines) + end
-
-
-@pytest.fixture(params=["compiled", "pure"])
-def reading_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "pure":
-        monkeypatch.setenv("LOGFORENSICS_PURE", "1")
-    elif not emit.available():
-        pytest.skip("the compiled extensions are not built")
-    return str(request.param)
 
 
 def _run(args: list[str]) -> tuple[int, bytes]:

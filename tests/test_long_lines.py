@@ -23,7 +23,6 @@ import pytest
 
 from logforensics.export.jsonl import write_jsonl
 from logforensics.ingest.batch import read_file
-from logforensics.read import emit
 from logforensics.read.fastpath import LINE_LIMIT
 from logforensics.read.grammar import warm_up
 from logforensics.read.parser import IncrementalParser
@@ -95,16 +94,6 @@ def fastest(fn: Callable[[Path], object], *paths: Path, runs: int = 3) -> list[f
             fn(p)
             best[i] = min(best[i], time.perf_counter() - t)
     return best
-
-
-@pytest.fixture(params=["compiled", "pure"])
-def reading_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "pure":
-        monkeypatch.setenv("LOGFORENSICS_PURE", "1")
-    elif not emit.available():
-        pytest.skip("the compiled extensions are not built")
-    warm_up()
-    return str(request.param)
 
 
 @pytest.mark.parametrize("kind", KINDS)
