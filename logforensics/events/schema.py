@@ -65,6 +65,11 @@ def field_type(name: str) -> Type | None:
     return _by_name().get(name)
 
 
+def field_types() -> MappingProxyType[str, Type]:
+    """Every declared field's one type, by name, across the kinds."""
+    return MappingProxyType(_by_name())
+
+
 @cache
 def _by_name() -> dict[str, Type]:
     return {name: t for fields in KINDS.values() for name, t in fields.items()}

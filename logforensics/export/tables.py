@@ -14,10 +14,11 @@ import json
 import queue
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
+from functools import cache
 from typing import IO, Any, TypeVar
 
 from ..events import Event
-from ..events.schema import PROVENANCE, table_schema
+from ..events.schema import PROVENANCE, TRAILER, field_types, table_schema
 from ..events.types import BOOL, FLOAT, INT, STR, Type, fits
 
 #: Events per row group: a few tens of MiB of Python objects while a group is collected.
@@ -43,11 +44,10 @@ def file_schema() -> Any:
     return schema
 
 
+@cache
 def declared_types() -> dict[str, Type]:
     """Every column's declared type (``text`` and ``extra`` are text)."""
-    from ..events.schema import TRAILER, _by_name
-
-    return {**dict(PROVENANCE), **_by_name(), **dict(TRAILER)}
+    return {**dict(PROVENANCE), **field_types(), **dict(TRAILER)}
 
 
 def events_table(events: Sequence[Event]) -> Any:
