@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from grammar_samples import CASES, GROUPS, SAMPLES, Case, load
 
+from logforensics.read.assemble import TRACEBACK_OPENERS
 from logforensics.read.grammar import parsers, plan_record
+from logforensics.read.parser import IncrementalParser
 from logforensics.read.plan import build_event
 from logforensics.read.planner import Planner
 from logforensics.read.terminals import RULES
@@ -50,6 +52,19 @@ def test_template(case: Case) -> None:
     for key, want in case.fields.items():
         assert key in ev.fields, f"{key} missing from {ev.fields}"
         assert _same(ev.fields[key], want), (key, ev.fields[key], want)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_template_as_a_line_of_a_log(case: Case) -> None:
+    """The sample as a line of a log file, through the whole reader (wrappers, cuts inside a
+    line, traceback assembly): one record of its kind, or of an assembled traceback for the
+    kinds that open one. The grammar alone (``test_template``) does not see a line cut
+    before it reaches the grammar: SGLang's "Subprocess scheduler_0 (pid=N) crashed ..." was
+    cut at its "(pid=N) " as if a Ray prefix began there."""
+    parser = IncrementalParser("sample.log")
+    kinds = [e.kind for e in parser.feed(case.text.encode() + b"\n") + parser.close()]
+    want = {case.kind, "exception"} if case.kind in TRACEBACK_OPENERS else {case.kind}
+    assert len(kinds) == 1 and kinds[0] in want, kinds
 
 
 def test_samples_are_read_strictly(tmp_path: Path) -> None:

@@ -59,7 +59,9 @@ _SPLIT_RE = re.compile(
     r"(?<=\])(?=\S)(?<=it/s\]|s/it\])"                         # after a tqdm bar "[..., 1.2it/s]"
     r"|(?<=\?it/s\])(?=\S)"
     r"|(?<=.)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] )"  # torn / glued prefix
-    r"|(?<=.)(?=\((?:[\w.\-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\) )"    # collapsed Ray lines
+    # collapsed Ray lines: a worker's name before pid= (a bare "(pid=N) " inside a line is the
+    # line's own text: SGLang's "Subprocess scheduler_0 (pid=N) crashed with exit code ...")
+    r"|(?<=.)(?=\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) )"
     # two wrapped records fused onto one line by a terminal's padding
     r"|(?<=  )(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"
     r"|(?<=\S)(?= \[repeated \d+x across cluster\] *$)"       # Ray de-duplication suffix
@@ -76,10 +78,14 @@ _SPLIT_NEEDS = needs(_SPLIT_RE.pattern)
 _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
     (re.compile(r"(?:it/s|s/it)\](?=\S)"), True, 0, False),  # the first two alternatives
     (re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] "), False, 0, False),
-    (re.compile(r"\((?:[\w.\-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\) "), False, 0, False),
+    (re.compile(r"\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) "), False, 0, False),
     (re.compile(r"  (?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"), True, 0, False),
     (re.compile(r" \[repeated \d+x across cluster\] *$"), False, 0, True),
 )
+
+
+#: torch's rank prefix (``TORCH_RANK`` in the grammar), which a record may follow on its line.
+_TORCH_RANK_RE = re.compile(r"\[rank\d+\]: ?")
 
 
 def _cuts(text: str, start: int, end: int) -> list[int]:
@@ -130,6 +136,8 @@ def segment(text: str) -> list[tuple[int, int]]:
             cuts = [start, end]
             if splits:  # else no text a split needs is in the line (most unknown lines)
                 cuts[1:1] = _cuts(text, start, end)
+                if len(cuts) > 2 and _TORCH_RANK_RE.fullmatch(text, cuts[0], cuts[1]):
+                    del cuts[1]  # torch's "[rank1]: " before a record is its prefix, not a record
             for a, b in zip(cuts, cuts[1:]):
                 a = _skip_wrappers(text, a, b)
                 if a < b:
