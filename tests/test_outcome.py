@@ -145,3 +145,87 @@ def test_a_non_positive_kv_budget_is_a_finding_of_its_own() -> None:
     assert len(mem05[0].evidence) == 8
     positive = NEGATIVE_PROFILE.replace("-561981", "171552")
     assert not [f for f in evaluate(rules, summarize(positive), None).findings if f.rule == "MEM05"]
+
+
+# -- a ready server stopped by its operator ------------------------------------------------
+# The lines are SGLang's own strings: the tokenizer manager's SIGTERM handler and drain
+# (``SignalHandler``), utils/watchdog.py's SubprocessWatchdog, the running-phase SIGQUIT
+# handler, uvicorn's shutdown, and multiprocessing's resource tracker.
+SERVING = (
+    "[2026-09-20 15:20:01] The server is fired up and ready to roll!\n"
+    "[2026-09-20 15:21:00 TP0] Decode batch, #running-req: 4, #token: 2048, token usage: 0.01, cuda graph: True, "
+    "gen throughput (token/s): 310.55, #queue-req: 0\n"
+)
+SIGTERM = "[2026-09-20 15:33:22] SIGTERM received. signum=None frame=None. Draining requests and shutting down...\n"
+DRAIN = ("[2026-09-20 15:33:26] Gracefully exiting... Remaining number of requests 0. "
+         "Remaining requests remaining_rids=[].\n")
+CHILD_TERM = ("[2026-09-20 15:33:22] Subprocess scheduler_0 (pid=168915) crashed with exit code -15. "
+              "Triggering SIGQUIT for cleanup...\n")
+PARENT_QUIT = "[2026-09-20 15:33:22] SIGQUIT received. signum=None, frame=None. It usually means one child failed.\n"
+TRACKER = ("/usr/lib/python3.12/multiprocessing/resource_tracker.py:279: UserWarning: resource_tracker: There appear "
+           "to be 1 leaked shared_memory objects to clean up at shutdown\n")
+UVICORN_DOWN = ("[2026-09-20 15:33:22] INFO:     Shutting down\n"
+                "[2026-09-20 15:33:22] INFO:     Waiting for application shutdown.\n"
+                "[2026-09-20 15:33:22] INFO:     Application shutdown complete.\n"
+                "[2026-09-20 15:33:22] INFO:     Finished server process [168800]\n")
+CTRL_C = ("Traceback (most recent call last):\n"
+          '  File "/usr/lib/python3.12/asyncio/runners.py", line 118, in run\n'
+          "    return self._loop.run_until_complete(task)\n"
+          "KeyboardInterrupt\n")
+SCHEDULER_CRASH = ("[2026-09-20 15:30:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                   '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2547, in run_scheduler_process\n'
+                   "    scheduler.event_loop_overlap()\n"
+                   "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+
+
+@pytest.mark.parametrize("stop", [SIGTERM + CHILD_TERM + PARENT_QUIT + DRAIN + TRACKER,
+                                  UVICORN_DOWN + CHILD_TERM + PARENT_QUIT,
+                                  CHILD_TERM + PARENT_QUIT,
+                                  CTRL_C + UVICORN_DOWN],
+                         ids=["sigterm-handler", "uvicorn", "child-sigterm", "ctrl-c"])
+def test_a_ready_server_stopped_without_a_failure_before_it_is_ready_and_stopped(stop: str) -> None:
+    s = summarize(SERVING + stop)
+    assert s.outcome == "ready", s.outcome_reason
+    assert s.crash is None
+    first = len(SERVING.splitlines()) + 1
+    assert s.stopped is not None and s.stopped["line"] == first
+    assert f"stopped at line {first}" in s.outcome_reason
+    assert [e["line"] for e in s.stopped["evidence"]] == sorted({e["line"] for e in s.stopped["evidence"]})
+    assert "stopped" in s.to_dict() and RunSummary.from_dict(s.to_dict()) == s
+
+
+def test_a_failure_before_the_stop_is_a_crash() -> None:
+    s = summarize(SERVING + SCHEDULER_CRASH + SIGTERM + CHILD_TERM + PARENT_QUIT)
+    assert s.outcome == "crashed" and s.stopped is None
+    assert s.crash is not None and s.crash.exception == "RuntimeError" and s.crash.line == len(SERVING.splitlines()) + 1
+
+
+@pytest.mark.parametrize("code", [-9, 1, -6])
+def test_a_child_ended_by_another_signal_or_an_error_is_a_crash(code: int) -> None:
+    child = CHILD_TERM.replace("-15", str(code))
+    s = summarize(SERVING + child + PARENT_QUIT)
+    assert s.outcome == "crashed" and s.stopped is None
+
+
+def test_a_stop_before_the_server_was_ready_is_not_a_stop_of_a_ready_server() -> None:
+    s = summarize("[2026-09-20 15:20:01 TP0] Load weight begin. avail mem=78.50 GB\n" + SIGTERM + CHILD_TERM)
+    assert s.outcome != "ready" and s.stopped is None
+
+
+def test_what_fails_after_the_stop_is_an_error_logged_during_it() -> None:
+    s = summarize(SERVING + SIGTERM + SCHEDULER_CRASH.replace("15:30:00", "15:33:23") + PARENT_QUIT)
+    assert s.outcome == "ready" and s.stopped is not None
+    assert [e["line"] for e in s.errors] == [len(SERVING.splitlines()) + 2]
+
+
+def test_a_stopped_baseline_is_a_baseline_that_reached_ready(tmp_path: Path) -> None:
+    from logforensics.pipeline import diagnose_files
+
+    base = tmp_path / "baseline.log"
+    base.write_text(SERVING + SIGTERM + CHILD_TERM + PARENT_QUIT)
+    fail = tmp_path / "failing.log"
+    fail.write_text(SERVING + SCHEDULER_CRASH)
+    report = diagnose_files(str(fail), str(base))
+    assert report.baseline is not None and report.baseline.outcome == "ready"
+    assert report.failing.outcome == "crashed"
+    assert "did not reach ready" not in report.verdict and "RuntimeError" in report.verdict

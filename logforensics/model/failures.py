@@ -226,11 +226,32 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
     m.notices.add("cpp_frame", ev)
 
 
+#: Exit codes of a child ended by a stop signal, SIGTERM or SIGINT: as Python's
+#: multiprocessing reports them (-15, -2) and as a shell does (143, 130).
+STOP_EXIT_CODES = frozenset({-15, -2, 143, 130})
+
+
 @handles("sigquit", "subprocess_crashed", "tb_fragment", "child_failed", "scheduler_died")
 def on_failure_notice(m: RunModel, ev: Event) -> None:
     """Records that say a process failed without saying how (the parent noticing a dead
-    child, torn traceback text): kept as evidence; the outcome reads them."""
+    child, torn traceback text): kept as evidence; the outcome reads them. A child that a
+    stop signal ended is also a sign of a stop (``stop_signal``)."""
     m.notices.add(ev.kind, ev)
+    if ev.kind in ("subprocess_crashed", "child_failed") and ev.fields.get("exit_code") in STOP_EXIT_CODES:
+        m.notices.add("stop_signal", ev)
+
+
+@handles("shutdown")
+def on_shutdown(m: RunModel, ev: Event) -> None:
+    """SGLang's SIGTERM handler and its drain: the operator stopping the server."""
+    m.notices.add("shutdown", ev)
+
+
+@handles("uvicorn_msg")
+def on_uvicorn_msg(m: RunModel, ev: Event) -> None:
+    """uvicorn's "Shutting down": the HTTP server stopping on SIGTERM or SIGINT (Ctrl-C)."""
+    if ev.fields.get("message") == "Shutting down":
+        m.notices.add("shutdown", ev)
 
 
 @handles("oom_message")

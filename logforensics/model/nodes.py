@@ -212,6 +212,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
         errors=errors,
         hang=hang,
         ready=ready,
+        stopped=dict(ls.stopped, node=labels[parts.index(lead)]) if ls.stopped and outcome == "ready" else None,
         throughput=max(parts, key=lambda p: p.summary.throughput.get("decode_gen_tok_s", {}).get("count", 0)
                        ).summary.throughput,
         notices=notices,

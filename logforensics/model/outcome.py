@@ -9,7 +9,11 @@ Outcome rules (the first that applies, judged on the whole log):
   notice that a child died; unless the only fatal records are the consequence of a hang;
 * ``hung``: evidence of a hang: an NCCL/c10d watchdog or store timeout, SGLang's own
   watchdog timeout, or a scheduler that gave no sign of life while others died waiting;
-* ``ready``: ``The server is fired up and ready to roll!`` or served batches;
+* ``ready``: ``The server is fired up and ready to roll!`` or served batches; a server that
+  was ready and then stopped (SGLang's SIGTERM handler, uvicorn's shutdown, a child ended by
+  SIGTERM or SIGINT, a ``KeyboardInterrupt``) with no fatal record before the stop is ready
+  too, and ``stop`` says where it stopped: what SGLang prints on its way down (children
+  "crashed with exit code -15", "SIGQUIT received") is the stop, not a crash;
 * ``incomplete``: none of these; the log just stops.
 
 Everything here is a pure function of the model: rank-less crash records get a rank
@@ -35,6 +39,8 @@ _TP = re.compile(r"TP\d+")
 _TORCH_RANK = re.compile(r"rank\d+")
 #: Notices of the parent process that a scheduler child died.
 PARENT_NOTICES = ("sigquit", "child_failed", "scheduler_died", "subprocess_crashed")
+#: Notices of a stop (``failures.on_shutdown``, ``on_uvicorn_msg``, ``on_failure_notice``).
+STOP_NOTICES = ("shutdown", "stop_signal")
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,8 @@ class Verdict:
     resolved: dict[int, dict[str, Any]]
     #: errors ranks logged and went on after (not crashes), in line order
     errors: list[dict[str, Any]]
+    #: a ready server's stop (:func:`stopped`), or None
+    stop: dict[str, Any] | None = None
 
 
 def judge(m: RunModel) -> Verdict:
@@ -71,6 +79,10 @@ def judge(m: RunModel) -> Verdict:
     # the parent noticing a dead child: evidence of a crash, though not of what or where
     sigquits = sorted((n for key in PARENT_NOTICES for n in m.notices.get(key, []) if n["line"] > ready_line),
                       key=lambda n: n["line"])
+    stop = stopped(m, ready_line, fatal, sigquits)
+    if stop is not None:  # what failed on the way down is an error logged during the stop
+        errors = sorted(errors + [_error_view(c) for c in fatal], key=lambda e: e["line"])
+        fatal, sigquits = [], []
     hang = None
     if fl.hang_events:
         evidence = [dict(h, rank=global_rank_label(m, h.get("rank"))) for h in fl.hang_events[:16]]
@@ -102,16 +114,46 @@ def judge(m: RunModel) -> Verdict:
         where = f" on {crash['first_rank']}" if crash.get("first_rank") else ""
         return Verdict("crashed", f"{what_failed(crash)}{where} at line {crash['line']}", crash, hang, resolved,
                        errors)
+    then = f"; stopped at line {stop['line']}, with no failure before it" if stop else ""
     if t.ready:
-        return Verdict("ready", f"server ready at line {t.ready['line']}", None, hang, resolved, errors)
+        return Verdict("ready", f"server ready at line {t.ready['line']}{then}", None, hang, resolved, errors, stop)
     if t.last_serving_line:
-        return Verdict("ready", f"served batches (last at line {t.last_serving_line})", None, hang, resolved,
-                       errors)
+        return Verdict("ready", f"served batches (last at line {t.last_serving_line}){then}", None, hang, resolved,
+                       errors, stop)
     if vllm_records(m.coverage.kind_counts):  # what the log shows may be vLLM's readiness or failure
         return Verdict("incomplete", f"the log stops at line {m.last_line} without SGLang's readiness or failure: "
                        "its records are vLLM's, which this does not judge", None, hang, resolved, errors)
     return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure",
                    None, hang, resolved, errors)
+
+
+def stopped(m: RunModel, ready_line: int, fatal: list[dict[str, Any]],
+            sigquits: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The stop of a server that was ready: its first record after the server was last ready
+    (a stop notice, or a ``KeyboardInterrupt`` traceback), when no fatal record and no
+    parent's notice of a failed child comes before it; else None. {file, line, rank, text,
+    evidence: the stop's records, the first eight}."""
+    if not ready_line:
+        return None
+    found = [n for key in STOP_NOTICES for n in m.notices.get(key, []) if n["line"] > ready_line]
+    found += [{"file": c["file"], "line": c["line"], "rank": c["rank"], "text": c["text"]}
+              for c in fatal if _exception_name(c.get("exception")) == "KeyboardInterrupt"]
+    if not found:
+        return None
+    found.sort(key=lambda n: n["line"])
+    first = found[0]["line"]
+    if any(c["line"] < first for c in fatal) or any(n["line"] < first for n in sigquits):
+        return None
+    evidence: list[dict[str, Any]] = []
+    for n in found:  # a record seen under two keys (a child ended by SIGTERM) once
+        if not evidence or evidence[-1]["line"] != n["line"]:
+            evidence.append(dict(n))
+    return {**evidence[0], "evidence": evidence[:8]}
+
+
+def _exception_name(exception: str | None) -> str | None:
+    """``KeyboardInterrupt`` of ``KeyboardInterrupt`` or ``builtins.KeyboardInterrupt: ...``."""
+    return exception.split(":", 1)[0].strip().rsplit(".", 1)[-1] if exception else None
 
 
 def what_failed(crash: dict[str, Any]) -> str:

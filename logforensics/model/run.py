@@ -296,6 +296,7 @@ class RunModel:
             coverage=self.coverage.to_dict(stats, self.last_line),
             warnings=list(getattr(stats, "warnings", []) or []) + self.coverage.warnings(),
             serving=self.serving.summary(),
+            stopped=copy.deepcopy(verdict.stop),
         )
 
     def _rank_record(self, label: str, reached: str | None, drawer: str | None) -> RankRecord:

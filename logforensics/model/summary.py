@@ -16,12 +16,12 @@ from typing import Any
 
 #: The JSON keys of a summary, in the order ``summary --json`` prints them.
 JSON_KEYS = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "phases", "last_seen", "progress",
-             "crash", "exceptions", "errors", "hang", "ready", "memory", "throughput", "server_args", "server_args_form",
+             "crash", "exceptions", "errors", "hang", "ready", "stopped", "memory", "throughput", "server_args", "server_args_form",
              "launch_command", "launch_args", "env", "versions", "notices", "coverage", "warnings",
              "serving", "nodes", "rank_nodes", "missing_ranks")
 _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 #: Keys a summary saved by an earlier version may lack.
-_OPTIONAL = ("errors", "serving")
+_OPTIONAL = ("errors", "serving", "stopped")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 
 
@@ -209,6 +209,9 @@ class RunSummary:
     missing_ranks: list[str] = field(default_factory=list)
     #: The serving phase as a time series (``model/serving.py``); None when nothing timed was served.
     serving: dict[str, Any] | None = None
+    #: A ready server's stop (SIGTERM, Ctrl-C) with no failure before it: its first record
+    #: {file, line, rank, text} and ``evidence``, the stop's records; None when it did not stop so.
+    stopped: dict[str, Any] | None = None
 
     # -- the per-rank views of the JSON form -----------------------------------------
     @property

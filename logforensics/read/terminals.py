@@ -135,6 +135,7 @@ RULES: dict[str, Rule] = {
     "subprocess_crashed": _rule(T("PROC_NAME", "name", v.to_str), T("INT", "pid", v.to_int),
                                 T("SIGNED", "exit_code", v.to_int), generic=True),
     "crash_dump": _rule(T("TEXT", "folder", v.to_strip)),
+    "shutdown": _rule(T("INT", "remaining_requests", v.to_int)),
     "watchdog_timeout": _rule(T("WATCHDOG", "component", v.watchdog_component),
                               T("NUMBER", "watchdog_timeout_s", None), T("WORD", "soft", v.to_bool),
                               generic=True, family="sglang_watchdog"),
