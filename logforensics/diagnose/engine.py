@@ -13,7 +13,7 @@ from jinja2 import TemplateError
 from ..model.run import RunSummary
 from .bounds import BoundError
 from .facts import Facts, compute, plain
-from .rulespec import SEVERITIES, RuleError, RuleSpec
+from .rulespec import SEVERITIES, RuleError, RuleSpec, short
 
 _SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -160,7 +160,10 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     The comparison's limits come first (not the same setup; a baseline that never reached
     ready). A likely cause is only a "cause" finding that cites a line of the failing log;
     one that rests on a difference from the baseline ("compares") is not named when the
-    baseline is another setup or did not work itself.
+    baseline is another setup or did not work itself, and one that rests on a changed
+    setting alone ("setting": it acts on the phase that failed) only when no other setting
+    changed: among several changes, nothing on the failing side tells one from the others,
+    so they are listed with equal weight ("changed, and may matter").
     """
     head = f"failing run {failing.outcome}"
     limits: list[str] = []
@@ -177,16 +180,28 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     headline = [f for f in findings if "scope" not in f.groups]  # the limits are said above
     errors = [f for f in headline if f.severity == "error"]
     warnings = [f for f in headline if f.severity == "warning"]
+    several = len(facts.config.changed_keys) > 1
     causes = [f for f in findings if "cause" in f.groups and f.severity in ("error", "warning")
               and any(e.get("file") == failing.file for e in f.evidence)
-              and (comparable or "compares" not in f.groups)]
+              and (comparable or "compares" not in f.groups) and not (several and "setting" in f.groups)]
+    may_matter = ""
+    if comparable and several and any("setting" in f.groups for f in findings):
+        keys = facts.config.changed_keys
+        diffs = {**facts.config.server_args, **facts.config.env}
+        listed = [f"{k} {short(diffs[k].baseline)} -> {short(diffs[k].failing)}" for k in keys[:6] if k in diffs]
+        more = f" and {len(keys) - 6} more" if len(keys) > 6 else ""
+        may_matter = ("; changed, and may matter (nothing in the failing log ties one of them to the failure): "
+                      + ", ".join(listed) + more)
     if limits:
         head += ": " + "; ".join(limits)
     sep = "; " if limits else ": "
     if errors:
         cause = next((c for c in causes if c is not errors[0]), None)
-        return f"{head}{sep}{errors[0].title}" + (f"; likely cause: {cause.title}" if cause else "")
+        return f"{head}{sep}{errors[0].title}" + (f"; likely cause: {cause.title}" if cause else may_matter)
     if warnings:
-        return f"{head}{sep}{warnings[0].title}"
+        first = next((w for w in warnings if not (several and "setting" in w.groups)), None)
+        if first is None:
+            return f"{head}{sep}{may_matter[2:]}"
+        return f"{head}{sep}{first.title}" + may_matter
     notes = len(findings)
     return f"{head}{sep}no differences that a rule flags" + (f" ({notes} note{'s' * (notes > 1)})" if notes else "")

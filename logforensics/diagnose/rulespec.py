@@ -50,7 +50,7 @@ class RuleError(ValueError):
     """A rule file that cannot be used; the message names the file and the problem."""
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
     """A setting's value for a title: long lists shortened to their ends and length."""
     if value is None:
         return "not set"
@@ -88,7 +88,7 @@ def template_env() -> SandboxedEnvironment:
     env.add_filter("fig", _figure)
     env.add_filter("ranks", lambda xs: ", ".join(str(x) for x in (xs or [])) or "none")
     env.add_filter("who", _who)
-    env.add_filter("short", _short)
+    env.add_filter("short", short)
     return env
 
 

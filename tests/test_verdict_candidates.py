@@ -1,0 +1,55 @@
+"""A verdict names a changed setting as the likely cause only when nothing else changed.
+
+Both logs are SGLang's own lines (the ``server_args=ServerArgs(...)`` dump, readiness, a
+decode batch, ``Scheduler hit an exception``). A failing run that crashed while serving,
+whose settings differ from the baseline's in several places, gives the verdict no line that
+ties the failure to one of them: they are listed with equal weight, and none is a "likely
+cause". With one change, the change that acts on the failing phase is the likely cause, as
+before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logforensics.pipeline import diagnose_files
+
+ARGS = "tp_size=1, mem_fraction_static=0.88, chunked_prefill_size={cp}, disable_cuda_graph={dcg}, " \
+       "max_running_requests={mrr}"
+LOG = (
+    "[2026-03-0{d} 10:00:00] server_args=ServerArgs(model_path='/models/m', {args})\n"
+    "[2026-03-0{d} 10:00:40] The server is fired up and ready to roll!\n"
+    "[2026-03-0{d} 10:01:00] Decode batch, #running-req: 4, #token: 2048, token usage: 0.01, cuda graph: True, "
+    "gen throughput (token/s): 310.55, #queue-req: 0\n"
+)
+CRASH = (
+    "[2026-03-02 10:02:00] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2547, in run_scheduler_process\n'
+    "    scheduler.event_loop_overlap()\n"
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+)
+
+
+def _diff(tmp_path: Path, **failing: object) -> str:
+    settings = {"cp": 8192, "dcg": False, "mrr": 128}
+    base = tmp_path / "baseline.log"
+    base.write_text(LOG.format(d=1, args=ARGS.format(**settings)))
+    fail = tmp_path / "failing.log"
+    fail.write_text(LOG.format(d=2, args=ARGS.format(**{**settings, **failing})) + CRASH)
+    return diagnose_files(str(fail), str(base)).verdict
+
+
+def test_several_changed_settings_are_listed_with_equal_weight(tmp_path: Path) -> None:
+    verdict = _diff(tmp_path, cp=16384, dcg=True, mrr=256)
+    assert "likely cause" not in verdict
+    assert verdict.startswith("baseline ready, failing crashed: ") and "RuntimeError" in verdict
+    listed = verdict.split("changed, and may matter", 1)[1]
+    for change in ("chunked_prefill_size 8192 -> 16384", "disable_cuda_graph False -> True",
+                   "max_running_requests 128 -> 256"):
+        assert change in listed
+
+
+def test_one_changed_setting_that_acts_on_the_failing_phase_is_the_likely_cause(tmp_path: Path) -> None:
+    verdict = _diff(tmp_path, cp=16384)
+    assert "likely cause: chunked_prefill_size changed (8192 -> 16384) and acts on serving" in verdict
+    assert "may matter" not in verdict
