@@ -25,6 +25,8 @@ EFFECTS: dict[str, str] = {
     "tp_size": "ranks, weights per GPU, KV cell size",
     "chunked_prefill_size": "activation memory at prefill; the default mem_fraction_static",
     "max_running_requests": "request slots and KV usage",
+    "max_prefill_tokens": "tokens in one prefill batch: activation memory at prefill",
+    "context_len": "the longest request the server accepts",
     "kv_cache_dtype": "KV cell size and #tokens",
     "attention_backend": "decode throughput",
     "enable_torch_compile": "start-up time and decode throughput",
@@ -45,6 +47,7 @@ ACTS_ON: dict[str, tuple[str, ...]] = {
     "kv_cache_dtype": ("kv_cache_alloc",),
     "max_total_tokens": ("kv_cache_alloc",),
     "chunked_prefill_size": ("cuda_graph_capture", "serving"),
+    "max_prefill_tokens": ("serving",),
     "attention_backend": ("throughput",),
     "enable_torch_compile": ("cuda_graph_capture", "throughput"),
     "SGLANG_FORCE_CUSTOM_AR_PCIE": ("init_distributed", "cuda_graph_capture", "serving"),
@@ -63,7 +66,7 @@ class SettingDiff:
     """A setting both logs show, with different values (None: default, not on that command line)."""
 
     key: str
-    source: str          # "server_args" or "env"
+    source: str          # "server_args", "env" or "start-up line" (the values in effect SGLang prints)
     baseline: Any
     failing: Any
     effect: str | None
@@ -149,11 +152,41 @@ def _compare_env(base: RunSummary, fail: RunSummary) -> dict[str, SettingDiff]:
     return out
 
 
+#: Settings in effect that SGLang prints once it has sized the KV cache, defaults resolved
+#: ("max_total_num_tokens=..., chunked_prefill_size=..., max_prefill_tokens=...,
+#: max_running_requests=..., context_len=..."): the run model keeps them with each rank's memory.
+STARTUP_SETTINGS = ("chunked_prefill_size", "max_prefill_tokens", "max_running_requests", "context_len")
+
+
+def _startup(run: RunSummary) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The start-up line's settings of the run's first rank that printed it, and that line."""
+    for label in run.ranks:
+        mem = run.memory.get(label) or {}
+        line = (mem.get("evidence") or {}).get("max_total_tokens")
+        if line:
+            return {k: mem[k] for k in STARTUP_SETTINGS if mem.get(k) is not None}, line
+    return {}, None
+
+
+def _compare_startup(base: RunSummary, fail: RunSummary, args: dict[str, SettingDiff]) -> tuple[
+        dict[str, SettingDiff], list[Evidence]]:
+    """Settings of the start-up line that differ, unless the settings dumps already say so:
+    the values in effect where a dump shows a default (``chunked_prefill_size=None``) or
+    no dump is in the log."""
+    (bv, bline), (fv, fline) = _startup(base), _startup(fail)
+    out = {k: SettingDiff(k, "start-up line", bv[k], fv[k], EFFECTS.get(k))
+           for k in STARTUP_SETTINGS if k in bv and k in fv and bv[k] != fv[k] and k not in args}
+    lines = [e for line in (fline, bline) if line and out for e in ev_of(line)]
+    return out, lines
+
+
 def config_diff(fail: RunSummary, base: RunSummary) -> ConfigDiff:
     args, not_compared = _compare_args(base, fail)
+    startup, startup_lines = _compare_startup(base, fail, args)
+    args = dict(sorted({**args, **startup}.items()))
     env = _compare_env(base, fail)
     evidence = [e for run in (fail, base) for kind in ("launch_command", "server_args", FORCED_NOTICE)
-                for entry in run.notices.get(kind, [])[:2] for e in ev_of(entry)]
+                for entry in run.notices.get(kind, [])[:2] for e in ev_of(entry)] + startup_lines
     return ConfigDiff(args, env, bool(args or env), tuple(sorted(args) + sorted(env)), _linked(args, env, fail),
                       not_compared, tuple(evidence))
 

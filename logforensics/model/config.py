@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,10 +50,20 @@ def on_server_args(m: RunModel, ev: Event) -> None:
         m.notices.add("server_args", ev)
 
 
+#: Commands whose options are the server's settings (ServerArgs): the server, and the
+#: benchmarks that run the engine in their own process. A client benchmark
+#: (``sglang.bench_serving``) has options of its own (``--num-prompts``, ``--request-rate``).
+SERVER_COMMAND = re.compile(r"sglang\.(launch_server|bench_one_batch|bench_offline_throughput)(?![\w.])"
+                            r"|sglang/launch_server\.py|(?<![\w/])sglang serve(?!\w)")
+
+
 @handles("launch_command")
 def on_launch_command(m: RunModel, ev: Event) -> None:
     c = m.config
     cmd = ev.fields.get("command") or ev.text
+    if not SERVER_COMMAND.search(cmd):
+        m.notices.add("client_command", ev)  # a client's command line: not the server's settings
+        return
     if c.launch_command is None:
         c.launch_command = cmd
         m.notices.add("launch_command", ev)

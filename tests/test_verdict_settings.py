@@ -1,11 +1,13 @@
-"""A verdict names a changed setting as the likely cause only when nothing else changed.
+"""Which settings a verdict compares, and when it names a changed one as the likely cause.
 
 Both logs are SGLang's own lines (the ``server_args=ServerArgs(...)`` dump, readiness, a
 decode batch, ``Scheduler hit an exception``). A failing run that crashed while serving,
 whose settings differ from the baseline's in several places, gives the verdict no line that
 ties the failure to one of them: they are listed with equal weight, and none is a "likely
 cause". With one change, the change that acts on the failing phase is the likely cause, as
-before.
+before. The settings SGLang prints once the KV cache is sized ("max_total_num_tokens=...,
+chunked_prefill_size=..., max_prefill_tokens=...") are settings in effect and compared; a
+client benchmark's options (``sglang.bench_serving --num-prompts ...``) are not the server's.
 """
 
 from __future__ import annotations
@@ -53,3 +55,35 @@ def test_one_changed_setting_that_acts_on_the_failing_phase_is_the_likely_cause(
     verdict = _diff(tmp_path, cp=16384)
     assert "likely cause: chunked_prefill_size changed (8192 -> 16384) and acts on serving" in verdict
     assert "may matter" not in verdict
+
+
+STARTUP = ("[2026-03-0{d} 10:00:30] max_total_num_tokens=400000, chunked_prefill_size=8192, max_prefill_tokens={mpt}, "
+           "max_running_requests=2048, context_len=32768, available_gpu_mem=10.20 GB\n")
+SERVING = ("[2026-03-0{d} 10:00:40] The server is fired up and ready to roll!\n"
+           "[2026-03-0{d} 10:01:00] Decode batch, #running-req: 4, #token: 2048, token usage: 0.01, cuda graph: True, "
+           "gen throughput (token/s): 310.55, #queue-req: 0\n")
+
+
+def test_a_setting_only_the_start_up_line_shows_is_compared(tmp_path: Path) -> None:
+    base = tmp_path / "baseline.log"
+    base.write_text(STARTUP.format(d=1, mpt=2048) + SERVING.format(d=1))
+    fail = tmp_path / "failing.log"
+    fail.write_text(STARTUP.format(d=2, mpt=16384) + SERVING.format(d=2) + CRASH)
+    d = diagnose_files(str(fail), str(base))
+    diff = d.facts.config.server_args["max_prefill_tokens"]
+    assert (diff.source, diff.baseline, diff.failing) == ("start-up line", 2048, 16384)
+    assert "likely cause: max_prefill_tokens changed (2048 -> 16384)" in d.verdict
+    assert {e.line for e in d.facts.config.evidence if e.file == str(fail)} == {1}
+
+
+def test_a_client_benchmark_s_options_are_not_settings(tmp_path: Path) -> None:
+    bench = "$ python3 -m sglang.bench_serving --backend sglang --num-prompts {n} --request-rate {r}\n"
+    launch = "$ python3 -m sglang.launch_server --model-path /models/m --tp 1 --port 30000\n"
+    base = tmp_path / "baseline.log"
+    base.write_text(launch + bench.format(n=1000, r=8) + SERVING.format(d=1))
+    fail = tmp_path / "failing.log"
+    fail.write_text(launch + bench.format(n=4000, r=32) + SERVING.format(d=2) + CRASH)
+    d = diagnose_files(str(fail), str(base))
+    assert not d.facts.config.changed, d.facts.config.changed_keys
+    assert d.failing.launch_args == {"model_path": "/models/m", "tp": 1, "port": 30000}
+    assert [n["line"] for n in d.failing.notices["client_command"]] == [2]
