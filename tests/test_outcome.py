@@ -229,3 +229,26 @@ def test_a_stopped_baseline_is_a_baseline_that_reached_ready(tmp_path: Path) -> 
     assert report.baseline is not None and report.baseline.outcome == "ready"
     assert report.failing.outcome == "crashed"
     assert "did not reach ready" not in report.verdict and "RuntimeError" in report.verdict
+
+
+# -- --debug-mode: a failed batch is aborted and the scheduler goes on (SGLang's debug-mode text)
+DEBUG_FAILED = ("[2026-09-01 10:02:00] Batch forward failed with 3 request(s) in flight. --debug-mode is on; aborting "
+                "the batch's requests and resuming the event loop instead of tearing down the process.\n"
+                "Traceback (most recent call last):\n"
+                '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1287, in event_loop_normal\n'
+                "    result = self.run_batch(batch)\n"
+                "RuntimeError: my bug\n"
+                "\n")
+DISCARDED = "[2026-09-01 10:02:00] Discarded the failed batch (aborted rids: ['abc', 'def']); resuming the event loop.\n"
+
+
+def test_a_batch_discarded_by_debug_mode_is_an_error_not_a_crash() -> None:
+    s = summarize(SERVING + DEBUG_FAILED + DISCARDED)
+    assert s.outcome == "ready" and s.crash is None, s.outcome_reason
+    assert [(e["line"], e["exception"]) for e in s.errors] == [(len(SERVING.splitlines()) + 2, "RuntimeError")]
+    assert s.notices["batch_discarded"][0]["line"] == len((SERVING + DEBUG_FAILED).splitlines()) + 1
+
+
+def test_a_debug_mode_traceback_whose_batch_the_log_does_not_show_discarded_is_a_crash() -> None:
+    s = summarize(SERVING + DEBUG_FAILED)
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.exception == "RuntimeError"

@@ -10,6 +10,8 @@ from .types import Type
 
 KINDS: dict[str, dict[str, Type]] = {'allreduce_backend': {'message': 'string'},
  'bare': {'message': 'string'},
+ 'batch_discarded': {'message': 'string'},
+ 'batch_failed': {'requests': 'int64'},
  'blank': {},
  'c10d_log': {'head': ('struct', (('level', 'string'), ('global_rank', 'int64'))), 'message': 'string'},
  'cann_error': {'code': 'string', 'message': 'string'},

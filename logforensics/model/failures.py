@@ -241,6 +241,17 @@ def on_failure_notice(m: RunModel, ev: Event) -> None:
         m.notices.add("stop_signal", ev)
 
 
+@handles("batch_discarded", reads_earlier=True)
+def on_batch_discarded(m: RunModel, ev: Event) -> None:
+    """--debug-mode's "Discarded the failed batch ...; resuming the event loop": the traceback
+    just before it, of this rank, did not end the scheduler (the outcome counts it as an error
+    the rank went on after)."""
+    m.notices.add("batch_discarded", ev)
+    events = m.failures.crash_events
+    if events and not events[-1].get("native") and (events[-1].get("rank") in (ev.rank, None) or ev.rank is None):
+        events[-1]["batch_discarded_line"] = ev.line
+
+
 @handles("shutdown")
 def on_shutdown(m: RunModel, ev: Event) -> None:
     """SGLang's SIGTERM handler and its drain: the operator stopping the server."""

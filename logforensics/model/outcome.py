@@ -175,6 +175,8 @@ def _went_on(m: RunModel, rec: dict[str, Any]) -> bool:
     phase line, a served batch): the rank logged the error and went on, so it did not stop.
     Later means a later stamp when both have one: wrappers that merge several processes'
     output (Ray's de-duplication) print a rank's earlier lines after its traceback."""
+    if rec.get("batch_discarded_line"):  # --debug-mode aborted the batch and went on
+        return True
     rank = rec.get("rank")
     r = m.timeline.ranks.get(rank) if rank is not None else None
     if r is None or r.course_line <= (rec.get("end_line") or rec["line"]):
