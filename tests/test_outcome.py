@@ -252,3 +252,16 @@ def test_a_batch_discarded_by_debug_mode_is_an_error_not_a_crash() -> None:
 def test_a_debug_mode_traceback_whose_batch_the_log_does_not_show_discarded_is_a_crash() -> None:
     s = summarize(SERVING + DEBUG_FAILED)
     assert s.outcome == "crashed" and s.crash is not None and s.crash.exception == "RuntimeError"
+
+
+def test_a_kernel_library_s_cuda_error_print_ends_the_rank_without_a_traceback() -> None:
+    """FlashInfer's FLASHINFER_CUDA_CALL prints "CUDA Error: <cudaGetErrorString> (<code>) <file>: line N at
+    function <call>" and returns; the process then ends with no Python traceback."""
+    text = ("[2026-01-01 10:00:10 TP0] Capture cuda graph begin. This can take up to several minutes. "
+            "avail mem=20.00 GB\n"
+            "CUDA Error: no kernel image is available for execution on the device (209) /opt/flashinfer/include/"
+            "flashinfer/attention/prefill.cuh: line 2330 at function cudaFuncSetAttribute(kernel, "
+            "cudaFuncAttributeMaxDynamicSharedMemorySize, smem_size)\n")
+    s = summarize(text)
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.line == 2
+    assert "no kernel image is available" in s.outcome_reason

@@ -194,6 +194,7 @@ NATIVE_FATAL = {
     "device_assert": "CUDA device-side assertion",
     "hsa_fault": "GPU memory access fault (HSA)",
     "cann_error": "Ascend CANN error",
+    "cuda_error": "CUDA error",
     "collective_failure": "collective failure detected by the watchdog",
 }
 
