@@ -12,6 +12,7 @@ from jinja2 import TemplateError
 
 from ..model.run import RunSummary
 from .bounds import BoundError
+from .conclusion import Conclusion, conclude, confidence, settings_lines
 from .facts import Facts, compute, plain
 from .rulespec import SEVERITIES, RuleError, RuleSpec, short
 
@@ -30,11 +31,13 @@ class Finding:
     evidence: tuple[dict[str, Any], ...]
     facts: dict[str, Any] = field(default_factory=dict)
     groups: tuple[str, ...] = ()
+    #: ``high``, ``medium`` or ``low`` (``conclusion.confidence``: the failing log's lines it rests on)
+    confidence: str = "low"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "name": self.name, "severity": self.severity, "title": self.title,
-                "explanation": self.explanation, "evidence": list(self.evidence), "facts": self.facts,
-                "groups": list(self.groups)}
+        return {"rule": self.rule, "name": self.name, "severity": self.severity, "confidence": self.confidence,
+                "title": self.title, "explanation": self.explanation, "evidence": list(self.evidence),
+                "facts": self.facts, "groups": list(self.groups)}
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,14 @@ class Diagnosis:
     facts: Facts
     findings: tuple[Finding, ...]
     verdict: str
+    #: the verdict in its fixed form: outcomes, what happened first, the best explanation and
+    #: its confidence, what to collect, what was ruled out, the next step
+    conclusion: Conclusion
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "conclusion": self.conclusion.to_dict(),
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "failing": self.failing.to_dict(),
             "findings": [f.to_dict() for f in self.findings],
@@ -68,8 +75,12 @@ def evaluate(rules: Sequence[RuleSpec], failing: RunSummary, baseline: RunSummar
     facts = compute(failing, baseline)
     env = env_for(failing, baseline, facts)
     findings = [_located(f, failing, baseline) for f in (fire(rule, env) for rule in rules) if f is not None]
+    settings = settings_lines(facts)
+    findings = [replace(f, confidence=confidence(f, failing, settings)) for f in findings]
     findings.sort(key=lambda f: _SEVERITY_RANK[f.severity])
-    return Diagnosis(baseline, failing, facts, tuple(findings), verdict(failing, baseline, facts, findings))
+    text = verdict(failing, baseline, facts, findings)
+    return Diagnosis(baseline, failing, facts, tuple(findings), text,
+                     conclude(failing, baseline, facts, findings, likely_cause(failing, baseline, facts, findings)))
 
 
 def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
@@ -154,6 +165,25 @@ def _lookup(env: dict[str, Any], path: str) -> Any:
     return node
 
 
+def _among_others(facts: Facts) -> bool:
+    """Whether a setting that acts on the failing phase changed among others that do not: then
+    the phase alone does not tell which change matters."""
+    return len(facts.config.changed_keys) > 1 and len(facts.config.linked) < len(facts.config.changed_keys)
+
+
+def likely_cause(failing: RunSummary, baseline: RunSummary | None, facts: Facts,
+                 findings: Sequence[Finding]) -> Finding | None:
+    """The finding the verdict names as the likely cause (``verdict``'s rules), or None."""
+    comparable = baseline is not None and not facts.setup.differs and baseline.outcome == "ready"
+    several = _among_others(facts)
+    first_error = next((f for f in findings if "scope" not in f.groups and f.severity == "error"), None)
+    if first_error is None:
+        return None
+    return next((f for f in findings if "cause" in f.groups and f.severity in ("error", "warning")
+                 and f is not first_error and any(e.get("file") == failing.file for e in f.evidence)
+                 and (comparable or "compares" not in f.groups) and not (several and "setting" in f.groups)), None)
+
+
 def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, findings: list[Finding]) -> str:
     """One sentence: the outcomes, what limits the comparison, the first error, its likely cause.
 
@@ -161,9 +191,9 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     ready). A likely cause is only a "cause" finding that cites a line of the failing log;
     one that rests on a difference from the baseline ("compares") is not named when the
     baseline is another setup or did not work itself, and one that rests on a changed
-    setting alone ("setting": it acts on the phase that failed) only when no other setting
-    changed: among several changes, nothing on the failing side tells one from the others,
-    so they are listed with equal weight ("changed, and may matter").
+    setting alone ("setting": it acts on the phase that failed) only when every setting that
+    changed acts on it: among other changes, nothing on the failing side tells one from the
+    others, so they are listed with equal weight ("changed, and may matter").
     """
     head = f"failing run {failing.outcome}"
     limits: list[str] = []
@@ -180,10 +210,8 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     headline = [f for f in findings if "scope" not in f.groups]  # the limits are said above
     errors = [f for f in headline if f.severity == "error"]
     warnings = [f for f in headline if f.severity == "warning"]
-    several = len(facts.config.changed_keys) > 1
-    causes = [f for f in findings if "cause" in f.groups and f.severity in ("error", "warning")
-              and any(e.get("file") == failing.file for e in f.evidence)
-              and (comparable or "compares" not in f.groups) and not (several and "setting" in f.groups)]
+    several = _among_others(facts)
+    cause = likely_cause(failing, baseline, facts, findings)
     may_matter = ""
     if comparable and several and any("setting" in f.groups for f in findings):
         keys = facts.config.changed_keys
@@ -196,7 +224,6 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
         head += ": " + "; ".join(limits)
     sep = "; " if limits else ": "
     if errors:
-        cause = next((c for c in causes if c is not errors[0]), None)
         return f"{head}{sep}{errors[0].title}" + (f"; likely cause: {cause.title}" if cause else may_matter)
     if warnings:
         first = next((w for w in warnings if not (several and "setting" in w.groups)), None)

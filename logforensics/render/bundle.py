@@ -99,6 +99,7 @@ def render_bundle(d: Diagnosis, runs: Sequence[tuple[str, RunSummary]], *, redac
     files = ", ".join(f"`{os.path.basename(run.file or '-')}`" for _, run in runs)
     parts.append(f"## logforensics report: {files}\n")
     parts.append(f"**Verdict:** {d.verdict}\n")
+    parts += [f"- {line}" for line in d.conclusion.lines()[1:]] + [""]
     for label, run in runs:
         parts.append(f"- {label}: **{run.outcome}**: {run.outcome_reason}")
     parts.append("")

@@ -34,6 +34,8 @@ def render_diagnosis(d: Diagnosis, console: Console, *, max_evidence: int = 4) -
     worst = d.worst()
     style = SEVERITY_STYLE.get(worst or "", "bold green")
     console.print(Panel(plain(d.verdict, style), title=Text("verdict"), expand=False))
+    for line in d.conclusion.lines()[1:]:  # the outcomes are the runs' lines below
+        console.print(plain("  " + line))
     if d.baseline is not None:
         runs = Text.assemble(
             ("baseline ", "bold"), (d.baseline.outcome, OUTCOME_STYLE.get(d.baseline.outcome, "")),

@@ -26,6 +26,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from ..diagnose.budget import Advice
+from ..diagnose.conclusion import Conclusion
 from ..diagnose.engine import Diagnosis
 from ..diagnose.facts import plain
 from ..diagnose.rulespec import SEVERITIES
@@ -204,6 +205,7 @@ class ReportContext:
     version: str                            # logforensics version, in the footer
     verdict: str                            # the engine's one-line verdict, first thing on the page
     worst: str                              # error / warning / info / ok: the verdict's colour
+    conclusion: Conclusion                  # the verdict's contract: explanation, confidence, checks
     runs: tuple[RunView, ...]               # baseline (when given), then failing
     has_baseline: bool                      # False: single-run diagnosis, no comparison columns
     counts: tuple[tuple[str, int], ...]     # findings per severity, worst first
@@ -268,6 +270,7 @@ def build_context(d: Diagnosis) -> ReportContext:
         version=__version__,
         verdict=d.verdict,
         worst=worst,
+        conclusion=d.conclusion,
         runs=tuple(_run_view(label, r) for label, r in runs),
         has_baseline=d.baseline is not None,
         counts=tuple((s, n) for s in SEVERITIES if (n := sum(f.severity == s for f in d.findings))),

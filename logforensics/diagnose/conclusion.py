@@ -1,0 +1,216 @@
+"""The verdict's contract: what a diagnosis concludes, how sure it is, and what it ruled out.
+
+Triage ends in a fixed form whatever the failure (SGLang's maintainers ask for the same):
+the outcome of each run; what happened first (rank, phase, record); the best explanation
+with its confidence, or "cannot tell from these logs" and what to collect next; what was
+ruled out (each thing compared, and found equal, different, or not comparable because a
+side lacks it); the next step. :func:`conclude` fills it from the facts and the findings,
+so the terminal, the HTML report, the JSON and the bundle say the same.
+
+A finding's confidence counts the independent lines of the failing log it rests on, the
+settings dumps not counted: two or more is ``high``, one ``medium``, none ``low``. A
+finding that rests on a changed setting alone (the group ``setting``: the phase it acts on
+is where the run failed) is ``low`` whatever it cites, as nothing in the log ties the
+setting to the failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..model.run import RunSummary
+from .facts import Facts
+from .settings import ACTS_ON
+
+if TYPE_CHECKING:
+    from .engine import Finding
+
+CONFIDENCES = ("high", "medium", "low")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing the diagnosis compared between the runs, and what it found."""
+
+    what: str
+    #: ``equal``, ``differs`` or ``not comparable`` (a side lacks what it takes)
+    status: str
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"what": self.what, "status": self.status, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """The verdict in its fixed form (see the module's docstring)."""
+
+    #: each run's outcome, by side ("baseline", "failing")
+    outcomes: Mapping[str, str]
+    #: what happened first in the failing run, with its line; None when nothing failed
+    first: str | None
+    #: the best explanation (a finding's title), None: cannot tell from these logs
+    explanation: str | None
+    #: the explanation's confidence (``high``, ``medium``, ``low``), None without one
+    confidence: str | None
+    #: the rule of the explanation
+    rule: str | None
+    #: what to collect to tell more, when the logs do not
+    collect: tuple[str, ...]
+    ruled_out: tuple[Check, ...]
+    next_step: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcomes": dict(self.outcomes), "first": self.first,
+                "explanation": self.explanation or "cannot tell from these logs", "confidence": self.confidence,
+                "rule": self.rule, "collect": list(self.collect), "ruled_out": [c.to_dict() for c in self.ruled_out],
+                "next_step": self.next_step}
+
+    def lines(self) -> list[str]:
+        """The contract as short lines of text (terminal, bundle)."""
+        out = ["outcome: " + ", ".join(f"{side} {o}" for side, o in self.outcomes.items())]
+        if self.first:
+            out.append(f"first: {self.first}")
+        if self.explanation:
+            out.append(f"best explanation ({self.confidence} confidence): {self.explanation}")
+        else:
+            out.append("best explanation: cannot tell from these logs")
+        if self.collect:
+            out.append("collect next: " + "; ".join(self.collect))
+        for c in self.ruled_out:
+            out.append(f"checked {c.what}: {c.status}" + (f" ({c.detail})" if c.detail else ""))
+        if self.next_step:
+            out.append(f"next step: {self.next_step}")
+        return out
+
+
+def confidence(finding: Finding, failing: RunSummary, settings_lines: Iterable[tuple[Any, Any]]) -> str:
+    """How sure a finding is, from the lines of the failing log it cites (module docstring)."""
+    if "setting" in finding.groups:
+        return "low"
+    skip = set(settings_lines)
+    own = {e.get("line") for e in finding.evidence
+           if e.get("file") == failing.file and (e.get("file"), e.get("line")) not in skip}
+    return "high" if len(own) >= 2 else "medium" if own else "low"
+
+
+def settings_lines(facts: Facts) -> set[tuple[Any, Any]]:
+    """(file, line) of the settings dumps the comparison read: not evidence of a failure."""
+    return {(e.file, e.line) for e in facts.config.evidence}
+
+
+def conclude(failing: RunSummary, baseline: RunSummary | None, facts: Facts, findings: Sequence[Finding],
+             explanation: Finding | None) -> Conclusion:
+    """The verdict's contract for one diagnosis; ``explanation`` is the cause the verdict names."""
+    outcomes = {"failing": failing.outcome} if baseline is None else {"baseline": baseline.outcome,
+                                                                      "failing": failing.outcome}
+    first = _first(failing, findings)
+    conf = confidence(explanation, failing, settings_lines(facts)) if explanation is not None else None
+    collect = () if explanation is not None and conf != "low" else _collect(failing, facts)
+    checks = _checks(failing, baseline, facts) if baseline is not None else ()
+    return Conclusion(outcomes, first, explanation.title if explanation else None, conf,
+                      explanation.rule if explanation else None, collect, checks,
+                      _next_step(failing, facts, explanation, collect))
+
+
+def _first(failing: RunSummary, findings: Sequence[Finding]) -> str | None:
+    crash = failing.crash
+    top = next((f for f in findings if f.severity == "error"), None)
+    if failing.outcome == "crashed" and crash is not None and top is not None and "failed first" in top.title:
+        return f"{top.title} ({crash.file}:{crash.line})"  # the crash rule's words: rank, phase, what
+    if failing.outcome == "crashed" and crash is not None:
+        who = crash.first_rank or "an unknown rank"
+        where = f" during {crash.phase}" if crash.phase else ""
+        what = crash.exception or (crash.message or "a failure whose record is not in this log")
+        return f"{who} failed first{where}: {str(what)[:160]} ({crash.file}:{crash.line})"
+    if failing.outcome == "hung" and failing.hang is not None:
+        ev = (failing.hang.evidence or [{}])[0]
+        where = f" ({ev.get('file')}:{ev.get('line')})" if ev.get("line") else ""
+        return "hang: " + str(ev.get("text") or failing.outcome_reason)[:160] + where
+    return top.title if top is not None else None
+
+
+def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
+    """What would tell more than these logs: by what the failing log lacks."""
+    out: list[str] = []
+    crash = failing.crash
+    if failing.outcome == "incomplete":
+        out.append(f"the rest of the log (it stops at line {failing.coverage.get('lines') or '?'} "
+                   "without readiness or failure)")
+    if crash is not None and not crash.exception and not crash.native:
+        out.append("the full log: the failure's own record (the traceback's exception) is not in this one")
+    if failing.missing_ranks or facts.nodes.missing_ranks:
+        ranks = list(failing.missing_ranks or facts.nodes.missing_ranks)
+        out.append("the logs of the ranks this one does not show (" + ", ".join(ranks[:6])
+                   + (", ..." if len(ranks) > 6 else "") + "): the other node's log")
+    if failing.outcome == "hung":
+        out += [s.setting + (f" ({s.why})" if s.why else "") for s in facts.timer.next_steps[:3]]
+        if not facts.timer.next_steps:
+            out += ["NCCL_DEBUG=INFO", "a py-spy dump of every scheduler (py-spy dump --pid N)"]
+    elif failing.outcome == "crashed":
+        out.append("the crash dump folder, where --crash-dump-folder was set")
+    if not failing.server_args and not failing.launch_command:
+        out.append("the start of the log (server_args): the settings are not in this one")
+    return tuple(dict.fromkeys(out))
+
+
+def _checks(failing: RunSummary, baseline: RunSummary, facts: Facts) -> tuple[Check, ...]:
+    """Each thing compared between the runs, and what was found."""
+    s, c, m = facts.setup, facts.config, facts.memory
+    checks = []
+    if s.differs:
+        checks.append(Check("setup", "differs", "; ".join(f"{d.label} {d.baseline} vs {d.failing}" for d in s.differs)))
+    elif s.same:
+        checks.append(Check("setup", "equal", ", ".join(s.same)
+                            + (f"; not in both logs: {', '.join(s.unknown)}" if s.unknown else "")))
+    else:
+        checks.append(Check("setup", "not comparable", "not in both logs: " + ", ".join(s.unknown)))
+    if c.not_compared and not c.changed:
+        checks.append(Check("settings", "not comparable", c.not_compared))
+    elif c.changed:
+        checks.append(Check("settings", "differs", ", ".join(c.changed_keys[:8])
+                            + (", ..." if len(c.changed_keys) > 8 else "")))
+    else:
+        checks.append(Check("settings", "equal", "every setting both logs show"))
+    # the figures the logs measured (a setting among the terms is compared with the settings)
+    both = [t for t in facts.budget_terms if t.baseline is not None and t.failing is not None
+            and t.term not in ACTS_ON]
+    if not both:
+        checks.append(Check("memory budget", "not comparable", "a log lacks the memory lines of the start-up"))
+    elif facts.budget_moved:
+        checks.append(Check("memory budget", "differs", "moved: " + ", ".join(facts.budget_moved_terms)))
+    else:
+        checks.append(Check("memory budget", "equal", "no term both logs show moved: "
+                            + ", ".join(t.term for t in both)))
+    kv = [d for row in m.ranks.values() for k, d in row.items() if k in ("kv_tokens", "kv_gib")]
+    if not kv:
+        checks.append(Check("KV pool", "not comparable", "a log lacks the KV cache lines"))
+    else:
+        moved = [d for d in m.changed if d.figure in ("kv_tokens", "kv_gib")]
+        checks.append(Check("KV pool", "differs" if moved else "equal",
+                            "; ".join(f"{d.rank} {d.figure} {d.baseline} -> {d.failing}" for d in moved[:4])
+                            or "same size on every rank both logs show"))
+    n = facts.nodes
+    if n.count > 1:
+        odd = len(n.behind) + len(n.moved) + len(n.missing_ranks)
+        checks.append(Check("nodes", "differs" if odd else "equal",
+                            f"{n.count} files" + (f"; ranks missing: {', '.join(n.missing_ranks[:6])}"
+                                                   if n.missing_ranks else "")))
+    return tuple(checks)
+
+
+def _next_step(failing: RunSummary, facts: Facts, explanation: Finding | None, collect: Sequence[str]) -> str | None:
+    advice = facts.budget.advice
+    if explanation is not None and failing.outcome == "crashed" and advice.settings:
+        return "try " + " or ".join(f"--{k.replace('_', '-')} {v}" for k, v in advice.settings.items())
+    if failing.outcome == "hung" and facts.timer.next_steps:
+        return facts.timer.next_steps[0].setting
+    if facts.config.changed and (explanation is None or "setting" in explanation.groups):
+        keys = facts.config.changed_keys
+        return ("set back the changed settings one at a time to find the one that matters: "
+                + ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else ""))
+    if collect:
+        return "collect " + collect[0]
+    return None

@@ -1,0 +1,85 @@
+"""The verdict's contract (``diagnose/conclusion.py``): the same conclusion in the JSON, the
+terminal, the HTML report and the bundle; the explanation's confidence; "cannot tell from
+these logs" with what to collect; and what was compared between the runs.
+
+The logs are the diff fixtures (``fixtures/diff``, written in SGLang's formats) and SGLang's
+own lines.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from logforensics.pipeline import diagnose_files
+
+DIFF = Path(__file__).resolve().parent.parent / "fixtures" / "diff"
+
+
+def _case(name: str) -> tuple[str, str]:
+    return str(DIFF / name / "baseline.log"), str(DIFF / name / "failing.log")
+
+
+def test_the_named_cause_carries_its_confidence_and_the_checks() -> None:
+    base, fail = _case("custom_ar_pcie_oom")
+    d = diagnose_files(fail, base)
+    c = d.conclusion
+    assert c.outcomes == {"baseline": "ready", "failing": "crashed"}
+    assert c.rule == "CFG01" and c.explanation is not None and c.explanation in d.verdict
+    assert c.confidence == next(f.confidence for f in d.findings if f.rule == "CFG01")
+    assert c.first is not None and c.first.startswith("TP5 failed first") and c.first.endswith(f"{fail}:80)")
+    checks = {k.what: k.status for k in c.ruled_out}
+    assert checks == {"setup": "equal", "settings": "differs", "memory budget": "differs", "KV pool": "equal"}
+
+
+def test_a_cause_resting_on_a_changed_setting_alone_is_low_confidence() -> None:
+    base, fail = _case("capture_oom_max_bs")
+    d = diagnose_files(fail, base)
+    cfg03 = next(f for f in d.findings if f.rule == "CFG03")
+    assert cfg03.confidence == "low"
+    assert d.conclusion.rule == "CFG03" and d.conclusion.confidence == "low"
+    assert d.conclusion.collect, "a low-confidence explanation says what would tell more"
+    crash = next(f for f in d.findings if f.rule == "CR01")
+    assert crash.confidence == "high"  # two ranks' records of the failure
+
+
+def test_without_a_cause_the_conclusion_says_it_cannot_tell_and_what_to_collect(tmp_path: Path) -> None:
+    args = "server_args=ServerArgs(model_path='/models/m', tp_size=1, mem_fraction_static=0.88)\n"
+    ready = "[2026-03-01 10:00:40] The server is fired up and ready to roll!\n"
+    base = tmp_path / "baseline.log"
+    base.write_text("[2026-03-01 10:00:00] " + args + ready)
+    fail = tmp_path / "failing.log"
+    fail.write_text("[2026-03-02 10:00:00] " + args + "[2026-03-02 10:00:20 TP0] Scheduler hit an exception: "
+                    "Traceback (most recent call last):\n"
+                    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2547, in run_scheduler_process\n')
+    d = diagnose_files(str(fail), str(base))
+    c = d.conclusion
+    assert c.explanation is None and c.confidence is None
+    assert c.to_dict()["explanation"] == "cannot tell from these logs"
+    assert any("the full log" in item for item in c.collect)
+    checks = {k.what: (k.status, k.detail) for k in c.ruled_out}
+    assert checks["settings"][0] == "equal"
+    assert checks["KV pool"] == ("not comparable", "a log lacks the KV cache lines")
+    assert checks["memory budget"][0] == "not comparable"
+    assert c.next_step is not None and c.next_step.startswith("collect the full log")
+
+
+def test_every_output_shows_the_conclusion(tmp_path: Path) -> None:
+    base, fail = _case("capture_oom_max_bs")
+    cli = [sys.executable, "-m", "logforensics"]
+    out = tmp_path / "d.json"
+    html = tmp_path / "r.html"
+    term = subprocess.run(cli + ["diff", base, fail, "--json", str(out), "-o", str(html)],
+                          capture_output=True, text=True, env={"COLUMNS": "200", "PATH": ""})
+    assert term.returncode == 1, term.stderr
+    doc = json.loads(out.read_text())
+    c = doc["conclusion"]
+    assert set(c) == {"outcomes", "first", "explanation", "confidence", "rule", "collect", "ruled_out", "next_step"}
+    assert all(f["confidence"] in ("high", "medium", "low") for f in doc["findings"])
+    assert "best explanation (low confidence)" in term.stdout and "checked memory budget: differs" in term.stdout
+    page = html.read_text()
+    assert 'id="ruled-out"' in page and "low confidence" in page and "memory budget" in page
+    bundle = subprocess.run(cli + ["bundle", "--baseline", base, fail], capture_output=True, text=True)
+    assert "best explanation (low confidence)" in bundle.stdout and "checked KV pool: equal" in bundle.stdout
