@@ -87,3 +87,16 @@ def test_a_client_benchmark_s_options_are_not_settings(tmp_path: Path) -> None:
     assert not d.facts.config.changed, d.facts.config.changed_keys
     assert d.failing.launch_args == {"model_path": "/models/m", "tp": 1, "port": 30000}
     assert [n["line"] for n in d.failing.notices["client_command"]] == [2]
+
+
+def test_a_failed_build_on_the_same_setup_says_the_builds_differ(tmp_path: Path) -> None:
+    """server_args identical but for a field the failing build added: no setting differs, and the
+    verdict says the builds do, naming the field."""
+    base = tmp_path / "baseline.log"
+    base.write_text(LOG.format(d=1, args=ARGS.format(cp=8192, dcg=False, mrr=128)))
+    fail = tmp_path / "failing.log"
+    fail.write_text(LOG.format(d=2, args=ARGS.format(cp=8192, dcg=False, mrr=128) + ", enable_pdmux=False") + CRASH)
+    d = diagnose_files(str(fail), str(base))
+    assert not d.facts.config.changed
+    assert "no setting differs; the builds differ" in d.verdict and "enable_pdmux (failing only)" in d.verdict
+    assert any(c.what == "build" and c.status == "differs" for c in d.conclusion.ruled_out)

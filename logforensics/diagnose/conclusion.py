@@ -174,6 +174,9 @@ def _checks(failing: RunSummary, baseline: RunSummary, facts: Facts) -> tuple[Ch
                             + (", ..." if len(c.changed_keys) > 8 else "")))
     else:
         checks.append(Check("settings", "equal", "every setting both logs show"))
+    if c.build_fields:
+        checks.append(Check("build", "differs", "server_args fields one build has and the other lacks: "
+                            + ", ".join(c.build_fields[:6]) + (", ..." if len(c.build_fields) > 6 else "")))
     # the figures the logs measured (a setting among the terms is compared with the settings)
     both = [t for t in facts.budget_terms if t.baseline is not None and t.failing is not None
             and t.term not in ACTS_ON]

@@ -223,8 +223,13 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     if limits:
         head += ": " + "; ".join(limits)
     sep = "; " if limits else ": "
+    builds = ""
+    if comparable and not facts.config.changed and facts.config.build_fields and failing.outcome != "ready":
+        fields = facts.config.build_fields
+        builds = ("; no setting differs; the builds differ (server_args fields one build has and the other lacks: "
+                  + ", ".join(fields[:4]) + (f" and {len(fields) - 4} more" if len(fields) > 4 else "") + ")")
     if errors:
-        return f"{head}{sep}{errors[0].title}" + (f"; likely cause: {cause.title}" if cause else may_matter)
+        return f"{head}{sep}{errors[0].title}" + (f"; likely cause: {cause.title}" if cause else may_matter or builds)
     if warnings:
         first = next((w for w in warnings if not (several and "setting" in w.groups)), None)
         if first is None:

@@ -96,6 +96,9 @@ class ConfigDiff:
     #: Why settings were not compared (a log that shows no settings), empty when they were.
     not_compared: str | None
     evidence: tuple[Evidence, ...]
+    #: Fields of one run's ``server_args`` dump that the other's lacks, each with the side that
+    #: has it ("speculative_x (failing only)"): the two builds differ, whatever their settings.
+    build_fields: tuple[str, ...] = ()
 
     @staticmethod
     def empty() -> ConfigDiff:
@@ -187,8 +190,12 @@ def config_diff(fail: RunSummary, base: RunSummary) -> ConfigDiff:
     env = _compare_env(base, fail)
     evidence = [e for run in (fail, base) for kind in ("launch_command", "server_args", FORCED_NOTICE)
                 for entry in run.notices.get(kind, [])[:2] for e in ev_of(entry)] + startup_lines
+    build: tuple[str, ...] = ()
+    if base.server_args and fail.server_args:
+        build = tuple([f"{k} (failing only)" for k in sorted(set(fail.server_args) - set(base.server_args))]
+                      + [f"{k} (baseline only)" for k in sorted(set(base.server_args) - set(fail.server_args))])
     return ConfigDiff(args, env, bool(args or env), tuple(sorted(args) + sorted(env)), _linked(args, env, fail),
-                      not_compared, tuple(evidence))
+                      not_compared, tuple(evidence), build)
 
 
 def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
