@@ -24,6 +24,7 @@ from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
 from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
 from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, setup
+from .validity import Validity, validity
 
 #: Figures compared rank by rank, with the tolerance (absolute, in the figure's unit).
 MEMORY_FIGURES: dict[str, float] = {
@@ -352,6 +353,9 @@ class Facts:
     timer: TimerFacts
     #: The serving phase over time: collapse, full KV pool, retraction storms, cache hits.
     serving: ServingFacts
+    #: Success that did no work: a benchmark with no generated token, requests that ran and
+    #: generated nothing (diagnose/validity.py).
+    validity: Validity
 
 
 def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
@@ -387,6 +391,7 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
         pd=pd_facts(failing),
         timer=timer_facts(failing),
         serving=serving_facts(failing, baseline),
+        validity=validity(failing),
     )
 
 

@@ -32,6 +32,9 @@ class Throughput:
     prefill: Sketch = field(default_factory=Sketch)
     accept_len: Sketch = field(default_factory=Sketch)
     running_req: Sketch = field(default_factory=Sketch)
+    #: sglang.bench_serving's result blocks in the log, in order (the first MAX_BENCHMARKS):
+    #: each {successful_requests, generated_tokens, evidence: the lines}
+    benchmarks: list[dict[str, Any]] = field(default_factory=list)
 
     def merge(self, later: Throughput) -> None:
         """Sketches merge exactly; so does the series, from the values ``later``'s kept
@@ -46,6 +49,7 @@ class Throughput:
         self.prefill.merge(later.prefill)
         self.accept_len.merge(later.accept_len)
         self.running_req.merge(later.running_req)
+        self.benchmarks.extend(later.benchmarks[:max(0, MAX_BENCHMARKS - len(self.benchmarks))])
 
     def to_dict(self) -> dict[str, Any]:
         merged = Sketch()
@@ -58,7 +62,28 @@ class Throughput:
             "prefill_input_tok_s": self.prefill.to_dict(),
             "accept_len": self.accept_len.to_dict(),
             "running_req": self.running_req.to_dict(),
+            "benchmarks": [dict(b, evidence=list(b["evidence"])) for b in self.benchmarks],
         }
+
+
+#: Benchmark result blocks kept per log.
+MAX_BENCHMARKS = 16
+
+
+@handles("bench_requests", "bench_tokens", reads_earlier=True)
+def on_bench_result(m: RunModel, ev: Event) -> None:
+    """A line of sglang.bench_serving's result block: "Successful requests:" opens a block,
+    "Total generated tokens:" completes it (a block cut before its first line starts with it)."""
+    blocks = m.throughput.benchmarks
+    key, value = next(iter(ev.fields.items()), (None, None))
+    if key is None:
+        return
+    if ev.kind == "bench_requests" or not blocks or blocks[-1][key] is not None:
+        if len(blocks) >= MAX_BENCHMARKS:
+            return
+        blocks.append({"successful_requests": None, "generated_tokens": None, "evidence": []})
+    blocks[-1][key] = value
+    blocks[-1]["evidence"].append({"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text})
 
 
 @handles("decode_batch")

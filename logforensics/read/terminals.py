@@ -136,6 +136,8 @@ RULES: dict[str, Rule] = {
                                 T("SIGNED", "exit_code", v.to_int), generic=True),
     "crash_dump": _rule(T("TEXT", "folder", v.to_strip)),
     "shutdown": _rule(T("INT", "remaining_requests", v.to_int)),
+    "bench_requests": _rule(T("INT", "successful_requests", v.to_int)),
+    "bench_tokens": _rule(T("INT", "generated_tokens", v.to_int)),
     "batch_failed": _rule(T("INT", "requests", v.to_int)),
     "watchdog_timeout": _rule(T("WATCHDOG", "component", v.watchdog_component),
                               T("NUMBER", "watchdog_timeout_s", None), T("WORD", "soft", v.to_bool),
