@@ -265,3 +265,13 @@ def test_a_kernel_library_s_cuda_error_print_ends_the_rank_without_a_traceback()
     s = summarize(text)
     assert s.outcome == "crashed" and s.crash is not None and s.crash.line == 2
     assert "no kernel image is available" in s.outcome_reason
+
+
+def test_2024_batch_lines_without_lead_words_are_serving() -> None:
+    """v0.1.x - v0.2.x printed "new fill batch. #seq: ..." and a decode line that starts with
+    "#running-req:", without stamps: a log of them served."""
+    s = summarize("GPU: 0 new fill batch. #seq: 7. #cached_token: 1541. #new_token: 4. #remaining_req: 0. "
+                  "#running_req: 0. tree_cache_hit_rate: 12.50%.\n"
+                  "#running-req: 1, #token: 38, token usage: 0.00, gen throughput (token/s): 22.81, #queue-req: 0\n")
+    assert s.outcome == "ready" and "served batches" in s.outcome_reason
+    assert s.throughput["decode_gen_tok_s"]["count"] == 1

@@ -124,7 +124,7 @@ RULES: dict[str, Rule] = {
     "torch_compile": _rule(T("SHAPE", "shape", v.to_str), T("NUMBER", "elapsed_s", v.to_float),
                            T("INT", "graph_index", v.to_int), generic=True),
     "max_total_tokens_cap": _rule(T("INT", "max_total_tokens", v.to_int), T("SIGNED", "profiled_tokens", v.to_int)),
-    "decode_batch": _rule(T("ITER", "iter", v.bracket_int), generic=True),
+    "decode_batch": _rule(T("ITER", "iter", v.bracket_int), T("INT", "running_req", v.to_int), generic=True),
     "prefill_batch": _rule(T("ITER", "iter", v.bracket_int), T("INT", "mixed_running_req", v.to_int), generic=True),
     "retract": _rule(generic=True),
     "leak_message": _rule(T("LEAK_POOL", "pool", v.before(" memory leak")), generic=True),
