@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import sys
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,18 @@ def _jsonl_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> b
     return True
 
 
+def _choose_arrow_pool() -> None:
+    """Arrow's allocator, where the user did not choose (ARROW_DEFAULT_MEMORY_POOL, read when
+    pyarrow is first imported): pyarrow's default, mimalloc, keeps 40 MiB more of the encoders'
+    freed buffers (a peak of 200 MiB against 155 on a 1 GiB log); jemalloc, in pyarrow's x86-64
+    Linux wheels, is as small and 6% faster than the C library's malloc, which is the choice
+    elsewhere: pyarrow's aarch64 wheels are built without jemalloc, and naming it there made Arrow
+    print a warning on every run. (Asking pyarrow which pools it has means importing it, which
+    is too late to choose.)"""
+    jemalloc = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc" if jemalloc else "system")
+
+
 def _parquet_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> bool:
     """parquet with the compiled column writer, when it is built; False (nothing written) otherwise."""
     from ..pipeline import InputError, write_run_parquet
@@ -123,15 +136,11 @@ def _parquet_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) ->
 
     if not emit.available():
         return False
-    # Arrow's allocator, where the user did not choose (read once, when pyarrow first
-    # allocates): pyarrow's default, mimalloc, keeps 40 MiB more of the encoders' freed
-    # buffers (a peak of 200 MiB against 155 on a 1 GiB log); jemalloc, in pyarrow's Linux
-    # builds, is as small and 6% faster than the C library's malloc, the choice elsewhere.
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc" if sys.platform == "linux" else "system")
     # pyarrow's modules join those frozen before the read (``_app._run``): unfrozen, each
     # full collection during the read walked them again (about 0.05-0.1 s a collection)
     import gc
 
+    _choose_arrow_pool()
     import pyarrow.parquet  # noqa: F401
 
     gc.freeze()
