@@ -83,3 +83,31 @@ def test_every_output_shows_the_conclusion(tmp_path: Path) -> None:
     assert 'id="ruled-out"' in page and "low confidence" in page and "memory budget" in page
     bundle = subprocess.run(cli + ["bundle", "--baseline", base, fail], capture_output=True, text=True)
     assert "best explanation (low confidence)" in bundle.stdout and "checked KV pool: equal" in bundle.stdout
+
+
+def test_finding_ids_are_stable_across_places_runs_and_outputs(tmp_path: Path) -> None:
+    """RULE:RANK:PHASE:HASH, the same for the same input wherever it lies and in every output;
+    another evidence line gives another id."""
+    import shutil
+
+    base, fail = _case("custom_ar_pcie_oom")
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(Path(base).parent, moved)
+    first = diagnose_files(fail, base)
+    again = diagnose_files(str(moved / "failing.log"), str(moved / "baseline.log"))
+    ids = [f.id for f in first.findings]
+    assert ids == [f.id for f in again.findings] and len(set(ids)) == len(ids)
+    cr01 = next(f.id for f in first.findings if f.rule == "CR01")
+    assert cr01.startswith("CR01:TP5:cuda_graph_capture:") and len(cr01.rsplit(":", 1)[1]) == 8
+    cli = [sys.executable, "-m", "logforensics"]
+    out = tmp_path / "d.json"
+    html = tmp_path / "r.html"
+    subprocess.run(cli + ["diff", base, fail, "--json", str(out), "-o", str(html)], capture_output=True)
+    assert [f["id"] for f in json.loads(out.read_text())["findings"]] == ids
+    bundle = subprocess.run(cli + ["bundle", "--baseline", base, fail], capture_output=True, text=True).stdout
+    page = html.read_text()
+    assert all(i in bundle and i in page for i in ids)
+    text = (moved / "failing.log").read_text().replace("Capture cuda graph begin", "Capture cuda graph  begin")
+    (moved / "failing.log").write_text(text)
+    changed = diagnose_files(str(moved / "failing.log"), str(moved / "baseline.log"))
+    assert {f.id for f in changed.findings} != set(ids)

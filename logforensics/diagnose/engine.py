@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,9 +35,13 @@ class Finding:
     groups: tuple[str, ...] = ()
     #: ``high``, ``medium`` or ``low`` (``conclusion.confidence``: the failing log's lines it rests on)
     confidence: str = "low"
+    #: a stable name for this finding (:func:`finding_id`): the same for the same input in every
+    #: output and every run of the tool
+    id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "name": self.name, "severity": self.severity, "confidence": self.confidence,
+        return {"id": self.id, "rule": self.rule, "name": self.name, "severity": self.severity,
+                "confidence": self.confidence,
                 "title": self.title, "explanation": self.explanation, "evidence": list(self.evidence),
                 "facts": self.facts, "groups": list(self.groups)}
 
@@ -76,7 +82,8 @@ def evaluate(rules: Sequence[RuleSpec], failing: RunSummary, baseline: RunSummar
     env = env_for(failing, baseline, facts)
     findings = [_located(f, failing, baseline) for f in (fire(rule, env) for rule in rules) if f is not None]
     settings = settings_lines(facts)
-    findings = [replace(f, confidence=confidence(f, failing, settings)) for f in findings]
+    findings = [replace(f, confidence=confidence(f, failing, settings), id=finding_id(f, failing, baseline))
+                for f in findings]
     findings.sort(key=lambda f: _SEVERITY_RANK[f.severity])
     text = verdict(failing, baseline, facts, findings)
     return Diagnosis(baseline, failing, facts, tuple(findings), text,
@@ -127,6 +134,20 @@ def _evidence(value: Any) -> list[dict[str, Any]]:
             entry["node"] = item["node"]
         out.append(entry)
     return out[:24]
+
+
+def finding_id(f: Finding, failing: RunSummary, baseline: RunSummary | None = None) -> str:
+    """``RULE:RANK:PHASE:HASH`` (``CR01:TP5:cuda_graph_capture:3f9a1c2e``): the rule, the first
+    rank the finding's failing-side lines name, the phase the failing run crashed in, and a hash
+    of its evidence (each line's file name, number and text), so that an agent, a CI system and
+    a person name the same finding alike, whatever the output and wherever the logs lie."""
+    base = {baseline.file, *(n.get("file") for n in baseline.nodes.values())} if baseline is not None else set()
+    own = sorted({e["rank"] for e in f.evidence if e.get("rank") and e.get("file") not in base})
+    phase = (failing.crash.phase if failing.crash else None) or "-"
+    digest = hashlib.sha256()
+    for e in f.evidence:
+        digest.update(f"{os.path.basename(str(e.get('file') or ''))}\0{e.get('line')}\0{e.get('text')}\n".encode())
+    return f"{f.rule}:{own[0] if own else '-'}:{phase}:{digest.hexdigest()[:8]}"
 
 
 def _located(f: Finding, failing: RunSummary, baseline: RunSummary | None) -> Finding:

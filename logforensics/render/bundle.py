@@ -112,7 +112,7 @@ def render_bundle(d: Diagnosis, runs: Sequence[tuple[str, RunSummary]], *, redac
     if findings:
         parts.append("### Findings\n")
         for f in findings[:20]:
-            parts.append(f"- **{f.severity} {f.rule}**: {f.title}")
+            parts.append(f"- **{f.severity} {f.rule}**: {f.title} ({f.confidence} confidence; `{f.id}`)")
             for e in f.evidence[:3]:
                 parts.append(f"  - `{os.path.basename(str(e.get('file') or ''))}:{e.get('line')}` "
                              f"{_md_cell(str(e.get('text') or '')[:200])}")

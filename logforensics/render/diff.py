@@ -43,7 +43,8 @@ def render_diagnosis(d: Diagnosis, console: Console, *, max_evidence: int = 4) -
             (d.failing.outcome, OUTCOME_STYLE.get(d.failing.outcome, "")), plain(f"  {d.failing.file}"))
         console.print(runs)
     for f in d.findings:
-        head = Text.assemble((f"[{f.severity}] ", SEVERITY_STYLE[f.severity]), (f"{f.rule} ", "bold"), plain(f.title))
+        head = Text.assemble((f"[{f.severity}] ", SEVERITY_STYLE[f.severity]), (f"{f.rule} ", "bold"), plain(f.title),
+                             (f"  ({f.confidence} confidence; {f.id})", "dim"))
         console.print(head)
         for line in f.explanation.splitlines():
             if line.strip():

@@ -101,6 +101,8 @@ class FindingView:
     title: str
     explanation: tuple[str, ...]
     evidence: tuple[EvidenceView, ...]
+    confidence: str = "low"
+    id: str = ""                            # the finding's stable id (engine.finding_id)
 
 
 @dataclass(frozen=True)
@@ -315,7 +317,7 @@ def _finding_view(f: Any) -> FindingView:
                      for e in f.evidence)
     severity = f.severity if f.severity in SEVERITIES else "info"
     lines = tuple(line.strip() for line in f.explanation.splitlines() if line.strip())
-    return FindingView(f.rule, severity, f.title, lines, evidence)
+    return FindingView(f.rule, severity, f.title, lines, evidence, f.confidence, f.id)
 
 
 def _crash_marks(label: str, r: RunSummary) -> list[CrashMark]:
