@@ -1,0 +1,169 @@
+"""What ``logforensics mcp`` offers a coding agent, as plain functions over the pipeline.
+
+Each tool returns the same typed JSON as the commands' ``--json`` (a summary's ``to_dict``, a
+diagnosis's verdict, conclusion and findings), with ``text``, a short summary in words, and
+pages what can be long (``offset``, ``limit``, ``total``, ``next_offset``: never cut
+silently). A bad input is a :class:`ToolInputError` with a one-line message; the server
+returns it to the agent as the tool's error. Nothing here knows MCP: ``server.py`` wires
+these functions to the protocol, and the tests call both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ..fleet.query import QueryError, run_sql
+from ..fleet.store import Store, StoreError
+from ..ingest import InputError
+from ..ingest.files import open_log
+from ..pipeline import diagnose_runs, summarize_run
+from ..render.redact import Redactor
+
+#: Findings per page, and the most a page may ask for.
+FINDINGS_PAGE, MOST_FINDINGS = 20, 200
+#: Lines a ``get_lines`` window may span, and the characters kept of each line.
+MOST_LINES, LINE_CHARS = 400, 4000
+#: Rows a ``query_store`` page may hold.
+MOST_ROWS = 1000
+
+
+class ToolInputError(ValueError):
+    """A tool's input that cannot be used (a missing file, bad SQL, an unknown finding)."""
+
+
+class Session:
+    """The server's memory between calls: the findings of the diagnoses made so far, by id
+    (``explain_finding`` reads them), at most ``keep`` of them, the oldest forgotten first."""
+
+    def __init__(self, keep: int = 2000) -> None:
+        self.keep = keep
+        self.findings: dict[str, dict[str, Any]] = {}
+
+    def remember(self, findings: Sequence[dict[str, Any]]) -> None:
+        for f in findings:
+            self.findings.pop(f["id"], None)
+            self.findings[f["id"]] = f
+        while len(self.findings) > self.keep:
+            self.findings.pop(next(iter(self.findings)))
+
+
+def _paths(paths: Sequence[str], what: str) -> list[str]:
+    if not paths or not all(isinstance(p, str) and p for p in paths):
+        raise ToolInputError(f"{what}: give one or more paths (files, directories or globs)")
+    return list(paths)
+
+
+def summarize_run_tool(paths: Sequence[str], full: bool = False) -> dict[str, Any]:
+    """One run's summary (``summary --json``); without ``full`` the parts an agent reads first."""
+    try:
+        s = summarize_run(_paths(paths, "paths"))
+    except InputError as e:
+        raise ToolInputError(str(e)) from None
+    doc = s.to_dict()
+    if not full:
+        keep = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "crash", "hang", "stopped",
+                "errors", "ready", "versions", "coverage", "warnings", "missing_ranks", "nodes")
+        doc = {k: doc[k] for k in keep if k in doc}
+    return {"summary": doc, "text": f"{s.outcome}: {s.outcome_reason}"}
+
+
+def diff_runs_tool(session: Session, baseline: Sequence[str], failing: Sequence[str], offset: int = 0,
+                   limit: int = FINDINGS_PAGE) -> dict[str, Any]:
+    """A failing run against a baseline: the verdict, its conclusion and a page of findings."""
+    try:
+        d = diagnose_runs(_paths(failing, "failing"), _paths(baseline, "baseline"))
+    except InputError as e:
+        raise ToolInputError(str(e)) from None
+    findings = [f.to_dict() for f in d.findings]
+    for f in findings:
+        f.pop("facts", None)  # the rule's inputs: explain_finding has the explanation
+    session.remember(findings)
+    page, more = _page(findings, offset, limit, MOST_FINDINGS)
+    return {"verdict": d.verdict, "conclusion": d.conclusion.to_dict(), "findings": page, **more,
+            "text": d.verdict}
+
+
+def explain_finding_tool(session: Session, finding_id: str) -> dict[str, Any]:
+    """A finding of an earlier ``diff_runs`` of this session, by its id: the rule's
+    explanation (its formula and figures) and every evidence line, with file:line and rank."""
+    f = session.findings.get(finding_id)
+    if f is None:
+        raise ToolInputError(f"no finding {finding_id!r} in this session: call diff_runs first (ids are "
+                             "RULE:RANK:PHASE:HASH)")
+    lines = "; ".join(f"{e.get('file')}:{e.get('line')}" + (f" {e['rank']}" if e.get("rank") else "")
+                      for e in f["evidence"][:8])
+    return {"finding": f, "text": f"{f['rule']} ({f['severity']}, {f['confidence']} confidence): {f['title']}"
+            + (f"; evidence {lines}" if lines else "")}
+
+
+def get_lines_tool(path: str, line: int, before: int = 10, after: int = 10, redact: bool = True) -> dict[str, Any]:
+    """Lines ``line - before`` to ``line + after`` of a log (compressed or not), each cut to
+    LINE_CHARS characters, redacted as ``bundle`` does unless ``redact`` is false."""
+    if line < 1 or before < 0 or after < 0:
+        raise ToolInputError("line starts at 1; before and after are not negative")
+    if before + after + 1 > MOST_LINES:
+        raise ToolInputError(f"a window spans at most {MOST_LINES} lines; ask for several")
+    first, last = max(1, line - before), line + after
+    out: list[dict[str, Any]] = []
+    try:
+        with open_log(path) as fh:
+            for n, raw in enumerate(_bounded_lines(fh, LINE_CHARS * 4), 1):
+                if n > last:
+                    break
+                if n >= first:
+                    out.append({"line": n, "text": raw.decode("utf-8", "replace").rstrip("\r\n")[:LINE_CHARS]})
+    except InputError as e:
+        raise ToolInputError(str(e)) from None
+    except OSError as e:
+        raise ToolInputError(f"{path}: {e.strerror or e}") from None
+    if redact:
+        r = Redactor()
+        r.learn([x["text"] for x in out])
+        for x in out:
+            x["text"] = r.text(x["text"])
+    name = os.path.basename(path)
+    text = f"{name}: lines {out[0]['line']}-{out[-1]['line']}" if out else f"{name} has no line {line}"
+    return {"file": path, "lines": out, "redacted": redact, "text": text}
+
+
+def _bounded_lines(fh: Any, most: int) -> Any:
+    """The stream's lines, each its first ``most`` bytes (the rest of a longer line is read and
+    dropped a block at a time: memory stays bounded whatever the line)."""
+    while True:
+        head = fh.readline(most)
+        if not head:
+            return
+        if not head.endswith(b"\n"):
+            while (rest := fh.readline(most)) and not rest.endswith(b"\n"):
+                pass
+        yield head
+
+
+def query_store_tool(store: str, sql: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+    """One read-only SQL statement over a fleet store (``query``'s views and dialect), a page of rows."""
+    if limit < 1 or limit > MOST_ROWS or offset < 0:
+        raise ToolInputError(f"limit is 1 to {MOST_ROWS}, offset not negative")
+    try:
+        columns, rows = run_sql(Store(store), sql, max_rows=offset + limit + 1)
+    except (QueryError, StoreError) as e:
+        raise ToolInputError(str(e)) from None
+    page = [dict(zip(columns, (_plain(v) for v in row))) for row in rows[offset:offset + limit]]
+    more = {"offset": offset, "next_offset": offset + limit if len(rows) > offset + limit else None}
+    return {"columns": list(columns), "rows": page, **more, "text": f"{len(page)} row(s)"
+            + (", more after" if more["next_offset"] is not None else "")}
+
+
+def _page(items: list[dict[str, Any]], offset: int, limit: int, most: int) -> tuple[list[dict[str, Any]],
+                                                                               dict[str, Any]]:
+    if offset < 0 or limit < 1 or limit > most:
+        raise ToolInputError(f"limit is 1 to {most}, offset not negative")
+    page = items[offset:offset + limit]
+    nxt = offset + limit if offset + limit < len(items) else None
+    return page, {"total": len(items), "offset": offset, "next_offset": nxt}
+
+
+def _plain(v: Any) -> Any:
+    """A value as JSON holds it (DuckDB gives dates, decimals, ...)."""
+    return v if v is None or isinstance(v, (bool, int, float, str)) else str(v)
