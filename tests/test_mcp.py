@@ -28,7 +28,8 @@ CLI = [sys.executable, "-m", "logforensics"]
 
 
 def _session(calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[Any], list[Any]]:
-    """The server's tools and the results of ``calls``, in one session of a real client."""
+    """The server's tools and the results of ``calls``, in one session of a real client; a
+    call named ``append`` writes its ``text`` to its ``path`` instead (a log being written)."""
 
     async def run() -> tuple[list[Any], list[Any]]:
         params = StdioServerParameters(command=sys.executable, args=["-m", "logforensics", "mcp"], cwd=str(ROOT))
@@ -36,6 +37,10 @@ def _session(calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[Any], list[A
             tools = (await client.list_tools()).tools
             results = []
             for name, args in calls:
+                if name == "append":
+                    with open(args["path"], "a") as fh:
+                        fh.write(args["text"])
+                    continue
                 if name == "explain_finding" and args.get("finding_id") == "<first>":
                     args = {"finding_id": results[0].structured_content["findings"][0]["id"]}
                 results.append(await client.call_tool(name, args))
@@ -52,7 +57,8 @@ def test_the_tools_have_schemas_and_answer_as_the_commands_do(tmp_path: Path) ->
         ("explain_finding", {"finding_id": "<first>"}),
     ])
     names = {t.name: t for t in tools}
-    assert set(names) == {"summarize_run", "diff_runs", "explain_finding", "get_lines", "query_store"}
+    assert set(names) == {"summarize_run", "diff_runs", "explain_finding", "get_lines", "query_store",
+                          "watch_start", "watch_poll", "watch_stop"}
     for t in tools:
         assert t.input_schema["type"] == "object" and t.output_schema and "text" in t.output_schema["properties"]
     assert names["diff_runs"].input_schema["required"] == ["baseline", "failing"]
@@ -115,3 +121,29 @@ def test_summaries_and_read_only_queries_over_a_real_store(tmp_path: Path) -> No
     assert "serving" not in s["summary"]  # the brief form; full=true has everything
     assert rows.structured_content["rows"] == [{"outcome": "crashed"}]
     assert refused.is_error
+
+
+def test_a_live_follow_reports_only_what_is_new(tmp_path: Path) -> None:
+    text = (CASE / "failing.log").read_text()
+    lines = text.splitlines(keepends=True)
+    crash = next(i for i, line in enumerate(lines) if "Scheduler hit an exception" in line)
+    log = tmp_path / "server.log"
+    log.write_text("".join(lines[:crash - 5]))
+    _, (started, first, quiet, second, stopped, gone) = _session([
+        ("watch_start", {"path": str(log)}),
+        ("watch_poll", {"watch_id": "w1"}),
+        ("watch_poll", {"watch_id": "w1"}),
+        ("append", {"path": str(log), "text": "".join(lines[crash - 5:])}),
+        ("watch_poll", {"watch_id": "w1"}),
+        ("watch_stop", {"watch_id": "w1"}),
+        ("watch_poll", {"watch_id": "w1"}),
+    ])
+    assert started.structured_content["watch_id"] == "w1"
+    one, two, three = first.structured_content, quiet.structured_content, second.structured_content
+    assert one["outcome"] == "incomplete" and one["phase_changes"] and one["bytes_read"] > 0
+    assert two["phase_changes"] == [] and two["new_findings"] == [] and not two["outcome_changed"]
+    assert three["outcome"] == "crashed" and three["outcome_changed"]
+    assert {f["rule"] for f in three["new_findings"]} >= {"CR01"}
+    assert not {f["id"] for f in three["new_findings"]} & {f["id"] for f in one["new_findings"]}
+    assert stopped.structured_content["outcome"] == "crashed"
+    assert gone.is_error and "no follow" in gone.content[0].text

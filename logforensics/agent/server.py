@@ -19,6 +19,9 @@ from .tools import (
     get_lines_tool,
     query_store_tool,
     summarize_run_tool,
+    watch_poll_tool,
+    watch_start_tool,
+    watch_stop_tool,
 )
 
 INSTRUCTIONS = (
@@ -26,7 +29,8 @@ INSTRUCTIONS = (
     "logs, globs): its outcome, the crash or hang with file:line and rank. diff_runs compares a failing "
     "run with a baseline that worked: a verdict, what was ruled out, findings with stable ids; "
     "explain_finding gives one finding's explanation and evidence; get_lines shows a log around a line "
-    "(redacted); query_store runs read-only SQL over a fleet store written by `logforensics scan`. "
+    "(redacted); query_store runs read-only SQL over a fleet store written by `logforensics scan`; "
+    "watch_start/watch_poll/watch_stop follow a log while it is written, each poll saying only what is new. "
     "Every claim cites the log lines it rests on; 'cannot tell from these logs' comes with what to collect."
 )
 
@@ -63,6 +67,32 @@ class QueryResult(TypedDict):
     rows: list[dict[str, Any]]
     offset: int
     next_offset: int | None
+    text: str
+
+
+class WatchStarted(TypedDict):
+    watch_id: str
+    text: str
+
+
+class WatchPoll(TypedDict):
+    watch_id: str
+    outcome: str
+    outcome_reason: str
+    outcome_changed: bool
+    phase_changes: list[dict[str, Any]]
+    new_findings: list[dict[str, Any]]
+    bytes_read: int
+    more_to_read: bool
+    notes: list[str]
+    text: str
+
+
+class WatchStopped(TypedDict):
+    watch_id: str
+    outcome: str
+    outcome_reason: str
+    bytes_read: int
     text: str
 
 
@@ -115,6 +145,23 @@ def build(session: Session | None = None) -> Any:
         """One read-only SQL statement (DuckDB) over a fleet store written by `logforensics scan`
         (views runs, crashes, findings, ...), a page of rows (offset, limit, next_offset)."""
         return checked(query_store_tool, store, sql, offset, limit)
+
+    @server.tool()
+    def watch_start(path: str, baseline: list[str] | None = None) -> WatchStarted:
+        """Start following a local log that is being written (a server's log while it runs),
+        optionally against a baseline run; then call watch_poll."""
+        return checked(watch_start_tool, mem, path, baseline)
+
+    @server.tool()
+    def watch_poll(watch_id: str) -> WatchPoll:
+        """What is new in a followed log since the last poll: each rank's phase changes, the
+        outcome (and whether it changed), and only the findings not reported before."""
+        return checked(watch_poll_tool, mem, watch_id)
+
+    @server.tool()
+    def watch_stop(watch_id: str) -> WatchStopped:
+        """Stop following: the log as read so far, judged as `summary` judges a whole log."""
+        return checked(watch_stop_tool, mem, watch_id)
 
     return server
 

@@ -11,6 +11,7 @@ these functions to the protocol, and the tests call both.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,11 +36,14 @@ class ToolInputError(ValueError):
 
 class Session:
     """The server's memory between calls: the findings of the diagnoses made so far, by id
-    (``explain_finding`` reads them), at most ``keep`` of them, the oldest forgotten first."""
+    (``explain_finding`` reads them), at most ``keep`` of them, the oldest forgotten first;
+    and the live follows (``watch_*``), at most MOST_WATCHES."""
 
     def __init__(self, keep: int = 2000) -> None:
         self.keep = keep
         self.findings: dict[str, dict[str, Any]] = {}
+        self.watches: dict[str, LiveWatch] = {}
+        self.watch_count = 0
 
     def remember(self, findings: Sequence[dict[str, Any]]) -> None:
         for f in findings:
@@ -153,6 +157,104 @@ def query_store_tool(store: str, sql: str, offset: int = 0, limit: int = 100) ->
     more = {"offset": offset, "next_offset": offset + limit if len(rows) > offset + limit else None}
     return {"columns": list(columns), "rows": page, **more, "text": f"{len(page)} row(s)"
             + (", more after" if more["next_offset"] is not None else "")}
+
+
+#: Live follows a session may hold, and the bytes one poll reads at most (the rest waits).
+MOST_WATCHES, POLL_BYTES = 16, 64 << 20
+
+
+class LiveWatch:
+    """One followed log: ``watch``'s live state (the same parser and run model), the bytes read
+    so far, and what the last poll reported (so that a poll says only what is new)."""
+
+    def __init__(self, path: str, baseline: Any) -> None:
+        self.path = path
+        self._reset(baseline)
+
+    def _reset(self, baseline: Any) -> None:
+        from ..diagnose.rulespec import load_rules
+        from ..ingest import LiveRun
+        from ..watch.state import WatchState
+
+        self.offset = 0
+        self.state = WatchState(LiveRun(self.path), baseline, list(load_rules(())))
+        self.phases: dict[str, str] = {}
+        self.outcome: str | None = None
+        self.reported: set[str] = set()
+
+    def poll(self) -> dict[str, Any]:
+        notes = []
+        try:
+            with open(self.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size < self.offset:  # rotated or truncated: a new log from its start
+                    notes.append(f"{self.path} shrank from {self.offset} to {size} bytes: read again as a new run")
+                    self._reset(self.state.baseline)
+                fh.seek(self.offset)
+                data = fh.read(POLL_BYTES)
+        except OSError as e:
+            raise ToolInputError(f"{self.path}: {e.strerror or e}") from None
+        self.offset += len(data)
+        now = time.time()
+        if data:
+            self.state.feed(data, now)
+        self.state.settle(now)
+        summary = self.state.snapshot()
+        changes = [{"rank": r, "from": self.phases.get(r), "to": p} for r, p in summary.phase_reached.items()
+                   if self.phases.get(r) != p]
+        self.phases = dict(summary.phase_reached)
+        findings = [f.to_dict() for f in self.state.diagnose().findings]
+        new = [f for f in findings if f["id"] not in self.reported]
+        self.reported.update(f["id"] for f in new)
+        for f in new:
+            f.pop("facts", None)
+        outcome_changed = summary.outcome != self.outcome
+        self.outcome = summary.outcome
+        more = " (more to read)" if len(data) == POLL_BYTES else ""
+        text = (f"{summary.outcome}: {summary.outcome_reason}; {len(data)} new bytes{more}, "
+                f"{len(changes)} phase change(s), {len(new)} new finding(s)")
+        return {"outcome": summary.outcome, "outcome_reason": summary.outcome_reason,
+                "outcome_changed": outcome_changed, "phase_changes": changes, "new_findings": new,
+                "bytes_read": self.offset, "more_to_read": bool(more), "notes": notes, "text": text}
+
+
+def watch_start_tool(session: Session, path: str, baseline: Sequence[str] | None = None) -> dict[str, Any]:
+    """Start following a local log (its whole text so far is read by the first poll)."""
+    if len(session.watches) >= MOST_WATCHES:
+        raise ToolInputError(f"at most {MOST_WATCHES} follows at once: stop one first (watch_stop)")
+    if not os.path.isfile(path):
+        raise ToolInputError(f"{path}: no such file")
+    base = None
+    if baseline:
+        try:
+            base = summarize_run(_paths(baseline, "baseline"))
+        except InputError as e:
+            raise ToolInputError(str(e)) from None
+    session.watch_count += 1
+    watch_id = f"w{session.watch_count}"
+    session.watches[watch_id] = LiveWatch(path, base)
+    return {"watch_id": watch_id, "text": f"following {path} as {watch_id}: call watch_poll"}
+
+
+def watch_poll_tool(session: Session, watch_id: str) -> dict[str, Any]:
+    """What is new in a followed log since the last poll: phase changes, the outcome, new findings."""
+    w = session.watches.get(watch_id)
+    if w is None:
+        raise ToolInputError(f"no follow {watch_id!r}: start one with watch_start")
+    out = w.poll()
+    session.remember(out["new_findings"])
+    return {"watch_id": watch_id, **out}
+
+
+def watch_stop_tool(session: Session, watch_id: str) -> dict[str, Any]:
+    """Stop a follow: the log as read so far, judged as ``summary`` judges a whole log."""
+    w = session.watches.pop(watch_id, None)
+    if w is None:
+        raise ToolInputError(f"no follow {watch_id!r}")
+    w.state.close(time.time())
+    s = w.state.run.summary()
+    return {"watch_id": watch_id, "outcome": s.outcome, "outcome_reason": s.outcome_reason,
+            "bytes_read": w.offset, "text": f"stopped {watch_id}: {s.outcome}: {s.outcome_reason}"}
 
 
 def _page(items: list[dict[str, Any]], offset: int, limit: int, most: int) -> tuple[list[dict[str, Any]],
