@@ -27,12 +27,15 @@ CASE = ROOT / "fixtures" / "diff" / "custom_ar_pcie_oom"
 CLI = [sys.executable, "-m", "logforensics"]
 
 
-def _session(calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[Any], list[Any]]:
+def _session(calls: list[tuple[str, dict[str, Any]]], *roots: Path) -> tuple[list[Any], list[Any]]:
     """The server's tools and the results of ``calls``, in one session of a real client; a
-    call named ``append`` writes its ``text`` to its ``path`` instead (a log being written)."""
+    call named ``append`` writes its ``text`` to its ``path`` instead (a log being written). The
+    server may read under the repository and ``roots``."""
 
     async def run() -> tuple[list[Any], list[Any]]:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "logforensics", "mcp"], cwd=str(ROOT))
+        allowed = [a for r in (ROOT, *roots) for a in ("--root", str(r))]
+        params = StdioServerParameters(command=sys.executable, args=["-m", "logforensics", "mcp", *allowed],
+                                       cwd=str(ROOT))
         async with Client(params) as client:
             tools = (await client.list_tools()).tools
             results = []
@@ -84,7 +87,7 @@ def test_get_lines_is_a_bounded_redacted_window(tmp_path: Path) -> None:
         ("get_lines", {"path": str(log), "line": 20, "before": 2, "after": 1}),
         ("get_lines", {"path": str(log), "line": 20, "before": 0, "after": 0, "redact": False}),
         ("get_lines", {"path": str(log), "line": 20, "before": 300, "after": 300}),
-    ])
+    ], tmp_path)
     got = window.structured_content["lines"]
     assert [x["line"] for x in got] == [18, 19, 20, 21]
     assert "alice" not in got[2]["text"] and "hf_abcdefghij" not in got[2]["text"] and "line 18" in got[0]["text"]
@@ -98,7 +101,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
         ("summarize_run", {"paths": [str(tmp_path / "absent.log")]}),
         ("explain_finding", {"finding_id": "CR01:TP0:-:00000000"}),
         ("query_store", {"store": str(tmp_path / "no-store"), "sql": "select 1"}),
-    ])
+    ], tmp_path)
     for r in (missing, unknown, no_store):
         assert r.is_error and "\n" not in r.content[0].text and "Traceback" not in r.content[0].text
     assert "absent.log" in missing.content[0].text and "call diff_runs first" in unknown.content[0].text
@@ -115,7 +118,7 @@ def test_summaries_and_read_only_queries_over_a_real_store(tmp_path: Path) -> No
         ("summarize_run", {"paths": [str(logs / "failing.log")]}),
         ("query_store", {"store": str(store), "sql": "select outcome from runs", "limit": 5}),
         ("query_store", {"store": str(store), "sql": "drop view runs"}),
-    ])
+    ], tmp_path)
     s = summary.structured_content
     assert s["summary"]["outcome"] == "crashed" and s["text"].startswith("crashed: ")
     assert "serving" not in s["summary"]  # the brief form; full=true has everything
@@ -137,7 +140,7 @@ def test_a_live_follow_reports_only_what_is_new(tmp_path: Path) -> None:
         ("watch_poll", {"watch_id": "w1"}),
         ("watch_stop", {"watch_id": "w1"}),
         ("watch_poll", {"watch_id": "w1"}),
-    ])
+    ], tmp_path)
     assert started.structured_content["watch_id"] == "w1"
     one, two, three = first.structured_content, quiet.structured_content, second.structured_content
     assert one["outcome"] == "incomplete" and one["phase_changes"] and one["bytes_read"] > 0
@@ -147,3 +150,28 @@ def test_a_live_follow_reports_only_what_is_new(tmp_path: Path) -> None:
     assert not {f["id"] for f in three["new_findings"]} & {f["id"] for f in one["new_findings"]}
     assert stopped.structured_content["outcome"] == "crashed"
     assert gone.is_error and "no follow" in gone.content[0].text
+
+
+def test_paths_outside_the_roots_are_refused(tmp_path: Path) -> None:
+    """Started with --root for the repository and one folder: a log elsewhere, a link out of
+    the folder and standard input are refused, for every tool that reads."""
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    outside = tmp_path / "secret.log"
+    outside.write_text("[2026-01-01 10:00:00] The server is fired up and ready to roll!\n")
+    (inside / "link.log").symlink_to(outside)
+    (inside / "own.log").write_text(outside.read_text())
+    calls = [("summarize_run", {"paths": [str(outside)]}),
+             ("diff_runs", {"baseline": [str(CASE / "baseline.log")], "failing": [str(outside)]}),
+             ("get_lines", {"path": str(outside), "line": 1}),
+             ("watch_start", {"path": str(outside)}),
+             ("query_store", {"store": str(tmp_path), "sql": "select 1"}),
+             ("summarize_run", {"paths": [str(inside / "link.log")]}),
+             ("summarize_run", {"paths": ["-"]}),
+             ("summarize_run", {"paths": [str(inside / "own.log")]})]
+    _, results = _session(calls, inside)
+    for r in results[:-1]:
+        assert r.is_error, r
+    assert all("outside the directories" in r.content[0].text for r in results[:6])
+    assert "standard input" in results[6].content[0].text
+    assert not results[-1].is_error and results[-1].structured_content["summary"]["outcome"] == "ready"

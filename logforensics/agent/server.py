@@ -117,7 +117,7 @@ def build(session: Session | None = None) -> Any:
         """Summarise one run of SGLang logs (files, a directory of per-node logs, or globs): outcome
         (ready, crashed, hung, incomplete), each rank's phase, the crash or hang with file:line and
         rank, errors, coverage. `full` adds everything `summary --json` has (memory, serving series)."""
-        return checked(summarize_run_tool, paths, full)
+        return checked(summarize_run_tool, mem, paths, full)
 
     @server.tool()
     def diff_runs(baseline: list[str], failing: list[str], offset: int = 0,
@@ -138,13 +138,13 @@ def build(session: Session | None = None) -> Any:
     def get_lines(path: str, line: int, before: int = 10, after: int = 10, redact: bool = True) -> LinesResult:
         """Lines of a log around `line` (at most 400), redacted as `logforensics bundle` does (home
         and model paths, hosts, addresses, keys, tokens) unless `redact` is false."""
-        return checked(get_lines_tool, path, line, before, after, redact)
+        return checked(get_lines_tool, mem, path, line, before, after, redact)
 
     @server.tool()
     def query_store(store: str, sql: str, offset: int = 0, limit: int = 100) -> QueryResult:
         """One read-only SQL statement (DuckDB) over a fleet store written by `logforensics scan`
         (views runs, crashes, findings, ...), a page of rows (offset, limit, next_offset)."""
-        return checked(query_store_tool, store, sql, offset, limit)
+        return checked(query_store_tool, mem, store, sql, offset, limit)
 
     @server.tool()
     def watch_start(path: str, baseline: list[str] | None = None) -> WatchStarted:
@@ -166,6 +166,6 @@ def build(session: Session | None = None) -> Any:
     return server
 
 
-def serve() -> None:
-    """Run the server over stdio until the client closes it."""
-    build().run()
+def serve(roots: list[str]) -> None:
+    """Run the server over stdio until the client closes it, reading only under ``roots``."""
+    build(Session(roots)).run()

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..fleet.query import QueryError, run_sql
 from ..fleet.store import Store, StoreError
-from ..ingest import InputError
+from ..ingest import InputError, RunFiles, run_files
 from ..ingest.files import open_log
 from ..pipeline import diagnose_runs, summarize_run
 from ..render.redact import Redactor
@@ -39,11 +39,33 @@ class Session:
     (``explain_finding`` reads them), at most ``keep`` of them, the oldest forgotten first;
     and the live follows (``watch_*``), at most MOST_WATCHES."""
 
-    def __init__(self, keep: int = 2000) -> None:
+    def __init__(self, roots: Sequence[str] = (), keep: int = 2000) -> None:
+        #: the directories whose files the tools may read (all, when empty: for library use)
+        self.roots = tuple(os.path.realpath(r) for r in roots)
         self.keep = keep
         self.findings: dict[str, dict[str, Any]] = {}
         self.watches: dict[str, LiveWatch] = {}
         self.watch_count = 0
+
+    def allow(self, path: str) -> str:
+        """``path`` when it lies under one of the roots (links resolved), else a ToolInputError."""
+        if path == "-":
+            raise ToolInputError("standard input is the protocol's: give a file")
+        real = os.path.realpath(path)
+        if self.roots and not any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots):
+            raise ToolInputError(f"{path}: outside the directories this server may read (--root "
+                                 + " --root ".join(self.roots) + ")")
+        return path
+
+    def run(self, paths: Sequence[str], what: str) -> RunFiles:
+        """The run ``paths`` name (files, directories, globs), every file of it allowed."""
+        try:
+            files = run_files(_paths(paths, what))
+        except InputError as e:
+            raise ToolInputError(str(e)) from None
+        for f in files.files:
+            self.allow(f.path)
+        return files
 
     def remember(self, findings: Sequence[dict[str, Any]]) -> None:
         for f in findings:
@@ -59,10 +81,10 @@ def _paths(paths: Sequence[str], what: str) -> list[str]:
     return list(paths)
 
 
-def summarize_run_tool(paths: Sequence[str], full: bool = False) -> dict[str, Any]:
+def summarize_run_tool(session: Session, paths: Sequence[str], full: bool = False) -> dict[str, Any]:
     """One run's summary (``summary --json``); without ``full`` the parts an agent reads first."""
     try:
-        s = summarize_run(_paths(paths, "paths"))
+        s = summarize_run(session.run(paths, "paths"))
     except InputError as e:
         raise ToolInputError(str(e)) from None
     doc = s.to_dict()
@@ -77,7 +99,7 @@ def diff_runs_tool(session: Session, baseline: Sequence[str], failing: Sequence[
                    limit: int = FINDINGS_PAGE) -> dict[str, Any]:
     """A failing run against a baseline: the verdict, its conclusion and a page of findings."""
     try:
-        d = diagnose_runs(_paths(failing, "failing"), _paths(baseline, "baseline"))
+        d = diagnose_runs(session.run(failing, "failing"), session.run(baseline, "baseline"))
     except InputError as e:
         raise ToolInputError(str(e)) from None
     findings = [f.to_dict() for f in d.findings]
@@ -102,13 +124,15 @@ def explain_finding_tool(session: Session, finding_id: str) -> dict[str, Any]:
             + (f"; evidence {lines}" if lines else "")}
 
 
-def get_lines_tool(path: str, line: int, before: int = 10, after: int = 10, redact: bool = True) -> dict[str, Any]:
+def get_lines_tool(session: Session, path: str, line: int, before: int = 10, after: int = 10,
+                   redact: bool = True) -> dict[str, Any]:
     """Lines ``line - before`` to ``line + after`` of a log (compressed or not), each cut to
     LINE_CHARS characters, redacted as ``bundle`` does unless ``redact`` is false."""
     if line < 1 or before < 0 or after < 0:
         raise ToolInputError("line starts at 1; before and after are not negative")
     if before + after + 1 > MOST_LINES:
         raise ToolInputError(f"a window spans at most {MOST_LINES} lines; ask for several")
+    session.allow(path)
     first, last = max(1, line - before), line + after
     out: list[dict[str, Any]] = []
     try:
@@ -145,8 +169,9 @@ def _bounded_lines(fh: Any, most: int) -> Any:
         yield head
 
 
-def query_store_tool(store: str, sql: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+def query_store_tool(session: Session, store: str, sql: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
     """One read-only SQL statement over a fleet store (``query``'s views and dialect), a page of rows."""
+    session.allow(store)
     if limit < 1 or limit > MOST_ROWS or offset < 0:
         raise ToolInputError(f"limit is 1 to {MOST_ROWS}, offset not negative")
     try:
@@ -222,12 +247,13 @@ def watch_start_tool(session: Session, path: str, baseline: Sequence[str] | None
     """Start following a local log (its whole text so far is read by the first poll)."""
     if len(session.watches) >= MOST_WATCHES:
         raise ToolInputError(f"at most {MOST_WATCHES} follows at once: stop one first (watch_stop)")
+    session.allow(path)
     if not os.path.isfile(path):
         raise ToolInputError(f"{path}: no such file")
     base = None
     if baseline:
         try:
-            base = summarize_run(_paths(baseline, "baseline"))
+            base = summarize_run(session.run(baseline, "baseline"))
         except InputError as e:
             raise ToolInputError(str(e)) from None
     session.watch_count += 1
