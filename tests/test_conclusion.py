@@ -111,3 +111,18 @@ def test_finding_ids_are_stable_across_places_runs_and_outputs(tmp_path: Path) -
     (moved / "failing.log").write_text(text)
     changed = diagnose_files(str(moved / "failing.log"), str(moved / "baseline.log"))
     assert {f.id for f in changed.findings} != set(ids)
+
+
+def test_the_worked_cases_of_the_agent_skill_say_what_the_tool_says() -> None:
+    """docs/agent-skill.md's three cases: their explanations' confidence and what to collect."""
+    doc = (DIFF.parent.parent / "docs" / "agent-skill.md").read_text()
+    got = {}
+    for name in ("custom_ar_pcie_oom", "capture_oom_max_bs", "rank_hang"):
+        base, fail = _case(name)
+        got[name] = diagnose_files(fail, base).conclusion
+        assert f"(`{name}`)" in doc
+    assert (got["custom_ar_pcie_oom"].rule, got["custom_ar_pcie_oom"].confidence) == ("CFG01", "medium")
+    assert (got["capture_oom_max_bs"].rule, got["capture_oom_max_bs"].confidence) == ("CFG03", "low")
+    assert got["rank_hang"].explanation is None
+    assert any(item.startswith("NCCL_DEBUG=INFO") for item in got["rank_hang"].collect)
+    assert "`medium`" in doc and "`low` confidence" in doc and "`cannot tell from\nthese logs`" in doc

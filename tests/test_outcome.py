@@ -275,3 +275,17 @@ def test_2024_batch_lines_without_lead_words_are_serving() -> None:
                   "#running-req: 1, #token: 38, token usage: 0.00, gen throughput (token/s): 22.81, #queue-req: 0\n")
     assert s.outcome == "ready" and "served batches" in s.outcome_reason
     assert s.throughput["decode_gen_tok_s"]["count"] == 1
+
+
+def test_a_cann_error_takes_the_rank_of_the_torch_record_that_carried_its_code() -> None:
+    """torch_npu logs "[rank0]:[W530 ...] Warning: EZ9999: Inner Error!" and then CANN's own
+    "EZ9999: [PID: N] ..." lines, which name no rank."""
+    text = ("[2025-05-30 17:44:00 TP0] Load weight begin. avail mem=60.50 GB\n"
+            "[2025-05-30 17:44:00 TP1] Load weight begin. avail mem=60.50 GB\n"
+            "[rank1]:[W530 17:44:20.013492199 compiler_depend.ts:57] Warning: EZ9999: Inner Error!\n"
+            "EZ9999: [PID: 21632] 2025-05-30-17:44:16.563.100 The error from device(chipId:4, dieId:0), serial number "
+            "is 625, there is an aivec error exception, core id is 34, error code = 0\n")
+    s = summarize(text)
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.first_rank == "TP1"
+    far = summarize(text.replace("Inner Error!\n", "Inner Error!\n" + "[2025-05-30 17:44:21 TP0] x\n" * 4))
+    assert far.crash is not None and far.crash.first_rank is None  # too far from it to be its rank's

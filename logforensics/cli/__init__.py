@@ -9,7 +9,14 @@ exit with ``EXIT_USAGE``; they never show a Python traceback. Files are written 
 from __future__ import annotations
 
 from ..outputs import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
-from . import check_command, fleet_commands, run_commands, watch_command  # noqa: F401  (each registers its commands)
+from . import (  # noqa: F401  (each registers its commands)
+    bisect_command,
+    check_command,
+    fleet_commands,
+    mcp_command,
+    run_commands,
+    watch_command,
+)
 from ._app import main
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "main"]

@@ -137,12 +137,12 @@ def _evidence(value: Any) -> list[dict[str, Any]]:
 
 
 def finding_id(f: Finding, failing: RunSummary, baseline: RunSummary | None = None) -> str:
-    """``RULE:RANK:PHASE:HASH`` (``CR01:TP5:cuda_graph_capture:3f9a1c2e``): the rule, the first
-    rank the finding's failing-side lines name, the phase the failing run crashed in, and a hash
+    """``RULE:RANK:PHASE:HASH`` (``CR01:TP5:cuda_graph_capture:3f9a1c2e``): the rule, the rank of
+    the finding's first failing-side line that names one, the phase the failing run crashed in, and a hash
     of its evidence (each line's file name, number and text), so that an agent, a CI system and
     a person name the same finding alike, whatever the output and wherever the logs lie."""
     base = {baseline.file, *(n.get("file") for n in baseline.nodes.values())} if baseline is not None else set()
-    own = sorted({e["rank"] for e in f.evidence if e.get("rank") and e.get("file") not in base})
+    own = [e["rank"] for e in f.evidence if e.get("rank") and e.get("file") not in base]
     phase = (failing.crash.phase if failing.crash else None) or "-"
     digest = hashlib.sha256()
     for e in f.evidence:

@@ -42,6 +42,10 @@ class Failures:
     errors: list[dict[str, Any]] = field(default_factory=list)
     #: whether a C++ stack frame was seen (only the first one is a crash record)
     cpp_frame_seen: bool = False
+    #: the last torch-prefixed record that carried an Ascend CANN code ("[rank0]:[W.. ]
+    #: Warning: EZ9999: Inner Error!"): {code, rank, line}; the CANN record after it, which
+    #: names no rank, is that rank's
+    cann_hint: dict[str, Any] | None = None
 
     def add_distinct(self, rec: dict[str, Any], m: RunModel) -> None:
         sig = (rec["exception"], shape(rec["message"] or ""),
@@ -75,6 +79,7 @@ class Failures:
             crashes = [c for c in crashes if not c.get("cpp_frame")]
         self.crash_events.extend(crashes)
         self.cpp_frame_seen = self.cpp_frame_seen or later.cpp_frame_seen
+        self.cann_hint = later.cann_hint or self.cann_hint
         hangs = later.hang_events
         if self.hang_events and hangs and hangs[0].get("kind") == "exception":
             hangs = hangs[1:]
@@ -205,12 +210,17 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
     agent number, not a rank; torch's ``[rankN]`` before a c10d record is a global rank."""
     f = ev.fields
     rank = ev.rank
+    extra: dict[str, Any] = {}
     if rank is None and ev.kind == "collective_failure":
         rank = c10d_rank(f.get("head") or {})
+    hint = m.failures.cann_hint
+    if rank is None and ev.kind == "cann_error" and hint and hint["code"] == f.get("code") \
+            and ev.line - hint["line"] <= CANN_HINT_LINES:
+        rank, extra = hint["rank"], {"rank_inferred_from": "torch_prefix_before"}
     what = NATIVE_FATAL[ev.kind]
     detail = f.get("message") or f.get("assertion") or f.get("code")
     _native_crash(m, ev, rank, f"{what}: {detail}" if detail and ev.kind != "cpp_abort" else (detail or what),
-                  native_kind=ev.kind)
+                  native_kind=ev.kind, **extra)
     m.notices.add("native_abort", ev)
     if ev.kind == "collective_failure":
         m.notices.add("c10d", ev)
@@ -283,11 +293,20 @@ def c10d_rank(head: dict[str, Any]) -> str | None:
     return f"rank{head['global_rank']}" if "global_rank" in head else None
 
 
+#: How far (in lines) the CANN record may follow the torch-prefixed line that names its rank.
+CANN_HINT_LINES = 3
+_CANN_CODE = re.compile(r"\bE[A-Z0-9]\d{4}(?=:)")
+
+
 @handles("c10d_log", "collective_timeout")  # torch watchdog and store timeouts
 def on_c10d_log(m: RunModel, ev: Event) -> None:
-    """A watchdog or collective timeout is a hang, whatever is raised after it."""
+    """A watchdog or collective timeout is a hang, whatever is raised after it. A torch
+    record that carries an Ascend CANN code names the rank of the CANN record after it."""
     msg = ev.fields.get("message") or ""
     head = ev.fields.get("head") or {}
+    code = _CANN_CODE.search(msg) if "E" in msg else None
+    if code and c10d_rank(head):
+        m.failures.cann_hint = {"code": code.group(0), "rank": c10d_rank(head), "line": ev.line}
     if ev.kind == "collective_timeout" or any(mk in msg for mk in HANG_MARKERS):
         add_hang(m, {"file": ev.file, "line": ev.line, "rank": c10d_rank(head), "text": ev.text,
                      "kind": "nccl_watchdog"})

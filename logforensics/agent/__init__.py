@@ -1,0 +1,1 @@
+"""For coding agents: the tools ``logforensics mcp`` serves (``tools.py``) and the server (``server.py``)."""

@@ -1,0 +1,171 @@
+"""``logforensics mcp``: the tools of ``tools.py`` as a Model Context Protocol server over stdio.
+
+Built on the official Python SDK (``mcp``, the optional extra ``logforensics[mcp]``). Each
+tool's input and output have JSON schemas (the output's are the TypedDicts below, whose
+nested parts are the commands' own ``--json``); a tool's anticipated failure (a missing
+file, refused SQL) is the call's error with a one-line message, never a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from .tools import (
+    FINDINGS_PAGE,
+    Session,
+    ToolInputError,
+    diff_runs_tool,
+    explain_finding_tool,
+    get_lines_tool,
+    query_store_tool,
+    summarize_run_tool,
+    watch_poll_tool,
+    watch_start_tool,
+    watch_stop_tool,
+)
+
+INSTRUCTIONS = (
+    "Forensics of SGLang server logs. summarize_run reads one run (files, a directory of per-node "
+    "logs, globs): its outcome, the crash or hang with file:line and rank. diff_runs compares a failing "
+    "run with a baseline that worked: a verdict, what was ruled out, findings with stable ids; "
+    "explain_finding gives one finding's explanation and evidence; get_lines shows a log around a line "
+    "(redacted); query_store runs read-only SQL over a fleet store written by `logforensics scan`; "
+    "watch_start/watch_poll/watch_stop follow a log while it is written, each poll saying only what is new. "
+    "Every claim cites the log lines it rests on; 'cannot tell from these logs' comes with what to collect."
+)
+
+
+class SummaryResult(TypedDict):
+    summary: dict[str, Any]
+    text: str
+
+
+class DiffResult(TypedDict):
+    verdict: str
+    conclusion: dict[str, Any]
+    findings: list[dict[str, Any]]
+    total: int
+    offset: int
+    next_offset: int | None
+    text: str
+
+
+class FindingResult(TypedDict):
+    finding: dict[str, Any]
+    text: str
+
+
+class LinesResult(TypedDict):
+    file: str
+    lines: list[dict[str, Any]]
+    redacted: bool
+    text: str
+
+
+class QueryResult(TypedDict):
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    offset: int
+    next_offset: int | None
+    text: str
+
+
+class WatchStarted(TypedDict):
+    watch_id: str
+    text: str
+
+
+class WatchPoll(TypedDict):
+    watch_id: str
+    outcome: str
+    outcome_reason: str
+    outcome_changed: bool
+    phase_changes: list[dict[str, Any]]
+    new_findings: list[dict[str, Any]]
+    bytes_read: int
+    more_to_read: bool
+    notes: list[str]
+    text: str
+
+
+class WatchStopped(TypedDict):
+    watch_id: str
+    outcome: str
+    outcome_reason: str
+    bytes_read: int
+    text: str
+
+
+def build(session: Session | None = None) -> Any:
+    """The server (an ``MCPServer``) with its tools; ``session`` keeps findings between calls."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from ..version import __version__
+
+    mem = session or Session()
+    server = MCPServer("logforensics", version=__version__, instructions=INSTRUCTIONS)
+
+    def checked(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ToolInputError as e:
+            raise ToolError(str(e)) from None
+
+    @server.tool()
+    def summarize_run(paths: list[str], full: bool = False) -> SummaryResult:
+        """Summarise one run of SGLang logs (files, a directory of per-node logs, or globs): outcome
+        (ready, crashed, hung, incomplete), each rank's phase, the crash or hang with file:line and
+        rank, errors, coverage. `full` adds everything `summary --json` has (memory, serving series)."""
+        return checked(summarize_run_tool, mem, paths, full)
+
+    @server.tool()
+    def diff_runs(baseline: list[str], failing: list[str], offset: int = 0,
+                  limit: int = FINDINGS_PAGE) -> DiffResult:
+        """Compare a failing run with a baseline that worked: the verdict, the conclusion (what
+        happened first, the best explanation and its confidence or 'cannot tell from these logs',
+        what was ruled out, the next step) and findings (a page: offset, limit, next_offset), each
+        with a stable id for explain_finding."""
+        return checked(diff_runs_tool, mem, baseline, failing, offset, limit)
+
+    @server.tool()
+    def explain_finding(finding_id: str) -> FindingResult:
+        """One finding of an earlier diff_runs, by id (RULE:RANK:PHASE:HASH): the rule's explanation
+        with its formula and figures, and every evidence line with file:line and rank."""
+        return checked(explain_finding_tool, mem, finding_id)
+
+    @server.tool()
+    def get_lines(path: str, line: int, before: int = 10, after: int = 10, redact: bool = True) -> LinesResult:
+        """Lines of a log around `line` (at most 400), redacted as `logforensics bundle` does (home
+        and model paths, hosts, addresses, keys, tokens) unless `redact` is false."""
+        return checked(get_lines_tool, mem, path, line, before, after, redact)
+
+    @server.tool()
+    def query_store(store: str, sql: str, offset: int = 0, limit: int = 100) -> QueryResult:
+        """One read-only SQL statement (DuckDB) over a fleet store written by `logforensics scan`
+        (views runs, crashes, findings, ...), a page of rows (offset, limit, next_offset)."""
+        return checked(query_store_tool, mem, store, sql, offset, limit)
+
+    @server.tool()
+    def watch_start(path: str, baseline: list[str] | None = None) -> WatchStarted:
+        """Start following a local log that is being written (a server's log while it runs),
+        optionally against a baseline run; then call watch_poll."""
+        return checked(watch_start_tool, mem, path, baseline)
+
+    @server.tool()
+    def watch_poll(watch_id: str) -> WatchPoll:
+        """What is new in a followed log since the last poll: each rank's phase changes, the
+        outcome (and whether it changed), and only the findings not reported before."""
+        return checked(watch_poll_tool, mem, watch_id)
+
+    @server.tool()
+    def watch_stop(watch_id: str) -> WatchStopped:
+        """Stop following: the log as read so far, judged as `summary` judges a whole log."""
+        return checked(watch_stop_tool, mem, watch_id)
+
+    return server
+
+
+def serve(roots: list[str]) -> None:
+    """Run the server over stdio until the client closes it, reading only under ``roots``."""
+    build(Session(roots)).run()

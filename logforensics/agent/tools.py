@@ -1,0 +1,297 @@
+"""What ``logforensics mcp`` offers a coding agent, as plain functions over the pipeline.
+
+Each tool returns the same typed JSON as the commands' ``--json`` (a summary's ``to_dict``, a
+diagnosis's verdict, conclusion and findings), with ``text``, a short summary in words, and
+pages what can be long (``offset``, ``limit``, ``total``, ``next_offset``: never cut
+silently). A bad input is a :class:`ToolInputError` with a one-line message; the server
+returns it to the agent as the tool's error. Nothing here knows MCP: ``server.py`` wires
+these functions to the protocol, and the tests call both.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..fleet.query import QueryError, run_sql
+from ..fleet.store import Store, StoreError
+from ..ingest import InputError, RunFiles, run_files
+from ..ingest.files import open_log
+from ..pipeline import diagnose_runs, summarize_run
+from ..render.redact import Redactor
+
+#: Findings per page, and the most a page may ask for.
+FINDINGS_PAGE, MOST_FINDINGS = 20, 200
+#: Lines a ``get_lines`` window may span, and the characters kept of each line.
+MOST_LINES, LINE_CHARS = 400, 4000
+#: Rows a ``query_store`` page may hold.
+MOST_ROWS = 1000
+
+
+class ToolInputError(ValueError):
+    """A tool's input that cannot be used (a missing file, bad SQL, an unknown finding)."""
+
+
+class Session:
+    """The server's memory between calls: the findings of the diagnoses made so far, by id
+    (``explain_finding`` reads them), at most ``keep`` of them, the oldest forgotten first;
+    and the live follows (``watch_*``), at most MOST_WATCHES."""
+
+    def __init__(self, roots: Sequence[str] = (), keep: int = 2000) -> None:
+        #: the directories whose files the tools may read (all, when empty: for library use)
+        self.roots = tuple(os.path.realpath(r) for r in roots)
+        self.keep = keep
+        self.findings: dict[str, dict[str, Any]] = {}
+        self.watches: dict[str, LiveWatch] = {}
+        self.watch_count = 0
+
+    def allow(self, path: str) -> str:
+        """``path`` when it lies under one of the roots (links resolved), else a ToolInputError."""
+        if path == "-":
+            raise ToolInputError("standard input is the protocol's: give a file")
+        real = os.path.realpath(path)
+        if self.roots and not any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots):
+            raise ToolInputError(f"{path}: outside the directories this server may read (--root "
+                                 + " --root ".join(self.roots) + ")")
+        return path
+
+    def run(self, paths: Sequence[str], what: str) -> RunFiles:
+        """The run ``paths`` name (files, directories, globs), every file of it allowed."""
+        try:
+            files = run_files(_paths(paths, what))
+        except InputError as e:
+            raise ToolInputError(str(e)) from None
+        for f in files.files:
+            self.allow(f.path)
+        return files
+
+    def remember(self, findings: Sequence[dict[str, Any]]) -> None:
+        for f in findings:
+            self.findings.pop(f["id"], None)
+            self.findings[f["id"]] = f
+        while len(self.findings) > self.keep:
+            self.findings.pop(next(iter(self.findings)))
+
+
+def _paths(paths: Sequence[str], what: str) -> list[str]:
+    if not paths or not all(isinstance(p, str) and p for p in paths):
+        raise ToolInputError(f"{what}: give one or more paths (files, directories or globs)")
+    return list(paths)
+
+
+def summarize_run_tool(session: Session, paths: Sequence[str], full: bool = False) -> dict[str, Any]:
+    """One run's summary (``summary --json``); without ``full`` the parts an agent reads first."""
+    try:
+        s = summarize_run(session.run(paths, "paths"))
+    except InputError as e:
+        raise ToolInputError(str(e)) from None
+    doc = s.to_dict()
+    if not full:
+        keep = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "crash", "hang", "stopped",
+                "errors", "ready", "versions", "coverage", "warnings", "missing_ranks", "nodes")
+        doc = {k: doc[k] for k in keep if k in doc}
+    return {"summary": doc, "text": f"{s.outcome}: {s.outcome_reason}"}
+
+
+def diff_runs_tool(session: Session, baseline: Sequence[str], failing: Sequence[str], offset: int = 0,
+                   limit: int = FINDINGS_PAGE) -> dict[str, Any]:
+    """A failing run against a baseline: the verdict, its conclusion and a page of findings."""
+    try:
+        d = diagnose_runs(session.run(failing, "failing"), session.run(baseline, "baseline"))
+    except InputError as e:
+        raise ToolInputError(str(e)) from None
+    findings = [f.to_dict() for f in d.findings]
+    for f in findings:
+        f.pop("facts", None)  # the rule's inputs: explain_finding has the explanation
+    session.remember(findings)
+    page, more = _page(findings, offset, limit, MOST_FINDINGS)
+    return {"verdict": d.verdict, "conclusion": d.conclusion.to_dict(), "findings": page, **more,
+            "text": d.verdict}
+
+
+def explain_finding_tool(session: Session, finding_id: str) -> dict[str, Any]:
+    """A finding of an earlier ``diff_runs`` of this session, by its id: the rule's
+    explanation (its formula and figures) and every evidence line, with file:line and rank."""
+    f = session.findings.get(finding_id)
+    if f is None:
+        raise ToolInputError(f"no finding {finding_id!r} in this session: call diff_runs first (ids are "
+                             "RULE:RANK:PHASE:HASH)")
+    lines = "; ".join(f"{e.get('file')}:{e.get('line')}" + (f" {e['rank']}" if e.get("rank") else "")
+                      for e in f["evidence"][:8])
+    return {"finding": f, "text": f"{f['rule']} ({f['severity']}, {f['confidence']} confidence): {f['title']}"
+            + (f"; evidence {lines}" if lines else "")}
+
+
+def get_lines_tool(session: Session, path: str, line: int, before: int = 10, after: int = 10,
+                   redact: bool = True) -> dict[str, Any]:
+    """Lines ``line - before`` to ``line + after`` of a log (compressed or not), each cut to
+    LINE_CHARS characters, redacted as ``bundle`` does unless ``redact`` is false."""
+    if line < 1 or before < 0 or after < 0:
+        raise ToolInputError("line starts at 1; before and after are not negative")
+    if before + after + 1 > MOST_LINES:
+        raise ToolInputError(f"a window spans at most {MOST_LINES} lines; ask for several")
+    session.allow(path)
+    first, last = max(1, line - before), line + after
+    out: list[dict[str, Any]] = []
+    try:
+        with open_log(path) as fh:
+            for n, raw in enumerate(_bounded_lines(fh, LINE_CHARS * 4), 1):
+                if n > last:
+                    break
+                if n >= first:
+                    out.append({"line": n, "text": raw.decode("utf-8", "replace").rstrip("\r\n")[:LINE_CHARS]})
+    except InputError as e:
+        raise ToolInputError(str(e)) from None
+    except OSError as e:
+        raise ToolInputError(f"{path}: {e.strerror or e}") from None
+    if redact:
+        r = Redactor()
+        r.learn([x["text"] for x in out])
+        for x in out:
+            x["text"] = r.text(x["text"])
+    name = os.path.basename(path)
+    text = f"{name}: lines {out[0]['line']}-{out[-1]['line']}" if out else f"{name} has no line {line}"
+    return {"file": path, "lines": out, "redacted": redact, "text": text}
+
+
+def _bounded_lines(fh: Any, most: int) -> Any:
+    """The stream's lines, each its first ``most`` bytes (the rest of a longer line is read and
+    dropped a block at a time: memory stays bounded whatever the line)."""
+    while True:
+        head = fh.readline(most)
+        if not head:
+            return
+        if not head.endswith(b"\n"):
+            while (rest := fh.readline(most)) and not rest.endswith(b"\n"):
+                pass
+        yield head
+
+
+def query_store_tool(session: Session, store: str, sql: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+    """One read-only SQL statement over a fleet store (``query``'s views and dialect), a page of rows."""
+    session.allow(store)
+    if limit < 1 or limit > MOST_ROWS or offset < 0:
+        raise ToolInputError(f"limit is 1 to {MOST_ROWS}, offset not negative")
+    try:
+        columns, rows = run_sql(Store(store), sql, max_rows=offset + limit + 1)
+    except (QueryError, StoreError) as e:
+        raise ToolInputError(str(e)) from None
+    page = [dict(zip(columns, (_plain(v) for v in row))) for row in rows[offset:offset + limit]]
+    more = {"offset": offset, "next_offset": offset + limit if len(rows) > offset + limit else None}
+    return {"columns": list(columns), "rows": page, **more, "text": f"{len(page)} row(s)"
+            + (", more after" if more["next_offset"] is not None else "")}
+
+
+#: Live follows a session may hold, and the bytes one poll reads at most (the rest waits).
+MOST_WATCHES, POLL_BYTES = 16, 64 << 20
+
+
+class LiveWatch:
+    """One followed log: ``watch``'s live state (the same parser and run model), the bytes read
+    so far, and what the last poll reported (so that a poll says only what is new)."""
+
+    def __init__(self, path: str, baseline: Any) -> None:
+        self.path = path
+        self._reset(baseline)
+
+    def _reset(self, baseline: Any) -> None:
+        from ..diagnose.rulespec import load_rules
+        from ..ingest import LiveRun
+        from ..watch.state import WatchState
+
+        self.offset = 0
+        self.state = WatchState(LiveRun(self.path), baseline, list(load_rules(())))
+        self.phases: dict[str, str] = {}
+        self.outcome: str | None = None
+        self.reported: set[str] = set()
+
+    def poll(self) -> dict[str, Any]:
+        notes = []
+        try:
+            with open(self.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size < self.offset:  # rotated or truncated: a new log from its start
+                    notes.append(f"{self.path} shrank from {self.offset} to {size} bytes: read again as a new run")
+                    self._reset(self.state.baseline)
+                fh.seek(self.offset)
+                data = fh.read(POLL_BYTES)
+        except OSError as e:
+            raise ToolInputError(f"{self.path}: {e.strerror or e}") from None
+        self.offset += len(data)
+        now = time.time()
+        if data:
+            self.state.feed(data, now)
+        self.state.settle(now)
+        summary = self.state.snapshot()
+        changes = [{"rank": r, "from": self.phases.get(r), "to": p} for r, p in summary.phase_reached.items()
+                   if self.phases.get(r) != p]
+        self.phases = dict(summary.phase_reached)
+        findings = [f.to_dict() for f in self.state.diagnose().findings]
+        new = [f for f in findings if f["id"] not in self.reported]
+        self.reported.update(f["id"] for f in new)
+        for f in new:
+            f.pop("facts", None)
+        outcome_changed = summary.outcome != self.outcome
+        self.outcome = summary.outcome
+        more = " (more to read)" if len(data) == POLL_BYTES else ""
+        text = (f"{summary.outcome}: {summary.outcome_reason}; {len(data)} new bytes{more}, "
+                f"{len(changes)} phase change(s), {len(new)} new finding(s)")
+        return {"outcome": summary.outcome, "outcome_reason": summary.outcome_reason,
+                "outcome_changed": outcome_changed, "phase_changes": changes, "new_findings": new,
+                "bytes_read": self.offset, "more_to_read": bool(more), "notes": notes, "text": text}
+
+
+def watch_start_tool(session: Session, path: str, baseline: Sequence[str] | None = None) -> dict[str, Any]:
+    """Start following a local log (its whole text so far is read by the first poll)."""
+    if len(session.watches) >= MOST_WATCHES:
+        raise ToolInputError(f"at most {MOST_WATCHES} follows at once: stop one first (watch_stop)")
+    session.allow(path)
+    if not os.path.isfile(path):
+        raise ToolInputError(f"{path}: no such file")
+    base = None
+    if baseline:
+        try:
+            base = summarize_run(session.run(baseline, "baseline"))
+        except InputError as e:
+            raise ToolInputError(str(e)) from None
+    session.watch_count += 1
+    watch_id = f"w{session.watch_count}"
+    session.watches[watch_id] = LiveWatch(path, base)
+    return {"watch_id": watch_id, "text": f"following {path} as {watch_id}: call watch_poll"}
+
+
+def watch_poll_tool(session: Session, watch_id: str) -> dict[str, Any]:
+    """What is new in a followed log since the last poll: phase changes, the outcome, new findings."""
+    w = session.watches.get(watch_id)
+    if w is None:
+        raise ToolInputError(f"no follow {watch_id!r}: start one with watch_start")
+    out = w.poll()
+    session.remember(out["new_findings"])
+    return {"watch_id": watch_id, **out}
+
+
+def watch_stop_tool(session: Session, watch_id: str) -> dict[str, Any]:
+    """Stop a follow: the log as read so far, judged as ``summary`` judges a whole log."""
+    w = session.watches.pop(watch_id, None)
+    if w is None:
+        raise ToolInputError(f"no follow {watch_id!r}")
+    w.state.close(time.time())
+    s = w.state.run.summary()
+    return {"watch_id": watch_id, "outcome": s.outcome, "outcome_reason": s.outcome_reason,
+            "bytes_read": w.offset, "text": f"stopped {watch_id}: {s.outcome}: {s.outcome_reason}"}
+
+
+def _page(items: list[dict[str, Any]], offset: int, limit: int, most: int) -> tuple[list[dict[str, Any]],
+                                                                               dict[str, Any]]:
+    if offset < 0 or limit < 1 or limit > most:
+        raise ToolInputError(f"limit is 1 to {most}, offset not negative")
+    page = items[offset:offset + limit]
+    nxt = offset + limit if offset + limit < len(items) else None
+    return page, {"total": len(items), "offset": offset, "next_offset": nxt}
+
+
+def _plain(v: Any) -> Any:
+    """A value as JSON holds it (DuckDB gives dates, decimals, ...)."""
+    return v if v is None or isinstance(v, (bool, int, float, str)) else str(v)

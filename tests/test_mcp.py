@@ -1,0 +1,177 @@
+"""``logforensics mcp``: the MCP server, driven by the official SDK's real client over stdio.
+
+The server runs as an agent starts it (``python -m logforensics mcp``, a subprocess); the
+client lists its tools and calls them on the diff fixtures and a real fleet store. What it
+returns must be what the commands' ``--json`` says, paged where long, redacted where asked,
+and a bad input must come back as the call's one-line error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+mcp = pytest.importorskip("mcp")  # the optional extra; the test extra installs it
+
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CASE = ROOT / "fixtures" / "diff" / "custom_ar_pcie_oom"
+CLI = [sys.executable, "-m", "logforensics"]
+
+
+def _session(calls: list[tuple[str, dict[str, Any]]], *roots: Path) -> tuple[list[Any], list[Any]]:
+    """The server's tools and the results of ``calls``, in one session of a real client; a
+    call named ``append`` writes its ``text`` to its ``path`` instead (a log being written). The
+    server may read under the repository and ``roots``."""
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        allowed = [a for r in (ROOT, *roots) for a in ("--root", str(r))]
+        params = StdioServerParameters(command=sys.executable, args=["-m", "logforensics", "mcp", *allowed],
+                                       cwd=str(ROOT))
+        async with Client(params) as client:
+            tools = (await client.list_tools()).tools
+            results = []
+            for name, args in calls:
+                if name == "append":
+                    with open(args["path"], "a") as fh:
+                        fh.write(args["text"])
+                    continue
+                if name == "explain_finding" and args.get("finding_id") == "<first>":
+                    args = {"finding_id": results[0].structured_content["findings"][0]["id"]}
+                results.append(await client.call_tool(name, args))
+            return tools, results
+
+    return asyncio.run(asyncio.wait_for(run(), 240))
+
+
+def test_the_tools_have_schemas_and_answer_as_the_commands_do(tmp_path: Path) -> None:
+    base, fail = str(CASE / "baseline.log"), str(CASE / "failing.log")
+    tools, (page1, page2, explained) = _session([
+        ("diff_runs", {"baseline": [base], "failing": [fail], "limit": 3}),
+        ("diff_runs", {"baseline": [base], "failing": [fail], "offset": 3, "limit": 200}),
+        ("explain_finding", {"finding_id": "<first>"}),
+    ])
+    names = {t.name: t for t in tools}
+    assert set(names) == {"summarize_run", "diff_runs", "explain_finding", "get_lines", "query_store",
+                          "watch_start", "watch_poll", "watch_stop"}
+    for t in tools:
+        assert t.input_schema["type"] == "object" and t.output_schema and "text" in t.output_schema["properties"]
+    assert names["diff_runs"].input_schema["required"] == ["baseline", "failing"]
+    out = tmp_path / "d.json"
+    subprocess.run(CLI + ["diff", base, fail, "--json", str(out)], capture_output=True, check=False)
+    want = json.loads(out.read_text())
+    one, two = page1.structured_content, page2.structured_content
+    assert not page1.is_error and one["verdict"] == want["verdict"] and one["conclusion"] == want["conclusion"]
+    assert one["total"] == len(want["findings"]) and one["next_offset"] == 3 and two["next_offset"] is None
+    assert [f["id"] for f in one["findings"] + two["findings"]] == [f["id"] for f in want["findings"]]
+    first = explained.structured_content["finding"]
+    assert first["id"] == want["findings"][0]["id"] and first["evidence"] == want["findings"][0]["evidence"]
+    assert first["explanation"] == want["findings"][0]["explanation"]
+
+
+def test_get_lines_is_a_bounded_redacted_window(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    lines = [f"[2026-01-01 10:00:{i:02d}] line {i}" for i in range(1, 40)]
+    lines[19] = "[2026-01-01 10:00:20] loading /home/alice/models/llama with HF_TOKEN=hf_abcdefghijklmnopqrstuvwx"
+    lines[20] = "x" * 100_000
+    log.write_text("\n".join(lines) + "\n")
+    _, (window, raw, too_wide) = _session([
+        ("get_lines", {"path": str(log), "line": 20, "before": 2, "after": 1}),
+        ("get_lines", {"path": str(log), "line": 20, "before": 0, "after": 0, "redact": False}),
+        ("get_lines", {"path": str(log), "line": 20, "before": 300, "after": 300}),
+    ], tmp_path)
+    got = window.structured_content["lines"]
+    assert [x["line"] for x in got] == [18, 19, 20, 21]
+    assert "alice" not in got[2]["text"] and "hf_abcdefghij" not in got[2]["text"] and "line 18" in got[0]["text"]
+    assert len(got[3]["text"]) == 4000  # a 100 kB line, cut
+    assert "alice" in raw.structured_content["lines"][0]["text"]
+    assert too_wide.is_error and "at most 400 lines" in too_wide.content[0].text
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
+    _, (missing, unknown, no_store) = _session([
+        ("summarize_run", {"paths": [str(tmp_path / "absent.log")]}),
+        ("explain_finding", {"finding_id": "CR01:TP0:-:00000000"}),
+        ("query_store", {"store": str(tmp_path / "no-store"), "sql": "select 1"}),
+    ], tmp_path)
+    for r in (missing, unknown, no_store):
+        assert r.is_error and "\n" not in r.content[0].text and "Traceback" not in r.content[0].text
+    assert "absent.log" in missing.content[0].text and "call diff_runs first" in unknown.content[0].text
+
+
+def test_summaries_and_read_only_queries_over_a_real_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "failing.log").write_bytes((CASE / "failing.log").read_bytes())
+    scanned = subprocess.run(CLI + ["scan", str(logs), "--store", str(store)], capture_output=True, text=True)
+    assert scanned.returncode == 0, scanned.stderr
+    _, (summary, rows, refused) = _session([
+        ("summarize_run", {"paths": [str(logs / "failing.log")]}),
+        ("query_store", {"store": str(store), "sql": "select outcome from runs", "limit": 5}),
+        ("query_store", {"store": str(store), "sql": "drop view runs"}),
+    ], tmp_path)
+    s = summary.structured_content
+    assert s["summary"]["outcome"] == "crashed" and s["text"].startswith("crashed: ")
+    assert "serving" not in s["summary"]  # the brief form; full=true has everything
+    assert rows.structured_content["rows"] == [{"outcome": "crashed"}]
+    assert refused.is_error
+
+
+def test_a_live_follow_reports_only_what_is_new(tmp_path: Path) -> None:
+    text = (CASE / "failing.log").read_text()
+    lines = text.splitlines(keepends=True)
+    crash = next(i for i, line in enumerate(lines) if "Scheduler hit an exception" in line)
+    log = tmp_path / "server.log"
+    log.write_text("".join(lines[:crash - 5]))
+    _, (started, first, quiet, second, stopped, gone) = _session([
+        ("watch_start", {"path": str(log)}),
+        ("watch_poll", {"watch_id": "w1"}),
+        ("watch_poll", {"watch_id": "w1"}),
+        ("append", {"path": str(log), "text": "".join(lines[crash - 5:])}),
+        ("watch_poll", {"watch_id": "w1"}),
+        ("watch_stop", {"watch_id": "w1"}),
+        ("watch_poll", {"watch_id": "w1"}),
+    ], tmp_path)
+    assert started.structured_content["watch_id"] == "w1"
+    one, two, three = first.structured_content, quiet.structured_content, second.structured_content
+    assert one["outcome"] == "incomplete" and one["phase_changes"] and one["bytes_read"] > 0
+    assert two["phase_changes"] == [] and two["new_findings"] == [] and not two["outcome_changed"]
+    assert three["outcome"] == "crashed" and three["outcome_changed"]
+    assert {f["rule"] for f in three["new_findings"]} >= {"CR01"}
+    assert not {f["id"] for f in three["new_findings"]} & {f["id"] for f in one["new_findings"]}
+    assert stopped.structured_content["outcome"] == "crashed"
+    assert gone.is_error and "no follow" in gone.content[0].text
+
+
+def test_paths_outside_the_roots_are_refused(tmp_path: Path) -> None:
+    """Started with --root for the repository and one folder: a log elsewhere, a link out of
+    the folder and standard input are refused, for every tool that reads."""
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    outside = tmp_path / "secret.log"
+    outside.write_text("[2026-01-01 10:00:00] The server is fired up and ready to roll!\n")
+    (inside / "link.log").symlink_to(outside)
+    (inside / "own.log").write_text(outside.read_text())
+    calls = [("summarize_run", {"paths": [str(outside)]}),
+             ("diff_runs", {"baseline": [str(CASE / "baseline.log")], "failing": [str(outside)]}),
+             ("get_lines", {"path": str(outside), "line": 1}),
+             ("watch_start", {"path": str(outside)}),
+             ("query_store", {"store": str(tmp_path), "sql": "select 1"}),
+             ("summarize_run", {"paths": [str(inside / "link.log")]}),
+             ("summarize_run", {"paths": ["-"]}),
+             ("summarize_run", {"paths": [str(inside / "own.log")]})]
+    _, results = _session(calls, inside)
+    for r in results[:-1]:
+        assert r.is_error, r
+    assert all("outside the directories" in r.content[0].text for r in results[:6])
+    assert "standard input" in results[6].content[0].text
+    assert not results[-1].is_error and results[-1].structured_content["summary"]["outcome"] == "ready"
