@@ -17,21 +17,9 @@ from logforensics.pipeline import diagnose_files
 
 PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
-#: rows whose label is right and whose verdict is not (yet); the reason says what it gets wrong
-WRONG_VERDICT = {
-    "001-laguna-nvfp4-stops-at-prefill-graph-capture":
-        "the verdict says 'failing incomplete' but not where the failing log stops: its last records "
-        "are the prefill CUDA-graph capture (begin, 0/58), and the summary knows the phase "
-        "(cuda_graph_capture) without the verdict naming it",
-    "002-laguna-nvfp4-stops-during-weight-load":
-        "the verdict says 'failing incomplete' but not where the failing log stops: it ends at shard "
-        "7/49 of weight loading, and the summary knows the phase (load_weights) without the verdict "
-        "naming it",
-    "005-rdna4-tp2-gemma4-26b-abort-while-serving":
-        "the verdict names 'Fatal Python error' (line 94) as what failed and omits the GPU queue abort "
-        "one line earlier, 'HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware "
-        "exception' (line 93), which comes first",
-}
+#: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
+#: (a strict xfail: fixing the general cause turns it into a pass). None now.
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

@@ -137,7 +137,7 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
     out: list[str] = []
     crash = failing.crash
     if failing.outcome == "incomplete":
-        out.append(f"the rest of the log (it stops at line {failing.coverage.get('lines') or '?'} "
+        out.append(f"the rest of the log (it stops at line {failing.coverage.get('lines_read') or '?'} "
                    "without readiness or failure)")
     if crash is not None and not crash.exception and not crash.native:
         out.append("the full log: the failure's own record (the traceback's exception) is not in this one")

@@ -28,6 +28,8 @@ class CrashFacts:
     not_enough_memory: bool
     capture_failed: bool
     evidence: tuple[Evidence, ...]
+    #: a native failure's words when it came before the exception (``Crash.first_message``)
+    first_native: str | None = None
 
 
 def crash_facts(run: RunSummary) -> CrashFacts | None:
@@ -58,7 +60,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         shortfall_gib=round(tried - free, 6) if tried is not None and free is not None else None,
         fragmentation=bool(reserved is not None and tried is not None and reserved >= tried),
         alloc_site=site, not_enough_memory="Not enough memory" in message,
-        capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence))
+        capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence),
+        first_native=crash.first_message)
 
 
 def _head(message: str) -> str:

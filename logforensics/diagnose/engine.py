@@ -12,6 +12,7 @@ from typing import Any
 
 from jinja2 import TemplateError
 
+from ..events import PHASES
 from ..model.run import RunSummary
 from .bounds import BoundError
 from .conclusion import Conclusion, conclude, confidence, settings_lines
@@ -205,6 +206,19 @@ def likely_cause(failing: RunSummary, baseline: RunSummary | None, facts: Facts,
                  and (comparable or "compares" not in f.groups) and not (several and "setting" in f.groups)), None)
 
 
+def _where_it_stops(run: RunSummary) -> str:
+    """For a log that just stops: the line and the furthest phase a rank reached there."""
+    if run.outcome != "incomplete":
+        return ""
+    reached = [p for p in run.phase_reached.values() if p in PHASES]
+    phase = max(reached, key=PHASES.index) if reached else None
+    last = run.coverage.get("lines_read")
+    where = f"at line {last}" if last else ""
+    during = f"during {phase}" if phase else ""
+    said = ", ".join(x for x in (where, during) if x)
+    return f" (the log stops {said})" if said else ""
+
+
 def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, findings: list[Finding]) -> str:
     """One sentence: the outcomes, what limits the comparison, the first error, its likely cause.
 
@@ -216,10 +230,11 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     changed acts on it: among other changes, nothing on the failing side tells one from the
     others, so they are listed with equal weight ("changed, and may matter").
     """
-    head = f"failing run {failing.outcome}"
+    stops = _where_it_stops(failing)
+    head = f"failing run {failing.outcome}{stops}"
     limits: list[str] = []
     if baseline is not None:
-        head = f"baseline {baseline.outcome}, failing {failing.outcome}"
+        head = f"baseline {baseline.outcome}, failing {failing.outcome}{stops}"
         if facts.setup.differs:
             limits.append("not the same setup (" + "; ".join(
                 f"{d.label} {d.baseline} vs {d.failing}" for d in facts.setup.differs) + ")")

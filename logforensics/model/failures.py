@@ -198,6 +198,7 @@ NATIVE_FATAL = {
     "cpp_what": "C++ exception",
     "device_assert": "CUDA device-side assertion",
     "hsa_fault": "GPU memory access fault (HSA)",
+    "hsa_error": "ROCm runtime error",
     "cann_error": "Ascend CANN error",
     "cuda_error": "CUDA error",
     "collective_failure": "collective failure detected by the watchdog",
@@ -219,6 +220,8 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
         rank, extra = hint["rank"], {"rank_inferred_from": "torch_prefix_before"}
     what = NATIVE_FATAL[ev.kind]
     detail = f.get("message") or f.get("assertion") or f.get("code")
+    if ev.kind == "hsa_error":
+        detail = f"{f.get('hsa_status')}: {detail}" if detail else f.get("hsa_status")
     _native_crash(m, ev, rank, f"{what}: {detail}" if detail and ev.kind != "cpp_abort" else (detail or what),
                   native_kind=ev.kind, **extra)
     m.notices.add("native_abort", ev)

@@ -160,6 +160,8 @@ def what_failed(crash: dict[str, Any]) -> str:
     """The crash in a few words, saying only what the log shows: the exception, the native
     failure, or that the traceback's exception is not in this log."""
     if crash.get("exception"):
+        if crash.get("first_message"):
+            return f"{str(crash['first_message'])[:160]} (then {crash['exception']})"
         return str(crash["exception"])
     if crash.get("native"):
         return str(crash.get("message") or "native abort")[:160]
@@ -259,7 +261,12 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         if c["rank"] and c["rank"] not in ranks:
             ranks.append(c["rank"])
     with_exc = next((c for c in fatal if c.get("exception")), first)
+    # a native failure before the first exception (a runtime's queue abort, then Python's
+    # "Fatal Python error: Aborted"): what it says is what happened first
+    before = {"first_message": first.get("message")} if first.get("native") and with_exc is not first \
+        and with_exc.get("exception") and first.get("message") else {}
     return {
+        **before,
         "first_rank": ranks[0] if ranks else None,
         "ranks": ranks,
         "phase": next((c["phase"] for c in fatal if c.get("phase")), None),

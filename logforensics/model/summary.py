@@ -96,6 +96,9 @@ class Crash(_Keyed):
     evidence: list[dict[str, Any]] = field(default_factory=list)
     #: the crash's identity across runs and versions (``model.fingerprint``)
     fingerprint: dict[str, Any] | None = None
+    #: a native failure's own words when it came before the first exception (``exception``
+    #: and ``message`` are then a later record's: Python's abort after a runtime's error)
+    first_message: str | None = None
     #: a run of several nodes: the node that failed first, every node that failed, and a
     #: note when the nodes' clocks cannot tell which was first
     node: str | None = None

@@ -191,6 +191,7 @@ RULES: dict[str, Rule] = {
     "oom_message": _rule(_end("OOM_LEAD", "what", v.oom_what), _end("OOM_LEAD", "message")),
     "device_assert": _rule(*(_end("DEVICE_ASSERT", n, fatal.device_assert(n))
                              for n in ("source_loc", "kernel", "block", "thread", "assertion"))),
+    "hsa_error": _rule(T("HSA_STATUS", "hsa_status", v.to_str), T("TEXT", "message", v.after_colon)),
     "hsa_fault": _rule(*(_end("HSA_FAULT", n, fatal.hsa(n)) for n in ("hsa_node", "agent_handle", "address", "reason"))),
     "cann_error": _rule(T("CANN_CODE", "code", v.to_str), T("TEXT", "message", v.after_colon)),
     "cuda_error": _rule(T("TEXT", "message", v.to_strip)),
