@@ -187,6 +187,12 @@ def _lookup(env: dict[str, Any], path: str) -> Any:
     return node
 
 
+def _comparable(baseline: RunSummary | None, facts: Facts) -> bool:
+    """Whether a difference from the baseline may explain the failure: the same setup, and a
+    baseline that worked."""
+    return baseline is not None and not facts.setup.differs and baseline.outcome == "ready"
+
+
 def _among_others(facts: Facts) -> bool:
     """Whether a setting that acts on the failing phase changed among others that do not: then
     the phase alone does not tell which change matters."""
@@ -196,7 +202,7 @@ def _among_others(facts: Facts) -> bool:
 def likely_cause(failing: RunSummary, baseline: RunSummary | None, facts: Facts,
                  findings: Sequence[Finding]) -> Finding | None:
     """The finding the verdict names as the likely cause (``verdict``'s rules), or None."""
-    comparable = baseline is not None and not facts.setup.differs and baseline.outcome == "ready"
+    comparable = _comparable(baseline, facts)
     several = _among_others(facts)
     first_error = next((f for f in findings if "scope" not in f.groups and f.severity == "error"), None)
     if first_error is None:
@@ -242,7 +248,7 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
             limits.append("both runs crashed the same way (no change between them)")
         elif baseline.outcome != "ready":
             limits.append(f"the baseline itself did not reach ready ({baseline.outcome})")
-    comparable = baseline is not None and not facts.setup.differs and baseline.outcome == "ready"
+    comparable = _comparable(baseline, facts)
     headline = [f for f in findings if "scope" not in f.groups]  # the limits are said above
     errors = [f for f in headline if f.severity == "error"]
     warnings = [f for f in headline if f.severity == "warning"]
