@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any
@@ -45,7 +46,17 @@ def summarize_run(run: RunArgs, *, progress: Callable[[int], None] | None = None
     a ``RunFiles``): each file read alone, then combined across nodes and servers
     (``memo``: a classifier whose learned line shapes the reads share)."""
     files = _files(run)
-    return combine(read_run(files, progress=progress, memo=memo), source=files.source)
+    summary = combine(read_run(files, progress=progress, memo=memo), source=files.source)
+    if not files.artefacts:
+        return summary
+    from .artefacts.sniff import read_artefacts
+    from .model.beside import with_artefacts
+
+    said: list[str] = []
+    arts = read_artefacts(files.artefacts, warn=said.append)
+    summary = with_artefacts(summary, arts)
+    said += [f"{p}: {why}" for p, why in arts.unknown.items()]
+    return replace(summary, warnings=summary.warnings + said) if said else summary
 
 
 def iter_run_events(run: RunArgs, *, progress: Callable[[int], None] | None = None,

@@ -159,7 +159,7 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
 def _checks(failing: RunSummary, baseline: RunSummary, facts: Facts) -> tuple[Check, ...]:
     """Each thing compared between the runs, and what was found."""
     s, c, m = facts.setup, facts.config, facts.memory
-    checks = []
+    checks = [_environment_check(facts)]
     if s.differs:
         checks.append(Check("setup", "differs", "; ".join(f"{d.label} {d.baseline} vs {d.failing}" for d in s.differs)))
     elif s.same:
@@ -202,6 +202,18 @@ def _checks(failing: RunSummary, baseline: RunSummary, facts: Facts) -> tuple[Ch
                             f"{n.count} files" + (f"; ranks missing: {', '.join(n.missing_ranks[:6])}"
                                                    if n.missing_ranks else "")))
     return tuple(checks)
+
+
+def _environment_check(facts: Facts) -> Check:
+    e = facts.environment
+    if e.differs:
+        return Check("environment", "differs", e.words(8))
+    if e.compared:
+        return Check("environment", "equal", ", ".join(e.same) + (f"; shown by one side only: {', '.join(e.one_side)}"
+                                                                  if e.one_side else ""))
+    return Check("environment", "not comparable", "a run has no environment beside its logs (check_env, "
+                 "nvidia-smi, pip freeze) and its log prints no version"
+                 + (f"; the other shows {', '.join(e.one_side)}" if e.one_side else ""))
 
 
 def _next_step(failing: RunSummary, facts: Facts, explanation: Finding | None, collect: Sequence[str]) -> str | None:

@@ -228,8 +228,9 @@ def _where_it_stops(run: RunSummary) -> str:
 def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, findings: list[Finding]) -> str:
     """One sentence: the outcomes, what limits the comparison, the first error, its likely cause.
 
-    The comparison's limits come first (not the same setup; a baseline that never reached
-    ready). A likely cause is only a "cause" finding that cites a line of the failing log;
+    What differs besides the settings comes first (the environment: versions, GPUs,
+    topology, allocation, from the files beside the logs), then the comparison's limits
+    (not the same setup; a baseline that never reached ready). A likely cause is only a "cause" finding that cites a line of the failing log;
     one that rests on a difference from the baseline ("compares") is not named when the
     baseline is another setup or did not work itself, and one that rests on a changed
     setting alone ("setting": it acts on the phase that failed) only when every setting that
@@ -241,6 +242,8 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     limits: list[str] = []
     if baseline is not None:
         head = f"baseline {baseline.outcome}, failing {failing.outcome}{stops}"
+        if facts.environment.differs:  # what differs besides the settings, first
+            limits.append("the environment differs (" + facts.environment.words() + ")")
         if facts.setup.differs:
             limits.append("not the same setup (" + "; ".join(
                 f"{d.label} {d.baseline} vs {d.failing}" for d in facts.setup.differs) + ")")

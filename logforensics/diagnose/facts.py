@@ -19,6 +19,7 @@ from ..model.run import RunSummary
 from .alignment import Alignment, alignment
 from .budget import Advice, Budget, Capture, advice, budget, capture
 from .crash import CrashFacts, HangFacts, crash_facts, hang_facts, same_crash
+from .environment import EnvFacts, env_facts
 from .kvbudget import KVBudgetFacts, kv_budget_facts
 from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
 from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
@@ -356,6 +357,8 @@ class Facts:
     #: Success that did no work: a benchmark with no generated token, requests that ran and
     #: generated nothing (diagnose/validity.py).
     validity: Validity
+    #: What differs besides the settings: versions, GPUs, topology, allocation (diagnose/environment.py).
+    environment: EnvFacts = EnvFacts.empty()
 
 
 def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
@@ -392,6 +395,7 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
         timer=timer_facts(failing),
         serving=serving_facts(failing, baseline),
         validity=validity(failing),
+        environment=env_facts(failing, baseline) if baseline else EnvFacts.empty(),
     )
 
 

@@ -13,11 +13,13 @@ gives (``--node-rank 1``, ``node_rank=1``, a Ray ``ip=``) is found when the file
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..artefacts.sniff import MAX_TEXT_BYTES, sniff, walk
 from ..model.nodes import NodeSummary, node_label_of_args
 from ..read.fastpath import LineClassifier
 from .batch import read_file
@@ -44,10 +46,13 @@ class LogFile:
 
 @dataclass(frozen=True)
 class RunFiles:
-    """The files of one run, in node order, and the words that named it."""
+    """The files of one run, in node order, and the words that named it; ``artefacts``: the
+    files beside the logs that their content shows to be an environment, an orchestrator's
+    records or a dump (``artefacts.sniff``), found under a directory or given."""
 
     source: str
     files: tuple[LogFile, ...]
+    artefacts: tuple[str, ...] = ()
 
     @property
     def paths(self) -> list[str]:
@@ -90,18 +95,29 @@ def is_log_name(name: str) -> bool:
     return name.lower().endswith(_NAMES) and not name.startswith(".")
 
 
-def run_files(args: Sequence[str]) -> RunFiles:
+def run_files(args: Sequence[str], artefacts: Sequence[str] = ()) -> RunFiles:
     """The run that ``args`` name: each a file, ``-`` (standard input), a directory (its log
-    files) or a glob. Raises InputError with a one-line reason when one names nothing."""
+    files, and the artefacts anywhere under it) or a glob; ``artefacts``: files or
+    directories given as artefacts (``--artifacts``). A file whose content is an artefact
+    is one, whatever its name. Raises InputError with a one-line reason when one names
+    nothing."""
     if not args:
         raise InputError("no log given")
     paths: list[str] = []
+    beside: list[str] = []
+    for arg in artefacts:
+        if not os.path.exists(arg):
+            raise InputError(f"{arg}: no such file")
+        beside += walk(arg) if os.path.isdir(arg) else [arg]
     for arg in args:
         if arg == "-":
             found = ["-"]
         elif os.path.isdir(arg):
-            found = sorted(os.path.join(arg, n) for n in os.listdir(arg)
-                           if is_log_name(n) and os.path.isfile(os.path.join(arg, n)))
+            under = walk(arg)
+            beside += [p for p in under if is_artefact(p)]
+            top = os.path.dirname(os.path.join(arg, "x"))
+            found = sorted(p for p in under if os.path.dirname(p) == top and is_log_name(os.path.basename(p))
+                           and p not in beside)
             if not found:
                 raise InputError(f"{arg}: a directory without log files ({', '.join('*' + s for s in LOG_SUFFIXES)})")
         elif not os.path.lexists(arg) and _GLOB_CHARS.search(arg):
@@ -113,12 +129,32 @@ def run_files(args: Sequence[str]) -> RunFiles:
         else:
             found = [arg]
         for p in found:
-            if p not in paths:
+            if p != "-" and os.path.isfile(p) and is_artefact(p):
+                beside.append(p)
+            elif p not in paths:
                 paths.append(p)
+    if not paths:
+        raise InputError(f"{beside[0]}: an artefact ({sniff(beside[0])}), not a server log; give the log too")
     if paths.count("-") and len(paths) > 1:
         raise InputError("standard input ('-') cannot be one of several files of a run")
     source = args[0] if len(args) == 1 else " ".join(args)
-    return RunFiles(source, labelled(paths))
+    return RunFiles(source, labelled(paths), tuple(dict.fromkeys(beside)))
+
+
+def is_artefact(path: str) -> bool:
+    """Whether a file's content is an artefact (``artefacts.sniff``): JSON only when it is one
+    document (a log of JSON lines stays a log)."""
+    form = sniff(path)
+    if form != "json":
+        return form is not None
+    try:
+        if os.path.getsize(path) > MAX_TEXT_BYTES:
+            return False
+        with open(path, "rb") as fh:
+            json.loads(fh.read())
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def labelled(paths: Sequence[str]) -> tuple[LogFile, ...]:

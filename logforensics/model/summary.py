@@ -14,14 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..artefacts.types import Artefacts
+
 #: The JSON keys of a summary, in the order ``summary --json`` prints them.
 JSON_KEYS = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "phases", "last_seen", "progress",
              "crash", "exceptions", "errors", "hang", "ready", "stopped", "memory", "throughput", "server_args", "server_args_form",
              "launch_command", "launch_args", "env", "versions", "notices", "coverage", "warnings",
-             "serving", "nodes", "rank_nodes", "missing_ranks")
+             "serving", "artefacts", "nodes", "rank_nodes", "missing_ranks")
 _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 #: Keys a summary saved by an earlier version may lack.
-_OPTIONAL = ("errors", "serving", "stopped")
+_OPTIONAL = ("errors", "serving", "stopped", "artefacts")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 
 
@@ -215,6 +217,9 @@ class RunSummary:
     #: A ready server's stop (SIGTERM, Ctrl-C) with no failure before it: its first record
     #: {file, line, rank, text} and ``evidence``, the stop's records; None when it did not stop so.
     stopped: dict[str, Any] | None = None
+    #: What the files beside the logs say (``artefacts``): the environment, the orchestrator's
+    #: records of the end, dumps; None when no such file was given or found.
+    artefacts: Artefacts | None = None
 
     # -- the per-rank views of the JSON form -----------------------------------------
     @property
@@ -243,6 +248,7 @@ class RunSummary:
         out["crash"] = self.crash.to_dict() if self.crash else None
         out["hang"] = self.hang.to_dict() if self.hang else None
         out["exceptions"] = [e.to_dict() for e in self.exceptions]
+        out["artefacts"] = self.artefacts.to_dict() if self.artefacts else None
         return out
 
     @classmethod
@@ -267,4 +273,8 @@ class RunSummary:
         values["crash"] = Crash.from_dict(data["crash"]) if data["crash"] else None
         values["hang"] = Hang.from_dict(data["hang"]) if data["hang"] else None
         values["exceptions"] = [DistinctException.from_dict(e) for e in data["exceptions"] or []]
+        try:
+            values["artefacts"] = Artefacts.from_dict(data["artefacts"]) if data.get("artefacts") else None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise SummaryFormatError(f"not a run summary: its artefacts do not read back ({e})") from None
         return cls(per_rank=per_rank, **values)

@@ -15,6 +15,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..artefacts.environment import KEYS as ENV_KEYS
+from ..artefacts.types import CAUSES, Artefacts
+from ..model.beside import SOURCES
 from ..model.run import RunSummary
 from ..model.summary import Crash, DistinctException
 from ..units import fmt, gib
@@ -117,8 +120,35 @@ def render_summary(s: RunSummary, console: Console) -> None:
     for item in cov["top_unrecognised"][:5]:
         console.print(plain(f"  unrecognised x{item['count']} (first at line {item['first_line']}): "
                             f"{printable(item['example'])}", limit=160))
+    if s.artefacts:
+        render_artefacts(s.artefacts, console)
     for warning in s.warnings:
         console.print(plain(f"warning: {warning}", "yellow"))
+
+
+def render_artefacts(a: Artefacts, console: Console) -> None:
+    """What the files beside the logs say: the environment, the orchestrator's records of the
+    end, the dumps (figures, the replay command), each with where it was read."""
+    rows: list[Any] = []
+    if a.environment:
+        for key, c in a.environment.facts.items():
+            rows.append(plain(f"{ENV_KEYS.get(key, key)}: {c.value}  ({c.where})", limit=200))
+    for t in a.terminations:
+        rows.append(plain(f"{SOURCES.get(t.source, t.source)}: {CAUSES.get(t.cause, t.cause)}"
+                          + (f", exit code {t.exit_code}" if t.exit_code is not None else "")
+                          + (f", {t.detail['restarts']} restarts" if t.detail.get("restarts") else "")
+                          + f"  ({t.where}: {t.text[:120]})", "red" if t.cause != "cancelled" else ""))
+    for d in a.dumps:
+        figures = ", ".join(f"{k} {fmt(v, key=k)}" for k, v in list(d.figures.items())[:8])
+        rows.append(plain(f"{d.kind.replace('_', ' ')} {d.file}: {figures or 'no figures read'}", limit=300))
+        if d.replay:
+            rows.append(plain(f"  replay: {d.replay}"))
+        for what in d.unread[:3]:
+            rows.append(plain(f"  not read: {what}", "yellow"))
+    for path, why in a.unknown.items():
+        rows.append(plain(f"{path}: {why}", "yellow", limit=200))
+    if rows:
+        console.print(Panel(Group(*rows), title=Text("Beside the logs"), expand=False))
 
 
 def print_tracebacks(exceptions: Sequence[DistinctException], console: Console, prefix: str = "") -> None:
@@ -135,7 +165,9 @@ def print_tracebacks(exceptions: Sequence[DistinctException], console: Console, 
 
 def render_crash(crash: Crash) -> Panel:
     rows: list[Any] = []
-    exc = crash.exception or ("native abort" if crash.native else "(exception line not in log)")
+    exc = crash.exception or ("native abort" if crash.native else
+                              f"none: ended from outside ({SOURCES[crash.source]})" if crash.source in SOURCES
+                              else "(exception line not in log)")
     rows.append(Text.assemble(("first rank: ", "bold"), plain(crash.first_rank or "unknown"),
                               ("  phase: ", "bold"), plain(crash.phase or "unknown"),
                               ("  ranks: ", "bold"), plain(", ".join(r for r in crash.ranks or [] if r) or "-")))

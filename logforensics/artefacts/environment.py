@@ -1,0 +1,239 @@
+"""A run's environment from the texts engineers attach: ``python3 -m sglang.check_env``,
+``nvidia-smi``, ``nvidia-smi topo -m`` (or ``rocm-smi --showtopotype``) and ``pip freeze`` /
+``pip list``.
+
+Each text gives facts under comparable names (:data:`KEYS`): package versions, the CUDA
+toolkit and driver, the GPUs and how they are linked. ``check_env`` prints ``Key: value``
+lines (``GPU 0,1,2,3: NVIDIA H100 80GB HBM3``, ``CUDA Driver Version: 550.54.15``, one line
+per package) and then the topology matrix under ``NVIDIA Topology:``; the matrix names each
+pair's link (``NV18``: NVLink with 18 links; ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``:
+PCIe paths through switches, host bridges or sockets), which is what tells an NVLink box
+from a PCIe one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from .types import Cited
+
+#: Facts a diff compares, in the order it states them, with the words it uses.
+KEYS = {
+    "sglang": "SGLang", "torch": "PyTorch", "cuda": "CUDA toolkit", "driver": "driver",
+    "driver_cuda": "driver's CUDA", "rocm": "ROCm", "nccl": "NCCL", "flashinfer": "FlashInfer",
+    "sgl_kernel": "sgl-kernel", "triton": "Triton", "transformers": "transformers", "vllm": "vLLM",
+    "python": "Python", "gpu": "GPU", "gpu_count": "GPU count", "compute_capability": "compute capability",
+    "topology": "GPU topology", "cpu_limit": "CPU allocation", "memory_limit": "memory allocation",
+    "hypervisor": "hypervisor", "ulimit_soft": "open-file limit",
+}
+#: Package names (as pip and check_env print them, lower case, ``_`` for ``-``) -> fact key.
+PACKAGES = {
+    "sglang": "sglang", "torch": "torch", "pytorch": "torch", "flashinfer_python": "flashinfer",
+    "flashinfer": "flashinfer", "sgl_kernel": "sgl_kernel", "triton": "triton", "transformers": "transformers",
+    "vllm": "vllm", "nvidia_nccl_cu12": "nccl", "nvidia_nccl_cu13": "nccl", "nvidia_nccl_cu11": "nccl",
+}
+_NOT_FOUND = ("package not found", "not available", "none", "")
+
+_KEYVAL = re.compile(r"^(?P<key>[A-Za-z][\w .,()/+-]*?):(?: (?P<value>.*))?$")
+#: check_env's own keys: three of them in a text's first lines make it check_env output.
+CHECK_ENV_KEYS = ("Python", "CUDA available", "ROCM available", "PyTorch", "CUDA_HOME", "ROCM_HOME", "NVCC",
+                  "HIPCC", "CUDA Driver Version", "CUDA Driver Versions", "ROCM Driver Version", "sglang",
+                  "sgl_kernel", "flashinfer_python", "NVIDIA Topology", "AMD Topology", "ulimit soft",
+                  "Hypervisor vendor")
+_GPU_KEY = re.compile(r"^GPU ([\d,]+)$")
+_CC_KEY = re.compile(r"^GPU [\d,]+ Compute Capability$")
+_CUDA_RELEASE = re.compile(r"release (\d+\.\d+)")
+_SMI_HEAD = re.compile(r"NVIDIA-SMI (\S+)\s+Driver Version: (\S+)(?:\s+CUDA Version: (\S+))?")
+_SMI_GPU = re.compile(r"^\|\s+(\d+)\s+(.+?)\s{2,}(?:On|Off)\s+\|")
+_PIP_FREEZE = re.compile(r"^([A-Za-z0-9][\w.-]*)==([^\s;#]+)\s*$")
+_PIP_LIST = re.compile(r"^([A-Za-z0-9][\w.-]*)\s+(\d[\w.+!-]*)\s*(?:\S.*)?$")
+_TOPO_ROW = re.compile(r"^(GPU\d+)\s+(.*)$")
+_LINK = re.compile(r"^(?:X|NV\d+|NV|PIX|PXB|PHB|NODE|SYS|SOC|PHB|\d+)$")
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def _version_of(key: str, value: str) -> str | None:
+    v = value.strip()
+    return None if v.lower() in _NOT_FOUND else v
+
+
+class Facts:
+    """The facts of one text as they are read: first value of a key wins, with its line."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.facts: dict[str, Cited] = {}
+
+    def put(self, key: str, value: str | None, line: int) -> None:
+        if value is not None and value != "" and key not in self.facts:
+            self.facts[key] = Cited(value, self.file, line)
+
+
+def read_check_env(file: str, lines: Iterable[str]) -> dict[str, Cited]:
+    """The facts of ``sglang.check_env`` output (CUDA, ROCm), its topology block included."""
+    out = Facts(file)
+    gpus: list[tuple[str, int, int]] = []  # name, count, line
+    topo: list[tuple[str, int]] | None = None
+    for no, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r\n")
+        if topo is not None:  # the matrix runs until the next ``Key: value`` line
+            m = _KEYVAL.match(line)
+            if m and m.group("key") in CHECK_ENV_KEYS:
+                topo_facts(out, topo)
+                topo = None
+            else:
+                topo.append((line, no))
+                continue
+        m = _KEYVAL.match(line)
+        if not m:
+            continue
+        key, value = m.group("key").strip(), (m.group("value") or "").strip()
+        if key in ("NVIDIA Topology", "AMD Topology"):
+            topo = [(value, no)] if value else []
+            continue
+        g = _GPU_KEY.match(key)
+        if g:
+            gpus.append((value, len(g.group(1).split(",")), no))
+        elif _CC_KEY.match(key):
+            out.put("compute_capability", value, no)
+        elif key == "Python":
+            out.put("python", value.split()[0] if value else None, no)
+        elif key == "PyTorch":
+            out.put("torch", value, no)
+        elif key == "NVCC":
+            r = _CUDA_RELEASE.search(value)
+            out.put("cuda", r.group(1) if r else None, no)
+        elif key == "HIPCC":
+            out.put("rocm", value.removeprefix("HIP version:").strip() or None, no)
+        elif key in ("CUDA Driver Version", "CUDA Driver Versions", "ROCM Driver Version"):
+            out.put("driver", _version_of(key, value), no)
+        elif key == "Hypervisor vendor":
+            out.put("hypervisor", value, no)
+        elif key == "ulimit soft":
+            out.put("ulimit_soft", value, no)
+        elif _norm(key) in PACKAGES:
+            out.put(PACKAGES[_norm(key)], _version_of(key, value), no)
+    if topo is not None:
+        topo_facts(out, topo)
+    if gpus:
+        gpu_facts(out, gpus)
+    return out.facts
+
+
+def gpu_facts(out: Facts, gpus: list[tuple[str, int, int]]) -> None:
+    """``gpu`` (one model, or each with its count) and ``gpu_count``, cited at the first GPU line."""
+    counts: dict[str, int] = {}
+    for name, n, _ in gpus:
+        counts[name] = counts.get(name, 0) + n
+    line = gpus[0][2]
+    out.put("gpu", next(iter(counts)) if len(counts) == 1 else ", ".join(f"{k} x{n}" for k, n in counts.items()),
+            line)
+    out.put("gpu_count", str(sum(counts.values())), line)
+
+
+def topo_facts(out: Facts, rows: list[tuple[str, int]]) -> None:
+    """``topology`` from an ``nvidia-smi topo -m`` matrix: the links between GPU pairs,
+    ``NVLink (NV18)`` when every pair has NVLink, ``NVLink between some pairs (NV12; PIX, SYS)``
+    when only some do, else ``PCIe only (PHB, SYS)``."""
+    links: list[str] = []
+    first = 0
+    gpus = 0
+    width = 0  # GPU columns of the header: the NIC columns after them are not GPU links
+    for text, no in rows:
+        if text[:1].isspace() and "GPU0" in text.split():  # the header, indented; rows are not
+            width = width or sum(1 for c in text.split() if re.fullmatch(r"GPU\d+", c))
+            continue
+        m = _TOPO_ROW.match(text)
+        if not m:
+            continue
+        cells = m.group(2).split()[:width or None]
+        if "X" not in cells:
+            continue
+        first = first or no
+        gpus += 1
+        for c in cells:
+            if not _LINK.match(c):
+                break
+            if not c.isdigit() and c != "X":
+                links.append(c)
+    if not first:
+        return
+    nv = sorted({c for c in links if c.startswith("NV")})
+    pcie = sorted({c for c in links if not c.startswith("NV")}, key=_PCIE_ORDER.index)
+    if not links:
+        value = f"one GPU ({gpus})" if gpus == 1 else "not shown"
+    elif nv and not pcie:
+        value = f"NVLink ({', '.join(nv)})"
+    elif nv:
+        value = f"NVLink between some pairs ({', '.join(nv)}; {', '.join(pcie)})"
+    else:
+        value = f"PCIe only ({', '.join(pcie)})"
+    out.put("topology", value, first)
+
+
+_PCIE_ORDER = ["PIX", "PXB", "PHB", "NODE", "SOC", "SYS"]
+
+
+def read_nvidia_smi(file: str, lines: Iterable[str]) -> dict[str, Cited]:
+    """The driver, its CUDA version and the GPUs of ``nvidia-smi``'s table."""
+    out = Facts(file)
+    gpus: list[tuple[str, int, int]] = []
+    for no, raw in enumerate(lines, 1):
+        m = _SMI_HEAD.search(raw)
+        if m:
+            out.put("driver", m.group(2), no)
+            out.put("driver_cuda", m.group(3), no)
+            continue
+        g = _SMI_GPU.match(raw)
+        if g:
+            gpus.append((g.group(2).strip(), 1, no))
+    if gpus:
+        gpu_facts(out, gpus)
+    return out.facts
+
+
+def read_topology(file: str, lines: Iterable[str]) -> dict[str, Cited]:
+    """``topology`` of an ``nvidia-smi topo -m`` text on its own."""
+    out = Facts(file)
+    topo_facts(out, [(raw.rstrip("\r\n"), no) for no, raw in enumerate(lines, 1)])
+    return out.facts
+
+
+def read_pip(file: str, lines: Iterable[str]) -> dict[str, Cited]:
+    """Versions of the packages :data:`PACKAGES` names, from ``pip freeze`` or ``pip list``."""
+    out = Facts(file)
+    for no, raw in enumerate(lines, 1):
+        line = raw.strip()
+        m = _PIP_FREEZE.match(line) or _PIP_LIST.match(line)
+        if m and _norm(m.group(1)) in PACKAGES:
+            out.put(PACKAGES[_norm(m.group(1))], m.group(2), no)
+    return out.facts
+
+
+def is_check_env(lines: list[str]) -> bool:
+    keys = 0
+    for line in lines[:80]:
+        m = _KEYVAL.match(line.rstrip("\r\n"))
+        if m and (m.group("key") in CHECK_ENV_KEYS or _GPU_KEY.match(m.group("key"))):
+            keys += 1
+    return keys >= 3
+
+
+def is_nvidia_smi(lines: list[str]) -> bool:
+    return any(_SMI_HEAD.search(line) for line in lines[:40])
+
+
+def is_topology(lines: list[str]) -> bool:
+    rows = [line for line in lines[:80] if _TOPO_ROW.match(line) and " X " in f" {line} "]
+    return bool(rows) and any("GPU0" in line and "GPU0" not in line.lstrip()[:4] for line in lines[:80])
+
+
+def is_pip(lines: list[str]) -> bool:
+    body = [line.strip() for line in lines[:400] if line.strip()]
+    freeze = sum(1 for line in body if _PIP_FREEZE.match(line))
+    listed = bool(body) and re.match(r"^Package\s+Version\s*$", body[0]) is not None
+    return freeze >= 5 and freeze >= len(body) // 2 or listed

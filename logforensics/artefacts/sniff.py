@@ -1,0 +1,193 @@
+"""Which artefact a file is, judged from its content, and the run's artefacts read.
+
+A file is sniffed from its head (:data:`HEAD_BYTES`), never its name: ``env.txt``,
+``node0.log`` and ``describe.out`` are whatever their text is. Only a file whose head is
+of a known form is read further, within a bound (:data:`MAX_TEXT_BYTES` for texts and
+JSON), so a large binary beside the logs costs one small read. A file of no known form is
+reported as such (``Artefacts.unknown``), never guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+
+from . import environment as env
+from . import orchestrator as orch
+from .types import Artefacts, Cited, Dump, Environment, Termination
+
+#: Bytes of a file's head that decide its form.
+HEAD_BYTES = 64 << 10
+#: A text or JSON artefact larger than this is read only up to it (a warning says so).
+MAX_TEXT_BYTES = 16 << 20
+_PICKLE_PROTOCOLS = range(2, 6)
+_JSON_HEAD = re.compile(r'\s*(?:\{\s*["}]|\[\s*[{\]])')
+
+Warn = Callable[[str], None]
+
+
+def sniff(path: str, head: bytes | None = None) -> str | None:
+    """The artefact form of a file (``check_env``, ``nvidia-smi``, ``topology``, ``pip``,
+    ``kubernetes``, ``kubernetes-yaml``, ``docker``, ``records``, ``crash_dump``, ``json``,
+    ``metrics``), or None when its head is of no form read here (a log, most likely)."""
+    if head is None:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(HEAD_BYTES)
+        except OSError:
+            return None
+    if len(head) >= 2 and head[0] == 0x80 and head[1] in _PICKLE_PROTOCOLS:
+        return "crash_dump"
+    if b"\x00" in head:
+        return None
+    text = head.decode("utf-8", "replace")
+    if _JSON_HEAD.match(text):  # "{" then a key, or "[" then an object: not "[2025-06-01 10:00:00] ..."
+        return "json"
+    lines = text.splitlines()
+    if len(head) == HEAD_BYTES and lines:
+        lines = lines[:-1]  # the last line may be cut by the head's bound
+    if env.is_check_env(lines):
+        return "check_env"
+    if env.is_nvidia_smi(lines):
+        return "nvidia-smi"
+    if env.is_topology(lines):
+        return "topology"
+    if orch.is_k8s_describe(lines):
+        return "kubernetes"
+    if orch.is_k8s_yaml(lines):
+        return "kubernetes-yaml"
+    if env.is_pip(lines):
+        return "pip"
+    if any(line.startswith(("sglang:", "sglang_")) and " " in line for line in lines[:4000]) \
+            and sum(line.startswith("# TYPE ") for line in lines[:4000]) > 0:
+        return "metrics"
+    if not _looks_like_a_log(lines) and orch.is_records(lines):
+        return "records"
+    return None
+
+
+def _looks_like_a_log(lines: list[str]) -> bool:
+    """A server log's head: SGLang's time-stamped lines (``[2025-06-01 10:11:12 TP0] ...``)."""
+    return sum(1 for line in lines[:200] if line.startswith("[20") and "] " in line[:60]) >= 3
+
+
+def read_artefacts(paths: Iterable[str], warn: Warn | None = None) -> Artefacts:
+    """The artefacts of these files, each read as its content says; ``unknown`` names the
+    files of no known form, ``warn`` hears what could only be read in part."""
+    facts: dict[str, Cited] = {}
+    sources: dict[str, str] = {}
+    ends: list[Termination] = []
+    dumps: list[Dump] = []
+    unknown: dict[str, str] = {}
+    say = warn or (lambda _m: None)
+    for path in paths:
+        form = sniff(path)
+        if form is None:
+            unknown[path] = "no artefact form this version reads (not check_env, nvidia-smi, pip, Slurm, " \
+                            "Kubernetes, Docker, Ray or kernel records, nor a dump)"
+            continue
+        try:
+            got = _read(path, form, say)
+        except OSError as exc:
+            unknown[path] = f"cannot read ({exc.strerror or exc})"
+            continue
+        except ValueError as exc:
+            unknown[path] = str(exc)
+            continue
+        if got is None:
+            unknown[path] = f"{form}, of no kind read here"
+            continue
+        kind, f, t, d = got
+        sources[path] = kind
+        for key, value in f.items():
+            _merge(facts, key, value)
+        ends.extend(t)
+        dumps.extend(d)
+    environment = Environment(facts, {p: k for p, k in sources.items()}) if facts else None
+    return Artefacts(environment, tuple(ends), tuple(dumps), unknown)
+
+
+def _merge(facts: dict[str, Cited], key: str, value: Cited) -> None:
+    """Two files that disagree on a fact (two nodes' ``check_env``) keep both values."""
+    have = facts.get(key)
+    if have is None:
+        facts[key] = value
+    elif value.value not in have.value.split(" / "):
+        facts[key] = Cited(f"{have.value} / {value.value}", have.file, have.line)
+
+
+_Read = tuple[str, dict[str, Cited], list[Termination], list[Dump]]
+
+
+def _read(path: str, form: str, warn: Warn) -> _Read | None:
+    if form == "crash_dump":
+        from .dumps import read_crash_dump
+
+        return "crash_dump", {}, [], [read_crash_dump(path)]
+    text = _text(path, warn)
+    lines = text.splitlines()
+    if form == "check_env":
+        return form, env.read_check_env(path, lines), [], []
+    if form == "nvidia-smi":
+        return form, env.read_nvidia_smi(path, lines), [], []
+    if form == "topology":
+        return form, env.read_topology(path, lines), [], []
+    if form == "pip":
+        return form, env.read_pip(path, lines), [], []
+    if form == "kubernetes":
+        ends, facts = orch.read_k8s_describe(path, lines)
+        return "kubernetes", facts, ends, []
+    if form == "kubernetes-yaml":
+        ends, facts = orch.read_k8s_yaml(path, lines)
+        return "kubernetes", facts, ends, []
+    if form == "records":
+        ends = orch.line_records(path, lines)
+        return (ends[0].source if ends else "records"), {}, ends, []
+    if form == "metrics":
+        from .dumps import read_metrics_text
+
+        d = read_metrics_text(path, text)
+        return ("incident", {}, [], [d]) if d else None
+    data = orch.load_json(text)
+    if data is None:
+        raise ValueError("JSON that does not parse")
+    if orch.is_docker_inspect(data):
+        ends, facts = orch.read_docker_inspect(path, data, lines)
+        return "docker", facts, ends, []
+    from .dumps import read_json_artefact
+
+    d = read_json_artefact(path, data)
+    return (d.kind, {}, [], [d]) if d else None
+
+
+def _text(path: str, warn: Warn) -> str:
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_TEXT_BYTES + 1)
+    if len(data) > MAX_TEXT_BYTES:
+        warn(f"{path}: read only its first {MAX_TEXT_BYTES >> 20} MiB as an artefact")
+        data = data[:MAX_TEXT_BYTES]
+    return data.decode("utf-8", "replace")
+
+
+#: Folders under a run directory that are searched for artefacts, and files looked at.
+MAX_DEPTH = 4
+MAX_FILES = 2000
+
+
+def walk(root: str) -> list[str]:
+    """The files under a directory, subfolders included (``<folder>/<host>/`` of SGLang's
+    dumps), in a stable order, to :data:`MAX_DEPTH` levels and :data:`MAX_FILES` files;
+    hidden files and folders are skipped."""
+    out: list[str] = []
+    base = root.rstrip(os.sep).count(os.sep)
+    for here, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if here.count(os.sep) - base >= MAX_DEPTH:
+            dirs[:] = []
+        for name in sorted(files):
+            if not name.startswith(".") and os.path.isfile(os.path.join(here, name)):
+                out.append(os.path.join(here, name))
+                if len(out) >= MAX_FILES:
+                    return out
+    return out

@@ -1,0 +1,88 @@
+"""What differs between two runs besides their settings: the environment.
+
+A regression that looks like a code change is often the machine: another driver, a
+PCIe box instead of an NVLink one, a container given 2 CPUs instead of 64. Each run's
+environment is what the files beside its logs say (``RunSummary.artefacts``), with the
+versions the log itself prints (``versions``) where no file gives them. Only facts both
+runs show are compared; the others are listed as shown by one side only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..artefacts.environment import KEYS
+from ..artefacts.types import Cited
+from ..model.run import RunSummary
+from .sides import Evidence
+
+
+@dataclass(frozen=True)
+class EnvDelta:
+    """One environment fact that differs, with where each side's value was read."""
+
+    key: str
+    label: str
+    baseline: str
+    failing: str
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class EnvFacts:
+    """The environments compared: what differs, what is equal, what one side lacks."""
+
+    differs: tuple[EnvDelta, ...]
+    same: tuple[str, ...]
+    one_side: tuple[str, ...]
+    #: whether both runs show any environment fact at all
+    compared: bool
+
+    @staticmethod
+    def empty() -> EnvFacts:
+        return EnvFacts((), (), (), False)
+
+    @property
+    def evidence(self) -> tuple[Evidence, ...]:
+        return tuple(e for d in self.differs for e in d.evidence)
+
+    def words(self, limit: int = 4) -> str:
+        """``GPU topology NVLink (NV18) -> PCIe only (PHB, SYS), driver 550.54.15 -> 535.104.05``."""
+        shown = [f"{d.label} {d.baseline} -> {d.failing}" for d in self.differs[:limit]]
+        more = f" and {len(self.differs) - limit} more" if len(self.differs) > limit else ""
+        return ", ".join(shown) + more
+
+
+def environment_of(run: RunSummary) -> dict[str, Cited]:
+    """A run's environment facts: the artefacts', then the versions its log prints."""
+    facts = dict(run.artefacts.environment.facts) if run.artefacts and run.artefacts.environment else {}
+    for key, value in (run.versions or {}).items():
+        if key in KEYS and key not in facts and value not in (None, ""):
+            facts[key] = Cited(str(value), run.file or "", 0)
+    return facts
+
+
+def _same(key: str, a: str, b: str) -> bool:
+    if key in ("sglang", "torch", "flashinfer", "cuda", "nccl"):  # 0.4.6 and v0.4.6, 2.5.1+cu124 and 2.5.1
+        return a.lstrip("v").split("+")[0] == b.lstrip("v").split("+")[0] and (
+            "+" not in a or "+" not in b or a == b)
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+def env_facts(failing: RunSummary, baseline: RunSummary) -> EnvFacts:
+    b, f = environment_of(baseline), environment_of(failing)
+    if not b or not f:
+        return EnvFacts((), (), tuple(KEYS[k] for k in KEYS if k in b or k in f), False)
+    differs, same, one = [], [], []
+    for key, label in KEYS.items():
+        bv, fv = b.get(key), f.get(key)
+        if bv is None and fv is None:
+            continue
+        if bv is None or fv is None:
+            one.append(label)
+        elif _same(key, bv.value, fv.value):
+            same.append(label)
+        else:
+            evidence = tuple(Evidence(c.file, c.line or None, None, f"{label}: {c.value}") for c in (fv, bv))
+            differs.append(EnvDelta(key, label, bv.value, fv.value, evidence))
+    return EnvFacts(tuple(differs), tuple(same), tuple(one), True)

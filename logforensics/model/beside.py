@@ -1,0 +1,63 @@
+"""A run's summary with what the files beside its logs say (``artefacts``).
+
+A server killed from outside prints nothing: its log stops, and the run reads
+``incomplete``. When an orchestrator's record beside the log says who ended it (the
+kernel's OOM killer, Kubernetes' ``OOMKilled``, Slurm's time limit), that record is the
+run's end: an OOM kill or a non-zero exit is a crash whose only evidence is that record;
+a cancel (time limit, by hand) of a ready server is its stop, and of one still starting
+the reason the log stops. A log that shows a failure of its own keeps it; the records are
+then shown beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..artefacts.types import CAUSES, Artefacts, Termination
+from ..events import PHASES
+from .summary import Crash, RunSummary
+
+#: Causes that mean the process was killed or failed (a crash), most telling first.
+FAILED = ("oom_killed", "node_failure", "liveness_probe", "exited")
+#: Causes that end a job on purpose.
+CANCELLED = ("time_limit", "cancelled")
+SOURCES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker", "ray": "Ray", "kernel": "the kernel"}
+
+
+def the_end(arts: Artefacts) -> Termination | None:
+    """The record that says most of how the run ended: a kill or failure before a cancel,
+    the OOM killer first; the first such record in file order."""
+    order = FAILED + CANCELLED
+    ends = [t for t in arts.terminations if t.cause in order]
+    return min(ends, key=lambda t: order.index(t.cause)) if ends else None
+
+
+def describe(t: Termination) -> str:
+    """``killed by the out-of-memory killer (Kubernetes: Reason: OOMKilled, exit code 137; pod.txt:23)``."""
+    code = f", exit code {t.exit_code}" if t.exit_code is not None else ""
+    return f"{CAUSES[t.cause]} ({SOURCES.get(t.source, t.source)}: {t.text[:160]}{code}; {t.where})"
+
+
+def with_artefacts(s: RunSummary, arts: Artefacts) -> RunSummary:
+    """``s`` with ``arts``; a log that just stops takes its end from the records beside it."""
+    if not arts:
+        return s
+    end = the_end(arts)
+    changes: dict[str, object] = {"artefacts": arts}
+    if end is not None and s.outcome == "incomplete":
+        reached = [p for p in s.phase_reached.values() if p in PHASES]
+        phase = max(reached, key=PHASES.index) if reached else None
+        if end.cause in FAILED:
+            changes["outcome"] = "crashed"
+            changes["outcome_reason"] = f"{describe(end)}; the log itself stops without a failure"
+            changes["crash"] = Crash(line=end.line, file=end.file, text=end.text, phase=phase, source=end.source,
+                                     message=CAUSES[end.cause],
+                                     evidence=[{"file": end.file, "line": end.line, "text": end.text}],
+                                     keys=("line", "file", "text", "phase", "source", "message", "evidence"))
+        else:
+            changes["outcome_reason"] = f"{s.outcome_reason}; {describe(end)}"
+    elif end is not None and s.outcome == "ready" and s.stopped is None and end.cause in CANCELLED:
+        changes["stopped"] = {"file": end.file, "line": end.line, "rank": None, "text": end.text,
+                              "evidence": [{"file": end.file, "line": end.line, "text": end.text}]}
+        changes["outcome_reason"] = f"{s.outcome_reason}; {describe(end)}"
+    return dataclasses.replace(s, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,332 @@
+"""The files beside a server log: recognised by content, read with file:line, put on the run.
+
+The texts are written to the tools' own formats: ``sglang.check_env``'s ``Key: value`` lines
+and topology block (``python/sglang/check_env.py``), ``nvidia-smi``'s table, Slurm's
+``slurmstepd``/``srun`` messages, the kernel's OOM-killer line, ``kubectl describe pod``,
+``kubectl get pod -o yaml`` and ``docker inspect``. Real pastes are checked against their
+labels in ``test_artefacts_real.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from logforensics.artefacts import environment as env
+from logforensics.artefacts import orchestrator as orch
+from logforensics.artefacts.sniff import read_artefacts, sniff
+from logforensics.ingest import InputError
+from logforensics.ingest.runset import run_files
+from logforensics.model.summary import RunSummary
+from logforensics.pipeline import diagnose_runs, summarize_run
+
+CHECK_ENV = """\
+Python: 3.10.12 (main, Nov 20 2023, 15:14:05) [GCC 11.4.0]
+CUDA available: True
+GPU 0,1,2,3,4,5,6,7: NVIDIA H100 80GB HBM3
+GPU 0,1,2,3,4,5,6,7 Compute Capability: 9.0
+CUDA_HOME: /usr/local/cuda
+NVCC: Cuda compilation tools, release 12.4, V12.4.131
+CUDA Driver Version: 550.54.15
+PyTorch: 2.5.1+cu124
+sglang: 0.4.1.post3
+sgl_kernel: Package Not Found
+flashinfer: 0.1.6+cu124torch2.4
+NVIDIA Topology:\x20
+\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \t{l}\t{l}\t{l}\tPIX\t0-47,96-143\t0\t\tN/A
+GPU1\t{l}\t X \t{l}\t{l}\tSYS\t0-47,96-143\t0\t\tN/A
+GPU2\t{l}\t{l}\t X \t{l}\tSYS\t48-95,144-191\t1\t\tN/A
+GPU3\t{l}\t{l}\t{l}\t X \tSYS\t48-95,144-191\t1\t\tN/A
+NIC0\tPIX\tSYS\tSYS\tSYS\t X
+
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NV#  = Connection traversing a bonded set of # NVLinks
+
+ulimit soft: 1048576
+"""
+
+NVIDIA_SMI = """\
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+|=========================================+========================+======================|
+|   0  NVIDIA A10G                    On  |   00000000:00:1E.0 Off |                    0 |
+|   1  NVIDIA A10G                    On  |   00000000:00:1F.0 Off |                    0 |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+PIP = "\n".join(["aiohttp==3.9.5", "flashinfer-python==0.2.5", "numpy==1.26.4", "sglang==0.4.6.post1",
+                 "torch==2.6.0", "transformers==4.51.1", "triton==3.2.0", "nvidia-nccl-cu12==2.21.5"]) + "\n"
+
+DESCRIBE = """\
+Name:             sglang-0
+Namespace:        default
+Containers:
+  sglang:
+    Image:          lmsysorg/sglang:latest
+    State:          Running
+      Started:      Mon, 01 Jan 2024 10:00:00 +0000
+    Last State:     Terminated
+      Reason:       OOMKilled
+      Exit Code:    137
+      Started:      Mon, 01 Jan 2024 09:00:00 +0000
+      Finished:     Mon, 01 Jan 2024 09:50:00 +0000
+    Ready:          True
+    Restart Count:  3
+    Limits:
+      cpu:             2
+      memory:          64Gi
+      nvidia.com/gpu:  8
+    Requests:
+      cpu:             1
+Events:
+  Type     Reason     Age                From     Message
+  ----     ------     ----               ----     -------
+  Warning  Unhealthy  2m (x3 over 3m)    kubelet  Liveness probe failed: Get "http://10.0.0.1:30000/health": context deadline exceeded
+  Normal   Killing    2m                 kubelet  Container sglang failed liveness probe, will be restarted
+"""
+
+POD_YAML = """\
+apiVersion: v1
+kind: Pod
+spec:
+  containers:
+  - name: sglang
+    resources:
+      limits:
+        cpu: "64"
+        memory: 512Gi
+status:
+  containerStatuses:
+  - name: sglang
+    lastState:
+      terminated:
+        exitCode: 137
+        finishedAt: "2025-01-01T00:00:00Z"
+        reason: OOMKilled
+    restartCount: 2
+"""
+
+DOCKER = [{"Id": "abc123", "Name": "/sglang", "State": {"Status": "exited", "Running": False, "OOMKilled": True,
+                                                           "ExitCode": 137, "Error": "",
+                                                           "FinishedAt": "2025-01-01T00:00:00Z"},
+           "HostConfig": {"NanoCpus": 2000000000, "Memory": 68719476736}}]
+
+SLURM = """\
+srun: error: gpu-node-17: task 0: Exited with exit code 1
+slurmstepd: error: *** JOB 4242 ON gpu-node-17 CANCELLED AT 2025-06-01T12:00:00 DUE TO TIME LIMIT ***
+slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have been OOM Killed.
+"""
+
+STARTING = ("[2025-06-01 10:00:00] server_args=ServerArgs(model_path='/models/m', tp_size=1, mem_fraction_static=0.88)\n"
+            "[2025-06-01 10:00:05] Load weight begin. avail mem=78.00 GB\n")
+READY = STARTING + ("[2025-06-01 10:00:30] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+                    "avail mem=62.00 GB, mem usage=16.00 GB.\n"
+                    "[2025-06-01 10:00:40] The server is fired up and ready to roll!\n")
+
+
+def write(path, text: str) -> str:
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return str(path)
+
+
+def lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+# -- the environment --------------------------------------------------------------------
+def test_check_env_gives_versions_gpus_and_an_nvlink_topology_with_their_lines():
+    facts = env.read_check_env("env.txt", lines(CHECK_ENV.format(l="NV18")))
+    got = {k: (c.value, c.line) for k, c in facts.items()}
+    assert got["sglang"] == ("0.4.1.post3", 9)
+    assert got["torch"] == ("2.5.1+cu124", 8)
+    assert got["cuda"] == ("12.4", 6)
+    assert got["driver"] == ("550.54.15", 7)
+    assert got["gpu"] == ("NVIDIA H100 80GB HBM3", 3) and got["gpu_count"] == ("8", 3)
+    assert got["topology"] == ("NVLink (NV18)", 14)  # the NIC column (PIX, SYS) is not a GPU link
+    assert got["ulimit_soft"] == ("1048576", 26)
+    assert "sgl_kernel" not in facts  # "Package Not Found" is no version
+
+
+def test_a_pcie_box_is_told_from_an_nvlink_one():
+    facts = env.read_check_env("env.txt", lines(CHECK_ENV.format(l="SYS").replace("GPU0\t X \tSYS", "GPU0\t X \tPHB")))
+    assert facts["topology"].value == "PCIe only (PHB, SYS)"
+
+
+def test_nvidia_smi_and_pip_give_the_driver_gpus_and_packages():
+    smi = env.read_nvidia_smi("smi.txt", lines(NVIDIA_SMI))
+    assert (smi["driver"].value, smi["driver_cuda"].value, smi["gpu"].value, smi["gpu_count"].value) == \
+        ("550.54.15", "12.4", "NVIDIA A10G", "2")
+    pip = env.read_pip("freeze.txt", lines(PIP))
+    assert {k: c.value for k, c in pip.items()} == {"flashinfer": "0.2.5", "sglang": "0.4.6.post1", "torch": "2.6.0",
+                                                    "transformers": "4.51.1", "triton": "3.2.0", "nccl": "2.21.5"}
+    assert pip["sglang"].line == 4
+
+
+# -- what ended the run -----------------------------------------------------------------
+def test_slurm_and_kernel_records_name_the_cause_with_their_lines():
+    ends = orch.line_records("job.err", lines(SLURM + "[123.4] Out of memory: Killed process 4711 (python3) "
+                                              "total-vm:100kB, anon-rss:90kB\n"))
+    assert [(t.source, t.cause, t.line, t.exit_code) for t in ends] == [
+        ("slurm", "exited", 1, 1), ("slurm", "time_limit", 2, None), ("slurm", "oom_killed", 3, None),
+        ("kernel", "oom_killed", 4, None)]
+    assert ends[1].detail == {"job": "4242", "host": "gpu-node-17", "time": "2025-06-01T12:00:00"}
+    assert ends[3].detail == {"pid": "4711", "process": "python3"}
+
+
+def test_ray_stopping_its_own_worker_is_no_failure():
+    ends = orch.line_records("ray.txt", ["Worker exit type: INTENDED_USER_EXIT Worker exit detail: ray.kill",
+                                         "Worker exit type: SYSTEM_ERROR Worker exit detail: The leased worker died"])
+    assert [(t.cause, t.line, t.detail["exit_type"]) for t in ends] == [("exited", 2, "SYSTEM_ERROR")]
+
+
+def test_kubectl_describe_gives_the_oom_kill_restarts_probe_kill_and_limits():
+    ends, facts = orch.read_k8s_describe("pod.txt", lines(DESCRIBE))
+    assert [(t.cause, t.line, t.exit_code) for t in ends] == [("oom_killed", 9, 137), ("liveness_probe", 25, None)]
+    assert ends[0].detail == {"reason": "OOMKilled", "state": "Last State", "container": "sglang", "restarts": "3"}
+    assert (facts["cpu_limit"].value, facts["cpu_limit"].line, facts["memory_limit"].value) == ("2", 16, "64Gi")
+
+
+def test_a_container_that_completed_is_no_termination():
+    text = DESCRIBE.replace("OOMKilled", "Completed").replace("Exit Code:    137", "Exit Code:    0")
+    ends, _ = orch.read_k8s_describe("pod.txt", lines(text))
+    assert [t.cause for t in ends] == ["liveness_probe"]
+
+
+def test_pod_yaml_and_docker_inspect():
+    ends, facts = orch.read_k8s_yaml("pod.yaml", lines(POD_YAML))
+    assert [(t.cause, t.exit_code, t.line, t.detail.get("restarts")) for t in ends] == [("oom_killed", 137, 17, "2")]
+    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("64", "512Gi")
+    text = json.dumps(DOCKER, indent=4)
+    ends, facts = orch.read_docker_inspect("inspect.json", DOCKER, lines(text))
+    assert [(t.source, t.cause, t.exit_code) for t in ends] == [("docker", "oom_killed", 137)]
+    assert lines(text)[ends[0].line - 1].strip().startswith('"OOMKilled": true')
+    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("2", "64.00 GiB")
+
+
+# -- recognised by content, never by name --------------------------------------------------
+@pytest.mark.parametrize(("text", "form"), [
+    (CHECK_ENV.format(l="NV18"), "check_env"), (NVIDIA_SMI, "nvidia-smi"), (PIP, "pip"), (DESCRIBE, "kubernetes"),
+    (POD_YAML, "kubernetes-yaml"), (SLURM, "records"), (json.dumps(DOCKER), "json"), (READY, None),
+    ('{"rid": "a", "text": "x"}\n{"rid": "b", "text": "y"}\n', "json"),
+])
+def test_sniffed_by_content(tmp_path, text, form):
+    assert sniff(write(tmp_path / "node0.log", text)) == form
+
+
+def test_a_server_log_ending_in_slurm_records_stays_a_log(tmp_path):
+    assert sniff(write(tmp_path / "x.txt", READY * 3 + SLURM)) is None
+
+
+def test_binary_and_unknown_files_are_reported_not_guessed(tmp_path):
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 64)
+    notes = write(tmp_path / "notes.txt", "we restarted the node twice\n")
+    arts = read_artefacts([str(tmp_path / "blob.bin"), notes])
+    assert set(arts.unknown) == {str(tmp_path / "blob.bin"), notes}
+    assert arts.environment is None and not arts.terminations
+
+
+def test_a_run_directory_finds_artefacts_in_subfolders_and_keeps_json_lines_logs(tmp_path):
+    log = write(tmp_path / "run" / "server.log", READY)
+    requests = write(tmp_path / "run" / "requests.log", '{"rid": "a"}\n{"rid": "b"}\n')
+    envf = write(tmp_path / "run" / "node0.log", CHECK_ENV.format(l="NV18"))  # a log's name, check_env's text
+    pod = write(tmp_path / "run" / "k8s" / "host-1" / "describe.out", DESCRIBE)
+    rf = run_files([str(tmp_path / "run")])
+    assert sorted(rf.paths) == sorted([log, requests])
+    assert sorted(rf.artefacts) == sorted([envf, pod])
+
+
+def test_artefacts_given_alone_are_not_a_run(tmp_path):
+    envf = write(tmp_path / "env.txt", CHECK_ENV.format(l="NV18"))
+    with pytest.raises(InputError, match="an artefact \\(check_env\\), not a server log"):
+        run_files([envf])
+
+
+# -- on the run --------------------------------------------------------------------------
+def test_a_log_that_stops_with_an_oom_kill_beside_it_was_killed(tmp_path):
+    write(tmp_path / "run" / "server.log", STARTING)
+    pod = write(tmp_path / "run" / "pod.txt", DESCRIBE)
+    s = summarize_run(str(tmp_path / "run"))
+    assert s.outcome == "crashed"
+    assert s.outcome_reason.startswith("killed by the out-of-memory killer (Kubernetes")
+    assert s.crash is not None and (s.crash.file, s.crash.line, s.crash.phase) == (pod, 9, "load_weights")
+    alone = summarize_run(str(tmp_path / "run" / "server.log"))
+    assert alone.outcome == "incomplete" and alone.artefacts is None
+
+
+def test_a_ready_server_cancelled_at_the_time_limit_stopped(tmp_path):
+    write(tmp_path / "run" / "server.log", READY)
+    job = write(tmp_path / "run" / "slurm-4242.err", SLURM.splitlines()[1] + "\n")
+    s = summarize_run(str(tmp_path / "run"))
+    assert s.outcome == "ready" and s.stopped is not None and (s.stopped["file"], s.stopped["line"]) == (job, 1)
+    assert "cancelled at the job's time limit" in s.outcome_reason
+
+
+def test_a_log_with_its_own_crash_keeps_it_and_shows_the_records(tmp_path):
+    crash = READY + ("[2025-06-01 10:01:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                     '  File "/sgl/scheduler.py", line 1, in event_loop\n'
+                     "RuntimeError: boom\n")
+    write(tmp_path / "run" / "server.log", crash)
+    write(tmp_path / "run" / "pod.txt", DESCRIBE)
+    s = summarize_run(str(tmp_path / "run"))
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.exception == "RuntimeError"
+    assert s.artefacts is not None and s.artefacts.terminations[0].cause == "oom_killed"
+
+
+def test_the_summary_json_reads_back_with_its_artefacts(tmp_path):
+    write(tmp_path / "run" / "server.log", STARTING)
+    write(tmp_path / "run" / "env.txt", CHECK_ENV.format(l="NV18"))
+    write(tmp_path / "run" / "pod.txt", DESCRIBE)
+    s = summarize_run(str(tmp_path / "run"))
+    data = json.loads(json.dumps(s.to_dict()))
+    assert data["artefacts"]["environment"]["facts"]["driver"]["value"] == "550.54.15"
+    assert RunSummary.from_dict(data).to_dict() == data
+
+
+def test_diff_names_the_environment_first_when_only_it_differs(tmp_path):
+    for side, link, driver in (("base", "NV18", "550.54.15"), ("fail", "SYS", "535.104.05")):
+        write(tmp_path / side / "server.log", READY)
+        write(tmp_path / side / "env.txt", CHECK_ENV.format(l=link).replace("550.54.15", driver))
+    d = diagnose_runs(str(tmp_path / "fail"), str(tmp_path / "base"))
+    assert d.verdict.startswith("baseline ready, failing ready: the environment differs (driver 550.54.15 -> "
+                                "535.104.05, GPU topology NVLink (NV18) -> PCIe only (SYS))")
+    check = d.conclusion.ruled_out[0]
+    assert (check.what, check.status) == ("environment", "differs")
+    delta = d.facts.environment.differs[0]
+    assert [(e.file, e.line) for e in delta.evidence] == [(str(tmp_path / "fail" / "env.txt"), 7),
+                                                          (str(tmp_path / "base" / "env.txt"), 7)]
+
+
+def test_diff_of_equal_environments_says_so(tmp_path):
+    for side in ("base", "fail"):
+        write(tmp_path / side / "server.log", READY)
+        write(tmp_path / side / "env.txt", CHECK_ENV.format(l="NV18"))
+    d = diagnose_runs(str(tmp_path / "fail"), str(tmp_path / "base"))
+    check = d.conclusion.ruled_out[0]
+    assert (check.what, check.status) == ("environment", "equal") and "GPU topology" in check.detail
+    assert "environment" not in d.verdict
+
+
+def test_summary_command_shows_what_is_beside_the_log(tmp_path):
+    write(tmp_path / "run" / "server.log", STARTING)
+    write(tmp_path / "run" / "env.txt", CHECK_ENV.format(l="NV18"))
+    write(tmp_path / "run" / "pod.txt", DESCRIBE)
+    write(tmp_path / "run" / "notes.txt", "nothing\n")
+    out = subprocess.run([sys.executable, "-m", "logforensics", "summary", str(tmp_path / "run")],
+                         capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    assert "Beside the logs" in out.stdout
+    assert "GPU topology: NVLink (NV18)" in out.stdout
+    assert "Kubernetes: killed by the out-of-memory killer, exit code 137, 3 restarts" in out.stdout
+    assert "Traceback" not in out.stderr
