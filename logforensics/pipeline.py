@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any
 

@@ -209,7 +209,7 @@ def test_pod_yaml_and_docker_inspect():
     assert [(t.cause, t.exit_code, t.line, t.detail.get("restarts")) for t in ends] == [("oom_killed", 137, 17, "2")]
     assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("64", "512Gi")
     text = json.dumps(DOCKER, indent=4)
-    ends, facts = orch.read_docker_inspect("inspect.json", DOCKER, lines(text))
+    ends, facts = orch.read_docker_inspect("inspect.json", lines(text))
     assert [(t.source, t.cause, t.exit_code) for t in ends] == [("docker", "oom_killed", 137)]
     assert lines(text)[ends[0].line - 1].strip().startswith('"OOMKilled": true')
     assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("2", "64.00 GiB")
@@ -218,7 +218,7 @@ def test_pod_yaml_and_docker_inspect():
 # -- recognised by content, never by name --------------------------------------------------
 @pytest.mark.parametrize(("text", "form"), [
     (CHECK_ENV.format(l="NV18"), "check_env"), (NVIDIA_SMI, "nvidia-smi"), (PIP, "pip"), (DESCRIBE, "kubernetes"),
-    (POD_YAML, "kubernetes-yaml"), (SLURM, "records"), (json.dumps(DOCKER), "json"), (READY, None),
+    (POD_YAML, "kubernetes-yaml"), (SLURM, "records"), (json.dumps(DOCKER, indent=1), "docker"), (READY, None),
     ('{"rid": "a", "text": "x"}\n{"rid": "b", "text": "y"}\n', "json"),
 ])
 def test_sniffed_by_content(tmp_path, text, form):

@@ -33,7 +33,7 @@ PACKAGES = {
     "flashinfer": "flashinfer", "sgl_kernel": "sgl_kernel", "triton": "triton", "transformers": "transformers",
     "vllm": "vllm", "nvidia_nccl_cu12": "nccl", "nvidia_nccl_cu13": "nccl", "nvidia_nccl_cu11": "nccl",
 }
-_NOT_FOUND = ("package not found", "not available", "none", "")
+_NOT_FOUND = ("package not found", "module not found", "not available", "none", "")
 
 _KEYVAL = re.compile(r"^(?P<key>[A-Za-z][\w .,()/+-]*?):(?: (?P<value>.*))?$")
 #: check_env's own keys: three of them in a text's first lines make it check_env output.
@@ -44,12 +44,18 @@ CHECK_ENV_KEYS = ("Python", "CUDA available", "ROCM available", "PyTorch", "CUDA
 _GPU_KEY = re.compile(r"^GPU ([\d,]+)$")
 _CC_KEY = re.compile(r"^GPU [\d,]+ Compute Capability$")
 _CUDA_RELEASE = re.compile(r"release (\d+\.\d+)")
-_SMI_HEAD = re.compile(r"NVIDIA-SMI (\S+)\s+Driver Version: (\S+)(?:\s+CUDA Version: (\S+))?")
+#: the driver is "Driver Version" until R610, then "KMD Version" (and "CUDA UMD Version")
+_SMI_HEAD = re.compile(r"NVIDIA-SMI (\S+)\s+(?:Driver|KMD) Version: (\S+)(?:\s+CUDA (?:UMD )?Version: (\S+))?")
 _SMI_GPU = re.compile(r"^\|\s+(\d+)\s+(.+?)\s{2,}(?:On|Off)\s+\|")
-_PIP_FREEZE = re.compile(r"^([A-Za-z0-9][\w.-]*)==([^\s;#]+)\s*$")
+#: ``name==1.2`` (``pip freeze``; vLLM's collect_env prefixes ``[pip3] ``)
+_PIP_FREEZE = re.compile(r"^(?:\[\w+\] )?([A-Za-z0-9][\w.-]*)==([^\s;#]+)\s*$")
+#: ``pip show``: ``Name: torch`` then ``Version: 2.6.0``
+_PIP_SHOW = re.compile(r"^\(?(Name|Version): (\S+)\s*$")
 _PIP_LIST = re.compile(r"^([A-Za-z0-9][\w.-]*)\s+(\d[\w.+!-]*)\s*(?:\S.*)?$")
 _TOPO_ROW = re.compile(r"^(GPU\d+)\s+(.*)$")
-_LINK = re.compile(r"^(?:X|NV\d+|NV|PIX|PXB|PHB|NODE|SYS|SOC|PHB|\d+)$")
+#: a cell of a topology matrix: itself (X; 0 in rocm-smi), NVLink (NV#), AMD's XGMI, or a PCIe path
+_LINK = re.compile(r"^(?:X|NV\d+|NV|XGMI|PCIE|PIX|PXB|PHB|NODE|SYS|SOC|\d+)$")
+_LINK_WORD = re.compile(r"\b(NV\d+|XGMI|PIX|PXB|PHB|NODE|SYS)\b")
 
 
 def _norm(name: str) -> str:
@@ -93,7 +99,10 @@ def read_check_env(file: str, lines: Iterable[str]) -> dict[str, Cited]:
             continue
         key, value = m.group("key").strip(), (m.group("value") or "").strip()
         if key in ("NVIDIA Topology", "AMD Topology"):
-            topo = [(value, no)] if value else []
+            if value:  # a matrix given in a few words ("4x B300, NV18 all-to-all"): its link names
+                _classify(out, _LINK_WORD.findall(value), 0, no)
+            else:
+                topo = []
             continue
         g = _GPU_KEY.match(key)
         if g:
@@ -151,7 +160,7 @@ def topo_facts(out: Facts, rows: list[tuple[str, int]]) -> None:
         if not m:
             continue
         cells = m.group(2).split()[:width or None]
-        if "X" not in cells:
+        if "X" not in cells and cells.count("0") != 1:  # the row's own cell: X (nvidia-smi) or 0 (rocm-smi)
             continue
         first = first or no
         gpus += 1
@@ -160,19 +169,24 @@ def topo_facts(out: Facts, rows: list[tuple[str, int]]) -> None:
                 break
             if not c.isdigit() and c != "X":
                 links.append(c)
-    if not first:
-        return
-    nv = sorted({c for c in links if c.startswith("NV")})
-    pcie = sorted({c for c in links if not c.startswith("NV")}, key=_PCIE_ORDER.index)
+    if first:
+        _classify(out, links, gpus, first)
+
+
+def _classify(out: Facts, links: list[str], gpus: int, line: int) -> None:
+    """The ``topology`` fact of the links a matrix names."""
+    fast = sorted({c for c in links if c.startswith("NV") or c == "XGMI"})
+    pcie = sorted({c for c in links if c in _PCIE_ORDER}, key=_PCIE_ORDER.index)
+    name = "XGMI" if fast == ["XGMI"] else "NVLink"
     if not links:
-        value = f"one GPU ({gpus})" if gpus == 1 else "not shown"
-    elif nv and not pcie:
-        value = f"NVLink ({', '.join(nv)})"
-    elif nv:
-        value = f"NVLink between some pairs ({', '.join(nv)}; {', '.join(pcie)})"
+        value = "one GPU" if gpus == 1 else "not shown"
+    elif fast and not pcie:
+        value = f"{name} ({', '.join(fast)})" if name == "NVLink" else name
+    elif fast:
+        value = f"{name} between some pairs ({', '.join(fast)}; {', '.join(pcie)})"
     else:
-        value = f"PCIe only ({', '.join(pcie)})"
-    out.put("topology", value, first)
+        value = f"PCIe only ({', '.join(pcie) or 'PCIE'})"
+    out.put("topology", value, line)
 
 
 _PCIE_ORDER = ["PIX", "PXB", "PHB", "NODE", "SOC", "SYS"]
@@ -204,10 +218,19 @@ def read_topology(file: str, lines: Iterable[str]) -> dict[str, Cited]:
 
 
 def read_pip(file: str, lines: Iterable[str]) -> dict[str, Cited]:
-    """Versions of the packages :data:`PACKAGES` names, from ``pip freeze`` or ``pip list``."""
+    """Versions of the packages :data:`PACKAGES` names, from ``pip freeze``, ``pip list`` or
+    ``pip show``."""
     out = Facts(file)
+    name = None
     for no, raw in enumerate(lines, 1):
         line = raw.strip()
+        show = _PIP_SHOW.match(line)
+        if show:
+            if show.group(1) == "Name":
+                name = show.group(2)
+            elif name is not None and _norm(name) in PACKAGES:
+                out.put(PACKAGES[_norm(name)], show.group(2), no)
+            continue
         m = _PIP_FREEZE.match(line) or _PIP_LIST.match(line)
         if m and _norm(m.group(1)) in PACKAGES:
             out.put(PACKAGES[_norm(m.group(1))], m.group(2), no)
@@ -229,11 +252,17 @@ def is_nvidia_smi(lines: list[str]) -> bool:
 
 def is_topology(lines: list[str]) -> bool:
     rows = [line for line in lines[:80] if _TOPO_ROW.match(line) and " X " in f" {line} "]
-    return bool(rows) and any("GPU0" in line and "GPU0" not in line.lstrip()[:4] for line in lines[:80])
+    return bool(rows) and any(line[:1].isspace() and "GPU0" in line.split() for line in lines[:80])
 
 
 def is_pip(lines: list[str]) -> bool:
+    """``pip freeze`` (three ``name==version`` lines or more), ``pip show`` (``Name:`` then
+    ``Version:``), or ``pip list`` (most lines two columns: a name and a version)."""
     body = [line.strip() for line in lines[:400] if line.strip()]
-    freeze = sum(1 for line in body if _PIP_FREEZE.match(line))
-    listed = bool(body) and re.match(r"^Package\s+Version\s*$", body[0]) is not None
-    return freeze >= 5 and freeze >= len(body) // 2 or listed
+    if sum(1 for line in body if _PIP_FREEZE.match(line)) >= 3:
+        return True
+    if any(_PIP_SHOW.match(a) and _PIP_SHOW.match(b) and a.lstrip("(").startswith("Name")
+           and b.startswith("Version") for a, b in zip(body, body[1:])):
+        return True
+    listed = sum(1 for line in body if _PIP_LIST.fullmatch(line) and len(line.split()) <= 3)
+    return listed >= 5 and listed >= 0.8 * len(body)

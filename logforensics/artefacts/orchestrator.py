@@ -12,7 +12,6 @@ code regression from the log alone.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -43,9 +42,15 @@ RECORDS: tuple[_Rec, ...] = (
      _groups),
     (re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,-]+): Exited with exit code "
                 r"(?P<exit_code>\d+)"), "slurm", "exited", _groups),
-    (re.compile(r"(?:Memory cgroup out of memory|Out of memory): Killed process (?P<pid>\d+) \((?P<process>[^)]*)\)"),
-     "kernel", "oom_killed", _groups),
+    (re.compile(r"^\s*(?P<job>\d+(?:\.\w+)?)\s.*\s(?:OUT_OF_MEMORY|OUT_OF_ME\+)\s"), "slurm", "oom_killed",
+     _groups),  # sacct: the State column (cut to OUT_OF_ME+ by its width)
+    (re.compile(r"^\s*(?P<job>\d+(?:\.\w+)?)\s.*\sTIMEOUT\s"), "slurm", "time_limit", _groups),
+    (re.compile(r"\bKilled process (?P<pid>\d+) \((?P<process>[^)]*)\)"), "kernel", "oom_killed", _groups),
     (re.compile(r"OutOfMemoryError: Task was killed due to the node running low on memory"), "ray", "oom_killed",
+     _groups),
+    (re.compile(r"(?P<workers>\d+) Workers \(tasks / actors\) killed due to memory pressure"), "ray", "oom_killed",
+     _groups),
+    (re.compile(r"\bcontainer oom (?P<container>[0-9a-f]{12,})|\"status\":\s*\"oom\""), "docker", "oom_killed",
      _groups),
     (re.compile(r"Worker exit type: (?P<exit_type>\w+)(?: Worker exit detail: (?P<exit_detail>.*))?"), "ray",
      "exited", _groups),
@@ -56,7 +61,8 @@ def line_records(file: str, lines: Iterable[str]) -> list[Termination]:
     """Every line record of :data:`RECORDS` in a text, in line order."""
     out = []
     for no, raw in enumerate(lines, 1):
-        if "slurm" not in raw and "srun" not in raw and "ill" not in raw and "exit" not in raw:
+        if "slurm" not in raw and "srun" not in raw and "ill" not in raw and "exit" not in raw and "oom" not in raw \
+                and "OUT_OF" not in raw and "TIMEOUT" not in raw:
             continue
         for rx, source, cause, keep in RECORDS:
             m = rx.search(raw)
@@ -85,9 +91,14 @@ _K_LIMIT = re.compile(r"^\s+(?P<key>cpu|memory):\s+(?P<value>\S+)\s*$")
 _K_CONTAINER = re.compile(r"^  (?P<name>[\w.-]+):\s*$")
 
 
+_K_SIGNS = (re.compile(r"^\s*(?:Last )?State:\s+(?:Terminated|Waiting|Running)\b"), _K_PROBE,
+            re.compile(r"^\s*Reason:\s+(?:OOMKilled|Evicted)\b"), re.compile(r"^NAME\s+READY\s+STATUS\s+RESTARTS"))
+
+
 def is_k8s_describe(lines: list[str]) -> bool:
-    head = [line.rstrip() for line in lines[:400]]
-    return any(line.startswith("Name:") for line in head) and any(line.startswith("Containers:") for line in head)
+    """``kubectl describe pod`` (or ``get pods``), whole or in part: a container state
+    block, a probe kill among the events, an OOM or eviction reason, the pods table."""
+    return any(rx.search(line) for line in lines[:2000] for rx in _K_SIGNS)
 
 
 def read_k8s_describe(file: str, lines: list[str]) -> tuple[list[Termination], dict[str, Cited]]:
@@ -109,8 +120,27 @@ def read_k8s_describe(file: str, lines: list[str]) -> tuple[list[Termination], d
                 out.append(t)
         state = None
 
+    columns: list[str] | None = None
+    pods: list[str] = []  # the restart counts of a pods table
     for no, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
+        if re.match(r"^NAME\s+READY\s+STATUS\s+RESTARTS", line):
+            columns = line.split()
+            continue
+        if columns is not None:
+            cells = line.split()
+            if len(cells) >= len(columns) and cells[3].isdigit():
+                pods.append(cells[3])
+            if len(cells) >= len(columns) and cells[2] == "OOMKilled":  # kubectl get pods: STATUS OOMKilled
+                out.append(Termination("kubernetes", "oom_killed", file, no, " ".join(cells)[:500], None,
+                                       {"pod": cells[0], "restarts": cells[3]}))
+                continue
+            columns = None if not cells or len(cells) < 3 else columns
+        if re.match(r"^Reason:\s+Evicted\b", line):
+            msg = next((m.group(1) for m in map(re.compile(r"^Message:\s+(.*)").match, lines[no:no + 3]) if m), "")
+            out.append(Termination("kubernetes", "evicted", file, no, f"Reason: Evicted; {msg}".strip("; ")[:500],
+                                   None, {"message": msg.strip()} if msg else {}))
+            continue
         c = _K_CONTAINER.match(line)
         if c:
             close()
@@ -152,6 +182,9 @@ def read_k8s_describe(file: str, lines: list[str]) -> tuple[list[Termination], d
             out.append(Termination("kubernetes", "liveness_probe", file, no, stripped[:500], None,
                                    {"probe": p.group("probe")}))
     close()
+    if len(pods) == 1:  # one pod in the table: its restarts are the records'
+        for t in out:
+            t.detail.setdefault("restarts", pods[0])
     return out, facts
 
 
@@ -160,6 +193,8 @@ def _terminated(file: str, state: dict[str, Any], container: str | None, restart
     code = int(state["Exit Code"]) if str(state.get("Exit Code", "")).lstrip("-").isdigit() else None
     if reason == "OOMKilled":
         cause = "oom_killed"
+    elif code == 137:  # 128 + SIGKILL: killed, by whom the record does not say
+        cause = "sigkill"
     elif code:
         cause = "exited"
     else:
@@ -172,104 +207,111 @@ def _terminated(file: str, state: dict[str, Any], container: str | None, restart
     return Termination("kubernetes", cause, file, state["line"], state["text"][:500], code, detail)
 
 
-_Y_TERMINATED = re.compile(r"^(?P<indent>\s*)terminated:\s*$")
-_Y_FIELD = re.compile(r"^\s+(?P<key>exitCode|reason|signal|finishedAt):\s*(?P<value>.*?)\s*$")
-_Y_RESTARTS = re.compile(r"^\s+restartCount:\s*(\d+)")
-_Y_NAME = re.compile(r"^\s+(?:- )?name:\s*(\S+)")
+#: a field of a pod's status as YAML (``exitCode: 137``), yq's output, or JSON (``"exitCode": 137,``)
+_Y_FIELD = re.compile(r'^\s*(?:- )?"?(?P<key>exitCode|reason|restartCount|signal)"?\s*:\s*"?(?P<value>[^",\s]+)"?,?\s*$')
+_Y_LIMIT = re.compile(r'^\s*"?(?P<key>cpu|memory)"?\s*:\s*["\']?(?P<value>[^"\',\s]+)')
 
 
 def is_k8s_yaml(lines: list[str]) -> bool:
-    head = [line.rstrip() for line in lines[:2000]]
-    return "kind: Pod" in head or any(line.strip() == "containerStatuses:" for line in head)
+    """A pod's status as YAML or JSON, whole or in part (``kubectl get pod -o yaml``, a yq or
+    grep of it): an ``exitCode`` field with a ``reason`` near it."""
+    found = [(no, m.group("key")) for no, line in enumerate(lines[:4000]) if (m := _Y_FIELD.match(line))]
+    codes = [no for no, k in found if k == "exitCode"]
+    return any(k == "reason" and any(abs(no - c) <= 6 for c in codes) for no, k in found)
 
 
 def read_k8s_yaml(file: str, lines: list[str]) -> tuple[list[Termination], dict[str, Cited]]:
-    """Terminations of ``kubectl get pod -o yaml``: each ``terminated`` state (``lastState``
-    or ``state``) with its reason and exit code, and the restart counts; the limits."""
+    """Terminations of a pod's status: each ``terminated`` record's reason and exit code (the
+    fields within a few lines of each other), with the restart count that follows; and the
+    containers' CPU and memory limits."""
     out: list[Termination] = []
     facts: dict[str, Cited] = {}
-    block: dict[str, Any] | None = None
+    group: dict[str, tuple[str, int]] = {}
     in_limits: int | None = None
+
+    def close() -> None:
+        if "exitCode" in group or group.get("reason", ("",))[0] == "OOMKilled":
+            at = group.get("reason", group.get("exitCode", ("", 0)))[1]
+            text = ", ".join(f"{k}: {v}" for k, (v, _) in group.items() if k in ("reason", "exitCode"))
+            t = _terminated(file, {"Reason": group.get("reason", ("",))[0],
+                                   "Exit Code": group.get("exitCode", ("",))[0], "which": "terminated",
+                                   "line": at, "text": text}, None, group.get("restartCount", (None,))[0])
+            if t is not None:
+                out.append(t)
+        group.clear()
+
+    last = 0
     for no, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
         indent = len(line) - len(line.lstrip())
-        if block is not None:
-            f = _Y_FIELD.match(line)
-            if f and indent > block["indent"]:
-                block[f.group("key")] = f.group("value").strip("'\"")
-                if f.group("key") == "reason":
-                    block["line"], block["text"] = no, line.strip()
-                continue
-            t = _terminated(file, {"Reason": block.get("reason", ""), "Exit Code": block.get("exitCode", ""),
-                                   "which": "terminated", "line": block["line"], "text": block["text"]}, None, None)
-            if t is not None:
-                out.append(t)
-            block = None
-        m = _Y_TERMINATED.match(line)
+        m = _Y_FIELD.match(line)
         if m:
-            block = {"indent": len(m.group("indent")), "line": no, "text": line.strip()}
+            key = m.group("key")
+            if key == "restartCount":
+                if out and "restarts" not in out[-1].detail and not group:
+                    out[-1].detail["restarts"] = m.group("value")
+                else:
+                    group[key] = (m.group("value"), no)
+                continue
+            if (key in group or no - last > 6) and group:
+                close()
+            group[key] = (m.group("value"), no)
+            last = no
             continue
-        r = _Y_RESTARTS.match(line)
-        if r and out and "restarts" not in out[-1].detail:
-            out[-1].detail["restarts"] = r.group(1)
-        if line.strip() == "limits:":
+        if line.strip().strip('"').rstrip(":").rstrip('"') == "limits" or line.strip() == '"limits": {':
             in_limits = indent
             continue
         if in_limits is not None:
-            lim = re.match(r"^\s+(cpu|memory):\s*['\"]?([^'\"\s]+)", line)
+            lim = _Y_LIMIT.match(line)
             if lim and indent > in_limits:
-                facts.setdefault("cpu_limit" if lim.group(1) == "cpu" else "memory_limit", Cited(lim.group(2), file, no))
+                facts.setdefault("cpu_limit" if lim.group("key") == "cpu" else "memory_limit",
+                                 Cited(lim.group("value"), file, no))
                 continue
             in_limits = None
-    if block is not None:
-        t = _terminated(file, {"Reason": block.get("reason", ""), "Exit Code": block.get("exitCode", ""),
-                               "which": "terminated", "line": block["line"], "text": block["text"]}, None, None)
-        if t is not None:
-            out.append(t)
+    close()
     return out, facts
 
 
 # -- Docker -------------------------------------------------------------------------------
-def is_docker_inspect(data: Any) -> bool:
-    items = data if isinstance(data, list) else [data]
-    return bool(items) and all(isinstance(i, dict) and isinstance(i.get("State"), dict) for i in items)
+#: ``docker inspect``'s state fields, as JSON (``"OOMKilled": true``) or Go's ``{{.State}}``
+#: print (``OOMKilled:false``), whole or in part
+_D_OOM = re.compile(r'"?OOMKilled"?\s*:\s*(true|false)')
+_D_CODE = re.compile(r'"?ExitCode"?\s*:\s*(-?\d+)')
+_D_CPUS = re.compile(r'"NanoCpus"\s*:\s*(\d+)')
+_D_MEMORY = re.compile(r'"Memory"\s*:\s*(\d+)')
 
 
-def read_docker_inspect(file: str, data: Any, lines: list[str]) -> tuple[list[Termination], dict[str, Cited]]:
-    """``docker inspect``: a container killed by the OOM killer or exited with a non-zero
-    code, and the CPUs and memory its HostConfig gave it (``NanoCpus``, ``Memory``)."""
+def is_docker_inspect(lines: list[str]) -> bool:
+    text = "\n".join(lines[:4000])
+    return bool(_D_OOM.search(text) and _D_CODE.search(text))
+
+
+def read_docker_inspect(file: str, lines: list[str]) -> tuple[list[Termination], dict[str, Cited]]:
+    """``docker inspect``: a container killed by the OOM killer, killed by SIGKILL (exit code
+    137, no OOM kill recorded) or exited with a non-zero code; and the CPUs and memory its
+    HostConfig gave it (``NanoCpus``, ``Memory``). Each container's ``OOMKilled`` goes with
+    the ``ExitCode`` nearest to it."""
     out: list[Termination] = []
     facts: dict[str, Cited] = {}
-    for item in data if isinstance(data, list) else [data]:
-        st = item["State"]
-        code = st.get("ExitCode") if isinstance(st.get("ExitCode"), int) else None
-        name = str(item.get("Name") or item.get("Id") or "")[:80].lstrip("/")
-        detail = {k: str(st[k]) for k in ("Status", "Error", "FinishedAt") if st.get(k)}
-        if name:
-            detail["container"] = name
-        if st.get("OOMKilled") is True:
-            out.append(Termination("docker", "oom_killed", file, _line_of(lines, '"OOMKilled"'),
-                                   f'"OOMKilled": true, "ExitCode": {code}', code, detail))
-        elif code and not st.get("Running"):
-            out.append(Termination("docker", "exited", file, _line_of(lines, '"ExitCode"'), f'"ExitCode": {code}',
-                                   code, detail))
-        host = item.get("HostConfig") if isinstance(item.get("HostConfig"), dict) else {}
-        if isinstance(host.get("NanoCpus"), int) and host["NanoCpus"] > 0:
-            facts.setdefault("cpu_limit", Cited(f"{host['NanoCpus'] / 1e9:g}", file, _line_of(lines, '"NanoCpus"')))
-        if isinstance(host.get("Memory"), int) and host["Memory"] > 0:
-            facts.setdefault("memory_limit", Cited(f"{host['Memory'] / 2**30:.2f} GiB", file,
-                                                   _line_of(lines, '"Memory"')))
+    ooms = [(no, m.group(1) == "true") for no, line in enumerate(lines, 1) if (m := _D_OOM.search(line))]
+    codes = [(no, int(m.group(1))) for no, line in enumerate(lines, 1) if (m := _D_CODE.search(line))]
+    for no, killed in ooms:
+        near = min(codes, key=lambda c: abs(c[0] - no)) if codes else None
+        code = near[1] if near and abs(near[0] - no) <= 30 else None
+        cause = "oom_killed" if killed else "sigkill" if code == 137 else "exited" if code else None
+        if cause is not None:
+            out.append(Termination("docker", cause, file, no if killed or near is None else near[0],
+                                   f"OOMKilled: {str(killed).lower()}, ExitCode: {code}", code, {}))
+    for rx, key in ((_D_CPUS, "cpu_limit"), (_D_MEMORY, "memory_limit")):
+        for no, line in enumerate(lines, 1):
+            m = rx.search(line)
+            if m and int(m.group(1)) > 0:
+                v = int(m.group(1))
+                facts.setdefault(key, Cited(f"{v / 1e9:g}" if key == "cpu_limit" else f"{v / 2**30:.2f} GiB", file, no))
+                break
     return out, facts
 
 
 def _line_of(lines: list[str], needle: str) -> int:
     """The first line that holds ``needle`` (0 when none does: the file as a whole)."""
     return next((no for no, line in enumerate(lines, 1) if needle in line), 0)
-
-
-def load_json(text: str) -> Any:
-    """The JSON of a text, or None when it is not JSON."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None

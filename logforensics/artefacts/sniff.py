@@ -9,6 +9,7 @@ reported as such (``Artefacts.unknown``), never guessed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -42,11 +43,15 @@ def sniff(path: str, head: bytes | None = None) -> str | None:
     if b"\x00" in head:
         return None
     text = head.decode("utf-8", "replace")
-    if _JSON_HEAD.match(text):  # "{" then a key, or "[" then an object: not "[2025-06-01 10:00:00] ..."
-        return "json"
     lines = text.splitlines()
     if len(head) == HEAD_BYTES and lines:
         lines = lines[:-1]  # the last line may be cut by the head's bound
+    if orch.is_docker_inspect(lines):
+        return "docker"
+    if orch.is_k8s_yaml(lines):
+        return "kubernetes-yaml"
+    if _JSON_HEAD.match(text):  # "{" then a key, or "[" then an object: not "[2025-06-01 10:00:00] ..."
+        return "json"
     if env.is_check_env(lines):
         return "check_env"
     if env.is_nvidia_smi(lines):
@@ -55,8 +60,6 @@ def sniff(path: str, head: bytes | None = None) -> str | None:
         return "topology"
     if orch.is_k8s_describe(lines):
         return "kubernetes"
-    if orch.is_k8s_yaml(lines):
-        return "kubernetes-yaml"
     if env.is_pip(lines):
         return "pip"
     if any(line.startswith(("sglang:", "sglang_")) and " " in line for line in lines[:4000]) \
@@ -149,12 +152,16 @@ def _read(path: str, form: str, warn: Warn) -> _Read | None:
 
         d = read_metrics_text(path, text)
         return ("incident", {}, [], [d]) if d else None
-    data = orch.load_json(text)
-    if data is None:
-        raise ValueError("JSON that does not parse")
-    if orch.is_docker_inspect(data):
-        ends, facts = orch.read_docker_inspect(path, data, lines)
+    if form == "docker":
+        ends, facts = orch.read_docker_inspect(path, lines)
         return "docker", facts, ends, []
+    try:
+        data = json.loads(text)
+    except ValueError:  # a stream of JSON records (docker events) is read for its records
+        ends = orch.line_records(path, lines)
+        if ends:
+            return ends[0].source, {}, ends, []
+        raise ValueError("JSON that does not parse") from None
     from .dumps import read_json_artefact
 
     d = read_json_artefact(path, data)

@@ -88,10 +88,12 @@ class Termination:
 #: Why an orchestrator ended a process, most telling first.
 CAUSES = {
     "oom_killed": "killed by the out-of-memory killer",
+    "evicted": "evicted from its node",
     "time_limit": "cancelled at the job's time limit",
     "liveness_probe": "restarted after failing its liveness probe",
     "cancelled": "cancelled",
     "node_failure": "lost with its node",
+    "sigkill": "killed by SIGKILL (no OOM kill recorded)",
     "exited": "exited with a non-zero code",
 }
 

@@ -18,7 +18,7 @@ from ..events import PHASES
 from .summary import Crash, RunSummary
 
 #: Causes that mean the process was killed or failed (a crash), most telling first.
-FAILED = ("oom_killed", "node_failure", "liveness_probe", "exited")
+FAILED = ("oom_killed", "evicted", "node_failure", "liveness_probe", "sigkill", "exited")
 #: Causes that end a job on purpose.
 CANCELLED = ("time_limit", "cancelled")
 SOURCES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker", "ray": "Ray", "kernel": "the kernel"}

@@ -1,0 +1,110 @@
+"""Real artefacts from public threads (``fixtures/artefacts``): each read as its label says.
+
+``SOURCES.tsv`` labels every file from its own text (``what_it_shows``): ``key=value`` facts
+(``gpu=NVIDIA H100 80GB HBM3 x8; driver=570.133.20; topology=NVLink NV18``) and, for the
+orchestrators' records, the cause in the record's words (``OOMKilled``, ``TIME LIMIT``,
+``Liveness probe failed``). The test reads each file as a user's run directory would have
+it, and checks every labelled fact and cause against what was read.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+
+import pytest
+
+from logforensics.artefacts.sniff import read_artefacts, sniff
+
+HERE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "artefacts")
+with open(os.path.join(HERE, "SOURCES.tsv"), encoding="utf-8") as _fh:
+    ROWS = list(csv.DictReader(_fh, delimiter="\t"))
+
+#: label keys -> the fact they name
+FACT_KEYS = {"compute_capability": "compute_capability", "sglang": "sglang", "torch": "torch", "driver": "driver",
+             "ulimit_soft": "ulimit_soft", "vllm": "vllm", "sgl-kernel": "sgl_kernel"}
+#: the cause a label gives, in the record's own words -> the cause read
+CAUSE_WORDS = (
+    (re.compile(r"not OOMKilled|OOMKilled=false|reason=Error"), "sigkill"),
+    (re.compile(r"OOMKilled|oom[-_]kill|OutOfMemoryError|Out Of Memory|Killed process|memory pressure|"
+                r"OUT_OF_ME|\boom\b"), "oom_killed"),
+    (re.compile(r"TIME LIMIT"), "time_limit"),
+    (re.compile(r"Liveness probe failed"), "liveness_probe"),
+    (re.compile(r"Evicted"), "evicted"),
+    (re.compile(r"SYSTEM_ERROR"), "exited"),
+)
+ENV_KINDS = ("check_env", "nvidia-smi", "topo", "pip")
+END_KINDS = ("slurm", "k8s-describe", "k8s-yaml", "docker-inspect", "docker-events", "ray", "dmesg")
+
+
+def labelled(label: str) -> dict[str, str]:
+    """``key=value`` pairs of a label, each value up to its ``;`` without a remark in brackets."""
+    out = {}
+    for part in label.split(";"):
+        m = re.match(r"\s*([\w-]+)=(.*)", part)
+        if m:
+            out[m.group(1)] = re.sub(r"\s*\(.*$", "", m.group(2)).strip()
+    return out
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["kind"] in ENV_KINDS], ids=lambda r: r["file"])
+def test_environment_facts_agree_with_the_label(row):
+    path = os.path.join(HERE, row["file"])
+    assert sniff(path) is not None, "not recognised"
+    arts = read_artefacts([path])
+    assert arts.environment is not None
+    facts = {k: c.value for k, c in arts.environment.facts.items()}
+    label = labelled(row["what_it_shows"])
+    checked = 0
+    for key, fact in FACT_KEYS.items():
+        if key in label and re.match(r"[\w.+-]+$", label[key]) and label[key] not in ("Not", "Not Available"):
+            assert facts.get(fact) == label[key], key
+            checked += 1
+    if "gpu" in label:
+        name, _, count = label["gpu"].rpartition(" x")
+        if not count.isdigit():
+            name, count = label["gpu"], ""
+        assert facts.get("gpu") == name
+        if count and "partial" not in row["file"] and row["kind"] == "check_env":
+            assert facts.get("gpu_count") == count
+        checked += 1
+    topo = label.get("topology", "")
+    if topo.startswith(("NVLink NV", "NV18")):
+        assert facts.get("topology") == "NVLink (NV18)"
+    elif topo.startswith("PCIe only"):  # one GPU has no GPU-to-GPU link, its NICs' paths aside
+        assert facts.get("topology", "").startswith("PCIe only") or facts.get("gpu_count") == "1"
+    elif topo.startswith("XGMI"):
+        assert facts.get("topology") == "XGMI"
+    elif topo.startswith("single GPU"):
+        assert facts.get("topology") == "one GPU"
+    for pkg in ("torch", "sglang", "vllm", "transformers", "triton"):
+        if row["kind"] == "pip" and f"{pkg}==" in row["what_it_shows"]:
+            assert facts.get(pkg) == re.search(rf"{pkg}==([\w.+]+)", row["what_it_shows"]).group(1)
+            checked += 1
+    assert checked or topo or row["kind"] == "topo"
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["kind"] in END_KINDS], ids=lambda r: r["file"])
+def test_the_end_agrees_with_the_label(row):
+    path = os.path.join(HERE, row["file"])
+    arts = read_artefacts([path])
+    assert not arts.unknown, arts.unknown
+    label = row["what_it_shows"]
+    wanted = next((cause for rx, cause in CAUSE_WORDS if rx.search(label)), None)
+    assert wanted is not None, "a label this test cannot read"
+    causes = {t.cause for t in arts.terminations}
+    assert wanted in causes, (wanted, causes)
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    for t in arts.terminations:  # every record cites a line of its file that holds what it says
+        assert 1 <= t.line <= len(lines)
+        if t.exit_code is not None:
+            assert str(t.exit_code) in "\n".join(lines[max(0, t.line - 8):t.line + 8])
+    codes = re.findall(r"exit_?[cC]ode=(\d+)", label.replace("exitCode", "exit_code"))
+    if codes:
+        assert int(codes[0]) in {t.exit_code for t in arts.terminations}
+    restarts = re.search(r"restart(?:s|Count)=(\d+)", label)
+    if restarts and int(restarts.group(1)):
+        assert restarts.group(1) in {t.detail.get("restarts", "").split()[0] for t in arts.terminations
+                                     if t.detail.get("restarts")}
