@@ -330,3 +330,66 @@ def test_summary_command_shows_what_is_beside_the_log(tmp_path):
     assert "GPU topology: NVLink (NV18)" in out.stdout
     assert "Kubernetes: killed by the out-of-memory killer, exit code 137, 3 restarts" in out.stdout
     assert "Traceback" not in out.stderr
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "logforensics", *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_env_and_artifacts_flags_give_each_side_its_files(tmp_path):
+    base = write(tmp_path / "b.log", READY)
+    fail = write(tmp_path / "f.log", READY)
+    benv = write(tmp_path / "b-env.txt", CHECK_ENV.format(l="NV18"))
+    fenv = write(tmp_path / "f-env.txt", CHECK_ENV.format(l="SYS"))
+    pod = write(tmp_path / "k8s" / "pod.txt", DESCRIBE)
+    out = run_cli("diff", base, fail, "--baseline-env", benv, "--env", fenv, "--artifacts", str(tmp_path / "k8s"),
+                  "--json", "-")
+    d = json.loads(out.stdout)
+    assert "the environment differs (GPU topology NVLink (NV18) -> PCIe only (SYS))" in d["verdict"]
+    assert d["failing"]["artefacts"]["terminations"][0]["file"] == pod
+    assert d["baseline"]["artefacts"]["terminations"] == []
+    bad = run_cli("summary", fail, "--artifacts", str(tmp_path / "missing.txt"))
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("missing.txt: no such file")
+
+
+def test_the_html_report_and_the_bundle_show_what_is_beside_the_logs(tmp_path):
+    write(tmp_path / "run" / "server.log", STARTING)
+    write(tmp_path / "run" / "env.txt", CHECK_ENV.format(l="NV18").replace("gpu-node-17", "x"))
+    write(tmp_path / "run" / "slurm.err", SLURM)
+    report = str(tmp_path / "r.html")
+    out = run_cli("diff", str(tmp_path / "run"), str(tmp_path / "run"), "-o", report, "--fail-on", "never")
+    assert out.returncode == 0, out.stderr
+    html = open(report, encoding="utf-8").read()
+    assert "Beside the logs" in html and "GPU topology: NVLink (NV18)" in html
+    assert "Slurm: killed by the out-of-memory killer" in html
+    md = run_cli("bundle", str(tmp_path / "run")).stdout
+    assert "### failing: beside the logs" in md and "- driver: 550.54.15 (`env.txt:7`)" in md
+    assert "gpu-node-17" not in md  # the Slurm host is redacted with the rest
+
+
+def test_a_large_binary_beside_the_log_costs_one_small_read(tmp_path):
+    write(tmp_path / "run" / "server.log", READY)
+    big = tmp_path / "run" / "core.12345"
+    with open(big, "wb") as fh:
+        fh.seek(256 << 20)
+        fh.write(b"\0")
+    opened: list[int] = []
+    import builtins
+
+    real = builtins.open
+
+    def counting(file, mode="r", *a, **k):  # the reads of the big file: their sizes
+        fh = real(file, mode, *a, **k)
+        if str(file) == str(big):
+            read = fh.read
+            fh.read = lambda n=-1: opened.append(n) or read(n)  # type: ignore[method-assign]
+        return fh
+
+    builtins.open = counting
+    try:
+        s = summarize_run(str(tmp_path / "run"))
+    finally:
+        builtins.open = real
+    assert s.outcome == "ready" and s.artefacts is None
+    assert opened and all(0 < n <= 64 << 10 for n in opened)

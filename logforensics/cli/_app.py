@@ -157,12 +157,12 @@ def json_ascii() -> bool:
     return not _utf8(sys.stdout)
 
 
-def _run(args: tuple[str, ...] | list[str]) -> RunFiles:
+def _run(args: tuple[str, ...] | list[str], artefacts: Iterable[str] = ()) -> RunFiles:
     from ..pipeline import InputError, run_files  # the grammar and the run model: not for --help
 
     gc.freeze()  # the modules the command imported join those frozen in main(), before the read
     try:
-        return run_files(list(args))
+        return run_files(list(args), list(artefacts))
     except InputError as exc:
         raise fail(str(exc)) from None
 

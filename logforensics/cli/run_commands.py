@@ -196,6 +196,13 @@ def _write_frame(events: Any, fmt: str, output: str) -> None:
 _REDACT = click.option("--redact", is_flag=True,
                        help="Replace home and model paths, hostnames, IP and e-mail addresses, keys, tokens, passwords "
                        "and request text by placeholders (<IP-address-1>), as `bundle` does.")
+_BESIDE_HELP = ("files beside the logs (check_env, nvidia-smi, pip freeze, Slurm/kernel/Ray records, kubectl describe "
+                "or -o yaml, docker inspect, crash dumps): read as their content says, with the run in LOGS")
+_ENV = click.option("--env", "env_files", multiple=True, type=click.Path(dir_okay=False),
+                    help="An environment file (repeatable): check_env, nvidia-smi, pip freeze; one of the " + _BESIDE_HELP)
+_ARTEFACTS = click.option("--artifacts", "artefacts", multiple=True, type=click.Path(),
+                          help="A file or directory of " + _BESIDE_HELP + " (repeatable). A run directory's own are "
+                          "found without it.")
 _KEEP_PROMPTS = click.option("--keep-prompts", is_flag=True,
                              help="With redaction: keep prompts and completions (request text, input_ids).")
 
@@ -205,7 +212,10 @@ _KEEP_PROMPTS = click.option("--keep-prompts", is_flag=True,
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @_REDACT
 @_KEEP_PROMPTS
-def summary(logs: tuple[str, ...], as_json: bool, redact: bool, keep_prompts: bool) -> None:
+@_ENV
+@_ARTEFACTS
+def summary(logs: tuple[str, ...], as_json: bool, redact: bool, keep_prompts: bool, env_files: tuple[str, ...],
+            artefacts: tuple[str, ...]) -> None:
     """Summarise one run: outcome, ranks, phase reached, memory per rank, crash.
 
     LOGS is one run: a file, several files (one per node or server), a directory, a
@@ -215,7 +225,7 @@ def summary(logs: tuple[str, ...], as_json: bool, redact: bool, keep_prompts: bo
     """
     from ..pipeline import InputError, summarize_run  # the grammar and the run model: not for --help
 
-    run = _run(logs)
+    run = _run(logs, env_files + artefacts)
     try:
         s = _saved_summary(run)
         if s is None:
@@ -292,8 +302,15 @@ FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
               help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
 @_REDACT
 @_KEEP_PROMPTS
+@_ENV
+@_ARTEFACTS
+@click.option("--baseline-env", "base_env", multiple=True, type=click.Path(dir_okay=False),
+              help="--env for BASELINE.")
+@click.option("--baseline-artifacts", "base_artefacts", multiple=True, type=click.Path(),
+              help="--artifacts for BASELINE.")
 def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, json_path: str | None,
-         fail_on: str, rules_dirs: tuple[str, ...], redact: bool, keep_prompts: bool) -> None:
+         fail_on: str, rules_dirs: tuple[str, ...], redact: bool, keep_prompts: bool, env_files: tuple[str, ...],
+         artefacts: tuple[str, ...], base_env: tuple[str, ...], base_artefacts: tuple[str, ...]) -> None:
     """Compare a FAILING run's logs with a BASELINE's and explain what differs and why.
 
     Each run is a file, a directory of per-node (or prefill/decode/router) logs, a
@@ -313,7 +330,7 @@ def diff(logs: tuple[str, ...], store_dir: str | None, html_path: str | None, js
     if logs.count("-") > 1:
         raise fail("only one of BASELINE and FAILING can be '-' (stdin)")
     # before the work: a report that cannot be written, or would overwrite an input, is known now
-    runs = [] if store_dir else [_run([logs[0]]), _run([logs[1]])]
+    runs = [] if store_dir else [_run([logs[0]], base_env + base_artefacts), _run([logs[1]], env_files + artefacts)]
     guard_outputs([html_path, json_path], [p for r in runs for p in r.paths],
                   files_of(logs[0]) if store_dir else [], rule_files(rules_dirs))
     chosen = None
@@ -389,8 +406,10 @@ def _diagnose_in_store(store_dir: str, failing: str, rules_dirs: tuple[str, ...]
 @_KEEP_PROMPTS
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
               help="A directory of your own rule files (*.yml), in addition to the built-in rules.")
+@_ENV
+@_ARTEFACTS
 def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: bool, keep_prompts: bool,
-           rules_dirs: tuple[str, ...]) -> None:
+           rules_dirs: tuple[str, ...], env_files: tuple[str, ...], artefacts: tuple[str, ...]) -> None:
     """Write one Markdown comment for an issue thread about the run in LOGS.
 
     Under GitHub's 65,536-character limit: the verdict, a phase table per rank, the first
@@ -405,7 +424,7 @@ def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: 
     from ..pipeline import InputError, diagnose_runs
     from ..render.bundle import render_bundle
 
-    fail_run = _run(logs)
+    fail_run = _run(logs, env_files + artefacts)
     base_run = _run([baseline]) if baseline else None
     guard_outputs([output], fail_run.paths, base_run.paths if base_run else [], rule_files(rules_dirs))
     try:

@@ -21,6 +21,7 @@ from ..diagnose.engine import Diagnosis
 from ..events import PHASES
 from ..model.summary import RunSummary
 from ..units import gib
+from .beside import beside_lines
 from .redact import Redactor
 
 #: GitHub's comment limit (characters); the bundle stays below it.
@@ -108,6 +109,7 @@ def render_bundle(d: Diagnosis, runs: Sequence[tuple[str, RunSummary]], *, redac
         parts.append(_tracebacks(label, run))
         parts.append(_memory_table(label, run))
         parts.append(_settings(label, run))
+        parts.append(_beside(label, run))
     findings = list(d.findings)
     if findings:
         parts.append("### Findings\n")
@@ -204,6 +206,14 @@ def _settings(label: str, run: RunSummary) -> str:
     if run.env:
         out.append("environment: " + ", ".join(f"`{k}={v}`" for k, v in sorted(run.env.items())) + "\n")
     return "\n".join(out)
+
+
+def _beside(label: str, run: RunSummary) -> str | None:
+    if not run.artefacts:
+        return None
+    out = [f"### {label}: beside the logs\n"]
+    out += [f"- {_md_cell(line.text)} (`{os.path.basename(line.where)}`)" for line in beside_lines(run.artefacts)]
+    return "\n".join(out) + "\n"
 
 
 def _next_steps(d: Diagnosis) -> list[tuple[str, str]]:

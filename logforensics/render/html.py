@@ -36,6 +36,7 @@ from ..model.run import RunSummary
 from ..outputs import write_output
 from ..units import fmt, gib
 from ..version import __version__
+from .beside import Line, beside_lines
 from .charts import (
     _div,
     _ordered_ranks,
@@ -224,6 +225,7 @@ class ReportContext:
     throughput_stats: tuple[StatRow, ...]   # medians of both runs
     server_args: tuple[ConfigRow, ...]      # changed server arguments, known effects first
     env: tuple[ConfigRow, ...]              # changed environment variables
+    beside: tuple[tuple[str, tuple[Line, ...]], ...]  # per run: what the files beside its logs say
     tracebacks: tuple[TracebackView, ...]   # failing run's first, once per distinct traceback
     coverage: tuple[CoverageView, ...]      # per run: recognised lines, top unknown shapes
     css: Markup                             # reports/report.css, inlined
@@ -289,6 +291,7 @@ def build_context(d: Diagnosis) -> ReportContext:
         throughput_stats=throughput_stats(d),
         server_args=_config_rows(d.facts.config.server_args),
         env=_config_rows(d.facts.config.env),
+        beside=tuple((label, tuple(beside_lines(r.artefacts))) for label, r in runs if r.artefacts),
         tracebacks=tuple(t for label, r in reversed(runs) for t in _tracebacks(label, r)),
         coverage=tuple(_coverage(label, r, d) for label, r in runs),
         css=Markup(_stylesheet()),

@@ -15,12 +15,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..artefacts.environment import KEYS as ENV_KEYS
-from ..artefacts.types import CAUSES, Artefacts
+from ..artefacts.types import Artefacts
 from ..model.beside import SOURCES
 from ..model.run import RunSummary
 from ..model.summary import Crash, DistinctException
 from ..units import fmt, gib
+from .beside import beside_lines
 from .console import clip, plain, printable
 
 __all__ = ["OUTCOME_STYLE", "fmt", "plain", "printable", "render_crash", "render_summary", "table_box"]
@@ -127,26 +127,9 @@ def render_summary(s: RunSummary, console: Console) -> None:
 
 
 def render_artefacts(a: Artefacts, console: Console) -> None:
-    """What the files beside the logs say: the environment, the orchestrator's records of the
-    end, the dumps (figures, the replay command), each with where it was read."""
-    rows: list[Any] = []
-    if a.environment:
-        for key, c in a.environment.facts.items():
-            rows.append(plain(f"{ENV_KEYS.get(key, key)}: {c.value}  ({c.where})", limit=200))
-    for t in a.terminations:
-        rows.append(plain(f"{SOURCES.get(t.source, t.source)}: {CAUSES.get(t.cause, t.cause)}"
-                          + (f", exit code {t.exit_code}" if t.exit_code is not None else "")
-                          + (f", {t.detail['restarts']} restarts" if t.detail.get("restarts") else "")
-                          + f"  ({t.where}: {t.text[:120]})", "red" if t.cause != "cancelled" else ""))
-    for d in a.dumps:
-        figures = ", ".join(f"{k} {fmt(v, key=k)}" for k, v in list(d.figures.items())[:8])
-        rows.append(plain(f"{d.kind.replace('_', ' ')} {d.file}: {figures or 'no figures read'}", limit=300))
-        if d.replay:
-            rows.append(plain(f"  replay: {d.replay}"))
-        for what in d.unread[:3]:
-            rows.append(plain(f"  not read: {what}", "yellow"))
-    for path, why in a.unknown.items():
-        rows.append(plain(f"{path}: {why}", "yellow", limit=200))
+    """What the files beside the logs say (``render.beside``), each with where it was read."""
+    rows = [plain(f"{line.text}  ({line.where})", {"bad": "red", "warn": "yellow"}.get(line.level, ""), limit=300)
+            for line in beside_lines(a)]
     if rows:
         console.print(Panel(Group(*rows), title=Text("Beside the logs"), expand=False))
 
