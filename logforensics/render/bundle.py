@@ -109,7 +109,7 @@ def render_bundle(d: Diagnosis, runs: Sequence[tuple[str, RunSummary]], *, redac
         parts.append(_tracebacks(label, run))
         parts.append(_memory_table(label, run))
         parts.append(_settings(label, run))
-        parts.append(_beside(label, run))
+        parts.append(_beside(label, run) if run.artefacts else "")
     findings = list(d.findings)
     if findings:
         parts.append("### Findings\n")
@@ -208,9 +208,8 @@ def _settings(label: str, run: RunSummary) -> str:
     return "\n".join(out)
 
 
-def _beside(label: str, run: RunSummary) -> str | None:
-    if not run.artefacts:
-        return None
+def _beside(label: str, run: RunSummary) -> str:
+    assert run.artefacts is not None
     out = [f"### {label}: beside the logs\n"]
     out += [f"- {_md_cell(line.text)} (`{os.path.basename(line.where)}`)" for line in beside_lines(run.artefacts)]
     return "\n".join(out) + "\n"
