@@ -393,3 +393,22 @@ def test_a_large_binary_beside_the_log_costs_one_small_read(tmp_path):
         builtins.open = real
     assert s.outcome == "ready" and s.artefacts is None
     assert opened and all(0 < n <= 64 << 10 for n in opened)
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_slurm_records_in_the_job_output_itself_end_the_run(tmp_path, pure):
+    """Slurm writes its records into the job's output: read from the log, on both paths."""
+    killed = write(tmp_path / "job-4242.out", STARTING + SLURM.splitlines()[2] + "\n")
+    cut = write(tmp_path / "job-4243.out", READY + SLURM.splitlines()[1] + "\n")
+    out = run_cli("summary", killed, "--json") if pure == "0" else subprocess.run(
+        [sys.executable, "-m", "logforensics", "summary", killed, "--json"], capture_output=True, text=True,
+        env={**os.environ, "LOGFORENSICS_PURE": "1"})
+    s = json.loads(out.stdout)
+    assert s["outcome"] == "crashed" and (s["crash"]["file"], s["crash"]["line"], s["crash"]["source"]) == \
+        (killed, 3, "slurm")
+    assert s["outcome_reason"].startswith("killed by the out-of-memory killer (Slurm: slurmstepd: error: Detected 1")
+    s = summarize_run(cut)
+    assert s.outcome == "ready" and s.stopped is not None and s.stopped["line"] == 5
+    rows = [json.loads(x) for x in run_cli("parse", killed, "--format", "jsonl", "--kind", "job_end").stdout.split("\n")
+            if x]
+    assert [(r["source"], r["cause"], r["job"]) for r in rows] == [("slurm", "oom_killed", "4242.0")]

@@ -13,68 +13,22 @@ code regression from the log alone.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
+from ..read import jobend
 from .types import Cited, Termination
-
-_Rec = tuple[re.Pattern[str], str, str, Callable[[re.Match[str]], dict[str, Any]]]
-
-
-def _groups(m: re.Match[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
-    if "exit_code" in out:
-        out["exit_code"] = int(out["exit_code"])
-    return out
-
-
-#: Line records: (expression, source, cause, what to keep). The first that matches a line wins.
-RECORDS: tuple[_Rec, ...] = (
-    (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
-                r"(?P<time>\S+) DUE TO TIME LIMIT"), "slurm", "time_limit", _groups),
-    (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
-                r"(?P<time>\S+) DUE TO NODE FAIL"), "slurm", "node_failure", _groups),
-    (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
-                r"(?P<time>\S+)"), "slurm", "cancelled", _groups),
-    (re.compile(r"slurmstepd(?:-\S+)?: error: Detected (?P<events>\d+) oom[-_]kill event\(?s?\)? in "
-                r"(?:StepId=|step )?(?P<job>[\w.]+)"), "slurm", "oom_killed", _groups),
-    (re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,-]+): Out Of Memory"), "slurm", "oom_killed",
-     _groups),
-    (re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,-]+): Exited with exit code "
-                r"(?P<exit_code>\d+)"), "slurm", "exited", _groups),
-    (re.compile(r"^\s*(?P<job>\d+(?:\.\w+)?)\s.*\s(?:OUT_OF_MEMORY|OUT_OF_ME\+)\s"), "slurm", "oom_killed",
-     _groups),  # sacct: the State column (cut to OUT_OF_ME+ by its width)
-    (re.compile(r"^\s*(?P<job>\d+(?:\.\w+)?)\s.*\sTIMEOUT\s"), "slurm", "time_limit", _groups),
-    (re.compile(r"\bKilled process (?P<pid>\d+) \((?P<process>[^)]*)\)"), "kernel", "oom_killed", _groups),
-    (re.compile(r"OutOfMemoryError: Task was killed due to the node running low on memory"), "ray", "oom_killed",
-     _groups),
-    (re.compile(r"(?P<workers>\d+) Workers \(tasks / actors\) killed due to memory pressure"), "ray", "oom_killed",
-     _groups),
-    (re.compile(r"\bcontainer oom (?P<container>[0-9a-f]{12,})|\"status\":\s*\"oom\""), "docker", "oom_killed",
-     _groups),
-    (re.compile(r"Worker exit type: (?P<exit_type>\w+)(?: Worker exit detail: (?P<exit_detail>.*))?"), "ray",
-     "exited", _groups),
-)
 
 
 def line_records(file: str, lines: Iterable[str]) -> list[Termination]:
-    """Every line record of :data:`RECORDS` in a text, in line order."""
+    """Every line record of ``read.jobend`` (Slurm, the kernel's OOM killer, Ray, Docker's
+    events) in a text, in line order."""
     out = []
     for no, raw in enumerate(lines, 1):
-        if "slurm" not in raw and "srun" not in raw and "ill" not in raw and "exit" not in raw and "oom" not in raw \
-                and "OUT_OF" not in raw and "TIMEOUT" not in raw:
-            continue
-        for rx, source, cause, keep in RECORDS:
-            m = rx.search(raw)
-            if m:
-                detail = keep(m)
-                code = detail.pop("exit_code", None)
-                if cause == "exited" and source == "ray" and detail.get("exit_type") in ("INTENDED_USER_EXIT",
-                                                                                        "INTENDED_SYSTEM_EXIT"):
-                    break  # Ray stopped the worker itself: no failure
-                out.append(Termination(source, cause, file, no, raw.strip()[:500], code,
-                                       {k: str(v) for k, v in detail.items()}))
-                break
+        found = jobend.match(raw)
+        if found is not None:
+            out.append(Termination(found.source, found.cause, file, no, raw.strip()[:500], found.exit_code,
+                                   dict(found.detail)))
     return out
 
 

@@ -70,9 +70,13 @@ def sniff(path: str, head: bytes | None = None) -> str | None:
     return None
 
 
+_SGLANG_LINE = re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?[ \]]")
+
+
 def _looks_like_a_log(lines: list[str]) -> bool:
-    """A server log's head: SGLang's time-stamped lines (``[2025-06-01 10:11:12 TP0] ...``)."""
-    return sum(1 for line in lines[:200] if line.startswith("[20") and "] " in line[:60]) >= 3
+    """A server log's head: one of SGLang's time-stamped lines (``[2025-06-01 10:11:12 TP0] ...``)
+    is enough; the records of a job's end inside it are then read from the log itself."""
+    return any(_SGLANG_LINE.search(line[:80]) for line in lines[:2000])
 
 
 def read_artefacts(paths: Iterable[str], warn: Warn | None = None) -> Artefacts:

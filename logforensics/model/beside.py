@@ -6,14 +6,18 @@ kernel's OOM killer, Kubernetes' ``OOMKilled``, Slurm's time limit), that record
 run's end: an OOM kill or a non-zero exit is a crash whose only evidence is that record;
 a cancel (time limit, by hand) of a ready server is its stop, and of one still starting
 the reason the log stops. A log that shows a failure of its own keeps it; the records are
-then shown beside it.
+then shown beside it. Slurm writes its records into the job's own output too: those are
+read from the log (``job_end`` events, :func:`in_log`) and judged the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import Any
 
 from ..artefacts.types import CAUSES, Artefacts, Termination
+from ..read import jobend
 from ..events import PHASES
 from .summary import Crash, RunSummary
 
@@ -24,11 +28,11 @@ CANCELLED = ("time_limit", "cancelled")
 SOURCES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker", "ray": "Ray", "kernel": "the kernel"}
 
 
-def the_end(arts: Artefacts) -> Termination | None:
+def the_end(terminations: Sequence[Termination]) -> Termination | None:
     """The record that says most of how the run ended: a kill or failure before a cancel,
     the OOM killer first; the first such record in file order."""
     order = FAILED + CANCELLED
-    ends = [t for t in arts.terminations if t.cause in order]
+    ends = [t for t in terminations if t.cause in order]
     return min(ends, key=lambda t: order.index(t.cause)) if ends else None
 
 
@@ -42,8 +46,25 @@ def with_artefacts(s: RunSummary, arts: Artefacts) -> RunSummary:
     """``s`` with ``arts``; a log that just stops takes its end from the records beside it."""
     if not arts:
         return s
-    end = the_end(arts)
-    changes: dict[str, object] = {"artefacts": arts}
+    return with_ends(dataclasses.replace(s, artefacts=arts), arts.terminations)
+
+
+def in_log(notices: list[dict[str, Any]]) -> tuple[Termination, ...]:
+    """The ``job_end`` records of a log (Slurm's lines in the job's own output) as terminations."""
+    out = []
+    for n in notices:
+        found = jobend.match(n["text"])
+        if found is not None:
+            out.append(Termination(found.source, found.cause, n["file"] or "", n["line"], n["text"][:500],
+                                   found.exit_code, dict(found.detail)))
+    return tuple(out)
+
+
+def with_ends(s: RunSummary, terminations: Sequence[Termination]) -> RunSummary:
+    """``s`` with its end taken from the orchestrator's records when its log just stops, or
+    its stop when a ready server was cancelled (module docstring)."""
+    end = the_end(terminations)
+    changes: dict[str, object] = {}
     if end is not None and s.outcome == "incomplete":
         reached = [p for p in s.phase_reached.values() if p in PHASES]
         phase = max(reached, key=PHASES.index) if reached else None
@@ -60,4 +81,4 @@ def with_artefacts(s: RunSummary, arts: Artefacts) -> RunSummary:
         changes["stopped"] = {"file": end.file, "line": end.line, "rank": None, "text": end.text,
                               "evidence": [{"file": end.file, "line": end.line, "text": end.text}]}
         changes["outcome_reason"] = f"{s.outcome_reason}; {describe(end)}"
-    return dataclasses.replace(s, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(s, **changes) if changes else s  # type: ignore[arg-type]

@@ -272,6 +272,12 @@ def on_shutdown(m: RunModel, ev: Event) -> None:
     m.notices.add("shutdown", ev)
 
 
+@handles("job_end")
+def on_job_end(m: RunModel, ev: Event) -> None:
+    """Slurm's record of the job's end in its own output (``model.beside`` judges it)."""
+    m.notices.add("job_end", ev)
+
+
 @handles("uvicorn_msg")
 def on_uvicorn_msg(m: RunModel, ev: Event) -> None:
     """uvicorn's "Shutting down": the HTTP server stopping on SIGTERM or SIGINT (Ctrl-C)."""

@@ -37,6 +37,7 @@ from .config import Config
 from .coverage import MAX_UNKNOWN_SHAPES, Coverage
 from .failures import Failures
 from .fingerprint import fingerprint
+from .beside import in_log, with_ends
 from .hang import HANG_KINDS, HangObserver
 from .notices import Notices
 from .outcome import judge, milestone_name, named_ranks
@@ -273,6 +274,11 @@ class RunModel:
         drawer = bar_rank(t.ranks) if t.bars else None
         per_rank = {k: self._rank_record(k, reached.get(k), drawer) for k in labels}
         c = self.config
+        return with_ends(self._summary(verdict, labels, per_rank, c, stats), in_log(self.notices.get("job_end", [])))
+
+    def _summary(self, verdict: Any, labels: list[str], per_rank: dict[str, RankRecord], c: Config,
+                 stats: Any) -> RunSummary:
+        t = self.timeline
         return RunSummary(
             file=self.file,
             outcome=verdict.outcome,

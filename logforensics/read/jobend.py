@@ -1,0 +1,101 @@
+"""The records an orchestrator or the kernel writes when it ends a job: one table for the
+job's own output (Slurm writes ``slurmstepd``/``srun`` lines into it: the grammar's
+``job_end`` record) and for the files beside it (``artefacts.orchestrator``).
+
+Each record gives a ``source`` (slurm, kernel, ray, docker), a ``cause`` (``oom_killed``,
+``time_limit``, ``cancelled``, ``node_failure``, ``exited``) and what else it names (job,
+host, task, process, exit code).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..events.types import INT, STR
+from .values import typed
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """What one record says of a job's end."""
+
+    source: str
+    cause: str
+    exit_code: int | None
+    detail: tuple[tuple[str, str], ...]
+
+
+_Rec = tuple[re.Pattern[str], str, str, Callable[[re.Match[str]], dict[str, Any]]]
+
+
+def _groups(m: re.Match[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: v for k, v in m.groupdict().items() if v is not None}
+    if "exit_code" in out:
+        out["exit_code"] = int(out["exit_code"])
+    return out
+
+
+#: Line records: (expression, source, cause, what to keep). The first that matches a line wins.
+RECORDS: tuple[_Rec, ...] = (
+    (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
+                r"(?P<time>\S+) DUE TO TIME LIMIT"), "slurm", "time_limit", _groups),
+    (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
+                r"(?P<time>\S+) DUE TO NODE FAIL"), "slurm", "node_failure", _groups),
+    (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
+                r"(?P<time>\S+)"), "slurm", "cancelled", _groups),
+    (re.compile(r"slurmstepd(?:-\S+)?: error: Detected (?P<events>\d+) oom[-_]kill event\(?s?\)? in "
+                r"(?:StepId=|step )?(?P<job>\d+(?:\.\w+)?)"), "slurm", "oom_killed", _groups),
+    (re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,-]+): Out Of Memory"), "slurm", "oom_killed",
+     _groups),
+    (re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,-]+): Exited with exit code "
+                r"(?P<exit_code>\d+)"), "slurm", "exited", _groups),
+    (re.compile(r"^\s*(?P<job>\d+(?:\.\w+)?)\s.*\s(?:OUT_OF_MEMORY|OUT_OF_ME\+)\s"), "slurm", "oom_killed",
+     _groups),  # sacct: the State column (cut to OUT_OF_ME+ by its width)
+    (re.compile(r"^\s*(?P<job>\d+(?:\.\w+)?)\s.*\sTIMEOUT\s"), "slurm", "time_limit", _groups),
+    (re.compile(r"\bKilled process (?P<pid>\d+) \((?P<process>[^)]*)\)"), "kernel", "oom_killed", _groups),
+    (re.compile(r"OutOfMemoryError: Task was killed due to the node running low on memory"), "ray", "oom_killed",
+     _groups),
+    (re.compile(r"(?P<workers>\d+) Workers \(tasks / actors\) killed due to memory pressure"), "ray", "oom_killed",
+     _groups),
+    (re.compile(r"\bcontainer oom (?P<container>[0-9a-f]{12,})|\"status\":\s*\"oom\""), "docker", "oom_killed",
+     _groups),
+    (re.compile(r"Worker exit type: (?P<exit_type>\w+)(?: Worker exit detail: (?P<exit_detail>.*))?"), "ray",
+     "exited", _groups),
+)
+
+
+
+def match(line: str) -> JobEnd | None:
+    """The record a line holds, or None; a Ray worker that Ray stopped itself
+    (``INTENDED_USER_EXIT``, ``INTENDED_SYSTEM_EXIT``) is no failure and gives None."""
+    if not _MAYBE.search(line):
+        return None
+    for rx, source, cause, keep in RECORDS:
+        m = rx.search(line)
+        if m:
+            detail = keep(m)
+            code = detail.pop("exit_code", None)
+            if source == "ray" and str(detail.get("exit_type", "")).startswith("INTENDED_"):
+                return None
+            return JobEnd(source, cause, code, tuple((k, str(v)) for k, v in detail.items()))
+    return None
+
+
+def field(name: str) -> Any:
+    """A converter for one field of a ``job_end`` record (the grammar's): its ``source``,
+    ``cause``, ``exit_code``, or what it names (``job``, ``host``)."""
+    def conv(s: str) -> Any:
+        found = match(s)
+        if found is None:
+            return None
+        if name in ("source", "cause", "exit_code"):
+            return getattr(found, name)
+        return dict(found.detail).get(name)
+    return typed(INT if name == "exit_code" else STR, conv)
+
+
+#: a cheap test before the table: words every record has one of
+_MAYBE = re.compile(r"slurm|srun|[Kk]illed|exit|oom|OUT_OF|TIMEOUT")
