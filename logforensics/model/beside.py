@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..artefacts.types import CAUSES, Artefacts, Termination
-from ..read import jobend
 from ..events import PHASES
+from ..read import jobend
 from .summary import Crash, RunSummary
 
 #: Causes that mean the process was killed or failed (a crash), most telling first.

@@ -33,11 +33,11 @@ from typing import Any
 
 from ..events import PHASE_OF_KIND, Event
 from . import config, coverage, failures, startup, throughput  # noqa: F401  (register their handlers)
+from .beside import in_log, with_ends
 from .config import Config
 from .coverage import MAX_UNKNOWN_SHAPES, Coverage
 from .failures import Failures
 from .fingerprint import fingerprint
-from .beside import in_log, with_ends
 from .hang import HANG_KINDS, HangObserver
 from .notices import Notices
 from .outcome import judge, milestone_name, named_ranks
