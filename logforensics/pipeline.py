@@ -22,7 +22,7 @@ from .model.summary import SummaryFormatError
 from .read.fastpath import LineClassifier
 from .read.parser import IncrementalParser
 
-__all__ = ["InputError", "LiveRun", "RunFiles", "diagnose_files", "diagnose_runs", "iter_events",
+__all__ = ["InputError", "LiveRun", "RunFiles", "diagnose_files", "diagnose_runs", "iter_events", "with_beside",
            "iter_run_events", "load_run", "run_files", "summarize_file", "summarize_run", "write_run_jsonl",
            "write_run_parquet"]
 
@@ -46,7 +46,13 @@ def summarize_run(run: RunArgs, *, progress: Callable[[int], None] | None = None
     a ``RunFiles``): each file read alone, then combined across nodes and servers
     (``memo``: a classifier whose learned line shapes the reads share)."""
     files = _files(run)
-    summary = combine(read_run(files, progress=progress, memo=memo), source=files.source)
+    return with_beside(combine(read_run(files, progress=progress, memo=memo), source=files.source), files)
+
+
+def with_beside(summary: RunSummary, files: RunFiles) -> RunSummary:
+    """A run's summary with what the files beside its logs say (``files.artefacts``):
+    ``model.beside.with_artefacts``; files of no known form, and what could only be read
+    in part, are the summary's warnings."""
     if not files.artefacts:
         return summary
     from .artefacts.sniff import read_artefacts

@@ -412,3 +412,24 @@ def test_slurm_records_in_the_job_output_itself_end_the_run(tmp_path, pure):
     rows = [json.loads(x) for x in run_cli("parse", killed, "--format", "jsonl", "--kind", "job_end").stdout.split("\n")
             if x]
     assert [(r["source"], r["cause"], r["job"]) for r in rows] == [("slurm", "oom_killed", "4242.0")]
+
+
+def test_the_fleet_store_has_an_environments_table(tmp_path):
+    for name, link, driver, end in (("run-a", "NV18", "550.54.15", DESCRIBE), ("run-b", "SYS", "535.104.05", "")):
+        write(tmp_path / "fleet" / name / "server.log", READY if not end else STARTING)
+        write(tmp_path / "fleet" / name / "env.txt", CHECK_ENV.format(l=link).replace("550.54.15", driver))
+        if end:
+            write(tmp_path / "fleet" / name / "pod.txt", end)
+    store = str(tmp_path / "store")
+    out = run_cli("scan", str(tmp_path / "fleet"), "--store", store, "--group-by", "dir")
+    assert out.returncode == 0, out.stderr
+    q = run_cli("query", "--store", store, "--format", "json",
+                "SELECT r.source, r.outcome, e.driver, e.topology, e.gpu_count, e.end_cause, e.provenance "
+                "FROM runs r JOIN environments e USING (run_id) ORDER BY r.source")
+    assert q.returncode == 0, q.stderr
+    rows = json.loads(q.stdout)
+    a, b = (str(tmp_path / "fleet" / n) for n in ("run-a", "run-b"))
+    assert [(r["source"], r["outcome"], r["driver"], r["topology"], r["gpu_count"], r["end_cause"]) for r in rows] == [
+        (a, "crashed", "550.54.15", "NVLink (NV18)", 8, "oom_killed"), (b, "ready", "535.104.05", "PCIe only (SYS)", 8,
+                                                                          None)]
+    assert json.loads(rows[0]["provenance"])["driver"] == os.path.join(a, "env.txt") + ":7"

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..ingest.runset import _NODE, is_log_name, node_from_name
+from ..ingest.runset import _NODE, is_artefact, is_log_name, node_from_name
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,10 @@ class RunSource:
     source: str
     files: tuple[str, ...]
     nodes: tuple[str | None, ...]
+    #: the artefacts beside the run's files (``artefacts.sniff``), for a run named by its
+    #: directory: the directory's files whose content is an environment, an orchestrator's
+    #: records or a dump
+    artefacts: tuple[str, ...] = ()
 
 
 def _node_key(name: str) -> tuple[str, int] | None:
@@ -68,8 +72,22 @@ def discover(paths: Iterable[str], group_by: str = "file") -> tuple[list[RunSour
         by_dir[os.path.dirname(f)].append(f)
     runs: list[RunSource] = []
     for d in sorted(by_dir):
-        runs.extend(_group_dir(d, sorted(by_dir[d]), group_by))
+        beside = _beside(d)
+        logs = [f for f in sorted(by_dir[d]) if f not in beside]
+        # a run named by its directory has the directory's artefacts, as ``summary DIR`` does
+        runs.extend(replace(r, artefacts=beside) if beside and r.source == d else r
+                    for r in _group_dir(d, logs, group_by))
     return runs, missing
+
+
+def _beside(directory: str) -> tuple[str, ...]:
+    """The artefacts in a directory of runs (not its subfolders: those hold runs of their own)."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return ()
+    return tuple(p for n in names if not n.startswith(".") and os.path.isfile(p := os.path.join(directory, n))
+                 and is_artefact(p))
 
 
 def _group_dir(directory: str, files: list[str], group_by: str) -> list[RunSource]:

@@ -128,7 +128,7 @@ def run_local(sources: Sequence[RunSource], staging: str | None, jobs: int,
 
 
 def _ray_task(row: dict[str, Any]) -> dict[str, Any]:
-    src = RunSource(row["source"], tuple(row["files"]), tuple(row["nodes"]))
+    src = RunSource(row["source"], tuple(row["files"]), tuple(row["nodes"]), tuple(row["artefacts"]))
     return {"result": pickle.dumps(parse_run(src, row["staging"] or None))}
 
 
@@ -163,7 +163,8 @@ def run_ray(sources: Sequence[RunSource], staging: str | None, jobs: int, addres
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
-        items = [{"source": s.source, "files": list(s.files), "nodes": list(s.nodes), "staging": staging or ""}
+        items = [{"source": s.source, "files": list(s.files), "nodes": list(s.nodes), "artefacts": list(s.artefacts),
+                  "staging": staging or ""}
                  for s in sources]
         ds = ray.data.from_items(items, override_num_blocks=len(items)).map(_ray_task)
         for row in ds.iter_rows():

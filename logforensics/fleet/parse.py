@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 from ..ingest import blocks, run_files
 from ..ingest.runset import resolve_node
 from ..model.nodes import NodeSummary, combine
-from ..pipeline import InputError, LiveRun
+from ..pipeline import InputError, LiveRun, with_beside
 from .discover import RunSource
-from .rows import EventColumns, parse_ts, ranks_rows, run_id, runs_row, sglang_version
+from .rows import EventColumns, environment_rows, parse_ts, ranks_rows, run_id, runs_row, sglang_version
 from .schema import EVENTS
 
 #: Events per Parquet row group.
@@ -44,6 +44,7 @@ class ParsedRun:
     summaries: list[dict[str, Any]] = field(default_factory=list)
     events_file: str | None = None
     warnings: tuple[str, ...] = ()
+    environments: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
 
@@ -94,8 +95,10 @@ def parse_run(src: RunSource, staging: str | None) -> ParsedRun:
     parts: list[NodeSummary] = []
     warnings: list[str] = []
     times = _FileTimes()
+    files = None
     try:
-        for f in run_files(list(src.files)).files:
+        files = run_files(list(src.files), list(src.artefacts))
+        for f in files.files:
             try:
                 parts.append(_read_one(f.path, resolve_node(f), cols, flush, times))
             except InputError as exc:
@@ -112,8 +115,11 @@ def parse_run(src: RunSource, staging: str | None) -> ParsedRun:
             os.unlink(events_file)
         return ParsedRun(rid, src.source, error="; ".join(warnings) or f"{src.source}: no log file")
     summary = combine(parts, source=src.source)
+    if files is not None:
+        summary = with_beside(summary, files)
     extra = {"sglang_version": times.version, "start_time": times.first, "end_time": times.last,
              "file_mtime": datetime.fromtimestamp(max(os.stat(p.file).st_mtime for p in parts))}
     row = runs_row(rid, src.source, [p.file for p in parts], [p.node for p in parts], summary, extra)
     summaries = [{"run_id": rid, "summary": json.dumps(summary.to_dict(), default=str, ensure_ascii=False)}]
-    return ParsedRun(rid, src.source, row, ranks_rows(rid, summary), summaries, events_file, tuple(warnings))
+    return ParsedRun(rid, src.source, row, ranks_rows(rid, summary), summaries, events_file, tuple(warnings),
+                     environment_rows(rid, summary))

@@ -15,8 +15,9 @@ from typing import Any
 
 from ..diagnose.settings import EFFECTS
 from ..events import Event
+from ..model.beside import the_end
 from ..model.run import RunSummary
-from .schema import EVENT_NUMBERS, RANK_FIGURES
+from .schema import ENV_COLUMNS, EVENT_NUMBERS, RANK_FIGURES
 
 #: Launch-option spellings of each parallel size (server_args first, then the command line).
 PARALLEL = {"tp_size": ("tp_size", "tp", "tensor_parallel_size"), "dp_size": ("dp_size", "dp"),
@@ -134,6 +135,23 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
         "ranks_seen": len(s.ranks), "missing_ranks": list(s.missing_ranks),
         "decode_tok_s_median": _median(s.throughput.get("decode_gen_tok_s")),
     }
+
+
+def environment_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:
+    """The ``environments`` row of a run with files beside its logs (none without): each
+    environment fact, and the record that ended the run (``model.beside.the_end``)."""
+    a = s.artefacts
+    if not a or not (a.environment or a.terminations):
+        return []
+    facts = a.environment.facts if a.environment else {}
+    row: dict[str, Any] = {"run_id": rid, **{k: facts[k].value if k in facts else None for k in ENV_COLUMNS}}
+    count = facts.get("gpu_count")
+    row["gpu_count"] = int(count.value) if count and count.value.isdigit() else None
+    row["provenance"] = json.dumps({k: c.where for k, c in facts.items()}, sort_keys=True)
+    end = the_end(a.terminations)
+    row.update({"ended_by": end.source if end else None, "end_cause": end.cause if end else None,
+                "end_exit_code": end.exit_code if end else None, "end_at": end.where if end else None})
+    return [row]
 
 
 def ranks_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -94,7 +94,7 @@ def plan(sources: Sequence[RunSource], manifest: dict[str, dict[str, Any]],
             unchanged += len(states)
             continue
         readable = tuple(f for f in src.files if f in states)
-        todo.append(RunSource(src.source, readable, tuple(n for f, n in zip(src.files, src.nodes) if f in states)))
+        todo.append(replace(src, files=readable, nodes=tuple(n for f, n in zip(src.files, src.nodes) if f in states)))
         for f, st in states.items():
             entries[f] = dict(st, run_id=rid)
     return todo, entries, unchanged
@@ -214,6 +214,7 @@ def _take(results: Iterator[ParsedRun], commit: Commit, warnings: list[str],
             commit.add_rows("runs", [p.runs])
             commit.add_rows("ranks", p.ranks)
             commit.add_rows("summaries", p.summaries)
+            commit.add_rows("environments", p.environments)
             if p.events_file:
                 commit.add_events(p.events_file)
             parsed.add(p.run_id)

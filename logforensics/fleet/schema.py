@@ -14,7 +14,7 @@ import pyarrow as pa
 SCHEMA_VERSION = 1
 
 #: The tables, each a directory of Hive-style partitions ``scan_date=YYYY-MM-DD``.
-TABLES = ("runs", "ranks", "findings", "events", "summaries")
+TABLES = ("runs", "ranks", "findings", "events", "summaries", "environments")
 
 #: The partition column (in directory names, not inside the files).
 PARTITION = "scan_date"
@@ -67,5 +67,15 @@ EVENTS = pa.schema([
 
 SUMMARIES = pa.schema([("run_id", _s), ("summary", _s)])
 
+#: One row per run with an environment beside its logs (``artefacts.environment``): each
+#: fact in its own column (``gpu_count`` a number), ``provenance`` the file:line of each.
+ENV_COLUMNS = ("sglang", "torch", "cuda", "driver", "driver_cuda", "rocm", "nccl", "flashinfer", "sgl_kernel",
+               "triton", "transformers", "vllm", "python", "gpu", "compute_capability", "topology",
+               "cpu_limit", "memory_limit", "hypervisor", "ulimit_soft")
+ENVIRONMENTS = pa.schema([
+    ("run_id", _s), *[(k, _s) for k in ENV_COLUMNS], ("gpu_count", _i), ("provenance", _s),
+    ("ended_by", _s), ("end_cause", _s), ("end_exit_code", _i), ("end_at", _s),
+])
+
 SCHEMAS: dict[str, pa.Schema] = {"runs": RUNS, "ranks": RANKS, "findings": FINDINGS, "events": EVENTS,
-                                 "summaries": SUMMARIES}
+                                 "summaries": SUMMARIES, "environments": ENVIRONMENTS}

@@ -51,7 +51,8 @@ from .schema import PARTITION, SCHEMA_VERSION, SCHEMAS, TABLES
 #: Bytes of a file's head that its content hash covers.
 HEAD_BYTES = 65536
 #: Rows of one table held before they are written as a row group (and their bytes).
-GROUP_ROWS = {"runs": 1024, "ranks": 4096, "findings": 4096, "summaries": 256, "events": 65536}
+GROUP_ROWS = {"runs": 1024, "ranks": 4096, "findings": 4096, "summaries": 256, "events": 65536,
+              "environments": 1024}
 GROUP_BYTES = 16 << 20
 #: Pieces (one per run) held before they are joined into one table: each small table has its own buffers.
 _PIECES = 64
