@@ -22,6 +22,7 @@ import os
 import pickletools
 import re
 import shlex
+import warnings
 from collections.abc import Callable, Container, Mapping
 from typing import Any
 
@@ -348,6 +349,12 @@ def _run(data: bytes) -> tuple[_Machine, Any, str | None]:
     """Walk ``data``'s opcodes; the top-level value (whole or salvaged) and why the walk
     stopped early, if it did."""
     machine = _Machine()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # genops warns of odd escapes in protocol-0 strings
+        return _walk(machine, data)
+
+
+def _walk(machine: _Machine, data: bytes) -> tuple[_Machine, Any, str | None]:
     handlers = machine.handlers()
     stream = io.BytesIO(data)   # a BytesIO never allocates a length the file only claims
     where: int | None = 0
@@ -645,14 +652,15 @@ def _endpoint(path: str, data: dict[str, Any]) -> Dump | None:
 
 
 def _shallow(d: Mapping[str, Any], skip: Container[str] = ()) -> dict[str, Any]:
-    """Primitive values and dicts of primitives (a memory split), lists left out."""
+    """Primitive values and dicts of only primitives (a memory split); lists and deeper
+    values left out."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         if k in skip or not isinstance(k, str):
             continue
         if isinstance(v, _PRIMITIVE):
             out[k] = v
-        elif isinstance(v, dict):
+        elif isinstance(v, dict) and v and all(isinstance(x, _PRIMITIVE) for x in v.values()):
             out[k] = _primitives(v)
     return out
 
