@@ -9,7 +9,9 @@ writers. The reader must get every figure back, and must never run what a pickle
 from __future__ import annotations
 
 import collections
+import copyreg
 import dataclasses
+import io
 import json
 import os
 import pickle
@@ -175,6 +177,64 @@ def test_slot_state_and_a_state_that_is_not_a_dict(tmp_path: Path) -> None:
     assert d.server_args == {}
     assert f"the state of {__name__}.ListState is a list, not a dict" in d.unread
     assert f"server_args is a {__name__}.ListState(...) call without a dict state" in d.unread
+
+
+class KeywordArgs:
+    """Pickled with NEWOBJ_EX (protocol 4): keyword arguments to __new__."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> KeywordArgs:
+        return super().__new__(cls)
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+
+    def __getnewargs_ex__(self) -> tuple[tuple[int], dict[str, int]]:
+        return (1,), {"b": 2}
+
+
+class TensorPickler(pickle.Pickler):
+    """Puts request objects out of band by persistent id (PERSID / BINPERSID)."""
+
+    def persistent_id(self, obj: Any) -> str | None:
+        return f"req-{obj.rid}" if isinstance(obj, GenerateReqInput) else None
+
+
+def test_the_rarer_opcodes(tmp_path: Path) -> None:
+    path = tmp_path / "rare.pkl"
+    sa = "sglang.srt.server_args.ServerArgs"
+    # protocol 0 INST and protocol 1 OBJ, as Python 2 pickled old-style classes
+    inst = (b"(dp0\nS'server_args'\np1\n(isglang.srt.server_args\nServerArgs\np2\n(dp3\nS'port'\np4\nI30000\n"
+            b"sbsS'requests'\np5\n(lp6\ns.")
+    obj = (b"}q\x00(X\x0b\x00\x00\x00server_argsq\x01(csglang.srt.server_args\nServerArgs\nq\x02oq\x03}q\x04"
+           b"X\x04\x00\x00\x00portq\x05M0usbX\x08\x00\x00\x00requestsq\x06]q\x07u.")
+    for data in (inst, obj):
+        path.write_bytes(data)
+        d = read_crash_dump(str(path))
+        assert d.server_args == {"port": 30000} and d.figures["server_args_class"] == sa and d.unread == []
+    # NEWOBJ_EX
+    d = read_crash_dump(str(_write(tmp_path, {"server_args": KeywordArgs(31000), "requests": []}, protocol=4)))
+    assert d.server_args == {"port": 31000} and d.figures["server_args_class"] == f"{__name__}.KeywordArgs"
+    # persistent ids, sets and frozensets (EMPTY_SET, ADDITEMS, FROZENSET from protocol 4)
+    buf = io.BytesIO()
+    for protocol in (0, 2, 4):
+        buf.seek(0)
+        buf.truncate()
+        TensorPickler(buf, protocol=protocol).dump({**_payload(), "tags": {"a", 1}, "frozen": frozenset({"b"})})
+        path.write_bytes(buf.getvalue())
+        d = read_crash_dump(str(path))
+        assert d.figures["requests"] == 5 and d.figures["request_class"] == "a persistent id", protocol
+        assert d.server_args == EXPECTED_ARGS and d.unread == []
+    # an out-of-band buffer (protocol 5) and an extension code (copyreg's registry)
+    copyreg.add_extension(__name__, "ServerArgs", 240)
+    try:
+        data = pickle.dumps({"server_args": ServerArgs(), "requests": [(pickle.PickleBuffer(b"abc"), {}, T0, T0)]},
+                            protocol=5, buffer_callback=lambda _: False)
+    finally:
+        copyreg.remove_extension(__name__, "ServerArgs", 240)
+    path.write_bytes(data)
+    d = read_crash_dump(str(path))
+    assert d.figures["request_class"] == "an out-of-band buffer" and d.figures["unfinished"] == 1
+    assert d.figures["server_args_class"] == "extension code 240" and d.server_args == EXPECTED_ARGS
 
 
 def test_a_dump_that_would_run_a_command_is_read_without_running_it(tmp_path: Path) -> None:
@@ -433,7 +493,8 @@ def test_the_files_of_an_incident_bundle() -> None:
 def test_other_json_is_not_recognised_whatever_its_name() -> None:
     for other in ([], "text", 3, {}, {"a": 1}, {"loads": [1, 2]}, {"loads": [{"truck": 1}]},
                   {"reason": "x"}, {"internal_states": []}, {"model_path": "m"},
-                  {"ok": True, "status": 200}, {"path": "/x", "status": 200}):
+                  {"ok": True, "status": 200}, {"path": "/x", "status": 200, "ok": True},
+                  {"path": "x", "status": 200, "ok": True, "json": {}}):
         assert read_json_artefact("server_info.json", other) is None, other
     assert read_json_artefact("notes.txt", SERVER_INFO) is not None
 

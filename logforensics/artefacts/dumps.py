@@ -581,7 +581,7 @@ def read_json_artefact(path: str, data: object) -> Dump | None:
         return None
     if isinstance(data.get("reason"), str) and isinstance(data.get("recent_host_pool_io"), list):
         return _crash_snapshot(path, data)
-    if isinstance(data.get("path"), str) and "ok" in data and "status" in data:
+    if _endpoint_result(data):
         figures = _primitives({k: data[k] for k in ("path", "ok", "status") if k in data})
         if data.get("error") is not None:
             figures["error"] = _first_line(str(data["error"]))
@@ -593,6 +593,14 @@ def read_json_artefact(path: str, data: object) -> Dump | None:
     if data.get("artifact_type") == "incident_bundle":
         return _bundle(path, data)
     return _endpoint(path, data)
+
+
+def _endpoint_result(data: dict[str, Any]) -> bool:
+    """``collect-bundle``'s record of one request: ``ok``, ``status``, the endpoint's
+    ``path`` and its ``json``, ``text`` or ``error``."""
+    path = data.get("path")
+    return (isinstance(path, str) and path.startswith("/") and isinstance(data.get("ok"), bool)
+            and isinstance(data.get("status"), int) and any(k in data for k in ("json", "text", "error")))
 
 
 def _first_line(text: str) -> str:
