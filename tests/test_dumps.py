@@ -165,6 +165,9 @@ def test_the_other_shapes_sglang_has_written(tmp_path: Path) -> None:
     # a record that is not a 4-tuple is counted apart, the rest still read
     d = read_crash_dump(str(_write(tmp_path, {"requests": [*records, ("short",)]})))
     assert d.figures["requests"] == 5 and any("1 request record" in u for u in d.unread)
+    # a finish reason given as a bare string is counted under that string
+    d = read_crash_dump(str(_write(tmp_path, {"requests": [(1, {"meta_info": {"finish_reason": "length"}}, T0, T0 + 1)]})))
+    assert d.figures["finish_reasons"] == {"length": 1} and d.figures["request_class"] == "int"
     # no requests, no replay
     d = read_crash_dump(str(_write(tmp_path, {"server_args": ServerArgs(), "requests": []})))
     assert d.figures["requests"] == 0 and d.replay is None
@@ -303,6 +306,9 @@ def test_what_is_not_a_dump_is_refused_in_one_line(tmp_path: Path, monkeypatch: 
         assert "\n" not in str(e.value) and name in str(e.value)
     with pytest.raises(ValueError, match="cannot read"):
         read_crash_dump(str(tmp_path / "missing.pkl"))
+    os.mkfifo(tmp_path / "pipe.pkl")   # opening it to read would wait for a writer
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_crash_dump(str(tmp_path / "pipe.pkl"))
     huge = tmp_path / "huge.pkl"
     with open(huge, "wb") as f:
         f.truncate(dumps.MAX_BYTES + 1)   # sparse: nothing is written to disk

@@ -22,6 +22,7 @@ import os
 import pickletools
 import re
 import shlex
+import stat
 import warnings
 from collections.abc import Callable, Container, Mapping
 from typing import Any
@@ -35,7 +36,8 @@ MAX_OPCODES = 50_000_000
 #: Nesting deeper than this is refused; SGLang's dumps nest fewer than 20 levels.
 MAX_DEPTH = 1000
 _MAX_NAME = 200
-_MAX_GLOBALS = 50
+#: At most this many distinct global names, notes and request classes are listed.
+_MAX_LISTED = 50
 
 _PRIMITIVE = (str, int, float, bool, type(None))
 _KEY_TYPES = (str, int, float, bool, type(None), bytes)
@@ -95,13 +97,17 @@ class _Machine:
         self.globals: dict[str, None] = {}
         self.more_globals = 0
         self.notes: dict[str, int] = {}
+        self.more_notes = 0
         self.protocol: int | None = None
         #: the opcode being run, for the handlers that serve several
         self.current = ""
 
     # -- the stack -----------------------------------------------------------------------------
     def note(self, text: str) -> None:
-        self.notes[text] = self.notes.get(text, 0) + 1
+        if text in self.notes or len(self.notes) < _MAX_LISTED:
+            self.notes[text] = self.notes.get(text, 0) + 1
+        else:
+            self.more_notes += 1
 
     def push(self, value: Any, depth: int = 0) -> None:
         if depth > MAX_DEPTH:
@@ -139,8 +145,8 @@ class _Machine:
 
     # -- values --------------------------------------------------------------------------------
     def key(self, value: Any) -> Any:
-        """A dict key or set member: a container or anything else unhashable-in-principle
-        becomes a placeholder, so inserting it never hashes a nested value."""
+        """A dict key or set member: anything but a str, number, bytes, None or placeholder
+        (a tuple, say) becomes a placeholder, so inserting it never hashes a nested value."""
         if isinstance(value, _KEY_TYPES) or isinstance(value, Opaque):
             return value
         self.note(f"a {type(value).__name__} used as a dict key or set member was replaced by a placeholder")
@@ -176,7 +182,7 @@ class _Machine:
             raise _Stop("a global is named by something other than two strings")
         dotted = f"{module}.{name}"[:_MAX_NAME]
         if dotted not in self.globals:
-            if len(self.globals) < _MAX_GLOBALS:
+            if len(self.globals) < _MAX_LISTED:
                 self.globals[dotted] = None
             else:
                 self.more_globals += 1
@@ -385,8 +391,8 @@ def _walk(machine: _Machine, data: bytes) -> tuple[_Machine, Any, str | None]:
 
 
 def read_crash_dump(path: str) -> Dump:
-    """Summarise SGLang's ``crash_dump_<ts>.pkl`` (or a ``--dump-requests-folder`` file)
-    without unpickling it.
+    """Summarise SGLang's ``crash_dump_<ts>.pkl`` (or a request dump of its
+    ``dump_requests_folder``, the same shape) without unpickling it.
 
     Figures: ``requests``, ``first_start`` and ``last_end`` (unix seconds as the file has
     them), ``span_s``, ``unfinished``, ``finish_reasons``, ``request_class``, ``protocol``
@@ -394,12 +400,15 @@ def read_crash_dump(path: str) -> Dump:
     would have run). ``replay`` is the ``replay_request_dump.py`` command for this file.
 
     Raises :class:`ValueError` (one line) when nothing can be read: the file is missing,
-    empty, over :data:`MAX_BYTES`, over :data:`MAX_OPCODES` opcodes, nests deeper than
+    not a regular file, empty, over :data:`MAX_BYTES`, over :data:`MAX_OPCODES` opcodes, nests deeper than
     :data:`MAX_DEPTH`, or is not a pickle (its first opcode does not read). A pickle that
     reads only in part (truncated, an unknown opcode, a state that is not a dict, a shape
     that is not SGLang's) gives a Dump whose ``unread`` says what was missed."""
     try:
-        size = os.path.getsize(path)
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):   # a pipe or device could block or never end
+            raise ValueError(f"{path}: not a regular file")
+        size = info.st_size
         if size > MAX_BYTES:
             raise ValueError(f"{path}: {size} bytes, over the {MAX_BYTES}-byte limit for a crash dump")
         with open(path, "rb") as f:
@@ -461,6 +470,49 @@ def _finish_reason(output: object) -> object:
     return meta.get("finish_reason") if meta is not None else None
 
 
+def _request_figures(records: list[Any], unread: list[str]) -> dict[str, Any]:
+    """Count, time span, unfinished requests, finish reasons and classes of the records
+    ``(request, output, start, end)``."""
+    starts: list[float] = []
+    ends: list[float] = []
+    classes: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    unfinished = malformed = 0
+    for record in records:
+        if not isinstance(record, (tuple, list)) or len(record) < 4:
+            malformed += 1
+            continue
+        req, output, start, end = record[0], record[1], record[2], record[3]
+        cls = req.name if isinstance(req, Opaque) else type(req).__name__
+        classes[cls] = classes.get(cls, 0) + 1
+        if (s := _number(start)) is not None:
+            starts.append(s)
+        if (e := _number(end)) is not None:
+            ends.append(e)
+        reason = _finish_reason(output)
+        if output is None or not end or reason is None:
+            unfinished += 1
+            continue
+        kind = reason if isinstance(reason, str) else (_as_dict(reason) or {}).get("type")
+        kind = kind[:50] if isinstance(kind, str) else "other"
+        reasons[kind] = reasons.get(kind, 0) + 1
+    figures: dict[str, Any] = {"requests": len(records) - malformed, "unfinished": unfinished}
+    if reasons:
+        figures["finish_reasons"] = reasons
+    if classes:
+        names = list(classes)
+        figures["request_class"] = ", ".join(names[:10]) + (f", and {len(names) - 10} more" if len(names) > 10 else "")
+    if starts:
+        figures["first_start"] = min(starts)
+    if ends:
+        figures["last_end"] = max(ends)
+    if starts and ends:
+        figures["span_s"] = max(ends) - min(starts)
+    if malformed:
+        unread.append(f"{malformed} request record(s) are not (request, output, start, end) tuples")
+    return figures
+
+
 def _summarise(path: str, top: Any, machine: _Machine, stopped: str | None) -> Dump:
     unread: list[str] = [stopped] if stopped else []
     figures: dict[str, Any] = {}
@@ -477,44 +529,8 @@ def _summarise(path: str, top: Any, machine: _Machine, stopped: str | None) -> D
     records = _as_list(payload.get("requests"))
     if records is None and "requests" in payload:
         unread.append(f"requests is {_describe(payload['requests'])}, not a list")
-    starts: list[float] = []
-    ends: list[float] = []
-    classes: dict[str, int] = {}
-    reasons: dict[str, int] = {}
-    unfinished = malformed = 0
-    for record in records or ():
-        if not isinstance(record, (tuple, list)) or len(record) < 4:
-            malformed += 1
-            continue
-        req, output, start, end = record[0], record[1], record[2], record[3]
-        cls = req.name if isinstance(req, Opaque) else type(req).__name__
-        classes[cls] = classes.get(cls, 0) + 1
-        if (s := _number(start)) is not None:
-            starts.append(s)
-        if (e := _number(end)) is not None:
-            ends.append(e)
-        reason = _finish_reason(output)
-        if output is None or not end or reason is None:
-            unfinished += 1
-        else:
-            kind = reason.get("type") if isinstance(reason, dict) else None
-            kind = kind if isinstance(kind, str) else "other"
-            reasons[kind] = reasons.get(kind, 0) + 1
     if records is not None:
-        figures["requests"] = len(records) - malformed
-        figures["unfinished"] = unfinished
-        if reasons:
-            figures["finish_reasons"] = reasons
-        if classes:
-            figures["request_class"] = ", ".join(classes)
-    if malformed:
-        unread.append(f"{malformed} request record(s) are not (request, output, start, end) tuples")
-    if starts:
-        figures["first_start"] = min(starts)
-    if ends:
-        figures["last_end"] = max(ends)
-    if starts and ends:
-        figures["span_s"] = max(ends) - min(starts)
+        figures.update(_request_figures(records, unread))
 
     if "server_args" in payload:
         sa = payload["server_args"]
@@ -541,8 +557,10 @@ def _summarise(path: str, top: Any, machine: _Machine, stopped: str | None) -> D
     if machine.globals:
         figures["globals"] = list(machine.globals)
     if machine.more_globals:
-        unread.append(f"{machine.more_globals} more global name(s) than the {_MAX_GLOBALS} listed")
+        unread.append(f"{machine.more_globals} more reference(s) to global names beyond the {_MAX_LISTED} listed")
     unread.extend(f"{text} ({n} times)" if n > 1 else text for text, n in machine.notes.items())
+    if machine.more_notes:
+        unread.append(f"{machine.more_notes} more thing(s) unread, of other kinds than those above")
 
     replay = None
     if records:
