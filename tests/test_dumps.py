@@ -423,6 +423,8 @@ def test_server_info() -> None:
                                              {"last_gen_throughput": 121.5, **own}]}
     assert d.server_args == {"model_path": "Qwen/Qwen2.5-0.5B", "tp_size": 1, "dp_size": 2, "port": 30000,
                              "mem_fraction_static": 0.907, "crash_dump_folder": None}
+    single = read_json_artefact("x", {**SERVER_INFO, "internal_states": _state(0)})   # one state, not a list
+    assert single is not None and single.figures["internal_states"] == [{"last_gen_throughput": 120.5, **own}]
 
 
 def _rank(dp: int, running: int, waiting: int, usage: float, throughput: float, hit: float) -> dict[str, Any]:
@@ -461,6 +463,10 @@ def test_the_files_of_an_incident_bundle() -> None:
     d = read_json_artefact("health_generate.txt.error.json", failed)
     assert d is not None and d.kind == "incident"
     assert d.figures == {"path": "/health_generate", "ok": False, "status": 503, "error": "Service Unavailable"}
+    d = read_json_artefact("x", {"ok": True, "status": 200, "path": "/v1/loads", "text": "<html>",
+                                 "decode_error": "response was not valid JSON"})
+    assert d is not None and d.figures == {"path": "/v1/loads", "ok": True, "status": 200,
+                                           "decode_error": "response was not valid JSON"}
     # a JSON endpoint, wrapped
     d = read_json_artefact("server_info.json", {"ok": True, "status": 200, "path": "/server_info", "json": SERVER_INFO})
     assert d is not None and d.figures["status"] == 200 and d.figures["path"] == "/server_info"

@@ -600,7 +600,7 @@ def read_json_artefact(path: str, data: object) -> Dump | None:
     if isinstance(data.get("reason"), str) and isinstance(data.get("recent_host_pool_io"), list):
         return _crash_snapshot(path, data)
     if _endpoint_result(data):
-        figures = _primitives({k: data[k] for k in ("path", "ok", "status") if k in data})
+        figures = _primitives({k: data[k] for k in ("path", "ok", "status", "decode_error") if k in data})
         if data.get("error") is not None:
             figures["error"] = _first_line(str(data["error"]))
         inner = data.get("json")
@@ -666,6 +666,8 @@ def _bundle(path: str, data: dict[str, Any]) -> Dump:
 
 def _endpoint(path: str, data: dict[str, Any]) -> Dump | None:
     states = data.get("internal_states")
+    if isinstance(states, dict):   # one scheduler's state, not yet a list per DP rank
+        states = [states]
     if isinstance(states, list) and ("version" in data or "model_path" in data):
         return _server_info(path, data, states)
     loads = data.get("loads")
