@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import copyreg
+import csv
 import dataclasses
 import io
 import json
@@ -17,6 +18,7 @@ import os
 import pickle
 import pickletools
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -575,6 +577,8 @@ def test_metrics_pooled_over_dp_ranks_once_per_scheduler() -> None:
     assert d is not None and d.kind == "incident" and d.file == "metrics.txt"
     assert d.figures == EXPECTED_METRICS
     assert d.unread == []
+    assert list(d.figures)[:6] == ["num_running_reqs", "num_queue_reqs", "token_usage", "gen_throughput",
+                                   "cache_hit_rate", "num_retracted_requests_total"]   # the load first
 
 
 def test_metrics_under_ray_read_alike() -> None:
@@ -594,3 +598,22 @@ def test_metrics_without_sglang_or_with_bad_lines() -> None:
     assert d is not None
     assert d.figures == {"num_running_reqs": 5.0, "combined": {"num_running_reqs": "sum"}}
     assert d.unread == ["3 line(s) are not Prometheus samples"]
+
+
+REAL = Path(__file__).parent.parent / "fixtures" / "artefacts"
+
+
+def test_real_metrics_pastes_read_as_their_labels_say() -> None:
+    with open(REAL / "SOURCES.tsv", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["kind"] == "sglang-metrics"]
+    assert len(rows) >= 3
+    for row in rows:
+        d = read_metrics_text(row["file"], (REAL / row["file"]).read_text(encoding="utf-8"))
+        assert d is not None, row["file"]
+        labelled = dict(re.findall(r"(\w+)=([0-9.]+)(?:;|$)", row["what_it_shows"]))
+        for name, value in labelled.items():
+            assert d.figures[name] == float(value), (row["file"], name)
+        assert not any("{" in name for name in d.figures), row["file"]   # no pid, name or rank figures
+    d = read_metrics_text("x", (REAL / "sglang-metrics-dp-rank-pid-labels.txt").read_text(encoding="utf-8"))
+    assert d is not None and d.figures == {"num_retracted_reqs": 0.0, "num_paused_reqs": 0.0,
+                                           "combined": {"num_retracted_reqs": "sum", "num_paused_reqs": "sum"}}

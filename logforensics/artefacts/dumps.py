@@ -732,11 +732,16 @@ def _loads(path: str, data: dict[str, Any], loads: list[dict[str, Any]]) -> Dump
 #: Gauges that are one rank's constant or capacity, whatever their name says.
 _PER_RANK = frozenset({"num_pages", "lora_pool_slots_total", "hicache_host_total_tokens", "page_size",
                        "context_len", "is_cuda_graph"})
-#: Labels that tell apart copies of one scheduler's figures (every TP/PP/EP rank of a DP
-#: rank reports the same requests under ``--enable-metrics-for-all-schedulers``).
-_REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank")
+#: Labels that tell apart copies of one scheduler's figures: every TP/PP/EP rank of a DP rank
+#: reports the same requests under ``--enable-metrics-for-all-schedulers``, each process under
+#: its own ``pid`` where prometheus_client's multiprocess mode keeps them all.
+_REPLICA_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank", "pid")
 #: Labels a figure is summed (or maxed) across; any other label keeps its own figure.
-_POOLED_LABELS = frozenset({"dp_rank", "model_name", "engine_type", "priority", "is_streaming"})
+#: (``name`` is the model's label in the first /metrics of late 2024.)
+_POOLED_LABELS = frozenset({"dp_rank", "model_name", "name", "engine_type", "priority", "is_streaming"})
+#: The figures that tell a server's load at a glance, first in a metrics Dump.
+_HEADLINE = ("num_running_reqs", "num_queue_reqs", "token_usage", "gen_throughput", "cache_hit_rate",
+             "num_retracted_requests_total", "num_used_tokens", "max_total_num_tokens")
 _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,?)')
 _ESCAPE = re.compile(r"\\(.)")
@@ -800,11 +805,11 @@ def read_metrics_text(path: str, text: str) -> Dump | None:
     text has no SGLang metric.
 
     Each figure pools the label sets that differ only in DP rank, model, engine type,
-    priority or streaming: summed for requests, tokens, throughput, counters and histogram
+    priority, streaming or process: summed for requests, tokens, throughput, counters and histogram
     sums and counts, the highest value for ratios (``token_usage``, ``cache_hit_rate``,
     ``utilization``), speculative figures and per-rank constants. ``combined`` names every
     figure pooled from more than one label set and how. The copies of one scheduler's
-    figures that every TP/PP/EP rank reports count once (the lowest rank's); per-priority
+    figures that every TP/PP/EP rank (or process) reports count once (the lowest rank's); per-priority
     breakdowns are left out where their total (``priority=""``) is there; any other label
     (``mode``, ``stage``, ``phase``) keeps its own figure, named ``name{label="value"}``.
     Histogram buckets, ``_created`` stamps and NaN values are left out."""
@@ -847,7 +852,9 @@ def read_metrics_text(path: str, text: str) -> Dump | None:
             figures[fname], how = _combine(short, values)
             if len(values) > 1:
                 combined[fname] = how
+    ordered = {k: figures[k] for k in _HEADLINE if k in figures}   # what a summary line shows first
+    ordered.update(figures)
     if combined:
-        figures["combined"] = combined
+        ordered["combined"] = combined
     unread = [f"{bad} line(s) are not Prometheus samples"] if bad else []
-    return Dump("incident", path, figures, unread=unread)
+    return Dump("incident", path, ordered, unread=unread)
