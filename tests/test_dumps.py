@@ -305,7 +305,7 @@ def test_what_is_not_a_dump_is_refused_in_one_line(tmp_path: Path, monkeypatch: 
         (tmp_path / name).write_bytes(content)
         with pytest.raises(ValueError) as e:
             read_crash_dump(str(tmp_path / name))
-        assert "\n" not in str(e.value) and name in str(e.value)
+        assert "\n" not in str(e.value) and str(e.value).startswith(("empty file", "not a pickle")), str(e.value)
     with pytest.raises(ValueError, match="cannot read"):
         read_crash_dump(str(tmp_path / "missing.pkl"))
     os.mkfifo(tmp_path / "pipe.pkl")   # opening it to read would wait for a writer

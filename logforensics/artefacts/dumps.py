@@ -399,30 +399,30 @@ def read_crash_dump(path: str) -> Dump:
     and ``globals`` (every class or function the file names, so a crafted dump shows what it
     would have run). ``replay`` is the ``replay_request_dump.py`` command for this file.
 
-    Raises :class:`ValueError` (one line) when nothing can be read: the file is missing,
-    not a regular file, empty, over :data:`MAX_BYTES`, over :data:`MAX_OPCODES` opcodes, nests deeper than
-    :data:`MAX_DEPTH`, or is not a pickle (its first opcode does not read). A pickle that
-    reads only in part (truncated, an unknown opcode, a state that is not a dict, a shape
+    Raises :class:`ValueError` (one line, without the path: the caller keys it by the file)
+    when nothing can be read: the file is missing, not a regular file, empty, over
+    :data:`MAX_BYTES`, over :data:`MAX_OPCODES` opcodes, nests deeper than :data:`MAX_DEPTH`,
+    or is not a pickle (nothing of it reads). A pickle that reads only in part (truncated, an unknown opcode, a state that is not a dict, a shape
     that is not SGLang's) gives a Dump whose ``unread`` says what was missed."""
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):   # a pipe or device could block or never end
-            raise ValueError(f"{path}: not a regular file")
+            raise ValueError("not a regular file")
         size = info.st_size
         if size > MAX_BYTES:
-            raise ValueError(f"{path}: {size} bytes, over the {MAX_BYTES}-byte limit for a crash dump")
+            raise ValueError(f"{size} bytes, over the {MAX_BYTES}-byte limit for a crash dump")
         with open(path, "rb") as f:
             data = f.read(MAX_BYTES + 1)
     except OSError as e:
-        raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
+        raise ValueError(f"cannot read ({e.strerror or e})") from None
     if not data:
-        raise ValueError(f"{path}: empty file, not a pickle")
+        raise ValueError("empty file, not a pickle")
     try:
         machine, top, stopped = _run(data)
     except _Refuse as e:
-        raise ValueError(f"{path}: {e}") from None
+        raise ValueError(str(e)) from None
     if top is None and stopped is not None and not machine.globals:
-        raise ValueError(f"{path}: not a pickle, or none of it readable ({stopped})")
+        raise ValueError(f"not a pickle, or none of it readable ({stopped})")
     return _summarise(path, top, machine, stopped)
 
 
