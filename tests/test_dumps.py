@@ -617,3 +617,20 @@ def test_real_metrics_pastes_read_as_their_labels_say() -> None:
     d = read_metrics_text("x", (REAL / "sglang-metrics-dp-rank-pid-labels.txt").read_text(encoding="utf-8"))
     assert d is not None and d.figures == {"num_retracted_reqs": 0.0, "num_paused_reqs": 0.0,
                                            "combined": {"num_retracted_reqs": "sum", "num_paused_reqs": "sum"}}
+
+
+def test_beside_a_log_each_is_found_by_content_and_survives_a_saved_summary(tmp_path: Path) -> None:
+    from logforensics.artefacts.sniff import read_artefacts
+    from logforensics.artefacts.types import Dump
+
+    crash = _write(tmp_path, _payload(), protocol=4, name="a.bin")
+    info = tmp_path / "b.txt"
+    info.write_text(json.dumps(SERVER_INFO, indent=2))
+    metrics = tmp_path / "c"
+    metrics.write_text(METRICS)
+    arts = read_artefacts([str(crash), str(info), str(metrics)])
+    assert [(d.kind, d.file) for d in arts.dumps] == [("crash_dump", str(crash)), ("incident", str(info)),
+                                                      ("incident", str(metrics))]
+    assert arts.unknown == {}
+    for d in arts.dumps:
+        assert Dump.from_dict(json.loads(json.dumps(d.to_dict()))) == d
