@@ -544,6 +544,9 @@ sglang:gen_throughput{{{_labels(1, 2)}}} 50.25
 sglang:max_total_num_tokens{{{_labels(0, 0)}}} 20480.0
 sglang:max_total_num_tokens{{{_labels(1, 2)}}} 20480.0
 sglang:fwd_occupancy{{{_labels(0, 0)}}} NaN
+sglang:routing_key_running_req_count_bucket{{{_labels(0, 0, le="1")}}} 2.0
+sglang:routing_key_running_req_count_gcount{{{_labels(0, 0)}}} 2.0
+sglang:routing_key_running_req_count_gcount{{{_labels(1, 2)}}} 3.0
 # TYPE sglang:num_retracted_requests_total counter
 sglang:num_retracted_requests_total{{{_labels(0, 0)}}} 2.0
 sglang:num_retracted_requests_total{{{_labels(1, 2)}}} 1.0
@@ -566,7 +569,8 @@ EXPECTED_METRICS = {
     "gen_throughput": 150.75, "max_total_num_tokens": 20480.0, "num_retracted_requests_total": 3.0,
     "prompt_tokens_total": 150.0, "time_to_first_token_seconds_sum": 0.5, "time_to_first_token_seconds_count": 3.0,
     'realtime_tokens_total{mode="decode"}': 30.0, 'realtime_tokens_total{mode="prefill_compute"}': 5.0,
-    "combined": {"num_running_reqs": "sum", "num_queue_reqs": "sum", "token_usage": "max", "cache_hit_rate": "max",
+    "routing_key_running_req_count_gcount": 5.0,
+    "combined": {"routing_key_running_req_count_gcount": "sum", "num_running_reqs": "sum", "num_queue_reqs": "sum", "token_usage": "max", "cache_hit_rate": "max",
                  "gen_throughput": "sum", "max_total_num_tokens": "max", "num_retracted_requests_total": "sum",
                  "prompt_tokens_total": "sum", 'realtime_tokens_total{mode="decode"}': "sum"},
 }

@@ -752,7 +752,7 @@ def _how(name: str) -> str:
     histogram sums and counts), ``max`` for ratios, speculative figures and constants."""
     if name in _PER_RANK:
         return "max"
-    if name.endswith(("_total", "_sum", "_count")):
+    if name.endswith(("_total", "_sum", "_count", "_gsum", "_gcount")):   # counters, histograms
         return "sum"
     if name.startswith(("max_", "spec_")):
         return "max"
