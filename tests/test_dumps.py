@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from logforensics.artefacts import dumps
-from logforensics.artefacts.dumps import read_crash_dump, read_json_artefact, read_metrics_text
+from logforensics.artefacts import pickled
+from logforensics.artefacts.crashdump import read_crash_dump
+from logforensics.artefacts.incident import read_json_artefact, read_metrics_text
 
 
 @dataclasses.dataclass
@@ -313,12 +314,12 @@ def test_what_is_not_a_dump_is_refused_in_one_line(tmp_path: Path, monkeypatch: 
         read_crash_dump(str(tmp_path / "pipe.pkl"))
     huge = tmp_path / "huge.pkl"
     with open(huge, "wb") as f:
-        f.truncate(dumps.MAX_BYTES + 1)   # sparse: nothing is written to disk
+        f.truncate(pickled.MAX_BYTES + 1)   # sparse: nothing is written to disk
     with pytest.raises(ValueError, match="over the 1073741824-byte limit"):
         read_crash_dump(str(huge))
     huge.unlink()
     path = _write(tmp_path, _payload())
-    monkeypatch.setattr(dumps, "MAX_OPCODES", 50)
+    monkeypatch.setattr(pickled, "MAX_OPCODES", 50)
     with pytest.raises(ValueError, match="more than 50 pickle opcodes"):
         read_crash_dump(str(path))
 

@@ -129,7 +129,7 @@ _Read = tuple[str, dict[str, Cited], list[Termination], list[Dump]]
 
 def _read(path: str, form: str, warn: Warn) -> _Read | None:
     if form == "crash_dump":
-        from .dumps import read_crash_dump
+        from .crashdump import read_crash_dump
 
         return "crash_dump", {}, [], [read_crash_dump(path)]
     text = _text(path, warn)
@@ -152,7 +152,7 @@ def _read(path: str, form: str, warn: Warn) -> _Read | None:
         ends = orch.line_records(path, lines)
         return (ends[0].source if ends else "records"), {}, ends, []
     if form == "metrics":
-        from .dumps import read_metrics_text
+        from .incident import read_metrics_text
 
         d = read_metrics_text(path, text)
         return ("incident", {}, [], [d]) if d else None
@@ -166,7 +166,7 @@ def _read(path: str, form: str, warn: Warn) -> _Read | None:
         if ends:
             return ends[0].source, {}, ends, []
         raise ValueError("JSON that does not parse") from None
-    from .dumps import read_json_artefact
+    from .incident import read_json_artefact
 
     d = read_json_artefact(path, data)
     return (d.kind, {}, [], [d]) if d else None
