@@ -433,3 +433,42 @@ def test_the_fleet_store_has_an_environments_table(tmp_path):
         (a, "crashed", "550.54.15", "NVLink (NV18)", 8, "oom_killed"), (b, "ready", "535.104.05", "PCIe only (SYS)", 8,
                                                                           None)]
     assert json.loads(rows[0]["provenance"])["driver"] == os.path.join(a, "env.txt") + ":7"
+
+
+class _Args:  # SGLang's ServerArgs as a crash dump pickles it: an object whose state is a dict
+    def __init__(self) -> None:
+        self.model_path, self.tp_size, self.host, self.port = "/models/m", 1, "127.0.0.1", 30000
+
+
+class _Evil:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_crash_dump_under_the_run_directory_is_summarised_with_its_replay_command(tmp_path):
+    import pickle
+
+    write(tmp_path / "run" / "server.log", STARTING)
+    dump = tmp_path / "run" / "crash-dumps" / "gpu-node-17" / "crash_dump_2025-06-01_10-01-00.pkl"
+    dump.parent.mkdir(parents=True)
+    dump.write_bytes(pickle.dumps({"server_args": _Args(), "launch_command": "python3 -m sglang.launch_server",
+                                   "requests": [({"text": "hi"}, {"meta_info": {"finish_reason": {"type": "stop"}}},
+                                                 1748772000.0, 1748772001.5),
+                                                ({"text": "yo"}, {}, 1748772001.0, 1748772004.0)]}, protocol=4))
+    marker = tmp_path / "pwned"
+    (tmp_path / "run" / "evil.pkl").write_bytes(pickle.dumps(_Evil(str(marker)), protocol=4))
+    out = run_cli("summary", str(tmp_path / "run"))
+    assert out.returncode == 0, out.stderr
+    assert not marker.exists()  # never unpickled
+    assert "crash dump: requests 2, unfinished 1" in out.stdout
+    assert "replay: python3 scripts/playground/replay_request_dump.py --input-file" in out.stdout
+    s = json.loads(run_cli("summary", str(tmp_path / "run"), "--json").stdout)
+    dumps = {d["file"]: d for d in s["artefacts"]["dumps"]}
+    assert dumps[str(dump)]["replay"] == \
+        f"python3 scripts/playground/replay_request_dump.py --input-file {dump} --host 127.0.0.1 --port 30000"
+    assert dumps[str(dump)]["launch_command"] == "python3 -m sglang.launch_server"
+    assert dumps[str(dump)]["server_args"]["model_path"] == "/models/m"
+    assert "posix.system" in json.dumps(dumps[str(tmp_path / "run" / "evil.pkl")])

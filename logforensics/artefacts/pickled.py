@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+#: A crash dump larger than this is refused: SGLang's own are megabytes.
 MAX_BYTES = 1 << 30
 #: So are pickles of more opcodes than this (each costs a step of the machine, a few µs):
 #: a dump of thousands of requests is a few hundred thousand.
