@@ -472,3 +472,23 @@ def test_a_crash_dump_under_the_run_directory_is_summarised_with_its_replay_comm
     assert dumps[str(dump)]["launch_command"] == "python3 -m sglang.launch_server"
     assert dumps[str(dump)]["server_args"]["model_path"] == "/models/m"
     assert "posix.system" in json.dumps(dumps[str(tmp_path / "run" / "evil.pkl")])
+
+
+def test_health_answering_while_health_generate_fails_is_success_without_work(tmp_path):
+    """The incident bundle's endpoint records ({ok, status, path, json|text|error}, as its
+    collect-bundle writes them): /health 200, /health_generate 503 fails the check."""
+    write(tmp_path / "run" / "server.log", READY)
+    write(tmp_path / "run" / "bundle" / "health.json",
+          json.dumps({"ok": True, "status": 200, "path": "/health", "text": ""}))
+    gen = write(tmp_path / "run" / "bundle" / "health_generate.json",
+                json.dumps({"ok": False, "status": 503, "path": "/health_generate", "error": "HTTP Error 503"}))
+    out = run_cli("diff", str(tmp_path / "run"), str(tmp_path / "run"), "--json", "-")
+    assert out.returncode == 1, out.stderr
+    d = json.loads(out.stdout)
+    val = [f for f in d["findings"] if f["rule"] == "VAL01"]
+    assert val and "/health answers while /health_generate fails (503)" in val[0]["title"]
+    assert val[0]["evidence"][0]["file"] == gen
+    os.unlink(gen)
+    write(gen, json.dumps({"ok": True, "status": 200, "path": "/health_generate", "text": ""}))
+    d = json.loads(run_cli("diff", str(tmp_path / "run"), str(tmp_path / "run"), "--json", "-").stdout)
+    assert not [f for f in d["findings"] if f["rule"] == "VAL01"]

@@ -26,7 +26,8 @@ class NoWork:
     """One sign that the run did no work."""
 
     #: ``no_tokens`` (a benchmark's success with no generated token), ``no_requests`` (a
-    #: benchmark with no successful request), ``stalled`` (requests running, no token generated)
+    #: benchmark with no successful request), ``stalled`` (requests running, no token generated),
+    #: ``health_generate`` (the health check answers, a real generation fails)
     kind: str
     what: str
     evidence: tuple[Evidence, ...]
@@ -41,7 +42,7 @@ class Validity:
 
 
 def validity(run: RunSummary) -> Validity:
-    found = _benchmarks(run) + _stalls(run)
+    found = _benchmarks(run) + _stalls(run) + _probes(run)
     return Validity(tuple(found), tuple(e for n in found for e in n.evidence)[:12])
 
 
@@ -80,6 +81,24 @@ def _stalls(run: RunSummary) -> list[NoWork]:
         else:
             start = None
     return []
+
+
+def _probes(run: RunSummary) -> list[NoWork]:
+    """``/health`` answering while ``/health_generate`` (a real generation) fails, from the
+    endpoint records of an incident bundle beside the logs (``artefacts.incident``)."""
+    answers = {}
+    for d in run.artefacts.dumps if run.artefacts else ():
+        path = d.figures.get("path")
+        if d.kind == "incident" and path in ("/health", "/health_generate") and "ok" in d.figures:
+            answers[path] = d
+    health, generate = answers.get("/health"), answers.get("/health_generate")
+    if health is None or generate is None or not health.figures["ok"] or generate.figures["ok"]:
+        return []
+    why = generate.figures.get("status") or generate.figures.get("error") or "no answer"
+    # a record is a file of one JSON document: cited at its first line
+    lines = tuple(Evidence(d.file, 1, None, f"{d.figures['path']}: ok {d.figures['ok']}, status "
+                           f"{d.figures.get('status')}") for d in (generate, health))
+    return [NoWork("health_generate", f"/health answers while /health_generate fails ({why})", lines)]
 
 
 def _seconds(a: str, b: str) -> float | None:
