@@ -492,3 +492,41 @@ def test_health_answering_while_health_generate_fails_is_success_without_work(tm
     write(gen, json.dumps({"ok": True, "status": 200, "path": "/health_generate", "text": ""}))
     d = json.loads(run_cli("diff", str(tmp_path / "run"), str(tmp_path / "run"), "--json", "-").stdout)
     assert not [f for f in d["findings"] if f["rule"] == "VAL01"]
+
+
+SCONTROL = """\
+JobId=4242 JobName=sglang-serve
+   UserId=u(1000) GroupId=g(1000) MCS_label=N/A
+   JobState={state} Reason={reason} Dependency=(null)
+   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode={code}
+   RunTime=01:00:03 TimeLimit=01:00:00 TimeMin=N/A
+   NodeList=gpu-node-17
+   NumNodes=1 NumCPUs={cpus} NumTasks=1 CPUs/Task=2 ReqB:S:C:T=0:0:*:*
+   TRES=cpu={cpus},mem=64G,node=1,billing={cpus},gres/gpu=8
+"""
+
+
+def test_scontrol_gives_the_end_and_the_allocation(tmp_path):
+    path = write(tmp_path / "job.txt", SCONTROL.format(state="TIMEOUT", reason="TimeLimit", code="0:15", cpus=2))
+    assert sniff(path) == "slurm-job"
+    arts = read_artefacts([path])
+    assert [(t.cause, t.line, t.detail["reason"]) for t in arts.terminations] == [("time_limit", 3, "TimeLimit")]
+    facts = {k: (c.value, c.line) for k, c in arts.environment.facts.items()}
+    assert facts == {"cpu_limit": ("2", 7), "memory_limit": ("64G", 8), "gpu_count": ("8", 8)}
+    done = write(tmp_path / "ok.txt", SCONTROL.format(state="COMPLETED", reason="None", code="0:0", cpus=64))
+    assert read_artefacts([done]).terminations == ()
+
+
+def test_a_job_given_2_cpus_instead_of_64_is_what_differs(tmp_path):
+    for side, cpus in (("base", 64), ("fail", 2)):
+        write(tmp_path / side / "server.log", READY)
+        write(tmp_path / side / "job.txt", SCONTROL.format(state="RUNNING", reason="None", code="0:0", cpus=cpus))
+    d = diagnose_runs(str(tmp_path / "fail"), str(tmp_path / "base"))
+    assert "the environment differs (CPU allocation 64 -> 2)" in d.verdict
+
+
+def test_slurm_variables_the_log_exports_are_the_allocation(tmp_path):
+    for side, cpus in (("base", 64), ("fail", 2)):
+        write(tmp_path / side / "server.log", f"export SLURM_CPUS_ON_NODE={cpus}\n" + READY)
+    d = diagnose_runs(str(tmp_path / "fail" / "server.log"), str(tmp_path / "base" / "server.log"))
+    assert "the environment differs (CPU allocation 64 (SLURM_CPUS_ON_NODE) -> 2 (SLURM_CPUS_ON_NODE))" in d.verdict

@@ -36,6 +36,59 @@ def is_records(lines: list[str]) -> bool:
     return bool(line_records("", lines[:2000]))
 
 
+# -- Slurm's own view of a job: ``scontrol show job`` ----------------------------------------
+_SC_FIELD = re.compile(r"(?<![\w/])(JobId|JobState|Reason|ExitCode|NumCPUs|NumNodes|TRES|MinMemoryNode|MinMemoryCPU|"
+                       r"NodeList)=(\S*)")
+#: a job's final state -> the cause (``JobState=`` of ``scontrol show job``)
+_SC_STATES = {"OUT_OF_MEMORY": "oom_killed", "TIMEOUT": "time_limit", "NODE_FAIL": "node_failure",
+              "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "FAILED": "exited"}
+
+
+def is_scontrol(lines: list[str]) -> bool:
+    return any(line.lstrip().startswith("JobId=") and "JobName=" in line for line in lines[:400])
+
+
+def read_scontrol(file: str, lines: list[str]) -> tuple[list[Termination], dict[str, Cited]]:
+    """``scontrol show job``: the job's final state (``JobState=OUT_OF_MEMORY``, ``TIMEOUT``,
+    ...) with its exit code, and what it was given: CPUs (``NumCPUs=``), memory (``mem=`` of
+    ``TRES=``, else ``MinMemoryNode=``), GPUs (``gres/gpu=``)."""
+    out: list[Termination] = []
+    facts: dict[str, Cited] = {}
+    job: dict[str, tuple[str, int]] = {}
+
+    def close() -> None:
+        state = job.get("JobState", ("", 0))
+        cause = _SC_STATES.get(state[0])
+        code = job.get("ExitCode", ("", 0))[0].split(":")[0]
+        if cause == "exited" and code in ("", "0"):
+            cause = None
+        if cause is not None:
+            detail = {"job": job.get("JobId", ("", 0))[0], "reason": job.get("Reason", ("", 0))[0]}
+            out.append(Termination("slurm", cause, file, state[1], f"JobState={state[0]} Reason={detail['reason']}",
+                                   int(code) if code.isdigit() else None, {k: v for k, v in detail.items() if v}))
+        job.clear()
+
+    for no, raw in enumerate(lines, 1):
+        for m in _SC_FIELD.finditer(raw):
+            key, value = m.group(1), m.group(2)
+            if key == "JobId" and job:
+                close()
+            job.setdefault(key, (value, no))
+            if key == "NumCPUs":
+                facts.setdefault("cpu_limit", Cited(value, file, no))
+            elif key == "TRES":
+                tres = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
+                if "mem" in tres:
+                    facts.setdefault("memory_limit", Cited(tres["mem"], file, no))
+                if "gres/gpu" in tres:
+                    facts.setdefault("gpu_count", Cited(tres["gres/gpu"], file, no))
+            elif key in ("MinMemoryNode", "MinMemoryCPU") and value:
+                facts.setdefault("memory_limit", Cited(f"{value} ({key})", file, no))
+    if job:
+        close()
+    return out, facts
+
+
 # -- Kubernetes ---------------------------------------------------------------------------
 _K_STATE = re.compile(r"^(?P<indent>\s*)(?P<which>State|Last State):\s+(?P<state>\w+)")
 _K_FIELD = re.compile(r"^\s+(?P<key>Reason|Exit Code|Signal|Finished|Message):\s+(?P<value>.*?)\s*$")

@@ -30,7 +30,7 @@ Warn = Callable[[str], None]
 
 def sniff(path: str, head: bytes | None = None) -> str | None:
     """The artefact form of a file (``check_env``, ``nvidia-smi``, ``topology``, ``pip``,
-    ``kubernetes``, ``kubernetes-yaml``, ``docker``, ``records``, ``crash_dump``, ``json``,
+    ``slurm-job``, ``kubernetes``, ``kubernetes-yaml``, ``docker``, ``records``, ``crash_dump``, ``json``,
     ``metrics``), or None when its head is of no form read here (a log, most likely)."""
     if head is None:
         try:
@@ -58,6 +58,8 @@ def sniff(path: str, head: bytes | None = None) -> str | None:
         return "nvidia-smi"
     if env.is_topology(lines):
         return "topology"
+    if orch.is_scontrol(lines):
+        return "slurm-job"
     if orch.is_k8s_describe(lines):
         return "kubernetes"
     if env.is_pip(lines):
@@ -142,6 +144,9 @@ def _read(path: str, form: str, warn: Warn) -> _Read | None:
         return form, env.read_topology(path, lines), [], []
     if form == "pip":
         return form, env.read_pip(path, lines), [], []
+    if form == "slurm-job":
+        ends, facts = orch.read_scontrol(path, lines)
+        return "slurm", facts, ends, []
     if form == "kubernetes":
         ends, facts = orch.read_k8s_describe(path, lines)
         return "kubernetes", facts, ends, []

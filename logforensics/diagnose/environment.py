@@ -53,12 +53,23 @@ class EnvFacts:
         return ", ".join(shown) + more
 
 
+#: Slurm's variables in a job's environment (the launch line's or an ``export`` the log
+#: shows) -> the allocation they state
+SLURM_VARS = {"SLURM_CPUS_ON_NODE": "cpu_limit", "SLURM_JOB_CPUS_PER_NODE": "cpu_limit",
+              "SLURM_CPUS_PER_TASK": "cpu_limit", "SLURM_MEM_PER_NODE": "memory_limit"}
+
+
 def environment_of(run: RunSummary) -> dict[str, Cited]:
-    """A run's environment facts: the artefacts', then the versions its log prints."""
+    """A run's environment facts: the artefacts', then the versions its log prints and the
+    allocation its Slurm variables state."""
     facts = dict(run.artefacts.environment.facts) if run.artefacts and run.artefacts.environment else {}
     for key, value in (run.versions or {}).items():
         if key in KEYS and key not in facts and value not in (None, ""):
             facts[key] = Cited(str(value), run.file or "", 0)
+    for var, key in SLURM_VARS.items():
+        value = (run.env or {}).get(var)
+        if value and key not in facts:
+            facts[key] = Cited(f"{value} ({var})" + (" MB" if var == "SLURM_MEM_PER_NODE" else ""), run.file or "", 0)
     return facts
 
 
