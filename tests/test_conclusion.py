@@ -31,7 +31,10 @@ def test_the_named_cause_carries_its_confidence_and_the_checks() -> None:
     assert c.confidence == next(f.confidence for f in d.findings if f.rule == "CFG01")
     assert c.first is not None and c.first.startswith("TP5 failed first") and c.first.endswith(f"{fail}:80)")
     checks = {k.what: k.status for k in c.ruled_out}
-    assert checks == {"setup": "equal", "settings": "differs", "memory budget": "differs", "KV pool": "equal"}
+    # both logs print the same NCCL and CUDA versions: the environment they show is equal, and checked first
+    assert checks == {"environment": "equal", "setup": "equal", "settings": "differs", "memory budget": "differs",
+                      "KV pool": "equal"}
+    assert c.ruled_out[0].what == "environment"
 
 
 def test_a_cause_resting_on_a_changed_setting_alone_is_low_confidence() -> None:
