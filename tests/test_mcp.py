@@ -60,8 +60,8 @@ def test_the_tools_have_schemas_and_answer_as_the_commands_do(tmp_path: Path) ->
         ("explain_finding", {"finding_id": "<first>"}),
     ])
     names = {t.name: t for t in tools}
-    assert set(names) == {"summarize_run", "diff_runs", "explain_finding", "get_lines", "query_store",
-                          "watch_start", "watch_poll", "watch_stop"}
+    assert set(names) == {"summarize_run", "diff_runs", "check_env_diff", "explain_finding", "get_lines",
+                          "query_store", "watch_start", "watch_poll", "watch_stop"}
     for t in tools:
         assert t.input_schema["type"] == "object" and t.output_schema and "text" in t.output_schema["properties"]
     assert names["diff_runs"].input_schema["required"] == ["baseline", "failing"]
@@ -175,3 +175,42 @@ def test_paths_outside_the_roots_are_refused(tmp_path: Path) -> None:
     assert all("outside the directories" in r.content[0].text for r in results[:6])
     assert "standard input" in results[6].content[0].text
     assert not results[-1].is_error and results[-1].structured_content["summary"]["outcome"] == "ready"
+
+
+ARTEFACTS = ROOT / "fixtures" / "artefacts"
+
+
+def test_check_env_diff_gives_each_fact_with_both_values_and_lines(tmp_path: Path) -> None:
+    """Two run directories, each a log and a real check_env beside it (an NVLink H100 box and a
+    PCIe Quadro box), and explicit files: what differs, with both values and file:line; what
+    is equal; what one side lacks; a side with no environment is a one-line error."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for run, env in ((good, "check_env-h100x8-nvlink-nv18-spaces.txt"),
+                     (bad, "check_env-quadro-rtx6000x8-pcie-pix-pxb-partial.txt")):
+        (run / "logs").mkdir(parents=True)
+        (run / "server.log").write_bytes((CASE / "baseline.log").read_bytes())
+        (run / "logs" / "env.txt").write_bytes((ARTEFACTS / env).read_bytes())
+    smi = ARTEFACTS / "nvidia-smi-h200-sglang-memory-used-partial.txt"
+    _, (dirs, files, none) = _session([
+        ("check_env_diff", {"baseline": [str(good)], "failing": [str(bad)]}),
+        ("check_env_diff", {"baseline": [str(good / "logs" / "env.txt")], "failing": [str(smi)]}),
+        ("check_env_diff", {"baseline": [str(good)], "failing": [str(bad / "server.log")]}),
+    ], tmp_path)
+    out = dirs.structured_content
+    assert not dirs.is_error, dirs
+    differs = {d["key"]: d for d in out["differs"]}
+    topo = differs["topology"]
+    assert topo["baseline"]["value"] == "NVLink (NV18)" and topo["failing"]["value"] == "PCIe only (PIX, PXB)"
+    assert topo["baseline"]["where"] == f"{good / 'logs' / 'env.txt'}:42"
+    assert topo["failing"]["where"] == f"{bad / 'logs' / 'env.txt'}:40"
+    assert differs["sglang"]["baseline"]["value"] == "0.5.14" and differs["sglang"]["failing"]["value"] == "0.4.9"
+    assert {d["key"] for d in out["same"]} == {"gpu_count"}
+    one = {d["key"]: d for d in out["one_side"]}
+    assert one["sgl_kernel"]["baseline"] is None and one["sgl_kernel"]["failing"]["value"] == "0.2.4"
+    assert one["ulimit_soft"]["failing"] is None
+    assert out["baseline_files"] == {str(good / "logs" / "env.txt"): "check_env"}
+    assert out["text"].startswith(f"{len(out['differs'])} fact(s) differ: ")
+    assert not files.is_error and files.structured_content["differs"]  # explicit files, two forms
+    assert {d["key"] for d in files.structured_content["differs"]} >= {"driver"}
+    assert none.is_error and "\n" not in none.content[0].text
+    assert "failing: no environment among 0 file(s)" in none.content[0].text

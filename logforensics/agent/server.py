@@ -8,12 +8,15 @@ file, refused SQL) is the call's error with a one-line message, never a tracebac
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before Python 3.12
 
 from .tools import (
     FINDINGS_PAGE,
     Session,
     ToolInputError,
+    check_env_diff_tool,
     diff_runs_tool,
     explain_finding_tool,
     get_lines_tool,
@@ -28,7 +31,8 @@ INSTRUCTIONS = (
     "Forensics of SGLang server logs. summarize_run reads one run (files, a directory of per-node "
     "logs, globs): its outcome, the crash or hang with file:line and rank. diff_runs compares a failing "
     "run with a baseline that worked: a verdict, what was ruled out, findings with stable ids; "
-    "explain_finding gives one finding's explanation and evidence; get_lines shows a log around a line "
+    "check_env_diff compares the two runs' environments from the files beside their logs (check_env, "
+    "nvidia-smi, pip); explain_finding gives one finding's explanation and evidence; get_lines shows a log around a line "
     "(redacted); query_store runs read-only SQL over a fleet store written by `logforensics scan`; "
     "watch_start/watch_poll/watch_stop follow a log while it is written, each poll saying only what is new. "
     "Every claim cites the log lines it rests on; 'cannot tell from these logs' comes with what to collect."
@@ -47,6 +51,29 @@ class DiffResult(TypedDict):
     total: int
     offset: int
     next_offset: int | None
+    text: str
+
+
+class EnvValue(TypedDict):
+    value: str
+    file: str
+    line: int
+    where: str
+
+
+class EnvFact(TypedDict):
+    key: str
+    label: str
+    baseline: EnvValue | None
+    failing: EnvValue | None
+
+
+class EnvDiffResult(TypedDict):
+    differs: list[EnvFact]
+    same: list[EnvFact]
+    one_side: list[EnvFact]
+    baseline_files: dict[str, str]
+    failing_files: dict[str, str]
     text: str
 
 
@@ -127,6 +154,14 @@ def build(session: Session | None = None) -> Any:
         what was ruled out, the next step) and findings (a page: offset, limit, next_offset), each
         with a stable id for explain_finding."""
         return checked(diff_runs_tool, mem, baseline, failing, offset, limit)
+
+    @server.tool()
+    def check_env_diff(baseline: list[str], failing: list[str]) -> EnvDiffResult:
+        """Compare two runs' environments from the files beside their logs (run directories or the
+        files themselves: sglang.check_env, nvidia-smi, nvidia-smi topo -m, pip freeze/list/show):
+        each fact that differs (versions, driver, GPUs, topology, limits) with both values and the
+        file:line of each, the facts equal on both sides, and those one side lacks."""
+        return checked(check_env_diff_tool, mem, baseline, failing)
 
     @server.tool()
     def explain_finding(finding_id: str) -> FindingResult:

@@ -10,11 +10,16 @@ these functions to the protocol, and the tests call both.
 
 from __future__ import annotations
 
+import glob
 import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..artefacts.environment import KEYS
+from ..artefacts.sniff import read_artefacts, walk
+from ..artefacts.types import Cited
+from ..diagnose.environment import compare
 from ..fleet.query import QueryError, run_sql
 from ..fleet.store import Store, StoreError
 from ..ingest import InputError, RunFiles, run_files
@@ -63,9 +68,31 @@ class Session:
             files = run_files(_paths(paths, what))
         except InputError as e:
             raise ToolInputError(str(e)) from None
-        for f in files.files:
-            self.allow(f.path)
+        for path in (*files.paths, *files.artefacts):
+            self.allow(path)
         return files
+
+    def beside(self, paths: Sequence[str], what: str) -> list[str]:
+        """The artefact files ``paths`` name (a run directory: every artefact under it; a
+        file: itself when its content is one; globs), each allowed; logs are passed over."""
+        from ..ingest.runset import is_artefact
+
+        out: list[str] = []
+        for arg in _paths(paths, what):
+            self.allow(arg)
+            if os.path.isdir(arg):
+                found = walk(arg)
+            elif os.path.isfile(arg):
+                found = [arg]
+            elif any(c in arg for c in "*?["):
+                found = sorted(p for p in glob.glob(arg) if os.path.isfile(p))
+            else:
+                raise ToolInputError(f"{arg}: no such file or directory")
+            for p in found:
+                self.allow(p)
+                if p not in out and is_artefact(p):
+                    out.append(p)
+        return out
 
     def remember(self, findings: Sequence[dict[str, Any]]) -> None:
         for f in findings:
@@ -109,6 +136,40 @@ def diff_runs_tool(session: Session, baseline: Sequence[str], failing: Sequence[
     page, more = _page(findings, offset, limit, MOST_FINDINGS)
     return {"verdict": d.verdict, "conclusion": d.conclusion.to_dict(), "findings": page, **more,
             "text": d.verdict}
+
+
+def check_env_diff_tool(session: Session, baseline: Sequence[str], failing: Sequence[str]) -> dict[str, Any]:
+    """Two runs' environments, from the files beside their logs (``check_env``,
+    ``nvidia-smi``, topology, ``pip``): each fact that differs with both values and their
+    file:line, the facts equal on both sides, and the facts one side lacks."""
+    envs = {}
+    for what, paths in (("baseline", baseline), ("failing", failing)):
+        files = session.beside(paths, what)
+        arts = read_artefacts(files)
+        if arts.environment is None:
+            raise ToolInputError(f"{what}: no environment among {len(files)} file(s) of a known form beside the logs "
+                                 "(give check_env, nvidia-smi, nvidia-smi topo -m or pip freeze/list/show output, "
+                                 "or a run directory holding them)")
+        envs[what] = arts.environment
+    b, f = envs["baseline"].facts, envs["failing"].facts
+    found = compare(b, f)
+    labels = {v: k for k, v in KEYS.items()}
+
+    def entry(key: str) -> dict[str, Any]:
+        return {"key": key, "label": KEYS[key], "baseline": _cited(b.get(key)), "failing": _cited(f.get(key))}
+
+    differs = [entry(d.key) for d in found.differs]
+    same = [entry(labels[x]) for x in found.same]
+    one_side = [entry(labels[x]) for x in found.one_side]
+    text = (f"{len(differs)} fact(s) differ" + (f": {found.words(6)}" if differs else "")
+            + f"; {len(same)} equal; {len(one_side)} shown by one side only")
+    return {"differs": differs, "same": same, "one_side": one_side,
+            "baseline_files": dict(envs["baseline"].sources), "failing_files": dict(envs["failing"].sources),
+            "text": text}
+
+
+def _cited(c: Cited | None) -> dict[str, Any] | None:
+    return None if c is None else {"value": c.value, "file": c.file, "line": c.line, "where": c.where}
 
 
 def explain_finding_tool(session: Session, finding_id: str) -> dict[str, Any]:

@@ -81,7 +81,12 @@ def _same(key: str, a: str, b: str) -> bool:
 
 
 def env_facts(failing: RunSummary, baseline: RunSummary) -> EnvFacts:
-    b, f = environment_of(baseline), environment_of(failing)
+    return compare(environment_of(baseline), environment_of(failing))
+
+
+def compare(b: dict[str, Cited], f: dict[str, Cited]) -> EnvFacts:
+    """Two environments' facts (baseline ``b``, failing ``f``) compared, key by key in
+    :data:`KEYS` order; not compared at all when one side has none."""
     if not b or not f:
         return EnvFacts((), (), tuple(KEYS[k] for k in KEYS if k in b or k in f), False)
     differs, same, one = [], [], []
