@@ -27,15 +27,16 @@ CASE = ROOT / "fixtures" / "diff" / "custom_ar_pcie_oom"
 CLI = [sys.executable, "-m", "logforensics"]
 
 
-def _session(calls: list[tuple[str, dict[str, Any]]], *roots: Path) -> tuple[list[Any], list[Any]]:
+def _session(calls: list[tuple[str, dict[str, Any]]], *roots: Path,
+             options: tuple[str, ...] = ()) -> tuple[list[Any], list[Any]]:
     """The server's tools and the results of ``calls``, in one session of a real client; a
     call named ``append`` writes its ``text`` to its ``path`` instead (a log being written). The
-    server may read under the repository and ``roots``."""
+    server may read under the repository and ``roots``; ``options`` are more of its own."""
 
     async def run() -> tuple[list[Any], list[Any]]:
         allowed = [a for r in (ROOT, *roots) for a in ("--root", str(r))]
-        params = StdioServerParameters(command=sys.executable, args=["-m", "logforensics", "mcp", *allowed],
-                                       cwd=str(ROOT))
+        params = StdioServerParameters(command=sys.executable,
+                                       args=["-m", "logforensics", "mcp", *allowed, *options], cwd=str(ROOT))
         async with Client(params) as client:
             tools = (await client.list_tools()).tools
             results = []
@@ -214,3 +215,88 @@ def test_check_env_diff_gives_each_fact_with_both_values_and_lines(tmp_path: Pat
     assert {d["key"] for d in files.structured_content["differs"]} >= {"driver"}
     assert none.is_error and "\n" not in none.content[0].text
     assert "failing: no environment among 0 file(s)" in none.content[0].text
+
+
+def _big_log(path: Path, decode_lines: int) -> Path:
+    """A real ready run (the fixture's baseline) that then serves for ``decode_lines`` lines."""
+    line = ("[2026-03-10 09:18:46 TP0] Decode batch, #running-req: 1, #token: 614, token usage: 0.00, "
+            "cuda graph: True, gen throughput (token/s): 89.55, #queue-req: 0\n")
+    with path.open("w") as fh:
+        fh.write((CASE / "baseline.log").read_text())
+        for _ in range(decode_lines // 10_000):
+            fh.write(line * 10_000)
+    return path
+
+
+def test_a_call_over_the_time_bound_is_stopped_and_the_server_goes_on(tmp_path: Path) -> None:
+    """--timeout 3: comparing a run of eight 50 MB logs with another takes far longer, and a
+    query over a cross join of 10^10 rows longer still: each call is stopped with a one-line
+    error, and the calls after them in the same session are answered."""
+    store = tmp_path / "store"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "failing.log").write_bytes((CASE / "failing.log").read_bytes())
+    scanned = subprocess.run(CLI + ["scan", str(logs), "--store", str(store)], capture_output=True, text=True)
+    assert scanned.returncode == 0, scanned.stderr
+    big = _big_log(tmp_path / "node0.log", 330_000)
+    for n in range(1, 16):  # one file on disk, read as sixteen nodes
+        (tmp_path / f"node{n}.log").symlink_to(big)
+    nodes = [str(tmp_path / f"node{n}.log") for n in range(16)]
+    endless = "select sum(a.range * b.range) from range(100000) a, range(100000) b"
+    try:
+        _, (slow, small, query, again) = _session([
+            ("diff_runs", {"baseline": nodes[:8], "failing": nodes[8:]}),
+            ("summarize_run", {"paths": [str(CASE / "failing.log")]}),
+            ("query_store", {"store": str(store), "sql": endless}),
+            ("diff_runs", {"baseline": [str(CASE / "baseline.log")], "failing": [str(CASE / "failing.log")]}),
+        ], tmp_path, options=("--timeout", "3"))
+    finally:
+        big.unlink()
+    for r in (slow, query):
+        assert r.is_error and "\n" not in r.content[0].text
+        assert "stopped after 3 s, the time bound of a call (--timeout)" in r.content[0].text
+    assert not small.is_error and small.structured_content["summary"]["outcome"] == "crashed"
+    assert not again.is_error and again.structured_content["findings"]
+
+
+def test_results_over_the_output_bound_are_cut_and_say_so(tmp_path: Path) -> None:
+    """--max-output 6000: a full summary is cut, each cut named; a page of findings is cut
+    and its next_offset moved back to the first finding left out, which the next page starts with."""
+    base, fail = str(CASE / "baseline.log"), str(CASE / "failing.log")
+    _, (page, rest, small, summary) = _session([
+        ("diff_runs", {"baseline": [base], "failing": [fail], "limit": 200}),
+        ("diff_runs", {"baseline": [base], "failing": [fail], "offset": 1, "limit": 200}),
+        ("explain_finding", {"finding_id": "<first>"}),
+        ("summarize_run", {"paths": [fail], "full": True}),
+    ], options=("--max-output", "6000"))
+    s = summary.structured_content
+    assert s["truncated"] and all(" kept" in t for t in s["truncated"])
+    assert s["text"].endswith("(cut to fit 6000 characters: see truncated)")
+    assert len(json.dumps(s, ensure_ascii=False)) <= 6000 + 200  # the note about the cut itself
+    one = page.structured_content
+    kept = len(one["findings"])
+    assert 0 < kept < one["total"] and one["next_offset"] == kept
+    assert f"findings: {kept} of {one['total']} items kept, the rest from next_offset" in one["truncated"]
+    assert rest.structured_content["offset"] == 1 and rest.structured_content["findings"][0]["id"] != \
+        one["findings"][0]["id"]
+    assert not small.is_error and small.structured_content["truncated"] == []
+
+
+def test_a_poll_reads_what_its_time_allows_and_the_next_goes_on(tmp_path: Path) -> None:
+    """--timeout 0.5: a follow of a 30 MB log reads for a quarter of a second a poll, says
+    where it stopped, and the next poll goes on from there."""
+    big = _big_log(tmp_path / "server.log", 200_000)
+    size = big.stat().st_size
+    try:
+        _, (_, first, second) = _session([
+            ("watch_start", {"path": str(big)}),
+            ("watch_poll", {"watch_id": "w1"}),
+            ("watch_poll", {"watch_id": "w1"}),
+        ], tmp_path, options=("--timeout", "0.5"))
+    finally:
+        big.unlink()
+    one, two = first.structured_content, second.structured_content
+    assert not first.is_error and one["more_to_read"] and 0 < one["bytes_read"] < size
+    assert any(n.startswith("stopped reading after 0.25 s (half the call's --timeout) at byte "
+                            f"{one['bytes_read']}") for n in one["notes"])
+    assert two["bytes_read"] > one["bytes_read"] and two["outcome"] == "ready"

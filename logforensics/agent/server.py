@@ -12,6 +12,7 @@ from typing import Any
 
 from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before Python 3.12
 
+from .fit import fit
 from .tools import (
     FINDINGS_PAGE,
     Session,
@@ -42,6 +43,7 @@ INSTRUCTIONS = (
 class SummaryResult(TypedDict):
     summary: dict[str, Any]
     text: str
+    truncated: list[str]
 
 
 class DiffResult(TypedDict):
@@ -52,6 +54,7 @@ class DiffResult(TypedDict):
     offset: int
     next_offset: int | None
     text: str
+    truncated: list[str]
 
 
 class EnvValue(TypedDict):
@@ -75,11 +78,13 @@ class EnvDiffResult(TypedDict):
     baseline_files: dict[str, str]
     failing_files: dict[str, str]
     text: str
+    truncated: list[str]
 
 
 class FindingResult(TypedDict):
     finding: dict[str, Any]
     text: str
+    truncated: list[str]
 
 
 class LinesResult(TypedDict):
@@ -87,6 +92,7 @@ class LinesResult(TypedDict):
     lines: list[dict[str, Any]]
     redacted: bool
     text: str
+    truncated: list[str]
 
 
 class QueryResult(TypedDict):
@@ -95,11 +101,13 @@ class QueryResult(TypedDict):
     offset: int
     next_offset: int | None
     text: str
+    truncated: list[str]
 
 
 class WatchStarted(TypedDict):
     watch_id: str
     text: str
+    truncated: list[str]
 
 
 class WatchPoll(TypedDict):
@@ -113,6 +121,7 @@ class WatchPoll(TypedDict):
     more_to_read: bool
     notes: list[str]
     text: str
+    truncated: list[str]
 
 
 class WatchStopped(TypedDict):
@@ -121,10 +130,16 @@ class WatchStopped(TypedDict):
     outcome_reason: str
     bytes_read: int
     text: str
+    truncated: list[str]
 
 
-def build(session: Session | None = None) -> Any:
-    """The server (an ``MCPServer``) with its tools; ``session`` keeps findings between calls."""
+#: Characters of JSON a tool's result may take (``--max-output``); more is cut, and said.
+MAX_OUTPUT = 512 << 10
+
+
+def build(session: Session | None = None, max_output: int = MAX_OUTPUT) -> Any:
+    """The server (an ``MCPServer``) with its tools; ``session`` keeps findings between calls
+    and holds the time bound; each result is cut to ``max_output`` characters (``fit``)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -135,9 +150,9 @@ def build(session: Session | None = None) -> Any:
 
     def checked(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return fit(fn(*args, **kwargs), max_output)
         except ToolInputError as e:
-            raise ToolError(str(e)) from None
+            raise ToolError(" ".join(str(e).split())) from None
 
     @server.tool()
     def summarize_run(paths: list[str], full: bool = False) -> SummaryResult:
@@ -201,6 +216,7 @@ def build(session: Session | None = None) -> Any:
     return server
 
 
-def serve(roots: list[str]) -> None:
-    """Run the server over stdio until the client closes it, reading only under ``roots``."""
-    build(Session(roots)).run()
+def serve(roots: list[str], timeout: float | None = None, max_output: int = MAX_OUTPUT) -> None:
+    """Run the server over stdio until the client closes it, reading only under ``roots``,
+    each call's work stopped after ``timeout`` seconds, each result cut to ``max_output``."""
+    build(Session(roots, timeout=timeout), max_output).run()

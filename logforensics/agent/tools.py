@@ -44,13 +44,44 @@ class Session:
     (``explain_finding`` reads them), at most ``keep`` of them, the oldest forgotten first;
     and the live follows (``watch_*``), at most MOST_WATCHES."""
 
-    def __init__(self, roots: Sequence[str] = (), keep: int = 2000) -> None:
+    def __init__(self, roots: Sequence[str] = (), keep: int = 2000, *, timeout: float | None = None) -> None:
         #: the directories whose files the tools may read (all, when empty: for library use)
         self.roots = tuple(os.path.realpath(r) for r in roots)
         self.keep = keep
+        #: seconds a call's work may take (None: no bound, the work runs in this process)
+        self.timeout = timeout
         self.findings: dict[str, dict[str, Any]] = {}
         self.watches: dict[str, LiveWatch] = {}
         self.watch_count = 0
+        self._runner: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a call's child process needs: the roots and the bounds, not the memory."""
+        return {"roots": self.roots, "keep": self.keep, "timeout": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(keep=state["keep"])  # type: ignore[misc]
+        self.roots = state["roots"]
+
+    def work(self, fn: Any, *args: Any) -> Any:
+        """``fn(session, *args)``: under the time bound in a child process when there is one
+        (``runner``), else here. A bound crossed or a child that dies is a ToolInputError."""
+        if self.timeout is None:
+            return fn(self, *args)
+        from .runner import ChildFailed, Overrun, Runner
+
+        if self._runner is None:
+            self._runner = Runner(self.timeout)
+        try:
+            status, value = self._runner.call(fn, self, *args)
+        except Overrun:
+            raise ToolInputError(f"stopped after {self.timeout:g} s, the time bound of a call (--timeout): "
+                                 "give fewer or smaller files, or start the server with a longer --timeout") from None
+        except ChildFailed as e:
+            raise ToolInputError(f"the call's process ended without an answer ({e})") from None
+        if status == "error":
+            raise ToolInputError(value)
+        return value
 
     def allow(self, path: str) -> str:
         """``path`` when it lies under one of the roots (links resolved), else a ToolInputError."""
@@ -110,6 +141,10 @@ def _paths(paths: Sequence[str], what: str) -> list[str]:
 
 def summarize_run_tool(session: Session, paths: Sequence[str], full: bool = False) -> dict[str, Any]:
     """One run's summary (``summary --json``); without ``full`` the parts an agent reads first."""
+    return session.work(_summary_doc, list(paths), full)
+
+
+def _summary_doc(session: Session, paths: Sequence[str], full: bool) -> dict[str, Any]:
     try:
         s = summarize_run(session.run(paths, "paths"))
     except InputError as e:
@@ -125,6 +160,15 @@ def summarize_run_tool(session: Session, paths: Sequence[str], full: bool = Fals
 def diff_runs_tool(session: Session, baseline: Sequence[str], failing: Sequence[str], offset: int = 0,
                    limit: int = FINDINGS_PAGE) -> dict[str, Any]:
     """A failing run against a baseline: the verdict, its conclusion and a page of findings."""
+    _page([], offset, limit, MOST_FINDINGS)  # a bad page is said before the work
+    verdict, conclusion, findings = session.work(_diagnosis, list(baseline), list(failing))
+    session.remember(findings)
+    page, more = _page(findings, offset, limit, MOST_FINDINGS)
+    return {"verdict": verdict, "conclusion": conclusion, "findings": page, **more, "text": verdict}
+
+
+def _diagnosis(session: Session, baseline: Sequence[str], failing: Sequence[str]) -> tuple[str, dict[str, Any],
+                                                                                          list[dict[str, Any]]]:
     try:
         d = diagnose_runs(session.run(failing, "failing"), session.run(baseline, "baseline"))
     except InputError as e:
@@ -132,16 +176,17 @@ def diff_runs_tool(session: Session, baseline: Sequence[str], failing: Sequence[
     findings = [f.to_dict() for f in d.findings]
     for f in findings:
         f.pop("facts", None)  # the rule's inputs: explain_finding has the explanation
-    session.remember(findings)
-    page, more = _page(findings, offset, limit, MOST_FINDINGS)
-    return {"verdict": d.verdict, "conclusion": d.conclusion.to_dict(), "findings": page, **more,
-            "text": d.verdict}
+    return d.verdict, d.conclusion.to_dict(), findings
 
 
 def check_env_diff_tool(session: Session, baseline: Sequence[str], failing: Sequence[str]) -> dict[str, Any]:
     """Two runs' environments, from the files beside their logs (``check_env``,
     ``nvidia-smi``, topology, ``pip``): each fact that differs with both values and their
     file:line, the facts equal on both sides, and the facts one side lacks."""
+    return session.work(_env_diff, list(baseline), list(failing))
+
+
+def _env_diff(session: Session, baseline: Sequence[str], failing: Sequence[str]) -> dict[str, Any]:
     envs = {}
     for what, paths in (("baseline", baseline), ("failing", failing)):
         files = session.beside(paths, what)
@@ -193,6 +238,10 @@ def get_lines_tool(session: Session, path: str, line: int, before: int = 10, aft
         raise ToolInputError("line starts at 1; before and after are not negative")
     if before + after + 1 > MOST_LINES:
         raise ToolInputError(f"a window spans at most {MOST_LINES} lines; ask for several")
+    return session.work(_window, path, line, before, after, redact)
+
+
+def _window(session: Session, path: str, line: int, before: int, after: int, redact: bool) -> dict[str, Any]:
     session.allow(path)
     first, last = max(1, line - before), line + after
     out: list[dict[str, Any]] = []
@@ -232,9 +281,13 @@ def _bounded_lines(fh: Any, most: int) -> Any:
 
 def query_store_tool(session: Session, store: str, sql: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
     """One read-only SQL statement over a fleet store (``query``'s views and dialect), a page of rows."""
-    session.allow(store)
     if limit < 1 or limit > MOST_ROWS or offset < 0:
         raise ToolInputError(f"limit is 1 to {MOST_ROWS}, offset not negative")
+    return session.work(_rows, store, sql, offset, limit)
+
+
+def _rows(session: Session, store: str, sql: str, offset: int, limit: int) -> dict[str, Any]:
+    session.allow(store)
     try:
         columns, rows = run_sql(Store(store), sql, max_rows=offset + limit + 1)
     except (QueryError, StoreError) as e:
@@ -247,14 +300,18 @@ def query_store_tool(session: Session, store: str, sql: str, offset: int = 0, li
 
 #: Live follows a session may hold, and the bytes one poll reads at most (the rest waits).
 MOST_WATCHES, POLL_BYTES = 16, 64 << 20
+#: Bytes fed to a follow at once between looks at the clock.
+FEED_BYTES = 1 << 20
 
 
 class LiveWatch:
     """One followed log: ``watch``'s live state (the same parser and run model), the bytes read
     so far, and what the last poll reported (so that a poll says only what is new)."""
 
-    def __init__(self, path: str, baseline: Any) -> None:
+    def __init__(self, path: str, baseline: Any, timeout: float | None = None) -> None:
         self.path = path
+        #: a poll stops reading at half the call's time bound (the judging takes the rest)
+        self.budget = None if timeout is None else timeout / 2
         self._reset(baseline)
 
     def _reset(self, baseline: Any) -> None:
@@ -268,6 +325,22 @@ class LiveWatch:
         self.outcome: str | None = None
         self.reported: set[str] = set()
 
+    def _feed(self, data: bytes) -> int:
+        """Feed ``data`` a block at a time until the poll's time budget is spent; the bytes fed
+        (whole lines only when it stops early, so that the next poll goes on from a line start)."""
+        start, fed = time.monotonic(), 0
+        while fed < len(data):
+            block = data[fed:fed + FEED_BYTES]
+            if fed + len(block) < len(data):
+                cut = block.rfind(b"\n") + 1
+                block = block[:cut] if cut else block
+            self.state.feed(block, time.time())
+            fed += len(block)
+            self.offset += len(block)
+            if self.budget is not None and time.monotonic() - start > self.budget:
+                break
+        return fed
+
     def poll(self) -> dict[str, Any]:
         notes = []
         try:
@@ -280,10 +353,11 @@ class LiveWatch:
                 data = fh.read(POLL_BYTES)
         except OSError as e:
             raise ToolInputError(f"{self.path}: {e.strerror or e}") from None
-        self.offset += len(data)
+        fed = self._feed(data)
+        if fed < len(data):
+            notes.append(f"stopped reading after {self.budget:g} s (half the call's --timeout) at byte "
+                         f"{self.offset}: the rest waits for the next poll")
         now = time.time()
-        if data:
-            self.state.feed(data, now)
         self.state.settle(now)
         summary = self.state.snapshot()
         changes = [{"rank": r, "from": self.phases.get(r), "to": p} for r, p in summary.phase_reached.items()
@@ -296,8 +370,8 @@ class LiveWatch:
             f.pop("facts", None)
         outcome_changed = summary.outcome != self.outcome
         self.outcome = summary.outcome
-        more = " (more to read)" if len(data) == POLL_BYTES else ""
-        text = (f"{summary.outcome}: {summary.outcome_reason}; {len(data)} new bytes{more}, "
+        more = " (more to read)" if len(data) == POLL_BYTES or fed < len(data) else ""
+        text = (f"{summary.outcome}: {summary.outcome_reason}; {fed} new bytes{more}, "
                 f"{len(changes)} phase change(s), {len(new)} new finding(s)")
         return {"outcome": summary.outcome, "outcome_reason": summary.outcome_reason,
                 "outcome_changed": outcome_changed, "phase_changes": changes, "new_findings": new,
@@ -311,16 +385,18 @@ def watch_start_tool(session: Session, path: str, baseline: Sequence[str] | None
     session.allow(path)
     if not os.path.isfile(path):
         raise ToolInputError(f"{path}: no such file")
-    base = None
-    if baseline:
-        try:
-            base = summarize_run(session.run(baseline, "baseline"))
-        except InputError as e:
-            raise ToolInputError(str(e)) from None
+    base = session.work(_baseline_summary, list(baseline)) if baseline else None
     session.watch_count += 1
     watch_id = f"w{session.watch_count}"
-    session.watches[watch_id] = LiveWatch(path, base)
+    session.watches[watch_id] = LiveWatch(path, base, session.timeout)
     return {"watch_id": watch_id, "text": f"following {path} as {watch_id}: call watch_poll"}
+
+
+def _baseline_summary(session: Session, baseline: Sequence[str]) -> Any:
+    try:
+        return summarize_run(session.run(baseline, "baseline"))
+    except InputError as e:
+        raise ToolInputError(str(e)) from None
 
 
 def watch_poll_tool(session: Session, watch_id: str) -> dict[str, Any]:

@@ -13,12 +13,20 @@ from ._app import fail, main
 @click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False, exists=True),
               help="A directory whose logs and stores the tools may read (repeat for more; "
                    "default: the current directory). Paths outside are refused.")
-def mcp(roots: tuple[str, ...]) -> None:
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
+              help="Seconds a tool call may work; a call over it is stopped (its error says so) and the "
+                   "server goes on.")
+@click.option("--max-output", type=click.IntRange(min=1024), default=512 << 10, show_default=True,
+              help="Characters of JSON a tool's result may take; a larger one is cut, each cut named in "
+                   "its 'truncated' (a cut page moves its next_offset back).")
+def mcp(roots: tuple[str, ...], timeout: float, max_output: int) -> None:
     """Serve logforensics to a coding agent over the Model Context Protocol (stdio).
 
     Tools: summarize_run, diff_runs, explain_finding (by a finding's stable id), get_lines
-    (a redacted window of a log), query_store (read-only SQL over a fleet store) and
-    watch_start/watch_poll/watch_stop (a live follow). They read only under --root. Needs
+    (a redacted window of a log), query_store (read-only SQL over a fleet store),
+    check_env_diff (two runs' environments from the files beside their logs) and
+    watch_start/watch_poll/watch_stop (a live follow). They read only under --root; each
+    call works at most --timeout seconds and returns at most --max-output characters. Needs
     the optional extra: pip install 'logforensics[mcp]'. Register it with an agent as the
     command `logforensics mcp`.
     """
@@ -28,4 +36,4 @@ def mcp(roots: tuple[str, ...]) -> None:
         from ..agent.server import serve
     except ImportError:
         raise fail("the MCP server needs the optional extra: pip install 'logforensics[mcp]'") from None
-    serve(list(roots) or [os.getcwd()])
+    serve(list(roots) or [os.getcwd()], timeout=timeout, max_output=max_output)
