@@ -300,3 +300,64 @@ def test_a_poll_reads_what_its_time_allows_and_the_next_goes_on(tmp_path: Path) 
     assert any(n.startswith("stopped reading after 0.25 s (half the call's --timeout) at byte "
                             f"{one['bytes_read']}") for n in one["notes"])
     assert two["bytes_read"] > one["bytes_read"] and two["outcome"] == "ready"
+
+
+def _ssh_options(server: Any, known_hosts: Path | None = None) -> tuple[str, ...]:
+    return ("--hosts", server.host, "--port", str(server.port), "--user", server.user, "-i", str(server.client_key),
+            "--known-hosts", str(known_hosts or server.known_hosts))
+
+
+def test_host_paths_are_read_over_ssh_from_allowed_hosts_only(tmp_path: Path, sshd_server: Any) -> None:
+    """A real sshd on 127.0.0.1 (--hosts 127.0.0.1): a run given as HOST:PATH is summarised,
+    diffed and shown as the same files read locally would be, every file name in the answer
+    the HOST:PATH given; another host, and a path the host lacks, are one-line errors."""
+    far = tmp_path / "on-the-host"  # not under any --root: only SSH reaches it
+    far.mkdir()
+    for name in ("baseline.log", "failing.log"):
+        (far / name).write_bytes((CASE / name).read_bytes())
+    host = sshd_server.host
+    base, fail = f"{host}:{far / 'baseline.log'}", f"{host}:{far / 'failing.log'}"
+    _, (summary, diff, lines, local, other, missing, outside) = _session([
+        ("summarize_run", {"paths": [fail]}),
+        ("diff_runs", {"baseline": [base], "failing": [fail], "limit": 200}),
+        ("get_lines", {"path": fail, "line": 80, "before": 0, "after": 0, "redact": False}),
+        ("diff_runs", {"baseline": [str(CASE / "baseline.log")], "failing": [str(CASE / "failing.log")],
+                       "limit": 200}),
+        ("summarize_run", {"paths": [f"gpu-box-3:{far / 'failing.log'}"]}),
+        ("summarize_run", {"paths": [f"{host}:{far / 'absent.log'}"]}),
+        ("summarize_run", {"paths": [str(far / "failing.log")]}),
+    ], options=_ssh_options(sshd_server))
+    s = summary.structured_content
+    assert not summary.is_error, summary.content[0].text
+    assert s["summary"]["outcome"] == "crashed" and s["summary"]["file"] == fail
+    assert s["summary"]["crash"]["file"] == fail and s["summary"]["crash"]["line"] == 80
+    d, want = diff.structured_content, local.structured_content
+    assert [f["id"] for f in d["findings"]] == [f["id"] for f in want["findings"]]
+    files = {e["file"] for f in d["findings"] for e in f["evidence"]}
+    assert files and files <= {base, fail}
+    assert "logforensics-call-" not in json.dumps(d)
+    got = lines.structured_content
+    assert got["file"] == fail and "Scheduler hit an exception" in got["lines"][0]["text"]
+    assert other.is_error and "host gpu-box-3 is not one this server may read over SSH (--hosts 127.0.0.1)" \
+        in other.content[0].text
+    assert missing.is_error and "absent.log: No such file or directory" in missing.content[0].text
+    assert outside.is_error and "outside the directories" in outside.content[0].text
+
+
+def test_host_keys_are_checked_as_watch_checks_them(tmp_path: Path, sshd_server: Any) -> None:
+    """An empty known_hosts: the host is unknown and refused; a known_hosts with another key
+    for it: the change is refused; neither reads the file."""
+    log = tmp_path / "failing.log"
+    log.write_bytes((CASE / "failing.log").read_bytes())
+    unknown = tmp_path / "known_hosts_empty"
+    unknown.write_text("")
+    changed = tmp_path / "known_hosts_changed"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
+    other = " ".join((tmp_path / "other.pub").read_text().split()[:2])
+    changed.write_text(f"[{sshd_server.host}]:{sshd_server.port} {other}\n")
+    remote = f"{sshd_server.host}:{log}"
+    _, (first,) = _session([("summarize_run", {"paths": [remote]})], options=_ssh_options(sshd_server, unknown))
+    _, (second,) = _session([("summarize_run", {"paths": [remote]})], options=_ssh_options(sshd_server, changed))
+    assert first.is_error and f"is not in {unknown}" in first.content[0].text
+    assert second.is_error and "HOST KEY CHANGED" in second.content[0].text
+    assert unknown.read_text() == ""  # nothing learned without --accept-new-host-key

@@ -15,6 +15,7 @@ from typing_extensions import TypedDict  # pydantic needs it for nested TypedDic
 from .fit import fit
 from .tools import (
     FINDINGS_PAGE,
+    Remote,
     Session,
     ToolInputError,
     check_env_diff_tool,
@@ -156,7 +157,8 @@ def build(session: Session | None = None, max_output: int = MAX_OUTPUT) -> Any:
 
     @server.tool()
     def summarize_run(paths: list[str], full: bool = False) -> SummaryResult:
-        """Summarise one run of SGLang logs (files, a directory of per-node logs, or globs): outcome
+        """Summarise one run of SGLang logs (files, a directory of per-node logs, globs, or HOST:PATH
+        on a host the server allows over SSH): outcome
         (ready, crashed, hung, incomplete), each rank's phase, the crash or hang with file:line and
         rank, errors, coverage. `full` adds everything `summary --json` has (memory, serving series)."""
         return checked(summarize_run_tool, mem, paths, full)
@@ -164,7 +166,8 @@ def build(session: Session | None = None, max_output: int = MAX_OUTPUT) -> Any:
     @server.tool()
     def diff_runs(baseline: list[str], failing: list[str], offset: int = 0,
                   limit: int = FINDINGS_PAGE) -> DiffResult:
-        """Compare a failing run with a baseline that worked: the verdict, the conclusion (what
+        """Compare a failing run with a baseline that worked (each as summarize_run takes it, HOST:PATH
+        included): the verdict, the conclusion (what
         happened first, the best explanation and its confidence or 'cannot tell from these logs',
         what was ruled out, the next step) and findings (a page: offset, limit, next_offset), each
         with a stable id for explain_finding."""
@@ -186,7 +189,7 @@ def build(session: Session | None = None, max_output: int = MAX_OUTPUT) -> Any:
 
     @server.tool()
     def get_lines(path: str, line: int, before: int = 10, after: int = 10, redact: bool = True) -> LinesResult:
-        """Lines of a log around `line` (at most 400), redacted as `logforensics bundle` does (home
+        """Lines of a log (a file or HOST:PATH) around `line` (at most 400), redacted as `logforensics bundle` does (home
         and model paths, hosts, addresses, keys, tokens) unless `redact` is false."""
         return checked(get_lines_tool, mem, path, line, before, after, redact)
 
@@ -216,7 +219,9 @@ def build(session: Session | None = None, max_output: int = MAX_OUTPUT) -> Any:
     return server
 
 
-def serve(roots: list[str], timeout: float | None = None, max_output: int = MAX_OUTPUT) -> None:
-    """Run the server over stdio until the client closes it, reading only under ``roots``,
-    each call's work stopped after ``timeout`` seconds, each result cut to ``max_output``."""
-    build(Session(roots, timeout=timeout), max_output).run()
+def serve(roots: list[str], timeout: float | None = None, max_output: int = MAX_OUTPUT,
+          remote: Remote | None = None) -> None:
+    """Run the server over stdio until the client closes it, reading only under ``roots`` (and
+    over SSH only from ``remote``'s hosts), each call's work stopped after ``timeout`` seconds,
+    each result cut to ``max_output``."""
+    build(Session(roots, timeout=timeout, remote=remote), max_output).run()

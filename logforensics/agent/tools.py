@@ -10,10 +10,14 @@ these functions to the protocol, and the tests call both.
 
 from __future__ import annotations
 
+import copy
 import glob
 import os
+import re
+import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..artefacts.environment import KEYS
@@ -39,48 +43,123 @@ class ToolInputError(ValueError):
     """A tool's input that cannot be used (a missing file, bad SQL, an unknown finding)."""
 
 
+@dataclass(frozen=True)
+class Remote:
+    """The hosts whose files the tools may read over SSH (``--hosts``) and how to reach them:
+    ``watch``'s options and host-key rules (known_hosts; an unknown or changed key refused
+    unless ``accept_new_host_key`` trusts a new one on first use)."""
+
+    hosts: tuple[str, ...] = ()
+    user: str | None = None
+    port: int | None = None
+    identity: str | None = None
+    known_hosts: str | None = None
+    accept_new_host_key: bool = False
+    ssh_config: str | None = None
+
+
+#: ``HOST:PATH`` (``gpu-a:/var/log/server.log``, ``root@gpu-a:logs/n0.log``): a host, maybe with
+#: its user, with neither slash nor colon, then the path on it.
+_REMOTE = re.compile(r"^(?P<host>[^/:\s]+):(?P<path>\S.*)$")
+#: The most bytes of a file copied over SSH for one call.
+MOST_REMOTE_BYTES = 2 << 30
+
+
 class Session:
     """The server's memory between calls: the findings of the diagnoses made so far, by id
     (``explain_finding`` reads them), at most ``keep`` of them, the oldest forgotten first;
     and the live follows (``watch_*``), at most MOST_WATCHES."""
 
-    def __init__(self, roots: Sequence[str] = (), keep: int = 2000, *, timeout: float | None = None) -> None:
+    def __init__(self, roots: Sequence[str] = (), keep: int = 2000, *, timeout: float | None = None,
+                 remote: Remote | None = None) -> None:
         #: the directories whose files the tools may read (all, when empty: for library use)
         self.roots = tuple(os.path.realpath(r) for r in roots)
         self.keep = keep
         #: seconds a call's work may take (None: no bound, the work runs in this process)
         self.timeout = timeout
+        self.remote = remote or Remote()
         self.findings: dict[str, dict[str, Any]] = {}
         self.watches: dict[str, LiveWatch] = {}
         self.watch_count = 0
         self._runner: Any = None
+        #: a call's own folder, where files read over SSH are copied (removed after the call)
+        self.scratch: str | None = None
+        #: copied file -> ``HOST:PATH`` it came from, for the call's answer
+        self.labels: dict[str, str] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        """What a call's child process needs: the roots and the bounds, not the memory."""
-        return {"roots": self.roots, "keep": self.keep, "timeout": None}
+        """What a call's child process needs: the roots, the hosts, its folder; not the memory."""
+        return {"roots": self.roots, "keep": self.keep, "remote": self.remote, "scratch": self.scratch}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(keep=state["keep"])  # type: ignore[misc]
-        self.roots = state["roots"]
+        self.__init__(keep=state["keep"], remote=state["remote"])  # type: ignore[misc]
+        self.roots, self.scratch = state["roots"], state["scratch"]
 
     def work(self, fn: Any, *args: Any) -> Any:
-        """``fn(session, *args)``: under the time bound in a child process when there is one
-        (``runner``), else here. A bound crossed or a child that dies is a ToolInputError."""
-        if self.timeout is None:
-            return fn(self, *args)
-        from .runner import ChildFailed, Overrun, Runner
+        """``fn(session, *args)`` for one call, with its own folder for copies over SSH: under
+        the time bound in a child process when there is one (``runner``), else here. A bound
+        crossed or a child that dies is a ToolInputError."""
+        with tempfile.TemporaryDirectory(prefix="logforensics-call-") as scratch:
+            call = copy.copy(self)
+            call.scratch, call.labels = scratch, {}
+            if self.timeout is None:
+                return _answer(fn, call, *args)
+            from .runner import ChildFailed, Overrun, Runner
 
-        if self._runner is None:
-            self._runner = Runner(self.timeout)
+            if self._runner is None:
+                self._runner = Runner(self.timeout)
+            try:
+                status, value = self._runner.call(_answer, fn, call, *args)
+            except Overrun:
+                raise ToolInputError(f"stopped after {self.timeout:g} s, the time bound of a call (--timeout): "
+                                     "give fewer or smaller files, or start the server with a longer --timeout") \
+                    from None
+            except ChildFailed as e:
+                raise ToolInputError(f"the call's process ended without an answer ({e})") from None
+            if status == "error":
+                raise ToolInputError(value)
+            return value
+
+    def local(self, arg: str) -> str:
+        """``arg`` itself, or for ``HOST:PATH`` (not a local file) on a host of ``--hosts`` the
+        file copied over SSH into the call's folder; a host not allowed is a ToolInputError."""
+        m = _REMOTE.match(arg)
+        if m is None or os.path.lexists(arg):
+            return arg
+        host, path = m.group("host"), m.group("path")
+        if host.rsplit("@", 1)[-1] not in self.remote.hosts:
+            allowed = " --hosts ".join(self.remote.hosts)
+            raise ToolInputError(f"{arg}: host {host} is not one this server may read over SSH ("
+                                 + (f"--hosts {allowed})" if allowed else "no --hosts given)"))
+        if self.scratch is None:
+            raise ToolInputError(f"{arg}: this tool reads local files only")
+        from ..sources import SourceError, copy_file
+
+        folder = os.path.join(self.scratch, str(len(self.labels)))
+        os.makedirs(folder)
+        dest = os.path.join(folder, os.path.basename(path.rstrip("/")) or "log")
+        r = self.remote
         try:
-            status, value = self._runner.call(fn, self, *args)
-        except Overrun:
-            raise ToolInputError(f"stopped after {self.timeout:g} s, the time bound of a call (--timeout): "
-                                 "give fewer or smaller files, or start the server with a longer --timeout") from None
-        except ChildFailed as e:
-            raise ToolInputError(f"the call's process ended without an answer ({e})") from None
-        if status == "error":
-            raise ToolInputError(value)
+            copy_file(host, path, dest, user=r.user, port=r.port, key_filename=r.identity,
+                      known_hosts=r.known_hosts, accept_new_host_key=r.accept_new_host_key,
+                      ssh_config=r.ssh_config, most_bytes=MOST_REMOTE_BYTES)
+        except SourceError as e:
+            raise ToolInputError(str(e)) from None
+        self.labels[dest] = arg
+        return dest
+
+    def relabel(self, value: Any) -> Any:
+        """``value`` with each copied file's name replaced by the ``HOST:PATH`` it came from."""
+        if not self.labels:
+            return value
+        if isinstance(value, str):
+            for local, label in self.labels.items():
+                value = value.replace(local, label)
+            return value
+        if isinstance(value, dict):
+            return {k: self.relabel(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.relabel(v) for v in value)
         return value
 
     def allow(self, path: str) -> str:
@@ -88,15 +167,17 @@ class Session:
         if path == "-":
             raise ToolInputError("standard input is the protocol's: give a file")
         real = os.path.realpath(path)
+        if self.scratch and real.startswith(os.path.realpath(self.scratch) + os.sep):
+            return path  # copied over SSH for this call
         if self.roots and not any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots):
             raise ToolInputError(f"{path}: outside the directories this server may read (--root "
                                  + " --root ".join(self.roots) + ")")
         return path
 
     def run(self, paths: Sequence[str], what: str) -> RunFiles:
-        """The run ``paths`` name (files, directories, globs), every file of it allowed."""
+        """The run ``paths`` name (files, directories, globs, ``HOST:PATH`` files), every file of it allowed."""
         try:
-            files = run_files(_paths(paths, what))
+            files = run_files([self.local(p) for p in _paths(paths, what)])
         except InputError as e:
             raise ToolInputError(str(e)) from None
         for path in (*files.paths, *files.artefacts):
@@ -131,6 +212,14 @@ class Session:
             self.findings[f["id"]] = f
         while len(self.findings) > self.keep:
             self.findings.pop(next(iter(self.findings)))
+
+
+def _answer(fn: Any, session: Session, *args: Any) -> Any:
+    """``fn``'s answer (or error) for one call, in the words of the paths it was given (``HOST:PATH``)."""
+    try:
+        return session.relabel(fn(session, *args))
+    except ToolInputError as e:
+        raise ToolInputError(session.relabel(str(e))) from None
 
 
 def _paths(paths: Sequence[str], what: str) -> list[str]:
@@ -241,8 +330,8 @@ def get_lines_tool(session: Session, path: str, line: int, before: int = 10, aft
     return session.work(_window, path, line, before, after, redact)
 
 
-def _window(session: Session, path: str, line: int, before: int, after: int, redact: bool) -> dict[str, Any]:
-    session.allow(path)
+def _window(session: Session, given: str, line: int, before: int, after: int, redact: bool) -> dict[str, Any]:
+    path = session.allow(session.local(given))
     first, last = max(1, line - before), line + after
     out: list[dict[str, Any]] = []
     try:
@@ -393,6 +482,7 @@ def watch_start_tool(session: Session, path: str, baseline: Sequence[str] | None
 
 
 def _baseline_summary(session: Session, baseline: Sequence[str]) -> Any:
+    session.scratch = None  # the summary outlives the call: local files only
     try:
         return summarize_run(session.run(baseline, "baseline"))
     except InputError as e:
