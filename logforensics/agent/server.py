@@ -8,12 +8,17 @@ file, refused SQL) is the call's error with a one-line message, never a tracebac
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
 
+from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before Python 3.12
+
+from .fit import fit
 from .tools import (
     FINDINGS_PAGE,
+    Remote,
     Session,
     ToolInputError,
+    check_env_diff_tool,
     diff_runs_tool,
     explain_finding_tool,
     get_lines_tool,
@@ -28,7 +33,8 @@ INSTRUCTIONS = (
     "Forensics of SGLang server logs. summarize_run reads one run (files, a directory of per-node "
     "logs, globs): its outcome, the crash or hang with file:line and rank. diff_runs compares a failing "
     "run with a baseline that worked: a verdict, what was ruled out, findings with stable ids; "
-    "explain_finding gives one finding's explanation and evidence; get_lines shows a log around a line "
+    "check_env_diff compares the two runs' environments from the files beside their logs (check_env, "
+    "nvidia-smi, pip); explain_finding gives one finding's explanation and evidence; get_lines shows a log around a line "
     "(redacted); query_store runs read-only SQL over a fleet store written by `logforensics scan`; "
     "watch_start/watch_poll/watch_stop follow a log while it is written, each poll saying only what is new. "
     "Every claim cites the log lines it rests on; 'cannot tell from these logs' comes with what to collect."
@@ -38,6 +44,7 @@ INSTRUCTIONS = (
 class SummaryResult(TypedDict):
     summary: dict[str, Any]
     text: str
+    truncated: list[str]
 
 
 class DiffResult(TypedDict):
@@ -48,11 +55,37 @@ class DiffResult(TypedDict):
     offset: int
     next_offset: int | None
     text: str
+    truncated: list[str]
+
+
+class EnvValue(TypedDict):
+    value: str
+    file: str
+    line: int
+    where: str
+
+
+class EnvFact(TypedDict):
+    key: str
+    label: str
+    baseline: EnvValue | None
+    failing: EnvValue | None
+
+
+class EnvDiffResult(TypedDict):
+    differs: list[EnvFact]
+    same: list[EnvFact]
+    one_side: list[EnvFact]
+    baseline_files: dict[str, str]
+    failing_files: dict[str, str]
+    text: str
+    truncated: list[str]
 
 
 class FindingResult(TypedDict):
     finding: dict[str, Any]
     text: str
+    truncated: list[str]
 
 
 class LinesResult(TypedDict):
@@ -60,6 +93,7 @@ class LinesResult(TypedDict):
     lines: list[dict[str, Any]]
     redacted: bool
     text: str
+    truncated: list[str]
 
 
 class QueryResult(TypedDict):
@@ -68,11 +102,13 @@ class QueryResult(TypedDict):
     offset: int
     next_offset: int | None
     text: str
+    truncated: list[str]
 
 
 class WatchStarted(TypedDict):
     watch_id: str
     text: str
+    truncated: list[str]
 
 
 class WatchPoll(TypedDict):
@@ -86,6 +122,7 @@ class WatchPoll(TypedDict):
     more_to_read: bool
     notes: list[str]
     text: str
+    truncated: list[str]
 
 
 class WatchStopped(TypedDict):
@@ -94,10 +131,16 @@ class WatchStopped(TypedDict):
     outcome_reason: str
     bytes_read: int
     text: str
+    truncated: list[str]
 
 
-def build(session: Session | None = None) -> Any:
-    """The server (an ``MCPServer``) with its tools; ``session`` keeps findings between calls."""
+#: Characters of JSON a tool's result may take (``--max-output``); more is cut, and said.
+MAX_OUTPUT = 512 << 10
+
+
+def build(session: Session | None = None, max_output: int = MAX_OUTPUT) -> Any:
+    """The server (an ``MCPServer``) with its tools; ``session`` keeps findings between calls
+    and holds the time bound; each result is cut to ``max_output`` characters (``fit``)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -108,13 +151,14 @@ def build(session: Session | None = None) -> Any:
 
     def checked(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return fit(fn(*args, **kwargs), max_output)
         except ToolInputError as e:
-            raise ToolError(str(e)) from None
+            raise ToolError(" ".join(str(e).split())) from None
 
     @server.tool()
     def summarize_run(paths: list[str], full: bool = False) -> SummaryResult:
-        """Summarise one run of SGLang logs (files, a directory of per-node logs, or globs): outcome
+        """Summarise one run of SGLang logs (files, a directory of per-node logs, globs, or HOST:PATH
+        on a host the server allows over SSH): outcome
         (ready, crashed, hung, incomplete), each rank's phase, the crash or hang with file:line and
         rank, errors, coverage. `full` adds everything `summary --json` has (memory, serving series)."""
         return checked(summarize_run_tool, mem, paths, full)
@@ -122,11 +166,20 @@ def build(session: Session | None = None) -> Any:
     @server.tool()
     def diff_runs(baseline: list[str], failing: list[str], offset: int = 0,
                   limit: int = FINDINGS_PAGE) -> DiffResult:
-        """Compare a failing run with a baseline that worked: the verdict, the conclusion (what
+        """Compare a failing run with a baseline that worked (each as summarize_run takes it, HOST:PATH
+        included): the verdict, the conclusion (what
         happened first, the best explanation and its confidence or 'cannot tell from these logs',
         what was ruled out, the next step) and findings (a page: offset, limit, next_offset), each
         with a stable id for explain_finding."""
         return checked(diff_runs_tool, mem, baseline, failing, offset, limit)
+
+    @server.tool()
+    def check_env_diff(baseline: list[str], failing: list[str]) -> EnvDiffResult:
+        """Compare two runs' environments from the files beside their logs (run directories or the
+        files themselves: sglang.check_env, nvidia-smi, nvidia-smi topo -m, pip freeze/list/show):
+        each fact that differs (versions, driver, GPUs, topology, limits) with both values and the
+        file:line of each, the facts equal on both sides, and those one side lacks."""
+        return checked(check_env_diff_tool, mem, baseline, failing)
 
     @server.tool()
     def explain_finding(finding_id: str) -> FindingResult:
@@ -136,7 +189,7 @@ def build(session: Session | None = None) -> Any:
 
     @server.tool()
     def get_lines(path: str, line: int, before: int = 10, after: int = 10, redact: bool = True) -> LinesResult:
-        """Lines of a log around `line` (at most 400), redacted as `logforensics bundle` does (home
+        """Lines of a log (a file or HOST:PATH) around `line` (at most 400), redacted as `logforensics bundle` does (home
         and model paths, hosts, addresses, keys, tokens) unless `redact` is false."""
         return checked(get_lines_tool, mem, path, line, before, after, redact)
 
@@ -166,6 +219,9 @@ def build(session: Session | None = None) -> Any:
     return server
 
 
-def serve(roots: list[str]) -> None:
-    """Run the server over stdio until the client closes it, reading only under ``roots``."""
-    build(Session(roots)).run()
+def serve(roots: list[str], timeout: float | None = None, max_output: int = MAX_OUTPUT,
+          remote: Remote | None = None) -> None:
+    """Run the server over stdio until the client closes it, reading only under ``roots`` (and
+    over SSH only from ``remote``'s hosts), each call's work stopped after ``timeout`` seconds,
+    each result cut to ``max_output``."""
+    build(Session(roots, timeout=timeout, remote=remote), max_output).run()

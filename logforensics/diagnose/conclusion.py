@@ -159,7 +159,7 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
 def _checks(failing: RunSummary, baseline: RunSummary, facts: Facts) -> tuple[Check, ...]:
     """Each thing compared between the runs, and what was found."""
     s, c, m = facts.setup, facts.config, facts.memory
-    checks = [_environment_check(facts)]
+    checks = [_environment_check(facts), *_defaults_check(facts)]
     if s.differs:
         checks.append(Check("setup", "differs", "; ".join(f"{d.label} {d.baseline} vs {d.failing}" for d in s.differs)))
     elif s.same:
@@ -214,6 +214,23 @@ def _environment_check(facts: Facts) -> Check:
     return Check("environment", "not comparable", "a run has no environment beside its logs (check_env, "
                  "nvidia-smi, pip freeze) and its log prints no version"
                  + (f"; the other shows {', '.join(e.one_side)}" if e.one_side else ""))
+
+
+def _defaults_check(facts: Facts) -> list[Check]:
+    """The declared defaults that changed between the two runs' SGLang versions, when they differ."""
+    v = facts.versions
+    if v.status == "not in the table":
+        return [Check("version defaults", "not comparable", f"SGLang {v.names}: {', '.join(v.missing)} not in the "
+                      f"table of declared defaults (it has {', '.join(v.known)})")]
+    if v.status != "compared":
+        return []
+    if not v.changed:
+        return [Check("version defaults", "equal", f"SGLang {v.names}: no declared default differs")]
+    cleared = len(v.changed) - len(v.suspects)
+    said = (f"{len(v.suspects)} the failing run took: {v.words(8)}" if v.suspects
+            else "the failing run took none of them")
+    return [Check("version defaults", "differs", f"SGLang {v.names}: {len(v.changed)} declared default(s) changed; "
+                  + said + (f"; {cleared} set on its command line or equal in both logs" if cleared else ""))]
 
 
 def _next_step(failing: RunSummary, facts: Facts, explanation: Finding | None, collect: Sequence[str]) -> str | None:

@@ -244,6 +244,10 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
         head = f"baseline {baseline.outcome}, failing {failing.outcome}{stops}"
         if facts.environment.differs:  # what differs besides the settings, first
             limits.append("the environment differs (" + facts.environment.words() + ")")
+        if facts.versions.suspects:  # settings nobody changed, whose defaults did
+            limits.append(f"SGLang's declared defaults changed ({facts.versions.names}) for "
+                          f"{len(facts.versions.suspects)} setting(s) the failing run left at its default: "
+                          + facts.versions.words(4))
         if facts.setup.differs:
             limits.append("not the same setup (" + "; ".join(
                 f"{d.label} {d.baseline} vs {d.failing}" for d in facts.setup.differs) + ")")

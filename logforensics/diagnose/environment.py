@@ -73,7 +73,8 @@ def environment_of(run: RunSummary) -> dict[str, Cited]:
     return facts
 
 
-def _same(key: str, a: str, b: str) -> bool:
+def same_value(key: str, a: str, b: str) -> bool:
+    """Whether two values of a fact are the same (a version with and without a leading ``v``)."""
     if key in ("sglang", "torch", "flashinfer", "cuda", "nccl"):  # 0.4.6 and v0.4.6, 2.5.1+cu124 and 2.5.1
         return a.lstrip("v").split("+")[0] == b.lstrip("v").split("+")[0] and (
             "+" not in a or "+" not in b or a == b)
@@ -81,7 +82,12 @@ def _same(key: str, a: str, b: str) -> bool:
 
 
 def env_facts(failing: RunSummary, baseline: RunSummary) -> EnvFacts:
-    b, f = environment_of(baseline), environment_of(failing)
+    return compare(environment_of(baseline), environment_of(failing))
+
+
+def compare(b: dict[str, Cited], f: dict[str, Cited]) -> EnvFacts:
+    """Two environments' facts (baseline ``b``, failing ``f``) compared, key by key in
+    :data:`KEYS` order; not compared at all when one side has none."""
     if not b or not f:
         return EnvFacts((), (), tuple(KEYS[k] for k in KEYS if k in b or k in f), False)
     differs, same, one = [], [], []
@@ -91,7 +97,7 @@ def env_facts(failing: RunSummary, baseline: RunSummary) -> EnvFacts:
             continue
         if bv is None or fv is None:
             one.append(label)
-        elif _same(key, bv.value, fv.value):
+        elif same_value(key, bv.value, fv.value):
             same.append(label)
         else:
             evidence = tuple(Evidence(c.file, c.line or None, None, f"{label}: {c.value}") for c in (fv, bv))

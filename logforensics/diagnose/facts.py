@@ -26,6 +26,7 @@ from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
 from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, setup
 from .validity import Validity, validity
+from .versions import VersionDelta, version_delta
 
 #: Figures compared rank by rank, with the tolerance (absolute, in the figure's unit).
 MEMORY_FIGURES: dict[str, float] = {
@@ -359,6 +360,9 @@ class Facts:
     validity: Validity
     #: What differs besides the settings: versions, GPUs, topology, allocation (diagnose/environment.py).
     environment: EnvFacts = EnvFacts.empty()
+    #: The two runs' SGLang versions (and commits) and the declared defaults that changed
+    #: between them (diagnose/versions.py, model/serverargs_defaults.tsv).
+    versions: VersionDelta = VersionDelta.empty()
 
 
 def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
@@ -396,6 +400,7 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
         serving=serving_facts(failing, baseline),
         validity=validity(failing),
         environment=env_facts(failing, baseline) if baseline else EnvFacts.empty(),
+        versions=version_delta(failing, baseline) if baseline else VersionDelta.empty(),
     )
 
 

@@ -12,13 +12,12 @@ was replaced, by kind and count, never the values.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 
 from ..diagnose.engine import Diagnosis
 from ..events import PHASES
+from ..model.defaults import defaults_table, version_key
 from ..model.summary import RunSummary
 from ..units import gib
 from .beside import beside_lines
@@ -28,34 +27,22 @@ from .redact import Redactor
 LIMIT = 65_536
 _TRACEBACK_LINES = 60
 _MAX_TRACEBACKS = 8
-def _defaults() -> dict[str, dict[str, str]]:
-    """version -> field -> default (repr), from ``model/serverargs_defaults.tsv``."""
-    text = resources.files("logforensics.model").joinpath("serverargs_defaults.tsv").read_text(encoding="utf-8")
-    out: dict[str, dict[str, str]] = {}
-    for row in text.splitlines()[1:]:
-        version, name, value, _ = row.split("\t")
-        out.setdefault(version, {})[name] = value
-    return out
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v)[:4])
 
 
 def non_default_args(run: RunSummary) -> tuple[str | None, str, list[tuple[str, Any, str]]]:
     """(version used, why, [(field, logged value, default)]) for server_args that differ from
     the declared defaults of the nearest known SGLang version. ``None`` defaults (resolved by
     ``__post_init__``) and non-literal defaults are not compared."""
-    table = _defaults()
+    table = defaults_table()
     if not run.server_args or not table:
         return None, "no server_args in this log", []
     logged = run.versions.get("sglang")
     if logged:
-        known = [v for v in table if _vkey(v) <= _vkey(str(logged))]
-        version = max(known, key=_vkey) if known else min(table, key=_vkey)
+        known = [v for v in table if version_key(v) <= version_key(str(logged))]
+        version = max(known, key=version_key) if known else min(table, key=version_key)
         why = f"SGLang {logged} is logged; defaults of {version}"
     else:
-        version = max(table, key=lambda v: (len(set(table[v]) & set(run.server_args)), _vkey(v)))
+        version = max(table, key=lambda v: (len(set(table[v]) & set(run.server_args)), version_key(v)))
         why = (f"the SGLang version is not in this log; defaults of {version}, the known version whose "
                f"fields match the logged server_args best")
     defaults = table[version]

@@ -17,7 +17,7 @@ from .base import (
     SourceError,
 )
 from .local import LocalFollower, StdinFollower
-from .ssh import ServerProcess, SSHFollower, discover_server_logs
+from .ssh import ServerProcess, SSHFollower, copy_file, discover_server_logs
 
 __all__ = [
     "NOTICE_KINDS",
@@ -32,5 +32,6 @@ __all__ = [
     "ServerProcess",
     "SourceError",
     "StdinFollower",
+    "copy_file",
     "discover_server_logs",
 ]
