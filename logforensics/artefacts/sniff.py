@@ -75,6 +75,25 @@ def sniff(path: str, head: bytes | None = None) -> str | None:
 _SGLANG_LINE = re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?[ \]]")
 
 
+def is_artefact(path: str) -> bool:
+    """Whether a file's content is an artefact: a form :func:`sniff` knows, and JSON only when
+    it is one document a reader here recognises (a log of JSON lines, a saved ``summary
+    --json`` and other JSON stay what they are)."""
+    form = sniff(path)
+    if form != "json":
+        return form is not None
+    try:
+        if os.path.getsize(path) > MAX_TEXT_BYTES:
+            return False
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read())
+    except (OSError, ValueError):
+        return False
+    from .incident import read_json_artefact
+
+    return read_json_artefact(path, data) is not None
+
+
 def _looks_like_a_log(lines: list[str]) -> bool:
     """A server log's head: one of SGLang's time-stamped lines (``[2025-06-01 10:11:12 TP0] ...``)
     is enough; the records of a job's end inside it are then read from the log itself."""

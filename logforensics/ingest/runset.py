@@ -13,13 +13,12 @@ gives (``--node-rank 1``, ``node_rank=1``, a Ray ``ip=``) is found when the file
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..artefacts.sniff import MAX_TEXT_BYTES, sniff, walk
+from ..artefacts.sniff import is_artefact, sniff, walk
 from ..model.nodes import NodeSummary, node_label_of_args
 from ..read.fastpath import LineClassifier
 from .batch import read_file
@@ -139,22 +138,6 @@ def run_files(args: Sequence[str], artefacts: Sequence[str] = ()) -> RunFiles:
         raise InputError("standard input ('-') cannot be one of several files of a run")
     source = args[0] if len(args) == 1 else " ".join(args)
     return RunFiles(source, labelled(paths), tuple(dict.fromkeys(beside)))
-
-
-def is_artefact(path: str) -> bool:
-    """Whether a file's content is an artefact (``artefacts.sniff``): JSON only when it is one
-    document (a log of JSON lines stays a log)."""
-    form = sniff(path)
-    if form != "json":
-        return form is not None
-    try:
-        if os.path.getsize(path) > MAX_TEXT_BYTES:
-            return False
-        with open(path, "rb") as fh:
-            json.loads(fh.read())
-        return True
-    except (OSError, ValueError):
-        return False
 
 
 def labelled(paths: Sequence[str]) -> tuple[LogFile, ...]:
