@@ -36,7 +36,9 @@ _WRAPPER_RE = re.compile(
     r"|>[ \t]?"                                                  # Markdown quote
     r"|`(?=\S)"                                                 # a stray inline-code backtick
     # GitHub Actions, `docker logs --timestamps` (RFC 3339, ns, with an offset or Z)
+    # (not NVIDIA Dynamo's own stamp, which a level follows: the grammar's DYN_HEAD)
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)(?:[ \t]|$)"
+    r"(?! *(?:ERROR|WARN|INFO|DEBUG|TRACE) )"
     r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\][ \t]"      # Jenkins
     r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
     r"|\d+\|[\w.@:\-]+[ \t]*\|[ \t]?"                           # pm2 "3|qwen  | "
