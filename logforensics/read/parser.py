@@ -32,6 +32,11 @@ that the compiled scanner (``bulk.py``) takes go to a sink as columns, every oth
 goes through the classifier and the traceback assembler as in ``feed``, in order. A sink
 that can take runs of unrecognised lines in bulk (``take_others``: ``model.columns``, with
 ``read/other.py``) gets them where no traceback is open, with the same result.
+
+A JSONL record of NVIDIA Dynamo that a concurrent writer tore across two physical lines
+(the first part not a whole record, the second completing it) is read as one record of
+the first line, ending on the second (``segments.rejoin``), in both: two lines of one
+block (a tear across two blocks is read as two lines).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from ..events import Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .fastpath import LineClassifier
 from .other import LIMIT as OTHER_LIMIT
-from .segments import SNIFF_BYTES, looks_binary, text_counts
+from .segments import DYNAMO_JSON, SNIFF_BYTES, looks_binary, rejoin, text_counts
 
 if TYPE_CHECKING:
     from .bulk import BulkSink, LineScanner
@@ -56,6 +61,8 @@ if TYPE_CHECKING:
 BLOCK_SIZE = 32 << 10
 MAX_LINE_BYTES = 32 << 20
 _MAX_WARNINGS = 20
+#: How a JSONL record of Dynamo begins (``segments.DYNAMO_JSON``), as bytes.
+_JSON_HEAD = DYNAMO_JSON.encode("ascii")
 
 
 @dataclass
@@ -182,6 +189,8 @@ class IncrementalParser:
         if done is None:  # an over-long line: cut it, line by line
             return self._feed_lines(body.split(b"\n"))
         events, openers = done
+        if _JSON_HEAD in body:
+            events, openers = self._rejoin_block(body, first, events, openers)
         self.stats.lines += body.count(b"\n") + 1
         assembler = self.assembler
         if not openers and assembler.open is None:  # no multi-line record here: nothing to assemble
@@ -282,7 +291,13 @@ class IncrementalParser:
             if len(raw) > self.max_line_bytes:
                 raw = self._truncate(raw, line)
             out: list[Event] = []
-            for ev in classify(raw, line):
+            joined = self._rejoined(raw, buf, nl, end, line) if raw.startswith(_JSON_HEAD) else None
+            if joined is not None:  # a torn record and the line that completes it: one record
+                events, nl = joined
+                line += 1
+            else:
+                events = classify(raw, line)
+            for ev in events:
                 if assembler.open is None and ev.kind not in TRACEBACK_OPENERS:
                     out.append(ev)
                 else:
@@ -293,6 +308,50 @@ class IncrementalParser:
             scanner.learn()
             scanner.set_ready(sink.ready_table(scanner.rank_names))
         return line
+
+    def _rejoin_block(self, body: bytes, first: int, events: list[Event],
+                      openers: bool) -> tuple[list[Event], bool]:
+        """``events`` of the lines of ``body`` (the first numbered ``first``) with each torn
+        Dynamo JSONL record and the line that completes it read as one record."""
+        lines = body.split(b"\n")
+        joints: dict[int, list[Event]] = {}
+        i = 0
+        while i < len(lines) - 1:
+            if lines[i].startswith(_JSON_HEAD):
+                got = self._joint(lines[i], lines[i + 1], first + i)
+                if got is not None:
+                    joints[first + i] = got
+                    i += 2
+                    continue
+            i += 1
+        if not joints:
+            return events, openers
+        replaced = set(joints) | {line + 1 for line in joints}
+        out: list[Event] = []
+        for ev in events:
+            if ev.line not in replaced:
+                out.append(ev)
+            elif ev.line in joints:
+                out.extend(joints.pop(ev.line))
+        return out, openers or any(ev.kind in TRACEBACK_OPENERS for ev in out)
+
+    def _rejoined(self, raw: bytes, buf: Any, nl: int, end: int, line: int) -> tuple[list[Event], int] | None:
+        """For ``feed_bulk``: the events of the torn record on ``raw`` (line ``line``, ending
+        at ``nl`` in ``buf``) joined with the next line, and where that line ends; None
+        unless the next line, in this chunk, completes it."""
+        if nl + 1 >= end:
+            return None
+        nxt = buf.index(b"\n", nl + 1)
+        got = self._joint(raw, bytes(buf[nl + 1:nxt]), line)
+        return None if got is None else (got, nxt)
+
+    def _joint(self, head: bytes, rest: bytes, line: int) -> list[Event] | None:
+        """The events of lines ``line`` (``head``) and ``line + 1`` (``rest``) read as one
+        record, when ``head`` is a torn Dynamo JSONL record that ``rest`` completes."""
+        whole = rejoin(head.decode("utf-8", "replace"), rest.decode("utf-8", "replace"))
+        if whole is None:
+            return None
+        return [ev._replace(end_line=line + 1) for ev in self.classifier.classify(whole.encode("utf-8"), line)]
 
     def _feed_lines(self, lines: list[bytes]) -> list[Event]:
         out: list[Event] = []
