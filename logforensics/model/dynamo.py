@@ -27,9 +27,12 @@ Bounded state: counts, a few lines, one entry per offset seen.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+
+from ..events import Event
 
 #: Dynamo's head as the grammar reads it (``DYN_HEAD``): the stamp and its zone.
 _HEAD = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:\d\d) +(?:ERROR|WARN|INFO|DEBUG|TRACE) ")
@@ -59,14 +62,9 @@ def _zone(zone: str) -> timedelta:
     return sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
 
 
-@dataclass
-class _Stamped:
-    """A record with a stamp: its line, its instant (UTC for Dynamo's), and which clock."""
-
-    line: int
-    when: datetime
-    utc: bool
-    stamp: str
+#: A record with a stamp: its line, its stamp as read, and the zone its stamp says (Dynamo's:
+#: ``Z`` or an offset; None for SGLang's own, local time). Parsed only when it makes a pair.
+_Stamped = tuple[int, str, str | None]
 
 
 @dataclass
@@ -84,39 +82,42 @@ class DynamoObserver:
     first: _Stamped | None = None
     last: _Stamped | None = None
 
+    #: the last local record the run model passed over without calling :meth:`observe`
+    #: (``observe`` is called for records of Dynamo's, and for local ones up to ``until``)
+    passed: Event | None = None
+    until: int = sys.maxsize
+
     def observe(self, kind: str, line: int, rank: str | None, ts: str, text: str) -> None:
-        """A record with the stamp ``ts`` (as read) and text ``text``."""
+        """A record with the stamp ``ts`` (as read) and text ``text``. The run model calls
+        this for every record with Dynamo's head (``text[10:11] == "T"``) and for the
+        others up to line ``until`` (the first stamped record of all, and the record after
+        one of Dynamo's); it counts the other local records and keeps the last (``passed``)."""
         m = _HEAD.match(text) if text[10:11] == "T" else None
         if m is None:
-            when = _instant(ts)
-            if when is None:  # a time of day only: no instant to pair
-                return
-            rec = _Stamped(line, when, False, ts)
+            rec: _Stamped = (line, ts, None)
             self.local_records += 1
         else:
-            utc = _instant(m.group(1))
-            if utc is None:
-                return
-            utc = utc - _zone(m.group(2))
-            rec = _Stamped(line, utc, True, m.group(1) + m.group(2))
+            rec = (line, m.group(1), m.group(2))
             self.utc_records += 1
             if rank is None and not self.unranked_line and kind not in _NOT_SGLANG:
                 self.unranked_line = line
             if not ts.startswith(m.group(1)[:19]):  # SGLang's own prefix after Dynamo's head: one record, two clocks
-                local = _instant(ts)
-                if local is not None:
-                    self._pair(rec, _Stamped(line, local, False, ts))
+                self._pair(rec, (line, ts, None))
         if self.first is None:
             self.first = rec
-        self._adjacent(self.last, rec)
+        last = self._last()
+        if last is not None and (last[2] is None) != (rec[2] is None) and line - last[0] <= 1:
+            self._pair(*((last, rec) if rec[2] is None else (rec, last)))
         self.last = rec
-
-    def _adjacent(self, before: _Stamped | None, rec: _Stamped) -> None:
-        if before is not None and before.utc != rec.utc and rec.line - before.line <= 1:
-            self._pair(*((before, rec) if before.utc else (rec, before)))
+        self.passed = None
+        self.until = line + 1 if m is not None else 0
 
     def _pair(self, utc: _Stamped, local: _Stamped) -> None:
-        diff = (local.when - utc.when).total_seconds()
+        """Two stamps of one moment, Dynamo's (``utc``) and SGLang's (``local``)."""
+        anchor, here = _instant(utc[1]), _instant(local[1])
+        if anchor is None or here is None or utc[2] is None:  # a time of day only: no instant
+            return
+        diff = (here - (anchor - _zone(utc[2]))).total_seconds()
         offset = round(diff / STEP_S) * STEP_S
         residual = diff - offset
         if abs(residual) > MAX_RESIDUAL:
@@ -125,16 +126,18 @@ class DynamoObserver:
         if entry is None:
             if len(self.offsets) >= 16:  # pairs that disagree this much say nothing more
                 return
-            self.offsets[offset] = [1, abs(residual), residual, utc.line, utc.stamp, local.line, local.stamp]
+            self.offsets[offset] = [1, abs(residual), residual, utc[0], utc[1] + utc[2], local[0], local[1]]
             return
         entry[0] += 1
         if abs(residual) < entry[1]:
-            entry[1:] = [abs(residual), residual, utc.line, utc.stamp, local.line, local.stamp]
+            entry[1:] = [abs(residual), residual, utc[0], utc[1] + utc[2], local[0], local[1]]
 
     def merge(self, later: DynamoObserver) -> None:
         """Counts add up; the last record of this part and the first of ``later`` may be a pair."""
-        if later.first is not None:
-            self._adjacent(self.last, later.first)
+        first, last = later.first, self._last()
+        if first is not None and last is not None and (last[2] is None) != (first[2] is None) \
+                and first[0] - last[0] <= 1:
+            self._pair(*((last, first) if first[2] is None else (first, last)))
         self.utc_records += later.utc_records
         self.local_records += later.local_records
         self.unranked_line = self.unranked_line or later.unranked_line
@@ -148,7 +151,18 @@ class DynamoObserver:
             if entry[1] < mine[1]:
                 mine[1:] = entry[1:]
         self.first = self.first or later.first
-        self.last = later.last or self.last
+        if later.first is not None:
+            self.last, self.passed = later.last, later.passed
+        elif later.passed is not None:
+            self.passed = later.passed
+        self.until = later.until if later.first is not None else self.until
+
+    def _last(self) -> _Stamped | None:
+        """The last stamped record seen, observed or passed over."""
+        passed = self.passed
+        if passed is not None and passed.ts is not None and (self.last is None or passed.line > self.last[0]):
+            return (passed.line, passed.ts, None)
+        return self.last
 
     def warnings(self) -> list[str]:
         return [RANKS_WARNING] if self.unranked_line else []

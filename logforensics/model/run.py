@@ -195,15 +195,19 @@ class RunModel:
         table = _TABLE
         extra = _OBSERVED
         last = self.last_line
-        dynamo = self.dynamo.observe
+        dynamo = self.dynamo
         for ev in events:
             end = ev.end_line or ev.line
             if end > last:
                 last = self.last_line = end
             kind = ev.kind
             (table.get(kind) or _seen)(self, ev)
-            if ev.ts is not None:
-                dynamo(kind, ev.line, ev.rank, ev.ts, ev.text)
+            if ev.ts is not None:  # Dynamo's records, and the local ones next to them (model/dynamo.py)
+                if ev.text[10:11] == "T" or ev.line <= dynamo.until:
+                    dynamo.observe(kind, ev.line, ev.rank, ev.ts, ev.text)
+                else:
+                    dynamo.local_records += 1
+                    dynamo.passed = ev
             if kind in extra:
                 if kind in HANG_KINDS:
                     self.hang_obs.observe(kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
