@@ -283,3 +283,34 @@ def test_live_feeding_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
         run.feed(data[i:i + 50])
     run.close()
     assert run.summary().to_dict()["clock"]["local_offset_h"] == -7.0
+
+
+# ---------------------------------------------------------------- every real file against its label
+def _sources() -> list[Any]:
+    rows = [t.split("\t") for t in (REAL / "SOURCES.tsv").read_text(encoding="utf-8").splitlines()[1:] if t]
+    return [pytest.param(REAL / name, label, id=name[:24]) for name, _url, _kind, label in rows]
+
+
+@pytest.mark.parametrize(("path", "label"), _sources())
+def test_real_files_read_as_labelled(path: Path, label: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SOURCES.tsv`` says what each file shows, from its own text: the reading must agree."""
+    s = both(path, monkeypatch)
+    facts = dict(f.split("=", 1) for f in label.split("; ") if "=" in f)
+    if "max_total_num_tokens" in facts:
+        assert s["memory"]["-"]["max_total_num_tokens"] == int(facts["max_total_num_tokens"])
+    ranks = facts.get("ranks", "")
+    if ranks.startswith("not printed"):
+        assert s["warnings"].count(RANKS_WARNING) == 1 and s["ranks"] == ["-"]
+    elif ranks.startswith("printed"):
+        assert RANKS_WARNING not in s["warnings"] and "-" not in s["ranks"]
+    ready = facts.get("ready", "")
+    if ready.startswith("Dynamo's"):
+        assert "Model registration succeeded" in s["ready"]["text"]
+    elif ready.startswith("no") or ready.startswith("not in excerpt"):
+        assert s["ready"] is None
+    offset = facts.get("utc_and_local", "")
+    if "offset -7 h" in offset:
+        assert s["clock"]["local_offset_h"] == -7.0
+    elif offset.startswith("yes"):  # not adjacent records of one moment: no offset
+        assert s["clock"]["local_offset_h"] is None
+    assert s["clock"]["utc_records"] > 0
