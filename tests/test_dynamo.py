@@ -203,6 +203,32 @@ def test_a_torn_record_is_read_as_one(tmp_path: Path, monkeypatch: pytest.Monkey
     assert s["memory"]["-"]["context_len"] == 524288
 
 
+@pytest.mark.parametrize("at", ["max_running_requests", "00, chunked"])
+def test_a_torn_text_record_is_read_as_one(at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dynamo's text form torn mid-record: a known record (before a key, or inside a number:
+    ``max_total_num_tokens=5408`` alone), then a line that begins mid-record."""
+    text = lines(GLM)
+    cut = text[5].index(at)
+    data = "\n".join(text[:5] + [text[5][:cut], text[5][cut:]] + text[6:]).encode()
+    got = [e for e in events(data) if e.kind == "max_total_tokens"]
+    assert [(e.line, e.end_line) for e in got] == [(6, 7)]
+    assert got[0].fields["context_len"] == 524288
+    path = tmp_path / "torn.log"
+    path.write_bytes(data)
+    s = both(path, monkeypatch)
+    assert (s["memory"]["-"]["max_total_num_tokens"], s["memory"]["-"]["available_gpu_mem_gib"]) == (540800, 8.69)
+    assert s["coverage"]["lines_unrecognised"] == 9  # the tree-cache lines; the rest of the torn one is no line of its own
+
+
+def test_a_known_record_then_an_unknown_line_stays_two() -> None:
+    """Not torn: the next line, joined, adds no field to the record before it."""
+    text = lines(QWEN)
+    data = "\n".join([text[11], "Dynamo decode handler markers: ok", text[5]]).encode()
+    got = events(data)
+    assert [(e.line, e.end_line, e.kind) for e in got] == [(1, None, "prefill_batch"), (2, None, "other"),
+                                                          (3, None, "other")]
+
+
 def test_a_torn_record_not_completed_stays_two_lines() -> None:
     """A torn record followed by a whole one (the writer began again) is not joined to it."""
     whole = as_jsonl(lines(GLM)[5])

@@ -33,10 +33,12 @@ goes through the classifier and the traceback assembler as in ``feed``, in order
 that can take runs of unrecognised lines in bulk (``take_others``: ``model.columns``, with
 ``read/other.py``) gets them where no traceback is open, with the same result.
 
-A JSONL record of NVIDIA Dynamo that a concurrent writer tore across two physical lines
-(the first part not a whole record, the second completing it) is read as one record of
-the first line, ending on the second (``segments.rejoin``), in both: two lines of one
-block (a tear across two blocks is read as two lines).
+A record that a concurrent writer tore across two physical lines is read as one record of
+the first line, ending on the second, in both (``_joint``): a JSONL record of NVIDIA
+Dynamo's whose first part is no whole record and the next line completes it, or a record
+the grammar knows followed by a line that begins mid-record, when the two together are
+that record with more of its fields. Two lines of one block only (a tear across two
+blocks, or across the byte ranges of the parallel reader, is read as two lines).
 """
 
 from __future__ import annotations
@@ -63,6 +65,14 @@ MAX_LINE_BYTES = 32 << 20
 _MAX_WARNINGS = 20
 #: How a JSONL record of Dynamo begins (``segments.DYNAMO_JSON``), as bytes.
 _JSON_HEAD = DYNAMO_JSON.encode("ascii")
+#: Kinds that are no record the grammar knows: a torn record's first part is never one.
+_NOT_RECORDS = frozenset({"other", "blank", "indented", "tb_fragment", "unplanned"})
+
+
+def _continues(ev: Event) -> bool:
+    """Whether ``ev`` may be the rest of a torn record: unrecognised, without stamp or rank,
+    not indented (an indented line continues a traceback or a message, not a torn record)."""
+    return ev.kind == "other" and ev.ts is None and ev.rank is None and not ev.text[:1].isspace()
 
 
 @dataclass
@@ -189,8 +199,7 @@ class IncrementalParser:
         if done is None:  # an over-long line: cut it, line by line
             return self._feed_lines(body.split(b"\n"))
         events, openers = done
-        if _JSON_HEAD in body:
-            events, openers = self._rejoin_block(body, first, events, openers)
+        events, openers = self._rejoin_block(body, first, events, openers)
         self.stats.lines += body.count(b"\n") + 1
         assembler = self.assembler
         if not openers and assembler.open is None:  # no multi-line record here: nothing to assemble
@@ -291,12 +300,12 @@ class IncrementalParser:
             if len(raw) > self.max_line_bytes:
                 raw = self._truncate(raw, line)
             out: list[Event] = []
-            joined = self._rejoined(raw, buf, nl, end, line) if raw.startswith(_JSON_HEAD) else None
-            if joined is not None:  # a torn record and the line that completes it: one record
-                events, nl = joined
-                line += 1
-            else:
-                events = classify(raw, line)
+            events = classify(raw, line)
+            if events and (raw.startswith(_JSON_HEAD) or events[-1].kind not in _NOT_RECORDS):
+                joined = self._rejoined(raw, buf, nl, end, line)
+                if joined is not None:  # a torn record and the line that completes it: one record
+                    events, nl = joined
+                    line += 1
             for ev in events:
                 if assembler.open is None and ev.kind not in TRACEBACK_OPENERS:
                     out.append(ev)
@@ -312,18 +321,22 @@ class IncrementalParser:
     def _rejoin_block(self, body: bytes, first: int, events: list[Event],
                       openers: bool) -> tuple[list[Event], bool]:
         """``events`` of the lines of ``body`` (the first numbered ``first``) with each torn
-        Dynamo JSONL record and the line that completes it read as one record."""
+        record and the line that completes it read as one record (:meth:`_joint`)."""
+        heads = [ev.line for prev, ev in zip(events, events[1:])
+                 if ev.line == prev.line + 1 and _continues(ev) and prev.kind not in _NOT_RECORDS]
+        if not heads and _JSON_HEAD not in body:
+            return events, openers
         lines = body.split(b"\n")
         joints: dict[int, list[Event]] = {}
-        i = 0
-        while i < len(lines) - 1:
-            if lines[i].startswith(_JSON_HEAD):
-                got = self._joint(lines[i], lines[i + 1], first + i)
-                if got is not None:
-                    joints[first + i] = got
-                    i += 2
-                    continue
-            i += 1
+        candidates = sorted({first + i for i, raw in enumerate(lines) if raw.startswith(_JSON_HEAD)}
+                            | {line - 1 for line in heads})
+        for line in candidates:
+            i = line - first
+            if i + 1 >= len(lines) or line in joints or line - 1 in joints:
+                continue
+            got = self._joint(lines[i], lines[i + 1], line)
+            if got is not None:
+                joints[line] = got
         if not joints:
             return events, openers
         replaced = set(joints) | {line + 1 for line in joints}
@@ -339,7 +352,7 @@ class IncrementalParser:
         """For ``feed_bulk``: the events of the torn record on ``raw`` (line ``line``, ending
         at ``nl`` in ``buf``) joined with the next line, and where that line ends; None
         unless the next line, in this chunk, completes it."""
-        if nl + 1 >= end:
+        if nl + 1 >= end or buf[nl + 1:nl + 2].isspace() or buf[nl + 1:nl + 2] == b"\n":
             return None
         nxt = buf.index(b"\n", nl + 1)
         got = self._joint(raw, bytes(buf[nl + 1:nxt]), line)
@@ -347,11 +360,30 @@ class IncrementalParser:
 
     def _joint(self, head: bytes, rest: bytes, line: int) -> list[Event] | None:
         """The events of lines ``line`` (``head``) and ``line + 1`` (``rest``) read as one
-        record, when ``head`` is a torn Dynamo JSONL record that ``rest`` completes."""
-        whole = rejoin(head.decode("utf-8", "replace"), rest.decode("utf-8", "replace"))
-        if whole is None:
+        record, when a concurrent writer tore that record across them: ``head`` is a JSONL
+        record of Dynamo's that ``rest`` completes (``segments.rejoin``), or ``head`` ends
+        in a record the grammar knows, ``rest`` begins mid-record (alone, an unrecognised
+        line without stamp or rank), and together they are that record with more of its
+        fields. The joined record ends on ``line + 1``."""
+        classify = self.classifier.classify
+        if head.startswith(_JSON_HEAD):
+            whole = rejoin(head.decode("utf-8", "replace"), rest.decode("utf-8", "replace"))
+            if whole is None:
+                return None
+            return [ev._replace(end_line=line + 1) for ev in classify(whole.encode("utf-8"), line)]
+        if not rest or rest[:1].isspace():
             return None
-        return [ev._replace(end_line=line + 1) for ev in self.classifier.classify(whole.encode("utf-8"), line)]
+        alone = classify(head, line)
+        if not alone or alone[-1].kind in _NOT_RECORDS or alone[-1].kind in TRACEBACK_OPENERS:
+            return None
+        after = classify(rest, line + 1)
+        if len(after) != 1 or not _continues(after[0]):
+            return None
+        joined = classify(head + rest, line)
+        if ([ev.kind for ev in joined] != [ev.kind for ev in alone]
+                or len(joined[-1].fields) <= len(alone[-1].fields)):
+            return None
+        return joined[:-1] + [joined[-1]._replace(end_line=line + 1)]
 
     def _feed_lines(self, lines: list[bytes]) -> list[Event]:
         out: list[Event] = []
