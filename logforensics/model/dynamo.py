@@ -21,7 +21,9 @@ observes both:
   is over ``MAX_RESIDUAL`` shows no moment on both clocks and is not used. Pairs that
   disagree on the offset are reported as such, and no offset is given.
 
-Bounded state: counts, a few lines, one entry per offset seen.
+The records read are those every reader observes one by one (``run._CLOCKED``): batch
+statistics and HTTP access lines, which the bulk reader takes in columns, are left out,
+so both readers give one clock. Bounded state: counts, a few lines, one entry per offset.
 """
 
 from __future__ import annotations

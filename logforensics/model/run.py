@@ -196,13 +196,14 @@ class RunModel:
         extra = _OBSERVED
         last = self.last_line
         dynamo = self.dynamo
+        clocked = _CLOCKED
         for ev in events:
             end = ev.end_line or ev.line
             if end > last:
                 last = self.last_line = end
             kind = ev.kind
             (table.get(kind) or _seen)(self, ev)
-            if ev.ts is not None:  # Dynamo's records, and the local ones next to them (model/dynamo.py)
+            if ev.ts is not None and kind in clocked:  # Dynamo's records, and the local ones next to them
                 if ev.text[10:11] == "T" or ev.line <= dynamo.until:
                     dynamo.observe(kind, ev.line, ev.rank, ev.ts, ev.text)
                 else:
@@ -360,3 +361,7 @@ def _with_fingerprint(crash: dict[str, Any] | None) -> Crash | None:
 #: Kinds that also feed the hang and serving observers (decode and prefill batches feed the
 #: serving observer from their handlers, model/throughput.py).
 _OBSERVED = HANG_KINDS | SERVING_KINDS
+#: Kinds whose records the clock of ``model/dynamo.py`` reads: those always observed as events
+#: (the bulk reader takes batch and access lines and records no handler reads in columns,
+#: ``columns.class_of``), so that both readers give one clock.
+_CLOCKED = frozenset((set(_TABLE) | set(_OBSERVED)) - {"decode_batch", "prefill_batch", "http_access"})

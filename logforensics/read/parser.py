@@ -36,8 +36,8 @@ that can take runs of unrecognised lines in bulk (``take_others``: ``model.colum
 A record that a concurrent writer tore across two physical lines is read as one record of
 the first line, ending on the second, in both (``_joint``): a JSONL record of NVIDIA
 Dynamo's whose first part is no whole record and the next line completes it, or a record
-the grammar knows followed by a line that begins mid-record, when the two together are
-that record with more of its fields. Two lines of one block only (a tear across two
+of start-up the grammar knows followed by a line that begins mid-record, when the two
+together are that record with more of its fields. Two lines of one block only (a tear across two
 blocks, or across the byte ranges of the parallel reader, is read as two lines).
 """
 
@@ -47,9 +47,9 @@ import codecs
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..events import Event
+from ..events import PHASE_OF_KIND, Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
-from .fastpath import LineClassifier
+from .fastpath import LINE_LIMIT, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
 from .segments import DYNAMO_JSON, SNIFF_BYTES, looks_binary, rejoin, text_counts
 
@@ -65,8 +65,18 @@ MAX_LINE_BYTES = 32 << 20
 _MAX_WARNINGS = 20
 #: How a JSONL record of Dynamo begins (``segments.DYNAMO_JSON``), as bytes.
 _JSON_HEAD = DYNAMO_JSON.encode("ascii")
-#: Kinds that are no record the grammar knows: a torn record's first part is never one.
-_NOT_RECORDS = frozenset({"other", "blank", "indented", "tb_fragment", "unplanned"})
+#: Records whose first part a torn line may be: those that place a rank in a phase of its
+#: start-up (``max_total_num_tokens=...``, ``Load weight end. ...``). Never batch statistics:
+#: the bulk reader takes those in columns, and both readers must read a log alike.
+_TORN_HEADS = frozenset(PHASE_OF_KIND) - {"decode_batch", "prefill_batch"}
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _continues(ev: Event) -> bool:
@@ -301,7 +311,7 @@ class IncrementalParser:
                 raw = self._truncate(raw, line)
             out: list[Event] = []
             events = classify(raw, line)
-            if events and (raw.startswith(_JSON_HEAD) or events[-1].kind not in _NOT_RECORDS):
+            if events and (raw.startswith(_JSON_HEAD) or events[-1].kind in _TORN_HEADS):
                 joined = self._rejoined(raw, buf, nl, end, line)
                 if joined is not None:  # a torn record and the line that completes it: one record
                     events, nl = joined
@@ -323,7 +333,7 @@ class IncrementalParser:
         """``events`` of the lines of ``body`` (the first numbered ``first``) with each torn
         record and the line that completes it read as one record (:meth:`_joint`)."""
         heads = [ev.line for prev, ev in zip(events, events[1:])
-                 if ev.line == prev.line + 1 and _continues(ev) and prev.kind not in _NOT_RECORDS]
+                 if ev.line == prev.line + 1 and _continues(ev) and prev.kind in _TORN_HEADS]
         if not heads and _JSON_HEAD not in body:
             return events, openers
         lines = body.split(b"\n")
@@ -366,15 +376,18 @@ class IncrementalParser:
         line without stamp or rank), and together they are that record with more of its
         fields. The joined record ends on ``line + 1``."""
         classify = self.classifier.classify
+        # reading a line again must count nothing again: only valid UTF-8, never a line read in part
+        if len(head) + len(rest) > LINE_LIMIT or not _utf8(head) or not _utf8(rest):
+            return None
         if head.startswith(_JSON_HEAD):
-            whole = rejoin(head.decode("utf-8", "replace"), rest.decode("utf-8", "replace"))
+            whole = rejoin(head.decode("utf-8"), rest.decode("utf-8"))
             if whole is None:
                 return None
             return [ev._replace(end_line=line + 1) for ev in classify(whole.encode("utf-8"), line)]
         if not rest or rest[:1].isspace():
             return None
         alone = classify(head, line)
-        if not alone or alone[-1].kind in _NOT_RECORDS or alone[-1].kind in TRACEBACK_OPENERS:
+        if not alone or alone[-1].kind not in _TORN_HEADS:
             return None
         after = classify(rest, line + 1)
         if len(after) != 1 or not _continues(after[0]):
