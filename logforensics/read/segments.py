@@ -89,6 +89,10 @@ _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
 
 #: torch's rank prefix (``TORCH_RANK`` in the grammar), which a record may follow on its line.
 _TORCH_RANK_RE = re.compile(r"\[rank\d+\]: ?")
+#: NVIDIA Dynamo's head (``DYN_HEAD`` in the grammar), which SGLang's own prefix may follow
+#: (a record logged through Dynamo's handler with SGLang's format): one record, not two.
+_DYN_HEAD_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d) +(ERROR|WARN|INFO|DEBUG|TRACE) +"
+                          r"(([\w-]+: )*[A-Za-z_]\w*(::\w+)+|[\w.<>-]+): ")
 
 
 def _cuts(text: str, start: int, end: int) -> list[int]:
@@ -196,8 +200,9 @@ def segment(text: str) -> list[tuple[int, int]]:
             cuts = [start, end]
             if splits:  # else no text a split needs is in the line (most unknown lines)
                 cuts[1:1] = _cuts(text, start, end)
-                if len(cuts) > 2 and _TORCH_RANK_RE.fullmatch(text, cuts[0], cuts[1]):
-                    del cuts[1]  # torch's "[rank1]: " before a record is its prefix, not a record
+                if len(cuts) > 2 and (_TORCH_RANK_RE.fullmatch(text, cuts[0], cuts[1])
+                                      or _DYN_HEAD_RE.fullmatch(text, cuts[0], cuts[1])):
+                    del cuts[1]  # torch's "[rank1]: " or Dynamo's head before a record is its prefix, not a record
             for a, b in zip(cuts, cuts[1:]):
                 a = _skip_wrappers(text, a, b)
                 if a < b:
