@@ -36,6 +36,7 @@ from . import config, coverage, failures, startup, throughput  # noqa: F401  (re
 from .beside import in_log, with_ends
 from .config import Config
 from .coverage import MAX_UNKNOWN_SHAPES, Coverage
+from .dynamo import DynamoObserver
 from .failures import Failures
 from .fingerprint import fingerprint
 from .hang import HANG_KINDS, HangObserver
@@ -105,6 +106,7 @@ class RunModel:
         self.notices = Notices()
         self.hang_obs = HangObserver()  # the timers, collectives and py-spy dumps of a hang (model/hang.py)
         self.serving = ServingObserver()  # the serving phase as a time series (model/serving.py)
+        self.dynamo = DynamoObserver()  # NVIDIA Dynamo's clock and ranks (model/dynamo.py)
         self.last_line = 0
         #: Why this model's figures may depend on records before its first one (None if
         #: they cannot): set when a handler read state that a model of a later part of
@@ -193,12 +195,20 @@ class RunModel:
         table = _TABLE
         extra = _OBSERVED
         last = self.last_line
+        dynamo = self.dynamo
+        clocked = _CLOCKED
         for ev in events:
             end = ev.end_line or ev.line
             if end > last:
                 last = self.last_line = end
             kind = ev.kind
             (table.get(kind) or _seen)(self, ev)
+            if ev.ts is not None and kind in clocked:  # Dynamo's records, and the local ones next to them
+                if ev.text[10:11] == "T" or ev.line <= dynamo.until:
+                    dynamo.observe(kind, ev.line, ev.rank, ev.ts, ev.text)
+                else:
+                    dynamo.local_records += 1
+                    dynamo.passed = ev
             if kind in extra:
                 if kind in HANG_KINDS:
                     self.hang_obs.observe(kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
@@ -253,6 +263,7 @@ class RunModel:
         self.notices.merge(later.notices)
         self.hang_obs.merge(later.hang_obs)
         self.serving.merge(later.serving)
+        self.dynamo.merge(later.dynamo)
         self.last_line = max(self.last_line, later.last_line)
 
     # -- summary -----------------------------------------------------------------------
@@ -300,7 +311,8 @@ class RunModel:
             versions=dict(c.versions),
             notices={k: [dict(n) for n in v] for k, v in self.notices.items()},
             coverage=self.coverage.to_dict(stats, self.last_line),
-            warnings=list(getattr(stats, "warnings", []) or []) + self.coverage.warnings(),
+            warnings=list(getattr(stats, "warnings", []) or []) + self.coverage.warnings() + self.dynamo.warnings(),
+            clock=self.dynamo.clock(),
             serving=self.serving.summary(),
             stopped=copy.deepcopy(verdict.stop),
         )
@@ -349,3 +361,7 @@ def _with_fingerprint(crash: dict[str, Any] | None) -> Crash | None:
 #: Kinds that also feed the hang and serving observers (decode and prefill batches feed the
 #: serving observer from their handlers, model/throughput.py).
 _OBSERVED = HANG_KINDS | SERVING_KINDS
+#: Kinds whose records the clock of ``model/dynamo.py`` reads: those always observed as events
+#: (the bulk reader takes batch and access lines and records no handler reads in columns,
+#: ``columns.class_of``), so that both readers give one clock.
+_CLOCKED = frozenset((set(_TABLE) | set(_OBSERVED)) - {"decode_batch", "prefill_batch", "http_access"})

@@ -19,11 +19,11 @@ from ..artefacts.types import Artefacts
 #: The JSON keys of a summary, in the order ``summary --json`` prints them.
 JSON_KEYS = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "phases", "last_seen", "progress",
              "crash", "exceptions", "errors", "hang", "ready", "stopped", "memory", "throughput", "server_args", "server_args_form",
-             "launch_command", "launch_args", "env", "versions", "notices", "coverage", "warnings",
+             "launch_command", "launch_args", "env", "versions", "notices", "coverage", "warnings", "clock",
              "serving", "artefacts", "nodes", "rank_nodes", "missing_ranks")
 _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 #: Keys a summary saved by an earlier version may lack.
-_OPTIONAL = ("errors", "serving", "stopped", "artefacts")
+_OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 
 
@@ -217,6 +217,10 @@ class RunSummary:
     #: A ready server's stop (SIGTERM, Ctrl-C) with no failure before it: its first record
     #: {file, line, rank, text} and ``evidence``, the stop's records; None when it did not stop so.
     stopped: dict[str, Any] | None = None
+    #: Two clocks in one log (``model/dynamo.py``): NVIDIA Dynamo's UTC stamps beside SGLang's
+    #: local ones, and the offset between them where records show one moment on both; None
+    #: when no stamp of Dynamo's is in the log.
+    clock: dict[str, Any] | None = None
     #: What the files beside the logs say (``artefacts``): the environment, the orchestrator's
     #: records of the end, dumps; None when no such file was given or found.
     artefacts: Artefacts | None = None

@@ -32,6 +32,13 @@ that the compiled scanner (``bulk.py``) takes go to a sink as columns, every oth
 goes through the classifier and the traceback assembler as in ``feed``, in order. A sink
 that can take runs of unrecognised lines in bulk (``take_others``: ``model.columns``, with
 ``read/other.py``) gets them where no traceback is open, with the same result.
+
+A record that a concurrent writer tore across two physical lines is read as one record of
+the first line, ending on the second, in both (``_joint``): a JSONL record of NVIDIA
+Dynamo's whose first part is no whole record and the next line completes it, or a record
+of start-up the grammar knows followed by a line that begins mid-record, when the two
+together are that record with more of its fields. Two lines of one block only (a tear across two
+blocks, or across the byte ranges of the parallel reader, is read as two lines).
 """
 
 from __future__ import annotations
@@ -40,11 +47,11 @@ import codecs
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..events import Event
+from ..events import PHASE_OF_KIND, Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
-from .fastpath import LineClassifier
+from .fastpath import LINE_LIMIT, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
-from .segments import SNIFF_BYTES, looks_binary, text_counts
+from .segments import DYNAMO_JSON, SNIFF_BYTES, looks_binary, rejoin, text_counts
 
 if TYPE_CHECKING:
     from .bulk import BulkSink, LineScanner
@@ -56,6 +63,26 @@ if TYPE_CHECKING:
 BLOCK_SIZE = 32 << 10
 MAX_LINE_BYTES = 32 << 20
 _MAX_WARNINGS = 20
+#: How a JSONL record of Dynamo begins (``segments.DYNAMO_JSON``), as bytes.
+_JSON_HEAD = DYNAMO_JSON.encode("ascii")
+#: Records whose first part a torn line may be: those that place a rank in a phase of its
+#: start-up (``max_total_num_tokens=...``, ``Load weight end. ...``). Never batch statistics:
+#: the bulk reader takes those in columns, and both readers must read a log alike.
+_TORN_HEADS = frozenset(PHASE_OF_KIND) - {"decode_batch", "prefill_batch"}
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _continues(ev: Event) -> bool:
+    """Whether ``ev`` may be the rest of a torn record: unrecognised, without stamp or rank,
+    not indented (an indented line continues a traceback or a message, not a torn record)."""
+    return ev.kind == "other" and ev.ts is None and ev.rank is None and not ev.text[:1].isspace()
 
 
 @dataclass
@@ -182,6 +209,7 @@ class IncrementalParser:
         if done is None:  # an over-long line: cut it, line by line
             return self._feed_lines(body.split(b"\n"))
         events, openers = done
+        events, openers = self._rejoin_block(body, first, events, openers)
         self.stats.lines += body.count(b"\n") + 1
         assembler = self.assembler
         if not openers and assembler.open is None:  # no multi-line record here: nothing to assemble
@@ -282,7 +310,13 @@ class IncrementalParser:
             if len(raw) > self.max_line_bytes:
                 raw = self._truncate(raw, line)
             out: list[Event] = []
-            for ev in classify(raw, line):
+            events = classify(raw, line)
+            if events and (raw.startswith(_JSON_HEAD) or events[-1].kind in _TORN_HEADS):
+                joined = self._rejoined(raw, buf, nl, end, line)
+                if joined is not None:  # a torn record and the line that completes it: one record
+                    events, nl = joined
+                    line += 1
+            for ev in events:
                 if assembler.open is None and ev.kind not in TRACEBACK_OPENERS:
                     out.append(ev)
                 else:
@@ -293,6 +327,76 @@ class IncrementalParser:
             scanner.learn()
             scanner.set_ready(sink.ready_table(scanner.rank_names))
         return line
+
+    def _rejoin_block(self, body: bytes, first: int, events: list[Event],
+                      openers: bool) -> tuple[list[Event], bool]:
+        """``events`` of the lines of ``body`` (the first numbered ``first``) with each torn
+        record and the line that completes it read as one record (:meth:`_joint`)."""
+        heads = [ev.line for prev, ev in zip(events, events[1:])
+                 if ev.line == prev.line + 1 and _continues(ev) and prev.kind in _TORN_HEADS]
+        if not heads and _JSON_HEAD not in body:
+            return events, openers
+        lines = body.split(b"\n")
+        joints: dict[int, list[Event]] = {}
+        candidates = sorted({first + i for i, raw in enumerate(lines) if raw.startswith(_JSON_HEAD)}
+                            | {line - 1 for line in heads})
+        for line in candidates:
+            i = line - first
+            if i + 1 >= len(lines) or line in joints or line - 1 in joints:
+                continue
+            got = self._joint(lines[i], lines[i + 1], line)
+            if got is not None:
+                joints[line] = got
+        if not joints:
+            return events, openers
+        replaced = set(joints) | {line + 1 for line in joints}
+        out: list[Event] = []
+        for ev in events:
+            if ev.line not in replaced:
+                out.append(ev)
+            elif ev.line in joints:
+                out.extend(joints.pop(ev.line))
+        return out, openers or any(ev.kind in TRACEBACK_OPENERS for ev in out)
+
+    def _rejoined(self, raw: bytes, buf: Any, nl: int, end: int, line: int) -> tuple[list[Event], int] | None:
+        """For ``feed_bulk``: the events of the torn record on ``raw`` (line ``line``, ending
+        at ``nl`` in ``buf``) joined with the next line, and where that line ends; None
+        unless the next line, in this chunk, completes it."""
+        if nl + 1 >= end or buf[nl + 1:nl + 2].isspace() or buf[nl + 1:nl + 2] == b"\n":
+            return None
+        nxt = buf.index(b"\n", nl + 1)
+        got = self._joint(raw, bytes(buf[nl + 1:nxt]), line)
+        return None if got is None else (got, nxt)
+
+    def _joint(self, head: bytes, rest: bytes, line: int) -> list[Event] | None:
+        """The events of lines ``line`` (``head``) and ``line + 1`` (``rest``) read as one
+        record, when a concurrent writer tore that record across them: ``head`` is a JSONL
+        record of Dynamo's that ``rest`` completes (``segments.rejoin``), or ``head`` ends
+        in a record the grammar knows, ``rest`` begins mid-record (alone, an unrecognised
+        line without stamp or rank), and together they are that record with more of its
+        fields. The joined record ends on ``line + 1``."""
+        classify = self.classifier.classify
+        # reading a line again must count nothing again: only valid UTF-8, never a line read in part
+        if len(head) + len(rest) > LINE_LIMIT or not _utf8(head) or not _utf8(rest):
+            return None
+        if head.startswith(_JSON_HEAD):
+            whole = rejoin(head.decode("utf-8"), rest.decode("utf-8"))
+            if whole is None:
+                return None
+            return [ev._replace(end_line=line + 1) for ev in classify(whole.encode("utf-8"), line)]
+        if not rest or rest[:1].isspace():
+            return None
+        alone = classify(head, line)
+        if not alone or alone[-1].kind not in _TORN_HEADS:
+            return None
+        after = classify(rest, line + 1)
+        if len(after) != 1 or not _continues(after[0]):
+            return None
+        joined = classify(head + rest, line)
+        if ([ev.kind for ev in joined] != [ev.kind for ev in alone]
+                or len(joined[-1].fields) <= len(alone[-1].fields)):
+            return None
+        return joined[:-1] + [joined[-1]._replace(end_line=line + 1)]
 
     def _feed_lines(self, lines: list[bytes]) -> list[Event]:
         out: list[Event] = []

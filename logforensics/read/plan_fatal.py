@@ -20,6 +20,9 @@ from .terminals import Tokens, span
 from .values import Conv
 
 _FMT_STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?")
+#: Dynamo's stamp as far as the planner keeps it: to microseconds or milliseconds (the lengths
+#: the scanner reads), without the zone
+_DYN_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{6}|\.\d{3})?(?=\d*(?:Z|[+-]\d\d:\d\d) )")
 _FMT_RANK = re.compile(r"(?:(?:DP|PP|TP|EP|ATTN_CP|MOE_DP|CP)-?\d+ ?)+")
 #: "sglang::scheduler_TP0", "sglang::scheduler_DP1_TP0": SGLang's process title names the rank
 _PROCTITLE = re.compile(r"sglang::scheduler_((?:(?:DP|PP|TP|EP|ATTN_CP|MOE_DP|CP)-?\d+_?)+)")
@@ -58,6 +61,11 @@ class FatalPlanning:
         at, self.body_start = span(tok)
         if tok.type == "TORCH_RANK":  # "[rank3]: " -> rank3
             self.rank = (at + 1, at + text.index("]"))
+            return
+        if tok.type == "DYN_HEAD":  # "2026-04-27T23:03:15.250907Z  INFO target: ": a stamp, no rank
+            m = _DYN_STAMP.match(text)
+            if m:  # the zone ("Z", "+08:00") is not part of the stamp: as SGLang's, it is wall time
+                self.ts = (at + m.start(), at + m.end())
             return
         m = _FMT_STAMP.match(text)  # "2025-06-18 13:43:34 ERROR 31423 [ TP6 PP0 scheduler.py:2547] "
         if m:

@@ -17,6 +17,7 @@ digits are cut at the same offsets: the fast path relies on that.
 
 from __future__ import annotations
 
+import json
 import re
 
 from .prefilter import needs
@@ -36,7 +37,9 @@ _WRAPPER_RE = re.compile(
     r"|>[ \t]?"                                                  # Markdown quote
     r"|`(?=\S)"                                                 # a stray inline-code backtick
     # GitHub Actions, `docker logs --timestamps` (RFC 3339, ns, with an offset or Z)
+    # (not NVIDIA Dynamo's own stamp, which a level follows: the grammar's DYN_HEAD)
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)(?:[ \t]|$)"
+    r"(?! *(?:ERROR|WARN|INFO|DEBUG|TRACE) )"
     r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\][ \t]"      # Jenkins
     r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
     r"|\d+\|[\w.@:\-]+[ \t]*\|[ \t]?"                           # pm2 "3|qwen  | "
@@ -86,6 +89,10 @@ _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
 
 #: torch's rank prefix (``TORCH_RANK`` in the grammar), which a record may follow on its line.
 _TORCH_RANK_RE = re.compile(r"\[rank\d+\]: ?")
+#: NVIDIA Dynamo's head (``DYN_HEAD`` in the grammar), which SGLang's own prefix may follow
+#: (a record logged through Dynamo's handler with SGLang's format): one record, not two.
+_DYN_HEAD_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d) +(ERROR|WARN|INFO|DEBUG|TRACE) +"
+                          r"(([\w-]+: )*[A-Za-z_]\w*(::\w+)+|[\w.<>-]+): ")
 
 
 def _cuts(text: str, start: int, end: int) -> list[int]:
@@ -101,15 +108,72 @@ def _cuts(text: str, start: int, end: int) -> list[int]:
     return sorted(found)
 
 
+#: Where a JSONL record of NVIDIA Dynamo (``DYN_LOGGING_JSONL``) begins: ``time`` is its first key.
+DYNAMO_JSON = '{"time":'
+#: A target as the grammar's ``DYN_HEAD`` reads it (Python's "module.function", Rust's "crate::module").
+_TARGET_RE = re.compile(r"[\w.<>-]+(?:::[\w.<>-]+)*")
+
+
+def dynamo_json(text: str) -> str | None:
+    """A JSONL record of Dynamo as the line Dynamo's text format would have written, so that
+    one grammar reads both: ``{"time":"..Z","level":"INFO",..,"target":"log","message":"..",
+    "log.target":"scheduler.init_model_worker"}`` -> ``..Z  INFO scheduler.init_model_worker: ..``
+    (a Python record's target is ``log.target``; a Rust record's, ``target``). The lines of a
+    message of several lines (a traceback) are cut by carriage returns: records of one line,
+    as a tqdm redraw's. None when ``text`` is not one whole such record (a torn one)."""
+    try:
+        obj = json.loads(text)
+    except ValueError:  # (also a RecursionError's: none is, of a record this short)
+        return None
+    if not isinstance(obj, dict):
+        return None
+    stamp, level, message = obj.get("time"), obj.get("level"), obj.get("message")
+    if not (isinstance(stamp, str) and isinstance(level, str) and isinstance(message, (str, int, float))):
+        return None
+    target = obj.get("log.target") or obj.get("target")
+    if not isinstance(target, str) or not _TARGET_RE.fullmatch(target):
+        target = "log"
+    message = str(message).replace("\r\n", "\n").replace("\n", "\r")
+    return f"{stamp} {level.upper():>5} {target}: {message}"
+
+
+def _decode_json(text: str) -> str:
+    """``text`` with a whole Dynamo JSONL record in it (after any wrapper) as Dynamo's text."""
+    at = text.find(DYNAMO_JSON)
+    if at < 0:
+        return text
+    got = dynamo_json(text[at:])
+    return text if got is None else text[:at] + got
+
+
+def torn_json(text: str) -> bool:
+    """Whether ``text`` begins a Dynamo JSONL record that does not end on its line: a
+    concurrent writer's bytes cut it (:func:`rejoin` puts it together with the next line)."""
+    return text.startswith(DYNAMO_JSON) and dynamo_json(text) is None
+
+
+def rejoin(head: str, rest: str) -> str | None:
+    """The record a concurrent writer tore across two physical lines, ``head`` (an
+    unfinished JSONL record of Dynamo) and ``rest`` (the line after it), as one line; None
+    unless the two make one whole record together."""
+    if not torn_json(head) or rest.startswith(DYNAMO_JSON):
+        return None
+    whole = head + rest
+    return whole if dynamo_json(whole) is not None else None
+
+
 def clean(text: str) -> str:
-    """Remove ANSI colour codes and NUL bytes, and read a literal ``^M`` inside a line as the
-    carriage return it stands for (a tqdm redraw); keep everything else."""
+    """Read a Dynamo JSONL record as Dynamo's text line (:func:`dynamo_json`), remove ANSI
+    colour codes and NUL bytes, and read a literal ``^M`` inside a line as the carriage
+    return it stands for (a tqdm redraw); keep everything else."""
+    if DYNAMO_JSON in text:
+        text = _decode_json(text)
     text = _ANSI_RE.sub("", text)
     return text.replace("^M", "\r") if "^M" in text else text
 
 
 #: Texts of which a line must contain one for :func:`needs_clean` to say yes.
-CLEAN_NEEDS: tuple[str, ...] = ("\x1b", "\x00", "^[[", "^M") + (needs(_BARE_ANSI_RE.pattern) or ("",))
+CLEAN_NEEDS: tuple[str, ...] = ("\x1b", "\x00", "^[[", "^M", DYNAMO_JSON) + (needs(_BARE_ANSI_RE.pattern) or ("",))
 #: Texts of which a line must contain one for :func:`segment` to cut it (None: any line).
 SPLIT_NEEDS = _SPLIT_NEEDS
 #: The wrappers' expression, for readers that must know which lines can begin with one.
@@ -117,7 +181,7 @@ WRAPPER_PATTERN = _WRAPPER_RE.pattern
 
 
 def needs_clean(text: str) -> bool:
-    return ("\x1b" in text or "\x00" in text or "^[[" in text or "^M" in text
+    return ("\x1b" in text or "\x00" in text or "^[[" in text or "^M" in text or DYNAMO_JSON in text
             or ("m" in text and _BARE_ANSI_RE.search(text) is not None))
 
 
@@ -136,8 +200,9 @@ def segment(text: str) -> list[tuple[int, int]]:
             cuts = [start, end]
             if splits:  # else no text a split needs is in the line (most unknown lines)
                 cuts[1:1] = _cuts(text, start, end)
-                if len(cuts) > 2 and _TORCH_RANK_RE.fullmatch(text, cuts[0], cuts[1]):
-                    del cuts[1]  # torch's "[rank1]: " before a record is its prefix, not a record
+                if len(cuts) > 2 and (_TORCH_RANK_RE.fullmatch(text, cuts[0], cuts[1])
+                                      or _DYN_HEAD_RE.fullmatch(text, cuts[0], cuts[1])):
+                    del cuts[1]  # torch's "[rank1]: " or Dynamo's head before a record is its prefix, not a record
             for a, b in zip(cuts, cuts[1:]):
                 a = _skip_wrappers(text, a, b)
                 if a < b:

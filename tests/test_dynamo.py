@@ -1,0 +1,342 @@
+"""Logs that NVIDIA Dynamo rewrote: its text format, its JSONL records, torn records, probes, two clocks.
+
+Dynamo (``python -m dynamo.sglang``) writes SGLang's records behind its own head (a UTC
+stamp, the level, a target) and without SGLang's rank prefix, or as JSONL records with
+``DYN_LOGGING_JSONL``. The real lines are in ``fixtures/real-dynamo`` (``SOURCES.tsv``
+labels each file from its own text); the forms built here (colour, JSONL of an SGLang
+record, a tear) are built from those lines as Dynamo's formatter writes them
+(``lib/runtime/src/logging.rs``: tracing-subscriber's compact format, ``JsonLog``).
+Every reading must be the same on the pure path and with the compiled reader.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from logforensics.events import Event
+from logforensics.ingest.batch import read_file
+from logforensics.ingest.live import LiveRun
+from logforensics.read.parser import IncrementalParser
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real-dynamo"
+GLM = REAL / "glm52-worker-startup-grep-max-total-tokens.log"
+QWEN = REAL / "qwen3-coder-worker-registration-request-prefill.log"
+DSV4 = REAL / "sglang-30242-dsv4-disagg-decode-utc-and-local.log"
+DOCS = REAL / "dynamo-docs-logging-readable-and-jsonl.log"
+RANKS_WARNING = ("ranks not printed: Dynamo drops SGLang's rank prefix unless DYN_SKIP_SGLANG_LOG_FORMATTING=1 "
+                 "(records without a rank are rank '-')")
+PROBES = Path(__file__).resolve().parent.parent / "fixtures" / "real" / (
+    "052-l4x4-tp4-pcie-custom-allreduce-disabled-full-startup-to-ready.log")
+
+
+def events(data: bytes, chunk: int | None = None) -> list[Event]:
+    parser = IncrementalParser("t.log")
+    step = chunk or len(data) or 1
+    out: list[Event] = []
+    for i in range(0, len(data), step):
+        out.extend(parser.feed(data[i:i + step]))
+    return out + parser.close()
+
+
+def summary(path: Path, pure: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The summary of ``path`` as ``summary --json`` gives it, on the pure path or the default one."""
+    if pure:
+        monkeypatch.setenv("LOGFORENSICS_PURE", "1")
+    else:
+        monkeypatch.delenv("LOGFORENSICS_PURE", raising=False)
+    return read_file(path).summary().to_dict()
+
+
+def both(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The summary, after checking that both paths give it."""
+    pure = summary(path, True, monkeypatch)
+    default = summary(path, False, monkeypatch)
+    assert json.dumps(pure, sort_keys=True, default=str) == json.dumps(default, sort_keys=True, default=str)
+    return default
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")
+
+
+def view(ev: Event) -> tuple[Any, ...]:
+    """What a record means, whatever form its text had."""
+    return ev.kind, ev.line, ev.rank, ev.ts, dict(ev.fields)
+
+
+# ---------------------------------------------------------------- the text format
+def test_rewritten_start_up_records_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    evs = events(GLM.read_bytes())
+    cap = [e for e in evs if e.kind == "max_total_tokens"]
+    assert [(e.line, e.rank, e.ts) for e in cap] == [(6, None, "2026-08-10T16:29:42.731228")]
+    assert cap[0].fields["max_total_num_tokens"] == 540800
+    assert all(e.ts is not None and e.ts.startswith("2026-08-10T") for e in evs if e.text)
+    s = both(GLM, monkeypatch)
+    assert s["ranks"] == ["-"]
+    assert s["memory"]["-"]["max_total_num_tokens"] == 540800
+    assert s["memory"]["-"]["max_running_requests"] == 128
+    assert s["warnings"].count(RANKS_WARNING) == 1
+
+
+def test_dynamo_registration_is_readiness_and_batches_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = both(QWEN, monkeypatch)
+    assert s["outcome"] == "ready"
+    assert (s["ready"]["line"], s["ready"]["ts"]) == (8, "2026-07-08T22:28:35.504473")
+    assert s["coverage"]["kinds"]["prefill_batch"] == 1
+    assert s["warnings"].count(RANKS_WARNING) == 1
+
+
+def test_ranks_printed_no_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With DYN_SKIP_SGLANG_LOG_FORMATTING=1 SGLang's own lines keep their ranks: only Dynamo's are UTC."""
+    s = both(DSV4, monkeypatch)
+    assert s["ranks"] == ["DP1 TP1 EP1"]
+    assert RANKS_WARNING not in s["warnings"]
+    assert s["outcome"] == "crashed"
+    assert (s["clock"]["utc_records"], s["clock"]["local_records"]) == (3, 3)
+
+
+def coloured(line: str) -> str:
+    """A Dynamo text line as its formatter writes it to a terminal: stamp dimmed, level in
+    colour, target dimmed with its colon (tracing-subscriber's compact format with ANSI)."""
+    stamp, rest = line.split(" ", 1)
+    level, rest = rest.lstrip().split(" ", 1)
+    target, message = rest.split(": ", 1)
+    return (f"\x1b[2m{stamp}\x1b[0m \x1b[32m{level:>5}\x1b[0m \x1b[2m{target}\x1b[0m\x1b[2m:\x1b[0m {message}")
+
+
+@pytest.mark.parametrize(("path", "kind"), [(GLM, "max_total_tokens"), (QWEN, "server_ready")], ids=["glm", "qwen"])
+def test_colour_changes_nothing(path: Path, kind: str) -> None:
+    plain = [view(e) for e in events(path.read_bytes())]
+    text = "\n".join(coloured(t) if t else t for t in lines(path))
+    got = [view(e) for e in events(text.encode())]
+    assert got == plain
+    assert kind in [v[0] for v in got]
+
+
+def test_a_docker_stamp_before_dynamo_is_a_wrapper() -> None:
+    text = "\n".join(f"2026-08-10T16:29:43.000000001Z {t}" for t in lines(GLM) if t)
+    got = [view(e) for e in events(text.encode())]
+    assert got == [view(e) for e in events(GLM.read_bytes()) if e.text]
+    assert got[5][:4] == ("max_total_tokens", 6, None, "2026-08-10T16:29:42.731228")
+
+
+# ---------------------------------------------------------------- JSONL
+def as_jsonl(line: str, file: str = "/opt/dynamo/venv/lib/python3.12/site-packages/sglang/srt/managers/x.py") -> str:
+    """A Python record of Dynamo's text form as its JSONL form (``DYN_LOGGING_JSONL``): the
+    ``log`` crate's target, the record's own as ``log.target`` (docs/guides/logging.md)."""
+    stamp, rest = line.split(" ", 1)
+    level, rest = rest.lstrip().split(" ", 1)
+    target, message = rest.split(": ", 1)
+    return json.dumps({"time": stamp, "level": level, "target": "log", "message": message, "log.file": file,
+                       "log.line": 1, "log.target": target}, separators=(",", ":"))
+
+
+def test_real_jsonl_records_are_read_as_the_text_form() -> None:
+    evs = events(DOCS.read_bytes())
+    assert [e.ts for e in evs] == [
+        "2025-09-02T15:50:01.770028", "2025-09-02T15:50:01.770195", "2025-09-02T15:50:01.770265",
+        "2025-09-02T15:50:01.770316", "2025-09-02T15:50:01.770358", "2025-09-02T15:53:31.943377",
+        "2025-09-02T15:53:31.943550", "2025-09-02T15:53:31.943636", "2025-09-02T15:53:31.943701",
+        "2025-09-02T15:53:31.943747", "2025-10-31T20:52:07.707164", "2025-10-31T20:52:10.707164"]
+    records = [json.loads(t) for t in lines(DOCS) if t.startswith("{")]
+    assert [e.fields["body"] for e in evs[5:]] == [r["message"] for r in records]
+    assert evs[0].fields["body"] == evs[5].fields["body"]  # one message in both forms
+    assert [e.kind for e in evs] == ["other"] * 12  # vLLM's messages: none is SGLang's
+
+
+@pytest.mark.parametrize("path", [GLM, QWEN], ids=["glm", "qwen"])
+def test_sglang_records_as_jsonl_mean_what_their_text_does(path: Path) -> None:
+    plain = [view(e) for e in events(path.read_bytes())]
+    jsonl = "\n".join(as_jsonl(t) if t else t for t in lines(path))
+    assert [view(e) for e in events(jsonl.encode())] == plain
+
+
+def test_a_jsonl_traceback_is_assembled() -> None:
+    """A message of several lines (a traceback logged through Dynamo) is one record per line."""
+    tb = lines(DSV4)[5:43]
+    head = tb[0].split("] ", 1)[1]  # "Scheduler hit an exception: Traceback ..."
+    message = "\n".join([head, *tb[1:]])
+    record = json.dumps({"time": "2026-07-06T02:49:44.257000Z", "level": "ERROR", "target": "log", "message": message,
+                         "log.target": "scheduler.run_scheduler_process"})
+    got = [e for e in events((record + "\n").encode()) if e.kind == "exception"]
+    assert len(got) == 1
+    assert got[0].fields["exception"] == "torch.AcceleratorError"
+    assert len(got[0].fields["frames"]) == 12
+    assert got[0].ts == "2026-07-06T02:49:44.257000"
+
+
+# ---------------------------------------------------------------- torn records
+def torn(path: Path, n: int, at: str) -> bytes:
+    """The JSONL form of ``path`` with record ``n`` (0-based) torn before ``at``, as two
+    concurrent writers leave it: its first part, a newline, then the rest."""
+    out = []
+    for i, t in enumerate(lines(path)):
+        rec = as_jsonl(t) if t else t
+        if i == n:
+            cut = rec.index(at)
+            rec = rec[:cut] + "\n" + rec[cut:]
+        out.append(rec)
+    return "\n".join(out).encode()
+
+
+def test_a_torn_record_is_read_as_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = torn(GLM, 5, "max_running_requests")
+    whole = [e for e in events(data) if e.kind == "max_total_tokens"]
+    assert [(e.line, e.end_line) for e in whole] == [(6, 7)]
+    assert whole[0].fields["max_running_requests"] == 128
+    assert whole[0].fields["context_len"] == 524288
+    # the line after the tear keeps its number: the record after it is line 8
+    assert [e.line for e in events(data) if e.text][5:] == [6, 8, 9, 10, 11]
+    # fed in two chunks, the tear in the second: read alike
+    at = sum(len(t) + 1 for t in data.split(b"\n")[:5])  # where line 6, the torn record, begins
+    parser = IncrementalParser("t.log")
+    fed = parser.feed(data[:at]) + parser.feed(data[at:]) + parser.close()
+    assert [view(e) for e in fed if e.kind == "max_total_tokens"] == [view(whole[0])]
+    path = tmp_path / "torn.log"
+    path.write_bytes(data)
+    s = both(path, monkeypatch)
+    assert s["memory"]["-"]["max_total_num_tokens"] == 540800
+    assert s["memory"]["-"]["context_len"] == 524288
+
+
+@pytest.mark.parametrize("at", ["max_running_requests", "00, chunked"])
+def test_a_torn_text_record_is_read_as_one(at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dynamo's text form torn mid-record: a known record (before a key, or inside a number:
+    ``max_total_num_tokens=5408`` alone), then a line that begins mid-record."""
+    text = lines(GLM)
+    cut = text[5].index(at)
+    data = "\n".join(text[:5] + [text[5][:cut], text[5][cut:]] + text[6:]).encode()
+    got = [e for e in events(data) if e.kind == "max_total_tokens"]
+    assert [(e.line, e.end_line) for e in got] == [(6, 7)]
+    assert got[0].fields["context_len"] == 524288
+    path = tmp_path / "torn.log"
+    path.write_bytes(data)
+    s = both(path, monkeypatch)
+    assert (s["memory"]["-"]["max_total_num_tokens"], s["memory"]["-"]["available_gpu_mem_gib"]) == (540800, 8.69)
+    assert s["coverage"]["lines_unrecognised"] == 9  # the tree-cache lines; the rest of the torn one is no line of its own
+
+
+def test_a_known_record_then_an_unknown_line_stays_two() -> None:
+    """Not torn: the next line, joined, adds no field to the record before it."""
+    text = lines(QWEN)
+    data = "\n".join([text[11], "Dynamo decode handler markers: ok", text[5]]).encode()
+    got = events(data)
+    assert [(e.line, e.end_line, e.kind) for e in got] == [(1, None, "prefill_batch"), (2, None, "other"),
+                                                          (3, None, "other")]
+
+
+def test_a_torn_record_not_completed_stays_two_lines() -> None:
+    """A torn record followed by a whole one (the writer began again) is not joined to it."""
+    whole = as_jsonl(lines(GLM)[5])
+    data = (whole[:whole.index("max_running")] + "\n" + whole + "\n").encode()
+    got = events(data)
+    assert [(e.line, e.end_line, e.kind) for e in got] == [(1, None, "other"), (2, None, "max_total_tokens")]
+
+
+# ---------------------------------------------------------------- probes
+def test_probes_are_counted_by_path_not_as_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = both(PROBES, monkeypatch)
+    assert s["coverage"]["probe_requests"] == {"/health": 7}
+    assert s["coverage"]["kinds"]["http_probe"] == 7
+    assert s["coverage"]["kinds"]["http_access"] == 2  # GET /get_model_info, POST /generate
+
+
+def test_probes_alone_do_not_make_a_run_serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    probes = [t for t in lines(PROBES) if "/health " in t]
+    assert len(probes) == 7
+    path = tmp_path / "probes.log"
+    path.write_text("\n".join(probes + [p.replace("/health", "/metrics") for p in probes]) + "\n")
+    s = both(path, monkeypatch)
+    assert s["coverage"]["probe_requests"] == {"/health": 7, "/metrics": 7}
+    assert "http_access" not in s["coverage"]["kinds"]
+    assert s["phase_reached"] == {}
+
+
+# ---------------------------------------------------------------- two clocks
+def test_offset_from_adjacent_records_of_one_moment(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = both(DSV4, monkeypatch)["clock"]
+    assert clock["local_offset_h"] == -7.0
+    assert clock["pairs"] == 1
+    assert clock["anchor"] == {"utc_line": 3, "utc": "2026-07-06T02:45:29.923854Z",
+                               "local_line": 4, "local": "2026-07-05T19:45:29.924"}
+    assert clock["residual_s"] == pytest.approx(0.000146)
+    assert clock["disagreeing"] == {}
+
+
+def test_records_apart_give_no_offset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never guessed: a local record two lines after a UTC one is no pair."""
+    text = lines(DSV4)
+    path = tmp_path / "apart.log"
+    path.write_text("\n".join(text[:3] + ["  (a line between)"] + text[3:]))
+    clock = both(path, monkeypatch)["clock"]
+    assert (clock["local_offset_h"], clock["pairs"], clock["anchor"]) == (None, 0, None)
+
+
+def test_pairs_that_disagree_give_no_offset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = lines(DSV4)
+    other = text[3].replace("19:45:29.924", "18:45:29.924")  # one hour off: another zone
+    path = tmp_path / "disagree.log"
+    path.write_text("\n".join(text[:4] + [text[2], other] + text[4:]))
+    clock = both(path, monkeypatch)["clock"]
+    assert clock["local_offset_h"] is None
+    assert clock["disagreeing"] in ({"-8": 1}, {"-7": 1})
+
+
+def test_one_record_with_both_stamps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang's prefix behind Dynamo's head: one record, one moment on both clocks."""
+    line = "2026-07-06T02:45:29.924100Z  INFO log: " + lines(DSV4)[4]
+    path = tmp_path / "one.log"
+    path.write_text(line + "\n")
+    s = both(path, monkeypatch)
+    assert s["ready"]["line"] == 1
+    assert s["clock"]["local_offset_h"] == -7.0
+    assert s["clock"]["anchor"]["utc_line"] == s["clock"]["anchor"]["local_line"] == 1
+
+
+def test_no_clock_without_dynamo(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert both(PROBES, monkeypatch)["clock"] is None
+
+
+def test_live_feeding_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``watch`` feeds small chunks: the torn record, the clock and the warning come out alike."""
+    data = DSV4.read_bytes()
+    run = LiveRun("t.log")
+    for i in range(0, len(data), 50):
+        run.feed(data[i:i + 50])
+    run.close()
+    assert run.summary().to_dict()["clock"]["local_offset_h"] == -7.0
+
+
+# ---------------------------------------------------------------- every real file against its label
+def _sources() -> list[Any]:
+    rows = [t.split("\t") for t in (REAL / "SOURCES.tsv").read_text(encoding="utf-8").splitlines()[1:] if t]
+    return [pytest.param(REAL / name, label, id=name[:24]) for name, _url, _kind, label in rows]
+
+
+@pytest.mark.parametrize(("path", "label"), _sources())
+def test_real_files_read_as_labelled(path: Path, label: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SOURCES.tsv`` says what each file shows, from its own text: the reading must agree."""
+    s = both(path, monkeypatch)
+    facts = dict(f.split("=", 1) for f in label.split("; ") if "=" in f)
+    if "max_total_num_tokens" in facts:
+        assert s["memory"]["-"]["max_total_num_tokens"] == int(facts["max_total_num_tokens"])
+    ranks = facts.get("ranks", "")
+    if ranks.startswith("not printed"):
+        assert s["warnings"].count(RANKS_WARNING) == 1 and s["ranks"] == ["-"]
+    elif ranks.startswith("printed"):
+        assert RANKS_WARNING not in s["warnings"] and "-" not in s["ranks"]
+    ready = facts.get("ready", "")
+    if ready.startswith("Dynamo's"):
+        assert "Model registration succeeded" in s["ready"]["text"]
+    elif ready.startswith("no") or ready.startswith("not in excerpt"):
+        assert s["ready"] is None
+    offset = facts.get("utc_and_local", "")
+    if "offset -7 h" in offset:
+        assert s["clock"]["local_offset_h"] == -7.0
+    elif offset.startswith("yes"):  # not adjacent records of one moment: no offset
+        assert s["clock"]["local_offset_h"] is None
+    assert s["clock"]["utc_records"] > 0
