@@ -66,8 +66,6 @@ class Coverage:
     dedup_dropped: int = 0
     #: the first record a grammar rule matched but whose handler failed: (line, error)
     first_unplanned: tuple[int, str] | None = None
-    #: health and metrics probes answered (``http_probe``: not requests served), by path
-    probes: Counter[str] = field(default_factory=Counter)
 
     def merge(self, later: Coverage) -> None:
         """Counts add up; a shape keeps its first line and example."""
@@ -75,7 +73,6 @@ class Coverage:
         self.kind_counts.update(later.kind_counts)
         self.other_lines += later.other_lines  # a part starts at a line start: no line is in both
         self.dedup_dropped += later.dedup_dropped
-        self.probes.update(later.probes)
         self.first_unplanned = self.first_unplanned or later.first_unplanned
         self.last_other_line = later.last_other_line or self.last_other_line
         for key, (count, first, example, ranks) in later.unknown_shapes.items():
@@ -129,7 +126,9 @@ class Coverage:
             "unterminated_last_line": getattr(stats, "unterminated_last_line", False),
             "bytes": getattr(stats, "bytes", None),
             "lines_dropped_by_dedup": self.dedup_dropped,
-            "probe_requests": dict(sorted(self.probes.items())),
+            # health and metrics probes answered (``http_probe``, apart from the requests served):
+            # counted by kind, so that the bulk reader takes them in its runs as it takes requests
+            "probe_requests": self.kind_counts.get("http_probe", 0),
         }
 
 
@@ -163,15 +162,6 @@ def add_others(m: RunModel, line: int, n: int, overflowed: bool,
 def on_ray_dedup(m: RunModel, ev: Event) -> None:
     """Ray printed one line for N alike: N - 1 lines of the cluster are not in this log."""
     m.coverage.dedup_dropped += max(int(ev.fields.get("count") or 1) - 1, 0)
-
-
-@handles("http_probe")
-def on_http_probe(m: RunModel, ev: Event) -> None:
-    """A probe of the HTTP server (``GET /health`` every few seconds from each prober, ``/metrics``,
-    ``/v1/models``): counted by path, apart from the requests served (``http_access``), which
-    it would outnumber; it does not place the run in serving."""
-    path = str(ev.fields.get("path") or "")
-    m.coverage.probes[path.split("?", 1)[0]] += 1
 
 
 @handles("unplanned")
