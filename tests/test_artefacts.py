@@ -530,3 +530,9 @@ def test_slurm_variables_the_log_exports_are_the_allocation(tmp_path):
         write(tmp_path / side / "server.log", f"export SLURM_CPUS_ON_NODE={cpus}\n" + READY)
     d = diagnose_runs(str(tmp_path / "fail" / "server.log"), str(tmp_path / "base" / "server.log"))
     assert "the environment differs (CPU allocation 64 (SLURM_CPUS_ON_NODE) -> 2 (SLURM_CPUS_ON_NODE))" in d.verdict
+
+
+def test_a_server_log_with_check_env_pasted_on_top_stays_a_log(tmp_path):
+    log = write(tmp_path / "report.txt", CHECK_ENV.format(l="NV18") + READY)
+    assert sniff(log) is None
+    assert run_files([log]).paths == [log]

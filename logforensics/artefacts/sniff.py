@@ -52,6 +52,8 @@ def sniff(path: str, head: bytes | None = None) -> str | None:
         return "kubernetes-yaml"
     if _JSON_HEAD.match(text):  # "{" then a key, or "[" then an object: not "[2025-06-01 10:00:00] ..."
         return "json"
+    if _looks_like_a_log(lines):  # a server log with check_env or records pasted in it stays a log
+        return None
     if env.is_check_env(lines):
         return "check_env"
     if env.is_nvidia_smi(lines):
@@ -67,7 +69,7 @@ def sniff(path: str, head: bytes | None = None) -> str | None:
     if any(line.startswith(("sglang:", "sglang_")) and " " in line for line in lines[:4000]) \
             and sum(line.startswith("# TYPE ") for line in lines[:4000]) > 0:
         return "metrics"
-    if not _looks_like_a_log(lines) and orch.is_records(lines):
+    if orch.is_records(lines):
         return "records"
     return None
 
