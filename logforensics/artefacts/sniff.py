@@ -46,33 +46,14 @@ def sniff(path: str, head: bytes | None = None) -> str | None:
     lines = text.splitlines()
     if len(head) == HEAD_BYTES and lines:
         lines = lines[:-1]  # the last line may be cut by the head's bound
-    if orch.is_docker_inspect(lines):
-        return "docker"
-    if orch.is_k8s_yaml(lines):
-        return "kubernetes-yaml"
+    for form, test, _ in _BEFORE_LOG:
+        if test(lines):
+            return form
     if _JSON_HEAD.match(text):  # "{" then a key, or "[" then an object: not "[2025-06-01 10:00:00] ..."
         return "json"
     if _looks_like_a_log(lines):  # a server log with check_env or records pasted in it stays a log
         return None
-    if env.is_check_env(lines):
-        return "check_env"
-    if env.is_nvidia_smi(lines):
-        return "nvidia-smi"
-    if env.is_topology(lines):
-        return "topology"
-    if orch.is_scontrol(lines):
-        return "slurm-job"
-    if orch.is_k8s_describe(lines):
-        return "kubernetes"
-    if env.is_pip(lines):
-        return "pip"
-    if any(line.startswith(("sglang:", "sglang_")) and " " in line for line in lines[:4000]) \
-            and sum(line.startswith("# TYPE ") for line in lines[:4000]) > 0:
-        return "metrics"
-    if orch.is_records(lines):
-        return "records"
-    return None
-
+    return next((form for form, test, _ in _TEXT_FORMS if test(lines)), None)
 
 _SGLANG_LINE = re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?[ \]]")
 
@@ -157,45 +138,71 @@ def _read(path: str, form: str, warn: Warn) -> _Read | None:
         return "crash_dump", {}, [], [read_crash_dump(path)]
     text = _text(path, warn)
     lines = text.splitlines()
-    if form == "check_env":
-        return form, env.read_check_env(path, lines), [], []
-    if form == "nvidia-smi":
-        return form, env.read_nvidia_smi(path, lines), [], []
-    if form == "topology":
-        return form, env.read_topology(path, lines), [], []
-    if form == "pip":
-        return form, env.read_pip(path, lines), [], []
-    if form == "slurm-job":
-        ends, facts = orch.read_scontrol(path, lines)
-        return "slurm", facts, ends, []
-    if form == "kubernetes":
-        ends, facts = orch.read_k8s_describe(path, lines)
-        return "kubernetes", facts, ends, []
-    if form == "kubernetes-yaml":
-        ends, facts = orch.read_k8s_yaml(path, lines)
-        return "kubernetes", facts, ends, []
-    if form == "records":
-        ends = orch.line_records(path, lines)
-        return (ends[0].source if ends else "records"), {}, ends, []
-    if form == "metrics":
-        from .incident import read_metrics_text
-
-        d = read_metrics_text(path, text)
-        return ("incident", {}, [], [d]) if d else None
-    if form == "docker":
-        ends, facts = orch.read_docker_inspect(path, lines)
-        return "docker", facts, ends, []
+    reader = _READERS.get(form)
+    if reader is not None:
+        return reader(path, lines, text)
     try:
         data = json.loads(text)
     except ValueError:  # a stream of JSON records (docker events) is read for its records
-        ends = orch.line_records(path, lines)
-        if ends:
-            return ends[0].source, {}, ends, []
+        if (found := _records(path, lines, text)) is not None and found[2]:
+            return found
         raise ValueError("JSON that does not parse") from None
     from .incident import read_json_artefact
 
     d = read_json_artefact(path, data)
     return (d.kind, {}, [], [d]) if d else None
+
+
+_Reader = Callable[[str, list[str], str], "_Read | None"]
+
+
+def _facts(read: Callable[[str, list[str]], dict[str, Cited]], kind: str) -> _Reader:
+    return lambda path, lines, _text: (kind, read(path, lines), [], [])
+
+
+def _ends(read: Callable[[str, list[str]], tuple[list[Termination], dict[str, Cited]]], kind: str) -> _Reader:
+    def reader(path: str, lines: list[str], _text: str) -> _Read:
+        ends, facts = read(path, lines)
+        return kind, facts, ends, []
+    return reader
+
+
+def _records(path: str, lines: list[str], _text: str) -> _Read:
+    ends = orch.line_records(path, lines)
+    return (ends[0].source if ends else "records"), {}, ends, []
+
+
+def _metrics(path: str, _lines: list[str], text: str) -> _Read | None:
+    from .incident import read_metrics_text
+
+    d = read_metrics_text(path, text)
+    return ("incident", {}, [], [d]) if d else None
+
+
+def _is_metrics(lines: list[str]) -> bool:
+    head = lines[:4000]
+    return any(line.startswith(("sglang:", "sglang_")) and " " in line for line in head) \
+        and any(line.startswith("# TYPE ") for line in head)
+
+
+_Form = tuple[str, Callable[[list[str]], bool], _Reader]
+#: Forms judged before anything else (JSON and YAML of an orchestrator, which a log never is).
+_BEFORE_LOG: tuple[_Form, ...] = (
+    ("docker", orch.is_docker_inspect, _ends(orch.read_docker_inspect, "docker")),
+    ("kubernetes-yaml", orch.is_k8s_yaml, _ends(orch.read_k8s_yaml, "kubernetes")),
+)
+#: Text forms, in the order they are judged, each with its reader.
+_TEXT_FORMS: tuple[_Form, ...] = (
+    ("check_env", env.is_check_env, _facts(env.read_check_env, "check_env")),
+    ("nvidia-smi", env.is_nvidia_smi, _facts(env.read_nvidia_smi, "nvidia-smi")),
+    ("topology", env.is_topology, _facts(env.read_topology, "topology")),
+    ("slurm-job", orch.is_scontrol, _ends(orch.read_scontrol, "slurm")),
+    ("kubernetes", orch.is_k8s_describe, _ends(orch.read_k8s_describe, "kubernetes")),
+    ("pip", env.is_pip, _facts(env.read_pip, "pip")),
+    ("metrics", _is_metrics, _metrics),
+    ("records", orch.is_records, _records),
+)
+_READERS = {form: read for form, _, read in _BEFORE_LOG + _TEXT_FORMS}
 
 
 def _text(path: str, warn: Warn) -> str:
