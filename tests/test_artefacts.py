@@ -435,6 +435,34 @@ def test_the_fleet_store_has_an_environments_table(tmp_path):
     assert json.loads(rows[0]["provenance"])["driver"] == os.path.join(a, "env.txt") + ":7"
 
 
+def test_a_rescan_rereads_a_run_whose_artefact_alone_changed(tmp_path):
+    """The files beside a run are part of it: a changed, added or removed artefact is read
+    again on the next scan, and the environments table then holds the new facts."""
+    run = tmp_path / "fleet" / "run-a"
+    write(run / "server.log", READY)
+    env_file = write(run / "env.txt", CHECK_ENV.format(l="NV18"))
+    store = str(tmp_path / "store")
+
+    def scan() -> str:
+        out = run_cli("scan", str(tmp_path / "fleet"), "--store", store, "--group-by", "dir")
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def driver() -> list:
+        q = run_cli("query", "--store", store, "--format", "json", "SELECT driver, end_cause FROM environments")
+        return [(r["driver"], r["end_cause"]) for r in json.loads(q.stdout)]
+
+    assert "parsed 1," in scan() and driver() == [("550.54.15", None)]
+    assert "parsed 0, skipped 1 unchanged (1 files)" in scan()
+    with open(env_file, "w", encoding="utf-8") as f:  # the log is untouched
+        f.write(CHECK_ENV.format(l="NV18").replace("550.54.15", "535.104.05"))
+    assert "parsed 1," in scan() and driver() == [("535.104.05", None)]
+    write(run / "pod.txt", DESCRIBE)  # an artefact added
+    assert "parsed 1," in scan() and driver() == [("535.104.05", "oom_killed")]
+    os.remove(run / "pod.txt")  # and removed
+    assert "parsed 1," in scan() and driver() == [("535.104.05", None)]
+
+
 class _Args:  # SGLang's ServerArgs as a crash dump pickles it: an object whose state is a dict
     def __init__(self) -> None:
         self.model_path, self.tp_size, self.host, self.port = "/models/m", 1, "127.0.0.1", 30000

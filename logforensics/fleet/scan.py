@@ -1,8 +1,8 @@
 """``scan``: find the runs under some paths, parse the new and changed ones, commit them to the store.
 
 A file is unchanged when its size, modification time and the SHA-256 of its first
-64 KiB all equal what the manifest recorded; a run is skipped when all its files are
-unchanged and it has the same files as before. Findings are computed for the runs
+64 KiB all equal what the manifest recorded; a run is skipped when all its files, the
+artefacts beside its logs included, are unchanged and it has the same files as before. Findings are computed for the runs
 parsed in this scan, against the baseline the store holds for each (``baseline.choose``).
 
 Memory does not grow with the number of runs: each run's rows go to the commit as it is
@@ -67,6 +67,7 @@ def summary_from_json(text: str) -> RunSummary:
 
 
 def _states(src: RunSource, warnings: list[str]) -> dict[str, dict[str, Any]] | None:
+    """Each readable log file's state (``file_state``); None when none is readable."""
     out = {}
     for f in src.files:
         try:
@@ -76,25 +77,40 @@ def _states(src: RunSource, warnings: list[str]) -> dict[str, dict[str, Any]] | 
     return out or None
 
 
+def _artefact_states(src: RunSource) -> dict[str, dict[str, Any]]:
+    """The state of each file beside the run's logs, marked as such: a changed, added or
+    removed artefact changes the run as a changed log does (an unreadable one is left out
+    here; reading the run says why)."""
+    out = {}
+    for f in src.artefacts:
+        try:
+            out[f] = dict(file_state(f), artefact=True)
+        except OSError:
+            continue
+    return out
+
+
 def plan(sources: Sequence[RunSource], manifest: dict[str, dict[str, Any]],
          warnings: list[str]) -> tuple[list[RunSource], dict[str, dict[str, Any]], int]:
-    """The runs to parse, the new manifest entries for them, and how many files were unchanged."""
+    """The runs to parse, the new manifest entries for them (log files and the artefacts
+    beside them), and how many log files were unchanged."""
     todo: list[RunSource] = []
     entries: dict[str, dict[str, Any]] = {}
     unchanged = 0
     for src in sources:
-        states = _states(src, warnings)
-        if states is None:
+        logs = _states(src, warnings)
+        if logs is None:
             continue
+        states = {**logs, **_artefact_states(src)}
         rid = run_id(src.source)
         same = all(manifest.get(f, {}).get("run_id") == rid and
                    {k: manifest[f].get(k) for k in st} == st for f, st in states.items())
         members = {f for f, e in manifest.items() if e.get("run_id") == rid}
         if same and members == set(states):
-            unchanged += len(states)
+            unchanged += len(logs)
             continue
-        readable = tuple(f for f in src.files if f in states)
-        todo.append(replace(src, files=readable, nodes=tuple(n for f, n in zip(src.files, src.nodes) if f in states)))
+        todo.append(replace(src, files=tuple(f for f in src.files if f in logs),
+                            nodes=tuple(n for f, n in zip(src.files, src.nodes) if f in logs)))
         for f, st in states.items():
             entries[f] = dict(st, run_id=rid)
     return todo, entries, unchanged
