@@ -115,13 +115,16 @@ def test_scan_killed_at_random_moments_leaves_a_store_the_next_scan_repairs(tmp_
     assert first.returncode == 0, first.stderr
     rng = random.Random(37)
     hits: Counter[str] = Counter()
-    for i in range(20):
+    # every moment with both signals, once each (the order shuffled): each kill and repair
+    # is two scans of seconds, so the cases are covered once rather than drawn at random
+    cases = [(trigger, sig) for trigger in ("delay", "parse", "write", "publish")
+             for sig in (signal.SIGTERM, signal.SIGKILL)]
+    rng.shuffle(cases)
+    for i, (trigger, sig) in enumerate(cases):
         for p in rng.sample(logs, 3):  # rescans: the old parts are rewritten without these runs
             with open(p, "a") as fh:
                 fh.write(f"[2026-03-25 16:00:{i:02d}] INFO:     127.0.0.1:1 - \"GET /health HTTP/1.1\" 200 OK\n")
         logs.append(Path(shutil.copy(logs[i], tmp_path / "logs" / f"new-{i}.log")))  # a new run
-        sig = rng.choice([signal.SIGTERM, signal.SIGKILL])
-        trigger = rng.choice(["delay", "parse", "write", "publish"])
         delay = rng.uniform(0.3, 1.5) if trigger == "delay" else rng.uniform(0, 0.02)
         proc = subprocess.Popen(CLI + ["scan", str(tmp_path / "logs"), "--store", str(store), "--jobs", "2"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
@@ -158,7 +161,7 @@ def test_scan_killed_at_random_moments_leaves_a_store_the_next_scan_repairs(tmp_
         assert events.groupby("run_id").size().to_dict() == \
             {r: n for r, n in zip(runs["run_id"], runs["events"]) if n}  # each run's events once
     print(dict(hits))
-    assert sum(hits.values()) >= 10, hits  # most kills hit a running scan
+    assert sum(hits.values()) >= 6, hits  # most kills hit a running scan
 
 
 def _hold(store: Path) -> subprocess.Popen:
