@@ -12,7 +12,7 @@ from test_watch import CRASH_EXC, CRASH_HEAD, CRASH_TAIL, START, Watch, parse_js
 
 RATE = 12e6  # bytes per second, as a busy 8-rank serving log at its worst
 BLOCK = 256 << 10
-KILLS = 6
+KILLS = 3
 
 
 def decode_lines(n_bytes: int, start: int) -> tuple[bytes, int]:
