@@ -1,4 +1,4 @@
-"""docs/rules.md lists every fact rules can read, and every fact a rule reads exists."""
+"""docs/rules.md lists every fact rules can read, and every fact and summary key a rule reads exists."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from logforensics.diagnose.factdoc import BEGIN, END, reference, rewrite
 from logforensics.diagnose.facts import Facts
+from logforensics.model.summary import JSON_KEYS, Crash, Hang
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,3 +46,32 @@ def test_every_fact_a_rule_reads_exists() -> None:
     assert used
     missing = sorted(u for u in used if not _resolves(u.rstrip(".").split(".")))
     assert not missing, f"rules read facts that do not exist: {missing}"
+
+
+#: The summary's records a rule reads into by their fields (``failing.crash.order_uncertain``);
+#: every other key holds a mapping or a list whose keys are the log's (ranks, settings).
+_RECORDS = {"crash": Crash, "hang": Hang}
+
+
+def _summary_path_exists(path: list[str]) -> bool:
+    """Whether ``failing.a.b`` names a key of ``summary --json`` (``JSON_KEYS``) and, inside
+    a typed record (the crash, the hang), one of its fields."""
+    if not path or path[0] not in JSON_KEYS:
+        return False
+    record = _RECORDS.get(path[0])
+    if record is None or len(path) < 2:
+        return True
+    return path[1] in {f.name for f in dataclasses.fields(record)} - {"keys", "extra"}
+
+
+def test_every_summary_key_a_rule_reads_exists() -> None:
+    """The runs' side of a rule's environment is the summary's JSON (``failing``,
+    ``baseline``): a key renamed or dropped there must fail here, not leave a rule silent
+    (a missing key reads as none, and a condition on it is simply false)."""
+    used = set()
+    for rule in (ROOT / "rules").rglob("*.yml"):
+        text = rule.read_text(encoding="utf-8").split("\nexamples:")[0]
+        used |= set(re.findall(r"(?<![\w.])(?:failing|baseline)\.([A-Za-z_][\w.]*)", text))
+    assert {"crash.order_uncertain", "outcome"} <= used
+    missing = sorted(u for u in used if not _summary_path_exists(u.rstrip(".").split(".")))
+    assert not missing, f"rules read summary keys that do not exist: {missing}"
