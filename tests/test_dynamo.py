@@ -20,6 +20,7 @@ import pytest
 from logforensics.events import Event
 from logforensics.ingest.batch import read_file
 from logforensics.ingest.live import LiveRun
+from logforensics.read.bulk import available
 from logforensics.read.parser import IncrementalParser
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real-dynamo"
@@ -201,6 +202,38 @@ def test_a_torn_record_is_read_as_one(tmp_path: Path, monkeypatch: pytest.Monkey
     s = both(path, monkeypatch)
     assert s["memory"]["-"]["max_total_num_tokens"] == 540800
     assert s["memory"]["-"]["context_len"] == 524288
+
+
+def _summary_in_blocks(data: bytes, cuts: list[int], bulk: bool) -> dict[str, Any]:
+    """The summary of ``data`` read in blocks that end at ``cuts``, as ``feed`` (the pure
+    path, ``watch``) or ``feed_bulk`` (the compiled path) gets them."""
+    run = LiveRun("t.log")
+    for a, b in zip([0] + cuts, cuts + [len(data)]):
+        run.feed_bulk(data[a:b]) if bulk else run.feed(data[a:b])
+    run.close()
+    return run.summary().to_dict()
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["feed", "feed_bulk"])
+def test_a_record_torn_at_the_end_of_a_block_is_read_as_one(bulk: bool) -> None:
+    """The tear falls where one block ends: the record's first part waits for the next
+    block, as an unfinished line does, and is read with the line that completes it."""
+    if bulk and not available():
+        pytest.skip("the accelerator is not built here, or LOGFORENSICS_PURE=1")
+    data = torn(GLM, 5, "max_running_requests")
+    at = sum(len(t) + 1 for t in data.split(b"\n")[:6])  # line 7, the record's rest, begins here
+    whole = _summary_in_blocks(data, [], bulk)
+    assert whole["memory"]["-"]["context_len"] == 524288  # read as one record
+    for cuts in ([at], [at - 1], [at - 5, at], [at, at + 3]):
+        got = _summary_in_blocks(data, cuts, bulk)
+        assert got == whole, cuts
+    # the log ends after the first part (with its newline, or with the rest unterminated)
+    head = data[:at]
+    cut = _summary_in_blocks(head, [], bulk)
+    assert cut["coverage"]["lines_read"] == 6 and "context_len" not in cut["memory"].get("-", {})
+    rest_end = data.index(b"\n", at)
+    ends = _summary_in_blocks(data[:rest_end], [at], bulk)
+    assert ends["memory"]["-"]["context_len"] == 524288 and ends["coverage"]["lines_read"] == 7
 
 
 @pytest.mark.parametrize("at", ["max_running_requests", "00, chunked"])

@@ -37,8 +37,10 @@ A record that a concurrent writer tore across two physical lines is read as one 
 the first line, ending on the second, in both (``_joint``): a JSONL record of NVIDIA
 Dynamo's whose first part is no whole record and the next line completes it, or a record
 of start-up the grammar knows followed by a line that begins mid-record, when the two
-together are that record with more of its fields. Two lines of one block only (a tear across two
-blocks, or across the byte ranges of the parallel reader, is read as two lines).
+together are that record with more of its fields. A JSONL record torn at the end of a block
+waits, with the rest of the block's last line, for the next block (:func:`_torn_cut`); a record
+of start-up torn across two blocks, and any tear across the byte ranges of the parallel
+reader, is read as two lines.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from ..events import PHASE_OF_KIND, Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .fastpath import LINE_LIMIT, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
-from .segments import DYNAMO_JSON, SNIFF_BYTES, looks_binary, rejoin, text_counts
+from .segments import DYNAMO_JSON, SNIFF_BYTES, looks_binary, rejoin, text_counts, torn_json
 
 if TYPE_CHECKING:
     from .bulk import BulkSink, LineScanner
@@ -83,6 +85,18 @@ def _continues(ev: Event) -> bool:
     """Whether ``ev`` may be the rest of a torn record: unrecognised, without stamp or rank,
     not indented (an indented line continues a traceback or a message, not a torn record)."""
     return ev.kind == "other" and ev.ts is None and ev.rank is None and not ev.text[:1].isspace()
+
+
+def _torn_cut(data: bytes, cut: int) -> int:
+    """Where the lines to read now end (``cut``: the last newline of ``data``): before the
+    last line when it is the first part of a JSONL record of Dynamo's that a concurrent
+    writer tore (``segments.torn_json``), so that it waits for the line that completes it
+    in the next block, as the rest of an unfinished line does; -1 when it is the first."""
+    start = data.rfind(b"\n", 0, cut) + 1
+    if not data.startswith(_JSON_HEAD, start) or cut - start > LINE_LIMIT:
+        return cut
+    head = bytes(data[start:cut])
+    return start - 1 if _utf8(head) and torn_json(head.decode("utf-8")) else cut
 
 
 @dataclass
@@ -198,12 +212,18 @@ class IncrementalParser:
             self._hold(bytes(chunk))
             return []
         data = self._joined_tail() + chunk if self._tail or self._pieces else chunk
-        cut = data.rfind(b"\n")
+        cut = _torn_cut(data, data.rfind(b"\n"))
+        if cut < 0:  # a torn record's first part, alone: it waits for the rest
+            self._tail = bytes(data)
+            return []
         self._tail = data[cut + 1:]
         if len(self._tail) > self.max_line_bytes:
             self._tail = self._truncate(self._tail)
             self._overflow = True
-        body = data[:cut]
+        return self._read_body(data[:cut])
+
+    def _read_body(self, body: bytes) -> list[Event]:
+        """The events of the whole lines ``body`` (without its last newline), numbered on."""
         first = self.line_offset + self.stats.lines + 1
         done = self.classifier.classify_block(body, first, self.max_line_bytes)
         if done is None:  # an over-long line: cut it, line by line
@@ -247,14 +267,20 @@ class IncrementalParser:
             self._hold(bytes(chunk))
             return
         tail = self._joined_tail()
+        idx = chunk.find(b"\n")  # where the line begun in an earlier chunk ends
+        if tail and _torn_cut(tail + chunk[:idx + 1], len(tail) + idx) < len(tail) + idx:
+            idx = chunk.find(b"\n", idx + 1)  # a torn record's first part: read with the line after it
+        cut = _torn_cut(chunk, cut)  # a torn record's first part at the end waits for the next chunk
+        if idx < 0 or cut < (idx if tail else 0):
+            self._hold(bytes(chunk))
+            return
         self._tail = bytes(chunk[cut + 1:])
         if len(self._tail) > self.max_line_bytes:  # as feed: before the lines are counted
             self._tail = self._truncate(self._tail)
             self._overflow = True
         first = line = self.line_offset + self.stats.lines + 1
         pos = 0
-        if tail:  # the line begun in an earlier chunk
-            idx = chunk.find(b"\n")
+        if tail:  # the line begun in an earlier chunk (and a torn record's rest)
             line = self._bulk_lines(tail + chunk[:idx + 1], 0, len(tail) + idx + 1, line, scanner, sink)
             pos = idx + 1
         line = self._bulk_lines(chunk, pos, cut + 1, line, scanner, sink)
@@ -443,11 +469,14 @@ class IncrementalParser:
             elif held:
                 out.extend(self.feed(held))
         self._held_bulk = None
-        self._joined_tail()
-        if self._tail:
+        tail = self._joined_tail()
+        if b"\n" in tail:  # a torn record's first part waited here: the lines, joined where they make one
+            self.stats.unterminated_last_line = not tail.endswith(b"\n")
+            out.extend(self._read_body(tail[:-1] if tail.endswith(b"\n") else tail))
+        elif tail:
             self.stats.unterminated_last_line = True
             self.stats.lines += 1
-            for ev in self.classifier.classify(self._tail, self.line_offset + self.stats.lines):
+            for ev in self.classifier.classify(tail, self.line_offset + self.stats.lines):
                 out.extend(self.assembler.step(ev))
         self._tail = b""
         self._overflow = False
