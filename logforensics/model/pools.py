@@ -361,4 +361,4 @@ def _order(p: Pools, env: dict[str, str], env_evidence: list[dict[str, Any]]) ->
     return {"order": how, "kv_at": _at(kv), "capture_at": _at(cap), "va_at": _at(p.first_va),
             "post_capture_at": [_at(x) for x in p.post_capture[:4]],
             "env_set": asked, "env_at": [_at(e) for e in env_evidence if POST_CAPTURE_ENV in (e.get("text") or "")][:2],
-            "fell_back": asked and how == "kv_before_graphs"}
+            "fell_back": asked and how == "kv_before_graphs" and not p.post_capture}
