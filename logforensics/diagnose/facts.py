@@ -21,8 +21,8 @@ from .budget import Advice, Budget, Capture, advice, budget, capture
 from .crash import CrashFacts, HangFacts, crash_facts, hang_facts, same_crash
 from .environment import EnvFacts, env_facts
 from .kvbudget import KVBudgetFacts, kv_budget_facts
-from .pools import PoolFacts, pool_facts
 from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
+from .pools import PoolFacts, pool_facts
 from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
 from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, setup
