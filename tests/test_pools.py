@@ -183,3 +183,13 @@ def test_diff_compares_pool_by_pool() -> None:
     assert (deltas["swa"].size_baseline, deltas["swa"].size_failing) == (148717, 26397)
     assert d.facts.pools.changed == ("full", "swa")
     assert deltas["full"].evidence[0].line == 56 and deltas["full"].evidence[1].line == 151
+
+
+def test_retraction_storm_names_the_binding_pool_and_its_knob_first(tmp_path: Path) -> None:
+    lines = []
+    for i in range(6):
+        lines += [_decode(4 * i, 121000, 0.41, 97000 + i, 0.97), RETRACT.format(t=4 * i + 2)]
+    d = diagnose_files(str(_write(tmp_path, lines)), None)
+    sv03 = next(x for x in d.findings if x.rule == "SV03")
+    assert "the fullest of this model's pools was the sliding-window (SWA) KV pool" in sv03.explanation
+    assert d.facts.serving.kv_advice[0].setting == "--swa-full-tokens-ratio higher"
