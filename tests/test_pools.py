@@ -108,19 +108,24 @@ def test_full_pool_bound_gets_the_opposite_advice(tmp_path: Path) -> None:
     assert f.binding == "full" and [a.setting for a in f.advice] == ["--swa-full-tokens-ratio lower"]
 
 
-def test_parts_merge_to_the_whole(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["swa_bound", "labelled", "real_141"])
+def test_parts_merge_to_the_whole(tmp_path: Path, case: str) -> None:
     """A later part's retraction before its first batch line is bound by the pools the
-    earlier part left: two parts merged give the whole file's pools."""
-    path = _write(tmp_path, SWA_BOUND)
+    earlier part left, and a rank's pool lines split between parts are placed as in one
+    pass: two parts merged give the whole file's pools and ranks' KV, wherever the cut."""
+    path = (REAL / "141-mimo-v2-flash-tp4-swakvpool-unlabelled-swa-then-full-kv-lines.log" if case == "real_141"
+            else _write(tmp_path, SWA_BOUND if case == "swa_bound" else [LAUNCH, *OLD_ORDER]))
     events = list(iter_events(path))
     whole = RunModel(str(path))
     whole.observe_all(events)
+    want = whole.summary()
     for cut in range(1, len(events)):
         first, second = RunModel(str(path), part=True), RunModel(str(path), part=True)
         first.observe_all(events[:cut])
         second.observe_all(events[cut:])
         first.merge(second)
-        assert first.summary().pools == whole.summary().pools, cut
+        got = first.summary()
+        assert (got.pools, got.memory) == (want.pools, want.memory), cut
 
 
 def test_hisparse_and_deepseek_v4_pools(tmp_path: Path) -> None:

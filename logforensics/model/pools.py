@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from .rank import KV_HYBRID
 from .registry import handles
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ _DSV4_POOLS = {"swa_size": "swa", "c4_size": "c4", "c128_size": "c128",
                "c4_state_pool_size": "c4_state", "c128_state_pool_size": "c128_state"}
 #: The invariant checker's per-pool line: ``[full] total=N, available=N, evictable=N, ...``.
 _POOL_STATE = re.compile(r"\[(\w+)\] total=(\d+), available=(\d+), evictable=(\d+)")
+#: A rank's first KV records kept to place its pools (a target's two pools and their total).
+MAX_RANK_RECORDS = 4
 #: Retractions kept with the pool that bound them (the first ones).
 MAX_BINDINGS = 16
 POST_CAPTURE_ENV = "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING"
@@ -76,10 +79,9 @@ class Pools:
     sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: pool -> {peak, peak_at, last, last_at, peak_used, last_used}
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: rank -> its unlabelled "KV Cache is allocated" records not yet placed in a pool
-    pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    #: rank -> {pool: GiB} of the pools its labelled or placed records sized
-    rank_gib: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: rank -> its first records of the target's KV, in order (``MAX_RANK_RECORDS``): each
+    #: {kind: "kv" | "total", label, gib, tokens, where}; placed in pools by ``placed``
+    rank_kv: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: the first records of start-up's order: real KV allocation, VA reservation, capture
     first_kv: dict[str, Any] | None = None
     first_va: dict[str, Any] | None = None
@@ -97,14 +99,32 @@ class Pools:
             return
         self.sizes[pool] = {"size": tokens, "unit": UNITS.get(pool, "tokens"), "gib": gib, "evidence": _where(ev)}
 
-    def gib(self, pool: str, rank: str, value: float | None, ev: Event) -> None:
-        if value is None:
-            return
-        self.rank_gib.setdefault(rank, {}).setdefault(pool, value)
-        s = self.sizes.get(pool)
-        if s is not None and s.get("gib") is None:
-            s["gib"] = value
-            s.setdefault("gib_evidence", _where(ev))
+    def kv_record(self, rank: str, rec: dict[str, Any]) -> None:
+        kept = self.rank_kv.setdefault(rank, [])
+        if len(kept) < MAX_RANK_RECORDS:
+            kept.append(rec)
+
+    def placed(self, rank: str) -> dict[str, Any] | None:
+        """A rank's target KV pools, from its first records: an ``SWAKVPool`` line after two
+        unlabelled allocation lines (SWA pool, then full pool, as SWAKVPool allocates them),
+        or a ``SWA`` and a ``Full`` labelled line. {gib: {pool: GiB}, total, tokens, where}
+        of the record that completes them, or None while they are incomplete."""
+        unlabelled: list[dict[str, Any]] = []
+        labelled: dict[str, dict[str, Any]] = {}
+        for rec in self.rank_kv.get(rank, []):
+            if rec["kind"] == "total":
+                gib = ({"swa": unlabelled[0]["gib"], "full": unlabelled[1]["gib"]}
+                       if len(unlabelled) == 2 else {})
+                return {"gib": gib, "total": rec["gib"], "tokens": rec["tokens"], "where": rec["where"]}
+            if rec["label"] in ("swa", "full"):
+                labelled.setdefault(rec["label"], rec)
+                if len(labelled) == 2 and None not in (labelled["swa"]["gib"], labelled["full"]["gib"]):
+                    return {"gib": {k: v["gib"] for k, v in labelled.items()},
+                            "total": round(labelled["swa"]["gib"] + labelled["full"]["gib"], 4),
+                            "tokens": labelled["full"]["tokens"], "where": rec["where"]}
+            elif not rec["label"]:
+                unlabelled.append(rec)
+        return None
 
     def batch(self, ev: Event, usages: tuple[Any, ...], counts: tuple[Any, ...]) -> None:
         at = None
@@ -156,11 +176,9 @@ class Pools:
             for key in ("last", "last_at", "last_used"):
                 if rec[key] is not None:
                     mine[key] = rec[key]
-        for rank, items in later.pending.items():
-            self.pending.setdefault(rank, []).extend(items)
-        for rank, gibs in later.rank_gib.items():
-            for pool, value in gibs.items():
-                self.rank_gib.setdefault(rank, {}).setdefault(pool, value)
+        for rank, items in later.rank_kv.items():
+            for rec in items:
+                self.kv_record(rank, rec)
         self.first_kv = self.first_kv or later.first_kv
         self.first_va = self.first_va or later.first_va
         self.first_capture = self.first_capture or later.first_capture
@@ -212,18 +230,8 @@ def on_swa_kv_pool(m: RunModel, ev: Event) -> None:
     p = m.pools
     p.size("full", f.get("full_size"), ev)
     p.size("swa", f.get("swa_size"), ev)
-    rank = ev.rank or "-"
-    waiting = p.pending.pop(rank, [])
-    if len(waiting) == 2:
-        for pool, rec in zip(("swa", "full"), waiting):
-            p.gib(pool, rank, rec["gib"], rec["ev"])
-    r = m.timeline.rank(ev.rank)
-    total = f.get("mem_usage_gib")
-    if total is not None:  # the target's whole KV: both pools
-        r.memory["kv_gib"] = total
-        if f.get("full_size") is not None:
-            r.memory["kv_tokens"] = f["full_size"]
-        r.evidence_of("kv_cache_alloc", ev.file, ev.line, ev.rank, ev.text)
+    if f.get("mem_usage_gib") is not None:
+        _kv_record(m, ev, {"kind": "total", "label": None, "gib": f["mem_usage_gib"], "tokens": f.get("full_size")})
 
 
 @handles("mamba_cache_alloc")
@@ -274,20 +282,35 @@ def on_kv_alloc(m: RunModel, ev: Event) -> None:
     if kv is None and f.get("k_gib") is not None:
         kv = round(f["k_gib"] + (f.get("v_gib") or 0.0), 4)
     label = (f.get("label") or "").lower()
-    rank = ev.rank or "-"
     if label in ("full", "swa"):
         p.size(label, f.get("tokens"), ev)
-        p.gib(label, rank, kv, ev)
-        gibs = p.rank_gib.get(rank, {})
-        if "full" in gibs and "swa" in gibs:  # the target's whole KV: both pools
-            r = m.timeline.rank(ev.rank)
-            r.memory["kv_gib"] = round(gibs["full"] + gibs["swa"], 4)
-            if p.sizes.get("full", {}).get("size") is not None:
-                r.memory["kv_tokens"] = p.sizes["full"]["size"]
-    elif not label:
-        waiting = p.pending.setdefault(rank, [])
-        if len(waiting) < 2:
-            waiting.append({"gib": kv, "tokens": f.get("tokens"), "ev": ev})
+    if label in ("full", "swa", ""):
+        _kv_record(m, ev, {"kind": "kv", "label": label, "gib": kv, "tokens": f.get("tokens")})
+
+
+def _kv_record(m: RunModel, ev: Event, rec: dict[str, Any]) -> None:
+    rank = ev.rank or "-"
+    m.pools.kv_record(rank, dict(rec, where=_where(ev)))
+    place_rank(m, rank)
+
+
+def place_rank(m: RunModel, rank: str) -> None:
+    """Once a rank's target pools are placed (``Pools.placed``), its KV is their total (the
+    first such: a draft's pools come later) and its KV tokens the full pool's (SGLang's
+    max_total_num_tokens); ``rank.merge`` gives ``KV_HYBRID`` precedence over the first
+    allocation line. Called again after a merge, where a rank's records span both parts."""
+    r = m.timeline.ranks.get(rank)
+    if r is None or KV_HYBRID in r.memory:
+        return
+    placed = m.pools.placed(rank)
+    if placed is None or placed["total"] is None:
+        return
+    w = placed["where"]
+    r.memory[KV_HYBRID] = w["line"]
+    r.memory["kv_gib"] = placed["total"]
+    if placed["tokens"] is not None:
+        r.memory["kv_tokens"] = placed["tokens"]
+    r.evidence_of("kv_cache_alloc", w["file"], w["line"], w["rank"], w["text"])
 
 
 def on_capture(m: RunModel, ev: Event) -> None:
@@ -311,8 +334,17 @@ def summarize(p: Pools, env: dict[str, str], env_evidence: list[dict[str, Any]],
     ``messages``: texts that may carry the invariant checker's per-pool lines (exception
     messages, warnings), each with where it was printed."""
     pools: dict[str, dict[str, Any]] = {}
+    gibs: dict[str, tuple[int, float, dict[str, Any]]] = {}
+    for rank in p.rank_kv:
+        placed = p.placed(rank)
+        for pool, value in ((placed or {}).get("gib") or {}).items():
+            line = placed["where"]["line"] if placed else 0
+            if value is not None and (pool not in gibs or line < gibs[pool][0]):
+                gibs[pool] = (line, value, placed["where"] if placed else {})
     for name, s in p.sizes.items():
-        pools.setdefault(name, {}).update({"size": s["size"], "unit": s["unit"], "gib": s.get("gib"),
+        pools.setdefault(name, {}).update({"size": s["size"], "unit": s["unit"],
+                                           "gib": s.get("gib") if s.get("gib") is not None
+                                           else gibs[name][1] if name in gibs else None,
                                            "size_at": _at(s["evidence"])})
     for name, u in p.usage.items():
         rec = pools.setdefault(name, {"unit": UNITS.get(name, "tokens")})

@@ -42,9 +42,9 @@ from .fingerprint import fingerprint
 from .hang import HANG_KINDS, HangObserver
 from .notices import Notices
 from .outcome import judge, milestone_name, named_ranks
-from .pools import Pools
+from .pools import Pools, place_rank
 from .pools import summarize as summarize_pools
-from .rank import MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
+from .rank import KV_HYBRID, MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
 from .startup import Timeline
@@ -268,6 +268,8 @@ class RunModel:
         self.serving.merge(later.serving)
         self.dynamo.merge(later.dynamo)
         self.pools.merge(later.pools)
+        for rank in later.pools.rank_kv:  # a rank whose pools' records span both parts
+            place_rank(self, rank)
         self.last_line = max(self.last_line, later.last_line)
 
     # -- summary -----------------------------------------------------------------------
@@ -331,7 +333,7 @@ class RunModel:
 
     def _rank_record(self, label: str, reached: str | None, drawer: str | None) -> RankRecord:
         r = self.timeline.ranks.get(label) or RankState()
-        memory = {key: copy.deepcopy(v) for key, v in r.memory.items() if key != "capture_end_line"}
+        memory = {key: copy.deepcopy(v) for key, v in r.memory.items() if key not in ("capture_end_line", KV_HYBRID)}
         if memory:
             memory["evidence"] = {key: dict(v) for key, v in r.evidence.items()}
         return RankRecord(
