@@ -142,6 +142,16 @@ def _server_arg(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
     return lambda s, _: [s.server_args[key]] if key in s.server_args else []
 
 
+def _pool(name: str, *keys: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
+    """A figure of one pool of the summary's pools (``model/pools.py``), by its keys in turn."""
+    def get(s: RunSummary, _: list[Any]) -> list[Any]:
+        value: Any = ((s.pools or {}).get("pools") or {}).get(name)
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return [] if value is None else [value]
+    return get
+
+
 FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     "kv_tokens": _mem("kv_tokens"),
     "K": _mem("k_gib"),
@@ -177,6 +187,21 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     "full_tokens": _events("decode_batch", "full_token"),
     "full_token_usage": _events("decode_batch", "full_token_usage"),
     "mamba_num": _events("decode_batch", "mamba_num"),
+    # a hybrid model's pools, one by one (model/pools.py)
+    "full_pool_tokens": _pool("full", "size"),
+    "swa_pool_tokens": _pool("swa", "size"),
+    "full_pool": _pool("full", "gib"),
+    "swa_pool": _pool("swa", "gib"),
+    "full_usage_peak": _pool("full", "peak_usage"),
+    "mamba_usage_peak": _pool("mamba", "peak_usage"),
+    "mamba_usage_last": _pool("mamba", "last_usage"),
+    "full_total": _pool("full", "state", "total"),
+    "full_available": _pool("full", "state", "available"),
+    "full_evictable": _pool("full", "state", "evictable"),
+    "swa_total": _pool("swa", "state", "total"),
+    "swa_available": _pool("swa", "state", "available"),
+    "swa_evictable": _pool("swa", "state", "evictable"),
+    "post_capture_order": lambda s, _: [((s.pools or {}).get("order") or {}).get("order")] if s.pools else [],
     "new_tokens": _events("prefill_batch", "new_token"),
     "cached_tokens": _events("prefill_batch", "cached_token"),
     "input_tps": _events("prefill_batch", "input_throughput_tok_s"),
@@ -225,12 +250,6 @@ NOT_RUN_FIGURES = {
     "cuda_container": "a container banner",
     "cuda_graph_addresses": "a torch compile debug line",
     "piecewise_max_tokens": "a piecewise capture list",
-    "full_available": "inside a ValueError message",
-    "full_evictable": "inside a ValueError message",
-    "full_total": "inside a ValueError message",
-    "swa_available": "inside a ValueError message",
-    "swa_evictable": "inside a ValueError message",
-    "swa_total": "inside a ValueError message",
     "ready_after_s": "a difference of two timestamps chosen by the labeller",
     "nccl_init_total_s": "NCCL INFO text",
     "tcpstore_assert": "inside a RuntimeError message",

@@ -221,7 +221,9 @@ def summary(logs: tuple[str, ...], as_json: bool, redact: bool, keep_prompts: bo
     LOGS is one run: a file, several files (one per node or server), a directory, a
     quoted glob, or a summary saved with `summary --json` (read back, not parsed).
     Ranks and the crash name their node and file; ranks that the parallel sizes call
-    for but no file shows are listed as missing.
+    for but no file shows are listed as missing. A hybrid model's KV pools (full, SWA,
+    Mamba, ...) are listed one by one with their lines, and the start-up order of KV
+    allocation and CUDA-graph capture is stated.
     """
     from ..pipeline import InputError, summarize_run  # the grammar and the run model: not for --help
 

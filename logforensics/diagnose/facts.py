@@ -22,6 +22,7 @@ from .crash import CrashFacts, HangFacts, crash_facts, hang_facts, same_crash
 from .environment import EnvFacts, env_facts
 from .kvbudget import KVBudgetFacts, kv_budget_facts
 from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
+from .pools import PoolFacts, pool_facts
 from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
 from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, setup
@@ -363,6 +364,9 @@ class Facts:
     #: The two runs' SGLang versions (and commits) and the declared defaults that changed
     #: between them (diagnose/versions.py, model/serverargs_defaults.tsv).
     versions: VersionDelta = VersionDelta.empty()
+    #: A hybrid model's pools: the pool that bound admission, the pools of both runs, the
+    #: order of KV allocation and graph capture (diagnose/pools.py).
+    pools: PoolFacts = PoolFacts()
 
 
 def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
@@ -376,6 +380,10 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
     crash, base_crash = crash_facts(failing), crash_facts(baseline) if baseline else None
     terms = budget_terms(bb, fb, bcap, fcap) if bb else ()
     novel = novel_lines(failing, baseline) if baseline else ()
+    pf = pool_facts(failing, baseline)
+    sf = serving_facts(failing, baseline)
+    if sf.kv_advice and pf.advice:  # the binding pool's own knob first
+        sf = dataclasses.replace(sf, kv_advice=pf.advice + sf.kv_advice)
     return Facts(
         coverage=Sides(fc, bc),
         setup=setup(baseline, failing) if baseline else Setup.empty(),
@@ -397,10 +405,11 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
         nodes=node_facts(failing, baseline),
         pd=pd_facts(failing),
         timer=timer_facts(failing),
-        serving=serving_facts(failing, baseline),
+        serving=sf,
         validity=validity(failing),
         environment=env_facts(failing, baseline) if baseline else EnvFacts.empty(),
         versions=version_delta(failing, baseline) if baseline else VersionDelta.empty(),
+        pools=pf,
     )
 
 

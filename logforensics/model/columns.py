@@ -32,6 +32,7 @@ from ..read.plan import Plan
 from .coverage import MAX_UNKNOWN_SHAPES, OVERFLOW_KEY, add_others
 from .hang import HANG_KINDS
 from .notices import limit
+from .pools import POOL_FIELDS
 from .rank import NO_RANK
 from .registry import HANDLERS
 from .run import RunModel
@@ -62,12 +63,14 @@ _ROW_KIND = {DECODE: "decode_batch", PREFILL: "prefill_batch"}
 #: Batch fields of a prefill/decode-disaggregated server, which ``model.pd`` reads from
 #: events: records that carry them are observed as events.
 _PD_FIELDS = ("transfer_req", "inflight_req", "unbootstrapped_req")
+#: So are those of a hybrid model, whose per-pool fields ``model.pools`` reads.
+_EVENT_FIELDS = _PD_FIELDS + POOL_FIELDS
 
 
 def class_of(plan: Plan) -> int | None:
     """The scanner class of a plan's records, or None when they must be observed as events."""
     kind = plan.kind
-    if any(name in plan.spec for name in _PD_FIELDS):
+    if any(name in plan.spec for name in _EVENT_FIELDS):
         return None
     if kind == "decode_batch":
         return DECODE

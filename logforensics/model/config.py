@@ -88,10 +88,17 @@ def on_nccl_version(m: RunModel, ev: Event) -> None:
             m.config.versions.setdefault("cuda", version.split("+cuda")[1])
 
 
-@handles("custom_ar_disabled", "unbalanced_memory", "retract")
+@handles("custom_ar_disabled", "unbalanced_memory")
 def on_notable(m: RunModel, ev: Event) -> None:
     """Records kept as evidence for the rules, under their own kind."""
     m.notices.add(ev.kind, ev)
+
+
+@handles("retract")
+def on_retract(m: RunModel, ev: Event) -> None:
+    """A retraction: evidence for the rules, and the pool that bound it (``model.pools``)."""
+    m.notices.add(ev.kind, ev)
+    m.pools.retraction(ev)
 
 
 def flags(words: list[str]) -> dict[str, Any]:

@@ -32,6 +32,9 @@ FIRST_WINS = (
     ("capture_end_line", ("capture_end_line", "capture_end_avail_gib", "capture_mem_gib", "capture_elapsed_s"),
      "capture_end"),
 )
+#: Marks a rank's KV figures as its hybrid pools' total (``model.pools``): they replace the
+#: first allocation line's, whichever part of the log each came from.
+KV_HYBRID = "kv_hybrid_line"
 _LABEL_PART = re.compile(r"([A-Za-z_]+)(-?\d+)")
 
 
@@ -103,6 +106,12 @@ class RankState:
             if marker in self.memory:
                 skip_memory.update(keys)
                 skip_evidence.add(evidence)
+        if KV_HYBRID in self.memory:  # the total is kept; the later part's first line is not it
+            skip_memory.update(("kv_gib", "kv_tokens", KV_HYBRID))
+            skip_evidence.add("kv_cache_alloc")
+        elif KV_HYBRID in later.memory:  # the later part's total replaces this part's first line
+            skip_memory.difference_update(("kv_gib", "kv_tokens", KV_HYBRID))
+            skip_evidence.discard("kv_cache_alloc")
         for key, value in later.memory.items():
             if key == "kv_pools" and key in self.memory:  # every pool, in order
                 self.memory[key].extend(value)

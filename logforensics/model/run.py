@@ -42,7 +42,9 @@ from .fingerprint import fingerprint
 from .hang import HANG_KINDS, HangObserver
 from .notices import Notices
 from .outcome import judge, milestone_name, named_ranks
-from .rank import MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
+from .pools import Pools, place_rank
+from .pools import summarize as summarize_pools
+from .rank import KV_HYBRID, MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
 from .startup import Timeline
@@ -107,6 +109,7 @@ class RunModel:
         self.hang_obs = HangObserver()  # the timers, collectives and py-spy dumps of a hang (model/hang.py)
         self.serving = ServingObserver()  # the serving phase as a time series (model/serving.py)
         self.dynamo = DynamoObserver()  # NVIDIA Dynamo's clock and ranks (model/dynamo.py)
+        self.pools = Pools()  # a hybrid model's pools one by one (model/pools.py)
         self.last_line = 0
         #: Why this model's figures may depend on records before its first one (None if
         #: they cannot): set when a handler read state that a model of a later part of
@@ -264,6 +267,9 @@ class RunModel:
         self.hang_obs.merge(later.hang_obs)
         self.serving.merge(later.serving)
         self.dynamo.merge(later.dynamo)
+        self.pools.merge(later.pools)
+        for rank in later.pools.rank_kv:  # a rank whose pools' records span both parts
+            place_rank(self, rank)
         self.last_line = max(self.last_line, later.last_line)
 
     # -- summary -----------------------------------------------------------------------
@@ -314,12 +320,20 @@ class RunModel:
             warnings=list(getattr(stats, "warnings", []) or []) + self.coverage.warnings() + self.dynamo.warnings(),
             clock=self.dynamo.clock(),
             serving=self.serving.summary(),
+            pools=self._pools(c),
             stopped=copy.deepcopy(verdict.stop),
         )
 
+    def _pools(self, c: Config) -> dict[str, Any] | None:
+        """The pools for the summary, with the texts that may carry per-pool state lines."""
+        messages = [(d.get("message") or "", _message_at(d)) for d in self.failures.exceptions]
+        messages += [(n.get("text") or "", n) for key in ("leak_message", "pool_leak") for n in self.notices.get(key, [])]
+        env_evidence = [n for key in ("env", "launch_command") for n in self.notices.get(key, [])]
+        return copy.deepcopy(summarize_pools(self.pools, c.env, env_evidence, messages))
+
     def _rank_record(self, label: str, reached: str | None, drawer: str | None) -> RankRecord:
         r = self.timeline.ranks.get(label) or RankState()
-        memory = {key: copy.deepcopy(v) for key, v in r.memory.items() if key != "capture_end_line"}
+        memory = {key: copy.deepcopy(v) for key, v in r.memory.items() if key not in ("capture_end_line", KV_HYBRID)}
         if memory:
             memory["evidence"] = {key: dict(v) for key, v in r.evidence.items()}
         return RankRecord(
@@ -331,6 +345,13 @@ class RunModel:
             progress={p: dict(b) for p, b in self.timeline.bars.items()} if label == drawer else {},
             memory=memory,
         )
+
+
+def _message_at(d: dict[str, Any]) -> dict[str, Any]:
+    """Where a distinct traceback's message was printed: its exception line when known."""
+    first = (d.get("occurrences") or [{}])[0]
+    at = first.get("exception_line") or {"line": d.get("first_line"), "text": d.get("text")}
+    return {"file": d.get("file"), "line": at.get("line"), "rank": first.get("rank"), "text": at.get("text")}
 
 
 def _distinct_view(d: dict[str, Any], resolved: dict[int, dict[str, Any]]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import PHASE_OF_KIND, Event
+from . import pools
 from .rank import NO_RANK, PHASE_INDEX, RankState
 from .registry import handles
 
@@ -114,13 +115,14 @@ def on_load_weight_end(m: RunModel, ev: Event) -> None:
 def on_kv_cache_alloc(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
     f = ev.fields
-    pools = r.memory.setdefault("kv_pools", [])
+    pools.on_kv_alloc(m, ev)
+    kv_pools = r.memory.setdefault("kv_pools", [])
     kv = f.get("kv_gib")
     if kv is None and f.get("k_gib") is not None:
         kv = round(f["k_gib"] + (f.get("v_gib") or 0.0), 4)
-    pools.append({"tokens": f.get("tokens"), "k_gib": f.get("k_gib"), "v_gib": f.get("v_gib"),
-                  "kv_gib": kv, "dtype": f.get("dtype"), "label": f.get("label"), "line": ev.line})
-    if len(pools) == 1:  # the target model's pool; a draft model's pool comes second
+    kv_pools.append({"tokens": f.get("tokens"), "k_gib": f.get("k_gib"), "v_gib": f.get("v_gib"),
+                     "kv_gib": kv, "dtype": f.get("dtype"), "label": f.get("label"), "line": ev.line})
+    if len(kv_pools) == 1:  # the target model's pool; a draft model's pool comes second
         _put(r.memory, "kv_tokens", f.get("tokens"))
         _put(r.memory, "k_gib", f.get("k_gib"))
         _put(r.memory, "v_gib", f.get("v_gib"))
@@ -138,6 +140,7 @@ def on_memory_pool_end(m: RunModel, ev: Event) -> None:
 
 @handles("capture_begin")
 def on_capture_begin(m: RunModel, ev: Event) -> None:
+    pools.on_capture(m, ev)
     r = m.timeline.rank(ev.rank)
     if "capture_begin_avail_gib" not in r.memory:
         _put(r.memory, "capture_begin_avail_gib", ev.fields.get("avail_gib"))

@@ -20,10 +20,10 @@ from ..artefacts.types import Artefacts
 JSON_KEYS = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "phases", "last_seen", "progress",
              "crash", "exceptions", "errors", "hang", "ready", "stopped", "memory", "throughput", "server_args", "server_args_form",
              "launch_command", "launch_args", "env", "versions", "notices", "coverage", "warnings", "clock",
-             "serving", "artefacts", "nodes", "rank_nodes", "missing_ranks")
+             "serving", "pools", "artefacts", "nodes", "rank_nodes", "missing_ranks")
 _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 #: Keys a summary saved by an earlier version may lack.
-_OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock")
+_OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 
 
@@ -221,6 +221,10 @@ class RunSummary:
     #: local ones, and the offset between them where records show one moment on both; None
     #: when no stamp of Dynamo's is in the log.
     clock: dict[str, Any] | None = None
+    #: The memory pools of a hybrid model one by one (``model/pools.py``): each pool's size,
+    #: peak and last use, evictable part, the pool that bound each retraction, and the order
+    #: of KV allocation and CUDA-graph capture; None when the log shows neither.
+    pools: dict[str, Any] | None = None
     #: What the files beside the logs say (``artefacts``): the environment, the orchestrator's
     #: records of the end, dumps; None when no such file was given or found.
     artefacts: Artefacts | None = None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from ..read.plan import Fields
+from . import pools
 from .rank import NO_RANK
 from .registry import handles
 from .stats import Series, Sketch
@@ -89,6 +90,7 @@ def on_bench_result(m: RunModel, ev: Event) -> None:
 @handles("decode_batch")
 def on_decode_batch(m: RunModel, ev: Event) -> None:
     m.timeline.last_serving_line = ev.line
+    pools.on_batch(m, ev)
     if len(m.notices.get("decode", ())) < 3:  # a few decode lines as evidence for throughput
         m.notices.add("decode", ev)
     f = ev.fields
@@ -113,6 +115,7 @@ def on_decode_batch(m: RunModel, ev: Event) -> None:
 @handles("prefill_batch")
 def on_prefill_batch(m: RunModel, ev: Event) -> None:
     m.timeline.last_serving_line = ev.line
+    pools.on_batch(m, ev)
     m.serving.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
     tput = ev.fields.get("input_throughput_tok_s")
     if tput is not None:

@@ -110,6 +110,7 @@ RULES: dict[str, Rule] = {
     "load_weight_end": _rule(_seq("NUMBER", ("elapsed_s", "capture_overlap_s", "startup_overlap_s")), generic=True),
     "kv_cache_alloc": _rule(T("KV_LABEL", "label", v.to_strip), generic=True),
     "swa_pool": _rule(generic=True),
+    "swa_kv_pool": _rule(generic=True),
     "post_capture_kv": _rule(generic=True),
     "not_enough_memory": _rule(T("NUMBER", "mem_fraction_static", v.to_float)),
     "weights_no_room": _rule(_seq("NUMBER", ("mem_fraction_static", "min_mem_fraction_static", "minimum_viable")),

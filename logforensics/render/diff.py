@@ -59,6 +59,10 @@ def render_diagnosis(d: Diagnosis, console: Console, *, max_evidence: int = 4) -
             console.print(Text(f"      > ... {len(f.evidence) - max_evidence} more evidence lines in the JSON/HTML", style="dim"))
     if d.baseline is not None and (d.baseline.memory or d.failing.memory):
         console.print(memory_table(d, console))
+    if d.baseline is not None and any(x.size_baseline is not None or x.size_failing is not None
+                                      or x.peak_baseline is not None or x.peak_failing is not None
+                                      for x in d.facts.pools.deltas):
+        console.print(pools_table(d, console))
 
 
 def memory_table(d: Diagnosis, console: Console) -> Table:
@@ -79,4 +83,18 @@ def memory_table(d: Diagnosis, console: Console) -> Table:
             changed = bv is not None and fv is not None and bv != fv
             cells.append(Text(f"{fmt(bv, key=key)} -> {fmt(fv, key=key)}", style="yellow" if changed else ""))
         t.add_row(plain(rank, "red" if rank in crashed else ""), *cells)
+    return t
+
+
+def pools_table(d: Diagnosis, console: Console) -> Table:
+    """A hybrid model's pools side by side, pool by pool (``diagnose/pools.py``)."""
+    t = Table(title=Text("KV pools, baseline -> failing"), box=table_box(console))
+    for title in ("pool", "size", "GiB", "peak usage"):
+        t.add_column(title, justify="left" if title == "pool" else "right")
+    for x in d.facts.pools.deltas:
+        cells = [(x.size_baseline, x.size_failing, ""), (x.gib_baseline, x.gib_failing, "kv_gib"),
+                 (x.peak_baseline, x.peak_failing, "")]
+        t.add_row(plain(x.pool, "yellow" if x.changed else ""),
+                  *(Text(f"{fmt(b, key=k)} -> {fmt(f, key=k)}", style="yellow" if b is not None and f is not None
+                         and b != f else "") for b, f, k in cells))
     return t

@@ -1,0 +1,147 @@
+"""Facts about a hybrid model's pools for the rules: which pool bound admission, how the
+pools differ between two runs, and the order of KV allocation and graph capture.
+
+Why here: which knob helps depends on which pool filled. SGLang sizes the pools of one KV
+budget against each other, so a knob that grows one pool shrinks another: the advice is
+per pool, and always in the direction that gives the binding pool more room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.run import RunSummary
+from .serving_facts import Step
+from .sides import Evidence, ev_of
+
+#: What a pool is, in a sentence's words.
+POOL_NAMES = {"full": "full-attention KV", "swa": "sliding-window (SWA) KV", "mamba": "Mamba state",
+              "hisparse_gpu": "HiSparse device", "hisparse_cpu": "HiSparse host", "kv": "KV",
+              "c4": "DeepSeek V4 c4", "c128": "DeepSeek V4 c128"}
+
+#: Per (binding pool, the pool that shares its budget), the knob that gives the binding pool
+#: more room, and why (SGLang's server arguments: ``--swa-full-tokens-ratio`` is SWA tokens
+#: per full token, so it moves room between the two attention pools;
+#: ``--mamba-full-memory-ratio`` is the Mamba states' memory per unit of full KV memory).
+_POOL_STEPS: dict[tuple[str, str], Step] = {
+    ("swa", "full"): Step("--swa-full-tokens-ratio higher",
+                          "the SWA pool gets more tokens of the same KV memory (the full pool fewer), and the "
+                          "full pool still had room when the SWA pool was full"),
+    ("full", "swa"): Step("--swa-full-tokens-ratio lower",
+                          "the full-attention pool gets more tokens of the same KV memory (the SWA pool fewer), "
+                          "and the SWA pool still had room when the full pool was full"),
+    ("mamba", "full"): Step("--mamba-full-memory-ratio higher (or a larger --max-mamba-cache-size)",
+                            "more Mamba states of the same memory (fewer full KV tokens): each running request "
+                            "holds its own state, and the full pool still had room when the state pool was full"),
+    ("full", "mamba"): Step("--mamba-full-memory-ratio lower",
+                            "more full KV tokens of the same memory (fewer Mamba states), and the state pool "
+                            "still had room when the full pool was full"),
+}
+
+
+def pool_advice(binding: str | None, others: Mapping[str, float]) -> tuple[Step, ...]:
+    """The knob that moves room to the binding pool from a pool that still had some (usage
+    below 0.9 at the retraction); nothing when no other pool had room to give."""
+    if binding is None:
+        return ()
+    return tuple(step for (pool, other), step in _POOL_STEPS.items()
+                 if pool == binding and other in others and others[other] < 0.9)
+
+
+@dataclass(frozen=True)
+class PoolDelta:
+    """One pool in both runs: its size, memory and peak use (``None`` where not printed)."""
+
+    pool: str
+    name: str
+    unit: str
+    size_baseline: Any
+    size_failing: Any
+    gib_baseline: float | None
+    gib_failing: float | None
+    peak_baseline: float | None
+    peak_failing: float | None
+    changed: bool
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """A hybrid model's pools (``failing.pools``): what bound admission, what changed."""
+
+    hybrid: bool = False
+    #: the pool that was fullest at most retractions, its usage then, the others' usage
+    binding: str | None = None
+    binding_name: str | None = None
+    binding_usage: float | None = None
+    binding_count: int = 0
+    others: Mapping[str, float] = field(default_factory=dict)
+    binding_evidence: tuple[Evidence, ...] = ()
+    #: knobs that give the binding pool room (serving_facts puts them first in its advice)
+    advice: tuple[Step, ...] = ()
+    #: "kv_before_graphs" | "graphs_before_kv" | None, and whether the environment asked for
+    #: post-capture sizing that did not happen
+    order: str | None = None
+    env_set: bool = False
+    fell_back: bool = False
+    order_evidence: tuple[Evidence, ...] = ()
+    #: the pools of both runs, pool by pool (diff); ``changed`` those whose size or memory moved
+    deltas: tuple[PoolDelta, ...] = ()
+    changed: tuple[str, ...] = ()
+
+
+def _pools(run: RunSummary | None) -> dict[str, Any]:
+    return ((run.pools or {}).get("pools") or {}) if run is not None else {}
+
+
+def pool_facts(run: RunSummary, baseline: RunSummary | None = None) -> PoolFacts:
+    p = run.pools or {}
+    pools = _pools(run)
+    bound = p.get("bound_by") or {}
+    binding = max(bound, key=lambda k: bound[k]) if bound else None
+    rec = [r for r in p.get("retractions") or [] if r.get("pool") == binding]
+    first = rec[0] if rec else {}
+    evidence: list[Evidence] = []
+    for r in rec[:2]:
+        evidence += ev_of(r.get("usage_at")) + ev_of(r.get("at"))
+    order = p.get("order") or {}
+    order_ev: list[Evidence] = []
+    for key in ("env_at",):
+        for e in order.get(key) or []:
+            order_ev += ev_of(e)
+    for key in ("va_at", "kv_at", "capture_at"):
+        order_ev += ev_of(order.get(key))
+    for e in (order.get("post_capture_at") or [])[:2]:
+        order_ev += ev_of(e)
+    deltas, changed = _deltas(run, baseline) if baseline is not None else ((), ())
+    return PoolFacts(
+        hybrid=len(pools) > 1, binding=binding, binding_name=POOL_NAMES.get(binding or "", binding),
+        binding_usage=first.get("usage"), binding_count=bound.get(binding, 0) if binding else 0,
+        others=dict(first.get("others") or {}), binding_evidence=tuple(dict.fromkeys(evidence)),
+        advice=pool_advice(binding, dict(first.get("others") or {})), order=order.get("order"), env_set=bool(order.get("env_set")),
+        fell_back=bool(order.get("fell_back")), order_evidence=_by_line(order_ev),
+        deltas=deltas, changed=changed)
+
+
+def _by_line(evidence: list[Evidence]) -> tuple[Evidence, ...]:
+    return tuple(sorted(dict.fromkeys(evidence), key=lambda e: (e.file or "", e.line or 0)))
+
+
+def _deltas(run: RunSummary, baseline: RunSummary) -> tuple[tuple[PoolDelta, ...], tuple[str, ...]]:
+    """The pools of both runs, pool by pool, in the failing run's order then the baseline's."""
+    f, b = _pools(run), _pools(baseline)
+    out: list[PoolDelta] = []
+    for pool in dict.fromkeys([*f, *b]):
+        fp, bp = f.get(pool) or {}, b.get(pool) or {}
+        size_moved = fp.get("size") is not None and bp.get("size") is not None and fp["size"] != bp["size"]
+        gib_moved = (fp.get("gib") is not None and bp.get("gib") is not None
+                     and abs(fp["gib"] - bp["gib"]) > 0.05)
+        only_one = bool(fp) != bool(bp)
+        evidence = ev_of(fp.get("size_at")) + ev_of(bp.get("size_at") and dict(bp["size_at"], file=baseline.file))
+        out.append(PoolDelta(pool, POOL_NAMES.get(pool, pool), fp.get("unit") or bp.get("unit") or "tokens",
+                             bp.get("size"), fp.get("size"), bp.get("gib"), fp.get("gib"),
+                             bp.get("peak_usage"), fp.get("peak_usage"), size_moved or gib_moved or only_one,
+                             evidence))
+    return tuple(out), tuple(d.pool for d in out if d.changed)
