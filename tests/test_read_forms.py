@@ -332,3 +332,15 @@ def test_summary_says_how_many_lines_ray_left_out() -> None:
     dropped = sum(int(n) - 1 for n in marks)
     assert summary.coverage["lines_dropped_by_dedup"] == dropped
     assert any(f"left out {dropped} lines" in w for w in summary.warnings)
+
+
+def test_a_torch_rank_record_glued_after_another_processes_text_is_a_record() -> None:
+    """faulthandler's ``Extension modules: ...`` list of one process, with a rank's torch
+    record written straight after it before the newline (shaped after sglang issue #3836):
+    the watchdog's collective timeout is still read, with its rank."""
+    text = ("Extension modules: numpy.core._multiarray_umath, torch._C, PIL._imaging"
+            "[rank5]:[E226 11:16:37.121617583 ProcessGroupNCCL.cpp:616] [Rank 5] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=5653, OpType=ALLREDUCE, NumelIn=58720256, NumelOut=58720256, "
+            "Timeout(ms)=600000) ran for 600028 milliseconds before timing out.\n")
+    ev = only(read(text), "collective_timeout")
+    assert ev.fields["head"]["global_rank"] == 5 and ev.fields["seq"] == 5653 and ev.line == 1
