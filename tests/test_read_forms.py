@@ -344,3 +344,13 @@ def test_a_torch_rank_record_glued_after_another_processes_text_is_a_record() ->
             "Timeout(ms)=600000) ran for 600028 milliseconds before timing out.\n")
     ev = only(read(text), "collective_timeout")
     assert ev.fields["head"]["global_rank"] == 5 and ev.fields["seq"] == 5653 and ev.line == 1
+
+
+@pytest.mark.parametrize("cut", [", #running", ", #running-req:", ", cache hit"])
+def test_a_batch_line_cut_inside_a_key_keeps_the_figures_before_the_cut(cut: str) -> None:
+    """A paste or a window that ends inside a record's last key (sglang issue #3781 ends in
+    ``token usage: 0.00, #running``): still the batch it was, with what it printed whole."""
+    line = ("[2025-02-25 12:05:40 TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, "
+            "token usage: 0.00" + cut)
+    ev = only(read(line), "prefill_batch")
+    assert ev.fields["new_token"] == 7 and ev.fields["cached_token"] == 0 and ev.rank == "TP0"
