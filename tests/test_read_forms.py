@@ -354,3 +354,34 @@ def test_a_batch_line_cut_inside_a_key_keeps_the_figures_before_the_cut(cut: str
             "token usage: 0.00" + cut)
     ev = only(read(line), "prefill_batch")
     assert ev.fields["new_token"] == 7 and ev.fields["cached_token"] == 0 and ev.rank == "TP0"
+
+
+def test_a_traceback_a_console_listed_newest_first_is_one_traceback_of_its_header() -> None:
+    """A Kubernetes console's export lists lines newest first (shaped after sglang issue
+    #7639): the frames come above their header, innermost first, each source line above its
+    frame. One traceback of the header's rank, frames in Python's order."""
+    w = "2025-07-01T00:57:53+08:00\t"
+    text = "".join(w + t + "\n" for t in (
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1645, in prepare_dp_attn_batch',
+        "    batch, _ = self.prepare_dp_attn_batch(batch)",
+        '  File "/sgl/python/sglang/srt/disaggregation/decode.py", line 691, in event_loop_overlap_disagg_decode',
+        "    scheduler.event_loop_overlap_disagg_decode()",
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2311, in run_scheduler_process',
+        "[2025-06-30 16:57:53 DP7 TP7] Scheduler hit an exception: Traceback (most recent call last):"))
+    ev = only(read(text), "exception")
+    assert ev.rank == "DP7 TP7" and ev.line == 6 and ev.fields["source"] == "Scheduler"
+    assert frames(ev) == ["run_scheduler_process", "event_loop_overlap_disagg_decode", "prepare_dp_attn_batch"]
+    assert [f["code"] for f in ev.fields["frames"]] == [
+        "scheduler.event_loop_overlap_disagg_decode()", "batch, _ = self.prepare_dp_attn_batch(batch)", None]
+
+
+def test_a_cut_traceback_in_python_s_order_before_another_header_stays_its_own() -> None:
+    """Frames cut above their header, innermost last, then another rank's header: two records."""
+    text = ('  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2311, in run_scheduler_process\n'
+            "    scheduler.event_loop_overlap()\n"
+            '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 999, in event_loop_overlap\n'
+            "    batch_result = self.run_batch(batch)\n"
+            "[2025-06-30 16:57:53 TP1] Scheduler hit an exception: Traceback (most recent call last):\n")
+    evs = [e for e in read(text) if e.kind == "exception"]
+    assert [(e.line, e.rank) for e in evs] == [(1, None), (5, "TP1")]
+    assert frames(evs[0]) == ["run_scheduler_process", "event_loop_overlap"]

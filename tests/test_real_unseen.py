@@ -29,10 +29,7 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
-PENDING: dict[tuple[str, str], str] = {
-    ("fatal_line", "226"): "a console that lists lines newest first puts the traceback's frames above its "
-                           "header; the frames are read as a traceback of their own, cut above its header",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _rows(test: str) -> list[Any]:
