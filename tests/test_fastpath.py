@@ -35,7 +35,8 @@ from logforensics.read.plan import build_event
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = (sorted((ROOT / "fixtures" / "real").glob("*.log")) + sorted((ROOT / "fixtures" / "diff").glob("*/*.log"))
-            + sorted((ROOT / "fixtures" / "real-dynamo").glob("*.log")))
+            + sorted((ROOT / "fixtures" / "real-dynamo").glob("*.log"))
+            + sorted((ROOT / "fixtures" / "real-unseen").glob("*.log")))
 
 #: Text that other programs put before every line (see segments.py), and none.
 WRAPPERS = ("", "sglang-1  | ", "2026-06-17T16:25:18.5969653Z ", "> ", "(SGLangWorker pid=38138) ",

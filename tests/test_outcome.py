@@ -207,9 +207,35 @@ def test_a_child_ended_by_another_signal_or_an_error_is_a_crash(code: int) -> No
     assert s.outcome == "crashed" and s.stopped is None
 
 
-def test_a_stop_before_the_server_was_ready_is_not_a_stop_of_a_ready_server() -> None:
-    s = summarize("[2026-09-20 15:20:01 TP0] Load weight begin. avail mem=78.50 GB\n" + SIGTERM + CHILD_TERM)
-    assert s.outcome != "ready" and s.stopped is None
+LOADING = "[2026-09-20 15:20:01 TP0] Load weight begin. avail mem=78.50 GB\n"
+#: engine.py's sigchld_handler from 2025: os.waitpid's status (15: ended by SIGTERM)
+CHILD_STATUS = "[2026-09-20 15:33:22] Child process unexpectedly failed with exitcode={}. pid=212396\n"
+WRAPPER_CUT = ("Traceback (most recent call last):\n"
+               '  File "/opt/venv/lib/python3.12/site-packages/typer/main.py", line 341, in __call__\n'
+               "    raise e\n")
+
+
+@pytest.mark.parametrize("stop", [SIGTERM + CHILD_TERM, SIGTERM + CHILD_STATUS.format(15) + WRAPPER_CUT],
+                         ids=["child-sigterm", "child-status-then-wrapper-traceback"])
+def test_a_stop_before_the_server_was_ready_is_a_stop_not_a_crash(stop: str) -> None:
+    """Stopped while it started (a pod deleted during loading): not ready, and what fails
+    after the signal is the stop's, not a crash the log does not show."""
+    s = summarize(LOADING + stop)
+    assert s.outcome == "incomplete" and s.crash is None, s.outcome_reason
+    assert s.stopped is not None and s.stopped["line"] == 2
+    assert "stopped at line 2 before the server was ready" in s.outcome_reason
+
+
+def test_a_failure_before_a_stop_during_start_up_is_a_crash() -> None:
+    s = summarize(LOADING + SCHEDULER_CRASH + SIGTERM + CHILD_TERM)
+    assert s.outcome == "crashed" and s.stopped is None
+
+
+@pytest.mark.parametrize("status,outcome", [(15, "ready"), (2, "ready"), (131, "crashed"), (256, "crashed")])
+def test_the_launchers_wait_status_says_which_child_a_stop_signal_ended(status: int, outcome: str) -> None:
+    s = summarize(SERVING + CHILD_STATUS.format(status))
+    assert s.outcome == outcome, s.outcome_reason
+    assert (s.stopped is not None) == (outcome == "ready")
 
 
 def test_what_fails_after_the_stop_is_an_error_logged_during_it() -> None:

@@ -332,3 +332,56 @@ def test_summary_says_how_many_lines_ray_left_out() -> None:
     dropped = sum(int(n) - 1 for n in marks)
     assert summary.coverage["lines_dropped_by_dedup"] == dropped
     assert any(f"left out {dropped} lines" in w for w in summary.warnings)
+
+
+def test_a_torch_rank_record_glued_after_another_processes_text_is_a_record() -> None:
+    """faulthandler's ``Extension modules: ...`` list of one process, with a rank's torch
+    record written straight after it before the newline (shaped after sglang issue #3836):
+    the watchdog's collective timeout is still read, with its rank."""
+    text = ("Extension modules: numpy.core._multiarray_umath, torch._C, PIL._imaging"
+            "[rank5]:[E226 11:16:37.121617583 ProcessGroupNCCL.cpp:616] [Rank 5] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=5653, OpType=ALLREDUCE, NumelIn=58720256, NumelOut=58720256, "
+            "Timeout(ms)=600000) ran for 600028 milliseconds before timing out.\n")
+    ev = only(read(text), "collective_timeout")
+    assert ev.fields["head"]["global_rank"] == 5 and ev.fields["seq"] == 5653 and ev.line == 1
+
+
+@pytest.mark.parametrize("cut", [", #running", ", #running-req:", ", cache hit"])
+def test_a_batch_line_cut_inside_a_key_keeps_the_figures_before_the_cut(cut: str) -> None:
+    """A paste or a window that ends inside a record's last key (sglang issue #3781 ends in
+    ``token usage: 0.00, #running``): still the batch it was, with what it printed whole."""
+    line = ("[2025-02-25 12:05:40 TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, "
+            "token usage: 0.00" + cut)
+    ev = only(read(line), "prefill_batch")
+    assert ev.fields["new_token"] == 7 and ev.fields["cached_token"] == 0 and ev.rank == "TP0"
+
+
+def test_a_traceback_a_console_listed_newest_first_is_one_traceback_of_its_header() -> None:
+    """A Kubernetes console's export lists lines newest first (shaped after sglang issue
+    #7639): the frames come above their header, innermost first, each source line above its
+    frame. One traceback of the header's rank, frames in Python's order."""
+    w = "2025-07-01T00:57:53+08:00\t"
+    text = "".join(w + t + "\n" for t in (
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1645, in prepare_dp_attn_batch',
+        "    batch, _ = self.prepare_dp_attn_batch(batch)",
+        '  File "/sgl/python/sglang/srt/disaggregation/decode.py", line 691, in event_loop_overlap_disagg_decode',
+        "    scheduler.event_loop_overlap_disagg_decode()",
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2311, in run_scheduler_process',
+        "[2025-06-30 16:57:53 DP7 TP7] Scheduler hit an exception: Traceback (most recent call last):"))
+    ev = only(read(text), "exception")
+    assert ev.rank == "DP7 TP7" and ev.line == 6 and ev.fields["source"] == "Scheduler"
+    assert frames(ev) == ["run_scheduler_process", "event_loop_overlap_disagg_decode", "prepare_dp_attn_batch"]
+    assert [f["code"] for f in ev.fields["frames"]] == [
+        "scheduler.event_loop_overlap_disagg_decode()", "batch, _ = self.prepare_dp_attn_batch(batch)", None]
+
+
+def test_a_cut_traceback_in_python_s_order_before_another_header_stays_its_own() -> None:
+    """Frames cut above their header, innermost last, then another rank's header: two records."""
+    text = ('  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2311, in run_scheduler_process\n'
+            "    scheduler.event_loop_overlap()\n"
+            '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 999, in event_loop_overlap\n'
+            "    batch_result = self.run_batch(batch)\n"
+            "[2025-06-30 16:57:53 TP1] Scheduler hit an exception: Traceback (most recent call last):\n")
+    evs = [e for e in read(text) if e.kind == "exception"]
+    assert [(e.line, e.rank) for e in evs] == [(1, None), (5, "TP1")]
+    assert frames(evs[0]) == ["run_scheduler_process", "event_loop_overlap"]

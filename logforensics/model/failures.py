@@ -243,6 +243,20 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
 #: Exit codes of a child ended by a stop signal, SIGTERM or SIGINT: as Python's
 #: multiprocessing reports them (-15, -2) and as a shell does (143, 130).
 STOP_EXIT_CODES = frozenset({-15, -2, 143, 130})
+#: SIGINT and SIGTERM, as the low seven bits of a wait status.
+_STOP_SIGNALS = frozenset({2, 15})
+
+
+def ended_by_stop_signal(kind: str, code: int | None) -> bool:
+    """Whether a child's exit code says SIGTERM or SIGINT ended it. The launcher's
+    ``Child process unexpectedly failed with ...`` prints ``os.waitpid``'s status, not an
+    exit code: a status that is only a stop signal (exit byte 0, no core) is a child those
+    signals ended (15: SIGTERM); 131 is SIGQUIT with a core."""
+    if code is None:
+        return False
+    if code in STOP_EXIT_CODES:
+        return True
+    return kind == "child_failed" and code in _STOP_SIGNALS
 
 
 @handles("sigquit", "subprocess_crashed", "tb_fragment", "child_failed", "scheduler_died")
@@ -251,7 +265,7 @@ def on_failure_notice(m: RunModel, ev: Event) -> None:
     child, torn traceback text): kept as evidence; the outcome reads them. A child that a
     stop signal ended is also a sign of a stop (``stop_signal``)."""
     m.notices.add(ev.kind, ev)
-    if ev.kind in ("subprocess_crashed", "child_failed") and ev.fields.get("exit_code") in STOP_EXIT_CODES:
+    if ev.kind in ("subprocess_crashed", "child_failed") and ended_by_stop_signal(ev.kind, ev.fields.get("exit_code")):
         m.notices.add("stop_signal", ev)
 
 

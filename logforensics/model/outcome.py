@@ -14,7 +14,8 @@ Outcome rules (the first that applies, judged on the whole log):
   SIGTERM or SIGINT, a ``KeyboardInterrupt``) with no fatal record before the stop is ready
   too, and ``stop`` says where it stopped: what SGLang prints on its way down (children
   "crashed with exit code -15", "SIGQUIT received") is the stop, not a crash;
-* ``incomplete``: none of these; the log just stops.
+* ``incomplete``: none of these; the log just stops, or the server was stopped (as above)
+  before it was ready, and ``stop`` says where.
 
 Everything here is a pure function of the model: rank-less crash records get a rank
 where the log allows it in *copies* (:func:`resolve`), so that summarising mid-stream
@@ -115,6 +116,9 @@ def judge(m: RunModel) -> Verdict:
         return Verdict("crashed", f"{what_failed(crash)}{where} at line {crash['line']}", crash, hang, resolved,
                        errors)
     then = f"; stopped at line {stop['line']}, with no failure before it" if stop else ""
+    if stop is not None and not ready_line:
+        return Verdict("incomplete", f"stopped at line {stop['line']} before the server was ready, with no failure "
+                       "before the stop", None, hang, resolved, errors, stop)
     if t.ready:
         return Verdict("ready", f"server ready at line {t.ready['line']}{then}", None, hang, resolved, errors, stop)
     if t.last_serving_line:
@@ -129,12 +133,12 @@ def judge(m: RunModel) -> Verdict:
 
 def stopped(m: RunModel, ready_line: int, fatal: list[dict[str, Any]],
             sigquits: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The stop of a server that was ready: its first record after the server was last ready
-    (a stop notice, or a ``KeyboardInterrupt`` traceback), when no fatal record and no
-    parent's notice of a failed child comes before it; else None. {file, line, rank, text,
+    """The server's stop: its first record after the server was last ready, or anywhere
+    when it was never ready (a stop notice, or a ``KeyboardInterrupt`` traceback), when no
+    fatal record and no parent's notice of a failed child comes before it; else None. A
+    server stopped while it started is not a crash either: what fails after the signal
+    (children it ended, a wrapper's traceback) is the stop's. {file, line, rank, text,
     evidence: the stop's records, the first eight}."""
-    if not ready_line:
-        return None
     found = [n for key in STOP_NOTICES for n in m.notices.get(key, []) if n["line"] > ready_line]
     found += [{"file": c["file"], "line": c["line"], "rank": c["rank"], "text": c["text"]}
               for c in fatal if _exception_name(c.get("exception")) == "KeyboardInterrupt"]

@@ -214,8 +214,9 @@ class RunSummary:
     missing_ranks: list[str] = field(default_factory=list)
     #: The serving phase as a time series (``model/serving.py``); None when nothing timed was served.
     serving: dict[str, Any] | None = None
-    #: A ready server's stop (SIGTERM, Ctrl-C) with no failure before it: its first record
-    #: {file, line, rank, text} and ``evidence``, the stop's records; None when it did not stop so.
+    #: The server's stop (SIGTERM, Ctrl-C) with no failure before it, after it was ready
+    #: (``outcome`` ready) or while it started (``incomplete``): its first record {file, line,
+    #: rank, text} and ``evidence``, the stop's records; None when it did not stop so.
     stopped: dict[str, Any] | None = None
     #: Two clocks in one log (``model/dynamo.py``): NVIDIA Dynamo's UTC stamps beside SGLang's
     #: local ones, and the offset between them where records show one moment on both; None

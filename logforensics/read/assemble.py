@@ -48,6 +48,9 @@ _TRANSPARENT = frozenset({"ray_dedup", "lib_log"})
 #: A word alone on a line right after a frame line: the frame's function name, wrapped
 #: by a terminal ("in R" / "untime").
 _WRAPPED_WORD = re.compile(r"\w+")
+#: Functions a process or thread starts in: a traceback's outermost frame, printed first.
+_ENTRY_FUNCS = frozenset({"run_scheduler_process", "run_detokenizer_process", "run_data_parallel_controller_process",
+                          "<module>", "_run_module_as_main", "_bootstrap", "_bootstrap_inner"})
 
 
 #: A record's physical lines: (line number, text) each.
@@ -107,6 +110,28 @@ class _Traceback:
             self.piece_rank = rank  # "[rank0]: [.. TP0] Scheduler hit an exception:", then "[rank0]: File ..."
             return True
         return False
+
+    def printed_newest_first(self) -> bool:
+        """Whether these frames, with no header above them and no exception line, are a
+        traceback that a console listing lines newest first (a Kubernetes dashboard's or
+        a log viewer's export) turned over: its outermost frame, where the process
+        started, is the last, and its header follows it."""
+        frames = self.frames
+        return (self.source is None and not self.header_cut and self.exception is None and not self.chain
+                and len(frames) >= 2 and frames[0]["log_line"] == self.first
+                and frames[-1]["func"] in _ENTRY_FUNCS and frames[0]["func"] not in _ENTRY_FUNCS)
+
+    def take_header_below(self, ev: Event, source: str | None) -> None:
+        """The header printed below the frames of a traceback turned over: the record is
+        the header's (its line, rank and source); the frames go back to the order Python
+        printed them, each with the source line printed above it."""
+        codes = [f["code"] for f in self.frames]
+        for i, f in enumerate(self.frames):
+            f["code"] = codes[i - 1] if i else None
+        self.frames.reverse()
+        self.first, self.rank, self.ts, self.source = ev.line, ev.rank, ev.ts, source
+        self.header_cut = bool(ev.fields.get("header_cut"))
+        self.add_line(ev)
 
     def add_line(self, ev: Event) -> None:
         if len(self.lines) < _MAX_TB_LINES:
@@ -200,6 +225,10 @@ class TracebackAssembler:
             if tb is not None and source is None and (tb.chained_wait or not tb.frames) and tb.exception is None:
                 tb.chained_wait = False  # "Traceback (most recent call last):" continuing a header
                 tb.add_line(ev)
+                return
+            if tb is not None and tb.printed_newest_first() and tb.rank in (None, ev.rank):
+                tb.take_header_below(ev, source)
+                yield from self.close()
                 return
             if tb is not None:
                 yield from self.close()

@@ -68,6 +68,9 @@ _SPLIT_RE = re.compile(
     # two wrapped records fused onto one line by a terminal's padding
     r"|(?<=  )(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"
     r"|(?<=\S)(?= \[repeated \d+x across cluster\] *$)"       # Ray de-duplication suffix
+    # torch's record of a rank ("[rank5]:[E226 11:16:37.121617583 ProcessGroupNCCL.cpp:616] ...")
+    # written before another process ended its line (faulthandler's "Extension modules: ...")
+    r"|(?<=.)(?=\[rank\d+\]:\[[EFIW]\d{3,4} \d\d:\d\d:\d\d)"
 )
 
 #: Texts of which a line must contain one for ``_SPLIT_RE`` to cut it anywhere.
@@ -84,6 +87,7 @@ _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
     (re.compile(r"\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) "), False, 0, False),
     (re.compile(r"  (?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"), True, 0, False),
     (re.compile(r" \[repeated \d+x across cluster\] *$"), False, 0, True),
+    (re.compile(r"\[rank\d+\]:\[[EFIW]\d{3,4} \d\d:\d\d:\d\d"), False, 0, False),
 )
 
 
