@@ -198,3 +198,32 @@ def test_retraction_storm_names_the_binding_pool_and_its_knob_first(tmp_path: Pa
     sv03 = next(x for x in d.findings if x.rule == "SV03")
     assert "the fullest of this model's pools was the sliding-window (SWA) KV pool" in sv03.explanation
     assert d.facts.serving.kv_advice[0].setting == "--swa-full-tokens-ratio higher"
+
+
+def test_a_long_hybrid_log_is_read_in_bulk_with_the_pools_of_the_exact_path(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-pool fields of a hybrid model's batch lines are read from the bulk reader's
+    rows (``columns._pool_rows``), so such a serving log is not read line by line; its
+    pools, peaks, last values and the retractions' bindings equal the exact path's."""
+    from logforensics.ingest.batch import read_file
+    from logforensics.read import bulk
+
+    lines = ["[2026-03-08 11:59:59 TP0] The server is fired up and ready to roll!"]
+    for i in range(3000):  # usage rising and falling, a retraction now and then
+        t = i % 60
+        fu, su = (i % 97) / 100, ((i * 7) % 89) / 100
+        lines.append(_decode(t, 1000 + i, fu, 500 + i, su, run=1 + i % 50, queue=i % 3).replace("12:00:", f"12:{i // 60 % 60:02d}:"))
+        if i % 500 == 499:
+            lines.append(RETRACT.format(t=t).replace("12:00:", f"12:{i // 60 % 60:02d}:"))
+    path = _write(tmp_path, lines)
+    monkeypatch.setenv("LOGFORENSICS_PURE", "1")
+    exact = summarize_file(path).to_dict()
+    monkeypatch.delenv("LOGFORENSICS_PURE")
+    if not bulk.available():
+        pytest.skip("the accelerator is not built here")
+    run = read_file(path)
+    assert run._scanner is not None and run._scanner.taken > 2500  # the batch lines, in bulk
+    got = summarize_file(path).to_dict()
+    assert got["pools"] == exact["pools"] and got["pools"]["pools"]["swa"]["peak_usage"] == 0.88
+    assert [b["pool"] for b in got["pools"]["retractions"]] == [b["pool"] for b in exact["pools"]["retractions"]]
+    assert got == exact

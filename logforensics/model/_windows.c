@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_SLOTS 16
+#define MAX_SLOTS 32
 
 /* A window's sum in fixed point: units of 2**-64, 128-bit two's complement (lo, then hi).
  * Each value is rounded to that grid (half to even) and capped at +-2**62 (NaN counts as 0);

@@ -27,12 +27,12 @@ from typing import Any
 
 from ..events import PHASE_OF_KIND, Event
 from ..read import other
-from ..read.bulk import BulkScanner, Segment, numbers
+from ..read.bulk import BulkScanner, Rows, Segment, numbers
 from ..read.plan import Plan
 from .coverage import MAX_UNKNOWN_SHAPES, OVERFLOW_KEY, add_others
 from .hang import HANG_KINDS
 from .notices import limit
-from .pools import POOL_FIELDS
+from .pools import BATCH_POOLS, take_rows
 from .rank import NO_RANK
 from .registry import HANDLERS
 from .run import RunModel
@@ -54,23 +54,26 @@ SLOTS: dict[str, dict[str, int]] = {
     "prefill_batch": {"input_throughput_tok_s": 3, "new_token": 9, "cached_token": 10, "queue_req": 11,
                       "token_usage": 12, "full_token_usage": 13},
 }
+#: The per-pool fields of a hybrid model's batch lines (``model.pools``), in rows only: one
+#: slot each for both kinds (``full_token_usage`` has its own above).
+_POOL_NAMES = tuple(f for _, u, c in BATCH_POOLS for f in (u, c) if f != "full_token_usage")
+for _slots in SLOTS.values():
+    _slots.update({name: 14 + k for k, name in enumerate(_POOL_NAMES)})
 assert all(set(fields) <= set(SLOTS[kind]) for kind, fields in ROW_FIELDS.items())
 ORDERED = (0,)
 ROWS = (DECODE, PREFILL)
-ROW_ONLY = tuple(range(4, 14))
+ROW_ONLY = tuple(range(4, 14 + len(_POOL_NAMES)))
 _TPUT, _ACCEPT, _RUNNING, _PREFILL = 0, 1, 2, 3
 _ROW_KIND = {DECODE: "decode_batch", PREFILL: "prefill_batch"}
 #: Batch fields of a prefill/decode-disaggregated server, which ``model.pd`` reads from
 #: events: records that carry them are observed as events.
 _PD_FIELDS = ("transfer_req", "inflight_req", "unbootstrapped_req")
-#: So are those of a hybrid model, whose per-pool fields ``model.pools`` reads.
-_EVENT_FIELDS = _PD_FIELDS + POOL_FIELDS
 
 
 def class_of(plan: Plan) -> int | None:
     """The scanner class of a plan's records, or None when they must be observed as events."""
     kind = plan.kind
-    if any(name in plan.spec for name in _EVENT_FIELDS):
+    if any(name in plan.spec for name in _PD_FIELDS):
         return None
     if kind == "decode_batch":
         return DECODE
@@ -99,6 +102,11 @@ class ColumnFeed:
         #: them (``other_needs``: texts of which such a line must contain none)
         self._others = (other.OtherWalker(other_needs, MAX_UNKNOWN_SHAPES, OVERFLOW_KEY)
                         if other_needs is not None and other.available() else None)
+        #: the scanner's plans looked at for a hybrid model's per-pool fields (``_pooled``),
+        #: and whether each count field is read by ``int``
+        self._plans_seen = 0
+        self._has_pools = False
+        self._pool_ints: dict[str, bool] = {}
 
     def take_others(self, buf: bytes, pos: int, end: int, line: int, binary: bool) -> tuple[int, int, int]:
         """Observe the unrecognised lines of ``buf[pos:end]`` from ``pos`` on (the first
@@ -222,3 +230,41 @@ class ColumnFeed:
         if rows is not None:
             groups = [(_ROW_KIND[cls], cls, rid, rank_names[rid]) for cls, rid, *_ in lasts if cls in _ROW_KIND]
             add_rows(m.serving, rows, groups, SLOTS, scanner.classifier.file)
+            if self._pooled(scanner):
+                _pool_rows(m, rows, scanner, self._pool_ints)
+
+    def _pooled(self, scanner: BulkScanner) -> bool:
+        """Whether a plan the scanner takes has a hybrid model's per-pool fields (the plans
+        learned since the last call are looked at once)."""
+        plans = scanner.plans
+        if len(plans) > self._plans_seen:
+            for plan in plans[self._plans_seen:]:
+                for name in _POOL_NAMES + ("full_token_usage",):
+                    if name in plan.spec:
+                        self._pool_ints.setdefault(name, plan.spec[name][1] is int)
+                        self._has_pools = True
+            self._plans_seen = len(plans)
+        return self._has_pools
+
+
+def _pool_rows(m: RunModel, rows: Rows, scanner: BulkScanner, pool_ints: dict[str, bool]) -> None:
+    """The per-pool fields of a segment's rows into ``m.pools`` (``pools.take_rows``)."""
+    raw = rows.raw
+    n = raw[0]
+    vals = memoryview(raw[10]).cast("d")
+
+    def col(slot: int) -> Sequence[float]:
+        return vals[slot * n:(slot + 1) * n]
+
+    decode, prefill = col(SLOTS["decode_batch"]["full_token_usage"]), col(SLOTS["prefill_batch"]["full_token_usage"])
+    full = [d if c == DECODE else q for c, d, q in zip(raw[4], decode, prefill)]
+    usage = [full if u == "full_token_usage" else col(SLOTS["decode_batch"][u]) for _, u, _ in BATCH_POOLS]
+    count = [col(SLOTS["decode_batch"][c]) for _, _, c in BATCH_POOLS]
+    ints = [pool_ints.get(c, True) for _, _, c in BATCH_POOLS]
+    file = scanner.classifier.file
+
+    def where(i: int) -> dict[str, Any]:
+        text, ts = rows.stamp(i)
+        return {"file": file, "line": rows.line(i), "rank": rows.rank(i), "ts": ts, "text": text}
+
+    take_rows(m.pools, usage, count, ints, where)

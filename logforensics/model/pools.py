@@ -28,6 +28,7 @@ have room. Every figure here is one the log printed, with the line it came from:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -316,6 +317,76 @@ def place_rank(m: RunModel, rank: str) -> None:
 def on_capture(m: RunModel, ev: Event) -> None:
     """The first ``Capture ... graph begin`` (from ``startup.on_capture_begin``)."""
     m.pools.first_capture = m.pools.first_capture or _where(ev)
+
+
+def take_rows(p: Pools, usage: list[Sequence[float]], count: list[Sequence[float]], ints: list[bool],
+              where: Callable[[int], dict[str, Any]]) -> None:
+    """The per-pool fields of a segment's batch rows (the bulk reader's), as ``Pools.batch``
+    of each row in turn: ``usage[k]`` and ``count[k]`` the columns of ``BATCH_POOLS[k]``
+    (NaN: the row has no such field), ``ints[k]`` whether the count is an integer,
+    ``where(i)`` row ``i``'s {file, line, rank, ts, text}. Each column is walked once; a
+    row's place is made only for the rows a pool's peak or last value comes from."""
+    places: dict[int, dict[str, Any]] = {}
+
+    def at(i: int) -> dict[str, Any]:
+        got = places.get(i)
+        if got is None:
+            got = places[i] = where(i)
+        return got
+
+    firsts = []
+    for k in range(len(BATCH_POOLS)):
+        rows = [f for f in (_first(usage[k]), _first(count[k])) if f >= 0]
+        if rows:
+            firsts.append((min(rows), k))
+    for _, k in sorted(firsts):  # records made in the order their pools first appear
+        pool = BATCH_POOLS[k][0]
+        rec = p.usage.get(pool)
+        if rec is None:
+            rec = p.usage[pool] = {"peak": None, "peak_at": None, "last": None, "last_at": None,
+                                   "peak_used": None, "last_used": None}
+        u = usage[k]
+        last = _last(u)
+        if last >= 0:
+            peak = _peak(u, rec["peak"])
+            if peak >= 0:
+                rec["peak"], rec["peak_at"] = u[peak], at(peak)
+            rec["last"], rec["last_at"] = u[last], at(last)
+        n = count[k]
+        last = _last(n)
+        if last >= 0:
+            peak = _peak(n, rec["peak_used"])
+            conv = int if ints[k] else float
+            if peak >= 0:
+                rec["peak_used"] = conv(n[peak])
+            rec["last_used"] = conv(n[last])
+    # the pools' current use, new ones in the order their first use appears
+    for _, k in sorted((f, k) for k in range(len(BATCH_POOLS)) if (f := _first(usage[k])) >= 0):
+        rec = p.usage[BATCH_POOLS[k][0]]
+        p.current[BATCH_POOLS[k][0]] = (rec["last"], rec["last_at"])
+
+
+def _first(col: Sequence[float]) -> int:
+    """The first row with a value (not NaN), or -1."""
+    return next((i for i, x in enumerate(col) if x == x), -1)
+
+
+def _last(col: Sequence[float]) -> int:
+    """The last row with a value (not NaN), or -1."""
+    for i in range(len(col) - 1, -1, -1):
+        if col[i] == col[i]:
+            return i
+    return -1
+
+
+def _peak(col: Sequence[float], above: float | None) -> int:
+    """The first row of the column's largest value, when that is above ``above``; else -1
+    (``Pools.batch``: a later equal value is no new peak)."""
+    best, at = (float("-inf") if above is None else above), -1
+    for i, x in enumerate(col):
+        if x > best:  # (NaN is never)
+            best, at = x, i
+    return at
 
 
 def on_batch(m: RunModel, ev: Event) -> None:

@@ -22,7 +22,7 @@
 
 #define MAX_RANKS 256
 #define MAX_CLASSES 8
-#define MAX_SLOTS 16
+#define MAX_SLOTS 32
 #define MAX_KINDS 256
 #define MAX_KEY 4096
 #define RECENT_WAYS 4
