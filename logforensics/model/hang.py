@@ -574,8 +574,9 @@ def _progress(collectives: list[dict[str, Any]], dumps: list[dict[str, Any]], ct
         if p["kind"] == "watchdog_timeout" and p.get("rank"):
             phases.append((p["rank"], "no forward progress (watchdog fired)", "watchdog", _line(p)))
     for p in reports:
-        if p["kind"] in _COLLECTIVE_KINDS and p.get("rank") and p.get("op"):
-            phases.append((p["rank"], f"in collective {p['op']} (seq {p.get('seq')})", "NCCL watchdog", _line(p)))
+        if p["kind"] in _COLLECTIVE_KINDS and p.get("rank") and p.get("seq") is not None:
+            op = f"{p['op']} " if p.get("op") else ""
+            phases.append((p["rank"], f"in collective {op}seq {p['seq']}", "NCCL watchdog", _line(p)))
     for slow in ctx.of("slow_pass"):
         if not slow.get("rank"):
             continue
