@@ -573,10 +573,10 @@ def _progress(collectives: list[dict[str, Any]], dumps: list[dict[str, Any]], ct
     for p in reports:
         if p["kind"] == "watchdog_timeout" and p.get("rank"):
             phases.append((p["rank"], "no forward progress (watchdog fired)", "watchdog", _line(p)))
-    for p in reports:
-        if p["kind"] in _COLLECTIVE_KINDS and p.get("rank") and p.get("seq") is not None:
-            op = f"{p['op']} " if p.get("op") else ""
-            phases.append((p["rank"], f"in collective {op}seq {p['seq']}", "NCCL watchdog", _line(p)))
+    for c in collectives:  # one entry per rank and collective, its lines merged
+        op = f"{c['op']} " if c.get("op") else ""
+        phases.append((c["rank"], f"in collective {op}seq {c['seq']}", "NCCL watchdog",
+                       {"file": c.get("file"), "line": c["line"], "rank": c["rank"], "text": ""}))
     for slow in ctx.of("slow_pass"):
         if not slow.get("rank"):
             continue
@@ -702,7 +702,7 @@ def _stacks(dumps: list[dict[str, Any]], ctx: _Context) -> dict[str, Any]:
     if failures:
         first = failures[0]
         why = f"{first['what']} (line {first['line']}{', ' + first['rank'] if first.get('rank') else ''}: " \
-              f"{first['error']!r})"
+              f"{first['error']})"
     elif dumps and not with_main:
         why = "the py-spy dumps in this log show no main thread (cut off)"
     elif dumps or fh:
