@@ -284,7 +284,10 @@ def test_slow_scheduler_pass_and_its_faulthandler_stack(tmp_path: Path) -> None:
 
 
 def test_a_slow_pass_alone_is_no_hang(tmp_path: Path) -> None:
-    assert summarize_file(_write(tmp_path, SLOW)).hang is None
+    path = _write(tmp_path, SLOW)
+    assert [e.kind for e in iter_events(path)][:2] == ["fh_timeout", "slow_pass"]  # read, and the dump after
+    summary = summarize_file(path)
+    assert summary.hang is None and summary.outcome != "hung"
 
 
 def test_observer_merge_equals_one_pass_with_the_new_records(tmp_path: Path) -> None:
@@ -302,3 +305,5 @@ def test_observer_merge_equals_one_pass_with_the_new_records(tmp_path: Path) -> 
             b.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
         a.merge(b)
         assert a.build(["TP0", "TP1"]) == whole.build(["TP0", "TP1"])
+    built = whole.build(["TP0", "TP1"])
+    assert built is not None and built.stacks["pyspy_failures"][0]["pid"] == 7 and built.stacks["faulthandler_dumps"]
