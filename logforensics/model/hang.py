@@ -128,11 +128,11 @@ HANG_KINDS = frozenset({"collective_timeout", "collective_failure", "watchdog_ti
                         "pyspy_dump", "pyspy_process", "pyspy_thread", "pyspy_frame", "child_failed",
                         "pd_timeout", "health_check_failed", "weights_not_ready",
                         "watchdog_detail", "pyspy_failed", "slow_pass", "rank_divergence", "consensus_enabled",
-                        "fh_timeout", "exception", "c10d_log"})
+                        "fh_timeout", "thread_dump", "c10d_log"})
 #: Kinds that alone make no hang (a slow pass is a stall the server came out of; a failed
 #: dump, the checker's start-up notice, torch's notes): they only describe one.
 _CONTEXT_KINDS = frozenset({"watchdog_detail", "watchdog_debug", "pyspy_failed", "slow_pass", "consensus_enabled",
-                            "fh_timeout", "fh_dump", "c10d_note"})
+                            "fh_timeout", "thread_dump", "c10d_note"})
 #: torch's notes that bear on what a hang's log could show (ProcessGroupNCCL.cpp)
 _C10D_NOTES = ("FlightRecorder", "Flight Recorder", "TORCH_NCCL_TRACE_BUFFER_SIZE", "flight recorder")
 #: The records of a py-spy dump (kept apart: a dump has many lines).
@@ -147,7 +147,7 @@ def _brief(kind: str, line: int, rank: str | None, ts: str | None, fields: Mappi
            file: str | None) -> dict[str, Any]:
     keep = {k: v for k, v in fields.items()
             if isinstance(v, (int, float, str, bool, dict)) and (k != "message" or kind == "watchdog_detail")}
-    if kind == "fh_dump":
+    if kind == "thread_dump":
         keep = {"threads": fields["threads"]}
     return {"kind": kind, "line": line, "rank": rank, "ts": ts, "file": file, "text": text[:400], "fields": keep}
 
@@ -164,11 +164,8 @@ class HangObserver:
                 text: str, file: str | None = None) -> None:
         if kind not in HANG_KINDS:
             return
-        if kind == "exception":  # only faulthandler's dump of every thread (no exception)
-            threads = _fh_threads(fields)
-            if not threads:
-                return
-            kind, fields = "fh_dump", {"threads": threads}
+        if kind == "thread_dump":  # faulthandler's timed dump: its threads, each innermost frame first
+            fields = {"threads": _fh_threads(fields)}
         elif kind == "c10d_log":
             if not any(n in text for n in _C10D_NOTES):
                 return
@@ -492,13 +489,8 @@ _KNOBS: tuple[tuple[str, str], ...] = (
 
 
 def _fh_threads(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """faulthandler's dump as threads and their frames (innermost first); [] for any
-    other assembled record (an exception has a name; a dump starts at a thread line)."""
-    if fields.get("exception") or fields.get("source"):
-        return []
+    """faulthandler's dump as threads and their frames (innermost first)."""
     lines = fields.get("lines") or []
-    if not lines or not _THREAD_HEAD.match(str(lines[0][1])):
-        return []
     heads = [(n, m.group(2), m.group(1) == "Current thread") for n, t in lines
              if (m := _THREAD_HEAD.match(str(t)))]
     threads: list[dict[str, Any]] = []
@@ -537,7 +529,7 @@ def _line(r: Mapping[str, Any]) -> dict[str, Any]:
 def _slow_stack(slow: dict[str, Any], ctx: _Context) -> dict[str, Any] | None:
     """The thread of the faulthandler dump before a slow pass whose stack holds the pass
     (its label), else the dump's last thread (faulthandler prints the oldest last)."""
-    dumps = [d for d in ctx.of("fh_dump") if d["line"] < slow["line"] and d.get("file") == slow.get("file")]
+    dumps = [d for d in ctx.of("thread_dump") if d["line"] < slow["line"] and d.get("file") == slow.get("file")]
     if not dumps:
         return None
     dump = dumps[-1]
@@ -583,8 +575,12 @@ def _progress(collectives: list[dict[str, Any]], dumps: list[dict[str, Any]], ct
         f = slow["fields"]
         stack = _slow_stack(slow, ctx)
         where = f" in {stack['function']}" if stack and stack.get("function") else ""
-        phases.append((slow["rank"], f"slow scheduler pass {f.get('label')} ({f.get('took_ms')} ms){where}",
-                       "slow scheduler pass", _line(slow)))
+        phase = f"slow scheduler pass {f.get('label')} ({f.get('took_ms')} ms){where}"
+        if stack:  # the dump before it, as evidence too
+            phases.append((slow["rank"], phase, "slow scheduler pass",
+                           {"file": stack["file"], "line": stack["line"], "rank": None,
+                            "text": f"faulthandler: thread {stack['thread']}: " + " <- ".join(stack["stack"][:4])}))
+        phases.append((slow["rank"], phase, "slow scheduler pass", _line(slow)))
     for d in dumps:
         if d.get("rank") and d.get("main_function"):
             phases.append((d["rank"], f"main thread in {d['main_function']} ({d.get('main_location')})", "py-spy dump",
@@ -698,7 +694,7 @@ def _stacks(dumps: list[dict[str, Any]], ctx: _Context) -> dict[str, Any]:
                                                         "py-spy failed; its error is quoted"),
                          "error": error[:300], "pid": r["fields"].get("pid"), **_line(r)})
     with_main = [d for d in dumps if d.get("main_function")]
-    fh = ctx.of("fh_dump")
+    fh = ctx.of("thread_dump")
     if failures:
         first = failures[0]
         why = f"{first['what']} (line {first['line']}{', ' + first['rank'] if first.get('rank') else ''}: " \
@@ -732,7 +728,7 @@ def _next_time(dumps: list[dict[str, Any]], failures: list[dict[str, Any]], ctx:
                 status, evidence = "on", {"file": d.get("file"), "line": d["line"], "rank": d.get("rank"),
                                           "text": "py-spy read the process"}
         elif name == "SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS":
-            seen = ctx.of("slow_pass") or ctx.of("fh_timeout")
+            seen = ctx.of("slow_pass") or ctx.of("thread_dump")
             if seen:
                 status, evidence = "on", _line(seen[0])
             elif _env_on(ctx.env, name):
