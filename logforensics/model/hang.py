@@ -128,11 +128,11 @@ HANG_KINDS = frozenset({"collective_timeout", "collective_failure", "watchdog_ti
                         "pyspy_dump", "pyspy_process", "pyspy_thread", "pyspy_frame", "child_failed",
                         "pd_timeout", "health_check_failed", "weights_not_ready",
                         "watchdog_detail", "pyspy_failed", "slow_pass", "rank_divergence", "consensus_enabled",
-                        "fh_timeout", "thread_dump", "c10d_log"})
+                        "thread_dump", "c10d_log"})
 #: Kinds that alone make no hang (a slow pass is a stall the server came out of; a failed
 #: dump, the checker's start-up notice, torch's notes): they only describe one.
 _CONTEXT_KINDS = frozenset({"watchdog_detail", "watchdog_debug", "pyspy_failed", "slow_pass", "consensus_enabled",
-                            "fh_timeout", "thread_dump", "c10d_note"})
+                            "thread_dump", "c10d_note"})
 #: torch's notes that bear on what a hang's log could show (ProcessGroupNCCL.cpp)
 _C10D_NOTES = ("FlightRecorder", "Flight Recorder", "TORCH_NCCL_TRACE_BUFFER_SIZE", "flight recorder")
 #: The records of a py-spy dump (kept apart: a dump has many lines).
