@@ -49,8 +49,8 @@ def test_real_125_tcpstore_assert_is_no_timer() -> None:
 
 
 # -- why stacks are missing, and what the ranks were on, from the real texts ---------------
-def test_real_141_pyspy_not_installed_and_the_batch_the_watchdog_printed() -> None:
-    h = summarize_file(_real("141")).hang
+def test_real_147_pyspy_not_installed_and_the_batch_the_watchdog_printed() -> None:
+    h = summarize_file(_real("147")).hang
     assert h.timer == "sglang_watchdog" and h.ranks == ["TP3"]
     [failure] = h.stacks["pyspy_failures"]
     # the line's own words: "Pyspy failed to dump PID 171. Error: /bin/dash: 1: py-spy: not found"
@@ -70,8 +70,8 @@ def test_real_141_pyspy_not_installed_and_the_batch_the_watchdog_printed() -> No
     assert knobs["SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS"] == knobs["NCCL_DEBUG=INFO"] == "not in this log"
 
 
-def test_real_143_pyspy_command_not_found_then_sigquit() -> None:
-    s = summarize_file(_real("143"))
+def test_real_149_pyspy_command_not_found_then_sigquit() -> None:
+    s = summarize_file(_real("149"))
     assert s.outcome == "hung"
     [failure] = s.hang.stacks["pyspy_failures"]
     assert (failure["reason"], failure["pid"], failure["error"]) == ("not_installed", 63217,
