@@ -145,3 +145,168 @@ def test_observer_merge_equals_one_pass(tmp_path: Path) -> None:
             b.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
         a.merge(b)
         assert a.build(["TP0", "TP1", "TP2"]) == whole.build(["TP0", "TP1", "TP2"])
+
+
+# -- the rank that differs, what the ranks are stuck on, why stacks are missing ----------
+# Text built from the format strings of SGLang's utils/watchdog.py (pyspy_dump_schedulers,
+# WatchdogRaw), managers/scheduler_components/slow_pass_tracer.py, utils/rank_consensus_checker.py
+# and CPython's faulthandler (dump_traceback_later); the py-spy errors are py-spy's own texts
+# (benfred/py-spy#459, #661, #804). The real excerpts are in test_hang_real.py.
+WATCHDOG = "[2026-09-01 10:05:00 TP{r}] Scheduler watchdog timeout (watchdog_timeout=300, soft=False)\n"
+PYSPY_FAILED = "[2026-09-01 10:05:00 TP{r}] Pyspy failed to dump PID {pid}. Error: {error}\n"
+
+
+@pytest.mark.parametrize("error, reason, knob", [
+    ("/bin/sh: 1: py-spy: not found", "not_installed", ("py-spy", "not installed")),
+    ("Permission Denied: Try running again with elevated permissions by going 'sudo env \"PATH=$PATH\" !!'",
+     "permission", ("SYS_PTRACE", "off")),
+    ("Error: Operation not permitted (os error 1)", "permission", ("SYS_PTRACE", "off")),
+    ("Error: Unsupported version of Python: 3.12.0", "pyspy_too_old", ("py-spy", "too old")),
+])
+def test_missing_stacks_say_why_in_the_logs_words(tmp_path: Path, error: str, reason: str, knob: tuple) -> None:
+    text = WATCHDOG.format(r=0) + PYSPY_FAILED.format(r=0, pid=4242, error=error)
+    hang = summarize_file(_write(tmp_path, text)).hang
+    stacks = hang.stacks
+    [failure] = stacks["pyspy_failures"]
+    assert failure["reason"] == reason and failure["line"] == 2 and failure["rank"] == "TP0"
+    assert failure["error"] == error and error in stacks["missing_why"]
+    knobs = {k["setting"]: k for k in stacks["next_time"]}
+    assert knobs[knob[0]]["status"] == knob[1] and knobs[knob[0]]["evidence"]["line"] == 2
+
+
+def test_pyspy_not_available_from_the_2026_watchdog(tmp_path: Path) -> None:
+    text = WATCHDOG.format(r=1) + ("[2026-09-01 10:05:00 TP1] Pyspy is not available: [Errno 2] No such file or "
+                                   "directory: 'py-spy'\n")
+    assert summarize_file(_write(tmp_path, text)).hang.stacks["pyspy_failures"][0]["reason"] == "not_installed"
+
+
+def test_what_the_log_does_not_show_is_said_so(tmp_path: Path) -> None:
+    hang = summarize_file(_write(tmp_path, WATCHDOG.format(r=0))).hang
+    assert hang.timer == "sglang_watchdog" and hang.timeout_s == 300
+    assert hang.stacks["missing_why"] == "not in this log"
+    assert {k["setting"]: k["status"] for k in hang.stacks["next_time"]} == {
+        "SYS_PTRACE": "not in this log", "SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS": "not in this log",
+        "SGLANG_ENABLE_RANK_CONSENSUS_CHECKER": "not in this log", "NCCL_DEBUG=INFO": "not in this log",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "not in this log"}
+    assert hang.initiator is None and hang.stuck_on == []
+
+
+def test_the_rank_that_never_enqueued_the_collective_is_the_initiator(tmp_path: Path) -> None:
+    # TP0, TP1 and TP3 wait on seq 78 (enqueued, not completed); TP2's last enqueued is 77
+    lines = ["[2025-08-10 02:54:00 TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.01, "
+             "cuda graph: True, gen throughput (token/s): 310.00, #queue-req: 0"]
+    for r in (0, 1, 3):
+        lines.append(TIMEOUT.format(r=r, seq=78))
+        lines.append(FAILURE.format(r=r, seq=78, enq=78, done=77))
+    lines.append(FAILURE.format(r=2, seq=77, enq=77, done=76))
+    hang = summarize_file(_write(tmp_path, "\n".join(lines) + "\n")).hang
+    assert hang.initiator["rank"] == "TP2" and "never enqueued" in hang.initiator["why"]
+    assert hang.initiator["evidence"][0]["line"] == 8
+    [stuck, *_] = hang.stuck_on
+    assert (stuck["what"], stuck["op"], stuck["seq"], stuck["ranks"]) == ("collective", "BROADCAST", 78,
+                                                                          ["TP0", "TP1", "TP3"])
+    progress = {p["rank"]: p for p in hang.progress}
+    assert (progress["TP2"]["last_enqueued"], progress["TP2"]["last_completed"]) == (77, 76)
+    assert (progress["TP0"]["last_enqueued"], progress["TP0"]["last_completed"]) == (78, 77)
+    assert progress["TP0"]["waiting_on"] == {"op": "BROADCAST", "seq": 78, "pg": 0}
+    assert progress["TP0"]["last_phase"] == "in collective BROADCAST seq 78"
+    assert [e["line"] for e in progress["TP0"]["evidence"]] == [2, 3]
+
+
+def test_the_one_main_thread_elsewhere_is_the_initiator(tmp_path: Path) -> None:
+    text = WATCHDOG.format(r=0)
+    for r in range(4):
+        fn, loc = ("recv_requests", "sglang/srt/managers/scheduler.py:980") if r == 3 else \
+            ("all_reduce", "torch/distributed/distributed_c10d.py:2501")
+        text += PYSPY.format(r=r, pid=4100 + r, tid=4200 + r, fn=fn, loc=loc)
+    hang = summarize_file(_write(tmp_path, text)).hang
+    assert hang.initiator["rank"] == "TP3" and "recv_requests" in hang.initiator["why"]
+    progress = {p["rank"]: p for p in hang.progress}
+    assert progress["TP3"]["last_phase"].startswith("main thread in recv_requests")
+    assert progress["TP1"]["phase_from"] == "py-spy dump"
+    knobs = {k["setting"]: k for k in hang.stacks["next_time"]}
+    assert knobs["SYS_PTRACE"]["status"] == "on"  # py-spy read the processes
+    assert hang.stacks["missing_why"] is None and hang.stacks["pyspy_main_threads"] == 4
+
+
+DIVERGENCE = ("[2026-09-01 10:00:00 TP{r}] Found rank divergence for 1 events(s)! local hash: {h}, "
+              "events = [\"check_prefetch_progress returns result={{'req_id': '{rid}'}}\"]\n")
+
+
+def test_rank_divergence_names_the_odd_rank_and_its_request(tmp_path: Path) -> None:
+    text = ("[2026-09-01 09:00:00 TP0] Rank consensus checker is enabled. The server will suicide if rank "
+            "divergence detected.\n")
+    for r, h, rid in ((0, "aa" * 20, "r-7"), (1, "aa" * 20, "r-7"), (2, "bb" * 20, "r-9")):
+        text += DIVERGENCE.format(r=r, h=h, rid=rid)
+    events = [(e.kind, dict(e.fields)) for e in iter_events(_write(tmp_path, text))]
+    assert events[3] == ("rank_divergence", {"events": 1, "local_hash": "bb" * 20, "divergent_events":
+                         "[\"check_prefetch_progress returns result={'req_id': 'r-9'}\"]"})
+    hang = summarize_file(_write(tmp_path, text)).hang
+    assert hang.timer == "rank_divergence" and not hang.timed_out
+    assert hang.initiator["rank"] == "TP2" and [e["line"] for e in hang.initiator["evidence"]] == [4, 2]
+    assert [s["rids"] for s in hang.stuck_on] == [["r-7"], ["r-7"], ["r-9"]]
+    knobs = {k["setting"]: k for k in hang.stacks["next_time"]}
+    assert knobs["SGLANG_ENABLE_RANK_CONSENSUS_CHECKER"]["status"] == "on"
+    assert knobs["SGLANG_ENABLE_RANK_CONSENSUS_CHECKER"]["evidence"]["line"] == 1
+
+
+def test_two_diverging_ranks_name_no_initiator(tmp_path: Path) -> None:
+    text = DIVERGENCE.format(r=0, h="aa" * 20, rid="x") + DIVERGENCE.format(r=1, h="bb" * 20, rid="y")
+    init = summarize_file(_write(tmp_path, text)).hang.initiator
+    assert init["rank"] is None and init["candidates"] == ["TP0", "TP1"]
+
+
+SLOW = """Timeout (0:00:00.500000)!
+Thread 0x00007f3a2b7fe640 (most recent call first):
+  File "/usr/lib/python3.10/threading.py", line 324 in wait
+  File "/usr/lib/python3.10/threading.py", line 607 in wait
+
+Thread 0x00007f3a4c1d3740 (most recent call first):
+  File "/sgl/python/sglang/srt/managers/schedule_policy.py", line 411 in calc_priority
+  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1873 in get_next_batch_to_run
+  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1012 in event_loop_overlap
+[2026-09-01 10:00:01 TP1] slow scheduler pass: get_next_batch_to_run took 812.4ms (>= 500.0ms; thread stacks were dumped to stderr by the faulthandler watchdog)
+"""
+
+
+def test_slow_scheduler_pass_and_its_faulthandler_stack(tmp_path: Path) -> None:
+    text = SLOW + WATCHDOG.format(r=1)
+    kinds = [e.kind for e in iter_events(_write(tmp_path, text))]
+    assert kinds == ["thread_dump", "slow_pass", "watchdog_timeout"]  # a thread dump, not an exception
+    hang = summarize_file(_write(tmp_path, text)).hang
+    [p] = hang.progress
+    assert p["rank"] == "TP1" and p["phase_from"] == "slow scheduler pass"
+    assert p["last_phase"] == "slow scheduler pass get_next_batch_to_run (812.4 ms) in calc_priority"
+    assert [e["line"] for e in p["evidence"]] == [1, 10, 11]
+    assert p["evidence"][0]["text"].startswith("faulthandler: thread 0x00007f3a4c1d3740: calc_priority")
+    assert summarize_file(_write(tmp_path, text)).crash is None
+    assert hang.stacks["faulthandler_dumps"] == 1 and hang.stacks["missing_why"] is None
+    knobs = {k["setting"]: k for k in hang.stacks["next_time"]}
+    assert knobs["SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS"]["status"] == "on"
+
+
+def test_a_slow_pass_alone_is_no_hang(tmp_path: Path) -> None:
+    path = _write(tmp_path, SLOW)
+    assert [e.kind for e in iter_events(path)] == ["thread_dump", "slow_pass"]
+    summary = summarize_file(path)  # the dump is no crash: the process went on
+    assert summary.hang is None and summary.crash is None and summary.exceptions == []
+    assert summary.outcome == "incomplete"
+
+
+def test_observer_merge_equals_one_pass_with_the_new_records(tmp_path: Path) -> None:
+    text = (SLOW + WATCHDOG.format(r=1) + PYSPY_FAILED.format(r=1, pid=7, error="/bin/sh: py-spy: not found")
+            + DIVERGENCE.format(r=0, h="aa" * 20, rid="x") + DIVERGENCE.format(r=1, h="bb" * 20, rid="y"))
+    events = list(iter_events(_write(tmp_path, text)))
+    whole = HangObserver()
+    for ev in events:
+        whole.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
+    for cut in range(len(events) + 1):
+        a, b = HangObserver(), HangObserver()
+        for ev in events[:cut]:
+            a.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
+        for ev in events[cut:]:
+            b.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
+        a.merge(b)
+        assert a.build(["TP0", "TP1"]) == whole.build(["TP0", "TP1"])
+    built = whole.build(["TP0", "TP1"])
+    assert built is not None and built.stacks["pyspy_failures"][0]["pid"] == 7 and built.stacks["faulthandler_dumps"]

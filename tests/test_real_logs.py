@@ -226,6 +226,11 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     "socket_timeout_ms": lambda _, evs: [e.fields["timeout_ms"] for e in evs if e.kind == "collective_timeout"
                                          and e.fields.get("family") == "c10d_store"],
     "store_port": _events("collective_timeout", "peer_port"),
+    # the hang's own account (model/hang.py): what it is stuck on, why its stacks are missing
+    "stuck_batch_size": lambda s, _: [x["batch_size"] for x in (s.hang.stuck_on if s.hang else []) if x["what"] == "batch"],
+    "stuck_rid": lambda s, _: [r for x in (s.hang.stuck_on if s.hang else []) for r in x.get("rids", [])],
+    "pyspy_failed_pid": _events("pyspy_failed", "pid"),
+    "stacks_missing": lambda s, _: [f["reason"] for f in (s.hang.stacks.get("pyspy_failures", []) if s.hang else [])],
     "block": _events("device_assert", "block"),
     "threads": lambda _, evs: [e.fields["thread"][0] for e in evs if e.kind == "device_assert"],
     "hsa_nodes_faulted": lambda _, evs: [f"node-{e.fields['hsa_node']}" for e in evs if e.kind == "hsa_fault"],

@@ -13,6 +13,15 @@ the timer, its timeout and knob, per rank the collective it was in (``op``, ``se
 the watchdog's ``last_enqueued``/``last_completed`` sequence numbers, the rank that is
 behind (the lowest completed sequence in a process group), and, where SGLang printed
 py-spy dumps, the function each rank's main thread was in.
+
+A hang's victims are the ranks that time out; the rank that caused it is the one that
+differs (:func:`_initiator`): the one that never enqueued the collective the others wait
+on, the one whose events the rank-consensus checker hashed differently, the one whose
+main thread is elsewhere. ``progress`` gives each rank's last sequence numbers and last
+phase with the lines they rest on, ``stuck_on`` the collective, batch or requests the
+log names, and ``stacks`` why stack dumps are missing, in the log's own words (py-spy not
+installed, no ptrace permission, a py-spy too old for the Python) and which settings
+would give more next time, each as the log shows it: on, off or not in this log.
 """
 
 from __future__ import annotations
@@ -117,7 +126,17 @@ _COLLECTIVE_KINDS = ("collective_timeout", "collective_failure")
 #: Kinds the observer keeps (the run model hands it these, in order).
 HANG_KINDS = frozenset({"collective_timeout", "collective_failure", "watchdog_timeout", "watchdog_debug",
                         "pyspy_dump", "pyspy_process", "pyspy_thread", "pyspy_frame", "child_failed",
-                        "pd_timeout", "health_check_failed", "weights_not_ready"})
+                        "pd_timeout", "health_check_failed", "weights_not_ready",
+                        "watchdog_detail", "pyspy_failed", "slow_pass", "rank_divergence", "consensus_enabled",
+                        "thread_dump", "c10d_log"})
+#: Kinds that alone make no hang (a slow pass is a stall the server came out of; a failed
+#: dump, the checker's start-up notice, torch's notes): they only describe one.
+_CONTEXT_KINDS = frozenset({"watchdog_detail", "watchdog_debug", "pyspy_failed", "slow_pass", "consensus_enabled",
+                            "thread_dump", "c10d_note"})
+#: torch's notes that bear on what a hang's log could show (ProcessGroupNCCL.cpp)
+_C10D_NOTES = ("FlightRecorder", "Flight Recorder", "TORCH_NCCL_TRACE_BUFFER_SIZE", "flight recorder")
+#: The records of a py-spy dump (kept apart: a dump has many lines).
+_DUMP_KINDS = frozenset({"pyspy_dump", "pyspy_process", "pyspy_thread", "pyspy_frame"})
 _MAX_RECORDS = 512
 _MAX_PYSPY = 8192
 _TITLE_RANK = re.compile(r"sglang::scheduler((?:_[A-Z_]*?[A-Z]+-?\d+)+)")
@@ -126,7 +145,10 @@ _RANK_PART = re.compile(r"(ATTN_CP|MOE_DP|[A-Z]+)(-?\d+)")
 
 def _brief(kind: str, line: int, rank: str | None, ts: str | None, fields: Mapping[str, Any], text: str,
            file: str | None) -> dict[str, Any]:
-    keep = {k: v for k, v in fields.items() if isinstance(v, (int, float, str, bool, dict)) and k != "message"}
+    keep = {k: v for k, v in fields.items()
+            if isinstance(v, (int, float, str, bool, dict)) and (k != "message" or kind == "watchdog_detail")}
+    if kind == "thread_dump":
+        keep = {"threads": fields["threads"]}
     return {"kind": kind, "line": line, "rank": rank, "ts": ts, "file": file, "text": text[:400], "fields": keep}
 
 
@@ -142,7 +164,13 @@ class HangObserver:
                 text: str, file: str | None = None) -> None:
         if kind not in HANG_KINDS:
             return
-        target = self.pyspy if kind.startswith("pyspy_") else self.records
+        if kind == "thread_dump":  # faulthandler's timed dump: its threads, each innermost frame first
+            fields = {"threads": _fh_threads(fields)}
+        elif kind == "c10d_log":
+            if not any(n in text for n in _C10D_NOTES):
+                return
+            kind = "c10d_note"
+        target = self.pyspy if kind in _DUMP_KINDS else self.records
         limit = _MAX_PYSPY if target is self.pyspy else _MAX_RECORDS
         if len(target) >= limit:
             self.dropped += 1
@@ -158,21 +186,28 @@ class HangObserver:
         self.dropped += later.dropped + max(0, len(later.records) - max(room, 0)) + \
             max(0, len(later.pyspy) - max(proom, 0))
 
-    def build(self, ranks: Sequence[str] = (), last_serving_line: int = 0) -> Hang | None:
+    def build(self, ranks: Sequence[str] = (), last_serving_line: int = 0, env: Mapping[str, str] | None = None,
+              kind_counts: Mapping[str, int] | None = None) -> Hang | None:
         """The hang this log shows, or None. Pure: the observer is not changed.
 
         ``ranks`` are the run's rank labels (to name c10d's global ``[rankN]`` as SGLang
         does); ``last_serving_line`` is the last batch record, to tell whether a timer that
-        does not stop the server was followed by more serving.
+        does not stop the server was followed by more serving; ``env`` the environment the
+        log shows and ``kind_counts`` its records per kind (``NCCL INFO`` lines show
+        ``NCCL_DEBUG``), for what was on.
         """
-        if not self.records and not self.pyspy:
+        records = sorted(self.records, key=lambda r: r["line"])
+        if not any(r["kind"] not in _CONTEXT_KINDS for r in records) and not self.pyspy:
             return None
-        reports = [_report(r, ranks) for r in self.records]
+        records_all = records
+        records = [r for r in records if r["kind"] not in _CONTEXT_KINDS]
+        reports = [_report(r, ranks) for r in records]
         fired = [p for p in reports if p["family"] is not None]
         failures = [p for p in reports if p["kind"] == "collective_failure"]
-        dumps = _dumps(self.pyspy, self.records, ranks)
+        dumps = _dumps(self.pyspy, records, ranks)
+        divergence = [p for p in reports if p["kind"] == "rank_divergence"]
         if not fired and not failures:
-            if not dumps:
+            if not dumps and not divergence:
                 return None
         main = fired or failures
         first = main[0] if main else None
@@ -195,8 +230,17 @@ class HangObserver:
         for p in main:
             if p.get("rank") and p["rank"] not in rank_list:
                 rank_list.append(p["rank"])
+        if not main and divergence:
+            main = divergence
+            first = main[0]
+            for p in main:
+                if p.get("rank") and p["rank"] not in rank_list:
+                    rank_list.append(p["rank"])
+        context = _Context(records_all, env or {}, kind_counts or {})
+        progress = _progress(collectives, dumps, context, reports)
         return Hang(
-            timer=family if family else ("c10d_failure" if failures else "pyspy_only"),
+            timer=family if family else ("c10d_failure" if failures else
+                                         "rank_divergence" if divergence else "pyspy_only"),
             timed_out=bool(fired),
             ends_run=bool(fired) and (ends or nothing_after),
             timeout_s=timeout_s,
@@ -204,6 +248,7 @@ class HangObserver:
             default_s=timer.get("default_s"),
             what=timer.get("what") or ("PyTorch's NCCL watchdog detected a failed collective: the message does "
                                        "not say whether it was an error or a timeout" if failures else
+                                       _DIVERGENCE_WHAT if divergence else
                                        "py-spy dumps without a timer message"),
             note=timer.get("note"),
             source=timer.get("source"),
@@ -217,6 +262,10 @@ class HangObserver:
             first_ts=first.get("ts") if first else None,
             evidence=[_evidence(p) for p in (main + exit_codes)[:16]],
             dropped=self.dropped,
+            initiator=_initiator(collectives, dumps, divergence, behind),
+            stuck_on=_stuck_on(collectives, context),
+            progress=progress,
+            stacks=_stacks(dumps, context),
         )
 
 
@@ -243,6 +292,14 @@ class Hang:
     first_ts: str | None
     evidence: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
+    #: the rank that differs from the others (the cause, not the victims), why, and the lines
+    initiator: dict[str, Any] | None = None
+    #: what all ranks are stuck on, as far as the log names it: a collective, a batch, requests
+    stuck_on: list[dict[str, Any]] = field(default_factory=list)
+    #: per rank: the last sequence numbers and phase, with the lines they rest on
+    progress: list[dict[str, Any]] = field(default_factory=list)
+    #: the stack dumps there are, why there are none, and what to turn on next time
+    stacks: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -308,7 +365,7 @@ def _collectives(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     merged: dict[tuple[Any, Any], dict[str, Any]] = {}
     for p in reports:
         key = (p.get("rank"), p.get("seq"))
-        cur = merged.setdefault(key, {"rank": p.get("rank"), "pg": None, "line": p["line"]})
+        cur = merged.setdefault(key, {"rank": p.get("rank"), "pg": None, "line": p["line"], "file": p.get("file")})
         for k in ("pg", "op", "seq", "last_enqueued", "last_completed", "ran_ms"):
             if p.get(k) is not None and cur.get(k) is None:
                 cur[k] = p[k]
@@ -336,7 +393,7 @@ def _behind(collectives: list[dict[str, Any]]) -> dict[str, Any] | None:
         if done(low) == done(high):
             continue
         cand = {"rank": low["rank"], "pg": pg, "last_completed": done(low), "others_completed": done(high),
-                "line": low["line"], "reason": "lowest completed sequence in its process group"}
+                "line": low["line"], "file": low.get("file"), "reason": "lowest completed sequence in its process group"}
         if best is None or cand["others_completed"] - cand["last_completed"] > best["others_completed"] - best["last_completed"]:
             best = cand
     return best
@@ -403,3 +460,309 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
 
 def _evidence(p: dict[str, Any]) -> dict[str, Any]:
     return {"file": p["file"], "line": p["line"], "rank": p.get("rank"), "text": p["text"]}
+
+
+_DIVERGENCE_WHAT = ("SGLang's rank-consensus checker found ranks whose scheduler decisions differ and ended "
+                    "the process (os._exit(1)) before they could hang on a collective")
+_THREAD_HEAD = re.compile(r"\s*(Current thread|Thread) (0x[0-9a-f]+)")
+_RID = re.compile(r"\b(?:rid|req_id|request_id)['\"]?\s*[=:]\s*['\"]?([\w-]+)")
+_BATCH_SIZE = re.compile(r"batch_size\(\)=(\d+)")
+_PYSPY_FAILURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("not_installed", ("command not found", "py-spy: not found", "no such file", "not available"),
+     "py-spy is not installed where the scheduler runs"),
+    ("permission", ("eperm", "permission denied", "operation not permitted", "os error 1", "sys_ptrace"),
+     "py-spy was not allowed to read the process (ptrace): no SYS_PTRACE capability or root"),
+    ("pyspy_too_old", ("unsupported version of python", "failed to find python version"),
+     "py-spy does not support this Python version (a newer py-spy does)"),
+)
+#: What to turn on next time, in the order worth doing, and what each gives.
+_KNOBS: tuple[tuple[str, str], ...] = (
+    ("SYS_PTRACE", "lets SGLang's watchdog dump every scheduler with py-spy (docker run --cap-add SYS_PTRACE)"),
+    ("SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS", "faulthandler dumps every thread's stack when one scheduler pass takes "
+                                            "longer than this, with a 'slow scheduler pass' line naming the pass"),
+    ("SGLANG_ENABLE_RANK_CONSENSUS_CHECKER", "stops the server at the first scheduler decision on which ranks "
+                                             "differ, naming the events, before the ranks hang on a collective"),
+    ("NCCL_DEBUG=INFO", "NCCL's own lines: communicators, channels, and its errors with their cause"),
+    ("TORCH_NCCL_TRACE_BUFFER_SIZE", "PyTorch's Flight Recorder: a dump of each rank's last collectives (and "
+                                     "the stack of the one that failed) when the NCCL watchdog fires"),
+)
+
+
+def _fh_threads(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """faulthandler's dump as threads and their frames (innermost first)."""
+    lines = fields.get("lines") or []
+    heads = [(n, m.group(2), m.group(1) == "Current thread") for n, t in lines
+             if (m := _THREAD_HEAD.match(str(t)))]
+    threads: list[dict[str, Any]] = []
+    for i, (n, tid, current) in enumerate(heads[:16]):
+        end = heads[i + 1][0] if i + 1 < len(heads) else 1 << 62
+        frames = [f"{f.get('func')} ({f.get('path')}:{f.get('line')})" for f in fields.get("frames") or []
+                  if n < (f.get("log_line") or 0) < end]
+        threads.append({"thread": tid, "current": current, "line": n, "frames": frames[:12],
+                        "function": frames[0].split(" (")[0] if frames else None})
+    return threads
+
+
+class _Context:
+    """The records that describe a hang without being one, by kind, and what the log shows on."""
+
+    def __init__(self, records: list[dict[str, Any]], env: Mapping[str, str], kind_counts: Mapping[str, int]) -> None:
+        self.by_kind: dict[str, list[dict[str, Any]]] = {}
+        for r in records:
+            self.by_kind.setdefault(r["kind"], []).append(r)
+        self.env = env
+        self.kind_counts = kind_counts
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return self.by_kind.get(kind, [])
+
+
+def _at(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a merged collective (or the rank behind) was first printed."""
+    return {"file": c.get("file"), "line": c["line"], "rank": c.get("rank")}
+
+
+def _line(r: Mapping[str, Any]) -> dict[str, Any]:
+    return {"file": r.get("file"), "line": r["line"], "rank": r.get("rank"), "text": r.get("text", "")[:300]}
+
+
+def _slow_stack(slow: dict[str, Any], ctx: _Context) -> dict[str, Any] | None:
+    """The thread of the faulthandler dump before a slow pass whose stack holds the pass
+    (its label), else the dump's last thread (faulthandler prints the oldest last)."""
+    dumps = [d for d in ctx.of("thread_dump") if d["line"] < slow["line"] and d.get("file") == slow.get("file")]
+    if not dumps:
+        return None
+    dump = dumps[-1]
+    threads = dump["fields"].get("threads") or []
+    label = slow["fields"].get("label") or ""
+    hit = next((t for t in threads if any(f.startswith(label + " (") for f in t["frames"])), None)
+    thread = hit or (threads[-1] if threads else None)
+    if thread is None:
+        return None
+    return {"function": thread["function"], "stack": thread["frames"], "line": dump["line"], "file": dump.get("file"),
+            "thread": thread["thread"]}
+
+
+def _progress(collectives: list[dict[str, Any]], dumps: list[dict[str, Any]], ctx: _Context,
+              reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each rank's last sequence numbers and last phase, each with the line it rests on."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def entry(rank: str) -> dict[str, Any]:
+        return out.setdefault(rank, {"rank": rank, "last_enqueued": None, "last_completed": None,
+                                     "waiting_on": None, "last_phase": None, "phase_from": None, "evidence": []})
+
+    for c in collectives:
+        e = entry(c["rank"])
+        for key in ("last_enqueued", "last_completed"):
+            if c.get(key) is not None:
+                e[key] = c[key]
+        if c.get("seq") is not None:
+            e["waiting_on"] = {"op": c.get("op"), "seq": c["seq"], "pg": c.get("pg")}
+        e["evidence"].extend(_line(p) for p in reports if p["kind"] in _COLLECTIVE_KINDS and p.get("rank") == c["rank"]
+                             and p.get("seq") == c.get("seq") and p["line"] not in {x["line"] for x in e["evidence"]})
+    phases: list[tuple[str, str, str, dict[str, Any]]] = []  # rank, phase, from, line
+    for p in reports:
+        if p["kind"] == "watchdog_timeout" and p.get("rank"):
+            phases.append((p["rank"], "no forward progress (watchdog fired)", "watchdog", _line(p)))
+    for c in collectives:  # one entry per rank and collective, its lines merged
+        op = f"{c['op']} " if c.get("op") else ""
+        phases.append((c["rank"], f"in collective {op}seq {c['seq']}", "NCCL watchdog",
+                       {"file": c.get("file"), "line": c["line"], "rank": c["rank"], "text": ""}))
+    for slow in ctx.of("slow_pass"):
+        if not slow.get("rank"):
+            continue
+        f = slow["fields"]
+        stack = _slow_stack(slow, ctx)
+        where = f" in {stack['function']}" if stack and stack.get("function") else ""
+        phase = f"slow scheduler pass {f.get('label')} ({f.get('took_ms')} ms){where}"
+        if stack:  # the dump before it, as evidence too
+            phases.append((slow["rank"], phase, "slow scheduler pass",
+                           {"file": stack["file"], "line": stack["line"], "rank": None,
+                            "text": f"faulthandler: thread {stack['thread']}: " + " <- ".join(stack["stack"][:4])}))
+        phases.append((slow["rank"], phase, "slow scheduler pass", _line(slow)))
+    for d in dumps:
+        if d.get("rank") and d.get("main_function"):
+            phases.append((d["rank"], f"main thread in {d['main_function']} ({d.get('main_location')})", "py-spy dump",
+                           {"file": d.get("file"), "line": d["line"], "rank": d["rank"], "text": d.get("text", "")}))
+    for p in reports:
+        if p["kind"] == "rank_divergence" and p.get("rank"):
+            phases.append((p["rank"], "stopped by the rank-consensus checker", "rank-consensus checker", _line(p)))
+    for rank, phase, source, line in phases:  # later sources are the more precise: py-spy over a timer
+        e = entry(rank)
+        e["last_phase"], e["phase_from"] = phase, source
+        if line["line"] not in {x["line"] for x in e["evidence"]}:
+            e["evidence"].append(line)
+    for e in out.values():
+        e["evidence"] = sorted(e["evidence"], key=lambda x: x["line"])[:6]
+    return sorted(out.values(), key=lambda e: e["evidence"][0]["line"] if e["evidence"] else 0)
+
+
+def _initiator(collectives: list[dict[str, Any]], dumps: list[dict[str, Any]], divergence: list[dict[str, Any]],
+               behind: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The rank that differs from the others, with why and the lines; None when the log
+    cannot tell (with two ranks that disagree, ``candidates`` names both)."""
+    if divergence:
+        by_hash: dict[str, list[dict[str, Any]]] = {}
+        for p in divergence:
+            by_hash.setdefault(p["fields"].get("local_hash") or "", []).append(p)
+        ranks = sorted({p.get("rank") or "-" for p in divergence})
+        if len(by_hash) >= 2:
+            groups = sorted(by_hash.values(), key=len)
+            if len(groups[0]) == 1 and len(groups[-1]) >= 2 and len(groups[1]) >= 2:
+                odd = groups[0][0]
+                return {"rank": odd.get("rank"), "why": f"its events hash differently from the other "
+                        f"{sum(len(g) for g in groups[1:])} ranks' (rank-consensus checker)",
+                        "evidence": [_line(odd), _line(groups[-1][0])]}
+            return {"rank": None, "candidates": ranks,
+                    "why": "the rank-consensus checker found the ranks' events differ; with no majority the log "
+                           "does not say which rank is the odd one", "evidence": [_line(p) for p in divergence[:4]]}
+    # the collective the others wait on, and a rank that never enqueued it
+    waiting: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for c in collectives:
+        if c.get("seq") is not None:
+            waiting.setdefault((c.get("pg"), c["seq"]), []).append(c)
+    for (pg, seq), victims in sorted(waiting.items(), key=lambda kv: -len(kv[1])):
+        for c in collectives:
+            if c.get("pg") == pg and c.get("last_enqueued") is not None and c["last_enqueued"] < seq \
+                    and c["rank"] not in {v["rank"] for v in victims}:
+                return {"rank": c["rank"], "why": f"it never enqueued the collective the others wait on (PG {pg} "
+                        f"seq {seq}); its last enqueued is {c['last_enqueued']}",
+                        "evidence": [_at(c)] + [_at(v) for v in victims[:3]]}
+    if behind is not None:
+        return {"rank": behind["rank"], "why": f"the lowest completed sequence in PG {behind['pg']}: "
+                f"{behind['last_completed']} against {behind['others_completed']} on the others",
+                "evidence": [_at(behind)]}
+    mains = [d for d in dumps if d.get("rank") and d.get("main_function")]
+    if len(mains) >= 3:
+        funcs: dict[str, list[dict[str, Any]]] = {}
+        for d in mains:
+            funcs.setdefault(d["main_function"], []).append(d)
+        if len(funcs) == 2:
+            few, many = sorted(funcs.values(), key=len)
+            if len(few) == 1:
+                odd = few[0]
+                return {"rank": odd["rank"], "why": f"its main thread is in {odd['main_function']} while "
+                        f"{len(many)} other ranks' are in {many[0]['main_function']} (py-spy)",
+                        "evidence": [{"file": odd.get("file"), "line": odd["line"], "rank": odd["rank"]},
+                                     {"file": many[0].get("file"), "line": many[0]["line"], "rank": many[0]["rank"]}]}
+    return None
+
+
+def _stuck_on(collectives: list[dict[str, Any]], ctx: _Context) -> list[dict[str, Any]]:
+    """What the ranks are stuck on, as the log names it: the collective they wait on, the
+    batch SGLang's watchdog printed, the requests in the consensus checker's events."""
+    out: list[dict[str, Any]] = []
+    waiting: dict[tuple[Any, Any, Any], list[dict[str, Any]]] = {}
+    for c in collectives:
+        if c.get("seq") is not None:
+            waiting.setdefault((c.get("pg"), c["seq"], c.get("op")), []).append(c)
+    for (pg, seq, op), members in sorted(waiting.items(), key=lambda kv: -len(kv[1]))[:2]:
+        out.append({"what": "collective", "op": op, "seq": seq, "pg": pg,
+                    "ranks": [m["rank"] for m in members],
+                    "evidence": [_at(m) for m in members[:4]]})
+    for r in ctx.of("watchdog_detail")[:2]:
+        text = r["fields"].get("message") or r["text"]
+        size = _BATCH_SIZE.search(text)
+        rids = list(dict.fromkeys(_RID.findall(text)))
+        out.append({"what": "batch", "batch_size": int(size.group(1)) if size else None, "rids": rids[:8],
+                    "rank": r.get("rank"), "evidence": [_line(r)]})
+    for r in ctx.of("rank_divergence")[:4]:
+        text = r["fields"].get("divergent_events") or ""
+        rids = list(dict.fromkeys(_RID.findall(text)))
+        out.append({"what": "consensus events", "events": text[:300], "rids": rids[:8], "rank": r.get("rank"),
+                    "evidence": [_line(r)]})
+    return out
+
+
+def pyspy_failure_reason(error: str) -> str | None:
+    """Which of the known causes a py-spy failure's own text names, or None."""
+    low = error.lower()
+    for reason, needles, _ in _PYSPY_FAILURES:
+        if any(n in low for n in needles):
+            return reason
+    return None
+
+
+def _stacks(dumps: list[dict[str, Any]], ctx: _Context) -> dict[str, Any]:
+    """The stack dumps the log holds, why there are none (as the log says), what to turn on."""
+    failures = []
+    for r in ctx.of("pyspy_failed"):
+        error = r["fields"].get("error") or ""
+        reason = pyspy_failure_reason(error)
+        failures.append({"reason": reason, "what": next((w for k, _, w in _PYSPY_FAILURES if k == reason),
+                                                        "py-spy failed; its error is quoted"),
+                         "error": error[:300], "pid": r["fields"].get("pid"), **_line(r)})
+    with_main = [d for d in dumps if d.get("main_function")]
+    fh = ctx.of("thread_dump")
+    if failures:
+        first = failures[0]
+        why = f"{first['what']} (line {first['line']}{', ' + first['rank'] if first.get('rank') else ''}: " \
+              f"{first['error']})"
+    elif dumps and not with_main:
+        why = "the py-spy dumps in this log show no main thread (cut off)"
+    elif dumps or fh:
+        why = None
+    else:
+        why = "not in this log"
+    return {"pyspy_dumps": len(dumps), "pyspy_main_threads": len(with_main), "faulthandler_dumps": len(fh),
+            "missing_why": why, "pyspy_failures": failures[:8], "next_time": _next_time(dumps, failures, ctx)}
+
+
+def _env_on(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return value if value not in (None, "", "0", "false", "False") else None
+
+
+def _next_time(dumps: list[dict[str, Any]], failures: list[dict[str, Any]], ctx: _Context) -> list[dict[str, Any]]:
+    """Each setting that shows more of a hang, as this log shows it: on, off, or not in this log."""
+    out = []
+    for name, gives in _KNOBS:
+        status, evidence = "not in this log", None
+        if name == "SYS_PTRACE":
+            denied = [f for f in failures if f["reason"] == "permission"]
+            if denied:
+                status, evidence = "off", {k: denied[0][k] for k in ("file", "line", "rank", "text")}
+            elif any(d.get("threads") for d in dumps):
+                d = next(d for d in dumps if d.get("threads"))
+                status, evidence = "on", {"file": d.get("file"), "line": d["line"], "rank": d.get("rank"),
+                                          "text": "py-spy read the process"}
+        elif name == "SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS":
+            seen = ctx.of("slow_pass") or ctx.of("thread_dump")
+            if seen:
+                status, evidence = "on", _line(seen[0])
+            elif _env_on(ctx.env, name):
+                status, evidence = "on", {"text": f"{name}={ctx.env[name]} in the log's environment"}
+        elif name == "SGLANG_ENABLE_RANK_CONSENSUS_CHECKER":
+            seen = ctx.of("consensus_enabled") or ctx.of("rank_divergence")
+            if seen:
+                status, evidence = "on", _line(seen[0])
+            elif _env_on(ctx.env, name):
+                status, evidence = "on", {"text": f"{name}={ctx.env[name]} in the log's environment"}
+        elif name == "NCCL_DEBUG=INFO":
+            n = ctx.kind_counts.get("nccl_debug", 0)
+            if n:
+                status, evidence = "on", {"text": f"{n} lines of NCCL's own log (NCCL INFO/WARN)"}
+            elif ctx.env.get("NCCL_DEBUG"):
+                status, evidence = ("on" if ctx.env["NCCL_DEBUG"].upper() in ("INFO", "TRACE") else "off",
+                                    {"text": f"NCCL_DEBUG={ctx.env['NCCL_DEBUG']} in the log's environment"})
+        elif name == "TORCH_NCCL_TRACE_BUFFER_SIZE":
+            notes = ctx.of("c10d_note")
+            off = [n for n in notes if "disabled" in n["text"] or "not found" in n["text"]]
+            if off:
+                status, evidence = "off", _line(off[0])
+            elif _env_on(ctx.env, name):
+                status, evidence = "on", {"text": f"{name}={ctx.env[name]} in the log's environment"}
+            elif notes:
+                status, evidence = "on", _line(notes[0])
+        out.append({"setting": name, "status": status, "gives": gives, "evidence": evidence})
+    if any(f["reason"] == "not_installed" for f in failures):
+        f = next(f for f in failures if f["reason"] == "not_installed")
+        out.insert(0, {"setting": "py-spy", "status": "not installed", "gives": "install py-spy (pip install py-spy) where the "
+                       "schedulers run, so the watchdog's dump has stacks",
+                       "evidence": {k: f[k] for k in ("file", "line", "rank", "text")}})
+    if any(f["reason"] == "pyspy_too_old" for f in failures):
+        f = next(f for f in failures if f["reason"] == "pyspy_too_old")
+        out.insert(0, {"setting": "py-spy", "status": "too old", "gives": "a py-spy release that supports the "
+                       "server's Python", "evidence": {k: f[k] for k in ("file", "line", "rank", "text")}})
+    return out

@@ -93,7 +93,8 @@ def judge(m: RunModel) -> Verdict:
                 "silent_ranks": silent_ranks(m)}
     # the timer, collectives and py-spy dumps (model/hang.py): hung when a timer that
     # stops the server fired, as well as on the evidence above
-    built = m.hang_obs.build([k for k in t.ranks if k != NO_RANK], t.last_serving_line)
+    built = m.hang_obs.build([k for k in t.ranks if k != NO_RANK], t.last_serving_line, m.config.env,
+                             m.coverage.kind_counts)
     if built is not None:
         detail = built.to_dict()
         hang = hang or {"silent_ranks": silent_ranks(m)}

@@ -136,6 +136,14 @@ class Hang(_Keyed):
     exit_code: int | None = None
     first_ts: str | None = None
     dropped: int = 0
+    #: the rank that differs (the cause, not the victims), why, and the lines it rests on
+    initiator: dict[str, Any] | None = None
+    #: the collective, batch or requests the ranks are stuck on, as the log names them
+    stuck_on: list[dict[str, Any]] = field(default_factory=list)
+    #: per rank: last sequence numbers, last phase, the lines
+    progress: list[dict[str, Any]] = field(default_factory=list)
+    #: the stack dumps, why they are missing (the log's words or "not in this log"), what to enable
+    stacks: dict[str, Any] = field(default_factory=dict)
     node: str | None = None
     nodes: list[str] = field(default_factory=list)
     keys: tuple[str, ...] = field(default=(), repr=False)

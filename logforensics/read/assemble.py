@@ -38,7 +38,8 @@ _MAX_TB_LINES = 5000
 #: Exception names that only count inside a traceback.
 _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
 #: Kinds that open a traceback when none is open; all others pass straight through.
-TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thread", "exc_line", "oom_message"})
+TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thread", "exc_line", "oom_message",
+                               "fh_timeout"})
 #: Kinds that only a traceback's own lines have: with a rank, it came from a prefix that
 #: the launcher writes on every line, and the piece belongs to that rank's traceback.
 _PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
@@ -66,6 +67,10 @@ FIELDS: dict[str, dict[str, Type]] = {
         "lines": LINES_TYPE, "oom": OOM_TYPE, "scheduler_died": DIED_TYPE,
     },
     "oom_message": {"what": STR, "message": STR, "oom": OOM_TYPE, "lines": LINES_TYPE},
+    # faulthandler.dump_traceback_later's dump of every thread ("Timeout (0:00:00.500000)!", then
+    # "Thread 0x.. (most recent call first):" and frames): the process goes on, no crash
+    "thread_dump": {"source": STR, "frames": list_of(struct(path=STR, line=INT, func=STR, code=STR, log_line=INT)),
+                    "lines": LINES_TYPE},
 }
 
 
@@ -77,7 +82,7 @@ def _body(ev: Event) -> str:
 class _Traceback:
     __slots__ = ("first", "rank", "ts", "file", "node", "source", "frames", "exception", "message",
                  "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at",
-                 "piece_rank", "header_cut", "oom_record", "what")
+                 "piece_rank", "header_cut", "oom_record", "what", "thread_dump")
 
     def __init__(self, ev: Event, source: str | None) -> None:
         self.first = ev.line
@@ -100,6 +105,7 @@ class _Traceback:
         self.header_cut = bool(ev.fields.get("header_cut"))
         self.oom_record = False  # an out-of-memory message logged outside a traceback
         self.what: str | None = None
+        self.thread_dump = False  # faulthandler's timed dump of every thread, not a failure
 
     def owns(self, ev: Event) -> bool:
         """Whether a piece of a traceback that carries a rank (from a line prefix) is ours."""
@@ -145,6 +151,10 @@ class _Traceback:
                                        "oom": decompose_oom("OutOfMemoryError", self.message), "lines": self.lines}
             return Event("oom_message", self.first, self.rank, self.ts, fields_, text, self.file, self.last_line,
                          self.node)
+        if self.thread_dump:
+            return Event("thread_dump", self.first, self.rank, self.ts,
+                         {"source": self.source, "frames": self.frames, "lines": self.lines}, text, self.file,
+                         self.last_line, self.node)
         fields: dict[str, Any] = {
             "source": self.source,
             "exception": self.exception,
@@ -234,6 +244,11 @@ class TracebackAssembler:
                 yield from self.close()
             self._start(ev, source)
             return
+        if kind == "fh_timeout":  # a timed dump of every thread: its own record, never a crash
+            if tb is not None:
+                yield from self.close()
+            self._start(ev, "faulthandler").thread_dump = True
+            return
         if kind == "fatal_error":
             if tb is not None:
                 yield from self.close()
@@ -305,6 +320,10 @@ class TracebackAssembler:
             return
         if kind == "capture_failed" and tb.exception is None and not prefixed:
             tb.add_line(ev)
+            return
+        if prefixed and tb.thread_dump:  # the dump went to stderr; a logged line ends it
+            yield from self.close()
+            yield ev
             return
         if prefixed and tb.exception is None and (ev.rank is None or ev.rank != tb.rank):
             yield ev  # another process wrote between the frames

@@ -49,6 +49,7 @@ from .charts import (
     throughput_chart,
     timeline_chart,
 )
+from .hangview import HangView, hang_view
 from .serving_charts import throughput_chart as serving_throughput_chart
 
 TEMPLATE_PACKAGE = "logforensics.reports"
@@ -218,6 +219,7 @@ class ReportContext:
     phases: tuple[str, ...]                 # column order of the phase grid
     phase_rows: tuple[PhaseRow, ...]        # the grid: rank by rank, baseline row above failing row
     crashes: tuple[CrashMark, ...]          # which ranks died, where, with what
+    hangs: tuple[tuple[str, HangView], ...]  # per run that hung: per-rank progress, the rank that differs
     memory_chart: Markup | None             # stacked GiB per rank, one panel per run
     budget_rows: tuple[BudgetRow, ...]      # the KV formula's inputs and outputs
     advice: AdviceView | None               # facts["budget"]["advice"], when there is any
@@ -284,6 +286,7 @@ def build_context(d: Diagnosis) -> ReportContext:
         phases=PHASES,
         phase_rows=phase_rows(runs, d),
         crashes=tuple(m for label, r in runs for m in _crash_marks(label, r)),
+        hangs=tuple((label, hang_view(r.hang, r.file)) for label, r in runs if r.hang),
         memory_chart=memory,
         budget_rows=budget_rows(d),
         advice=_advice(d.facts.budget.advice),

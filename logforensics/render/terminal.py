@@ -19,10 +19,11 @@ from ..artefacts.types import Artefacts
 from ..model.beside import SOURCES
 from ..model.pools import POST_CAPTURE_ENV
 from ..model.run import RunSummary
-from ..model.summary import Crash, DistinctException
+from ..model.summary import Crash, DistinctException, Hang
 from ..units import fmt, gib
 from .beside import beside_lines
 from .console import clip, plain, printable
+from .hangview import hang_view
 
 __all__ = ["OUTCOME_STYLE", "fmt", "plain", "printable", "render_crash", "render_summary", "table_box"]
 
@@ -100,6 +101,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
         if s.hang.silent_ranks:
             evidence.insert(0, printable("behind the others: " + ", ".join(s.hang.silent_ranks)))
         console.print(Panel(Text("\n".join(evidence)), title=Text("Hang evidence"), border_style="yellow", expand=False))
+        render_hang(s.hang, console, s.file)
 
     dec = s.throughput.get("decode_gen_tok_s", {})
     if dec.get("count"):
@@ -174,6 +176,30 @@ def render_pools(p: dict[str, Any], console: Console) -> None:
     if o.get("fell_back"):
         console.print(plain(f"warning: {POST_CAPTURE_ENV} was set but SGLang used the old order "
                             "(KV pool before graph capture, no post-capture sizing line)", "yellow"))
+
+
+def render_hang(h: Hang, console: Console, file: str | None = None) -> None:
+    """The hang's per-rank progress (last sequence numbers, last phase, the lines), the rank
+    that differs, what the ranks are stuck on, and why stack dumps are missing."""
+    v = hang_view(h, file)
+    if v.rows:
+        table = Table(title=Text("Hang: per-rank progress"), box=table_box(console), title_justify="left")
+        for col in ("rank", "last completed", "last enqueued", "waiting on", "last phase", "evidence"):
+            table.add_column(col, overflow="fold")
+        for r in v.rows:
+            table.add_row(*(printable(x) for x in (r.rank, r.last_completed, r.last_enqueued, r.waiting_on,
+                                                   r.last_phase, r.evidence)))
+        console.print(table)
+    if v.initiator:
+        console.print(plain(f"Rank that differs: {v.initiator}"))
+    for item in v.stuck_on:
+        console.print(plain(f"Stuck on: {item}"))
+    if v.stacks:
+        console.print(plain(v.stacks[:1].upper() + v.stacks[1:]))
+    if v.next_time:
+        console.print(plain("To see more next time:"))
+        for item in v.next_time:
+            console.print(plain(f"  {item}", limit=400))
 
 
 def render_artefacts(a: Artefacts, console: Console) -> None:

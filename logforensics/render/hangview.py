@@ -1,0 +1,89 @@
+"""The hang as both renderers show it: per-rank progress rows and the sentences around them.
+
+One pure function of the summary's ``hang`` (``model/hang.py``), so the terminal and the
+HTML report say the same thing: each rank's last sequence numbers and last phase with the
+lines they rest on, the rank that differs, what the ranks are stuck on, why stack dumps
+are missing and what to turn on next time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.summary import Hang
+
+
+@dataclass(frozen=True)
+class ProgressRow:
+    rank: str
+    last_completed: str
+    last_enqueued: str
+    waiting_on: str
+    last_phase: str
+    evidence: str           # "file:line" of each line the row rests on
+
+
+@dataclass(frozen=True)
+class HangView:
+    rows: tuple[ProgressRow, ...]
+    initiator: str | None   # the rank that differs, why, where
+    stuck_on: tuple[str, ...]
+    stacks: str | None      # why stack dumps are missing, as the log says
+    next_time: tuple[str, ...]
+
+
+def where(ev: Mapping[str, Any] | None, file: str | None = None) -> str:
+    """``file:line`` of an evidence line (the file's name only)."""
+    if not ev:
+        return ""
+    name = ev.get("file") or file
+    return f"{os.path.basename(name)}:{ev['line']}" if name else f"line {ev['line']}"
+
+
+def _num(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _evidence(items: Sequence[Mapping[str, Any]], file: str | None) -> str:
+    return ", ".join(where(e, file) for e in items if e.get("line") is not None)
+
+
+def hang_view(h: Hang, file: str | None = None) -> HangView:
+    """What to show of ``h``; ``file`` names lines whose record lacks it."""
+    rows = []
+    for p in h.progress:
+        w = p.get("waiting_on") or {}
+        waiting = f"{w.get('op') or 'collective'} seq {w['seq']}" + (f" (PG {w['pg']})" if w.get("pg") is not None
+                                                                      else "") if w else ""
+        rows.append(ProgressRow(p["rank"], _num(p.get("last_completed")), _num(p.get("last_enqueued")), waiting,
+                                p.get("last_phase") or "", _evidence(p.get("evidence") or [], file)))
+    init = h.initiator
+    initiator = None
+    if init:
+        who = init.get("rank") or "one of " + ", ".join(init.get("candidates") or [])
+        initiator = f"{who}: {init['why']} ({_evidence(init.get('evidence') or [], file)})"
+    stuck = []
+    for s in h.stuck_on:
+        at = _evidence(s.get("evidence") or [], file)
+        if s["what"] == "collective":
+            stuck.append(f"collective {s.get('op') or ''} seq {s['seq']} (PG {s.get('pg')}) on "
+                         f"{', '.join(s['ranks'])} ({at})")
+        elif s["what"] == "batch":
+            size = f"{s['batch_size']} requests" if s.get("batch_size") is not None else "a batch"
+            rids = f", first rid {', '.join(s['rids'][:3])}" if s.get("rids") else ""
+            stuck.append(f"batch of {size} on {s.get('rank') or '-'}{rids} ({at})")
+        else:
+            rids = f" (rids {', '.join(s['rids'][:3])})" if s.get("rids") else ""
+            stuck.append(f"events the checker compared on {s.get('rank') or '-'}{rids}: {s.get('events', '')[:160]} "
+                         f"({at})")
+    stacks = h.stacks or {}
+    why = stacks.get("missing_why")
+    next_time = tuple(f"{k['setting']}: {k['status']}" + (f" ({where(k['evidence'], file)})"
+                                                          if k.get("evidence") and k["evidence"].get("line") else
+                                                          f" ({k['evidence']['text']})" if k.get("evidence") else "")
+                      + ("" if k["status"] == "on" else f"; {k['gives']}")
+                      for k in stacks.get("next_time") or [])
+    return HangView(tuple(rows), initiator, tuple(stuck), f"stack dumps: {why}" if why else None, next_time)
