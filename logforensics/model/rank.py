@@ -151,3 +151,25 @@ def bar_rank(labels: Any) -> str:
     order, that can draw them; ``-`` when the log names none."""
     named = sorted((k for k in labels if k != NO_RANK), key=rank_sort_key)
     return next((k for k in named if draws_bars(k)), named[0] if named else NO_RANK)
+
+
+#: Label parts that name a rank inside one attention-DP group: every such rank prints the
+#: same batch statistics when it prints them at all (``--enable-metrics-for-all-schedulers``).
+_INSIDE_GROUP = frozenset(("TP", "EP", "ATTN_CP", "MOE_DP"))
+
+
+def dp_group(label: str) -> str:
+    """The attention-DP group of a rank label: the label without its TP, EP, ATTN_CP and
+    MOE_DP parts (``DP1 TP9 EP9`` -> ``DP1``; ``TP3`` -> ``""``: one group)."""
+    return " ".join(t for t in label.split()
+                    if not ((m := _LABEL_PART.fullmatch(t)) and m.group(1) in _INSIDE_GROUP))
+
+
+def stats_ranks(labels: Any) -> dict[str, str]:
+    """One rank per attention-DP group, the group's first in rank order (the one SGLang has
+    print batch statistics: ``attn_tp_rank == 0``), by group: figures sum over these only,
+    so a log in which every TP rank prints them counts each group once."""
+    out: dict[str, str] = {}
+    for label in sorted(labels, key=rank_sort_key):
+        out.setdefault(dp_group(label), label)
+    return out

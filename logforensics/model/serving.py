@@ -13,9 +13,10 @@ fixed-point sums, counts and extremes, so an observer of a later part of a log m
 (``merge``), which the parallel reader relies on.
 
 Figures keep SGLang's meaning (``docs/summary.md``): ``gen_tok_s`` is "gen throughput
-(token/s)" summed over the ranks that print batch statistics (one per attention-DP
-group), ``running_req``/``queue_req`` likewise summed, ``token_usage`` the largest of the
-ranks' "token usage" (0-1), ``cache_hit`` #cached-token / (#new-token + #cached-token)
+(token/s)" summed over the attention-DP groups, one rank each (the first, which prints
+batch statistics; when every TP rank prints them, the others repeat it), ``running_req``/
+``queue_req`` likewise summed, ``token_usage`` the largest of the ranks' "token usage"
+(0-1), ``cache_hit`` #cached-token / (#new-token + #cached-token)
 of the prefill batches in the window.
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 from . import changepoints
 from .changepoints import Change
 from .clock import iso, seconds
+from .rank import stats_ranks
 from .stats import Sketch
 from .windows import Cell, Windows, as_float, compiled, cwindows, like, new_windows
 
@@ -338,8 +340,12 @@ class ServingObserver:
 
     @staticmethod
     def _combined(figure: str, cells: dict[tuple[str, str], Windows]) -> list[tuple[float, float, int]]:
+        """One figure over the ranks, one rank per attention-DP group (``rank.stats_ranks``):
+        summed across DP groups, never across the TP ranks of one group, which print the same
+        statistics when every scheduler prints them."""
         how = next((h for f, _, h in _DECODE if f == figure), "sum")
-        per_rank = [w for (fig, _), w in cells.items() if fig == figure]
+        counted = set(stats_ranks(rank for fig, rank in cells if fig == figure).values())
+        per_rank = [w for (fig, rank), w in cells.items() if fig == figure and rank in counted]
         if cwindows is not None and compiled(per_rank):
             return cwindows.combine(per_rank, how == "max")
         keys: dict[int, list[Cell]] = {}
