@@ -35,6 +35,9 @@ _MAX_CHANGES = 6
 STORM_WINDOW_S = 60.0
 #: ...when there are at least this many.
 STORM_MIN = 5
+#: A KV pool this full (token usage, 0-1), with requests queued, in at least this many windows, is under pressure.
+KV_FULL = 0.95
+KV_PRESSURE_MIN_WINDOWS = 2
 #: Points a returned series has at most (the chart's resolution).
 _MAX_POINTS = 720
 
@@ -129,19 +132,20 @@ def storms(cells: Sequence[tuple[float, int, float]], dated: bool) -> list[dict[
 
 def kv_full(usage: Points, queue: Points, dated: bool,
             texts: Mapping[int, tuple[str, str]]) -> dict[str, Any] | None:
-    """The first stretch with token usage >= 0.95 in which the queue grew."""
+    """KV pressure: the windows with token usage >= KV_FULL in which requests waited (#queue-req
+    above 0), from the first; at least KV_PRESSURE_MIN_WINDOWS of them. A full pool with an
+    empty queue is not pressure: every request that came is running, none waits for room."""
     qs = {t: v for t, v, _ in queue}
-    full = [(t, v, line) for t, v, line in usage if v >= 0.95]
-    if not full:
+    full = [(t, v, line) for t, v, line in usage if v >= KV_FULL and (qs.get(t) or 0) > 0]
+    if len(full) < KV_PRESSURE_MIN_WINDOWS:
         return None
     start = full[0]
-    q0 = qs.get(start[0])
-    later = [qs[t] for t, _, _ in full if t in qs]
-    q1 = max(later) if later else None
+    q0 = qs[start[0]]
+    q1 = max(qs[t] for t, _, _ in full)
     return {"at": iso(start[0], dated), "line": start[2], "text": texts.get(start[2], (None, None))[1],
             "token_usage": round(start[1], 3),
             "windows": len(full), "queue_start": q0, "queue_max": q1,
-            "queue_grew": q0 is not None and q1 is not None and q1 > q0}
+            "queue_grew": q1 > q0}
 
 
 def gap(pts: Points, width: int) -> float:
