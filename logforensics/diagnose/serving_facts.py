@@ -118,6 +118,64 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Stall:
+    """Decode windows below a quarter of the running median of decode throughput while a
+    prefill batch ran in them (``failing.serving.health.stalls``)."""
+
+    start: str
+    end: str
+    line: int
+    prefill_line: int
+    windows: int
+    tok_s: float
+    median_tok_s: float
+    running_req: float | None
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Seesaw:
+    """Windows alternating between prefill starving decode and decode starving prefill."""
+
+    start: str
+    end: str
+    line: int
+    windows: int
+    switches: int
+    prefill_windows: int
+    decode_windows: int
+    stretches: int
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One figure of the attention-DP groups: the heaviest group's median share of their mean."""
+
+    figure: str
+    label: str
+    windows: int
+    heaviest: str
+    heaviest_share: float
+    lightest: str
+    lightest_share: float
+    heaviest_value: float
+    lightest_value: float
+    at: str
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Imbalance:
+    """Attention-DP groups loaded unevenly: the signals that name the same heaviest group."""
+
+    heaviest: str
+    groups: int
+    signals: tuple[Signal, ...]
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
 class ServingFacts:
     """The serving phase over time: collapse, a full KV pool, retraction storms, cache hits,
     and which way the memory knobs should move."""
@@ -133,6 +191,12 @@ class ServingFacts:
     baseline_collapse: Change | None = None
     kv_evidence: tuple[Evidence, ...] = ()
     storm_evidence: tuple[Evidence, ...] = ()
+    stalls: tuple[Stall, ...] = ()
+    stall_count: int = 0
+    seesaw: Seesaw | None = None
+    imbalance: Imbalance | None = None
+    idle_gaps: int = 0
+    thresholds: Mapping[str, Any] | None = None
 
 
 def _change(run: RunSummary, c: Mapping[str, Any]) -> Change:
@@ -158,10 +222,38 @@ def _n(x: float) -> str:
 
 
 def _first(run: RunSummary | None, metric: str) -> Mapping[str, Any] | None:
+    """The first change of ``metric`` to COLLAPSE_RATIO or less of its level; a change that
+    idle time opens (``after_idle_s``) is a new load after it, not a collapse."""
     if run is None or not run.serving:
         return None
     return next((c for c in run.serving.get("changes") or [] if c["metric"] == metric
-                 and c.get("ratio") is not None and c["ratio"] <= COLLAPSE_RATIO), None)
+                 and c.get("ratio") is not None and c["ratio"] <= COLLAPSE_RATIO and not c.get("after_idle_s")), None)
+
+
+def _evs(run: RunSummary, entries: Any) -> tuple[Evidence, ...]:
+    return tuple(ev(run, e["line"], e.get("rank"), e.get("text")) for e in entries or [] if e.get("line") is not None)
+
+
+def _health(run: RunSummary, h: Mapping[str, Any]) -> dict[str, Any]:
+    """The ServingFacts fields of ``serving.health``."""
+    stalls = tuple(Stall(x["start"], x["end"], x["line"], x["prefill_line"], x["windows"], x["tok_s"],
+                         x["median_tok_s"], x.get("running_req"), _evs(run, x.get("evidence")))
+                   for x in (h.get("stalls") or {}).get("first") or [])
+    s = h.get("seesaw")
+    seesaw = Seesaw(s["start"], s["end"], s["line"], s["windows"], s["switches"], s["prefill_windows"],
+                    s["decode_windows"], s["stretches"], _evs(run, s.get("evidence"))) if s else None
+    imb = h.get("imbalance")
+    imbalance = None
+    if imb and imb.get("found"):
+        signals = tuple(Signal(x["figure"], FIGURES.get(x["figure"], x["figure"]), x["windows"], x["heaviest"],
+                               x["heaviest_share"], x["lightest"], x["lightest_share"], x["heaviest_value"],
+                               x["lightest_value"], x["at"], _evs(run, x.get("evidence")))
+                        for x in imb.get("signals") or [] if x["figure"] in imb.get("agreeing", []))
+        imbalance = Imbalance(imb["heaviest"], imb.get("groups") or 0, signals,
+                              tuple(e for x in signals for e in x.evidence))
+    return {"stalls": stalls, "stall_count": (h.get("stalls") or {}).get("count") or 0, "seesaw": seesaw,
+            "imbalance": imbalance, "idle_gaps": (h.get("idle") or {}).get("count") or 0,
+            "thresholds": h.get("thresholds")}
 
 
 def serving_facts(run: RunSummary, baseline: RunSummary | None = None) -> ServingFacts:
@@ -209,4 +301,4 @@ def serving_facts(run: RunSummary, baseline: RunSummary | None = None) -> Servin
         kv_full=kv, storm=storms[0] if storms else None, runtime_oom=runtime_oom,
         kv_advice=tuple(advice),
         baseline_collapse=_change(baseline, b) if baseline and (b := _first(baseline, "gen_tok_s")) else None,
-        kv_evidence=kv_evidence, storm_evidence=storm_evidence)
+        kv_evidence=kv_evidence, storm_evidence=storm_evidence, **_health(run, s.get("health") or {}))

@@ -27,7 +27,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import changepoints
+from . import changepoints, health
 from .changepoints import Change
 from .clock import iso, seconds
 from .rank import stats_ranks
@@ -305,6 +305,10 @@ class ServingObserver:
         for c in changes:
             c.context.extend(changepoints.context(c, changes, self.retractions, self.graph_off))
         dated = bool(self.dated)
+        change_dicts = [c.to_dict() for c in changes]
+        judged = health.health(width, gap, dated, self.file, series,
+                               self._combined("prefill_new", self._at(width, ("prefill_new",))),
+                               self._per_group(width, health.IMBALANCE_FIGURES), texts, change_dicts)
         return {
             "window_s": width,
             "idle_gap_s": gap,
@@ -313,13 +317,24 @@ class ServingObserver:
             "series": {fig: [[iso(t, dated), round(v, 4), line] for t, v, line in changepoints.downsample(pts)]
                        for fig, pts in series.items()},
             "levels": {fig: changepoints.levels(pts) for fig, pts in series.items()},
-            "changes": [c.to_dict() for c in changes],
+            "changes": change_dicts,
             "retractions": {"count": self.retraction_count, "retracted_reqs": self.retracted_reqs,
                             "first": self.retractions[:8], "storms": storms},
             "kv_full": changepoints.kv_full(series.get("token_usage") or [], series.get("queue_req") or [], dated, texts),
             "cuda_graph_off": self.graph_off,
             "requests": self._requests(width, dated),
+            "health": judged,
         }
+
+    def _per_group(self, width: int, figures: tuple[str, ...]) -> dict[str, dict[str, list[tuple[float, float, int]]]]:
+        """Per figure, the series of each attention-DP group's rank (``rank.stats_ranks``)."""
+        out: dict[str, dict[str, list[tuple[float, float, int]]]] = {}
+        for fig in figures:
+            cells = self._at(width, (fig,))
+            ranks = stats_ranks(rank for _, rank in cells)
+            if len(ranks) > 1:
+                out[fig] = {rank: self._combined(fig, {(fig, rank): cells[(fig, rank)]}) for rank in ranks.values()}
+        return out
 
     def _at(self, width: int, figures: tuple[str, ...]) -> dict[tuple[str, str], Windows]:
         """The windows of ``figures`` at ``width``, in order. A few figures at a time: widened
