@@ -1,8 +1,10 @@
 """Serving health from the batch lines: stalls, a prefill/decode seesaw, attention-DP imbalance,
-KV pressure only with a queue, idle time never a collapse, figures counted once per DP group."""
+KV pressure only with a queue, idle time never a collapse, figures counted once per DP group,
+and ``watch`` raising them live."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from logforensics.diagnose.rulespec import load_rules
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fixtures" / "serving"))
 import health as gen  # noqa: E402
+
+CLI = [sys.executable, "-m", "logforensics"]
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -130,3 +134,19 @@ def test_a_new_level_after_idle_time_is_not_a_collapse(tmp_path: Path, figure: s
     assert gap["after_line"] < gap["line"] <= c["line"] and gap["seconds"] >= 1200
     assert rule not in _fired(path)
 
+
+def test_watch_raises_each_health_finding_once(tmp_path: Path) -> None:
+    text, facts = gen.stall("stall")
+    kv_text, kv = gen.kv_full(queued_from=2)
+    proc = subprocess.run(CLI + ["watch", "-", "--jsonl", "--until", "exit"], input=text,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    alerts = [ln for ln in proc.stderr.splitlines() if "[watch] serving:" in ln]
+    assert len(alerts) == 1, proc.stderr
+    assert f"decode stalled at line {facts['decode_line']} (TP0)" in alerts[0]
+    assert f"(line {facts['prefill_line']})" in alerts[0]
+    proc = subprocess.run(CLI + ["watch", "-", "--until", "exit"], input=kv_text,  # status lines: stderr
+                          capture_output=True, text=True, timeout=60)
+    alerts = [ln for ln in proc.stderr.splitlines() if "[watch] serving:" in ln]
+    assert len(alerts) == 1 and f"KV pool full (token usage 0.97) with 4 requests queued from line {kv['line']}" \
+        in alerts[0], proc.stderr

@@ -122,6 +122,7 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 err.print(plain(f"logforensics: error: {name}: did not appear within {wait_timeout:g} s "
                                 "(--wait-timeout)"))
                 return EXIT_USAGE
+            state.serving_health(now, force=item is None)
             if live is not None:
                 live.update(live_renderable(state, now, out))
             else:
@@ -136,6 +137,7 @@ def run_watch(*, log: str | None, host: str | None, remote_path: str | None, use
                 assert d is not None
                 print_crash(d, status_console)
                 status.seen = {label: (r.phase,) for label, r in state.ranks.items()}  # no replay after the live view
+                status.alerts = len(state.alerts)
                 status_console.print(plain(crash_line(d.failing.crash)), end="\a\n")
                 status_console.file.flush()
             if state.crash_at is not None and until in ("crash", "ready") and now - state.crash_at >= grace:

@@ -218,6 +218,7 @@ class _PlainMulti:
         self.console = console
         self.seen: dict[tuple[str, str], Any] = {}
         self.ready = False
+        self.alerts: dict[str, int] = {}  # serving-health alerts printed, per node
 
     def update(self, mw: MultiWatch) -> None:
         for target, st in zip(mw.targets, mw.states):
@@ -230,6 +231,10 @@ class _PlainMulti:
         if mw.ready and not self.ready:
             self.ready = True
             self.console.print(f"[watch] server ready ({mw.targets[0].node})", markup=False, highlight=False)
+        for target, st in zip(mw.targets, mw.states):
+            for alert in st.alerts[self.alerts.get(target.node, 0):]:
+                self.console.print(f"[watch] {target.node} serving: {alert}", markup=False, highlight=False)
+            self.alerts[target.node] = len(st.alerts)
 
 
 def run_watch_multi(targets: Sequence[Target], *, ssh: dict[str, Any], baseline: Sequence[str] | None,
@@ -310,8 +315,12 @@ def run_watch_multi(targets: Sequence[Target], *, ssh: dict[str, Any], baseline:
                 for k, at in enumerate(data_at):
                     if now - at >= SETTLE_AFTER:
                         emit(mw.settle(k, now))
+            for k, st in enumerate(mw.states):
+                st.serving_health(now, force=done[k])
             if live is not None:
                 extra = [Text("server ready", style="bold green")] if mw.ready else []
+                extra += [Text(f"serving: {t.node}: {a}", style="yellow")
+                          for t, st in zip(mw.targets, mw.states) for a in st.alerts[-3:]]
                 live.update(Group(mw.table(now, out), *extra))
             else:
                 plain.update(mw)

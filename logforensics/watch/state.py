@@ -35,6 +35,10 @@ _FATAL_KINDS = {"exception", "cpp_abort", "cpp_terminate", "subprocess_crashed"}
 HANG_FACTOR = 3.0
 #: Seconds without new bytes after which a source counts as paused (``WatchState.settle``).
 SETTLE_AFTER = 0.5
+#: Serving health is judged again at most this often (seconds): it summarises the run.
+HEALTH_EVERY = 1.0
+#: Kinds of serving health that are states (on while the log shows them), not episodes.
+_STATES = ("imbalance", "kv_pressure")
 
 
 @dataclass
@@ -64,6 +68,9 @@ class WatchState:
     bytes_read: int = 0
     silent_after: float = 60.0  # never flag a rank silent for less than this
     closed: bool = False
+    alerts: list[str] = field(default_factory=list)  # serving health, in the order raised
+    health_seen: set[tuple[str, Any]] = field(default_factory=set)
+    health_at: float | None = None
 
     def feed(self, data: bytes, now: float) -> list[Event]:
         self.bytes_read += len(data)
@@ -129,6 +136,21 @@ class WatchState:
             self.crash_at = now
             self.diagnosis = self.diagnose()
 
+    def serving_health(self, now: float, force: bool = False) -> list[str]:
+        """Serving health raised since the last call, each once (``health_alerts``): a new stall
+        or seesaw, an imbalance or KV pressure that began (again). At most every HEALTH_EVERY s
+        unless ``force``d (the source ended)."""
+        if not force and self.health_at is not None and now - self.health_at < HEALTH_EVERY:
+            return []
+        self.health_at = now
+        current = health_alerts(self.run.summary().serving)
+        keys = {k for k, _ in current}
+        self.health_seen -= {k for k in self.health_seen if k[0] in _STATES and k not in keys}
+        new = [msg for k, msg in current if k not in self.health_seen]
+        self.health_seen |= keys
+        self.alerts.extend(new)
+        return new
+
     def snapshot(self) -> RunSummary:
         """The run summary now, including a traceback the parser still holds open."""
         pending = self.run.parser.pending()
@@ -154,6 +176,39 @@ class WatchState:
             if limit is not None and silent > limit:
                 out.append((label, silent, expected))
         return out
+
+
+def health_alerts(serving: dict[str, Any] | None) -> list[tuple[tuple[str, Any], str]]:
+    """(key, message) of each serving-health episode and state the summary's ``serving`` shows:
+    stalls and seesaw stretches by their first line, DP imbalance by its heaviest group, KV
+    pressure by its first line; the messages cite the lines."""
+    if not serving:
+        return []
+    out: list[tuple[tuple[str, Any], str]] = []
+    h = serving.get("health") or {}
+    for st in (h.get("stalls") or {}).get("first") or []:
+        rank = next((e.get("rank") for e in st.get("evidence") or [] if e.get("rank")), None)
+        out.append((("stall", st["line"]),
+                    f"decode stalled at line {st['line']}{f' ({rank})' if rank else ''}: {st['tok_s']:g} tok/s, "
+                    f"under a quarter of its running median {st['median_tok_s']:g}, while prefill ran "
+                    f"(line {st['prefill_line']})"))
+    sw = h.get("seesaw")
+    if sw:
+        out.append((("seesaw", sw["line"]), f"prefill and decode starve each other in turn from line {sw['line']}: "
+                                            f"{sw['switches']} switches over {sw['windows']} windows"))
+    imb = h.get("imbalance")
+    if imb and imb.get("found"):
+        sig = ", ".join(f"{x['figure']} {x['heaviest_share']:g}x" for x in imb["signals"]
+                        if x["figure"] in imb.get("agreeing", []))
+        lines = sorted({e["line"] for x in imb["signals"] if x["figure"] in imb.get("agreeing", [])
+                        for e in x.get("evidence") or []})
+        out.append((("imbalance", imb["heaviest"]), f"attention-DP groups unbalanced: {imb['heaviest']} carries "
+                                                   f"{sig} the groups' mean (lines {', '.join(map(str, lines))})"))
+    kv = serving.get("kv_full")
+    if kv:
+        out.append((("kv_pressure", kv["line"]), f"KV pool full (token usage {kv['token_usage']:g}) with "
+                                                 f"{kv['queue_start']:g} requests queued from line {kv['line']}"))
+    return out
 
 
 def baseline_phase_seconds(base: RunSummary | None, rank: str, phase: str | None) -> float | None:

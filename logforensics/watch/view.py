@@ -46,6 +46,8 @@ def live_renderable(state: WatchState, now: float, console: Console) -> Any:
                            f"for this phase: a hang?", "yellow"))
     if state.ready_at is not None:
         parts.append(Text("server ready", style="bold green"))
+    for alert in state.alerts[-3:]:
+        parts.append(plain(f"serving: {alert}", "yellow"))
     for note in state.notices[-3:]:
         parts.append(plain(note, "dim"))
     return Group(*parts)
@@ -58,6 +60,7 @@ class PlainStatus:
         self.console = console
         self.seen: dict[str, tuple[Any, ...]] = {}
         self.warned: set[str] = set()
+        self.alerts = 0  # serving-health alerts printed
 
     def update(self, state: WatchState, now: float) -> None:
         for label in sorted(state.ranks, key=rank_sort_key):
@@ -74,6 +77,9 @@ class PlainStatus:
         if state.ready_at is not None and "ready" not in self.warned:
             self.warned.add("ready")
             self.console.print(Text("[watch] server ready"))
+        for alert in state.alerts[self.alerts:]:
+            self.console.print(plain(f"[watch] serving: {alert}"))
+        self.alerts = len(state.alerts)
 
 
 def crash_line(crash: Crash | None, node: str | None = None) -> str:
