@@ -50,8 +50,10 @@ def test_decode_stall_while_prefill_runs_cites_both_records(tmp_path: Path) -> N
     assert "25%" in f.explanation and str(facts["prefill_line"]) in f.explanation
 
 
-@pytest.mark.parametrize("kind", ["load_fell", "after_idle"])
+@pytest.mark.parametrize("kind", ["load_fell", "after_idle", "prefill_alone"])
 def test_no_stall_when_the_load_fell_or_after_idle_time(tmp_path: Path, kind: str) -> None:
+    """Not a stall: fewer requests decoding; the first decode record after idle time or after
+    prefill batches alone (its throughput counts seconds in which nothing decoded)."""
     text, _ = gen.stall(kind)
     path = _write(tmp_path, f"{kind}.log", text)
     h = summarize_file(path).serving["health"]

@@ -5,10 +5,11 @@ Why apart from the observer (``serving.py``): like the change points (``changepo
 this is read once per summary over the few thousand windows of the series and needs only
 their points: (second of the window's first record, value, first line). Windows are
 aligned by their key, ``int(second // width)``. A window without batches is idle: it has
-no point in any series, so it is never a low value; the first decode window after idle
-time (``gap``) is left out too, as its "gen throughput" divides the tokens since the
-previous decode record by seconds that include the idle time. A change of level across
-idle time is a new load, not a collapse (``mark_idle``).
+no point in any series, so it is never a low value; a decode window more than ``gap``
+seconds after the decode record before it (idle time, or prefill batches alone) is left out
+too, as its "gen throughput" divides the tokens since that record by seconds in which
+nothing decoded. A change of level across idle time is a new load, not a collapse
+(``mark_idle``).
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ def health(width: int, gap: float, dated: bool, file: str | None, series: Mappin
     queue = series.get("queue_req") or []
     idle = idle_gaps(decode, prefill, gap)
     mark_idle(changes, series, idle)
-    # the first decode window of the log and the first after each idle stretch
+    # decode windows whose throughput counts seconds without decoding: the log's first, and each
+    # one more than ``gap`` after the decode record before it (idle time, or prefill batches alone)
     starts = [decode[0][0]] if decode else []
-    starts += [next((t for t, _, _ in decode if t >= g["resumed"]), -1.0) for g in idle]
+    starts += [b[0] for a, b in zip(decode, decode[1:]) if b[0] - a[0] > gap]
     ctx = _Context(width, dated, file, texts)
     judged = _judged(width, decode, running, set(starts))
     return {
