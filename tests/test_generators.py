@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-GENERATORS = ("fixtures/diff/generate.py", "fixtures/serving/generate.py", "fixtures/multinode/generate.py")
+GENERATORS = ("fixtures/diff/generate.py", "fixtures/serving/generate.py", "fixtures/serving/health.py",
+              "fixtures/multinode/generate.py")
 
 
 def _files(root: Path) -> dict[str, bytes]:
