@@ -82,7 +82,9 @@ def watch(logs: tuple[str, ...], hosts: tuple[str, ...], remote_paths: tuple[str
     """Follow a server log live (LOGS locally, or --host over SSH) and explain a crash the moment it happens.
 
     Shows per rank the phase, its progress, free memory, time in phase and seconds
-    since the rank last spoke. On a crash: the full traceback (once per distinct
+    since the rank last spoke. While it serves: each decode stall, prefill/decode
+    seesaw, KV pressure and attention-DP imbalance once, when it begins, with its lines
+    (the summary's serving.health). On a crash: the full traceback (once per distinct
     traceback, with the ranks that share it), the diagnosis from the same rules as
     diff, a bell, the HTML report with --report, and exit status 1. A single LOG may be '-'
     (standard input, read until it ends; then judged as summary judges the whole log, so
