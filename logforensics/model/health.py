@@ -100,10 +100,14 @@ class _Context:
     def at(self, sec: float) -> str:
         return iso(sec, self.dated)
 
-    def evidence(self, line: int, rank: str | None = None) -> dict[str, Any]:
-        known, text = self.texts.get(line, (rank, None))
-        label = known if known is not None else rank
-        return {"file": self.file, "line": line, "rank": None if label in (None, "-") else label, "text": text}
+    def evidence(self, line: int, rank: str | None = None, text: bool = True) -> dict[str, Any]:
+        """A record by its line; ``text=False`` for a record that is not the first of its window
+        in a combined series: its text may be pruned (``ServingObserver.prune_texts``) on one
+        reading path and kept on another, so it is never cited."""
+        known, said = self.texts.get(line, (rank, None))
+        label = rank if rank is not None else known
+        return {"file": self.file, "line": line, "rank": None if label in (None, "-") else label,
+                "text": said if text else None}
 
 
 def idle_gaps(decode: Points, prefill: Points, gap: float) -> list[dict[str, Any]]:
@@ -266,8 +270,8 @@ def imbalance(ctx: _Context, groups: Mapping[str, Mapping[str, Points]]) -> dict
                         "signal": medians[heavy] >= IMBALANCE_RATIO,
                         "at": ctx.at(k * ctx.width),
                         "heaviest_value": by_key[heavy][k][0], "lightest_value": by_key[light][k][0],
-                        "evidence": [ctx.evidence(by_key[heavy][k][1], heavy),
-                                     ctx.evidence(by_key[light][k][1], light)]})
+                        "evidence": [ctx.evidence(by_key[heavy][k][1], heavy, text=False),
+                                     ctx.evidence(by_key[light][k][1], light, text=False)]})
     if not signals:
         return None
     fired = [s for s in signals if s["signal"]]
