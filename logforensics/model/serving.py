@@ -267,12 +267,19 @@ class ServingObserver:
 
     def prune_texts(self) -> None:
         """Drop the kept texts that no summary can cite (``_windows.prune_texts``: those not
-        first in their window of any citing series); the pure twin keeps them all."""
+        first in their window of any citing series, a decode figure's over the ranks it counts,
+        ``rank.stats_ranks``); the pure twin keeps them all."""
         ws = list(self.windows.items())
         if cwindows is None or not compiled([w for _, w in ws]) or any(w.width & (w.width - 1) for _, w in ws):
             return
+        def citing(figs: tuple[str, ...]) -> list[Windows]:
+            if len(figs) > 1:  # the cache-hit rate: every rank's prefill records
+                return [w for (fig, _), w in ws if fig in figs]
+            counted = set(stats_ranks(rank for fig, rank in self.windows if fig == figs[0]).values())
+            return [w for (fig, rank), w in ws if fig == figs[0] and rank in counted]
+
         self.texts_kept = cwindows.prune_texts([w for (fig, _), w in ws if fig in TEXT_FIGURES],
-                                               [[w for (fig, _), w in ws if fig in figs] for figs in _CITING])
+                                               [citing(figs) for figs in _CITING])
 
     # -- the summary -------------------------------------------------------------------------
     def summary(self) -> dict[str, Any] | None:
