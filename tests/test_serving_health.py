@@ -45,7 +45,7 @@ def test_decode_stall_while_prefill_runs_cites_both_records(tmp_path: Path) -> N
     assert [e["line"] for e in s["evidence"]] == [facts["decode_line"], facts["prefill_line"]]
     assert all(e["rank"] == "TP0" and "batch" in e["text"] for e in s["evidence"])
     assert h["thresholds"]["stall_ratio"] == 0.25
-    f = _fired(path)["SV06"]
+    f = _fired(path)["SV07"]
     assert [(e["line"], e["rank"]) for e in f.evidence] == [(facts["decode_line"], "TP0"), (facts["prefill_line"], "TP0")]
     assert "25%" in f.explanation and str(facts["prefill_line"]) in f.explanation
 
@@ -59,7 +59,7 @@ def test_no_stall_when_the_load_fell_or_after_idle_time(tmp_path: Path, kind: st
     h = summarize_file(path).serving["health"]
     assert h["stalls"]["count"] == 0
     assert h["idle"]["count"] == (1 if kind == "after_idle" else 0)
-    assert "SV06" not in _fired(path)
+    assert "SV07" not in _fired(path)
 
 
 def test_seesaw_between_prefill_and_decode(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_seesaw_between_prefill_and_decode(tmp_path: Path) -> None:
     sw = summarize_file(path).serving["health"]["seesaw"]
     assert sw["line"] == facts["prefill_line"]
     assert (sw["switches"], sw["windows"], sw["prefill_windows"], sw["decode_windows"]) == (7, 16, 8, 8)
-    f = _fired(path)["SV07"]
+    f = _fired(path)["SV08"]
     assert f.evidence[0]["line"] == facts["prefill_line"] and len(f.evidence) == 4
 
 
@@ -76,7 +76,7 @@ def test_no_seesaw_when_prefills_do_not_hold_decode_back(tmp_path: Path) -> None
     text, _ = gen.seesaw(False)
     path = _write(tmp_path, "steady.log", text)
     assert summarize_file(path).serving["health"]["seesaw"] is None
-    assert not {"SV06", "SV07"} & set(_fired(path))
+    assert not {"SV07", "SV08"} & set(_fired(path))
 
 
 def test_dp_imbalance_needs_two_signals(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_dp_imbalance_needs_two_signals(tmp_path: Path) -> None:
     share = {s["figure"]: s for s in imb["signals"]}
     assert share["running_req"]["heaviest_share"] == pytest.approx(60 / 36, abs=1e-3)
     assert share["running_req"]["lightest"] == "DP1 TP2"
-    f = _fired(path)["SV08"]
+    f = _fired(path)["SV09"]
     assert {e["rank"] for e in f.evidence} == {"DP0 TP0", "DP1 TP2"}
     assert all(e["line"] for e in f.evidence)
     # one signal alone (running requests uneven, token usage even) is not an imbalance
@@ -96,7 +96,7 @@ def test_dp_imbalance_needs_two_signals(tmp_path: Path) -> None:
     path = _write(tmp_path, "one_signal.log", text)
     imb = summarize_file(path).serving["health"]["imbalance"]
     assert not imb["found"] and imb["agreeing"] == ["running_req"]
-    assert "SV08" not in _fired(path)
+    assert "SV09" not in _fired(path)
 
 
 def test_throughput_summed_across_dp_groups_never_across_their_tp_ranks(tmp_path: Path) -> None:
