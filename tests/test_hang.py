@@ -130,21 +130,27 @@ def test_every_timer_names_its_knob_and_source() -> None:
         assert timer["setting"] and timer["source"] and timer["what"], name
 
 
+def _observed(events: list, ranks: list[str]) -> HangObserver:
+    """The events observed in one pass, after checking that every cut of them in two
+    parts, observed apart and merged, builds the same hang."""
+    def observer(part: list) -> HangObserver:
+        h = HangObserver()
+        for ev in part:
+            h.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
+        return h
+
+    whole = observer(events)
+    for cut in range(len(events) + 1):
+        a = observer(events[:cut])
+        a.merge(observer(events[cut:]))
+        assert a.build(ranks) == whole.build(ranks), cut
+    return whole
+
+
 def test_observer_merge_equals_one_pass(tmp_path: Path) -> None:
     text = "\n".join(TIMEOUT.format(r=r, seq=5) for r in range(3)) + "\n" + PYSPY.format(
         r=1, pid=1, tid=2, fn="wait", loc="threading.py:324")
-    events = list(iter_events(_write(tmp_path, text)))
-    whole = HangObserver()
-    for ev in events:
-        whole.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
-    for cut in range(len(events) + 1):
-        a, b = HangObserver(), HangObserver()
-        for ev in events[:cut]:
-            a.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
-        for ev in events[cut:]:
-            b.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
-        a.merge(b)
-        assert a.build(["TP0", "TP1", "TP2"]) == whole.build(["TP0", "TP1", "TP2"])
+    _observed(list(iter_events(_write(tmp_path, text))), ["TP0", "TP1", "TP2"])
 
 
 # -- the rank that differs, what the ranks are stuck on, why stacks are missing ----------
@@ -296,17 +302,6 @@ def test_a_slow_pass_alone_is_no_hang(tmp_path: Path) -> None:
 def test_observer_merge_equals_one_pass_with_the_new_records(tmp_path: Path) -> None:
     text = (SLOW + WATCHDOG.format(r=1) + PYSPY_FAILED.format(r=1, pid=7, error="/bin/sh: py-spy: not found")
             + DIVERGENCE.format(r=0, h="aa" * 20, rid="x") + DIVERGENCE.format(r=1, h="bb" * 20, rid="y"))
-    events = list(iter_events(_write(tmp_path, text)))
-    whole = HangObserver()
-    for ev in events:
-        whole.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
-    for cut in range(len(events) + 1):
-        a, b = HangObserver(), HangObserver()
-        for ev in events[:cut]:
-            a.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
-        for ev in events[cut:]:
-            b.observe(ev.kind, ev.line, ev.rank, ev.ts, ev.fields, ev.text, ev.file)
-        a.merge(b)
-        assert a.build(["TP0", "TP1"]) == whole.build(["TP0", "TP1"])
+    whole = _observed(list(iter_events(_write(tmp_path, text))), ["TP0", "TP1"])
     built = whole.build(["TP0", "TP1"])
     assert built is not None and built.stacks["pyspy_failures"][0]["pid"] == 7 and built.stacks["faulthandler_dumps"]

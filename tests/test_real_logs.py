@@ -325,6 +325,11 @@ def test_key_figure(file: str, key: str, value: str, analysed: Any) -> None:
     if override is not None:
         assert override.get("reason")
         value = override["expect"]
+    assert_figure(key, got, value)
+
+
+def assert_figure(key: str, got: list[Any], value: str) -> None:
+    """``got`` (a figure's values in a summary) agrees with the MANIFEST's ``value``."""
     shape, want = _parse_value(value)
     assert got, f"{key}: nothing found"
     if shape == "single" and key in MEMBERSHIP:

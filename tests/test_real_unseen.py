@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_real_logs import FIGURES, MEMBERSHIP, NOT_RUN_FIGURES, _close, _parse_value
+from test_real_logs import FIGURES, NOT_RUN_FIGURES, assert_figure
 
 from logforensics import iter_events, summarize_file
 from logforensics.events import PHASES
@@ -139,17 +139,4 @@ def test_key_figure(file: str, key: str, value: str, analysed: Any) -> None:
     assert key in FIGURES and key not in NOT_RUN_FIGURES, key
     summary, events = analysed[file]
     got = FIGURES[key](summary, events)
-    shape, want = _parse_value(value)
-    assert got, f"{key}: nothing found"
-    if shape == "single" and key in MEMBERSHIP:
-        assert want in got, (got, want)
-    elif shape == "single":
-        assert all(_close(g, want) for g in got), (got, want)
-    elif shape == "range":
-        assert _close(min(got), want[0]) and _close(max(got), want[1]), (got, want)
-    elif shape == "each":
-        assert sorted(got) == pytest.approx(sorted(want), abs=0.006), (got, want)
-    elif shape == "seq":
-        assert got == pytest.approx(want, abs=0.006), (got, want)
-    else:
-        assert got[0] == want
+    assert_figure(key, got, value)

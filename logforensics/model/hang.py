@@ -714,6 +714,11 @@ def _env_on(env: Mapping[str, str], name: str) -> str | None:
     return value if value not in (None, "", "0", "false", "False") else None
 
 
+
+#: Settings whose records show them on, in the order looked for.
+_SHOWN_BY = {"SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS": ("slow_pass", "thread_dump"),
+             "SGLANG_ENABLE_RANK_CONSENSUS_CHECKER": ("consensus_enabled", "rank_divergence")}
+
 def _next_time(dumps: list[dict[str, Any]], failures: list[dict[str, Any]], ctx: _Context) -> list[dict[str, Any]]:
     """Each setting that shows more of a hang, as this log shows it: on, off, or not in this log."""
     out = []
@@ -727,14 +732,8 @@ def _next_time(dumps: list[dict[str, Any]], failures: list[dict[str, Any]], ctx:
                 d = next(d for d in dumps if d.get("threads"))
                 status, evidence = "on", {"file": d.get("file"), "line": d["line"], "rank": d.get("rank"),
                                           "text": "py-spy read the process"}
-        elif name == "SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS":
-            seen = ctx.of("slow_pass") or ctx.of("thread_dump")
-            if seen:
-                status, evidence = "on", _line(seen[0])
-            elif _env_on(ctx.env, name):
-                status, evidence = "on", {"text": f"{name}={ctx.env[name]} in the log's environment"}
-        elif name == "SGLANG_ENABLE_RANK_CONSENSUS_CHECKER":
-            seen = ctx.of("consensus_enabled") or ctx.of("rank_divergence")
+        elif name in _SHOWN_BY:  # the records it makes, else the log's environment
+            seen = next((got for kind in _SHOWN_BY[name] if (got := ctx.of(kind))), None)
             if seen:
                 status, evidence = "on", _line(seen[0])
             elif _env_on(ctx.env, name):
