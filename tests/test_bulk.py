@@ -236,3 +236,26 @@ def test_pure_path_gives_the_same_summary(generated: list[Path], monkeypatch: py
         assert not bulk.available()
         pure = _as_json(read_file(path).summary())
         assert pure == default, path.name
+
+
+@compiled
+def test_probe_answers_are_counted_by_path_in_bulk() -> None:
+    """uvicorn's probe lines are taken in bulk (no event each) and counted by path and status;
+    an answer other than 200 is read on the exact path, so the first of each status is a line
+    of the log, as on the event path."""
+    out = []
+    for i in range(600):
+        stamp = f"[2026-01-01 10:{i // 60 % 60:02d}:{i % 60:02d}]"
+        path, status = [("/health", "200 OK"), ("/metrics", "200 OK"),
+                        ("/health_generate", "503 Service Unavailable" if 200 <= i < 400 else "200 OK")][i % 3]
+        out.append(f'{stamp} INFO:     127.0.0.1:{41000 + i} - "GET {path} HTTP/1.1" {status}\n')
+    data = "".join(out).encode()
+    want = _events_path(data, "probes.log")
+    for size in (1 << 20, 4093):
+        got, taken = _bulk_path(data, "probes.log", size)
+        assert got == want, f"blocks of {size} bytes"
+        assert taken > 500
+    probes = json.loads(want)["coverage"]["probes"]
+    assert {p: v["answers"] for p, v in probes.items()} == {
+        "/health": {"200": 200}, "/metrics": {"200": 200}, "/health_generate": {"200": 133, "503": 67}}
+    assert probes["/health_generate"]["first"]["503"]["line"] == 201

@@ -8,6 +8,7 @@ SGLang's ``Decode batch, #running-req: ...`` lines.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,67 @@ def test_the_check_case_fails_without_its_expectation() -> None:
     assert d.failing.outcome == "ready"
     assert [(f.rule, f.severity) for f in d.findings if f.rule == "VAL01"] == [("VAL01", "error")]
     assert "VAL01" in (case / "expected.yml").read_text()
+
+
+# ---------------------------------------------------------------- the log's own probe lines
+def _probe(second: int, path: str, status: str, port: int = 55496) -> str:
+    """uvicorn's access line behind SGLang's prefix, as a real log has it
+    ('[2026-05-25 17:27:09] INFO:     127.0.0.1:55496 - "GET /v1/models HTTP/1.1" 200 OK')."""
+    return (f"[2026-01-01 10:{second // 60:02d}:{second % 60:02d}] INFO:     127.0.0.1:{port} - "
+            f'"GET {path} HTTP/1.1" {status}\n')
+
+
+def _probes(generate: str, n: int = 40) -> str:
+    """/health every 5 s, /health_generate every 15 s answering ``generate``."""
+    out = READY
+    for s in range(1, n * 5, 5):
+        out += _probe(s, "/health", "200 OK", 40000 + s)
+        if s % 15 == 1:
+            out += _probe(s + 1, "/health_generate", generate, 50000 + s)
+    return out
+
+
+def _diagnose(tmp_path: Path, text: str, pure: bool, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    log = tmp_path / "run.log"
+    log.write_text(text)
+    if pure:
+        monkeypatch.setenv("LOGFORENSICS_PURE", "1")
+    else:
+        monkeypatch.delenv("LOGFORENSICS_PURE", raising=False)
+    return [f for f in diagnose_files(str(log), None).findings if f.rule == "VAL01"]
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_health_answering_while_health_generate_fails_is_no_work(tmp_path: Path, pure: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _probes("503 Service Unavailable")
+    found = _diagnose(tmp_path, text, pure, monkeypatch)
+    assert len(found) == 1
+    f = found[0]
+    assert "/health answered 40 times with 200" in f.title and "14 answered 503" in f.title
+    lines = text.splitlines()
+    cited = [(e["line"], e["text"]) for e in f.evidence]
+    # the first failing /health_generate and the first /health that answered
+    assert cited == [(3, lines[2]), (2, lines[1])]
+    assert '"GET /health_generate HTTP/1.1" 503' in cited[0][1] and '"GET /health HTTP/1.1" 200' in cited[1][1]
+
+
+def test_health_generate_timing_out_is_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang's health_generate timeout (http_server.py), no access line of /health_generate."""
+    text = READY + "".join(_probe(s, "/health", "200 OK", 40000 + s) for s in range(1, 60, 5))
+    text += ("[2026-01-01 10:01:05] Health check failed. Server couldn't get a response from detokenizer for "
+             "last 20 seconds. tic start time: 10:00:45. last_heartbeat time: 10:00:01\n")
+    found = _diagnose(tmp_path, text, False, monkeypatch)
+    assert len(found) == 1 and "timed out" in found[0].title
+    assert [e["line"] for e in found[0].evidence] == [14, 2]
+
+
+def test_health_generate_that_answers_or_is_not_probed_is_not_flagged(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same probes flagged when /health_generate fails, not when it also answers (one
+    failure among successes is no server doing no work) or is not probed."""
+    assert _diagnose(tmp_path, _probes("503 Service Unavailable"), False, monkeypatch)
+    mixed = _probes("200 OK") + _probe(250, "/health_generate", "503 Service Unavailable")
+    assert _diagnose(tmp_path, mixed, False, monkeypatch) == []
+    unprobed = _probes("503 Service Unavailable").replace("/health_generate", "/metrics")
+    assert _diagnose(tmp_path, unprobed, False, monkeypatch) == []

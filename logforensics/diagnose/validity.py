@@ -42,7 +42,7 @@ class Validity:
 
 
 def validity(run: RunSummary) -> Validity:
-    found = _benchmarks(run) + _stalls(run) + _probes(run)
+    found = _benchmarks(run) + _stalls(run) + _probes(run) + _probe_lines(run)
     return Validity(tuple(found), tuple(e for n in found for e in n.evidence)[:12])
 
 
@@ -99,6 +99,37 @@ def _probes(run: RunSummary) -> list[NoWork]:
     lines = tuple(Evidence(d.file, 1, None, f"{d.figures['path']}: ok {d.figures['ok']}, status "
                            f"{d.figures.get('status')}") for d in (generate, health))
     return [NoWork("health_generate", f"/health answers while /health_generate fails ({why})", lines)]
+
+
+def _ok(status: str) -> bool:
+    return status.isdigit() and 200 <= int(status) < 300
+
+
+def _probe_lines(run: RunSummary) -> list[NoWork]:
+    """``/health`` answered 2xx while no ``/health_generate`` (a real generation) succeeded:
+    each of its answers failed (non-2xx), or it timed out (SGLang's ``Health check failed.
+    Server couldn't get a response from detokenizer ...``, kept by the hang observer), from
+    the log's own access lines (``coverage.probes``). A ``/health_generate`` that also
+    answered 2xx is not flagged: a failure among successes is not a server that does no work."""
+    probes = run.coverage.get("probes") or {}
+    health, generate = probes.get("/health") or {}, probes.get("/health_generate") or {}
+    answered = {st: n for st, n in (health.get("answers") or {}).items() if _ok(st)}
+    if not answered or any(_ok(st) for st in generate.get("answers") or {}):
+        return []
+    failed = {st: n for st, n in (generate.get("answers") or {}).items() if not _ok(st)}
+    lines = sorted((e for st, e in (generate.get("first") or {}).items() if st in failed), key=lambda e: e["line"])
+    # the grammar's literal of SGLang's health_generate timeout (health_check_failed)
+    timeouts = [e for e in (run.hang.evidence if run.hang else []) if "Health check failed" in str(e.get("text"))]
+    if not failed and not timeouts:
+        return []
+    ok_first = min(((health.get("first") or {}).get(st) for st in answered), key=lambda e: e["line"] if e else 1 << 62)
+    said = [f"{n} answered {st}" for st, n in sorted(failed.items())]
+    if timeouts:
+        said.append("timed out (Health check failed)")
+    what = (f"/health answered {sum(answered.values())} times with {'/'.join(sorted(answered))} while "
+            f"/health_generate never succeeded ({', '.join(said)})")
+    evidence = tuple(e for entry in (lines[:1] + timeouts[:1] + [ok_first]) for e in ev_of(entry))
+    return [NoWork("health_generate", what, evidence)]
 
 
 def _seconds(a: str, b: str) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..events import Event
-from ..model.columns import ORDERED, ROW_ONLY, ROWS, SLOTS, ColumnFeed, class_of
+from ..model.columns import GROUP_CLASSES, GROUPS, GUARDS, ORDERED, ROW_ONLY, ROWS, SLOTS, ColumnFeed, class_of
 from ..model.pd import OTHER_NEEDS, PDObserver
 from ..model.run import RunModel, RunSummary
 from ..read import bulk
@@ -67,9 +67,10 @@ class LiveRun:
         scanner = self._scanner
         if scanner is None:
             scanner = self._scanner = bulk.BulkScanner(self.parser.classifier, class_of, SLOTS, ORDERED, ROWS,
-                                                       ROW_ONLY)
+                                                       ROW_ONLY, GROUPS, GROUP_CLASSES, GUARDS)
         if self._columns is None or self._columns.model is not self.model:
-            self._columns = ColumnFeed(self.model, self._observe, self.pd.batches_without_pd_fields, OTHER_NEEDS)
+            self._columns = ColumnFeed(self.model, self._observe, self.pd.batches_without_pd_fields, OTHER_NEEDS,
+                                       scanner.group_class)
         self.parser.feed_bulk(chunk, scanner, self._columns)
 
     def close(self) -> list[Event]:

@@ -22,14 +22,14 @@ coverage shape (``coverage.add_others``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..events import PHASE_OF_KIND, Event
 from ..read import other
 from ..read.bulk import BulkScanner, Rows, Segment, numbers
 from ..read.plan import Plan
-from .coverage import MAX_UNKNOWN_SHAPES, OVERFLOW_KEY, add_others
+from .coverage import MAX_UNKNOWN_SHAPES, OVERFLOW_KEY, PROBE_OK, add_others
 from .hang import HANG_KINDS
 from .notices import limit
 from .pools import BATCH_POOLS, take_rows
@@ -41,9 +41,17 @@ from .serving_rows import ROW_FIELDS, add_rows
 from .stats import Sketch
 
 DECODE, PREFILL, PASSIVE = 1, 2, 3
+#: The classes of grouped texts (``GROUPS``: a probe path each), passive lines otherwise.
+GROUP_CLASSES = (4, 5, 6, 7)
 #: Kinds with a handler that :meth:`ColumnFeed.apply` replays from counts: an answered
-#: HTTP request places the run in serving (``startup.on_http_access``).
-REPLAYED = frozenset({"http_access"})
+#: HTTP request places the run in serving (``startup.on_http_access``); probes answered
+#: ``PROBE_OK`` are counted by path (``coverage.on_http_probe``: the scanner takes no other
+#: answer, and counts each path's lines under a kind code of its own, ``GROUPS``).
+REPLAYED = frozenset({"http_access", "http_probe"})
+#: Kinds whose taken lines are counted apart by the text of one field (constant in a shape).
+GROUPS = {"http_probe": "path"}
+#: Lines taken only when a value slot holds this number (the others go the exact way).
+GUARDS = {"http_probe": {"status": float(PROBE_OK)}}
 #: Value slots of the scanner, per kind and field (slot 0 is also kept in line order):
 #: 0-3 go to the throughput sketches as values; decode and prefill records are also rows
 #: (``ROWS``) whose columns are the slots, the serving observer's fields among them
@@ -62,7 +70,9 @@ for _slots in SLOTS.values():
 assert all(set(fields) <= set(SLOTS[kind]) for kind, fields in ROW_FIELDS.items())
 ORDERED = (0,)
 ROWS = (DECODE, PREFILL)
-ROW_ONLY = tuple(range(4, 14 + len(_POOL_NAMES)))
+#: A probe's status: checked (``GUARDS``), kept nowhere (a row-only slot of a class with no rows).
+SLOTS["http_probe"] = {"status": 14 + len(_POOL_NAMES)}
+ROW_ONLY = tuple(range(4, 15 + len(_POOL_NAMES)))
 _TPUT, _ACCEPT, _RUNNING, _PREFILL = 0, 1, 2, 3
 _ROW_KIND = {DECODE: "decode_batch", PREFILL: "prefill_batch"}
 #: Batch fields of a prefill/decode-disaggregated server, which ``model.pd`` reads from
@@ -93,8 +103,11 @@ class ColumnFeed:
     the other lines (the model's ``observe_all`` and whatever else watches events)."""
 
     def __init__(self, model: RunModel, observe: Callable[[Sequence[Event]], None] | None = None,
-                 batches: Callable[[int], None] | None = None, other_needs: Iterable[str] | None = None) -> None:
+                 batches: Callable[[int], None] | None = None, other_needs: Iterable[str] | None = None,
+                 group_class: Mapping[str, int] | None = None) -> None:
         self.model = model
+        #: the scanner's class of each probe path (``BulkScanner.group_class``, filled as met)
+        self._group_class = group_class if group_class is not None else {}
         self._observe = observe or model.observe_all
         #: told how many decode and prefill records each segment held (``PDObserver``)
         self._batches = batches
@@ -127,13 +140,18 @@ class ColumnFeed:
         Decode and prefill lines: their rank (``-`` when none) has its serving phase open
         already, and the few decode records kept as evidence are noticed. Passive lines: no
         rank, or a rank the model already has (a new rank is created in log order by the
-        event path).
+        event path). A probe path's lines: as passive ones, once its first ``PROBE_OK``
+        answer was read as an event (its line is evidence: ``coverage.Probes``).
         """
         m = self.model
         ranks = m.ranks
         decode_ok = len(m.notices.get("decode", ())) >= limit("decode")
-        table = bytearray(4 * 256)
-        table[PASSIVE * 256] = 1
+        table = bytearray((max(GROUP_CLASSES) + 1) * 256)
+        first = m.coverage.probes.first
+        passive = [PASSIVE] + [cls for path, cls in self._group_class.items()
+                               if (path.split("?", 1)[0], PROBE_OK) in first]
+        for cls in passive:
+            table[cls * 256] = 1
         for rid, name in enumerate(rank_names):
             r = ranks.get(name or NO_RANK)
             if r is None:
@@ -143,7 +161,8 @@ class ColumnFeed:
                 if decode_ok:
                     table[DECODE * 256 + rid] = 1
             if rid:
-                table[PASSIVE * 256 + rid] = 1
+                for cls in passive:
+                    table[cls * 256 + rid] = 1
         return table
 
     def observe(self, events: Sequence[Event]) -> None:
@@ -165,10 +184,13 @@ class ColumnFeed:
         cov.events += n
         kc = cov.kind_counts
         batches = 0
+        texts = scanner.groups
         for code, c in counts:
             kind = kinds[code]
             kc[kind] += c
-            if kind in REPLAYED and m.timeline.global_phase != "serving":
+            if kind == "http_probe":
+                cov.probes.add(str(texts[code]).split("?", 1)[0], PROBE_OK, c)
+            elif kind in REPLAYED and m.timeline.global_phase != "serving":
                 m.timeline.reach("serving")
             if kind in SLOTS:
                 batches += c
@@ -179,10 +201,11 @@ class ColumnFeed:
         serving: dict[str, tuple[int, int, int, int]] = {}
         for cls, rid, idx, start, end, plan in lasts:
             entry = (idx, start, end, plan)
-            if cls == PASSIVE and not rid:
+            rows_cls = cls in _ROW_KIND
+            if not rows_cls and not rid:
                 continue
             label = rank_names[rid] or NO_RANK
-            if cls != PASSIVE:
+            if rows_cls:
                 got = serving.get(label)
                 if got is None or idx > got[0]:
                     serving[label] = entry

@@ -66,6 +66,9 @@ class Coverage:
     dedup_dropped: int = 0
     #: the first record a grammar rule matched but whose handler failed: (line, error)
     first_unplanned: tuple[int, str] | None = None
+    #: health and metrics probes answered (``http_probe``), by path (the query left out):
+    #: answers by status, and the first answer of each status as evidence (:class:`Probes`)
+    probes: Probes = field(default_factory=lambda: Probes())
 
     def merge(self, later: Coverage) -> None:
         """Counts add up; a shape keeps its first line and example."""
@@ -74,6 +77,7 @@ class Coverage:
         self.other_lines += later.other_lines  # a part starts at a line start: no line is in both
         self.dedup_dropped += later.dedup_dropped
         self.first_unplanned = self.first_unplanned or later.first_unplanned
+        self.probes.merge(later.probes)
         self.last_other_line = later.last_other_line or self.last_other_line
         for key, (count, first, example, ranks) in later.unknown_shapes.items():
             entry = self.unknown_shapes.get(key)
@@ -129,7 +133,60 @@ class Coverage:
             # health and metrics probes answered (``http_probe``, apart from the requests served):
             # counted by kind, so that the bulk reader takes them in its runs as it takes requests
             "probe_requests": self.kind_counts.get("http_probe", 0),
+            "probes": self.probes.to_dict(),
         }
+
+
+#: The status a probe line answered with that the bulk reader takes (counted by path, with
+#: no event): any other answer is read on the exact path, so its line is known.
+PROBE_OK = 200
+
+
+@dataclass
+class Probes:
+    """Probe answers by path and status, with the first line of each (path, status).
+
+    The bulk reader takes the ``PROBE_OK`` answers of a path in its runs and only counts
+    them (:meth:`add`); every other answer, and the first line of each shape, is an event
+    (:meth:`observe`), so the first answer of each status, a failure above all, is a line
+    of the log with its number. Paths are the grammar's probe paths, statuses three-digit
+    numbers: both bounded.
+    """
+
+    #: path -> status -> answers
+    counts: dict[str, Counter[int]] = field(default_factory=dict)
+    #: (path, status) -> the first such answer: file, line, rank, ts, text
+    first: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, path: str, status: int, n: int) -> None:
+        by = self.counts.get(path)
+        if by is None:
+            by = self.counts[path] = Counter()
+        by[status] += n
+
+    def observe(self, ev: Event) -> None:
+        path = str(ev.fields.get("path") or "").split("?", 1)[0]
+        status = ev.fields.get("status")
+        if not path or not isinstance(status, int):
+            return
+        self.add(path, status, 1)
+        if (path, status) not in self.first:
+            self.first[path, status] = {"file": ev.file, "line": ev.line, "rank": ev.rank, "ts": ev.ts,
+                                        "text": ev.text}
+
+    def merge(self, later: Probes) -> None:
+        """Those of a later part of the log: counts add up, the first answers stay."""
+        for path, by in later.counts.items():
+            for status, n in by.items():
+                self.add(path, status, n)
+        for key, first in later.first.items():
+            self.first.setdefault(key, first)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Per path: ``answers`` by status, and ``first`` (the first answer of each status)."""
+        return {path: {"answers": {str(st): n for st, n in sorted(by.items())},
+                       "first": {str(st): self.first[path, st] for st in sorted(by) if (path, st) in self.first}}
+                for path, by in sorted(self.counts.items())}
 
 
 def add_others(m: RunModel, line: int, n: int, overflowed: bool,
@@ -162,6 +219,15 @@ def add_others(m: RunModel, line: int, n: int, overflowed: bool,
 def on_ray_dedup(m: RunModel, ev: Event) -> None:
     """Ray printed one line for N alike: N - 1 lines of the cluster are not in this log."""
     m.coverage.dedup_dropped += max(int(ev.fields.get("count") or 1) - 1, 0)
+
+
+@handles("http_probe")
+def on_http_probe(m: RunModel, ev: Event) -> None:
+    """A probe of the HTTP server (``GET /health`` every few seconds, ``/health_generate``,
+    ``/metrics``), read on the exact path: a failed one, or the first of its shape (the bulk
+    reader counts the others, ``ColumnFeed.apply``). Kept apart from the requests served
+    (``http_access``), which it would outnumber; it does not place the run in serving."""
+    m.coverage.probes.observe(ev)
 
 
 @handles("unplanned")

@@ -33,6 +33,8 @@ typedef struct {
     int slot;
     Py_ssize_t a, b;
     int conv; /* CONV_INT, CONV_FLOAT (as int(), float()) or CONV_BOOL (True/true/False/false) */
+    int guarded; /* the line is taken only when the slot's number is ``equal`` (else the exact path reads it) */
+    double equal;
 } Slot;
 
 typedef struct {
@@ -215,8 +217,9 @@ static int span_arg(PyObject *o, Py_ssize_t *a, Py_ssize_t *b)
     return PyArg_ParseTuple(o, "nn", a, b) ? 0 : -1;
 }
 
-/* add(key, plan, cls, kind, rank, ts, ts_iso, slots): slots is ((slot, a, b, conv), ...),
- * conv 0 int, 1 float, 2 bool (row-only slots alone) */
+/* add(key, plan, cls, kind, rank, ts, ts_iso, slots): slots is ((slot, a, b, conv[, equal]), ...),
+ * conv 0 int, 1 float, 2 bool (row-only slots alone); with ``equal``, a line whose number
+ * there is another is not taken (the exact path reads it) */
 static PyObject *Scanner_add(Scanner *self, PyObject *args)
 {
     Py_buffer key;
@@ -263,7 +266,12 @@ static PyObject *Scanner_add(Scanner *self, PyObject *args)
     }
     for (int k = 0; k < sh->nslots; k++) {
         Slot *sl = &sh->slots[k];
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "inni", &sl->slot, &sl->a, &sl->b, &sl->conv))
+        PyObject *equal = NULL;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "inni|O", &sl->slot, &sl->a, &sl->b, &sl->conv,
+                              &equal))
+            goto fail;
+        sl->guarded = equal != NULL;
+        if (equal && (sl->equal = PyFloat_AsDouble(equal)) == -1.0 && PyErr_Occurred())
             goto fail;
         for (int j = 0; j < k; j++) {
             if (sh->slots[j].slot == sl->slot) {
@@ -707,6 +715,8 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
                 double d = 0.0;
                 int got = sl->conv == CONV_BOOL ? bool_double(vp, vn, &d)
                           : sl->conv == CONV_FLOAT ? float_double(vp, vn, &d, g) : int_double(vp, vn, &d);
+                if (got && sl->guarded && d != sl->equal)
+                    got = 0;
                 if (got && rv)
                     rv[sl->slot * rows->cap] = d;
                 if (got)
@@ -715,7 +725,8 @@ static int scan_lines(Scanner *self, const unsigned char *buf, Py_ssize_t n, Py_
                 /* a slot's numbers of one scan are all ints or all floats: a line that would
                  * mix them stops the scan (the exact path reads it, the next scan goes on) */
                 int t0 = self->vals[sl->slot][rid].tag, t1 = self->ord_y[sl->slot].tag;
-                if (value_double(vp, vn, sl->conv, &cv[k], &ctag[k], g) && (!t0 || t0 == ctag[k]) &&
+                if (value_double(vp, vn, sl->conv, &cv[k], &ctag[k], g) && (!sl->guarded || cv[k] == sl->equal) &&
+                    (!t0 || t0 == ctag[k]) &&
                     (!self->ordered[sl->slot] || !t1 || t1 == ctag[k])) {
                     if (rv)
                         rv[sl->slot * rows->cap] = cv[k];

@@ -123,11 +123,22 @@ class BulkScanner:
     ``ordered`` lists the slots whose values are also kept in line order with their
     stamps; lines of the classes in ``rows`` are also kept as rows (:class:`Rows`), whose
     columns are the slots; ``row_only`` slots are kept in rows alone (no value lists).
+    ``groups[kind]`` names a field whose text is the same in every line of a shape: each
+    text gets a kind code of its own (``groups`` by code: the text, None for ungrouped
+    kinds), so a kind's lines are counted apart by it; a shape where that text holds a
+    digit (masked, so not the same in every line) is read the exact way. Each text also
+    gets a class of its own, of ``group_classes`` in the order the texts are met
+    (``group_class``; once they are all given, the lines of a new text are read the exact
+    way), so a caller can let the scanner take a text's lines only once it has read the
+    first of them itself. ``guards[kind][field]``: a line is taken only when that field's
+    slot holds this number.
     """
 
     def __init__(self, classifier: LineClassifier, class_of: Callable[[Plan], int | None],
                  slots: Mapping[str, Mapping[str, int]], ordered: tuple[int, ...] = (),
-                 rows: tuple[int, ...] = (), row_only: tuple[int, ...] = ()) -> None:
+                 rows: tuple[int, ...] = (), row_only: tuple[int, ...] = (),
+                 groups: Mapping[str, str] | None = None, group_classes: tuple[int, ...] = (),
+                 guards: Mapping[str, Mapping[str, float]] | None = None) -> None:
         assert _scan is not None
         self.classifier = classifier
         self.class_of = class_of
@@ -138,7 +149,14 @@ class BulkScanner:
         self.scanner = _scan.Scanner(nslots, ordered, rows, row_only)
         self.plans: list[Plan] = []
         self.kinds: list[str] = []
-        self._kind_code: dict[str, int] = {}
+        #: the text each kind code stands for, of a grouped kind (``groups``)
+        self.groups: list[str | None] = []
+        self.group_field = dict(groups or {})
+        self.guards = dict(guards or {})
+        self._free_classes = list(group_classes)
+        #: the class of each grouped text (``groups``), as given
+        self.group_class: dict[str, int] = {}
+        self._kind_code: dict[tuple[str, str | None], int] = {}
         self._seen = (0, 0)  # the classifier's plans taken so far (``plans_since``)
         self.taken = 0  # lines taken as columns (counted by the parser)
 
@@ -174,22 +192,40 @@ class BulkScanner:
             if tb <= ta or plan.ts_conv not in (str, _DATE_TO_ISO):
                 return
         ts = None if plan.ts is None else (plan.ts[0] + offset, plan.ts[1] + offset)
-        slots = []
+        slots: list[tuple[Any, ...]] = []
+        guards = self.guards.get(plan.kind, {})
         for name, slot in self.slots.get(plan.kind, {}).items():
             where, conv = plan.spec.get(name, (None, None))
             if name not in plan.spec:
+                if name in guards:
+                    return  # no value to hold the guard's number
                 continue  # the record lacks it: no value, as Fields.pick gives None
             code = _BOOL if conv is to_bool and slot in self.row_only else _CONV.get(conv)
             if where is None or where.step is not None or code is None:
                 return  # a constant or another converter: the exact path reads these lines
             a, b, _ = where.indices(len(key) - offset)
-            slots.append((slot, a + offset, b + offset, code))
-        code = self._kind_code.get(plan.kind)
+            slots.append((slot, a + offset, b + offset, code) + ((guards[name],) if name in guards else ()))
+        group = None
+        if plan.kind in self.group_field:
+            where, _ = plan.spec.get(self.group_field[plan.kind], (None, None))
+            if where is None or where.step is not None:
+                return
+            a, b, _ = where.indices(len(key) - offset)
+            group = key[a + offset:b + offset].decode("ascii")
+            if "0" in group:  # a masked digit: not the same text in every line of the shape
+                return
+            if group not in self.group_class:
+                if not self._free_classes:
+                    return
+                self.group_class[group] = self._free_classes.pop(0)
+            cls = self.group_class[group]
+        code = self._kind_code.get((plan.kind, group))
         if code is None:
             if len(self.kinds) >= 255:
                 return
-            code = self._kind_code[plan.kind] = len(self.kinds)
+            code = self._kind_code[plan.kind, group] = len(self.kinds)
             self.kinds.append(plan.kind)
+            self.groups.append(group)
         self.plans.append(plan)
         if not self.scanner.add(key, len(self.plans) - 1, cls, code, rank, ts, plan.ts_conv is _DATE_TO_ISO,
                                 tuple(slots), offset):
