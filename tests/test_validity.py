@@ -136,3 +136,52 @@ def test_health_generate_that_answers_or_is_not_probed_is_not_flagged(tmp_path: 
     assert _diagnose(tmp_path, mixed, False, monkeypatch) == []
     unprobed = _probes("503 Service Unavailable").replace("/health_generate", "/metrics")
     assert _diagnose(tmp_path, unprobed, False, monkeypatch) == []
+
+
+# ---------------------------------------------------------------- frozen token counters
+@pytest.mark.parametrize("pure", [False, True])
+def test_decode_batches_in_a_row_generating_nothing_are_frozen(tmp_path: Path, pure: bool,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five decode batches of TP0 in a row with 8 requests running and gen throughput 0.00,
+    a second apart (too short for the 30 s stall), between working ones."""
+    text = READY + "".join(_decode(s, 8, 900.0) for s in range(0, 400, 1))
+    text += "".join(_decode(s, 8, 0.0) for s in range(400, 405))
+    text += "".join(_decode(s, 8, 900.0) for s in range(405, 600))
+    found = _diagnose(tmp_path, text, pure, monkeypatch)
+    assert len(found) == 1 and "5 consecutive decode batches of TP0" in found[0].title
+    assert [(e["line"], e["rank"]) for e in found[0].evidence] == [(402, "TP0"), (406, "TP0")]
+    assert "gen throughput (token/s): 0.00" in found[0].evidence[0]["text"]
+
+
+def test_four_frozen_batches_or_an_idle_server_are_not_frozen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = READY + "".join(_decode(s, 8, 0.0) for s in range(0, 5))
+    assert _diagnose(tmp_path, text, False, monkeypatch)
+    four = READY + "".join(_decode(s, 8, 0.0 if s % 5 else 900.0) for s in range(0, 25))
+    idle = READY + "".join(_decode(s, 0, 0.0) for s in range(0, 25))
+    assert _diagnose(tmp_path, four, False, monkeypatch) == []
+    assert _diagnose(tmp_path, idle, False, monkeypatch) == []
+
+
+def test_frozen_runs_of_parts_join_as_read_in_one() -> None:
+    """The parallel reader merges parts in order: every cut of a sequence gives the runs that
+    reading it whole gives."""
+    from logforensics.model.frozen import FrozenStreaks
+
+    seq = [("TP0", f) for f in "1100000111000001100"] + [("TP1", f) for f in "0011111"]
+    seq = [x for pair in zip(seq, seq[::-1]) for x in pair]  # the two ranks interleaved
+
+    def read(items: list[tuple[int, tuple[str, str]]]) -> FrozenStreaks:
+        fr = FrozenStreaks()
+        for line, (rank, f) in items:
+            fr.step(rank, f == "0", lambda line=line: {"line": line})
+        return fr
+
+    numbered = list(enumerate(seq, 1))
+    whole = read(numbered).first()
+    assert whole is not None and whole["lines"] == 5
+    for cut in range(len(numbered) + 1):
+        for cut2 in (cut, min(cut + 7, len(numbered))):
+            a, b, c = read(numbered[:cut]), read(numbered[cut:cut2]), read(numbered[cut2:])
+            a.merge(b)
+            a.merge(c)
+            assert a.first() == whole, (cut, cut2)

@@ -27,6 +27,7 @@ class NoWork:
 
     #: ``no_tokens`` (a benchmark's success with no generated token), ``no_requests`` (a
     #: benchmark with no successful request), ``stalled`` (requests running, no token generated),
+    #: ``frozen`` (decode batches in a row with requests running and gen throughput 0),
     #: ``health_generate`` (the health check answers, a real generation fails)
     kind: str
     what: str
@@ -42,7 +43,7 @@ class Validity:
 
 
 def validity(run: RunSummary) -> Validity:
-    found = _benchmarks(run) + _stalls(run) + _probes(run) + _probe_lines(run)
+    found = _benchmarks(run) + _stalls(run) + _frozen(run) + _probes(run) + _probe_lines(run)
     return Validity(tuple(found), tuple(e for n in found for e in n.evidence)[:12])
 
 
@@ -81,6 +82,17 @@ def _stalls(run: RunSummary) -> list[NoWork]:
         else:
             start = None
     return []
+
+
+def _frozen(run: RunSummary) -> list[NoWork]:
+    """``FROZEN_LINES`` or more consecutive decode batches of one rank with requests running
+    and gen throughput 0 (``serving.frozen``, ``model/frozen.py``): the first such run."""
+    f = (run.serving or {}).get("frozen")
+    if not f:
+        return []
+    what = (f"{f['lines']} consecutive decode batches of {f['rank']} had requests running and gen throughput 0 "
+            f"(lines {f['first']['line']}-{f['last']['line']}; {f['threshold_lines']} or more make a frozen counter)")
+    return [NoWork("frozen", what, ev_of(f["first"]) + ev_of(f["last"]))]
 
 
 def _probes(run: RunSummary) -> list[NoWork]:

@@ -30,6 +30,7 @@ from typing import Any
 from . import changepoints, health
 from .changepoints import Change
 from .clock import iso, seconds
+from .frozen import FrozenStreaks
 from .rank import stats_ranks
 from .stats import Sketch
 from .windows import Cell, Windows, as_float, compiled, cwindows, like, new_windows
@@ -99,6 +100,8 @@ class ServingObserver:
         self.texts_pruned_at = 0  # texts made by the compiled windows when last pruned...
         self.texts_kept = 0  # ...and how many that kept
         self.row_plan: Any = None  # where rows go (``serving_rows.add_rows``), kept while it holds
+        #: decode batches with requests running and nothing generated, in runs per rank
+        self.frozen = FrozenStreaks()
 
     # -- observing ------------------------------------------------------------------------
     def _sec(self, ts: str | None) -> float | None:
@@ -118,6 +121,8 @@ class ServingObserver:
                    text: str, file: str | None) -> None:
         """One ``Decode batch`` record, its figures already read (the run model's hot path)."""
         self._rev += 1
+        self.frozen.step(rank or "-", tput == 0 and running is not None and running > 0,
+                         lambda: _evidence(file, line, rank, ts, text))
         sec = self._sec(ts)
         if sec is None:
             return
@@ -237,6 +242,7 @@ class ServingObserver:
         if self.dated is None:
             self.dated = later.dated
         self.file = self.file or later.file
+        self.frozen.merge(later.frozen)
         self.untimed += later.untimed
         self.retractions.extend(later.retractions[:max(0, 256 - len(self.retractions))])
         self.retraction_count += later.retraction_count
@@ -329,6 +335,7 @@ class ServingObserver:
                             "first": self.retractions[:8], "storms": storms},
             "kv_full": changepoints.kv_full(series.get("token_usage") or [], series.get("queue_req") or [], dated, texts),
             "cuda_graph_off": self.graph_off,
+            "frozen": self.frozen.first(),
             "requests": self._requests(width, dated),
             "health": judged,
         }

@@ -103,6 +103,28 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
     decode = next((cls for kind, cls, _, _ in groups if kind == "decode_batch"), None)
     if graph is not None and decode is not None:
         _graph_rows(obs, rows, decode, graph, file)
+    if decode is not None:
+        _frozen_rows(obs, rows, groups, cols["decode_batch"], decode, file)
+
+
+def _frozen_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, int, int, str | None]],
+                 cols: Mapping[str, int], cls: int, file: str | None) -> None:
+    """``add_decode``'s runs of frozen decode batches from rows: without a row of throughput
+    0 every rank's run breaks (no row is read); else the decode rows are stepped one by one."""
+    frozen = obs.frozen
+    tput, running = cols["gen_throughput_tok_s"], cols["running_req"]
+    if rows.first(cls, tput, 0.0) < 0:
+        for kind, _, _, rank in groups:
+            if kind == "decode_batch":
+                frozen.breaks(rank or "-")
+        return
+    n = rows.n
+    val = memoryview(rows.raw[10]).cast("d")
+    kinds = rows.raw[4]
+    for i in range(n):
+        if kinds[i] == cls:
+            frozen.step(rows.rank(i) or "-", val[tput * n + i] == 0 and val[running * n + i] > 0,
+                        lambda i=i: _row_evidence(rows, i, file))
 
 
 class _Plan:
