@@ -385,3 +385,50 @@ def test_a_cut_traceback_in_python_s_order_before_another_header_stays_its_own()
     evs = [e for e in read(text) if e.kind == "exception"]
     assert [(e.line, e.rank) for e in evs] == [(1, None), (5, "TP1")]
     assert frames(evs[0]) == ["run_scheduler_process", "event_loop_overlap"]
+
+# faulthandler's dump as sgl-project/sglang#10216 shows it (the watchdog thread, then the thread
+# that aborted), each line behind the Ray wrapper of the engine process that printed it
+_FATAL_DUMP = [
+    "Fatal Python error: Aborted",
+    "",
+    "Thread 0x00007f7353fff640 (most recent call first):",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2183 in watchdog_thread',
+    '  File "/usr/lib/python3.12/threading.py", line 1012 in run',
+    "",
+    "Current thread 0x00007f735dfff640 (most recent call first):",
+    '  File "/usr/local/lib/python3.12/dist-packages/sgl_kernel/gemm.py", line 111 in sgl_per_token_group_quant_fp8',
+    "",
+    "Extension modules: numpy.core._multiarray_umath, torch._C (total: 2)",
+]
+
+
+def _engines(second_rank: str) -> str:
+    a, b = "(SGLangEngine pid=1233) ", "(SGLangEngine pid=1234) "
+    return (f"{a}[2025-06-01 10:00:00 TP0] Load weight begin. avail mem=78.00 GB\n"
+            f"{b}[2025-06-01 10:00:00 {second_rank}] Load weight begin. avail mem=78.00 GB\n"
+            f"{a}[2025-06-01 10:00:05 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+            "avail mem=62.00 GB, mem usage=16.00 GB.\n"
+            + "".join(f"{b}{line}\n" for line in _FATAL_DUMP))
+
+
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_a_fatal_error_behind_ray_takes_the_rank_of_its_process(chunk: int | None) -> None:
+    """``(SGLangEngine pid=1234) Fatal Python error: Aborted`` names no rank; the process
+    1234's earlier records named TP1 alone: the record, with the thread dump after it, is
+    one record of TP1."""
+    evs = [e for e in read(_engines("TP1"), chunk) if e.kind == "exception"]
+    assert len(evs) == 1
+    ev = evs[0]
+    assert (ev.rank, ev.line, ev.fields["exception"], ev.fields["message"]) == (
+        "TP1", 4, "Fatal Python error", "Aborted")
+    assert frames(ev) == ["watchdog_thread", "run", "sgl_per_token_group_quant_fp8"]
+
+
+def test_a_process_that_printed_two_ranks_gives_none() -> None:
+    """Ray prints a worker's children under the worker's pid: when the process's records named
+    two ranks, the fatal record stays without one."""
+    text = _engines("TP0").replace("pid=1233", "pid=1234").replace(
+        "Load weight begin. avail mem=78.00 GB\n(SGLangEngine pid=1234) [2025-06-01 10:00:00 TP0]",
+        "Load weight begin. avail mem=78.00 GB\n(SGLangEngine pid=1234) [2025-06-01 10:00:00 TP1]")
+    ev = only(read(text), "exception")
+    assert ev.rank is None and ev.fields["exception"] == "Fatal Python error"

@@ -258,7 +258,9 @@ class TracebackAssembler:
             tb.fatal = True
             return
         if kind in ("tb_frame", "fh_thread"):
-            if tb is None or tb.exception is not None and not tb.chained_wait:
+            # faulthandler's dump after "Fatal Python error: ..." (a blank line, then "Thread
+            # 0x.. (most recent call first):" and its frames, thread after thread) is the record's
+            if tb is None or tb.exception is not None and not tb.chained_wait and not tb.fatal:
                 if tb is not None:
                     yield from self.close()
                 tb = self._start(ev, None)  # a traceback whose header was not in the log
@@ -313,7 +315,9 @@ class TracebackAssembler:
             elif (tb.exception is None and last is not None and last["code"] is None
                   and (kind == "indented" or kind == "other" and not ev.text.startswith("["))):
                 tb.frames[-1]["code"] = _body(ev)  # the source line (its indentation may be stripped)
-            elif tb.exception is not None and kind != "tb_caret":
+            elif tb.exception is not None and kind != "tb_caret" and not tb.fatal:
+                # (a fatal error's message is its line: faulthandler's dump and the
+                # "Extension modules: ..." list after it are not)
                 tb.message = (tb.message + "\n" if tb.message else "") + _body(ev)
             tb.add_line(ev)
             tb.blanks = 0

@@ -40,7 +40,7 @@ from ..events import Event
 from .assemble import TRACEBACK_OPENERS
 from .grammar import free_text_plan, plan_record
 from .plan import Fields, Plan, build_event
-from .segments import clean, needs_clean, segment, wrapper_nodes
+from .segments import clean, needs_clean, segment, wrapper_nodes, wrapper_procs
 
 _MASK = bytes.maketrans(b"123456789", b"000000000")
 
@@ -67,6 +67,12 @@ class LineClassifier:
         #: Shapes whose wrappers name a node (Ray ``ip=``, a pod): the name has digits, so it
         #: is read from each line again; such shapes are never in ``plain``.
         self.node_shapes: set[bytes] = set()
+        #: Shapes whose wrappers name a process (Ray's ``pid=``): read from each line again
+        #: (never in ``plain`` or ``wrapped_log``), so every such record is an event and a
+        #: record that names no rank can take its process's (``_by_process``).
+        self.proc_shapes: set[bytes] = set()
+        #: The rank each process's records named, by its wrapper: None once they named two.
+        self.proc_ranks: dict[str, str | None] = {}
         self.memo: dict[bytes, Entry] = {}
         #: The subset of ``memo`` that ``classify_block`` builds inline: shapes that are
         #: one record filling the whole line and cannot open a traceback.
@@ -99,6 +105,7 @@ class LineClassifier:
         self.wrapped_log = other.wrapped_log
         self.coloured = other.coloured
         self.node_shapes = other.node_shapes
+        self.proc_shapes = other.proc_shapes
 
     def plans_since(self, seen: tuple[int, int]) -> tuple[list[tuple[bytes, Plan, int]], tuple[int, int]]:
         """The shapes a reader of plans (the bulk scanner, the C writers) takes from time to
@@ -114,7 +121,7 @@ class LineClassifier:
         entry = self.memo.get(key)
         if entry is not None:
             text = raw.decode("ascii")
-            if key in self.node_shapes:
+            if key in self.node_shapes or key in self.proc_shapes:
                 return self._with_nodes(entry, text, line)
             if len(entry) == 1:  # the usual case: one record on the line
                 a, b, plan = entry[0]
@@ -130,7 +137,8 @@ class LineClassifier:
         the raw line as in the clean text, from a fixed offset, in every line of the shape
         (the colour codes are no digits, so the shape keeps their places)."""
         entry = self.memo.get(clean_key)
-        if (entry is None or len(entry) != 1 or clean_key in self.node_shapes or key in self.coloured
+        if (entry is None or len(entry) != 1 or clean_key in self.node_shapes or clean_key in self.proc_shapes
+                or key in self.coloured
                 or len(raw) > _MEMO_MAX_LINE or not raw.isascii()):  # a shape's key as the memo's are
             return
         a, b, plan = entry[0]
@@ -142,9 +150,33 @@ class LineClassifier:
             self.wrapped_log.append((key, plan, len(raw) - len(record)))
 
     def _with_nodes(self, entry: Entry, text: str, line: int) -> list[Event]:
-        nodes = wrapper_nodes(text, [(a, b) for a, b, _ in entry]) or [None] * len(entry)
-        return [build_event(plan, text[a:b], line, self.file, n or self.node)
-                for (a, b, plan), n in zip(entry, nodes)]
+        spans = [(a, b) for a, b, _ in entry]
+        nodes = wrapper_nodes(text, spans) or [None] * len(entry)
+        events = [build_event(plan, text[a:b], line, self.file, n or self.node)
+                  for (a, b, plan), n in zip(entry, nodes)]
+        procs = wrapper_procs(text, spans)
+        return events if procs is None else self._by_process(events, procs)
+
+    def _by_process(self, events: list[Event], procs: list[str | None]) -> list[Event]:
+        """Records behind a wrapper that names their process: one that names a rank teaches
+        the process's rank; one that names none and opens or continues a traceback (a
+        ``Fatal Python error``, its ``Thread 0x..`` and frame lines) takes the rank that the
+        process's earlier records all named, if they named one (Ray prints a worker's
+        children's lines under the worker's pid: several ranks, then none is taken)."""
+        known = self.proc_ranks
+        out = []
+        for ev, proc in zip(events, procs):
+            if proc is not None:
+                if ev.rank is not None:
+                    if proc not in known:
+                        if len(known) < 4096:
+                            known[proc] = ev.rank
+                    elif known[proc] != ev.rank:
+                        known[proc] = None
+                elif ev.kind in TRACEBACK_OPENERS and known.get(proc) is not None:
+                    ev = ev._replace(rank=known[proc])
+            out.append(ev)
+        return out
 
     def classify_block(self, body: bytes, first: int, max_line: int) -> tuple[list[Event], bool] | None:
         """Events of the lines of ``body`` (``\\n``-separated, numbered from ``first``).
@@ -200,7 +232,7 @@ class LineClassifier:
         entry = self.memo.get(key)
         if entry is None:
             return self._classify_slow(text.encode("ascii"), key, line)
-        if key in self.node_shapes:
+        if key in self.node_shapes or key in self.proc_shapes:
             return self._with_nodes(entry, text, line)
         file, node = self.file, self.node
         return [build_event(plan, text if a == 0 and b == len(text) else text[a:b], line, file, node)
@@ -239,10 +271,13 @@ class LineClassifier:
             else:  # no record begins so: cheaper to tell again than to keep (unknown lines rarely repeat)
                 memoisable = False
             entry.append((a, b, plan))
+        procs = wrapper_procs(text, spans)
         if memoisable and len(self.memo) < self.memo_limit:
             self.memo[key] = tuple(entry)
             if nodes is not None:
                 self.node_shapes.add(key)
+            elif procs is not None:
+                self.proc_shapes.add(key)
             elif len(entry) == 1:
                 a, b, plan = entry[0]
                 if b == len(text) and plan.kind not in TRACEBACK_OPENERS:
@@ -252,8 +287,11 @@ class LineClassifier:
                     else:
                         self.wrapped_log.append((key, plan, a))
         if nodes is None:
-            return [build_event(plan, text[a:b], line, self.file, self.node) for a, b, plan in entry]
-        return [build_event(plan, text[a:b], line, self.file, n or self.node) for (a, b, plan), n in zip(entry, nodes)]
+            events = [build_event(plan, text[a:b], line, self.file, self.node) for a, b, plan in entry]
+        else:
+            events = [build_event(plan, text[a:b], line, self.file, n or self.node)
+                      for (a, b, plan), n in zip(entry, nodes)]
+        return events if procs is None else self._by_process(events, procs)
 
     def _classify_long(self, text: str, line: int) -> list[Event]:
         """The events of a line longer than ``LINE_LIMIT``: its first part read as a line,

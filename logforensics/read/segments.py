@@ -245,6 +245,28 @@ def wrapper_nodes(text: str, spans: list[tuple[int, int]]) -> list[str | None] |
     return out
 
 
+#: A wrapper that names the process a line came from: Ray's ``(SGLangEngine pid=1234, ip=..) ``,
+#: SkyPilot's ``(worker1, rank=1, pid=2, ip=..) ``.
+_PROC_WRAPPER_RE = re.compile(r"\((?:[\w.\-]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.:a-f]+)?\)")
+
+
+def wrapper_procs(text: str, spans: list[tuple[int, int]]) -> list[str | None] | None:
+    """The process each record's own wrappers name (the last such wrapper between the record
+    before it and its start: never its text, as SGLang's ``Subprocess scheduler_0 (pid=N)
+    crashed ...``), or None when no record has one."""
+    if "pid=" not in text:
+        return None
+    out: list[str | None] = []
+    end = 0
+    for a, b in spans:
+        found = None
+        for m in _PROC_WRAPPER_RE.finditer(text, end, a):
+            found = m.group(0)
+        out.append(found)
+        end = b
+    return out if any(out) else None
+
+
 def _skip_wrappers(text: str, a: int, b: int) -> int:
     while a < b:
         m = _WRAPPER_RE.match(text, a, b)
