@@ -185,3 +185,24 @@ def test_frozen_runs_of_parts_join_as_read_in_one() -> None:
             a.merge(b)
             a.merge(c)
             assert a.first() == whole, (cut, cut2)
+
+
+# ---------------------------------------------------------------- serving that stops with no error
+def _prefill(second: int, queue: int) -> str:
+    """SGLang v0.4.5's prefill line (scheduler.py log_prefill_stats, trailing ', ')."""
+    return (f"[2026-01-01 10:{second // 60:02d}:{second % 60:02d} TP0] Prefill batch. #new-seq: 1, #new-token: 512, "
+            f"#cached-token: 0, token usage: 0.02, #running-req: 7, #queue-req: {queue}, \n")
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_requests_left_waiting_then_only_probes_is_a_stop(tmp_path: Path, pure: bool,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    served = READY + "".join(_decode(s, 8, 900.0) for s in range(0, 200))
+    probes = "".join(_probe(s, "/health", "200 OK", 40000 + s) for s in range(200, 260))
+    text = served + _prefill(200, 3) + probes
+    found = _diagnose(tmp_path, text, pure, monkeypatch)
+    assert len(found) == 1 and "serving stopped with no error" in found[0].title and "3 requests waiting" in found[0].title
+    assert [(e["line"], e["rank"]) for e in found[0].evidence] == [(202, "TP0")]
+    # the same with no request waiting (an idle server), or the log ending soon after: no stop
+    assert _diagnose(tmp_path, served + _prefill(200, 0) + probes, pure, monkeypatch) == []
+    assert _diagnose(tmp_path, served + _prefill(200, 3) + probes[:probes.index("10:03:40")], pure, monkeypatch) == []

@@ -19,6 +19,10 @@ from .sides import Evidence, ev_of
 #: Seconds without generated tokens while requests run, before the server counts as stalled
 #: (SGLang prints a decode batch every few seconds while it decodes).
 STALL_S = 30.0
+#: Lines the log goes on for after its last batch record, that record with requests still
+#: waiting (#queue-req > 0), before the server counts as having stopped serving: a waiting
+#: request is prefilled as soon as the scheduler runs, and every prefill prints a batch line.
+STOP_LINES = 50
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class NoWork:
     #: ``no_tokens`` (a benchmark's success with no generated token), ``no_requests`` (a
     #: benchmark with no successful request), ``stalled`` (requests running, no token generated),
     #: ``frozen`` (decode batches in a row with requests running and gen throughput 0),
+    #: ``stopped`` (requests left waiting, then no batch while the log goes on, no error),
     #: ``health_generate`` (the health check answers, a real generation fails)
     kind: str
     what: str
@@ -43,7 +48,7 @@ class Validity:
 
 
 def validity(run: RunSummary) -> Validity:
-    found = _benchmarks(run) + _stalls(run) + _frozen(run) + _probes(run) + _probe_lines(run)
+    found = _benchmarks(run) + _stalls(run) + _frozen(run) + _stopped(run) + _probes(run) + _probe_lines(run)
     return Validity(tuple(found), tuple(e for n in found for e in n.evidence)[:12])
 
 
@@ -93,6 +98,24 @@ def _frozen(run: RunSummary) -> list[NoWork]:
     what = (f"{f['lines']} consecutive decode batches of {f['rank']} had requests running and gen throughput 0 "
             f"(lines {f['first']['line']}-{f['last']['line']}; {f['threshold_lines']} or more make a frozen counter)")
     return [NoWork("frozen", what, ev_of(f["first"]) + ev_of(f["last"]))]
+
+
+def _stopped(run: RunSummary) -> list[NoWork]:
+    """The server stopped serving with no error: its last batch record left requests waiting
+    (#queue-req > 0), and the log goes on ``STOP_LINES`` lines or more (probes, idle lines)
+    with no batch record, no failure (crash, hang, error, exception after it) and no stop."""
+    last = (run.serving or {}).get("last_batch")
+    if not last or not isinstance(last.get("queue_req"), (int, float)) or last["queue_req"] <= 0:
+        return []
+    after = int(run.coverage.get("lines_read") or 0) - int(last["line"])
+    failed = (run.outcome != "ready" or run.crash or run.hang or run.stopped or run.errors
+              or any(e.first_line > last["line"] for e in run.exceptions))
+    if failed or after < STOP_LINES:
+        return []
+    what = (f"serving stopped with no error: the last batch record (line {last['line']}) left {last['queue_req']:g} "
+            f"requests waiting, and the log goes on {after} lines with no batch record ({STOP_LINES} or more "
+            "make a stop)")
+    return [NoWork("stopped", what, ev_of(last))]
 
 
 def _probes(run: RunSummary) -> list[NoWork]:

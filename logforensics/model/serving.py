@@ -102,6 +102,8 @@ class ServingObserver:
         self.row_plan: Any = None  # where rows go (``serving_rows.add_rows``), kept while it holds
         #: decode batches with requests running and nothing generated, in runs per rank
         self.frozen = FrozenStreaks()
+        #: the last batch record: (file, line, rank, ts, text, #queue-req)
+        self.last_batch: tuple[Any, ...] | None = None
 
     # -- observing ------------------------------------------------------------------------
     def _sec(self, ts: str | None) -> float | None:
@@ -123,6 +125,7 @@ class ServingObserver:
         self._rev += 1
         self.frozen.step(rank or "-", tput == 0 and running is not None and running > 0,
                          lambda: _evidence(file, line, rank, ts, text))
+        self.last_batch = (file, line, rank, ts, text, queue)
         sec = self._sec(ts)
         if sec is None:
             return
@@ -160,6 +163,7 @@ class ServingObserver:
             self.add_decode(rank, ts, line, tput, running, queue, usage, retracted,
                             fields.get("cuda_graph"), text, file)
         elif kind == "prefill_batch":
+            self.last_batch = (file, line, rank, ts, text, fields.get("queue_req"))
             sec = self._sec(ts)
             if sec is None:
                 return
@@ -243,6 +247,7 @@ class ServingObserver:
             self.dated = later.dated
         self.file = self.file or later.file
         self.frozen.merge(later.frozen)
+        self.last_batch = later.last_batch or self.last_batch
         self.untimed += later.untimed
         self.retractions.extend(later.retractions[:max(0, 256 - len(self.retractions))])
         self.retraction_count += later.retraction_count
@@ -336,6 +341,8 @@ class ServingObserver:
             "kv_full": changepoints.kv_full(series.get("token_usage") or [], series.get("queue_req") or [], dated, texts),
             "cuda_graph_off": self.graph_off,
             "frozen": self.frozen.first(),
+            "last_batch": None if self.last_batch is None else {
+                **_evidence(*self.last_batch[:5]), "queue_req": self.last_batch[5]},
             "requests": self._requests(width, dated),
             "health": judged,
         }

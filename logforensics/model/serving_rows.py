@@ -105,6 +105,12 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
         _graph_rows(obs, rows, decode, graph, file)
     if decode is not None:
         _frozen_rows(obs, rows, groups, cols["decode_batch"], decode, file)
+    last = rows.n - 1
+    kind = next(k for k, cls, _, _ in groups if cls == rows.raw[4][last])
+    queue = memoryview(rows.raw[10]).cast("d")[cols[kind]["queue_req"] * rows.n + last]
+    text, ts = rows.stamp(last)
+    obs.last_batch = (file, rows.line(last), rows.rank(last), ts, text,
+                      None if queue != queue else int(queue) if queue.is_integer() else queue)
 
 
 def _frozen_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, int, int, str | None]],
