@@ -65,9 +65,11 @@ def test_a_short_pause_or_a_working_server_is_not_a_stall(tmp_path: Path, tput: 
     assert _val01(tmp_path, text) == []
 
 
-def test_the_check_case_fails_without_its_expectation() -> None:
-    """The fixture case fixtures/synthetic/benchmark-no-tokens expects VAL01 as an error."""
-    case = ROOT / "fixtures" / "synthetic" / "benchmark-no-tokens"
+@pytest.mark.parametrize("name", ["benchmark-no-tokens", "health-generate-fails", "decode-frozen"])
+def test_the_check_case_fails_without_its_expectation(name: str) -> None:
+    """The fixture cases fixtures/synthetic/NAME expect VAL01 as an error: ``check`` fails
+    when it is no longer raised."""
+    case = ROOT / "fixtures" / "synthetic" / name
     d = diagnose_files(str(case / "run.log"), None)
     assert d.failing.outcome == "ready"
     assert [(f.rule, f.severity) for f in d.findings if f.rule == "VAL01"] == [("VAL01", "error")]
