@@ -10,6 +10,7 @@ excerpts in ``fixtures/real`` (set 2) and ``sglang-log-formats.md`` section 6.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -432,3 +433,31 @@ def test_a_process_that_printed_two_ranks_gives_none() -> None:
         "Load weight begin. avail mem=78.00 GB\n(SGLangEngine pid=1234) [2025-06-01 10:00:00 TP1]")
     ev = only(read(text), "exception")
     assert ev.rank is None and ev.fields["exception"] == "Fatal Python error"
+
+
+def test_a_serving_log_behind_ray_is_read_in_bulk_and_its_fatal_error_keeps_its_rank(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the records that teach a process's rank (start-up) or may take it (a rank-less
+    traceback) are read line by line behind Ray's ``pid=`` wrapper: its batch statistics,
+    most of a serving log, are read in bulk, and both readers agree."""
+    from logforensics.ingest.batch import read_file
+    from logforensics.pipeline import summarize_file
+    from logforensics.read import bulk
+
+    b = "(SGLangEngine pid=1234) "
+    decode = (b + "[2025-06-01 10:{m:02d}:{s:02d} TP1] Decode batch. #running-req: {r}, #token: 4096, "
+              "token usage: 0.05, gen throughput (token/s): 812.{r:02d}, #queue-req: 0\n")
+    text = (_engines("TP1").split(b + "Fatal")[0] + b + "[2025-06-01 10:00:06 TP1] The server is fired up and ready to roll!\n"
+            + "".join(decode.format(m=i // 60 % 60, s=i % 60, r=i % 90) for i in range(3000))
+            + "".join(f"{b}{line}\n" for line in _FATAL_DUMP))
+    path = tmp_path / "ray.log"
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setenv("LOGFORENSICS_PURE", "1")
+    exact = summarize_file(path).to_dict()
+    monkeypatch.delenv("LOGFORENSICS_PURE")
+    assert (exact["outcome"], exact["crash"]["first_rank"]) == ("crashed", "TP1")
+    if not bulk.available():
+        pytest.skip("the accelerator is not built here")
+    run = read_file(path)
+    assert run._scanner is not None and run._scanner.taken > 2500
+    assert summarize_file(path).to_dict() == exact

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..events import Event
+from ..events import PHASE_OF_KIND, Event
 from .assemble import TRACEBACK_OPENERS
 from .grammar import free_text_plan, plan_record
 from .plan import Fields, Plan, build_event
@@ -57,6 +57,19 @@ Entry = tuple[tuple[int, int, Plan], ...]
 _new_tuple = tuple.__new__
 
 
+#: Records that teach their process's rank (``LineClassifier._by_process``): a scheduler's
+#: records of start-up, which every reader reads one by one (never in bulk), so that both
+#: readers learn alike.
+_TEACHES = frozenset(PHASE_OF_KIND) - {"decode_batch", "prefill_batch"}
+
+
+def _by_its_process(plan: Plan) -> bool:
+    """Whether a record behind a wrapper naming its process is read with the process's
+    rank in mind: it teaches the rank (a start-up record of a rank), or may take it (a
+    record that names none and opens or continues a traceback)."""
+    return plan.kind in (_TEACHES if plan.rank is not None else TRACEBACK_OPENERS)
+
+
 class LineClassifier:
     """Turns one physical line (bytes, no newline) into its record events."""
 
@@ -67,9 +80,11 @@ class LineClassifier:
         #: Shapes whose wrappers name a node (Ray ``ip=``, a pod): the name has digits, so it
         #: is read from each line again; such shapes are never in ``plain``.
         self.node_shapes: set[bytes] = set()
-        #: Shapes whose wrappers name a process (Ray's ``pid=``): read from each line again
+        #: Shapes whose wrappers name a process (Ray's ``pid=``) and whose records teach the
+        #: process's rank or may take it (``_by_its_process``): read from each line again
         #: (never in ``plain`` or ``wrapped_log``), so every such record is an event and a
-        #: record that names no rank can take its process's (``_by_process``).
+        #: record that names no rank can take its process's (``_by_process``). Other records
+        #: behind such a wrapper (batch statistics: most of a log) are read as any others.
         self.proc_shapes: set[bytes] = set()
         #: The rank each process's records named, by its wrapper: None once they named two.
         self.proc_ranks: dict[str, str | None] = {}
@@ -158,23 +173,25 @@ class LineClassifier:
         return events if procs is None else self._by_process(events, procs)
 
     def _by_process(self, events: list[Event], procs: list[str | None]) -> list[Event]:
-        """Records behind a wrapper that names their process: one that names a rank teaches
-        the process's rank; one that names none and opens or continues a traceback (a
+        """Records behind a wrapper that names their process: a start-up record that names a
+        rank teaches the process's rank (``_TEACHES``); one that names none and opens or continues a traceback (a
         ``Fatal Python error``, its ``Thread 0x..`` and frame lines) takes the rank that the
         process's earlier records all named, if they named one (Ray prints a worker's
         children's lines under the worker's pid: several ranks, then none is taken)."""
         known = self.proc_ranks
         out = []
         for ev, proc in zip(events, procs):
-            if proc is not None:
-                if ev.rank is not None:
-                    if proc not in known:
-                        if len(known) < 4096:
-                            known[proc] = ev.rank
-                    elif known[proc] != ev.rank:
-                        known[proc] = None
-                elif ev.kind in TRACEBACK_OPENERS and known.get(proc) is not None:
+            if proc is None:
+                pass
+            elif ev.rank is None:
+                if ev.kind in TRACEBACK_OPENERS and known.get(proc) is not None:
                     ev = ev._replace(rank=known[proc])
+            elif ev.kind in _TEACHES:
+                if proc not in known:
+                    if len(known) < 4096:
+                        known[proc] = ev.rank
+                elif known[proc] != ev.rank:
+                    known[proc] = None
             out.append(ev)
         return out
 
@@ -276,7 +293,7 @@ class LineClassifier:
             self.memo[key] = tuple(entry)
             if nodes is not None:
                 self.node_shapes.add(key)
-            elif procs is not None:
+            elif procs is not None and any(_by_its_process(plan) for _, _, plan in entry):
                 self.proc_shapes.add(key)
             elif len(entry) == 1:
                 a, b, plan = entry[0]
