@@ -305,12 +305,15 @@ def _close(a: Any, b: Any) -> bool:
     return a == b
 
 
-FIGURE_CASES = [
-    (row["file"], key.strip(), value.strip())
-    for row in ROWS
-    for key, _, value in (kv.partition("=") for kv in row["key_figures"].split(";"))
-    if "=" in row["key_figures"] and value
-]
+def figure_cases(rows: list[dict[str, str]]) -> list[tuple[str, str, str]]:
+    """(file, figure, value) of each MANIFEST row's ``key_figures`` (``a=1; b=2``)."""
+    return [(row["file"], key.strip(), value.strip())
+            for row in rows
+            for key, _, value in (kv.partition("=") for kv in row["key_figures"].split(";"))
+            if "=" in row["key_figures"] and value]
+
+
+FIGURE_CASES = figure_cases(ROWS)
 
 
 @pytest.mark.parametrize("file,key,value", FIGURE_CASES, ids=[f"{f[:3]}-{k}" for f, k, _ in FIGURE_CASES])

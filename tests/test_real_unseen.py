@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_real_logs import FIGURES, NOT_RUN_FIGURES, assert_figure
+from test_real_logs import FIGURES, NOT_RUN_FIGURES, assert_figure, figure_cases
 
 from logforensics import iter_events, summarize_file
 from logforensics.events import PHASES
@@ -126,12 +126,7 @@ def test_phase_reached(row: dict[str, str], analysed: Any) -> None:
         assert row["phase_reached"] in reached, reached
 
 
-FIGURE_CASES = [
-    (row["file"], key.strip(), value.strip())
-    for row in ROWS
-    for key, _, value in (kv.partition("=") for kv in row["key_figures"].split(";"))
-    if "=" in row["key_figures"] and value
-]
+FIGURE_CASES = figure_cases(ROWS)
 
 
 @pytest.mark.parametrize("file,key,value", FIGURE_CASES, ids=[f"{f[:3]}-{k}" for f, k, _ in FIGURE_CASES])
