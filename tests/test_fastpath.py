@@ -89,6 +89,9 @@ def test_fast_path_equals_grammar(data: bytes, name: str) -> None:
     want = _classify_all(grammar, lines)
     first = _classify_all(memo, lines)
     calls = memo.grammar_calls
+    # the ranks that processes behind a wrapper named are the reading of one file, not the
+    # memo: a second file read with the memo (``share_memo``) starts without them
+    memo.proc_ranks.clear()
     second = _classify_all(memo, lines)
     assert not grammar.memo
     for i, (w, a, b) in enumerate(zip(want, first, second), 1):
