@@ -20,6 +20,7 @@ from ..diagnose.facts import plain
 from ..events import PHASES
 from ..model.run import RunSummary
 from ..units import gib
+from .figure import Figure
 
 #: Colours shared by the CSS classes and the charts, so a phase looks the same everywhere.
 PHASE_COLOURS = {
@@ -31,7 +32,6 @@ PHASE_COLOURS = {
     "serving": "#4daf4a",
 }
 RUN_COLOURS = {"baseline": "#1f77b4", "failing": "#d62728"}
-PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 #: Stacked memory segments: (RankBudget field, legend name, colour, pattern).
 MEMORY_SEGMENTS = (
@@ -179,9 +179,6 @@ def _ordered_ranks(runs: Sequence[tuple[str, RunSummary]]) -> list[str]:
 
 def timeline_chart(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tuple[Markup | None, str]:
     """Gantt-like bars per rank and phase, one panel per run, crashes marked with ✕."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     panels = []
     for label, r in runs:
         unit, spans = phase_spans(r)
@@ -192,9 +189,9 @@ def timeline_chart(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tupl
     units = {p[2] for p in panels}
     same = len(units) == 1
     axis = {"s": "seconds since the run's first phase line", "line": "log line number"}
-    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=same, vertical_spacing=0.12,
-                        subplot_titles=[f"{label}: {os.path.basename(r.file or '')} ({r.outcome})"
-                                        + ("" if same else f"; x: {axis[unit]}") for label, r, unit, _ in panels])
+    fig = Figure.grid(rows=len(panels), cols=1, shared_x=same, vertical_spacing=0.12,
+                      titles=[f"{label}: {os.path.basename(r.file or '')} ({r.outcome})"
+                              + ("" if same else f"; x: {axis[unit]}") for label, r, unit, _ in panels])
     shown: set[str] = set()
     heights = []
     for row, (label, r, unit, spans) in enumerate(panels, start=1):
@@ -206,12 +203,13 @@ def timeline_chart(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tupl
             items = [s for k in ranks for s in spans.get(k, []) if s.phase == phase]
             if not items:
                 continue
-            fig.add_trace(go.Bar(
-                orientation="h", name=phase, legendgroup=phase, showlegend=phase not in shown,
-                y=[names[s.rank] for s in items], base=[s.start for s in items],
-                x=[max(s.end - s.start, _min_width(spans, unit)) for s in items],
-                marker_color=PHASE_COLOURS[phase],
-                hovertext=[_span_hover(s, unit) for s in items], hoverinfo="text"), row=row, col=1)
+            fig.add({
+                "type": "bar", "orientation": "h", "name": phase, "legendgroup": phase,
+                "showlegend": phase not in shown,
+                "y": [names[s.rank] for s in items], "base": [s.start for s in items],
+                "x": [max(s.end - s.start, _min_width(spans, unit)) for s in items],
+                "marker": {"color": PHASE_COLOURS[phase]},
+                "hovertext": [_span_hover(s, unit) for s in items], "hoverinfo": "text"}, row=row)
             shown.add(phase)
         xs, ys, texts = [], [], []
         t0 = _t0(r, unit)
@@ -224,18 +222,19 @@ def timeline_chart(runs: Sequence[tuple[str, RunSummary]], d: Diagnosis) -> tupl
             texts.append(f"{rank} crashed in {c['phase'] or '?'}: {c['exception'] or 'fatal error'}"
                          f"<br>{_where(c['file'], c['line'])}")
         if xs:
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name="crash", legendgroup="crash",
-                                     showlegend="crash" not in shown, hovertext=texts, hoverinfo="text",
-                                     marker={"symbol": "x", "size": 13, "color": "#b71c1c",
-                                             "line": {"width": 1, "color": "white"}}), row=row, col=1)
+            fig.add({"type": "scatter", "x": xs, "y": ys, "mode": "markers", "name": "crash",
+                     "legendgroup": "crash", "showlegend": "crash" not in shown, "hovertext": texts,
+                     "hoverinfo": "text", "marker": {"symbol": "x", "size": 13, "color": "#b71c1c",
+                                                     "line": {"width": 1, "color": "white"}}}, row=row)
             shown.add("crash")
-        fig.update_yaxes(autorange="reversed", type="category", row=row, col=1)
-        fig.update_xaxes(title_text=axis[unit] if same and row == len(panels) else None, row=row, col=1)
+        fig.axis("y", row, autorange="reversed", type="category")
+        if same and row == len(panels):
+            fig.axis("x", row, title=axis[unit])
     total = sum(heights)
-    fig.update_layout(barmode="overlay", height=min(140 + 30 * total + 60 * len(panels), 1400),
-                      margin={"l": 70, "r": 20, "t": 40, "b": 50}, template="plotly_white",
+    fig.layout.update(barmode="overlay", height=min(140 + 30 * total + 60 * len(panels), 1400),
+                      margin={"l": 70, "r": 20, "t": 40, "b": 50},
                       legend={"title": {"text": "phase"}, "tracegroupgap": 2}, bargap=0.25)
-    return _div(fig, "timeline-chart"), (axis[units.pop()] if same else "given in each panel's title")
+    return fig.div("timeline-chart"), (axis[units.pop()] if same else "given in each panel's title")
 
 
 def _label(r: RunSummary, rank: str) -> str:
@@ -276,9 +275,6 @@ def _span_hover(s: _Span, unit: str) -> str:
 # ---------------------------------------------------------------------------- memory
 def memory_chart(d: Diagnosis) -> Markup | None:
     """Stacked bars per rank (GiB), one panel per run in rank order, P's reading as a tick over each bar."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     panels: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = []
     for label, r in _runs(d):
         run_budget = d.facts.budget.failing if label == "failing" else d.facts.budget.baseline
@@ -294,8 +290,8 @@ def memory_chart(d: Diagnosis) -> Markup | None:
             panels.append((label, bars))
     if not panels:
         return None
-    fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=True, horizontal_spacing=0.03,
-                        column_widths=[len(bars) for _, bars in panels], subplot_titles=[p[0] for p in panels])
+    fig = Figure.grid(rows=1, cols=len(panels), shared_y=True, horizontal_spacing=0.03,
+                      column_widths=[len(bars) for _, bars in panels], titles=[p[0] for p in panels])
     shown: set[str] = set()
     for col, (label, bars) in enumerate(panels, start=1):
         x = [name for name, _ in bars]
@@ -303,31 +299,30 @@ def memory_chart(d: Diagnosis) -> Markup | None:
             ys = [_segment(rb, key) for _, rb in bars]
             if all(v is None for v in ys):
                 continue
-            fig.add_trace(go.Bar(x=x, y=ys, name=name, legendgroup=name, showlegend=name not in shown,
-                                 marker={"color": colour, "pattern": {"shape": pattern},
-                                         "line": {"width": 0.5, "color": "#90a4ae"}},
-                                 customdata=[gib(v, missing="") for v in ys],
-                                 hovertemplate=f"{label} %{{x}}<br>{name}: %{{customdata}}<extra></extra>"),
-                          row=1, col=col)
+            fig.add({"type": "bar", "x": x, "y": ys, "name": name, "legendgroup": name,
+                     "showlegend": name not in shown,
+                     "marker": {"color": colour, "pattern": {"shape": pattern},
+                                "line": {"width": 0.5, "color": "#90a4ae"}},
+                     "customdata": [gib(v, missing="") for v in ys],
+                     "hovertemplate": f"{label} %{{x}}<br>{name}: %{{customdata}}<extra></extra>"}, col=col)
             shown.add(name)
         p = [rb.get("free_before_load") for _, rb in bars]
         if any(v is not None for v in p):
             name = "free before load (P)"
-            fig.add_trace(go.Scatter(x=x, y=p, mode="markers", name=name, legendgroup=name,
-                                     showlegend=name not in shown,
-                                     marker={"symbol": "line-ew-open", "size": 24, "color": "#263238",
-                                             "line": {"width": 3, "color": "#263238"}},
-                                     customdata=[gib(v, missing="") for v in p],
-                                     hovertemplate=f"{label} %{{x}}<br>free before load: %{{customdata}}<extra></extra>"),
-                          row=1, col=col)
+            fig.add({"type": "scatter", "x": x, "y": p, "mode": "markers", "name": name, "legendgroup": name,
+                     "showlegend": name not in shown,
+                     "marker": {"symbol": "line-ew-open", "size": 24, "color": "#263238",
+                                "line": {"width": 3, "color": "#263238"}},
+                     "customdata": [gib(v, missing="") for v in p],
+                     "hovertemplate": f"{label} %{{x}}<br>free before load: %{{customdata}}<extra></extra>"},
+                    col=col)
             shown.add(name)
         # Rank order as logged (a category axis would otherwise keep first-seen order only by luck).
-        fig.update_xaxes(type="category", categoryorder="array", categoryarray=x, tickangle=0, row=1, col=col)
-    fig.update_yaxes(title_text="GiB (SGLang's GB is GiB)", row=1, col=1)
-    fig.update_layout(barmode="stack", template="plotly_white", height=500, bargap=0.15,
-                      margin={"l": 60, "r": 20, "t": 55, "b": 20},
+        fig.axis("x", col=col, type="category", categoryorder="array", categoryarray=x, tickangle=0)
+    fig.axis("y", title="GiB (SGLang's GB is GiB)")
+    fig.layout.update(barmode="stack", height=500, bargap=0.15, margin={"l": 60, "r": 20, "t": 55, "b": 20},
                       legend={"orientation": "h", "yanchor": "top", "y": -0.1, "x": 0, "traceorder": "reversed"})
-    return _div(fig, "memory-chart")
+    return fig.div("memory-chart")
 
 
 def _segment(rb: dict[str, Any], key: str) -> float | None:
@@ -357,35 +352,20 @@ def _series(points: Iterable[Any]) -> tuple[str, list[float], list[float]]:
 
 
 def throughput_chart(runs: Sequence[tuple[str, RunSummary]]) -> Markup | None:
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     series = [(label, *_series(r.throughput.get("decode_series") or [])) for label, r in runs]
     series = [s for s in series if s[2]]
     if not series:
         return None
     axis = {"s": "seconds since the run's first decode batch", "line": "log line number", "sample": "sample"}
     same = len({s[1] for s in series}) == 1
-    fig = make_subplots(rows=1 if same else len(series), cols=1, vertical_spacing=0.2)
+    fig = Figure.grid(rows=1 if same else len(series), cols=1, vertical_spacing=0.2)
     for i, (label, unit, xs, ys) in enumerate(series):
         row = 1 if same else i + 1
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=label, showlegend=True,
-                                 line={"color": RUN_COLOURS.get(label)}, marker={"size": 4},
-                                 hovertemplate=f"{label}: %{{y:.1f}} tok/s<extra>%{{x}}</extra>"), row=row, col=1)
-        fig.update_xaxes(title_text=axis[unit], row=row, col=1)
-        fig.update_yaxes(title_text="decode tok/s", rangemode="tozero", row=row, col=1)
-    fig.update_layout(template="plotly_white", height=320 if same else 300 * len(series),
+        fig.add({"type": "scatter", "x": xs, "y": ys, "mode": "lines+markers", "name": label, "showlegend": True,
+                 "line": {"color": RUN_COLOURS.get(label)}, "marker": {"size": 4},
+                 "hovertemplate": f"{label}: %{{y:.1f}} tok/s<extra>%{{x}}</extra>"}, row=row)
+        fig.axis("x", row, title=axis[unit])
+        fig.axis("y", row, title="decode tok/s", rangemode="tozero")
+    fig.layout.update(height=320 if same else 300 * len(series),
                       margin={"l": 60, "r": 20, "t": 20, "b": 50}, legend={"orientation": "h", "y": 1.1})
-    return _div(fig, "throughput-chart")
-
-
-# ---------------------------------------------------------------------------- plotly
-def _div(fig: Any, div_id: str) -> Markup:
-    """The chart's div and its Plotly.newPlot call; plotly.js itself is inlined once per page.
-
-    plotly escapes '<', '>' and '/' in the figure JSON, so log text in hover labels stays data.
-    """
-    import plotly.io as pio
-
-    return Markup(pio.to_html(fig, include_plotlyjs=False, full_html=False, config=PLOTLY_CONFIG,
-                              div_id=div_id, default_width="100%"))
+    return fig.div("throughput-chart")

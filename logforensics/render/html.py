@@ -38,7 +38,6 @@ from ..units import fmt, gib
 from ..version import __version__
 from .beside import Line, beside_lines
 from .charts import (
-    _div,
     _ordered_ranks,
     _rank_crashes,
     _runs,
@@ -49,6 +48,7 @@ from .charts import (
     throughput_chart,
     timeline_chart,
 )
+from .figure import plotly_js
 from .hangview import HangView, hang_view
 from .serving_charts import throughput_chart as serving_throughput_chart
 
@@ -256,19 +256,11 @@ def _stylesheet() -> str:
     return resources.files(TEMPLATE_PACKAGE).joinpath(STYLESHEET).read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=1)
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    # Never in today's bundle, but a literal "</script" would end our <script> element early.
-    return get_plotlyjs().replace("</script", "<\\/script")
-
-
 def build_context(d: Diagnosis) -> ReportContext:
     runs = _runs(d)
     timeline, unit = timeline_chart(runs, d)
     memory = memory_chart(d)
-    tput = serving_throughput_chart(runs, _div) or throughput_chart(runs)
+    tput = serving_throughput_chart(runs) or throughput_chart(runs)
     charts = [c for c in (timeline, memory, tput) if c is not None]
     worst = d.worst() or "ok"
     return ReportContext(
@@ -298,7 +290,7 @@ def build_context(d: Diagnosis) -> ReportContext:
         tracebacks=tuple(t for label, r in reversed(runs) for t in _tracebacks(label, r)),
         coverage=tuple(_coverage(label, r, d) for label, r in runs),
         css=Markup(_stylesheet()),
-        plotly_js=Markup(_plotly_js()) if charts else Markup(""),
+        plotly_js=Markup(plotly_js()) if charts else Markup(""),
     )
 
 

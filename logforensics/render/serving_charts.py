@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from ..model.summary import RunSummary
 from .charts import RUN_COLOURS
+from .figure import Figure
 
 
 def _sec(ts: Any) -> float | None:
@@ -59,13 +60,10 @@ def broken_line(points: Sequence[Sequence[Any]], gap_s: float) -> tuple[list[flo
     return xs, ys, lines
 
 
-def throughput_chart(runs: Sequence[tuple[str, RunSummary]], div: Any) -> Markup | None:
+def throughput_chart(runs: Sequence[tuple[str, RunSummary]]) -> Markup | None:
     """Decode tok/s of every run on one time axis (seconds since each run's first decode
-    window), lines broken at idle gaps, change points marked; None when no run is timed.
-    ``div`` renders a figure (the report's one way to embed plotly)."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
+    window), lines broken at idle gaps, change points marked; None when no run is timed."""
+    fig = Figure()
     drawn = 0
     for label, r in runs:
         s = r.serving or {}
@@ -75,24 +73,23 @@ def throughput_chart(runs: Sequence[tuple[str, RunSummary]], div: Any) -> Markup
         gap = float(s.get("idle_gap_s") or 30.0)
         xs, ys, lines = broken_line(pts, gap)
         colour = RUN_COLOURS.get(label)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"{label} (window {s.get('window_s')} s)",
-                                 line={"color": colour, "width": 1.5}, connectgaps=False, customdata=lines,
-                                 hovertemplate=f"{label}: %{{y:.1f}} tok/s at +%{{x:.0f}} s, line %{{customdata}}"
-                                               "<extra></extra>"))
+        fig.add({"type": "scatter", "x": xs, "y": ys, "mode": "lines",
+                 "name": f"{label} (window {s.get('window_s')} s)",
+                 "line": {"color": colour, "width": 1.5}, "connectgaps": False, "customdata": lines,
+                 "hovertemplate": f"{label}: %{{y:.1f}} tok/s at +%{{x:.0f}} s, line %{{customdata}}<extra></extra>"})
         drawn += 1
         t0 = _sec(pts[0][0])
         for c in s.get("changes") or []:
             if c["metric"] != "gen_tok_s" or t0 is None or _sec(c["at"]) is None:
                 continue
             x = (_sec(c["at"]) or 0.0) - t0
-            fig.add_vline(x=x, line={"color": colour, "dash": "dot", "width": 1.5})
-            fig.add_annotation(x=x, y=max(c["before"], c["after"]), yshift=12, showarrow=False,
-                               font={"color": colour, "size": 11},
-                               text=f"{label} line {c['line']}: {c['before']:.0f} → {c['after']:.0f} tok/s")
+            fig.vline(x, line={"color": colour, "dash": "dot", "width": 1.5})
+            fig.annotate(x=x, y=max(c["before"], c["after"]), yshift=12, showarrow=False,
+                         font={"color": colour, "size": 11},
+                         text=f"{label} line {c['line']}: {c['before']:.0f} → {c['after']:.0f} tok/s")
     if not drawn:
         return None
-    fig.update_xaxes(title_text="seconds since the run's first decode batch (lines break where the server was idle)")
-    fig.update_yaxes(title_text="decode tok/s (sum over stats ranks)", rangemode="tozero")
-    fig.update_layout(template="plotly_white", height=340, margin={"l": 60, "r": 20, "t": 30, "b": 50},
-                      legend={"orientation": "h", "y": 1.12})
-    return div(fig, "throughput-chart")
+    fig.axis("x", title="seconds since the run's first decode batch (lines break where the server was idle)")
+    fig.axis("y", title="decode tok/s (sum over stats ranks)", rangemode="tozero")
+    fig.layout.update(height=340, margin={"l": 60, "r": 20, "t": 30, "b": 50}, legend={"orientation": "h", "y": 1.12})
+    return fig.div("throughput-chart")
