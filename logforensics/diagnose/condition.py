@@ -21,6 +21,7 @@ from jinja2.environment import TemplateExpression
 from jinja2.parser import Parser
 
 from .bounds import BoundedSandbox, BoundError, check_template, time_limit
+from .compiled import expression, use_cache
 
 
 class ConditionError(ValueError):
@@ -55,6 +56,7 @@ FUNCTIONS: dict[str, Any] = {"len": _len}
 def _environment() -> BoundedSandbox:
     env = BoundedSandbox(undefined=NullUndefined, autoescape=False)
     env.globals = dict(FUNCTIONS)
+    use_cache(env, "condition")
     return env
 
 
@@ -143,7 +145,7 @@ def compile_condition(text: str, *, names: Collection[str] | None = None) -> Con
         if not parser.stream.eos:
             raise ConditionError("not a valid expression: text after the expression")
         _check(tree, roots)
-        compiled = _ENV.compile_expression(text, undefined_to_none=False)
+        compiled = expression(_ENV, text)
     except BoundError as exc:
         raise ConditionError(str(exc)) from None
     except TemplateError as exc:

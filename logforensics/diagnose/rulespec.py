@@ -36,6 +36,8 @@ from .bounds import (
     check_yaml_nesting,
     render_bounded,
 )
+from .compiled import template as cached_template
+from .compiled import use_cache
 from .condition import Condition, ConditionError, compile_condition
 
 NAMES = frozenset({"baseline", "failing", "facts"})
@@ -89,6 +91,7 @@ def template_env() -> SandboxedEnvironment:
     env.add_filter("ranks", lambda xs: ", ".join(str(x) for x in (xs or [])) or "none")
     env.add_filter("who", _who)
     env.add_filter("short", short)
+    use_cache(env, "rule")
     return env
 
 
@@ -121,7 +124,7 @@ class RuleSpec:
                 check_template(_TEMPLATES, template)
             except BoundError as exc:  # the rule file's text: refused, as at load
                 raise RuleError(f"{self.source}: {exc}") from None
-            compiled = self.compiled[template] = _TEMPLATES.from_string(template)
+            compiled = self.compiled[template] = cached_template(_TEMPLATES, template)
         # a limit crossed while rendering is this data's: BoundError, for the engine to report
         return render_bounded(compiled, env, self.source).strip()
 
@@ -167,7 +170,7 @@ def load_rule_text(text: str, source: str, *, templates: bool = True) -> RuleSpe
     for key in ("title", "explanation") if templates else ():
         try:
             check_template(_TEMPLATES, str(data[key]), f"{key} template")
-            compiled[str(data[key])] = _TEMPLATES.from_string(str(data[key]))
+            compiled[str(data[key])] = cached_template(_TEMPLATES, str(data[key]))
         except BoundError as exc:
             raise RuleError(f"{source}: {exc}") from None
         except TemplateSyntaxError as exc:

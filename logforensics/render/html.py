@@ -26,6 +26,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from ..diagnose.budget import Advice
+from ..diagnose.compiled import bytecode_cache
 from ..diagnose.conclusion import Conclusion
 from ..diagnose.engine import Diagnosis
 from ..diagnose.facts import plain
@@ -248,7 +249,8 @@ def render_html(d: Diagnosis) -> str:
 @lru_cache(maxsize=1)
 def _env() -> Environment:
     return Environment(loader=PackageLoader(TEMPLATE_PACKAGE, "."), autoescape=True,
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                       bytecode_cache=bytecode_cache())
 
 
 @lru_cache(maxsize=1)
