@@ -319,6 +319,3 @@ def read_docker_inspect(file: str, lines: list[str]) -> tuple[list[Termination],
     return out, facts
 
 
-def _line_of(lines: list[str], needle: str) -> int:
-    """The first line that holds ``needle`` (0 when none does: the file as a whole)."""
-    return next((no for no, line in enumerate(lines, 1) if needle in line), 0)

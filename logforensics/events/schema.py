@@ -60,11 +60,6 @@ def conflicts(table: dict[str, dict[str, Type]] = KINDS) -> dict[str, set[Type]]
     return out
 
 
-def field_type(name: str) -> Type | None:
-    """The one type of the field ``name`` in every kind that has it."""
-    return _by_name().get(name)
-
-
 def field_types() -> MappingProxyType[str, Type]:
     """Every declared field's one type, by name, across the kinds."""
     return MappingProxyType(_by_name())

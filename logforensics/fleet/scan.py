@@ -241,14 +241,6 @@ def _take(results: Iterator[ParsedRun], commit: Commit, warnings: list[str],
     return parsed, failed, errors
 
 
-def stored_summaries(store: Store, run_ids: set[str]) -> dict[str, RunSummary]:
-    """The stored summaries of these runs (what ``summary SOURCE --json`` printed at scan time)."""
-    if not run_ids:
-        return {}
-    t = read_parts(store.parts("summaries"), "summaries", only=run_ids)
-    return {r["run_id"]: summary_from_json(r["summary"]) for r in t.to_pylist()}
-
-
 def _model_key(model: Any) -> str | None:
     """What ``baseline`` compares of a model: the checkpoint's name, wherever it lies."""
     return str(model).strip().rstrip("/").rsplit("/", 1)[-1] if model else None

@@ -72,15 +72,6 @@ def not_text_reason(sample: bytes) -> str | None:
     nul, bad, other = text_counts(sample)
     return (f"this does not look like a text log (of its first {len(sample)} bytes: {nul} NUL, {bad} not UTF-8, "
             f"{other} other control characters); its lines are read as they are")
-    nul = sample.count(0)
-    text = sample.decode("utf-8", errors="replace")
-    bad = text.count("\ufffd")
-    controls = sum(1 for ch in text if ch < " " and ch not in "\t\n\r\x1b")
-    n = len(sample)
-    if nul * 100 > n or bad * 20 > len(text) or (controls - nul) * 20 > len(text):
-        return (f"this does not look like a text log (of its first {n} bytes: {nul} NUL, {bad} not UTF-8, "
-                f"{controls - nul} other control characters); its lines are read as they are")
-    return None
 
 
 class _Transcoded(io.RawIOBase):

@@ -134,11 +134,6 @@ def _size(s: RunSummary, keys: Sequence[str]) -> int | None:
     return None
 
 
-def with_missing(s: RunSummary) -> RunSummary:
-    """A one-file summary with the ranks it lacks named (``not in this log``)."""
-    return replace(s, missing_ranks=missing_ranks(s))
-
-
 def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSummary:
     """The summary of a run made of ``parts`` (one per file). One part: its own summary,
     with its node and the ranks it lacks."""
