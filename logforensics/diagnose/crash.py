@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.phases import placing_function
 from ..model.run import RunSummary
 from .sides import Evidence, ev, ev_of
 
@@ -30,6 +31,11 @@ class CrashFacts:
     evidence: tuple[Evidence, ...]
     #: a native failure's words when it came before the exception (``Crash.first_message``)
     first_native: str | None = None
+    #: the SGLang function of the phase table that places the traceback (``placing_function``)
+    placed_by: str | None = None
+    #: every rank that raised printed the first one's traceback (its exception, message shape
+    #: and innermost frames): they failed alike, not one rank first and the others after it
+    alike: bool = False
 
 
 def crash_facts(run: RunSummary) -> CrashFacts | None:
@@ -52,8 +58,11 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
     tried, free = oom.get("tried_gib"), oom.get("free_gib")
     reserved = oom.get("reserved_unallocated_gib")
     message = crash.message or ""
+    ranks = tuple(r for r in crash.ranks if r)
+    first = next((e for e in run.exceptions
+                  if e.file == crash.file and any(o.get("line") == crash.line for o in e.occurrences)), None)
     return CrashFacts(
-        first_rank=crash.first_rank, ranks=tuple(r for r in crash.ranks if r),
+        first_rank=crash.first_rank, ranks=ranks,
         phase=crash.phase, exception=crash.exception,
         cause=next((c.get("exception") for c in chain if c.get("exception")), None),
         message_head=_head(message), is_oom=bool(oom), oom=oom or None,
@@ -61,7 +70,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         fragmentation=bool(reserved is not None and tried is not None and reserved >= tried),
         alloc_site=site, not_enough_memory="Not enough memory" in message,
         capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence),
-        first_native=crash.first_message)
+        first_native=crash.first_message, placed_by=placing_function(crash.frames),
+        alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks))
 
 
 def _head(message: str) -> str:

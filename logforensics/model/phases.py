@@ -30,21 +30,30 @@ def frame_phases() -> Mapping[str, str]:
     return {row["function"]: row["phase"] for row in rows}
 
 
+def placing_function(frames: Sequence[Mapping[str, Any]]) -> str | None:
+    """The listed SGLang function that places a traceback (``phase_of_frames``): the
+    innermost one with a start-up phase, else the innermost serving one, else None. Rules
+    that need more than the phase read it: the KV pool and the attention backend's buffers
+    are one phase, and only the first is the KV cache."""
+    table = frame_phases()
+    serving: str | None = None
+    for frame in reversed(frames):
+        for name in [frame.get("func") or "", *_CALL.findall(frame.get("code") or "")]:
+            phase = table.get(name)
+            if phase == "serving":
+                serving = serving or name
+            elif phase:
+                return name
+    return serving
+
+
 def phase_of_frames(frames: Sequence[Mapping[str, Any]]) -> str | None:
     """The phase of a traceback's frames: the innermost frame (its function, or a call in
     its code line) with a start-up phase; else ``serving`` if a frame is a serving
     function; else None. A start-up function wins over a serving one because start-up
     runs model code that serving also runs (graph capture calls the forward pass)."""
-    table = frame_phases()
-    serving = False
-    for frame in reversed(frames):
-        for name in [frame.get("func") or "", *_CALL.findall(frame.get("code") or "")]:
-            phase = table.get(name)
-            if phase == "serving":
-                serving = True
-            elif phase:
-                return phase
-    return "serving" if serving else None
+    name = placing_function(frames)
+    return frame_phases()[name] if name else None
 
 
 def phase_of_words(texts: Iterable[str]) -> str | None:

@@ -1,0 +1,137 @@
+"""Where a start-up crash is placed and how the ranks that raised are worded, from SGLang's text.
+
+ModelRunner.initialize sets up the attention backend right after the KV pool ("Init memory pool
+and attention backends"), before graph capture: a failure there is neither graph capture nor the
+KV cache. Ranks that each print the same traceback failed alike: none of them followed another.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logforensics.pipeline import diagnose_files
+
+BASELINE = """\
+[2026-06-11 05:00:00] server_args=ServerArgs(model_path='zai-org/GLM-4.5-Air', tp_size=2, mem_fraction_static=0.85)
+[2026-06-11 05:00:10 TP0] Load weight begin. avail mem=23.20 GB
+[2026-06-11 05:00:10 TP1] Load weight begin. avail mem=23.20 GB
+[2026-06-11 05:01:10 TP0] Load weight end. type=Glm4MoeForCausalLM, dtype=torch.float16, avail mem=4.10 GB, mem usage=19.10 GB.
+[2026-06-11 05:01:10 TP1] Load weight end. type=Glm4MoeForCausalLM, dtype=torch.float16, avail mem=4.10 GB, mem usage=19.10 GB.
+[2026-06-11 05:01:11 TP0] KV Cache is allocated. #tokens: 40000, K size: 1.40 GB, V size: 1.40 GB
+[2026-06-11 05:01:11 TP1] KV Cache is allocated. #tokens: 40000, K size: 1.40 GB, V size: 1.40 GB
+[2026-06-11 05:01:11 TP0] Memory pool end. avail mem=1.20 GB
+[2026-06-11 05:01:11 TP1] Memory pool end. avail mem=1.20 GB
+[2026-06-11 05:01:12 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=0.80 GB
+[2026-06-11 05:01:12 TP1] Capture cuda graph begin. This can take up to several minutes. avail mem=0.80 GB
+[2026-06-11 05:01:30 TP0] Capture cuda graph end. Time elapsed: 18.00 s. mem usage=0.30 GB. avail mem=0.50 GB.
+[2026-06-11 05:01:30 TP1] Capture cuda graph end. Time elapsed: 18.00 s. mem usage=0.30 GB. avail mem=0.50 GB.
+[2026-06-11 05:01:40] The server is fired up and ready to roll!
+"""
+
+START = """\
+[2026-06-11 05:10:00] server_args=ServerArgs(model_path='zai-org/GLM-4.5-Air', tp_size=2, mem_fraction_static=0.85)
+[2026-06-11 05:10:10 TP0] Load weight begin. avail mem=23.20 GB
+[2026-06-11 05:10:10 TP1] Load weight begin. avail mem=23.20 GB
+[2026-06-11 05:11:10 TP0] Load weight end. type=Glm4MoeForCausalLM, dtype=torch.float16, avail mem=4.10 GB, mem usage=19.10 GB.
+[2026-06-11 05:11:10 TP1] Load weight end. type=Glm4MoeForCausalLM, dtype=torch.float16, avail mem=4.10 GB, mem usage=19.10 GB.
+[2026-06-11 05:11:11 TP0] KV Cache is allocated. #tokens: 60000, K size: 1.80 GB, V size: 1.80 GB
+[2026-06-11 05:11:11 TP1] KV Cache is allocated. #tokens: 60000, K size: 1.80 GB, V size: 1.80 GB
+[2026-06-11 05:11:11 TP0] Memory pool end. avail mem=0.34 GB
+"""
+
+# What a log's tail keeps: TP1 went on to graph capture, TP0's last lines are its traceback.
+TAIL = """\
+[2026-06-11 05:11:58 TP1] Memory pool end. avail mem=0.49 GB
+[2026-06-11 05:11:58 TP1] Capture cuda graph begin. This can take up to several minutes. avail mem=0.08 GB
+"""
+
+ATTENTION_OOM = """\
+[2026-06-11 05:11:58 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 4025, in run_scheduler_process
+    scheduler = Scheduler(
+                ^^^^^^^^^^
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 535, in __init__
+    self.initialize(pre_model_load_memory)
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 766, in initialize
+    self.init_attention_backend()
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 2408, in init_attention_backend
+    self.attn_backend = self._get_attention_backend()
+                        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/sgl-workspace/sglang/python/sglang/srt/layers/attention/flashinfer_backend.py", line 202, in __init__
+    global_workspace_buffer = torch.empty(
+                              ^^^^^^^^^^^^
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 384.00 MiB. GPU 0 has a total capacity of 23.56 GiB of which 338.75 MiB is free. Including non-PyTorch memory, this process has 23.06 GiB memory in use. Of the allocated memory 22.33 GiB is allocated by PyTorch, and 210.78 MiB is reserved by PyTorch but unallocated.
+
+[2026-06-11 05:11:58] Received sigquit from a child process. It usually means the child failed.
+"""
+
+
+def _diagnose(tmp_path: Path, failing: str):
+    (tmp_path / "baseline.log").write_text(BASELINE, encoding="utf-8")
+    (tmp_path / "failing.log").write_text(failing, encoding="utf-8")
+    return diagnose_files(str(tmp_path / "failing.log"), str(tmp_path / "baseline.log"))
+
+
+@pytest.mark.parametrize("before", [START, TAIL], ids=["whole-start-up", "tail"])
+def test_an_attention_backend_failure_is_after_the_kv_pool_not_in_it(tmp_path: Path, before: str) -> None:
+    d = _diagnose(tmp_path, before + ATTENTION_OOM)
+    assert d.failing.crash is not None
+    assert (d.failing.crash.first_rank, d.failing.crash.phase) == ("TP0", "kv_cache_alloc")
+    assert "during kv_cache_alloc: out of GPU memory" in d.verdict
+    rules = {f.rule for f in d.findings}
+    assert "OM01" not in rules, "no CUDA graph was being captured on TP0"
+    assert "OM02" not in rules, "the KV pool was allocated; the attention backend's buffer was not"
+    breakdown = next(f for f in d.findings if f.rule == "OM04")
+    assert "flashinfer_backend.py:202 in __init__" in breakdown.explanation
+
+
+def _keyerror(rank: str, line: int) -> str:
+    return f"""\
+[2026-05-25 17:42:26 {rank}] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3918, in run_scheduler_process
+    scheduler = Scheduler(
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line {line}, in load_model
+    self.model = self.loader.load_model(
+  File "/sgl-workspace/sglang/python/sglang/srt/model_loader/loader.py", line 680, in load_weights_and_postprocess
+    model.load_weights(weights)
+  File "/sgl-workspace/sglang/python/sglang/srt/models/qwen3_5.py", line 1958, in load_weights
+    param = params_dict[name_mapped]
+            ~~~~~~~~~~~^^^^^^^^^^^^^
+KeyError: 'model.layers.0.mlp.experts.w2_qweight'
+
+"""
+
+
+NCCL_AFTER = """\
+[2026-05-25 17:42:27 TP1] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3918, in run_scheduler_process
+    scheduler = Scheduler(
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 770, in load_model
+    self.model = self.loader.load_model(
+  File "/usr/local/lib/python3.12/dist-packages/torch/distributed/distributed_c10d.py", line 2806, in all_reduce
+    work = group.allreduce([tensor], opts)
+torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, remote process exited or there was a network error
+
+"""
+
+LOADING = """\
+[2026-05-25 17:42:03] server_args=ServerArgs(model_path='mattbucci/Qwen3.5-28B-A3B-REAP-AWQ', tp_size=2, mem_fraction_static=0.85)
+[2026-05-25 17:42:16 TP0] Load weight begin. avail mem=31.46 GB
+[2026-05-25 17:42:16 TP1] Load weight begin. avail mem=31.46 GB
+"""
+
+
+def test_ranks_that_print_the_same_traceback_are_not_said_to_follow_the_first(tmp_path: Path) -> None:
+    alike = _diagnose(tmp_path, LOADING + _keyerror("TP0", 770) + _keyerror("TP1", 770)
+                      + "[2026-05-25 17:42:26] Received sigquit from a child process. It usually means the child failed.\n")
+    first = next(f for f in alike.findings if f.rule == "CR01")
+    assert "Ranks that raised, in order: TP0, TP1." in first.explanation
+    assert "left the collective" not in first.explanation
+    assert "Each printed the same KeyError traceback" in first.explanation
+    # A rank that raised something else after the first keeps the usual reading.
+    follows = _diagnose(tmp_path, LOADING + _keyerror("TP0", 770) + NCCL_AFTER)
+    first = next(f for f in follows.findings if f.rule == "CR01")
+    assert "Ranks that raised, in order: TP0, TP1." in first.explanation
+    assert "The later ones usually fail because the first one left the collective." in first.explanation
