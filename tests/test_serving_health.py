@@ -4,8 +4,10 @@ and ``watch`` raising them live."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from logforensics.diagnose.rulespec import load_rules
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fixtures" / "serving"))
 import health as gen  # noqa: E402
+from test_watch import Watch, write_slowly  # noqa: E402
 
 CLI = [sys.executable, "-m", "logforensics"]
 
@@ -144,11 +147,58 @@ def test_watch_raises_each_health_finding_once(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     alerts = [ln for ln in proc.stderr.splitlines() if "[watch] serving:" in ln]
-    assert len(alerts) == 1, proc.stderr
+    assert len(alerts) == 2, proc.stderr  # the stall began, and ended
     assert f"decode stalled at line {facts['decode_line']} (TP0)" in alerts[0]
     assert f"(line {facts['prefill_line']})" in alerts[0]
+    assert f"over at <stdin>:{facts['recovered_line']} (TP0)" in alerts[1]
     proc = subprocess.run(CLI + ["watch", "-", "--until", "exit"], input=kv_text,  # status lines: stderr
                           capture_output=True, text=True, timeout=60)
     alerts = [ln for ln in proc.stderr.splitlines() if "[watch] serving:" in ln]
     assert len(alerts) == 1 and f"KV pool full (token usage 0.97) with 4 requests queued from line {kv['line']}" \
         in alerts[0], proc.stderr
+
+
+def test_watch_says_when_a_stall_begins_and_when_it_ends_on_a_growing_file(tmp_path: Path) -> None:
+    """A file written while ``watch`` follows it: the stall is raised once when its windows
+    arrive (nothing said of its end while it holds), its end once when the first decode record at
+    the old level arrives, with file:line and rank; neither again while the log goes on."""
+    text, facts = gen.stall("stall")
+    lines = text.splitlines(keepends=True)
+    cut = int(facts["recovered_line"]) - 1  # through the stalled windows, not the record that ends them
+    log = tmp_path / "server.log"
+    log.write_text("")
+    w = Watch([str(log), "--until", "exit", "--idle-exit", "0.5"])
+    try:
+        w.wait_for("opened")
+        write_slowly(log, "".join(lines[:cut]), delay=0.0005)
+        w.wait_for(f"decode stalled at line {facts['decode_line']} (TP0)")
+        time.sleep(1.5)  # health is judged again at least once a second: the stall still holds
+        assert "over at" not in w.err_text()
+        write_slowly(log, "".join(lines[cut:]), delay=0.0005)
+        w.wait_for(f"decode stall of line {facts['decode_line']} over at {log}:{facts['recovered_line']} (TP0)")
+        write_slowly(log, "[2025-03-08 12:10:00] INFO:     Shutting down\n"
+                          "[2025-03-08 12:10:00] INFO:     Application shutdown complete.\n")
+        assert w.finish(timeout=15) == 0, w.err_text()
+    finally:
+        if w.proc.poll() is None:
+            w.proc.kill()
+    alerts = [ln for ln in w.err_text().splitlines() if "[watch] serving:" in ln]
+    assert len(alerts) == 2, w.err_text()
+    assert "decode stalled" in alerts[0] and f"(line {facts['prefill_line']})" in alerts[0]
+    assert f"{log}:{facts['recovered_line']} (TP0)" in alerts[1]
+
+
+def test_watch_says_when_kv_pressure_eases(tmp_path: Path) -> None:
+    """KV pressure that begins, eases (the queue drained) and begins again: one message each."""
+    text, kv = gen.kv_full(queued_from=2)
+    lines = text.splitlines(keepends=True)
+    drained = [re.sub(r"#queue-req: \d+", "#queue-req: 0", ln) if 12 <= i < 16 else ln  # lines 13-16
+               for i, ln in enumerate(lines)]
+    proc = subprocess.run(CLI + ["watch", "-", "--until", "exit"], input="".join(drained),
+                          capture_output=True, text=True, timeout=60)
+    alerts = [ln for ln in proc.stderr.splitlines() if "[watch] serving:" in ln]
+    assert len(alerts) == 3, proc.stderr
+    assert f"from line {kv['line']}" in alerts[0]
+    assert f"KV pressure of line {kv['line']} eased at <stdin>:13 (TP0): token usage 0.97, 0 requests queued" \
+        in alerts[1]
+    assert "from line 17" in alerts[2]

@@ -38,6 +38,8 @@ STORM_MIN = 5
 #: A KV pool this full (token usage, 0-1), with requests queued, in at least this many windows, is under pressure.
 KV_FULL = 0.95
 KV_PRESSURE_MIN_WINDOWS = 2
+#: Runs of KV pressure kept (the latest): what ``watch`` follows.
+_KEEP_RUNS = 8
 #: Points a returned series has at most (the chart's resolution).
 _MAX_POINTS = 720
 
@@ -145,7 +147,31 @@ def kv_full(usage: Points, queue: Points, dated: bool,
     return {"at": iso(start[0], dated), "line": start[2], "text": texts.get(start[2], (None, None))[1],
             "token_usage": round(start[1], 3),
             "windows": len(full), "queue_start": q0, "queue_max": q1,
-            "queue_grew": q1 > q0}
+            "queue_grew": q1 > q0, "runs": _pressure_runs(usage, qs, dated, texts)}
+
+
+def _pressure_runs(usage: Points, qs: Mapping[float, float], dated: bool,
+                   texts: Mapping[int, tuple[str, str]]) -> list[dict[str, Any]]:
+    """The last _KEEP_RUNS runs of consecutive windows under KV pressure, each with its first
+    window (``line``, ``rank``, ``at``) and the window that eased it (``eased``: the first after
+    it with token usage under KV_FULL or no request queued; None while the pressure holds):
+    what ``watch`` reports as the pressure beginning and ending."""
+    def rank(line: int) -> str | None:
+        r = texts.get(line, (None, None))[0]
+        return None if r in (None, "-") else r
+
+    runs: list[dict[str, Any]] = []
+    held = False
+    for t, v, line in usage:
+        now = v >= KV_FULL and (qs.get(t) or 0) > 0
+        if now and not held:
+            runs.append({"line": line, "rank": rank(line), "at": iso(t, dated), "token_usage": round(v, 3),
+                         "queue_req": qs.get(t) or 0, "eased": None})
+        elif held and not now:
+            runs[-1]["eased"] = {"line": line, "rank": rank(line), "at": iso(t, dated),
+                                 "token_usage": round(v, 3), "queue_req": qs.get(t) or 0}
+        held = now
+    return runs[-_KEEP_RUNS:]
 
 
 def gap(pts: Points, width: int) -> float:

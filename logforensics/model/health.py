@@ -170,6 +170,7 @@ def stalls(ctx: _Context, judged: Sequence[_Window], prefill: Points) -> dict[st
     which a prefill batch ran and the load held (#running-req at least STALL_LOAD_RATIO of its median)."""
     pre = {ctx.key(t): line for t, _, line in prefill}
     runs: list[list[_Window]] = []
+    after: list[_Window | None] = []  # the judged window that ended each run; None while it holds
     last: _Window | None = None
     for w in judged:
         load_held = w.running is not None and w.running_median is not None \
@@ -179,15 +180,20 @@ def stalls(ctx: _Context, judged: Sequence[_Window], prefill: Points) -> dict[st
                 runs[-1].append(w)
             else:
                 runs.append([w])
+                after.append(None)
+        elif runs and last is runs[-1][-1]:
+            after[-1] = w
         last = w
     found = []
-    for r in runs[:_KEEP]:
+    for r, end in list(zip(runs, after))[:_KEEP]:
         first = r[0]
         pline = pre[ctx.key(first.sec)]
         found.append({"start": ctx.at(first.sec), "end": ctx.at(r[-1].sec), "line": first.line,
                       "prefill_line": pline, "windows": len(r), "tok_s": round(min(w.tok_s for w in r), 2),
                       "median_tok_s": round(first.median, 2), "running_req": first.running,
-                      "evidence": [ctx.evidence(first.line), ctx.evidence(pline)]})
+                      "evidence": [ctx.evidence(first.line), ctx.evidence(pline)],
+                      "recovered": None if end is None else {**ctx.evidence(end.line), "at": ctx.at(end.sec),
+                                                             "tok_s": round(end.tok_s, 2)}})
     return {"count": len(runs), "windows": sum(len(r) for r in runs), "first": found}
 
 
@@ -206,7 +212,8 @@ def seesaw(ctx: _Context, judged: Sequence[_Window], prefill: Points, queue: Poi
     breaks = {ctx.key(g["resumed"]) for g in idle}
     stretches: list[list[tuple[int, str, int]]] = []
     cur: list[tuple[int, str, int]] = []
-    for k in sorted(set(dec) | {k for k in pre if lo <= k <= hi}):
+    keys = sorted(set(dec) | {k for k in pre if lo <= k <= hi})
+    for k in keys:
         w = dec.get(k)
         label = None
         if k in pre and (w is None or w.tok_s < SEESAW_RATIO * w.median):
@@ -230,10 +237,17 @@ def seesaw(ctx: _Context, judged: Sequence[_Window], prefill: Points, queue: Poi
         return None
     s, switches = found[0]
     firsts = [s[0]] + [b for a, b in zip(s, s[1:]) if a[1] != b[1]][:3]
+    # the window after the stretch ended it (one of neither kind, or one after idle time): its first record
+    k_end = next((k for k in keys if k > s[-1][0]), None)
+    ended = None
+    if k_end is not None:
+        w_end = dec.get(k_end)
+        line_end = min(x for x in (w_end.line if w_end else None, pre.get(k_end, (0, None))[1]) if x is not None)
+        ended = {**ctx.evidence(line_end), "at": ctx.at(k_end * ctx.width)}
     return {"start": ctx.at(s[0][0] * ctx.width), "end": ctx.at(s[-1][0] * ctx.width), "line": s[0][2],
             "windows": len(s), "switches": switches, "prefill_windows": sum(1 for x in s if x[1] == "P"),
             "decode_windows": sum(1 for x in s if x[1] == "D"), "stretches": len(found),
-            "evidence": [ctx.evidence(line) for _, _, line in firsts]}
+            "evidence": [ctx.evidence(line) for _, _, line in firsts], "ended": ended}
 
 
 def imbalance(ctx: _Context, groups: Mapping[str, Mapping[str, Points]]) -> dict[str, Any] | None:

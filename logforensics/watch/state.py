@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +37,6 @@ HANG_FACTOR = 3.0
 SETTLE_AFTER = 0.5
 #: Serving health is judged again at most this often (seconds): it summarises the run.
 HEALTH_EVERY = 1.0
-#: Kinds of serving health that are states (on while the log shows them), not episodes.
-_STATES = ("imbalance", "kv_pressure")
 
 
 @dataclass
@@ -69,7 +67,8 @@ class WatchState:
     silent_after: float = 60.0  # never flag a rank silent for less than this
     closed: bool = False
     alerts: list[str] = field(default_factory=list)  # serving health, in the order raised
-    health_seen: set[tuple[str, Any]] = field(default_factory=set)
+    health_seen: set[tuple[str, Any]] = field(default_factory=set)   # begun
+    health_ended: set[tuple[str, Any]] = field(default_factory=set)
     health_at: float | None = None
 
     def feed(self, data: bytes, now: float) -> list[Event]:
@@ -137,17 +136,28 @@ class WatchState:
             self.diagnosis = self.diagnose()
 
     def serving_health(self, now: float, force: bool = False) -> list[str]:
-        """Serving health raised since the last call, each once (``health_alerts``): a new stall
-        or seesaw, an imbalance or KV pressure that began (again). At most every HEALTH_EVERY s
-        unless ``force``d (the source ended)."""
+        """Serving health changed since the last call, one message per change (``health_states``):
+        a stall, seesaw, KV pressure or imbalance that began, and one that ended, never again
+        while the state holds. At most every HEALTH_EVERY s unless ``force``d (the source ended)."""
         if not force and self.health_at is not None and now - self.health_at < HEALTH_EVERY:
             return []
         self.health_at = now
-        current = health_alerts(self.run.summary().serving)
-        keys = {k for k, _ in current}
-        self.health_seen -= {k for k in self.health_seen if k[0] in _STATES and k not in keys}
-        new = [msg for k, msg in current if k not in self.health_seen]
-        self.health_seen |= keys
+        serving = self.run.summary().serving
+        current = health_states(serving, self.run.name)
+        new: list[str] = []
+        for st in current:
+            if st.key not in self.health_seen:
+                self.health_seen.add(st.key)
+                new.append(st.begin)
+            if st.end is not None and st.key not in self.health_ended:
+                self.health_ended.add(st.key)
+                new.append(st.end)
+        keys = {st.key for st in current}
+        for key in sorted((k for k in self.health_seen - keys if k[0] == "imbalance"), key=str):
+            self.health_seen.discard(key)  # it may begin again
+            last = (serving or {}).get("last_batch")
+            new.append(f"attention-DP groups no longer unbalanced ({key[1]} no longer the heaviest) as of "
+                       f"{_at(last, self.run.name)}")
         self.alerts.extend(new)
         return new
 
@@ -178,36 +188,71 @@ class WatchState:
         return out
 
 
-def health_alerts(serving: dict[str, Any] | None) -> list[tuple[tuple[str, Any], str]]:
-    """(key, message) of each serving-health episode and state the summary's ``serving`` shows:
-    stalls and seesaw stretches by their first line, DP imbalance by its heaviest group, KV
-    pressure by its first line; the messages cite the lines."""
+@dataclass(frozen=True)
+class HealthState:
+    """One serving-health finding as ``watch`` follows it: the message when it began, and the
+    message when it ended (None while the log shows it still holding)."""
+
+    key: tuple[str, Any]
+    begin: str
+    end: str | None
+
+
+def _at(ev: Mapping[str, Any] | None, file: str | None) -> str:
+    """``file:line (rank)`` of a record the summary cites."""
+    if not ev:
+        return "?"
+    where = ev.get("file") or file
+    rank = ev.get("rank")
+    return f"{where + ':' if where else 'line '}{ev['line']}{f' ({rank})' if rank else ''}"
+
+
+def health_states(serving: Mapping[str, Any] | None, file: str | None = None) -> list[HealthState]:
+    """Each serving-health episode and state the summary's ``serving`` shows, with its beginning
+    and, once the log shows it, its end: stalls and the seesaw by their first line (ended by the
+    window after them), KV pressure by each run of full windows with requests queued (eased by
+    the first window without), DP imbalance by its heaviest group (its end is its absence:
+    ``WatchState.serving_health``). The messages cite the lines."""
     if not serving:
         return []
-    out: list[tuple[tuple[str, Any], str]] = []
+    out: list[HealthState] = []
     h = serving.get("health") or {}
     for st in (h.get("stalls") or {}).get("first") or []:
         rank = next((e.get("rank") for e in st.get("evidence") or [] if e.get("rank")), None)
-        out.append((("stall", st["line"]),
-                    f"decode stalled at line {st['line']}{f' ({rank})' if rank else ''}: {st['tok_s']:g} tok/s, "
-                    f"under a quarter of its running median {st['median_tok_s']:g}, while prefill ran "
-                    f"(line {st['prefill_line']})"))
+        rec = st.get("recovered")
+        out.append(HealthState(
+            ("stall", st["line"]),
+            f"decode stalled at line {st['line']}{f' ({rank})' if rank else ''}: {st['tok_s']:g} tok/s, "
+            f"under a quarter of its running median {st['median_tok_s']:g}, while prefill ran "
+            f"(line {st['prefill_line']})",
+            None if not rec else f"decode stall of line {st['line']} over at {_at(rec, file)}: "
+                                 f"{rec['tok_s']:g} tok/s after {st['windows']} stalled window(s)"))
     sw = h.get("seesaw")
     if sw:
-        out.append((("seesaw", sw["line"]), f"prefill and decode starve each other in turn from line {sw['line']}: "
-                                            f"{sw['switches']} switches over {sw['windows']} windows"))
+        end = sw.get("ended")
+        out.append(HealthState(
+            ("seesaw", sw["line"]),
+            f"prefill and decode starve each other in turn from line {sw['line']}: "
+            f"{sw['switches']} switches over {sw['windows']} windows",
+            None if not end else f"prefill/decode seesaw of line {sw['line']} over at {_at(end, file)}"))
     imb = h.get("imbalance")
     if imb and imb.get("found"):
         sig = ", ".join(f"{x['figure']} {x['heaviest_share']:g}x" for x in imb["signals"]
                         if x["figure"] in imb.get("agreeing", []))
         lines = sorted({e["line"] for x in imb["signals"] if x["figure"] in imb.get("agreeing", [])
                         for e in x.get("evidence") or []})
-        out.append((("imbalance", imb["heaviest"]), f"attention-DP groups unbalanced: {imb['heaviest']} carries "
-                                                   f"{sig} the groups' mean (lines {', '.join(map(str, lines))})"))
+        out.append(HealthState(("imbalance", imb["heaviest"]),
+                               f"attention-DP groups unbalanced: {imb['heaviest']} carries "
+                               f"{sig} the groups' mean (lines {', '.join(map(str, lines))})", None))
     kv = serving.get("kv_full")
-    if kv:
-        out.append((("kv_pressure", kv["line"]), f"KV pool full (token usage {kv['token_usage']:g}) with "
-                                                 f"{kv['queue_start']:g} requests queued from line {kv['line']}"))
+    for run in (kv or {}).get("runs") or []:
+        eased = run.get("eased")
+        out.append(HealthState(
+            ("kv_pressure", run["line"]),
+            f"KV pool full (token usage {run['token_usage']:g}) with {run['queue_req']:g} requests queued "
+            f"from line {run['line']}",
+            None if not eased else f"KV pressure of line {run['line']} eased at {_at(eased, file)}: token usage "
+                                   f"{eased['token_usage']:g}, {eased['queue_req']:g} requests queued"))
     return out
 
 
