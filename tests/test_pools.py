@@ -227,3 +227,89 @@ def test_a_long_hybrid_log_is_read_in_bulk_with_the_pools_of_the_exact_path(tmp_
     assert got["pools"] == exact["pools"] and got["pools"]["pools"]["swa"]["peak_usage"] == 0.88
     assert [b["pool"] for b in got["pools"]["retractions"]] == [b["pool"] for b in exact["pools"]["retractions"]]
     assert got == exact
+
+
+#: A CUDA out-of-memory error in the serving loop as SGLang's scheduler prints it
+#: (``Scheduler hit an exception:`` and torch's message).
+RUNTIME_OOM = """\
+[{ts} TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2420, in run_scheduler_process
+    scheduler.event_loop_overlap()
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 661, in event_loop_overlap
+    batch_result = self.run_batch(batch)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB \
+of which 1.05 GiB is free.
+"""
+
+
+def _finding(path: Path, rule: str):  # noqa: ANN202 - a Finding
+    d = diagnose_files(str(path), None)
+    return next(f for f in d.findings if f.rule == rule)
+
+
+def test_runtime_oom_names_the_fullest_pool_with_each_pool_and_the_knob(tmp_path: Path) -> None:
+    """SV05 on a hybrid Mamba model (145's real prefill lines, then an OOM in the serving loop):
+    the Mamba state pool, fullest on the last batch line before it, is named with each pool's
+    usage and the knob that moves room to it; the batch line is evidence. A model with one pool
+    keeps the text it had."""
+    text = (REAL / "145-npu-qwen-hybrid-prefill-full-token-usage-mamba-usage-rising.log").read_text()
+    path = tmp_path / "oom.log"
+    path.write_text(text + RUNTIME_OOM.format(ts="2026-07-04 04:31:38"), encoding="utf-8")
+    f = _finding(path, "SV05")
+    assert "with the Mamba state pool the fullest (usage 0.60)" in f.title
+    assert "- the full-attention KV pool: size not in this log, usage 0.40 on the last batch line before it" \
+        in f.explanation
+    assert "- the Mamba state pool: size not in this log, usage 0.60 on the last batch line before it" \
+        in f.explanation
+    assert "--mamba-full-memory-ratio higher" in f.explanation
+    assert 5 in [e["line"] for e in f.evidence]
+    # one pool: the text of a model without pools of its own
+    single = tmp_path / "single.log"
+    single.write_text("[2025-06-02 10:01:00 TP0] Decode batch, #running-req: 64, #token: 90000, token usage: 0.31, "
+                      "cuda graph: True, gen throughput (token/s): 1700.00, #queue-req: 0\n"
+                      + RUNTIME_OOM.format(ts="2025-06-02 10:01:02"), encoding="utf-8")
+    f = _finding(single, "SV05")
+    assert f.title == "CUDA out of memory while serving on TP0: lower --mem-fraction-static, do not raise it"
+    assert "pools" not in f.explanation
+
+
+def test_runtime_oom_on_a_swa_model_gives_sizes_and_the_ratio_toward_the_full_pool(tmp_path: Path) -> None:
+    """141's real SWAKVPool start-up (both pools' sizes), decode lines with the full pool at 0.97
+    and the SWA pool at 0.40, then the OOM: the full pool is named, the SWA ratio goes lower."""
+    text = (REAL / "141-mimo-v2-flash-tp4-swakvpool-unlabelled-swa-then-full-kv-lines.log").read_text()
+    path = tmp_path / "oom.log"
+    path.write_text(text + "\n".join(FULL_BOUND[:1]) + "\n" + RUNTIME_OOM.format(ts="2026-03-08 12:00:04"),
+                    encoding="utf-8")
+    f = _finding(path, "SV05")
+    assert "with the full-attention KV pool the fullest (usage 0.97)" in f.title
+    assert "- the full-attention KV pool: 1496958 tokens" in f.explanation
+    assert "- the sliding-window (SWA) KV pool: 1496958 tokens" in f.explanation
+    assert "--swa-full-tokens-ratio lower moves room to it" in f.explanation
+
+
+def test_kv_allocation_failure_on_a_hybrid_model_lists_the_pools_sizes(tmp_path: Path) -> None:
+    """OM02 on 143's real sliding-window pool split, then the allocation's "Not enough memory":
+    both pools with their sizes, and the ratio knob said to move memory, not to make it fit."""
+    text = (REAL / "143-mimo-v2-flash-tp4-sliding-window-pool-split-full-375360-swa-300288.log").read_text()
+    path = tmp_path / "alloc.log"
+    path.write_text(text + """\
+[2026-01-31 13:50:40 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 900, in init_memory_pool
+    raise RuntimeError(
+RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.
+""", encoding="utf-8")
+    f = _finding(path, "OM02")
+    assert "This model has 2 pools" in f.explanation
+    assert "- the full-attention KV pool: 375360 tokens" in f.explanation
+    assert "- the sliding-window (SWA) KV pool: 300288 tokens" in f.explanation
+    assert "--swa-full-tokens-ratio moves memory between these pools and leaves the budget as it is" \
+        in f.explanation
+
+
+def test_pools_at_a_crash_carry_the_invariant_checkers_evictable_part() -> None:
+    """043's crash carries SGLang's per-pool check: each pool's evictable and available part."""
+    s = summarize_file(REAL / "043-tp8-ep-pool-leak-valueerror-multiline-msg-bracket-line.log")
+    at = {a.pool: a for a in pool_facts(s).at_crash}
+    assert (at["swa"].evictable, at["swa"].available) == (676096, 235264)
+    assert (at["full"].evictable, at["full"].available) == (9115392, 768)
+

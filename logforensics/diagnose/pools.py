@@ -41,6 +41,10 @@ _POOL_STEPS: dict[tuple[str, str], Step] = {
 }
 
 
+#: The knob that moves memory between the full-attention pool and another of one KV budget.
+SPLIT_KNOBS = {"swa": "--swa-full-tokens-ratio", "mamba": "--mamba-full-memory-ratio"}
+
+
 def pool_advice(binding: str | None, others: Mapping[str, float]) -> tuple[Step, ...]:
     """The knob that moves room to the binding pool from a pool that still had some (usage
     below 0.9 at the retraction); nothing when no other pool had room to give."""
@@ -90,6 +94,36 @@ class PoolFacts:
     #: the pools of both runs, pool by pool (diff); ``changed`` those whose size or memory moved
     deltas: tuple[PoolDelta, ...] = ()
     changed: tuple[str, ...] = ()
+    #: a crashed run with several pools: each pool before the crash, the fullest of them on the
+    #: last batch line before it (its name, usage, the others' usage), and the knob that gives it
+    #: room when every pool shrinks (``pool_advice``)
+    at_crash: tuple[PoolAtCrash, ...] = ()
+    crash_pool: str | None = None
+    crash_pool_name: str | None = None
+    crash_pool_usage: float | None = None
+    crash_others: Mapping[str, float] = field(default_factory=dict)
+    crash_advice: tuple[Step, ...] = ()
+    crash_evidence: tuple[Evidence, ...] = ()
+    #: the knobs that split one KV budget between the run's pools (``SPLIT_KNOBS``)
+    split_knobs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PoolAtCrash:
+    """One pool of a run with several, as the log showed it before the crash: its size, its use
+    on the last batch line before the crash's line (``None``: no batch line before it printed
+    the pool), and the evictable part SGLang's invariant checker printed (``None``: not printed)."""
+
+    pool: str
+    name: str
+    unit: str
+    size: Any
+    gib: float | None
+    usage: float | None
+    used: Any
+    available: int | None
+    evictable: int | None
+    evidence: tuple[Evidence, ...]
 
 
 def _pools(run: RunSummary | None) -> dict[str, Any]:
@@ -116,13 +150,47 @@ def pool_facts(run: RunSummary, baseline: RunSummary | None = None) -> PoolFacts
     for e in (order.get("post_capture_at") or [])[:2]:
         order_ev += ev_of(e)
     deltas, changed = _deltas(run, baseline) if baseline is not None else ((), ())
+    at_crash = _at_crash(run) if len(pools) > 1 else ()
+    used = {a.pool: a.usage for a in at_crash if a.usage is not None}
+    crash_pool = max(used, key=lambda k: (used[k], k)) if used else None
+    crash_others = {k: v for k, v in used.items() if k != crash_pool}
     return PoolFacts(
         hybrid=len(pools) > 1, binding=binding, binding_name=POOL_NAMES.get(binding or "", binding),
         binding_usage=first.get("usage"), binding_count=bound.get(binding, 0) if binding else 0,
         others=dict(first.get("others") or {}), binding_evidence=tuple(dict.fromkeys(evidence)),
         advice=pool_advice(binding, dict(first.get("others") or {})), order=order.get("order"), env_set=bool(order.get("env_set")),
         fell_back=bool(order.get("fell_back")), order_evidence=_by_line(order_ev),
-        deltas=deltas, changed=changed)
+        deltas=deltas, changed=changed, at_crash=at_crash, crash_pool=crash_pool,
+        crash_pool_name=POOL_NAMES.get(crash_pool or "", crash_pool), crash_pool_usage=used.get(crash_pool or ""),
+        crash_others=crash_others, crash_advice=pool_advice(crash_pool, crash_others),
+        crash_evidence=_by_line([e for a in at_crash for e in a.evidence]),
+        split_knobs=tuple(SPLIT_KNOBS[a.pool] for a in at_crash if a.pool in SPLIT_KNOBS))
+
+
+def _before(where: Mapping[str, Any] | None, crash_file: str | None, crash_line: int) -> bool:
+    """Whether a record was printed before the crash's line, in the crash's file."""
+    if not where or where.get("line") is None:
+        return False
+    return bool(where["line"] < crash_line and (crash_file is None or where.get("file") in (None, crash_file)))
+
+
+def _at_crash(run: RunSummary) -> tuple[PoolAtCrash, ...]:
+    """Each pool as the log showed it before the crash: the size it was given, its use on the
+    last batch line that printed it when that line came before the crash (a later one, of a rank
+    that went on, is not the use at the crash), and the invariant checker's evictable part."""
+    crash = run.crash
+    if crash is None:
+        return ()
+    out = []
+    for pool, rec in _pools(run).items():
+        state = rec.get("state") or {}
+        before = _before(rec.get("last_at"), crash.file, crash.line)
+        evidence = ev_of(rec.get("size_at")) + (ev_of(rec.get("last_at")) if before else ()) + ev_of(state.get("at"))
+        out.append(PoolAtCrash(pool, POOL_NAMES.get(pool, pool), rec.get("unit") or "tokens", rec.get("size"),
+                               rec.get("gib"), rec.get("last_usage") if before else None,
+                               rec.get("last_used") if before else None, state.get("available"),
+                               state.get("evictable"), evidence))
+    return tuple(out)
 
 
 def _by_line(evidence: list[Evidence]) -> tuple[Evidence, ...]:
