@@ -305,3 +305,82 @@ def test_observer_merge_equals_one_pass_with_the_new_records(tmp_path: Path) -> 
     whole = _observed(list(iter_events(_write(tmp_path, text))), ["TP0", "TP1"])
     built = whole.build(["TP0", "TP1"])
     assert built is not None and built.stacks["pyspy_failures"][0]["pid"] == 7 and built.stacks["faulthandler_dumps"]
+
+
+# The body of SGLang's scheduler watchdog dump, as its source prints it:
+#   sgl-project/sglang python/sglang/srt/utils/watchdog.py @ 005c64c712dc700fdc2478e515c836f51e350e8e
+#       if self.dump_info is not None and (info_msg := self.dump_info()):
+#           logger.error(f"{self.debug_name} debug info:\n{info_msg}")
+#       pyspy_dump_schedulers()
+#       logger.error(f"{self.debug_name} watchdog timeout ({self.watchdog_timeout=}, {self.soft=})")
+#   sgl-project/sglang python/sglang/srt/managers/scheduler_runtime_checker_mixin.py
+#   @ 008e7b87b07c4ef50f6506ffd1ae956fb9e16021, create_scheduler_watchdog's dump_info (debug_name="Scheduler"):
+#       _, messages = scheduler._check_all_pools(scheduler.get_pool_stats())
+#       return (f"{scheduler.cur_batch.batch_size()=}\n" f"{scheduler.cur_batch.reqs=}\n" + "\n".join(messages))
+#   and _check_pool_invariant's message, one per pool ("full", "swa", "mamba"):
+#       f"[{pool_name}] {total=}, {available=}, {evictable=}, {protected=}, {session_held=}, {uncached=}"
+#   A Req prints as f"Req(rid={self.rid}, input_ids=..., output_ids=..., ...)" (schedule_batch.py ``__repr__``).
+def _debug_block(ts: str, rank: str, rids: list[str], pools: dict[str, tuple[int, int, int]]) -> str:
+    reqs = ", ".join(f"Req(rid={rid}, input_ids=[151644, 872, 198], output_ids=[9707, 11], self.grammar=None, "
+                     f"self.sampling_params=<sglang.srt.sampling.sampling_params.SamplingParams object at "
+                     f"0x7f3a2c1d9e50>)" for rid in rids)
+    lines = [f"[{ts} {rank}] Scheduler debug info:", f"scheduler.cur_batch.batch_size()={len(rids)}",
+             f"scheduler.cur_batch.reqs=[{reqs}]"]
+    lines += [f"[{name}] total={t}, available={a}, evictable={e}, protected={t - a - e}, session_held=0, uncached=0"
+              for name, (t, a, e) in pools.items()]
+    return "\n".join(lines) + "\n"
+
+
+RID_A, RID_B, RID_C = "5b1a0c1f3e2d4c8a9f7e6d5c4b3a2910", "0f9e8d7c6b5a49382716a5b4c3d2e1f0", "c0ffee00c0ffee00c0ffee00c0ffee00"
+POOLS = {"full": (1496958, 1200000, 250000), "swa": (1496958, 90000, 40000)}
+
+
+def test_scheduler_debug_info_body_gives_each_ranks_batch_and_pools(tmp_path: Path) -> None:
+    """Each rank's ``Scheduler debug info:`` block: the batch all ranks are stuck on (its size and
+    request ids, the ranks that show it), each pool's total, available and evictable part, the
+    lines; the pools' state reaches the summary's pools too."""
+    text = "".join(_debug_block("2026-03-08 12:05:00", f"TP{r}", [RID_A, RID_B], POOLS) for r in range(3))
+    text += "".join(f"[2026-03-08 12:05:01 TP{r}] Scheduler watchdog timeout (self.watchdog_timeout=300, "
+                    f"self.soft=False)\n" for r in range(3))
+    s = summarize_file(_write(tmp_path, text))
+    h = s.hang
+    assert h is not None and h.timer == "sglang_watchdog"
+    [batch] = [x for x in h.stuck_on if x["what"] == "batch"]
+    assert (batch["batch_size"], batch["rids"], batch["ranks"]) == (2, [RID_A, RID_B], ["TP0", "TP1", "TP2"])
+    assert [e["line"] for e in batch["evidence"]] == [1, 6, 11]
+    by_rank = {b["rank"]: b for b in h.debug_info}
+    assert sorted(by_rank) == ["TP0", "TP1", "TP2"]
+    tp1 = by_rank["TP1"]
+    assert tp1["pools"]["swa"] == {"total": 1496958, "available": 90000, "evictable": 40000, "line": 10}
+    assert tp1["pools"]["full"]["evictable"] == 250000 and tp1["requests"] == 2
+    assert [e["line"] for e in tp1["evidence"]] == [6, 7, 8, 9, 10]
+    assert {e["rank"] for e in tp1["evidence"]} == {"TP1"}
+    assert h.initiator is None  # every rank shows the same batch
+    assert s.pools is not None and s.pools["pools"]["swa"]["state"]["evictable"] == 40000
+
+
+def test_the_rank_whose_debug_info_shows_another_batch_is_the_one_that_differs(tmp_path: Path) -> None:
+    text = (_debug_block("2026-03-08 12:05:00", "TP0", [RID_A, RID_B], POOLS)
+            + _debug_block("2026-03-08 12:05:00", "TP1", [RID_A, RID_B], POOLS)
+            + _debug_block("2026-03-08 12:05:00", "TP2", [RID_C], POOLS)
+            + _debug_block("2026-03-08 12:05:00", "TP3", [RID_A, RID_B], POOLS)
+            + "[2026-03-08 12:05:01 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n")
+    h = summarize_file(_write(tmp_path, text)).hang
+    assert h is not None and h.initiator is not None
+    assert h.initiator["rank"] == "TP2"
+    assert "a batch of 1 requests (first rid c0ffee00" in h.initiator["why"]
+    assert [e["line"] for e in h.initiator["evidence"]] == [11, 1]
+    majority = next(x for x in h.stuck_on if x["what"] == "batch")
+    assert majority["ranks"] == ["TP0", "TP1", "TP3"]
+
+
+def test_a_pool_check_outside_a_debug_block_is_not_the_watchdogs(tmp_path: Path) -> None:
+    """043's leak message keeps its pool lines (the exception's message), and a bare pool line
+    that follows no debug-info header is no part of a hang."""
+    real = (ROOT / "fixtures" / "real" / "043-tp8-ep-pool-leak-valueerror-multiline-msg-bracket-line.log")
+    s = summarize_file(real)
+    assert "[swa] total=911616" in (s.exceptions[0].message or "")
+    text = ("[2026-03-08 12:05:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n"
+            "[full] total=400000, available=1000, evictable=2000, protected=397000, session_held=0, uncached=0\n")
+    h = summarize_file(_write(tmp_path, text)).hang
+    assert h is not None and h.debug_info == []

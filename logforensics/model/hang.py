@@ -128,11 +128,13 @@ HANG_KINDS = frozenset({"collective_timeout", "collective_failure", "watchdog_ti
                         "pyspy_dump", "pyspy_process", "pyspy_thread", "pyspy_frame", "child_failed",
                         "pd_timeout", "health_check_failed", "weights_not_ready",
                         "watchdog_detail", "pyspy_failed", "slow_pass", "rank_divergence", "consensus_enabled",
-                        "thread_dump", "c10d_log"})
+                        "thread_dump", "c10d_log", "watchdog_body", "pool_check"})
 #: Kinds that alone make no hang (a slow pass is a stall the server came out of; a failed
 #: dump, the checker's start-up notice, torch's notes): they only describe one.
 _CONTEXT_KINDS = frozenset({"watchdog_detail", "watchdog_debug", "pyspy_failed", "slow_pass", "consensus_enabled",
-                            "thread_dump", "c10d_note"})
+                            "thread_dump", "c10d_note", "watchdog_body", "pool_check"})
+#: The bare lines of a ``Scheduler debug info:`` block (they carry no rank: the block's header does).
+_DEBUG_BODY = frozenset({"watchdog_body", "pool_check"})
 #: torch's notes that bear on what a hang's log could show (ProcessGroupNCCL.cpp)
 _C10D_NOTES = ("FlightRecorder", "Flight Recorder", "TORCH_NCCL_TRACE_BUFFER_SIZE", "flight recorder")
 #: The records of a py-spy dump (kept apart: a dump has many lines).
@@ -170,6 +172,10 @@ class HangObserver:
             if not any(n in text for n in _C10D_NOTES):
                 return
             kind = "c10d_note"
+        elif kind in _DEBUG_BODY:  # only the lines right under a debug-info header (a pool check
+            last = self.records[-1] if self.records else None  # also ends a leak warning)
+            if last is not None and (last["line"] != line - 1 or last["kind"] not in _DEBUG_BODY | {"watchdog_debug"}):
+                return  # (first of a part: the header may be the part's before; ``debug_blocks`` decides)
         target = self.pyspy if kind in _DUMP_KINDS else self.records
         limit = _MAX_PYSPY if target is self.pyspy else _MAX_RECORDS
         if len(target) >= limit:
@@ -238,6 +244,7 @@ class HangObserver:
                     rank_list.append(p["rank"])
         context = _Context(records_all, env or {}, kind_counts or {})
         progress = _progress(collectives, dumps, context, reports)
+        debug = debug_blocks(records_all)
         return Hang(
             timer=family if family else ("c10d_failure" if failures else
                                          "rank_divergence" if divergence else "pyspy_only"),
@@ -262,10 +269,11 @@ class HangObserver:
             first_ts=first.get("ts") if first else None,
             evidence=[_evidence(p) for p in (main + exit_codes)[:16]],
             dropped=self.dropped,
-            initiator=_initiator(collectives, dumps, divergence, behind),
-            stuck_on=_stuck_on(collectives, context),
+            initiator=_initiator(collectives, dumps, divergence, behind) or _odd_batch(debug),
+            stuck_on=_stuck_on(collectives, context, debug),
             progress=progress,
             stacks=_stacks(dumps, context),
+            debug_info=debug,
         )
 
 
@@ -298,6 +306,8 @@ class Hang:
     stuck_on: list[dict[str, Any]] = field(default_factory=list)
     #: per rank: the last sequence numbers and phase, with the lines they rest on
     progress: list[dict[str, Any]] = field(default_factory=list)
+    #: per rank, the last ``Scheduler debug info:`` block: its batch, requests and pools
+    debug_info: list[dict[str, Any]] = field(default_factory=list)
     #: the stack dumps there are, why there are none, and what to turn on next time
     stacks: dict[str, Any] = field(default_factory=dict)
 
@@ -649,9 +659,67 @@ def _initiator(collectives: list[dict[str, Any]], dumps: list[dict[str, Any]], d
     return None
 
 
-def _stuck_on(collectives: list[dict[str, Any]], ctx: _Context) -> list[dict[str, Any]]:
+def debug_blocks(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per rank, the last ``Scheduler debug info:`` block: the header's rank and line, and what
+    its bare lines below print (utils/watchdog.py, create_scheduler_watchdog's dump_info):
+    ``batch_size`` (``scheduler.cur_batch.batch_size()=N``), ``rids`` of
+    ``scheduler.cur_batch.reqs=[Req(rid=..), ..]`` (the first 8; ``requests`` counts them all),
+    and ``pools`` (each pool's check: ``total``, ``available``, ``evictable``, ``line``)."""
+    blocks: dict[str, dict[str, Any]] = {}
+    cur: dict[str, Any] | None = None
+    last_line = -1
+    for r in sorted(records, key=lambda r: r["line"]):
+        if r["kind"] == "watchdog_debug" and r["fields"].get("component") == "Scheduler":
+            cur = {"rank": r.get("rank"), "line": r["line"], "file": r.get("file"), "batch_size": None,
+                   "rids": [], "requests": None, "pools": {}, "evidence": [_line(r)]}
+            blocks[r.get("rank") or "-"] = cur
+        elif cur is not None and r["kind"] in _DEBUG_BODY and r["line"] == last_line + 1:
+            text = r["fields"].get("message") or r["text"]
+            if r["kind"] == "pool_check":
+                f = r["fields"]
+                cur["pools"][f.get("pool")] = {k: f.get(k) for k in ("total", "available", "evictable")} | {
+                    "line": r["line"]}
+            elif (size := _BATCH_SIZE.search(text)) is not None:
+                cur["batch_size"] = int(size.group(1))
+            else:
+                rids = list(dict.fromkeys(_RID.findall(text)))
+                cur["rids"], cur["requests"] = rids[:8], len(rids)
+            cur["evidence"].append({**_line(r), "rank": cur["rank"]})  # the header's rank
+        else:
+            cur = None
+        last_line = r["line"]
+    return [b for b in blocks.values() if len(b["evidence"]) > 1]
+
+
+def _odd_batch(debug: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The one rank whose debug info shows another batch than all the others' (three ranks or more)."""
+    shown = [b for b in debug if b.get("rank") and (b["batch_size"] is not None or b["rids"])]
+    if len(shown) < 3:
+        return None
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for b in shown:
+        groups.setdefault((b["batch_size"], tuple(b["rids"])), []).append(b)
+    if len(groups) != 2:
+        return None
+    few, many = sorted(groups.values(), key=len)
+    if len(few) != 1:
+        return None
+    odd, other = few[0], many[0]
+    return {"rank": odd["rank"], "why": f"its watchdog debug info shows a batch of {_batch_words(odd)} while "
+            f"{len(many)} other ranks show {_batch_words(other)}",
+            "evidence": [_at(odd), _at(other)]}
+
+
+def _batch_words(b: Mapping[str, Any]) -> str:
+    size = f"{b['batch_size']} requests" if b.get("batch_size") is not None else "requests"
+    return size + (f" (first rid {b['rids'][0]})" if b.get("rids") else " (no rid printed)")
+
+
+def _stuck_on(collectives: list[dict[str, Any]], ctx: _Context,
+              debug: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """What the ranks are stuck on, as the log names it: the collective they wait on, the
-    batch SGLang's watchdog printed, the requests in the consensus checker's events."""
+    batch SGLang's watchdog printed (the ranks whose debug info shows the same batch
+    together), the requests in the consensus checker's events."""
     out: list[dict[str, Any]] = []
     waiting: dict[tuple[Any, Any, Any], list[dict[str, Any]]] = {}
     for c in collectives:
@@ -667,6 +735,15 @@ def _stuck_on(collectives: list[dict[str, Any]], ctx: _Context) -> list[dict[str
         rids = list(dict.fromkeys(_RID.findall(text)))
         out.append({"what": "batch", "batch_size": int(size.group(1)) if size else None, "rids": rids[:8],
                     "rank": r.get("rank"), "evidence": [_line(r)]})
+    same: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for b in debug:
+        if b["batch_size"] is not None or b["rids"]:
+            same.setdefault((b["batch_size"], tuple(b["rids"])), []).append(b)
+    for members in sorted(same.values(), key=lambda m: -len(m))[:2]:
+        b = members[0]
+        out.append({"what": "batch", "batch_size": b["batch_size"], "rids": b["rids"], "rank": b.get("rank"),
+                    "ranks": [m.get("rank") for m in members], "source": "debug info",
+                    "evidence": [_at(m) for m in members[:4]]})
     for r in ctx.of("rank_divergence")[:4]:
         text = r["fields"].get("divergent_events") or ""
         rids = list(dict.fromkeys(_RID.findall(text)))

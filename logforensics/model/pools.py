@@ -254,6 +254,14 @@ def on_kv_pool_init(m: RunModel, ev: Event) -> None:
         m.pools.size(pool, f.get(key), ev)
 
 
+@handles("pool_check")
+def on_pool_check(m: RunModel, ev: Event) -> None:
+    """A bare ``[full] total=.., available=.., evictable=..`` line outside a traceback (the watchdog's
+    ``Scheduler debug info:`` block, a leak warning's next pools): each pool's state, as the
+    exception messages that carry it give it (``summarize``'s ``messages``)."""
+    m.notices.add("pool_check", ev)
+
+
 @handles("post_capture_kv")
 def on_post_capture_kv(m: RunModel, ev: Event) -> None:
     _post_capture(m.pools, ev)

@@ -327,7 +327,8 @@ class RunModel:
     def _pools(self, c: Config) -> dict[str, Any] | None:
         """The pools for the summary, with the texts that may carry per-pool state lines."""
         messages = [(d.get("message") or "", _message_at(d)) for d in self.failures.exceptions]
-        messages += [(n.get("text") or "", n) for key in ("leak_message", "pool_leak") for n in self.notices.get(key, [])]
+        messages += [(n.get("text") or "", n) for key in ("leak_message", "pool_leak", "pool_check")
+                     for n in self.notices.get(key, [])]
         env_evidence = [n for key in ("env", "launch_command") for n in self.notices.get(key, [])]
         return copy.deepcopy(summarize_pools(self.pools, c.env, env_evidence, messages))
 

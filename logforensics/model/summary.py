@@ -142,6 +142,8 @@ class Hang(_Keyed):
     stuck_on: list[dict[str, Any]] = field(default_factory=list)
     #: per rank: last sequence numbers, last phase, the lines
     progress: list[dict[str, Any]] = field(default_factory=list)
+    #: per rank, the last ``Scheduler debug info:`` block: batch, requests, pools, the lines
+    debug_info: list[dict[str, Any]] = field(default_factory=list)
     #: the stack dumps, why they are missing (the log's words or "not in this log"), what to enable
     stacks: dict[str, Any] = field(default_factory=dict)
     node: str | None = None

@@ -33,7 +33,8 @@ from .fatal import DIED_TYPE, scheduler_died
 from .oom import OOM_TYPE, decompose_oom
 
 #: Kinds that may continue a traceback's final message (multi-line messages).
-_CONTINUATION = {"other", "indented", "blank", "tb_caret", "tb_fragment"}
+#: (``pool_check``: SGLang's per-pool check, which a "pool memory leak detected!" message goes on with)
+_CONTINUATION = {"other", "indented", "blank", "tb_caret", "tb_fragment", "pool_check"}
 _MAX_TB_LINES = 5000
 #: Exception names that only count inside a traceback.
 _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
@@ -208,7 +209,7 @@ class TracebackAssembler:
             yield ev
             return
         if tb is not None and tb.oom_record:
-            if not prefixed and kind in ("other", "indented", "tb_fragment"):
+            if not prefixed and kind in ("other", "indented", "tb_fragment", "pool_check"):
                 tb.message = (tb.message or "") + "\n" + _body(ev)  # a terminal's hard wrap
                 tb.add_line(ev)
                 return

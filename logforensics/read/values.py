@@ -379,6 +379,12 @@ def dedup_count(s: str) -> int:
 
 
 @returns(STR)
+def pool_check_name(s: str) -> str:
+    """``[swa] total=`` -> ``swa``."""
+    return s[1:s.index("]")]
+
+
+@returns(STR)
 def env_name(s: str) -> str:
     return s.split("=", 1)[0]
 

@@ -33,6 +33,7 @@ class HangView:
     stuck_on: tuple[str, ...]
     stacks: str | None      # why stack dumps are missing, as the log says
     next_time: tuple[str, ...]
+    pools: tuple[str, ...] = ()  # per rank, each pool as the watchdog's debug info printed it
 
 
 def where(ev: Mapping[str, Any] | None, file: str | None = None) -> str:
@@ -74,11 +75,19 @@ def hang_view(h: Hang, file: str | None = None) -> HangView:
         elif s["what"] == "batch":
             size = f"{s['batch_size']} requests" if s.get("batch_size") is not None else "a batch"
             rids = f", first rid {', '.join(s['rids'][:3])}" if s.get("rids") else ""
-            stuck.append(f"batch of {size} on {s.get('rank') or '-'}{rids} ({at})")
+            on = ", ".join(r or "-" for r in s.get("ranks") or [s.get("rank")])
+            stuck.append(f"batch of {size} on {on}{rids} ({at})")
         else:
             rids = f" (rids {', '.join(s['rids'][:3])})" if s.get("rids") else ""
             stuck.append(f"events the checker compared on {s.get('rank') or '-'}{rids}: {s.get('events', '')[:160]} "
                          f"({at})")
+    pools = []
+    for b in h.debug_info:
+        said = "; ".join(f"{name} {p.get('total')} total, {p.get('available')} available, "
+                         f"{p.get('evictable')} evictable" for name, p in (b.get("pools") or {}).items())
+        if said:
+            at = _evidence([p for p in (b.get("pools") or {}).values()], file)
+            pools.append(f"{b.get('rank') or '-'}: {said} ({at})")
     stacks = h.stacks or {}
     why = stacks.get("missing_why")
     next_time = tuple(f"{k['setting']}: {k['status']}" + (f" ({where(k['evidence'], file)})"
@@ -86,4 +95,5 @@ def hang_view(h: Hang, file: str | None = None) -> HangView:
                                                           f" ({k['evidence']['text']})" if k.get("evidence") else "")
                       + ("" if k["status"] == "on" else f"; {k['gives']}")
                       for k in stacks.get("next_time") or [])
-    return HangView(tuple(rows), initiator, tuple(stuck), f"stack dumps: {why}" if why else None, next_time)
+    return HangView(tuple(rows), initiator, tuple(stuck), f"stack dumps: {why}" if why else None, next_time,
+                    tuple(pools))

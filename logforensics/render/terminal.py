@@ -194,6 +194,8 @@ def render_hang(h: Hang, console: Console, file: str | None = None) -> None:
         console.print(plain(f"Rank that differs: {v.initiator}"))
     for item in v.stuck_on:
         console.print(plain(f"Stuck on: {item}"))
+    for item in v.pools:
+        console.print(plain(f"Pools at the watchdog: {item}"))
     if v.stacks:
         console.print(plain(v.stacks[:1].upper() + v.stacks[1:]))
     if v.next_time:
