@@ -29,6 +29,7 @@ from ..events import PHASE_OF_KIND, Event
 from ..read import other
 from ..read.bulk import BulkScanner, Rows, Segment, numbers
 from ..read.plan import Plan
+from .clock import iso
 from .coverage import MAX_UNKNOWN_SHAPES, OVERFLOW_KEY, PROBE_OK, add_others
 from .hang import HANG_KINDS
 from .notices import limit
@@ -290,4 +291,11 @@ def _pool_rows(m: RunModel, rows: Rows, scanner: BulkScanner, pool_ints: dict[st
         text, ts = rows.stamp(i)
         return {"file": file, "line": rows.line(i), "rank": rows.rank(i), "ts": ts, "text": text}
 
-    take_rows(m.pools, usage, count, ints, where)
+    secs, dated = memoryview(raw[7]).cast("d"), raw[5]
+
+    def point(i: int) -> tuple[str | None, str | None]:
+        sec = secs[i]
+        return rows.rank(i), (iso(sec, bool(dated[i])) if sec == sec else None)
+
+    first = rows.first_line
+    take_rows(m.pools, usage, count, ints, where, [first + x for x in memoryview(raw[2]).cast("q")], point)

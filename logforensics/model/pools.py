@@ -19,6 +19,9 @@ have room. Every figure here is one the log printed, with the line it came from:
   usage``, HiSparse ``#gpu token``/``#cpu token``), peak and last;
 - evictable: the per-pool ``[full] total=.., available=.., evictable=..`` lines SGLang's
   invariant checker prints (read from the exception or warning that carries them);
+- use over time: each pool's usage in at most ``SERIES_POINTS`` buckets of log lines (the
+  highest usage of each bucket and the first line that printed it; ``Series``), so the
+  report can draw it however long the log;
 - the pool that bound admission at each retraction: the fullest pool on the last batch
   line before it, and how much room the others still had;
 - the order of start-up: KV pool allocated before CUDA graphs were captured (SGLang's
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from .clock import iso, seconds
 from .rank import KV_HYBRID
 from .registry import handles
 
@@ -65,6 +69,72 @@ MAX_RANK_RECORDS = 4
 #: Retractions kept with the pool that bound them (the first ones).
 MAX_BINDINGS = 16
 POST_CAPTURE_ENV = "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING"
+#: Buckets of a pool's use over time kept at most (``Series``): bounds its memory on any log.
+SERIES_POINTS = 64
+
+
+def stamp(ts: str | None) -> str | None:
+    """A record's stamp to the second, as the bulk reader's rows give it back (``clock``)."""
+    sec = seconds(ts)
+    return None if sec is None else iso(sec, bool(ts and ts[4:5] == "-"))
+
+
+def _better(usage: float, line: int, point: list[Any]) -> bool:
+    """Whether (usage, line) replaces a bucket's point: higher usage, or as high and earlier."""
+    return usage > point[0] or (usage == point[0] and line < point[1])
+
+
+@dataclass
+class Series:
+    """One pool's use over the log: at most ``SERIES_POINTS`` buckets of ``width`` log lines
+    (a power of two, doubled as the log grows), each its highest usage and the first line
+    that printed it, so the pool's peak is always a point and memory is bounded whatever
+    the log's length. The highest of each bucket does not depend on the order lines come
+    in, so the series of two parts of a log merge into the whole's (``merge``)."""
+
+    width: int = 1
+    #: line // width -> [usage, line, rank, stamp (to the second), count used]
+    buckets: dict[int, list[Any]] = field(default_factory=dict)
+
+    def takes(self, line: int, usage: float) -> bool:
+        got = self.buckets.get(line // self.width)
+        return got is None or _better(usage, line, got)
+
+    def add(self, point: list[Any]) -> None:
+        key = point[1] // self.width
+        got = self.buckets.get(key)
+        if got is None:
+            self.buckets[key] = point
+            if len(self.buckets) > SERIES_POINTS:
+                self._coarsen(self.width * 2)
+        elif _better(point[0], point[1], got):
+            self.buckets[key] = point
+
+    def _coarsen(self, width: int) -> None:
+        while True:
+            merged: dict[int, list[Any]] = {}
+            for point in self.buckets.values():
+                key = point[1] // width
+                got = merged.get(key)
+                if got is None or _better(point[0], point[1], got):
+                    merged[key] = point
+            self.width, self.buckets = width, merged
+            if len(merged) <= SERIES_POINTS:
+                return
+            width *= 2
+
+    def merge(self, later: Series) -> None:
+        if later.width > self.width:
+            self._coarsen(later.width)
+        for point in later.buckets.values():
+            self.add(point)
+        if len(self.buckets) > SERIES_POINTS:
+            self._coarsen(self.width * 2)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lines_per_point": self.width,
+                "points": [{"line": line, "usage": u, "used": n, "rank": rank, "ts": ts}
+                           for u, line, rank, ts, n in sorted(self.buckets.values(), key=lambda p: p[1])]}
 
 
 def _where(ev: Event) -> dict[str, Any]:
@@ -93,6 +163,8 @@ class Pools:
     #: retractions with the pool that bound them; ``usages`` None until the merge fills it
     bindings: list[dict[str, Any]] = field(default_factory=list)
     bound_by: dict[str, int] = field(default_factory=dict)
+    #: pool -> its usage over the log, bucketed (``Series``)
+    series: dict[str, Series] = field(default_factory=dict)
 
     # -- observing -----------------------------------------------------------------------
     def size(self, pool: str, tokens: Any, ev: Event, gib: float | None = None) -> None:
@@ -142,6 +214,11 @@ class Pools:
                     rec["peak"], rec["peak_at"] = u, at
                 rec["last"], rec["last_at"] = u, at
                 self.current[pool] = (u, at)
+                series = self.series.get(pool)
+                if series is None:
+                    series = self.series[pool] = Series()
+                if series.takes(ev.line, u):
+                    series.add([u, ev.line, ev.rank, stamp(ev.ts), n])
             if n is not None:
                 if rec["peak_used"] is None or n > rec["peak_used"]:
                     rec["peak_used"] = n
@@ -195,6 +272,12 @@ class Pools:
             self.bound_by[pool] = self.bound_by.get(pool, 0) + n
         for pool, cur in later.current.items():
             self.current[pool] = cur
+        for pool, series in later.series.items():
+            mine_s = self.series.get(pool)
+            if mine_s is None:
+                self.series[pool] = series
+            else:
+                mine_s.merge(series)
 
 
 def _bind(b: dict[str, Any]) -> None:
@@ -328,12 +411,15 @@ def on_capture(m: RunModel, ev: Event) -> None:
 
 
 def take_rows(p: Pools, usage: list[Sequence[float]], count: list[Sequence[float]], ints: list[bool],
-              where: Callable[[int], dict[str, Any]]) -> None:
+              where: Callable[[int], dict[str, Any]], lines: Sequence[int],
+              point: Callable[[int], tuple[str | None, str | None]]) -> None:
     """The per-pool fields of a segment's batch rows (the bulk reader's), as ``Pools.batch``
     of each row in turn: ``usage[k]`` and ``count[k]`` the columns of ``BATCH_POOLS[k]``
     (NaN: the row has no such field), ``ints[k]`` whether the count is an integer,
-    ``where(i)`` row ``i``'s {file, line, rank, ts, text}. Each column is walked once; a
-    row's place is made only for the rows a pool's peak or last value comes from."""
+    ``where(i)`` row ``i``'s {file, line, rank, ts, text}, ``lines[i]`` its line and
+    ``point(i)`` its rank and stamp to the second (``stamp``). Each column is walked once
+    (twice with the series); a row's place is made only for the rows a pool's peak or last
+    value comes from, and its point only for the highest row of a series' bucket."""
     places: dict[int, dict[str, Any]] = {}
 
     def at(i: int) -> dict[str, Any]:
@@ -370,8 +456,31 @@ def take_rows(p: Pools, usage: list[Sequence[float]], count: list[Sequence[float
             rec["last_used"] = conv(n[last])
     # the pools' current use, new ones in the order their first use appears
     for _, k in sorted((f, k) for k in range(len(BATCH_POOLS)) if (f := _first(usage[k])) >= 0):
-        rec = p.usage[BATCH_POOLS[k][0]]
-        p.current[BATCH_POOLS[k][0]] = (rec["last"], rec["last_at"])
+        pool = BATCH_POOLS[k][0]
+        rec = p.usage[pool]
+        p.current[pool] = (rec["last"], rec["last_at"])
+        series = p.series.get(pool)
+        if series is None:
+            series = p.series[pool] = Series()
+        _series_rows(series, usage[k], count[k], int if ints[k] else float, lines, point)
+
+
+def _series_rows(series: Series, u: Sequence[float], n: Sequence[float], conv: Callable[[float], Any],
+                 lines: Sequence[int], point: Callable[[int], tuple[str | None, str | None]]) -> None:
+    """A segment's column into a pool's series: the highest row of each bucket first, then
+    those the series takes (the first row of a bucket's highest value, as line by line)."""
+    width = series.width
+    best: dict[int, int] = {}
+    for i, x in enumerate(u):
+        if x == x:  # (not NaN)
+            key = lines[i] // width
+            j = best.get(key)
+            if j is None or x > u[j]:
+                best[key] = i
+    for i in best.values():
+        if series.takes(lines[i], u[i]):
+            rank, ts = point(i)
+            series.add([u[i], lines[i], rank, ts, conv(n[i]) if n[i] == n[i] else None])
 
 
 def _first(col: Sequence[float]) -> int:
@@ -441,8 +550,11 @@ def summarize(p: Pools, env: dict[str, str], env_evidence: list[dict[str, Any]],
     bindings = [{"at": _at(b["at"]), "pool": b.get("pool"), "usage": b.get("usage"),
                  "usage_at": _at(b.get("usage_at")), "others": b.get("others") or {}}
                 for b in p.bindings]
-    return {"pools": dict(sorted(pools.items())), "bound_by": dict(sorted(p.bound_by.items())),
-            "retractions": bindings, "order": order}
+    out = {"pools": dict(sorted(pools.items())), "bound_by": dict(sorted(p.bound_by.items())),
+           "retractions": bindings, "order": order}
+    if p.series:
+        out["series"] = {pool: s.to_dict() for pool, s in sorted(p.series.items())}
+    return out
 
 
 def _at(where: dict[str, Any] | None) -> dict[str, Any] | None:
