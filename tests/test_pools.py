@@ -313,3 +313,52 @@ def test_pools_at_a_crash_carry_the_invariant_checkers_evictable_part() -> None:
     assert (at["swa"].evictable, at["swa"].available) == (676096, 235264)
     assert (at["full"].evictable, at["full"].available) == (9115392, 768)
 
+
+
+def test_use_over_time_is_bounded_the_same_on_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pool's use over the log is kept in at most ``SERIES_POINTS`` buckets of lines, each
+    its highest usage and the first line that printed it (so the peak is a point), the same
+    read line by line, in bulk, or in two parts merged."""
+    from logforensics.model.pools import SERIES_POINTS
+
+    lines = ["[2026-03-08 11:59:59 TP0] The server is fired up and ready to roll!"]
+    usage: dict[str, dict[int, float]] = {"full": {}, "swa": {}}
+    for i in range(3000):
+        fu, su = (i % 97) / 100, ((i * 7) % 89) / 100
+        lines.append(_decode(0, 1000 + i, fu, 500 + i, su).replace("12:00:00", f"12:{i // 60 % 60:02d}:{i % 60:02d}"))
+        usage["full"][len(lines)], usage["swa"][len(lines)] = fu, su
+    path = _write(tmp_path, lines)
+    monkeypatch.setenv("LOGFORENSICS_PURE", "1")
+    exact = summarize_file(path).pools
+    monkeypatch.delenv("LOGFORENSICS_PURE")
+    assert exact is not None
+    for pool, by_line in usage.items():
+        series = exact["series"][pool]
+        width = series["lines_per_point"]
+        want: dict[int, tuple[float, int]] = {}
+        for line, u in by_line.items():
+            got = want.get(line // width)
+            if got is None or u > got[0]:
+                want[line // width] = (u, line)
+        assert 32 < len(want) <= SERIES_POINTS
+        assert [(p["usage"], p["line"]) for p in series["points"]] == [want[k] for k in sorted(want)]
+        peak = exact["pools"][pool]
+        assert (peak["peak_usage"], peak["peak_at"]["line"]) in [(p["usage"], p["line"]) for p in series["points"]]
+        for p in series["points"]:  # each point with its own line's count and stamp
+            i = p["line"] - 2
+            assert (p["rank"], p["used"], p["ts"]) == ("TP0", (1000 if pool == "full" else 500) + i,
+                                                        f"2026-03-08T12:{i // 60 % 60:02d}:{i % 60:02d}")
+    from logforensics.ingest.batch import read_file
+    from logforensics.read import bulk
+
+    if bulk.available():
+        run = read_file(path)
+        assert run._scanner is not None and run._scanner.taken > 2500  # the batch lines, in bulk
+    assert summarize_file(path).pools == exact
+    events = list(iter_events(path))
+    for cut in (700, 1999):
+        first_part, second = RunModel(str(path), part=True), RunModel(str(path), part=True)
+        first_part.observe_all(events[:cut])
+        second.observe_all(events[cut:])
+        first_part.merge(second)
+        assert first_part.summary().pools == exact, cut

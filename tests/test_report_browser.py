@@ -279,3 +279,44 @@ def test_memory_chart_leaves_the_formula_table_uncovered(tmp_path: Path) -> None
     for width, (chart, table) in boxes.items():
         apart = chart[2] <= table[0] or table[2] <= chart[0] or chart[3] <= table[1] or table[3] <= chart[1]
         assert apart, f"at {width} px the memory chart {chart} covers the formula table {table}"
+
+
+def test_pool_and_hang_pictures_render_in_chromium(tmp_path: Path) -> None:
+    """The pool picture of a real hybrid log (fixtures/real 145) and the hang picture of a hang
+    with a rank that differs are drawn as SVG: a line per pool, a row per rank, the initiator's
+    row named, the lines they rest on shown as text; no error in the console."""
+    from test_report_pictures import initiator_log
+
+    pools_report, hang_report = tmp_path / "pools.html", tmp_path / "hang.html"
+    log = next((ROOT / "fixtures" / "real").glob("145-*.log"))
+    write_html(diagnose_files(str(log), None), str(pools_report))
+    write_html(diagnose_files(str(initiator_log(tmp_path)), None), str(hang_report))
+    browser = DevTools(chromium(), tmp_path / "profile")
+    try:
+        page = Page(browser, pools_report.as_uri())
+        _wait_for_charts(page)
+        pools = page.evaluate("""(() => { const svg = document.querySelector('#pool-chart svg.main-svg');
+            const box = svg ? svg.getBoundingClientRect() : null;
+            return {svg: !!svg, width: box ? box.width : 0, height: box ? box.height : 0,
+                    lines: document.querySelectorAll('#pool-chart .scatterlayer .trace path.js-line').length,
+                    legend: [...document.querySelectorAll('#pool-chart .legendtext')].map(e => e.textContent),
+                    text: document.getElementById('pools').innerText}; })()""")
+        page = Page(browser, hang_report.as_uri())
+        _wait_for_charts(page)
+        hang = page.evaluate("""(() => { const svg = document.querySelector('#hang-chart-failing svg.main-svg');
+            return {svg: !!svg,
+                    ticks: [...document.querySelectorAll('#hang-chart-failing .ytick text')].map(e => e.textContent),
+                    notes: [...document.querySelectorAll('#hang-chart-failing .annotation-text')].map(e => e.textContent),
+                    points: document.querySelectorAll('#hang-chart-failing .scatterlayer .point').length}; })()""")
+        page.screenshot(OUTPUT / "report-pictures.png")
+    finally:
+        browser.close()
+    assert pools["svg"] and pools["width"] > 400 and pools["height"] > 200
+    assert pools["lines"] == 2
+    assert [t.split(" (")[0] for t in pools["legend"]] == ["full-attention KV pool", "Mamba state pool"]
+    assert f"{log.name}:5 (TP0)" in pools["text"]
+    assert hang["svg"] and sorted(hang["ticks"]) == ["TP0", "TP1", "TP2 (initiator)", "TP3"]
+    assert hang["points"] == 8  # last completed and last enqueued of each of the four ranks
+    assert "stuck on BROADCAST seq 78 (PG 0)" in hang["notes"]
+    assert _errors(browser.events) == []
+    assert _requests(browser.events) == []

@@ -51,6 +51,7 @@ from .charts import (
 )
 from .figure import plotly_js
 from .hangview import HangView, hang_view
+from .pool_charts import PoolRunView, hang_chart, pool_chart, pool_views
 from .serving_charts import throughput_chart as serving_throughput_chart
 
 TEMPLATE_PACKAGE = "logforensics.reports"
@@ -220,8 +221,11 @@ class ReportContext:
     phases: tuple[str, ...]                 # column order of the phase grid
     phase_rows: tuple[PhaseRow, ...]        # the grid: rank by rank, baseline row above failing row
     crashes: tuple[CrashMark, ...]          # which ranks died, where, with what
-    hangs: tuple[tuple[str, HangView], ...]  # per run that hung: per-rank progress, the rank that differs
+    hangs: tuple[tuple[str, HangView, Markup | None], ...]  # per run that hung: per-rank progress (table,
+                                            # picture), the rank that differs
     memory_chart: Markup | None             # stacked GiB per rank, one panel per run
+    pool_chart: Markup | None               # each pool's use over the log, one panel per run
+    pools: tuple[PoolRunView, ...]          # per run: each pool's size, peak, last use, retractions, with lines
     budget_rows: tuple[BudgetRow, ...]      # the KV formula's inputs and outputs
     advice: AdviceView | None               # facts["budget"]["advice"], when there is any
     throughput_chart: Markup | None         # decode tok/s over time
@@ -262,8 +266,11 @@ def build_context(d: Diagnosis) -> ReportContext:
     runs = _runs(d)
     timeline, unit = timeline_chart(runs, d)
     memory = memory_chart(d)
+    pools = pool_chart(runs)
+    hangs = tuple((label, hang_view(r.hang, r.file), hang_chart(label, r.hang, r.file))
+                  for label, r in runs if r.hang)
     tput = serving_throughput_chart(runs) or throughput_chart(runs)
-    charts = [c for c in (timeline, memory, tput) if c is not None]
+    charts = [c for c in (timeline, memory, pools, tput, *(h[2] for h in hangs)) if c is not None]
     worst = d.worst() or "ok"
     return ReportContext(
         title=f"logforensics: {os.path.basename(d.failing.file or 'failing run')}",
@@ -280,8 +287,10 @@ def build_context(d: Diagnosis) -> ReportContext:
         phases=PHASES,
         phase_rows=phase_rows(runs, d),
         crashes=tuple(m for label, r in runs for m in _crash_marks(label, r)),
-        hangs=tuple((label, hang_view(r.hang, r.file)) for label, r in runs if r.hang),
+        hangs=hangs,
         memory_chart=memory,
+        pool_chart=pools,
+        pools=pool_views(runs),
         budget_rows=budget_rows(d),
         advice=_advice(d.facts.budget.advice),
         throughput_chart=tput,
