@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..model.phases import placing_function
+from ..model.phases import placing_function, where_failed
 from ..model.run import RunSummary
 from .sides import Evidence, ev, ev_of
 
@@ -36,6 +36,9 @@ class CrashFacts:
     #: every rank that raised printed the first one's traceback (its exception, message shape
     #: and innermost frames): they failed alike, not one rank first and the others after it
     alike: bool = False
+    #: where it failed, in words (``model.phases.where_failed``): ``during load_weights``, or
+    #: for the launcher's own phase the server arguments it was parsing and the frame of it
+    where: str = "during an unknown phase"
 
 
 def crash_facts(run: RunSummary) -> CrashFacts | None:
@@ -71,7 +74,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         alloc_site=site, not_enough_memory="Not enough memory" in message,
         capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence),
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
-        alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks))
+        alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
+        where=where_failed(crash.phase, crash.frames))
 
 
 def _head(message: str) -> str:

@@ -35,6 +35,11 @@ PHASES: tuple[str, ...] = (
     "serving",
 )
 
+#: The launcher's own phase before any rank started: it parses and checks the server
+#: arguments (``prepare_server_args``, ``ServerArgs.__post_init__``, ``check_server_args``).
+#: A crash can be in it; no rank goes through it, so it is not one of :data:`PHASES`.
+LAUNCH = "launch"
+
 #: Event kinds that open a phase on the rank that printed them.
 PHASE_OF_KIND: dict[str, str] = {
     "init_dist_begin": "init_distributed",

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from ..events import LAUNCH
+
 # A call begins where a run of word characters begins: tried at every position of a long run, the
 # expression read the run again from each one (quadratic in a long token of a frame's code line).
 _CALL = re.compile(r"(?<!\w)(\w+)\(")
@@ -54,6 +56,22 @@ def phase_of_frames(frames: Sequence[Mapping[str, Any]]) -> str | None:
     runs model code that serving also runs (graph capture calls the forward pass)."""
     name = placing_function(frames)
     return frame_phases()[name] if name else None
+
+
+def where_failed(phase: str | None, frames: Sequence[Mapping[str, Any]]) -> str:
+    """How prose says where a traceback failed: ``during <phase>``; for the launcher's own
+    phase, that it was still parsing the server arguments before any rank started, with the
+    frame of the table that places it (``server_args.py:7299 in prepare_server_args``)."""
+    if phase != LAUNCH:
+        return f"during {phase}" if phase else "during an unknown phase"
+    name = placing_function(frames)
+    frame = next((fr for fr in reversed(frames) if fr.get("func") == name
+                  or name in _CALL.findall(fr.get("code") or "")), None) if name else None
+    at = ""
+    if frame is not None:
+        path = str(frame.get("path") or "").replace("\\", "/").rsplit("/", 1)[-1]
+        at = f": {path}:{frame.get('line')} in {frame.get('func')}"
+    return f"before init_distributed (while parsing the server arguments{at})"
 
 
 def phase_of_words(texts: Iterable[str]) -> str | None:

@@ -286,7 +286,9 @@ class RunModel:
         for rec in self.failures.crash_events:  # a traceback can place a rank further than its log lines did
             rec = verdict.resolved.get(id(rec), rec)
             r, p = rec.get("rank"), rec.get("phase")
-            if r is not None and r in labels and p and (r not in reached or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
+            # (the launcher's own phase is no rank's: a rank it names is not placed by it)
+            if r is not None and r in labels and p in PHASE_INDEX and (r not in reached
+                                                                     or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
                 reached[r] = p
         drawer = bar_rank(t.ranks) if t.bars else None
         per_rank = {k: self._rank_record(k, reached.get(k), drawer) for k in labels}
