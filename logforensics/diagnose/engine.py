@@ -12,8 +12,8 @@ from typing import Any
 
 from jinja2 import TemplateError
 
-from ..events import PHASES
 from ..model.run import RunSummary
+from ..model.stops import stop_place
 from .bounds import BoundError
 from .conclusion import Conclusion, conclude, confidence, settings_lines
 from .facts import Facts, compute, plain
@@ -213,15 +213,13 @@ def likely_cause(failing: RunSummary, baseline: RunSummary | None, facts: Facts,
 
 
 def _where_it_stops(run: RunSummary) -> str:
-    """For a log that just stops: the line and the furthest phase a rank reached there."""
+    """For a log that just stops: the line, and the furthest phase a rank reached there, or
+    after which phase's end line and before which phase it stops (``model.stops``)."""
     if run.outcome != "incomplete":
         return ""
-    reached = [p for p in run.phase_reached.values() if p in PHASES]
-    phase = max(reached, key=PHASES.index) if reached else None
     last = run.coverage.get("lines_read")
     where = f"at line {last}" if last else ""
-    during = f"during {phase}" if phase else ""
-    said = ", ".join(x for x in (where, during) if x)
+    said = ", ".join(x for x in (where, stop_place(run, cite_file=True)) if x)
     return f" (the log stops {said})" if said else ""
 
 

@@ -19,6 +19,7 @@ from ..artefacts.types import Artefacts
 from ..model.beside import SOURCES
 from ..model.pools import POST_CAPTURE_ENV
 from ..model.run import RunSummary
+from ..model.stops import stop_place
 from ..model.summary import Crash, DistinctException, Hang
 from ..units import fmt, gib
 from .beside import beside_lines
@@ -50,7 +51,8 @@ def table_box(console: Console) -> box.Box:
 
 def render_summary(s: RunSummary, console: Console) -> None:
     style = OUTCOME_STYLE.get(s.outcome, "bold")
-    head = Text.assemble((s.outcome.upper(), style), "  ", plain(s.outcome_reason))
+    place = stop_place(s) if s.outcome == "incomplete" else None  # where the log leaves its ranks
+    head = Text.assemble((s.outcome.upper(), style), "  ", plain(s.outcome_reason + (f", {place}" if place else "")))
     console.print(Panel(head, title=plain(s.file or "log"), expand=False))
 
     if s.ranks:

@@ -1,0 +1,76 @@
+"""Where a log that just stops (``incomplete``) leaves its ranks, in words.
+
+A rank whose last phase record is the end line SGLang prints for its phase ("Memory pool
+end" after the KV pool) had left that phase's own records behind: the log stops after it
+and before the first line of the next phase, not during it. The next phase is the one after
+it in :data:`~logforensics.events.PHASES` that the rank had not been in yet (the KV pool can
+be sized after graph capture), without CUDA-graph capture when ``disable_cuda_graph`` is
+set. Graph capture has no such line: it captures one graph after another, and the end of
+one is not the end of the phase.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..events import PHASES
+from .summary import RunSummary
+
+#: phase -> (the record that ends it, as SGLang words it)
+END_OF = {
+    "init_distributed": ("init_dist_end", "Init torch distributed ends"),
+    "load_weights": ("load_weight_end", "Load weight end"),
+    "kv_cache_alloc": ("memory_pool_end", "Memory pool end"),
+}
+
+
+def _graphs_disabled(run: RunSummary) -> bool | None:
+    """``disable_cuda_graph`` as the log shows it; None when it shows no setting."""
+    for args in (run.server_args, run.launch_args):
+        if "disable_cuda_graph" in args:
+            return str(args["disable_cuda_graph"]).strip().lower() in ("true", "1")
+    return None if not (run.server_args or run.launch_args) else False
+
+
+def _next_phase(run: RunSummary, phase: str, seen: set[str]) -> str | None:
+    later = [p for p in PHASES[PHASES.index(phase) + 1:] if p not in seen]
+    disabled = _graphs_disabled(run)
+    if disabled:
+        later = [p for p in later if p != "cuda_graph_capture"]
+    if not later:
+        return None
+    if later[0] == "cuda_graph_capture" and disabled is None and len(later) > 1:
+        return f"{later[0]} or {later[1]}"  # with --disable-cuda-graph, warmup comes next
+    return later[0]
+
+
+def stop_place(run: RunSummary, cite_file: bool = False) -> str | None:
+    """For an incomplete run: ``during <phase>`` (the furthest phase its ranks reached), or
+    ``after <phase> (<end line>, line N), before <next phase>`` when every rank in that phase
+    printed its end line last; None when no rank reached a phase. ``cite_file`` names the
+    file with the line (``failing.log:83``)."""
+    reached = {k: r.phase_reached for k, r in run.per_rank.items() if r.phase_reached in PHASES}
+    if not reached:
+        return None
+    phase = max(reached.values(), key=PHASES.index)
+    end = END_OF.get(phase)
+    lines: list[dict[str, Any]] = []
+    for label, p in reached.items():
+        if p != phase or end is None:
+            continue
+        rank = run.per_rank[label]
+        at = (rank.memory.get("evidence") or {}).get(end[0])
+        if not at or at.get("line") != (rank.phases.get(phase) or {}).get("last_line"):
+            lines = []
+            break
+        lines.append(at)
+    if not lines or end is None:
+        return f"during {phase}"
+    last = max(lines, key=lambda e: e.get("line") or 0)
+    where = f"{os.path.basename(str(last.get('file') or run.file or ''))}:{last['line']}" if cite_file \
+        else f"line {last['line']}"
+    seen = {p for r in run.per_rank.values() for p in r.phases}
+    after = f"after {phase} ({end[1]}, {where})"
+    nxt = _next_phase(run, phase, seen)
+    return f"{after}, before {nxt}" if nxt else after
