@@ -20,7 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..events import LAUNCH
+from ..model.phases import where_failed
 from ..model.run import RunSummary
+from ..model.stops import stop_place
 from .facts import Facts
 from .settings import ACTS_ON
 
@@ -121,8 +124,8 @@ def _first(failing: RunSummary, findings: Sequence[Finding]) -> str | None:
     if failing.outcome == "crashed" and crash is not None and top is not None and "failed first" in top.title:
         return f"{top.title} ({crash.file}:{crash.line})"  # the crash rule's words: rank, phase, what
     if failing.outcome == "crashed" and crash is not None:
-        who = crash.first_rank or "an unknown rank"
-        where = f" during {crash.phase}" if crash.phase else ""
+        who = "the launcher" if crash.phase == LAUNCH else crash.first_rank or "an unknown rank"
+        where = f" {where_failed(crash.phase, crash.frames)}" if crash.phase else ""
         what = crash.exception or (crash.message or "a failure whose record is not in this log")
         return f"{who} failed first{where}: {str(what)[:160]} ({crash.file}:{crash.line})"
     if failing.outcome == "hung" and failing.hang is not None:
@@ -132,13 +135,22 @@ def _first(failing: RunSummary, findings: Sequence[Finding]) -> str | None:
     return top.title if top is not None else None
 
 
+#: Aspects of the setup that ``python -m sglang.check_env`` prints and a log may not.
+ENVIRONMENT_ASPECTS = ("GPU", "SGLang version")
+
+
 def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
-    """What would tell more than these logs: by what the failing log lacks."""
+    """What would tell more than these logs: by what the failing log lacks, and only what
+    its phase allows. A launcher that failed parsing its arguments started nothing: its
+    command line is what tells more. SGLang writes a crash dump (the requests of the last
+    minutes, ``--crash-dump-folder``) only once it serves, so it is asked for a failure
+    while serving only."""
     out: list[str] = []
     crash = failing.crash
     if failing.outcome == "incomplete":
+        place = stop_place(failing, cite_file=True)
         out.append(f"the rest of the log (it stops at line {failing.coverage.get('lines_read') or '?'} "
-                   "without readiness or failure)")
+                   "without readiness or failure" + (f", {place}" if place else "") + ")")
     if crash is not None and not crash.exception and not crash.native:
         out.append("the full log: the failure's own record (the traceback's exception) is not in this one")
     if failing.missing_ranks or facts.nodes.missing_ranks:
@@ -149,10 +161,20 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
         out += [s.setting + (f" ({s.why})" if s.why else "") for s in facts.timer.next_steps[:3]]
         if not facts.timer.next_steps:
             out += ["NCCL_DEBUG=INFO", "a py-spy dump of every scheduler (py-spy dump --pid N)"]
-    elif failing.outcome == "crashed":
+    elif failing.outcome == "crashed" and crash is not None and crash.phase == LAUNCH:
+        # nothing had started: no rank's log, no server_args line, no crash dump
+        out.append("the launch command: the launcher failed while parsing the server arguments, "
+                   "before it printed them (server_args) or started any rank")
+    elif failing.outcome == "crashed" and crash is not None and crash.phase == "serving":
+        # SGLang writes a crash dump (the requests of its last minutes) only once it serves
         out.append("the crash dump folder, where --crash-dump-folder was set")
-    if not failing.server_args and not failing.launch_command:
+    launched = crash is None or crash.phase != LAUNCH
+    if launched and not failing.server_args and not failing.launch_command:
         out.append("the start of the log (server_args): the settings are not in this one")
+    unseen = [u for u in facts.setup.unknown if u in ENVIRONMENT_ASPECTS]
+    if unseen:  # what SGLang's bug reports ask for, and the comparison lacks
+        out.append("the output of python -m sglang.check_env on each run's machine: the logs do not show the "
+                   + " or the ".join(unseen))
     return tuple(dict.fromkeys(out))
 
 
@@ -240,9 +262,31 @@ def _next_step(failing: RunSummary, facts: Facts, explanation: Finding | None, c
     if failing.outcome == "hung" and facts.timer.next_steps:
         return facts.timer.next_steps[0].setting
     if facts.config.changed and (explanation is None or "setting" in explanation.groups):
+        if facts.setup.differs:
+            return _other_setup_step(facts)
         keys = facts.config.changed_keys
         return ("set back the changed settings one at a time to find the one that matters: "
                 + ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else ""))
     if collect:
         return "collect " + collect[0]
     return None
+
+
+def _other_setup_step(facts: Facts) -> str:
+    """The next step when the runs are not the same setup (another model, TP size, ...): that
+    is no setting to set back, and a difference between the runs may come from it, so the
+    failing setup is compared with a working run of its own; the settings that changed
+    besides it (not those that changed with it, as ``tokenizer_path`` follows ``model_path``)
+    are what to try on the failing setup."""
+    differs = facts.setup.differs
+    moved = {(str(d.baseline), str(d.failing)) for d in differs}
+    follows = {d.key for d in differs} | {k for k, d in facts.config.server_args.items()
+                                          if (str(d.baseline), str(d.failing)) in moved}
+    others = [k for k in facts.config.changed_keys if k not in follows]
+    what = " and the ".join(d.label for d in differs)
+    step = (f"the runs differ in the {what}, so no setting difference can be compared as the cause: "
+            f"compare the failing run with a working run of the same {what}")
+    if others:
+        step += ("; on the failing setup, try the baseline's value of the other changed settings: "
+                 + ", ".join(others[:6]) + (", ..." if len(others) > 6 else ""))
+    return step
