@@ -7,12 +7,15 @@ SGLang's ``Decode batch, #running-req: ...`` lines.
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from logforensics.pipeline import diagnose_files
+from logforensics.pipeline import diagnose_files, summarize_file
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = "[2026-01-01 10:00:00] The server is fired up and ready to roll!\n"
@@ -45,9 +48,13 @@ def test_a_benchmark_that_generated_tokens_is_not_flagged(tmp_path: Path) -> Non
     assert _val01(tmp_path, READY + _bench(1000, 256000)) == []
 
 
-def _decode(second: int, running: int, tput: float) -> str:
+def _decode(second: int, running: int, tput: float, tokens: int | None = None) -> str:
+    """A decode batch line; its ``#token`` grows by ``running`` a decode step (10 steps a second)
+    while tokens are generated, unless given."""
+    if tokens is None:
+        tokens = 4096 + (10 * running * second if tput else 0)
     return (f"[2026-01-01 10:{second // 60:02d}:{second % 60:02d} TP0] Decode batch, #running-req: {running}, "
-            f"#token: 4096, token usage: 0.02, cuda graph: True, gen throughput (token/s): {tput:.2f}, "
+            f"#token: {tokens}, token usage: 0.02, cuda graph: True, gen throughput (token/s): {tput:.2f}, "
             "#queue-req: 0\n")
 
 
@@ -65,7 +72,8 @@ def test_a_short_pause_or_a_working_server_is_not_a_stall(tmp_path: Path, tput: 
     assert _val01(tmp_path, text) == []
 
 
-@pytest.mark.parametrize("name", ["benchmark-no-tokens", "health-generate-fails", "decode-frozen"])
+@pytest.mark.parametrize("name", ["benchmark-no-tokens", "health-generate-fails", "decode-frozen",
+                                  "decode-counters-fixed"])
 def test_the_check_case_fails_without_its_expectation(name: str) -> None:
     """The fixture cases fixtures/synthetic/NAME expect VAL01 as an error: ``check`` fails
     when it is no longer raised."""
@@ -164,6 +172,95 @@ def test_four_frozen_batches_or_an_idle_server_are_not_frozen(tmp_path: Path, mo
     assert _diagnose(tmp_path, idle, False, monkeypatch) == []
 
 
+@pytest.mark.parametrize("pure", [False, True])
+def test_decode_batches_whose_counters_do_not_move_are_frozen(tmp_path: Path, pure: bool,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six decode batches of TP0 in a row with the same #running-req, #token and gen throughput
+    (above 0), between ones whose figures move: the server prints batches that do no work."""
+    text = READY + "".join(_decode(s, 8, 900.0 + s % 7) for s in range(0, 400))
+    text += "".join(_decode(s, 8, 905.0, tokens=36096) for s in range(400, 406))
+    text += "".join(_decode(s, 8, 900.0 + s % 7) for s in range(406, 600))
+    found = _diagnose(tmp_path, text, pure, monkeypatch)
+    assert len(found) == 1 and "6 consecutive decode batches of TP0" in found[0].title
+    assert "the same #running-req, #token and gen throughput" in found[0].title
+    assert [(e["line"], e["rank"]) for e in found[0].evidence] == [(402, "TP0"), (407, "TP0")]
+    assert [e["text"] for e in found[0].evidence] == [text.splitlines()[401], text.splitlines()[406]]
+    frozen = summarize_file(tmp_path / "run.log").serving["frozen"]
+    assert (frozen["kind"], frozen["rank"], frozen["lines"]) == ("counters_fixed", "TP0", 6)
+
+
+def test_four_unmoving_batches_or_an_idle_server_are_not_frozen(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four lines of the same figures are too few, and an idle server's (no request running)
+    never move; five of a server with requests running are frozen."""
+    def log(running: int, n: int) -> str:
+        moving = "".join(_decode(s, 8, 900.0 + s % 7) for s in range(0, 100))
+        return READY + moving + "".join(_decode(s, running, 905.0, tokens=5000) for s in range(100, 100 + n))
+    assert _diagnose(tmp_path, log(8, 4), False, monkeypatch) == []
+    assert _diagnose(tmp_path, log(0, 30), False, monkeypatch) == []
+    assert len(_diagnose(tmp_path, log(8, 5), False, monkeypatch)) == 1
+
+
+@pytest.mark.parametrize("name,lines", [("208-sglang-jax-no-rank-decode-batch-cache-miss-field", 9),
+                                        ("209-2026-tp0-decode-batch-comma-cuda-graph-field-steady", 8)])
+def test_a_token_count_that_holds_while_throughput_moves_is_not_frozen(tmp_path: Path, name: str,
+                                                                       lines: int) -> None:
+    """Real decode batches whose #token holds line after line while the server decodes (its
+    gen throughput moves): no frozen counter. The same lines with their throughput held too are."""
+    real = (ROOT / "fixtures" / "real-unseen" / f"{name}.log").read_text()
+    assert summarize_file(ROOT / "fixtures" / "real-unseen" / f"{name}.log").serving["frozen"] is None
+    held = "gen throughput (token/s): 84.39" if name.startswith("208") else "gen throughput (token/s): 144.95"
+    log = tmp_path / "held.log"
+    log.write_text(re.sub(r"gen throughput \(token/s\): [0-9.]+", lambda m: held, real))
+    frozen = summarize_file(log).serving["frozen"]
+    assert (frozen["kind"], frozen["lines"], frozen["first"]["line"]) == ("counters_fixed", lines, 1)
+
+
+@pytest.mark.parametrize("generator,flags", [("gen_serving_log.py", []), ("gen_serving_log.py", ["--all-ranks"]),
+                                             ("gen_sglang_log.py", ["--prefix-style", "dp-tp", "--decode-ranks", "all"])])
+def test_generated_serving_logs_are_frozen_only_where_a_line_repeats(tmp_path: Path, generator: str,
+                                                                     flags: list[str]) -> None:
+    """The benchmark generators' serving logs are not frozen; the same log with one of its
+    decode batch lines printed five times over is, there."""
+    out = tmp_path / "bench.log"
+    subprocess.run([sys.executable, str(ROOT / "bench" / generator), "--size", "1M", "-o", str(out), *flags],
+                   check=True, timeout=120)
+    assert summarize_file(out).serving["frozen"] is None
+    lines = out.read_text().splitlines(keepends=True)
+    at = next(i for i in range(len(lines) // 2, len(lines))
+              if lines[i].startswith("[") and lines[i].count("Decode batch") == 1 and "#running-req: 0," not in lines[i])
+    repeated = tmp_path / "repeated.log"
+    repeated.write_text("".join(lines[:at + 1] + [lines[at]] * 4 + lines[at + 1:]))
+    frozen = summarize_file(repeated).serving["frozen"]
+    assert frozen is not None and frozen["kind"] == "counters_fixed"
+    assert (frozen["lines"], frozen["first"]["line"], frozen["last"]["line"]) == (5, at + 1, at + 5)
+    assert frozen["first"]["text"] == lines[at].rstrip("\n")
+
+
+def test_a_frozen_run_across_reused_blocks_cites_its_own_lines() -> None:
+    """The bulk reader is handed blocks of a buffer read into again and again: a run that
+    begins in one block and ends in the next cites the text of its own first and last lines,
+    not what the buffer holds by then."""
+    from logforensics.ingest.live import LiveRun
+    from logforensics.read import bulk
+
+    if not bulk.available():
+        pytest.skip("the compiled bulk path is not built")
+    moving = READY + "".join(_decode(s, 8, 900.0 + s % 7) for s in range(0, 200))
+    run = [_decode(s, 8, 905.0, tokens=20000) for s in range(200, 206)]  # one key, each its own stamp
+    blocks = [moving + "".join(run[:3]), "".join(run[3:]) + _decode(206, 8, 900.0)]
+    live = LiveRun("run.log")
+    buf = bytearray(blocks[0].encode())
+    live.feed_bulk(buf)  # type: ignore[arg-type]  # a bytearray, as ingest.files.blocks hands over
+    buf[:] = b"x" * (len(buf) - 1) + b"\n"  # read into again: the first block is gone
+    live.feed_bulk(blocks[1].encode())
+    live.close()
+    frozen = live.summary().serving["frozen"]
+    lines = "".join(blocks).splitlines()
+    assert (frozen["kind"], frozen["lines"]) == ("counters_fixed", 6)
+    assert [(frozen[k]["line"], frozen[k]["text"]) for k in ("first", "last")] == [(202, lines[201]), (207, lines[206])]
+
+
 def test_frozen_runs_of_parts_join_as_read_in_one() -> None:
     """The parallel reader merges parts in order: every cut of a sequence gives the runs that
     reading it whole gives."""
@@ -183,6 +280,32 @@ def test_frozen_runs_of_parts_join_as_read_in_one() -> None:
     assert whole is not None and whole["lines"] == 5
     for cut in range(len(numbered) + 1):
         for cut2 in (cut, min(cut + 7, len(numbered))):
+            a, b, c = read(numbered[:cut]), read(numbered[cut:cut2]), read(numbered[cut2:])
+            a.merge(b)
+            a.merge(c)
+            assert a.first() == whole, (cut, cut2)
+
+
+def test_runs_of_one_key_of_parts_join_as_read_in_one() -> None:
+    """Runs of lines whose figures do not move are runs of one key: two runs side by side of
+    different keys stay two, in one reading and in every cut into parts."""
+    from logforensics.model.frozen import FrozenStreaks
+
+    seq = [("TP0", k) for k in "aabbbbcccc-ddddeeeee"] + [("TP1", k) for k in "ffffgggg-hhhhh"]
+    seq = [x for pair in zip(seq, seq[::-1]) for x in pair]
+
+    def read(items: list[tuple[int, tuple[str, str]]]) -> FrozenStreaks:
+        fr = FrozenStreaks()
+        for line, (rank, k) in items:
+            fr.step(rank, None if k == "-" else k, lambda line=line: {"line": line})
+        return fr
+
+    numbered = list(enumerate(seq, 1))
+    whole = read(numbered).first()
+    assert whole is not None and (whole["rank"], whole["lines"]) == ("TP1", 5)  # the first run of 5: h
+    assert [seq[whole[k]["line"] - 1][1] for k in ("first", "last")] == ["h", "h"]
+    for cut in range(len(numbered) + 1):
+        for cut2 in (cut, min(cut + 5, len(numbered))):
             a, b, c = read(numbered[:cut]), read(numbered[cut:cut2]), read(numbered[cut2:])
             a.merge(b)
             a.merge(c)

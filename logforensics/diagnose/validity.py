@@ -2,7 +2,8 @@
 
 A benchmark can report success with zero generated tokens (``sglang.bench_serving``'s
 "Successful requests: 1000" beside "Total generated tokens: 0"), and a server can keep
-printing decode batches with requests running while it generates nothing. The outcome of
+printing decode batches with requests running while it generates nothing, or whose figures
+do not move. The outcome of
 such a run is ``ready``; these facts say it did no work (VAL01), each with the lines that
 show it.
 """
@@ -31,7 +32,8 @@ class NoWork:
 
     #: ``no_tokens`` (a benchmark's success with no generated token), ``no_requests`` (a
     #: benchmark with no successful request), ``stalled`` (requests running, no token generated),
-    #: ``frozen`` (decode batches in a row with requests running and gen throughput 0),
+    #: ``frozen`` (decode batches in a row with requests running and gen throughput 0, or
+    #: with #running-req, #token and gen throughput that do not move),
     #: ``stopped`` (requests left waiting, then no batch while the log goes on, no error),
     #: ``health_generate`` (the health check answers, a real generation fails)
     kind: str
@@ -91,13 +93,22 @@ def _stalls(run: RunSummary) -> list[NoWork]:
 
 def _frozen(run: RunSummary) -> list[NoWork]:
     """``FROZEN_LINES`` or more consecutive decode batches of one rank with requests running
-    and gen throughput 0 (``serving.frozen``, ``model/frozen.py``): the first such run."""
+    that show no work (``serving.frozen``, ``model/frozen.py``): gen throughput 0, or
+    ``#running-req``, ``#token`` and gen throughput that do not move. The first such run."""
     f = (run.serving or {}).get("frozen")
     if not f:
         return []
-    what = (f"{f['lines']} consecutive decode batches of {f['rank']} had requests running and gen throughput 0 "
+    shown = _FROZEN_SHOWS.get(f.get("kind") or "gen_throughput_zero", "showed no work")
+    what = (f"{f['lines']} consecutive decode batches of {f['rank']} had requests running and {shown} "
             f"(lines {f['first']['line']}-{f['last']['line']}; {f['threshold_lines']} or more make a frozen counter)")
     return [NoWork("frozen", what, ev_of(f["first"]) + ev_of(f["last"]))]
+
+
+#: What a frozen run's decode batches showed, by its kind (``model.frozen.KINDS``).
+_FROZEN_SHOWS = {
+    "gen_throughput_zero": "gen throughput 0",
+    "counters_fixed": "the same #running-req, #token and gen throughput line after line",
+}
 
 
 def _stopped(run: RunSummary) -> list[NoWork]:

@@ -68,12 +68,14 @@ SLOTS: dict[str, dict[str, int]] = {
 _POOL_NAMES = tuple(f for _, u, c in BATCH_POOLS for f in (u, c) if f != "full_token_usage")
 for _slots in SLOTS.values():
     _slots.update({name: 14 + k for k, name in enumerate(_POOL_NAMES)})
+#: A decode record's ``#token`` (``model.frozen``: figures that do not move), in rows only.
+SLOTS["decode_batch"]["token"] = 14 + len(_POOL_NAMES)
 assert all(set(fields) <= set(SLOTS[kind]) for kind, fields in ROW_FIELDS.items())
 ORDERED = (0,)
 ROWS = (DECODE, PREFILL)
 #: A probe's status: checked (``GUARDS``), kept nowhere (a row-only slot of a class with no rows).
-SLOTS["http_probe"] = {"status": 14 + len(_POOL_NAMES)}
-ROW_ONLY = tuple(range(4, 15 + len(_POOL_NAMES)))
+SLOTS["http_probe"] = {"status": 15 + len(_POOL_NAMES)}
+ROW_ONLY = tuple(range(4, 16 + len(_POOL_NAMES)))
 _TPUT, _ACCEPT, _RUNNING, _PREFILL = 0, 1, 2, 3
 _ROW_KIND = {DECODE: "decode_batch", PREFILL: "prefill_batch"}
 #: Batch fields of a prefill/decode-disaggregated server, which ``model.pd`` reads from

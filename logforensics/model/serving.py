@@ -30,7 +30,8 @@ from typing import Any
 from . import changepoints, health
 from .changepoints import Change
 from .clock import iso, seconds
-from .frozen import FrozenStreaks
+from .frozen import KINDS as FROZEN_KINDS
+from .frozen import TOKEN_FIELDS, FrozenStreaks, counters_key
 from .rank import stats_ranks
 from .stats import Sketch
 from .windows import Cell, Windows, as_float, compiled, cwindows, like, new_windows
@@ -100,8 +101,10 @@ class ServingObserver:
         self.texts_pruned_at = 0  # texts made by the compiled windows when last pruned...
         self.texts_kept = 0  # ...and how many that kept
         self.row_plan: Any = None  # where rows go (``serving_rows.add_rows``), kept while it holds
-        #: decode batches with requests running and nothing generated, in runs per rank
+        #: decode batches with requests running and nothing generated, in runs per rank...
         self.frozen = FrozenStreaks()
+        #: ...and those whose figures do not move, requests running (``frozen.counters_key``)
+        self.fixed = FrozenStreaks()
         #: the last batch record: (file, line, rank, ts, text, #queue-req)
         self.last_batch: tuple[Any, ...] | None = None
 
@@ -120,16 +123,21 @@ class ServingObserver:
 
     def add_decode(self, rank: str | None, ts: str | None, line: int, tput: float | None, running: float | None,
                    queue: float | None, usage: float | None, retracted: float | None, graph: Any,
-                   text: str, file: str | None) -> None:
-        """One ``Decode batch`` record, its figures already read (the run model's hot path)."""
+                   text: str, file: str | None, tokens: float | None = None) -> None:
+        """One ``Decode batch`` record, its figures already read (the run model's hot path);
+        ``tokens``: its ``#token`` (``#full token``)."""
         self._rev += 1
-        self.frozen.step(rank or "-", tput == 0 and running is not None and running > 0,
-                         lambda: _evidence(file, line, rank, ts, text))
+        label = rank or "-"
+
+        def record() -> dict[str, Any]:
+            return _evidence(file, line, rank, ts, text)
+
+        self.frozen.step(label, True if tput == 0 and running is not None and running > 0 else None, record)
+        self.fixed.step(label, counters_key(tokens, running, tput), record)
         self.last_batch = (file, line, rank, ts, text, queue)
         sec = self._sec(ts)
         if sec is None:
             return
-        label = rank or "-"
         windows = self.windows
         if self.file is None:
             self.file = file
@@ -161,7 +169,7 @@ class ServingObserver:
         if kind == "decode_batch":
             tput, running, queue, usage, retracted = (_first(fields, names) for _, names, _ in _DECODE)
             self.add_decode(rank, ts, line, tput, running, queue, usage, retracted,
-                            fields.get("cuda_graph"), text, file)
+                            fields.get("cuda_graph"), text, file, _first(fields, TOKEN_FIELDS))
         elif kind == "prefill_batch":
             self.last_batch = (file, line, rank, ts, text, fields.get("queue_req"))
             sec = self._sec(ts)
@@ -247,6 +255,7 @@ class ServingObserver:
             self.dated = later.dated
         self.file = self.file or later.file
         self.frozen.merge(later.frozen)
+        self.fixed.merge(later.fixed)
         self.last_batch = later.last_batch or self.last_batch
         self.untimed += later.untimed
         self.retractions.extend(later.retractions[:max(0, 256 - len(self.retractions))])
@@ -340,12 +349,21 @@ class ServingObserver:
                             "first": self.retractions[:8], "storms": storms},
             "kv_full": changepoints.kv_full(series.get("token_usage") or [], series.get("queue_req") or [], dated, texts),
             "cuda_graph_off": self.graph_off,
-            "frozen": self.frozen.first(),
+            "frozen": self._frozen(),
             "last_batch": None if self.last_batch is None else {
                 **_evidence(*self.last_batch[:5]), "queue_req": self.last_batch[5]},
             "requests": self._requests(width, dated),
             "health": judged,
         }
+
+    def _frozen(self) -> dict[str, Any] | None:
+        """The first frozen run of either kind (``model/frozen.py``), with its ``kind``."""
+        runs = [(f["first"]["line"], i, f) for i, f in enumerate((self.frozen.first(), self.fixed.first()))
+                if f is not None]
+        if not runs:
+            return None
+        _, i, f = min(runs, key=lambda x: x[:2])  # a tie: the kind first in FROZEN_KINDS
+        return {"kind": FROZEN_KINDS[i], **f}
 
     def _per_group(self, width: int, figures: tuple[str, ...]) -> dict[str, dict[str, list[tuple[float, float, int]]]]:
         """Per figure, the series of each attention-DP group's rank (``rank.stats_ranks``)."""

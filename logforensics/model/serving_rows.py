@@ -11,10 +11,12 @@ same widening and the same CUDA-graph evidence. ``tests/test_serving_rows.py`` a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from types import ModuleType
 from typing import Any, Protocol
 
+from .frozen import counters_key
 from .serving import TEXT_FIGURES, ServingObserver, _evidence
 from .windows import Windows, new_windows
 
@@ -42,7 +44,7 @@ _PREFILL_ROWS = (
 #: The fields of each record kind that observing reads (the bulk reader keeps them in rows).
 ROW_FIELDS = {
     "decode_batch": ("gen_throughput_tok_s", "running_req", "queue_req", "token_usage", "full_token_usage",
-                     "retracted_req", "cuda_graph"),
+                     "retracted_req", "cuda_graph", "token", "full_token"),
     "prefill_batch": ("new_token", "cached_token", "queue_req", "token_usage", "full_token_usage"),
 }
 #: A window's first record keeps this much of its text (as ``add_decode`` and ``observe``).
@@ -62,6 +64,11 @@ class BatchRows(Protocol):
 
     def first(self, cls: int, col: int, value: float, start: int = 0) -> int: ...
 
+    def counters_repeat(self, cls: int, tok: int, alt: int, run: int,
+                        tput: int) -> tuple[int, list[tuple[int, int, Any, int, Any, Any]]]: ...
+
+    def copy_stamp(self) -> Callable[[bytes, int], tuple[str, Any]]: ...
+
     def dated(self, i: int) -> bool: ...
 
     def line(self, i: int) -> int: ...
@@ -69,6 +76,8 @@ class BatchRows(Protocol):
     def rank(self, i: int) -> str | None: ...
 
     def stamp(self, i: int) -> tuple[str, Any]: ...
+
+    def later(self, i: int) -> Callable[[], tuple[str, Any]]: ...
 
 
 def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, int, int, str | None]],
@@ -105,6 +114,7 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
         _graph_rows(obs, rows, decode, graph, file)
     if decode is not None:
         _frozen_rows(obs, rows, groups, cols["decode_batch"], decode, file)
+        _fixed_rows(obs, rows, groups, cols["decode_batch"], decode, file)
     last = rows.n - 1
     kind = next(k for k, cls, _, _ in groups if cls == rows.raw[4][last])
     queue = memoryview(rows.raw[10]).cast("d")[cols[kind]["queue_req"] * rows.n + last]
@@ -129,8 +139,52 @@ def _frozen_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[s
     kinds = rows.raw[4]
     for i in range(n):
         if kinds[i] == cls:
-            frozen.step(rows.rank(i) or "-", val[tput * n + i] == 0 and val[running * n + i] > 0,
-                        lambda i=i: _row_evidence(rows, i, file))
+            if val[tput * n + i] == 0 and val[running * n + i] > 0:
+                rank = rows.rank(i) or "-"
+                frozen.step(rank, True, _row_later(rows, i, rank, file))
+            else:
+                frozen.breaks(rows.rank(i) or "-")
+
+
+def _fixed_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, int, int, str | None]],
+                cols: Mapping[str, int], cls: int, file: str | None) -> None:
+    """``add_decode``'s runs of decode batches whose figures do not move, from rows. Where no
+    row repeats the one of its rank before it (``counters_repeat``, in C), each rank's rows
+    between its first and last start runs of one line, and its last row starts the run the
+    next segment may extend: ``FrozenStreaks.ends``, or (where the first row may extend the
+    run the rank ended with) the first row, a break and the last row stepped. Else the decode
+    rows are stepped one by one."""
+    fixed = obs.fixed
+    tok, alt, run, tput = cols["token"], cols["full_token"], cols["running_req"], cols["gen_throughput_tok_s"]
+    found, spans = rows.counters_repeat(cls, tok, alt, run, tput)
+    if found < 0:
+        names = {rid: rank for _, c, rid, rank in groups if c == cls}
+        ends, stamp, at = fixed.ends, rows.copy_stamp(), rows.first_line
+        for rid, first, kfirst, last, klast, copy in spans:
+            name = names[rid]
+            rank = name or "-"
+            if ends(rank, kfirst, klast,
+                    None if copy is None else partial(_copy_evidence, stamp, at + copy[0], copy[1], copy[2], name, file)):
+                continue
+            fixed.step(rank, kfirst, _row_later(rows, first, rank, file))
+            if last != first:
+                fixed.breaks(rank)
+                fixed.step(rank, klast, _row_later(rows, last, rank, file))
+        return
+    n = rows.n
+    val = memoryview(rows.raw[10]).cast("d")
+    kinds = rows.raw[4]
+    for i in range(n):
+        if kinds[i] == cls:
+            t, r, g = val[tok * n + i], val[run * n + i], val[tput * n + i]
+            if t != t:
+                t = val[alt * n + i]
+            key = counters_key(None if t != t else t, None if r != r else r, None if g != g else g)
+            rank = rows.rank(i) or "-"
+            if key is None:
+                fixed.breaks(rank)
+            else:
+                fixed.step(rank, key, _row_later(rows, i, rank, file))
 
 
 class _Plan:
@@ -223,3 +277,21 @@ def _graph_rows(obs: ServingObserver, rows: BatchRows, cls: int, col: int, file:
 def _row_evidence(rows: BatchRows, i: int, file: str | None) -> dict[str, Any]:
     text, ts = rows.stamp(i)
     return _evidence(file, rows.line(i), rows.rank(i), ts, text)
+
+
+def _row_later(rows: BatchRows, i: int, label: str, file: str | None) -> Callable[[], dict[str, Any]]:
+    """``_row_evidence`` of row ``i`` (of rank ``label``), made when called (a frozen run's
+    evidence is made only when the run is kept: ``model.frozen``), of a copy of the row, not
+    of the block it is in."""
+    return partial(_later_evidence, file, rows.line(i), None if label == "-" else label, rows.later(i))
+
+
+def _copy_evidence(stamp: Callable[[bytes, int], tuple[str, Any]], line: int, raw: bytes, plan: int,
+                   rank: str | None, file: str | None) -> dict[str, Any]:
+    text, ts = stamp(raw, plan)
+    return _evidence(file, line, rank, ts, text)
+
+
+def _later_evidence(file: str | None, line: int, rank: str | None, stamp: Callable[[], tuple[str, Any]]) -> dict[str, Any]:
+    text, ts = stamp()
+    return _evidence(file, line, rank, ts, text)

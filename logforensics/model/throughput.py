@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .run import RunModel
 
 _DECODE_FIGURES = ("gen_throughput_tok_s", "accept_len", "running_req", "queue_req", "token_usage",
-                   "full_token_usage", "retracted_req", "cuda_graph")
+                   "full_token_usage", "retracted_req", "cuda_graph", "token", "full_token")
 
 
 @dataclass
@@ -94,10 +94,10 @@ def on_decode_batch(m: RunModel, ev: Event) -> None:
     if len(m.notices.get("decode", ())) < 3:  # a few decode lines as evidence for throughput
         m.notices.add("decode", ev)
     f = ev.fields
-    tput, accept, run, queue, usage, full_usage, retracted, graph = (
+    tput, accept, run, queue, usage, full_usage, retracted, graph, tokens, full_tokens = (
         f.pick(_DECODE_FIGURES) if type(f) is Fields else map(f.get, _DECODE_FIGURES))
     m.serving.add_decode(ev.rank, ev.ts, ev.line, tput, run, queue, usage if usage is not None else full_usage,
-                         retracted, graph, ev.text, ev.file)
+                         retracted, graph, ev.text, ev.file, tokens if tokens is not None else full_tokens)
     t = m.throughput
     if tput is not None:
         label = ev.rank or NO_RANK

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -246,6 +247,10 @@ class BulkScanner:
         text = buf[start:end].decode("ascii")
         return text, None if plan.ts_slice is None else plan.ts_conv(text[plan.ts_slice])
 
+    def stamp_copy(self, raw: bytes, plan_id: int) -> tuple[str, Any]:
+        """``stamp`` of a taken line's bytes alone."""
+        return self.stamp(raw, 0, len(raw), plan_id)
+
     def rows(self, seg: Segment, buf: bytes, first_line: int) -> Rows | None:
         """The rows of a segment of ``buf`` whose first line is numbered ``first_line``."""
         return None if seg[6] is None else Rows(seg[6], self, buf, first_line)
@@ -279,6 +284,21 @@ class Rows:
         assert _scan is not None
         return int(_scan.first_row(self.raw, cls, col, value, start))
 
+    def counters_repeat(self, cls: int, tok: int, alt: int, run: int,
+                        tput: int) -> tuple[int, list[tuple[int, int, Any, int, Any, Any]]]:
+        """The first row of class ``cls`` whose columns ``tok`` (else ``alt``), ``run`` (above
+        0) and ``tput`` hold the values of its rank's row before, or -1; and the (rank id,
+        first row, its key, last row, its key, its copy) of the class's rows of each rank id (a
+        key: those three values, None where ``run`` is not above 0 or a value is missing; the
+        copy (line index, bytes, plan; for :meth:`copy_stamp`) where the last row has a key)."""
+        assert _scan is not None
+        return _scan.counters_repeat(self.raw, cls, tok, alt, run, tput, self.buf)
+
+    def copy_stamp(self) -> Callable[[bytes, int], tuple[str, Any]]:
+        """What gives the text and converted stamp of a row's copy (``counters_repeat``: its
+        bytes and plan), as :meth:`stamp` gives them, after the block and these rows are gone."""
+        return self.scanner.stamp_copy
+
     def dated(self, i: int) -> bool:
         """Whether row ``i``'s stamp has a date."""
         return bool(self.raw[5][i])
@@ -292,3 +312,9 @@ class Rows:
     def stamp(self, i: int) -> tuple[str, Any]:
         """Row ``i``'s text and converted stamp."""
         return self.scanner.stamp(self.buf, self._starts[i], self._ends[i], self._plans[i])
+
+    def later(self, i: int) -> Callable[[], tuple[str, Any]]:
+        """``stamp(i)``, made when called: of a copy of the row's bytes, since the block they
+        are in may be a buffer read into again (``ingest.files.blocks``)."""
+        raw = bytes(self.buf[self._starts[i]:self._ends[i]])
+        return partial(self.scanner.stamp, raw, 0, len(raw), self._plans[i])
