@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -153,6 +154,54 @@ def test_generated_log_read_by_worker_processes(restarts_log: Path, reading_path
     run = parallel.read_in_parallel(restarts_log, workers=2, min_bytes=0, range_bytes=256 << 10)
     assert run is not None
     assert _json(run) == want
+
+
+#: A process's faulthandler dump (``Fatal Python error``, then its threads): no line names a rank.
+_FATAL_DUMP = [
+    "Fatal Python error: Aborted",
+    "",
+    "Thread 0x00007f7353fff640 (most recent call first):",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2183 in watchdog_thread',
+    '  File "/usr/lib/python3.12/threading.py", line 1012 in run',
+    "",
+    "Current thread 0x00007f735dfff640 (most recent call first):",
+    '  File "/usr/local/lib/python3.12/dist-packages/sgl_kernel/gemm.py", line 111 in sgl_per_token_group_quant_fp8',
+    "",
+    "Extension modules: numpy.core._multiarray_umath, torch._C (total: 2)",
+]
+
+
+@pytest.fixture(scope="module")
+def ray_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated 2-rank serving log as Ray prints it: every line behind its process's
+    ``(SGLangEngine pid=N) `` wrapper (TP0's scheduler 2000, TP1's 2001, the rest the
+    engine's 1999), the start-up at the top and TP1's ``Fatal Python error`` at the end."""
+    text = subprocess.run([sys.executable, str(GENERATOR), "--size", "1M", "--tp", "2", "-o", "-"],
+                          check=True, capture_output=True).stdout.decode()
+    lines = []
+    for line in text.splitlines():
+        rank = re.search(r"^\[[^]]* TP(\d)\] ", line)
+        lines.append(f"(SGLangEngine pid={2000 + int(rank.group(1)) if rank else 1999}) {line}\n")
+    lines += [f"(SGLangEngine pid=2001) {line}\n" for line in _FATAL_DUMP]
+    out = tmp_path_factory.mktemp("ray") / "ray.log"
+    out.write_text("".join(lines))
+    return out
+
+
+def test_a_ray_process_s_fatal_error_in_a_later_range_takes_its_rank(ray_log: Path, reading_path: str) -> None:
+    """The rank-less fatal record behind TP1's process is in the last range, its start-up
+    records in the first: what the ranges before taught is carried into the merge, and the
+    crash is TP1's, as in one pass (the range is read again with it)."""
+    want = _sequential(ray_log)
+    assert (json.loads(want)["outcome"], json.loads(want)["crash"]["first_rank"]) == ("crashed", "TP1")
+    counts = parallel.RangeCounts()
+    got, ranges = _in_ranges(ray_log, 64 << 10, counts=counts)
+    assert ranges > 8
+    assert json.loads(got)["crash"]["first_rank"] == "TP1"
+    assert got == want
+    assert (counts.read_again, counts.unmergeable) == (1, 1)
+    run = parallel.read_in_parallel(ray_log, workers=2, min_bytes=0, range_bytes=128 << 10)
+    assert run is not None and _json(run) == want
 
 
 @pytest.fixture(scope="module")

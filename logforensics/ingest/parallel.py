@@ -25,6 +25,13 @@ generated logs of both generators), and where it does not yet:
   it, and the merge observes it with the state of everything before
   (``RunModel(part=True)``). The decode series keeps a range's values for the merge
   (``Series.merge``). So a range with a restart in it is read once.
+* **Ranks processes named.** A record behind a wrapper naming its process (Ray's
+  ``pid=``) that names no rank takes the rank the process's earlier start-up records named
+  (``LineClassifier._by_process``); those records are often in an earlier range. Each range
+  reports what its records taught and what its rank-less records were given
+  (``proc_ranks``, ``proc_reads``); the merge carries what the ranges before taught
+  (``teach_procs``), and a range whose records would have been given another rank with it
+  (``reads_differ``) is read again in the parent, its classifier knowing it.
 * **Records across a boundary.** Other ranks can keep printing while a traceback is open,
   so the boundary rule is not a proof. A worker reports whether its parser ended inside a
   traceback; then that range is not merged but read again in the parent, with the run
@@ -62,7 +69,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..model.pd import PDObserver
 from ..model.run import RunModel
 from ..read import bulk
-from ..read.fastpath import LineClassifier
+from ..read.fastpath import LineClassifier, reads_differ, teach_procs
 from ..read.parser import BLOCK_SIZE, IncrementalParser, ParseStats
 from ..read.segments import SNIFF_BYTES, looks_binary
 from .files import InputError
@@ -105,6 +112,10 @@ class RangeResult(NamedTuple):
     open_at_end: bool  # the parser ended inside a traceback (the range is read again)
     pd: PDObserver
     rank_nodes: dict[str, str]
+    #: the ranks processes behind a wrapper named in the range, and what the rank-less
+    #: records that may take them were given (``LineClassifier.proc_ranks``, ``proc_reads``)
+    proc_ranks: dict[str, str | None]
+    proc_reads: set[tuple[str, bool, str | None]] | None
 
 
 def worker_count(size: int | None = None) -> int:
@@ -274,6 +285,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     model = RunModel(name)
     pd = PDObserver()
     rank_nodes: dict[str, str] = {}
+    procs: dict[str, str | None] = {}  # the ranks processes named in the ranges merged so far
     stats = parser.stats
     decode_errors = 0
     again: LiveRun | None = None  # the parent's own reader, while it reads ranges again
@@ -287,12 +299,15 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
             mine.result()
         res = handle.result()  # the range's model goes once merged: memory stays flat
         problem = None if again is not None or res.open_at_end or k == 0 else model.merge_problem(res.model)
+        if problem is None and again is None and reads_differ(procs, res.proc_reads, res.proc_ranks):
+            problem = "a rank-less record of a process whose rank the ranges before taught"
         if again is None and not res.open_at_end and problem is None:
             if k == 0:
                 model = res.model  # nothing came before the first range: its model is the run's
             else:
                 model.merge(res.model)
             pd.merge(res.pd)
+            teach_procs(procs, res.proc_ranks)
             for rank, n in res.rank_nodes.items():
                 rank_nodes.setdefault(rank, n)
             stats.add(res.stats)
@@ -308,6 +323,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 again.parser.line_offset = first_lines[k]
                 again.parser.classifier.binary = binary
                 again.parser.classifier.share_memo(_shared_classifier())
+                again.parser.classifier.proc_ranks = procs  # what the ranges before taught, taught on
             _feed_range(again, path, ranges[k][0], ranges[k][1])
             if k == last:
                 again.close()
@@ -425,8 +441,9 @@ def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, bool]
         run.close()
     else:  # the range ends at a line start: only an open traceback can remain
         open_at_end = run.parser.assembler.open is not None
-    return RangeResult(index, run.model, run.parser.stats, run.parser.classifier.decode_errors, open_at_end, run.pd,
-                       run.rank_nodes)
+    classifier = run.parser.classifier
+    return RangeResult(index, run.model, run.parser.stats, classifier.decode_errors, open_at_end, run.pd,
+                       run.rank_nodes, classifier.proc_ranks, classifier.proc_reads)
 
 
 def _feed_range(run: LiveRun, path: str, start: int, end: int) -> None:

@@ -63,6 +63,40 @@ _new_tuple = tuple.__new__
 _TEACHES = frozenset(PHASE_OF_KIND) - {"decode_batch", "prefill_batch"}
 
 
+#: Processes whose ranks a reading keeps (``LineClassifier.proc_ranks``): a log of more
+#: names more pids than any launch has ranks.
+MAX_PROCS = 4096
+
+
+def teach_procs(known: dict[str, str | None], later: dict[str, str | None]) -> None:
+    """Add to ``known`` (the ranks processes named in a part of a log) what a later part's
+    reading alone learned (``LineClassifier.proc_ranks``), as one reading of both parts
+    learns it: a process that named two ranks names none."""
+    for proc, rank in later.items():
+        if proc not in known:
+            if len(known) < MAX_PROCS:
+                known[proc] = rank
+        elif known[proc] != rank:
+            known[proc] = None
+
+
+def reads_differ(known: dict[str, str | None], reads: set[tuple[str, bool, str | None]] | None,
+                 learned: dict[str, str | None]) -> bool:
+    """Whether records of a part read alone (``LineClassifier.proc_reads``; ``learned``: its
+    ``proc_ranks``) would have been given other ranks had the reading known ``known``, the
+    ranks the parts before it taught."""
+    if not known or not reads:
+        return bool(known) and reads is None
+    full = len(known) + len(learned) > MAX_PROCS  # one reading might not have learned a process the part did
+    for proc, was_known, rank in reads:
+        if proc in known:
+            if known[proc] != rank if was_known else known[proc] is not None:
+                return True
+        elif was_known and full:
+            return True
+    return False
+
+
 def _by_its_process(plan: Plan) -> bool:
     """Whether a record behind a wrapper naming its process is read with the process's
     rank in mind: it teaches the rank (a start-up record of a rank), or may take it (a
@@ -88,6 +122,12 @@ class LineClassifier:
         self.proc_shapes: set[bytes] = set()
         #: The rank each process's records named, by its wrapper: None once they named two.
         self.proc_ranks: dict[str, str | None] = {}
+        #: What the rank-less records that may take their process's rank were given from
+        #: ``proc_ranks`` as it stood: (process, whether it was known, its rank). A part of a
+        #: log read alone (``ingest.parallel``) gave them what the parts before it would have
+        #: changed only if those taught one of these processes; None once more than
+        #: ``MAX_PROCS`` were kept.
+        self.proc_reads: set[tuple[str, bool, str | None]] | None = set()
         self.memo: dict[bytes, Entry] = {}
         #: The subset of ``memo`` that ``classify_block`` builds inline: shapes that are
         #: one record filling the whole line and cannot open a traceback.
@@ -184,11 +224,18 @@ class LineClassifier:
             if proc is None:
                 pass
             elif ev.rank is None:
-                if ev.kind in TRACEBACK_OPENERS and known.get(proc) is not None:
-                    ev = ev._replace(rank=known[proc])
+                if ev.kind in TRACEBACK_OPENERS:
+                    rank = known.get(proc)
+                    reads = self.proc_reads
+                    if reads is not None and (rank is not None or proc not in known):
+                        reads.add((proc, proc in known, rank))
+                        if len(reads) > MAX_PROCS:
+                            self.proc_reads = None
+                    if rank is not None:
+                        ev = ev._replace(rank=rank)
             elif ev.kind in _TEACHES:
                 if proc not in known:
-                    if len(known) < 4096:
+                    if len(known) < MAX_PROCS:
                         known[proc] = ev.rank
                 elif known[proc] != ev.rank:
                     known[proc] = None
