@@ -291,51 +291,37 @@ class Rows:
         first row, its key, last row, its key, its copy) of the class's rows of each rank id, in
         the order of their first rows (a key: those three values, None where ``run`` is not
         above 0 or a value is missing; the copy (line index, bytes, plan; for
-        :meth:`copy_stamp`) where the last row has a key). Columns compared by Arrow's kernels
-        over the rows' own buffers, no row read in Python."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        :meth:`copy_stamp`) where the last row has a key). Columns compared by numpy over the
+        rows' own buffers, no row read in Python."""
+        import numpy as np
 
-        n, slots = self.n, self.raw[1]
-        if n == 0:
+        n = self.n
+        values = np.frombuffer(self.raw[10], dtype=np.float64).reshape(self.raw[1], n)
+        rows = np.flatnonzero(np.frombuffer(self.raw[4], dtype=np.uint8) == cls)
+        if not rows.size:
             return -1, []
-        values = pa.Array.from_buffers(pa.float64(), n * slots, [None, pa.py_buffer(self.raw[10])])
-        classes = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(self.raw[4])])
-        rows = pc.indices_nonzero(pc.equal(classes, pa.scalar(cls, pa.uint8())))
-        if len(rows) == 0:
-            return -1, []
-
-        def column(slot: int) -> pa.Array:
-            return pc.take(values.slice(slot * n, n), rows)
-
-        t, r, g = column(tok), column(run), column(tput)
-        t = pc.if_else(pc.is_nan(t), column(alt), t)
-        keyed = pc.and_(pc.greater(r, 0.0), pc.invert(pc.or_(pc.is_nan(t), pc.is_nan(g))))
-        rids = pc.take(pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(self.raw[3])]), rows)
-        order = pc.sort_indices(rids)  # stable: each rank's rows in log order
-        ids, key_t, key_r, key_g, ok, at = (pc.take(c, order) for c in (rids, t, r, g, keyed, rows))
-        m = len(ids) - 1
-        same = pc.and_(pc.equal(ids.slice(1), ids.slice(0, m)),
-                       pc.and_(pc.and_(ok.slice(1), ok.slice(0, m)),
-                               pc.and_(pc.equal(key_t.slice(1), key_t.slice(0, m)),
-                                       pc.and_(pc.equal(key_r.slice(1), key_r.slice(0, m)),
-                                               pc.equal(key_g.slice(1), key_g.slice(0, m))))))
-        repeats = pc.filter(at.slice(1), same)
-        found = pc.min(repeats).as_py() if len(repeats) else -1
-        change = pc.indices_nonzero(pc.not_equal(ids.slice(1), ids.slice(0, m))).to_pylist()  # a rank's last row
+        ids = np.frombuffer(self.raw[3], dtype=np.uint8)[rows]
+        order = np.argsort(ids, kind="stable")  # each rank's rows in log order
+        rows, ids = rows[order], ids[order]
+        t, r, g = values[tok, rows], values[run, rows], values[tput, rows]
+        t = np.where(np.isnan(t), values[alt, rows], t)
+        keyed = (r > 0) & ~np.isnan(t) & ~np.isnan(g)
+        same = (ids[1:] == ids[:-1]) & keyed[1:] & keyed[:-1] & (t[1:] == t[:-1]) & (r[1:] == r[:-1]) & (g[1:] == g[:-1])
+        found = int(rows[1:][same].min()) if same.any() else -1
+        change = np.flatnonzero(ids[1:] != ids[:-1]).tolist()  # each rank's last row but the last rank's
 
         def key(pos: int) -> tuple[float, float, float] | None:
-            return (key_t[pos].as_py(), key_r[pos].as_py(), key_g[pos].as_py()) if ok[pos].as_py() else None
+            return (float(t[pos]), float(r[pos]), float(g[pos])) if keyed[pos] else None
 
         spans = []
-        for a, b in zip([0, *(p + 1 for p in change)], [*change, m]):
-            first, last = at[a].as_py(), at[b].as_py()
+        for a, b in zip([0, *(p + 1 for p in change)], [*change, len(rows) - 1]):
+            first, last = int(rows[a]), int(rows[b])
             key_last = key(b)
             copy = None if key_last is None else (self._lines[last], bytes(self.buf[self._starts[last]:self._ends[last]]),
                                                   self._plans[last])
-            spans.append((ids[a].as_py(), first, key(a), last, key_last, copy))
+            spans.append((int(ids[a]), first, key(a), last, key_last, copy))
         spans.sort(key=lambda span: span[1])
-        return int(found), spans
+        return found, spans
 
     def copy_stamp(self) -> Callable[[bytes, int], tuple[str, Any]]:
         """What gives the text and converted stamp of a row's copy (``counters_repeat``: its
