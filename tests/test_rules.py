@@ -144,3 +144,19 @@ examples: {fail: {failing: "x"}, pass: {failing: "y"}}
     finding = fire(rule, env_for(failing, None, compute(failing, None)))
     assert finding is not None and finding.severity == "warning"
     assert re.search(r"could not be evaluated", finding.title)
+
+
+def test_kv_cache_title_names_no_fraction_the_log_lacks() -> None:
+    """OM02's title quotes mem_fraction_static only where the log printed it."""
+    start = ("[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=23.10 GB\n"
+             "[2025-06-02 10:00:30 TP0] Load weight end. type=Gemma3ForConditionalGeneration, dtype=torch.bfloat16, "
+             "avail mem=5.20 GB, mem usage=17.90 GB.\n")
+    crash = ("[2025-06-02 10:00:31 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+             '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 900, '
+             "in init_memory_pool\n    raise RuntimeError(\n"
+             "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n")
+    args = "[2025-06-02 09:59:59] server_args=ServerArgs(model_path='m', mem_fraction_static=0.91, tp_size=1)\n"
+    without = [f for f in evaluate(RULES, _run(start + crash, "om02-a.log"), None).findings if f.id.startswith("OM02:")]
+    with_args = [f for f in evaluate(RULES, _run(args + start + crash, "om02-b.log"), None).findings if f.id.startswith("OM02:")]
+    assert without and "None" not in without[0].title and "not in this log" in without[0].title
+    assert with_args and "mem_fraction_static 0.91 leaves no room" in with_args[0].title
