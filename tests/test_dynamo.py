@@ -270,6 +270,96 @@ def test_a_torn_record_not_completed_stays_two_lines() -> None:
     assert [(e.line, e.end_line, e.kind) for e in got] == [(1, None, "other"), (2, None, "max_total_tokens")]
 
 
+def tear(data: bytes, line: int, at: bytes) -> tuple[bytes, int]:
+    """``data`` with its line ``line`` (1-based) torn before ``at``, as a concurrent writer
+    leaves it (the first part, a newline, the rest), and where the rest begins."""
+    start = sum(len(t) + 1 for t in data.split(b"\n")[:line - 1])
+    cut = data.index(at, start)
+    return data[:cut] + b"\n" + data[cut:], cut + 1
+
+
+def _unplaced(value: Any) -> Any:
+    """``value`` without where its evidence is: the file's name, and line numbers (those
+    after a tear are one more than without it)."""
+    if isinstance(value, dict):
+        return {k: _unplaced(v) for k, v in value.items() if k not in ("file", "line", "end_line")}
+    if isinstance(value, list):
+        return [_unplaced(v) for v in value]
+    return value
+
+
+def _settings(s: dict[str, Any]) -> Any:
+    """What a torn start-up record loses when it is read as two lines."""
+    return _unplaced([s["server_args"], s["memory"], s["coverage"]["lines_unrecognised"], s["coverage"]["kinds"]])
+
+
+@pytest.mark.parametrize("at", [b"tp_size=", b"Qwen/QwQ-32B', tokenizer_mode", b"chunked_prefill_size"],
+                         ids=["before-a-key", "inside-a-string", "later"])
+def test_a_torn_server_args_dump_is_read_as_one(at: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang's ``server_args=ServerArgs(...)`` torn: its first part leaves the dump's
+    brackets open, the line after it (no stamp, no rank) closes them."""
+    data, _ = tear(PROBES.read_bytes(), 3, at)
+    got = [e for e in events(data) if e.kind == "server_args"]
+    assert [(e.line, e.end_line) for e in got] == [(3, 4)]
+    path = tmp_path / "torn.log"
+    path.write_bytes(data)
+    s = both(path, monkeypatch)
+    whole = both(PROBES, monkeypatch)
+    assert s["server_args"]["tp_size"] == 4
+    assert _settings(s) == _settings(whole)  # every setting, and no line of its own for the rest
+
+
+TORN_START_UP = [
+    pytest.param(PROBES.read_bytes(), 3, b"tp_size=", id="server-args"),
+    pytest.param(GLM.read_bytes(), 6, b"max_running_requests", id="max-total-tokens"),
+    pytest.param(GLM.read_bytes(), 6, b"00, chunked", id="max-total-tokens-mid-number"),
+]
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["feed", "feed_bulk"])
+@pytest.mark.parametrize(("untorn", "line", "at"), TORN_START_UP)
+def test_a_start_up_record_torn_where_a_block_ends_is_read_as_one(untorn: bytes, line: int, at: bytes,
+                                                                   bulk: bool) -> None:
+    """Wherever a block ends around the tear (in the first part, at its newline, in the
+    rest, after it), the torn record is read as one: the summary is that of the log read
+    in one block, whose settings are those of the log not torn."""
+    if bulk and not available():
+        pytest.skip("the accelerator is not built here, or LOGFORENSICS_PURE=1")
+    data, rest = tear(untorn, line, at)
+    whole = _summary_in_blocks(data, [], bulk)
+    assert _settings(whole) == _settings(_summary_in_blocks(untorn, [], bulk))
+    head = data.rindex(b"\n", 0, rest - 1) + 1
+    end = data.index(b"\n", rest)
+    for cut in sorted({*range(head - 2, head + 3), *range(rest - 6, rest + 6), *range(end - 2, end + 3)}):
+        assert _summary_in_blocks(data, [cut], bulk) == whole, cut
+    assert _summary_in_blocks(data, [rest - 1, rest], bulk) == whole  # the newline alone, a block of its own
+
+
+def test_a_first_part_that_waits_is_bounded() -> None:
+    """A start-up record's first part waits for the next line; a next line that never ends
+    is cut at ``max_line_bytes`` (counted, its own line number in the warning), so what
+    waits stays bounded, and the first part is read when the log ends."""
+    parser = IncrementalParser("t.log", max_line_bytes=1000)
+    first = b"[2026-08-10 16:29:42] max_total_num_tokens=540800, chunked_prefill_size=8192\n"
+    out = parser.feed(first)
+    assert out == []  # it waits: the next line may be its rest
+    for _ in range(200):
+        out += parser.feed(b"x" * 500)
+        assert len(parser._tail) + parser._pieces_len <= len(first) + 1000 + 500
+    out += parser.feed(b"\nlast\n") + parser.close()
+    assert [(e.kind, e.line) for e in out] == [("max_total_tokens", 1), ("other", 2), ("other", 3)]
+    assert parser.stats.long_lines == 1 and parser.stats.warnings[0].startswith("line 2:")
+
+
+def test_a_first_part_is_read_when_a_live_stream_pauses() -> None:
+    """``watch``: a stream that pauses after a start-up record does not keep it waiting
+    (``settle``); its rest would have followed at once."""
+    run = LiveRun("t.log")
+    assert run.feed(b"[2026-08-10 16:29:42] max_total_num_tokens=540800, chunked_prefill_size=8192\n") == []
+    assert [e.kind for e in run.settle()] == ["max_total_tokens"]
+    assert [e.line for e in run.feed(b"[2026-08-10 16:29:43] next\n") + run.close()] == [2]
+
+
 # ---------------------------------------------------------------- probes
 def test_probes_are_counted_apart_from_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     s = both(PROBES, monkeypatch)

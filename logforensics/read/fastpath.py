@@ -291,6 +291,24 @@ class LineClassifier:
             out.extend(events)
         return out, openers
 
+    def last_kind(self, raw: bytes) -> str | None:
+        """The kind of the last record on ``raw`` (valid UTF-8, at most ``LINE_LIMIT``
+        long), learning nothing: no shape, no process's rank, no count. For the parser,
+        which asks it of a block's last line before it reads the block's lines in order
+        (whether that line waits for the next block, ``IncrementalParser._torn_cut``)."""
+        entry = self.memo.get(raw.translate(_MASK))
+        if entry is not None:
+            return entry[-1][2].kind if entry else None
+        text = raw.decode("utf-8", "replace")
+        if needs_clean(text):
+            text = clean(text)
+        spans = segment(text)
+        if not spans:
+            return None
+        seg = text[spans[-1][0]:spans[-1][1]]
+        plan = free_text_plan(seg)
+        return (plan or plan_record(seg)).kind
+
     def classify_text(self, key: bytes, text: str, line: int) -> list[Event]:
         """``classify`` for an ASCII line already masked (``key``) and decoded (``text``)."""
         entry = self.memo.get(key)

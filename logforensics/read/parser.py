@@ -37,10 +37,15 @@ A record that a concurrent writer tore across two physical lines is read as one 
 the first line, ending on the second, in both (``_joint``): a JSONL record of NVIDIA
 Dynamo's whose first part is no whole record and the next line completes it, or a record
 of start-up the grammar knows followed by a line that begins mid-record, when the two
-together are that record with more of its fields. A JSONL record torn at the end of a block
-waits, with the rest of the block's last line, for the next block (:func:`_torn_cut`); a record
-of start-up torn across two blocks, and any tear across the byte ranges of the parallel
-reader, is read as two lines.
+together are that record with more of its fields (a ``server_args`` dump: the brackets its
+first part left open, closed). Where a block ends does not change that: a block's last line
+that may be such a first part waits, as the rest of an unfinished line does, for the next
+block (:meth:`IncrementalParser._torn_cut`), so it is read with the line after it wherever
+the tear falls; one line waits at most (a first part of at most ``LINE_LIMIT``), and the
+line after it is bounded as any line is (``max_line_bytes``, counted in ``long_lines``). A
+live stream that pauses (``settle``) reads a waiting line as it is: a torn record's rest
+follows its first part at once. The parallel reader's ranges begin at a batch record after
+another (``ingest.parallel``), which is neither a first part nor a rest: no tear crosses them.
 """
 
 from __future__ import annotations
@@ -68,9 +73,10 @@ _MAX_WARNINGS = 20
 #: How a JSONL record of Dynamo begins (``segments.DYNAMO_JSON``), as bytes.
 _JSON_HEAD = DYNAMO_JSON.encode("ascii")
 #: Records whose first part a torn line may be: those that place a rank in a phase of its
-#: start-up (``max_total_num_tokens=...``, ``Load weight end. ...``). Never batch statistics:
-#: the bulk reader takes those in columns, and both readers must read a log alike.
-_TORN_HEADS = frozenset(PHASE_OF_KIND) - {"decode_batch", "prefill_batch"}
+#: start-up (``max_total_num_tokens=...``, ``Load weight end. ...``) and the dump of the
+#: server's settings. Never batch statistics: the bulk reader takes those in columns, and
+#: both readers must read a log alike.
+_TORN_HEADS = frozenset(PHASE_OF_KIND) - {"decode_batch", "prefill_batch"} | {"server_args"}
 
 
 def _utf8(raw: bytes) -> bool:
@@ -87,16 +93,26 @@ def _continues(ev: Event) -> bool:
     return ev.kind == "other" and ev.ts is None and ev.rank is None and not ev.text[:1].isspace()
 
 
-def _torn_cut(data: bytes, cut: int) -> int:
-    """Where the lines to read now end (``cut``: the last newline of ``data``): before the
-    last line when it is the first part of a JSONL record of Dynamo's that a concurrent
-    writer tore (``segments.torn_json``), so that it waits for the line that completes it
-    in the next block, as the rest of an unfinished line does; -1 when it is the first."""
-    start = data.rfind(b"\n", 0, cut) + 1
-    if not data.startswith(_JSON_HEAD, start) or cut - start > LINE_LIMIT:
-        return cut
-    head = bytes(data[start:cut])
-    return start - 1 if _utf8(head) and torn_json(head.decode("utf-8")) else cut
+def _open_brackets(text: str) -> int:
+    """How many brackets ``text`` leaves open, outside quoted strings (a Python literal's
+    quotes, with backslash escapes): more than 0 for a dump (``ServerArgs(...)``, ``{...}``)
+    cut short."""
+    depth, quote, escaped = 0, "", False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+    return depth + (1 if quote else 0)
 
 
 @dataclass
@@ -212,15 +228,44 @@ class IncrementalParser:
             self._hold(bytes(chunk))
             return []
         data = self._joined_tail() + chunk if self._tail or self._pieces else chunk
-        cut = _torn_cut(data, data.rfind(b"\n"))
+        cut = self._torn_cut(data, data.rfind(b"\n"))
         if cut < 0:  # a torn record's first part, alone: it waits for the rest
             self._tail = bytes(data)
+            self._cap_tail()
             return []
         self._tail = data[cut + 1:]
         if len(self._tail) > self.max_line_bytes:
-            self._tail = self._truncate(self._tail)
-            self._overflow = True
+            self._cap_tail(data.count(b"\n", 0, cut + 1))
         return self._read_body(data[:cut])
+
+    def _torn_cut(self, data: bytes, cut: int) -> int:
+        """Where the lines to read now end (``cut``: the last newline of ``data``): before
+        the last line when it may be the first part of a record that a concurrent writer
+        tore (a JSONL record of Dynamo's that is no whole record, ``segments.torn_json``, or
+        a record of start-up, ``_TORN_HEADS``), so that it waits for the line that may
+        complete it in the next block, as the rest of an unfinished line does; -1 when it
+        is the first. So a tear is read alike wherever a block ends."""
+        start = data.rfind(b"\n", 0, cut) + 1
+        if cut - start > LINE_LIMIT or cut <= start:
+            return cut
+        head = bytes(data[start:cut])
+        if not _utf8(head):
+            return cut
+        if head.startswith(_JSON_HEAD):
+            torn = torn_json(head.decode("utf-8"))
+        else:
+            torn = self.classifier.last_kind(head) in _TORN_HEADS
+        return start - 1 if torn else cut
+
+    def _cap_tail(self, before: int = 0) -> None:
+        """Bound what waits: the unfinished line in ``_tail`` (after a first part that waits
+        with it) is cut at ``max_line_bytes`` (a warning, counted in ``long_lines``), and the
+        rest of it skipped. ``before``: lines being read now, before those of ``_tail``."""
+        done = self._tail.rfind(b"\n") + 1  # a waiting first part (one whole line) before it
+        if len(self._tail) - done > self.max_line_bytes:
+            line = self.line_offset + self.stats.lines + before + 1 + self._tail.count(b"\n", 0, done)
+            self._tail = self._tail[:done] + self._truncate(self._tail[done:], line)
+            self._overflow = True
 
     def _read_body(self, body: bytes) -> list[Event]:
         """The events of the whole lines ``body`` (without its last newline), numbered on."""
@@ -268,16 +313,15 @@ class IncrementalParser:
             return
         tail = self._joined_tail()
         idx = chunk.find(b"\n")  # where the line begun in an earlier chunk ends
-        if tail and _torn_cut(tail + chunk[:idx + 1], len(tail) + idx) < len(tail) + idx:
+        if tail and self._torn_cut(tail + chunk[:idx + 1], len(tail) + idx) < len(tail) + idx:
             idx = chunk.find(b"\n", idx + 1)  # a torn record's first part: read with the line after it
-        cut = _torn_cut(chunk, cut)  # a torn record's first part at the end waits for the next chunk
+        cut = self._torn_cut(chunk, cut)  # a torn record's first part at the end waits for the next chunk
         if idx < 0 or cut < (idx if tail else 0):
             self._hold(bytes(chunk))
             return
         self._tail = bytes(chunk[cut + 1:])
         if len(self._tail) > self.max_line_bytes:  # as feed: before the lines are counted
-            self._tail = self._truncate(self._tail)
-            self._overflow = True
+            self._cap_tail(tail.count(b"\n") + chunk.count(b"\n", 0, cut + 1))
         first = line = self.line_offset + self.stats.lines + 1
         pos = 0
         if tail:  # the line begun in an earlier chunk (and a torn record's rest)
@@ -292,8 +336,8 @@ class IncrementalParser:
         self._pieces.append(piece)
         self._pieces_len += len(piece)
         if len(self._tail) + self._pieces_len > self.max_line_bytes:
-            self._tail = self._truncate(self._joined_tail())
-            self._overflow = True
+            self._joined_tail()
+            self._cap_tail()
 
     def _joined_tail(self) -> bytes:
         """The unfinished line's bytes so far, in one piece (the pieces are then let go)."""
@@ -419,9 +463,11 @@ class IncrementalParser:
         if len(after) != 1 or not _continues(after[0]):
             return None
         joined = classify(head + rest, line)
-        if ([ev.kind for ev in joined] != [ev.kind for ev in alone]
-                or len(joined[-1].fields) <= len(alone[-1].fields)):
+        if [ev.kind for ev in joined] != [ev.kind for ev in alone]:
             return None
+        if len(joined[-1].fields) <= len(alone[-1].fields) and not (
+                _open_brackets(alone[-1].text) > 0 and _open_brackets(joined[-1].text) == 0):
+            return None  # neither more fields nor a dump's brackets closed: not that record's rest
         return joined[:-1] + [joined[-1]._replace(end_line=line + 1)]
 
     def _feed_lines(self, lines: list[bytes]) -> list[Event]:
@@ -449,7 +495,7 @@ class IncrementalParser:
         bytes that never come. The verdict can differ from that of the whole stream's
         first ``SNIFF_BYTES`` only if the bytes after the pause would change it."""
         if self._judged or not self._sniffed or not self._held:
-            return []
+            return self._release()
         self._judge()
         held, self._held = bytes(self._held), bytearray()
         bulk, self._held_bulk = self._held_bulk, None
@@ -457,6 +503,16 @@ class IncrementalParser:
             self.feed_bulk(held, *bulk)
             return []
         return self.feed(held)
+
+    def _release(self) -> list[Event]:
+        """The stream paused: a line that waits for the rest of a torn record (the whole
+        lines before the unfinished one in ``_tail``) is read as it is; a writer that tore
+        a record writes its rest at once."""
+        done = self._joined_tail().rfind(b"\n") + 1
+        if not done:
+            return []
+        body, self._tail = self._tail[:done - 1], self._tail[done:]
+        return self._read_body(body)
 
     def close(self) -> list[Event]:
         """Finish the last (unterminated) line and any open traceback."""
