@@ -307,15 +307,15 @@ class IncrementalParser:
                 return
             chunk = chunk[idx:]
             self._overflow = False
-        cut = chunk.rfind(b"\n")
-        if cut < 0:  # the line goes on (bytes: the chunk may be reused)
+        last = chunk.rfind(b"\n")
+        if last < 0:  # the line goes on (bytes: the chunk may be reused)
             self._hold(bytes(chunk))
             return
         tail = self._joined_tail()
         idx = chunk.find(b"\n")  # where the line begun in an earlier chunk ends
         if tail and self._torn_cut(tail + chunk[:idx + 1], len(tail) + idx) < len(tail) + idx:
             idx = chunk.find(b"\n", idx + 1)  # a torn record's first part: read with the line after it
-        cut = self._torn_cut(chunk, cut)  # a torn record's first part at the end waits for the next chunk
+        cut = self._torn_cut(chunk, last)  # a torn record's first part at the end waits for the next chunk
         if idx < 0 or cut < (idx if tail else 0):
             self._hold(bytes(chunk))
             return
@@ -327,7 +327,9 @@ class IncrementalParser:
         if tail:  # the line begun in an earlier chunk (and a torn record's rest)
             line = self._bulk_lines(tail + chunk[:idx + 1], 0, len(tail) + idx + 1, line, scanner, sink)
             pos = idx + 1
-        line = self._bulk_lines(chunk, pos, cut + 1, line, scanner, sink)
+        # the scanner takes every whole line of what it is given: never the line that waits
+        body = chunk if cut == last else bytes(chunk[:cut + 1])
+        line = self._bulk_lines(body, pos, cut + 1, line, scanner, sink)
         self.stats.lines += line - first
 
     def _hold(self, piece: bytes) -> None:
