@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from logforensics.cli import main
 from logforensics.events import Event
 from logforensics.ingest.batch import read_file
 from logforensics.ingest.live import LiveRun
@@ -432,6 +434,51 @@ def test_live_feeding_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
         run.feed(data[i:i + 50])
     run.close()
     assert run.summary().to_dict()["clock"]["local_offset_h"] == -7.0
+
+
+def _two_files(tmp_path: Path, *, anchored: bool) -> dict[str, Any]:
+    """A run of two files as ``summary --json`` reads it: node1 the decode worker of DSV4,
+    whose scheduler's exception Dynamo wrote (its head, UTC: 02:49:44), after the records
+    of one moment on both clocks (lines 3 and 4: local time is UTC-7) unless ``anchored``
+    is False; node0 a server whose own exception is stamped in local time, 19:49:50 (02:49:50
+    UTC): six seconds after node1's, beyond the clock skew of two machines."""
+    text = lines(DSV4)
+    head = text[5].split("] ", 1)[1]
+    dynamo = [*text[:5], "2026-07-06T02:49:44.257000Z ERROR scheduler.run_scheduler_process: " + head, *text[6:43]]
+    if not anchored:
+        dynamo = dynamo[:3] + dynamo[5:]
+    (tmp_path / "node1.log").write_text("\n".join(dynamo) + "\n")
+    local = [text[5].replace("19:49:44.257 DP1 TP1 EP1", "19:49:50.257 DP0 TP0 EP0"), *text[6:43]]
+    (tmp_path / "node0.log").write_text("\n".join(local) + "\n")
+    res = CliRunner().invoke(main, ["summary", "--json", str(tmp_path / "node0.log"), str(tmp_path / "node1.log")])
+    assert res.exit_code in (0, 1), res.output
+    return json.loads(res.stdout)
+
+
+def test_the_first_failure_across_files_is_found_on_one_clock(tmp_path: Path) -> None:
+    """Read as printed, node1's 02:49:44 (UTC) is before node0's 19:49:50 (local) of the day
+    before; on one clock, with the offset node1's log derived, node1 failed first, and the
+    summary says which stamp it moved, by how much, from which anchor, with what residual."""
+    s = _two_files(tmp_path, anchored=True)
+    crash = s["crash"]
+    assert (crash["node"], crash["line"], crash["nodes"], crash["order_uncertain"]) == (
+        "node1", 6, ["node1", "node0"], None)
+    assert s["outcome_reason"].startswith("node1 ")
+    node1 = str(tmp_path / "node1.log")
+    assert crash["clock"] == [{"node": "node1", "file": node1, "line": 6, "stamp": "2026-07-06T02:49:44.257000",
+                               "as": "2026-07-05T19:49:44.257000", "clock": "local", "local_offset_h": -7.0,
+                               "anchor": {"utc": f"{node1}:3", "local": f"{node1}:4"}, "residual_s": 0.000146}]
+    text = CliRunner().invoke(main, ["summary", str(tmp_path / "node0.log"), node1]).stdout
+    assert "compared in local time: node1's failure" in text and "-7 h from UTC" in text
+
+
+def test_no_offset_is_applied_without_an_anchor(tmp_path: Path) -> None:
+    """node1's log shows no moment on both clocks: nothing is moved, and a UTC stamp is not
+    compared with a local one as if of one clock: the order is uncertain."""
+    crash = _two_files(tmp_path, anchored=False)["crash"]
+    note = crash["order_uncertain"] or ""
+    assert "clock" not in crash
+    assert "uncertain" in note and "stamped in UTC" in note
 
 
 # ---------------------------------------------------------------- every real file against its label

@@ -192,3 +192,24 @@ class DynamoObserver:
 
 def _hours(offset_s: int) -> float:
     return offset_s / 3600
+
+
+def utc_instant(text: str, ts: str | None) -> datetime | None:
+    """The UTC instant (naive) of a record's stamp ``ts`` when the stamp is Dynamo's (its
+    head begins ``text``: a ``Z`` or an offset says which instant it is); None for SGLang's
+    own stamp (local time without a zone), as :meth:`DynamoObserver.observe` tells them."""
+    if not ts or text[10:11] != "T":
+        return None
+    m = _HEAD.match(text)
+    if m is None or not ts.startswith(m.group(1)[:19]):
+        return None
+    at = _instant(m.group(1))
+    return None if at is None else at - _zone(m.group(2))
+
+
+def derived_offset(clock: dict[str, Any] | None) -> timedelta | None:
+    """Local time minus UTC as a summary's ``clock`` derived it, or None when it derived
+    none: no pair of records of one moment (no UTC anchor), or pairs that disagree."""
+    if not clock or clock.get("local_offset_h") is None or not clock.get("anchor"):
+        return None
+    return timedelta(hours=clock["local_offset_h"])

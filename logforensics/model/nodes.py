@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from .dynamo import derived_offset, utc_instant
 from .run import NO_RANK, RunSummary
 from .summary import Crash, DistinctException, Hang, RankRecord
 
@@ -289,14 +290,62 @@ def _when(ts: Any) -> datetime | None:
         return None
 
 
+@dataclass(frozen=True)
+class _Moment:
+    """A failure's stamp on the clocks it can be put on: ``local`` (SGLang's own stamps,
+    local time) and ``utc``; ``stamp`` as printed, ``utc_stamped`` when it is Dynamo's."""
+
+    local: datetime | None
+    utc: datetime | None
+    stamp: str | None
+    utc_stamped: bool
+
+
+def _moment(p: NodeSummary, ts: str | None, text: str) -> _Moment:
+    """A stamp of part ``p`` on both clocks where its file derived the offset between them
+    (``model.dynamo``: from records of one moment, with a UTC anchor); never guessed."""
+    offset = derived_offset(p.summary.clock)
+    utc = utc_instant(text, ts)
+    if utc is not None:
+        return _Moment(utc + offset if offset is not None else None, utc, ts, True)
+    local = _when(ts)
+    return _Moment(local, local - offset if local is not None and offset is not None else None, ts, False)
+
+
+def _moved(p: NodeSummary, label: str, line: int, m: _Moment, on: datetime, clock: str) -> dict[str, Any]:
+    """How one failure's stamp was put on the clock of the others: the offset its file
+    derived, that offset's anchor (the records of one moment, file:line) and residual."""
+    c = p.summary.clock or {}
+    anchor = c.get("anchor") or {}
+    return {"node": label, "file": p.file, "line": line, "stamp": m.stamp, "as": on.isoformat(),
+            "clock": clock, "local_offset_h": c.get("local_offset_h"),
+            "anchor": {"utc": f"{p.file}:{anchor.get('utc_line')}", "local": f"{p.file}:{anchor.get('local_line')}"},
+            "residual_s": c.get("residual_s")}
+
+
 def _first_failure(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any
                    ) -> tuple[Crash | None, str | None]:
     """The crash of the node that failed first, tagged with its node, and a note when the
-    order across nodes is uncertain."""
+    order across nodes is uncertain.
+
+    The failures are compared on one clock: SGLang's local time, as the stamps of most
+    logs are. A failure stamped in UTC by NVIDIA Dynamo's head is put on its file's local
+    time with the offset that file derived (``model.dynamo``), and the crash's ``clock``
+    says so; where a file derived none, on UTC if every failure can be, else the order is
+    uncertain (a local stamp and a UTC one are never compared as if of one clock)."""
     failed = [(i, p, p.summary.crash) for i, p in enumerate(parts) if p.summary.crash and p.summary.outcome in _FAILED]
     if not failed:
         return None, None
-    failed.sort(key=lambda ipc: (_when(ipc[2].ts) or datetime.max, ipc[0]))
+    moments = {i: _moment(p, q.ts, q.text) for i, p, q in failed}
+    stamped = [m for m in moments.values() if m.local is not None or m.utc is not None]
+    clock = ("local" if all(m.local is not None for m in stamped)
+             else "utc" if all(m.utc is not None for m in stamped) else None)
+
+    def on_clock(i: int) -> datetime | None:
+        m = moments[i]
+        return m.local if clock == "local" else m.utc if clock == "utc" else _when(m.stamp)
+
+    failed.sort(key=lambda ipc: (on_clock(ipc[0]) or datetime.max, ipc[0]))
     i, p, first = failed[0]
     c = first.to_dict()
     c["node"] = labels[i]
@@ -306,9 +355,15 @@ def _first_failure(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any
     c["ranks"] = [key(j, r) for j, _, q in failed for r in q.ranks]
     c["nodes"] = [labels[j] for j, _, _ in failed]
     note = None
-    t0 = _when(first.ts)
-    for j, _, q in failed[1:]:
-        t = _when(q.ts)
+    if clock is None:
+        j = next(j for j, _, _ in failed if moments[j] in stamped and moments[j].utc_stamped != moments[i].utc_stamped)
+        u, loc = (i, j) if moments[i].utc_stamped else (j, i)
+        note = (f"the order of the failures on {labels[i]} and {labels[j]} is uncertain: {labels[u]}'s is stamped "
+                f"in UTC (NVIDIA Dynamo's head), {labels[loc]}'s in local time, and no file shows a moment on both "
+                "clocks to relate them")
+    t0 = on_clock(i)
+    for j, _, _ in failed[1:] if note is None else ():
+        t = on_clock(j)
         if t0 is None or t is None:
             note = f"the order of the failures on {labels[i]} and {labels[j]} is uncertain: one has no time stamp"
             break
@@ -318,6 +373,13 @@ def _first_failure(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any
                     "by which two machines' clocks may disagree: which failed first is uncertain")
             break
     c["order_uncertain"] = note
+    moved = []
+    for j, pj, q in failed:
+        on = on_clock(j)
+        if clock is not None and on is not None and moments[j].utc_stamped == (clock == "local"):
+            moved.append(_moved(pj, labels[j], q.line, moments[j], on, clock))  # put on the other clock
+    if moved:
+        c["clock"] = moved
     return Crash.from_dict(c), note
 
 

@@ -106,6 +106,9 @@ class Crash(_Keyed):
     node: str | None = None
     nodes: list[str] = field(default_factory=list)
     order_uncertain: str | None = None
+    #: a run of several nodes: the failures whose stamps were put on the others' clock, each
+    #: with the offset its file derived, that offset's anchor and residual (``model.nodes``)
+    clock: list[dict[str, Any]] | None = None
     keys: tuple[str, ...] = field(default=(), repr=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 

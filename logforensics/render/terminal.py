@@ -94,6 +94,13 @@ def render_summary(s: RunSummary, console: Console) -> None:
         console.print(f"First failure on {s.crash.node} ({s.crash.file})"
                       + (f"; {s.crash.order_uncertain}" if s.crash.order_uncertain else ""),
                       markup=False, highlight=False)
+        for m in s.crash.clock or []:  # a stamp put on the others' clock (model.nodes)
+            console.print(printable(
+                f"  compared in {'local time' if m['clock'] == 'local' else 'UTC'}: {m['node']}'s failure "
+                f"({m['file']}:{m['line']}) stamped {m['stamp']}{' UTC' if m['clock'] == 'local' else ''} "
+                f"is {m['as']}, local time {m['local_offset_h']:+g} h from UTC as derived from "
+                f"{m['anchor']['utc']} (UTC) and {m['anchor']['local']} (local), residual {m['residual_s']} s"),
+                markup=False, highlight=False)
 
     if s.crash:
         console.print(render_crash(s.crash))
