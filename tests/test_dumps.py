@@ -624,6 +624,32 @@ def test_real_metrics_pastes_read_as_their_labels_say() -> None:
                                            "combined": {"num_retracted_reqs": "sum", "num_paused_reqs": "sum"}}
 
 
+def test_real_server_info_reads_as_its_label_says() -> None:
+    """A real ``/get_server_info`` answer (``SOURCES.tsv`` kind ``sglang-server-info``): found by its
+    content, its figures and server args the ones the label gives from its text."""
+    from logforensics.artefacts.sniff import read_artefacts
+
+    with open(REAL / "SOURCES.tsv", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["kind"] == "sglang-server-info"]
+    assert rows
+    for row in rows:
+        arts = read_artefacts([str(REAL / row["file"])])
+        assert arts.unknown == {} and len(arts.dumps) == 1, row["file"]
+        d = arts.dumps[0]
+        assert d.kind == "incident"
+        said = dict(re.findall(r"(\w+)=([\w./-]+)", row["what_it_shows"]))
+        assert d.figures["version"] == said["version"]
+        for name in ("max_total_num_tokens", "max_req_input_len"):
+            assert d.figures[name] == int(said[name]), name
+        for name in ("tp_size", "chunked_prefill_size", "max_total_tokens"):
+            assert d.server_args[name] == int(said[name]), name
+        assert d.server_args["model_path"] == said["model_path"]
+        assert "max_total_num_tokens" not in d.server_args  # the scheduler's, not a setting
+        states = d.figures["internal_states"]
+        assert states[0]["last_gen_throughput"] == float(said["last_gen_throughput"])
+        assert states[0]["memory_usage"]["token_capacity"] == int(said["token_capacity"])
+
+
 def test_beside_a_log_each_is_found_by_content_and_survives_a_saved_summary(tmp_path: Path) -> None:
     from logforensics.artefacts.sniff import read_artefacts
     from logforensics.artefacts.types import Dump
