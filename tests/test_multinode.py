@@ -149,6 +149,7 @@ def test_cri_prefix_is_stripped() -> None:
     run = LiveRun("0.log")
     evs = run.feed(b"2026-01-01T10:00:00.123456789Z stdout F [2026-01-01 10:00:00 TP0] Load weight begin. "
                    b"avail mem=78.50 GB\n")
+    evs += run.close()  # a start-up record waits for the line after it (the rest of a torn one)
     assert [e.kind for e in evs] == ["load_weight_begin"] and evs[0].rank == "TP0"
 
 
@@ -301,3 +302,20 @@ def test_a_crash_may_name_a_rank_that_wrote_no_line_of_its_own(tmp_path: Path) -
     assert "rank1" in alone["crash"]["ranks"] and "rank1" not in alone["ranks"]
     run = _json("summary", "--json", str(tmp_path))
     assert run["crash"]["node"] == "node0" and "rank1" in run["crash"]["ranks"]
+
+
+def test_node_rank_in_the_last_line_of_the_probed_head_names_the_file(tmp_path: Path) -> None:
+    """The probe reads a file's head; a server_args line that ends that head exactly (and so
+    waits for the line after it, the rest of a torn record maybe) is read by the probe too."""
+    from logforensics.ingest.runset import PROBE_BYTES, probe_node
+
+    lines = (TWO / "failing" / "node1.log").read_bytes().split(b"\n")
+    args = lines[4]
+    assert b"node_rank=1" in args
+    head = b"\n".join(lines[1:4]) + b"\n"  # not the launch command: its --node-rank would name the node
+    pad = PROBE_BYTES - len(head) - len(args) - 1
+    data = head + b"\n" * pad + args + b"\n" + b"\n".join(lines[5:])
+    assert data[PROBE_BYTES - 1:PROBE_BYTES] == b"\n" and len(data) > PROBE_BYTES
+    path = tmp_path / "worker.log"
+    path.write_bytes(data)
+    assert probe_node(str(path)) == "node1"

@@ -34,9 +34,10 @@ generated logs of both generators), and where it does not yet:
   (``reads_differ``) is read again in the parent, its classifier knowing it.
 * **Records across a boundary.** Other ranks can keep printing while a traceback is open,
   so the boundary rule is not a proof. A worker reports whether its parser ended inside a
-  traceback; then that range is not merged but read again in the parent, with the run
-  model as it stands, and the parent's parser goes on into the next ranges until it is
-  outside any traceback at a range's end. So is a range whose model could not defer
+  traceback (or with a line that waits for the next: a torn record's first part); then that
+  range is not merged but read again in the parent, with the run model as it stands, and
+  the parent's parser goes on into the next ranges until it is outside any traceback (and
+  holds no such line) at a range's end. So is a range whose model could not defer
   what it read (``RunModel.merge_problem``: too many deferred records or unrecognised
   shapes). ``RangeCounts.read_again`` counts such ranges.
 * **The serving windows' sums** (``model/windows.py``). A range's windows start narrow and
@@ -327,7 +328,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
             _feed_range(again, path, ranges[k][0], ranges[k][1])
             if k == last:
                 again.close()
-            if again.parser.assembler.open is None or k == last:
+            if (again.parser.assembler.open is None and not again.parser.waiting()) or k == last:
                 stats.add(again.parser.stats)
                 decode_errors += again.parser.classifier.decode_errors
                 again = None
@@ -439,8 +440,8 @@ def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, bool]
     open_at_end = False
     if last:
         run.close()
-    else:  # the range ends at a line start: only an open traceback can remain
-        open_at_end = run.parser.assembler.open is not None
+    else:  # the range ends at a line start: only an open traceback (or a line that waits) can remain
+        open_at_end = run.parser.assembler.open is not None or run.parser.waiting()
     classifier = run.parser.classifier
     return RangeResult(index, run.model, run.parser.stats, classifier.decode_errors, open_at_end, run.pd,
                        run.rank_nodes, classifier.proc_ranks, classifier.proc_reads)

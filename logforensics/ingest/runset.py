@@ -190,7 +190,8 @@ def _probe(path: str, memo: LineClassifier | None) -> tuple[str | None, LiveRun 
                 if ev.node:
                     wrapped.add(ev.node)
             read += len(block)
-            if read >= PROBE_BYTES:
+            if read >= PROBE_BYTES:  # a start-up record that waits for the next line is read too
+                wrapped.update(ev.node for ev in run.settle() if ev.node)
                 break
         else:  # the whole file: what the parser still holds (bytes that wait for its verdict on text)
             wrapped.update(ev.node for ev in run.close() if ev.node)

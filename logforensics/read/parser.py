@@ -506,6 +506,10 @@ class IncrementalParser:
             return []
         return self.feed(held)
 
+    def waiting(self) -> bool:
+        """Whether a whole line waits for the next (the first part of a torn record, maybe)."""
+        return b"\n" in self._joined_tail()
+
     def _release(self) -> list[Event]:
         """The stream paused: a line that waits for the rest of a torn record (the whole
         lines before the unfinished one in ``_tail``) is read as it is; a writer that tore
