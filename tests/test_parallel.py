@@ -27,6 +27,7 @@ import pytest
 from accel import accelerated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_read_forms import _FATAL_DUMP as FATAL_DUMP
 
 from logforensics.ingest import LiveRun, parallel, read_file
 from logforensics.model import run as run_module
@@ -157,18 +158,7 @@ def test_generated_log_read_by_worker_processes(restarts_log: Path, reading_path
 
 
 #: A process's faulthandler dump (``Fatal Python error``, then its threads): no line names a rank.
-_FATAL_DUMP = [
-    "Fatal Python error: Aborted",
-    "",
-    "Thread 0x00007f7353fff640 (most recent call first):",
-    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2183 in watchdog_thread',
-    '  File "/usr/lib/python3.12/threading.py", line 1012 in run',
-    "",
-    "Current thread 0x00007f735dfff640 (most recent call first):",
-    '  File "/usr/local/lib/python3.12/dist-packages/sgl_kernel/gemm.py", line 111 in sgl_per_token_group_quant_fp8',
-    "",
-    "Extension modules: numpy.core._multiarray_umath, torch._C (total: 2)",
-]
+_FATAL_DUMP = FATAL_DUMP
 
 
 @pytest.fixture(scope="module")
