@@ -149,7 +149,7 @@ def _frozen_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[s
 def _fixed_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, int, int, str | None]],
                 cols: Mapping[str, int], cls: int, file: str | None) -> None:
     """``add_decode``'s runs of decode batches whose figures do not move, from rows. Where no
-    row repeats the one of its rank before it (``Rows.counters_repeat``, by numpy), each rank's rows
+    row repeats the one of its rank before it (``Rows.counters_repeat``, one pass in C), each rank's rows
     between its first and last start runs of one line, and its last row starts the run the
     next segment may extend: ``FrozenStreaks.ends``, or (where the first row may extend the
     run the rank ended with) the first row, a break and the last row stepped. Else the decode

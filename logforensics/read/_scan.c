@@ -1080,6 +1080,118 @@ static PyObject *first_row(PyObject *module, PyObject *args)
     return PyLong_FromLong(-1);
 }
 
+/* counters_repeat(rows, cls, tok, alt, run, tput, buf) -> (row, spans). A row of class cls is
+ * keyed when its column run (#running-req) is above 0 and it has a value in column tok (else
+ * alt) and in column tput; its key is (tokens, running, throughput). row is the first keyed
+ * row whose key is that of the row of its rank id before it, or -1; spans lists (rank id,
+ * first row, its key, last row, its key, its copy) of the class's rows of each rank id, in
+ * the order of their first rows: a key None where the row is not keyed, and the last row's
+ * copy (line index, its bytes of buf, the block the rows are of, plan) where it is. */
+static int keyed(const RowView *v, Py_ssize_t i, int tok, int alt, int run, int tput, double *key)
+{
+    double t = v->val[tok * v->n + i];
+    if (isnan(t))
+        t = v->val[alt * v->n + i];
+    key[0] = t;
+    key[1] = v->val[run * v->n + i];
+    key[2] = v->val[tput * v->n + i];
+    return key[1] > 0 && !isnan(t) && !isnan(key[2]);
+}
+
+static PyObject *key_tuple(const RowView *v, Py_ssize_t i, int tok, int alt, int run, int tput)
+{
+    double k[3];
+    if (!keyed(v, i, tok, alt, run, tput, k))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(ddd)", k[0], k[1], k[2]);
+}
+
+static PyObject *counters_scan(const RowView *vp, int cls, int tok, int alt, int run, int tput, const Py_buffer *buf,
+                               PyObject *plans);
+
+static PyObject *counters_repeat(PyObject *module, PyObject *args)
+{
+    PyObject *rows_t;
+    int cls, tok, alt, run, tput;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "Oiiiiiy*", &rows_t, &cls, &tok, &alt, &run, &tput, &buf))
+        return NULL;
+    PyObject *out = NULL;
+    RowView v;
+    if (row_view(rows_t, &v) < 0)
+        goto done;
+    if (tok < 0 || tok >= v.nslots || alt < 0 || alt >= v.nslots || run < 0 || run >= v.nslots || tput < 0 ||
+        tput >= v.nslots) {
+        PyErr_SetString(PyExc_ValueError, "bad column");
+        goto done;
+    }
+    out = counters_scan(&v, cls, tok, alt, run, tput, &buf, PyTuple_GET_ITEM(rows_t, 6));
+done:
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+static PyObject *row_copy(const RowView *v, Py_ssize_t i, const Py_buffer *buf, const int32_t *plan)
+{
+    int64_t a = v->start[i], b = v->end[i];
+    if (a < 0 || b < a || b > buf->len) {
+        PyErr_SetString(PyExc_ValueError, "a row outside its block");
+        return NULL;
+    }
+    return Py_BuildValue("(Ly#i)", (long long)v->line[i], (const char *)buf->buf + a, (Py_ssize_t)(b - a), (int)plan[i]);
+}
+
+static PyObject *counters_scan(const RowView *vp, int cls, int tok, int alt, int run, int tput, const Py_buffer *buf,
+                               PyObject *plans)
+{
+    RowView v = *vp;
+    if (!PyBytes_Check(plans) || PyBytes_GET_SIZE(plans) != v.n * 4) {
+        PyErr_SetString(PyExc_ValueError, "not rows of a scan");
+        return NULL;
+    }
+    const int32_t *plan = (const int32_t *)PyBytes_AS_STRING(plans);
+    Py_ssize_t first[MAX_RANKS], last[MAX_RANKS], found = -1;
+    unsigned char order[MAX_RANKS];
+    int ranks = 0;
+    for (int r = 0; r < MAX_RANKS; r++)
+        first[r] = last[r] = -1;
+    for (Py_ssize_t i = 0; i < v.n; i++) {
+        if (v.cls[i] != cls)
+            continue;
+        unsigned char r = v.rid[i];
+        if (found < 0 && last[r] >= 0) {
+            double a[3], b[3];
+            if (keyed(&v, i, tok, alt, run, tput, a) && keyed(&v, last[r], tok, alt, run, tput, b) && a[0] == b[0] &&
+                a[1] == b[1] && a[2] == b[2])
+                found = i;
+        }
+        if (first[r] < 0) {
+            first[r] = i;
+            order[ranks++] = r;
+        }
+        last[r] = i;
+    }
+    PyObject *spans = PyList_New(ranks);
+    if (!spans)
+        return NULL;
+    for (int k = 0; k < ranks; k++) {
+        Py_ssize_t a = first[order[k]], b = last[order[k]];
+        PyObject *ka = key_tuple(&v, a, tok, alt, run, tput), *kb = ka ? key_tuple(&v, b, tok, alt, run, tput) : NULL;
+        PyObject *copy = !kb ? NULL : kb == Py_None ? (Py_INCREF(Py_None), Py_None) : row_copy(&v, b, buf, plan);
+        PyObject *span = copy ? Py_BuildValue("(inNnNN)", (int)order[k], a, ka, b, kb, copy) : NULL;
+        if (!span) {
+            if (!copy) {
+                Py_XDECREF(ka);
+                Py_XDECREF(kb);
+            }
+            Py_DECREF(spans);
+            return NULL;
+        }
+        PyList_SET_ITEM(spans, k, span);
+    }
+    return Py_BuildValue("(nN)", found, spans);
+}
+
 /* log_buckets(values, factor, counter): counter[int(log(x) * factor)] += 1 for each
  * value x > 0 (ints or floats), as Counter.update(map(int, map(mul, map(log, ...)))) does. */
 static int bump(PyObject *counter, long long key, Py_ssize_t by)
@@ -1345,6 +1457,7 @@ static PyMethodDef module_methods[] = {
     {"sketch_batch", sketch_batch, METH_VARARGS, "Extremes, zeros, exact partial sums and buckets of a batch."},
     {"sketch_doubles", sketch_doubles, METH_VARARGS, "sketch_batch over a scan's numbers as doubles."},
     {"first_row", first_row, METH_VARARGS, "The first row of a class whose column holds a value."},
+    {"counters_repeat", counters_repeat, METH_VARARGS, "The first row whose batch figures repeat its rank's last."},
     {"stamp_seconds", py_stamp_seconds, METH_O, "A stamp as seconds, as rows hold it, or None."},
     {"read_float", py_read_float, METH_O, "float(text) as the scanners read it, or None."},
     {NULL, NULL, 0, NULL},

@@ -288,40 +288,11 @@ class Rows:
                         tput: int) -> tuple[int, list[tuple[int, int, Any, int, Any, Any]]]:
         """The first row of class ``cls`` whose columns ``tok`` (else ``alt``), ``run`` (above
         0) and ``tput`` hold the values of its rank's row before, or -1; and the (rank id,
-        first row, its key, last row, its key, its copy) of the class's rows of each rank id, in
-        the order of their first rows (a key: those three values, None where ``run`` is not
-        above 0 or a value is missing; the copy (line index, bytes, plan; for
-        :meth:`copy_stamp`) where the last row has a key). Columns compared by numpy over the
-        rows' own buffers, no row read in Python."""
-        import numpy as np
-
-        n = self.n
-        values = np.frombuffer(self.raw[10], dtype=np.float64).reshape(self.raw[1], n)
-        rows = np.flatnonzero(np.frombuffer(self.raw[4], dtype=np.uint8) == cls)
-        if not rows.size:
-            return -1, []
-        ids = np.frombuffer(self.raw[3], dtype=np.uint8)[rows]
-        order = np.argsort(ids, kind="stable")  # each rank's rows in log order
-        rows, ids = rows[order], ids[order]
-        t, r, g = values[tok, rows], values[run, rows], values[tput, rows]
-        t = np.where(np.isnan(t), values[alt, rows], t)
-        keyed = (r > 0) & ~np.isnan(t) & ~np.isnan(g)
-        same = (ids[1:] == ids[:-1]) & keyed[1:] & keyed[:-1] & (t[1:] == t[:-1]) & (r[1:] == r[:-1]) & (g[1:] == g[:-1])
-        found = int(rows[1:][same].min()) if same.any() else -1
-        change = np.flatnonzero(ids[1:] != ids[:-1]).tolist()  # each rank's last row but the last rank's
-
-        def key(pos: int) -> tuple[float, float, float] | None:
-            return (float(t[pos]), float(r[pos]), float(g[pos])) if keyed[pos] else None
-
-        spans = []
-        for a, b in zip([0, *(p + 1 for p in change)], [*change, len(rows) - 1]):
-            first, last = int(rows[a]), int(rows[b])
-            key_last = key(b)
-            copy = None if key_last is None else (self._lines[last], bytes(self.buf[self._starts[last]:self._ends[last]]),
-                                                  self._plans[last])
-            spans.append((int(ids[a]), first, key(a), last, key_last, copy))
-        spans.sort(key=lambda span: span[1])
-        return found, spans
+        first row, its key, last row, its key, its copy) of the class's rows of each rank id (a
+        key: those three values, None where ``run`` is not above 0 or a value is missing; the
+        copy (line index, bytes, plan; for :meth:`copy_stamp`) where the last row has a key)."""
+        assert _scan is not None
+        return _scan.counters_repeat(self.raw, cls, tok, alt, run, tput, self.buf)
 
     def copy_stamp(self) -> Callable[[bytes, int], tuple[str, Any]]:
         """What gives the text and converted stamp of a row's copy (``counters_repeat``: its
