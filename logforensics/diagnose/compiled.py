@@ -2,10 +2,10 @@
 
 Why: compiling the rules' conditions and texts and the report's template took about half of
 a small ``diff``'s time, anew in every process, for text that does not change between runs.
-Jinja keeps compiled code in a directory of the user's own (``_jinja2-cache-UID`` in the
-temporary directory, mode 0700, refused when anyone else owns it) and compiles again when
-the text, Jinja or Python changed. A cache that cannot be read or written is no cache: the
-template is compiled as before. ``LOGFORENSICS_NO_CACHE=1`` turns it off.
+Jinja keeps compiled code in the package's one private cache directory (``cachedir.py``:
+the user's own, mode 0700, refused when anyone else owns it or can write it) and compiles
+again when the text, Jinja or Python changed. A cache that cannot be read or written is no
+cache: the template is compiled as before. ``LOGFORENSICS_NO_CACHE=1`` turns it off.
 
 A template is named by the digest of its text and of the environment that compiles it (the
 sandbox's code differs from the report's), so one name is always one compiled code.
@@ -14,7 +14,6 @@ sandbox's code differs from the report's), so one name is always one compiled co
 from __future__ import annotations
 
 import hashlib
-import os
 from functools import lru_cache
 from typing import Any
 
@@ -22,6 +21,8 @@ from jinja2 import BaseLoader, Environment, Template, TemplateNotFound, Template
 from jinja2.bccache import Bucket, BytecodeCache, FileSystemBytecodeCache
 from jinja2.environment import TemplateExpression
 from jinja2.parser import Parser
+
+from ..cachedir import private_dir
 
 
 class _Cache(FileSystemBytecodeCache):
@@ -41,12 +42,8 @@ class _Cache(FileSystemBytecodeCache):
 @lru_cache(maxsize=1)
 def bytecode_cache() -> BytecodeCache | None:
     """Jinja's cache in the user's own directory, or None (turned off, or no safe directory)."""
-    if os.environ.get("LOGFORENSICS_NO_CACHE", "").strip() in ("1", "yes", "true"):
-        return None
-    try:
-        return _Cache()
-    except (RuntimeError, OSError):
-        return None
+    directory = private_dir()
+    return None if directory is None else _Cache(directory)
 
 
 class TextLoader(BaseLoader):

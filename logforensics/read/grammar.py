@@ -10,11 +10,13 @@ The stages: parse here, name fields by terminal (``terminals.py``), walk the tre
 from __future__ import annotations
 
 import os
+import sys
 from functools import cache, lru_cache
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
+from ..cachedir import private_dir
 from .plan import Plan
 from .planner import Planner
 from .prefilter import free_text
@@ -22,12 +24,20 @@ from .prefilter import free_text
 
 @cache
 def parsers() -> tuple[Lark, Lark]:
-    """The record parser and the fallback parser (prefix + free text), built once."""
-    kw = dict(parser="lalr", lexer="contextual", propagate_positions=False,
-              maybe_placeholders=False, cache=True)
-    record = Lark.open_from_package("logforensics.grammars", "sglang.lark", ("",), start="record", **kw)
-    fallback = Lark.open_from_package("logforensics.grammars", "sglang.lark", ("",), start="fallback", **kw)
-    return record, fallback
+    """The record parser and the fallback parser (prefix + free text), built once.
+
+    Lark's analysis of the grammar (about 0.3 s) is kept between runs in the user's private
+    cache directory (``cachedir.py``), never in Lark's default file of the shared temporary
+    directory: Lark loads the file with ``pickle``, so whoever could write it could run code."""
+    def build(start: str) -> Lark:
+        directory = private_dir()
+        cached: str | bool = False if directory is None else os.path.join(
+            directory, f"lark-{start}-py{sys.version_info[0]}{sys.version_info[1]}.pickle")
+        return Lark.open_from_package("logforensics.grammars", "sglang.lark", ("",), start=start, parser="lalr",
+                                      lexer="contextual", propagate_positions=False, maybe_placeholders=False,
+                                      cache=cached)
+
+    return build("record"), build("fallback")
 
 
 def warm_up() -> None:
