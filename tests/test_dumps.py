@@ -650,6 +650,48 @@ def test_real_server_info_reads_as_its_label_says() -> None:
         assert states[0]["memory_usage"]["token_capacity"] == int(said["token_capacity"])
 
 
+def test_real_v1_loads_answers_read_as_their_labels_say(tmp_path: Path) -> None:
+    """Real ``/v1/loads`` answers (``SOURCES.tsv`` kind ``sglang-v1-loads``): found by their
+    content under any name, their figures the label's, each DP rank kept in the order served,
+    the figures of several ranks combined (counts summed, capacities the largest), and the
+    answer shown beside a server log in ``summary``."""
+    from logforensics.artefacts.sniff import read_artefacts
+
+    with open(REAL / "SOURCES.tsv", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["kind"] == "sglang-v1-loads"]
+    assert len(rows) == 2
+    for row in rows:
+        renamed = tmp_path / "answer"   # sniffed by content, not by name
+        renamed.write_bytes((REAL / row["file"]).read_bytes())
+        arts = read_artefacts([str(renamed)])
+        assert arts.unknown == {} and [d.kind for d in arts.dumps] == ["incident"], row["file"]
+        f = arts.dumps[0].figures
+        said = dict(re.findall(r"(\w+)=([\w.]+)", row["what_it_shows"]))
+        assert f["version"] == said["version"]
+        assert f["dp_rank_count"] == int(said["dp_rank_count"]) == len(f["loads"])
+        for name in ("num_running_reqs", "max_total_num_tokens", "max_running_requests"):
+            assert f[name] == int(said[name]), (row["file"], name)
+        assert f["aggregate"]["total_reqs"] == int(said["total_reqs"])
+    one = read_artefacts([str(REAL / rows[0]["file"])]).dumps[0].figures
+    assert (one["num_used_tokens"], one["token_usage"], one["gen_throughput"]) == (178496, 0.3273, 171.81)
+    assert one["loads"][0]["memory"] == {"weight_gb": 89.244, "kv_cache_gb": 31.221, "graph_gb": 1.32,
+                                         "token_capacity": 545344}
+    dp8 = read_artefacts([str(REAL / rows[1]["file"])]).dumps[0].figures
+    assert [r["dp_rank"] for r in dp8["loads"]] == [0, 3, 1, 4, 5, 2, 6, 7]
+    assert {r["disaggregation"]["mode"] for r in dp8["loads"]} == {"prefill"}
+    assert dp8["combined"]["num_running_reqs"] == "sum" and dp8["combined"]["max_total_num_tokens"] == "max"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "server.log").write_text("[2026-05-10 05:40:00 TP0] Load weight begin. avail mem=78.50 GB\n")
+    (run / "loads.json").write_bytes((REAL / rows[0]["file"]).read_bytes())
+    from click.testing import CliRunner
+
+    from logforensics.cli import main
+    s = json.loads(CliRunner().invoke(main, ["summary", "--json", str(run)]).stdout)
+    [shown] = s["artefacts"]["dumps"]
+    assert shown["file"].endswith("loads.json") and shown["figures"]["num_running_reqs"] == 4
+
+
 def test_beside_a_log_each_is_found_by_content_and_survives_a_saved_summary(tmp_path: Path) -> None:
     from logforensics.artefacts.sniff import read_artefacts
     from logforensics.artefacts.types import Dump

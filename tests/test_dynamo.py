@@ -510,3 +510,85 @@ def test_real_files_read_as_labelled(path: Path, label: str, monkeypatch: pytest
     elif offset.startswith("yes"):  # not adjacent records of one moment: no offset
         assert s["clock"]["local_offset_h"] is None
     assert s["clock"]["utc_records"] > 0
+
+
+# ---------------------------------------------------------------- hangs and each file's times on one clock
+GLM_RECORD = lines(GLM)[5].split("Z ", 1)[1]  # SGLang's record behind Dynamo's head: rank not printed
+WATCHDOG = "Watchdog timeout (self.watchdog_timeout=300)"  # SGLang's scheduler watchdog, as in fixtures/real/149-*
+
+
+def _two_hung_files(tmp_path: Path, *, anchored: bool) -> tuple[dict[str, Any], str]:
+    """A run of two files that both hung, as ``summary --json`` reads it: node1 the records
+    of DSV4's worker (lines 3 and 4 one moment on both clocks: local time is UTC-7, unless
+    ``anchored`` is False), an SGLang record Dynamo rewrote (GLM's ``max_total_num_tokens``
+    line) and SGLang's scheduler watchdog firing behind Dynamo's head at 02:49:44 UTC;
+    node0 a server whose watchdog fired at 19:49:50 local time (02:49:50 UTC), six seconds
+    later. Read as printed, node0's stamp is seven hours before node1's."""
+    text = lines(DSV4)
+    dynamo = [*text[:5], "2026-07-06T02:46:10.731228Z " + GLM_RECORD,
+              f"2026-07-06T02:49:44.257000Z ERROR scheduler.watchdog_thread: {WATCHDOG}"]
+    if not anchored:
+        dynamo = dynamo[:3] + dynamo[5:]
+    (tmp_path / "node1.log").write_text("\n".join(dynamo) + "\n")
+    (tmp_path / "node0.log").write_text(f"[2026-07-05 19:45:00 TP0] Load weight begin. avail mem=78.50 GB\n"
+                                        f"[2026-07-05 19:49:50 TP0] {WATCHDOG}\n")
+    args = [str(tmp_path / "node0.log"), str(tmp_path / "node1.log")]
+    res = CliRunner().invoke(main, ["summary", "--json", *args])
+    assert res.exit_code in (0, 1), res.output
+    return json.loads(res.stdout), CliRunner().invoke(main, ["summary", *args]).stdout
+
+
+def _moved(node1: str, line: int, stamp: str, local: str) -> dict[str, Any]:
+    return {"node": "node1", "file": node1, "line": line, "stamp": stamp, "as": local, "clock": "local",
+            "local_offset_h": -7.0, "anchor": {"utc": f"{node1}:3", "local": f"{node1}:4"}, "residual_s": 0.000146}
+
+
+def test_the_first_hang_across_files_is_found_on_one_clock(tmp_path: Path) -> None:
+    """On one clock node1's watchdog (02:49:44 UTC, 19:49:44 local) fired six seconds before
+    node0's: node1's hang is the run's, and the summary says which stamp it moved, by how
+    much, from which anchor, as it does for a crash."""
+    s, text = _two_hung_files(tmp_path, anchored=True)
+    node1 = str(tmp_path / "node1.log")
+    hang = s["hang"]
+    assert (s["outcome"], hang["node"], hang["first_line"], hang.get("order_uncertain")) == ("hung", "node1", 7, None)
+    assert hang["clock"] == [_moved(node1, 7, "2026-07-06T02:49:44.257000", "2026-07-05T19:49:44.257000")]
+    assert s["outcome_reason"].startswith("node1 ") and "also failed: node0" in s["outcome_reason"]
+    assert "First hang on node1" in text and "compared in local time: node1's hang" in text
+
+
+def test_each_files_times_are_put_on_one_clock(tmp_path: Path) -> None:
+    """node1's first and last stamps are chosen on local time, the UTC ones moved with the
+    offset its file derived; a rank's last stamp in UTC says the same; node0's, all local
+    time, are as printed and nothing of it is moved."""
+    s, _ = _two_hung_files(tmp_path, anchored=True)
+    node1 = str(tmp_path / "node1.log")
+    n0, n1 = s["nodes"]["node0"], s["nodes"]["node1"]
+    assert (n0["first_ts"], n0["last_ts"]) == ("2026-07-05T19:45:00", "2026-07-05T19:49:50")
+    assert "clock" not in n0 and "order_uncertain" not in n0
+    assert (n1["first_ts"], n1["last_ts"]) == ("2026-07-05T19:45:29.924", "2026-07-06T02:49:44.257000")
+    assert n1["clock"] == [_moved(node1, 7, "2026-07-06T02:49:44.257000", "2026-07-05T19:49:44.257000")]
+    seen = s["last_seen"]["-"]
+    assert seen["clock"] == _moved(node1, seen["line"], seen["ts"], seen["clock"]["as"])
+    assert seen["clock"]["as"] == "2026-07-05T19:" + seen["ts"][14:]
+
+
+def test_a_hang_order_across_unrelated_clocks_is_uncertain(tmp_path: Path) -> None:
+    """node1's log shows no moment on both clocks: nothing is moved, and the hang order and
+    node1's times are marked uncertain rather than compared as if of one clock."""
+    s, _ = _two_hung_files(tmp_path, anchored=False)
+    hang = s["hang"]
+    assert "clock" not in hang and "stamped in UTC" in (hang["order_uncertain"] or "")
+    assert hang["order_uncertain"] in s["outcome_reason"]
+    n1 = s["nodes"]["node1"]
+    assert "clock" not in n1 and "no file shows a moment on both clocks" in n1["order_uncertain"]
+    assert "clock" not in s["last_seen"]["-"]
+
+
+def test_files_of_one_clock_keep_their_times_as_printed(tmp_path: Path) -> None:
+    """No file with Dynamo's stamps: nothing is moved and nothing added, as before."""
+    (tmp_path / "node1.log").write_text(f"[2026-07-05 19:49:44 TP1] {WATCHDOG}\n")
+    (tmp_path / "node0.log").write_text(f"[2026-07-05 19:49:50 TP0] {WATCHDOG}\n")
+    s = json.loads(CliRunner().invoke(main, ["summary", "--json", str(tmp_path / "node0.log"),
+                                             str(tmp_path / "node1.log")]).stdout)
+    assert s["hang"]["node"] == "node1" and "clock" not in s["hang"] and "order_uncertain" not in s["hang"]
+    assert all("clock" not in n and "order_uncertain" not in n for n in s["nodes"].values())

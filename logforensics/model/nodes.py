@@ -16,7 +16,11 @@ How the parts combine:
 * **The first failure** is the earliest by timestamp across nodes. Clocks of two
   machines disagree by seconds and SGLang stamps to the second, so when another node
   failed within ``CLOCK_SKEW_S`` of it (or a failure has no stamp) the order is
-  uncertain, and the summary says so.
+  uncertain, and the summary says so. **The first hang** likewise, by its first record.
+* **One clock**: a file of NVIDIA Dynamo's has UTC stamps beside SGLang's local ones;
+  every order across files (the first failure, the first hang, each file's first and
+  last stamps) puts them on one clock through :func:`on_one_clock`, with the offset the
+  file derived and never without its anchor.
 * **Missing ranks**: the parallel sizes in ``server_args`` (or the launch command) say
   which ranks should exist; the ones no file shows are named.
 """
@@ -165,6 +169,8 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
         # a crash or exception may name a rank that wrote no line of its own (a traceback's "[rank1]:")
         return f"{labels[i]}:{r}" if count.get(r, 0) > 1 else r
 
+    # each file's stamps on one clock, where a file has stamps on two (NVIDIA Dynamo's UTC head)
+    spans = _spans(parts, labels) if any((p.summary.clock or {}).get("utc_records") for p in parts) else None
     ranks: list[str] = []
     rank_nodes = {}
     rank_files: dict[str, str] = {}
@@ -181,7 +187,10 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             rank_nodes[k] = p.rank_nodes.get(r) or labels[i]
             rank_files[k] = p.file
             rec = s.per_rank.get(r) or RankRecord(label=r)
-            per_rank[k] = replace(rec, label=k, last_seen=dict(rec.last_seen, node=rank_nodes[k], file=p.file),
+            seen = dict(rec.last_seen, node=rank_nodes[k], file=p.file)
+            if spans is not None and r in spans[i].last_seen:  # its stamp on the run's one clock
+                seen["clock"] = spans[i].last_seen[r]
+            per_rank[k] = replace(rec, label=k, last_seen=seen,
                                   memory=_tag_evidence(rec.memory, rank_nodes[k]) if rec.memory else {})
         errors.extend(dict(e, node=labels[i]) for e in s.errors)
         for e in s.exceptions:
@@ -194,7 +203,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     hang = _hang(parts, labels, key)
     outcome, reason = _outcome(parts, labels, lead, crash, crash_note, hang)
     ls = lead.summary
-    nodes = {labels[i]: _node_entry(p, labels[i]) for i, p in enumerate(parts)}
+    nodes = {labels[i]: _node_entry(p, labels[i], spans[i] if spans else None) for i, p in enumerate(parts)}
     ready = dict(ls.ready, node=labels[parts.index(lead)], file=lead.file) if ls.ready and outcome == "ready" else None
     base = replace(
         ls,
@@ -234,9 +243,9 @@ def _lead(parts: Sequence[NodeSummary]) -> NodeSummary:
     return parts[0]
 
 
-def _node_entry(p: NodeSummary, label: str | None) -> dict[str, Any]:
+def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) -> dict[str, Any]:
     s = p.summary
-    first, last = _span(s)
+    first, last = _span(s) if span is None else (span.first, span.last)
     entry: dict[str, Any] = {
         "node": label,
         "file": p.file,
@@ -255,6 +264,10 @@ def _node_entry(p: NodeSummary, label: str | None) -> dict[str, Any]:
     }
     if p.pd:
         entry["pd"] = p.pd
+    if span is not None and span.moved:
+        entry["clock"] = span.moved
+    if span is not None and span.uncertain:
+        entry["order_uncertain"] = span.uncertain
     return entry
 
 
@@ -272,6 +285,68 @@ def _span(s: RunSummary) -> tuple[str | None, str | None]:
         stamps.append(s.ready["ts"])
     texts = [t for t in stamps if isinstance(t, str)]
     return (min(texts), max(texts)) if texts else (None, None)
+
+
+@dataclass(frozen=True)
+class _Span:
+    """A file's first and last stamps (as printed) chosen on the run's one clock; ``moved``
+    those of them put on it from the other clock; ``uncertain`` why the file's stamps cannot
+    be compared with the others'; ``last_seen`` rank -> how its last stamp was moved."""
+
+    first: str | None
+    last: str | None
+    moved: list[dict[str, Any]]
+    uncertain: str | None
+    last_seen: dict[str, dict[str, Any]]
+
+
+def _file_stamps(i: int, s: RunSummary) -> list[tuple[_Stamp, str | None]]:
+    """The stamps of part ``i`` that :func:`_span` reads, and its first hang record's, each
+    with the rank whose last stamp it is. A rank's last stamp is kept with the text of its last record, which may be
+    another (unstamped) record: that text says which clock the stamp is on only when it
+    shows the stamp."""
+    out: list[tuple[_Stamp, str | None]] = [
+        ((i, v.get("first_line"), v["first_ts"], None), None)
+        for ph in s.phases.values() for v in ph.values() if v.get("first_ts")]
+    for r, v in s.last_seen.items():
+        ts, text = v.get("ts"), v.get("text")
+        if isinstance(ts, str) and ts:
+            shows = isinstance(text, str) and ts[:10] in text[:64] and ts[11:19] in text[:64]
+            out.append(((i, v.get("line") if shows else None, ts, text if shows else None), r))
+    if s.crash and s.crash.ts:
+        out.append(((i, s.crash.line, s.crash.ts, s.crash.text), None))
+    if s.ready and s.ready.get("ts"):
+        out.append(((i, s.ready.get("line"), s.ready["ts"], s.ready.get("text")), None))
+    if s.hang and s.hang.first_ts:
+        out.append(((i, *_hang_stamp(s.hang)), None))
+    return out
+
+
+def _spans(parts: Sequence[NodeSummary], labels: Sequence[str]) -> list[_Span]:
+    """Each file's first and last stamps on the run's one clock (:func:`on_one_clock`)."""
+    stamps = [st for i, p in enumerate(parts) for st in _file_stamps(i, p.summary)]
+    one = on_one_clock(parts, labels, [st for st, _ in stamps])
+    out: list[_Span] = []
+    for i, p in enumerate(parts):
+        mine = [k for k, (st, _) in enumerate(stamps) if st[0] == i]
+        timed = sorted((k for k in mine if one.at[k] is not None), key=lambda k: (one.at[k], k))
+        if not timed:
+            first, last = _span(p.summary)
+            ends: list[int] = []
+        else:
+            ends = [timed[0], timed[-1]] if timed[0] != timed[-1] else [timed[0]]
+            first, last = stamps[timed[0]][0][2], stamps[timed[-1]][0][2]
+        uncertain = None
+        if one.clock is None:
+            utc = next((k for k in mine if one.moments[k].utc_stamped and one.moments[k].local is None), None)
+            if utc is not None:
+                other = one.partner(utc, range(len(stamps)))
+                uncertain = (f"{labels[i]}'s stamps are in UTC (NVIDIA Dynamo's head), {labels[stamps[other][0][0]]}'s "
+                             "in local time, and no file shows a moment on both clocks to relate them: "
+                             "its times are not comparable with theirs")
+        seen = {r: one.moved[k] for k in mine if (r := stamps[k][1]) is not None and k in one.moved}
+        out.append(_Span(first, last, [one.moved[k] for k in ends if k in one.moved], uncertain, seen))
+    return out
 
 
 def _tag_evidence(mem: dict[str, Any], node: str | None) -> dict[str, Any]:
@@ -292,19 +367,29 @@ def _when(ts: Any) -> datetime | None:
 
 @dataclass(frozen=True)
 class _Moment:
-    """A failure's stamp on the clocks it can be put on: ``local`` (SGLang's own stamps,
-    local time) and ``utc``; ``stamp`` as printed, ``utc_stamped`` when it is Dynamo's."""
+    """A stamp on the clocks it can be put on: ``local`` (SGLang's own stamps, local time)
+    and ``utc``; ``stamp`` as printed; ``utc_stamped`` when it is Dynamo's, None when the
+    summary does not say which clock it is on (see :func:`_moment`)."""
 
     local: datetime | None
     utc: datetime | None
     stamp: str | None
-    utc_stamped: bool
+    utc_stamped: bool | None
 
 
-def _moment(p: NodeSummary, ts: str | None, text: str) -> _Moment:
+def _moment(p: NodeSummary, ts: str | None, text: str | None) -> _Moment:
     """A stamp of part ``p`` on both clocks where its file derived the offset between them
-    (``model.dynamo``: from records of one moment, with a UTC anchor); never guessed."""
+    (``model.dynamo``: from records of one moment, with a UTC anchor); never guessed.
+
+    Which clock a stamp is on is read from its record's text (Dynamo's head or SGLang's
+    prefix). A stamp kept without its text (``text`` None: a phase's first and last stamps)
+    is local time when the file has no record of Dynamo's; in a file that has, its clock is
+    not known, and it is put on neither."""
     offset = derived_offset(p.summary.clock)
+    if text is None:
+        if (p.summary.clock or {}).get("utc_records"):
+            return _Moment(None, None, ts, None)
+        text = ""
     utc = utc_instant(text, ts)
     if utc is not None:
         return _Moment(utc + offset if offset is not None else None, utc, ts, True)
@@ -312,9 +397,9 @@ def _moment(p: NodeSummary, ts: str | None, text: str) -> _Moment:
     return _Moment(local, local - offset if local is not None and offset is not None else None, ts, False)
 
 
-def _moved(p: NodeSummary, label: str, line: int, m: _Moment, on: datetime, clock: str) -> dict[str, Any]:
-    """How one failure's stamp was put on the clock of the others: the offset its file
-    derived, that offset's anchor (the records of one moment, file:line) and residual."""
+def _moved(p: NodeSummary, label: str, line: int | None, m: _Moment, on: datetime, clock: str) -> dict[str, Any]:
+    """How one stamp was put on the clock of the others: the offset its file derived, that
+    offset's anchor (the records of one moment, file:line) and residual."""
     c = p.summary.clock or {}
     anchor = c.get("anchor") or {}
     return {"node": label, "file": p.file, "line": line, "stamp": m.stamp, "as": on.isoformat(),
@@ -323,47 +408,86 @@ def _moved(p: NodeSummary, label: str, line: int, m: _Moment, on: datetime, cloc
             "residual_s": c.get("residual_s")}
 
 
+#: A stamp of a run's file to put on one clock: the part's index, the line, the stamp as
+#: printed and its record's text (None when the summary keeps no text for it).
+_Stamp = tuple[int, int | None, str | None, str | None]
+
+
+@dataclass(frozen=True)
+class _OneClock:
+    """Stamps of several files on one clock (:func:`on_one_clock`): ``clock`` is ``local``,
+    ``utc`` or None (the files' clocks cannot be related); ``at`` each stamp on it (as
+    printed when ``clock`` is None, None for a stamp that cannot be put on it); ``moved``
+    the stamps put on the other clock, index -> how (``_moved``)."""
+
+    clock: str | None
+    at: list[datetime | None]
+    moments: list[_Moment]
+    moved: dict[int, dict[str, Any]]
+
+    def partner(self, k: int, order: Sequence[int]) -> int:
+        """When ``clock`` is None: the first stamp in ``order`` on the other clock than
+        stamp ``k`` (a UTC stamp for a local one, and the reverse)."""
+        placed = [j for j in order if self.moments[j].local is not None or self.moments[j].utc is not None]
+        return next(j for j in placed if bool(self.moments[j].utc_stamped) != bool(self.moments[k].utc_stamped))
+
+
+def on_one_clock(parts: Sequence[NodeSummary], labels: Sequence[str], stamps: Sequence[_Stamp]) -> _OneClock:
+    """Stamps of several files of a run on one clock: the one function every order across
+    files (the first failure, the first hang, each file's first and last stamps) goes through.
+
+    SGLang's local time, as the stamps of most logs are: a stamp in UTC (NVIDIA Dynamo's
+    head) is put on its file's local time with the offset that file derived
+    (``model.dynamo``); where a file derived none, on UTC if every stamp can be, else on
+    none: a local stamp and a UTC one are never compared as if of one clock, and
+    ``unrelated`` says which two could not be."""
+    moments = [_moment(parts[i], ts, text) for i, _, ts, text in stamps]
+    placed = [m for m in moments if m.local is not None or m.utc is not None]
+    clock = ("local" if all(m.local is not None for m in placed)
+             else "utc" if all(m.utc is not None for m in placed) else None)
+    at = [m.local if clock == "local" else m.utc if clock == "utc" else _when(m.stamp) for m in moments]
+    moved: dict[int, dict[str, Any]] = {}
+    for k, ((i, line, _, _), m, on) in enumerate(zip(stamps, moments, at, strict=True)):
+        if clock is not None and on is not None and m.utc_stamped is (clock == "local"):  # put on the other clock
+            moved[k] = _moved(parts[i], labels[i], line, m, on, clock)
+    return _OneClock(clock, at, moments, moved)
+
+
+def _unrelated_note(what: str, labels: Sequence[str], u: int, loc: int) -> str:
+    """Why an order across files is uncertain: ``u``'s stamp is UTC, ``loc``'s local time."""
+    return (f"the order of the {what} on {labels[u]} and {labels[loc]} is uncertain: {labels[u]}'s is stamped "
+            f"in UTC (NVIDIA Dynamo's head), {labels[loc]}'s in local time, and no file shows a moment on both "
+            "clocks to relate them")
+
+
 def _first_failure(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any
                    ) -> tuple[Crash | None, str | None]:
     """The crash of the node that failed first, tagged with its node, and a note when the
     order across nodes is uncertain.
 
-    The failures are compared on one clock: SGLang's local time, as the stamps of most
-    logs are. A failure stamped in UTC by NVIDIA Dynamo's head is put on its file's local
-    time with the offset that file derived (``model.dynamo``), and the crash's ``clock``
-    says so; where a file derived none, on UTC if every failure can be, else the order is
-    uncertain (a local stamp and a UTC one are never compared as if of one clock)."""
+    The failures are compared on one clock (:func:`on_one_clock`), and the crash's
+    ``clock`` lists the failures whose stamps were put on it from the other."""
     failed = [(i, p, p.summary.crash) for i, p in enumerate(parts) if p.summary.crash and p.summary.outcome in _FAILED]
     if not failed:
         return None, None
-    moments = {i: _moment(p, q.ts, q.text) for i, p, q in failed}
-    stamped = [m for m in moments.values() if m.local is not None or m.utc is not None]
-    clock = ("local" if all(m.local is not None for m in stamped)
-             else "utc" if all(m.utc is not None for m in stamped) else None)
-
-    def on_clock(i: int) -> datetime | None:
-        m = moments[i]
-        return m.local if clock == "local" else m.utc if clock == "utc" else _when(m.stamp)
-
-    failed.sort(key=lambda ipc: (on_clock(ipc[0]) or datetime.max, ipc[0]))
-    i, p, first = failed[0]
+    one = on_one_clock(parts, labels, [(i, q.line, q.ts, q.text) for i, _, q in failed])
+    order = sorted(range(len(failed)), key=lambda k: (one.at[k] or datetime.max, failed[k][0]))
+    i, p, first = failed[order[0]]
     c = first.to_dict()
     c["node"] = labels[i]
     c["file"] = first.file or p.file
     if first.first_rank:
         c["first_rank"] = key(i, first.first_rank)
-    c["ranks"] = [key(j, r) for j, _, q in failed for r in q.ranks]
-    c["nodes"] = [labels[j] for j, _, _ in failed]
+    c["ranks"] = [key(j, r) for j, _, q in (failed[k] for k in order) for r in q.ranks]
+    c["nodes"] = [labels[failed[k][0]] for k in order]
     note = None
-    if clock is None:
-        j = next(j for j, _, _ in failed if moments[j] in stamped and moments[j].utc_stamped != moments[i].utc_stamped)
-        u, loc = (i, j) if moments[i].utc_stamped else (j, i)
-        note = (f"the order of the failures on {labels[i]} and {labels[j]} is uncertain: {labels[u]}'s is stamped "
-                f"in UTC (NVIDIA Dynamo's head), {labels[loc]}'s in local time, and no file shows a moment on both "
-                "clocks to relate them")
-    t0 = on_clock(i)
-    for j, _, _ in failed[1:] if note is None else ():
-        t = on_clock(j)
+    if one.clock is None:
+        k = one.partner(order[0], order)
+        u, loc = (order[0], k) if one.moments[order[0]].utc_stamped else (k, order[0])
+        note = _unrelated_note("failures", labels, failed[u][0], failed[loc][0])
+    t0 = one.at[order[0]]
+    for k in order[1:] if note is None else ():
+        t, j = one.at[k], failed[k][0]
         if t0 is None or t is None:
             note = f"the order of the failures on {labels[i]} and {labels[j]} is uncertain: one has no time stamp"
             break
@@ -373,33 +497,48 @@ def _first_failure(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any
                     "by which two machines' clocks may disagree: which failed first is uncertain")
             break
     c["order_uncertain"] = note
-    moved = []
-    for j, pj, q in failed:
-        on = on_clock(j)
-        if clock is not None and on is not None and moments[j].utc_stamped == (clock == "local"):
-            moved.append(_moved(pj, labels[j], q.line, moments[j], on, clock))  # put on the other clock
-    if moved:
-        c["clock"] = moved
+    if one.moved:
+        c["clock"] = [one.moved[k] for k in order if k in one.moved]
     return Crash.from_dict(c), note
 
 
 def _hang(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any) -> Hang | None:
+    """The hang of the node whose first hang record (the timer that fired) came first, on
+    one clock (:func:`on_one_clock`), tagged with its node; ``clock`` and
+    ``order_uncertain`` as a crash's, when a stamp was moved or the clocks cannot be related."""
     hung = [(i, p.summary.hang) for i, p in enumerate(parts) if p.summary.hang]
     if not hung:
         return None
-    i, first = min(hung, key=lambda ih: (_when((ih[1].evidence or [{}])[0].get("ts")) or datetime.max, ih[0]))
+    one = on_one_clock(parts, labels, [(i, *_hang_stamp(h)) for i, h in hung])
+    order = sorted(range(len(hung)), key=lambda k: (one.at[k] or datetime.max, hung[k][0]))
+    i, first = hung[order[0]]
     h = first.to_dict()
     h["node"] = labels[i]
     h["ranks"] = [key(j, r) for j, q in hung for r in q.ranks]
     h["nodes"] = [labels[j] for j, _ in hung]
+    if one.clock is None:
+        k = one.partner(order[0], order)
+        u, loc = (order[0], k) if one.moments[order[0]].utc_stamped else (k, order[0])
+        h["order_uncertain"] = _unrelated_note("hangs", labels, hung[u][0], hung[loc][0])
+    if one.moved:
+        h["clock"] = [one.moved[k] for k in order if k in one.moved]
     return Hang.from_dict(h)
+
+
+def _hang_stamp(h: Hang) -> tuple[int | None, str | None, str | None]:
+    """The line, stamp and text of a hang's first record (the evidence keeps its text)."""
+    ev = next((e for e in h.evidence if e.get("line") == h.first_line), None)
+    return h.first_line, h.first_ts, ev.get("text") if ev else None
 
 
 def _outcome(parts: Sequence[NodeSummary], labels: Sequence[str], lead: NodeSummary,
              crash: Crash | None, note: str | None, hang: Hang | None) -> tuple[str, str]:
     failed = [labels[i] for i, p in enumerate(parts) if p.summary.outcome in _FAILED]
     if failed:
-        i = labels.index(crash.node) if crash and crash.node in failed else labels.index(failed[0])
+        first = crash.node if crash and crash.node in failed else hang.node if hang and hang.node in failed else None
+        i = labels.index(first or failed[0])
+        if first is not None and crash is None and hang is not None:
+            note = hang.order_uncertain
         s = parts[i].summary
         others = [n for n in labels if n != labels[i]]
         reason = f"{labels[i]} ({parts[i].file}): {s.outcome_reason}"

@@ -151,6 +151,10 @@ class Hang(_Keyed):
     stacks: dict[str, Any] = field(default_factory=dict)
     node: str | None = None
     nodes: list[str] = field(default_factory=list)
+    #: a run of several nodes: why the order of the hangs across nodes is uncertain (their
+    #: clocks cannot be related), and the stamps put on the others' clock (as a crash's)
+    order_uncertain: str | None = None
+    clock: list[dict[str, Any]] | None = None
     keys: tuple[str, ...] = field(default=(), repr=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 

@@ -49,6 +49,17 @@ def table_box(console: Console) -> box.Box:
     return box.SIMPLE_HEAD if console.is_terminal else box.ASCII2
 
 
+def _print_moved(moved: list[dict[str, Any]] | None, what: str, console: Console) -> None:
+    """The stamps an order across files put on the others' clock (``model.nodes.on_one_clock``)."""
+    for m in moved or []:
+        console.print(printable(
+            f"  compared in {'local time' if m['clock'] == 'local' else 'UTC'}: {m['node']}'s {what} "
+            f"({m['file']}:{m['line']}) stamped {m['stamp']}{' UTC' if m['clock'] == 'local' else ''} "
+            f"is {m['as']}, local time {m['local_offset_h']:+g} h from UTC as derived from "
+            f"{m['anchor']['utc']} (UTC) and {m['anchor']['local']} (local), residual {m['residual_s']} s"),
+            markup=False, highlight=False)
+
+
 def render_summary(s: RunSummary, console: Console) -> None:
     style = OUTCOME_STYLE.get(s.outcome, "bold")
     place = stop_place(s) if s.outcome == "incomplete" else None  # where the log leaves its ranks
@@ -94,13 +105,12 @@ def render_summary(s: RunSummary, console: Console) -> None:
         console.print(f"First failure on {s.crash.node} ({s.crash.file})"
                       + (f"; {s.crash.order_uncertain}" if s.crash.order_uncertain else ""),
                       markup=False, highlight=False)
-        for m in s.crash.clock or []:  # a stamp put on the others' clock (model.nodes)
-            console.print(printable(
-                f"  compared in {'local time' if m['clock'] == 'local' else 'UTC'}: {m['node']}'s failure "
-                f"({m['file']}:{m['line']}) stamped {m['stamp']}{' UTC' if m['clock'] == 'local' else ''} "
-                f"is {m['as']}, local time {m['local_offset_h']:+g} h from UTC as derived from "
-                f"{m['anchor']['utc']} (UTC) and {m['anchor']['local']} (local), residual {m['residual_s']} s"),
-                markup=False, highlight=False)
+        _print_moved(s.crash.clock, "failure", console)
+    if s.hang and s.hang.node and len(s.hang.nodes) > 1:
+        console.print(printable(f"First hang on {s.hang.node}"
+                                + (f"; {s.hang.order_uncertain}" if s.hang.order_uncertain else "")),
+                      markup=False, highlight=False)
+        _print_moved(s.hang.clock, "hang", console)
 
     if s.crash:
         console.print(render_crash(s.crash))
