@@ -286,8 +286,14 @@ class Prefilter:
             groups = self._terms[first] = _groups(self._firsts, self._reqs, first)
         compiled = self._compiled
         for req, terms in groups:  # the terminals that may begin so and whose texts are in the line
-            if req and not _holds(text, req):
-                continue
+            if req:
+                for t in req[0]:  # the most selective requirement, inline: most groups fail on it
+                    if t in text:
+                        break
+                else:
+                    continue
+                if len(req) > 1 and not _holds(text, req[1:]):
+                    continue
             for i in terms:
                 pattern = compiled.get(i)
                 if pattern is None:  # compiled when first needed
