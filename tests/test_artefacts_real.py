@@ -108,3 +108,35 @@ def test_the_end_agrees_with_the_label(row):
     if restarts and int(restarts.group(1)):
         assert restarts.group(1) in {t.detail.get("restarts", "").split()[0] for t in arts.terminations
                                      if t.detail.get("restarts")}
+
+
+REAL_LOGS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "real")
+
+
+@pytest.mark.parametrize("name", ["docker-inspect-engine-20.10-oomkilled-true-exit-137-memory-16m.json",
+                                  "docker-inspect-format-json-state-oomkilled-true-exit-137.txt",
+                                  "dmesg-memory-cgroup-oom-killed-tail-docker-kernel-6.18.txt"])
+def test_a_real_log_that_stops_beside_a_real_oom_kill_record_was_killed(tmp_path, name):
+    """A real server log that stops during CUDA graph capture with no failure of its own, and beside
+    it, under a name that says nothing, what the Docker engine or the kernel printed about a
+    container its cgroup's OOM killer ended: the record is recognised by its text and is the verdict."""
+    from logforensics.pipeline import summarize_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(os.path.join(REAL_LOGS, "001-tp1-capture-zero-avail-mem-gemma3.log"), "rb") as fh:
+        (run / "server.log").write_bytes(fh.read())
+    with open(os.path.join(HERE, name), "rb") as fh:
+        (run / "state").write_bytes(fh.read())
+    record = str(run / "state")
+    assert sniff(record) == ("docker" if name.startswith("docker") else "records")
+    alone = summarize_run(str(run / "server.log"))
+    assert alone.outcome == "incomplete"
+    s = summarize_run(str(run))
+    assert s.outcome == "crashed"
+    assert s.outcome_reason.startswith("killed by the out-of-memory killer (")
+    assert s.crash is not None and s.crash.file == record and s.crash.phase == "cuda_graph_capture"
+    with open(record, encoding="utf-8") as fh:
+        cited = fh.read().splitlines()[s.crash.line - 1]
+    assert ('"OOMKilled": true' in cited or '"OOMKilled":true' in cited) if name.startswith("docker") \
+        else "Killed process 29357 (tail)" in cited
