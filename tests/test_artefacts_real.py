@@ -114,6 +114,7 @@ REAL_LOGS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "real")
 
 
 @pytest.mark.parametrize("name", ["docker-inspect-engine-20.10-oomkilled-true-exit-137-memory-16m.json",
+                                  "docker-inspect-engine-20.10-oomkilled-true-exit-3-child-killed-shell-survived.json",
                                   "docker-inspect-format-json-state-oomkilled-true-exit-137.txt",
                                   "dmesg-memory-cgroup-oom-killed-tail-docker-kernel-6.18.txt"])
 def test_a_real_log_that_stops_beside_a_real_oom_kill_record_was_killed(tmp_path, name):
