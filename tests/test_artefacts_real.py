@@ -108,3 +108,80 @@ def test_the_end_agrees_with_the_label(row):
     if restarts and int(restarts.group(1)):
         assert restarts.group(1) in {t.detail.get("restarts", "").split()[0] for t in arts.terminations
                                      if t.detail.get("restarts")}
+
+
+REAL_LOGS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "real")
+
+
+@pytest.mark.parametrize("name", ["docker-inspect-engine-20.10-oomkilled-true-exit-137-memory-16m.json",
+                                  "docker-inspect-engine-20.10-oomkilled-true-exit-3-child-killed-shell-survived.json",
+                                  "docker-inspect-format-json-state-oomkilled-true-exit-137.txt",
+                                  "dmesg-memory-cgroup-oom-killed-tail-docker-kernel-6.18.txt"])
+def test_a_real_log_that_stops_beside_a_real_oom_kill_record_was_killed(tmp_path, name):
+    """A real server log that stops during CUDA graph capture with no failure of its own, and beside
+    it, under a name that says nothing, what the Docker engine or the kernel printed about a
+    container its cgroup's OOM killer ended: the record is recognised by its text and is the verdict."""
+    from logforensics.pipeline import summarize_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(os.path.join(REAL_LOGS, "001-tp1-capture-zero-avail-mem-gemma3.log"), "rb") as fh:
+        (run / "server.log").write_bytes(fh.read())
+    with open(os.path.join(HERE, name), "rb") as fh:
+        (run / "state").write_bytes(fh.read())
+    record = str(run / "state")
+    assert sniff(record) == ("docker" if name.startswith("docker") else "records")
+    alone = summarize_run(str(run / "server.log"))
+    assert alone.outcome == "incomplete"
+    s = summarize_run(str(run))
+    assert s.outcome == "crashed"
+    assert s.outcome_reason.startswith("killed by the out-of-memory killer (")
+    assert s.crash is not None and s.crash.file == record and s.crash.phase == "cuda_graph_capture"
+    with open(record, encoding="utf-8") as fh:
+        cited = fh.read().splitlines()[s.crash.line - 1]
+    assert ('"OOMKilled": true' in cited or '"OOMKilled":true' in cited) if name.startswith("docker") \
+        else "Killed process 29357 (tail)" in cited
+
+
+SNAPSHOTS = [r["file"] for r in ROWS if r["kind"] == "sglang-crash-snapshot"]
+
+
+@pytest.mark.parametrize("name", SNAPSHOTS)
+def test_a_crash_snapshot_written_by_sglangs_own_writer_is_read_whole(tmp_path, name):
+    """SGLang's writer puts the snapshot under ``<crash_dump_folder>/<host>/``: found there by
+    its keys, the exception named by its own line (not the last of a multi-line CUDA message),
+    every transfer counted, the last one and every scheduler counter taken as written, and the
+    exception first among the figures a summary shows."""
+    import json
+
+    from logforensics.pipeline import summarize_run
+    from logforensics.render.beside import beside_lines
+
+    with open(os.path.join(HERE, name), encoding="utf-8") as fh:
+        text = fh.read()
+    data = json.loads(text)
+    run = tmp_path / "run"
+    (run / "dump" / data["hostname"]).mkdir(parents=True)
+    snap = run / "dump" / data["hostname"] / f"crash_snapshot_2026-12-05_18-20-56_{data['pid']}.json"
+    snap.write_text(text, encoding="utf-8")
+    with open(os.path.join(REAL_LOGS, "001-tp1-capture-zero-avail-mem-gemma3.log"), "rb") as fh:
+        (run / "server.log").write_bytes(fh.read())
+    s = summarize_run(str(run))
+    assert s.artefacts is not None
+    [d] = s.artefacts.dumps
+    assert d.kind == "crash_snapshot" and d.file == str(snap)
+    assert list(d.figures)[:3] == ["reason", "traceback", "timestamp"]
+    assert d.figures["reason"] == data["reason"] == "scheduler_exception"
+    assert d.figures["traceback"] == "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+    assert d.figures["traceback"] != data["traceback"].strip().splitlines()[-1]
+    assert d.figures["recent_host_pool_io"] == len(data["recent_host_pool_io"])
+    for key, value in data["scheduler"].items():
+        assert d.figures[key] == value
+    if data["recent_host_pool_io"]:
+        last = data["recent_host_pool_io"][-1]
+        assert d.figures["last_host_pool_io"] == {k: v for k, v in last.items() if k != "indices"}
+    else:
+        assert "last_host_pool_io" not in d.figures and not data["scheduler"]
+    [line] = [ln for ln in beside_lines(s.artefacts) if ln.text.startswith("crash snapshot:")]
+    assert "traceback torch.AcceleratorError: CUDA error: an illegal memory access was encountered" in line.text
+    assert f"recent_host_pool_io {len(data['recent_host_pool_io'])}" in line.text

@@ -68,21 +68,37 @@ def _first_line(text: str) -> str:
 
 
 def _crash_snapshot(path: str, data: dict[str, Any]) -> Dump:
-    figures = primitives({k: data.get(k) for k in ("reason", "timestamp", "hostname", "pid") if k in data})
-    scheduler = data.get("scheduler")
-    if isinstance(scheduler, dict):
-        figures.update(primitives(scheduler))
+    """What the scheduler raised and what was in flight first (the exception line, the last
+    host-pool transfers), then the scheduler's counters, then where and when it was written:
+    a summary shows the first figures of a dump."""
+    figures = primitives({k: data.get(k) for k in ("reason",) if k in data})
+    traceback = data.get("traceback")
+    if isinstance(traceback, str) and traceback.strip():
+        figures["traceback"] = _exception_line(traceback)
+    figures.update(primitives({k: data.get(k) for k in ("timestamp",) if k in data}))
     io_records = data["recent_host_pool_io"]
     figures["recent_host_pool_io"] = len(io_records)
     if io_records and isinstance(io_records[-1], dict):
         figures["last_host_pool_io"] = primitives(io_records[-1])   # what was in flight last
+    scheduler = data.get("scheduler")
+    if isinstance(scheduler, dict):
+        figures.update(primitives(scheduler))
+    figures.update(primitives({k: data.get(k) for k in ("hostname", "pid") if k in data}))
     extra = data.get("extra")
     if isinstance(extra, dict) and extra:
         figures["extra"] = primitives(extra)
-    traceback = data.get("traceback")
-    if isinstance(traceback, str) and traceback.strip():
-        figures["traceback"] = [line for line in traceback.splitlines() if line.strip()][-1].strip()[:300]
     return Dump("crash_snapshot", path, figures)
+
+
+def _exception_line(traceback: str) -> str:
+    """The line naming the exception: the first unindented line after the last frame
+    (``  File "...", line N``) and its source line. A message may run over several lines
+    (CUDA errors add four), so the last line is not it. With no frame (the writer keeps
+    the last 16 KiB, which may cut them all) the first unindented line is taken."""
+    lines = [line for line in traceback.splitlines() if line.strip()]
+    last_frame = max((i for i, line in enumerate(lines) if line.startswith("  File ")), default=-1)
+    after = [line for line in lines[last_frame + 1:] if not line[:1].isspace()]
+    return (after[0] if after else lines[-1]).strip()[:300]
 
 
 def _bundle(path: str, data: dict[str, Any]) -> Dump:
