@@ -170,3 +170,12 @@ def test_a_log_that_ends_inside_a_phase_stops_during_it(tmp_path: Path) -> None:
                                       encoding="utf-8")
     assert stop_place(summarize_file(tmp_path / "run.log")) == "after load_weights (Load weight end, line 9), " \
                                                                "before kv_cache_alloc"
+
+
+def test_a_budget_with_terms_only_one_log_shows_says_how_many_were_compared(tmp_path: Path) -> None:
+    """The failing run died loading weights: it has no free memory after weights, no KV pool and
+    no capture, so 'no term moved' is about the terms both logs show, and the title says so."""
+    d = _diff(tmp_path, _args("/models/Qwen3.5-27B-AWQ") + START + LOADED + READY,
+              _args("/models/Qwen3.5-28B-A3B-REAP-AWQ") + START + KEYERROR)
+    mem04 = next(f for f in d.findings if f.rule == "MEM04")
+    assert "no term moved by more than 0.05 GiB (both logs show 3 of its 8 terms)" in mem04.title, mem04.title
