@@ -170,3 +170,38 @@ def test_a_log_that_ends_inside_a_phase_stops_during_it(tmp_path: Path) -> None:
                                       encoding="utf-8")
     assert stop_place(summarize_file(tmp_path / "run.log")) == "after load_weights (Load weight end, line 9), " \
                                                                "before kv_cache_alloc"
+
+
+def test_a_budget_with_terms_only_one_log_shows_says_how_many_were_compared(tmp_path: Path) -> None:
+    """The failing run died loading weights: it has no free memory after weights, no KV pool and
+    no capture, so 'no term moved' is about the terms both logs show, and the title says so."""
+    d = _diff(tmp_path, _args("/models/Qwen3.5-27B-AWQ") + START + LOADED + READY,
+              _args("/models/Qwen3.5-28B-A3B-REAP-AWQ") + START + KEYERROR)
+    mem04 = next(f for f in d.findings if f.rule == "MEM04")
+    assert "no term moved by more than 0.05 GiB (both logs show 3 of its 8 terms)" in mem04.title, mem04.title
+
+
+CUT_TRACEBACK = """\
+[2024-10-22 06:31:49 TP0] Memory pool end. avail mem=8.38 GB
+[2024-10-22 06:31:49 TP0] Capture cuda graph begin. This can take up to several minutes.
+[2024-10-22 06:31:49 TP0] Traceback (most recent call last):
+  File "/usr/lib/python3.10/site-packages/sglang/srt/model_executor/cuda_graph_runner.py", line 162, in __init__
+    self.capture()
+  File "/usr/lib/python3.10/site-packages/sglang/srt/model_executor/cuda_graph_runner.py", line 212, in capture
+"""
+
+
+def test_a_traceback_cut_before_its_exception_line_is_not_said_to_have_none(tmp_path: Path) -> None:
+    """A paste that stops inside a Python traceback had an exception: the log does not show
+    it, which is not 'no Python exception'; a C++ abort still has none."""
+    (tmp_path / "cut.log").write_text(CUT_TRACEBACK, encoding="utf-8")
+    d = diagnose_files(str(tmp_path / "cut.log"), None)
+    assert "a traceback whose exception is not in this log (cut)" in d.verdict, d.verdict
+    assert "no Python exception" not in d.verdict
+    cr01 = next(f for f in d.findings if f.rule == "CR01")
+    assert "no Python exception" not in cr01.title, cr01.title
+    (tmp_path / "abort.log").write_text(
+        "[19:01:01 TP0] Init nccl begin.\n[19:01:01 TP0] Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:307 "
+        "'peer access is not supported between these two devices'\n", encoding="utf-8")
+    d = diagnose_files(str(tmp_path / "abort.log"), None)
+    assert "a traceback whose exception is not in this log" not in d.verdict, d.verdict

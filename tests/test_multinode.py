@@ -319,3 +319,18 @@ def test_node_rank_in_the_last_line_of_the_probed_head_names_the_file(tmp_path: 
     path = tmp_path / "worker.log"
     path.write_bytes(data)
     assert probe_node(str(path)) == "node1"
+
+
+@pytest.mark.parametrize("field,printed", [
+    ("#unbootstrapped-req: 0, #queue-req: 105, #transferring-req: 990", "#unbootstrapped-req"),
+    ("#inflight-req: 3, #queue-req: 105", "#inflight-req"),
+])
+def test_a_prefill_servers_role_names_the_field_its_batch_line_printed(field: str, printed: str) -> None:
+    """The role's evidence quotes the line: a 2025 PD prefill batch has #unbootstrapped-req
+    and #transferring-req (sglang issue #7353), a later one #inflight-req."""
+    run = LiveRun("prefill.log")
+    run.feed(("[2025-06-18 18:11:03] Prefill batch. #new-seq: 14, #new-token: 8192, #cached-token: 0, token usage: "
+              f"0.92, {field}, input throughput (token/s): 96875.08 \n").encode())
+    run.close()
+    assert run.pd.role == "prefill"
+    assert run.pd.role_evidence["prefill"]["why"] == f"{printed} in a prefill batch"

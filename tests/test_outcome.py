@@ -315,3 +315,58 @@ def test_a_cann_error_takes_the_rank_of_the_torch_record_that_carried_its_code()
     assert s.outcome == "crashed" and s.crash is not None and s.crash.first_rank == "TP1"
     far = summarize(text.replace("Inner Error!\n", "Inner Error!\n" + "[2025-05-30 17:44:21 TP0] x\n" * 4))
     assert far.crash is not None and far.crash.first_rank is None  # too far from it to be its rank's
+
+
+# A rank's start-up traceback cut before its frames name a phase, while the other ranks print
+# their own init_distributed records (SGLang's text, as in sglang issue #3889).
+CUT_INIT = """\
+[2025-02-26 12:01:56 TP3] sglang is using nccl==2.21.5
+[2025-02-26 12:01:56 TP5] sglang is using nccl==2.21.5
+[2025-02-26 12:01:56 TP2] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1816, in run_scheduler_process
+    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 240, in __init__
+    self.tp_worker = TpWorkerClass(
+"""
+
+
+def test_other_ranks_start_up_records_do_not_place_a_rank_that_printed_none() -> None:
+    s = summarize(CUT_INIT)
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.first_rank == "TP2"
+    assert s.crash.phase is None, "TP2 printed no start-up record; its frames stop before a phase"
+    assert "TP2" not in s.phase_reached
+    assert s.phase_reached == {"TP3": "init_distributed", "TP5": "init_distributed"}
+
+
+def test_a_rank_that_printed_none_during_serving_is_placed_in_serving() -> None:
+    """Serving is logged by one rank for all: another rank's cut traceback is still in it."""
+    s = summarize("[2025-02-26 12:01:56 TP0] Decode batch. #running-req: 2, #token: 4078, token usage: 0.00, "
+                  "gen throughput (token/s): 447.31, #queue-req: 0\n" + CUT_INIT.split("\n", 2)[2])
+    assert s.crash is not None and s.crash.first_rank == "TP2" and s.crash.phase == "serving"
+
+
+# torch's NCCL watchdog: the tail of one dump of the watchdog thread's C++ stack, then the
+# terminate of the DistBackendError whose what() is the collective timeout (sglang issue #1693).
+WATCHDOG_TERMINATE = """\
+frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10c (0x7f3b6e7236fc in /usr/local/lib/python3.10/dist-packages/torch/lib/libtorch_cuda.so)
+frame #4: <unknown function> + 0xd6df4 (0x7f3bca9d5df4 in /usr/lib/x86_64-linux-gnu/libstdc++.so.6)
+frame #6: clone + 0x43 (0x7f3c750b0353 in /usr/lib/x86_64-linux-gnu/libc.so.6)
+
+terminate called after throwing an instance of 'c10::DistBackendError'
+  what():  [PG 3 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9141, OpType=_ALLGATHER_BASE, NumelIn=19008, NumelOut=152064, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.
+Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3b6d41df86 in /usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)
+"""
+
+
+def test_the_watchdogs_own_cpp_report_of_a_collective_timeout_is_a_hang_of_the_rank_it_names() -> None:
+    s = summarize(WATCHDOG_TERMINATE)
+    assert s.outcome == "hung", s.outcome_reason
+    assert s.hang is not None and s.hang.first_line == 6 and s.hang.ranks == ["rank5"]
+
+
+def test_a_cpp_terminate_that_is_not_the_watchdogs_is_still_a_crash() -> None:
+    text = WATCHDOG_TERMINATE.replace("c10d::ProcessGroupNCCL::ncclCommWatchdog()", "at::native::foo()")
+    s = summarize(text.split("\n\nterminate")[0] + "\n\nterminate called after throwing an instance of "
+                  "'c10::Error'\n  what():  CUDA error: an illegal memory access was encountered\n")
+    assert s.outcome == "crashed", s.outcome_reason

@@ -29,7 +29,12 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
-PENDING: dict[tuple[str, str], str] = {}
+PENDING: dict[tuple[str, str], str] = {
+    ("fatal_line", "237"): "the window starts inside a traceback with the code line of a frame whose File line "
+                           "is above it (line 1); the record starts at the first File line (2), the orphan "
+                           "code line before it is not joined to it (the bulk scanner takes such lines "
+                           "without events, so the run model cannot join them without slowing it)",
+}
 
 
 def _rows(test: str) -> list[Any]:

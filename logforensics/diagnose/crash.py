@@ -39,6 +39,9 @@ class CrashFacts:
     #: where it failed, in words (``model.phases.where_failed``): ``during load_weights``, or
     #: for the launcher's own phase the server arguments it was parsing and the frame of it
     where: str = "during an unknown phase"
+    #: what failed when no exception line is in the log, in words that say only what it shows
+    #: (``without_exception``)
+    no_exception: str = "no Python exception (native abort or torn traceback)"
 
 
 def crash_facts(run: RunSummary) -> CrashFacts | None:
@@ -75,7 +78,18 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence),
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
-        where=where_failed(crash.phase, crash.frames))
+        where=where_failed(crash.phase, crash.frames), no_exception=without_exception(crash))
+
+
+def without_exception(crash: Any) -> str:
+    """A crash without an exception line, in words: a native abort (or a traceback torn by
+    concurrent writers) had none; a Python traceback cut before its last line had one that
+    is not in this log; the parent's notice of a dead child says nothing of what failed."""
+    if crash.native or crash.source == "garbled":
+        return "no Python exception (native abort or torn traceback)"
+    if crash.frames or crash.source is not None:
+        return "a traceback whose exception is not in this log (cut)"
+    return "a child process failed, what failed is not in this log"
 
 
 def _head(message: str) -> str:

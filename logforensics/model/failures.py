@@ -38,6 +38,9 @@ class Failures:
     hang_events: list[dict[str, Any]] = field(default_factory=list)  # the first MAX_HANG_EVENTS
     #: every rank any hang record named, in order (dict keys)
     hang_ranks: dict[str, None] = field(default_factory=dict)
+    #: hang ranks that a record printed as its process group's rank ("[PG 3 Rank 5]"), not
+    #: c10d's global "[rankN]:" prefix (dict keys)
+    group_ranks: dict[str, None] = field(default_factory=dict)
     #: errors a rank logged without stopping (an OOM message outside a traceback), at most 64
     errors: list[dict[str, Any]] = field(default_factory=list)
     #: whether a C++ stack frame was seen (only the first one is a crash record)
@@ -87,6 +90,8 @@ class Failures:
         self.hang_events.extend(hangs[:max(0, MAX_HANG_EVENTS - len(self.hang_events))])
         for label in later.hang_ranks:
             self.hang_ranks[label] = None
+        for label in later.group_ranks:
+            self.group_ranks[label] = None
         self.errors.extend(later.errors[:max(0, 64 - len(self.errors))])
 
 
@@ -103,12 +108,27 @@ def add_hang(m: RunModel, rec: dict[str, Any]) -> None:
         fl.hang_ranks[rank] = None
 
 
+#: Functions of torch's NCCL watchdog thread: C++ frames through them are the watchdog's own
+#: report (its stack when it gives up on a collective), wherever the dump sits in the log.
+WATCHDOG_FRAMES = ("ProcessGroupNCCL::ncclCommWatchdog", "ProcessGroupNCCL::watchdogHandler",
+                   "ProcessGroupNCCL::Watchdog::run", "WorkNCCL::checkTimeout", "ProcessGroupNCCL::heartbeatMonitor")
+#: How many lines the ``what():`` line of a C++ terminate may follow it by.
+WHAT_LINES = 2
+
+
 def is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
-    """A fatal error that a hang explains: a watchdog's own message, or, after a watchdog
-    fired, an abort, a fatal signal, a collective error or the parent noticing a dead child."""
+    """A fatal error that a hang explains: a watchdog's own message or its own C++ stack (the
+    watchdog thread's frames; the terminate whose ``what()`` is the timeout), or, after a
+    watchdog fired, an abort, a fatal signal, a collective error or the parent noticing a
+    dead child."""
     text = f"{rec.get('exception') or ''} {rec.get('message') or ''}"
     if any(mk in text for mk in HANG_MARKERS):
         return True
+    if rec.get("native") and any(fn in str(rec.get("text") or "") for fn in WATCHDOG_FRAMES):
+        return True
+    if (rec.get("native_kind") == "cpp_terminate" and "DistBackendError" in text and first_hang_line is not None
+            and 0 < first_hang_line - rec["line"] <= WHAT_LINES):
+        return True  # "terminate called after throwing ... DistBackendError", then "what(): ... timeout"
     if first_hang_line is None or rec["line"] < first_hang_line:
         return False
     return bool(rec.get("native") or rec.get("fatal_signal") or rec.get("rank") is None
@@ -138,7 +158,25 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> st
     # crash has no rank, ranks are labelled, and serving (the last phase) was reached.
     if rank is not None or not any(k != NO_RANK for k in t.ranks) or t.global_phase != "serving":
         m.needs_context("the phase of a crash, from what its rank did before")
+    if rank is not None and t.global_phase != "serving" and not _same_process(rank, t.ranks) \
+            and any(k not in (NO_RANK, rank) for k in t.ranks):
+        # every rank prints its own start-up records, so other ranks' phase does not place
+        # one that printed none (only serving is logged by one rank for all); the bars it
+        # draws still do
+        return bar[0] if bar is not None else None
     return t.global_phase
+
+
+def _same_process(rank: str, ranks: Any) -> bool:
+    """Whether torch's ``rankN`` is a rank the log names otherwise: TP rank N of a pure-TP
+    run (``outcome.global_rank_label`` names it so)."""
+    tp = f"TP{rank[4:]}" if _TORCH_RANK.fullmatch(rank) else None
+    return tp is not None and tp in ranks and all(_TP.fullmatch(k) or _TORCH_RANK.fullmatch(k)
+                                                  for k in ranks if k != NO_RANK)
+
+
+_TP = re.compile(r"TP\d+")
+_TORCH_RANK = re.compile(r"rank\d+")
 
 
 def _brief(rec: dict[str, Any]) -> dict[str, Any]:
@@ -331,7 +369,15 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
     if code and c10d_rank(head):
         m.failures.cann_hint = {"code": code.group(0), "rank": c10d_rank(head), "line": ev.line}
     if ev.kind == "collective_timeout" or any(mk in msg for mk in HANG_MARKERS):
-        add_hang(m, {"file": ev.file, "line": ev.line, "rank": c10d_rank(head), "text": ev.text,
+        rank = c10d_rank(head)
+        if rank is None and ev.rank is None and ev.fields.get("pg_rank") is not None:
+            # no "[rankN]:" prefix: the rank the record itself prints ("[PG 3 Rank 5]"): the
+            # global rank in the default group (PG 0), else the rank in that process group,
+            # which is not read as a TP rank (model/outcome.py)
+            rank = f"rank{ev.fields['pg_rank']}"
+            if ev.fields.get("pg") != 0:
+                m.failures.group_ranks[rank] = None
+        add_hang(m, {"file": ev.file, "line": ev.line, "rank": rank, "text": ev.text,
                      "kind": "nccl_watchdog"})
     m.notices.add("c10d", ev)
 

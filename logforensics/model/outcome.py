@@ -86,8 +86,11 @@ def judge(m: RunModel) -> Verdict:
         fatal, sigquits = [], []
     hang = None
     if fl.hang_events:
-        evidence = [dict(h, rank=global_rank_label(m, h.get("rank"))) for h in fl.hang_events[:16]]
-        named = {global_rank_label(m, r) for r in fl.hang_ranks}
+        def label(r: str | None) -> str | None:  # a process group's own rank is not a TP rank
+            return r if r in fl.group_ranks and r not in m.timeline.ranks else global_rank_label(m, r)
+
+        evidence = [dict(h, rank=label(h.get("rank"))) for h in fl.hang_events[:16]]
+        named = {label(r) for r in fl.hang_ranks}
         hang = {"evidence": evidence, "first_line": fl.hang_events[0]["line"],
                 "ranks": sorted((r for r in named if r), key=rank_sort_key),
                 "silent_ranks": silent_ranks(m)}

@@ -98,7 +98,8 @@ class PDObserver:
                         self.batches_with_pd_fields += 1
                     elif kind == "prefill_batch" and (f.get("inflight_req") is not None
                                                       or f.get("unbootstrapped_req") is not None):
-                        self._vote("prefill", ev, "#inflight-req in a prefill batch")
+                        printed = "#inflight-req" if f.get("inflight_req") is not None else "#unbootstrapped-req"
+                        self._vote("prefill", ev, f"{printed} in a prefill batch")  # the field the line printed
                         self.batches_with_pd_fields += 1
             elif kind in ("server_args", "launch_command"):
                 m = _ROLE_FROM_ARGS.search(ev.text)
