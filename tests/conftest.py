@@ -14,6 +14,17 @@ os.environ["LOGFORENSICS_STRICT"] = "1"
 from sshd import sshd_server  # noqa: F401  (the session fixture: a real sshd on 127.0.0.1)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's ranges share one memo of line shapes (``ingest.parallel``), as one
+    command's do: the memo of a worker that had read every fixture before made every
+    range's scanner register thousands of shapes no command ever learns (test_parallel
+    took twice the CPU)."""
+    from logforensics.ingest import parallel
+
+    monkeypatch.setattr(parallel, "_SHARED", None)
+
+
 @pytest.fixture
 def one_fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Held while a test runs a fake SGLang server process and looks for the servers of this

@@ -54,14 +54,6 @@ def reading_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     return str(request.param)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_memo(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test's ranges share one memo of line shapes, as one command's do: the memo of
-    a process that had read every fixture before would make every range's scanner register
-    thousands of shapes that no command ever learns."""
-    monkeypatch.setattr(parallel, "_SHARED", None)
-
-
 def _json(run: LiveRun) -> str:
     return json.dumps(run.summary().to_dict(), default=str, sort_keys=False)
 
