@@ -24,11 +24,11 @@ Sizes of 2G and more are whole copies of the 1G log (``5G``: five launches in a 
     python bench/bench_speed.py                      # 100M, 1G and 5G, both generators
     python bench/bench_speed.py --sizes 100M,1G --repeat 3
     python bench/bench_speed.py --sizes 5G --repeat 1 --generators serving
-    python bench/bench_speed.py --sizes 10M,100M --generators words,bytes   # input that is no log
+    python bench/bench_speed.py --sizes 10M,100M --generators words,stamped,bytes   # input that is no log
     python bench/bench_speed.py --sizes 1G --generators restarts,serving,words,bytes   # and per MB against the logs
     python bench/bench_speed.py --sizes 1G --generators second --generator-script second=OTHER/gen_sglang_log.py
 
-When input that is no log (words, bytes) runs beside a log of the same size, each command's MB/s
+When input that is no log (words, stamped, bytes) runs beside a log of the same size, each command's MB/s
 on it is also given over the same command's on the log, wall and CPU (1.0 or more: no slower per
 MB than the log).
 """
@@ -51,7 +51,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 GENERATORS = {"restarts": [HERE / "gen_sglang_log.py"], "serving": [HERE / "gen_serving_log.py"],
               # input that is no log: reading it should cost no more per MB than a log
-              "words": [HERE / "gen_unknown.py", "--kind", "words"], "bytes": [HERE / "gen_unknown.py", "--kind", "bytes"]}
+              "words": [HERE / "gen_unknown.py", "--kind", "words"],
+              "stamped": [HERE / "gen_unknown.py", "--kind", "stamped"],
+              "bytes": [HERE / "gen_unknown.py", "--kind", "bytes"]}
 LNAV = ["lnav", "-n", "-c", ";SELECT count(*) FROM all_logs"]
 
 
@@ -203,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="100M,1G,5G",
                    help="comma-separated sizes (default 100M,1G,5G; 2G and more: copies of the 1G log)")
     p.add_argument("--generators", default="restarts,serving",
-                   help="restarts, serving (default: both), words or bytes (unknown text, random bytes)")
+                   help="restarts, serving (default: both), words, stamped or bytes (unknown text, another "
+                        "program's stamped log, random bytes)")
     p.add_argument("--generator-script", action="append", default=[], metavar="NAME=SCRIPT",
                    help="one more generator under NAME, any script taking --size and -o (a second, independent "
                         "generator of multi-rank logs, say); name it in --generators too")
@@ -275,13 +278,17 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+#: The generators of input that is no log (``gen_unknown.py``).
+UNKNOWN = ("words", "stamped", "bytes")
+
+
 def compare_per_mb(rates: dict[tuple[str, str, str], tuple[float, float]]) -> None:
     """Input that is no log against the logs of the same size, per MB: each command's MB/s (and
     MB per CPU second) on words or bytes over the same command's on a log. 1.0 or more: no
     slower per MB."""
     lines = []
     for (kind, size, name), (mbs, mbcpu) in rates.items():
-        if kind not in ("words", "bytes"):
+        if kind not in UNKNOWN:
             continue
         for log in ("restarts", "serving"):
             if (log, size, name) in rates:
