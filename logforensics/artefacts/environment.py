@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..units import gib
 from .types import Cited
 
 #: Facts a diff compares, in the order it states them, with the words it uses.
@@ -56,6 +57,45 @@ _TOPO_ROW = re.compile(r"^(GPU\d+)\s+(.*)$")
 #: a cell of a topology matrix: itself (X; 0 in rocm-smi), NVLink (NV#), AMD's XGMI, or a PCIe path
 _LINK = re.compile(r"^(?:X|NV\d+|NV|XGMI|PCIE|PIX|PXB|PHB|NODE|SYS|SOC|\d+)$")
 _LINK_WORD = re.compile(r"\b(NV\d+|XGMI|PIX|PXB|PHB|NODE|SYS)\b")
+
+
+#: how each orchestrator writes a memory quantity: its suffixes -> bytes, and the unit of a bare number
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
+#: Kubernetes: ``64Gi`` binary, ``64G`` decimal, ``64e9`` and bare numbers bytes, ``m`` a thousandth
+_K8S_SUFFIX = {**{f"{k}i": v for k, v in _BINARY.items()}, "Ei": 2**60, "k": 10**3, "M": 10**6, "G": 10**9,
+               "T": 10**12, "P": 10**15, "E": 10**18, "m": 10**-3, "": 1}
+_K8S_QUANTITY = re.compile(r"(\d+(?:\.\d+)?)(?:[eE](\d+))?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?")
+#: Slurm: ``64G``, ``500000M``, ``4000`` (MiB by default), powers of 1024
+_SLURM_QUANTITY = re.compile(r"(\d+(?:\.\d+)?)([KMGTP])?")
+
+
+def k8s_bytes(text: str) -> float | None:
+    """Bytes of a Kubernetes quantity (``64Gi``, ``64G``, ``512Mi``, ``129e6``), or None."""
+    m = _K8S_QUANTITY.fullmatch(text.strip())
+    if not m:
+        return None
+    return float(m.group(1)) * 10 ** int(m.group(2) or 0) * _K8S_SUFFIX[m.group(3) or ""]
+
+
+def slurm_bytes(text: str) -> float | None:
+    """Bytes of a Slurm memory figure (``64G``, ``500000M``; a bare number is MiB), or None."""
+    m = _SLURM_QUANTITY.fullmatch(text.strip())
+    return float(m.group(1)) * _BINARY[m.group(2) or "M"] if m else None
+
+
+def memory_value(size: float | None, own: str) -> str:
+    """A memory allocation's fact: the figure as the project's one formatter writes every
+    memory figure (``16.00 MiB``, ``64.00 GiB``), then the orchestrator's own text in
+    brackets (``64.00 GiB (64Gi)``, ``59.60 GiB (64G)``, ``16.00 MiB (Memory: 16777216)``);
+    the own text alone when it is no quantity this version reads."""
+    if size is None or size <= 0:
+        return own
+    return f"{gib(size / 2**30)} ({own})"
+
+
+def memory_figure(value: str) -> str:
+    """The figure of a :func:`memory_value` (what two allocations are compared by)."""
+    return value.split(" (", 1)[0]
 
 
 def _norm(name: str) -> str:

@@ -29,9 +29,9 @@ def beside_lines(a: Artefacts) -> list[Line]:
         c = facts[key]
         out.append(Line(f"{KEYS.get(key, key)}: {c.value}", c.where))
     for t in a.terminations:
-        extra = (f", exit code {t.exit_code}" if t.exit_code is not None else "") + \
-            (f", {t.detail['restarts']} restarts" if t.detail.get("restarts") else "")
-        out.append(Line(f"{SOURCES.get(t.source, t.source)}: {CAUSES.get(t.cause, t.cause)}{extra}: {t.text[:160]}",
+        shown = t.text[:160]
+        extra = t.code_words(shown) + (f", {t.detail['restarts']} restarts" if t.detail.get("restarts") else "")
+        out.append(Line(f"{SOURCES.get(t.source, t.source)}: {CAUSES.get(t.cause, t.cause)}{extra}: {shown}",
                         t.where, "" if t.cause in ("cancelled", "time_limit") else "bad"))
     for d in a.dumps:
         figures = ", ".join(f"{k} {fmt(v, key=k)}" for k, v in list(d.figures.items())[:10])
