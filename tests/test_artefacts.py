@@ -307,6 +307,10 @@ def test_diff_names_the_environment_first_when_only_it_differs(tmp_path):
     delta = d.facts.environment.differs[0]
     assert [(e.file, e.line) for e in delta.evidence] == [(str(tmp_path / "fail" / "env.txt"), 7),
                                                           (str(tmp_path / "base" / "env.txt"), 7)]
+    # check_env beside both logs shows the GPU and the SGLang version: it is not asked for again
+    assert not any("check_env" in c for c in d.conclusion.collect), d.conclusion.collect
+    alone = diagnose_runs(write(tmp_path / "f.log", READY), write(tmp_path / "b.log", READY))
+    assert any("check_env" in c for c in alone.conclusion.collect)
 
 
 def test_diff_of_equal_environments_says_so(tmp_path):
