@@ -468,6 +468,33 @@ def test_a_rescan_rereads_a_run_whose_artefact_alone_changed(tmp_path):
     assert "parsed 1," in scan() and driver() == [("535.104.05", None)]
 
 
+def test_a_scan_finds_a_runs_crash_dump_in_the_dump_folders_layout_as_summary_does(tmp_path):
+    """``<run>/crash-dumps/<host>/crash_dump_<ts>.pkl``: a subfolder with no log is part of the
+    run above it (as ``summary DIR`` reads it); a subfolder with logs is a run of its own."""
+    import pickle
+
+    run = tmp_path / "fleet" / "run-a"
+    write(run / "server.log", STARTING)
+    dump = run / "crash-dumps" / "gpu-node-17" / "crash_dump_2025-06-01_10-01-00.pkl"
+    dump.parent.mkdir(parents=True)
+    dump.write_bytes(pickle.dumps({"server_args": _Args(), "launch_command": "python3 -m sglang.launch_server",
+                                   "requests": [({"text": "hi"}, {}, 1748772000.0, 1748772001.5)]}, protocol=4))
+    write(run / "node-b" / "server.log", READY)  # a run of its own, with its own pod record
+    write(run / "node-b" / "pod.txt", DESCRIBE)
+    store = str(tmp_path / "store")
+    out = run_cli("scan", str(tmp_path / "fleet"), "--store", store, "--group-by", "dir")
+    assert out.returncode == 0, out.stderr
+    q = run_cli("query", "--store", store, "--format", "json",
+                "SELECT r.source, json_extract_string(s.summary, '$.artefacts.dumps[0].replay') AS replay, "
+                "e.end_cause FROM runs r JOIN summaries s USING (run_id) LEFT JOIN environments e USING (run_id) "
+                "ORDER BY r.source")
+    assert q.returncode == 0, q.stderr
+    rows = [(r["source"], r["replay"], r["end_cause"]) for r in json.loads(q.stdout)]
+    assert rows == [(str(run), "python3 scripts/playground/replay_request_dump.py --input-file "
+                     f"{dump} --host 127.0.0.1 --port 30000", None),
+                    (str(run / "node-b"), None, "oom_killed")]
+
+
 class _Args:  # SGLang's ServerArgs as a crash dump pickles it: an object whose state is a dict
     def __init__(self) -> None:
         self.model_path, self.tp_size, self.host, self.port = "/models/m", 1, "127.0.0.1", 30000
