@@ -271,3 +271,15 @@ def test_a_die_without_an_oom_event_is_judged_by_its_code():
                                          api % ("die", cid, "die", cid, '"exitCode":"137",')])
     assert [(t.cause, t.line, t.exit_code, t.detail.get("container")) for t in ends] == [
         ("oom_killed", 1, None, cid), ("oom_killed", 2, 137, cid)]
+
+
+@pytest.mark.parametrize("name", [r["file"] for r in ROWS if r["kind"] == "docker-events"])
+def test_docker_events_beside_a_log_in_a_run_directory_are_read_in_either_form(tmp_path, name):
+    """The engine's text lines and the API's JSON stream (one event a line, not one JSON
+    document: it was taken for a log of JSON lines and read as neither) end a log that stops."""
+    from logforensics.pipeline import summarize_run
+
+    s = summarize_run(_run_beside(tmp_path, name))
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.source == "docker"
+    assert s.outcome_reason.startswith("killed by the out-of-memory killer (Docker: ")
+    assert s.crash.file.endswith("record-0")
