@@ -283,3 +283,15 @@ def test_docker_events_beside_a_log_in_a_run_directory_are_read_in_either_form(t
     assert s.outcome == "crashed" and s.crash is not None and s.crash.source == "docker"
     assert s.outcome_reason.startswith("killed by the out-of-memory killer (Docker: ")
     assert s.crash.file.endswith("record-0")
+
+
+def test_rays_repeated_count_on_a_worker_death_is_kept_apart_from_its_detail():
+    """``... SIGSEGV or another unexpected error. [repeated 4x across cluster]``: Ray's
+    de-duplication count, not part of the exit detail, and said beside the log."""
+    from logforensics.render.beside import beside_lines
+
+    arts = read_artefacts([os.path.join(HERE, "ray-raylet-worker-died-lease-id-repeated-across-cluster.txt")])
+    [t] = arts.terminations
+    assert t.detail["repeated"] == "4"
+    assert t.detail["exit_detail"].endswith("due to SIGSEGV or another unexpected error.")
+    assert beside_lines(arts)[0].text.startswith("Ray: exited with a non-zero code, repeated 4x across the cluster: ")

@@ -107,6 +107,10 @@ def match(line: str) -> JobEnd | None:
                 if not code:
                     return None
                 cause = "sigkill" if code == 137 else "exited"
+            repeated = _RAY_REPEATED.search(line)
+            if repeated:  # Ray's log de-duplication: N more records like this one across the cluster
+                detail = {k: _RAY_REPEATED.sub("", v) if isinstance(v, str) else v for k, v in detail.items()}
+                detail["repeated"] = repeated.group(1)
             return JobEnd(source, cause, code, tuple((k, str(v)) for k, v in detail.items()))
     return None
 
@@ -124,5 +128,6 @@ def field(name: str) -> Any:
     return typed(INT if name == "exit_code" else STR, conv)
 
 
+_RAY_REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 #: a cheap test before the table: words every record has one of
 _MAYBE = re.compile(r"slurm|srun|[Kk]illed|exit|oom|OUT_OF|TIMEOUT")

@@ -30,7 +30,8 @@ def beside_lines(a: Artefacts) -> list[Line]:
         out.append(Line(f"{KEYS.get(key, key)}: {c.value}", c.where))
     for t in a.terminations:
         shown = t.text[:160]
-        extra = t.code_words(shown) + (f", {t.detail['restarts']} restarts" if t.detail.get("restarts") else "")
+        extra = t.code_words(shown) + (f", {t.detail['restarts']} restarts" if t.detail.get("restarts") else "") \
+            + (f", repeated {t.detail['repeated']}x across the cluster" if t.detail.get("repeated") else "")
         out.append(Line(f"{SOURCES.get(t.source, t.source)}: {CAUSES.get(t.cause, t.cause)}{extra}: {shown}",
                         t.where, "" if t.cause in ("cancelled", "time_limit") else "bad"))
     for d in a.dumps:
