@@ -295,3 +295,26 @@ def test_rays_repeated_count_on_a_worker_death_is_kept_apart_from_its_detail():
     assert t.detail["repeated"] == "4"
     assert t.detail["exit_detail"].endswith("due to SIGSEGV or another unexpected error.")
     assert beside_lines(arts)[0].text.startswith("Ray: exited with a non-zero code, repeated 4x across the cluster: ")
+
+
+def test_an_incident_answer_beside_the_log_shows_its_summed_figures_and_memory_in_gib():
+    """``/v1/loads``: the figures summed over the ranks come first (a wall of per-rank records
+    hid them), the ranks' records are counted (each in ``--json``), and SGLang's ``*_gb``
+    figures (GiB) are written by the one formatter."""
+    from logforensics.artefacts.incident import read_json_artefact
+    from logforensics.artefacts.types import Artefacts
+    from logforensics.render.beside import beside_lines
+
+    arts = read_artefacts([os.path.join(HERE, "sglang-v1-loads-0.5.9-dp8-prefill-idle.json")])
+    [line] = [ln.text for ln in beside_lines(arts)]
+    assert "dp_rank_count 8, num_running_reqs 0, num_waiting_reqs 0," in line
+    assert line.endswith("loads (8 records, in --json)") and "{'dp_rank'" not in line
+    arts = read_artefacts([os.path.join(HERE, "sglang-v1-loads-0.5.10rc0-one-rank-running-4.json")])
+    [line] = [ln.text for ln in beside_lines(arts)]
+    assert "num_running_reqs 4," in line.split("loads {")[0]
+    assert "memory {weight_gb 89.24 GiB, kv_cache_gb 31.22 GiB, graph_gb 1.32 GiB, token_capacity 545344}" in line
+    small = read_json_artefact("SUMMARY_REPORT.json", {"artifact_type": "incident_bundle",
+                                                       "capacity": {"max_total_num_tokens": 20480, "weight_gb": 0.98}})
+    assert small is not None
+    [line] = [ln.text for ln in beside_lines(Artefacts(dumps=(small,)))]
+    assert "weight_gb 1003.52 MiB" in line
