@@ -51,8 +51,8 @@ def beside_lines(a: Artefacts) -> list[Line]:
         out.append(Line(f"{SOURCES.get(t.source, t.source)}: {CAUSES.get(t.cause, t.cause)}{extra}: {shown}",
                         t.where, "" if t.cause in ("cancelled", "time_limit") else "bad"))
     for d in a.dumps:
-        shown = sorted(d.figures.items(), key=lambda kv: isinstance(kv[1], (dict, list)))  # plain figures first
-        figures = ", ".join(f"{k} {_figure(k, v)}" for k, v in shown[:14])
+        ordered = sorted(d.figures.items(), key=lambda kv: isinstance(kv[1], (dict, list)))  # plain figures first
+        figures = ", ".join(f"{k} {_figure(k, v)}" for k, v in ordered[:14])
         out.append(Line(f"{d.kind.replace('_', ' ')}: {figures or 'no figures read'}", d.file))
         if d.launch_command:
             out.append(Line(f"  launch command: {d.launch_command[:300]}", d.file))
