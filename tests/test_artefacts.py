@@ -637,3 +637,15 @@ def test_a_server_log_with_check_env_pasted_on_top_stays_a_log(tmp_path):
     log = write(tmp_path / "report.txt", CHECK_ENV.format(l="NV18") + READY)
     assert sniff(log) is None
     assert run_files([log]).paths == [log]
+
+
+def test_a_log_that_just_stops_asks_for_the_record_of_its_end_unless_one_is_beside_it(tmp_path):
+    base = write(tmp_path / "b.log", READY)
+    d = diagnose_runs(write(tmp_path / "stops" / "server.log", STARTING), base)
+    assert d.failing.outcome == "incomplete"
+    assert any("kubectl describe pod, docker inspect" in c for c in d.conclusion.collect), d.conclusion.collect
+    write(tmp_path / "cancelled" / "server.log", STARTING)
+    write(tmp_path / "cancelled" / "slurm.err", SLURM.splitlines()[1] + "\n")  # the time limit: still incomplete
+    d = diagnose_runs(str(tmp_path / "cancelled"), base)
+    assert d.failing.outcome == "incomplete" and d.failing.artefacts.terminations
+    assert not any("kubectl describe pod" in c for c in d.conclusion.collect), d.conclusion.collect

@@ -152,6 +152,9 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
         place = stop_place(failing, cite_file=True)
         out.append(f"the rest of the log (it stops at line {failing.coverage.get('lines_read') or '?'} "
                    "without readiness or failure" + (f", {place}" if place else "") + ")")
+        if not (failing.artefacts and failing.artefacts.terminations):  # a log that just stops: killed?
+            out.append("the record of the process's end outside the log, beside it or with --artifacts: "
+                       "kubectl describe pod, docker inspect, the Slurm job's output or sacct, dmesg")
     if crash is not None and not crash.exception and not crash.native:
         out.append("the full log: the failure's own record (the traceback's exception) is not in this one")
     if failing.missing_ranks or facts.nodes.missing_ranks:
