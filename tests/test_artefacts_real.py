@@ -61,10 +61,11 @@ def test_environment_facts_agree_with_the_label(row):
         if key in label and re.match(r"[\w.+-]+$", label[key]) and label[key] not in ("Not", "Not Available"):
             assert facts.get(fact) == label[key], key
             checked += 1
-    if "gpu" in label:
-        name, _, count = label["gpu"].rpartition(" x")
+    accelerator = label.get("gpu") or label.get("npu")  # Ascend's check_env says NPU
+    if accelerator:
+        name, _, count = accelerator.rpartition(" x")
         if not count.isdigit():
-            name, count = label["gpu"], ""
+            name, count = accelerator, ""
         assert facts.get("gpu") == name
         if count and "partial" not in row["file"] and row["kind"] == "check_env":
             assert facts.get("gpu_count") == count
@@ -78,6 +79,8 @@ def test_environment_facts_agree_with_the_label(row):
         assert facts.get("topology") == "XGMI"
     elif topo.startswith("single GPU"):
         assert facts.get("topology") == "one GPU"
+    elif topo in ("SIO", "HCCS"):  # Ascend's links, named as the matrix names them
+        assert facts.get("topology") == topo
     for pkg in ("torch", "sglang", "vllm", "transformers", "triton"):
         if row["kind"] == "pip" and f"{pkg}==" in row["what_it_shows"]:
             assert facts.get(pkg) == re.search(rf"{pkg}==([\w.+]+)", row["what_it_shows"]).group(1)
