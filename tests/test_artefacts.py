@@ -195,7 +195,8 @@ def test_kubectl_describe_gives_the_oom_kill_restarts_probe_kill_and_limits():
     ends, facts = orch.read_k8s_describe("pod.txt", lines(DESCRIBE))
     assert [(t.cause, t.line, t.exit_code) for t in ends] == [("oom_killed", 9, 137), ("liveness_probe", 25, None)]
     assert ends[0].detail == {"reason": "OOMKilled", "state": "Last State", "container": "sglang", "restarts": "3"}
-    assert (facts["cpu_limit"].value, facts["cpu_limit"].line, facts["memory_limit"].value) == ("2", 16, "64Gi")
+    assert (facts["cpu_limit"].value, facts["cpu_limit"].line, facts["memory_limit"].value) == \
+        ("2", 16, "64.00 GiB (64Gi)")
 
 
 def test_a_container_that_completed_is_no_termination():
@@ -207,12 +208,12 @@ def test_a_container_that_completed_is_no_termination():
 def test_pod_yaml_and_docker_inspect():
     ends, facts = orch.read_k8s_yaml("pod.yaml", lines(POD_YAML))
     assert [(t.cause, t.exit_code, t.line, t.detail.get("restarts")) for t in ends] == [("oom_killed", 137, 17, "2")]
-    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("64", "512Gi")
+    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("64", "512.00 GiB (512Gi)")
     text = json.dumps(DOCKER, indent=4)
     ends, facts = orch.read_docker_inspect("inspect.json", lines(text))
     assert [(t.source, t.cause, t.exit_code) for t in ends] == [("docker", "oom_killed", 137)]
     assert lines(text)[ends[0].line - 1].strip().startswith('"OOMKilled": true')
-    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("2", "64.00 GiB")
+    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("2", "64.00 GiB (Memory: 68719476736)")
 
 
 # -- recognised by content, never by name --------------------------------------------------
@@ -306,6 +307,10 @@ def test_diff_names_the_environment_first_when_only_it_differs(tmp_path):
     delta = d.facts.environment.differs[0]
     assert [(e.file, e.line) for e in delta.evidence] == [(str(tmp_path / "fail" / "env.txt"), 7),
                                                           (str(tmp_path / "base" / "env.txt"), 7)]
+    # check_env beside both logs shows the GPU and the SGLang version: it is not asked for again
+    assert not any("check_env" in c for c in d.conclusion.collect), d.conclusion.collect
+    alone = diagnose_runs(write(tmp_path / "f.log", READY), write(tmp_path / "b.log", READY))
+    assert any("check_env" in c for c in alone.conclusion.collect)
 
 
 def test_diff_of_equal_environments_says_so(tmp_path):
@@ -463,6 +468,33 @@ def test_a_rescan_rereads_a_run_whose_artefact_alone_changed(tmp_path):
     assert "parsed 1," in scan() and driver() == [("535.104.05", None)]
 
 
+def test_a_scan_finds_a_runs_crash_dump_in_the_dump_folders_layout_as_summary_does(tmp_path):
+    """``<run>/crash-dumps/<host>/crash_dump_<ts>.pkl``: a subfolder with no log is part of the
+    run above it (as ``summary DIR`` reads it); a subfolder with logs is a run of its own."""
+    import pickle
+
+    run = tmp_path / "fleet" / "run-a"
+    write(run / "server.log", STARTING)
+    dump = run / "crash-dumps" / "gpu-node-17" / "crash_dump_2025-06-01_10-01-00.pkl"
+    dump.parent.mkdir(parents=True)
+    dump.write_bytes(pickle.dumps({"server_args": _Args(), "launch_command": "python3 -m sglang.launch_server",
+                                   "requests": [({"text": "hi"}, {}, 1748772000.0, 1748772001.5)]}, protocol=4))
+    write(run / "node-b" / "server.log", READY)  # a run of its own, with its own pod record
+    write(run / "node-b" / "pod.txt", DESCRIBE)
+    store = str(tmp_path / "store")
+    out = run_cli("scan", str(tmp_path / "fleet"), "--store", store, "--group-by", "dir")
+    assert out.returncode == 0, out.stderr
+    q = run_cli("query", "--store", store, "--format", "json",
+                "SELECT r.source, json_extract_string(s.summary, '$.artefacts.dumps[0].replay') AS replay, "
+                "e.end_cause FROM runs r JOIN summaries s USING (run_id) LEFT JOIN environments e USING (run_id) "
+                "ORDER BY r.source")
+    assert q.returncode == 0, q.stderr
+    rows = [(r["source"], r["replay"], r["end_cause"]) for r in json.loads(q.stdout)]
+    assert rows == [(str(run), "python3 scripts/playground/replay_request_dump.py --input-file "
+                     f"{dump} --host 127.0.0.1 --port 30000", None),
+                    (str(run / "node-b"), None, "oom_killed")]
+
+
 class _Args:  # SGLang's ServerArgs as a crash dump pickles it: an object whose state is a dict
     def __init__(self) -> None:
         self.model_path, self.tp_size, self.host, self.port = "/models/m", 1, "127.0.0.1", 30000
@@ -540,7 +572,7 @@ def test_scontrol_gives_the_end_and_the_allocation(tmp_path):
     arts = read_artefacts([path])
     assert [(t.cause, t.line, t.detail["reason"]) for t in arts.terminations] == [("time_limit", 3, "TimeLimit")]
     facts = {k: (c.value, c.line) for k, c in arts.environment.facts.items()}
-    assert facts == {"cpu_limit": ("2", 7), "memory_limit": ("64G", 8), "gpu_count": ("8", 8)}
+    assert facts == {"cpu_limit": ("2", 7), "memory_limit": ("64.00 GiB (mem=64G)", 8), "gpu_count": ("8", 8)}
     done = write(tmp_path / "ok.txt", SCONTROL.format(state="COMPLETED", reason="None", code="0:0", cpus=64))
     assert read_artefacts([done]).terminations == ()
 
@@ -551,6 +583,47 @@ def test_a_job_given_2_cpus_instead_of_64_is_what_differs(tmp_path):
         write(tmp_path / side / "job.txt", SCONTROL.format(state="RUNNING", reason="None", code="0:0", cpus=cpus))
     d = diagnose_runs(str(tmp_path / "fail"), str(tmp_path / "base"))
     assert "the environment differs (CPU allocation 64 -> 2)" in d.verdict
+
+
+@pytest.mark.parametrize(("reader", "text", "written"), [
+    (orch.read_k8s_describe, DESCRIBE.replace("64Gi", "512Mi"), "512.00 MiB (512Mi)"),
+    (orch.read_k8s_describe, DESCRIBE.replace("64Gi", "64G"), "59.60 GiB (64G)"),  # Kubernetes' G is 10^9
+    (orch.read_k8s_describe, DESCRIBE.replace("64Gi", "129e6"), "123.02 MiB (129e6)"),
+    (orch.read_k8s_yaml, POD_YAML.replace("512Gi", "768Mi"), "768.00 MiB (768Mi)"),
+    (orch.read_scontrol, SCONTROL.format(state="RUNNING", reason="None", code="0:0", cpus=2).replace("64G", "512M"),
+     "512.00 MiB (mem=512M)"),  # Slurm's M and G are powers of 1024
+    (orch.read_scontrol, SCONTROL.format(state="RUNNING", reason="None", code="0:0", cpus=2).replace("64G", "4000"),
+     "3.91 GiB (mem=4000)"),  # a bare Slurm figure is MiB
+    (orch.read_k8s_describe, DESCRIBE.replace("64Gi", "lots"), "lots"),  # no quantity: its own text, not guessed
+])
+def test_a_memory_allocation_is_written_by_the_one_formatter_with_the_orchestrators_own_text(reader, text, written):
+    _, facts = reader("x.txt", lines(text))
+    assert facts["memory_limit"].value == written
+
+
+def test_an_allocation_under_1_gib_reads_in_mib_in_the_diff_the_report_and_the_bundle(tmp_path):
+    """A container given 16 MiB against a pod given 64 GiB: every output writes the small one
+    in MiB (``0.02 GiB`` said nothing), and 64Gi against 65536Mi is one allocation."""
+    small = json.dumps([{**DOCKER[0], "HostConfig": {"NanoCpus": 2000000000, "Memory": 16 * 2**20}}], indent=4)
+    write(tmp_path / "base" / "server.log", READY)
+    write(tmp_path / "base" / "pod.txt", DESCRIBE)
+    write(tmp_path / "fail" / "server.log", READY)
+    write(tmp_path / "fail" / "inspect.json", small)
+    d = diagnose_runs(str(tmp_path / "fail"), str(tmp_path / "base"))
+    assert "memory allocation 64.00 GiB (64Gi) -> 16.00 MiB (Memory: 16777216)" in d.verdict
+    report = str(tmp_path / "r.html")
+    out = run_cli("diff", str(tmp_path / "base"), str(tmp_path / "fail"), "-o", report, "--fail-on", "never")
+    assert out.returncode == 0, out.stderr
+    md = run_cli("bundle", str(tmp_path / "fail")).stdout
+    summary = run_cli("summary", str(tmp_path / "fail")).stdout
+    for text in (out.stdout, open(report, encoding="utf-8").read(), md, summary):
+        assert "memory allocation: 16.00 MiB (Memory: 16777216)" in text or \
+            "memory allocation 64.00 GiB (64Gi) -&gt; 16.00 MiB" in text or "-> 16.00 MiB" in text
+        assert "0.02 GiB" not in text
+    write(tmp_path / "same" / "server.log", READY)
+    write(tmp_path / "same" / "pod.txt", DESCRIBE.replace("64Gi", "65536Mi"))
+    same = diagnose_runs(str(tmp_path / "same"), str(tmp_path / "base"))
+    assert "memory allocation" not in same.verdict
 
 
 def test_slurm_variables_the_log_exports_are_the_allocation(tmp_path):
@@ -564,3 +637,15 @@ def test_a_server_log_with_check_env_pasted_on_top_stays_a_log(tmp_path):
     log = write(tmp_path / "report.txt", CHECK_ENV.format(l="NV18") + READY)
     assert sniff(log) is None
     assert run_files([log]).paths == [log]
+
+
+def test_a_log_that_just_stops_asks_for_the_record_of_its_end_unless_one_is_beside_it(tmp_path):
+    base = write(tmp_path / "b.log", READY)
+    d = diagnose_runs(write(tmp_path / "stops" / "server.log", STARTING), base)
+    assert d.failing.outcome == "incomplete"
+    assert any("kubectl describe pod, docker inspect" in c for c in d.conclusion.collect), d.conclusion.collect
+    write(tmp_path / "cancelled" / "server.log", STARTING)
+    write(tmp_path / "cancelled" / "slurm.err", SLURM.splitlines()[1] + "\n")  # the time limit: still incomplete
+    d = diagnose_runs(str(tmp_path / "cancelled"), base)
+    assert d.failing.outcome == "incomplete" and d.failing.artefacts.terminations
+    assert not any("kubectl describe pod" in c for c in d.conclusion.collect), d.conclusion.collect

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from logforensics.model.summary import RunSummary
-from logforensics.pipeline import diagnose_files
+from logforensics.pipeline import diagnose_files, diagnose_runs
 from logforensics.render.bundle import LIMIT, non_default_args, render_bundle
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,3 +89,23 @@ def test_bundle_of_a_serving_collapse_says_what_to_run(tmp_path: Path) -> None:
     assert "decode throughput collapsed" in text
     assert "To diagnose further, run with" in text and "--max-running-requests" in text
     assert "alice" not in text and "sk-test-4f9a2c71d0" not in text  # the launch command's path and key
+
+
+def test_the_host_a_crash_dump_folder_names_is_redacted(tmp_path: Path) -> None:
+    """SGLang writes ``<crash-dump-folder>/<host>/crash_dump_<ts>.pkl``: the replay command's
+    path names the host, which the bundle replaces as it replaces every other hostname."""
+    import pickle
+
+    run = tmp_path / "run"
+    (run / "dumps" / "h100-worker-17").mkdir(parents=True)
+    (run / "server.log").write_text(PRIVATE, encoding="utf-8")
+    dump = {"server_args": {"host": "10.20.30.40", "port": 30000}, "launch_command": "python3 -m sglang.launch_server",
+            "requests": [({"rid": "r1"}, {}, 1764900000.0, 1764900001.0)]}
+    (run / "dumps" / "h100-worker-17" / "crash_dump_2025-12-05_07-00-00.pkl").write_bytes(pickle.dumps(dump))
+    d = diagnose_runs(str(run), None)
+    text = render_bundle(d, [("failing", d.failing)], redact=True)
+    kept = render_bundle(d, [("failing", d.failing)], redact=False)
+    assert "h100-worker-17/crash_dump_2025-12-05_07-00-00.pkl" in kept
+    assert "h100-worker-17" not in text
+    assert re.search(r"replay_request_dump\.py --input-file \S*/<hostname-\d+>/crash_dump_2025-12-05_07-00-00\.pkl",
+                     text)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..units import gib
 from .types import Cited
 
 #: Facts a diff compares, in the order it states them, with the words it uses.
@@ -40,9 +41,11 @@ _KEYVAL = re.compile(r"^(?P<key>[A-Za-z][\w .,()/+-]*?):(?: (?P<value>.*))?$")
 CHECK_ENV_KEYS = ("Python", "CUDA available", "ROCM available", "PyTorch", "CUDA_HOME", "ROCM_HOME", "NVCC",
                   "HIPCC", "CUDA Driver Version", "CUDA Driver Versions", "ROCM Driver Version", "sglang",
                   "sgl_kernel", "flashinfer_python", "NVIDIA Topology", "AMD Topology", "ulimit soft",
-                  "Hypervisor vendor")
-_GPU_KEY = re.compile(r"^GPU ([\d,]+)$")
+                  "Hypervisor vendor", "NPU available", "CANN_HOME", "Ascend Driver Version", "Ascend Topology")
+#: the accelerators: ``GPU 0,1,2,3: NVIDIA H100 80GB HBM3``, Ascend's ``NPU 0,1: Ascend910_9362``
+_GPU_KEY = re.compile(r"^(?:GPU|NPU) ([\d,]+)$")
 _CC_KEY = re.compile(r"^GPU [\d,]+ Compute Capability$")
+_TOPOLOGY_KEYS = ("NVIDIA Topology", "AMD Topology", "Ascend Topology")
 _CUDA_RELEASE = re.compile(r"release (\d+\.\d+)")
 #: the driver is "Driver Version" until R610, then "KMD Version" (and "CUDA UMD Version")
 _SMI_HEAD = re.compile(r"NVIDIA-SMI (\S+)\s+(?:Driver|KMD) Version: (\S+)(?:\s+CUDA (?:UMD )?Version: (\S+))?")
@@ -52,10 +55,52 @@ _PIP_FREEZE = re.compile(r"^(?:\[\w+\] )?([A-Za-z0-9][\w.-]*)==([^\s;#]+)\s*$")
 #: ``pip show``: ``Name: torch`` then ``Version: 2.6.0``
 _PIP_SHOW = re.compile(r"^\(?(Name|Version): (\S+)\s*$")
 _PIP_LIST = re.compile(r"^([A-Za-z0-9][\w.-]*)\s+(\d[\w.+!-]*)\s*(?:\S.*)?$")
-_TOPO_ROW = re.compile(r"^(GPU\d+)\s+(.*)$")
-#: a cell of a topology matrix: itself (X; 0 in rocm-smi), NVLink (NV#), AMD's XGMI, or a PCIe path
-_LINK = re.compile(r"^(?:X|NV\d+|NV|XGMI|PCIE|PIX|PXB|PHB|NODE|SYS|SOC|\d+)$")
-_LINK_WORD = re.compile(r"\b(NV\d+|XGMI|PIX|PXB|PHB|NODE|SYS)\b")
+#: a row of a topology matrix: ``GPU3`` (nvidia-smi, rocm-smi), ``Phy-ID12`` (Ascend's npu-smi)
+_TOPO_ROW = re.compile(r"^(GPU\d+|Phy-ID\d+)\s+(.*)$")
+_TOPO_HEAD = re.compile(r"GPU\d+|Phy-ID\d+")
+#: a cell of a topology matrix: itself (X; 0 in rocm-smi), NVLink (NV#), AMD's XGMI, Ascend's
+#: HCCS (HCCS_SW through a switch) and SIO (the bus between the two dies of one chip), or a PCIe path
+_LINK = re.compile(r"^(?:X|NV\d+|NV|XGMI|HCCS|HCCS_SW|SIO|PCIE|PIX|PXB|PHB|NODE|SYS|SOC|\d+)$")
+_LINK_WORD = re.compile(r"\b(NV\d+|XGMI|HCCS|HCCS_SW|SIO|PIX|PXB|PHB|NODE|SYS)\b")
+
+
+#: how each orchestrator writes a memory quantity: its suffixes -> bytes, and the unit of a bare number
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
+#: Kubernetes: ``64Gi`` binary, ``64G`` decimal, ``64e9`` and bare numbers bytes, ``m`` a thousandth
+_K8S_SUFFIX = {**{f"{k}i": v for k, v in _BINARY.items()}, "Ei": 2**60, "k": 10**3, "M": 10**6, "G": 10**9,
+               "T": 10**12, "P": 10**15, "E": 10**18, "m": 10**-3, "": 1}
+_K8S_QUANTITY = re.compile(r"(\d+(?:\.\d+)?)(?:[eE](\d+))?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?")
+#: Slurm: ``64G``, ``500000M``, ``4000`` (MiB by default), powers of 1024
+_SLURM_QUANTITY = re.compile(r"(\d+(?:\.\d+)?)([KMGTP])?")
+
+
+def k8s_bytes(text: str) -> float | None:
+    """Bytes of a Kubernetes quantity (``64Gi``, ``64G``, ``512Mi``, ``129e6``), or None."""
+    m = _K8S_QUANTITY.fullmatch(text.strip())
+    if not m:
+        return None
+    return float(m.group(1)) * 10 ** int(m.group(2) or 0) * _K8S_SUFFIX[m.group(3) or ""]
+
+
+def slurm_bytes(text: str) -> float | None:
+    """Bytes of a Slurm memory figure (``64G``, ``500000M``; a bare number is MiB), or None."""
+    m = _SLURM_QUANTITY.fullmatch(text.strip())
+    return float(m.group(1)) * _BINARY[m.group(2) or "M"] if m else None
+
+
+def memory_value(size: float | None, own: str) -> str:
+    """A memory allocation's fact: the figure as the project's one formatter writes every
+    memory figure (``16.00 MiB``, ``64.00 GiB``), then the orchestrator's own text in
+    brackets (``64.00 GiB (64Gi)``, ``59.60 GiB (64G)``, ``16.00 MiB (Memory: 16777216)``);
+    the own text alone when it is no quantity this version reads."""
+    if size is None or size <= 0:
+        return own
+    return f"{gib(size / 2**30)} ({own})"
+
+
+def memory_figure(value: str) -> str:
+    """The figure of a :func:`memory_value` (what two allocations are compared by)."""
+    return value.split(" (", 1)[0]
 
 
 def _norm(name: str) -> str:
@@ -98,7 +143,7 @@ def read_check_env(file: str, lines: Iterable[str]) -> dict[str, Cited]:
         if not m:
             continue
         key, value = m.group("key").strip(), (m.group("value") or "").strip()
-        if key in ("NVIDIA Topology", "AMD Topology"):
+        if key in _TOPOLOGY_KEYS:
             if value:  # a matrix given in a few words ("4x B300, NV18 all-to-all"): its link names
                 _classify(out, _LINK_WORD.findall(value), 0, no)
             else:
@@ -118,7 +163,7 @@ def read_check_env(file: str, lines: Iterable[str]) -> dict[str, Cited]:
             out.put("cuda", r.group(1) if r else None, no)
         elif key == "HIPCC":
             out.put("rocm", value.removeprefix("HIP version:").strip() or None, no)
-        elif key in ("CUDA Driver Version", "CUDA Driver Versions", "ROCM Driver Version"):
+        elif key in ("CUDA Driver Version", "CUDA Driver Versions", "ROCM Driver Version", "Ascend Driver Version"):
             out.put("driver", _version_of(key, value), no)
         elif key == "Hypervisor vendor":
             out.put("hypervisor", value, no)
@@ -153,8 +198,8 @@ def topo_facts(out: Facts, rows: list[tuple[str, int]]) -> None:
     gpus = 0
     width = 0  # GPU columns of the header: the NIC columns after them are not GPU links
     for text, no in rows:
-        if text[:1].isspace() and "GPU0" in text.split():  # the header, indented; rows are not
-            width = width or sum(1 for c in text.split() if re.fullmatch(r"GPU\d+", c))
+        if text[:1].isspace() and _TOPO_HEAD.match(text.split()[0] if text.split() else ""):
+            width = width or sum(1 for c in text.split() if _TOPO_HEAD.fullmatch(c))  # the header, indented
             continue
         m = _TOPO_ROW.match(text)
         if not m:
@@ -175,13 +220,13 @@ def topo_facts(out: Facts, rows: list[tuple[str, int]]) -> None:
 
 def _classify(out: Facts, links: list[str], gpus: int, line: int) -> None:
     """The ``topology`` fact of the links a matrix names."""
-    fast = sorted({c for c in links if c.startswith("NV") or c == "XGMI"})
+    fast = sorted({c for c in links if c.startswith(("NV", "HCCS")) or c in ("XGMI", "SIO")})
     pcie = sorted({c for c in links if c in _PCIE_ORDER}, key=_PCIE_ORDER.index)
-    name = "XGMI" if fast == ["XGMI"] else "NVLink"
+    name = "XGMI" if fast == ["XGMI"] else "NVLink" if all(c.startswith("NV") for c in fast) else ", ".join(fast)
     if not links:
         value = "one GPU" if gpus == 1 else "not shown"
     elif fast and not pcie:
-        value = f"{name} ({', '.join(fast)})" if name == "NVLink" else name
+        value = f"{name} ({', '.join(fast)})" if name == "NVLink" else name  # XGMI; Ascend's SIO, HCCS
     elif fast:
         value = f"{name} between some pairs ({', '.join(fast)}; {', '.join(pcie)})"
     else:

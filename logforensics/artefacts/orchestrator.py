@@ -17,18 +17,29 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..read import jobend
+from .environment import k8s_bytes, memory_value, slurm_bytes
 from .types import Cited, Termination
 
 
 def line_records(file: str, lines: Iterable[str]) -> list[Termination]:
     """Every line record of ``read.jobend`` (Slurm, the kernel's OOM killer, Ray, Docker's
-    events) in a text, in line order."""
+    events) in a text, in line order. A container's ``die`` after its own ``oom`` event is
+    the end of that OOM kill (as ``docker inspect`` then says ``OOMKilled: true``), with the
+    exit code the ``oom`` event lacks."""
     out = []
+    oom: dict[str, int] = {}  # container -> the line of its oom event
     for no, raw in enumerate(lines, 1):
         found = jobend.match(raw)
-        if found is not None:
-            out.append(Termination(found.source, found.cause, file, no, raw.strip()[:500], found.exit_code,
-                                   dict(found.detail)))
+        if found is None:
+            continue
+        detail = dict(found.detail)
+        cause = found.cause
+        container = detail.get("container") if found.source == "docker" else None
+        if container and cause == "oom_killed":
+            oom.setdefault(container, no)
+        elif container and container in oom:
+            cause, detail["oom_event_line"] = "oom_killed", str(oom[container])
+        out.append(Termination(found.source, cause, file, no, raw.strip()[:500], found.exit_code, detail))
     return out
 
 
@@ -79,11 +90,12 @@ def read_scontrol(file: str, lines: list[str]) -> tuple[list[Termination], dict[
             elif key == "TRES":
                 tres = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
                 if "mem" in tres:
-                    facts.setdefault("memory_limit", Cited(tres["mem"], file, no))
+                    facts.setdefault("memory_limit", Cited(memory_value(slurm_bytes(tres["mem"]), f"mem={tres['mem']}"),
+                                                           file, no))
                 if "gres/gpu" in tres:
                     facts.setdefault("gpu_count", Cited(tres["gres/gpu"], file, no))
             elif key in ("MinMemoryNode", "MinMemoryCPU") and value:
-                facts.setdefault("memory_limit", Cited(f"{value} ({key})", file, no))
+                facts.setdefault("memory_limit", Cited(memory_value(slurm_bytes(value), f"{key}={value}"), file, no))
     if job:
         close()
     return out, facts
@@ -180,8 +192,7 @@ def read_k8s_describe(file: str, lines: list[str]) -> tuple[list[Termination], d
             continue
         lim = _K_LIMIT.match(line)
         if lim and in_limits:
-            key = "cpu_limit" if lim.group("key") == "cpu" else "memory_limit"
-            facts.setdefault(key, Cited(lim.group("value"), file, no))
+            facts.setdefault(*_k8s_limit(lim.group("key"), lim.group("value"), file, no))
             continue
         in_limits = in_limits and bool(lim)
         p = _K_PROBE.search(line)
@@ -193,6 +204,13 @@ def read_k8s_describe(file: str, lines: list[str]) -> tuple[list[Termination], d
         for t in out:
             t.detail.setdefault("restarts", pods[0])
     return out, facts
+
+
+def _k8s_limit(key: str, value: str, file: str, no: int) -> tuple[str, Cited]:
+    """A container's ``cpu`` or ``memory`` limit as an allocation fact."""
+    if key == "cpu":
+        return "cpu_limit", Cited(value, file, no)
+    return "memory_limit", Cited(memory_value(k8s_bytes(value), value), file, no)
 
 
 def _terminated(file: str, state: dict[str, Any], container: str | None, restarts: str | None) -> Termination | None:
@@ -271,8 +289,7 @@ def read_k8s_yaml(file: str, lines: list[str]) -> tuple[list[Termination], dict[
         if in_limits is not None:
             lim = _Y_LIMIT.match(line)
             if lim and indent > in_limits:
-                facts.setdefault("cpu_limit" if lim.group("key") == "cpu" else "memory_limit",
-                                 Cited(lim.group("value"), file, no))
+                facts.setdefault(*_k8s_limit(lim.group("key"), lim.group("value"), file, no))
                 continue
             in_limits = None
     close()
@@ -314,7 +331,8 @@ def read_docker_inspect(file: str, lines: list[str]) -> tuple[list[Termination],
             m = rx.search(line)
             if m and int(m.group(1)) > 0:
                 v = int(m.group(1))
-                facts.setdefault(key, Cited(f"{v / 1e9:g}" if key == "cpu_limit" else f"{v / 2**30:.2f} GiB", file, no))
+                facts.setdefault(key, Cited(f"{v / 1e9:g}" if key == "cpu_limit" else memory_value(v, f"Memory: {v}"),
+                                            file, no))
                 break
     return out, facts
 

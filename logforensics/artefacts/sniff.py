@@ -69,12 +69,32 @@ def is_artefact(path: str) -> bool:
         if os.path.getsize(path) > MAX_TEXT_BYTES:
             return False
         with open(path, "rb") as fh:
-            data = json.loads(fh.read())
-    except (OSError, ValueError):
+            raw = fh.read()
+    except OSError:
         return False
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return _is_event_stream(raw.decode("utf-8", "replace").splitlines())
     from .incident import read_json_artefact
 
     return read_json_artefact(path, data) is not None
+
+
+def _is_event_stream(lines: list[str]) -> bool:
+    """Docker's ``/events`` stream (``docker events --format '{{json .}}'``): one JSON event a
+    line, each with its ``status`` or ``Action`` and the container's ``id`` or ``Actor``, and
+    a record of an end among them. A log of JSON lines has other keys and stays a log."""
+    body = [line for line in lines[:2000] if line.strip()]
+    for line in body:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return False
+        if not (isinstance(event, dict) and ("status" in event or "Action" in event)
+                and ("id" in event or "Actor" in event)):
+            return False
+    return bool(body) and orch.is_records(body)
 
 
 def _looks_like_a_log(lines: list[str]) -> bool:

@@ -8,6 +8,7 @@ prints under ``artefacts``, and ``from_dict`` reads it back from a saved summary
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -76,6 +77,15 @@ class Termination:
     def where(self) -> str:
         return f"{self.file}:{self.line}" if self.line else self.file
 
+    def code_words(self, shown: str) -> str:
+        """``", exit code 137"`` to follow ``shown`` (what is shown of the record), or nothing
+        when there is no code or ``shown`` already states it (``ExitCode: 137``,
+        ``exitCode=137``, ``Exited with exit code 1``): the code is said once."""
+        if self.exit_code is None:
+            return ""
+        said = (int(m.group(1)) for m in _SAYS_CODE.finditer(shown))
+        return "" if self.exit_code in said else f", exit code {self.exit_code}"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -83,6 +93,11 @@ class Termination:
     def from_dict(cls, d: Mapping[str, Any]) -> Termination:
         return cls(**{k: d[k] for k in ("source", "cause", "file", "line", "text")},
                    exit_code=d.get("exit_code"), detail=dict(d.get("detail") or {}))
+
+
+#: an exit code as the records state it: ``ExitCode: 137``, ``exitCode: 137``, ``"exitCode":"137"``,
+#: ``exitCode=137``, ``Exit Code: 137``, ``exit code 1``, ``exit_code=1``
+_SAYS_CODE = re.compile(r"\bexit[ _]?code\W{0,4}(-?\d+)", re.IGNORECASE)
 
 
 #: Why an orchestrator ended a process, most telling first.

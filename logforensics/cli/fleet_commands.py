@@ -49,7 +49,7 @@ def scan(paths: tuple[str, ...], store_dir: str, engine: str, jobs: int | None, 
          group_by: str, no_events: bool, rules_dirs: tuple[str, ...], lock_wait: float) -> None:
     """Parse every run under PATHS (files or directories of *.log, *.out, *.err) into a Parquet store.
 
-    Tables runs, ranks, findings, events and summaries, in Hive-style partitions that
+    Tables runs, ranks, findings, events, summaries and environments, in Hive-style partitions that
     DuckDB, Spark, Trino or pandas read directly (schema: docs/fleet.md). A second scan
     reads only files that are new or changed (size, mtime, hash of the first 64 KiB) and
     says how many it skipped. Unreadable files are warned about and skipped.
@@ -147,7 +147,7 @@ def _rows_out(store_dir: str, sql: str, params: list[Any], fmt: str, title: str 
 @_WIDE
 @_MEMORY
 def query(store_dir: str, sql: str, fmt: str, wide: bool, memory_limit: str | None) -> None:
-    """Run one SELECT (DuckDB's dialect) over the store's tables: runs, ranks, findings, events, summaries.
+    """Run one SELECT (DuckDB's dialect) over the store's tables: runs, ranks, findings, events, summaries, environments.
 
     Example: logforensics query --store fleet "SELECT outcome, count(*) FROM runs GROUP BY 1"
 

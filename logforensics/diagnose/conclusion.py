@@ -135,8 +135,9 @@ def _first(failing: RunSummary, findings: Sequence[Finding]) -> str | None:
     return top.title if top is not None else None
 
 
-#: Aspects of the setup that ``python -m sglang.check_env`` prints and a log may not.
-ENVIRONMENT_ASPECTS = ("GPU", "SGLang version")
+#: Aspects of the setup that ``python -m sglang.check_env`` prints and a log may not, with
+#: the environment fact (``diagnose.environment``) that shows each beside the logs.
+ENVIRONMENT_ASPECTS = {"GPU": "GPU", "SGLang version": "SGLang"}
 
 
 def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
@@ -151,6 +152,9 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
         place = stop_place(failing, cite_file=True)
         out.append(f"the rest of the log (it stops at line {failing.coverage.get('lines_read') or '?'} "
                    "without readiness or failure" + (f", {place}" if place else "") + ")")
+        if not (failing.artefacts and failing.artefacts.terminations):  # a log that just stops: killed?
+            out.append("the record of the process's end outside the log, beside it or with --artifacts: "
+                       "kubectl describe pod, docker inspect, the Slurm job's output or sacct, dmesg")
     if crash is not None and not crash.exception and not crash.native:
         out.append("the full log: the failure's own record (the traceback's exception) is not in this one")
     if failing.missing_ranks or facts.nodes.missing_ranks:
@@ -171,7 +175,9 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
     launched = crash is None or crash.phase != LAUNCH
     if launched and not failing.server_args and not failing.launch_command:
         out.append("the start of the log (server_args): the settings are not in this one")
-    unseen = [u for u in facts.setup.unknown if u in ENVIRONMENT_ASPECTS]
+    env = facts.environment
+    shown = {*env.same, *(d.label for d in env.differs)}  # by the files beside both runs' logs
+    unseen = [u for u in facts.setup.unknown if u in ENVIRONMENT_ASPECTS and ENVIRONMENT_ASPECTS[u] not in shown]
     if unseen:  # what SGLang's bug reports ask for, and the comparison lacks
         out.append("the output of python -m sglang.check_env on each run's machine: the logs do not show the "
                    + " or the ".join(unseen))

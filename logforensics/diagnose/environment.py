@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..artefacts.environment import KEYS
+from ..artefacts.environment import KEYS, memory_figure, memory_value, slurm_bytes
 from ..artefacts.types import Cited
 from ..model.run import RunSummary
 from .sides import Evidence
@@ -69,12 +69,16 @@ def environment_of(run: RunSummary) -> dict[str, Cited]:
     for var, key in SLURM_VARS.items():
         value = (run.env or {}).get(var)
         if value and key not in facts:
-            facts[key] = Cited(f"{value} ({var})" + (" MB" if var == "SLURM_MEM_PER_NODE" else ""), run.file or "", 0)
+            text = f"{var}={value}"
+            facts[key] = Cited(memory_value(slurm_bytes(str(value)), text) if key == "memory_limit" else f"{value} ({var})",
+                               run.file or "", 0)
     return facts
 
 
 def same_value(key: str, a: str, b: str) -> bool:
     """Whether two values of a fact are the same (a version with and without a leading ``v``)."""
+    if key == "memory_limit":  # 64Gi and 65536M are one allocation
+        return memory_figure(a) == memory_figure(b)
     if key in ("sglang", "torch", "flashinfer", "cuda", "nccl"):  # 0.4.6 and v0.4.6, 2.5.1+cu124 and 2.5.1
         return a.lstrip("v").split("+")[0] == b.lstrip("v").split("+")[0] and (
             "+" not in a or "+" not in b or a == b)

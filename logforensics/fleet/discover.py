@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from ..ingest.runset import _NODE, is_artefact, is_log_name, node_from_name
@@ -72,7 +72,7 @@ def discover(paths: Iterable[str], group_by: str = "file") -> tuple[list[RunSour
         by_dir[os.path.dirname(f)].append(f)
     runs: list[RunSource] = []
     for d in sorted(by_dir):
-        beside = _beside(d)
+        beside = _beside(d, by_dir)
         logs = [f for f in sorted(by_dir[d]) if f not in beside]
         # a run named by its directory has the directory's artefacts, as ``summary DIR`` does
         runs.extend(replace(r, artefacts=beside) if beside and r.source == d else r
@@ -80,14 +80,16 @@ def discover(paths: Iterable[str], group_by: str = "file") -> tuple[list[RunSour
     return runs, missing
 
 
-def _beside(directory: str) -> tuple[str, ...]:
-    """The artefacts in a directory of runs (not its subfolders: those hold runs of their own)."""
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return ()
-    return tuple(p for n in names if not n.startswith(".") and os.path.isfile(p := os.path.join(directory, n))
-                 and is_artefact(p))
+def _beside(directory: str, runs: Mapping[str, object]) -> tuple[str, ...]:
+    """The artefacts in a directory of runs and in its subfolders that hold no logs (SGLang's
+    ``<crash-dump-folder>/<host>/`` layout, as ``summary DIR`` reads it); a subfolder with
+    logs (one of ``runs``) holds runs of its own, and its artefacts are theirs."""
+    out: list[str] = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and os.path.join(root, d) not in runs)
+        out += [p for n in sorted(files) if not n.startswith(".") and os.path.isfile(p := os.path.join(root, n))
+                and is_artefact(p)]
+    return tuple(out)
 
 
 def _group_dir(directory: str, files: list[str], group_by: str) -> list[RunSource]:

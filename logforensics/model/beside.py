@@ -38,8 +38,8 @@ def the_end(terminations: Sequence[Termination]) -> Termination | None:
 
 def describe(t: Termination) -> str:
     """``killed by the out-of-memory killer (Kubernetes: Reason: OOMKilled, exit code 137; pod.txt:23)``."""
-    code = f", exit code {t.exit_code}" if t.exit_code is not None else ""
-    return f"{CAUSES[t.cause]} ({SOURCES.get(t.source, t.source)}: {t.text[:160]}{code}; {t.where})"
+    shown = t.text[:160]
+    return f"{CAUSES[t.cause]} ({SOURCES.get(t.source, t.source)}: {shown}{t.code_words(shown)}; {t.where})"
 
 
 def with_artefacts(s: RunSummary, arts: Artefacts) -> RunSummary:

@@ -38,6 +38,23 @@ def _groups(m: re.Match[str]) -> dict[str, Any]:
     return out
 
 
+def _docker(m: re.Match[str]) -> dict[str, Any]:
+    """A Docker event's container (the text form names it after the action, the JSON form
+    as ``"id"``) and exit code."""
+    out = _groups(m)
+    if "json_code" in out:
+        out["exit_code"] = int(out.pop("json_code"))
+    if "container" not in out and (i := _JSON_ID.search(m.string)):
+        out["container"] = i.group(1)
+    return out
+
+
+_JSON_ID = re.compile(r'"id":\s*"([0-9a-f]{12,})"')
+#: a record whose cause is its exit code's: 0 is no failure, 137 (128 + SIGKILL) a kill by
+#: whom the record does not say, any other an exit with that code
+BY_CODE = "by_code"
+
+
 #: Line records: (expression, source, cause, what to keep). The first that matches a line wins.
 RECORDS: tuple[_Rec, ...] = (
     (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
@@ -61,7 +78,12 @@ RECORDS: tuple[_Rec, ...] = (
     (re.compile(r"(?P<workers>\d+) Workers \(tasks / actors\) killed due to memory pressure"), "ray", "oom_killed",
      _groups),
     (re.compile(r"\bcontainer oom (?P<container>[0-9a-f]{12,})|\"status\":\s*\"oom\""), "docker", "oom_killed",
-     _groups),
+     _docker),
+    # ``docker events``' die, as text (``container die <id> (exitCode=137, image=..., name=...)``; the
+    # attributes in name order, so Kubernetes' ``annotation.*`` labels may come first) or as the API's
+    # JSON (``"status":"die"`` ... ``"Attributes":{"exitCode":"137",...}``)
+    (re.compile(r"\bcontainer die (?P<container>[0-9a-f]{12,}) \(.*?\bexitCode=(?P<exit_code>-?\d+)"
+                r"|\"status\":\s*\"die\".*?\"exitCode\":\s*\"(?P<json_code>-?\d+)\""), "docker", BY_CODE, _docker),
     (re.compile(r"Worker exit type: (?P<exit_type>\w+)(?: Worker exit detail: (?P<exit_detail>.*))?"), "ray",
      "exited", _groups),
 )
@@ -70,7 +92,8 @@ RECORDS: tuple[_Rec, ...] = (
 
 def match(line: str) -> JobEnd | None:
     """The record a line holds, or None; a Ray worker that Ray stopped itself
-    (``INTENDED_USER_EXIT``, ``INTENDED_SYSTEM_EXIT``) is no failure and gives None."""
+    (``INTENDED_USER_EXIT``, ``INTENDED_SYSTEM_EXIT``) and a container that exited with 0
+    are no failure and give None."""
     if not _MAYBE.search(line):
         return None
     for rx, source, cause, keep in RECORDS:
@@ -80,6 +103,14 @@ def match(line: str) -> JobEnd | None:
             code = detail.pop("exit_code", None)
             if source == "ray" and str(detail.get("exit_type", "")).startswith("INTENDED_"):
                 return None
+            if cause == BY_CODE:
+                if not code:
+                    return None
+                cause = "sigkill" if code == 137 else "exited"
+            repeated = _RAY_REPEATED.search(line)
+            if repeated:  # Ray's log de-duplication: N more records like this one across the cluster
+                detail = {k: _RAY_REPEATED.sub("", v) if isinstance(v, str) else v for k, v in detail.items()}
+                detail["repeated"] = repeated.group(1)
             return JobEnd(source, cause, code, tuple((k, str(v)) for k, v in detail.items()))
     return None
 
@@ -97,5 +128,6 @@ def field(name: str) -> Any:
     return typed(INT if name == "exit_code" else STR, conv)
 
 
+_RAY_REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 #: a cheap test before the table: words every record has one of
 _MAYBE = re.compile(r"slurm|srun|[Kk]illed|exit|oom|OUT_OF|TIMEOUT")

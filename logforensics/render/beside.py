@@ -4,11 +4,12 @@ the bundle and the HTML report."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..artefacts.environment import KEYS
 from ..artefacts.types import CAUSES, Artefacts
 from ..model.beside import SOURCES
-from ..units import fmt
+from ..units import fmt, gib
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,21 @@ class Line:
     level: str = ""
 
 
+def _figure(key: str, value: Any) -> str:
+    """A dump's figure for people: a ``*_gb`` figure (SGLang's GB is GiB) and a ``*_gib`` one
+    by the one formatter (MiB under 1 GiB), a record's figures each so, a list of several
+    records (one per rank) by its count: each record is in ``--json``."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} {_figure(str(k), v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+        return _figure(key, value[0])
+    if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+        return f"({len(value)} records, in --json)"
+    if key.endswith("_gb") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return gib(value)
+    return fmt(value, key=key)
+
+
 def beside_lines(a: Artefacts) -> list[Line]:
     """The environment in :data:`KEYS` order, each record of the end, each dump with its replay
     command and what could not be read, and the files of no known form."""
@@ -29,12 +45,14 @@ def beside_lines(a: Artefacts) -> list[Line]:
         c = facts[key]
         out.append(Line(f"{KEYS.get(key, key)}: {c.value}", c.where))
     for t in a.terminations:
-        extra = (f", exit code {t.exit_code}" if t.exit_code is not None else "") + \
-            (f", {t.detail['restarts']} restarts" if t.detail.get("restarts") else "")
-        out.append(Line(f"{SOURCES.get(t.source, t.source)}: {CAUSES.get(t.cause, t.cause)}{extra}: {t.text[:160]}",
+        shown = t.text[:160]
+        extra = t.code_words(shown) + (f", {t.detail['restarts']} restarts" if t.detail.get("restarts") else "") \
+            + (f", repeated {t.detail['repeated']}x across the cluster" if t.detail.get("repeated") else "")
+        out.append(Line(f"{SOURCES.get(t.source, t.source)}: {CAUSES.get(t.cause, t.cause)}{extra}: {shown}",
                         t.where, "" if t.cause in ("cancelled", "time_limit") else "bad"))
     for d in a.dumps:
-        figures = ", ".join(f"{k} {fmt(v, key=k)}" for k, v in list(d.figures.items())[:10])
+        ordered = sorted(d.figures.items(), key=lambda kv: isinstance(kv[1], (dict, list)))  # plain figures first
+        figures = ", ".join(f"{k} {_figure(k, v)}" for k, v in ordered[:14])
         out.append(Line(f"{d.kind.replace('_', ' ')}: {figures or 'no figures read'}", d.file))
         if d.launch_command:
             out.append(Line(f"  launch command: {d.launch_command[:300]}", d.file))

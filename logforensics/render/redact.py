@@ -180,6 +180,8 @@ _LEARN_HOSTS = tuple(re.compile(p) for p in (
     r"|slurmd_nodename|slurm_nodelist|slurm_job_nodelist)['\"]?[ \t]{0,4}[=:][ \t]{0,4}['\"]?" + _HOST,
     r"--(?:host|hostname|dist-init-addr|master-addr|nccl-init-addr|node-name)[ =]['\"]?" + _HOST,
     r"://" + _HOST + r"(?::\d{1,6})?(?:[/\s'\")]|$)",
+    # SGLang's dump folder names its host: <crash-dump-folder>/<host>/crash_dump_<ts>.pkl, crash_snapshot_...
+    r"(?<![^/\\\s'\"])" + _HOST + r"[/\\]crash_(?:dump|snapshot)_",
 ))
 _LEARN_MODEL = re.compile(r"(?:--(?:model-path|model|tokenizer-path|served-model-name)[ =]|"
                           r"(?<![A-Za-z0-9_])(?:model_path|tokenizer_path|served_model_name)['\"]?[ \t]{0,4}[=:][ \t]{0,4})"
