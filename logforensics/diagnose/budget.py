@@ -164,7 +164,7 @@ def capture(run: RunSummary, base: Budget | None, fail: Budget) -> Capture | Non
         expected = graphs * fail.cuda_graph_max_bs / base.cuda_graph_max_bs
     return Capture(
         rank=rank, began_free_gib=began, used_gib=used, tried_gib=tried, needed_gib=needed,
-        progress=f"{prog['n']}/{prog['total']}" if prog else None,
+        progress=f"{prog.n}/{prog.total}" if prog else None,
         expected_gib=_r(expected, 4), baseline_graphs_gib=graphs,
         baseline_max_bs=base.cuda_graph_max_bs if base else None, failing_max_bs=fail.cuda_graph_max_bs,
         excess_gib=round(needed - expected, 4) if needed is not None and expected is not None else None)

@@ -106,5 +106,5 @@ def hang_facts(run: RunSummary) -> HangFacts:
         return HangFacts(run.outcome == "hung")
     silent = tuple(hang.silent_ranks)
     evidence = tuple(e for entry in hang.evidence[:8] for e in ev_of(entry))
-    evidence += tuple(ev(run, run.last_seen[r]["line"], r, run.last_seen[r]["text"]) for r in silent if r in run.last_seen)
+    evidence += tuple(ev(run, run.last_seen[r].line, r, run.last_seen[r].text) for r in silent if r in run.last_seen)
     return HangFacts(True, silent, tuple(hang.ranks), evidence)

@@ -16,6 +16,7 @@ from typing import Any
 from ..diagnose.settings import EFFECTS
 from ..events import Event
 from ..model.beside import the_end
+from ..model.records import NOT_SEEN
 from ..model.run import RunSummary
 from .schema import ENV_COLUMNS, EVENT_NUMBERS, RANK_FIGURES
 
@@ -161,11 +162,11 @@ def ranks_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:
     rows = []
     for rank in s.ranks:
         mem = s.memory.get(rank, {})
-        seen = s.last_seen.get(rank, {})
-        row: dict[str, Any] = {"run_id": rid, "node": s.rank_nodes.get(rank), "file": seen.get("file") or s.file,
+        seen = s.last_seen.get(rank, NOT_SEEN)
+        row: dict[str, Any] = {"run_id": rid, "node": s.rank_nodes.get(rank), "file": seen.file or s.file,
                                "rank": rank, "phase_reached": s.phase_reached.get(rank),
-                               "milestone": seen.get("milestone"), "last_line": seen.get("line"),
-                               "last_ts": seen.get("ts"), "crashed": rank in crashed}
+                               "milestone": seen.milestone, "last_line": seen.line,
+                               "last_ts": seen.ts, "crashed": rank in crashed}
         for name, _ in RANK_FIGURES:
             v = mem.get(name)
             row[name] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None

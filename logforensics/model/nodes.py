@@ -181,7 +181,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             rank_nodes[k] = p.rank_nodes.get(r) or labels[i]
             rank_files[k] = p.file
             rec = s.per_rank.get(r) or RankRecord(label=r)
-            per_rank[k] = replace(rec, label=k, last_seen=dict(rec.last_seen, node=rank_nodes[k], file=p.file),
+            per_rank[k] = replace(rec, label=k, last_seen=rec.last_seen.put(node=rank_nodes[k], file=p.file),
                                   memory=_tag_evidence(rec.memory, rank_nodes[k]) if rec.memory else {})
         errors.extend(dict(e, node=labels[i]) for e in s.errors)
         for e in s.exceptions:
@@ -260,12 +260,12 @@ def _node_entry(p: NodeSummary, label: str | None) -> dict[str, Any]:
 
 def _furthest(s: RunSummary) -> dict[str, Any]:
     """Each rank's furthest start-up record (``load_weight_end``...): what a node reached."""
-    return {r: v.get("milestone") for r, v in s.last_seen.items()}
+    return {r: v.milestone for r, v in s.last_seen.items()}
 
 
 def _span(s: RunSummary) -> tuple[str | None, str | None]:
-    stamps = [v.get("first_ts") for ph in s.phases.values() for v in ph.values() if v.get("first_ts")]
-    stamps += [v.get("ts") for v in s.last_seen.values() if v.get("ts")]
+    stamps = [v.first_ts for ph in s.phases.values() for v in ph.values() if v.first_ts]
+    stamps += [v.ts for v in s.last_seen.values() if v.ts]
     if s.crash and s.crash.ts:
         stamps.append(s.crash.ts)
     if s.ready and s.ready.get("ts"):

@@ -45,6 +45,7 @@ from .outcome import judge, milestone_name, named_ranks
 from .pools import Pools, place_rank
 from .pools import summarize as summarize_pools
 from .rank import KV_HYBRID, MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
+from .records import Bar, LastSeen, PhaseSpan
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
 from .startup import Timeline
@@ -342,10 +343,10 @@ class RunModel:
         return RankRecord(
             label=label,
             phase_reached=reached,
-            phases={p: dict(info) for p, info in r.phases.items()},
-            last_seen={"line": r.last_line, "ts": r.last_ts, "text": r.last_text[:500],
-                       "milestone": milestone_name(r.milestone)},
-            progress={p: dict(b) for p, b in self.timeline.bars.items()} if label == drawer else {},
+            phases={p: PhaseSpan(info["first_line"], info["first_ts"], info["last_line"], info["last_ts"])
+                    for p, info in r.phases.items()},
+            last_seen=LastSeen.of_rank(r.last_line, r.last_ts, r.last_text[:500], milestone_name(r.milestone)),
+            progress={p: Bar(**b) for p, b in self.timeline.bars.items()} if label == drawer else {},
             memory=memory,
         )
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..artefacts.types import Artefacts
+from .records import NOT_SEEN, Bar, Keyed, LastSeen, PhaseSpan, SummaryFormatError, reader_of, to_json
+
+__all__ = ["JSON_KEYS", "OUTCOMES", "Crash", "DistinctException", "Hang", "RankRecord", "RunSummary", "SummaryFormatError"]
 
 #: The JSON keys of a summary, in the order ``summary --json`` prints them.
 JSON_KEYS = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "phases", "last_seen", "progress",
@@ -25,48 +28,14 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 #: Keys a summary saved by an earlier version may lack.
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
-
-
-class SummaryFormatError(ValueError):
-    """A JSON document that is not a run summary (``summary --json``)."""
-
-
-class _Keyed:
-    """A record that reads and writes its JSON object key for key.
-
-    Why the keys are kept: the forms differ in which keys they have (a crash seen only
-    as the parent's notice has no ``chain``; a run of several nodes adds ``node``), and
-    ``summary --json`` of a record read back must be the one that was saved. Keys this
-    version does not know are kept in ``extra``.
-    """
-
-    keys: tuple[str, ...]
-    extra: dict[str, Any]
-
-    @classmethod
-    def _names(cls) -> frozenset[str]:
-        return frozenset(f.name for f in fields(cls)) - {"keys", "extra"}  # type: ignore[arg-type]
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Any:
-        """The record of a JSON object (``to_dict``'s form)."""
-        if not isinstance(data, Mapping):
-            raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} is not an object")
-        names = cls._names()
-        try:
-            return cls(**{k: v for k, v in data.items() if k in names}, keys=tuple(data),  # type: ignore[call-arg]
-                       extra={k: v for k, v in data.items() if k not in names})
-        except TypeError as e:
-            raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} lacks a key ({e})") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object, with the keys it was made with, in their order."""
-        names = self._names()
-        return {k: getattr(self, k) if k in names else self.extra[k] for k in self.keys}
+#: Keys whose values hold records (written by ``to_json``).
+_TYPED = ("phases", "last_seen", "progress")
+_PHASES = reader_of(dict[str, PhaseSpan])
+_BARS = reader_of(dict[str, Bar])
 
 
 @dataclass(frozen=True)
-class Crash(_Keyed):
+class Crash(Keyed):
     """What stopped the run (``model.outcome``): the first fatal record after the server
     was last ready, each field from the first fatal record that shows it; or, with no
     traceback in the log, the parent's notice that a child died (``evidence``)."""
@@ -109,12 +78,12 @@ class Crash(_Keyed):
     #: a run of several nodes: the failures whose stamps were put on the others' clock, each
     #: with the offset its file derived, that offset's anchor and residual (``model.nodes``)
     clock: list[dict[str, Any]] | None = None
-    keys: tuple[str, ...] = field(default=(), repr=False)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
-class Hang(_Keyed):
+class Hang(Keyed):
     """Evidence that the run hung: watchdog and store timeouts (``evidence``, ``ranks``),
     and the timer, collectives and py-spy dumps of ``model.hang``."""
 
@@ -151,12 +120,12 @@ class Hang(_Keyed):
     stacks: dict[str, Any] = field(default_factory=dict)
     node: str | None = None
     nodes: list[str] = field(default_factory=list)
-    keys: tuple[str, ...] = field(default=(), repr=False)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
-class DistinctException(_Keyed):
+class DistinctException(Keyed):
     """One distinct traceback of the run and the ranks that printed it (``occurrences``:
     rank, line, end_line, ts, oom of each)."""
 
@@ -173,7 +142,7 @@ class DistinctException(_Keyed):
     ranks: list[str | None] = field(default_factory=list)
     occurrences: list[dict[str, Any]] = field(default_factory=list)
     node: str | None = None
-    keys: tuple[str, ...] = field(default=(), repr=False)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -184,12 +153,12 @@ class RankRecord:
 
     label: str
     phase_reached: str | None = None
-    #: phase -> {first_line, first_ts, last_line, last_ts}
-    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: {line, ts, text, milestone}
-    last_seen: dict[str, Any] = field(default_factory=dict)
-    #: phase -> the last bar {n, total, desc, line, bs, num_tokens, avail_gib}
-    progress: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: phase -> its first and last lines and stamps
+    phases: dict[str, PhaseSpan] = field(default_factory=dict)
+    #: what the rank printed last
+    last_seen: LastSeen = NOT_SEEN
+    #: phase -> the last bar (only the rank that draws them has bars)
+    progress: dict[str, Bar] = field(default_factory=dict)
     #: figures (GiB, s, tokens) and their ``evidence``; empty when the rank printed none
     memory: dict[str, Any] = field(default_factory=dict)
 
@@ -249,15 +218,15 @@ class RunSummary:
         return {k: r.phase_reached for k, r in self.per_rank.items() if r.phase_reached}
 
     @property
-    def phases(self) -> dict[str, dict[str, dict[str, Any]]]:
+    def phases(self) -> dict[str, dict[str, PhaseSpan]]:
         return {k: r.phases for k, r in self.per_rank.items()}
 
     @property
-    def last_seen(self) -> dict[str, dict[str, Any]]:
+    def last_seen(self) -> dict[str, LastSeen]:
         return {k: r.last_seen for k, r in self.per_rank.items()}
 
     @property
-    def progress(self) -> dict[str, dict[str, Any]]:
+    def progress(self) -> dict[str, dict[str, Bar]]:
         return {k: r.progress for k, r in self.per_rank.items() if r.progress}
 
     @property
@@ -267,6 +236,8 @@ class RunSummary:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``summary --json``)."""
         out = {key: getattr(self, key) for key in JSON_KEYS}
+        for key in _TYPED:
+            out[key] = to_json(out[key])
         out["crash"] = self.crash.to_dict() if self.crash else None
         out["hang"] = self.hang.to_dict() if self.hang else None
         out["exceptions"] = [e.to_dict() for e in self.exceptions]
@@ -284,12 +255,17 @@ class RunSummary:
         if data["outcome"] not in OUTCOMES:
             raise SummaryFormatError(f"not a run summary: unknown outcome {data['outcome']!r}")
         views = {key: data[key] or {} for key in _PER_RANK}
-        per_rank = {
-            label: RankRecord(label=label, phase_reached=views["phase_reached"].get(label),
-                              phases=views["phases"].get(label) or {}, last_seen=views["last_seen"].get(label) or {},
-                              progress=views["progress"].get(label) or {}, memory=views["memory"].get(label) or {})
-            for label in data["ranks"]
-        }
+        try:
+            per_rank = {
+                label: RankRecord(label=label, phase_reached=views["phase_reached"].get(label),
+                                  phases=_PHASES(views["phases"].get(label) or {}),
+                                  last_seen=LastSeen.from_dict(views["last_seen"].get(label) or {}),
+                                  progress=_BARS(views["progress"].get(label) or {}),
+                                  memory=views["memory"].get(label) or {})
+                for label in data["ranks"]
+            }
+        except AttributeError as e:
+            raise SummaryFormatError(f"not a run summary: its per-rank keys do not read back ({e})") from None
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         values.setdefault("errors", [])
         values["crash"] = Crash.from_dict(data["crash"]) if data["crash"] else None

@@ -18,6 +18,7 @@ from rich.text import Text
 from ..artefacts.types import Artefacts
 from ..model.beside import SOURCES
 from ..model.pools import POST_CAPTURE_ENV
+from ..model.records import NOT_SEEN
 from ..model.run import RunSummary
 from ..model.stops import stop_place
 from ..model.summary import Crash, DistinctException, Hang
@@ -72,7 +73,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
             t.add_row(*([plain(s.rank_nodes.get(rank) or "-")] if by_node else []), label,
                       plain(s.phase_reached.get(rank, "-")),
                       *(Text(fmt(mem.get(key), key=key)) for _, key in MEMORY_COLUMNS),
-                      Text(fmt(s.last_seen.get(rank, {}).get("line"))))
+                      Text(fmt(s.last_seen.get(rank, NOT_SEEN).line)))
         console.print(t)
     if s.pools:
         render_pools(s.pools, console)
