@@ -111,7 +111,7 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
     """The ``runs`` row of a run's (combined) summary; ``extra`` holds what the events gave."""
     crash = s.crash
     fp = (crash.fingerprint if crash else None) or {}
-    oom = (crash.oom if crash else None) or {}
+    oom = crash.oom if crash else None
     values = settings(s)
     cov = s.coverage or {}
 
@@ -127,7 +127,7 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
         "crash_node": of_crash("node"), "crash_file": of_crash("file"), "crash_line": of_crash("line"),
         "sglang_version": extra.get("sglang_version"), "model": _arg(s, MODEL_KEYS),
         **{k: _int(_arg(s, names)) for k, names in PARALLEL.items()},
-        "gpu_device": oom.get("device"), "gpu_total_gib": oom.get("total_gib"),
+        "gpu_device": oom.device if oom else None, "gpu_total_gib": oom.total_gib if oom else None,
         "settings_hash": settings_hash(values), "settings": json.dumps(values, sort_keys=True, default=str),
         "start_time": extra.get("start_time"), "end_time": extra.get("end_time"),
         "file_mtime": extra.get("file_mtime"),

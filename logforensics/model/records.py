@@ -179,3 +179,75 @@ class Bar(Keyed):
     avail_gib: float | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- a traceback ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Frame(Keyed):
+    """One frame of a traceback: the file and line Python names, the function, the code
+    line printed under it (None when the log shows none), and the log line of the frame."""
+
+    path: str | None
+    line: int | None
+    func: str | None
+    code: str | None = None
+    log_line: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ChainLink(Keyed):
+    """An exception the next one was raised while handling ("During handling of the above
+    exception"): its name, its message, and how many of the traceback's frames are its own
+    (the first ``frames`` of the record's frames)."""
+
+    exception: str | None
+    message: str | None
+    frames: int
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class OtherProcess(Keyed):
+    """Another process on the GPU, as an out-of-memory message names it."""
+
+    pid: int
+    in_use_gib: float
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class OomFigures(Keyed):
+    """The figures of PyTorch's out-of-memory message (``read.oom``), in GiB; each None when
+    the message does not show it. ``in_use_gib`` is the process's use when the message gives
+    no other."""
+
+    device: str
+    tried_gib: float | None = None
+    gpu: int | None = None
+    total_gib: float | None = None
+    free_gib: float | None = None
+    process_in_use_gib: float | None = None
+    allocated_gib: float | None = None
+    private_pools_gib: float | None = None
+    reserved_unallocated_gib: float | None = None
+    reserved_total_gib: float | None = None
+    other_processes: list[OtherProcess] = field(default_factory=list)
+    in_use_gib: float | None = None
+    #: whether the message suggests ``expandable_segments`` (fragmentation)
+    expandable_segments_hint: bool = False
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class LogLine(Keyed):
+    """A line of the log and its text (the line that names a traceback's exception)."""
+
+    line: int
+    text: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -15,7 +15,20 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..artefacts.types import Artefacts
-from .records import NOT_SEEN, Bar, Keyed, LastSeen, PhaseSpan, SummaryFormatError, reader_of, to_json
+from .records import (
+    NOT_SEEN,
+    Bar,
+    ChainLink,
+    Frame,
+    Keyed,
+    LastSeen,
+    LogLine,
+    OomFigures,
+    PhaseSpan,
+    SummaryFormatError,
+    reader_of,
+    to_json,
+)
 
 __all__ = ["JSON_KEYS", "OUTCOMES", "Crash", "DistinctException", "Hang", "RankRecord", "RunSummary", "SummaryFormatError"]
 
@@ -48,13 +61,13 @@ class Crash(Keyed):
     phase: str | None = None
     exception: str | None = None
     message: str | None = None
-    frames: list[dict[str, Any]] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
     #: the exceptions this one was raised while handling, outermost last
-    chain: list[dict[str, Any]] = field(default_factory=list)
+    chain: list[ChainLink] = field(default_factory=list)
     #: an out-of-memory message's figures (``read.oom``)
-    oom: dict[str, Any] | None = None
-    #: the line that names the exception {line, text}, when it is not the first
-    exception_line: dict[str, Any] | None = None
+    oom: OomFigures | None = None
+    #: the line that names the exception, when it is not the first
+    exception_line: LogLine | None = None
     source: str | None = None
     native: bool = False
     rank_inferred_from: str | None = None
@@ -134,9 +147,9 @@ class DistinctException(Keyed):
     text: str
     first_line: int
     phase: str | None = None
-    frames: list[dict[str, Any]] = field(default_factory=list)
-    chain: list[dict[str, Any]] = field(default_factory=list)
-    oom: dict[str, Any] | None = None
+    frames: list[Frame] = field(default_factory=list)
+    chain: list[ChainLink] = field(default_factory=list)
+    oom: OomFigures | None = None
     end_line: int | None = None
     file: str | None = None
     ranks: list[str | None] = field(default_factory=list)

@@ -248,23 +248,20 @@ def render_crash(crash: Crash) -> Panel:
     oom = crash.oom
     if oom:
         rows.append(Text(
-            "OOM: tried {t}; total {T}; free {F}; in use {U}; allocated by PyTorch {A}; "
-            "reserved but unallocated {R}".format(
-                t=gib(oom.get("tried_gib")), T=gib(oom.get("total_gib")), F=gib(oom.get("free_gib")),
-                U=gib(oom.get("in_use_gib")), A=gib(oom.get("allocated_gib")),
-                R=gib(oom.get("reserved_unallocated_gib")))))
+            f"OOM: tried {gib(oom.tried_gib)}; total {gib(oom.total_gib)}; free {gib(oom.free_gib)}; in use {gib(oom.in_use_gib)}; allocated by PyTorch {gib(oom.allocated_gib)}; "
+            f"reserved but unallocated {gib(oom.reserved_unallocated_gib)}"))
     frames = crash.frames or []
     chain = crash.chain or []
     # In a chained traceback Python prints the cause first: the innermost frames of the
     # cause are where the failure happened, not those of the exception raised while handling it.
-    cause = chain[0] if chain and chain[0].get("frames") else None
+    cause = chain[0] if chain and chain[0].frames else None
     if cause is not None:
-        frames = frames[:cause["frames"]]
+        frames = frames[:cause.frames]
     if frames:
         inner = frames[-4:]
-        head = f"innermost frames of the cause ({cause.get('exception') or 'unknown'})" if cause else "innermost frames"
+        head = f"innermost frames of the cause ({cause.exception or 'unknown'})" if cause else "innermost frames"
         rows.append(Text(printable(head) + ":\n" + "\n".join(
-            printable(f"  {f.get('path')}:{f.get('line')} in {f.get('func')}") for f in inner)))
+            printable(f"  {f.path}:{f.line} in {f.func}") for f in inner)))
     rows.append(plain(f"evidence: {crash.file}:{crash.line}"
                       + (f"-{crash.end_line}" if crash.end_line not in (None, crash.line) else "")))
     return Panel(Group(*rows), title=Text("Crash"), border_style="red", expand=False)
