@@ -100,6 +100,7 @@ def test_a_saved_summary_reads_back(path: Path) -> None:
     # typed to the leaves: the records read back equal the model's, field for field
     assert again.per_rank == summary.per_rank
     assert again.crash == summary.crash and again.exceptions == summary.exceptions
+    assert (again.errors, again.ready, again.stopped) == (summary.errors, summary.ready, summary.stopped)
 
 
 def test_a_saved_summary_reads_back_typed() -> None:

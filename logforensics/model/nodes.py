@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from .dynamo import derived_offset, utc_instant
+from .records import LoggedError
 from .run import NO_RANK, RunSummary
 from .summary import Crash, DistinctException, Hang, RankRecord
 
@@ -170,7 +171,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     rank_files: dict[str, str] = {}
     per_rank: dict[str, RankRecord] = {}
     exceptions: list[DistinctException] = []
-    errors: list[dict[str, Any]] = []
+    errors: list[LoggedError] = []
     notices: dict[str, list[dict[str, Any]]] = {}
     warnings: list[str] = []
     for i, p in enumerate(parts):
@@ -183,7 +184,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             rec = s.per_rank.get(r) or RankRecord(label=r)
             per_rank[k] = replace(rec, label=k, last_seen=rec.last_seen.put(node=rank_nodes[k], file=p.file),
                                   memory=_tag_evidence(rec.memory, rank_nodes[k]) if rec.memory else {})
-        errors.extend(dict(e, node=labels[i]) for e in s.errors)
+        errors.extend(e.put(node=labels[i]) for e in s.errors)
         for e in s.exceptions:
             exceptions.append(DistinctException.from_dict(dict(e.to_dict(), node=labels[i],
                                                                ranks=[key(i, r) if r else r for r in e.ranks])))
@@ -195,7 +196,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     outcome, reason = _outcome(parts, labels, lead, crash, crash_note, hang)
     ls = lead.summary
     nodes = {labels[i]: _node_entry(p, labels[i]) for i, p in enumerate(parts)}
-    ready = dict(ls.ready, node=labels[parts.index(lead)], file=lead.file) if ls.ready and outcome == "ready" else None
+    ready = ls.ready.put(node=labels[parts.index(lead)], file=lead.file) if ls.ready and outcome == "ready" else None
     base = replace(
         ls,
         file=source or " ".join(p.file for p in parts),
@@ -208,7 +209,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
         errors=errors,
         hang=hang,
         ready=ready,
-        stopped=dict(ls.stopped, node=labels[parts.index(lead)]) if ls.stopped and outcome == "ready" else None,
+        stopped=ls.stopped.put(node=labels[parts.index(lead)]) if ls.stopped and outcome == "ready" else None,
         throughput=max(parts, key=lambda p: p.summary.throughput.get("decode_gen_tok_s", {}).get("count", 0)
                        ).summary.throughput,
         notices=notices,
@@ -251,7 +252,7 @@ def _node_entry(p: NodeSummary, label: str | None) -> dict[str, Any]:
         "furthest": _furthest(s),
         "crash": {k: getattr(s.crash, k) for k in ("first_rank", "phase", "exception", "line", "ts", "file")}
         if s.crash else None,
-        "ready_line": (s.ready or {}).get("line"),
+        "ready_line": s.ready.line if s.ready else None,
     }
     if p.pd:
         entry["pd"] = p.pd
@@ -268,8 +269,8 @@ def _span(s: RunSummary) -> tuple[str | None, str | None]:
     stamps += [v.ts for v in s.last_seen.values() if v.ts]
     if s.crash and s.crash.ts:
         stamps.append(s.crash.ts)
-    if s.ready and s.ready.get("ts"):
-        stamps.append(s.ready["ts"])
+    if s.ready and s.ready.ts:
+        stamps.append(s.ready.ts)
     texts = [t for t in stamps if isinstance(t, str)]
     return (min(texts), max(texts)) if texts else (None, None)
 

@@ -251,3 +251,69 @@ class LogLine(Keyed):
     text: str
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- the run's course: readiness, its stop, errors it went on after ------------------------
+@dataclass(frozen=True)
+class Ready(Keyed):
+    """The record that says the server is ready (the last one); in a run of several nodes,
+    the node and file of the one that speaks for the run."""
+
+    file: str | None
+    line: int
+    ts: str | None
+    text: str
+    node: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Notice(Keyed):
+    """A record of the log as evidence (``model.notices``): where it was printed, the rank that printed it
+    (None when the line names none, or it is not the server's: an orchestrator's record)."""
+
+    file: str | None
+    line: int
+    text: str
+    rank: str | None = None
+    node: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Stop(Keyed):
+    """The server's stop (SIGTERM, Ctrl-C) with no failure before it: its first record and
+    the stop's records (``evidence``, the first eight)."""
+
+    file: str | None
+    line: int
+    rank: str | None
+    text: str
+    evidence: list[Notice] = field(default_factory=list)
+    node: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class LoggedError(Keyed):
+    """An error a rank logged and went on after: an out-of-memory message outside a
+    traceback (``kind`` ``oom_message``, ``what`` failed), a traceback after which its rank
+    printed more of its course (``exception``, or ``native``), or what failed during a stop."""
+
+    file: str | None
+    line: int
+    end_line: int | None
+    rank: str | None
+    ts: str | None
+    text: str
+    kind: str
+    exception: str | None = None
+    what: str | None = None
+    message: str | None = None
+    oom: OomFigures | None = None
+    node: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)

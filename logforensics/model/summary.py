@@ -10,6 +10,7 @@ without the log.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -22,9 +23,12 @@ from .records import (
     Frame,
     Keyed,
     LastSeen,
+    LoggedError,
     LogLine,
     OomFigures,
     PhaseSpan,
+    Ready,
+    Stop,
     SummaryFormatError,
     reader_of,
     to_json,
@@ -42,7 +46,9 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("phases", "last_seen", "progress")
+_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped")
+#: Fields read from the JSON by their type (``records.reader_of``).
+_READ = ("errors", "ready", "stopped")
 _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
@@ -189,9 +195,9 @@ class RunSummary:
     exceptions: list[DistinctException]
     #: errors ranks logged and went on after: an OOM message outside a traceback, a
     #: traceback after which its rank printed more of its course
-    errors: list[dict[str, Any]]
+    errors: list[LoggedError]
     hang: Hang | None
-    ready: dict[str, Any] | None
+    ready: Ready | None
     throughput: dict[str, Any]
     server_args: dict[str, Any]
     server_args_form: str | None
@@ -212,7 +218,7 @@ class RunSummary:
     #: The server's stop (SIGTERM, Ctrl-C) with no failure before it, after it was ready
     #: (``outcome`` ready) or while it started (``incomplete``): its first record {file, line,
     #: rank, text} and ``evidence``, the stop's records; None when it did not stop so.
-    stopped: dict[str, Any] | None = None
+    stopped: Stop | None = None
     #: Two clocks in one log (``model/dynamo.py``): NVIDIA Dynamo's UTC stamps beside SGLang's
     #: local ones, and the offset between them where records show one moment on both; None
     #: when no stamp of Dynamo's is in the log.
@@ -281,6 +287,10 @@ class RunSummary:
             raise SummaryFormatError(f"not a run summary: its per-rank keys do not read back ({e})") from None
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         values.setdefault("errors", [])
+        hints = typing.get_type_hints(cls)
+        for key in _READ:
+            if values.get(key) is not None:
+                values[key] = reader_of(hints[key])(values[key])
         values["crash"] = Crash.from_dict(data["crash"]) if data["crash"] else None
         values["hang"] = Hang.from_dict(data["hang"]) if data["hang"] else None
         values["exceptions"] = [DistinctException.from_dict(e) for e in data["exceptions"] or []]
