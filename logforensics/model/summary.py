@@ -5,7 +5,8 @@ run model, so observing more records never changes a summary already taken. Per-
 facts live in one :class:`RankRecord` per rank; ``summary --json`` prints them under
 the keys documented in ``docs/summary.md`` (``phase_reached``, ``phases``, ...), and
 :meth:`RunSummary.from_dict` reads that JSON back, so a saved summary can be diffed
-without the log.
+without the log. The records inside (a phase's span, a traceback's frames, its OOM
+figures, the stop, ...) are typed too (:mod:`.records`); ``to_dict`` is their JSON.
 """
 
 from __future__ import annotations
