@@ -270,8 +270,13 @@ def test_a_ready_server_cancelled_at_the_time_limit_stopped(tmp_path):
     write(tmp_path / "run" / "server.log", READY)
     job = write(tmp_path / "run" / "slurm-4242.err", SLURM.splitlines()[1] + "\n")
     s = summarize_run(str(tmp_path / "run"))
-    assert s.outcome == "ready" and s.stopped is not None and (s.stopped["file"], s.stopped["line"]) == (job, 1)
+    assert s.outcome == "ready" and s.stopped is not None and (s.stopped.file, s.stopped.line) == (job, 1)
     assert "cancelled at the job's time limit" in s.outcome_reason
+    # the orchestrator's record names no rank: its evidence has none, and it reads back so
+    assert [(e.file, e.line, e.rank) for e in s.stopped.evidence] == [(job, 1, None)]
+    saved = json.dumps(s.to_dict())
+    assert "rank" not in s.to_dict()["stopped"]["evidence"][0]
+    assert json.dumps(RunSummary.from_dict(json.loads(saved)).to_dict()) == saved
 
 
 def test_a_log_with_its_own_crash_keeps_it_and_shows_the_records(tmp_path):
@@ -413,7 +418,7 @@ def test_slurm_records_in_the_job_output_itself_end_the_run(tmp_path, pure):
         (killed, 3, "slurm")
     assert s["outcome_reason"].startswith("killed by the out-of-memory killer (Slurm: slurmstepd: error: Detected 1")
     s = summarize_run(cut)
-    assert s.outcome == "ready" and s.stopped is not None and s.stopped["line"] == 5
+    assert s.outcome == "ready" and s.stopped is not None and s.stopped.line == 5
     rows = [json.loads(x) for x in run_cli("parse", killed, "--format", "jsonl", "--kind", "job_end").stdout.split("\n")
             if x]
     assert [(r["source"], r["cause"], r["job"]) for r in rows] == [("slurm", "oom_killed", "4242.0")]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from logforensics.diagnose.factdoc import BEGIN, END, reference, rewrite
 from logforensics.diagnose.facts import Facts
-from logforensics.model.summary import JSON_KEYS, Crash, Hang
+from logforensics.model.records import Keyed, record_fields
+from logforensics.model.summary import JSON_KEYS, RunSummary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,20 +49,42 @@ def test_every_fact_a_rule_reads_exists() -> None:
     assert not missing, f"rules read facts that do not exist: {missing}"
 
 
-#: The summary's records a rule reads into by their fields (``failing.crash.order_uncertain``);
-#: every other key holds a mapping or a list whose keys are the log's (ranks, settings).
-_RECORDS = {"crash": Crash, "hang": Hang}
+def _summary_hint(key: str) -> typing.Any:
+    """The type of a key of ``summary --json``: a field of :class:`RunSummary`, or one of its
+    per-rank views (``phases``, ``last_seen``: properties)."""
+    if key in {f.name for f in dataclasses.fields(RunSummary)}:
+        return typing.get_type_hints(RunSummary)[key]
+    view = getattr(RunSummary, key)
+    assert isinstance(view, property), key
+    return typing.get_type_hints(view.fget)["return"]
 
 
 def _summary_path_exists(path: list[str]) -> bool:
-    """Whether ``failing.a.b`` names a key of ``summary --json`` (``JSON_KEYS``) and, inside
-    a typed record (the crash, the hang), one of its fields."""
+    """Whether ``failing.a.b.c`` names a key of ``summary --json`` (``JSON_KEYS``) and, inside
+    its typed records (the crash, its frames and OOM figures, the hang, ...), a field at each
+    step; a mapping or a list whose keys are the log's (ranks, settings) ends the check."""
     if not path or path[0] not in JSON_KEYS:
         return False
-    record = _RECORDS.get(path[0])
-    if record is None or len(path) < 2:
-        return True
-    return path[1] in {f.name for f in dataclasses.fields(record)} - {"keys", "extra"}
+    hint = _summary_hint(path[0])
+    for name in path[1:]:
+        while typing.get_origin(hint) in (typing.Union, types.UnionType):
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        if not (isinstance(hint, type) and issubclass(hint, Keyed)):
+            return True
+        hints = record_fields(hint)
+        if name not in hints:
+            return False
+        hint = hints[name]
+    return True
+
+
+def test_the_summary_path_check_reads_into_records() -> None:
+    """The check can fail: a field a record lacks, at any depth, is refused."""
+    assert _summary_path_exists(["crash", "order_uncertain"]) and _summary_path_exists(["pools", "order", "kv_at"])
+    assert not _summary_path_exists(["crash", "no_such_field"])
+    assert not _summary_path_exists(["no_such_key"])
+    for key in JSON_KEYS:
+        assert _summary_hint(key) is not None
 
 
 def test_every_summary_key_a_rule_reads_exists() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from logforensics.ingest import LiveRun
+from logforensics.model.records import ChainLink, Frame, LogLine
 from logforensics.model.summary import RunSummary, SummaryFormatError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +97,39 @@ def test_a_saved_summary_reads_back(path: Path) -> None:
     # key for key and in order: the crash, hang and tracebacks read back print as they were saved
     assert json.dumps(again.to_dict(), default=str) == json.dumps(saved)
     assert again.per_rank.keys() == summary.per_rank.keys()
+    # typed to the leaves: the records read back equal the model's, field for field
+    assert again.per_rank == summary.per_rank
+    assert again.crash == summary.crash and again.exceptions == summary.exceptions
+    assert (again.errors, again.ready, again.stopped) == (summary.errors, summary.ready, summary.stopped)
+
+
+def test_a_saved_summary_reads_back_typed() -> None:
+    """Per-rank phases, last lines and progress bars read back as records, not mappings."""
+    path = ROOT / "fixtures" / "real" / "001-tp1-capture-zero-avail-mem-gemma3.log"
+    summary = _one_pass(path.read_bytes())
+    again = RunSummary.from_dict(json.loads(json.dumps(summary.to_dict())))
+    rank = again.per_rank["TP0"]
+    assert rank.phases["cuda_graph_capture"].first_line == 3 and rank.phases["kv_cache_alloc"].last_line == 2
+    assert rank.last_seen.line == 5 and rank.last_seen.node is None
+    bar = rank.progress["cuda_graph_capture"]
+    assert (bar.n, bar.total, bar.line, bar.avail_gib, bar.bs) == (4, 4, 4, 0.0, None)
+
+
+def test_a_crash_reads_back_typed_to_its_frames() -> None:
+    """A chained OOM traceback: its frames, the exception it was raised while handling, the
+    OOM figures and the line naming the exception are records, in the model's summary and
+    in one read back."""
+    path = ROOT / "fixtures" / "diff" / "capture_oom_max_bs" / "failing.log"
+    summary = _one_pass(path.read_bytes())
+    for s in (summary, RunSummary.from_dict(json.loads(json.dumps(summary.to_dict())))):
+        crash = s.crash
+        assert crash is not None and crash.oom is not None and crash.frames
+        assert isinstance(crash.frames[-1], Frame) and crash.frames[-1].func and crash.frames[-1].log_line
+        assert crash.oom.tried_gib is not None and crash.oom.device == "CUDA"
+        [cause] = crash.chain
+        assert isinstance(cause, ChainLink) and cause.exception == "torch.OutOfMemoryError" and cause.frames == 21
+        assert isinstance(crash.exception_line, LogLine) and crash.exception_line.line == 160 > crash.line
+        assert crash.exception_line.text.startswith("Exception: Capture cuda graph failed")
 
 
 def test_a_json_that_is_not_a_summary_is_refused() -> None:
@@ -103,6 +137,14 @@ def test_a_json_that_is_not_a_summary_is_refused() -> None:
         RunSummary.from_dict({"outcome": "ready"})
     with pytest.raises(SummaryFormatError):
         RunSummary.from_dict([])  # type: ignore[arg-type]
+    path = ROOT / "fixtures" / "real" / "001-tp1-capture-zero-avail-mem-gemma3.log"
+    saved = _one_pass(path.read_bytes()).to_dict()
+    saved["phases"]["TP0"]["cuda_graph_capture"] = {"first_line": 3}  # a phase without its last line
+    with pytest.raises(SummaryFormatError, match="lacks a key"):
+        RunSummary.from_dict(saved)
+    saved["phases"]["TP0"] = ["not", "a", "mapping"]
+    with pytest.raises(SummaryFormatError):
+        RunSummary.from_dict(saved)
 
 
 def test_diff_reads_a_saved_summary_as_the_log_it_came_from(tmp_path: Path) -> None:

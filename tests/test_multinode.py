@@ -88,7 +88,7 @@ def test_summary_of_one_node_file_says_which_ranks_are_missing() -> None:
 
 def test_a_run_is_ready_only_when_node0_is_and_no_node_failed() -> None:
     base = summarize_run(str(TWO / "baseline"))
-    assert base.outcome == "ready" and base.ready["node"] == "node0"
+    assert base.outcome == "ready" and base.ready.node == "node0"
     assert base.nodes["node1"]["outcome"] == "incomplete"  # no HTTP server on node 1
 
 

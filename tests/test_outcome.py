@@ -81,8 +81,8 @@ def test_the_overlap_threads_forward_loop_is_serving() -> None:
 def test_an_oom_message_outside_a_traceback_is_an_error_not_a_crash() -> None:
     s = summarize("[TP1] Failed to initialize lk_moe: CUDA out of memory. Tried to allocate 24.00 MiB\n")
     assert s.outcome != "crashed" and s.crash is None
-    assert [(e["rank"], e["kind"]) for e in s.errors] == [("TP1", "oom_message")]
-    assert s.errors[0]["oom"]["tried_gib"] == pytest.approx(24 / 1024)
+    assert [(e.rank, e.kind) for e in s.errors] == [("TP1", "oom_message")]
+    assert s.errors[0].oom.tried_gib == pytest.approx(24 / 1024)
 
 
 WENT_ON = (
@@ -98,7 +98,7 @@ WENT_ON = (
 def test_a_rank_that_went_on_after_its_traceback_did_not_crash() -> None:
     s = summarize(WENT_ON)
     assert s.outcome == "ready" and s.crash is None
-    assert [(e["rank"], e["exception"]) for e in s.errors] == [("TP0", "RuntimeError")]
+    assert [(e.rank, e.exception) for e in s.errors] == [("TP0", "RuntimeError")]
     stopped = summarize(WENT_ON.rsplit("[2026", 1)[0])
     assert stopped.outcome == "crashed" and not stopped.errors
 
@@ -188,9 +188,9 @@ def test_a_ready_server_stopped_without_a_failure_before_it_is_ready_and_stopped
     assert s.outcome == "ready", s.outcome_reason
     assert s.crash is None
     first = len(SERVING.splitlines()) + 1
-    assert s.stopped is not None and s.stopped["line"] == first
+    assert s.stopped is not None and s.stopped.line == first
     assert f"stopped at line {first}" in s.outcome_reason
-    assert [e["line"] for e in s.stopped["evidence"]] == sorted({e["line"] for e in s.stopped["evidence"]})
+    assert [e.line for e in s.stopped.evidence] == sorted({e.line for e in s.stopped.evidence})
     assert "stopped" in s.to_dict() and RunSummary.from_dict(s.to_dict()) == s
 
 
@@ -222,7 +222,7 @@ def test_a_stop_before_the_server_was_ready_is_a_stop_not_a_crash(stop: str) -> 
     after the signal is the stop's, not a crash the log does not show."""
     s = summarize(LOADING + stop)
     assert s.outcome == "incomplete" and s.crash is None, s.outcome_reason
-    assert s.stopped is not None and s.stopped["line"] == 2
+    assert s.stopped is not None and s.stopped.line == 2
     assert "stopped at line 2 before the server was ready" in s.outcome_reason
 
 
@@ -241,7 +241,7 @@ def test_the_launchers_wait_status_says_which_child_a_stop_signal_ended(status: 
 def test_what_fails_after_the_stop_is_an_error_logged_during_it() -> None:
     s = summarize(SERVING + SIGTERM + SCHEDULER_CRASH.replace("15:30:00", "15:33:23") + PARENT_QUIT)
     assert s.outcome == "ready" and s.stopped is not None
-    assert [e["line"] for e in s.errors] == [len(SERVING.splitlines()) + 2]
+    assert [e.line for e in s.errors] == [len(SERVING.splitlines()) + 2]
 
 
 def test_a_stopped_baseline_is_a_baseline_that_reached_ready(tmp_path: Path) -> None:
@@ -271,7 +271,7 @@ DISCARDED = "[2026-09-01 10:02:00] Discarded the failed batch (aborted rids: ['a
 def test_a_batch_discarded_by_debug_mode_is_an_error_not_a_crash() -> None:
     s = summarize(SERVING + DEBUG_FAILED + DISCARDED)
     assert s.outcome == "ready" and s.crash is None, s.outcome_reason
-    assert [(e["line"], e["exception"]) for e in s.errors] == [(len(SERVING.splitlines()) + 2, "RuntimeError")]
+    assert [(e.line, e.exception) for e in s.errors] == [(len(SERVING.splitlines()) + 2, "RuntimeError")]
     assert s.notices["batch_discarded"][0]["line"] == len((SERVING + DEBUG_FAILED).splitlines()) + 1
 
 

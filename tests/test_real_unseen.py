@@ -114,7 +114,7 @@ def test_fatal_line(row: dict[str, str], analysed: Any) -> None:
     if row["outcome"] == "hung":
         assert summary.hang is not None and summary.hang.first_line == want
     elif row["outcome"] == "stopped":
-        assert summary.stopped is not None and summary.stopped["line"] == want
+        assert summary.stopped is not None and summary.stopped.line == want
     else:
         assert summary.crash is not None and summary.crash.line == want
 

@@ -16,7 +16,7 @@ def test_crash_line_names_the_exception_its_cause_rank_phase_and_place() -> None
     s = summarize_file(REAL / "040-mi355x-chained-keyerror-valueerror-unknown-model-type-at-launch.log")
     crash = s.crash
     assert crash is not None and crash.chain
-    cause = next(c["exception"] for c in crash.chain if c.get("exception"))
+    cause = next(c.exception for c in crash.chain if c.exception)
     line = crash_line(crash)
     assert line.startswith("[watch] crash diagnosed: ")
     assert f"{crash.exception} (while handling {cause})" in line

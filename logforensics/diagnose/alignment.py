@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..events import PHASES
+from ..model.records import NOT_SEEN
 from ..model.run import RunSummary
 from .sides import Coverage, Evidence, ev, pair_ranks, phase_index
 
@@ -67,9 +68,9 @@ def alignment(fail: RunSummary, base: RunSummary, fc: Coverage, bc: Coverage) ->
         if frank is not None and fc.stopped and f_phase is not None:
             # Where a rank stopped is known only from its own lines or its crash's phase.
             missing = tuple(p for p in bc.rank_phases.get(rank, ()) if phase_index(p) > phase_index(f_phase))
-        seen = fail.last_seen.get(frank or "", {})
+        seen = fail.last_seen.get(frank or "", NOT_SEEN)
         per_rank[rank] = RankAlignment(rank, frank, bc.rank_reached.get(rank), f_phase, missing,
-                                       seen.get("line"), seen.get("text"))
+                                       seen.line, seen.text)
     first: FirstMissing | None = None
     for phase in PHASES:
         behind = [r for r, a in per_rank.items() if phase in a.missing_phases]

@@ -99,7 +99,7 @@ def budget(run: RunSummary) -> Budget:
     reserved = p_min * (1 - f) if p_min is not None and f is not None else None
     rest = a_min - reserved if a_min is not None and reserved is not None else None
     cells = [r.kv_pool * 2**30 / r.kv_tokens for r in ranks if r.kv_pool and r.kv_tokens]
-    oom = (run.crash.oom if run.crash else None) or {}
+    oom = run.crash.oom if run.crash else None
     bs = setting(run, "cuda_graph_max_bs")
     bs_list = next((m.get("capture_bs") for m in run.memory.values() if m.get("capture_bs")), None)
     if not isinstance(bs, int) and bs_list:
@@ -114,7 +114,7 @@ def budget(run: RunSummary) -> Budget:
         cell_bytes=_r(sum(cells) / len(cells), 1) if cells else None,
         graphs_max=_max([r.graphs for r in ranks]),
         capture_free_min=_min([run.memory.get(r.rank, {}).get("capture_begin_avail_gib") for r in ranks]),
-        total_capacity=oom.get("total_gib"),
+        total_capacity=oom.total_gib if oom else None,
         cuda_graph_max_bs=bs if isinstance(bs, int) else None,
         ranks=ranks,
     )
@@ -146,12 +146,12 @@ class Capture:
 
 def capture(run: RunSummary, base: Budget | None, fail: Budget) -> Capture | None:
     crash = run.crash
-    oom = (crash.oom if crash else None) or {}
+    oom = crash.oom if crash else None
     if crash is None or crash.phase != "cuda_graph_capture" or not oom:
         return None
     rank = crash.first_rank
     began = run.memory.get(rank or "", {}).get("capture_begin_avail_gib")
-    free, tried = oom.get("free_gib"), oom.get("tried_gib")
+    free, tried = oom.free_gib, oom.tried_gib
     used = round(max(began - free, 0.0), 4) if began is not None and free is not None else None
     needed = round(used + (tried or 0.0), 4) if used is not None else None
     prog = run.progress.get(rank or "", {}).get("cuda_graph_capture") or next(
@@ -164,7 +164,7 @@ def capture(run: RunSummary, base: Budget | None, fail: Budget) -> Capture | Non
         expected = graphs * fail.cuda_graph_max_bs / base.cuda_graph_max_bs
     return Capture(
         rank=rank, began_free_gib=began, used_gib=used, tried_gib=tried, needed_gib=needed,
-        progress=f"{prog['n']}/{prog['total']}" if prog else None,
+        progress=f"{prog.n}/{prog.total}" if prog else None,
         expected_gib=_r(expected, 4), baseline_graphs_gib=graphs,
         baseline_max_bs=base.cuda_graph_max_bs if base else None, failing_max_bs=fail.cuda_graph_max_bs,
         excess_gib=round(needed - expected, 4) if needed is not None and expected is not None else None)

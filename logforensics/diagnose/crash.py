@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ..model.phases import placing_function, where_failed
+from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
+from ..model.summary import Crash
 from .sides import Evidence, ev, ev_of
 
 
@@ -22,10 +22,10 @@ class CrashFacts:
     cause: str | None                    # the exception it was raised while handling
     message_head: str
     is_oom: bool
-    oom: Mapping[str, Any] | None
+    oom: OomFigures | None
     shortfall_gib: float | None
     fragmentation: bool
-    alloc_site: Mapping[str, Any] | None  # innermost SGLang frame of the part that failed to allocate
+    alloc_site: Frame | None  # innermost SGLang frame of the part that failed to allocate
     not_enough_memory: bool
     capture_failed: bool
     evidence: tuple[Evidence, ...]
@@ -50,19 +50,19 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         return None
     frames = crash.frames
     chain = crash.chain
-    if chain and "OutOfMemory" in (chain[0].get("exception") or "") and chain[0].get("frames"):
+    if chain and "OutOfMemory" in (chain[0].exception or "") and chain[0].frames:
         # "During handling of the above exception": the allocation failed in the first part.
-        frames = frames[:chain[0]["frames"]]
-    sglang_frames = [fr for fr in frames if "sglang" in (fr.get("path") or "")]
+        frames = frames[:chain[0].frames]
+    sglang_frames = [fr for fr in frames if "sglang" in (fr.path or "")]
     site = (sglang_frames or frames)[-1] if frames else None
-    oom = crash.oom or {}
+    oom = crash.oom
     text_lines = (crash.text or "").splitlines()
     evidence = [ev(run, crash.line, crash.first_rank, text_lines[0] if text_lines else crash.text)]
     exc_at = crash.exception_line
-    if exc_at and exc_at.get("line") != crash.line:
-        evidence.append(ev(run, exc_at["line"], crash.first_rank, exc_at["text"]))
-    tried, free = oom.get("tried_gib"), oom.get("free_gib")
-    reserved = oom.get("reserved_unallocated_gib")
+    if exc_at and exc_at.line != crash.line:
+        evidence.append(ev(run, exc_at.line, crash.first_rank, exc_at.text))
+    tried, free = (oom.tried_gib, oom.free_gib) if oom else (None, None)
+    reserved = oom.reserved_unallocated_gib if oom else None
     message = crash.message or ""
     ranks = tuple(r for r in crash.ranks if r)
     first = next((e for e in run.exceptions
@@ -70,8 +70,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
     return CrashFacts(
         first_rank=crash.first_rank, ranks=ranks,
         phase=crash.phase, exception=crash.exception,
-        cause=next((c.get("exception") for c in chain if c.get("exception")), None),
-        message_head=_head(message), is_oom=bool(oom), oom=oom or None,
+        cause=next((c.exception for c in chain if c.exception), None),
+        message_head=_head(message), is_oom=oom is not None, oom=oom,
         shortfall_gib=round(tried - free, 6) if tried is not None and free is not None else None,
         fragmentation=bool(reserved is not None and tried is not None and reserved >= tried),
         alloc_site=site, not_enough_memory="Not enough memory" in message,
@@ -81,7 +81,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         where=where_failed(crash.phase, crash.frames), no_exception=without_exception(crash))
 
 
-def without_exception(crash: Any) -> str:
+def without_exception(crash: Crash) -> str:
     """A crash without an exception line, in words: a native abort (or a traceback torn by
     concurrent writers) had none; a Python traceback cut before its last line had one that
     is not in this log; the parent's notice of a dead child says nothing of what failed."""
@@ -120,5 +120,5 @@ def hang_facts(run: RunSummary) -> HangFacts:
         return HangFacts(run.outcome == "hung")
     silent = tuple(hang.silent_ranks)
     evidence = tuple(e for entry in hang.evidence[:8] for e in ev_of(entry))
-    evidence += tuple(ev(run, run.last_seen[r]["line"], r, run.last_seen[r]["text"]) for r in silent if r in run.last_seen)
+    evidence += tuple(ev(run, run.last_seen[r].line, r, run.last_seen[r].text) for r in silent if r in run.last_seen)
     return HangFacts(True, silent, tuple(hang.ranks), evidence)

@@ -13,8 +13,11 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from ..model.records import Keyed
 from .facts import Facts
 
+#: A summary record's own fields, not the log's (``model.records.Keyed``).
+_BOOKKEEPING = ("keys", "extra")
 BEGIN, END = "<!-- facts: generated, do not edit -->", "<!-- facts: end -->"
 
 
@@ -34,7 +37,7 @@ def _shape(hint: Any) -> str:
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
         return " or ".join(_shape(a) for a in inner) + (" or null" if len(inner) < len(args) else "")
-    if origin is tuple:
+    if origin in (tuple, list):
         return f"list of {_shape(args[0])}" if args else "list"
     if origin is not None and args and getattr(origin, "__name__", "") == "Mapping":
         return f"mapping of {_shape(args[1])}"
@@ -63,7 +66,8 @@ def reference() -> str:
     lines.append("")
     for cls in seen:
         chints = typing.get_type_hints(cls)
-        fields = ", ".join(f"`{f.name}` ({_shape(chints[f.name])})" for f in dataclasses.fields(cls))
+        fields = ", ".join(f"`{f.name}` ({_shape(chints[f.name])})" for f in dataclasses.fields(cls)
+                           if f.name not in _BOOKKEEPING or not issubclass(cls, Keyed))
         doc = _doc(cls)
         lines.append(f"- **{cls.__name__}**{': ' + doc if doc else ''} Fields: {fields}.")
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.records import Keyed
 from ..model.run import RunSummary
 from .alignment import Alignment, alignment
 from .budget import Advice, Budget, Capture, advice, budget, capture
@@ -414,7 +415,10 @@ def compute(failing: RunSummary, baseline: RunSummary | None) -> Facts:
 
 
 def plain(value: Any) -> Any:
-    """A JSON-ready copy of facts (dataclasses as mappings, tuples and sets as lists)."""
+    """A JSON-ready copy of facts (dataclasses as mappings, tuples and sets as lists; the
+    summary's records as ``summary --json`` writes them)."""
+    if isinstance(value, Keyed):
+        return value.to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.nodes import missing_ranks, nnodes
+from ..model.records import NOT_SEEN
 from ..model.run import MILESTONES, RunSummary
 from .sides import Evidence
 
@@ -84,8 +85,8 @@ def _ranks_of(s: RunSummary, node: str) -> list[str]:
 
 
 def _evidence(s: RunSummary, rank: str) -> Evidence:
-    seen = s.last_seen.get(rank) or {}
-    return Evidence(seen.get("file") or s.file, seen.get("line"), rank, str(seen.get("text") or "")[:400])
+    seen = s.last_seen.get(rank, NOT_SEEN)
+    return Evidence(seen.file or s.file, seen.line, rank, str(seen.text or "")[:400])
 
 
 def node_facts(failing: RunSummary, baseline: RunSummary | None) -> NodeFacts:
@@ -135,7 +136,7 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
                                        "evidence": [_evidence(failing, r) for r in ranks[:8]]})
     furthest = {}
     for node in failing.nodes:
-        ms = [_MILESTONE_INDEX.get(failing.last_seen.get(r, {}).get("milestone") or "", -1)
+        ms = [_MILESTONE_INDEX.get(failing.last_seen.get(r, NOT_SEEN).milestone or "", -1)
               for r in _ranks_of(failing, node)]
         if ms:
             furthest[node] = min(ms)
@@ -145,7 +146,7 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
             if m < top and top >= 0:
                 ahead = [n for n, v in furthest.items() if v == top]
                 ranks = [r for r in _ranks_of(failing, node)
-                         if _MILESTONE_INDEX.get(failing.last_seen.get(r, {}).get("milestone") or "", -1) < top]
+                         if _MILESTONE_INDEX.get(failing.last_seen.get(r, NOT_SEEN).milestone or "", -1) < top]
                 out["behind"].append({"node": node, "missing": MILESTONES[top],
                                       "furthest": MILESTONES[m] if m >= 0 else None, "ahead": ahead,
                                       "ranks": ranks, "evidence": [_evidence(failing, r) for r in ranks[:8]]})

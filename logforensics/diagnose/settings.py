@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.records import Frame
 from ..model.run import RunSummary
 from .sides import Evidence, ev_of, setting
 
@@ -236,7 +237,7 @@ class CustomAllreduce:
     #: Off in the baseline (its log says so) and in use in the failing run (its log says so).
     enabled_in_failing_only: bool
     in_crash_frames: bool
-    crash_frames: tuple[Mapping[str, Any], ...]
+    crash_frames: tuple[Frame, ...]
     #: The failing run's TP size as its settings show it (None: not in the log).
     world_size: int | None
     #: world_size - 1: the peers each rank maps buffers of.
@@ -278,7 +279,7 @@ def custom_ar(fail: RunSummary, base: RunSummary | None) -> CustomAllreduce:
     b = allreduce_state(base) if base else None
     crash = fail.crash
     frames = tuple(fr for fr in (crash.frames if crash else [])
-                   if _in_custom_ar(fr.get("path") or "") or _in_custom_ar(fr.get("func") or ""))
+                   if _in_custom_ar(fr.path or "") or _in_custom_ar(fr.func or ""))
     in_message = crash is not None and ("custom_all_reduce" in (crash.message or "")
                                         or "custom_all_reduce" in (crash.text or ""))
     failing_evidence = list(f.evidence) if f.forced else []

@@ -208,9 +208,8 @@ class Setup:
 def _gpu(run: RunSummary) -> str | None:
     """The GPU as an OOM message describes it: device API and total capacity."""
     for oom in [run.crash.oom if run.crash else None, *(e.oom for e in run.exceptions)]:
-        oom = oom or {}
-        if oom.get("total_gib"):
-            return f"{oom.get('device') or 'GPU'} {oom['total_gib']:.1f} GiB"
+        if oom and oom.total_gib:
+            return f"{oom.device or 'GPU'} {oom.total_gib:.1f} GiB"
     return None
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ..diagnose.settings import EFFECTS
 from ..events import Event
 from ..model.beside import the_end
+from ..model.records import NOT_SEEN
 from ..model.run import RunSummary
 from .schema import ENV_COLUMNS, EVENT_NUMBERS, RANK_FIGURES
 
@@ -110,7 +111,7 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
     """The ``runs`` row of a run's (combined) summary; ``extra`` holds what the events gave."""
     crash = s.crash
     fp = (crash.fingerprint if crash else None) or {}
-    oom = (crash.oom if crash else None) or {}
+    oom = crash.oom if crash else None
     values = settings(s)
     cov = s.coverage or {}
 
@@ -126,7 +127,7 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
         "crash_node": of_crash("node"), "crash_file": of_crash("file"), "crash_line": of_crash("line"),
         "sglang_version": extra.get("sglang_version"), "model": _arg(s, MODEL_KEYS),
         **{k: _int(_arg(s, names)) for k, names in PARALLEL.items()},
-        "gpu_device": oom.get("device"), "gpu_total_gib": oom.get("total_gib"),
+        "gpu_device": oom.device if oom else None, "gpu_total_gib": oom.total_gib if oom else None,
         "settings_hash": settings_hash(values), "settings": json.dumps(values, sort_keys=True, default=str),
         "start_time": extra.get("start_time"), "end_time": extra.get("end_time"),
         "file_mtime": extra.get("file_mtime"),
@@ -161,11 +162,11 @@ def ranks_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:
     rows = []
     for rank in s.ranks:
         mem = s.memory.get(rank, {})
-        seen = s.last_seen.get(rank, {})
-        row: dict[str, Any] = {"run_id": rid, "node": s.rank_nodes.get(rank), "file": seen.get("file") or s.file,
+        seen = s.last_seen.get(rank, NOT_SEEN)
+        row: dict[str, Any] = {"run_id": rid, "node": s.rank_nodes.get(rank), "file": seen.file or s.file,
                                "rank": rank, "phase_reached": s.phase_reached.get(rank),
-                               "milestone": seen.get("milestone"), "last_line": seen.get("line"),
-                               "last_ts": seen.get("ts"), "crashed": rank in crashed}
+                               "milestone": seen.milestone, "last_line": seen.line,
+                               "last_ts": seen.ts, "crashed": rank in crashed}
         for name, _ in RANK_FIGURES:
             v = mem.get(name)
             row[name] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None

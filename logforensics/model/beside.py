@@ -19,6 +19,7 @@ from typing import Any
 from ..artefacts.types import CAUSES, Artefacts, Termination
 from ..events import PHASES
 from ..read import jobend
+from .records import Stop
 from .summary import Crash, RunSummary
 
 #: Causes that mean the process was killed or failed (a crash), most telling first.
@@ -78,7 +79,7 @@ def with_ends(s: RunSummary, terminations: Sequence[Termination]) -> RunSummary:
         else:
             changes["outcome_reason"] = f"{s.outcome_reason}; {describe(end)}"
     elif end is not None and s.outcome == "ready" and s.stopped is None and end.cause in CANCELLED:
-        changes["stopped"] = {"file": end.file, "line": end.line, "rank": None, "text": end.text,
-                              "evidence": [{"file": end.file, "line": end.line, "text": end.text}]}
+        changes["stopped"] = Stop.from_dict({"file": end.file, "line": end.line, "rank": None, "text": end.text,
+                                             "evidence": [{"file": end.file, "line": end.line, "text": end.text}]})
         changes["outcome_reason"] = f"{s.outcome_reason}; {describe(end)}"
     return dataclasses.replace(s, **changes) if changes else s  # type: ignore[arg-type]

@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from .dynamo import derived_offset, utc_instant
+from .records import LoggedError
 from .run import NO_RANK, RunSummary
 from .summary import Crash, DistinctException, Hang, RankRecord
 
@@ -176,7 +177,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     rank_files: dict[str, str] = {}
     per_rank: dict[str, RankRecord] = {}
     exceptions: list[DistinctException] = []
-    errors: list[dict[str, Any]] = []
+    errors: list[LoggedError] = []
     notices: dict[str, list[dict[str, Any]]] = {}
     warnings: list[str] = []
     for i, p in enumerate(parts):
@@ -187,12 +188,11 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             rank_nodes[k] = p.rank_nodes.get(r) or labels[i]
             rank_files[k] = p.file
             rec = s.per_rank.get(r) or RankRecord(label=r)
-            seen = dict(rec.last_seen, node=rank_nodes[k], file=p.file)
-            if spans is not None and r in spans[i].last_seen:  # its stamp on the run's one clock
-                seen["clock"] = spans[i].last_seen[r]
-            per_rank[k] = replace(rec, label=k, last_seen=seen,
+            on_clock = {"clock": spans[i].last_seen[r]} if spans is not None and r in spans[i].last_seen else {}
+            per_rank[k] = replace(rec, label=k,  # with its stamp on the run's one clock, if moved
+                                  last_seen=rec.last_seen.put(node=rank_nodes[k], file=p.file, **on_clock),
                                   memory=_tag_evidence(rec.memory, rank_nodes[k]) if rec.memory else {})
-        errors.extend(dict(e, node=labels[i]) for e in s.errors)
+        errors.extend(e.put(node=labels[i]) for e in s.errors)
         for e in s.exceptions:
             exceptions.append(DistinctException.from_dict(dict(e.to_dict(), node=labels[i],
                                                                ranks=[key(i, r) if r else r for r in e.ranks])))
@@ -204,7 +204,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     outcome, reason = _outcome(parts, labels, lead, crash, crash_note, hang)
     ls = lead.summary
     nodes = {labels[i]: _node_entry(p, labels[i], spans[i] if spans else None) for i, p in enumerate(parts)}
-    ready = dict(ls.ready, node=labels[parts.index(lead)], file=lead.file) if ls.ready and outcome == "ready" else None
+    ready = ls.ready.put(node=labels[parts.index(lead)], file=lead.file) if ls.ready and outcome == "ready" else None
     base = replace(
         ls,
         file=source or " ".join(p.file for p in parts),
@@ -217,7 +217,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
         errors=errors,
         hang=hang,
         ready=ready,
-        stopped=dict(ls.stopped, node=labels[parts.index(lead)]) if ls.stopped and outcome == "ready" else None,
+        stopped=ls.stopped.put(node=labels[parts.index(lead)]) if ls.stopped and outcome == "ready" else None,
         throughput=max(parts, key=lambda p: p.summary.throughput.get("decode_gen_tok_s", {}).get("count", 0)
                        ).summary.throughput,
         notices=notices,
@@ -260,7 +260,7 @@ def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) ->
         "furthest": _furthest(s),
         "crash": {k: getattr(s.crash, k) for k in ("first_rank", "phase", "exception", "line", "ts", "file")}
         if s.crash else None,
-        "ready_line": (s.ready or {}).get("line"),
+        "ready_line": s.ready.line if s.ready else None,
     }
     if p.pd:
         entry["pd"] = p.pd
@@ -273,16 +273,16 @@ def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) ->
 
 def _furthest(s: RunSummary) -> dict[str, Any]:
     """Each rank's furthest start-up record (``load_weight_end``...): what a node reached."""
-    return {r: v.get("milestone") for r, v in s.last_seen.items()}
+    return {r: v.milestone for r, v in s.last_seen.items()}
 
 
 def _span(s: RunSummary) -> tuple[str | None, str | None]:
-    stamps = [v.get("first_ts") for ph in s.phases.values() for v in ph.values() if v.get("first_ts")]
-    stamps += [v.get("ts") for v in s.last_seen.values() if v.get("ts")]
+    stamps = [v.first_ts for ph in s.phases.values() for v in ph.values() if v.first_ts]
+    stamps += [v.ts for v in s.last_seen.values() if v.ts]
     if s.crash and s.crash.ts:
         stamps.append(s.crash.ts)
-    if s.ready and s.ready.get("ts"):
-        stamps.append(s.ready["ts"])
+    if s.ready and s.ready.ts:
+        stamps.append(s.ready.ts)
     texts = [t for t in stamps if isinstance(t, str)]
     return (min(texts), max(texts)) if texts else (None, None)
 
@@ -306,17 +306,17 @@ def _file_stamps(i: int, s: RunSummary) -> list[tuple[_Stamp, str | None]]:
     another (unstamped) record: that text says which clock the stamp is on only when it
     shows the stamp."""
     out: list[tuple[_Stamp, str | None]] = [
-        ((i, v.get("first_line"), v["first_ts"], None), None)
-        for ph in s.phases.values() for v in ph.values() if v.get("first_ts")]
+        ((i, v.first_line, v.first_ts, None), None)
+        for ph in s.phases.values() for v in ph.values() if v.first_ts]
     for r, v in s.last_seen.items():
-        ts, text = v.get("ts"), v.get("text")
+        ts, text = v.ts, v.text
         if isinstance(ts, str) and ts:
             shows = isinstance(text, str) and ts[:10] in text[:64] and ts[11:19] in text[:64]
-            out.append(((i, v.get("line") if shows else None, ts, text if shows else None), r))
+            out.append(((i, v.line if shows else None, ts, text if shows else None), r))
     if s.crash and s.crash.ts:
         out.append(((i, s.crash.line, s.crash.ts, s.crash.text), None))
-    if s.ready and s.ready.get("ts"):
-        out.append(((i, s.ready.get("line"), s.ready["ts"], s.ready.get("text")), None))
+    if s.ready and s.ready.ts:
+        out.append(((i, s.ready.line, s.ready.ts, s.ready.text), None))
     if s.hang and s.hang.first_ts:
         out.append(((i, *_hang_stamp(s.hang)), None))
     return out

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..events import LAUNCH
+from .records import Frame
 
 # A call begins where a run of word characters begins: tried at every position of a long run, the
 # expression read the run again from each one (quadratic in a long token of a frame's code line).
@@ -32,15 +33,12 @@ def frame_phases() -> Mapping[str, str]:
     return {row["function"]: row["phase"] for row in rows}
 
 
-def placing_function(frames: Sequence[Mapping[str, Any]]) -> str | None:
-    """The listed SGLang function that places a traceback (``phase_of_frames``): the
-    innermost one with a start-up phase, else the innermost serving one, else None. Rules
-    that need more than the phase read it: the KV pool and the attention backend's buffers
-    are one phase, and only the first is the KV cache."""
+def _placing(calls: Sequence[tuple[str, str]]) -> str | None:
+    """:func:`placing_function` of a traceback's frames as (function, code line) pairs."""
     table = frame_phases()
     serving: str | None = None
-    for frame in reversed(frames):
-        for name in [frame.get("func") or "", *_CALL.findall(frame.get("code") or "")]:
+    for func, code in reversed(calls):
+        for name in [func, *_CALL.findall(code)]:
             phase = table.get(name)
             if phase == "serving":
                 serving = serving or name
@@ -49,28 +47,37 @@ def placing_function(frames: Sequence[Mapping[str, Any]]) -> str | None:
     return serving
 
 
+def placing_function(frames: Sequence[Frame]) -> str | None:
+    """The listed SGLang function that places a traceback (``phase_of_frames``): the
+    innermost one with a start-up phase, else the innermost serving one, else None. Rules
+    that need more than the phase read it: the KV pool and the attention backend's buffers
+    are one phase, and only the first is the KV cache."""
+    return _placing([(fr.func or "", fr.code or "") for fr in frames])
+
+
 def phase_of_frames(frames: Sequence[Mapping[str, Any]]) -> str | None:
-    """The phase of a traceback's frames: the innermost frame (its function, or a call in
-    its code line) with a start-up phase; else ``serving`` if a frame is a serving
-    function; else None. A start-up function wins over a serving one because start-up
-    runs model code that serving also runs (graph capture calls the forward pass)."""
-    name = placing_function(frames)
+    """The phase of a traceback's frames (as the reader gives them: mappings): the innermost
+    frame (its function, or a call in its code line) with a start-up phase; else ``serving``
+    if a frame is a serving function; else None. A start-up function wins over a serving
+    one because start-up runs model code that serving also runs (graph capture calls the
+    forward pass)."""
+    name = _placing([(fr.get("func") or "", fr.get("code") or "") for fr in frames])
     return frame_phases()[name] if name else None
 
 
-def where_failed(phase: str | None, frames: Sequence[Mapping[str, Any]]) -> str:
+def where_failed(phase: str | None, frames: Sequence[Frame]) -> str:
     """How prose says where a traceback failed: ``during <phase>``; for the launcher's own
     phase, that it was still parsing the server arguments before any rank started, with the
     frame of the table that places it (``server_args.py:7299 in prepare_server_args``)."""
     if phase != LAUNCH:
         return f"during {phase}" if phase else "during an unknown phase"
     name = placing_function(frames)
-    frame = next((fr for fr in reversed(frames) if fr.get("func") == name
-                  or name in _CALL.findall(fr.get("code") or "")), None) if name else None
+    frame = next((fr for fr in reversed(frames) if fr.func == name
+                  or name in _CALL.findall(fr.code or "")), None) if name else None
     at = ""
     if frame is not None:
-        path = str(frame.get("path") or "").replace("\\", "/").rsplit("/", 1)[-1]
-        at = f": {path}:{frame.get('line')} in {frame.get('func')}"
+        path = str(frame.path or "").replace("\\", "/").rsplit("/", 1)[-1]
+        at = f": {path}:{frame.line} in {frame.func}"
     return f"before init_distributed (while parsing the server arguments{at})"
 
 

@@ -45,6 +45,7 @@ from .outcome import judge, milestone_name, named_ranks
 from .pools import Pools, place_rank
 from .pools import summarize as summarize_pools
 from .rank import KV_HYBRID, MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
+from .records import Bar, LastSeen, LoggedError, PhaseSpan, Ready, Stop
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
 from .startup import Timeline
@@ -308,8 +309,8 @@ class RunModel:
             exceptions=[DistinctException.from_dict(_distinct_view(d, verdict.resolved))
                         for d in self.failures.exceptions],
             hang=Hang.from_dict(copy.deepcopy(verdict.hang)) if verdict.hang else None,
-            errors=copy.deepcopy(verdict.errors),
-            ready=dict(t.ready) if t.ready else None,
+            errors=[LoggedError.from_dict(copy.deepcopy(e)) for e in verdict.errors],
+            ready=Ready.from_dict(t.ready) if t.ready else None,
             throughput=self.throughput.to_dict(),
             server_args=copy.deepcopy(c.server_args),
             server_args_form=c.server_args_form,
@@ -323,7 +324,7 @@ class RunModel:
             clock=self.dynamo.clock(),
             serving=self.serving.summary(),
             pools=self._pools(c),
-            stopped=copy.deepcopy(verdict.stop),
+            stopped=Stop.from_dict(copy.deepcopy(verdict.stop)) if verdict.stop else None,
         )
 
     def _pools(self, c: Config) -> dict[str, Any] | None:
@@ -342,10 +343,10 @@ class RunModel:
         return RankRecord(
             label=label,
             phase_reached=reached,
-            phases={p: dict(info) for p, info in r.phases.items()},
-            last_seen={"line": r.last_line, "ts": r.last_ts, "text": r.last_text[:500],
-                       "milestone": milestone_name(r.milestone)},
-            progress={p: dict(b) for p, b in self.timeline.bars.items()} if label == drawer else {},
+            phases={p: PhaseSpan(info["first_line"], info["first_ts"], info["last_line"], info["last_ts"])
+                    for p, info in r.phases.items()},
+            last_seen=LastSeen.of_rank(r.last_line, r.last_ts, r.last_text[:500], milestone_name(r.milestone)),
+            progress={p: Bar(**b) for p, b in self.timeline.bars.items()} if label == drawer else {},
             memory=memory,
         )
 

@@ -61,7 +61,8 @@ def stop_place(run: RunSummary, cite_file: bool = False) -> str | None:
             continue
         rank = run.per_rank[label]
         at = (rank.memory.get("evidence") or {}).get(end[0])
-        if not at or at.get("line") != (rank.phases.get(phase) or {}).get("last_line"):
+        span = rank.phases.get(phase)
+        if not at or at.get("line") != (span.last_line if span else None):
             lines = []
             break
         lines.append(at)

@@ -5,16 +5,37 @@ run model, so observing more records never changes a summary already taken. Per-
 facts live in one :class:`RankRecord` per rank; ``summary --json`` prints them under
 the keys documented in ``docs/summary.md`` (``phase_reached``, ``phases``, ...), and
 :meth:`RunSummary.from_dict` reads that JSON back, so a saved summary can be diffed
-without the log.
+without the log. The records inside (a phase's span, a traceback's frames, its OOM
+figures, the stop, ...) are typed too (:mod:`.records`); ``to_dict`` is their JSON.
 """
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..artefacts.types import Artefacts
+from .records import (
+    NOT_SEEN,
+    Bar,
+    ChainLink,
+    Frame,
+    Keyed,
+    LastSeen,
+    LoggedError,
+    LogLine,
+    OomFigures,
+    PhaseSpan,
+    Ready,
+    Stop,
+    SummaryFormatError,
+    reader_of,
+    to_json,
+)
+
+__all__ = ["JSON_KEYS", "OUTCOMES", "Crash", "DistinctException", "Hang", "RankRecord", "RunSummary", "SummaryFormatError"]
 
 #: The JSON keys of a summary, in the order ``summary --json`` prints them.
 JSON_KEYS = ("file", "outcome", "outcome_reason", "ranks", "phase_reached", "phases", "last_seen", "progress",
@@ -25,48 +46,16 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 #: Keys a summary saved by an earlier version may lack.
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
-
-
-class SummaryFormatError(ValueError):
-    """A JSON document that is not a run summary (``summary --json``)."""
-
-
-class _Keyed:
-    """A record that reads and writes its JSON object key for key.
-
-    Why the keys are kept: the forms differ in which keys they have (a crash seen only
-    as the parent's notice has no ``chain``; a run of several nodes adds ``node``), and
-    ``summary --json`` of a record read back must be the one that was saved. Keys this
-    version does not know are kept in ``extra``.
-    """
-
-    keys: tuple[str, ...]
-    extra: dict[str, Any]
-
-    @classmethod
-    def _names(cls) -> frozenset[str]:
-        return frozenset(f.name for f in fields(cls)) - {"keys", "extra"}  # type: ignore[arg-type]
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Any:
-        """The record of a JSON object (``to_dict``'s form)."""
-        if not isinstance(data, Mapping):
-            raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} is not an object")
-        names = cls._names()
-        try:
-            return cls(**{k: v for k, v in data.items() if k in names}, keys=tuple(data),  # type: ignore[call-arg]
-                       extra={k: v for k, v in data.items() if k not in names})
-        except TypeError as e:
-            raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} lacks a key ({e})") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object, with the keys it was made with, in their order."""
-        names = self._names()
-        return {k: getattr(self, k) if k in names else self.extra[k] for k in self.keys}
+#: Keys whose values hold records (written by ``to_json``).
+_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped")
+#: Fields read from the JSON by their type (``records.reader_of``).
+_READ = ("errors", "ready", "stopped")
+_PHASES = reader_of(dict[str, PhaseSpan])
+_BARS = reader_of(dict[str, Bar])
 
 
 @dataclass(frozen=True)
-class Crash(_Keyed):
+class Crash(Keyed):
     """What stopped the run (``model.outcome``): the first fatal record after the server
     was last ready, each field from the first fatal record that shows it; or, with no
     traceback in the log, the parent's notice that a child died (``evidence``)."""
@@ -79,13 +68,13 @@ class Crash(_Keyed):
     phase: str | None = None
     exception: str | None = None
     message: str | None = None
-    frames: list[dict[str, Any]] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
     #: the exceptions this one was raised while handling, outermost last
-    chain: list[dict[str, Any]] = field(default_factory=list)
+    chain: list[ChainLink] = field(default_factory=list)
     #: an out-of-memory message's figures (``read.oom``)
-    oom: dict[str, Any] | None = None
-    #: the line that names the exception {line, text}, when it is not the first
-    exception_line: dict[str, Any] | None = None
+    oom: OomFigures | None = None
+    #: the line that names the exception, when it is not the first
+    exception_line: LogLine | None = None
     source: str | None = None
     native: bool = False
     rank_inferred_from: str | None = None
@@ -109,12 +98,12 @@ class Crash(_Keyed):
     #: a run of several nodes: the failures whose stamps were put on the others' clock, each
     #: with the offset its file derived, that offset's anchor and residual (``model.nodes``)
     clock: list[dict[str, Any]] | None = None
-    keys: tuple[str, ...] = field(default=(), repr=False)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
-class Hang(_Keyed):
+class Hang(Keyed):
     """Evidence that the run hung: watchdog and store timeouts (``evidence``, ``ranks``),
     and the timer, collectives and py-spy dumps of ``model.hang``."""
 
@@ -155,12 +144,12 @@ class Hang(_Keyed):
     #: clocks cannot be related), and the stamps put on the others' clock (as a crash's)
     order_uncertain: str | None = None
     clock: list[dict[str, Any]] | None = None
-    keys: tuple[str, ...] = field(default=(), repr=False)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
-class DistinctException(_Keyed):
+class DistinctException(Keyed):
     """One distinct traceback of the run and the ranks that printed it (``occurrences``:
     rank, line, end_line, ts, oom of each)."""
 
@@ -169,15 +158,15 @@ class DistinctException(_Keyed):
     text: str
     first_line: int
     phase: str | None = None
-    frames: list[dict[str, Any]] = field(default_factory=list)
-    chain: list[dict[str, Any]] = field(default_factory=list)
-    oom: dict[str, Any] | None = None
+    frames: list[Frame] = field(default_factory=list)
+    chain: list[ChainLink] = field(default_factory=list)
+    oom: OomFigures | None = None
     end_line: int | None = None
     file: str | None = None
     ranks: list[str | None] = field(default_factory=list)
     occurrences: list[dict[str, Any]] = field(default_factory=list)
     node: str | None = None
-    keys: tuple[str, ...] = field(default=(), repr=False)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -188,12 +177,12 @@ class RankRecord:
 
     label: str
     phase_reached: str | None = None
-    #: phase -> {first_line, first_ts, last_line, last_ts}
-    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: {line, ts, text, milestone}
-    last_seen: dict[str, Any] = field(default_factory=dict)
-    #: phase -> the last bar {n, total, desc, line, bs, num_tokens, avail_gib}
-    progress: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: phase -> its first and last lines and stamps
+    phases: dict[str, PhaseSpan] = field(default_factory=dict)
+    #: what the rank printed last
+    last_seen: LastSeen = NOT_SEEN
+    #: phase -> the last bar (only the rank that draws them has bars)
+    progress: dict[str, Bar] = field(default_factory=dict)
     #: figures (GiB, s, tokens) and their ``evidence``; empty when the rank printed none
     memory: dict[str, Any] = field(default_factory=dict)
 
@@ -211,9 +200,9 @@ class RunSummary:
     exceptions: list[DistinctException]
     #: errors ranks logged and went on after: an OOM message outside a traceback, a
     #: traceback after which its rank printed more of its course
-    errors: list[dict[str, Any]]
+    errors: list[LoggedError]
     hang: Hang | None
-    ready: dict[str, Any] | None
+    ready: Ready | None
     throughput: dict[str, Any]
     server_args: dict[str, Any]
     server_args_form: str | None
@@ -234,7 +223,7 @@ class RunSummary:
     #: The server's stop (SIGTERM, Ctrl-C) with no failure before it, after it was ready
     #: (``outcome`` ready) or while it started (``incomplete``): its first record {file, line,
     #: rank, text} and ``evidence``, the stop's records; None when it did not stop so.
-    stopped: dict[str, Any] | None = None
+    stopped: Stop | None = None
     #: Two clocks in one log (``model/dynamo.py``): NVIDIA Dynamo's UTC stamps beside SGLang's
     #: local ones, and the offset between them where records show one moment on both; None
     #: when no stamp of Dynamo's is in the log.
@@ -253,15 +242,15 @@ class RunSummary:
         return {k: r.phase_reached for k, r in self.per_rank.items() if r.phase_reached}
 
     @property
-    def phases(self) -> dict[str, dict[str, dict[str, Any]]]:
+    def phases(self) -> dict[str, dict[str, PhaseSpan]]:
         return {k: r.phases for k, r in self.per_rank.items()}
 
     @property
-    def last_seen(self) -> dict[str, dict[str, Any]]:
+    def last_seen(self) -> dict[str, LastSeen]:
         return {k: r.last_seen for k, r in self.per_rank.items()}
 
     @property
-    def progress(self) -> dict[str, dict[str, Any]]:
+    def progress(self) -> dict[str, dict[str, Bar]]:
         return {k: r.progress for k, r in self.per_rank.items() if r.progress}
 
     @property
@@ -271,6 +260,8 @@ class RunSummary:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``summary --json``)."""
         out = {key: getattr(self, key) for key in JSON_KEYS}
+        for key in _TYPED:
+            out[key] = to_json(out[key])
         out["crash"] = self.crash.to_dict() if self.crash else None
         out["hang"] = self.hang.to_dict() if self.hang else None
         out["exceptions"] = [e.to_dict() for e in self.exceptions]
@@ -288,14 +279,23 @@ class RunSummary:
         if data["outcome"] not in OUTCOMES:
             raise SummaryFormatError(f"not a run summary: unknown outcome {data['outcome']!r}")
         views = {key: data[key] or {} for key in _PER_RANK}
-        per_rank = {
-            label: RankRecord(label=label, phase_reached=views["phase_reached"].get(label),
-                              phases=views["phases"].get(label) or {}, last_seen=views["last_seen"].get(label) or {},
-                              progress=views["progress"].get(label) or {}, memory=views["memory"].get(label) or {})
-            for label in data["ranks"]
-        }
+        try:
+            per_rank = {
+                label: RankRecord(label=label, phase_reached=views["phase_reached"].get(label),
+                                  phases=_PHASES(views["phases"].get(label) or {}),
+                                  last_seen=LastSeen.from_dict(views["last_seen"].get(label) or {}),
+                                  progress=_BARS(views["progress"].get(label) or {}),
+                                  memory=views["memory"].get(label) or {})
+                for label in data["ranks"]
+            }
+        except AttributeError as e:
+            raise SummaryFormatError(f"not a run summary: its per-rank keys do not read back ({e})") from None
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         values.setdefault("errors", [])
+        hints = typing.get_type_hints(cls)
+        for key in _READ:
+            if values.get(key) is not None:
+                values[key] = reader_of(hints[key])(values[key])
         values["crash"] = Crash.from_dict(data["crash"]) if data["crash"] else None
         values["hang"] = Hang.from_dict(data["hang"]) if data["hang"] else None
         values["exceptions"] = [DistinctException.from_dict(e) for e in data["exceptions"] or []]

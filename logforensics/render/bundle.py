@@ -18,6 +18,7 @@ from typing import Any
 from ..diagnose.engine import Diagnosis
 from ..events import PHASES
 from ..model.defaults import defaults_table, version_key
+from ..model.records import NOT_SEEN
 from ..model.summary import RunSummary
 from ..units import gib
 from .beside import beside_lines
@@ -125,10 +126,10 @@ def _phase_table(label: str, run: RunSummary) -> str:
             "|---|---|" + "---|" * len(PHASES) + "---|"]
     for rank in run.ranks[:64]:
         phases = run.phases.get(rank, {})
-        cells = [f"{info.get('first_line')}" if (info := phases.get(p)) else "" for p in PHASES]
-        seen = run.last_seen.get(rank, {})
+        cells = [f"{info.first_line}" if (info := phases.get(p)) else "" for p in PHASES]
+        seen = run.last_seen.get(rank, NOT_SEEN)
         rows.append(f"| {rank} | {run.phase_reached.get(rank) or '-'} | " + " | ".join(cells)
-                    + f" | {seen.get('line') or ''} |")
+                    + f" | {seen.line or ''} |")
     if len(run.ranks) > 64:
         rows.append(f"| ... {len(run.ranks) - 64} more ranks | | " + " | " * len(PHASES) + " |")
     rows.append("\n(each phase column: the line where the rank entered it)\n")

@@ -18,6 +18,7 @@ from markupsafe import Markup
 from ..diagnose.engine import Diagnosis
 from ..diagnose.facts import plain
 from ..events import PHASES
+from ..model.records import NOT_SEEN, PhaseSpan
 from ..model.run import RunSummary
 from ..units import gib
 from .figure import Figure
@@ -85,7 +86,7 @@ def _seconds(ts: Any) -> float | None:
 def _run_unit(r: RunSummary) -> str:
     """Seconds when every phase line of the run has a timestamp, else log line numbers."""
     infos = [info for phases in r.phases.values() for info in phases.values()]
-    if infos and all(_seconds(i.get("first_ts")) is not None for i in infos):
+    if infos and all(_seconds(i.first_ts) is not None for i in infos):
         return "s"
     return "line"
 
@@ -102,15 +103,15 @@ def phase_spans(r: RunSummary) -> tuple[str, dict[str, list[_Span]]]:
     end of the run, for a rank of a run that crashed or hung)."""
     unit = _run_unit(r)
     crashes = _rank_crashes(r)
-    raw: dict[str, list[tuple[str, float, float, dict[str, Any]]]] = {}
+    raw: dict[str, list[tuple[str, float, float, PhaseSpan]]] = {}
     for rank, phases in r.phases.items():
         items = []
         for phase in PHASES:
             info = phases.get(phase)
             if not info:
                 continue
-            start = _pos(unit, info.get("first_ts"), info.get("first_line"))
-            end = _pos(unit, info.get("last_ts"), info.get("last_line"))
+            start = _pos(unit, info.first_ts, info.first_line)
+            end = _pos(unit, info.last_ts, info.last_line)
             if start is None:
                 continue
             items.append((phase, start, end if end is not None else start, info))
@@ -135,17 +136,17 @@ def phase_spans(r: RunSummary) -> tuple[str, dict[str, list[_Span]]]:
                     # a serving rank serves until the run's end: only the stats rank (TP0, or
                     # attention-TP rank 0 of each DP group) prints batch statistics
                     end = max(end, last_end)
-            spans.append(_Span(rank, phase, start - t0, end - t0, info.get("first_line"), info.get("last_line"),
-                               info.get("first_ts"), info.get("last_ts")))
+            spans.append(_Span(rank, phase, start - t0, end - t0, info.first_line, info.last_line,
+                               info.first_ts, info.last_ts))
         out[rank] = spans
     return unit, out
 
 
 def _last_pos(r: RunSummary, rank: str, crash: dict[str, Any] | None, unit: str) -> float | None:
     """Where a rank was last heard of: its crash when it crashed, else its last line."""
-    seen = r.last_seen.get(rank, {})
+    seen = r.last_seen.get(rank, NOT_SEEN)
     pos = _pos(unit, crash.get("ts"), crash.get("line")) if crash else None
-    return pos if pos is not None else _pos(unit, seen.get("ts"), seen.get("line"))
+    return pos if pos is not None else _pos(unit, seen.ts, seen.line)
 
 
 def _rank_crashes(r: RunSummary) -> dict[str, dict[str, Any]]:
@@ -247,7 +248,7 @@ def _label(r: RunSummary, rank: str) -> str:
 def _t0(r: RunSummary, unit: str) -> float:
     if unit != "s":
         return 0.0
-    starts = [_seconds(i.get("first_ts")) for p in r.phases.values() for i in p.values()]
+    starts = [_seconds(i.first_ts) for p in r.phases.values() for i in p.values()]
     vals = [s for s in starts if s is not None]
     return min(vals) if vals else 0.0
 

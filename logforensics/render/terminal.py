@@ -18,6 +18,7 @@ from rich.text import Text
 from ..artefacts.types import Artefacts
 from ..model.beside import SOURCES
 from ..model.pools import POST_CAPTURE_ENV
+from ..model.records import NOT_SEEN
 from ..model.run import RunSummary
 from ..model.stops import stop_place
 from ..model.summary import Crash, DistinctException, Hang
@@ -83,7 +84,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
             t.add_row(*([plain(s.rank_nodes.get(rank) or "-")] if by_node else []), label,
                       plain(s.phase_reached.get(rank, "-")),
                       *(Text(fmt(mem.get(key), key=key)) for _, key in MEMORY_COLUMNS),
-                      Text(fmt(s.last_seen.get(rank, {}).get("line"))))
+                      Text(fmt(s.last_seen.get(rank, NOT_SEEN).line)))
         console.print(t)
     if s.pools:
         render_pools(s.pools, console)
@@ -257,23 +258,20 @@ def render_crash(crash: Crash) -> Panel:
     oom = crash.oom
     if oom:
         rows.append(Text(
-            "OOM: tried {t}; total {T}; free {F}; in use {U}; allocated by PyTorch {A}; "
-            "reserved but unallocated {R}".format(
-                t=gib(oom.get("tried_gib")), T=gib(oom.get("total_gib")), F=gib(oom.get("free_gib")),
-                U=gib(oom.get("in_use_gib")), A=gib(oom.get("allocated_gib")),
-                R=gib(oom.get("reserved_unallocated_gib")))))
+            f"OOM: tried {gib(oom.tried_gib)}; total {gib(oom.total_gib)}; free {gib(oom.free_gib)}; in use {gib(oom.in_use_gib)}; allocated by PyTorch {gib(oom.allocated_gib)}; "
+            f"reserved but unallocated {gib(oom.reserved_unallocated_gib)}"))
     frames = crash.frames or []
     chain = crash.chain or []
     # In a chained traceback Python prints the cause first: the innermost frames of the
     # cause are where the failure happened, not those of the exception raised while handling it.
-    cause = chain[0] if chain and chain[0].get("frames") else None
+    cause = chain[0] if chain and chain[0].frames else None
     if cause is not None:
-        frames = frames[:cause["frames"]]
+        frames = frames[:cause.frames]
     if frames:
         inner = frames[-4:]
-        head = f"innermost frames of the cause ({cause.get('exception') or 'unknown'})" if cause else "innermost frames"
+        head = f"innermost frames of the cause ({cause.exception or 'unknown'})" if cause else "innermost frames"
         rows.append(Text(printable(head) + ":\n" + "\n".join(
-            printable(f"  {f.get('path')}:{f.get('line')} in {f.get('func')}") for f in inner)))
+            printable(f"  {f.path}:{f.line} in {f.func}") for f in inner)))
     rows.append(plain(f"evidence: {crash.file}:{crash.line}"
                       + (f"-{crash.end_line}" if crash.end_line not in (None, crash.line) else "")))
     return Panel(Group(*rows), title=Text("Crash"), border_style="red", expand=False)

@@ -264,14 +264,14 @@ def baseline_phase_seconds(base: RunSummary | None, rank: str, phase: str | None
 
     phases = base.phases[rank]
     info = phases.get(phase)
-    if not info or not info.get("first_ts"):
+    if not info or not info.first_ts:
         return None
-    later = [phases[p]["first_ts"] for p in PHASES[_PHASE_INDEX[phase] + 1:] if p in phases and phases[p].get("first_ts")]
-    end = later[0] if later else info.get("last_ts")
+    later = [phases[p].first_ts for p in PHASES[_PHASE_INDEX[phase] + 1:] if p in phases and phases[p].first_ts]
+    end = later[0] if later else info.last_ts
     if end is None:
         return None
     try:
-        return max((datetime.fromisoformat(end) - datetime.fromisoformat(info["first_ts"])).total_seconds(), 1.0)
+        return max((datetime.fromisoformat(end) - datetime.fromisoformat(info.first_ts)).total_seconds(), 1.0)
     except (TypeError, ValueError):
         return None
 

@@ -88,7 +88,7 @@ def crash_line(crash: Crash | None, node: str | None = None) -> str:
     where in which file."""
     if crash is None:
         return "[watch] crash diagnosed: fatal error (not in the summary)"
-    cause = next((c.get("exception") for c in crash.chain if c.get("exception")), None)
+    cause = next((c.exception for c in crash.chain if c.exception), None)
     what = (crash.exception or "fatal error") + (f" (while handling {cause})" if cause else "")
     on = crash.node or node
     where = f"{crash.file}, line {crash.line}" if crash.file else f"line {crash.line}"

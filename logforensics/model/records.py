@@ -1,0 +1,319 @@
+"""The typed records of a run summary, down to the leaves, and how they read and write JSON.
+
+Every record of :mod:`.summary` is a frozen dataclass that reads and writes its JSON
+object key for key (:class:`Keyed`): ``summary --json`` of a summary read back with
+``from_dict`` is the one that was saved, keys, key order and keys this version does not
+know included. A record's fields that hold records (``frames: list[Frame]``) are read
+by their type hints, so a record nests records without code of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+_Reader = Callable[[Any], Any]
+
+
+class SummaryFormatError(ValueError):
+    """A JSON document that is not a run summary (``summary --json``)."""
+
+
+class Keyed:
+    """A record that reads and writes its JSON object key for key.
+
+    Why the keys are kept: the forms differ in which keys they have (a crash seen only
+    as the parent's notice has no ``chain``; a run of several nodes adds ``node``), and
+    ``summary --json`` of a record read back must be the one that was saved. Keys this
+    version does not know are kept in ``extra``. A record the model builds field by field
+    (``keys`` None) writes every field, in the order they are declared.
+    """
+
+    keys: tuple[str, ...] | None
+    extra: dict[str, Any]
+
+    @classmethod
+    def _names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name not in ("keys", "extra"))  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Any:
+        """The record of a JSON object (``to_dict``'s form)."""
+        if not isinstance(data, Mapping):
+            raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} is not an object")
+        readers = _readers(cls)
+        values = {k: (readers[k](v) if k in readers and v is not None else v)
+                  for k, v in data.items() if k in readers}
+        try:
+            return cls(**values, keys=tuple(data), extra={k: v for k, v in data.items() if k not in readers})  # type: ignore[call-arg]
+        except TypeError as e:
+            raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} lacks a key ({e})") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object, with the keys it was made with, in their order."""
+        names = _readers(type(self))
+        return {k: to_json(getattr(self, k)) if k in names else self.extra[k]
+                for k in (self._names() if self.keys is None else self.keys)}
+
+    def put(self, **changes: Any) -> Any:
+        """This record with ``changes``, as ``dict(d, **changes)`` would give its JSON: a
+        key it has keeps its place, a new one comes last."""
+        keys = self._names() if self.keys is None else self.keys
+        return dataclasses.replace(self, **changes, keys=keys + tuple(k for k in changes if k not in keys))  # type: ignore[type-var]
+
+
+def to_json(value: Any) -> Any:
+    """The JSON form of a value that may hold records (lists and mappings of them)."""
+    if isinstance(value, Keyed):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    return value
+
+
+_READERS: dict[type, dict[str, _Reader]] = {}
+
+
+def _readers(cls: type[Keyed]) -> dict[str, _Reader]:
+    """field -> how its JSON value is read (identity for plain values), from the type hints."""
+    out = _READERS.get(cls)
+    if out is None:
+        hints = typing.get_type_hints(cls)
+        out = _READERS[cls] = {name: reader_of(hints[name]) for name in cls._names()}
+    return out
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def reader_of(hint: Any) -> _Reader:
+    """How a JSON value of type ``hint`` becomes the field's value: records by ``from_dict``,
+    lists and mappings of records item by item; anything else as it is."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [reader_of(a) for a in args if a is not type(None)]
+        return inner[0] if len(inner) == 1 else _same
+    if isinstance(hint, type) and issubclass(hint, Keyed):
+        return hint.from_dict
+    if origin is list and args:
+        item = reader_of(args[0])
+        if item is not _same:
+            def read_list(value: Any) -> list[Any]:
+                if not isinstance(value, list):
+                    raise SummaryFormatError(f"not a run summary: {value!r:.40} is not a list")
+                return [item(v) for v in value]
+            return read_list
+    if origin is dict and len(args) == 2:
+        item = reader_of(args[1])
+        if item is not _same:
+            def read_dict(value: Any) -> dict[str, Any]:
+                if not isinstance(value, Mapping):
+                    raise SummaryFormatError(f"not a run summary: {value!r:.40} is not an object")
+                return {k: item(v) for k, v in value.items()}
+            return read_dict
+    return _same
+
+
+def record_fields(cls: type) -> dict[str, Any]:
+    """field -> type hint of a record, without its bookkeeping (``keys``, ``extra``)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in fields(cls) if f.name not in ("keys", "extra")}
+
+
+# -- one rank's course ------------------------------------------------------------------
+@dataclass(frozen=True)
+class PhaseSpan(Keyed):
+    """The first and last records that placed a rank in a phase."""
+
+    first_line: int
+    first_ts: str | None
+    last_line: int
+    last_ts: str | None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class LastSeen(Keyed):
+    """What a rank printed last: its line, the last stamp it printed, the text (cut at 500
+    characters), the furthest start-up milestone it reached; in a run of several nodes, its
+    node and file. A rank no file shows has none of them."""
+
+    line: int | None = None
+    ts: str | None = None
+    text: str | None = None
+    milestone: str | None = None
+    node: str | None = None
+    file: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of_rank(cls, line: int, ts: str | None, text: str, milestone: str | None) -> LastSeen:
+        """What the run model says of a rank (no node, no file: a run of several nodes adds them)."""
+        return cls(line, ts, text, milestone, keys=("line", "ts", "text", "milestone"))
+
+
+#: The last seen of a rank no record shows (``{}``).
+NOT_SEEN = LastSeen(keys=())
+
+
+@dataclass(frozen=True)
+class Bar(Keyed):
+    """The last tqdm bar of a phase: ``n`` of ``total``, its description, line, and what its
+    description shows (the batch size and tokens of a graph capture, the GiB left)."""
+
+    n: int
+    total: int
+    desc: str
+    line: int
+    bs: int | None = None
+    num_tokens: int | None = None
+    avail_gib: float | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- a traceback ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Frame(Keyed):
+    """One frame of a traceback: the file and line Python names, the function, the code
+    line printed under it (None when the log shows none), and the log line of the frame."""
+
+    path: str | None
+    line: int | None
+    func: str | None
+    code: str | None = None
+    log_line: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ChainLink(Keyed):
+    """An exception the next one was raised while handling ("During handling of the above
+    exception"): its name, its message, and how many of the traceback's frames are its own
+    (the first ``frames`` of the record's frames)."""
+
+    exception: str | None
+    message: str | None
+    frames: int
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class OtherProcess(Keyed):
+    """Another process on the GPU, as an out-of-memory message names it."""
+
+    pid: int
+    in_use_gib: float
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class OomFigures(Keyed):
+    """The figures of PyTorch's out-of-memory message (``read.oom``), in GiB; each None when
+    the message does not show it. ``in_use_gib`` is the process's use when the message gives
+    no other."""
+
+    device: str
+    tried_gib: float | None = None
+    gpu: int | None = None
+    total_gib: float | None = None
+    free_gib: float | None = None
+    process_in_use_gib: float | None = None
+    allocated_gib: float | None = None
+    private_pools_gib: float | None = None
+    reserved_unallocated_gib: float | None = None
+    reserved_total_gib: float | None = None
+    other_processes: list[OtherProcess] = field(default_factory=list)
+    in_use_gib: float | None = None
+    #: whether the message suggests ``expandable_segments`` (fragmentation)
+    expandable_segments_hint: bool = False
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class LogLine(Keyed):
+    """A line of the log and its text (the line that names a traceback's exception)."""
+
+    line: int
+    text: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- the run's course: readiness, its stop, errors it went on after ------------------------
+@dataclass(frozen=True)
+class Ready(Keyed):
+    """The record that says the server is ready (the last one); in a run of several nodes,
+    the node and file of the one that speaks for the run."""
+
+    file: str | None
+    line: int
+    ts: str | None
+    text: str
+    node: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Notice(Keyed):
+    """A record of the log as evidence (``model.notices``): where it was printed, the rank that printed it
+    (None when the line names none, or it is not the server's: an orchestrator's record)."""
+
+    file: str | None
+    line: int
+    text: str
+    rank: str | None = None
+    node: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Stop(Keyed):
+    """The server's stop (SIGTERM, Ctrl-C) with no failure before it: its first record and
+    the stop's records (``evidence``, the first eight)."""
+
+    file: str | None
+    line: int
+    rank: str | None
+    text: str
+    evidence: list[Notice] = field(default_factory=list)
+    node: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class LoggedError(Keyed):
+    """An error a rank logged and went on after: an out-of-memory message outside a
+    traceback (``kind`` ``oom_message``, ``what`` failed), a traceback after which its rank
+    printed more of its course (``exception``, or ``native``), or what failed during a stop."""
+
+    file: str | None
+    line: int
+    end_line: int | None
+    rank: str | None
+    ts: str | None
+    text: str
+    kind: str
+    exception: str | None = None
+    what: str | None = None
+    message: str | None = None
+    oom: OomFigures | None = None
+    node: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
