@@ -63,7 +63,10 @@ class Keyed:
         """This record with ``changes``, as ``dict(d, **changes)`` would give its JSON: a
         key it has keeps its place, a new one comes last."""
         keys = self._names() if self.keys is None else self.keys
-        return dataclasses.replace(self, **changes, keys=keys + tuple(k for k in changes if k not in keys))  # type: ignore[type-var]
+        names = _readers(type(self))
+        extra = {**self.extra, **{k: v for k, v in changes.items() if k not in names}}  # keys of no field
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if k in names},  # type: ignore[type-var]
+                                   keys=keys + tuple(k for k in changes if k not in keys), extra=extra)
 
 
 def to_json(value: Any) -> Any:
