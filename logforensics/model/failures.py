@@ -116,19 +116,27 @@ WATCHDOG_FRAMES = ("ProcessGroupNCCL::ncclCommWatchdog", "ProcessGroupNCCL::watc
 WHAT_LINES = 2
 
 
-def is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
-    """A fatal error that a hang explains: a watchdog's own message or its own C++ stack (the
-    watchdog thread's frames; the terminate whose ``what()`` is the timeout), or, after a
-    watchdog fired, an abort, a fatal signal, a collective error or the parent noticing a
-    dead child."""
+def is_hang_report(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
+    """A fatal record that is the watchdog's own report of a hang, not a failure of its own:
+    its message (a collective timeout), its thread's C++ frames, or the terminate whose
+    ``what()`` is the timeout."""
     text = f"{rec.get('exception') or ''} {rec.get('message') or ''}"
     if any(mk in text for mk in HANG_MARKERS):
         return True
     if rec.get("native") and any(fn in str(rec.get("text") or "") for fn in WATCHDOG_FRAMES):
         return True
-    if (rec.get("native_kind") == "cpp_terminate" and "DistBackendError" in text and first_hang_line is not None
-            and 0 < first_hang_line - rec["line"] <= WHAT_LINES):
-        return True  # "terminate called after throwing ... DistBackendError", then "what(): ... timeout"
+    # "terminate called after throwing ... DistBackendError", then "what(): ... timeout"
+    return bool(rec.get("native_kind") == "cpp_terminate" and "DistBackendError" in text
+                and first_hang_line is not None and 0 < first_hang_line - rec["line"] <= WHAT_LINES)
+
+
+def is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
+    """A fatal error that a hang explains: the watchdog's own report (:func:`is_hang_report`),
+    or, after a watchdog fired, an abort, a fatal signal, a collective error or the parent
+    noticing a dead child."""
+    if is_hang_report(rec, first_hang_line):
+        return True
+    text = f"{rec.get('exception') or ''} {rec.get('message') or ''}"
     if first_hang_line is None or rec["line"] < first_hang_line:
         return False
     return bool(rec.get("native") or rec.get("fatal_signal") or rec.get("rank") is None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .coverage import vllm_records
-from .failures import is_hang_consequence
+from .failures import is_hang_consequence, is_hang_report
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, rank_sort_key
 
@@ -107,8 +107,10 @@ def judge(m: RunModel) -> Verdict:
         for key, value in detail.items():  # the watchdog evidence and ranks above stay as they are
             hang.setdefault(key, value)
     hung_lines = [h["line"] for h in fl.hang_events[:1]] + ([built.first_line] if built and built.ends_run else [])
-    crash = _crash(m, fatal, sigquits) if (fatal or sigquits) else None
     first_hang = min(hung_lines) if hung_lines else None
+    # the watchdog's own report (its frames, its terminate) is the hang's evidence, not a crash
+    shown = [c for c in fatal if first_hang is None or not is_hang_report(c, first_hang)]
+    crash = _crash(m, shown, sigquits) if (shown or sigquits) else None
     if fl.hang_events and fl.hang_events[0]["line"] == first_hang:
         hang_text = fl.hang_events[0]["text"]
     else:
