@@ -140,3 +140,15 @@ def test_key_figure(file: str, key: str, value: str, analysed: Any) -> None:
     summary, events = analysed[file]
     got = FIGURES[key](summary, events)
     assert_figure(key, got, value)
+
+
+def test_243_registering_graph_addresses_places_each_dp_rank_in_capture(analysed: Any) -> None:
+    """Custom all-reduce's 'Registering N cuda graph addresses' (printed as a capture ends, or
+    fails) is each DP rank's only record: it places that rank in graph capture, no further."""
+    [name] = [r["file"] for r in ROWS if r["file"].startswith("243-")]
+    summary, events = analysed[name]
+    registered = [e for e in events if e.kind == "capture_registered"]
+    assert [(e.line, e.rank, e.fields["addresses"]) for e in registered][:2] == [(4, "DP0 TP0", 0), (5, "DP6 TP6", 0)]
+    assert len(registered) == 6
+    assert summary.phase_reached == {f"DP{i} TP{i}": "cuda_graph_capture" for i in (0, 1, 2, 3, 4, 6)}
+    assert summary.coverage["lines_unrecognised"] == 0
