@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .coverage import vllm_records
+from .coverage import record_count, vllm_records
 from .failures import is_hang_consequence, is_hang_report
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, rank_sort_key
@@ -130,9 +130,12 @@ def judge(m: RunModel) -> Verdict:
     if t.last_serving_line:
         return Verdict("ready", f"served batches (last at line {t.last_serving_line}){then}", None, hang, resolved,
                        errors, stop)
-    if vllm_records(m.coverage.kind_counts):  # what the log shows may be vLLM's readiness or failure
+    vllm = vllm_records(m.coverage.kind_counts)
+    if vllm:  # what the log shows may be vLLM's readiness or failure
+        records = record_count(m.coverage.kind_counts)
+        whose = "its records are vLLM's" if vllm == records else f"{vllm} of its {records} records are vLLM's"
         return Verdict("incomplete", f"the log stops at line {m.last_line} without SGLang's readiness or failure: "
-                       "its records are vLLM's, which this does not judge", None, hang, resolved, errors)
+                       f"{whose}, which this does not judge", None, hang, resolved, errors)
     return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure",
                    None, hang, resolved, errors)
 
