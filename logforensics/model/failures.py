@@ -192,6 +192,11 @@ def _brief(rec: dict[str, Any]) -> dict[str, Any]:
             "text": (rec.get("message") or rec["text"])[:300], "kind": "exception"}
 
 
+#: Sources of tracebacks that SGLang logs and goes on from (``read.values.CAUGHT_LEADS``): the
+#: NIXL KV sender's transfer thread marks the room failed and takes the next transfer.
+CAUGHT_SOURCES = frozenset({"transfer_worker"})
+
+
 @handles("exception", reads_earlier=True)
 def on_exception(m: RunModel, ev: Event) -> None:
     f = ev.fields
@@ -217,6 +222,12 @@ def on_exception(m: RunModel, ev: Event) -> None:
     }
     fl = m.failures
     fl.add_distinct(record, m)
+    if record["source"] in CAUGHT_SOURCES:  # logged by code that goes on: an error, not the rank's end
+        if len(fl.errors) < 64:
+            fl.errors.append({"file": ev.file, "line": ev.line, "end_line": ev.end_line, "rank": rank, "ts": ev.ts,
+                              "text": ev.text, "kind": "exception", "source": record["source"],
+                              "exception": record["exception"], "message": record["message"], "oom": record["oom"]})
+        return
     if is_hang_consequence(record) and not fl.hang_events:
         add_hang(m, _brief(record))
     fl.crash_events.append(record)
