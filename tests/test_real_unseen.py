@@ -176,3 +176,14 @@ def test_257_mixed_vllm_lines_are_counted_not_called_the_whole_log(analysed: Any
     s = _summary_of("257", analysed)
     assert s.outcome == "incomplete"
     assert "10 of its 16 records are vLLM's" in s.outcome_reason
+
+
+def test_253_watch_sees_no_crash_in_a_traceback_the_transfer_thread_went_on_from() -> None:
+    from logforensics.ingest import LiveRun
+    from logforensics.watch.state import WatchState
+
+    [path] = UNSEEN.glob("253-*.log")
+    state = WatchState(LiveRun(path.name), None, [])
+    state.feed(path.read_bytes(), 0.0)
+    state.settle(1.0)
+    assert state.crash_at is None
