@@ -114,3 +114,14 @@ def test_real_hang_progress_in_the_terminal_and_the_html_report() -> None:
     section = section[:section.index("</section>")]
     assert "<td>40230</td><td>40267</td>" in section and f"{path.name}:3" in section
     assert "stack dumps: not in this log" in section
+
+
+def test_unseen_232_watchdog_own_frames_and_terminate_are_hang_evidence_not_a_crash() -> None:
+    """torch's NCCL watchdog printed its thread's C++ frames (line 1, the tail of an earlier
+    dump), then 'terminate called after throwing ... DistBackendError' whose what() is the
+    collective timeout: all of it is the watchdog's report of the hang, none of it a crash."""
+    [path] = (REAL.parent / "real-unseen").glob("232-*.log")
+    s = summarize_file(path)
+    assert s.outcome == "hung"
+    assert s.hang is not None and s.hang.first_line == 7 and s.hang.ranks == ["rank5"]
+    assert s.crash is None

@@ -140,3 +140,50 @@ def test_key_figure(file: str, key: str, value: str, analysed: Any) -> None:
     summary, events = analysed[file]
     got = FIGURES[key](summary, events)
     assert_figure(key, got, value)
+
+
+def test_243_registering_graph_addresses_places_each_dp_rank_in_capture(analysed: Any) -> None:
+    """Custom all-reduce's 'Registering N cuda graph addresses' (printed as a capture ends, or
+    fails) is each DP rank's only record: it places that rank in graph capture, no further."""
+    [name] = [r["file"] for r in ROWS if r["file"].startswith("243-")]
+    summary, events = analysed[name]
+    registered = [e for e in events if e.kind == "capture_registered"]
+    assert [(e.line, e.rank, e.fields["addresses"]) for e in registered][:2] == [(4, "DP0 TP0", 0), (5, "DP6 TP6", 0)]
+    assert len(registered) == 6
+    assert summary.phase_reached == {f"DP{i} TP{i}": "cuda_graph_capture" for i in (0, 1, 2, 3, 4, 6)}
+    assert summary.coverage["lines_unrecognised"] == 0
+
+
+def _summary_of(prefix: str, analysed: Any) -> RunSummary:
+    [name] = [r["file"] for r in ROWS if r["file"].startswith(prefix + "-")]
+    return analysed[name][0]
+
+
+def test_253_transfer_thread_traceback_is_an_error_the_server_went_on_from(analysed: Any) -> None:
+    """The NIXL KV sender's transfer thread logs its traceback under 'Unexpected transfer worker
+    error for room N', fails the room and goes on (the request gets a 500): an error logged,
+    not a crash."""
+    s = _summary_of("253", analysed)
+    assert s.crash is None and s.outcome == "incomplete"
+    [err] = s.errors
+    assert (err["line"], err["kind"], err["source"], err["exception"]) == (2, "exception", "transfer_worker",
+                                                                         "RuntimeError")
+
+
+def test_257_mixed_vllm_lines_are_counted_not_called_the_whole_log(analysed: Any) -> None:
+    """10 of 16 records are vLLM's platform lines; SGLang's own 'Launch DP' lines are there
+    too, so the verdict counts them rather than calling every record vLLM's."""
+    s = _summary_of("257", analysed)
+    assert s.outcome == "incomplete"
+    assert "10 of its 16 records are vLLM's" in s.outcome_reason
+
+
+def test_253_watch_sees_no_crash_in_a_traceback_the_transfer_thread_went_on_from() -> None:
+    from logforensics.ingest import LiveRun
+    from logforensics.watch.state import WatchState
+
+    [path] = UNSEEN.glob("253-*.log")
+    state = WatchState(LiveRun(path.name), None, [])
+    state.feed(path.read_bytes(), 0.0)
+    state.settle(1.0)
+    assert state.crash_at is None

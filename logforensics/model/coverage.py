@@ -47,8 +47,13 @@ def vllm_records(kind_counts: Counter[str]) -> int:
     are at least half of the log's records, else 0: a vLLM log, which this does not read
     (an SGLang log carries a few such lines from the vLLM modules it imports)."""
     vllm = kind_counts.get("vllm_log", 0)
-    records = sum(n for kind, n in kind_counts.items() if kind not in _NOT_RECORDS)
+    records = record_count(kind_counts)
     return vllm if vllm >= 3 and 2 * vllm >= records else 0
+
+
+def record_count(kind_counts: Counter[str]) -> int:
+    """How many of the log's records are structure (not blank, indented or unrecognised)."""
+    return sum(n for kind, n in kind_counts.items() if kind not in _NOT_RECORDS)
 
 
 @dataclass

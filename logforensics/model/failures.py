@@ -116,19 +116,27 @@ WATCHDOG_FRAMES = ("ProcessGroupNCCL::ncclCommWatchdog", "ProcessGroupNCCL::watc
 WHAT_LINES = 2
 
 
-def is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
-    """A fatal error that a hang explains: a watchdog's own message or its own C++ stack (the
-    watchdog thread's frames; the terminate whose ``what()`` is the timeout), or, after a
-    watchdog fired, an abort, a fatal signal, a collective error or the parent noticing a
-    dead child."""
+def is_hang_report(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
+    """A fatal record that is the watchdog's own report of a hang, not a failure of its own:
+    its message (a collective timeout), its thread's C++ frames, or the terminate whose
+    ``what()`` is the timeout."""
     text = f"{rec.get('exception') or ''} {rec.get('message') or ''}"
     if any(mk in text for mk in HANG_MARKERS):
         return True
     if rec.get("native") and any(fn in str(rec.get("text") or "") for fn in WATCHDOG_FRAMES):
         return True
-    if (rec.get("native_kind") == "cpp_terminate" and "DistBackendError" in text and first_hang_line is not None
-            and 0 < first_hang_line - rec["line"] <= WHAT_LINES):
-        return True  # "terminate called after throwing ... DistBackendError", then "what(): ... timeout"
+    # "terminate called after throwing ... DistBackendError", then "what(): ... timeout"
+    return bool(rec.get("native_kind") == "cpp_terminate" and "DistBackendError" in text
+                and first_hang_line is not None and 0 < first_hang_line - rec["line"] <= WHAT_LINES)
+
+
+def is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
+    """A fatal error that a hang explains: the watchdog's own report (:func:`is_hang_report`),
+    or, after a watchdog fired, an abort, a fatal signal, a collective error or the parent
+    noticing a dead child."""
+    if is_hang_report(rec, first_hang_line):
+        return True
+    text = f"{rec.get('exception') or ''} {rec.get('message') or ''}"
     if first_hang_line is None or rec["line"] < first_hang_line:
         return False
     return bool(rec.get("native") or rec.get("fatal_signal") or rec.get("rank") is None
@@ -184,6 +192,11 @@ def _brief(rec: dict[str, Any]) -> dict[str, Any]:
             "text": (rec.get("message") or rec["text"])[:300], "kind": "exception"}
 
 
+#: Sources of tracebacks that SGLang logs and goes on from (``read.values.CAUGHT_LEADS``): the
+#: NIXL KV sender's transfer thread marks the room failed and takes the next transfer.
+CAUGHT_SOURCES = frozenset({"transfer_worker"})
+
+
 @handles("exception", reads_earlier=True)
 def on_exception(m: RunModel, ev: Event) -> None:
     f = ev.fields
@@ -209,6 +222,12 @@ def on_exception(m: RunModel, ev: Event) -> None:
     }
     fl = m.failures
     fl.add_distinct(record, m)
+    if record["source"] in CAUGHT_SOURCES:  # logged by code that goes on: an error, not the rank's end
+        if len(fl.errors) < 64:
+            fl.errors.append({"file": ev.file, "line": ev.line, "end_line": ev.end_line, "rank": rank, "ts": ev.ts,
+                              "text": ev.text, "kind": "exception", "source": record["source"],
+                              "exception": record["exception"], "message": record["message"], "oom": record["oom"]})
+        return
     if is_hang_consequence(record) and not fl.hang_events:
         add_hang(m, _brief(record))
     fl.crash_events.append(record)

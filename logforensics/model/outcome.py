@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .coverage import vllm_records
-from .failures import is_hang_consequence
+from .coverage import record_count, vllm_records
+from .failures import is_hang_consequence, is_hang_report
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, rank_sort_key
 
@@ -107,8 +107,10 @@ def judge(m: RunModel) -> Verdict:
         for key, value in detail.items():  # the watchdog evidence and ranks above stay as they are
             hang.setdefault(key, value)
     hung_lines = [h["line"] for h in fl.hang_events[:1]] + ([built.first_line] if built and built.ends_run else [])
-    crash = _crash(m, fatal, sigquits) if (fatal or sigquits) else None
     first_hang = min(hung_lines) if hung_lines else None
+    # the watchdog's own report (its frames, its terminate) is the hang's evidence, not a crash
+    shown = [c for c in fatal if first_hang is None or not is_hang_report(c, first_hang)]
+    crash = _crash(m, shown, sigquits) if (shown or sigquits) else None
     if fl.hang_events and fl.hang_events[0]["line"] == first_hang:
         hang_text = fl.hang_events[0]["text"]
     else:
@@ -128,9 +130,12 @@ def judge(m: RunModel) -> Verdict:
     if t.last_serving_line:
         return Verdict("ready", f"served batches (last at line {t.last_serving_line}){then}", None, hang, resolved,
                        errors, stop)
-    if vllm_records(m.coverage.kind_counts):  # what the log shows may be vLLM's readiness or failure
+    vllm = vllm_records(m.coverage.kind_counts)
+    if vllm:  # what the log shows may be vLLM's readiness or failure
+        records = record_count(m.coverage.kind_counts)
+        whose = "its records are vLLM's" if vllm == records else f"{vllm} of its {records} records are vLLM's"
         return Verdict("incomplete", f"the log stops at line {m.last_line} without SGLang's readiness or failure: "
-                       "its records are vLLM's, which this does not judge", None, hang, resolved, errors)
+                       f"{whose}, which this does not judge", None, hang, resolved, errors)
     return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure",
                    None, hang, resolved, errors)
 

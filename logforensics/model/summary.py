@@ -199,7 +199,8 @@ class RunSummary:
     crash: Crash | None
     exceptions: list[DistinctException]
     #: errors ranks logged and went on after: an OOM message outside a traceback, a
-    #: traceback after which its rank printed more of its course
+    #: traceback after which its rank printed more of its course, or under the lead of code
+    #: that logs it and goes on
     errors: list[LoggedError]
     hang: Hang | None
     ready: Ready | None

@@ -378,6 +378,17 @@ def dedup_count(s: str) -> int:
     return int(s.split("repeated ")[1].split("x")[0])
 
 
+#: The leads of SGLang's logger.exception calls whose except clause goes on, and the
+#: source each names (``model.failures.CAUGHT_SOURCES``).
+CAUGHT_LEADS = {"Unexpected transfer worker error for room": "transfer_worker"}
+
+
+@returns(STR)
+def caught_source(s: str) -> str:
+    """``Unexpected transfer worker error for room 17`` -> ``transfer_worker``."""
+    return next(src for lead, src in CAUGHT_LEADS.items() if s.startswith(lead))
+
+
 @returns(STR)
 def pool_check_name(s: str) -> str:
     """``[swa] total=`` -> ``swa``."""

@@ -25,6 +25,7 @@ from ..diagnose.engine import Diagnosis, evaluate
 from ..diagnose.rulespec import RuleSpec
 from ..events import PHASES, Event
 from ..ingest import LiveRun
+from ..model.failures import CAUGHT_SOURCES
 from ..model.run import RunSummary
 from ..model.startup import bar_phase
 from ..sources import Chunk, Follower, Notice
@@ -127,9 +128,11 @@ class WatchState:
                 r.avail_gib = ev.fields[key]
 
     def _check_crash(self, events: list[Event], now: float) -> None:
-        fatal = any(e.kind in _FATAL_KINDS for e in events)
+        # a traceback under the lead of code that logs it and goes on is no crash (as in summary)
+        fatal = any(e.kind in _FATAL_KINDS and e.fields.get("source") not in CAUGHT_SOURCES for e in events)
         pending = self.run.parser.pending()
-        if pending is not None and (pending.fields.get("exception") or pending.fields.get("fatal_signal")):
+        if pending is not None and (pending.fields.get("exception") or pending.fields.get("fatal_signal")) \
+                and pending.fields.get("source") not in CAUGHT_SOURCES:
             fatal = True
         if fatal:
             self.crash_at = now
