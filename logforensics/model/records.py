@@ -317,6 +317,8 @@ class LoggedError(Keyed):
     what: str | None = None
     message: str | None = None
     oom: OomFigures | None = None
+    #: the code whose lead the rank logged it under (``transfer_worker``: a KV transfer thread)
+    source: str | None = None
     node: str | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

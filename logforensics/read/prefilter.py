@@ -277,8 +277,12 @@ class Prefilter:
             if first not in self.by_char:
                 return False
             needs = self.by_char[first]
-            if needs is not None and not any(n in text for n in needs):
-                return False
+            if needs is not None:
+                for n in needs:
+                    if n in text:
+                        break
+                else:
+                    return False
         else:
             first = None
         groups = self._terms.get(first)
