@@ -654,3 +654,39 @@ def test_a_log_that_just_stops_asks_for_the_record_of_its_end_unless_one_is_besi
     d = diagnose_runs(str(tmp_path / "cancelled"), base)
     assert d.failing.outcome == "incomplete" and d.failing.artefacts.terminations
     assert not any("kubectl describe pod" in c for c in d.conclusion.collect), d.conclusion.collect
+
+
+def test_a_crash_dumps_request_times_are_written_as_utc_stamps_beside_the_log(tmp_path):
+    """``first_start``/``last_end`` are the dump host's ``time.time()`` (UTC): summary, the
+    HTML report of a diff and the bundle write them as stamps saying their clock; the JSON keeps
+    the numbers (saved summaries read back)."""
+    import pickle
+
+    write(tmp_path / "run" / "server.log", STARTING)
+    dump = tmp_path / "run" / "gpu-node-17" / "crash_dump_2025-06-01_10-01-00.pkl"
+    dump.parent.mkdir(parents=True)
+    dump.write_bytes(pickle.dumps({"server_args": _Args(), "requests": [
+        ({"text": "hi"}, {"meta_info": {"finish_reason": {"type": "stop"}}}, 1748772000.0, 1748772001.5),
+        ({"text": "yo"}, {}, 1748772001.0, 1748772004.25)]}, protocol=4))
+    run = str(tmp_path / "run")
+    said = "first_start 2025-06-01 10:00:00 UTC, last_end 2025-06-01 10:00:04.250 UTC"
+    assert said in run_cli("summary", run).stdout.replace("\n", " ").replace("│", "")
+    report = str(tmp_path / "r.html")
+    assert run_cli("diff", run, run, "-o", report, "--fail-on", "never").returncode == 0
+    assert said in open(report, encoding="utf-8").read()
+    assert said in run_cli("bundle", run).stdout
+    figures = json.loads(run_cli("summary", run, "--json").stdout)["artefacts"]["dumps"][0]["figures"]
+    assert (figures["first_start"], figures["last_end"]) == (1748772000.0, 1748772004.25)
+
+
+def test_summary_of_a_log_that_just_stops_asks_for_the_record_of_its_end_as_diff_does(tmp_path):
+    from logforensics.model.beside import END_RECORD
+
+    log = write(tmp_path / "stops" / "server.log", STARTING)
+    said = " ".join(run_cli("summary", log).stdout.split())
+    assert f"To tell why it stops, collect {END_RECORD}" in said
+    d = diagnose_runs(log, write(tmp_path / "b.log", READY))
+    assert END_RECORD in d.conclusion.collect  # one wording for both
+    write(tmp_path / "stops" / "slurm.err", SLURM.splitlines()[1] + "\n")  # the time limit: still incomplete
+    assert "kubectl describe pod" not in run_cli("summary", str(tmp_path / "stops")).stdout
+    assert "kubectl describe pod" not in run_cli("summary", write(tmp_path / "r.log", READY)).stdout
