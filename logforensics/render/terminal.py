@@ -228,7 +228,8 @@ def render_hang(h: Hang, console: Console, file: str | None = None) -> None:
 
 def render_artefacts(a: Artefacts, console: Console) -> None:
     """What the files beside the logs say (``render.beside``), each with where it was read."""
-    rows = [plain(f"{line.text}  ({line.where})", {"bad": "red", "warn": "yellow"}.get(line.level, ""), limit=300)
+    # the statement is cut, never where it was read
+    rows = [plain(f"{clip(printable(line.text), 300)}  ({line.where})", {"bad": "red", "warn": "yellow"}.get(line.level, ""))
             for line in beside_lines(a)]
     if rows:
         console.print(Panel(Group(*rows), title=Text("Beside the logs"), expand=False))
