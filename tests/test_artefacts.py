@@ -722,3 +722,13 @@ def test_a_cpu_allocation_saved_before_the_cores_were_written_compares_as_cores(
     assert same_value("cpu_limit", "2000m", "2 cores (NanoCpus: 2000000000)")
     assert same_value("cpu_limit", "64 (SLURM_CPUS_ON_NODE)", "64 cores (NumCPUs=64)")
     assert not same_value("cpu_limit", "2", "64 cores (NumCPUs=64)")
+
+
+def test_request_times_no_date_has_are_written_as_the_numbers_they_are():
+    from logforensics.artefacts.types import Artefacts, Dump
+    from logforensics.render.beside import beside_lines
+
+    dump = Dump("crash_dump", "d.pkl", {"first_start": 1e300, "last_end": float("nan"), "span_s": 1.0})
+    [line] = [ln.text for ln in beside_lines(Artefacts(dumps=(dump,)))]
+    assert line.startswith("crash dump: first_start 1000000000") and ", last_end nan, span_s 1" in line
+    assert "UTC" not in line  # a crafted dump's figure is no time: shown as the number, no traceback

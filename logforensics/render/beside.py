@@ -39,8 +39,8 @@ def _figure(key: str, value: Any, *, in_gib: bool = False) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if key.endswith("_gb") or in_gib:
             return gib(value)
-        if key in EPOCH_FIGURES:
-            return utc_stamp(value)
+        if key in EPOCH_FIGURES and (stamp := utc_stamp(value)) is not None:
+            return stamp
     return fmt(value, key=key)
 
 
