@@ -653,3 +653,13 @@ def test_a_crash_on_the_rank_a_file_name_states_is_said_on_that_rank(tmp_path: P
     assert s["outcome"] == "crashed" and s["outcome_reason"].endswith(" on DP1 at line 7")
     assert (s["crash"]["first_rank"], s["crash"]["ranks"], s["crash"]["rank_inferred_from"]) == \
         ("DP1", ["DP1"], "file_name")
+
+
+def test_one_file_per_rank_gives_each_file_its_rank(tmp_path: Path) -> None:
+    """A worker's ranks written to one file each, every file without a rank prefix: the run
+    has the ranks the names state, not one ``-`` per file."""
+    for name in ("worker-tp_rank0.log", "worker-tp_rank1.log"):
+        (tmp_path / name).write_bytes(GLM.read_bytes())
+    s = _summary_json(tmp_path / "worker-tp_rank0.log", tmp_path / "worker-tp_rank1.log")
+    assert s["ranks"] == ["TP0", "TP1"]
+    assert s["memory"]["TP1"]["max_total_num_tokens"] == 540800
