@@ -196,7 +196,7 @@ def test_kubectl_describe_gives_the_oom_kill_restarts_probe_kill_and_limits():
     assert [(t.cause, t.line, t.exit_code) for t in ends] == [("oom_killed", 9, 137), ("liveness_probe", 25, None)]
     assert ends[0].detail == {"reason": "OOMKilled", "state": "Last State", "container": "sglang", "restarts": "3"}
     assert (facts["cpu_limit"].value, facts["cpu_limit"].line, facts["memory_limit"].value) == \
-        ("2", 16, "64.00 GiB (64Gi)")
+        ("2 cores (2)", 16, "64.00 GiB (64Gi)")
 
 
 def test_a_container_that_completed_is_no_termination():
@@ -208,12 +208,12 @@ def test_a_container_that_completed_is_no_termination():
 def test_pod_yaml_and_docker_inspect():
     ends, facts = orch.read_k8s_yaml("pod.yaml", lines(POD_YAML))
     assert [(t.cause, t.exit_code, t.line, t.detail.get("restarts")) for t in ends] == [("oom_killed", 137, 17, "2")]
-    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("64", "512.00 GiB (512Gi)")
+    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("64 cores (64)", "512.00 GiB (512Gi)")
     text = json.dumps(DOCKER, indent=4)
     ends, facts = orch.read_docker_inspect("inspect.json", lines(text))
     assert [(t.source, t.cause, t.exit_code) for t in ends] == [("docker", "oom_killed", 137)]
     assert lines(text)[ends[0].line - 1].strip().startswith('"OOMKilled": true')
-    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("2", "64.00 GiB (Memory: 68719476736)")
+    assert (facts["cpu_limit"].value, facts["memory_limit"].value) == ("2 cores (NanoCpus: 2000000000)", "64.00 GiB (Memory: 68719476736)")
 
 
 # -- recognised by content, never by name --------------------------------------------------
@@ -577,7 +577,7 @@ def test_scontrol_gives_the_end_and_the_allocation(tmp_path):
     arts = read_artefacts([path])
     assert [(t.cause, t.line, t.detail["reason"]) for t in arts.terminations] == [("time_limit", 3, "TimeLimit")]
     facts = {k: (c.value, c.line) for k, c in arts.environment.facts.items()}
-    assert facts == {"cpu_limit": ("2", 7), "memory_limit": ("64.00 GiB (mem=64G)", 8), "gpu_count": ("8", 8)}
+    assert facts == {"cpu_limit": ("2 cores (NumCPUs=2)", 7), "memory_limit": ("64.00 GiB (mem=64G)", 8), "gpu_count": ("8", 8)}
     done = write(tmp_path / "ok.txt", SCONTROL.format(state="COMPLETED", reason="None", code="0:0", cpus=64))
     assert read_artefacts([done]).terminations == ()
 
@@ -587,7 +587,7 @@ def test_a_job_given_2_cpus_instead_of_64_is_what_differs(tmp_path):
         write(tmp_path / side / "server.log", READY)
         write(tmp_path / side / "job.txt", SCONTROL.format(state="RUNNING", reason="None", code="0:0", cpus=cpus))
     d = diagnose_runs(str(tmp_path / "fail"), str(tmp_path / "base"))
-    assert "the environment differs (CPU allocation 64 -> 2)" in d.verdict
+    assert "the environment differs (CPU allocation 64 cores (NumCPUs=64) -> 2 cores (NumCPUs=2))" in d.verdict
 
 
 @pytest.mark.parametrize(("reader", "text", "written"), [
@@ -635,7 +635,7 @@ def test_slurm_variables_the_log_exports_are_the_allocation(tmp_path):
     for side, cpus in (("base", 64), ("fail", 2)):
         write(tmp_path / side / "server.log", f"export SLURM_CPUS_ON_NODE={cpus}\n" + READY)
     d = diagnose_runs(str(tmp_path / "fail" / "server.log"), str(tmp_path / "base" / "server.log"))
-    assert "the environment differs (CPU allocation 64 (SLURM_CPUS_ON_NODE) -> 2 (SLURM_CPUS_ON_NODE))" in d.verdict
+    assert "the environment differs (CPU allocation 64 cores (SLURM_CPUS_ON_NODE=64) -> 2 cores (SLURM_CPUS_ON_NODE=2))" in d.verdict
 
 
 def test_a_server_log_with_check_env_pasted_on_top_stays_a_log(tmp_path):
@@ -654,3 +654,81 @@ def test_a_log_that_just_stops_asks_for_the_record_of_its_end_unless_one_is_besi
     d = diagnose_runs(str(tmp_path / "cancelled"), base)
     assert d.failing.outcome == "incomplete" and d.failing.artefacts.terminations
     assert not any("kubectl describe pod" in c for c in d.conclusion.collect), d.conclusion.collect
+
+
+def test_a_crash_dumps_request_times_are_written_as_utc_stamps_beside_the_log(tmp_path):
+    """``first_start``/``last_end`` are the dump host's ``time.time()`` (UTC): summary, the
+    HTML report of a diff and the bundle write them as stamps saying their clock; the JSON keeps
+    the numbers (saved summaries read back)."""
+    import pickle
+
+    write(tmp_path / "run" / "server.log", STARTING)
+    dump = tmp_path / "run" / "gpu-node-17" / "crash_dump_2025-06-01_10-01-00.pkl"
+    dump.parent.mkdir(parents=True)
+    dump.write_bytes(pickle.dumps({"server_args": _Args(), "requests": [
+        ({"text": "hi"}, {"meta_info": {"finish_reason": {"type": "stop"}}}, 1748772000.0, 1748772001.5),
+        ({"text": "yo"}, {}, 1748772001.0, 1748772004.25)]}, protocol=4))
+    run = str(tmp_path / "run")
+    said = "first_start 2025-06-01 10:00:00 UTC, last_end 2025-06-01 10:00:04.250 UTC"
+    assert said in run_cli("summary", run).stdout.replace("\n", " ").replace("│", "")
+    report = str(tmp_path / "r.html")
+    assert run_cli("diff", run, run, "-o", report, "--fail-on", "never").returncode == 0
+    assert said in open(report, encoding="utf-8").read()
+    assert said in run_cli("bundle", run).stdout
+    figures = json.loads(run_cli("summary", run, "--json").stdout)["artefacts"]["dumps"][0]["figures"]
+    assert (figures["first_start"], figures["last_end"]) == (1748772000.0, 1748772004.25)
+
+
+def test_summary_of_a_log_that_just_stops_asks_for_the_record_of_its_end_as_diff_does(tmp_path):
+    from logforensics.model.beside import END_RECORD
+
+    log = write(tmp_path / "stops" / "server.log", STARTING)
+    said = " ".join(run_cli("summary", log).stdout.split())
+    assert f"To tell why it stops, collect {END_RECORD}" in said
+    d = diagnose_runs(log, write(tmp_path / "b.log", READY))
+    assert END_RECORD in d.conclusion.collect  # one wording for both
+    write(tmp_path / "stops" / "slurm.err", SLURM.splitlines()[1] + "\n")  # the time limit: still incomplete
+    assert "kubectl describe pod" not in run_cli("summary", str(tmp_path / "stops")).stdout
+    assert "kubectl describe pod" not in run_cli("summary", write(tmp_path / "r.log", READY)).stdout
+
+
+@pytest.mark.parametrize(("text", "written"), [("2000m", "2 cores (2000m)"), ("500m", "0.5 cores (500m)"),
+                                               ("1", "1 core (1)"), ("lots", "lots")])
+def test_a_cpu_allocation_is_written_in_cores_with_the_orchestrators_own_text(text, written):
+    _, facts = orch.read_k8s_describe("x.txt", lines(DESCRIBE.replace("cpu:             2\n", f"cpu:             {text}\n")))
+    assert facts["cpu_limit"].value == written
+
+
+def test_a_pods_2000m_and_a_containers_two_nanocpus_are_one_cpu_allocation(tmp_path):
+    """Kubernetes' ``2000m`` and Docker's ``NanoCpus: 2000000000`` are both 2 cores: compared as
+    quantities, as memory is, they are equal; 2000m against 4 cores differs, in cores."""
+    docker = json.dumps([{**DOCKER[0], "HostConfig": {"NanoCpus": 2000000000, "Memory": 64 * 2**30}}], indent=4)
+    write(tmp_path / "base" / "server.log", READY)
+    write(tmp_path / "base" / "pod.txt", DESCRIBE.replace("cpu:             2\n", "cpu:             2000m\n"))
+    write(tmp_path / "fail" / "server.log", READY)
+    write(tmp_path / "fail" / "inspect.json", docker)
+    d = diagnose_runs(str(tmp_path / "fail"), str(tmp_path / "base"))
+    assert "CPU allocation" not in d.verdict
+    assert "CPU allocation" in d.facts.environment.same
+    write(tmp_path / "four" / "server.log", READY)
+    write(tmp_path / "four" / "inspect.json", docker.replace("2000000000", "4000000000"))
+    d = diagnose_runs(str(tmp_path / "four"), str(tmp_path / "base"))
+    assert "CPU allocation 2 cores (2000m) -> 4 cores (NanoCpus: 4000000000)" in d.verdict
+
+
+def test_a_cpu_allocation_saved_before_the_cores_were_written_compares_as_cores():
+    from logforensics.diagnose.environment import same_value
+
+    assert same_value("cpu_limit", "2000m", "2 cores (NanoCpus: 2000000000)")
+    assert same_value("cpu_limit", "64 (SLURM_CPUS_ON_NODE)", "64 cores (NumCPUs=64)")
+    assert not same_value("cpu_limit", "2", "64 cores (NumCPUs=64)")
+
+
+def test_request_times_no_date_has_are_written_as_the_numbers_they_are():
+    from logforensics.artefacts.types import Artefacts, Dump
+    from logforensics.render.beside import beside_lines
+
+    dump = Dump("crash_dump", "d.pkl", {"first_start": 1e300, "last_end": float("nan"), "span_s": 1.0})
+    [line] = [ln.text for ln in beside_lines(Artefacts(dumps=(dump,)))]
+    assert line.startswith("crash dump: first_start 1000000000") and ", last_end nan, span_s 1" in line
+    assert "UTC" not in line  # a crafted dump's figure is no time: shown as the number, no traceback

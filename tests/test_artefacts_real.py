@@ -321,3 +321,16 @@ def test_an_incident_answer_beside_the_log_shows_its_summed_figures_and_memory_i
     assert small is not None
     [line] = [ln.text for ln in beside_lines(Artefacts(dumps=(small,)))]
     assert "weight_gb 1003.52 MiB" in line
+
+
+def test_server_info_memory_usage_is_gib_written_by_the_one_formatter():
+    """``/server_info``'s ``memory_usage`` is SGLang's GB (GiB) with no unit in its keys: the
+    real docs answer's ``kvcache 0.23`` is 235.52 MiB and ``weight -1.19`` is GiB; its
+    ``token_capacity`` is a count of tokens and stays one. The JSON keeps SGLang's numbers."""
+    from logforensics.render.beside import beside_lines
+
+    arts = read_artefacts([os.path.join(HERE, "sglang-server-info-0.5.2rc1-qwen2.5-0.5b-docs-notebook.json")])
+    [line] = [ln.text for ln in beside_lines(arts)]
+    assert "memory_usage {weight -1.19 GiB, kvcache 235.52 MiB, token_capacity 20480, cuda_graph 71.68 MiB}" in line
+    [dump] = arts.dumps
+    assert dump.to_dict()["figures"]["internal_states"][0]["memory_usage"]["kvcache"] == 0.23

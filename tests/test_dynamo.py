@@ -592,3 +592,74 @@ def test_files_of_one_clock_keep_their_times_as_printed(tmp_path: Path) -> None:
                                              str(tmp_path / "node1.log")]).stdout)
     assert s["hang"]["node"] == "node1" and "clock" not in s["hang"] and "order_uncertain" not in s["hang"]
     assert all("clock" not in n and "order_uncertain" not in n for n in s["nodes"].values())
+
+
+def _summary_json(*paths: Path) -> dict[str, Any]:
+    res = CliRunner().invoke(main, ["summary", "--json", *map(str, paths)])
+    assert res.exit_code in (0, 1), res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("form", ["text", "jsonl"])
+@pytest.mark.parametrize(("name", "rank"), [
+    ("glm52-worker-tp_rank1.log", "TP1"),
+    ("decode-dp_rank0-tp-rank-1.log", "DP0 TP1"),
+    ("worker_rank3.out", "rank3"),
+    ("glm52-worker.log", None),          # the name states no rank
+    ("glm52-tp8.log", None),             # a TP size, as names carry it: no rank
+    ("glm52-node_rank1.log", None),      # a node, not a rank
+])
+def test_the_rank_dynamo_dropped_is_the_one_the_file_name_states(tmp_path: Path, form: str, name: str,
+                                                                   rank: str | None) -> None:
+    """Dynamo's head drops SGLang's rank prefix, and neither its text fields (``component``,
+    ``endpoint``, ``namespace``, ``instance_id``) nor its JSONL ones name a rank: the file's
+    name can, and the rank is taken from it only then, with a warning that says so."""
+    text = GLM.read_text(encoding="utf-8")
+    if form == "jsonl":
+        text = "\n".join(as_jsonl(t) if t else t for t in text.split("\n"))
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    s = _summary_json(path)
+    if rank is None:
+        assert s["ranks"] == ["-"] and s["warnings"].count(RANKS_WARNING) == 1
+        return
+    assert s["ranks"] == [rank] and s["phase_reached"] == {rank: "warmup"}
+    assert s["memory"][rank]["max_total_num_tokens"] == 540800
+    assert RANKS_WARNING not in s["warnings"]
+    assert f"records without a rank are {rank}, the rank the file name {name} states" in s["warnings"][0]
+
+
+def test_a_file_rank_is_not_taken_when_the_log_names_ranks_or_the_sizes_forbid_it(tmp_path: Path) -> None:
+    """A file whose own records name ranks keeps its ``-`` records apart (they may be any
+    rank's), and a name's rank the log's TP size cannot have is not one."""
+    dsv4 = tmp_path / "decode-tp_rank0.log"
+    dsv4.write_bytes(DSV4.read_bytes())
+    assert _summary_json(dsv4)["ranks"] == ["DP1 TP1 EP1"]
+    glm = GLM.read_text(encoding="utf-8").split("\n")
+    glm.insert(0, glm[0].split(" INFO ")[0] + " INFO server_args.__post_init__: server_args=ServerArgs(tp_size=2)")
+    too_high = tmp_path / "worker-tp_rank2.log"
+    too_high.write_text("\n".join(glm), encoding="utf-8")
+    s = _summary_json(too_high)
+    assert s["ranks"] == ["-"] and s["warnings"].count(RANKS_WARNING) == 1
+
+
+def test_a_crash_on_the_rank_a_file_name_states_is_said_on_that_rank(tmp_path: Path) -> None:
+    text = lines(DSV4)
+    head = text[5].split("] ", 1)[1]
+    crash = [*lines(GLM)[:6], "2026-07-06T02:49:44.257000Z ERROR scheduler.run_scheduler_process: " + head, *text[6:43]]
+    path = tmp_path / "decode-dp_rank1.log"
+    path.write_text("\n".join(crash) + "\n", encoding="utf-8")
+    s = _summary_json(path)
+    assert s["outcome"] == "crashed" and s["outcome_reason"].endswith(" on DP1 at line 7")
+    assert (s["crash"]["first_rank"], s["crash"]["ranks"], s["crash"]["rank_inferred_from"]) == \
+        ("DP1", ["DP1"], "file_name")
+
+
+def test_one_file_per_rank_gives_each_file_its_rank(tmp_path: Path) -> None:
+    """A worker's ranks written to one file each, every file without a rank prefix: the run
+    has the ranks the names state, not one ``-`` per file."""
+    for name in ("worker-tp_rank0.log", "worker-tp_rank1.log"):
+        (tmp_path / name).write_bytes(GLM.read_bytes())
+    s = _summary_json(tmp_path / "worker-tp_rank0.log", tmp_path / "worker-tp_rank1.log")
+    assert s["ranks"] == ["TP0", "TP1"]
+    assert s["memory"]["TP1"]["max_total_num_tokens"] == 540800

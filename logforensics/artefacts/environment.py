@@ -103,6 +103,36 @@ def memory_figure(value: str) -> str:
     return value.split(" (", 1)[0]
 
 
+#: Slurm's CPUs per node as its variables write them: ``64``, and ``64(x2)`` for two nodes of 64
+_SLURM_CPUS = re.compile(r"(\d+)(?:\(x\d+\))?")
+
+
+def slurm_cores(text: str) -> float | None:
+    """CPUs per node of a Slurm figure (``64``, ``64(x2)``), or None (nodes given different
+    counts, ``72(x2),36``, are no one figure)."""
+    m = _SLURM_CPUS.fullmatch(text.strip())
+    return float(m.group(1)) if m else None
+
+
+def cpu_value(cores: float | None, own: str) -> str:
+    """A CPU allocation's fact: the cores (``2 cores``, ``0.5 cores``, ``1 core``), then the
+    orchestrator's own text in brackets (``2 cores (2000m)``, ``2 cores (NanoCpus:
+    2000000000)``, ``64 cores (NumCPUs=64)``), as :func:`memory_value` writes memory; the own
+    text alone when it is no quantity this version reads."""
+    if cores is None or cores <= 0:
+        return own
+    return f"{cores:g} core{'' if cores == 1 else 's'} ({own})"
+
+
+def cpu_figure(value: str) -> float | None:
+    """The cores of a CPU allocation's fact (what two allocations are compared by): its first
+    word as a Kubernetes quantity, so ``2 cores (2000m)`` and ``2 cores (NanoCpus:
+    2000000000)`` are one allocation, and so are the values summaries saved before the cores
+    were written (``2000m``, ``2``, ``64 (SLURM_CPUS_ON_NODE)``). None when it reads none."""
+    words = value.split()
+    return k8s_bytes(words[0]) if words else None
+
+
 def _norm(name: str) -> str:
     return name.strip().lower().replace("-", "_")
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..read import jobend
-from .environment import k8s_bytes, memory_value, slurm_bytes
+from .environment import cpu_value, k8s_bytes, memory_value, slurm_bytes, slurm_cores
 from .types import Cited, Termination
 
 
@@ -86,7 +86,7 @@ def read_scontrol(file: str, lines: list[str]) -> tuple[list[Termination], dict[
                 close()
             job.setdefault(key, (value, no))
             if key == "NumCPUs":
-                facts.setdefault("cpu_limit", Cited(value, file, no))
+                facts.setdefault("cpu_limit", Cited(cpu_value(slurm_cores(value), f"NumCPUs={value}"), file, no))
             elif key == "TRES":
                 tres = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
                 if "mem" in tres:
@@ -209,7 +209,7 @@ def read_k8s_describe(file: str, lines: list[str]) -> tuple[list[Termination], d
 def _k8s_limit(key: str, value: str, file: str, no: int) -> tuple[str, Cited]:
     """A container's ``cpu`` or ``memory`` limit as an allocation fact."""
     if key == "cpu":
-        return "cpu_limit", Cited(value, file, no)
+        return "cpu_limit", Cited(cpu_value(k8s_bytes(value), value), file, no)
     return "memory_limit", Cited(memory_value(k8s_bytes(value), value), file, no)
 
 
@@ -331,8 +331,8 @@ def read_docker_inspect(file: str, lines: list[str]) -> tuple[list[Termination],
             m = rx.search(line)
             if m and int(m.group(1)) > 0:
                 v = int(m.group(1))
-                facts.setdefault(key, Cited(f"{v / 1e9:g}" if key == "cpu_limit" else memory_value(v, f"Memory: {v}"),
-                                            file, no))
+                facts.setdefault(key, Cited(cpu_value(v / 1e9, f"NanoCpus: {v}") if key == "cpu_limit"
+                                            else memory_value(v, f"Memory: {v}"), file, no))
                 break
     return out, facts
 

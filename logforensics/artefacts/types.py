@@ -137,6 +137,17 @@ class Dump:
                    dict(d.get("server_args") or {}), d.get("replay"), list(d.get("unread") or []))
 
 
+#: A dump's figures that are seconds since the epoch as the writer's host counted them
+#: (``time.time()``: UTC): a crash dump's request times. Kept as numbers in the JSON, written
+#: for people as a stamp with its clock (``2025-06-01 10:00:00 UTC``).
+EPOCH_FIGURES = frozenset({"first_start", "last_end"})
+
+#: Records of a dump whose figures are SGLang's "GB" (GiB) with no unit in their keys, and the
+#: keys in them that are not: ``/server_info``'s ``memory_usage`` (``weight``, ``kvcache``,
+#: ``cuda_graph`` or ``graph``, each ``round(bytes / 2**30, 2)``; ``token_capacity`` a count).
+GIB_RECORDS: dict[str, frozenset[str]] = {"memory_usage": frozenset({"token_capacity"})}
+
+
 @dataclass(frozen=True)
 class Artefacts:
     """Everything beside a run's logs that was read: its environment, what ended it, its

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..events import LAUNCH
+from ..model.beside import END_RECORD, stops_unexplained
 from ..model.phases import where_failed
 from ..model.run import RunSummary
 from ..model.stops import stop_place
@@ -152,9 +153,8 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
         place = stop_place(failing, cite_file=True)
         out.append(f"the rest of the log (it stops at line {failing.coverage.get('lines_read') or '?'} "
                    "without readiness or failure" + (f", {place}" if place else "") + ")")
-        if not (failing.artefacts and failing.artefacts.terminations):  # a log that just stops: killed?
-            out.append("the record of the process's end outside the log, beside it or with --artifacts: "
-                       "kubectl describe pod, docker inspect, the Slurm job's output or sacct, dmesg")
+        if stops_unexplained(failing):  # a log that just stops: killed?
+            out.append(END_RECORD)
     if crash is not None and not crash.exception and not crash.native:
         out.append("the full log: the failure's own record (the traceback's exception) is not in this one")
     if failing.missing_ranks or facts.nodes.missing_ranks:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..artefacts.environment import KEYS, memory_figure, memory_value, slurm_bytes
+from ..artefacts.environment import KEYS, cpu_figure, cpu_value, memory_figure, memory_value, slurm_bytes, slurm_cores
 from ..artefacts.types import Cited
 from ..model.run import RunSummary
 from .sides import Evidence
@@ -70,8 +70,8 @@ def environment_of(run: RunSummary) -> dict[str, Cited]:
         value = (run.env or {}).get(var)
         if value and key not in facts:
             text = f"{var}={value}"
-            facts[key] = Cited(memory_value(slurm_bytes(str(value)), text) if key == "memory_limit" else f"{value} ({var})",
-                               run.file or "", 0)
+            facts[key] = Cited(memory_value(slurm_bytes(str(value)), text) if key == "memory_limit"
+                               else cpu_value(slurm_cores(str(value)), text), run.file or "", 0)
     return facts
 
 
@@ -79,6 +79,10 @@ def same_value(key: str, a: str, b: str) -> bool:
     """Whether two values of a fact are the same (a version with and without a leading ``v``)."""
     if key == "memory_limit":  # 64Gi and 65536M are one allocation
         return memory_figure(a) == memory_figure(b)
+    if key == "cpu_limit":  # 2000m, 2 and NanoCpus 2000000000 are one allocation: 2 cores
+        ca, cb = cpu_figure(a), cpu_figure(b)
+        if ca is not None and cb is not None:
+            return ca == cb
     if key in ("sglang", "torch", "flashinfer", "cuda", "nccl"):  # 0.4.6 and v0.4.6, 2.5.1+cu124 and 2.5.1
         return a.lstrip("v").split("+")[0] == b.lstrip("v").split("+")[0] and (
             "+" not in a or "+" not in b or a == b)

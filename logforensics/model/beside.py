@@ -27,6 +27,17 @@ FAILED = ("oom_killed", "evicted", "node_failure", "liveness_probe", "sigkill", 
 #: Causes that end a job on purpose.
 CANCELLED = ("time_limit", "cancelled")
 SOURCES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker", "ray": "Ray", "kernel": "the kernel"}
+#: What to collect for a log that just stops: who ended the process is recorded outside the
+#: log, if anywhere (``summary`` and ``diff`` say it in these words).
+END_RECORD = ("the record of the process's end outside the log, beside it or with --artifacts: "
+              "kubectl describe pod, docker inspect, the Slurm job's output or sacct, dmesg")
+
+
+def stops_unexplained(s: RunSummary) -> bool:
+    """The log stops without readiness or failure, and no record of its end (an
+    orchestrator's or the kernel's) was read beside it or in it: :data:`END_RECORD` is what
+    would tell why."""
+    return s.outcome == "incomplete" and not (s.artefacts and s.artefacts.terminations)
 
 
 def the_end(terminations: Sequence[Termination]) -> Termination | None:

@@ -40,3 +40,16 @@ def iso(sec: float, dated: bool) -> str:
     if dated:
         return (_EPOCH + timedelta(seconds=sec)).isoformat(timespec="seconds")
     return str(timedelta(seconds=int(sec) % 86400)).rjust(8, "0")
+
+
+def utc_stamp(sec: float) -> str | None:
+    """Seconds since the epoch (a host's ``time.time()``, which counts in UTC) as a stamp
+    written as SGLang writes its own, with the clock said: ``2025-06-01 10:00:00 UTC``,
+    ``2025-06-01 10:00:01.500 UTC`` when the seconds have a fraction (to the millisecond,
+    as ``SGLANG_LOG_MS`` prints them). None for a figure no date has (infinite, not a
+    number, beyond year 9999 or before year 1: a crafted file's)."""
+    try:
+        at = _EPOCH + timedelta(seconds=round(sec, 3))
+    except (OverflowError, ValueError):
+        return None
+    return at.isoformat(sep=" ", timespec="milliseconds" if at.microsecond else "seconds") + " UTC"

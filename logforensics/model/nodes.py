@@ -27,13 +27,15 @@ How the parts combine:
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from .dynamo import derived_offset, utc_instant
+from .dynamo import RANKS_WARNING, derived_offset, utc_instant
 from .records import LoggedError
 from .run import NO_RANK, RunSummary
 from .summary import Crash, DistinctException, Hang, RankRecord
@@ -140,11 +142,95 @@ def _size(s: RunSummary, keys: Sequence[str]) -> int | None:
     return None
 
 
+#: A rank a file's name states in SGLang's own words (``tp_rank1``, ``dp-rank-0``,
+#: ``moe_ep_rank2``), or torch's (``rank3``), and the label SGLang's prefix gives it. A bare
+#: ``tp8`` is not one: names carry the TP size so (``llama-70b-tp8.log``); ``node_rank1`` is
+#: a node (``ingest.runset``).
+_NAME_RANK = re.compile(r"(?<![A-Za-z0-9])(?:(attn_cp|moe_dp|moe_ep|dp|pp|tp|ep|cp)[_-]?)?rank[_-]?(\d+)(?![0-9])",
+                        re.IGNORECASE)
+_NAME_LABEL = {"attn_cp": "ATTN_CP", "moe_dp": "MOE_DP", "moe_ep": "EP"}
+#: The sizes a rank of each label must be under, where the log gives them.
+_NAME_SIZES = {"TP": ("tp_size", "tp", "tensor_parallel_size"), "PP": ("pp_size", "pp", "pipeline_parallel_size"),
+               "DP": ("dp_size", "dp", "data_parallel_size")}
+#: Fields of a summary that hold rank labels (dict keys of ranks are relabelled too).
+_RANK_FIELDS = frozenset({"rank", "ranks", "first_rank", "silent_ranks", "label"})
+
+
+def rank_from_name(path: str, s: RunSummary) -> str | None:
+    """The rank ``path``'s name states (``worker-tp_rank1.log`` -> ``TP1``, ``dp_rank0_tp_rank1``
+    -> ``DP0 TP1``, ``rank3`` -> ``rank3``), or None: none stated, a ``node_rank``, or a rank
+    the sizes the log gives cannot have (``tp_rank4`` of a TP 4 run)."""
+    parts = []
+    for m in _NAME_RANK.finditer(os.path.basename(path)):
+        before = os.path.basename(path)[max(0, m.start() - 5):m.start()].lower()
+        if m.group(1) is None and before.endswith(("node_", "node-", "node")):
+            continue
+        word = (m.group(1) or "").lower()
+        label = _NAME_LABEL.get(word, word.upper()) if word else "rank"
+        size = _size(s, _NAME_SIZES[label]) if label in _NAME_SIZES else None
+        if size is not None and int(m.group(2)) >= size:
+            return None
+        parts.append(f"{label}{int(m.group(2))}")
+    return " ".join(parts) or None
+
+
+def _relabel(x: Any, new: str, name: str | None = None) -> Any:
+    """``x`` with the rank ``-`` named ``new`` wherever a field of a rank (:data:`_RANK_FIELDS`)
+    holds it or a mapping is keyed by it (node labels, ``nodes``, are left as they are)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        changes = {}
+        for f in dataclasses.fields(x):
+            if f.init:
+                old = getattr(x, f.name)
+                got = _relabel(old, new, f.name)
+                if got is not old:
+                    changes[f.name] = got
+        return replace(x, **changes) if changes else x
+    if isinstance(x, dict):
+        if name == "nodes":
+            return x
+        items = [(new if k == NO_RANK else k, _relabel(v, new, k if isinstance(k, str) else None)) for k, v in x.items()]
+        return dict(items) if any(k2 is not k or v2 is not v for (k2, v2), (k, v) in zip(items, x.items())) else x
+    if isinstance(x, (list, tuple)):
+        got = [_relabel(v, new, name) for v in x]
+        return type(x)(got) if any(a is not b for a, b in zip(got, x)) else x
+    if x == NO_RANK and name in _RANK_FIELDS:
+        return new
+    return x
+
+
+def with_rank_from_name(p: NodeSummary) -> NodeSummary:
+    """A file whose SGLang records Dynamo wrote without their rank (:data:`RANKS_WARNING`),
+    all of them (its one rank is ``-``), with the rank its name states (:func:`rank_from_name`)
+    and a warning that says where the rank came from; unchanged when the name states none
+    (the rank is never guessed) or the file names ranks of its own (its ``-`` records are
+    then of any of them)."""
+    s = p.summary
+    if RANKS_WARNING not in s.warnings or s.ranks != [NO_RANK]:
+        return p
+    label = rank_from_name(p.file, s)
+    if label is None:
+        return p
+    said = (f"ranks not printed: Dynamo drops SGLang's rank prefix unless DYN_SKIP_SGLANG_LOG_FORMATTING=1; "
+            f"records without a rank are {label}, the rank the file name {os.path.basename(p.file)} states")
+    reason = s.outcome_reason
+    head, on, tail = reason.rpartition(f" on {NO_RANK} at line ")  # the verdict's "... on RANK at line N"
+    if s.outcome == "crashed" and on:
+        reason = f"{head} on {label} at line {tail}"
+    s = _relabel(replace(s, outcome_reason=reason, warnings=[said if w == RANKS_WARNING else w for w in s.warnings]),
+                 label)
+    if s.crash is not None and s.crash.rank_inferred_from is not None:
+        s = replace(s, crash=replace(s.crash, rank_inferred_from="file_name"))
+    return replace(p, summary=s, rank_nodes={label if k == NO_RANK else k: v for k, v in p.rank_nodes.items()})
+
+
 def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSummary:
     """The summary of a run made of ``parts`` (one per file). One part: its own summary,
-    with its node and the ranks it lacks."""
+    with its node and the ranks it lacks. A file whose records Dynamo wrote without their
+    rank takes the rank its name states (:func:`with_rank_from_name`)."""
     if not parts:
         raise ValueError("a run needs at least one file")
+    parts = [with_rank_from_name(p) for p in parts]
     found = [node_label(p.node, p.summary) for p in parts]
     if len(parts) == 1:
         p, only = parts[0], found[0]

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..artefacts.environment import KEYS
-from ..artefacts.types import CAUSES, Artefacts
+from ..artefacts.types import CAUSES, EPOCH_FIGURES, GIB_RECORDS, Artefacts
 from ..model.beside import SOURCES
+from ..model.clock import utc_stamp
 from ..units import fmt, gib
 
 
@@ -21,18 +22,25 @@ class Line:
     level: str = ""
 
 
-def _figure(key: str, value: Any) -> str:
-    """A dump's figure for people: a ``*_gb`` figure (SGLang's GB is GiB) and a ``*_gib`` one
-    by the one formatter (MiB under 1 GiB), a record's figures each so, a list of several
-    records (one per rank) by its count: each record is in ``--json``."""
+def _figure(key: str, value: Any, *, in_gib: bool = False) -> str:
+    """A dump's figure for people: a ``*_gb`` figure (SGLang's GB is GiB), a ``*_gib`` one
+    and one of a record of GiB figures (:data:`GIB_RECORDS`, ``in_gib``) by the one formatter
+    (MiB under 1 GiB), seconds since the epoch (:data:`EPOCH_FIGURES`) as a UTC stamp, a
+    record's figures each so, a list of several records (one per rank) by its count: each
+    record is in ``--json``."""
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} {_figure(str(k), v)}" for k, v in value.items()) + "}"
+        counts = GIB_RECORDS.get(key)
+        return "{" + ", ".join(f"{k} {_figure(str(k), v, in_gib=counts is not None and k not in counts)}"
+                               for k, v in value.items()) + "}"
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
         return _figure(key, value[0])
     if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
         return f"({len(value)} records, in --json)"
-    if key.endswith("_gb") and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return gib(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if key.endswith("_gb") or in_gib:
+            return gib(value)
+        if key in EPOCH_FIGURES and (stamp := utc_stamp(value)) is not None:
+            return stamp
     return fmt(value, key=key)
 
 

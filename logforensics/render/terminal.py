@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..artefacts.types import Artefacts
-from ..model.beside import SOURCES
+from ..model.beside import END_RECORD, SOURCES, stops_unexplained
 from ..model.pools import POST_CAPTURE_ENV
 from ..model.records import NOT_SEEN
 from ..model.run import RunSummary
@@ -66,6 +66,8 @@ def render_summary(s: RunSummary, console: Console) -> None:
     place = stop_place(s) if s.outcome == "incomplete" else None  # where the log leaves its ranks
     head = Text.assemble((s.outcome.upper(), style), "  ", plain(s.outcome_reason + (f", {place}" if place else "")))
     console.print(Panel(head, title=plain(s.file or "log"), expand=False))
+    if stops_unexplained(s):  # who ended it is recorded outside the log, if anywhere
+        console.print(plain(f"To tell why it stops, collect {END_RECORD}"))
 
     if s.ranks:
         t = Table(title=Text("Ranks (memory in GiB; SGLang's GB is GiB)"), box=table_box(console))
@@ -226,7 +228,8 @@ def render_hang(h: Hang, console: Console, file: str | None = None) -> None:
 
 def render_artefacts(a: Artefacts, console: Console) -> None:
     """What the files beside the logs say (``render.beside``), each with where it was read."""
-    rows = [plain(f"{line.text}  ({line.where})", {"bad": "red", "warn": "yellow"}.get(line.level, ""), limit=300)
+    # the statement is cut, never where it was read
+    rows = [plain(f"{clip(printable(line.text), 300)}  ({line.where})", {"bad": "red", "warn": "yellow"}.get(line.level, ""))
             for line in beside_lines(a)]
     if rows:
         console.print(Panel(Group(*rows), title=Text("Beside the logs"), expand=False))
