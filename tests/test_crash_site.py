@@ -127,11 +127,11 @@ def test_ranks_that_print_the_same_traceback_are_not_said_to_follow_the_first(tm
     alike = _diagnose(tmp_path, LOADING + _keyerror("TP0", 770) + _keyerror("TP1", 770)
                       + "[2026-05-25 17:42:26] Received sigquit from a child process. It usually means the child failed.\n")
     first = next(f for f in alike.findings if f.rule == "CR01")
-    assert "Ranks that raised, in order: TP0, TP1." in first.explanation
+    assert "Ranks that failed, in order: TP0, TP1." in first.explanation
     assert "left the collective" not in first.explanation
     assert "Each printed the same KeyError traceback" in first.explanation
     # A rank that raised something else after the first keeps the usual reading.
     follows = _diagnose(tmp_path, LOADING + _keyerror("TP0", 770) + NCCL_AFTER)
     first = next(f for f in follows.findings if f.rule == "CR01")
-    assert "Ranks that raised, in order: TP0, TP1." in first.explanation
+    assert "Ranks that failed, in order: TP0, TP1." in first.explanation
     assert "The later ones usually fail because the first one left the collective." in first.explanation

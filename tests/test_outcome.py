@@ -370,3 +370,61 @@ def test_a_cpp_terminate_that_is_not_the_watchdogs_is_still_a_crash() -> None:
     s = summarize(text.split("\n\nterminate")[0] + "\n\nterminate called after throwing an instance of "
                   "'c10::Error'\n  what():  CUDA error: an illegal memory access was encountered\n")
     assert s.outcome == "crashed", s.outcome_reason
+
+
+_ASGI_TAIL = (
+    '  File "/usr/local/lib/python3.10/dist-packages/starlette/responses.py", line 281, in __call__\n'
+    "    await wrap(partial(self.listen_for_disconnect, receive))\n"
+    '  File "/usr/local/lib/python3.10/dist-packages/uvicorn/protocols/http/h11_impl.py", line 537, in receive\n'
+    "    await self.message_event.wait()\n"
+    '  File "/usr/lib/python3.10/asyncio/locks.py", line 214, in wait\n'
+    "    await fut\n"
+    "asyncio.exceptions.CancelledError\n"
+)
+
+
+def test_a_traceback_wholly_inside_the_http_server_is_one_requests_error_not_a_crash() -> None:
+    """Starlette's and uvicorn's frames only (uvicorn logs "Exception in ASGI application" and
+    goes on): an error of one request, in ``errors``, not the server's end."""
+    s = summarize(_ASGI_TAIL)
+    assert s.outcome == "incomplete" and s.crash is None
+    [err] = (e.to_dict() for e in s.errors)
+    assert (err["line"], err["source"], err["exception"]) == (1, "http_request", "asyncio.exceptions.CancelledError")
+
+
+def test_a_traceback_through_sglang_below_the_http_server_is_still_a_crash() -> None:
+    text = ('  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/http_server.py", line 470, in generate_request\n'
+            "    ret = await _global_state.tokenizer_manager.generate_request(obj, request).__anext__()\n") + _ASGI_TAIL
+    s = summarize(text)
+    assert s.outcome == "crashed" and s.crash is not None
+
+
+_PCG_ADVICE = ("Piecewise CUDA Graph is enabled by default as an experimental feature.\n"
+               "To work around this error, add --disable-piecewise-cuda-graph to your launch command.\n"
+               "Please report this issue at https://github.com/sgl-project/sglang/issues/new/choose\n")
+
+
+def test_a_piecewise_graph_failure_at_start_up_is_its_ranks_first_fatal_record_in_capture() -> None:
+    """The runner logs "Piecewise CUDA Graph failed with error: ..." and its advice, then the
+    rank raises: the record names the rank, the line and (nothing else placing it) the phase."""
+    s = summarize("[2026-06-10 13:08:34 TP7] Piecewise CUDA Graph failed with error: 'TcPiecewiseForwardContext' "
+                  "object has no attribute 'num_tokens'\n" + _PCG_ADVICE)
+    assert s.outcome == "crashed" and s.crash is not None
+    assert (s.crash.line, s.crash.first_rank, s.crash.phase, s.crash.exception) == (1, "TP7", "cuda_graph_capture", None)
+    assert "piecewise CUDA graph failed: 'TcPiecewiseForwardContext'" in s.outcome_reason
+    assert s.coverage["lines_unrecognised"] == 0
+
+
+def test_a_piecewise_graph_failure_while_serving_keeps_the_serving_phase_its_frames_show() -> None:
+    s = summarize("[2026-05-22 04:54:32 TP6] Piecewise CUDA Graph failed with error: Tensor match failed\n" + _PCG_ADVICE
+                  + "[2026-05-22 04:54:32 TP6] Scheduler hit an exception: Traceback (most recent call last):\n"
+                  '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 3811, in run_scheduler_process\n'
+                  "    scheduler.run_event_loop()\n"
+                  '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1567, in event_loop_overlap\n')
+    assert s.crash is not None and (s.crash.line, s.crash.phase, s.crash.ranks) == (1, "serving", ["TP6"])
+
+
+def test_a_stamp_replaced_by_a_word_keeps_the_rank_and_the_record() -> None:
+    s = summarize("[timestamp DP3 TP3] Prefill batch, #new-seq: 1, #new-token: 512, #cached-token: 0, token usage: 0.00, "
+                  "#running-req: 0, #queue-req: 17, input throughput (token/s): 1118.05, \n")
+    assert s.outcome == "ready" and s.phase_reached == {"DP3 TP3": "serving"}

@@ -30,6 +30,10 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
+    ("outcome", "269"): "a window of chat completions answered 200 OK and nothing else: the server serves, but "
+                        "answered requests only set the run's phase (the bulk scanner replays them from counts, "
+                        "without lines), not its outcome or a rank's phase, so it reads as incomplete",
+    ("phase_reached", "269"): "as for its outcome: no rank prints a line, so no rank is placed in serving",
     ("fatal_line", "237"): "the window starts inside a traceback with the code line of a frame whose File line "
                            "is above it (line 1); the record starts at the first File line (2), the orphan "
                            "code line before it is not joined to it (the bulk scanner takes such lines "
@@ -186,3 +190,33 @@ def test_253_watch_sees_no_crash_in_a_traceback_the_transfer_thread_went_on_from
     state.feed(path.read_bytes(), 0.0)
     state.settle(1.0)
     assert state.crash_at is None
+
+
+def test_268_a_piecewise_capture_begun_after_the_first_capture_ended_is_not_its_begin(analysed: Any) -> None:
+    """TP1's window starts after its decode capture began: its later 'Capture piecewise CUDA
+    graph begin' (line 6, after its capture end at line 5) is another capture's and gives no
+    begin figure; TP0's own decode capture begin (line 1) stays."""
+    s = _summary_of("268", analysed)
+    assert s.memory["TP0"]["capture_begin_avail_gib"] == 11.64
+    assert "capture_begin_avail_gib" not in s.memory["TP1"]
+    assert s.memory["TP1"]["capture_end_avail_gib"] == 10.88
+
+
+def test_272_the_piecewise_graph_failure_of_tp7_comes_before_tp5s_traceback(analysed: Any) -> None:
+    s = _summary_of("272", analysed)
+    assert s.crash is not None
+    assert (s.crash.line, s.crash.ranks, s.crash.phase) == (4, ["TP7", "TP5"], "cuda_graph_capture")
+    assert s.coverage["lines_unrecognised"] == 0
+
+
+@pytest.mark.parametrize("prefix", ["253", "262"])
+def test_an_error_the_server_went_on_from_is_reported_by_its_rule(prefix: str) -> None:
+    """A traceback logged by code that goes on (the transfer thread's, one HTTP request's) is
+    ER01's error: the rule evaluates, and names no rank that no line names."""
+    from logforensics.pipeline import diagnose_files
+
+    [name] = [r["file"] for r in ROWS if r["file"].startswith(prefix + "-")]
+    d = diagnose_files(str(UNSEEN / name), None)
+    assert d.failing.outcome == "incomplete"
+    [f] = [f for f in d.findings if f.rule == "ER01"]
+    assert f.title == "a process logged an error outside a traceback that ended it"

@@ -47,12 +47,20 @@ def _tool() -> Any:
     return module
 
 
+#: Labels that a paste cut at its terminal's width made by fusing two of SGLang's labels
+#: (fixtures/real-unseen/267: "token us" + "accept rate: 0.32", "#cached-to" + "running-req: 45"):
+#: the reader keeps a label it does not know in ``extra``, as it keeps any field a newer SGLang adds.
+CUT_LABELS = {("decode_batch", "token_usaccept_rate"), ("prefill_batch", "cached_tounning_req")}
+
+
 def _misfits(ev: Event) -> list[str]:
     """What of ``ev`` the schema does not hold: fields it lacks, values of another type."""
     declared = fields_of(ev.kind)
     out = []
     for name, value in ev.fields.items():
         t = declared.get(name)
+        if t is None and (ev.kind, name) in CUT_LABELS:
+            continue
         if t is None:
             out.append(f"{ev.kind}.{name} is not in the schema ({value!r})")
         elif not fits(value, t):
@@ -67,7 +75,7 @@ def _plan_misfits(ev: Event) -> list[str]:
     declared = fields_of(ev.kind)
     return [f"{ev.kind}.{name}: the plan's converter gives {t!r}, the schema says {declared.get(name)!r}"
             for name, t in plan_fields(ev.fields._plan)
-            if name not in declared or widen(declared[name], t) != declared[name]]
+            if (ev.kind, name) not in CUT_LABELS and (name not in declared or widen(declared[name], t) != declared[name])]
 
 
 def _fixture_events(pure: bool, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Event]]:
@@ -142,7 +150,8 @@ def test_fixture_logs_fit(pure: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     for kind, events in by_kind.items():
         batch = to_batch(kind, events)
         assert batch.schema == arrow_schema(kind) and batch.num_rows == len(events)
-        assert batch.column("extra").null_count == len(events), (kind, batch.column("extra").drop_null()[:3])
+        cut = sum(1 for e in events if any((kind, n) in CUT_LABELS for n in e.fields))
+        assert batch.column("extra").null_count == len(events) - cut, (kind, batch.column("extra").drop_null()[:3])
 
 
 def test_a_batch_keeps_what_the_schema_lacks() -> None:

@@ -193,8 +193,10 @@ def _brief(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 #: Sources of tracebacks that SGLang logs and goes on from (``read.values.CAUGHT_LEADS``): the
-#: NIXL KV sender's transfer thread marks the room failed and takes the next transfer.
-CAUGHT_SOURCES = frozenset({"transfer_worker"})
+#: NIXL KV sender's transfer thread marks the room failed and takes the next transfer; a
+#: traceback wholly inside the HTTP server's packages (``read.assemble.http_layer_source``) is
+#: one request's failure, which uvicorn logs and goes on from.
+CAUGHT_SOURCES = frozenset({"transfer_worker", "http_request"})
 
 
 @handles("exception", reads_earlier=True)
@@ -225,7 +227,7 @@ def on_exception(m: RunModel, ev: Event) -> None:
     if record["source"] in CAUGHT_SOURCES:  # logged by code that goes on: an error, not the rank's end
         if len(fl.errors) < 64:
             fl.errors.append({"file": ev.file, "line": ev.line, "end_line": ev.end_line, "rank": rank, "ts": ev.ts,
-                              "text": ev.text, "kind": "exception", "source": record["source"],
+                              "text": ev.text, "kind": "exception", "source": record["source"], "what": None,
                               "exception": record["exception"], "message": record["message"], "oom": record["oom"]})
         return
     if is_hang_consequence(record) and not fl.hang_events:
@@ -284,6 +286,28 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
     m.notices.add("native_abort", ev)
     if ev.kind == "collective_failure":
         m.notices.add("c10d", ev)
+
+
+@handles("pcg_failed", reads_earlier=True)
+def on_pcg_failed(m: RunModel, ev: Event) -> None:
+    """The piecewise CUDA graph runner's error, which the rank then raises: the rank's first
+    fatal record (its traceback, when the window holds it, follows). Its phase is the rank's
+    own; when nothing else places the crash, ``outcome`` puts it in the graphs' capture."""
+    rank = ev.rank
+    msg = ev.fields.get("message")
+    m.failures.crash_events.append({
+        "rank": rank, "rank_inferred_from": None, "source": PCG_SOURCE, "exception": None,
+        "message": f"piecewise CUDA graph failed: {msg}" if msg else "piecewise CUDA graph failed",
+        "frames": [], "chain": [], "oom": None, "fatal_signal": False, "exception_line": None,
+        "file": ev.file, "line": ev.line, "end_line": ev.line, "ts": ev.ts, "text": ev.text,
+        "phase": phase_for(m, rank, [])})
+    if rank is not None:
+        r = m.timeline.rank(rank)
+        r.last_line, r.last_text = ev.line, ev.text
+
+
+#: The source of a piecewise CUDA graph runner's error record (``on_pcg_failed``).
+PCG_SOURCE = "piecewise_cuda_graph"
 
 
 @handles("cpp_frame", reads_earlier=True)

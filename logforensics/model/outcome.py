@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .coverage import record_count, vllm_records
-from .failures import is_hang_consequence, is_hang_report
+from .failures import PCG_SOURCE, is_hang_consequence, is_hang_report
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, rank_sort_key
 
@@ -176,7 +176,7 @@ def what_failed(crash: dict[str, Any]) -> str:
         if crash.get("first_message"):
             return f"{str(crash['first_message'])[:160]} (then {crash['exception']})"
         return str(crash["exception"])
-    if crash.get("native"):
+    if crash.get("native") or crash.get("source") == PCG_SOURCE and crash.get("message"):
         return str(crash.get("message") or "native abort")[:160]
     if crash.get("garbled"):
         return "a traceback torn by concurrent writers (exception unreadable)"
@@ -282,7 +282,9 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         **before,
         "first_rank": ranks[0] if ranks else None,
         "ranks": ranks,
-        "phase": next((c["phase"] for c in fatal if c.get("phase")), None),
+        # a piecewise CUDA graph failure that nothing else places is its capture's (start-up)
+        "phase": next((c["phase"] for c in fatal if c.get("phase")),
+                      "cuda_graph_capture" if first.get("source") == PCG_SOURCE else None),
         "exception": with_exc["exception"],
         "message": with_exc["message"],
         "frames": next((c["frames"] for c in fatal if c.get("frames")), []),

@@ -142,7 +142,10 @@ def on_memory_pool_end(m: RunModel, ev: Event) -> None:
 def on_capture_begin(m: RunModel, ev: Event) -> None:
     pools.on_capture(m, ev)
     r = m.timeline.rank(ev.rank)
-    if "capture_begin_avail_gib" not in r.memory:
+    # the first capture's begin; a begin after the rank's first capture ended is another
+    # capture's (piecewise, draft), as its end is (``on_capture_end``), even when the window
+    # starts after the first one began
+    if "capture_begin_avail_gib" not in r.memory and "capture_end_line" not in r.memory:
         _put(r.memory, "capture_begin_avail_gib", ev.fields.get("avail_gib"))
         if ev.fields.get("bs_list"):
             r.memory["capture_bs"] = ev.fields["bs_list"]

@@ -80,6 +80,22 @@ def _body(ev: Event) -> str:
     return str(ev.fields.get("body", ev.text)).strip()
 
 
+#: Packages of the HTTP server in front of SGLang's tokenizer manager: a traceback whose every
+#: frame is in them (and none in SGLang) is one request's failure inside the web layer, which
+#: uvicorn logs and goes on from ("Exception in ASGI application"), not a rank's end.
+_HTTP_LAYER = re.compile(r"/(?:starlette|uvicorn|fastapi|h11|anyio|asyncio)/")
+
+
+def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
+    """``"http_request"`` when every frame of a traceback is in the HTTP server's packages
+    (``model.failures.CAUGHT_SOURCES``), else None."""
+    paths = [str(f.get("path") or "") for f in frames]
+    if paths and all(_HTTP_LAYER.search(p) and "sglang" not in p for p in paths) \
+            and any("/asyncio/" not in p for p in paths):
+        return "http_request"
+    return None
+
+
 class _Traceback:
     __slots__ = ("first", "rank", "ts", "file", "node", "source", "frames", "exception", "message",
                  "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at",
@@ -157,7 +173,7 @@ class _Traceback:
                          {"source": self.source, "frames": self.frames, "lines": self.lines}, text, self.file,
                          self.last_line, self.node)
         fields: dict[str, Any] = {
-            "source": self.source,
+            "source": self.source or http_layer_source(self.frames),
             "exception": self.exception,
             "message": self.message,
             "frames": self.frames,
