@@ -20,16 +20,25 @@ from ..artefacts.types import Artefacts
 from .records import (
     NOT_SEEN,
     Bar,
+    Behind,
     ChainLink,
+    ClockMove,
+    Collective,
+    DebugInfo,
     Frame,
+    Initiator,
     Keyed,
     LastSeen,
     LoggedError,
     LogLine,
     OomFigures,
     PhaseSpan,
+    PyspyDump,
+    RankProgress,
     Ready,
+    Stacks,
     Stop,
+    StuckOn,
     SummaryFormatError,
     reader_of,
     to_json,
@@ -97,7 +106,7 @@ class Crash(Keyed):
     order_uncertain: str | None = None
     #: a run of several nodes: the failures whose stamps were put on the others' clock, each
     #: with the offset its file derived, that offset's anchor and residual (``model.nodes``)
-    clock: list[dict[str, Any]] | None = None
+    clock: list[ClockMove] | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -122,28 +131,28 @@ class Hang(Keyed):
     note: str | None = None
     source: str | None = None
     families: list[str] = field(default_factory=list)
-    collectives: list[dict[str, Any]] = field(default_factory=list)
-    behind: dict[str, Any] | None = None
-    pyspy: list[dict[str, Any]] = field(default_factory=list)
+    collectives: list[Collective] = field(default_factory=list)
+    behind: Behind | None = None
+    pyspy: list[PyspyDump] = field(default_factory=list)
     exit_code: int | None = None
     first_ts: str | None = None
     dropped: int = 0
     #: the rank that differs (the cause, not the victims), why, and the lines it rests on
-    initiator: dict[str, Any] | None = None
+    initiator: Initiator | None = None
     #: the collective, batch or requests the ranks are stuck on, as the log names them
-    stuck_on: list[dict[str, Any]] = field(default_factory=list)
+    stuck_on: list[StuckOn] = field(default_factory=list)
     #: per rank: last sequence numbers, last phase, the lines
-    progress: list[dict[str, Any]] = field(default_factory=list)
+    progress: list[RankProgress] = field(default_factory=list)
     #: per rank, the last ``Scheduler debug info:`` block: batch, requests, pools, the lines
-    debug_info: list[dict[str, Any]] = field(default_factory=list)
+    debug_info: list[DebugInfo] = field(default_factory=list)
     #: the stack dumps, why they are missing (the log's words or "not in this log"), what to enable
-    stacks: dict[str, Any] = field(default_factory=dict)
+    stacks: Stacks | None = None
     node: str | None = None
     nodes: list[str] = field(default_factory=list)
     #: a run of several nodes: why the order of the hangs across nodes is uncertain (their
     #: clocks cannot be related), and the stamps put on the others' clock (as a crash's)
     order_uncertain: str | None = None
-    clock: list[dict[str, Any]] | None = None
+    clock: list[ClockMove] | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 

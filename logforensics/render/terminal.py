@@ -18,7 +18,7 @@ from rich.text import Text
 from ..artefacts.types import Artefacts
 from ..model.beside import SOURCES
 from ..model.pools import POST_CAPTURE_ENV
-from ..model.records import NOT_SEEN
+from ..model.records import NOT_SEEN, ClockAnchor, ClockMove
 from ..model.run import RunSummary
 from ..model.stops import stop_place
 from ..model.summary import Crash, DistinctException, Hang
@@ -50,14 +50,15 @@ def table_box(console: Console) -> box.Box:
     return box.SIMPLE_HEAD if console.is_terminal else box.ASCII2
 
 
-def _print_moved(moved: list[dict[str, Any]] | None, what: str, console: Console) -> None:
+def _print_moved(moved: list[ClockMove] | None, what: str, console: Console) -> None:
     """The stamps an order across files put on the others' clock (``model.nodes.on_one_clock``)."""
     for m in moved or []:
+        anchor = m.anchor or ClockAnchor("?", "?")
         console.print(printable(
-            f"  compared in {'local time' if m['clock'] == 'local' else 'UTC'}: {m['node']}'s {what} "
-            f"({m['file']}:{m['line']}) stamped {m['stamp']}{' UTC' if m['clock'] == 'local' else ''} "
-            f"is {m['as']}, local time {m['local_offset_h']:+g} h from UTC as derived from "
-            f"{m['anchor']['utc']} (UTC) and {m['anchor']['local']} (local), residual {m['residual_s']} s"),
+            f"  compared in {'local time' if m.clock == 'local' else 'UTC'}: {m.node}'s {what} "
+            f"({m.file}:{m.line}) stamped {m.stamp}{' UTC' if m.clock == 'local' else ''} "
+            f"is {m.on}, local time {m.local_offset_h:+g} h from UTC as derived from "
+            f"{anchor.utc} (UTC) and {anchor.local} (local), residual {m.residual_s} s"),
             markup=False, highlight=False)
 
 
