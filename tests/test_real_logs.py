@@ -114,7 +114,7 @@ def _oom(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
 
 
 def _exceptions(s: RunSummary) -> list[dict[str, Any]]:
-    return [{"fields": {"oom": o["oom"]}} for d in s.exceptions for o in d.occurrences]
+    return [{"fields": {"oom": o.oom.to_dict() if o.oom else None}} for d in s.exceptions for o in d.occurrences]
 
 
 def _events(kind: str, key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:

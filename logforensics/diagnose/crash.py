@@ -66,7 +66,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
     message = crash.message or ""
     ranks = tuple(r for r in crash.ranks if r)
     first = next((e for e in run.exceptions
-                  if e.file == crash.file and any(o.get("line") == crash.line for o in e.occurrences)), None)
+                  if e.file == crash.file and any(o.line == crash.line for o in e.occurrences)), None)
     return CrashFacts(
         first_rank=crash.first_rank, ranks=ranks,
         phase=crash.phase, exception=crash.exception,

@@ -110,7 +110,7 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
              extra: Mapping[str, Any]) -> dict[str, Any]:
     """The ``runs`` row of a run's (combined) summary; ``extra`` holds what the events gave."""
     crash = s.crash
-    fp = (crash.fingerprint if crash else None) or {}
+    fp = crash.fingerprint if crash else None
     oom = crash.oom if crash else None
     values = settings(s)
     cov = s.coverage or {}
@@ -122,8 +122,8 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
         "run_id": rid, "source": source, "files": list(files), "nodes": [n for n in nodes if n],
         "outcome": s.outcome, "outcome_reason": s.outcome_reason,
         "first_rank": of_crash("first_rank"), "crash_phase": of_crash("phase"),
-        "exception": of_crash("exception"), "fingerprint": fp.get("id"),
-        "fingerprint_exception": fp.get("exception"), "fingerprint_function": fp.get("function"),
+        "exception": of_crash("exception"), "fingerprint": fp.id if fp else None,
+        "fingerprint_exception": fp.exception if fp else None, "fingerprint_function": fp.function if fp else None,
         "crash_node": of_crash("node"), "crash_file": of_crash("file"), "crash_line": of_crash("line"),
         "sglang_version": extra.get("sglang_version"), "model": _arg(s, MODEL_KEYS),
         **{k: _int(_arg(s, names)) for k, names in PARALLEL.items()},

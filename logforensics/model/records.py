@@ -266,6 +266,34 @@ class LogLine(Keyed):
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
+@dataclass(frozen=True)
+class Occurrence(Keyed):
+    """One rank's print of a distinct traceback: the rank, its first and last lines, the
+    stamp, and its out-of-memory figures."""
+
+    rank: str | None
+    line: int
+    end_line: int | None = None
+    ts: str | None = None
+    oom: OomFigures | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Fingerprint(Keyed):
+    """A crash's identity across runs, hosts and versions (``model.fingerprint``): ``id``
+    (12 hex digits of SHA-1 over the others), the exception type, the innermost SGLang
+    function (``module.function``, None when no frame is SGLang's), and the phase."""
+
+    id: str
+    exception: str
+    function: str | None
+    phase: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
 # -- the run's course: readiness, its stop, errors it went on after ------------------------
 @dataclass(frozen=True)
 class Ready(Keyed):

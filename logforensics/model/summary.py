@@ -25,12 +25,15 @@ from .records import (
     ClockMove,
     Collective,
     DebugInfo,
+    Fingerprint,
     Frame,
     Initiator,
     Keyed,
     LastSeen,
     LoggedError,
     LogLine,
+    Notice,
+    Occurrence,
     OomFigures,
     PhaseSpan,
     PyspyDump,
@@ -93,9 +96,9 @@ class Crash(Keyed):
     count: int = 0
     sigquit_lines: list[int] = field(default_factory=list)
     #: the parent's notices, when they are all the log shows of the crash
-    evidence: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[Notice] = field(default_factory=list)
     #: the crash's identity across runs and versions (``model.fingerprint``)
-    fingerprint: dict[str, Any] | None = None
+    fingerprint: Fingerprint | None = None
     #: a native failure's own words when it came before the first exception (``exception``
     #: and ``message`` are then a later record's: Python's abort after a runtime's error)
     first_message: str | None = None
@@ -173,7 +176,7 @@ class DistinctException(Keyed):
     end_line: int | None = None
     file: str | None = None
     ranks: list[str | None] = field(default_factory=list)
-    occurrences: list[dict[str, Any]] = field(default_factory=list)
+    occurrences: list[Occurrence] = field(default_factory=list)
     node: str | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

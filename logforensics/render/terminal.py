@@ -241,7 +241,7 @@ def print_tracebacks(exceptions: Sequence[DistinctException], console: Console, 
     console.print(plain(prefix + "Tracebacks (distinct, with the ranks that raised each):"))
     for exc in exceptions:
         ranks = ", ".join(r or "?" for r in exc.ranks)
-        lines = ", ".join(str(o["line"]) for o in exc.occurrences[:8])
+        lines = ", ".join(str(o.line) for o in exc.occurrences[:8])
         console.print(plain(f"  {exc.exception or '(no exception line)'} on {ranks} (lines {lines})"))
 
 
