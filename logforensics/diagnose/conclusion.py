@@ -150,7 +150,7 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
     crash = failing.crash
     if failing.outcome == "incomplete":
         place = stop_place(failing, cite_file=True)
-        out.append(f"the rest of the log (it stops at line {failing.coverage.get('lines_read') or '?'} "
+        out.append(f"the rest of the log (it stops at line {failing.coverage.lines_read or '?'} "
                    "without readiness or failure" + (f", {place}" if place else "") + ")")
         if not (failing.artefacts and failing.artefacts.terminations):  # a log that just stops: killed?
             out.append("the record of the process's end outside the log, beside it or with --artifacts: "

@@ -217,7 +217,7 @@ def _where_it_stops(run: RunSummary) -> str:
     after which phase's end line and before which phase it stops (``model.stops``)."""
     if run.outcome != "incomplete":
         return ""
-    last = run.coverage.get("lines_read")
+    last = run.coverage.lines_read
     where = f"at line {last}" if last else ""
     said = ", ".join(x for x in (where, stop_place(run, cite_file=True)) if x)
     return f" (the log stops {said})" if said else ""

@@ -113,7 +113,7 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
     fp = crash.fingerprint if crash else None
     oom = crash.oom if crash else None
     values = settings(s)
-    cov = s.coverage or {}
+    cov = s.coverage
 
     def of_crash(name: str) -> Any:
         return getattr(crash, name) if crash else None
@@ -131,8 +131,8 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
         "settings_hash": settings_hash(values), "settings": json.dumps(values, sort_keys=True, default=str),
         "start_time": extra.get("start_time"), "end_time": extra.get("end_time"),
         "file_mtime": extra.get("file_mtime"),
-        "lines": cov.get("lines_read"), "bytes": cov.get("bytes"), "events": cov.get("events"),
-        "lines_unrecognised": cov.get("lines_unrecognised"), "recognised_pct": cov.get("recognised_pct"),
+        "lines": cov.lines_read, "bytes": cov.bytes, "events": cov.events,
+        "lines_unrecognised": cov.lines_unrecognised, "recognised_pct": cov.recognised_pct,
         "ranks_seen": len(s.ranks), "missing_ranks": list(s.missing_ranks),
         "decode_tok_s_median": _median(s.throughput.get("decode_gen_tok_s")),
     }

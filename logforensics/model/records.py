@@ -597,3 +597,70 @@ class ClockMove(Keyed):
     residual_s: float | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- how much of the log was read (model/coverage.py) -------------------------------------
+@dataclass(frozen=True)
+class Unrecognised(Keyed):
+    """A shape of lines no grammar rule reads (``model.coverage.shape``): how many, the first
+    line, its text, the rank of the first and the ranks that printed it."""
+
+    shape: str
+    count: int
+    first_line: int | None = None
+    example: str | None = None
+    first_rank: str | None = None
+    ranks: list[str] = field(default_factory=list)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ProbeAnswer(Keyed):
+    """The first answer of a probe path with one status: where it was printed, its stamp, its text."""
+
+    file: str | None = None
+    line: int | None = None
+    rank: str | None = None
+    ts: str | None = None
+    text: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ProbePath(Keyed):
+    """A health or metrics path's answers: status -> how many, status -> the first one."""
+
+    answers: dict[str, int] = field(default_factory=dict)
+    first: dict[str, ProbeAnswer] = field(default_factory=dict)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Coverage(Keyed):
+    """How much of the log the grammar read: lines read, recognised and not, events and their
+    kinds, the shapes of lines not read (the top ten, and every shape's count), lines cut or
+    undecodable, bytes, lines dropped as duplicates, probe answers; a run of several files
+    sums them (``files``). Each is None when the summary lacks it (one saved by an earlier version)."""
+
+    lines_read: int | None = None
+    lines_recognised: int | None = None
+    lines_unrecognised: int | None = None
+    recognised_pct: float | None = None
+    events: int | None = None
+    kinds: dict[str, int] = field(default_factory=dict)
+    top_unrecognised: list[Unrecognised] = field(default_factory=list)
+    unrecognised_shapes: dict[str, int] = field(default_factory=dict)
+    long_lines: int | None = None
+    partial_lines: int | None = None
+    decode_errors: int | None = None
+    unterminated_last_line: bool | None = None
+    bytes: int | None = None
+    lines_dropped_by_dedup: int | None = None
+    probe_requests: int | None = None
+    probes: dict[str, ProbePath] = field(default_factory=dict)
+    files: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)

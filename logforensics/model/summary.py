@@ -24,6 +24,7 @@ from .records import (
     ChainLink,
     ClockMove,
     Collective,
+    Coverage,
     DebugInfo,
     Fingerprint,
     Frame,
@@ -59,9 +60,9 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped")
+_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped", "coverage")
 #: Fields read from the JSON by their type (``records.reader_of``).
-_READ = ("errors", "ready", "stopped")
+_READ = ("errors", "ready", "stopped", "coverage")
 _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
@@ -224,7 +225,7 @@ class RunSummary:
     env: dict[str, str]
     versions: dict[str, Any]
     notices: dict[str, list[dict[str, Any]]]
-    coverage: dict[str, Any]
+    coverage: Coverage
     warnings: list[str]
     #: A run of several files (``model.nodes``): each node's file, role and outcome; the
     #: node of each rank; ranks the parallel sizes call for that no file shows.

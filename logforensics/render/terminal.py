@@ -139,13 +139,13 @@ def render_summary(s: RunSummary, console: Console) -> None:
         console.print(plain("Versions: " + ", ".join(f"{k} {v}" for k, v in s.versions.items())))
     cov = s.coverage
     console.print(Text(
-        f"Coverage: {cov['lines_recognised']}/{cov['lines_read']} lines recognised "
-        f"({cov['recognised_pct']}%), {cov['events']} events"
-        + (f"; {cov['partial_lines']} long lines read on their first part only" if cov.get("partial_lines") else "")
+        f"Coverage: {cov.lines_recognised}/{cov.lines_read} lines recognised "
+        f"({cov.recognised_pct}%), {cov.events} events"
+        + (f"; {cov.partial_lines} long lines read on their first part only" if cov.partial_lines else "")
     ))
-    for item in cov["top_unrecognised"][:5]:
-        console.print(plain(f"  unrecognised x{item['count']} (first at line {item['first_line']}): "
-                            f"{printable(item['example'])}", limit=160))
+    for item in cov.top_unrecognised[:5]:
+        console.print(plain(f"  unrecognised x{item.count} (first at line {item.first_line}): "
+                            f"{printable(item.example or '')}", limit=160))
     if s.artefacts:
         render_artefacts(s.artefacts, console)
     for warning in s.warnings:
