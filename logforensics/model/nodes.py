@@ -34,7 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from .dynamo import derived_offset, utc_instant
-from .records import Coverage, LoggedError
+from .records import Coverage, LoggedError, NodeEntry
 from .run import NO_RANK, RunSummary
 from .summary import Crash, DistinctException, Hang, RankRecord
 
@@ -243,7 +243,7 @@ def _lead(parts: Sequence[NodeSummary]) -> NodeSummary:
     return parts[0]
 
 
-def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) -> dict[str, Any]:
+def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) -> NodeEntry:
     s = p.summary
     first, last = _span(s) if span is None else (span.first, span.last)
     entry: dict[str, Any] = {
@@ -268,7 +268,7 @@ def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) ->
         entry["clock"] = span.moved
     if span is not None and span.uncertain:
         entry["order_uncertain"] = span.uncertain
-    return entry
+    return NodeEntry.from_dict(entry)
 
 
 def _furthest(s: RunSummary) -> dict[str, Any]:

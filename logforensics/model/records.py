@@ -664,3 +664,46 @@ class Coverage(Keyed):
     files: int | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- a run of several files: each node (model/nodes.py) -----------------------------------
+@dataclass(frozen=True)
+class NodeCrash(Keyed):
+    """A node's own crash, as its file's summary shows it."""
+
+    first_rank: str | None = None
+    phase: str | None = None
+    exception: str | None = None
+    line: int | None = None
+    ts: str | None = None
+    file: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class NodeEntry(Keyed):
+    """One file of a run of several: its node, file and role (``prefill``, ``decode``,
+    ``router`` or None), ``node_rank``, its own outcome and reason, ranks, first and last
+    stamps (on the run's one clock), lines, each rank's furthest start-up milestone, its
+    crash, the line that says it is ready; the KV-transfer story of a disaggregated part
+    (``pd``, ``model/pd.py``); the stamps put on the others' clock and why its order is uncertain."""
+
+    node: str | None
+    file: str
+    role: str | None = None
+    node_rank: int | None = None
+    outcome: str | None = None
+    outcome_reason: str | None = None
+    ranks: list[str] = field(default_factory=list)
+    first_ts: str | None = None
+    last_ts: str | None = None
+    lines: int | None = None
+    furthest: dict[str, str | None] = field(default_factory=dict)
+    crash: NodeCrash | None = None
+    ready_line: int | None = None
+    pd: dict[str, Any] = field(default_factory=dict)
+    clock: list[ClockMove] | None = None
+    order_uncertain: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -33,6 +33,7 @@ from .records import (
     LastSeen,
     LoggedError,
     LogLine,
+    NodeEntry,
     Notice,
     Occurrence,
     OomFigures,
@@ -60,9 +61,9 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped", "coverage")
+_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped", "coverage", "nodes")
 #: Fields read from the JSON by their type (``records.reader_of``).
-_READ = ("errors", "ready", "stopped", "coverage")
+_READ = ("errors", "ready", "stopped", "coverage", "nodes")
 _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
@@ -229,7 +230,7 @@ class RunSummary:
     warnings: list[str]
     #: A run of several files (``model.nodes``): each node's file, role and outcome; the
     #: node of each rank; ranks the parallel sizes call for that no file shows.
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodes: dict[str, NodeEntry] = field(default_factory=dict)
     rank_nodes: dict[str, str] = field(default_factory=dict)
     missing_ranks: list[str] = field(default_factory=list)
     #: The serving phase as a time series (``model/serving.py``); None when nothing timed was served.

@@ -94,14 +94,14 @@ def render_summary(s: RunSummary, console: Console) -> None:
                       markup=False, highlight=False)
     if len(s.nodes) == 1:
         only = next(iter(s.nodes.values()))
-        if only.get("role"):
-            why = ((only.get("pd") or {}).get("role_evidence") or {}).get("why")
-            console.print(plain(f"Role: {only['role']} server" if only["role"] != "router" else "Role: router")
+        if only.role:
+            why = (only.pd.get("role_evidence") or {}).get("why")
+            console.print(plain(f"Role: {only.role} server" if only.role != "router" else "Role: router")
                           + plain(f" ({why})" if why else ""))
     if len(s.nodes) > 1:
         for node, info in s.nodes.items():
-            role = f" [{info['role']}]" if info.get("role") else ""
-            console.print(f"  {node}{role}: {info['outcome']} ({info['file']}, {info.get('lines')} lines)",
+            role = f" [{info.role}]" if info.role else ""
+            console.print(f"  {node}{role}: {info.outcome} ({info.file}, {info.lines} lines)",
                           markup=False, highlight=False)
     if s.crash and s.crash.node:
         console.print(f"First failure on {s.crash.node} ({s.crash.file})"
