@@ -166,8 +166,7 @@ def test_253_transfer_thread_traceback_is_an_error_the_server_went_on_from(analy
     s = _summary_of("253", analysed)
     assert s.crash is None and s.outcome == "incomplete"
     [err] = s.errors
-    assert (err["line"], err["kind"], err["source"], err["exception"]) == (2, "exception", "transfer_worker",
-                                                                         "RuntimeError")
+    assert (err.line, err.kind, err.source, err.exception) == (2, "exception", "transfer_worker", "RuntimeError")
 
 
 def test_257_mixed_vllm_lines_are_counted_not_called_the_whole_log(analysed: Any) -> None:

@@ -356,6 +356,8 @@ class LoggedError(Keyed):
     message: str | None = None
     oom: OomFigures | None = None
     node: str | None = None
+    #: the code that logged it and went on, when a lead names it (``transfer_worker``)
+    source: str | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
