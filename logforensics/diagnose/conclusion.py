@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import LAUNCH
 from ..model.phases import where_failed
+from ..model.records import Cite
 from ..model.run import RunSummary
 from ..model.stops import stop_place
 from .facts import Facts
@@ -129,9 +130,9 @@ def _first(failing: RunSummary, findings: Sequence[Finding]) -> str | None:
         what = crash.exception or (crash.message or "a failure whose record is not in this log")
         return f"{who} failed first{where}: {str(what)[:160]} ({crash.file}:{crash.line})"
     if failing.outcome == "hung" and failing.hang is not None:
-        ev = (failing.hang.evidence or [{}])[0]
-        where = f" ({ev.get('file')}:{ev.get('line')})" if ev.get("line") else ""
-        return "hang: " + str(ev.get("text") or failing.outcome_reason)[:160] + where
+        ev = failing.hang.evidence[0] if failing.hang.evidence else Cite()
+        where = f" ({ev.file}:{ev.line})" if ev.line else ""
+        return "hang: " + str(ev.text or failing.outcome_reason)[:160] + where
     return top.title if top is not None else None
 
 

@@ -119,6 +119,6 @@ def hang_facts(run: RunSummary) -> HangFacts:
     if not hang:
         return HangFacts(run.outcome == "hung")
     silent = tuple(hang.silent_ranks)
-    evidence = tuple(e for entry in hang.evidence[:8] for e in ev_of(entry))
+    evidence = tuple(e for entry in hang.evidence[:8] for e in ev_of(entry.to_dict()))
     evidence += tuple(ev(run, run.last_seen[r].line, r, run.last_seen[r].text) for r in silent if r in run.last_seen)
     return HangFacts(True, silent, tuple(hang.ranks), evidence)

@@ -87,7 +87,7 @@ def timer_facts(run: RunSummary) -> TimerFacts:
         steps.append(Step("py-spy dump --native --pid PID, for each sglang::scheduler process, while it hangs",
                           "the Python and native stack of every rank: the one that is not in the collective "
                           "is the one the others wait for (SGLang's watchdogs watch serving, not start-up)"))
-    evidence = tuple(ev(run, e.get("line"), e.get("rank"), e.get("text")) for e in (hang.evidence or [])[:8])
+    evidence = tuple(ev(run, e.line, e.rank, e.text) for e in hang.evidence[:8])
     return TimerFacts(
         fired=bool(hang.timed_out),
         failure_not_timeout=hang.timer == "c10d_failure",

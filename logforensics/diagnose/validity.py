@@ -166,7 +166,7 @@ def _probe_lines(run: RunSummary) -> list[NoWork]:
     failed = {st: n for st, n in generate.answers.items() if not _ok(st)}
     lines = sorted((e.to_dict() for st, e in generate.first.items() if st in failed), key=lambda e: e["line"])
     # the grammar's literal of SGLang's health_generate timeout (health_check_failed)
-    timeouts = [e for e in (run.hang.evidence if run.hang else []) if "Health check failed" in str(e.get("text"))]
+    timeouts = [e.to_dict() for e in (run.hang.evidence if run.hang else []) if "Health check failed" in str(e.text)]
     if not failed and not timeouts:
         return []
     ok_first = min((at.to_dict() if (at := health.first.get(st)) else None for st in answered),

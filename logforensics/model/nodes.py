@@ -527,8 +527,8 @@ def _hang(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any) -> Hang
 
 def _hang_stamp(h: Hang) -> tuple[int | None, str | None, str | None]:
     """The line, stamp and text of a hang's first record (the evidence keeps its text)."""
-    ev = next((e for e in h.evidence if e.get("line") == h.first_line), None)
-    return h.first_line, h.first_ts, ev.get("text") if ev else None
+    ev = next((e for e in h.evidence if e.line == h.first_line), None)
+    return h.first_line, h.first_ts, ev.text if ev else None
 
 
 def _outcome(parts: Sequence[NodeSummary], labels: Sequence[str], lead: NodeSummary,

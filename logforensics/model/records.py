@@ -367,12 +367,14 @@ class LoggedError(Keyed):
 class Cite(Keyed):
     """A line a hang's finding rests on: its file, line, the rank that printed it, its text
     (cut at 300 characters); where only the place is cited there is no text, and a setting
-    the log's environment shows is cited by the text alone."""
+    the log's environment shows is cited by the text alone. A timer's own line (the hang's
+    ``evidence``) has its record's ``kind`` too."""
 
     file: str | None = None
     line: int | None = None
     rank: str | None = None
     text: str | None = None
+    kind: str | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 

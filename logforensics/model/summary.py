@@ -22,6 +22,7 @@ from .records import (
     Bar,
     Behind,
     ChainLink,
+    Cite,
     ClockMove,
     Collective,
     Coverage,
@@ -121,7 +122,7 @@ class Hang(Keyed):
     """Evidence that the run hung: watchdog and store timeouts (``evidence``, ``ranks``),
     and the timer, collectives and py-spy dumps of ``model.hang``."""
 
-    evidence: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[Cite] = field(default_factory=list)
     first_line: int | None = None
     ranks: list[str] = field(default_factory=list)
     #: ranks that fell behind the others (the ones the others wait on)

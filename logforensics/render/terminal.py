@@ -118,7 +118,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
         console.print(render_crash(s.crash))
     print_tracebacks(s.exceptions, console)
     if s.hang:
-        evidence = [clip(printable(f"line {h['line']}: {h['text']}"), 160) for h in s.hang.evidence[:5]]
+        evidence = [clip(printable(f"line {h.line}: {h.text}"), 160) for h in s.hang.evidence[:5]]
         if s.hang.silent_ranks:
             evidence.insert(0, printable("behind the others: " + ", ".join(s.hang.silent_ranks)))
         console.print(Panel(Text("\n".join(evidence)), title=Text("Hang evidence"), border_style="yellow", expand=False))
