@@ -96,8 +96,8 @@ def run_facts(s: RunSummary) -> dict[str, Any]:
         "crash": None if not crash else {
             "first_rank": crash.first_rank, "ranks": crash.ranks, "phase": crash.phase, "exception": crash.exception,
         },
-        "kinds": {k: v for k, v in s.coverage.get("kinds", {}).items() if k not in ("other", "blank")},
-        "unrecognised_lines": s.coverage.get("lines_unrecognised"),
+        "kinds": {k: v for k, v in s.coverage.kinds.items() if k not in ("other", "blank")},
+        "unrecognised_lines": s.coverage.lines_unrecognised,
     }
 
 

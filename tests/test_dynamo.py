@@ -22,6 +22,7 @@ from logforensics.cli import main
 from logforensics.events import Event
 from logforensics.ingest.batch import read_file
 from logforensics.ingest.live import LiveRun
+from logforensics.model.summary import RunSummary
 from logforensics.read.bulk import available
 from logforensics.read.parser import IncrementalParser
 
@@ -470,6 +471,22 @@ def test_the_first_failure_across_files_is_found_on_one_clock(tmp_path: Path) ->
                                "anchor": {"utc": f"{node1}:3", "local": f"{node1}:4"}, "residual_s": 0.000146}]
     text = CliRunner().invoke(main, ["summary", str(tmp_path / "node0.log"), node1]).stdout
     assert "compared in local time: node1's failure" in text and "-7 h from UTC" in text
+
+
+def test_a_moved_stamp_reads_back_as_it_was_saved(tmp_path: Path) -> None:
+    """'as' is no Python name: the record holds it in ``on`` and writes the key 'as', in its
+    place, so a saved summary reads back and prints as it was saved."""
+    s = _two_files(tmp_path, anchored=True)
+    back = RunSummary.from_dict(s)
+    assert back.crash is not None and back.crash.clock is not None
+    [moved] = back.crash.clock
+    assert moved.on == "2026-07-05T19:49:44.257000" and moved.clock == "local" and moved.local_offset_h == -7.0
+    assert moved.anchor is not None and moved.anchor.local == f"{tmp_path / 'node1.log'}:4"
+    again = back.to_dict()
+    assert again == s and list(again["crash"]["clock"][0]) == list(s["crash"]["clock"][0])
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps(s))
+    assert json.loads(CliRunner().invoke(main, ["summary", "--json", str(saved)]).stdout) == s
 
 
 def test_no_offset_is_applied_without_an_anchor(tmp_path: Path) -> None:

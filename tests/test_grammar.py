@@ -179,7 +179,7 @@ def test_a_broken_handler_is_reported_to_a_user(monkeypatch: pytest.MonkeyPatch)
     run = LiveRun("broken.log")
     run.feed(("\n".join(lines) + "\n").encode())
     s = run.summary()
-    assert s.coverage["kinds"]["unplanned"] == 1
-    assert s.coverage["lines_unrecognised"] == 1
-    assert s.coverage["kinds"]["load_weight_begin"] == 1
+    assert s.coverage.kinds["unplanned"] == 1
+    assert s.coverage.lines_unrecognised == 1
+    assert s.coverage.kinds["load_weight_begin"] == 1
     assert any("first at line 2: IndexError in the handler of 'capture_bs'" in w for w in s.warnings)

@@ -91,15 +91,15 @@ def test_collective_timeout_names_the_rank_behind_and_the_main_thread_functions(
     assert hang.timeout_s == 600.0
     assert hang.setting == "--dist-timeout" and "--watchdog-timeout" in hang.note and "8232" in hang.note
     assert hang.ranks == ["TP0", "TP1", "TP2", "TP3"]
-    by_rank = {c["rank"]: c for c in hang.collectives}
-    assert by_rank["TP2"]["last_completed"] == 76 and by_rank["TP0"]["last_completed"] == 77
-    assert by_rank["TP3"]["op"] == "BROADCAST" and by_rank["TP3"]["seq"] == 78 and by_rank["TP3"]["last_enqueued"] == 79
-    assert hang.behind["rank"] == "TP2" and hang.behind["last_completed"] == 76
-    dumps = {d["rank"]: d for d in hang.pyspy}
-    assert dumps["TP1"]["main_function"] == "synchronize" and dumps["TP1"]["pid"] == 4101
-    assert dumps["TP2"]["main_function"] == "recv_requests"
-    assert dumps["TP2"]["rank_from"] == "process title"
-    assert dumps["TP2"]["main_stack"][1].startswith("event_loop_overlap")
+    by_rank = {c.rank: c for c in hang.collectives}
+    assert by_rank["TP2"].last_completed == 76 and by_rank["TP0"].last_completed == 77
+    assert by_rank["TP3"].op == "BROADCAST" and by_rank["TP3"].seq == 78 and by_rank["TP3"].last_enqueued == 79
+    assert hang.behind.rank == "TP2" and hang.behind.last_completed == 76
+    dumps = {d.rank: d for d in hang.pyspy}
+    assert dumps["TP1"].main_function == "synchronize" and dumps["TP1"].pid == 4101
+    assert dumps["TP2"].main_function == "recv_requests"
+    assert dumps["TP2"].rank_from == "process title"
+    assert dumps["TP2"].main_stack[1].startswith("event_loop_overlap")
 
 
 def test_title_names_the_rank_when_the_parent_prints_the_dumps(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_title_names_the_rank_when_the_parent_prints_the_dumps(tmp_path: Path) -
             "    all_reduce (torch/distributed/distributed_c10d.py:2501)\n")
     summary = summarize_file(_write(tmp_path, text))
     [dump] = summary.hang.pyspy
-    assert dump["rank"] == "DP1 TP5 EP5" and dump["main_function"] == "all_reduce"
+    assert dump.rank == "DP1 TP5 EP5" and dump.main_function == "all_reduce"
 
 
 def test_soft_watchdog_dumps_but_the_run_goes_on(tmp_path: Path) -> None:
@@ -173,24 +173,24 @@ def test_missing_stacks_say_why_in_the_logs_words(tmp_path: Path, error: str, re
     text = WATCHDOG.format(r=0) + PYSPY_FAILED.format(r=0, pid=4242, error=error)
     hang = summarize_file(_write(tmp_path, text)).hang
     stacks = hang.stacks
-    [failure] = stacks["pyspy_failures"]
-    assert failure["reason"] == reason and failure["line"] == 2 and failure["rank"] == "TP0"
-    assert failure["error"] == error and error in stacks["missing_why"]
-    knobs = {k["setting"]: k for k in stacks["next_time"]}
-    assert knobs[knob[0]]["status"] == knob[1] and knobs[knob[0]]["evidence"]["line"] == 2
+    [failure] = stacks.pyspy_failures
+    assert failure.reason == reason and failure.line == 2 and failure.rank == "TP0"
+    assert failure.error == error and error in stacks.missing_why
+    knobs = {k.setting: k for k in stacks.next_time}
+    assert knobs[knob[0]].status == knob[1] and knobs[knob[0]].evidence.line == 2
 
 
 def test_pyspy_not_available_from_the_2026_watchdog(tmp_path: Path) -> None:
     text = WATCHDOG.format(r=1) + ("[2026-09-01 10:05:00 TP1] Pyspy is not available: [Errno 2] No such file or "
                                    "directory: 'py-spy'\n")
-    assert summarize_file(_write(tmp_path, text)).hang.stacks["pyspy_failures"][0]["reason"] == "not_installed"
+    assert summarize_file(_write(tmp_path, text)).hang.stacks.pyspy_failures[0].reason == "not_installed"
 
 
 def test_what_the_log_does_not_show_is_said_so(tmp_path: Path) -> None:
     hang = summarize_file(_write(tmp_path, WATCHDOG.format(r=0))).hang
     assert hang.timer == "sglang_watchdog" and hang.timeout_s == 300
-    assert hang.stacks["missing_why"] == "not in this log"
-    assert {k["setting"]: k["status"] for k in hang.stacks["next_time"]} == {
+    assert hang.stacks.missing_why == "not in this log"
+    assert {k.setting: k.status for k in hang.stacks.next_time} == {
         "SYS_PTRACE": "not in this log", "SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS": "not in this log",
         "SGLANG_ENABLE_RANK_CONSENSUS_CHECKER": "not in this log", "NCCL_DEBUG=INFO": "not in this log",
         "TORCH_NCCL_TRACE_BUFFER_SIZE": "not in this log"}
@@ -206,17 +206,17 @@ def test_the_rank_that_never_enqueued_the_collective_is_the_initiator(tmp_path: 
         lines.append(FAILURE.format(r=r, seq=78, enq=78, done=77))
     lines.append(FAILURE.format(r=2, seq=77, enq=77, done=76))
     hang = summarize_file(_write(tmp_path, "\n".join(lines) + "\n")).hang
-    assert hang.initiator["rank"] == "TP2" and "never enqueued" in hang.initiator["why"]
-    assert hang.initiator["evidence"][0]["line"] == 8
+    assert hang.initiator.rank == "TP2" and "never enqueued" in hang.initiator.why
+    assert hang.initiator.evidence[0].line == 8
     [stuck, *_] = hang.stuck_on
-    assert (stuck["what"], stuck["op"], stuck["seq"], stuck["ranks"]) == ("collective", "BROADCAST", 78,
+    assert (stuck.what, stuck.op, stuck.seq, stuck.ranks) == ("collective", "BROADCAST", 78,
                                                                           ["TP0", "TP1", "TP3"])
-    progress = {p["rank"]: p for p in hang.progress}
-    assert (progress["TP2"]["last_enqueued"], progress["TP2"]["last_completed"]) == (77, 76)
-    assert (progress["TP0"]["last_enqueued"], progress["TP0"]["last_completed"]) == (78, 77)
-    assert progress["TP0"]["waiting_on"] == {"op": "BROADCAST", "seq": 78, "pg": 0}
-    assert progress["TP0"]["last_phase"] == "in collective BROADCAST seq 78"
-    assert [e["line"] for e in progress["TP0"]["evidence"]] == [2, 3]
+    progress = {p.rank: p for p in hang.progress}
+    assert (progress["TP2"].last_enqueued, progress["TP2"].last_completed) == (77, 76)
+    assert (progress["TP0"].last_enqueued, progress["TP0"].last_completed) == (78, 77)
+    assert progress["TP0"].waiting_on.to_dict() == {"op": "BROADCAST", "seq": 78, "pg": 0}
+    assert progress["TP0"].last_phase == "in collective BROADCAST seq 78"
+    assert [e.line for e in progress["TP0"].evidence] == [2, 3]
 
 
 def test_the_one_main_thread_elsewhere_is_the_initiator(tmp_path: Path) -> None:
@@ -226,13 +226,13 @@ def test_the_one_main_thread_elsewhere_is_the_initiator(tmp_path: Path) -> None:
             ("all_reduce", "torch/distributed/distributed_c10d.py:2501")
         text += PYSPY.format(r=r, pid=4100 + r, tid=4200 + r, fn=fn, loc=loc)
     hang = summarize_file(_write(tmp_path, text)).hang
-    assert hang.initiator["rank"] == "TP3" and "recv_requests" in hang.initiator["why"]
-    progress = {p["rank"]: p for p in hang.progress}
-    assert progress["TP3"]["last_phase"].startswith("main thread in recv_requests")
-    assert progress["TP1"]["phase_from"] == "py-spy dump"
-    knobs = {k["setting"]: k for k in hang.stacks["next_time"]}
-    assert knobs["SYS_PTRACE"]["status"] == "on"  # py-spy read the processes
-    assert hang.stacks["missing_why"] is None and hang.stacks["pyspy_main_threads"] == 4
+    assert hang.initiator.rank == "TP3" and "recv_requests" in hang.initiator.why
+    progress = {p.rank: p for p in hang.progress}
+    assert progress["TP3"].last_phase.startswith("main thread in recv_requests")
+    assert progress["TP1"].phase_from == "py-spy dump"
+    knobs = {k.setting: k for k in hang.stacks.next_time}
+    assert knobs["SYS_PTRACE"].status == "on"  # py-spy read the processes
+    assert hang.stacks.missing_why is None and hang.stacks.pyspy_main_threads == 4
 
 
 DIVERGENCE = ("[2026-09-01 10:00:00 TP{r}] Found rank divergence for 1 events(s)! local hash: {h}, "
@@ -249,17 +249,17 @@ def test_rank_divergence_names_the_odd_rank_and_its_request(tmp_path: Path) -> N
                          "[\"check_prefetch_progress returns result={'req_id': 'r-9'}\"]"})
     hang = summarize_file(_write(tmp_path, text)).hang
     assert hang.timer == "rank_divergence" and not hang.timed_out
-    assert hang.initiator["rank"] == "TP2" and [e["line"] for e in hang.initiator["evidence"]] == [4, 2]
-    assert [s["rids"] for s in hang.stuck_on] == [["r-7"], ["r-7"], ["r-9"]]
-    knobs = {k["setting"]: k for k in hang.stacks["next_time"]}
-    assert knobs["SGLANG_ENABLE_RANK_CONSENSUS_CHECKER"]["status"] == "on"
-    assert knobs["SGLANG_ENABLE_RANK_CONSENSUS_CHECKER"]["evidence"]["line"] == 1
+    assert hang.initiator.rank == "TP2" and [e.line for e in hang.initiator.evidence] == [4, 2]
+    assert [s.rids for s in hang.stuck_on] == [["r-7"], ["r-7"], ["r-9"]]
+    knobs = {k.setting: k for k in hang.stacks.next_time}
+    assert knobs["SGLANG_ENABLE_RANK_CONSENSUS_CHECKER"].status == "on"
+    assert knobs["SGLANG_ENABLE_RANK_CONSENSUS_CHECKER"].evidence.line == 1
 
 
 def test_two_diverging_ranks_name_no_initiator(tmp_path: Path) -> None:
     text = DIVERGENCE.format(r=0, h="aa" * 20, rid="x") + DIVERGENCE.format(r=1, h="bb" * 20, rid="y")
     init = summarize_file(_write(tmp_path, text)).hang.initiator
-    assert init["rank"] is None and init["candidates"] == ["TP0", "TP1"]
+    assert init.rank is None and init.candidates == ["TP0", "TP1"]
 
 
 SLOW = """Timeout (0:00:00.500000)!
@@ -281,14 +281,14 @@ def test_slow_scheduler_pass_and_its_faulthandler_stack(tmp_path: Path) -> None:
     assert kinds == ["thread_dump", "slow_pass", "watchdog_timeout"]  # a thread dump, not an exception
     hang = summarize_file(_write(tmp_path, text)).hang
     [p] = hang.progress
-    assert p["rank"] == "TP1" and p["phase_from"] == "slow scheduler pass"
-    assert p["last_phase"] == "slow scheduler pass get_next_batch_to_run (812.4 ms) in calc_priority"
-    assert [e["line"] for e in p["evidence"]] == [1, 10, 11]
-    assert p["evidence"][0]["text"].startswith("faulthandler: thread 0x00007f3a4c1d3740: calc_priority")
+    assert p.rank == "TP1" and p.phase_from == "slow scheduler pass"
+    assert p.last_phase == "slow scheduler pass get_next_batch_to_run (812.4 ms) in calc_priority"
+    assert [e.line for e in p.evidence] == [1, 10, 11]
+    assert p.evidence[0].text.startswith("faulthandler: thread 0x00007f3a4c1d3740: calc_priority")
     assert summarize_file(_write(tmp_path, text)).crash is None
-    assert hang.stacks["faulthandler_dumps"] == 1 and hang.stacks["missing_why"] is None
-    knobs = {k["setting"]: k for k in hang.stacks["next_time"]}
-    assert knobs["SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS"]["status"] == "on"
+    assert hang.stacks.faulthandler_dumps == 1 and hang.stacks.missing_why is None
+    knobs = {k.setting: k for k in hang.stacks.next_time}
+    assert knobs["SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS"].status == "on"
 
 
 def test_a_slow_pass_alone_is_no_hang(tmp_path: Path) -> None:
@@ -345,16 +345,16 @@ def test_scheduler_debug_info_body_gives_each_ranks_batch_and_pools(tmp_path: Pa
     s = summarize_file(_write(tmp_path, text))
     h = s.hang
     assert h is not None and h.timer == "sglang_watchdog"
-    [batch] = [x for x in h.stuck_on if x["what"] == "batch"]
-    assert (batch["batch_size"], batch["rids"], batch["ranks"]) == (2, [RID_A, RID_B], ["TP0", "TP1", "TP2"])
-    assert [e["line"] for e in batch["evidence"]] == [1, 6, 11]
-    by_rank = {b["rank"]: b for b in h.debug_info}
+    [batch] = [x for x in h.stuck_on if x.what == "batch"]
+    assert (batch.batch_size, batch.rids, batch.ranks) == (2, [RID_A, RID_B], ["TP0", "TP1", "TP2"])
+    assert [e.line for e in batch.evidence] == [1, 6, 11]
+    by_rank = {b.rank: b for b in h.debug_info}
     assert sorted(by_rank) == ["TP0", "TP1", "TP2"]
     tp1 = by_rank["TP1"]
-    assert tp1["pools"]["swa"] == {"total": 1496958, "available": 90000, "evictable": 40000, "line": 10}
-    assert tp1["pools"]["full"]["evictable"] == 250000 and tp1["requests"] == 2
-    assert [e["line"] for e in tp1["evidence"]] == [6, 7, 8, 9, 10]
-    assert {e["rank"] for e in tp1["evidence"]} == {"TP1"}
+    assert tp1.pools["swa"].to_dict() == {"total": 1496958, "available": 90000, "evictable": 40000, "line": 10}
+    assert tp1.pools["full"].evictable == 250000 and tp1.requests == 2
+    assert [e.line for e in tp1.evidence] == [6, 7, 8, 9, 10]
+    assert {e.rank for e in tp1.evidence} == {"TP1"}
     assert h.initiator is None  # every rank shows the same batch
     assert s.pools is not None and s.pools["pools"]["swa"]["state"]["evictable"] == 40000
 
@@ -367,11 +367,11 @@ def test_the_rank_whose_debug_info_shows_another_batch_is_the_one_that_differs(t
             + "[2026-03-08 12:05:01 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n")
     h = summarize_file(_write(tmp_path, text)).hang
     assert h is not None and h.initiator is not None
-    assert h.initiator["rank"] == "TP2"
-    assert "a batch of 1 requests (first rid c0ffee00" in h.initiator["why"]
-    assert [e["line"] for e in h.initiator["evidence"]] == [11, 1]
-    majority = next(x for x in h.stuck_on if x["what"] == "batch")
-    assert majority["ranks"] == ["TP0", "TP1", "TP3"]
+    assert h.initiator.rank == "TP2"
+    assert "a batch of 1 requests (first rid c0ffee00" in h.initiator.why
+    assert [e.line for e in h.initiator.evidence] == [11, 1]
+    majority = next(x for x in h.stuck_on if x.what == "batch")
+    assert majority.ranks == ["TP0", "TP1", "TP3"]
 
 
 def test_a_pool_check_outside_a_debug_block_is_not_the_watchdogs(tmp_path: Path) -> None:

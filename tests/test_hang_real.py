@@ -24,7 +24,7 @@ def test_real_101_sglang_watchdog_then_exit_131() -> None:
     assert h.ranks == ["DP0 TP1"]
     assert h.exit_code == 131
     # the excerpt starts inside a dump: its threads are read, but no main thread is shown
-    assert h.pyspy and h.pyspy[0]["main_function"] is None and h.pyspy[0]["threads"] == 2
+    assert h.pyspy and h.pyspy[0].main_function is None and h.pyspy[0].threads == 2
 
 
 def test_real_109_watchdog_failure_is_not_called_a_timeout() -> None:
@@ -32,7 +32,7 @@ def test_real_109_watchdog_failure_is_not_called_a_timeout() -> None:
     h = s.hang
     assert h.timer == "c10d_failure" and not h.timed_out and not h.ends_run
     [c] = h.collectives
-    assert (c["rank"], c["pg"], c["seq"], c["last_enqueued"], c["last_completed"]) == ("rank1", 2, 40231, 40267, 40230)
+    assert (c.rank, c.pg, c.seq, c.last_enqueued, c.last_completed) == ("rank1", 2, 40231, 40267, 40230)
     assert s.outcome != "hung"
 
 
@@ -52,20 +52,20 @@ def test_real_125_tcpstore_assert_is_no_timer() -> None:
 def test_real_147_pyspy_not_installed_and_the_batch_the_watchdog_printed() -> None:
     h = summarize_file(_real("147")).hang
     assert h.timer == "sglang_watchdog" and h.ranks == ["TP3"]
-    [failure] = h.stacks["pyspy_failures"]
+    [failure] = h.stacks.pyspy_failures
     # the line's own words: "Pyspy failed to dump PID 171. Error: /bin/dash: 1: py-spy: not found"
-    assert (failure["reason"], failure["pid"], failure["rank"], failure["line"]) == ("not_installed", 171, "TP2", 11)
-    assert failure["error"] == "/bin/dash: 1: py-spy: not found"
-    assert "py-spy is not installed" in h.stacks["missing_why"] and "/bin/dash: 1: py-spy: not found" in \
-        h.stacks["missing_why"]
+    assert (failure.reason, failure.pid, failure.rank, failure.line) == ("not_installed", 171, "TP2", 11)
+    assert failure.error == "/bin/dash: 1: py-spy: not found"
+    assert "py-spy is not installed" in h.stacks.missing_why and "/bin/dash: 1: py-spy: not found" in \
+        h.stacks.missing_why
     [batch] = h.stuck_on
-    assert (batch["what"], batch["batch_size"], batch["rids"], batch["rank"]) == (
+    assert (batch.what, batch.batch_size, batch.rids, batch.rank) == (
         "batch", 109, ["185ef8b8d25943c8aaa7f4b2630be2e0"], "TP3")
-    assert batch["evidence"][0]["line"] == 6
+    assert batch.evidence[0].line == 6
     [p] = h.progress
-    assert p["rank"] == "TP3" and p["evidence"][0]["line"] == 5
+    assert p.rank == "TP3" and p.evidence[0].line == 5
     # nothing in the excerpt shows these on or off
-    knobs = {k["setting"]: k["status"] for k in h.stacks["next_time"]}
+    knobs = {k.setting: k.status for k in h.stacks.next_time}
     assert knobs["py-spy"] == "not installed"
     assert knobs["SGLANG_DEBUG_SLOW_SCHEDULER_PASS_MS"] == knobs["NCCL_DEBUG=INFO"] == "not in this log"
 
@@ -73,23 +73,23 @@ def test_real_147_pyspy_not_installed_and_the_batch_the_watchdog_printed() -> No
 def test_real_149_pyspy_command_not_found_then_sigquit() -> None:
     s = summarize_file(_real("149"))
     assert s.outcome == "hung"
-    [failure] = s.hang.stacks["pyspy_failures"]
-    assert (failure["reason"], failure["pid"], failure["error"]) == ("not_installed", 63217,
+    [failure] = s.hang.stacks.pyspy_failures
+    assert (failure.reason, failure.pid, failure.error) == ("not_installed", 63217,
                                                                      "/bin/sh: py-spy: command not found")
-    assert s.hang.stuck_on[0]["batch_size"] == 26
+    assert s.hang.stuck_on[0].batch_size == 26
 
 
 def test_real_109_flight_recorder_off_and_nccl_debug_on() -> None:
     h = summarize_file(_real("109")).hang
-    knobs = {k["setting"]: k for k in h.stacks["next_time"]}
+    knobs = {k.setting: k for k in h.stacks.next_time}
     # "Stack trace of the failed collective not found, potentially because FlightRecorder is disabled."
-    assert knobs["TORCH_NCCL_TRACE_BUFFER_SIZE"]["status"] == "off"
-    assert knobs["TORCH_NCCL_TRACE_BUFFER_SIZE"]["evidence"]["line"] == 4
-    assert knobs["NCCL_DEBUG=INFO"]["status"] == "on"  # NCCL INFO lines
-    assert h.stacks["missing_why"] == "not in this log"
+    assert knobs["TORCH_NCCL_TRACE_BUFFER_SIZE"].status == "off"
+    assert knobs["TORCH_NCCL_TRACE_BUFFER_SIZE"].evidence.line == 4
+    assert knobs["NCCL_DEBUG=INFO"].status == "on"  # NCCL INFO lines
+    assert h.stacks.missing_why == "not in this log"
     [p] = h.progress
-    assert (p["rank"], p["last_enqueued"], p["last_completed"]) == ("rank1", 40267, 40230)
-    assert p["waiting_on"] == {"op": None, "seq": 40231, "pg": 2} and p["evidence"][0]["line"] == 3
+    assert (p.rank, p.last_enqueued, p.last_completed) == ("rank1", 40267, 40230)
+    assert p.waiting_on.to_dict() == {"op": None, "seq": 40231, "pg": 2} and p.evidence[0].line == 3
 
 
 def test_real_hang_progress_in_the_terminal_and_the_html_report() -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from logforensics.export.jsonl import write_jsonl
 from logforensics.ingest.batch import read_file
+from logforensics.model.records import Coverage
 from logforensics.read.fastpath import LINE_LIMIT
 from logforensics.read.grammar import warm_up
 from logforensics.read.parser import IncrementalParser
@@ -71,7 +72,7 @@ def real_text(path: Path, n: int) -> Path:
     return path
 
 
-def summary(path: Path) -> dict:
+def summary(path: Path) -> Coverage:
     return read_file(str(path)).summary().coverage
 
 
@@ -147,13 +148,13 @@ def test_a_long_line_is_kept_whole_and_counted(tmp_path: Path, reading_path: str
     assert [got[0]["kind"], got[2]["kind"]] == ["load_weight_begin", "load_weight_begin"]
     run = read_file(str(log))
     cov = run.summary().coverage
-    assert cov["lines_read"] == 3 and cov["partial_lines"] == 1 and cov["long_lines"] == 0
+    assert cov.lines_read == 3 and cov.partial_lines == 1 and cov.long_lines == 0
     assert any("line 2" in w and str(LINE_LIMIT) in w for w in run.summary().warnings)
 
 
 def test_short_lines_are_not_counted_as_partial(tmp_path: Path, reading_path: str) -> None:
     log = real_text(tmp_path / "real.log", 256 << 10)
-    assert summary(log)["partial_lines"] == 0
+    assert summary(log).partial_lines == 0
 
 
 @pytest.mark.parametrize("chunk", [1000, 32 << 10])

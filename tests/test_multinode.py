@@ -89,7 +89,7 @@ def test_summary_of_one_node_file_says_which_ranks_are_missing() -> None:
 def test_a_run_is_ready_only_when_node0_is_and_no_node_failed() -> None:
     base = summarize_run(str(TWO / "baseline"))
     assert base.outcome == "ready" and base.ready.node == "node0"
-    assert base.nodes["node1"]["outcome"] == "incomplete"  # no HTTP server on node 1
+    assert base.nodes["node1"].outcome == "incomplete"  # no HTTP server on node 1
 
 
 def _part(node: str, text: str) -> NodeSummary:
@@ -167,14 +167,14 @@ PD = FIX / "pd_kv_timeout" / "run"
 
 def test_a_disaggregated_run_reads_each_files_role_from_its_text() -> None:
     s = summarize_run(str(PD))
-    assert {n: v["role"] for n, v in s.nodes.items()} == {"prefill": "prefill", "decode": "decode", "router": "router"}
+    assert {n: v.role for n, v in s.nodes.items()} == {"prefill": "prefill", "decode": "decode", "router": "router"}
     assert sorted(s.ranks) == ["decode:TP0", "decode:TP1", "prefill:TP0", "prefill:TP1"]
     assert s.outcome == "ready"  # both servers came up; the router has no readiness of its own
-    decode = s.nodes["decode"]["pd"]
+    decode = s.nodes["decode"].pd
     assert [f["rank"] for f in decode["kv_failures"]] == ["TP0", "TP1"]
     assert decode["kv_failures"][0]["timed_out_s"] == 300.0 and decode["kv_failures"][0]["poll"] == "WaitingForInput"
     assert decode["timeouts"][0]["setting"] == "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
-    router = s.nodes["router"]["pd"]["router_errors"]
+    router = s.nodes["router"].pd["router_errors"]
     assert router and router[0]["module"] == "sglang_router_rs::routers::http::pd_router" and router[0]["src_line"] == 1319
 
 

@@ -331,7 +331,7 @@ def test_summary_says_how_many_lines_ray_left_out() -> None:
     assert marks
     summary = summarize_file(path)
     dropped = sum(int(n) - 1 for n in marks)
-    assert summary.coverage["lines_dropped_by_dedup"] == dropped
+    assert summary.coverage.lines_dropped_by_dedup == dropped
     assert any(f"left out {dropped} lines" in w for w in summary.warnings)
 
 

@@ -114,7 +114,7 @@ def _oom(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
 
 
 def _exceptions(s: RunSummary) -> list[dict[str, Any]]:
-    return [{"fields": {"oom": o["oom"]}} for d in s.exceptions for o in d.occurrences]
+    return [{"fields": {"oom": o.oom.to_dict() if o.oom else None}} for d in s.exceptions for o in d.occurrences]
 
 
 def _events(kind: str, key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
@@ -227,10 +227,10 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
                                          and e.fields.get("family") == "c10d_store"],
     "store_port": _events("collective_timeout", "peer_port"),
     # the hang's own account (model/hang.py): what it is stuck on, why its stacks are missing
-    "stuck_batch_size": lambda s, _: [x["batch_size"] for x in (s.hang.stuck_on if s.hang else []) if x["what"] == "batch"],
-    "stuck_rid": lambda s, _: [r for x in (s.hang.stuck_on if s.hang else []) for r in x.get("rids", [])],
+    "stuck_batch_size": lambda s, _: [x.batch_size for x in (s.hang.stuck_on if s.hang else []) if x.what == "batch"],
+    "stuck_rid": lambda s, _: [r for x in (s.hang.stuck_on if s.hang else []) for r in x.rids],
     "pyspy_failed_pid": _events("pyspy_failed", "pid"),
-    "stacks_missing": lambda s, _: [f["reason"] for f in (s.hang.stacks.get("pyspy_failures", []) if s.hang else [])],
+    "stacks_missing": lambda s, _: [f.reason for f in (s.hang.stacks.pyspy_failures if s.hang and s.hang.stacks else [])],
     "block": _events("device_assert", "block"),
     "threads": lambda _, evs: [e.fields["thread"][0] for e in evs if e.kind == "device_assert"],
     "hsa_nodes_faulted": lambda _, evs: [f"node-{e.fields['hsa_node']}" for e in evs if e.kind == "hsa_fault"],

@@ -155,7 +155,7 @@ def test_243_registering_graph_addresses_places_each_dp_rank_in_capture(analysed
     assert [(e.line, e.rank, e.fields["addresses"]) for e in registered][:2] == [(4, "DP0 TP0", 0), (5, "DP6 TP6", 0)]
     assert len(registered) == 6
     assert summary.phase_reached == {f"DP{i} TP{i}": "cuda_graph_capture" for i in (0, 1, 2, 3, 4, 6)}
-    assert summary.coverage["lines_unrecognised"] == 0
+    assert summary.coverage.lines_unrecognised == 0
 
 
 def _summary_of(prefix: str, analysed: Any) -> RunSummary:

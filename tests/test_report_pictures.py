@@ -196,8 +196,8 @@ def test_hang_progress_of_an_unseen_real_rank() -> None:
 def test_watchdog_hang_without_sequence_numbers_shows_the_last_phase(prefix: str, rank: str, line: int) -> None:
     log = real(prefix)
     d = diagnose_files(str(log), None)
-    [ev] = d.failing.hang.progress[0]["evidence"]
-    assert ev["line"] == line
+    [ev] = d.failing.hang.progress[0].evidence
+    assert ev.line == line
     fig = figure(render_html(d), "hang-chart-failing")
     assert list(traces(fig, "rank")) == [rank]
     assert "no collective sequence number" in fig["layout"]["title"]["text"]

@@ -104,7 +104,7 @@ def test_crlf_nul_ansi_and_invalid_utf8() -> None:
     assert kinds[:3] == [("load_weight_begin", "TP3"), ("load_weight_begin", "TP2"), ("load_weight_begin", "TP1")]
     assert [e.fields.get("avail_gib") for e in events[:3]] == [21.63, 21.62, 21.61]
     assert events[3].kind == "other" and events[3].rank == "TP0"  # mangled number: kept, not guessed
-    assert run.summary().coverage["decode_errors"] == 1
+    assert run.summary().coverage.decode_errors == 1
 
 
 def test_huge_line_is_cut_with_a_warning() -> None:
@@ -122,7 +122,7 @@ def test_huge_line_is_cut_with_a_warning() -> None:
 def test_truncated_first_and_last_lines() -> None:
     data = b"26-05-28 00:11:09 TP0] Load weight begin. avail mem=21.63 GB\n[2025-03-08 12:29:13 TP3] Load wei"
     events, run = parse_all(data)
-    assert len(events) == 2 and run.summary().coverage["unterminated_last_line"]
+    assert len(events) == 2 and run.summary().coverage.unterminated_last_line
 
 
 def _grammar_inputs(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]

@@ -33,7 +33,7 @@ def test_ansi_coloured_docker_log_reads_like_the_plain_one() -> None:
         a = {k: v for k, v in plain.memory[rank].items() if k != "evidence"}
         b = {k: v for k, v in coloured.memory[rank].items() if k != "evidence"}
         assert a == b
-    assert coloured.coverage["lines_unrecognised"] == plain.coverage["lines_unrecognised"]
+    assert coloured.coverage.lines_unrecognised == plain.coverage.lines_unrecognised
 
 
 def test_ansi_events_have_no_escape_codes() -> None:

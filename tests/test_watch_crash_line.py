@@ -50,7 +50,7 @@ def test_tracebacks_by_rank_are_printed_one_way_by_summary_and_watch() -> None:
         outs.append(console.export_text())
     assert outs[1] == "[watch] " + outs[0]
     for exc in s.exceptions:
-        assert f"on {', '.join(r or '?' for r in exc.ranks)} (lines {exc.occurrences[0]['line']}" in outs[0]
+        assert f"on {', '.join(r or '?' for r in exc.ranks)} (lines {exc.occurrences[0].line}" in outs[0]
     one = Console(width=300, record=True)
     print_tracebacks(s.exceptions[:1] if len(s.exceptions[0].ranks) == 1 else [], one)
     assert one.export_text() == ""  # one traceback of one rank is the crash panel's

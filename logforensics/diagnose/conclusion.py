@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..events import LAUNCH
 from ..model.beside import END_RECORD, stops_unexplained
 from ..model.phases import where_failed
+from ..model.records import Cite
 from ..model.run import RunSummary
 from ..model.stops import stop_place
 from .facts import Facts
@@ -130,9 +131,9 @@ def _first(failing: RunSummary, findings: Sequence[Finding]) -> str | None:
         what = crash.exception or (crash.message or "a failure whose record is not in this log")
         return f"{who} failed first{where}: {str(what)[:160]} ({crash.file}:{crash.line})"
     if failing.outcome == "hung" and failing.hang is not None:
-        ev = (failing.hang.evidence or [{}])[0]
-        where = f" ({ev.get('file')}:{ev.get('line')})" if ev.get("line") else ""
-        return "hang: " + str(ev.get("text") or failing.outcome_reason)[:160] + where
+        ev = failing.hang.evidence[0] if failing.hang.evidence else Cite()
+        where = f" ({ev.file}:{ev.line})" if ev.line else ""
+        return "hang: " + str(ev.text or failing.outcome_reason)[:160] + where
     return top.title if top is not None else None
 
 
@@ -151,7 +152,7 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
     crash = failing.crash
     if failing.outcome == "incomplete":
         place = stop_place(failing, cite_file=True)
-        out.append(f"the rest of the log (it stops at line {failing.coverage.get('lines_read') or '?'} "
+        out.append(f"the rest of the log (it stops at line {failing.coverage.lines_read or '?'} "
                    "without readiness or failure" + (f", {place}" if place else "") + ")")
         if stops_unexplained(failing):  # a log that just stops: killed?
             out.append(END_RECORD)

@@ -66,7 +66,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
     message = crash.message or ""
     ranks = tuple(r for r in crash.ranks if r)
     first = next((e for e in run.exceptions
-                  if e.file == crash.file and any(o.get("line") == crash.line for o in e.occurrences)), None)
+                  if e.file == crash.file and any(o.line == crash.line for o in e.occurrences)), None)
     return CrashFacts(
         first_rank=crash.first_rank, ranks=ranks,
         phase=crash.phase, exception=crash.exception,
@@ -119,6 +119,6 @@ def hang_facts(run: RunSummary) -> HangFacts:
     if not hang:
         return HangFacts(run.outcome == "hung")
     silent = tuple(hang.silent_ranks)
-    evidence = tuple(e for entry in hang.evidence[:8] for e in ev_of(entry))
+    evidence = tuple(e for entry in hang.evidence[:8] for e in ev_of(entry.to_dict()))
     evidence += tuple(ev(run, run.last_seen[r].line, r, run.last_seen[r].text) for r in silent if r in run.last_seen)
     return HangFacts(True, silent, tuple(hang.ranks), evidence)

@@ -142,7 +142,7 @@ def finding_id(f: Finding, failing: RunSummary, baseline: RunSummary | None = No
     the finding's first failing-side line that names one, the phase the failing run crashed in, and a hash
     of its evidence (each line's file name, number and text), so that an agent, a CI system and
     a person name the same finding alike, whatever the output and wherever the logs lie."""
-    base = {baseline.file, *(n.get("file") for n in baseline.nodes.values())} if baseline is not None else set()
+    base = {baseline.file, *(n.file for n in baseline.nodes.values())} if baseline is not None else set()
     own = [e["rank"] for e in f.evidence if e.get("rank") and e.get("file") not in base]
     phase = (failing.crash.phase if failing.crash else None) or "-"
     digest = hashlib.sha256()
@@ -160,14 +160,14 @@ def _located(f: Finding, failing: RunSummary, baseline: RunSummary | None) -> Fi
     for e in f.evidence:
         run = baseline if baseline is not None and e.get("file") == baseline.file and e.get("file") != failing.file \
             else failing
-        node = e.get("node") or next((n for n, info in run.nodes.items() if info.get("file") == e.get("file")), None) \
+        node = e.get("node") or next((n for n, info in run.nodes.items() if info.file == e.get("file")), None) \
             or run.rank_nodes.get(e.get("rank") or "")
         e = dict(e)
         if node:
             e["node"] = node
-            info = run.nodes.get(node) or {}
-            if e.get("file") == run.file and info.get("file"):
-                e["file"] = info["file"]
+            info = run.nodes.get(node)
+            if e.get("file") == run.file and info and info.file:
+                e["file"] = info.file
         out.append(e)
     return replace(f, evidence=tuple(out))
 
@@ -217,7 +217,7 @@ def _where_it_stops(run: RunSummary) -> str:
     after which phase's end line and before which phase it stops (``model.stops``)."""
     if run.outcome != "incomplete":
         return ""
-    last = run.coverage.get("lines_read")
+    last = run.coverage.lines_read
     where = f"at line {last}" if last else ""
     said = ", ".join(x for x in (where, stop_place(run, cite_file=True)) if x)
     return f" (the log stops {said})" if said else ""

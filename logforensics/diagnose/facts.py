@@ -305,11 +305,11 @@ class NovelShape:
 
 
 def novel_lines(fail: RunSummary, base: RunSummary) -> tuple[NovelShape, ...]:
-    known = set(base.coverage.get("unrecognised_shapes", {}))
-    out = [NovelShape(i["shape"], i["count"], i.get("first_line"), i.get("example") or i["shape"], i.get("first_rank"))
-           for i in fail.coverage.get("top_unrecognised", []) if i["shape"] not in known]
+    known = set(base.coverage.unrecognised_shapes)
+    out = [NovelShape(i.shape, i.count, i.first_line, i.example or i.shape, i.first_rank)
+           for i in fail.coverage.top_unrecognised if i.shape not in known]
     listed = {o.shape for o in out}
-    extra = [(s, n) for s, n in fail.coverage.get("unrecognised_shapes", {}).items() if s not in known and s not in listed]
+    extra = [(s, n) for s, n in fail.coverage.unrecognised_shapes.items() if s not in known and s not in listed]
     for shape, count in sorted(extra, key=lambda kv: -kv[1])[: max(0, 10 - len(out))]:
         out.append(NovelShape(shape, count, None, shape, None))
     return tuple(out)

@@ -126,13 +126,13 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
     out["order_uncertain"] = crash.order_uncertain if crash else None
     if crash and crash.node and failing.outcome in ("crashed", "hung"):
         for node, info in failing.nodes.items():
-            if node == crash.node or info.get("outcome") in ("crashed", "hung"):
+            if node == crash.node or info.outcome in ("crashed", "hung"):
                 continue
             ranks = _ranks_of(failing, node)
             phases = {failing.phase_reached.get(r) for r in ranks}
             if ranks and len(phases) == 1 and None not in phases:
                 out["waiting"].append({"node": node, "phase": phases.pop(), "ranks": ranks,
-                                       "file": info.get("file"),
+                                       "file": info.file,
                                        "evidence": [_evidence(failing, r) for r in ranks[:8]]})
     furthest = {}
     for node in failing.nodes:
@@ -238,14 +238,14 @@ class PDFacts:
 
 def pd_facts(s: RunSummary) -> PDFacts:
     """``facts.pd``: the KV-transfer story across the prefill, decode and router files."""
-    roles = {n: info["role"] for n, info in s.nodes.items() if info.get("role")}
+    roles = {n: info.role for n, info in s.nodes.items() if info.role}
     fails: list[PDFailure] = []
     timers: list[str] = []
     settings: list[str] = []
     router: list[Evidence] = []
     for node, info in s.nodes.items():
-        pd = info.get("pd") or {}
-        side = info.get("role") or node
+        pd = info.pd
+        side = info.role or node
         for f in pd.get("kv_failures", []):
             kind = "waiting_timeout" if f.get("poll") == "WaitingForInput" else \
                 "bootstrap_timeout" if f.get("poll") == "Bootstrapping" else f.get("stage") or "transfer"

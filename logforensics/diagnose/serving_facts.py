@@ -58,15 +58,13 @@ def timer_facts(run: RunSummary) -> TimerFacts:
     if not hang or not hang.timer:
         return TimerFacts(False, False)
     c10d = hang.timer.startswith("c10d")
-    coll = next((c for c in hang.collectives or [] if c.get("op")), None) or \
-        next(iter(hang.collectives or []), None)
+    coll = next((c for c in hang.collectives if c.op), None) or next(iter(hang.collectives), None)
     collective = None
     if coll:
-        collective = " ".join(x for x in (coll.get("op"), f"SeqNum={coll['seq']}" if coll.get("seq") is not None
-                                          else None) if x)
-    behind = hang.behind or {}
-    mains = tuple({"rank": d.get("rank"), "function": d["main_function"], "location": d.get("main_location"),
-                   "line": d.get("line")} for d in hang.pyspy or [] if d.get("main_function"))
+        collective = " ".join(x for x in (coll.op, f"SeqNum={coll.seq}" if coll.seq is not None else None) if x)
+    behind = hang.behind
+    mains = tuple({"rank": d.rank, "function": d.main_function, "location": d.main_location,
+                   "line": d.line} for d in hang.pyspy if d.main_function)
     env = dict(run.env or {})
     steps: list[Step] = []
     if c10d and str(env.get("NCCL_DEBUG", "")).upper() != "INFO":
@@ -89,14 +87,15 @@ def timer_facts(run: RunSummary) -> TimerFacts:
         steps.append(Step("py-spy dump --native --pid PID, for each sglang::scheduler process, while it hangs",
                           "the Python and native stack of every rank: the one that is not in the collective "
                           "is the one the others wait for (SGLang's watchdogs watch serving, not start-up)"))
-    evidence = tuple(ev(run, e.get("line"), e.get("rank"), e.get("text")) for e in (hang.evidence or [])[:8])
+    evidence = tuple(ev(run, e.line, e.rank, e.text) for e in hang.evidence[:8])
     return TimerFacts(
         fired=bool(hang.timed_out),
         failure_not_timeout=hang.timer == "c10d_failure",
         timer=hang.timer, what=hang.what, setting=hang.setting, default_s=hang.default_s,
         timeout_s=hang.timeout_s, note=hang.note, ranks=tuple(hang.ranks or ()),
-        collective=collective, behind=behind.get("rank"), behind_completed=behind.get("last_completed"),
-        others_completed=behind.get("others_completed"), main_functions=mains,
+        collective=collective, behind=behind.rank if behind else None,
+        behind_completed=behind.last_completed if behind else None,
+        others_completed=behind.others_completed if behind else None, main_functions=mains,
         watchdog_timeout_set=(run.launch_args or {}).get("watchdog_timeout") if c10d else None,
         next_steps=tuple(steps), evidence=evidence)
 

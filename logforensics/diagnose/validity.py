@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ..model.records import ProbePath
 from ..model.run import RunSummary
 from .sides import Evidence, ev_of
 
@@ -118,7 +119,7 @@ def _stopped(run: RunSummary) -> list[NoWork]:
     last = (run.serving or {}).get("last_batch")
     if not last or not isinstance(last.get("queue_req"), (int, float)) or last["queue_req"] <= 0:
         return []
-    after = int(run.coverage.get("lines_read") or 0) - int(last["line"])
+    after = int(run.coverage.lines_read or 0) - int(last["line"])
     failed = (run.outcome != "ready" or run.crash or run.hang or run.stopped or run.errors
               or any(e.first_line > last["line"] for e in run.exceptions))
     if failed or after < STOP_LINES:
@@ -157,18 +158,19 @@ def _probe_lines(run: RunSummary) -> list[NoWork]:
     Server couldn't get a response from detokenizer ...``, kept by the hang observer), from
     the log's own access lines (``coverage.probes``). A ``/health_generate`` that also
     answered 2xx is not flagged: a failure among successes is not a server that does no work."""
-    probes = run.coverage.get("probes") or {}
-    health, generate = probes.get("/health") or {}, probes.get("/health_generate") or {}
-    answered = {st: n for st, n in (health.get("answers") or {}).items() if _ok(st)}
-    if not answered or any(_ok(st) for st in generate.get("answers") or {}):
+    probes = run.coverage.probes
+    health, generate = probes.get("/health") or ProbePath(), probes.get("/health_generate") or ProbePath()
+    answered = {st: n for st, n in health.answers.items() if _ok(st)}
+    if not answered or any(_ok(st) for st in generate.answers):
         return []
-    failed = {st: n for st, n in (generate.get("answers") or {}).items() if not _ok(st)}
-    lines = sorted((e for st, e in (generate.get("first") or {}).items() if st in failed), key=lambda e: e["line"])
+    failed = {st: n for st, n in generate.answers.items() if not _ok(st)}
+    lines = sorted((e.to_dict() for st, e in generate.first.items() if st in failed), key=lambda e: e["line"])
     # the grammar's literal of SGLang's health_generate timeout (health_check_failed)
-    timeouts = [e for e in (run.hang.evidence if run.hang else []) if "Health check failed" in str(e.get("text"))]
+    timeouts = [e.to_dict() for e in (run.hang.evidence if run.hang else []) if "Health check failed" in str(e.text)]
     if not failed and not timeouts:
         return []
-    ok_first = min(((health.get("first") or {}).get(st) for st in answered), key=lambda e: e["line"] if e else 1 << 62)
+    ok_first = min((at.to_dict() if (at := health.first.get(st)) else None for st in answered),
+                   key=lambda e: e["line"] if e else 1 << 62)
     said = [f"{n} answered {st}" for st, n in sorted(failed.items())]
     if timeouts:
         said.append("timed out (Health check failed)")

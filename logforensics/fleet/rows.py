@@ -110,10 +110,10 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
              extra: Mapping[str, Any]) -> dict[str, Any]:
     """The ``runs`` row of a run's (combined) summary; ``extra`` holds what the events gave."""
     crash = s.crash
-    fp = (crash.fingerprint if crash else None) or {}
+    fp = crash.fingerprint if crash else None
     oom = crash.oom if crash else None
     values = settings(s)
-    cov = s.coverage or {}
+    cov = s.coverage
 
     def of_crash(name: str) -> Any:
         return getattr(crash, name) if crash else None
@@ -122,8 +122,8 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
         "run_id": rid, "source": source, "files": list(files), "nodes": [n for n in nodes if n],
         "outcome": s.outcome, "outcome_reason": s.outcome_reason,
         "first_rank": of_crash("first_rank"), "crash_phase": of_crash("phase"),
-        "exception": of_crash("exception"), "fingerprint": fp.get("id"),
-        "fingerprint_exception": fp.get("exception"), "fingerprint_function": fp.get("function"),
+        "exception": of_crash("exception"), "fingerprint": fp.id if fp else None,
+        "fingerprint_exception": fp.exception if fp else None, "fingerprint_function": fp.function if fp else None,
         "crash_node": of_crash("node"), "crash_file": of_crash("file"), "crash_line": of_crash("line"),
         "sglang_version": extra.get("sglang_version"), "model": _arg(s, MODEL_KEYS),
         **{k: _int(_arg(s, names)) for k, names in PARALLEL.items()},
@@ -131,8 +131,8 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
         "settings_hash": settings_hash(values), "settings": json.dumps(values, sort_keys=True, default=str),
         "start_time": extra.get("start_time"), "end_time": extra.get("end_time"),
         "file_mtime": extra.get("file_mtime"),
-        "lines": cov.get("lines_read"), "bytes": cov.get("bytes"), "events": cov.get("events"),
-        "lines_unrecognised": cov.get("lines_unrecognised"), "recognised_pct": cov.get("recognised_pct"),
+        "lines": cov.lines_read, "bytes": cov.bytes, "events": cov.events,
+        "lines_unrecognised": cov.lines_unrecognised, "recognised_pct": cov.recognised_pct,
         "ranks_seen": len(s.ranks), "missing_ranks": list(s.missing_ranks),
         "decode_tok_s_median": _median(s.throughput.get("decode_gen_tok_s")),
     }

@@ -19,7 +19,7 @@ from typing import Any
 from ..artefacts.types import CAUSES, Artefacts, Termination
 from ..events import PHASES
 from ..read import jobend
-from .records import Stop
+from .records import Notice, Stop
 from .summary import Crash, RunSummary
 
 #: Causes that mean the process was killed or failed (a crash), most telling first.
@@ -85,7 +85,7 @@ def with_ends(s: RunSummary, terminations: Sequence[Termination]) -> RunSummary:
             changes["outcome_reason"] = f"{describe(end)}; the log itself stops without a failure"
             changes["crash"] = Crash(line=end.line, file=end.file, text=end.text, phase=phase, source=end.source,
                                      message=CAUSES[end.cause],
-                                     evidence=[{"file": end.file, "line": end.line, "text": end.text}],
+                                     evidence=[Notice(end.file, end.line, end.text, keys=("file", "line", "text"))],
                                      keys=("line", "file", "text", "phase", "source", "message", "evidence"))
         else:
             changes["outcome_reason"] = f"{s.outcome_reason}; {describe(end)}"

@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from .dynamo import RANKS_WARNING, derived_offset, utc_instant
-from .records import LoggedError
+from .records import Coverage, LoggedError, NodeEntry
 from .run import NO_RANK, RunSummary
 from .summary import Crash, DistinctException, Hang, RankRecord
 
@@ -329,7 +329,7 @@ def _lead(parts: Sequence[NodeSummary]) -> NodeSummary:
     return parts[0]
 
 
-def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) -> dict[str, Any]:
+def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) -> NodeEntry:
     s = p.summary
     first, last = _span(s) if span is None else (span.first, span.last)
     entry: dict[str, Any] = {
@@ -342,7 +342,7 @@ def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) ->
         "ranks": list(s.ranks),
         "first_ts": first,
         "last_ts": last,
-        "lines": (s.coverage or {}).get("lines_read"),
+        "lines": s.coverage.lines_read,
         "furthest": _furthest(s),
         "crash": {k: getattr(s.crash, k) for k in ("first_rank", "phase", "exception", "line", "ts", "file")}
         if s.crash else None,
@@ -354,7 +354,7 @@ def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) ->
         entry["clock"] = span.moved
     if span is not None and span.uncertain:
         entry["order_uncertain"] = span.uncertain
-    return entry
+    return NodeEntry.from_dict(entry)
 
 
 def _furthest(s: RunSummary) -> dict[str, Any]:
@@ -613,8 +613,8 @@ def _hang(parts: Sequence[NodeSummary], labels: Sequence[str], key: Any) -> Hang
 
 def _hang_stamp(h: Hang) -> tuple[int | None, str | None, str | None]:
     """The line, stamp and text of a hang's first record (the evidence keeps its text)."""
-    ev = next((e for e in h.evidence if e.get("line") == h.first_line), None)
-    return h.first_line, h.first_ts, ev.get("text") if ev else None
+    ev = next((e for e in h.evidence if e.line == h.first_line), None)
+    return h.first_line, h.first_ts, ev.text if ev else None
 
 
 def _outcome(parts: Sequence[NodeSummary], labels: Sequence[str], lead: NodeSummary,
@@ -649,31 +649,31 @@ def _outcome(parts: Sequence[NodeSummary], labels: Sequence[str], lead: NodeSumm
                           f"{ls.outcome_reason}")
 
 
-def _coverage(summaries: Sequence[RunSummary]) -> dict[str, Any]:
-    covs = [s.coverage or {} for s in summaries]
-    lines = sum(c.get("lines_read", 0) or 0 for c in covs)
-    unrec = sum(c.get("lines_unrecognised", 0) or 0 for c in covs)
+def _coverage(summaries: Sequence[RunSummary]) -> Coverage:
+    covs = [s.coverage for s in summaries]
+    lines = sum(c.lines_read or 0 for c in covs)
+    unrec = sum(c.lines_unrecognised or 0 for c in covs)
     kinds: dict[str, int] = {}
     shapes: dict[str, int] = {}
     for c in covs:
-        for k, v in (c.get("kinds") or {}).items():
+        for k, v in c.kinds.items():
             kinds[k] = kinds.get(k, 0) + v
-        for k, v in (c.get("unrecognised_shapes") or {}).items():
+        for k, v in c.unrecognised_shapes.items():
             shapes[k] = shapes.get(k, 0) + v
-    top = sorted((t for c in covs for t in c.get("top_unrecognised", [])), key=lambda t: -t.get("count", 0))[:10]
-    return {
+    top = sorted((t for c in covs for t in c.top_unrecognised), key=lambda t: -(t.count or 0))[:10]
+    return Coverage.from_dict({
         "lines_read": lines,
         "lines_recognised": max(lines - unrec, 0),
         "lines_unrecognised": unrec,
         "recognised_pct": round(100.0 * (lines - unrec) / lines, 2) if lines else 100.0,
-        "events": sum(c.get("events", 0) or 0 for c in covs),
+        "events": sum(c.events or 0 for c in covs),
         "kinds": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
-        "top_unrecognised": top,
+        "top_unrecognised": [t.to_dict() for t in top],
         "unrecognised_shapes": shapes,
-        "long_lines": sum(c.get("long_lines", 0) or 0 for c in covs),
-        "partial_lines": sum(c.get("partial_lines", 0) or 0 for c in covs),
-        "decode_errors": sum(c.get("decode_errors", 0) or 0 for c in covs),
-        "unterminated_last_line": any(c.get("unterminated_last_line") for c in covs),
-        "bytes": sum(c.get("bytes", 0) or 0 for c in covs),
+        "long_lines": sum(c.long_lines or 0 for c in covs),
+        "partial_lines": sum(c.partial_lines or 0 for c in covs),
+        "decode_errors": sum(c.decode_errors or 0 for c in covs),
+        "unterminated_last_line": any(c.unterminated_last_line for c in covs),
+        "bytes": sum(c.bytes or 0 for c in covs),
         "files": len(covs),
-    }
+    })

@@ -14,7 +14,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 _Reader = Callable[[Any], Any]
 
@@ -30,39 +30,49 @@ class Keyed:
     as the parent's notice has no ``chain``; a run of several nodes adds ``node``), and
     ``summary --json`` of a record read back must be the one that was saved. Keys this
     version does not know are kept in ``extra``. A record the model builds field by field
-    (``keys`` None) writes every field, in the order they are declared.
+    (``keys`` None) writes every field, in the order they are declared. A JSON key that is
+    no Python name (``as``) is held by the field ``renamed`` names.
     """
 
     keys: tuple[str, ...] | None
     extra: dict[str, Any]
+    #: JSON key -> the field that holds it, where the key is no Python name
+    renamed: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def _names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls) if f.name not in ("keys", "extra"))  # type: ignore[arg-type]
 
     @classmethod
+    def _json_names(cls) -> tuple[str, ...]:
+        """The JSON keys of the fields, in the order they are declared."""
+        back = {v: k for k, v in cls.renamed.items()}
+        return tuple(back.get(n, n) for n in cls._names())
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Any:
         """The record of a JSON object (``to_dict``'s form)."""
         if not isinstance(data, Mapping):
             raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} is not an object")
-        readers = _readers(cls)
-        values = {k: (readers[k](v) if k in readers and v is not None else v)
-                  for k, v in data.items() if k in readers}
+        readers, ren = _readers(cls), cls.renamed
+        values = {ren.get(k, k): (readers[ren.get(k, k)](v) if v is not None else v)
+                  for k, v in data.items() if ren.get(k, k) in readers}
         try:
-            return cls(**values, keys=tuple(data), extra={k: v for k, v in data.items() if k not in readers})  # type: ignore[call-arg]
+            return cls(**values, keys=tuple(data),  # type: ignore[call-arg]
+                       extra={k: v for k, v in data.items() if ren.get(k, k) not in readers})
         except TypeError as e:
             raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} lacks a key ({e})") from None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, with the keys it was made with, in their order."""
-        names = _readers(type(self))
-        return {k: to_json(getattr(self, k)) if k in names else self.extra[k]
-                for k in (self._names() if self.keys is None else self.keys)}
+        names, ren = _readers(type(self)), self.renamed
+        return {k: to_json(getattr(self, ren.get(k, k))) if ren.get(k, k) in names else self.extra[k]
+                for k in (self._json_names() if self.keys is None else self.keys)}
 
     def put(self, **changes: Any) -> Any:
         """This record with ``changes``, as ``dict(d, **changes)`` would give its JSON: a
         key it has keeps its place, a new one comes last."""
-        keys = self._names() if self.keys is None else self.keys
+        keys = self._json_names() if self.keys is None else self.keys
         names = _readers(type(self))
         extra = {**self.extra, **{k: v for k, v in changes.items() if k not in names}}  # keys of no field
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if k in names},  # type: ignore[type-var]
@@ -256,6 +266,34 @@ class LogLine(Keyed):
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
+@dataclass(frozen=True)
+class Occurrence(Keyed):
+    """One rank's print of a distinct traceback: the rank, its first and last lines, the
+    stamp, and its out-of-memory figures."""
+
+    rank: str | None
+    line: int
+    end_line: int | None = None
+    ts: str | None = None
+    oom: OomFigures | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Fingerprint(Keyed):
+    """A crash's identity across runs, hosts and versions (``model.fingerprint``): ``id``
+    (12 hex digits of SHA-1 over the others), the exception type, the innermost SGLang
+    function (``module.function``, None when no frame is SGLang's), and the phase."""
+
+    id: str
+    exception: str
+    function: str | None
+    phase: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
 # -- the run's course: readiness, its stop, errors it went on after ------------------------
 @dataclass(frozen=True)
 class Ready(Keyed):
@@ -317,8 +355,359 @@ class LoggedError(Keyed):
     what: str | None = None
     message: str | None = None
     oom: OomFigures | None = None
-    #: the code whose lead the rank logged it under (``transfer_worker``: a KV transfer thread)
-    source: str | None = None
     node: str | None = None
+    #: the code that logged it and went on, when a lead names it (``transfer_worker``: a KV transfer thread)
+    source: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- a hang (model/hang.py) ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Cite(Keyed):
+    """A line a hang's finding rests on: its file, line, the rank that printed it, its text
+    (cut at 300 characters); where only the place is cited there is no text, and a setting
+    the log's environment shows is cited by the text alone. A timer's own line (the hang's
+    ``evidence``) has its record's ``kind`` too."""
+
+    file: str | None = None
+    line: int | None = None
+    rank: str | None = None
+    text: str | None = None
+    kind: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Collective(Keyed):
+    """What PyTorch's NCCL watchdog printed of one rank's collective (its sequence number),
+    its lines merged: the process group, the operation, the last enqueued and completed
+    sequence numbers, how long it ran and its timeout; each only when a line shows it."""
+
+    rank: str | None
+    pg: int | str | None
+    line: int
+    file: str | None = None
+    op: str | None = None
+    seq: int | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    ran_ms: float | None = None
+    timeout_s: float | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Behind(Keyed):
+    """The rank with the lowest completed sequence in its process group, against the others'."""
+
+    rank: str | None
+    pg: int | str | None
+    last_completed: int
+    others_completed: int
+    line: int
+    file: str | None = None
+    reason: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class PyspyDump(Keyed):
+    """One py-spy dump: the PID, process title, rank (and where the rank was read from), its
+    threads, and the main thread's state, function, location and stack (the first 12 frames)."""
+
+    pid: int | None
+    title: str | None
+    rank: str | None
+    line: int
+    threads: int = 0
+    main_function: str | None = None
+    main_stack: list[str] = field(default_factory=list)
+    file: str | None = None
+    text: str | None = None
+    main_state: str | None = None
+    main_location: str | None = None
+    rank_from: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Initiator(Keyed):
+    """The rank that differs from the others (the cause, not the victims), why, and the
+    lines; with no majority, ``rank`` is None and ``candidates`` names the ranks."""
+
+    rank: str | None
+    why: str
+    evidence: list[Cite] = field(default_factory=list)
+    candidates: list[str] | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class StuckOn(Keyed):
+    """What ranks are stuck on, as the log names it (``what``): a ``collective`` (op, seq,
+    pg, ranks), a ``batch`` (its size and rids, the rank or ranks that show it, and
+    ``source`` debug info when SGLang's debug blocks do), or the ``consensus events`` the
+    rank-consensus checker compared (``events``, rids)."""
+
+    what: str
+    op: str | None = None
+    seq: int | None = None
+    pg: int | str | None = None
+    batch_size: int | None = None
+    rids: list[str] = field(default_factory=list)
+    events: str | None = None
+    rank: str | None = None
+    ranks: list[str | None] = field(default_factory=list)
+    source: str | None = None
+    evidence: list[Cite] = field(default_factory=list)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class WaitingOn(Keyed):
+    """The collective a rank waits on: its operation, sequence number and process group."""
+
+    op: str | None
+    seq: int
+    pg: int | str | None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class RankProgress(Keyed):
+    """One rank in a hang: its last enqueued and completed sequence numbers, the collective it
+    waits on, its last phase and the source that names it, and the lines (the first six)."""
+
+    rank: str
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    waiting_on: WaitingOn | None = None
+    last_phase: str | None = None
+    phase_from: str | None = None
+    evidence: list[Cite] = field(default_factory=list)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class PoolCheck(Keyed):
+    """One pool's check in a ``Scheduler debug info:`` block: its tokens and the line."""
+
+    total: int | None = None
+    available: int | None = None
+    evictable: int | None = None
+    line: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class DebugInfo(Keyed):
+    """A rank's last ``Scheduler debug info:`` block: the header's rank, line and file, the
+    batch size, the first 8 rids (``requests`` counts them all), each pool's check, and the lines."""
+
+    rank: str | None
+    line: int
+    file: str | None = None
+    batch_size: int | None = None
+    rids: list[str] = field(default_factory=list)
+    requests: int | None = None
+    pools: dict[str, PoolCheck] = field(default_factory=dict)
+    evidence: list[Cite] = field(default_factory=list)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class PyspyFailure(Keyed):
+    """py-spy's failure as the log quotes it: the known cause it names (``reason``, None for
+    none), what that means, the error (cut at 300 characters), the PID, and the line."""
+
+    reason: str | None
+    what: str
+    error: str
+    pid: int | None = None
+    file: str | None = None
+    line: int | None = None
+    rank: str | None = None
+    text: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class NextStep(Keyed):
+    """A setting that shows more of a hang: on, off, or not in this log, as the line cited shows."""
+
+    setting: str
+    status: str
+    gives: str
+    evidence: Cite | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Stacks(Keyed):
+    """The stack dumps of a hang: py-spy's (and those with a main thread), faulthandler's,
+    why there are none (the log's words, or "not in this log"), py-spy's failures (the
+    first eight), and what to turn on next time."""
+
+    pyspy_dumps: int = 0
+    pyspy_main_threads: int = 0
+    faulthandler_dumps: int = 0
+    missing_why: str | None = None
+    pyspy_failures: list[PyspyFailure] = field(default_factory=list)
+    next_time: list[NextStep] = field(default_factory=list)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- a run of several nodes: stamps put on one clock (model/nodes.py) ---------------------
+@dataclass(frozen=True)
+class ClockAnchor(Keyed):
+    """The records of one moment on both clocks that derived a file's offset (``file:line``)."""
+
+    utc: str
+    local: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ClockMove(Keyed):
+    """A stamp an order across files put on the others' clock: the node, file and line, the
+    stamp as printed and ``as`` (``on``) the clock (``local`` or ``utc``) gives it, the
+    offset its file derived, that offset's anchor and residual."""
+
+    renamed: ClassVar[Mapping[str, str]] = {"as": "on"}
+
+    node: str
+    file: str | None
+    line: int | None
+    stamp: str | None
+    on: str
+    clock: str
+    local_offset_h: float | None = None
+    anchor: ClockAnchor | None = None
+    residual_s: float | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- how much of the log was read (model/coverage.py) -------------------------------------
+@dataclass(frozen=True)
+class Unrecognised(Keyed):
+    """A shape of lines no grammar rule reads (``model.coverage.shape``): how many, the first
+    line, its text, the rank of the first and the ranks that printed it."""
+
+    shape: str
+    count: int
+    first_line: int | None = None
+    example: str | None = None
+    first_rank: str | None = None
+    ranks: list[str] = field(default_factory=list)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ProbeAnswer(Keyed):
+    """The first answer of a probe path with one status: where it was printed, its stamp, its text."""
+
+    file: str | None = None
+    line: int | None = None
+    rank: str | None = None
+    ts: str | None = None
+    text: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ProbePath(Keyed):
+    """A health or metrics path's answers: status -> how many, status -> the first one."""
+
+    answers: dict[str, int] = field(default_factory=dict)
+    first: dict[str, ProbeAnswer] = field(default_factory=dict)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Coverage(Keyed):
+    """How much of the log the grammar read: lines read, recognised and not, events and their
+    kinds, the shapes of lines not read (the top ten, and every shape's count), lines cut or
+    undecodable, bytes, lines dropped as duplicates, probe answers; a run of several files
+    sums them (``files``). Each is None when the summary lacks it (one saved by an earlier version)."""
+
+    lines_read: int | None = None
+    lines_recognised: int | None = None
+    lines_unrecognised: int | None = None
+    recognised_pct: float | None = None
+    events: int | None = None
+    kinds: dict[str, int] = field(default_factory=dict)
+    top_unrecognised: list[Unrecognised] = field(default_factory=list)
+    unrecognised_shapes: dict[str, int] = field(default_factory=dict)
+    long_lines: int | None = None
+    partial_lines: int | None = None
+    decode_errors: int | None = None
+    unterminated_last_line: bool | None = None
+    bytes: int | None = None
+    lines_dropped_by_dedup: int | None = None
+    probe_requests: int | None = None
+    probes: dict[str, ProbePath] = field(default_factory=dict)
+    files: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# -- a run of several files: each node (model/nodes.py) -----------------------------------
+@dataclass(frozen=True)
+class NodeCrash(Keyed):
+    """A node's own crash, as its file's summary shows it."""
+
+    first_rank: str | None = None
+    phase: str | None = None
+    exception: str | None = None
+    line: int | None = None
+    ts: str | None = None
+    file: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class NodeEntry(Keyed):
+    """One file of a run of several: its node, file and role (``prefill``, ``decode``,
+    ``router`` or None), ``node_rank``, its own outcome and reason, ranks, first and last
+    stamps (on the run's one clock), lines, each rank's furthest start-up milestone, its
+    crash, the line that says it is ready; the KV-transfer story of a disaggregated part
+    (``pd``, ``model/pd.py``); the stamps put on the others' clock and why its order is uncertain."""
+
+    node: str | None
+    file: str
+    role: str | None = None
+    node_rank: int | None = None
+    outcome: str | None = None
+    outcome_reason: str | None = None
+    ranks: list[str] = field(default_factory=list)
+    first_ts: str | None = None
+    last_ts: str | None = None
+    lines: int | None = None
+    furthest: dict[str, str | None] = field(default_factory=dict)
+    crash: NodeCrash | None = None
+    ready_line: int | None = None
+    pd: dict[str, Any] = field(default_factory=dict)
+    clock: list[ClockMove] | None = None
+    order_uncertain: str | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

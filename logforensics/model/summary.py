@@ -20,16 +20,31 @@ from ..artefacts.types import Artefacts
 from .records import (
     NOT_SEEN,
     Bar,
+    Behind,
     ChainLink,
+    Cite,
+    ClockMove,
+    Collective,
+    Coverage,
+    DebugInfo,
+    Fingerprint,
     Frame,
+    Initiator,
     Keyed,
     LastSeen,
     LoggedError,
     LogLine,
+    NodeEntry,
+    Notice,
+    Occurrence,
     OomFigures,
     PhaseSpan,
+    PyspyDump,
+    RankProgress,
     Ready,
+    Stacks,
     Stop,
+    StuckOn,
     SummaryFormatError,
     reader_of,
     to_json,
@@ -47,9 +62,9 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped")
+_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped", "coverage", "nodes")
 #: Fields read from the JSON by their type (``records.reader_of``).
-_READ = ("errors", "ready", "stopped")
+_READ = ("errors", "ready", "stopped", "coverage", "nodes")
 _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
@@ -84,9 +99,9 @@ class Crash(Keyed):
     count: int = 0
     sigquit_lines: list[int] = field(default_factory=list)
     #: the parent's notices, when they are all the log shows of the crash
-    evidence: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[Notice] = field(default_factory=list)
     #: the crash's identity across runs and versions (``model.fingerprint``)
-    fingerprint: dict[str, Any] | None = None
+    fingerprint: Fingerprint | None = None
     #: a native failure's own words when it came before the first exception (``exception``
     #: and ``message`` are then a later record's: Python's abort after a runtime's error)
     first_message: str | None = None
@@ -97,7 +112,7 @@ class Crash(Keyed):
     order_uncertain: str | None = None
     #: a run of several nodes: the failures whose stamps were put on the others' clock, each
     #: with the offset its file derived, that offset's anchor and residual (``model.nodes``)
-    clock: list[dict[str, Any]] | None = None
+    clock: list[ClockMove] | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -107,7 +122,7 @@ class Hang(Keyed):
     """Evidence that the run hung: watchdog and store timeouts (``evidence``, ``ranks``),
     and the timer, collectives and py-spy dumps of ``model.hang``."""
 
-    evidence: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[Cite] = field(default_factory=list)
     first_line: int | None = None
     ranks: list[str] = field(default_factory=list)
     #: ranks that fell behind the others (the ones the others wait on)
@@ -122,28 +137,28 @@ class Hang(Keyed):
     note: str | None = None
     source: str | None = None
     families: list[str] = field(default_factory=list)
-    collectives: list[dict[str, Any]] = field(default_factory=list)
-    behind: dict[str, Any] | None = None
-    pyspy: list[dict[str, Any]] = field(default_factory=list)
+    collectives: list[Collective] = field(default_factory=list)
+    behind: Behind | None = None
+    pyspy: list[PyspyDump] = field(default_factory=list)
     exit_code: int | None = None
     first_ts: str | None = None
     dropped: int = 0
     #: the rank that differs (the cause, not the victims), why, and the lines it rests on
-    initiator: dict[str, Any] | None = None
+    initiator: Initiator | None = None
     #: the collective, batch or requests the ranks are stuck on, as the log names them
-    stuck_on: list[dict[str, Any]] = field(default_factory=list)
+    stuck_on: list[StuckOn] = field(default_factory=list)
     #: per rank: last sequence numbers, last phase, the lines
-    progress: list[dict[str, Any]] = field(default_factory=list)
+    progress: list[RankProgress] = field(default_factory=list)
     #: per rank, the last ``Scheduler debug info:`` block: batch, requests, pools, the lines
-    debug_info: list[dict[str, Any]] = field(default_factory=list)
+    debug_info: list[DebugInfo] = field(default_factory=list)
     #: the stack dumps, why they are missing (the log's words or "not in this log"), what to enable
-    stacks: dict[str, Any] = field(default_factory=dict)
+    stacks: Stacks | None = None
     node: str | None = None
     nodes: list[str] = field(default_factory=list)
     #: a run of several nodes: why the order of the hangs across nodes is uncertain (their
     #: clocks cannot be related), and the stamps put on the others' clock (as a crash's)
     order_uncertain: str | None = None
-    clock: list[dict[str, Any]] | None = None
+    clock: list[ClockMove] | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -164,7 +179,7 @@ class DistinctException(Keyed):
     end_line: int | None = None
     file: str | None = None
     ranks: list[str | None] = field(default_factory=list)
-    occurrences: list[dict[str, Any]] = field(default_factory=list)
+    occurrences: list[Occurrence] = field(default_factory=list)
     node: str | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -212,11 +227,11 @@ class RunSummary:
     env: dict[str, str]
     versions: dict[str, Any]
     notices: dict[str, list[dict[str, Any]]]
-    coverage: dict[str, Any]
+    coverage: Coverage
     warnings: list[str]
     #: A run of several files (``model.nodes``): each node's file, role and outcome; the
     #: node of each rank; ranks the parallel sizes call for that no file shows.
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodes: dict[str, NodeEntry] = field(default_factory=dict)
     rank_nodes: dict[str, str] = field(default_factory=dict)
     missing_ranks: list[str] = field(default_factory=list)
     #: The serving phase as a time series (``model/serving.py``); None when nothing timed was served.

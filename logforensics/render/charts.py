@@ -157,10 +157,10 @@ def _rank_crashes(r: RunSummary) -> dict[str, dict[str, Any]]:
         return out
     for exc in r.exceptions:
         for occ in exc.occurrences or []:
-            rank = occ.get("rank")
+            rank = occ.rank
             if rank and rank in (crash.ranks or []) and rank not in out:
-                out[rank] = {"phase": exc.phase or crash.phase, "line": occ.get("line"),
-                             "ts": occ.get("ts"),
+                out[rank] = {"phase": exc.phase or crash.phase, "line": occ.line,
+                             "ts": occ.ts,
                              "exception": exc.exception or "", "file": exc.file or r.file}
     for rank in crash.ranks or []:
         out.setdefault(rank, {"phase": crash.phase, "line": crash.line if rank == crash.first_rank else None,

@@ -465,10 +465,9 @@ def _head(message: str | None, limit: int = 300) -> str:
 
 
 def _coverage(label: str, r: RunSummary, d: Diagnosis) -> CoverageView:
-    cov = r.coverage or {}
+    cov = r.coverage
     novel = {n.shape for n in d.facts.novel} if label == "failing" else set()
-    shapes = tuple(ShapeView(int(s.get("count") or 0), str(s.get("first_line") or "?"), s.get("example") or s.get("shape") or "",
-                             s.get("shape") in novel)
-                   for s in cov.get("top_unrecognised") or [])
-    return CoverageView(label, int(cov.get("lines_read") or 0), int(cov.get("lines_recognised") or 0),
-                        fmt(cov.get("recognised_pct"), 1, missing="—"), int(cov.get("events") or 0), shapes)
+    shapes = tuple(ShapeView(int(s.count or 0), str(s.first_line or "?"), s.example or s.shape or "", s.shape in novel)
+                   for s in cov.top_unrecognised)
+    return CoverageView(label, int(cov.lines_read or 0), int(cov.lines_recognised or 0),
+                        fmt(cov.recognised_pct, 1, missing="—"), int(cov.events or 0), shapes)

@@ -20,6 +20,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ..diagnose.pools import POOL_NAMES
+from ..model.records import Cite
 from ..model.summary import Hang, RunSummary
 from .figure import Figure
 from .hangview import where as hang_where
@@ -48,7 +49,7 @@ def _at(ev: Mapping[str, Any] | None, file: str | None) -> str:
     if not ev or ev.get("line") is None:
         return ""
     rank = ev.get("rank")
-    return hang_where(ev, file) + (f" ({rank})" if rank else "")
+    return hang_where(Cite.from_dict(ev), file) + (f" ({rank})" if rank else "")
 
 
 def _pct(usage: Any) -> str:
@@ -226,19 +227,19 @@ def hang_chart(label: str, h: Hang, file: str | None) -> Markup | None:
     work in flight, its last phase written beside them; the rank that differs drawn in red
     and named on its row, the collective the ranks are stuck on a dashed line. With no
     sequence number in the log, each rank's last phase alone. None without progress."""
-    progress = [p for p in h.progress if p.get("rank")]
+    progress = [p for p in h.progress if p.rank]
     if not progress:
         return None
-    init = (h.initiator or {}).get("rank")
-    ranks = [p["rank"] for p in progress]
+    init = h.initiator.rank if h.initiator else None
+    ranks = [p.rank for p in progress]
     ticks = [f"<b>{_text(rank)} (initiator)</b>" if rank == init else _text(rank) for rank in ranks]
-    seqs = [v for p in progress for v in (_num(p.get("last_completed")), _num(p.get("last_enqueued"))) if v is not None]
+    seqs = [v for p in progress for v in (_num(p.last_completed), _num(p.last_enqueued)) if v is not None]
     fig = Figure()
     for rank, tick, p in zip(ranks, ticks, progress):
         colour = INITIATOR_COLOUR if rank == init else RANK_COLOUR
-        ev = _text(", ".join(hang_where(e, file) for e in p.get("evidence") or [] if e.get("line") is not None))
-        done, enq = _num(p.get("last_completed")), _num(p.get("last_enqueued"))
-        phase = _text(p.get("last_phase") or "")
+        ev = _text(", ".join(hang_where(e, file) for e in p.evidence if e.line is not None))
+        done, enq = _num(p.last_completed), _num(p.last_enqueued)
+        phase = _text(p.last_phase or "")
         name = f"{rank} (initiator)" if rank == init else rank
         shown_rank = _text(rank)
         if seqs:
@@ -260,11 +261,12 @@ def hang_chart(label: str, h: Hang, file: str | None) -> Markup | None:
             fig.annotate(x=0, y=tick, text=f"{phase} ({ev})" if ev else phase, showarrow=False,
                          xanchor="left", xshift=12, font={"color": colour, "size": 11})
     for s in h.stuck_on:
-        if s.get("what") == "collective" and _num(s.get("seq")) is not None and seqs:
-            fig.vline(s["seq"], line={"color": "#616161", "dash": "dash", "width": 1.5})
-            fig.annotate(x=s["seq"], y=1, yref="paper", yanchor="bottom", showarrow=False,
-                         text=f"stuck on {_text(s.get('op') or 'collective')} seq {s['seq']}"
-                              + (f" (PG {s['pg']})" if s.get("pg") is not None else ""),
+        seq = _num(s.seq)
+        if s.what == "collective" and seq is not None and seqs:
+            fig.vline(seq, line={"color": "#616161", "dash": "dash", "width": 1.5})
+            fig.annotate(x=s.seq, y=1, yref="paper", yanchor="bottom", showarrow=False,
+                         text=f"stuck on {_text(s.op or 'collective')} seq {s.seq}"
+                              + (f" (PG {s.pg})" if s.pg is not None else ""),
                          font={"color": "#424242", "size": 11})
     if seqs:
         fig.axis("x", title="collective sequence number (● last completed, ○ last enqueued)",

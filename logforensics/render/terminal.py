@@ -18,7 +18,7 @@ from rich.text import Text
 from ..artefacts.types import Artefacts
 from ..model.beside import END_RECORD, SOURCES, stops_unexplained
 from ..model.pools import POST_CAPTURE_ENV
-from ..model.records import NOT_SEEN
+from ..model.records import NOT_SEEN, ClockAnchor, ClockMove
 from ..model.run import RunSummary
 from ..model.stops import stop_place
 from ..model.summary import Crash, DistinctException, Hang
@@ -50,14 +50,15 @@ def table_box(console: Console) -> box.Box:
     return box.SIMPLE_HEAD if console.is_terminal else box.ASCII2
 
 
-def _print_moved(moved: list[dict[str, Any]] | None, what: str, console: Console) -> None:
+def _print_moved(moved: list[ClockMove] | None, what: str, console: Console) -> None:
     """The stamps an order across files put on the others' clock (``model.nodes.on_one_clock``)."""
     for m in moved or []:
+        anchor = m.anchor or ClockAnchor("?", "?")
         console.print(printable(
-            f"  compared in {'local time' if m['clock'] == 'local' else 'UTC'}: {m['node']}'s {what} "
-            f"({m['file']}:{m['line']}) stamped {m['stamp']}{' UTC' if m['clock'] == 'local' else ''} "
-            f"is {m['as']}, local time {m['local_offset_h']:+g} h from UTC as derived from "
-            f"{m['anchor']['utc']} (UTC) and {m['anchor']['local']} (local), residual {m['residual_s']} s"),
+            f"  compared in {'local time' if m.clock == 'local' else 'UTC'}: {m.node}'s {what} "
+            f"({m.file}:{m.line}) stamped {m.stamp}{' UTC' if m.clock == 'local' else ''} "
+            f"is {m.on}, local time {m.local_offset_h:+g} h from UTC as derived from "
+            f"{anchor.utc} (UTC) and {anchor.local} (local), residual {m.residual_s} s"),
             markup=False, highlight=False)
 
 
@@ -95,14 +96,14 @@ def render_summary(s: RunSummary, console: Console) -> None:
                       markup=False, highlight=False)
     if len(s.nodes) == 1:
         only = next(iter(s.nodes.values()))
-        if only.get("role"):
-            why = ((only.get("pd") or {}).get("role_evidence") or {}).get("why")
-            console.print(plain(f"Role: {only['role']} server" if only["role"] != "router" else "Role: router")
+        if only.role:
+            why = (only.pd.get("role_evidence") or {}).get("why")
+            console.print(plain(f"Role: {only.role} server" if only.role != "router" else "Role: router")
                           + plain(f" ({why})" if why else ""))
     if len(s.nodes) > 1:
         for node, info in s.nodes.items():
-            role = f" [{info['role']}]" if info.get("role") else ""
-            console.print(f"  {node}{role}: {info['outcome']} ({info['file']}, {info.get('lines')} lines)",
+            role = f" [{info.role}]" if info.role else ""
+            console.print(f"  {node}{role}: {info.outcome} ({info.file}, {info.lines} lines)",
                           markup=False, highlight=False)
     if s.crash and s.crash.node:
         console.print(f"First failure on {s.crash.node} ({s.crash.file})"
@@ -119,7 +120,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
         console.print(render_crash(s.crash))
     print_tracebacks(s.exceptions, console)
     if s.hang:
-        evidence = [clip(printable(f"line {h['line']}: {h['text']}"), 160) for h in s.hang.evidence[:5]]
+        evidence = [clip(printable(f"line {h.line}: {h.text}"), 160) for h in s.hang.evidence[:5]]
         if s.hang.silent_ranks:
             evidence.insert(0, printable("behind the others: " + ", ".join(s.hang.silent_ranks)))
         console.print(Panel(Text("\n".join(evidence)), title=Text("Hang evidence"), border_style="yellow", expand=False))
@@ -140,13 +141,13 @@ def render_summary(s: RunSummary, console: Console) -> None:
         console.print(plain("Versions: " + ", ".join(f"{k} {v}" for k, v in s.versions.items())))
     cov = s.coverage
     console.print(Text(
-        f"Coverage: {cov['lines_recognised']}/{cov['lines_read']} lines recognised "
-        f"({cov['recognised_pct']}%), {cov['events']} events"
-        + (f"; {cov['partial_lines']} long lines read on their first part only" if cov.get("partial_lines") else "")
+        f"Coverage: {cov.lines_recognised}/{cov.lines_read} lines recognised "
+        f"({cov.recognised_pct}%), {cov.events} events"
+        + (f"; {cov.partial_lines} long lines read on their first part only" if cov.partial_lines else "")
     ))
-    for item in cov["top_unrecognised"][:5]:
-        console.print(plain(f"  unrecognised x{item['count']} (first at line {item['first_line']}): "
-                            f"{printable(item['example'])}", limit=160))
+    for item in cov.top_unrecognised[:5]:
+        console.print(plain(f"  unrecognised x{item.count} (first at line {item.first_line}): "
+                            f"{printable(item.example or '')}", limit=160))
     if s.artefacts:
         render_artefacts(s.artefacts, console)
     for warning in s.warnings:
@@ -243,7 +244,7 @@ def print_tracebacks(exceptions: Sequence[DistinctException], console: Console, 
     console.print(plain(prefix + "Tracebacks (distinct, with the ranks that raised each):"))
     for exc in exceptions:
         ranks = ", ".join(r or "?" for r in exc.ranks)
-        lines = ", ".join(str(o["line"]) for o in exc.occurrences[:8])
+        lines = ", ".join(str(o.line) for o in exc.occurrences[:8])
         console.print(plain(f"  {exc.exception or '(no exception line)'} on {ranks} (lines {lines})"))
 
 
