@@ -412,7 +412,7 @@ def test_a_piecewise_graph_failure_at_start_up_is_its_ranks_first_fatal_record_i
     assert s.outcome == "crashed" and s.crash is not None
     assert (s.crash.line, s.crash.first_rank, s.crash.phase, s.crash.exception) == (1, "TP7", "cuda_graph_capture", None)
     assert "piecewise CUDA graph failed: 'TcPiecewiseForwardContext'" in s.outcome_reason
-    assert s.coverage["lines_unrecognised"] == 0
+    assert s.coverage.lines_unrecognised == 0
 
 
 def test_a_piecewise_graph_failure_while_serving_keeps_the_serving_phase_its_frames_show() -> None:

@@ -206,7 +206,7 @@ def test_272_the_piecewise_graph_failure_of_tp7_comes_before_tp5s_traceback(anal
     s = _summary_of("272", analysed)
     assert s.crash is not None
     assert (s.crash.line, s.crash.ranks, s.crash.phase) == (4, ["TP7", "TP5"], "cuda_graph_capture")
-    assert s.coverage["lines_unrecognised"] == 0
+    assert s.coverage.lines_unrecognised == 0
 
 
 @pytest.mark.parametrize("prefix", ["253", "262"])
