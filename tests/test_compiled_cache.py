@@ -92,7 +92,8 @@ def test_a_planted_grammar_cache_is_never_loaded(tmp_path: Path) -> None:
     tmp.mkdir(), out.mkdir()
     marker = tmp_path / "executed"
     environ = os.environ | {"TMPDIR": str(tmp)}
-    build = ("from lark import Lark\n"
+    build = ("import logforensics\n"  # its data packages, from a source tree too
+             "from lark import Lark\n"
              "for start in ('record', 'fallback'):\n"
              "    Lark.open_from_package('logforensics.grammars', 'sglang.lark', ('',), start=start, parser='lalr',"
              " lexer='contextual', propagate_positions=False, maybe_placeholders=False, cache=True)\n")

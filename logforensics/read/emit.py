@@ -38,6 +38,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ..events.schema import field_types
 from . import other
 from .fastpath import _OTHER, LineClassifier
 from .plan import _DATE_TO_ISO, Plan, _no_stamp
@@ -295,9 +296,12 @@ class ColumnEmitter(_Writer):
         values["line"] = ("q", e.OP_LINE)
         if self.node is not None:
             values["node"] = None
+        declared = field_types()
         for name, (where, conv) in plan.spec.items():
             if name in values:
                 continue
+            if name not in declared:  # a column the file's schema lacks: read the exact way, into ``extra``
+                return None
             op = self._const(conv) if where is None else self._span(where, n, conv, offset=offset)
             if op is False:
                 return None
