@@ -13,6 +13,8 @@ import re
 import shlex
 from typing import Any
 
+from ..read.values import literal_structure
+
 
 def parse_server_args(raw: str) -> tuple[dict[str, Any], str]:
     """``(args, form)`` where form is ``repr``, ``dict`` or ``unknown``."""
@@ -36,26 +38,9 @@ def parse_server_args(raw: str) -> tuple[dict[str, Any], str]:
 
 def _split_top(body: str) -> list[str]:
     """Split on commas that are not inside brackets or quotes."""
-    parts, depth, quote, start, i = [], 0, "", 0, 0
-    while i < len(body):
-        ch = body[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(body[start:i])
-            start = i + 1
-        i += 1
-    parts.append(body[start:])
-    return [p.strip() for p in parts if p.strip()]
+    cuts = [-1, *literal_structure(body)[0], len(body)]
+    parts = (body[a + 1:b].strip() for a, b in zip(cuts, cuts[1:]))
+    return [p for p in parts if p]
 
 
 def _pairs(body: str, sep: str) -> dict[str, Any]:

@@ -59,6 +59,7 @@ from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .fastpath import LINE_LIMIT, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
 from .segments import DYNAMO_JSON, SNIFF_BYTES, looks_binary, rejoin, text_counts, torn_json
+from .values import literal_structure
 
 if TYPE_CHECKING:
     from .bulk import BulkSink, LineScanner
@@ -94,25 +95,9 @@ def _continues(ev: Event) -> bool:
 
 
 def _open_brackets(text: str) -> int:
-    """How many brackets ``text`` leaves open, outside quoted strings (a Python literal's
-    quotes, with backslash escapes): more than 0 for a dump (``ServerArgs(...)``, ``{...}``)
-    cut short."""
-    depth, quote, escaped = 0, "", False
-    for ch in text:
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-    return depth + (1 if quote else 0)
+    """How many brackets ``text`` leaves open, outside quoted strings: more than 0 for a
+    dump (``ServerArgs(...)``, ``{...}``) cut short."""
+    return literal_structure(text)[1]
 
 
 @dataclass

@@ -423,3 +423,28 @@ def pyspy_path(s: str) -> str:
 @returns(INT)
 def pyspy_lineno(s: str) -> int:
     return int(s.rsplit(":", 1)[1].rstrip().rstrip(")"))
+
+
+def literal_structure(text: str) -> tuple[list[int], int]:
+    """Of a Python literal's text (a ``ServerArgs(...)`` or ``{...}`` dump): the offsets of
+    its commas outside brackets and quoted strings (backslash escapes in quotes), and how many
+    brackets it leaves open, plus one for an open quote (more than 0: a dump cut short)."""
+    commas: list[int] = []
+    depth, quote, escaped = 0, "", False
+    for i, ch in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            commas.append(i)
+    return commas, depth + (1 if quote else 0)
