@@ -116,10 +116,10 @@ def test_redaction_is_linear_in_a_hostile_line(unit: str) -> None:
     head = "[2026-03-12 16:43:01 TP1] "
     small, large = head + unit * ((1 << 18) // len(unit)), head + unit * ((1 << 20) // len(unit))
     costs: dict[str, float] = {"small": float("inf"), "large": float("inf")}
-    for _ in range(3):  # interleaved, the best of three: a shared machine's load moves
+    for _ in range(5):  # interleaved, the best of five: a shared machine's load moves
         costs["small"] = min(costs["small"], once(small))
         costs["large"] = min(costs["large"], once(large))
-    assert costs["large"] < 6 * costs["small"] + 0.1, costs  # linear: about 4x; quadratic: 16x
+    assert costs["large"] < 8 * costs["small"] + 0.1, costs  # linear: about 4x; quadratic: 16x
     assert costs["large"] < 10.0, costs  # quadratic, a MiB of these costs minutes
 
 
