@@ -14,6 +14,7 @@ from logforensics.render.bundle import LIMIT, non_default_args, render_bundle
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE_OOM = ROOT / "fixtures" / "diff" / "custom_ar_pcie_oom"
 COLLAPSE = ROOT / "fixtures" / "serving" / "throughput_collapse" / "failing.log"
+UNSEEN = ROOT / "fixtures" / "real-unseen"
 
 PRIVATE = """python3 -m sglang.launch_server --model-path /data/models/secret-llama-70b --tp 2 --host 10.20.30.40 --api-key sk-live-9f8e7d6c5b4a3210
 [2025-03-08 12:00:01] server_args=ServerArgs(model_path='/data/models/secret-llama-70b', tp_size=2, host='10.20.30.40', port=30000, api_key='sk-live-9f8e7d6c5b4a3210', mem_fraction_static=0.81, log_requests=True)
@@ -52,6 +53,17 @@ def test_bundle_redacts_and_lists_what_it_redacted(tmp_path: Path) -> None:
     assert "12:01:03 TP0" in text  # a time is not an address
     assert "sk-live-9f8e7d6c5b4a3210" in kept and "/data/models/secret-llama-70b" in kept
     assert "Not redacted" in kept
+
+
+def test_a_traceback_no_line_names_a_rank_for_is_headed_so_not_on_none() -> None:
+    """283 starts inside a traceback and 279's first line is a bare traceback header: no line
+    names their rank, and the heading says so rather than printing Python's None."""
+    for prefix in ("279", "283"):
+        [path] = UNSEEN.glob(prefix + "-*.log")
+        text, run = _bundle(path)
+        assert any(None in (e.ranks or [None]) or not e.ranks for e in run.exceptions)
+        assert " on None " not in text
+        assert "**traceback cut before its exception** on a process no line names (1 occurrence(s), first at line 1;" in text
 
 
 def test_bundle_content_of_a_capture_oom() -> None:

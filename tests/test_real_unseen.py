@@ -220,3 +220,15 @@ def test_an_error_the_server_went_on_from_is_reported_by_its_rule(prefix: str) -
     assert d.failing.outcome == "incomplete"
     [f] = [f for f in d.findings if f.rule == "ER01"]
     assert f.title == "a process logged an error outside a traceback that ended it"
+
+
+@pytest.mark.xfail(strict=True, reason="pending: the crash takes its line from the first fatal record and its "
+                                       "rank from the first that names one, so a bare 'Traceback (most recent "
+                                       "call last):' at line 1 before TP0's record at line 2 reads 'on TP0 at "
+                                       "line 1'; the same merge is what real/043, real/115 and 251 are labelled "
+                                       "by (a tail before a rank's traceback), so telling the two shapes apart "
+                                       "is a decision about those labels, not a wording fix")
+def test_279_the_verdict_ties_no_rank_to_a_line_that_names_none(analysed: Any) -> None:
+    s = _summary_of("279", analysed)
+    assert s.crash is not None and s.crash.line == 1 and s.crash.ranks == ["TP0"]
+    assert "on TP0 at line 1" not in s.outcome_reason

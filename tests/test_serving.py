@@ -30,6 +30,24 @@ def _change(serving: dict, metric: str) -> dict:
     return found[0]
 
 
+UNSEEN = ROOT / "fixtures" / "real-unseen"
+_RETRACT = "[2025-01-06 02:58:{s:02d} TP{r}] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446\n"
+
+
+def test_one_step_retraction_printed_by_each_tp_rank_is_not_a_storm(tmp_path: Path) -> None:
+    """Tensor-parallel ranks mirror one scheduler: five ranks each printing the same step's
+    retraction (real-unseen 276) are one retraction per rank, not five in a row; five in a row
+    on each of eight ranks are a storm of five, not forty."""
+    [path] = UNSEEN.glob("276-*.log")
+    r = summarize_file(path).serving["retractions"]
+    assert r["count"] == 5 and r["storms"] == []
+    log = tmp_path / "tp8.log"
+    log.write_text("".join(_RETRACT.format(s=10 + 2 * i, r=rank) for i in range(5) for rank in range(8)),
+                   encoding="utf-8")
+    [storm] = summarize_file(log).serving["retractions"]["storms"]
+    assert (storm["records"], storm["first_line"], storm["duration_s"]) == (5, 1, 8)
+
+
 def test_throughput_collapse_is_found_at_its_line(collapse: tuple[Path, dict]) -> None:
     path, facts = collapse
     serving = summarize_file(path).serving

@@ -328,7 +328,7 @@ class ServingObserver:
             if pts:
                 changes.extend(changepoints.changes(fig, pts, texts, bool(self.dated), self.file))
         changes.sort(key=lambda c: (c.line, c.metric))
-        storms = changepoints.storms(self._retraction_cells(), bool(self.dated))
+        storms = self._storms(bool(self.dated))
         for c in changes:
             c.context.extend(changepoints.context(c, changes, self.retractions, self.graph_off))
         dated = bool(self.dated)
@@ -435,10 +435,21 @@ class ServingObserver:
                 out.append((float(sec), cached / (n + cached), int(line)))
         return out
 
-    def _retraction_cells(self) -> list[tuple[float, int, float]]:
-        """(second, first line, retractions) per retraction window, in order."""
-        return sorted((k * w.width, c[2], c[0]) for (fig, _), w in self.windows.items()
-                      if fig == "retractions" for k, c in w.items())
+    def _storms(self, dated: bool) -> list[dict[str, Any]]:
+        """The retraction storms of the rank with the largest one (then the earliest), each rank's
+        runs counted alone: tensor-parallel ranks mirror one scheduler, so each prints the same
+        step's retraction, and summing ranks would count one retraction once per rank."""
+        found = [changepoints.storms(self._retraction_cells(rank), dated)
+                 for fig, rank in self.windows if fig == "retractions"]
+        found = [runs for runs in found if runs]
+        if not found:
+            return []
+        return min(found, key=lambda runs: (-max(r["records"] for r in runs), min(r["first_line"] for r in runs)))
+
+    def _retraction_cells(self, rank: str) -> list[tuple[float, int, float]]:
+        """(second, first line, retractions) per retraction window of one rank, in order."""
+        w = self.windows[("retractions", rank)]
+        return sorted((k * w.width, c[2], c[0]) for k, c in w.items())
 
     def _requests(self, width: int, dated: bool) -> dict[str, Any] | None:
         """Latency of finished requests (seconds): overall, per window, and the slowest."""

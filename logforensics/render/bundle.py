@@ -141,7 +141,7 @@ def _tracebacks(label: str, run: RunSummary) -> str:
         return ""
     out = [f"### {label}: first traceback of each distinct failure\n"]
     for exc in run.exceptions[:_MAX_TRACEBACKS]:
-        ranks = ", ".join(str(x) for x in exc.ranks or []) or "rank not shown"
+        ranks = ", ".join(str(x) for x in exc.ranks or [] if x) or "a process no line names"
         lines = (exc.text or "").splitlines()
         shown = lines[:_TRACEBACK_LINES]
         more = f"\n... {len(lines) - len(shown)} more lines" if len(lines) > len(shown) else ""
