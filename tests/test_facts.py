@@ -12,6 +12,7 @@ from logforensics.diagnose.rulespec import load_rules
 from logforensics.diagnose.settings import allreduce_state, config_diff
 from logforensics.diagnose.sides import pair_ranks
 from logforensics.ingest.live import LiveRun
+from logforensics.model.records import Notice
 
 RULES = load_rules()
 
@@ -55,8 +56,8 @@ def test_the_forcing_notice_is_a_setting() -> None:
     assert state.forced_by == {"SGLANG_FORCE_CUSTOM_AR_PCIE": "1"}
     assert [e.line for e in state.evidence] == [1]  # the notice itself is the evidence
     fail = run("[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n", "f.log")
-    notice = {"file": "f.log", "line": 7, "rank": "TP0",
-              "text": "[2025-06-02 10:00:00 TP0] SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing custom allreduce on PCIe"}
+    notice = Notice(file="f.log", line=7, rank="TP0",
+                    text="[2025-06-02 10:00:00 TP0] SGLANG_FORCE_CUSTOM_AR_PCIE=1: forcing custom allreduce on PCIe")
     fail = dataclasses.replace(fail, notices={**fail.notices, "env": [notice]})
     state = allreduce_state(fail)
     assert state.forced and state.forced_by == {"SGLANG_FORCE_CUSTOM_AR_PCIE": "1"}

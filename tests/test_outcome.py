@@ -272,7 +272,7 @@ def test_a_batch_discarded_by_debug_mode_is_an_error_not_a_crash() -> None:
     s = summarize(SERVING + DEBUG_FAILED + DISCARDED)
     assert s.outcome == "ready" and s.crash is None, s.outcome_reason
     assert [(e.line, e.exception) for e in s.errors] == [(len(SERVING.splitlines()) + 2, "RuntimeError")]
-    assert s.notices["batch_discarded"][0]["line"] == len((SERVING + DEBUG_FAILED).splitlines()) + 1
+    assert s.notices["batch_discarded"][0].line == len((SERVING + DEBUG_FAILED).splitlines()) + 1
 
 
 def test_a_debug_mode_traceback_whose_batch_the_log_does_not_show_discarded_is_a_crash() -> None:

@@ -86,7 +86,7 @@ def test_a_client_benchmark_s_options_are_not_settings(tmp_path: Path) -> None:
     d = diagnose_files(str(fail), str(base))
     assert not d.facts.config.changed, d.facts.config.changed_keys
     assert d.failing.launch_args == {"model_path": "/models/m", "tp": 1, "port": 30000}
-    assert [n["line"] for n in d.failing.notices["client_command"]] == [2]
+    assert [n.line for n in d.failing.notices["client_command"]] == [2]
 
 
 def test_a_failed_build_on_the_same_setup_says_the_builds_differ(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
 from .pools import PoolFacts, pool_facts
 from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
-from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, pair_ranks, setup
+from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, notice_ev, pair_ranks, setup
 from .validity import Validity, validity
 from .versions import VersionDelta, version_delta
 
@@ -286,7 +286,7 @@ def unbalanced(run: RunSummary) -> Unbalanced:
     if raised and not low:  # the ranks that did not raise hold the minimum
         low = {r: (vals.get(r) if vals.get(r) is not None else min_gib) for r in run.ranks if r not in raising}
     evidence = [e for r in low for e in _mem_evidence(run, r, "load_begin_avail_gib")]
-    evidence += [e for n in notices[:4] for e in ev_of(n)]
+    evidence += [notice_ev(n) for n in notices[:4]]
     evidence += [ev(run, e.first_line, (e.ranks or [None])[0], (e.message or "")[:300]) for e in raised[:2]]
     short = {r: round(top - v, 4) for r, v in low.items() if top is not None and v is not None}
     return Unbalanced(bool(low or notices or raised), top, min_gib, low, short, raising, tuple(evidence))

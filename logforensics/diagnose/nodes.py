@@ -117,8 +117,8 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
         notices = failing.notices.get("server_args") or []
         notice = notices[0] if notices else None
         if notice:
-            out["missing_evidence"] = [{"file": notice.get("file") or failing.file, "line": notice.get("line"),
-                                        "rank": None, "node": notice.get("node"), "text": notice.get("text", "")[:400]}]
+            out["missing_evidence"] = [{"file": notice.file or failing.file, "line": notice.line,
+                                        "rank": None, "node": notice.node, "text": notice.text[:400]}]
     crash = failing.crash
     if len(failing.nodes) < 2:
         return out

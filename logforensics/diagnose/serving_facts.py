@@ -71,7 +71,7 @@ def timer_facts(run: RunSummary) -> TimerFacts:
         steps.append(Step("NCCL_DEBUG=INFO NCCL_DEBUG_FILE=/tmp/nccl.%h.%p.log",
                           "NCCL's own log of every rank (one file per host and process): which peer and "
                           "channel the stuck collective waits on"))
-    flight_off = any("FlightRecorder is disabled" in (n.get("text") or "") for n in run.notices.get("c10d", []))
+    flight_off = any("FlightRecorder is disabled" in (n.text or "") for n in run.notices.get("c10d", []))
     if c10d and (flight_off or "TORCH_NCCL_TRACE_BUFFER_SIZE" not in env):
         steps.append(Step("TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1",
                           "PyTorch's flight recorder: the last collectives of every rank, dumped when the "

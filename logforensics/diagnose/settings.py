@@ -15,7 +15,7 @@ from typing import Any
 
 from ..model.records import Frame
 from ..model.run import RunSummary
-from .sides import Evidence, ev_of, setting
+from .sides import Evidence, ev_of, notice_ev, setting
 
 #: server_args / env keys and the logged effects they are linked to.
 EFFECTS: dict[str, str] = {
@@ -113,7 +113,7 @@ def _norm(v: Any) -> Any:
 def _env(run: RunSummary) -> dict[str, str]:
     env = dict(run.env)
     for entry in run.notices.get(FORCED_NOTICE, []):
-        m = re.search(r"\b(SGLANG_\w+)=(\S+?):", entry.get("text") or "")
+        m = re.search(r"\b(SGLANG_\w+)=(\S+?):", entry.text or "")
         if m:
             env.setdefault(m.group(1), m.group(2))
     return env
@@ -190,7 +190,7 @@ def config_diff(fail: RunSummary, base: RunSummary) -> ConfigDiff:
     args = dict(sorted({**args, **startup}.items()))
     env = _compare_env(base, fail)
     evidence = [e for run in (fail, base) for kind in ("launch_command", "server_args", FORCED_NOTICE)
-                for entry in run.notices.get(kind, [])[:2] for e in ev_of(entry)] + startup_lines
+                for e in map(notice_ev, run.notices.get(kind, [])[:2])] + startup_lines
     build: tuple[str, ...] = ()
     if base.server_args and fail.server_args:
         build = tuple([f"{k} (failing only)" for k in sorted(set(fail.server_args) - set(base.server_args))]
@@ -257,12 +257,12 @@ def allreduce_state(run: RunSummary) -> AllreduceState:
     disabled_arg = setting(run, "disable_custom_all_reduce")
     reason = None
     if notes:
-        m = re.search(r"because (.*?)(\. To silence|$)", notes[0]["text"])
-        reason = m.group(1) if m else notes[0]["text"]
-    evidence = [e for n in notes[:8] for e in ev_of(n)]
+        m = re.search(r"because (.*?)(\. To silence|$)", notes[0].text)
+        reason = m.group(1) if m else notes[0].text
+    evidence = [notice_ev(n) for n in notes[:8]]
     if forced_by:
-        notices = [n for n in run.notices.get(FORCED_NOTICE, []) if any(k in (n.get("text") or "") for k in forced_by)]
-        evidence += [e for n in notices[:4] + run.notices.get("launch_command", [])[:1] for e in ev_of(n)]
+        notices = [n for n in run.notices.get(FORCED_NOTICE, []) if any(k in (n.text or "") for k in forced_by)]
+        evidence += [notice_ev(n) for n in notices[:4] + run.notices.get("launch_command", [])[:1]]
     forced = bool(forced_by)
     return AllreduceState((bool(notes) or disabled_arg is True) and not forced, forced, disabled_arg is True,
                           reason, len(notes), forced_by, tuple(evidence))

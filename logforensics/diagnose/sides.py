@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..events import PHASES
+from ..model.records import Notice
 from ..model.run import RunSummary
 
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -47,6 +48,11 @@ def ev_of(entry: Mapping[str, Any] | None) -> tuple[Evidence, ...]:
     if not entry or entry.get("line") is None:
         return ()
     return (Evidence(entry.get("file"), entry.get("line"), entry.get("rank"), str(entry.get("text") or "")[:400]),)
+
+
+def notice_ev(n: Notice) -> Evidence:
+    """A notice of a run summary (``RunSummary.notices``) as an Evidence."""
+    return Evidence(n.file, n.line, n.rank, n.text[:400])
 
 
 def phase_index(phase: str | None) -> int:
@@ -261,5 +267,5 @@ def setup(base: RunSummary, fail: RunSummary) -> Setup:
     if differs:
         for run in (fail, base):
             for kind in ("server_args", "launch_command"):
-                evidence += [e for entry in run.notices.get(kind, [])[:1] for e in ev_of(entry)]
+                evidence += [notice_ev(n) for n in run.notices.get(kind, [])[:1]]
     return Setup(tuple(differs), tuple(same), tuple(unknown), not differs, tuple(evidence))

@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from .dynamo import RANKS_WARNING, derived_offset, utc_instant
-from .records import Coverage, LoggedError, NodeEntry
+from .records import Coverage, LoggedError, NodeEntry, Notice
 from .run import NO_RANK, RunSummary
 from .summary import Crash, DistinctException, Hang, RankRecord
 
@@ -264,7 +264,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
     per_rank: dict[str, RankRecord] = {}
     exceptions: list[DistinctException] = []
     errors: list[LoggedError] = []
-    notices: dict[str, list[dict[str, Any]]] = {}
+    notices: dict[str, list[Notice]] = {}
     warnings: list[str] = []
     for i, p in enumerate(parts):
         s = p.summary
@@ -283,7 +283,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             exceptions.append(DistinctException.from_dict(dict(e.to_dict(), node=labels[i],
                                                                ranks=[key(i, r) if r else r for r in e.ranks])))
         for kind, items in s.notices.items():
-            notices.setdefault(kind, []).extend(dict(n, node=labels[i]) for n in items[:64])
+            notices.setdefault(kind, []).extend(n.put(node=labels[i]) for n in items[:64])
         warnings += [f"{p.file}: {w}" for w in s.warnings]
     crash, crash_note = _first_failure(parts, labels, key)
     hang = _hang(parts, labels, key)

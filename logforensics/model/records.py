@@ -311,8 +311,9 @@ class Ready(Keyed):
 
 @dataclass(frozen=True)
 class Notice(Keyed):
-    """A record of the log as evidence (``model.notices``): where it was printed, the rank that printed it
-    (None when the line names none, or it is not the server's: an orchestrator's record)."""
+    """A record of the log as evidence (``RunSummary.notices``, a stop's or a crash's records): where it
+    was printed, the rank that printed it (None when the line names none, or it is not the server's: an
+    orchestrator's record); in a run of several nodes, its node."""
 
     file: str | None
     line: int

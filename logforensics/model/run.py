@@ -45,7 +45,7 @@ from .outcome import judge, milestone_name, named_ranks
 from .pools import Pools, place_rank
 from .pools import summarize as summarize_pools
 from .rank import KV_HYBRID, MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
-from .records import Bar, LastSeen, LoggedError, PhaseSpan, Ready, Stop
+from .records import Bar, LastSeen, LoggedError, Notice, PhaseSpan, Ready, Stop
 from .records import Coverage as CoverageRecord
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
@@ -319,7 +319,7 @@ class RunModel:
             launch_args=dict(c.launch_args),
             env=dict(sorted(c.env.items())),
             versions=dict(c.versions),
-            notices={k: [dict(n) for n in v] for k, v in self.notices.items()},
+            notices={k: [Notice.from_dict(n) for n in v] for k, v in self.notices.items()},
             coverage=CoverageRecord.from_dict(self.coverage.to_dict(stats, self.last_line)),
             warnings=list(getattr(stats, "warnings", []) or []) + self.coverage.warnings() + self.dynamo.warnings(),
             clock=self.dynamo.clock(),

@@ -62,9 +62,9 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped", "coverage", "nodes")
+_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 #: Fields read from the JSON by their type (``records.reader_of``).
-_READ = ("errors", "ready", "stopped", "coverage", "nodes")
+_READ = ("errors", "ready", "stopped", "notices", "coverage", "nodes")
 _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
@@ -226,7 +226,9 @@ class RunSummary:
     launch_args: dict[str, Any]
     env: dict[str, str]
     versions: dict[str, Any]
-    notices: dict[str, list[dict[str, Any]]]
+    #: kind -> the first records of the kind ({file, line, rank, text}; a run of several
+    #: nodes adds ``node``)
+    notices: dict[str, list[Notice]]
     coverage: Coverage
     warnings: list[str]
     #: A run of several files (``model.nodes``): each node's file, role and outcome; the
