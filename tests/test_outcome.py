@@ -118,7 +118,7 @@ NEGATIVE_PROFILE = "".join(
 def test_a_negative_profiled_kv_budget_places_every_rank_and_is_kept() -> None:
     s = summarize(NEGATIVE_PROFILE)
     assert s.phase_reached == {f"DP{i} TP0": "kv_cache_alloc" for i in range(8)}
-    assert {m["profiled_max_tokens"] for m in s.memory.values()} == {-561981}
+    assert {m.profiled_max_tokens for m in s.memory.values()} == {-561981}
 
 
 def test_a_watchdog_timeout_is_a_hang() -> None:

@@ -55,7 +55,7 @@ def test_swakvpool_lines_place_each_rank_pool(tmp_path: Path) -> None:
     assert pools["swa"]["size"] == pools["full"]["size"] == 1496958
     assert pools["full"]["size_at"]["line"] == 4
     # TP0 and TP3 show one allocation line each: their KV is SWAKVPool's total, not that line
-    assert {r: m["kv_gib"] for r, m in s.memory.items()} == {f"TP{i}": 77.63 for i in range(4)}
+    assert {r: m.kv_gib for r, m in s.memory.items()} == {f"TP{i}": 77.63 for i in range(4)}
     assert s.pools["order"]["order"] == "kv_before_graphs"
 
 
@@ -163,7 +163,7 @@ def test_post_capture_env_set_but_old_order_is_said_with_the_lines(tmp_path: Pat
     assert (o["order"], o["env_set"], o["fell_back"]) == ("kv_before_graphs", True, True)
     assert (o["kv_at"]["line"], o["capture_at"]["line"], o["env_at"][0]["line"]) == (2, 4, 1)
     # both pools' GiB add up to the rank's KV, and the full pool's size is its KV tokens
-    assert s.memory["TP0"]["kv_gib"] == pytest.approx(18.3) and s.memory["TP0"]["kv_tokens"] == 400000
+    assert s.memory["TP0"].kv_gib == pytest.approx(18.3) and s.memory["TP0"].kv_tokens == 400000
     d = diagnose_files(str(tmp_path / "run.log"), None)
     assert [e["line"] for e in next(x for x in d.findings if x.rule == "MEM06").evidence] == [1, 2, 4]
 

@@ -104,7 +104,7 @@ def test_crash(row: dict[str, str], analysed: Any) -> None:
 
 # ---------------------------------------------------------------- key figures
 def _mem(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
-    return lambda s, _: [m[key] for m in s.memory.values() if m.get(key) is not None]
+    return lambda s, _: [m.figure(key) for m in s.memory.values() if m.figure(key) is not None]
 
 
 def _oom(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:

@@ -197,9 +197,9 @@ def test_268_a_piecewise_capture_begun_after_the_first_capture_ended_is_not_its_
     graph begin' (line 6, after its capture end at line 5) is another capture's and gives no
     begin figure; TP0's own decode capture begin (line 1) stays."""
     s = _summary_of("268", analysed)
-    assert s.memory["TP0"]["capture_begin_avail_gib"] == 11.64
-    assert "capture_begin_avail_gib" not in s.memory["TP1"]
-    assert s.memory["TP1"]["capture_end_avail_gib"] == 10.88
+    assert s.memory["TP0"].capture_begin_avail_gib == 11.64
+    assert s.memory["TP1"].capture_begin_avail_gib is None
+    assert s.memory["TP1"].capture_end_avail_gib == 10.88
 
 
 def test_272_the_piecewise_graph_failure_of_tp7_comes_before_tp5s_traceback(analysed: Any) -> None:

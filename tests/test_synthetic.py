@@ -30,8 +30,8 @@ def test_ansi_coloured_docker_log_reads_like_the_plain_one() -> None:
     assert coloured.outcome == "ready" and coloured.ranks == ["TP0", "TP1", "TP2", "TP3"]
     assert _strip(coloured.to_dict()) == _strip(plain.to_dict())
     for rank in plain.ranks:
-        a = {k: v for k, v in plain.memory[rank].items() if k != "evidence"}
-        b = {k: v for k, v in coloured.memory[rank].items() if k != "evidence"}
+        a = {k: plain.memory[rank].figure(k) for k in plain.memory[rank].figures()}
+        b = {k: coloured.memory[rank].figure(k) for k in coloured.memory[rank].figures()}
         assert a == b
     assert coloured.coverage.lines_unrecognised == plain.coverage.lines_unrecognised
 

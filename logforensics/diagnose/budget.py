@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from ..model.records import NO_MEMORY, Memory
 from ..model.run import RunSummary
 from ..model.summary import Crash
 from ..units import gib
@@ -81,17 +81,17 @@ def _r(x: float | None, nd: int = 3) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def rank_budget(rank: str, m: dict[str, Any]) -> RankBudget:
-    a, kv, pool_end = m.get("load_end_avail_gib"), m.get("kv_gib"), m.get("pool_end_avail_gib")
+def rank_budget(rank: str, m: Memory) -> RankBudget:
+    a, kv, pool_end = m.load_end_avail_gib, m.kv_gib, m.pool_end_avail_gib
     other = None
     if a is not None and kv is not None and pool_end is not None:
         other = max(a - kv - pool_end, 0.0)
-    return RankBudget(rank, m.get("load_begin_avail_gib"), m.get("weights_gib"), a, kv, _r(other),
-                      pool_end, m.get("capture_mem_gib"), m.get("capture_end_avail_gib"), m.get("kv_tokens"))
+    return RankBudget(rank, m.load_begin_avail_gib, m.weights_gib, a, kv, _r(other),
+                      pool_end, m.capture_mem_gib, m.capture_end_avail_gib, m.kv_tokens)
 
 
 def budget(run: RunSummary) -> Budget:
-    ranks = tuple(rank_budget(k, run.memory.get(k, {})) for k in run.ranks if k in run.memory)
+    ranks = tuple(rank_budget(k, run.memory[k]) for k in run.ranks if k in run.memory)
     f = setting(run, "mem_fraction_static")
     f = float(f) if isinstance(f, (int, float)) else None
     p_min = _min([r.free_before_load for r in ranks])
@@ -101,7 +101,7 @@ def budget(run: RunSummary) -> Budget:
     cells = [r.kv_pool * 2**30 / r.kv_tokens for r in ranks if r.kv_pool and r.kv_tokens]
     oom = run.crash.oom if run.crash else None
     bs = setting(run, "cuda_graph_max_bs")
-    bs_list = next((m.get("capture_bs") for m in run.memory.values() if m.get("capture_bs")), None)
+    bs_list = next((m.capture_bs for m in run.memory.values() if m.capture_bs), None)
     if not isinstance(bs, int) and bs_list:
         bs = max(bs_list)
     return Budget(
@@ -113,7 +113,7 @@ def budget(run: RunSummary) -> Budget:
         kv_allocated=_max([r.kv_pool for r in ranks]),
         cell_bytes=_r(sum(cells) / len(cells), 1) if cells else None,
         graphs_max=_max([r.graphs for r in ranks]),
-        capture_free_min=_min([run.memory.get(r.rank, {}).get("capture_begin_avail_gib") for r in ranks]),
+        capture_free_min=_min([run.memory.get(r.rank, NO_MEMORY).capture_begin_avail_gib for r in ranks]),
         total_capacity=oom.total_gib if oom else None,
         cuda_graph_max_bs=bs if isinstance(bs, int) else None,
         ranks=ranks,
@@ -150,7 +150,7 @@ def capture(run: RunSummary, base: Budget | None, fail: Budget) -> Capture | Non
     if crash is None or crash.phase != "cuda_graph_capture" or not oom:
         return None
     rank = crash.first_rank
-    began = run.memory.get(rank or "", {}).get("capture_begin_avail_gib")
+    began = run.memory.get(rank or "", NO_MEMORY).capture_begin_avail_gib
     free, tried = oom.free_gib, oom.tried_gib
     used = round(max(began - free, 0.0), 4) if began is not None and free is not None else None
     needed = round(used + (tried or 0.0), 4) if used is not None else None

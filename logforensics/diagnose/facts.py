@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..model.records import Keyed
+from ..model.records import NO_MEMORY, Keyed
 from ..model.run import RunSummary
 from .alignment import Alignment, alignment
 from .budget import Advice, Budget, Capture, advice, budget, capture
@@ -26,7 +26,7 @@ from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
 from .pools import PoolFacts, pool_facts
 from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
-from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, notice_ev, pair_ranks, setup
+from .sides import Coverage, Evidence, Setup, coverage, ev, notice_ev, pair_ranks, setup
 from .validity import Validity, validity
 from .versions import VersionDelta, version_delta
 
@@ -103,7 +103,8 @@ _FIGURE_EVIDENCE = {
 
 
 def _mem_evidence(run: RunSummary, rank: str | None, key: str) -> tuple[Evidence, ...]:
-    return ev_of(run.memory.get(rank or "", {}).get("evidence", {}).get(_FIGURE_EVIDENCE.get(key, "")))
+    at = run.memory.get(rank or "", NO_MEMORY).evidence.get(_FIGURE_EVIDENCE.get(key, ""))
+    return (notice_ev(at),) if at is not None else ()
 
 
 def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) -> MemoryDeltas:
@@ -112,10 +113,10 @@ def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) 
     changed: list[FigureDelta] = []
     max_abs: dict[str, float] = {}
     for rank, frank in pairs.items():
-        bm, fm = base.memory.get(rank, {}), fail.memory.get(frank, {})
+        bm, fm = base.memory.get(rank, NO_MEMORY), fail.memory.get(frank, NO_MEMORY)
         row: dict[str, FigureDelta] = {}
         for key, tol in MEMORY_FIGURES.items():
-            b, f = bm.get(key), fm.get(key)
+            b, f = bm.figure(key), fm.figure(key)
             if b is None or f is None:
                 continue  # a figure one log does not print is not a change
             d = FigureDelta(rank, key, b, f, round(f - b, 4), _mem_evidence(fail, frank, key) + _mem_evidence(base, rank, key))
@@ -124,7 +125,7 @@ def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) 
             if abs(f - b) > (abs(b) * KV_TOKENS_REL_TOL if key == "kv_tokens" else tol):
                 changed.append(d)
         for key in TIME_FIGURES:
-            b, f = bm.get(key), fm.get(key)
+            b, f = bm.figure(key), fm.figure(key)
             if b is not None and f is not None:
                 d = FigureDelta(rank, key, b, f, round(f - b, 2), _mem_evidence(fail, frank, key) + _mem_evidence(base, rank, key))
                 row[key] = d
@@ -134,9 +135,9 @@ def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) 
     crash_rank = fail.crash.first_rank if fail.crash else None
     base_rank = next((b for b, f in pairs.items() if f == crash_rank), None)
     load_end = _mem_evidence(fail, crash_rank, "load_end_avail_gib") + _mem_evidence(base, base_rank, "load_end_avail_gib")
-    bm = base.memory.get(base_rank or "", {})
-    baseline_kv = (RankKV(base_rank, bm["kv_gib"], bm.get("kv_tokens"), _mem_evidence(base, base_rank, "kv_gib"))
-                   if base_rank and bm.get("kv_gib") is not None else None)
+    bm = base.memory.get(base_rank or "", NO_MEMORY)
+    baseline_kv = (RankKV(base_rank, bm.kv_gib, bm.kv_tokens, _mem_evidence(base, base_rank, "kv_gib"))
+                   if base_rank and bm.kv_gib is not None else None)
     shift = max_abs.get("load_end_avail_gib")
     tokens = int(shift * 2**30 / cell_bytes) if shift is not None and cell_bytes else None
     return MemoryDeltas(rows, tuple(changed), {k: round(v, 4) for k, v in max_abs.items()},
@@ -270,7 +271,7 @@ def unbalanced(run: RunSummary) -> Unbalanced:
     memory is over 1/0.9 of that minimum, so the ranks that raise are the healthy ones;
     the occupied GPU is the rank that did not raise, whose free memory is the minimum.
     """
-    vals = {r: m["load_begin_avail_gib"] for r, m in run.memory.items() if m.get("load_begin_avail_gib") is not None}
+    vals = {r: m.load_begin_avail_gib for r, m in run.memory.items() if m.load_begin_avail_gib is not None}
     notices = run.notices.get("unbalanced_memory", [])
     raised = [e for e in run.exceptions if "memory capacity is unbalanced" in (e.message or "")]
     if not (vals or notices or raised):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.nodes import missing_ranks, nnodes
-from ..model.records import NOT_SEEN
+from ..model.records import NO_MEMORY, NOT_SEEN
 from ..model.run import MILESTONES, RunSummary
 from .sides import Evidence
 
@@ -157,7 +157,7 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
 
 def _node_figure(s: RunSummary, node: str, key: str) -> tuple[float | None, str | None]:
     pick = NODE_FIGURES[key]
-    vals = [(s.memory.get(r, {}).get(key), r) for r in _ranks_of(s, node)]
+    vals = [(s.memory.get(r, NO_MEMORY).figure(key), r) for r in _ranks_of(s, node)]
     vals = [(v, r) for v, r in vals if isinstance(v, (int, float))]
     if not vals:
         return None, None
@@ -181,10 +181,10 @@ def _moved(failing: RunSummary, baseline: RunSummary) -> list[dict[str, Any]]:
                 continue
             ev = []
             for s, r in ((failing, rb), (baseline, ra)):
-                e = (s.memory.get(r or "", {}).get("evidence") or {})
-                keys = sorted((k for k in e if key.startswith(k)), key=len) if isinstance(e, dict) else []
+                e = s.memory.get(r or "", NO_MEMORY).evidence
+                keys = sorted((k for k in e if key.startswith(k)), key=len)
                 if keys:
-                    ev.append(dict(e[keys[-1]], node=node))
+                    ev.append(dict(e[keys[-1]].to_dict(), node=node))
             out.append({"node": node, "figure": key, "baseline": round(a, 2), "failing": round(b, 2),
                         "baseline_rank": ra, "failing_rank": rb, "evidence": ev})
     return out

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.records import NO_MEMORY
 from ..model.run import RunSummary
 from ..model.serving import FIGURES
 from .sides import Evidence, ev
@@ -269,8 +270,7 @@ def serving_facts(run: RunSummary, baseline: RunSummary | None = None) -> Servin
     advice: list[Step] = []
     if kv or storms or runtime_oom:
         args = dict(run.server_args or {})
-        mem = next(iter(run.memory.values()), {}) if run.memory else {}
-        free = mem.get("available_gpu_mem_gib")
+        free = next(iter(run.memory.values()), NO_MEMORY).available_gpu_mem_gib
         peak = max((v for _, v, _ in s.get("series", {}).get("running_req", [])), default=None)
         advice.append(Step("--max-running-requests " + (f"below {int(peak)}" if peak else "lower"),
                            "fewer requests decoding at once need fewer KV tokens, so the scheduler stops "

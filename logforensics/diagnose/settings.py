@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..model.records import Frame
+from ..model.records import NO_MEMORY, Frame
 from ..model.run import RunSummary
 from .sides import Evidence, ev_of, notice_ev, setting
 
@@ -165,10 +165,10 @@ STARTUP_SETTINGS = ("chunked_prefill_size", "max_prefill_tokens", "max_running_r
 def _startup(run: RunSummary) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The start-up line's settings of the run's first rank that printed it, and that line."""
     for label in run.ranks:
-        mem = run.memory.get(label) or {}
-        line = (mem.get("evidence") or {}).get("max_total_tokens")
+        mem = run.memory.get(label, NO_MEMORY)
+        line = mem.evidence.get("max_total_tokens")
         if line:
-            return {k: mem[k] for k in STARTUP_SETTINGS if mem.get(k) is not None}, line
+            return {k: mem.figure(k) for k in STARTUP_SETTINGS if mem.figure(k) is not None}, line.to_dict()
     return {}, None
 
 

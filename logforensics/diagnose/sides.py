@@ -162,7 +162,7 @@ def coverage(run: RunSummary) -> Coverage:
         rank_phases[r] = ordered
         reached[r] = ordered[-1] if ordered else None
     source = "server_args" if run.server_args else "launch_command" if run.launch_args else None
-    figures = sorted({k for m in run.memory.values() for k in m if k != "evidence"})
+    figures = sorted({k for m in run.memory.values() for k in m.figures()})
     return Coverage(
         outcome=run.outcome, ranks=tuple(ranks), rank_phases=rank_phases, rank_reached=reached,
         phases=tuple(p for p in PHASES if any(p in ph for ph in rank_phases.values())),

@@ -16,7 +16,7 @@ from typing import Any
 from ..diagnose.settings import EFFECTS
 from ..events import Event
 from ..model.beside import the_end
-from ..model.records import NOT_SEEN
+from ..model.records import NO_MEMORY, NOT_SEEN
 from ..model.run import RunSummary
 from .schema import ENV_COLUMNS, EVENT_NUMBERS, RANK_FIGURES
 
@@ -161,14 +161,14 @@ def ranks_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:
     by_rank = s.throughput.get("decode_by_rank") or {}
     rows = []
     for rank in s.ranks:
-        mem = s.memory.get(rank, {})
+        mem = s.memory.get(rank, NO_MEMORY)
         seen = s.last_seen.get(rank, NOT_SEEN)
         row: dict[str, Any] = {"run_id": rid, "node": s.rank_nodes.get(rank), "file": seen.file or s.file,
                                "rank": rank, "phase_reached": s.phase_reached.get(rank),
                                "milestone": seen.milestone, "last_line": seen.line,
                                "last_ts": seen.ts, "crashed": rank in crashed}
         for name, _ in RANK_FIGURES:
-            v = mem.get(name)
+            v = mem.figure(name)
             row[name] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
         stats = by_rank.get(rank)
         row["decode_tok_s_median"] = _median(stats)

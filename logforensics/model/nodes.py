@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from .dynamo import RANKS_WARNING, derived_offset, utc_instant
-from .records import Coverage, LoggedError, NodeEntry, Notice
+from .records import Coverage, LoggedError, Memory, NodeEntry, Notice
 from .run import NO_RANK, RunSummary
 from .summary import Crash, DistinctException, Hang, RankRecord
 
@@ -277,7 +277,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             on_clock = {"clock": spans[i].last_seen[r]} if spans is not None and r in spans[i].last_seen else {}
             per_rank[k] = replace(rec, label=k,  # with its stamp on the run's one clock, if moved
                                   last_seen=rec.last_seen.put(node=rank_nodes[k], file=p.file, **on_clock),
-                                  memory=_tag_evidence(rec.memory, rank_nodes[k]) if rec.memory else {})
+                                  memory=_tag_evidence(rec.memory, rank_nodes[k]))
         errors.extend(e.put(node=labels[i]) for e in s.errors)
         for e in s.exceptions:
             exceptions.append(DistinctException.from_dict(dict(e.to_dict(), node=labels[i],
@@ -435,11 +435,11 @@ def _spans(parts: Sequence[NodeSummary], labels: Sequence[str]) -> list[_Span]:
     return out
 
 
-def _tag_evidence(mem: dict[str, Any], node: str | None) -> dict[str, Any]:
-    out = dict(mem)
-    if isinstance(mem.get("evidence"), dict):
-        out["evidence"] = {k: dict(v, node=node) for k, v in mem["evidence"].items()}
-    return out
+def _tag_evidence(mem: Memory, node: str | None) -> Memory:
+    """A rank's figures with its node on each record behind them."""
+    if "evidence" not in (mem.keys or ()):
+        return mem
+    return mem.put(evidence={k: v.put(node=node) for k, v in mem.evidence.items()})
 
 
 def _when(ts: Any) -> datetime | None:

@@ -194,6 +194,75 @@ class Bar(Keyed):
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
+@dataclass(frozen=True)
+class KvPool(Keyed):
+    """One ``KV Cache is allocated`` record of a rank: the target model's pool first, a
+    draft model's or a hybrid model's labelled pools after it (GiB as SGLang's "GB")."""
+
+    tokens: int | None = None
+    k_gib: float | None = None
+    v_gib: float | None = None
+    kv_gib: float | None = None
+    dtype: str | None = None
+    label: str | None = None
+    line: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Memory(Keyed):
+    """A rank's start-up figures, each None where the rank printed none: free memory before
+    and after each step and what the step took (GiB: SGLang's "GB" is GiB), the steps'
+    seconds, the KV pools, the graphs' batch sizes, the limits of the ``max_total_num_tokens``
+    line, and ``evidence``: the record behind each step's figures, by the step's kind."""
+
+    init_mem_usage_gib: float | None = None
+    init_elapsed_s: float | None = None
+    load_begin_avail_gib: float | None = None
+    load_end_avail_gib: float | None = None
+    weights_gib: float | None = None
+    load_elapsed_s: float | None = None
+    kv_pools: list[KvPool] | None = None
+    kv_tokens: int | None = None
+    k_gib: float | None = None
+    v_gib: float | None = None
+    kv_gib: float | None = None
+    pool_end_avail_gib: float | None = None
+    capture_begin_avail_gib: float | None = None
+    capture_bs: list[int] | None = None
+    capture_end_avail_gib: float | None = None
+    capture_mem_gib: float | None = None
+    capture_elapsed_s: float | None = None
+    max_total_num_tokens: int | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
+    max_running_requests: int | None = None
+    context_len: int | None = None
+    available_gpu_mem_gib: float | None = None
+    profiled_max_tokens: int | None = None
+    evidence: dict[str, Notice] = field(default_factory=dict)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __bool__(self) -> bool:
+        """Whether the rank printed any figure (a rank that printed none has an empty object)."""
+        return bool(self.keys) if self.keys is not None else True
+
+    def figure(self, name: str) -> Any:
+        """The figure called ``name`` (a key of the JSON form), or None."""
+        return getattr(self, name) if name in _readers(Memory) and name != "evidence" else self.extra.get(name)
+
+    def figures(self) -> list[str]:
+        """The names of the figures the rank printed, in the order it printed them."""
+        keys = self._json_names() if self.keys is None else self.keys
+        return [k for k in keys if k != "evidence" and self.figure(k) is not None]
+
+
+#: The figures of a rank that printed none (``{}``).
+NO_MEMORY = Memory(keys=())
+
+
 # -- a traceback ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Frame(Keyed):

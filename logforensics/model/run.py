@@ -45,7 +45,7 @@ from .outcome import judge, milestone_name, named_ranks
 from .pools import Pools, place_rank
 from .pools import summarize as summarize_pools
 from .rank import KV_HYBRID, MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
-from .records import Bar, LastSeen, LoggedError, Notice, PhaseSpan, Ready, Stop
+from .records import Bar, LastSeen, LoggedError, Memory, Notice, PhaseSpan, Ready, Stop
 from .records import Coverage as CoverageRecord
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
@@ -348,7 +348,7 @@ class RunModel:
                     for p, info in r.phases.items()},
             last_seen=LastSeen.of_rank(r.last_line, r.last_ts, r.last_text[:500], milestone_name(r.milestone)),
             progress={p: Bar(**b) for p, b in self.timeline.bars.items()} if label == drawer else {},
-            memory=memory,
+            memory=Memory.from_dict(memory),
         )
 
 

@@ -60,7 +60,8 @@ def stop_place(run: RunSummary, cite_file: bool = False) -> str | None:
         if p != phase or end is None:
             continue
         rank = run.per_rank[label]
-        at = (rank.memory.get("evidence") or {}).get(end[0])
+        notice = rank.memory.evidence.get(end[0])
+        at = notice.to_dict() if notice is not None else None
         span = rank.phases.get(phase)
         if not at or at.get("line") != (span.last_line if span else None):
             lines = []

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..artefacts.types import Artefacts
 from .records import (
+    NO_MEMORY,
     NOT_SEEN,
     Bar,
     Behind,
@@ -34,6 +35,7 @@ from .records import (
     LastSeen,
     LoggedError,
     LogLine,
+    Memory,
     NodeEntry,
     Notice,
     Occurrence,
@@ -62,7 +64,7 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("phases", "last_seen", "progress", "errors", "ready", "stopped", "notices", "coverage", "nodes")
+_TYPED = ("phases", "last_seen", "progress", "memory", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 #: Fields read from the JSON by their type (``records.reader_of``).
 _READ = ("errors", "ready", "stopped", "notices", "coverage", "nodes")
 _PHASES = reader_of(dict[str, PhaseSpan])
@@ -199,7 +201,7 @@ class RankRecord:
     #: phase -> the last bar (only the rank that draws them has bars)
     progress: dict[str, Bar] = field(default_factory=dict)
     #: figures (GiB, s, tokens) and their ``evidence``; empty when the rank printed none
-    memory: dict[str, Any] = field(default_factory=dict)
+    memory: Memory = NO_MEMORY
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,7 @@ class RunSummary:
         return {k: r.progress for k, r in self.per_rank.items() if r.progress}
 
     @property
-    def memory(self) -> dict[str, dict[str, Any]]:
+    def memory(self) -> dict[str, Memory]:
         return {k: r.memory for k, r in self.per_rank.items() if r.memory}
 
     def to_dict(self) -> dict[str, Any]:
@@ -303,7 +305,7 @@ class RunSummary:
                                   phases=_PHASES(views["phases"].get(label) or {}),
                                   last_seen=LastSeen.from_dict(views["last_seen"].get(label) or {}),
                                   progress=_BARS(views["progress"].get(label) or {}),
-                                  memory=views["memory"].get(label) or {})
+                                  memory=Memory.from_dict(views["memory"].get(label) or {}))
                 for label in data["ranks"]
             }
         except AttributeError as e:

@@ -164,11 +164,11 @@ def _memory_table(label: str, run: RunSummary) -> str:
     mem = run.memory
     if not mem:
         return ""
-    keys = [(k, name) for k, name in _MEMORY if any(m.get(k) is not None for m in mem.values())]
+    keys = [(k, name) for k, name in _MEMORY if any(m.figure(k) is not None for m in mem.values())]
     rows = [f"### {label}: memory per rank (GiB; SGLang's GB is GiB)\n",
             "| rank | " + " | ".join(n for _, n in keys) + " |", "|---|" + "---|" * len(keys)]
     for rank, m in list(mem.items())[:64]:
-        cells = [str(m[k]) if k == "kv_tokens" and m.get(k) is not None else gib(m.get(k), missing="", unit=False)
+        cells = [str(m.figure(k)) if k == "kv_tokens" and m.figure(k) is not None else gib(m.figure(k), missing="", unit=False)
                  for k, _ in keys]
         rows.append(f"| {rank} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"

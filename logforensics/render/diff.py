@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..diagnose.engine import Diagnosis
+from ..model.records import NO_MEMORY
 from ..units import fmt
 from .console import plain
 from .terminal import OUTCOME_STYLE, table_box
@@ -75,11 +76,11 @@ def memory_table(d: Diagnosis, console: Console) -> Table:
     ranks = list(dict.fromkeys(d.baseline.ranks + d.failing.ranks))
     crashed = set(d.failing.crash.ranks if d.failing.crash else [])
     for rank in ranks:
-        b = d.baseline.memory.get(rank, {})
-        f = d.failing.memory.get(rank, {})
+        b = d.baseline.memory.get(rank, NO_MEMORY)
+        f = d.failing.memory.get(rank, NO_MEMORY)
         cells = []
         for _, key in SIDE_BY_SIDE:
-            bv, fv = b.get(key), f.get(key)
+            bv, fv = b.figure(key), f.figure(key)
             changed = bv is not None and fv is not None and bv != fv
             cells.append(Text(f"{fmt(bv, key=key)} -> {fmt(fv, key=key)}", style="yellow" if changed else ""))
         t.add_row(plain(rank, "red" if rank in crashed else ""), *cells)

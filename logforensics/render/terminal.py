@@ -18,7 +18,7 @@ from rich.text import Text
 from ..artefacts.types import Artefacts
 from ..model.beside import END_RECORD, SOURCES, stops_unexplained
 from ..model.pools import POST_CAPTURE_ENV
-from ..model.records import NOT_SEEN, ClockAnchor, ClockMove
+from ..model.records import NO_MEMORY, NOT_SEEN, ClockAnchor, ClockMove
 from ..model.run import RunSummary
 from ..model.stops import stop_place
 from ..model.summary import Crash, DistinctException, Hang
@@ -82,11 +82,11 @@ def render_summary(s: RunSummary, console: Console) -> None:
         t.add_column("last line", justify="right")
         crashed = set(s.crash.ranks if s.crash else [])
         for rank in s.ranks:
-            mem = s.memory.get(rank, {})
+            mem = s.memory.get(rank, NO_MEMORY)
             label = plain(rank, "red" if rank in crashed else "")
             t.add_row(*([plain(s.rank_nodes.get(rank) or "-")] if by_node else []), label,
                       plain(s.phase_reached.get(rank, "-")),
-                      *(Text(fmt(mem.get(key), key=key)) for _, key in MEMORY_COLUMNS),
+                      *(Text(fmt(mem.figure(key), key=key)) for _, key in MEMORY_COLUMNS),
                       Text(fmt(s.last_seen.get(rank, NOT_SEEN).line)))
         console.print(t)
     if s.pools:
