@@ -300,7 +300,7 @@ def test_2024_batch_lines_without_lead_words_are_serving() -> None:
                   "#running_req: 0. tree_cache_hit_rate: 12.50%.\n"
                   "#running-req: 1, #token: 38, token usage: 0.00, gen throughput (token/s): 22.81, #queue-req: 0\n")
     assert s.outcome == "ready" and "served batches" in s.outcome_reason
-    assert s.throughput["decode_gen_tok_s"]["count"] == 1
+    assert s.throughput.decode_gen_tok_s.count == 1
 
 
 def test_a_cann_error_takes_the_rank_of_the_torch_record_that_carried_its_code() -> None:

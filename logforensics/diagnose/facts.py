@@ -229,18 +229,18 @@ class Throughput:
 
 
 def throughput(fail: RunSummary, base: RunSummary) -> Throughput:
-    b = base.throughput.get("decode_gen_tok_s", {})
-    f = fail.throughput.get("decode_gen_tok_s", {})
-    ba, fa = base.throughput.get("accept_len", {}), fail.throughput.get("accept_len", {})
+    bq, fq = base.throughput.decode_gen_tok_s, fail.throughput.decode_gen_tok_s
+    b, f = bq.to_dict(), fq.to_dict()
+    ba, fa = base.throughput.accept_len, fail.throughput.accept_len
     accept = None
-    if ba.get("count") and fa.get("count"):
-        accept = AcceptLength(ba.get("median"), fa.get("median"),
-                              round(fa["median"] / ba["median"], 4) if ba.get("median") else None)
-    if not (b.get("count", 0) >= 5 and f.get("count", 0) >= 5 and b.get("median")):
+    if ba.count and fa.count:
+        accept = AcceptLength(ba.median, fa.median,
+                              round(fa.median / ba.median, 4) if ba.median and fa.median is not None else None)
+    if not (bq.count >= 5 and fq.count >= 5 and bq.median and fq.median is not None):
         return Throughput(b, f, accept_len=accept)
-    ratio = f["median"] / b["median"]
-    br = base.throughput.get("running_req", {}).get("median")
-    fr = fail.throughput.get("running_req", {}).get("median")
+    ratio = fq.median / bq.median
+    br = base.throughput.running_req.median
+    fr = fail.throughput.running_req.median
     comparable = bool(br and fr and abs(fr - br) / max(br, 1) <= COMPARABLE_LOAD_REL)
     return Throughput(b, f, round(ratio, 4), round((1 - ratio) * 100, 1), comparable, br, fr,
                       ratio < 1 - THROUGHPUT_REL_TOL, accept)

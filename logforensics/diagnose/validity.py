@@ -16,7 +16,7 @@ from typing import Any
 
 from ..model.records import ProbePath
 from ..model.run import RunSummary
-from .sides import Evidence, ev_of
+from .sides import Evidence, ev_of, notice_ev
 
 #: Seconds without generated tokens while requests run, before the server counts as stalled
 #: (SGLang prints a decode batch every few seconds while it decodes).
@@ -57,9 +57,9 @@ def validity(run: RunSummary) -> Validity:
 
 def _benchmarks(run: RunSummary) -> list[NoWork]:
     out = []
-    for b in run.throughput.get("benchmarks") or []:
-        lines = tuple(e for entry in b.get("evidence") or [] for e in ev_of(entry))
-        ok, tokens = b.get("successful_requests"), b.get("generated_tokens")
+    for b in run.throughput.benchmarks:
+        lines = tuple(notice_ev(n) for n in b.evidence)
+        ok, tokens = b.successful_requests, b.generated_tokens
         if ok == 0:
             out.append(NoWork("no_requests", "the benchmark completed no request (Successful requests: 0)", lines))
         elif tokens == 0:

@@ -16,7 +16,7 @@ from typing import Any
 from ..diagnose.settings import EFFECTS
 from ..events import Event
 from ..model.beside import the_end
-from ..model.records import NO_MEMORY, NOT_SEEN
+from ..model.records import NO_MEMORY, NOT_SEEN, Quantiles
 from ..model.run import RunSummary
 from .schema import ENV_COLUMNS, EVENT_NUMBERS, RANK_FIGURES
 
@@ -101,8 +101,8 @@ def settings_hash(values: Mapping[str, Any]) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def _median(stats: Mapping[str, Any] | None) -> float | None:
-    v = (stats or {}).get("median")
+def _median(stats: Quantiles | None) -> float | None:
+    v = stats.median if stats is not None else None
     return float(v) if isinstance(v, (int, float)) else None
 
 
@@ -134,7 +134,7 @@ def runs_row(rid: str, source: str, files: Sequence[str], nodes: Sequence[str | 
         "lines": cov.lines_read, "bytes": cov.bytes, "events": cov.events,
         "lines_unrecognised": cov.lines_unrecognised, "recognised_pct": cov.recognised_pct,
         "ranks_seen": len(s.ranks), "missing_ranks": list(s.missing_ranks),
-        "decode_tok_s_median": _median(s.throughput.get("decode_gen_tok_s")),
+        "decode_tok_s_median": _median(s.throughput.decode_gen_tok_s),
     }
 
 
@@ -158,7 +158,7 @@ def environment_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:
 def ranks_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:
     """One ``ranks`` row per rank of a run's summary, with the rank's node and file."""
     crashed = set(s.crash.ranks if s.crash else [])
-    by_rank = s.throughput.get("decode_by_rank") or {}
+    by_rank = s.throughput.decode_by_rank
     rows = []
     for rank in s.ranks:
         mem = s.memory.get(rank, NO_MEMORY)
@@ -172,7 +172,7 @@ def ranks_rows(rid: str, s: RunSummary) -> list[dict[str, Any]]:
             row[name] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
         stats = by_rank.get(rank)
         row["decode_tok_s_median"] = _median(stats)
-        row["decode_batches"] = (stats or {}).get("count")
+        row["decode_batches"] = stats.count if stats is not None else None
         rows.append(row)
     return rows
 

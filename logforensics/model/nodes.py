@@ -304,7 +304,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
         hang=hang,
         ready=ready,
         stopped=ls.stopped.put(node=labels[parts.index(lead)]) if ls.stopped and outcome == "ready" else None,
-        throughput=max(parts, key=lambda p: p.summary.throughput.get("decode_gen_tok_s", {}).get("count", 0)
+        throughput=max(parts, key=lambda p: p.summary.throughput.decode_gen_tok_s.count
                        ).summary.throughput,
         notices=notices,
         coverage=_coverage([p.summary for p in parts]),

@@ -263,6 +263,57 @@ class Memory(Keyed):
 NO_MEMORY = Memory(keys=())
 
 
+# -- serving figures (model/throughput.py) ------------------------------------------------
+@dataclass(frozen=True)
+class Quantiles(Keyed):
+    """A figure over a run's records (``stats.Sketch``): how many records printed it and its
+    mean, least, 10th percentile, median, 90th percentile and greatest value (three
+    decimals); only ``count`` (0) where no record printed it."""
+
+    count: int
+    mean: float | None = None
+    min: float | None = None
+    p10: float | None = None
+    median: float | None = None
+    p90: float | None = None
+    max: float | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+#: A figure no record printed (``{"count": 0}``).
+NO_QUANTILES = Quantiles(0, keys=("count",))
+
+
+@dataclass(frozen=True)
+class BenchResult(Keyed):
+    """One result block of ``sglang.bench_serving`` in the log: its successful requests and
+    generated tokens (None where the block is cut before the line), and its lines."""
+
+    successful_requests: int | None
+    generated_tokens: int | None
+    evidence: list[Notice]
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ThroughputFigures(Keyed):
+    """A run's serving figures: decode token/s over every rank and per rank, the decode
+    series ([stamp or line, token/s] points, at most ``stats.Series``' limit), prefill input
+    token/s, speculative accept length, running requests, and the benchmark result blocks."""
+
+    decode_gen_tok_s: Quantiles = NO_QUANTILES
+    decode_by_rank: dict[str, Quantiles] = field(default_factory=dict)
+    decode_series: list[list[Any]] = field(default_factory=list)
+    prefill_input_tok_s: Quantiles = NO_QUANTILES
+    accept_len: Quantiles = NO_QUANTILES
+    running_req: Quantiles = NO_QUANTILES
+    benchmarks: list[BenchResult] = field(default_factory=list)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
 # -- a traceback ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Frame(Keyed):

@@ -45,7 +45,7 @@ from .outcome import judge, milestone_name, named_ranks
 from .pools import Pools, place_rank
 from .pools import summarize as summarize_pools
 from .rank import KV_HYBRID, MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
-from .records import Bar, LastSeen, LoggedError, Memory, Notice, PhaseSpan, Ready, Stop
+from .records import Bar, LastSeen, LoggedError, Memory, Notice, PhaseSpan, Ready, Stop, ThroughputFigures
 from .records import Coverage as CoverageRecord
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
@@ -312,7 +312,7 @@ class RunModel:
             hang=Hang.from_dict(copy.deepcopy(verdict.hang)) if verdict.hang else None,
             errors=[LoggedError.from_dict(copy.deepcopy(e)) for e in verdict.errors],
             ready=Ready.from_dict(t.ready) if t.ready else None,
-            throughput=self.throughput.to_dict(),
+            throughput=ThroughputFigures.from_dict(self.throughput.to_dict()),
             server_args=copy.deepcopy(c.server_args),
             server_args_form=c.server_args_form,
             launch_command=c.launch_command,

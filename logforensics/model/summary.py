@@ -48,6 +48,7 @@ from .records import (
     Stop,
     StuckOn,
     SummaryFormatError,
+    ThroughputFigures,
     reader_of,
     to_json,
 )
@@ -64,9 +65,9 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("phases", "last_seen", "progress", "memory", "errors", "ready", "stopped", "notices", "coverage", "nodes")
+_TYPED = ("phases", "last_seen", "progress", "memory", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 #: Fields read from the JSON by their type (``records.reader_of``).
-_READ = ("errors", "ready", "stopped", "notices", "coverage", "nodes")
+_READ = ("throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
@@ -221,7 +222,7 @@ class RunSummary:
     errors: list[LoggedError]
     hang: Hang | None
     ready: Ready | None
-    throughput: dict[str, Any]
+    throughput: ThroughputFigures
     server_args: dict[str, Any]
     server_args_form: str | None
     launch_command: str | None

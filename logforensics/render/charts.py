@@ -353,7 +353,7 @@ def _series(points: Iterable[Any]) -> tuple[str, list[float], list[float]]:
 
 
 def throughput_chart(runs: Sequence[tuple[str, RunSummary]]) -> Markup | None:
-    series = [(label, *_series(r.throughput.get("decode_series") or [])) for label, r in runs]
+    series = [(label, *_series(r.throughput.decode_series)) for label, r in runs]
     series = [s for s in series if s[2]]
     if not series:
         return None

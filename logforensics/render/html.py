@@ -33,6 +33,7 @@ from ..diagnose.facts import plain
 from ..diagnose.rulespec import SEVERITIES
 from ..diagnose.settings import SettingDiff
 from ..events import PHASES
+from ..model.records import NO_QUANTILES, Quantiles
 from ..model.run import RunSummary
 from ..outputs import write_output
 from ..units import fmt, gib
@@ -417,12 +418,12 @@ def throughput_stats(d: Diagnosis) -> tuple[StatRow, ...]:
     fail = d.failing.throughput
     for key, label in (("decode_gen_tok_s", "decode tok/s (median)"), ("prefill_input_tok_s", "prefill tok/s (median)"),
                        ("running_req", "running requests (median)"), ("accept_len", "accept length (median)")):
-        b = (base or {}).get(key) or {}
-        f = fail.get(key) or {}
-        if not b.get("count") and not f.get("count"):
+        b = getattr(base, key) if base is not None else NO_QUANTILES
+        f = getattr(fail, key)
+        if not b.count and not f.count:
             continue
-        def one(s: dict[str, Any]) -> str:
-            return f"{fmt(s.get('median'), 1, missing='—')} (n={s.get('count')})" if s.get("count") else "—"
+        def one(s: Quantiles) -> str:
+            return f"{fmt(s.median, 1, missing='—')} (n={s.count})" if s.count else "—"
         rows.append(StatRow(label, one(b) if base is not None else None, one(f)))
     t = d.facts.throughput
     if t.drop_pct is not None:

@@ -126,15 +126,15 @@ def render_summary(s: RunSummary, console: Console) -> None:
         console.print(Panel(Text("\n".join(evidence)), title=Text("Hang evidence"), border_style="yellow", expand=False))
         render_hang(s.hang, console, s.file)
 
-    dec = s.throughput.get("decode_gen_tok_s", {})
-    if dec.get("count"):
+    dec = s.throughput.decode_gen_tok_s
+    if dec.count:
         console.print(Text(
-            f"Decode gen throughput (token/s): median {fmt(dec['median'])}, "
-            f"p10 {fmt(dec['p10'])}, p90 {fmt(dec['p90'])} over {dec['count']} records"
+            f"Decode gen throughput (token/s): median {fmt(dec.median)}, "
+            f"p10 {fmt(dec.p10)}, p90 {fmt(dec.p90)} over {dec.count} records"
         ))
-    acc = s.throughput.get("accept_len", {})
-    if acc.get("count"):
-        console.print(Text(f"Speculative accept length: median {fmt(acc['median'])} over {acc['count']} records"))
+    acc = s.throughput.accept_len
+    if acc.count:
+        console.print(Text(f"Speculative accept length: median {fmt(acc.median)} over {acc.count} records"))
     if s.env:
         console.print(plain("Environment: " + " ".join(f"{k}={v}" for k, v in s.env.items())))
     if s.versions:
