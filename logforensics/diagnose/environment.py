@@ -67,11 +67,11 @@ def environment_of(run: RunSummary) -> dict[str, Cited]:
         if key in KEYS and key not in facts and value not in (None, ""):
             facts[key] = Cited(str(value), run.file or "", 0)
     for var, key in SLURM_VARS.items():
-        value = (run.env or {}).get(var)
-        if value and key not in facts:
-            text = f"{var}={value}"
-            facts[key] = Cited(memory_value(slurm_bytes(str(value)), text) if key == "memory_limit"
-                               else cpu_value(slurm_cores(str(value)), text), run.file or "", 0)
+        given = (run.env or {}).get(var)
+        if given and key not in facts:
+            text = f"{var}={given}"
+            facts[key] = Cited(memory_value(slurm_bytes(given), text) if key == "memory_limit"
+                               else cpu_value(slurm_cores(given), text), run.file or "", 0)
     return facts
 
 

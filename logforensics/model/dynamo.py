@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..events import Event
+from .records import Clock
 
 #: Dynamo's head as the grammar reads it (``DYN_HEAD``): the stamp and its zone.
 _HEAD = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:\d\d) +(?:ERROR|WARN|INFO|DEBUG|TRACE) ")
@@ -169,10 +170,13 @@ class DynamoObserver:
     def warnings(self) -> list[str]:
         return [RANKS_WARNING] if self.unranked_line else []
 
-    def clock(self) -> dict[str, Any] | None:
+    def clock(self) -> Clock | None:
         """The summary's ``clock``: None unless Dynamo's UTC stamps are in the log."""
         if not self.utc_records:
             return None
+        return Clock.from_dict(self._clock())
+
+    def _clock(self) -> dict[str, Any]:
         out: dict[str, Any] = {"utc_records": self.utc_records, "local_records": self.local_records,
                                "local_offset_h": None, "pairs": 0, "residual_s": None, "anchor": None,
                                "disagreeing": {}}
@@ -207,9 +211,4 @@ def utc_instant(text: str, ts: str | None) -> datetime | None:
     return None if at is None else at - _zone(m.group(2))
 
 
-def derived_offset(clock: dict[str, Any] | None) -> timedelta | None:
-    """Local time minus UTC as a summary's ``clock`` derived it, or None when it derived
-    none: no pair of records of one moment (no UTC anchor), or pairs that disagree."""
-    if not clock or clock.get("local_offset_h") is None or not clock.get("anchor"):
-        return None
-    return timedelta(hours=clock["local_offset_h"])
+

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from .dynamo import RANKS_WARNING, derived_offset, utc_instant
+from .dynamo import RANKS_WARNING, utc_instant
 from .records import Coverage, LoggedError, Memory, NodeEntry, Notice
 from .run import NO_RANK, RunSummary
 from .summary import Crash, DistinctException, Hang, RankRecord
@@ -257,7 +257,7 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
         return f"{labels[i]}:{r}" if count.get(r, 0) > 1 else r
 
     # each file's stamps on one clock, where a file has stamps on two (NVIDIA Dynamo's UTC head)
-    spans = _spans(parts, labels) if any((p.summary.clock or {}).get("utc_records") for p in parts) else None
+    spans = _spans(parts, labels) if any(p.summary.clock and p.summary.clock.utc_records for p in parts) else None
     ranks: list[str] = []
     rank_nodes = {}
     rank_files: dict[str, str] = {}
@@ -471,9 +471,10 @@ def _moment(p: NodeSummary, ts: str | None, text: str | None) -> _Moment:
     prefix). A stamp kept without its text (``text`` None: a phase's first and last stamps)
     is local time when the file has no record of Dynamo's; in a file that has, its clock is
     not known, and it is put on neither."""
-    offset = derived_offset(p.summary.clock)
+    clock = p.summary.clock
+    offset = clock.offset if clock is not None else None
     if text is None:
-        if (p.summary.clock or {}).get("utc_records"):
+        if clock is not None and clock.utc_records:
             return _Moment(None, None, ts, None)
         text = ""
     utc = utc_instant(text, ts)
@@ -486,12 +487,13 @@ def _moment(p: NodeSummary, ts: str | None, text: str | None) -> _Moment:
 def _moved(p: NodeSummary, label: str, line: int | None, m: _Moment, on: datetime, clock: str) -> dict[str, Any]:
     """How one stamp was put on the clock of the others: the offset its file derived, that
     offset's anchor (the records of one moment, file:line) and residual."""
-    c = p.summary.clock or {}
-    anchor = c.get("anchor") or {}
+    c = p.summary.clock
+    anchor = c.anchor if c is not None else None
     return {"node": label, "file": p.file, "line": line, "stamp": m.stamp, "as": on.isoformat(),
-            "clock": clock, "local_offset_h": c.get("local_offset_h"),
-            "anchor": {"utc": f"{p.file}:{anchor.get('utc_line')}", "local": f"{p.file}:{anchor.get('local_line')}"},
-            "residual_s": c.get("residual_s")}
+            "clock": clock, "local_offset_h": c.local_offset_h if c is not None else None,
+            "anchor": {"utc": f"{p.file}:{anchor.utc_line if anchor else None}",
+                       "local": f"{p.file}:{anchor.local_line if anchor else None}"},
+            "residual_s": c.residual_s if c is not None else None}
 
 
 #: A stamp of a run's file to put on one clock: the part's index, the line, the stamp as

@@ -14,9 +14,14 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import timedelta
 from typing import Any, ClassVar
 
 _Reader = Callable[[Any], Any]
+
+#: A setting's value as the log prints it (``server_args``' Python literal, a launch flag's
+#: word): a literal's lists and mappings hold the same.
+Setting = str | int | float | bool | None | list[Any] | dict[str, Any]
 
 
 class SummaryFormatError(ValueError):
@@ -701,6 +706,45 @@ class ClockAnchor(Keyed):
     local: str
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ClockPair(Keyed):
+    """The records of one moment on both clocks of a file (NVIDIA Dynamo's UTC stamp and
+    SGLang's local one): their lines and stamps as printed."""
+
+    utc_line: int
+    utc: str
+    local_line: int
+    local: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Clock(Keyed):
+    """Two clocks in one log (``model/dynamo.py``): how many records carry Dynamo's UTC
+    stamps and SGLang's local ones; the offset (hours, local minus UTC) the records of one
+    moment derive, how many pairs agree on it, their residual (s) and the first pair; the
+    offsets of pairs that disagree (then none is derived) with how many pairs give each."""
+
+    utc_records: int
+    local_records: int
+    local_offset_h: float | None = None
+    pairs: int = 0
+    residual_s: float | None = None
+    anchor: ClockPair | None = None
+    disagreeing: dict[str, int] = field(default_factory=dict)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def offset(self) -> timedelta | None:
+        """Local time minus UTC as the records derived it, or None when they derived none: no
+        pair of records of one moment (no UTC anchor), or pairs that disagree."""
+        if self.local_offset_h is None or not self.anchor:
+            return None
+        return timedelta(hours=self.local_offset_h)
 
 
 @dataclass(frozen=True)

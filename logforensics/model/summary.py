@@ -24,6 +24,7 @@ from .records import (
     Behind,
     ChainLink,
     Cite,
+    Clock,
     ClockMove,
     Collective,
     Coverage,
@@ -44,6 +45,7 @@ from .records import (
     PyspyDump,
     RankProgress,
     Ready,
+    Setting,
     Stacks,
     Stop,
     StuckOn,
@@ -65,9 +67,9 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("phases", "last_seen", "progress", "memory", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
+_TYPED = ("clock", "phases", "last_seen", "progress", "memory", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 #: Fields read from the JSON by their type (``records.reader_of``).
-_READ = ("throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
+_READ = ("clock", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
@@ -223,12 +225,14 @@ class RunSummary:
     hang: Hang | None
     ready: Ready | None
     throughput: ThroughputFigures
-    server_args: dict[str, Any]
+    server_args: dict[str, Setting]
     server_args_form: str | None
     launch_command: str | None
-    launch_args: dict[str, Any]
+    launch_args: dict[str, Setting]
     env: dict[str, str]
-    versions: dict[str, Any]
+    #: what the log says of the software: ``nccl``, ``cuda`` (NCCL's build), the model's
+    #: ``model_type``, ``dtype``, ``quant`` (the weight load's line)
+    versions: dict[str, str]
     #: kind -> the first records of the kind ({file, line, rank, text}; a run of several
     #: nodes adds ``node``)
     notices: dict[str, list[Notice]]
@@ -248,7 +252,7 @@ class RunSummary:
     #: Two clocks in one log (``model/dynamo.py``): NVIDIA Dynamo's UTC stamps beside SGLang's
     #: local ones, and the offset between them where records show one moment on both; None
     #: when no stamp of Dynamo's is in the log.
-    clock: dict[str, Any] | None = None
+    clock: Clock | None = None
     #: The memory pools of a hybrid model one by one (``model/pools.py``): each pool's size,
     #: peak and last use, evictable part, the pool that bound each retraction, and the order
     #: of KV allocation and CUDA-graph capture; None when the log shows neither.
