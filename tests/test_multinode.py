@@ -171,11 +171,14 @@ def test_a_disaggregated_run_reads_each_files_role_from_its_text() -> None:
     assert sorted(s.ranks) == ["decode:TP0", "decode:TP1", "prefill:TP0", "prefill:TP1"]
     assert s.outcome == "ready"  # both servers came up; the router has no readiness of its own
     decode = s.nodes["decode"].pd
-    assert [f["rank"] for f in decode["kv_failures"]] == ["TP0", "TP1"]
-    assert decode["kv_failures"][0]["timed_out_s"] == 300.0 and decode["kv_failures"][0]["poll"] == "WaitingForInput"
-    assert decode["timeouts"][0]["setting"] == "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
-    router = s.nodes["router"].pd["router_errors"]
-    assert router and router[0]["module"] == "sglang_router_rs::routers::http::pd_router" and router[0]["src_line"] == 1319
+    assert decode is not None
+    assert [f.rank for f in decode.kv_failures] == ["TP0", "TP1"]
+    assert decode.kv_failures[0].timed_out_s == 300.0 and decode.kv_failures[0].poll == "WaitingForInput"
+    assert decode.timeouts[0].setting == "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
+    router_part = s.nodes["router"].pd
+    assert router_part is not None
+    router = router_part.router_errors
+    assert router and router[0].module == "sglang_router_rs::routers::http::pd_router" and router[0].src_line == 1319
 
 
 def test_kv_timeout_finding_says_the_decode_side_failed_first_and_joins_the_sides() -> None:

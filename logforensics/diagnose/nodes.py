@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.nodes import missing_ranks, nnodes
-from ..model.records import NO_MEMORY, NOT_SEEN
+from ..model.records import NO_MEMORY, NOT_SEEN, KvFailure, RouterError
 from ..model.run import MILESTONES, RunSummary
 from .sides import Evidence
 
@@ -78,6 +78,10 @@ class NodeFacts:
 
 def _ev(entry: dict[str, Any]) -> Evidence:
     return Evidence(entry.get("file"), entry.get("line"), entry.get("rank"), str(entry.get("text") or "")[:400])
+
+
+def _pd_ev(record: KvFailure | RouterError) -> Evidence:
+    return Evidence(record.file, record.line, record.rank, record.text[:400])
 
 
 def _ranks_of(s: RunSummary, node: str) -> list[str]:
@@ -245,16 +249,18 @@ def pd_facts(s: RunSummary) -> PDFacts:
     router: list[Evidence] = []
     for node, info in s.nodes.items():
         pd = info.pd
+        if pd is None:
+            continue
         side = info.role or node
-        for f in pd.get("kv_failures", []):
-            kind = "waiting_timeout" if f.get("poll") == "WaitingForInput" else \
-                "bootstrap_timeout" if f.get("poll") == "Bootstrapping" else f.get("stage") or "transfer"
-            fails.append(PDFailure(f.get("side") or side, node, kind, f.get("rank"), f.get("rid"), f.get("room"),
-                                   f.get("message") or "", f.get("timed_out_s"), f.get("ts"), (_ev(f),)))
-        for t in pd.get("timeouts", []):
-            timers.append(t["timer"])
-            settings.append(t["setting"])
-        router += [_ev(r) for r in pd.get("router_errors", [])[:8]]
+        for x in pd.kv_failures:
+            kind = "waiting_timeout" if x.poll == "WaitingForInput" else \
+                "bootstrap_timeout" if x.poll == "Bootstrapping" else x.stage or "transfer"
+            fails.append(PDFailure(x.side or side, node, kind, x.rank, x.rid, x.room,
+                                   x.message or "", x.timed_out_s, x.ts, (_pd_ev(x),)))
+        for t in pd.timeouts:
+            timers.append(t.timer)
+            settings.append(t.setting)
+        router += [_pd_ev(r) for r in pd.router_errors[:8]]
     # "Aborted by AbortReq" is one side being told of the other's abort: a consequence,
     # whatever the clocks say.
     fails.sort(key=lambda f: (f.ts or "9999", f.side))

@@ -835,6 +835,94 @@ class Coverage(Keyed):
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
+# -- prefill/decode disaggregation: a file's part (model/pd.py) ---------------------------
+@dataclass(frozen=True)
+class RoleEvidence(Keyed):
+    """The first record that gave a file its role, and why (``#transfer-req in a decode batch``)."""
+
+    file: str | None
+    line: int
+    rank: str | None
+    why: str
+    text: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class KvFailure(Keyed):
+    """A KV transfer that failed for a request (``Prefill transfer failed for request rank=0
+    req.rid=... req.bootstrap_room=...``): the side and stage, the rank (as the prefix names it
+    and as the message counts it), the request and its room, the exception and its message,
+    the seconds after which a timeout struck and the state it polled, and the record."""
+
+    side: str
+    stage: str | None
+    rank: str | None
+    rank_index: int
+    rid: str | None
+    room: str | None
+    exception: str
+    message: str
+    timed_out_s: float | None
+    poll: str | None
+    file: str | None
+    line: int
+    ts: str | None
+    text: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class PdTimeout(Keyed):
+    """A PD timer's warning (``waiting`` or ``bootstrap``), the variable that sets it, the record."""
+
+    timer: str
+    setting: str
+    rank: str | None
+    file: str | None
+    line: int
+    ts: str | None
+    text: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class RouterError(Keyed):
+    """A router's warning or error line: its level, module, source file and line, message."""
+
+    file: str | None
+    line: int
+    ts: str | None
+    level: str
+    module: str | None
+    src: str | None
+    src_line: int | None
+    message: str
+    rank: str | None
+    text: str
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class PdPart(Keyed):
+    """A file's part in prefill/decode disaggregation: its role (``prefill``, ``decode``,
+    ``router``) and the record behind it, its KV-transfer failures, PD timeouts, router
+    warnings and errors (the first few of each), and how many router lines it has."""
+
+    role: str | None
+    role_evidence: RoleEvidence | None
+    kv_failures: list[KvFailure] = field(default_factory=list)
+    timeouts: list[PdTimeout] = field(default_factory=list)
+    router_errors: list[RouterError] = field(default_factory=list)
+    router_lines: int = 0
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
 # -- a run of several files: each node (model/nodes.py) -----------------------------------
 @dataclass(frozen=True)
 class NodeCrash(Keyed):
@@ -871,7 +959,7 @@ class NodeEntry(Keyed):
     furthest: dict[str, str | None] = field(default_factory=dict)
     crash: NodeCrash | None = None
     ready_line: int | None = None
-    pd: dict[str, Any] = field(default_factory=dict)
+    pd: PdPart | None = None
     clock: list[ClockMove] | None = None
     order_uncertain: str | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)

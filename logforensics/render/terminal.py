@@ -97,7 +97,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
     if len(s.nodes) == 1:
         only = next(iter(s.nodes.values()))
         if only.role:
-            why = (only.pd.get("role_evidence") or {}).get("why")
+            why = only.pd.role_evidence.why if only.pd and only.pd.role_evidence else None
             console.print(plain(f"Role: {only.role} server" if only.role != "router" else "Role: router")
                           + plain(f" ({why})" if why else ""))
     if len(s.nodes) > 1:
