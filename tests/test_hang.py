@@ -356,7 +356,8 @@ def test_scheduler_debug_info_body_gives_each_ranks_batch_and_pools(tmp_path: Pa
     assert [e.line for e in tp1.evidence] == [6, 7, 8, 9, 10]
     assert {e.rank for e in tp1.evidence} == {"TP1"}
     assert h.initiator is None  # every rank shows the same batch
-    assert s.pools is not None and s.pools["pools"]["swa"]["state"]["evictable"] == 40000
+    swa = s.pools.pools["swa"] if s.pools else None
+    assert swa is not None and swa.state is not None and swa.state.evictable == 40000
 
 
 def test_the_rank_whose_debug_info_shows_another_batch_is_the_one_that_differs(tmp_path: Path) -> None:

@@ -49,20 +49,20 @@ def test_swakvpool_lines_place_each_rank_pool(tmp_path: Path) -> None:
     SWAKVPool line give each pool's GiB; the total is the rank's KV."""
     s = summarize_file(REAL / "141-mimo-v2-flash-tp4-swakvpool-unlabelled-swa-then-full-kv-lines.log")
     assert s.pools is not None
-    pools = s.pools["pools"]
+    pools = s.pools.to_dict()["pools"]
     assert pools["swa"]["gib"] == pytest.approx(41.76 + 27.84)
     assert pools["full"]["gib"] == pytest.approx(4.82 + 3.21)
     assert pools["swa"]["size"] == pools["full"]["size"] == 1496958
     assert pools["full"]["size_at"]["line"] == 4
     # TP0 and TP3 show one allocation line each: their KV is SWAKVPool's total, not that line
     assert {r: m.kv_gib for r, m in s.memory.items()} == {f"TP{i}": 77.63 for i in range(4)}
-    assert s.pools["order"]["order"] == "kv_before_graphs"
+    assert s.pools.to_dict()["order"]["order"] == "kv_before_graphs"
 
 
 def test_batch_lines_give_peak_and_last_per_pool() -> None:
     s = summarize_file(REAL / "145-npu-qwen-hybrid-prefill-full-token-usage-mamba-usage-rising.log")
     assert s.pools is not None
-    full, mamba = s.pools["pools"]["full"], s.pools["pools"]["mamba"]
+    full, mamba = s.pools.to_dict()["pools"]["full"], s.pools.to_dict()["pools"]["mamba"]
     assert (full["peak_usage"], full["peak_at"]["line"]) == (0.40, 5)
     assert (mamba["peak_usage"], mamba["last_usage"], mamba["unit"]) == (0.60, 0.60, "states")
 
@@ -70,7 +70,7 @@ def test_batch_lines_give_peak_and_last_per_pool() -> None:
 def test_invariant_checker_state_per_pool() -> None:
     s = summarize_file(REAL / "043-tp8-ep-pool-leak-valueerror-multiline-msg-bracket-line.log")
     assert s.pools is not None
-    swa = s.pools["pools"]["swa"]["state"]
+    swa = s.pools.to_dict()["pools"]["swa"]["state"]
     assert (swa["total"], swa["available"], swa["evictable"]) == (911616, 235264, 676096)
     assert swa["at"]["text"].startswith("ValueError: pool memory leak detected!")
 
@@ -78,8 +78,8 @@ def test_invariant_checker_state_per_pool() -> None:
 def test_retraction_names_the_pool_that_bound_admission(tmp_path: Path) -> None:
     s = summarize_file(_write(tmp_path, SWA_BOUND))
     assert s.pools is not None
-    assert s.pools["bound_by"] == {"swa": 2}
-    first = s.pools["retractions"][0]
+    assert s.pools.to_dict()["bound_by"] == {"swa": 2}
+    first = s.pools.to_dict()["retractions"][0]
     assert (first["at"]["line"], first["usage_at"]["line"], first["usage"]) == (3, 2, 0.97)
     assert first["others"] == {"full": 0.41}
     f = pool_facts(s)
@@ -136,7 +136,7 @@ def test_hisparse_and_deepseek_v4_pools(tmp_path: Path) -> None:
         "#cpu token: 30000, cpu token usage: 0.10, cuda graph: True, gen throughput (token/s): 400.00, #queue-req: 0",
     ]))
     assert s.pools is not None
-    pools = s.pools["pools"]
+    pools = s.pools.to_dict()["pools"]
     assert {k: pools[k]["size"] for k in ("swa", "c4", "c128")} == {"swa": 98304, "c4": 262144, "c128": 65536}
     assert (pools["hisparse_gpu"]["peak_usage"], pools["hisparse_gpu"]["peak_used"]) == (0.80, 9000)
     assert pools["hisparse_cpu"]["last_usage"] == 0.10
@@ -159,7 +159,7 @@ NEW_ORDER = [
 def test_post_capture_env_set_but_old_order_is_said_with_the_lines(tmp_path: Path) -> None:
     s = summarize_file(_write(tmp_path, [LAUNCH, *OLD_ORDER]))
     assert s.pools is not None
-    o = s.pools["order"]
+    o = s.pools.to_dict()["order"]
     assert (o["order"], o["env_set"], o["fell_back"]) == ("kv_before_graphs", True, True)
     assert (o["kv_at"]["line"], o["capture_at"]["line"], o["env_at"][0]["line"]) == (2, 4, 1)
     # both pools' GiB add up to the rank's KV, and the full pool's size is its KV tokens
@@ -171,11 +171,11 @@ def test_post_capture_env_set_but_old_order_is_said_with_the_lines(tmp_path: Pat
 def test_post_capture_order_and_its_sizes(tmp_path: Path) -> None:
     s = summarize_file(_write(tmp_path, [LAUNCH, *NEW_ORDER]))
     assert s.pools is not None
-    o = s.pools["order"]
+    o = s.pools.to_dict()["order"]
     assert (o["order"], o["fell_back"], o["va_at"]["line"], o["post_capture_at"][0]["line"]) == \
         ("graphs_before_kv", False, 2, 4)
     # the sizes are the post-capture ones, not the reserved upper bound
-    assert (s.pools["pools"]["full"]["size"], s.pools["pools"]["swa"]["size"]) == (410000, 328000)
+    assert (s.pools.to_dict()["pools"]["full"]["size"], s.pools.to_dict()["pools"]["swa"]["size"]) == (410000, 328000)
     rules = {x.rule for x in diagnose_files(str(tmp_path / "run.log"), None).findings}
     assert "MEM07" in rules and "MEM06" not in rules
 
@@ -329,9 +329,10 @@ def test_use_over_time_is_bounded_the_same_on_every_path(tmp_path: Path, monkeyp
         usage["full"][len(lines)], usage["swa"][len(lines)] = fu, su
     path = _write(tmp_path, lines)
     monkeypatch.setenv("LOGFORENSICS_PURE", "1")
-    exact = summarize_file(path).pools
+    pools = summarize_file(path).pools
     monkeypatch.delenv("LOGFORENSICS_PURE")
-    assert exact is not None
+    assert pools is not None
+    exact = pools.to_dict()
     for pool, by_line in usage.items():
         series = exact["series"][pool]
         width = series["lines_per_point"]
@@ -354,11 +355,11 @@ def test_use_over_time_is_bounded_the_same_on_every_path(tmp_path: Path, monkeyp
     if bulk.available():
         run = read_file(path)
         assert run._scanner is not None and run._scanner.taken > 2500  # the batch lines, in bulk
-    assert summarize_file(path).pools == exact
+    assert summarize_file(path).pools == pools
     events = list(iter_events(path))
     for cut in (700, 1999):
         first_part, second = RunModel(str(path), part=True), RunModel(str(path), part=True)
         first_part.observe_all(events[:cut])
         second.observe_all(events[cut:])
         first_part.merge(second)
-        assert first_part.summary().pools == exact, cut
+        assert first_part.summary().pools == pools, cut

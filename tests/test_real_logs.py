@@ -145,7 +145,7 @@ def _server_arg(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
 def _pool(name: str, *keys: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
     """A figure of one pool of the summary's pools (``model/pools.py``), by its keys in turn."""
     def get(s: RunSummary, _: list[Any]) -> list[Any]:
-        value: Any = ((s.pools or {}).get("pools") or {}).get(name)
+        value: Any = (s.pools.to_dict()["pools"] if s.pools else {}).get(name)
         for key in keys:
             value = value.get(key) if isinstance(value, dict) else None
         return [] if value is None else [value]
@@ -201,7 +201,7 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     "swa_total": _pool("swa", "state", "total"),
     "swa_available": _pool("swa", "state", "available"),
     "swa_evictable": _pool("swa", "state", "evictable"),
-    "post_capture_order": lambda s, _: [((s.pools or {}).get("order") or {}).get("order")] if s.pools else [],
+    "post_capture_order": lambda s, _: [s.pools.order.order if s.pools.order else None] if s.pools else [],
     "new_tokens": _events("prefill_batch", "new_token"),
     "cached_tokens": _events("prefill_batch", "cached_token"),
     "input_tps": _events("prefill_batch", "input_throughput_tok_s"),

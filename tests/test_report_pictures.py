@@ -141,7 +141,7 @@ def test_pools_sized_but_never_used_are_listed_without_a_picture(prefix: str, si
     [run] = ctx.pools
     rows = {r.pool: r for r in run.rows}
     assert {p: rows[p].size.split(",  ")[0][:len(s)] for p, s in sizes.items()} == sizes
-    for pool, rec in d.failing.pools["pools"].items():
+    for pool, rec in d.failing.pools.to_dict()["pools"].items():
         at = rec.get("size_at") or rec["state"]["at"]
         assert rows[pool].size_at == f"{log.name}:{at['line']}" + (f" ({at['rank']})" if at["rank"] else "")
     text = section_text(render_html(d), "pools")
@@ -152,7 +152,7 @@ def test_the_evictable_part_is_shown_with_its_line() -> None:
     """043: the invariant checker's per-pool lines, inside a ValueError's message."""
     log = real("043")
     text = section_text(render_html(diagnose_files(str(log), None)), "pools")
-    state = diagnose_files(str(log), None).failing.pools["pools"]["swa"]["state"]
+    state = diagnose_files(str(log), None).failing.pools.to_dict()["pools"]["swa"]["state"]
     assert f"235,264 available, 676,096 evictable of 911,616 tokens {log.name}:{state['at']['line']}" in text
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model.records import Cite, Pool
 from ..model.run import RunSummary
 from .serving_facts import Step
 from .sides import Evidence, ev_of
@@ -126,29 +127,34 @@ class PoolAtCrash:
     evidence: tuple[Evidence, ...]
 
 
-def _pools(run: RunSummary | None) -> dict[str, Any]:
-    return ((run.pools or {}).get("pools") or {}) if run is not None else {}
+#: A pool one run lacks (its figures all None).
+NO_POOL = Pool(keys=())
+
+
+def _pools(run: RunSummary | None) -> dict[str, Pool]:
+    return run.pools.pools if run is not None and run.pools is not None else {}
 
 
 def pool_facts(run: RunSummary, baseline: RunSummary | None = None) -> PoolFacts:
-    p = run.pools or {}
+    p = run.pools
     pools = _pools(run)
-    bound = p.get("bound_by") or {}
+    bound = p.bound_by if p is not None else {}
     binding = max(bound, key=lambda k: bound[k]) if bound else None
-    rec = [r for r in p.get("retractions") or [] if r.get("pool") == binding]
-    first = rec[0] if rec else {}
+    rec = [r for r in (p.retractions if p is not None else []) if r.pool == binding]
+    first = rec[0] if rec else None
     evidence: list[Evidence] = []
     for r in rec[:2]:
-        evidence += ev_of(r.get("usage_at")) + ev_of(r.get("at"))
-    order = p.get("order") or {}
+        evidence += ev_of(r.usage_at) + ev_of(r.at)
+    order = p.order if p is not None else None
     order_ev: list[Evidence] = []
-    for key in ("env_at",):
-        for e in order.get(key) or []:
+    if order is not None:
+        for e in order.env_at:
             order_ev += ev_of(e)
-    for key in ("va_at", "kv_at", "capture_at"):
-        order_ev += ev_of(order.get(key))
-    for e in (order.get("post_capture_at") or [])[:2]:
-        order_ev += ev_of(e)
+        for at in (order.va_at, order.kv_at, order.capture_at):
+            order_ev += ev_of(at)
+        for e in order.post_capture_at[:2]:
+            order_ev += ev_of(e)
+    others = dict(first.others) if first is not None else {}
     deltas, changed = _deltas(run, baseline) if baseline is not None else ((), ())
     at_crash = _at_crash(run) if len(pools) > 1 else ()
     used = {a.pool: a.usage for a in at_crash if a.usage is not None}
@@ -156,10 +162,11 @@ def pool_facts(run: RunSummary, baseline: RunSummary | None = None) -> PoolFacts
     crash_others = {k: v for k, v in used.items() if k != crash_pool}
     return PoolFacts(
         hybrid=len(pools) > 1, binding=binding, binding_name=POOL_NAMES.get(binding or "", binding),
-        binding_usage=first.get("usage"), binding_count=bound.get(binding, 0) if binding else 0,
-        others=dict(first.get("others") or {}), binding_evidence=tuple(dict.fromkeys(evidence)),
-        advice=pool_advice(binding, dict(first.get("others") or {})), order=order.get("order"), env_set=bool(order.get("env_set")),
-        fell_back=bool(order.get("fell_back")), order_evidence=_by_line(order_ev),
+        binding_usage=first.usage if first is not None else None, binding_count=bound.get(binding, 0) if binding else 0,
+        others=others, binding_evidence=tuple(dict.fromkeys(evidence)),
+        advice=pool_advice(binding, dict(others)), order=order.order if order is not None else None,
+        env_set=bool(order is not None and order.env_set),
+        fell_back=bool(order is not None and order.fell_back), order_evidence=_by_line(order_ev),
         deltas=deltas, changed=changed, at_crash=at_crash, crash_pool=crash_pool,
         crash_pool_name=POOL_NAMES.get(crash_pool or "", crash_pool), crash_pool_usage=used.get(crash_pool or ""),
         crash_others=crash_others, crash_advice=pool_advice(crash_pool, crash_others),
@@ -167,11 +174,11 @@ def pool_facts(run: RunSummary, baseline: RunSummary | None = None) -> PoolFacts
         split_knobs=tuple(SPLIT_KNOBS[a.pool] for a in at_crash if a.pool in SPLIT_KNOBS))
 
 
-def _before(where: Mapping[str, Any] | None, crash_file: str | None, crash_line: int) -> bool:
+def _before(where: Cite | None, crash_file: str | None, crash_line: int) -> bool:
     """Whether a record was printed before the crash's line, in the crash's file."""
-    if not where or where.get("line") is None:
+    if where is None or where.line is None:
         return False
-    return bool(where["line"] < crash_line and (crash_file is None or where.get("file") in (None, crash_file)))
+    return bool(where.line < crash_line and (crash_file is None or where.file in (None, crash_file)))
 
 
 def _at_crash(run: RunSummary) -> tuple[PoolAtCrash, ...]:
@@ -183,13 +190,13 @@ def _at_crash(run: RunSummary) -> tuple[PoolAtCrash, ...]:
         return ()
     out = []
     for pool, rec in _pools(run).items():
-        state = rec.get("state") or {}
-        before = _before(rec.get("last_at"), crash.file, crash.line)
-        evidence = ev_of(rec.get("size_at")) + (ev_of(rec.get("last_at")) if before else ()) + ev_of(state.get("at"))
-        out.append(PoolAtCrash(pool, POOL_NAMES.get(pool, pool), rec.get("unit") or "tokens", rec.get("size"),
-                               rec.get("gib"), rec.get("last_usage") if before else None,
-                               rec.get("last_used") if before else None, state.get("available"),
-                               state.get("evictable"), evidence))
+        state = rec.state
+        before = _before(rec.last_at, crash.file, crash.line)
+        evidence = ev_of(rec.size_at) + (ev_of(rec.last_at) if before else ()) + ev_of(state.at if state else None)
+        out.append(PoolAtCrash(pool, POOL_NAMES.get(pool, pool), rec.unit or "tokens", rec.size,
+                               rec.gib, rec.last_usage if before else None,
+                               rec.last_used if before else None, state.available if state else None,
+                               state.evictable if state else None, evidence))
     return tuple(out)
 
 
@@ -202,14 +209,14 @@ def _deltas(run: RunSummary, baseline: RunSummary) -> tuple[tuple[PoolDelta, ...
     f, b = _pools(run), _pools(baseline)
     out: list[PoolDelta] = []
     for pool in dict.fromkeys([*f, *b]):
-        fp, bp = f.get(pool) or {}, b.get(pool) or {}
-        size_moved = fp.get("size") is not None and bp.get("size") is not None and fp["size"] != bp["size"]
-        gib_moved = (fp.get("gib") is not None and bp.get("gib") is not None
-                     and abs(fp["gib"] - bp["gib"]) > 0.05)
-        only_one = bool(fp) != bool(bp)
-        evidence = ev_of(fp.get("size_at")) + ev_of(bp.get("size_at") and dict(bp["size_at"], file=baseline.file))
-        out.append(PoolDelta(pool, POOL_NAMES.get(pool, pool), fp.get("unit") or bp.get("unit") or "tokens",
-                             bp.get("size"), fp.get("size"), bp.get("gib"), fp.get("gib"),
-                             bp.get("peak_usage"), fp.get("peak_usage"), size_moved or gib_moved or only_one,
+        fp, bp = f.get(pool, NO_POOL), b.get(pool, NO_POOL)
+        size_moved = fp.size is not None and bp.size is not None and fp.size != bp.size
+        gib_moved = fp.gib is not None and bp.gib is not None and abs(fp.gib - bp.gib) > 0.05
+        only_one = (pool in f) != (pool in b)
+        evidence = ev_of(fp.size_at) + ev_of(bp.size_at.put(file=baseline.file) if bp.size_at else None)
+        out.append(PoolDelta(pool, POOL_NAMES.get(pool, pool), (fp.unit if pool in f else None)
+                             or (bp.unit if pool in b else None) or "tokens",
+                             bp.size, fp.size, bp.gib, fp.gib,
+                             bp.peak_usage, fp.peak_usage, size_moved or gib_moved or only_one,
                              evidence))
     return tuple(out), tuple(d.pool for d in out if d.changed)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..events import PHASES
-from ..model.records import Notice
+from ..model.records import Cite, Notice
 from ..model.run import RunSummary
 
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -43,8 +43,10 @@ def ev(run: RunSummary, line: int | None, rank: str | None, text: str | None) ->
     return Evidence(run.file, line, rank, (text or "")[:400])
 
 
-def ev_of(entry: Mapping[str, Any] | None) -> tuple[Evidence, ...]:
-    """A run summary's evidence entry (a mapping) as an Evidence, or nothing."""
+def ev_of(entry: Mapping[str, Any] | Cite | None) -> tuple[Evidence, ...]:
+    """A run summary's evidence entry (a mapping, or a cited line) as an Evidence, or nothing."""
+    if isinstance(entry, Cite):
+        return () if entry.line is None else (Evidence(entry.file, entry.line, entry.rank, (entry.text or "")[:400]),)
     if not entry or entry.get("line") is None:
         return ()
     return (Evidence(entry.get("file"), entry.get("line"), entry.get("rank"), str(entry.get("text") or "")[:400]),)

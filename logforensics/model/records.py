@@ -835,6 +835,110 @@ class Coverage(Keyed):
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
+# -- a hybrid model's memory pools (model/pools.py) ---------------------------------------
+@dataclass(frozen=True)
+class PoolState(Keyed):
+    """A pool as SGLang's invariant checker printed it (``[pool] total=, available=, evictable=``)."""
+
+    total: int
+    available: int
+    evictable: int
+    at: Cite | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Pool(Keyed):
+    """One memory pool: its size in its unit (tokens, or ``states`` for Mamba), GiB, the line
+    that sized it; its peak and last use (0-1 of the size) on the batch lines, with the count
+    printed with each; the invariant checker's state. Each None where no line shows it."""
+
+    unit: str = "tokens"
+    size: int | None = None
+    gib: float | None = None
+    size_at: Cite | None = None
+    peak_usage: float | None = None
+    peak_at: Cite | None = None
+    last_usage: float | None = None
+    last_at: Cite | None = None
+    peak_used: int | None = None
+    last_used: int | None = None
+    state: PoolState | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Retraction(Keyed):
+    """A retraction and the pool that bound it: the fullest on the batch line before it
+    (``usage``, at ``usage_at``), and the other pools' usage then."""
+
+    at: Cite | None
+    pool: str | None
+    usage: float | None
+    usage_at: Cite | None
+    others: dict[str, float] = field(default_factory=dict)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class StartupOrder(Keyed):
+    """Whether start-up allocated the KV pool before capturing CUDA graphs
+    (``kv_before_graphs``) or sized it after them (``graphs_before_kv``), with the lines;
+    whether the environment asked for post-capture sizing, and whether SGLang fell back."""
+
+    order: str | None
+    kv_at: Cite | None = None
+    capture_at: Cite | None = None
+    va_at: Cite | None = None
+    post_capture_at: list[Cite] = field(default_factory=list)
+    env_set: bool = False
+    env_at: list[Cite] = field(default_factory=list)
+    fell_back: bool = False
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class PoolPoint(Keyed):
+    """One point of a pool's use over the log: a bucket's highest usage (0-1), the first line
+    that printed it, the count printed with it, its rank and stamp (to the second)."""
+
+    line: int
+    usage: float
+    used: int | None = None
+    rank: str | None = None
+    ts: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class PoolSeries(Keyed):
+    """A pool's use over the log: at most 64 points, each of ``lines_per_point`` lines."""
+
+    lines_per_point: int
+    points: list[PoolPoint]
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class MemoryPools(Keyed):
+    """A run's memory pools one by one (``model/pools.py``), how many retractions each bound
+    and the first of them, the start-up order, and each pool's use over the log."""
+
+    pools: dict[str, Pool]
+    bound_by: dict[str, int]
+    retractions: list[Retraction]
+    order: StartupOrder | None
+    series: dict[str, PoolSeries] | None = None
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
 # -- prefill/decode disaggregation: a file's part (model/pd.py) ---------------------------
 @dataclass(frozen=True)
 class RoleEvidence(Keyed):

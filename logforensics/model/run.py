@@ -45,7 +45,7 @@ from .outcome import judge, milestone_name, named_ranks
 from .pools import Pools, place_rank
 from .pools import summarize as summarize_pools
 from .rank import KV_HYBRID, MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
-from .records import Bar, LastSeen, LoggedError, Memory, Notice, PhaseSpan, Ready, Stop, ThroughputFigures
+from .records import Bar, LastSeen, LoggedError, Memory, MemoryPools, Notice, PhaseSpan, Ready, Stop, ThroughputFigures
 from .records import Coverage as CoverageRecord
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
@@ -328,13 +328,14 @@ class RunModel:
             stopped=Stop.from_dict(copy.deepcopy(verdict.stop)) if verdict.stop else None,
         )
 
-    def _pools(self, c: Config) -> dict[str, Any] | None:
+    def _pools(self, c: Config) -> MemoryPools | None:
         """The pools for the summary, with the texts that may carry per-pool state lines."""
         messages = [(d.get("message") or "", _message_at(d)) for d in self.failures.exceptions]
         messages += [(n.get("text") or "", n) for key in ("leak_message", "pool_leak", "pool_check")
                      for n in self.notices.get(key, [])]
         env_evidence = [n for key in ("env", "launch_command") for n in self.notices.get(key, [])]
-        return copy.deepcopy(summarize_pools(self.pools, c.env, env_evidence, messages))
+        pools = summarize_pools(self.pools, c.env, env_evidence, messages)
+        return MemoryPools.from_dict(copy.deepcopy(pools)) if pools is not None else None
 
     def _rank_record(self, label: str, reached: str | None, drawer: str | None) -> RankRecord:
         r = self.timeline.ranks.get(label) or RankState()

@@ -37,6 +37,7 @@ from .records import (
     LoggedError,
     LogLine,
     Memory,
+    MemoryPools,
     NodeEntry,
     Notice,
     Occurrence,
@@ -67,9 +68,9 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("clock", "phases", "last_seen", "progress", "memory", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
+_TYPED = ("pools", "clock", "phases", "last_seen", "progress", "memory", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 #: Fields read from the JSON by their type (``records.reader_of``).
-_READ = ("clock", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
+_READ = ("pools", "clock", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
@@ -256,7 +257,7 @@ class RunSummary:
     #: The memory pools of a hybrid model one by one (``model/pools.py``): each pool's size,
     #: peak and last use, evictable part, the pool that bound each retraction, and the order
     #: of KV allocation and CUDA-graph capture; None when the log shows neither.
-    pools: dict[str, Any] | None = None
+    pools: MemoryPools | None = None
     #: What the files beside the logs say (``artefacts``): the environment, the orchestrator's
     #: records of the end, dumps; None when no such file was given or found.
     artefacts: Artefacts | None = None

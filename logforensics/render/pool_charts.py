@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup
 
-from ..diagnose.pools import POOL_NAMES
-from ..model.records import Cite
+from ..diagnose.pools import NO_POOL, POOL_NAMES
+from ..model.records import Cite, Pool, PoolPoint
 from ..model.summary import Hang, RunSummary
 from .figure import Figure
 from .hangview import where as hang_where
@@ -44,12 +44,11 @@ def _text(value: Any) -> str:
     return html.escape(str(value), quote=False).replace("%{", "%\u200b{")
 
 
-def _at(ev: Mapping[str, Any] | None, file: str | None) -> str:
+def _at(ev: Cite | None, file: str | None) -> str:
     """``file:line (rank)`` of an evidence record, the file's name only."""
-    if not ev or ev.get("line") is None:
+    if ev is None or ev.line is None:
         return ""
-    rank = ev.get("rank")
-    return hang_where(Cite.from_dict(ev), file) + (f" ({rank})" if rank else "")
+    return hang_where(ev, file) + (f" ({ev.rank})" if ev.rank else "")
 
 
 def _pct(usage: Any) -> str:
@@ -59,12 +58,12 @@ def _pct(usage: Any) -> str:
     return f"{usage * 100:.1f} %" if 0 < usage < 0.1 else f"{usage * 100:.0f} %"
 
 
-def _size(rec: Mapping[str, Any]) -> str:
-    if rec.get("size") is None:
+def _size(rec: Pool) -> str:
+    if rec.size is None:
         return "not printed"
-    text = f"{rec['size']:,} {rec.get('unit') or 'tokens'}"
-    if rec.get("gib") is not None:
-        text += f", {rec['gib']:.2f} GiB"
+    text = f"{rec.size:,} {rec.unit or 'tokens'}"
+    if rec.gib is not None:
+        text += f", {rec.gib:.2f} GiB"
     return text
 
 
@@ -99,32 +98,29 @@ def pool_views(runs: Sequence[tuple[str, RunSummary]]) -> tuple[PoolRunView, ...
     """Per run with pools: each pool's size, peak, last use and retractions, with their lines."""
     out = []
     for label, r in runs:
-        p = r.pools or {}
-        pools = p.get("pools") or {}
-        if not pools:
+        p = r.pools
+        if p is None or not p.pools:
             continue
-        series = p.get("series") or {}
-        bound = p.get("bound_by") or {}
+        series = p.series or {}
         rows = []
-        for pool, rec in pools.items():
-            kept = tuple(f"{_at(b.get('at'), r.file)} at {_pct(b.get('usage'))}"
-                         for b in p.get("retractions") or [] if b.get("pool") == pool)
-            st = rec.get("state") or {}
-            state = (f"{st['available']:,} available, {st['evictable']:,} evictable of {st['total']:,} "
-                     f"{rec.get('unit') or 'tokens'}" if st else "")
-            size_at = rec.get("size_at") or (st.get("at") if rec.get("size") == st.get("total") else None)
+        for pool, rec in p.pools.items():
+            kept = tuple(f"{_at(b.at, r.file)} at {_pct(b.usage)}" for b in p.retractions if b.pool == pool)
+            st = rec.state
+            state = (f"{st.available:,} available, {st.evictable:,} evictable of {st.total:,} "
+                     f"{rec.unit or 'tokens'}" if st else "")
+            size_at = rec.size_at or (st.at if st and rec.size == st.total else None)
             rows.append(PoolRow(pool, _name(pool), _size(rec), _at(size_at, r.file),
-                                _pct(rec.get("peak_usage")), _at(rec.get("peak_at"), r.file),
-                                _pct(rec.get("last_usage")), _at(rec.get("last_at"), r.file),
-                                kept, int(bound.get(pool, 0)), state, _at(st.get("at"), r.file)))
-        out.append(PoolRunView(label, tuple(rows), sum(len(s.get("points") or []) for s in series.values()),
-                               max((int(s.get("lines_per_point") or 1) for s in series.values()), default=1)))
+                                _pct(rec.peak_usage), _at(rec.peak_at, r.file),
+                                _pct(rec.last_usage), _at(rec.last_at, r.file),
+                                kept, int(p.bound_by.get(pool, 0)), state, _at(st.at if st else None, r.file)))
+        out.append(PoolRunView(label, tuple(rows), sum(len(s.points) for s in series.values()),
+                               max((int(s.lines_per_point or 1) for s in series.values()), default=1)))
     return tuple(out)
 
 
-def _ticks(points: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[str]]:
+def _ticks(points: Sequence[PoolPoint]) -> tuple[list[int], list[str]]:
     """A few of the points' lines as ticks, each with its stamp's time: the axis reads as time."""
-    pts = sorted({p["line"]: p for p in points}.values(), key=lambda p: p["line"])
+    pts = sorted({p.line: p for p in points}.values(), key=lambda p: p.line)
     if not pts:
         return [], []
     step = max(1, (len(pts) - 1) // (_TICKS - 1)) if len(pts) > 1 else 1
@@ -133,9 +129,9 @@ def _ticks(points: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[str]]:
         chosen[-1] = pts[-1]
     elif chosen[-1] is not pts[-1]:
         chosen.append(pts[-1])
-    text = [f"line {p['line']}" + (f"<br>{str(p['ts']).replace('T', ' ')[-8:]}" if p.get("ts") else "")
+    text = [f"line {p.line}" + (f"<br>{str(p.ts).replace('T', ' ')[-8:]}" if p.ts else "")
             for p in chosen]
-    return [p["line"] for p in chosen], text
+    return [p.line for p in chosen], text
 
 
 def pool_chart(runs: Sequence[tuple[str, RunSummary]]) -> Markup | None:
@@ -143,61 +139,58 @@ def pool_chart(runs: Sequence[tuple[str, RunSummary]]) -> Markup | None:
     a line per pool (the highest usage of each bucket of lines), its peak and last use
     marked, and each kept retraction marked on the pool that bound it. None when no run's
     batch lines print a pool's use."""
-    panels = [(label, r) for label, r in runs if (r.pools or {}).get("series")]
+    panels = [(label, r.pools, r.file) for label, r in runs if r.pools is not None and r.pools.series]
     if not panels:
         return None
     fig = Figure.grid(rows=len(panels), cols=1, vertical_spacing=0.18,
-                      titles=[_text(f"{label}: {os.path.basename(r.file or label)}")
-                                        for label, r in panels])
+                      titles=[_text(f"{label}: {os.path.basename(path or label)}")
+                                        for label, _, path in panels])
     shown: set[str] = set()
-    for row, (_, r) in enumerate(panels, start=1):
-        p = r.pools or {}
-        pools = p.get("pools") or {}
-        file = os.path.basename(r.file or "")
-        every: list[Mapping[str, Any]] = []
-        for pool, s in (p.get("series") or {}).items():
-            pts = s.get("points") or []
+    for row, (_, p, path) in enumerate(panels, start=1):
+        file = os.path.basename(path or "")
+        every: list[PoolPoint] = []
+        for pool, s in (p.series or {}).items():
+            pts = s.points
             if not pts:
                 continue
             every += pts
             colour = POOL_COLOURS.get(pool, _OTHER_COLOUR)
-            rec = pools.get(pool) or {}
+            rec = p.pools.get(pool, NO_POOL)
             name = f"{_name(pool)} pool (size {_size(rec)})"
             fig.add(dict(
-                type="scatter", x=[q["line"] for q in pts], y=[q["usage"] * 100 for q in pts], mode="lines+markers",
+                type="scatter", x=[q.line for q in pts], y=[q.usage * 100 for q in pts], mode="lines+markers",
                 name=name, legendgroup=pool, showlegend=name not in shown, meta=f"series:{pool}",
                 line={"color": colour, "width": 1.5}, marker={"size": 4, "color": colour},
-                customdata=[[_text(f"{file}:{q['line']}"), _text(q.get("rank") or "-"), q.get("ts") or "",
-                             "" if q.get("used") is None else f", {q['used']:,} {rec.get('unit') or 'tokens'} used"]
+                customdata=[[_text(f"{file}:{q.line}"), _text(q.rank or "-"), q.ts or "",
+                             "" if q.used is None else f", {q.used:,} {rec.unit or 'tokens'} used"]
                             for q in pts],
                 hovertemplate=f"{_name(pool)}: %{{y:.0f}} %%{{customdata[3]}}<br>%{{customdata[0]}} "
                               "%{customdata[1]} %{customdata[2]}<extra></extra>"), row=row, col=1)
             shown.add(name)
-            for key, what, symbol in (("peak", "peak", "star"), ("last", "last use", "diamond")):
-                at = rec.get(f"{key}_at") or {}
-                usage = rec.get(f"{key}_usage")
-                if at.get("line") is None or usage is None:
+            for key, what, symbol, at, usage in (("peak", "peak", "star", rec.peak_at, rec.peak_usage),
+                                                 ("last", "last use", "diamond", rec.last_at, rec.last_usage)):
+                if at is None or at.line is None or usage is None:
                     continue
                 fig.add(dict(
-                    type="scatter", x=[at["line"]], y=[usage * 100], mode="markers", name=f"{_name(pool)} {what}",
+                    type="scatter", x=[at.line], y=[usage * 100], mode="markers", name=f"{_name(pool)} {what}",
                     legendgroup=pool, showlegend=False, meta=f"{key}:{pool}",
                     marker={"symbol": symbol, "size": 11, "color": colour, "line": {"width": 1, "color": "#263238"}},
-                    hovertemplate=f"{_name(pool)} {what}: {_pct(usage)}<br>{_text(_at(at, r.file))}<extra></extra>"),
+                    hovertemplate=f"{_name(pool)} {what}: {_pct(usage)}<br>{_text(_at(at, path))}<extra></extra>"),
                     row=row, col=1)
-        marks = [b for b in p.get("retractions") or [] if b.get("pool") and (b.get("at") or {}).get("line")]
-        for pool in dict.fromkeys(b["pool"] for b in marks):
-            mine = [b for b in marks if b["pool"] == pool]
+        marks = [(b.pool, b.at, b.usage) for b in p.retractions if b.pool and b.at and b.at.line]
+        for pool in dict.fromkeys(m[0] for m in marks):
+            mine = [(at, usage) for name, at, usage in marks if name == pool]
             name = f"retraction bound by the {_name(pool)} pool"
             fig.add(dict(
-                type="scatter", x=[b["at"]["line"] for b in mine], y=[(b.get("usage") or 0) * 100 for b in mine], mode="markers",
+                type="scatter", x=[at.line for at, _ in mine], y=[(usage or 0) * 100 for _, usage in mine], mode="markers",
                 name=name, legendgroup=f"retract-{pool}", showlegend=name not in shown, meta=f"retraction:{pool}",
                 marker={"symbol": "x-thin", "size": 14, "color": POOL_COLOURS.get(pool, _OTHER_COLOUR),
                         "line": {"width": 3, "color": POOL_COLOURS.get(pool, _OTHER_COLOUR)}},
-                customdata=[_text(_at(b["at"], r.file)) for b in mine],
+                customdata=[_text(_at(at, path)) for at, _ in mine],
                 hovertemplate=f"retraction at %{{customdata}}: {_name(pool)} pool at %{{y:.0f}} %<extra></extra>"),
                 row=row, col=1)
             shown.add(name)
-        every += [dict(b["at"], ts=None) for b in marks]
+        every += [PoolPoint(at.line, 0.0) for _, at, _ in marks if at.line is not None]
         axis = "x" if row == 1 else f"x{row}"
         fig.layout.setdefault("shapes", []).append(  # the pool's size: 100 %
             {"type": "line", "xref": f"{axis} domain", "x0": 0, "x1": 1, "yref": axis.replace("x", "y"), "y0": 100,
@@ -205,7 +198,7 @@ def pool_chart(runs: Sequence[tuple[str, RunSummary]]) -> Markup | None:
         tickvals, ticktext = _ticks(every)
         fig.axis("x", row, 1, title="log line (and its time): the log's order", tickvals=tickvals,
                  ticktext=ticktext)
-        top = max([q["usage"] for s in (p.get("series") or {}).values() for q in s.get("points") or []], default=1.0)
+        top = max([q.usage for s in (p.series or {}).values() for q in s.points], default=1.0)
         fig.axis("y", row, 1, title="% of the pool's size", range=[0, max(105.0, top * 100 + 5)])
     fig.layout.update(height=330 * len(panels) + 90,
                       margin={"l": 60, "r": 20, "t": 40, "b": 110},

@@ -18,7 +18,7 @@ from rich.text import Text
 from ..artefacts.types import Artefacts
 from ..model.beside import END_RECORD, SOURCES, stops_unexplained
 from ..model.pools import POST_CAPTURE_ENV
-from ..model.records import NO_MEMORY, NOT_SEEN, ClockAnchor, ClockMove
+from ..model.records import NO_MEMORY, NOT_SEEN, Cite, ClockAnchor, ClockMove, MemoryPools
 from ..model.run import RunSummary
 from ..model.stops import stop_place
 from ..model.summary import Crash, DistinctException, Hang
@@ -154,49 +154,47 @@ def render_summary(s: RunSummary, console: Console) -> None:
         console.print(plain(f"warning: {warning}", "yellow"))
 
 
-def _usage(u: Any, at: dict[str, Any] | None) -> str:
-    return "-" if u is None else f"{fmt(u)} (line {at['line']})" if at else fmt(u)
+def _usage(u: Any, at: Cite | None) -> str:
+    return "-" if u is None else f"{fmt(u)} (line {at.line})" if at else fmt(u)
 
 
-def render_pools(p: dict[str, Any], console: Console) -> None:
+def render_pools(p: MemoryPools, console: Console) -> None:
     """A hybrid model's pools one by one (``model/pools.py``), the pool that bound each
     retraction, and the order of KV allocation and graph capture, each with its line."""
-    pools = p.get("pools") or {}
-    if pools:
+    if p.pools:
         t = Table(title=Text("KV pools (a hybrid model's pools fill apart)"), box=table_box(console))
         for title in ("pool", "size", "GiB", "sized at", "peak usage", "last usage", "evictable"):
             t.add_column(title, justify="left" if title == "pool" else "right")
-        for name, rec in pools.items():
-            size = rec.get("size")
-            state = rec.get("state") or {}
-            evictable = (f"{state['evictable']} of {state['total']}, {state['available']} free (line {state['at']['line']})"
-                         if state and state.get("at") else "-")
-            t.add_row(plain(name), Text("-" if size is None else f"{size} {rec.get('unit', 'tokens')}"),
-                      Text(gib(rec.get("gib"), missing="-", unit=False)),
-                      Text(f"line {rec['size_at']['line']}" if rec.get("size_at") else "-"),
-                      Text(_usage(rec.get("peak_usage"), rec.get("peak_at"))),
-                      Text(_usage(rec.get("last_usage"), rec.get("last_at"))), plain(evictable))
+        for name, rec in p.pools.items():
+            state = rec.state
+            evictable = (f"{state.evictable} of {state.total}, {state.available} free (line {state.at.line})"
+                         if state and state.at else "-")
+            t.add_row(plain(name), Text("-" if rec.size is None else f"{rec.size} {rec.unit}"),
+                      Text(gib(rec.gib, missing="-", unit=False)),
+                      Text(f"line {rec.size_at.line}" if rec.size_at else "-"),
+                      Text(_usage(rec.peak_usage, rec.peak_at)),
+                      Text(_usage(rec.last_usage, rec.last_at)), plain(evictable))
         console.print(t)
-    for pool, n in (p.get("bound_by") or {}).items():
-        first: dict[str, Any] = next((r for r in p.get("retractions") or [] if r.get("pool") == pool), {})
-        others = ", ".join(f"{k} at {fmt(v)}" for k, v in (first.get("others") or {}).items())
-        console.print(plain(f"Retractions with the {pool} pool fullest: {n} (first at line {first['at']['line']}, "
-                            f"{pool} at {fmt(first.get('usage'))}" + (f"; {others}" if others else "") + ")"
-                            if first.get("at") else f"Retractions with the {pool} pool fullest: {n}"))
-    o = p.get("order") or {}
-    kv, cap = o.get("kv_at"), o.get("capture_at")
-    if o.get("order") == "kv_before_graphs" and kv and cap:
-        line = f"Start-up order: KV pool allocated (line {kv['line']}) before CUDA graphs were captured (line {cap['line']})"
-    elif o.get("order") == "graphs_before_kv":
-        after = (o.get("post_capture_at") or [kv])[0]
-        line = ("Start-up order: CUDA graphs captured" + (f" (line {cap['line']})" if cap else "")
+    for pool, n in p.bound_by.items():
+        first = next((r for r in p.retractions if r.pool == pool), None)
+        others = ", ".join(f"{k} at {fmt(v)}" for k, v in first.others.items()) if first else ""
+        console.print(plain(f"Retractions with the {pool} pool fullest: {n} (first at line {first.at.line}, "
+                            f"{pool} at {fmt(first.usage)}" + (f"; {others}" if others else "") + ")"
+                            if first and first.at else f"Retractions with the {pool} pool fullest: {n}"))
+    o = p.order
+    kv, cap = (o.kv_at, o.capture_at) if o else (None, None)
+    if o and o.order == "kv_before_graphs" and kv and cap:
+        line = f"Start-up order: KV pool allocated (line {kv.line}) before CUDA graphs were captured (line {cap.line})"
+    elif o and o.order == "graphs_before_kv":
+        after = o.post_capture_at[0] if o.post_capture_at else kv
+        line = ("Start-up order: CUDA graphs captured" + (f" (line {cap.line})" if cap else "")
                 + " before the KV pool was sized (post-capture KV sizing"
-                + (f", line {after['line']})" if after else ")"))
+                + (f", line {after.line})" if after else ")"))
     else:
         line = ""
     if line:
         console.print(plain(line))
-    if o.get("fell_back"):
+    if o and o.fell_back:
         console.print(plain(f"warning: {POST_CAPTURE_ENV} was set but SGLang used the old order "
                             "(KV pool before graph capture, no post-capture sizing line)", "yellow"))
 
