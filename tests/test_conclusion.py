@@ -37,6 +37,20 @@ def test_the_named_cause_carries_its_confidence_and_the_checks() -> None:
     assert c.ruled_out[0].what == "environment"
 
 
+def test_the_next_step_undoes_what_the_explanation_names_before_the_budget_advice() -> None:
+    """The README's case: the failure is inside custom allreduce, which the failing run forced on
+    (``SGLANG_FORCE_CUSTOM_AR_PCIE=1``); the first thing to do is to unset it, and a lower
+    --mem-fraction-static only to keep it. A run whose explanation names no undo takes the budget's."""
+    base, fail = _case("custom_ar_pcie_oom")
+    step = diagnose_files(fail, base).conclusion.next_step
+    assert step is not None and step.startswith("unset SGLANG_FORCE_CUSTOM_AR_PCIE, as the baseline ran")
+    assert step.endswith("to keep custom allreduce, try --mem-fraction-static 0.78 (it may not be enough)")
+    assert "SGLANG_CUSTOM_ALLREDUCE_ALGO" not in step  # it chooses a kernel; it forces nothing on
+    base, fail = _case("capture_oom_max_bs")
+    other = diagnose_files(fail, base).conclusion
+    assert other.rule == "CFG03" and other.next_step is not None and not other.next_step.startswith("unset")
+
+
 def test_a_cause_resting_on_a_changed_setting_alone_is_low_confidence() -> None:
     base, fail = _case("capture_oom_max_bs")
     d = diagnose_files(fail, base)

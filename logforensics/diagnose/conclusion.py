@@ -263,6 +263,8 @@ def _defaults_check(facts: Facts) -> list[Check]:
 
 
 def _next_step(failing: RunSummary, facts: Facts, explanation: Finding | None, collect: Sequence[str]) -> str | None:
+    if explanation is not None and explanation.next_step:  # the explanation says what to undo first
+        return explanation.next_step
     advice = facts.budget.advice
     if explanation is not None and failing.outcome == "crashed" and advice.settings:
         return "try " + " or ".join(f"--{k.replace('_', '-')} {v}" for k, v in advice.settings.items())

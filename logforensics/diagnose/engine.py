@@ -39,6 +39,8 @@ class Finding:
     #: a stable name for this finding (:func:`finding_id`): the same for the same input in every
     #: output and every run of the tool
     id: str = ""
+    #: what to do first when this finding is the verdict's explanation (its rule's ``next_step``)
+    next_step: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "rule": self.rule, "name": self.name, "severity": self.severity,
@@ -109,9 +111,15 @@ def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
         # A rule that breaks on unusual data must not take the whole diagnosis down.
         return Finding(rule.id, rule.name, "warning", f"rule {rule.id} could not be evaluated",
                        f"{rule.source}: {exc.__class__.__name__}: {exc}", ())
+    try:
+        step = " ".join(rule.render(rule.next_step, env).split()) if rule.next_step else None
+    except RuleError:
+        raise
+    except (BoundError, TemplateError, TypeError, ValueError, AttributeError, KeyError, ArithmeticError):
+        step = None  # the finding stands; the verdict's next step comes from elsewhere
     used = {path: _lookup(env, path) for path in sorted(rule.when.names_used)}
     return Finding(rule.id, rule.name, rule.severity, title, explanation, tuple(_evidence(evidence)), plain(used),
-                   rule.groups)
+                   rule.groups, next_step=step or None)
 
 
 def _evidence(value: Any) -> list[dict[str, Any]]:

@@ -44,7 +44,7 @@ NAMES = frozenset({"baseline", "failing", "facts"})
 SEVERITIES = ("error", "warning", "info")
 _ID = re.compile(r"^[A-Z]{2,4}\d{2}$")
 _KEYS = {"id", "name", "severity", "title", "when", "explanation", "evidence", "priority",
-         "examples", "summary", "groups"}
+         "examples", "summary", "groups", "next_step"}
 _REQUIRED = {"id", "name", "severity", "title", "when", "explanation", "examples"}
 
 
@@ -115,6 +115,9 @@ class RuleSpec:
     summary: str = ""
     groups: tuple[str, ...] = field(default_factory=tuple)
     compiled: dict[str, Template] = field(default_factory=dict, compare=False, repr=False)
+    #: what to do first when this finding is the verdict's explanation (a template; "" for none:
+    #: the verdict's next step then comes from the memory budget or the settings that changed)
+    next_step: str = ""
 
     def render(self, template: str, env: dict[str, Any]) -> str:
         """Render the title or explanation (compiled once, at load: watch renders on a crash)."""
@@ -167,7 +170,7 @@ def load_rule_text(text: str, source: str, *, templates: bool = True) -> RuleSpe
     except ConditionError as exc:
         raise RuleError(f"{source}: {key}: {exc}") from None
     compiled: dict[str, Template] = {}
-    for key in ("title", "explanation") if templates else ():
+    for key in ("title", "explanation", *(("next_step",) if data.get("next_step") else ())) if templates else ():
         try:
             check_template(_TEMPLATES, str(data[key]), f"{key} template")
             compiled[str(data[key])] = cached_template(_TEMPLATES, str(data[key]))
@@ -183,7 +186,8 @@ def load_rule_text(text: str, source: str, *, templates: bool = True) -> RuleSpe
             raise RuleError(f"{source}: examples.{case} needs a 'failing' log (and optionally 'baseline')")
     return RuleSpec(rid, str(data["name"]), data["severity"], str(data["title"]), str(data["explanation"]),
                     when, evidence, int(data.get("priority", 50)), examples, source,
-                    str(data.get("summary", "")), tuple(data.get("groups") or ()), compiled)
+                    str(data.get("summary", "")), tuple(data.get("groups") or ()), compiled,
+                    str(data.get("next_step") or ""))
 
 
 def _read_rule_file(f: Path) -> str:
