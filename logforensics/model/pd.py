@@ -33,6 +33,10 @@ from typing import Any
 from ..events import Event
 
 _MAX = 256
+#: The role of a file that holds records of a prefill and of a decode server.
+BOTH = "prefill+decode"
+#: The router's message once it serves (sgl-router/src/server.rs: ``Router ready | workers: [..]``).
+ROUTER_READY = "Router ready"
 _ROLE_FROM_ARGS = re.compile(r"disaggregation[_-]mode[=\s]+'?\"?(prefill|decode)\b")
 _FAILED = re.compile(
     r"(?P<side>Decode|Prefill) (?P<stage>transfer|bootstrap) failed for request rank=(?P<rank>\d+)"
@@ -69,6 +73,8 @@ class PDObserver:
         self.timeouts: list[dict[str, Any]] = []
         self.router: list[dict[str, Any]] = []  # warnings and errors
         self.router_lines = 0
+        #: The router's own readiness (``Router ready | workers: [...]``): line and text.
+        self.router_ready: dict[str, Any] | None = None
         self.batches_with_pd_fields = 0
         self._kinds = _KINDS
 
@@ -127,6 +133,8 @@ class PDObserver:
                 self.router_lines += 1
                 if self.router_lines <= 4:
                     self._vote("router", ev, "router log line")
+                if self.router_ready is None and m.group("msg").startswith(ROUTER_READY):
+                    self.router_ready = {"file": ev.file, "line": ev.line, "text": text[:300]}
                 level = (m.group("level") or "").upper()
                 if level in ("WARN", "WARNING", "ERROR") and len(self.router) < _MAX:
                     g = m.groupdict()
@@ -163,9 +171,20 @@ class PDObserver:
 
     @property
     def role(self) -> str | None:
+        """The file's role; ``prefill+decode`` when it holds records of both servers (a
+        paste or a merged log of the two), which no single role describes."""
         if not self.role_votes:
             return None
+        if "prefill" in self.role_votes and "decode" in self.role_votes:
+            return BOTH
         return max(self.role_votes.items(), key=lambda kv: kv[1])[0]
+
+    def _role_evidence(self) -> dict[str, Any] | None:
+        role = self.role
+        if role != BOTH:
+            return self.role_evidence.get(role or "")
+        d, p = self.role_evidence["decode"], self.role_evidence["prefill"]
+        return {**d, "why": f"{d['why']} at line {d['line']}; {p['why']} at line {p['line']}"}
 
     def merge(self, later: PDObserver) -> None:
         """The observer of this part followed by ``later``'s part of the same log."""
@@ -177,6 +196,7 @@ class PDObserver:
         self.timeouts = (self.timeouts + later.timeouts)[:_MAX]
         self.router = (self.router + later.router)[:_MAX]
         self.router_lines += later.router_lines
+        self.router_ready = self.router_ready or later.router_ready
         self.batches_with_pd_fields += later.batches_with_pd_fields
         if self.batches_with_pd_fields >= 4:
             self._kinds = _KINDS - {"decode_batch", "prefill_batch"}
@@ -185,9 +205,12 @@ class PDObserver:
         """What the summary's ``nodes.<node>.pd`` holds (empty when the file shows no PD)."""
         if not (self.role_votes or self.failures or self.timeouts or self.router):
             return {}
-        return {"role": self.role, "role_evidence": self.role_evidence.get(self.role or ""),
-                "kv_failures": self.failures, "timeouts": self.timeouts, "router_errors": self.router,
-                "router_lines": self.router_lines}
+        out = {"role": self.role, "role_evidence": self._role_evidence(),
+               "kv_failures": self.failures, "timeouts": self.timeouts, "router_errors": self.router,
+               "router_lines": self.router_lines}
+        if self.router_ready is not None:
+            out["router_ready"] = self.router_ready
+        return out
 
 
 def _iso(ts: str | None) -> str | None:
