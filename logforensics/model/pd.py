@@ -59,7 +59,11 @@ _ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z
 #: ``.rs:`` (``_ROUTER_RS``'s source file) or ``[Router (`` (``_ROUTER_PY``); ``::`` alone,
 #: which random bytes hold once in 256 lines, is not enough.
 OTHER_NEEDS = (".rs:", "[Router (", "failed for request", _WAITING, _BOOTSTRAP)
-_KINDS = frozenset({"other", "decode_batch", "prefill_batch", "server_args", "launch_command", "exception", "pd_timeout"})
+_KINDS = frozenset({"other", "router_log", "decode_batch", "prefill_batch", "server_args", "launch_command",
+                    "exception", "pd_timeout"})
+#: The kinds of records this observer alone reads: a reader must hand each of them over as an
+#: event (the bulk reader would otherwise only count them).
+OBSERVED = frozenset({"router_log"})
 _DISAGG_FRAME = re.compile(r"event_loop_\w*disagg_(prefill|decode)")
 
 
@@ -88,7 +92,7 @@ class PDObserver:
             kind = ev.kind
             if kind not in kinds:
                 continue
-            if kind == "other":
+            if kind == "other" or kind == "router_log":
                 self._other(ev)
             elif kind == "pd_timeout":  # the grammar's record of the two PD timeout warnings
                 self._failure_text(ev)

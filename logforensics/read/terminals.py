@@ -195,6 +195,8 @@ RULES: dict[str, Rule] = {
     "vllm_log": _rule(T("VLLM_HEAD", "level", v.word(0)), T("SRC_LOC", "source_loc", v.to_str), generic=True),
     "glog": _rule(T("GLOG_HEAD", "level", v.first_char), T("ANY_LOC", "source_loc", v.to_str), generic=True),
     "std_log": _rule(T("STD_LEVEL", "level", v.word(0)), generic=True),
+    "router_log": _rule(T("ROUTER_HEAD", "level", v.router_level), T("ROUTER_HEAD", "module", v.router_module),
+                       T("RS_LOC", "source_loc", v.to_str), generic=True),
     "launch_command": _rule(T("LAUNCH", "command", v.to_strip)),
     "export_env": _rule(T("ENV_NAME", "name", v.to_str), T("TEXT", "value", v.to_strip)),
     "blank": _rule(),
