@@ -46,3 +46,14 @@ def test_both_sides_in_the_same_second_are_not_ordered(tmp_path: Path) -> None:
 def test_one_side_alone_is_not_first(tmp_path: Path) -> None:
     title = _pd01(tmp_path, ABORTED)
     assert "failed first" not in title and "the decode side logged it" in title
+
+
+def test_a_finding_names_each_line_once(tmp_path: Path) -> None:
+    """PD01's evidence is the first failure and the joined room's failures: the first is one of
+    them, and is cited once."""
+    log = tmp_path / "pd.log"
+    log.write_text(DECODE.format(r=3) + PREFILL.format(r=4))
+    d = diagnose_runs(str(log), None)
+    f = next(f for f in d.findings if f.rule == "PD01")
+    lines = [(e["file"], e["line"]) for e in f.evidence]
+    assert len(lines) == len(set(lines)) and len(lines) == 2
