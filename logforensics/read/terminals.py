@@ -191,7 +191,7 @@ RULES: dict[str, Rule] = {
     "pyspy_python": _rule(T("PYSPY_PYTHON", "python", v.word(1))),
     "fh_timeout": _rule(),
     "nccl_debug": _rule(T("NCCL_HOST", "host", v.to_str), _seq("INT", ("pid", "tid", "gpu"), v.to_int),
-                        T("NCCL_LEVEL", "level", v.to_str), generic=True),
+                        T("NCCL_LEVEL", "level", v.to_str), T("NCCL_SRC", "source_loc", v.to_str), generic=True),
     "vllm_log": _rule(T("VLLM_HEAD", "level", v.word(0)), T("SRC_LOC", "source_loc", v.to_str), generic=True),
     "glog": _rule(T("GLOG_HEAD", "level", v.first_char), T("ANY_LOC", "source_loc", v.to_str), generic=True),
     "std_log": _rule(T("STD_LEVEL", "level", v.word(0)), generic=True),
