@@ -122,12 +122,14 @@ def fire(rule: RuleSpec, env: dict[str, Any]) -> Finding | None:
                    rule.groups, next_step=step or None)
 
 
-def _evidence(value: Any) -> list[dict[str, Any]]:
+def _evidence(value: Any, seen: set[tuple[Any, Any]] | None = None) -> list[dict[str, Any]]:
+    """The lines a rule's evidence names, each once (its nested lists share what was seen)."""
     items = value if isinstance(value, (list, tuple)) else [value]
-    out, seen = [], set()
+    out: list[dict[str, Any]] = []
+    seen = set() if seen is None else seen
     for item in items:
         if isinstance(item, (list, tuple)):
-            out += _evidence(item)
+            out += _evidence(item, seen)
             continue
         if dataclasses.is_dataclass(item) and not isinstance(item, type):
             item = plain(item)

@@ -238,6 +238,11 @@ class PDFacts:
     settings: tuple[str, ...]
     router_errors: tuple[Evidence, ...]
     requests_failed: int
+    #: The sides whose records of a failed transfer these logs hold, in order of their first.
+    sides: tuple[str, ...] = ()
+    #: Whether the logs order the sides: both logged a failure that is not a notice of the
+    #: other's abort, far enough apart in time. One side alone orders nothing.
+    order_known: bool = False
 
 
 def pd_facts(s: RunSummary) -> PDFacts:
@@ -288,8 +293,13 @@ def pd_facts(s: RunSummary) -> PDFacts:
             joined.append(PDJoin(fs[0].room, fs[0].rid, sides, fs[0].side, _gap(fs[0].ts, next(
                 f for f in fs if f.side != fs[0].side).ts), tuple(e for f in fs[:4] for e in f.evidence)))
     requests = len({f.room or f.rid for f in fails if f.room or f.rid})
+    sides = tuple(dict.fromkeys(f.side for f in fails))
+    # (the other side's "Aborted by AbortReq" is its notice of this side's abort: an order)
+    known = first is not None and not _is_abort_notice(first) and uncertain is None and any(
+        f.side != first.side for f in fails)
     return PDFacts(roles, tuple(fails[:32]), first.side if first else None, first, uncertain, tuple(joined[:16]),
-                   tuple(dict.fromkeys(timers)), tuple(dict.fromkeys(settings)), tuple(router[:8]), requests)
+                   tuple(dict.fromkeys(timers)), tuple(dict.fromkeys(settings)), tuple(router[:8]), requests,
+                   sides, known)
 
 
 def _is_abort_notice(f: PDFailure) -> bool:

@@ -53,6 +53,7 @@ PHASE_OF_KIND: dict[str, str] = {
     "swa_kv_pool": "kv_cache_alloc",
     "memory_pool_end": "kv_cache_alloc",
     "max_total_tokens_cap": "kv_cache_alloc",
+    "host_kv_pool": "kv_cache_alloc",
     "capture_begin": "cuda_graph_capture",
     "capture_bs": "cuda_graph_capture",
     "capture_progress": "cuda_graph_capture",

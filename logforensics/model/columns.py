@@ -33,6 +33,7 @@ from .clock import iso
 from .coverage import MAX_UNKNOWN_SHAPES, OVERFLOW_KEY, PROBE_OK, add_others
 from .hang import HANG_KINDS
 from .notices import limit
+from .pd import OBSERVED as PD_OBSERVED
 from .pools import BATCH_POOLS, take_rows
 from .rank import NO_RANK
 from .registry import HANDLERS
@@ -92,8 +93,8 @@ def class_of(plan: Plan) -> int | None:
         return DECODE
     if kind == "prefill_batch":
         return PREFILL
-    if kind in HANG_KINDS or kind in SERVING_KINDS:
-        return None  # the hang and serving observers read each record
+    if kind in HANG_KINDS or kind in SERVING_KINDS or kind in PD_OBSERVED:
+        return None  # the hang, serving and PD observers read each record
     if kind in REPLAYED:
         return PASSIVE
     if kind in HANDLERS or kind in PHASE_OF_KIND:

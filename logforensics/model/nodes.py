@@ -241,7 +241,8 @@ def combine(parts: Sequence[NodeSummary], source: str | None = None) -> RunSumma
             n = p.rank_nodes.get(r) or only
             if n:
                 rank_nodes[r] = n
-        return replace(s, missing_ranks=missing_ranks(s), nodes=nodes, rank_nodes=rank_nodes)
+        return replace(s, missing_ranks=missing_ranks(s), nodes=nodes, rank_nodes=rank_nodes,
+                       outcome_reason=router_only_reason(p) or s.outcome_reason)
     labels: list[str] = [lab or f"file{i}" for i, lab in enumerate(found)]
     order = sorted(range(len(parts)), key=lambda i: _lead_key(parts[i], labels[i]))
     parts = [parts[i] for i in order]
@@ -327,6 +328,17 @@ def _lead(parts: Sequence[NodeSummary]) -> NodeSummary:
     """The part whose readiness speaks for the run: node 0, the one with the HTTP server
     (parts are in node order), or in a disaggregated run the router when there is one."""
     return parts[0]
+
+
+def router_only_reason(p: NodeSummary) -> str | None:
+    """What an incomplete log that is a router's alone is: not a server that did not get
+    ready (a router has no readiness of a server; its own ``Router ready`` is cited)."""
+    s = p.summary
+    if p.role != "router" or s.outcome != "incomplete" or s.crash or s.hang or s.ranks:
+        return None
+    ready = p.pd.get("router_ready")
+    return (f"the router's log, with no SGLang server record: the log stops at line {s.coverage.lines_read}"
+            + (f"; the router logged its readiness at line {ready['line']}" if ready else ""))
 
 
 def _node_entry(p: NodeSummary, label: str | None, span: _Span | None = None) -> NodeEntry:

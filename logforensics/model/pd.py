@@ -33,6 +33,10 @@ from typing import Any
 from ..events import Event
 
 _MAX = 256
+#: The role of a file that holds records of a prefill and of a decode server.
+BOTH = "prefill+decode"
+#: The router's message once it serves (sgl-router/src/server.rs: ``Router ready | workers: [..]``).
+ROUTER_READY = "Router ready"
 _ROLE_FROM_ARGS = re.compile(r"disaggregation[_-]mode[=\s]+'?\"?(prefill|decode)\b")
 _FAILED = re.compile(
     r"(?P<side>Decode|Prefill) (?P<stage>transfer|bootstrap) failed for request rank=(?P<rank>\d+)"
@@ -55,7 +59,11 @@ _ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z
 #: ``.rs:`` (``_ROUTER_RS``'s source file) or ``[Router (`` (``_ROUTER_PY``); ``::`` alone,
 #: which random bytes hold once in 256 lines, is not enough.
 OTHER_NEEDS = (".rs:", "[Router (", "failed for request", _WAITING, _BOOTSTRAP)
-_KINDS = frozenset({"other", "decode_batch", "prefill_batch", "server_args", "launch_command", "exception", "pd_timeout"})
+_KINDS = frozenset({"other", "router_log", "decode_batch", "prefill_batch", "server_args", "launch_command",
+                    "exception", "pd_timeout"})
+#: The kinds of records this observer alone reads: a reader must hand each of them over as an
+#: event (the bulk reader would otherwise only count them).
+OBSERVED = frozenset({"router_log"})
 _DISAGG_FRAME = re.compile(r"event_loop_\w*disagg_(prefill|decode)")
 
 
@@ -69,6 +77,8 @@ class PDObserver:
         self.timeouts: list[dict[str, Any]] = []
         self.router: list[dict[str, Any]] = []  # warnings and errors
         self.router_lines = 0
+        #: The router's own readiness (``Router ready | workers: [...]``): line and text.
+        self.router_ready: dict[str, Any] | None = None
         self.batches_with_pd_fields = 0
         self._kinds = _KINDS
 
@@ -82,7 +92,7 @@ class PDObserver:
             kind = ev.kind
             if kind not in kinds:
                 continue
-            if kind == "other":
+            if kind == "other" or kind == "router_log":
                 self._other(ev)
             elif kind == "pd_timeout":  # the grammar's record of the two PD timeout warnings
                 self._failure_text(ev)
@@ -127,6 +137,8 @@ class PDObserver:
                 self.router_lines += 1
                 if self.router_lines <= 4:
                     self._vote("router", ev, "router log line")
+                if self.router_ready is None and m.group("msg").startswith(ROUTER_READY):
+                    self.router_ready = {"file": ev.file, "line": ev.line, "text": text[:300]}
                 level = (m.group("level") or "").upper()
                 if level in ("WARN", "WARNING", "ERROR") and len(self.router) < _MAX:
                     g = m.groupdict()
@@ -163,9 +175,20 @@ class PDObserver:
 
     @property
     def role(self) -> str | None:
+        """The file's role; ``prefill+decode`` when it holds records of both servers (a
+        paste or a merged log of the two), which no single role describes."""
         if not self.role_votes:
             return None
+        if "prefill" in self.role_votes and "decode" in self.role_votes:
+            return BOTH
         return max(self.role_votes.items(), key=lambda kv: kv[1])[0]
+
+    def _role_evidence(self) -> dict[str, Any] | None:
+        role = self.role
+        if role != BOTH:
+            return self.role_evidence.get(role or "")
+        d, p = self.role_evidence["decode"], self.role_evidence["prefill"]
+        return {**d, "why": f"{d['why']} at line {d['line']}; {p['why']} at line {p['line']}"}
 
     def merge(self, later: PDObserver) -> None:
         """The observer of this part followed by ``later``'s part of the same log."""
@@ -177,6 +200,7 @@ class PDObserver:
         self.timeouts = (self.timeouts + later.timeouts)[:_MAX]
         self.router = (self.router + later.router)[:_MAX]
         self.router_lines += later.router_lines
+        self.router_ready = self.router_ready or later.router_ready
         self.batches_with_pd_fields += later.batches_with_pd_fields
         if self.batches_with_pd_fields >= 4:
             self._kinds = _KINDS - {"decode_batch", "prefill_batch"}
@@ -185,9 +209,12 @@ class PDObserver:
         """What the summary's ``nodes.<node>.pd`` holds (empty when the file shows no PD)."""
         if not (self.role_votes or self.failures or self.timeouts or self.router):
             return {}
-        return {"role": self.role, "role_evidence": self.role_evidence.get(self.role or ""),
-                "kv_failures": self.failures, "timeouts": self.timeouts, "router_errors": self.router,
-                "router_lines": self.router_lines}
+        out = {"role": self.role, "role_evidence": self._role_evidence(),
+               "kv_failures": self.failures, "timeouts": self.timeouts, "router_errors": self.router,
+               "router_lines": self.router_lines}
+        if self.router_ready is not None:
+            out["router_ready"] = self.router_ready
+        return out
 
 
 def _iso(ts: str | None) -> str | None:

@@ -1014,7 +1014,7 @@ class RouterError(Keyed):
 @dataclass(frozen=True)
 class PdPart(Keyed):
     """A file's part in prefill/decode disaggregation: its role (``prefill``, ``decode``,
-    ``router``) and the record behind it, its KV-transfer failures, PD timeouts, router
+    ``prefill+decode`` for a file with both servers' records, ``router``) and the record behind it, its KV-transfer failures, PD timeouts, router
     warnings and errors (the first few of each), and how many router lines it has."""
 
     role: str | None
@@ -1023,6 +1023,8 @@ class PdPart(Keyed):
     timeouts: list[PdTimeout] = field(default_factory=list)
     router_errors: list[RouterError] = field(default_factory=list)
     router_lines: int = 0
+    #: the router's own readiness (``Router ready | workers: [...]``), when it logged it
+    router_ready: Notice | None = None
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 

@@ -285,6 +285,10 @@ class RunModel:
         if not labels and (NO_RANK in t.ranks or t.bars):
             labels = [NO_RANK]
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
+        if t.ready:  # the server is ready once every scheduler is: a rank that printed after it serves
+            after = t.ready["line"]
+            reached.update({k: "serving" for k in labels
+                            if k not in reached and k in t.ranks and t.ranks[k].last_line > after})
         for rec in self.failures.crash_events:  # a traceback can place a rank further than its log lines did
             rec = verdict.resolved.get(id(rec), rec)
             r, p = rec.get("rank"), rec.get("phase")

@@ -292,6 +292,7 @@ class TracebackAssembler:
             tb.chain.append({"exception": tb.exception, "message": tb.message, "frames": len(tb.frames)})
             tb.exception = tb.message = None
             tb.chained_wait = True
+            tb.blanks = 0  # the empty lines before it were the message's and Python's, not the record's end
             tb.add_line(ev)
             return
         if kind == "exc_line" and not prefixed:

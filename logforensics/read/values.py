@@ -448,3 +448,10 @@ def literal_structure(text: str) -> tuple[list[int], int]:
         elif ch == "," and depth == 0:
             commas.append(i)
     return commas, depth + (1 if quote else 0)
+
+
+_ROUTER_LEVEL = re.compile(r" ?(TRACE|DEBUG|INFO|WARN|ERROR) ")
+_ROUTER_MODULE = re.compile(r"((?:sglang_router_rs|smg)(?:::\w+)*): $")
+#: sgl-router's head: its level (None where the line has none) and its module.
+router_level = group(_ROUTER_LEVEL)
+router_module = group(_ROUTER_MODULE)

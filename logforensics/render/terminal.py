@@ -98,7 +98,8 @@ def render_summary(s: RunSummary, console: Console) -> None:
         only = next(iter(s.nodes.values()))
         if only.role:
             why = only.pd.role_evidence.why if only.pd and only.pd.role_evidence else None
-            console.print(plain(f"Role: {only.role} server" if only.role != "router" else "Role: router")
+            console.print(plain("Role: router" if only.role == "router" else "Role: prefill and decode servers' records"
+                                if only.role == "prefill+decode" else f"Role: {only.role} server")
                           + plain(f" ({why})" if why else ""))
     if len(s.nodes) > 1:
         for node, info in s.nodes.items():

@@ -1,0 +1,38 @@
+"""Where a rank stands, from records that are not start-up milestones of their own.
+
+* HiCache's host pool (mem_cache/memory_pool_host.py, ``HostKVCache.__init__``):
+  ``logger.info(f"Allocating {requested_bytes / 1e9:.2f} GB host memory for hierarchical KV cache.")``
+  is printed while the rank builds its KV pools: the rank is in kv_cache_alloc.
+* ``The server is fired up and ready to roll!`` is printed once every scheduler is ready: a rank
+  whose records come after it (a request's transfer failure, decode.py's
+  ``f"Decode transfer failed for request rank={self.tp_rank} {decode_req.req.rid=} ..."``) is
+  serving, though it printed no batch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logforensics import summarize_file
+
+HOST_POOL = "".join(f"[2026-07-18 03:03:06 ATTN_CP{r} TP{r}] Allocating 120.00 GB host memory for hierarchical "
+                    "KV cache.\n" for r in (0, 1))
+AFTER_READY = (
+    "[2025-11-05 16:35:02] The server is fired up and ready to roll!\n"
+    '[2025-11-05 16:38:04] INFO:     127.0.0.1:32770 - "GET /health HTTP/1.1" 200 OK\n'
+    "[2025-11-05 16:39:09 TP0] Decode transfer failed for request rank=0 decode_req.req.rid='78fde411' "
+    "decode_req.req.bootstrap_room=479 with exception KVTransferError(bootstrap_room=479): Aborted by AbortReq.\n")
+
+
+def test_the_host_pool_line_places_its_rank_in_kv_cache_alloc(tmp_path: Path) -> None:
+    log = tmp_path / "hicache.log"
+    log.write_text(HOST_POOL)
+    s = summarize_file(log)
+    assert s.phase_reached == {"ATTN_CP0 TP0": "kv_cache_alloc", "ATTN_CP1 TP1": "kv_cache_alloc"}
+
+
+def test_a_rank_that_prints_after_readiness_is_serving(tmp_path: Path) -> None:
+    log = tmp_path / "ready.log"
+    log.write_text(AFTER_READY)
+    s = summarize_file(log)
+    assert s.outcome == "ready" and s.phase_reached == {"TP0": "serving"}
