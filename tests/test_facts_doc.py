@@ -82,6 +82,8 @@ def test_the_summary_path_check_reads_into_records() -> None:
     """The check can fail: a field a record lacks, at any depth, is refused."""
     assert _summary_path_exists(["crash", "order_uncertain"]) and _summary_path_exists(["pools", "order", "kv_at"])
     assert not _summary_path_exists(["crash", "no_such_field"])
+    assert _summary_path_exists(["serving", "health", "stalls", "first"]) and _summary_path_exists(["serving", "window_s"])
+    assert not _summary_path_exists(["serving", "health", "no_such_field"])
     assert not _summary_path_exists(["no_such_key"])
     for key in JSON_KEYS:
         assert _summary_hint(key) is not None

@@ -7,13 +7,15 @@ and observing more records must not change a summary already taken.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from logforensics.ingest import LiveRun
-from logforensics.model.records import ChainLink, Frame, LogLine
+from logforensics.model.records import ChainLink, Frame, Keyed, LogLine
+from logforensics.model.serving_records import Serving
 from logforensics.model.summary import RunSummary, SummaryFormatError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,6 +103,7 @@ def test_a_saved_summary_reads_back(path: Path) -> None:
     assert again.per_rank == summary.per_rank
     assert again.crash == summary.crash and again.exceptions == summary.exceptions
     assert (again.errors, again.ready, again.stopped) == (summary.errors, summary.ready, summary.stopped)
+    assert again.serving == summary.serving and again.pools == summary.pools
 
 
 def test_a_saved_summary_reads_back_typed() -> None:
@@ -113,6 +116,54 @@ def test_a_saved_summary_reads_back_typed() -> None:
     assert rank.last_seen.line == 5 and rank.last_seen.node is None
     bar = rank.progress["cuda_graph_capture"]
     assert (bar.n, bar.total, bar.line, bar.avail_gib, bar.bs) == (4, 4, 4, 0.0, None)
+
+
+#: Logs whose serving phase has each of its objects: KV pressure and requests, a stall, a
+#: seesaw, DP imbalance, a frozen run; CUDA graphs switched off is the test's own log.
+SERVING = ("serving/throughput_collapse/failing.log", "serving/health/decode_stall.log", "serving/health/seesaw.log",
+           "serving/health/dp_imbalance.log", "synthetic/decode-frozen/run.log", "graphs off")
+_DECODE = ("[2025-03-08 12:00:{s:02d} TP0] Decode batch, #running-req: 64, #token: 2910, token usage: 0.50, "
+           "cuda graph: {graph}, gen throughput (token/s): 1690.00, #queue-req: 0\n")
+
+
+def _untyped(value: object, at: str = "serving") -> list[str]:
+    """Where a record of the serving phase holds an object that is no record (a mapping of
+    mappings, or a list of them), or keys it does not know (``extra``)."""
+    if isinstance(value, Keyed):
+        found = [f"{at}: {sorted(value.extra)}"] if value.extra else []
+        return found + [p for f in dataclasses.fields(value) if f.name not in ("keys", "extra")
+                        for p in _untyped(getattr(value, f.name), f"{at}.{f.name}")]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _untyped(v, f"{at}.{k}")] if value and all(
+            isinstance(v, (Keyed, list)) for v in value.values()) else ([at] if value else [])
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) if not isinstance(v, (int, float, str, type(None), list))
+                for p in _untyped(v, f"{at}[{i}]")]
+    return []
+
+
+@pytest.mark.parametrize("name", SERVING)
+def test_a_saved_serving_phase_reads_back_typed_to_its_leaves(name: str) -> None:
+    """The serving phase is records down to its leaves (a series' points are lists), in the
+    model's summary and in one read back, and prints as it was saved."""
+    data = ("".join(_DECODE.format(s=s, graph=s < 3) for s in range(6)).encode() if name == "graphs off"
+            else (ROOT / "fixtures" / name).read_bytes())
+    summary = _one_pass(data)
+    saved = json.loads(json.dumps(summary.to_dict()))
+    again = RunSummary.from_dict(saved)
+    assert json.dumps(again.to_dict()) == json.dumps(saved)
+    for s in (summary.serving, again.serving):
+        assert isinstance(s, Serving) and s.health is not None
+        assert _untyped(s) == []
+    assert again.serving == summary.serving
+    s = again.serving
+    shown = {"serving/throughput_collapse/failing.log": s.kv_full and s.requests and s.requests.slowest,
+             "serving/health/decode_stall.log": s.health.stalls.first and s.health.stalls.first[0].recovered,
+             "serving/health/seesaw.log": s.health.seesaw and s.health.seesaw.evidence,
+             "serving/health/dp_imbalance.log": s.health.imbalance and s.health.imbalance.signals,
+             "synthetic/decode-frozen/run.log": s.frozen and s.frozen.first.text,
+             "graphs off": s.cuda_graph_off and s.cuda_graph_off.line == 4}
+    assert shown[name], f"{name} no longer shows what it is here for"
 
 
 def test_a_crash_reads_back_typed_to_its_frames() -> None:

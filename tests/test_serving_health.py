@@ -16,6 +16,8 @@ import pytest
 from logforensics import summarize_file
 from logforensics.diagnose.engine import evaluate
 from logforensics.diagnose.rulespec import load_rules
+from logforensics.model.serving_records import Serving
+from logforensics.model.summary import RunSummary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fixtures" / "serving"))
@@ -31,6 +33,16 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
+def _of(run: RunSummary) -> Serving:
+    assert run.serving is not None
+    return run.serving
+
+
+def _serving(path: Path) -> Serving:
+    """The serving phase of a log's summary (it has one)."""
+    return _of(summarize_file(path))
+
+
 def _fired(path: Path) -> dict[str, Any]:
     d = evaluate(load_rules(()), summarize_file(path), None)
     return {f.rule: f for f in d.findings}
@@ -39,15 +51,15 @@ def _fired(path: Path) -> dict[str, Any]:
 def test_decode_stall_while_prefill_runs_cites_both_records(tmp_path: Path) -> None:
     text, facts = gen.stall("stall")
     path = _write(tmp_path, "stall.log", text)
-    h = summarize_file(path).serving["health"]
-    assert h["stalls"]["count"] == 1
-    [s] = h["stalls"]["first"]
-    assert (s["line"], s["prefill_line"], s["windows"]) == (facts["decode_line"], facts["prefill_line"], 2)
-    assert s["start"] == facts["at"]
-    assert s["tok_s"] < 0.25 * s["median_tok_s"] and 1450 <= s["median_tok_s"] <= 1550
-    assert [e["line"] for e in s["evidence"]] == [facts["decode_line"], facts["prefill_line"]]
-    assert all(e["rank"] == "TP0" and "batch" in e["text"] for e in s["evidence"])
-    assert h["thresholds"]["stall_ratio"] == 0.25
+    h = _serving(path).health
+    assert h.stalls.count == 1
+    [s] = h.stalls.first
+    assert (s.line, s.prefill_line, s.windows) == (facts["decode_line"], facts["prefill_line"], 2)
+    assert s.start == facts["at"]
+    assert s.tok_s < 0.25 * s.median_tok_s and 1450 <= s.median_tok_s <= 1550
+    assert [e.line for e in s.evidence] == [facts["decode_line"], facts["prefill_line"]]
+    assert all(e.rank == "TP0" and "batch" in e.text for e in s.evidence)
+    assert h.thresholds.stall_ratio == 0.25
     f = _fired(path)["SV07"]
     assert [(e["line"], e["rank"]) for e in f.evidence] == [(facts["decode_line"], "TP0"), (facts["prefill_line"], "TP0")]
     assert "25%" in f.explanation and str(facts["prefill_line"]) in f.explanation
@@ -59,18 +71,18 @@ def test_no_stall_when_the_load_fell_or_after_idle_time(tmp_path: Path, kind: st
     prefill batches alone (its throughput counts seconds in which nothing decoded)."""
     text, _ = gen.stall(kind)
     path = _write(tmp_path, f"{kind}.log", text)
-    h = summarize_file(path).serving["health"]
-    assert h["stalls"]["count"] == 0
-    assert h["idle"]["count"] == (1 if kind == "after_idle" else 0)
+    h = _serving(path).health
+    assert h.stalls.count == 0
+    assert h.idle.count == (1 if kind == "after_idle" else 0)
     assert "SV07" not in _fired(path)
 
 
 def test_seesaw_between_prefill_and_decode(tmp_path: Path) -> None:
     text, facts = gen.seesaw(True)
     path = _write(tmp_path, "seesaw.log", text)
-    sw = summarize_file(path).serving["health"]["seesaw"]
-    assert sw["line"] == facts["prefill_line"]
-    assert (sw["switches"], sw["windows"], sw["prefill_windows"], sw["decode_windows"]) == (7, 16, 8, 8)
+    sw = _serving(path).health.seesaw
+    assert sw.line == facts["prefill_line"]
+    assert (sw.switches, sw.windows, sw.prefill_windows, sw.decode_windows) == (7, 16, 8, 8)
     f = _fired(path)["SV08"]
     assert f.evidence[0]["line"] == facts["prefill_line"] and len(f.evidence) == 4
 
@@ -78,52 +90,52 @@ def test_seesaw_between_prefill_and_decode(tmp_path: Path) -> None:
 def test_no_seesaw_when_prefills_do_not_hold_decode_back(tmp_path: Path) -> None:
     text, _ = gen.seesaw(False)
     path = _write(tmp_path, "steady.log", text)
-    assert summarize_file(path).serving["health"]["seesaw"] is None
+    assert _serving(path).health.seesaw is None
     assert not {"SV07", "SV08"} & set(_fired(path))
 
 
 def test_dp_imbalance_needs_two_signals(tmp_path: Path) -> None:
     text, _ = gen.dp_groups([(60, 0.8), (12, 0.2)])
     path = _write(tmp_path, "dp.log", text)
-    imb = summarize_file(path).serving["health"]["imbalance"]
-    assert imb["found"] and imb["heaviest"] == "DP0 TP0" and imb["groups"] == 2
-    assert imb["agreeing"] == ["running_req", "token_usage"]
-    share = {s["figure"]: s for s in imb["signals"]}
-    assert share["running_req"]["heaviest_share"] == pytest.approx(60 / 36, abs=1e-3)
-    assert share["running_req"]["lightest"] == "DP1 TP2"
+    imb = _serving(path).health.imbalance
+    assert imb.found and imb.heaviest == "DP0 TP0" and imb.groups == 2
+    assert imb.agreeing == ["running_req", "token_usage"]
+    share = {s.figure: s for s in imb.signals}
+    assert share["running_req"].heaviest_share == pytest.approx(60 / 36, abs=1e-3)
+    assert share["running_req"].lightest == "DP1 TP2"
     f = _fired(path)["SV09"]
     assert {e["rank"] for e in f.evidence} == {"DP0 TP0", "DP1 TP2"}
     assert all(e["line"] for e in f.evidence)
     # one signal alone (running requests uneven, token usage even) is not an imbalance
     text, _ = gen.dp_groups([(60, 0.5), (12, 0.5)])
     path = _write(tmp_path, "one_signal.log", text)
-    imb = summarize_file(path).serving["health"]["imbalance"]
-    assert not imb["found"] and imb["agreeing"] == ["running_req"]
+    imb = _serving(path).health.imbalance
+    assert not imb.found and imb.agreeing == ["running_req"]
     assert "SV09" not in _fired(path)
 
 
 def test_throughput_summed_across_dp_groups_never_across_their_tp_ranks(tmp_path: Path) -> None:
     text, facts = gen.dp_groups([(40, 0.5), (20, 0.3)], tp_per_group=2)
-    s = summarize_file(_write(tmp_path, "dp2tp2.log", text)).serving
-    assert all(v == pytest.approx(facts["gen_tok_s"], rel=0.03) for _, v, _ in s["series"]["gen_tok_s"])
-    assert all(v == 60 for _, v, _ in s["series"]["running_req"])
+    s = _serving(_write(tmp_path, "dp2tp2.log", text))
+    assert all(v == pytest.approx(facts["gen_tok_s"], rel=0.03) for _, v, _ in s.series["gen_tok_s"])
+    assert all(v == 60 for _, v, _ in s.series["running_req"])
     text, facts = gen.tp_all_print(tp=4)
-    s = summarize_file(_write(tmp_path, "tp4.log", text)).serving
+    s = _serving(_write(tmp_path, "tp4.log", text))
     lo, hi = facts["gen_tok_s"]
-    assert all(lo <= v <= hi for _, v, _ in s["series"]["gen_tok_s"])
-    assert all(v == facts["running_req"] for _, v, _ in s["series"]["running_req"])
+    assert all(lo <= v <= hi for _, v, _ in s.series["gen_tok_s"])
+    assert all(v == facts["running_req"] for _, v, _ in s.series["running_req"])
 
 
 def test_full_pool_with_an_empty_queue_is_not_pressure(tmp_path: Path) -> None:
     path = _write(tmp_path, "full_idle_queue.log", gen.kv_full(None)[0])
     run = summarize_file(path)
-    assert run.serving["kv_full"] is None
+    assert _of(run).kv_full is None
     fired = _fired(path)
     assert "SV02" not in fired
     text, facts = gen.kv_full(queued_from=10)
     path = _write(tmp_path, "full_then_queued.log", text)
-    kv = summarize_file(path).serving["kv_full"]
-    assert kv["line"] == facts["first_queued_line"] and kv["queue_start"] == 4 and kv["windows"] == 20
+    kv = _serving(path).kv_full
+    assert kv.line == facts["first_queued_line"] and kv.queue_start == 4 and kv.windows == 20
     f = _fired(path)["SV02"]
     assert f.evidence[0]["line"] == facts["first_queued_line"]
 
@@ -132,11 +144,11 @@ def test_full_pool_with_an_empty_queue_is_not_pressure(tmp_path: Path) -> None:
 def test_a_new_level_after_idle_time_is_not_a_collapse(tmp_path: Path, figure: str, rule: str) -> None:
     text, _ = gen.idle_between(figure)
     path = _write(tmp_path, f"idle_{figure}.log", text)
-    s = summarize_file(path).serving
-    [c] = [c for c in s["changes"] if c["metric"] == figure]
-    assert c["ratio"] < 0.5 and c["after_idle_s"] >= 1200
-    [gap] = s["health"]["idle"]["gaps"]
-    assert gap["after_line"] < gap["line"] <= c["line"] and gap["seconds"] >= 1200
+    s = _serving(path)
+    [c] = [c for c in s.changes if c.metric == figure]
+    assert c.ratio < 0.5 and c.after_idle_s >= 1200
+    [gap] = s.health.idle.gaps
+    assert gap.after_line < gap.line <= c.line and gap.seconds >= 1200
     assert rule not in _fired(path)
 
 

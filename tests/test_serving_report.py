@@ -24,9 +24,10 @@ def test_idle_gaps_break_the_line() -> None:
 def test_throughput_chart_shows_both_runs_and_marks_the_change() -> None:
     d = diagnose_files(str(COLLAPSE / "failing.log"), str(COLLAPSE / "baseline.log"))
     html = str(build_context(d).throughput_chart)
-    change = next(c for c in d.failing.serving["changes"] if c["metric"] == "gen_tok_s")
+    assert d.failing.serving is not None
+    change = next(c for c in d.failing.serving.changes if c.metric == "gen_tok_s")
     assert "baseline (window" in html and "failing (window" in html
-    assert f"failing line {change['line']}" in html
+    assert f"failing line {change.line}" in html
 
 
 def test_memory_chart_shows_what_the_failing_capture_used() -> None:

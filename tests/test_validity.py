@@ -185,8 +185,8 @@ def test_decode_batches_whose_counters_do_not_move_are_frozen(tmp_path: Path, pu
     assert "the same #running-req, #token and gen throughput" in found[0].title
     assert [(e["line"], e["rank"]) for e in found[0].evidence] == [(402, "TP0"), (407, "TP0")]
     assert [e["text"] for e in found[0].evidence] == [text.splitlines()[401], text.splitlines()[406]]
-    frozen = summarize_file(tmp_path / "run.log").serving["frozen"]
-    assert (frozen["kind"], frozen["rank"], frozen["lines"]) == ("counters_fixed", "TP0", 6)
+    frozen = summarize_file(tmp_path / "run.log").serving.frozen
+    assert (frozen.kind, frozen.rank, frozen.lines) == ("counters_fixed", "TP0", 6)
 
 
 def test_four_unmoving_batches_or_an_idle_server_are_not_frozen(tmp_path: Path,
@@ -208,12 +208,12 @@ def test_a_token_count_that_holds_while_throughput_moves_is_not_frozen(tmp_path:
     """Real decode batches whose #token holds line after line while the server decodes (its
     gen throughput moves): no frozen counter. The same lines with their throughput held too are."""
     real = (ROOT / "fixtures" / "real-unseen" / f"{name}.log").read_text()
-    assert summarize_file(ROOT / "fixtures" / "real-unseen" / f"{name}.log").serving["frozen"] is None
+    assert summarize_file(ROOT / "fixtures" / "real-unseen" / f"{name}.log").serving.frozen is None
     held = "gen throughput (token/s): 84.39" if name.startswith("208") else "gen throughput (token/s): 144.95"
     log = tmp_path / "held.log"
     log.write_text(re.sub(r"gen throughput \(token/s\): [0-9.]+", lambda m: held, real))
-    frozen = summarize_file(log).serving["frozen"]
-    assert (frozen["kind"], frozen["lines"], frozen["first"]["line"]) == ("counters_fixed", lines, 1)
+    frozen = summarize_file(log).serving.frozen
+    assert (frozen.kind, frozen.lines, frozen.first.line) == ("counters_fixed", lines, 1)
 
 
 @pytest.mark.parametrize("generator,flags", [("gen_serving_log.py", []), ("gen_serving_log.py", ["--all-ranks"]),
@@ -225,16 +225,16 @@ def test_generated_serving_logs_are_frozen_only_where_a_line_repeats(tmp_path: P
     out = tmp_path / "bench.log"
     subprocess.run([sys.executable, str(ROOT / "bench" / generator), "--size", "1M", "-o", str(out), *flags],
                    check=True, timeout=120)
-    assert summarize_file(out).serving["frozen"] is None
+    assert summarize_file(out).serving.frozen is None
     lines = out.read_text().splitlines(keepends=True)
     at = next(i for i in range(len(lines) // 2, len(lines))
               if lines[i].startswith("[") and lines[i].count("Decode batch") == 1 and "#running-req: 0," not in lines[i])
     repeated = tmp_path / "repeated.log"
     repeated.write_text("".join(lines[:at + 1] + [lines[at]] * 4 + lines[at + 1:]))
-    frozen = summarize_file(repeated).serving["frozen"]
-    assert frozen is not None and frozen["kind"] == "counters_fixed"
-    assert (frozen["lines"], frozen["first"]["line"], frozen["last"]["line"]) == (5, at + 1, at + 5)
-    assert frozen["first"]["text"] == lines[at].rstrip("\n")
+    frozen = summarize_file(repeated).serving.frozen
+    assert frozen is not None and frozen.kind == "counters_fixed"
+    assert (frozen.lines, frozen.first.line, frozen.last.line) == (5, at + 1, at + 5)
+    assert frozen.first.text == lines[at].rstrip("\n")
 
 
 def test_a_frozen_run_across_reused_blocks_cites_its_own_lines() -> None:
@@ -255,10 +255,10 @@ def test_a_frozen_run_across_reused_blocks_cites_its_own_lines() -> None:
     buf[:] = b"x" * (len(buf) - 1) + b"\n"  # read into again: the first block is gone
     live.feed_bulk(blocks[1].encode())
     live.close()
-    frozen = live.summary().serving["frozen"]
+    frozen = live.summary().serving.frozen
     lines = "".join(blocks).splitlines()
-    assert (frozen["kind"], frozen["lines"]) == ("counters_fixed", 6)
-    assert [(frozen[k]["line"], frozen[k]["text"]) for k in ("first", "last")] == [(202, lines[201]), (207, lines[206])]
+    assert (frozen.kind, frozen.lines) == ("counters_fixed", 6)
+    assert [(r.line, r.text) for r in (frozen.first, frozen.last)] == [(202, lines[201]), (207, lines[206])]
 
 
 def test_frozen_runs_of_parts_join_as_read_in_one() -> None:

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..model.records import NO_MEMORY
+from ..model.records import NO_MEMORY, Cite
 from ..model.run import RunSummary
 from ..model.serving import FIGURES
+from ..model.serving_records import Health, KvPressure, ServingChange, Storm, Thresholds
 from .sides import Evidence, ev
 
 #: A throughput change counts as a collapse at or below this ratio.
@@ -184,8 +185,8 @@ class ServingFacts:
     collapse: Change | None = None
     load_fell_too: bool = False
     cache_collapse: Change | None = None
-    kv_full: Mapping[str, Any] | None = None
-    storm: Mapping[str, Any] | None = None
+    kv_full: KvPressure | None = None
+    storm: Storm | None = None
     runtime_oom: bool = False
     kv_advice: tuple[Step, ...] = ()
     baseline_collapse: Change | None = None
@@ -196,64 +197,65 @@ class ServingFacts:
     seesaw: Seesaw | None = None
     imbalance: Imbalance | None = None
     idle_gaps: int = 0
-    thresholds: Mapping[str, Any] | None = None
+    thresholds: Thresholds | None = None
 
 
-def _change(run: RunSummary, c: Mapping[str, Any]) -> Change:
+def _change(run: RunSummary, c: ServingChange) -> Change:
     lines = []
-    for x in c.get("context") or []:
-        if x["what"] == "change":
-            lines.append(f"{FIGURES.get(x['metric'], x['metric'])} {_n(x['before'])} -> {_n(x['after'])} "
-                         f"at {x['at']} (line {x['line']})")
-        elif x["what"] == "retraction":
-            lines.append(f"the first retraction at {x.get('ts')} (line {x['line']}, {x.get('rank') or '-'})")
-        elif x["what"] == "cuda_graph_off":
-            lines.append(f"decode batches stopped running as CUDA graphs at line {x['line']}")
-    evidence = [ev(run, x["line"], x.get("rank"), x.get("text")) for x in c.get("context") or [] if x.get("text")]
-    at = c.get("evidence") or {}
-    if at.get("text"):
-        evidence.insert(0, ev(run, at["line"], at.get("rank"), at["text"]))
-    return Change(c["metric"], FIGURES.get(c["metric"], c["metric"]), c["at"], c["line"], c["before"], c["after"],
-                  c.get("ratio"), bool(c.get("recovered")), tuple(lines), tuple(evidence))
+    for x in c.context:
+        if x.what == "change":
+            lines.append(f"{FIGURES.get(x.metric or '', x.metric)} {_n(x.before or 0.0)} -> {_n(x.after or 0.0)} "
+                         f"at {x.at} (line {x.line})")
+        elif x.what == "retraction":
+            lines.append(f"the first retraction at {x.ts} (line {x.line}, {x.rank or '-'})")
+        elif x.what == "cuda_graph_off":
+            lines.append(f"decode batches stopped running as CUDA graphs at line {x.line}")
+    evidence = [ev(run, x.line, x.rank, x.text) for x in c.context if x.text]
+    at = c.evidence
+    if at and at.text:
+        evidence.insert(0, ev(run, at.line, at.rank, at.text))
+    return Change(c.metric, FIGURES.get(c.metric, c.metric), c.at, c.line, c.before, c.after,
+                  c.ratio, bool(c.recovered), tuple(lines), tuple(evidence))
 
 
 def _n(x: float) -> str:
     return f"{x:.2f}" if abs(x) < 10 else f"{x:.0f}"
 
 
-def _first(run: RunSummary | None, metric: str) -> Mapping[str, Any] | None:
+def _first(run: RunSummary | None, metric: str) -> ServingChange | None:
     """The first change of ``metric`` to COLLAPSE_RATIO or less of its level; a change that
     idle time opens (``after_idle_s``) is a new load after it, not a collapse."""
     if run is None or not run.serving:
         return None
-    return next((c for c in run.serving.get("changes") or [] if c["metric"] == metric
-                 and c.get("ratio") is not None and c["ratio"] <= COLLAPSE_RATIO and not c.get("after_idle_s")), None)
+    return next((c for c in run.serving.changes if c.metric == metric
+                 and c.ratio is not None and c.ratio <= COLLAPSE_RATIO and not c.after_idle_s), None)
 
 
-def _evs(run: RunSummary, entries: Any) -> tuple[Evidence, ...]:
-    return tuple(ev(run, e["line"], e.get("rank"), e.get("text")) for e in entries or [] if e.get("line") is not None)
+def _evs(run: RunSummary, entries: list[Cite]) -> tuple[Evidence, ...]:
+    return tuple(ev(run, e.line, e.rank, e.text) for e in entries if e.line is not None)
 
 
-def _health(run: RunSummary, h: Mapping[str, Any]) -> dict[str, Any]:
+def _health(run: RunSummary, h: Health | None) -> dict[str, Any]:
     """The ServingFacts fields of ``serving.health``."""
-    stalls = tuple(Stall(x["start"], x["end"], x["line"], x["prefill_line"], x["windows"], x["tok_s"],
-                         x["median_tok_s"], x.get("running_req"), _evs(run, x.get("evidence")))
-                   for x in (h.get("stalls") or {}).get("first") or [])
-    s = h.get("seesaw")
-    seesaw = Seesaw(s["start"], s["end"], s["line"], s["windows"], s["switches"], s["prefill_windows"],
-                    s["decode_windows"], s["stretches"], _evs(run, s.get("evidence"))) if s else None
-    imb = h.get("imbalance")
+    if h is None:
+        return {}
+    stalls = tuple(Stall(x.start, x.end, x.line, x.prefill_line, x.windows, x.tok_s,
+                         x.median_tok_s, x.running_req, _evs(run, x.evidence))
+                   for x in h.stalls.first)
+    s = h.seesaw
+    seesaw = Seesaw(s.start, s.end, s.line, s.windows, s.switches, s.prefill_windows,
+                    s.decode_windows, s.stretches, _evs(run, s.evidence)) if s else None
+    imb = h.imbalance
     imbalance = None
-    if imb and imb.get("found"):
-        signals = tuple(Signal(x["figure"], FIGURES.get(x["figure"], x["figure"]), x["windows"], x["heaviest"],
-                               x["heaviest_share"], x["lightest"], x["lightest_share"], x["heaviest_value"],
-                               x["lightest_value"], x["at"], _evs(run, x.get("evidence")))
-                        for x in imb.get("signals") or [] if x["figure"] in imb.get("agreeing", []))
-        imbalance = Imbalance(imb["heaviest"], imb.get("groups") or 0, signals,
+    if imb and imb.found:
+        signals = tuple(Signal(x.figure, FIGURES.get(x.figure, x.figure), x.windows, x.heaviest,
+                               x.heaviest_share, x.lightest, x.lightest_share, x.heaviest_value,
+                               x.lightest_value, x.at, _evs(run, x.evidence))
+                        for x in imb.signals if x.figure in imb.agreeing)
+        imbalance = Imbalance(imb.heaviest or "", imb.groups or 0, signals,
                               tuple(e for x in signals for e in x.evidence))
-    return {"stalls": stalls, "stall_count": (h.get("stalls") or {}).get("count") or 0, "seesaw": seesaw,
-            "imbalance": imbalance, "idle_gaps": (h.get("idle") or {}).get("count") or 0,
-            "thresholds": h.get("thresholds")}
+    return {"stalls": stalls, "stall_count": h.stalls.count or 0, "seesaw": seesaw,
+            "imbalance": imbalance, "idle_gaps": h.idle.count or 0, "thresholds": h.thresholds}
 
 
 def serving_facts(run: RunSummary, baseline: RunSummary | None = None) -> ServingFacts:
@@ -265,13 +267,13 @@ def serving_facts(run: RunSummary, baseline: RunSummary | None = None) -> Servin
     collapse = _first(run, "gen_tok_s")
     running = _first(run, "running_req")
     cache = _first(run, "cache_hit")
-    kv = s.get("kv_full")
-    storms = (s.get("retractions") or {}).get("storms") or []
+    kv = s.kv_full
+    storms = s.retractions.storms if s.retractions else []
     advice: list[Step] = []
     if kv or storms or runtime_oom:
         args = dict(run.server_args or {})
         free = next(iter(run.memory.values()), NO_MEMORY).available_gpu_mem_gib
-        peak = max((v for _, v, _ in s.get("series", {}).get("running_req", [])), default=None)
+        peak = max((v for _, v, _ in s.series.get("running_req", [])), default=None)
         advice.append(Step("--max-running-requests " + (f"below {int(peak)}" if peak else "lower"),
                            "fewer requests decoding at once need fewer KV tokens, so the scheduler stops "
                            "admitting more than the pool holds and retracting them"
@@ -289,15 +291,15 @@ def serving_facts(run: RunSummary, baseline: RunSummary | None = None) -> Servin
                                f"(available_gpu_mem), and no out-of-memory error is in this log"))
         advice.append(Step("--chunked-prefill-size lower",
                            "long prompts are admitted in smaller pieces, so a prefill takes less of the pool at once"))
-    kv_evidence = (ev(run, kv["line"], None, kv.get("text")),) if kv and kv.get("text") else ()
-    storm_evidence = tuple(ev(run, r["line"], r.get("rank"), r.get("text"))
-                           for r in (s.get("retractions") or {}).get("first", [])[:3]) if storms else ()
+    kv_evidence = (ev(run, kv.line, None, kv.text),) if kv and kv.text else ()
+    storm_evidence = tuple(ev(run, r.line, r.rank, r.text)
+                           for r in s.retractions.first[:3]) if s.retractions and storms else ()
     return ServingFacts(
-        has_series=bool(s.get("series")),
+        has_series=bool(s.series),
         collapse=_change(run, collapse) if collapse else None,
-        load_fell_too=bool(collapse and running and running["line"] == collapse["line"]),
+        load_fell_too=bool(collapse and running and running.line == collapse.line),
         cache_collapse=_change(run, cache) if cache else None,
         kv_full=kv, storm=storms[0] if storms else None, runtime_oom=runtime_oom,
         kv_advice=tuple(advice),
         baseline_collapse=_change(baseline, b) if baseline and (b := _first(baseline, "gen_tok_s")) else None,
-        kv_evidence=kv_evidence, storm_evidence=storm_evidence, **_health(run, s.get("health") or {}))
+        kv_evidence=kv_evidence, storm_evidence=storm_evidence, **_health(run, s.health))

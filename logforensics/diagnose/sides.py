@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..events import PHASES
-from ..model.records import Cite, Notice
+from ..model.records import Notice
 from ..model.run import RunSummary
 
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -43,9 +43,25 @@ def ev(run: RunSummary, line: int | None, rank: str | None, text: str | None) ->
     return Evidence(run.file, line, rank, (text or "")[:400])
 
 
-def ev_of(entry: Mapping[str, Any] | Cite | None) -> tuple[Evidence, ...]:
-    """A run summary's evidence entry (a mapping, or a cited line) as an Evidence, or nothing."""
-    if isinstance(entry, Cite):
+class Cited(Protocol):
+    """A record of a run summary that cites a line: a :class:`.records.Cite`, or a batch
+    record of the serving phase (``model.serving_records``)."""
+
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def rank(self) -> str | None: ...
+    @property
+    def text(self) -> str | None: ...
+
+
+def ev_of(entry: Mapping[str, Any] | Cited | None) -> tuple[Evidence, ...]:
+    """A run summary's evidence entry (a mapping, or a record that cites a line) as an Evidence, or nothing."""
+    if entry is None:
+        return ()
+    if not isinstance(entry, Mapping):
         return () if entry.line is None else (Evidence(entry.file, entry.line, entry.rank, (entry.text or "")[:400]),)
     if not entry or entry.get("line") is None:
         return ()

@@ -71,7 +71,7 @@ def _benchmarks(run: RunSummary) -> list[NoWork]:
 def _stalls(run: RunSummary) -> list[NoWork]:
     """Spans of the serving series with requests running and no token generated, at least
     STALL_S long: the first one."""
-    series: dict[str, Any] = (run.serving or {}).get("series") or {}
+    series = run.serving.series if run.serving else {}
     running = {row[0]: row for row in series.get("running_req") or []}
     start: list[Any] | None = None
     for row in series.get("gen_tok_s") or []:
@@ -96,13 +96,13 @@ def _frozen(run: RunSummary) -> list[NoWork]:
     """``FROZEN_LINES`` or more consecutive decode batches of one rank with requests running
     that show no work (``serving.frozen``, ``model/frozen.py``): gen throughput 0, or
     ``#running-req``, ``#token`` and gen throughput that do not move. The first such run."""
-    f = (run.serving or {}).get("frozen")
+    f = run.serving.frozen if run.serving else None
     if not f:
         return []
-    shown = _FROZEN_SHOWS.get(f.get("kind") or "gen_throughput_zero", "showed no work")
-    what = (f"{f['lines']} consecutive decode batches of {f['rank']} had requests running and {shown} "
-            f"(lines {f['first']['line']}-{f['last']['line']}; {f['threshold_lines']} or more make a frozen counter)")
-    return [NoWork("frozen", what, ev_of(f["first"]) + ev_of(f["last"]))]
+    shown = _FROZEN_SHOWS.get(f.kind or "gen_throughput_zero", "showed no work")
+    what = (f"{f.lines} consecutive decode batches of {f.rank} had requests running and {shown} "
+            f"(lines {f.first.line}-{f.last.line}; {f.threshold_lines} or more make a frozen counter)")
+    return [NoWork("frozen", what, ev_of(f.first) + ev_of(f.last))]
 
 
 #: What a frozen run's decode batches showed, by its kind (``model.frozen.KINDS``).
@@ -116,15 +116,15 @@ def _stopped(run: RunSummary) -> list[NoWork]:
     """The server stopped serving with no error: its last batch record left requests waiting
     (#queue-req > 0), and the log goes on ``STOP_LINES`` lines or more (probes, idle lines)
     with no batch record, no failure (crash, hang, error, exception after it) and no stop."""
-    last = (run.serving or {}).get("last_batch")
-    if not last or not isinstance(last.get("queue_req"), (int, float)) or last["queue_req"] <= 0:
+    last = run.serving.last_batch if run.serving else None
+    if not last or not isinstance(last.queue_req, (int, float)) or last.queue_req <= 0:
         return []
-    after = int(run.coverage.lines_read or 0) - int(last["line"])
+    after = int(run.coverage.lines_read or 0) - int(last.line)
     failed = (run.outcome != "ready" or run.crash or run.hang or run.stopped or run.errors
-              or any(e.first_line > last["line"] for e in run.exceptions))
+              or any(e.first_line > last.line for e in run.exceptions))
     if failed or after < STOP_LINES:
         return []
-    what = (f"serving stopped with no error: the last batch record (line {last['line']}) left {last['queue_req']:g} "
+    what = (f"serving stopped with no error: the last batch record (line {last.line}) left {last.queue_req:g} "
             f"requests waiting, and the log goes on {after} lines with no batch record ({STOP_LINES} or more "
             "make a stop)")
     return [NoWork("stopped", what, ev_of(last))]

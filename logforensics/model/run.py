@@ -49,6 +49,7 @@ from .records import Bar, LastSeen, LoggedError, Memory, MemoryPools, Notice, Ph
 from .records import Coverage as CoverageRecord
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
+from .serving_records import Serving
 from .startup import Timeline
 from .stats import Series
 from .summary import Crash, DistinctException, Hang, RankRecord, RunSummary
@@ -327,10 +328,16 @@ class RunModel:
             coverage=CoverageRecord.from_dict(self.coverage.to_dict(stats, self.last_line)),
             warnings=list(getattr(stats, "warnings", []) or []) + self.coverage.warnings() + self.dynamo.warnings(),
             clock=self.dynamo.clock(),
-            serving=self.serving.summary(),
+            serving=self._serving(),
             pools=self._pools(c),
             stopped=Stop.from_dict(copy.deepcopy(verdict.stop)) if verdict.stop else None,
         )
+
+    def _serving(self) -> Serving | None:
+        """The serving phase for the summary: the observer's object as records (a copy, which
+        ``summary()`` makes: observing more never changes a summary already taken)."""
+        serving = self.serving.summary()
+        return Serving.from_dict(serving) if serving is not None else None
 
     def _pools(self, c: Config) -> MemoryPools | None:
         """The pools for the summary, with the texts that may carry per-pool state lines."""

@@ -55,6 +55,7 @@ from .records import (
     reader_of,
     to_json,
 )
+from .serving_records import Serving
 
 __all__ = ["JSON_KEYS", "OUTCOMES", "Crash", "DistinctException", "Hang", "RankRecord", "RunSummary", "SummaryFormatError"]
 
@@ -68,9 +69,9 @@ _PER_RANK = ("phase_reached", "phases", "last_seen", "progress", "memory")
 _OPTIONAL = ("errors", "serving", "stopped", "artefacts", "clock", "pools")
 OUTCOMES = ("crashed", "hung", "ready", "incomplete")
 #: Keys whose values hold records (written by ``to_json``).
-_TYPED = ("pools", "clock", "phases", "last_seen", "progress", "memory", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
+_TYPED = ("serving", "pools", "clock", "phases", "last_seen", "progress", "memory", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 #: Fields read from the JSON by their type (``records.reader_of``).
-_READ = ("pools", "clock", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
+_READ = ("serving", "pools", "clock", "throughput", "errors", "ready", "stopped", "notices", "coverage", "nodes")
 _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
@@ -244,8 +245,9 @@ class RunSummary:
     nodes: dict[str, NodeEntry] = field(default_factory=dict)
     rank_nodes: dict[str, str] = field(default_factory=dict)
     missing_ranks: list[str] = field(default_factory=list)
-    #: The serving phase as a time series (``model/serving.py``); None when nothing timed was served.
-    serving: dict[str, Any] | None = None
+    #: The serving phase as a time series (``model/serving.py``, its records in
+    #: ``model/serving_records.py``); None when nothing timed was served.
+    serving: Serving | None = None
     #: The server's stop (SIGTERM, Ctrl-C) with no failure before it, after it was ready
     #: (``outcome`` ready) or while it started (``incomplete``): its first record {file, line,
     #: rank, text} and ``evidence``, the stop's records; None when it did not stop so.

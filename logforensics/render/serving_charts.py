@@ -66,27 +66,27 @@ def throughput_chart(runs: Sequence[tuple[str, RunSummary]]) -> Markup | None:
     fig = Figure()
     drawn = 0
     for label, r in runs:
-        s = r.serving or {}
-        pts = (s.get("series") or {}).get("gen_tok_s") or []
-        if not pts:
+        s = r.serving
+        pts = (s.series.get("gen_tok_s") or []) if s else []
+        if not s or not pts:
             continue
-        gap = float(s.get("idle_gap_s") or 30.0)
+        gap = float(s.idle_gap_s or 30.0)
         xs, ys, lines = broken_line(pts, gap)
         colour = RUN_COLOURS.get(label)
         fig.add({"type": "scatter", "x": xs, "y": ys, "mode": "lines",
-                 "name": f"{label} (window {s.get('window_s')} s)",
+                 "name": f"{label} (window {s.window_s} s)",
                  "line": {"color": colour, "width": 1.5}, "connectgaps": False, "customdata": lines,
                  "hovertemplate": f"{label}: %{{y:.1f}} tok/s at +%{{x:.0f}} s, line %{{customdata}}<extra></extra>"})
         drawn += 1
         t0 = _sec(pts[0][0])
-        for c in s.get("changes") or []:
-            if c["metric"] != "gen_tok_s" or t0 is None or _sec(c["at"]) is None:
+        for c in s.changes:
+            if c.metric != "gen_tok_s" or t0 is None or _sec(c.at) is None:
                 continue
-            x = (_sec(c["at"]) or 0.0) - t0
+            x = (_sec(c.at) or 0.0) - t0
             fig.vline(x, line={"color": colour, "dash": "dot", "width": 1.5})
-            fig.annotate(x=x, y=max(c["before"], c["after"]), yshift=12, showarrow=False,
+            fig.annotate(x=x, y=max(c.before, c.after), yshift=12, showarrow=False,
                          font={"color": colour, "size": 11},
-                         text=f"{label} line {c['line']}: {c['before']:.0f} → {c['after']:.0f} tok/s")
+                         text=f"{label} line {c.line}: {c.before:.0f} → {c.after:.0f} tok/s")
     if not drawn:
         return None
     fig.axis("x", title="seconds since the run's first decode batch (lines break where the server was idle)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import queue
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from ..events import PHASES, Event
 from ..ingest import LiveRun
 from ..model.failures import CAUGHT_SOURCES
 from ..model.run import RunSummary
+from ..model.serving_records import LastBatch, PressureWindow, Resumed, Serving
 from ..model.startup import bar_phase
 from ..sources import Chunk, Follower, Notice
 
@@ -158,7 +159,7 @@ class WatchState:
         keys = {st.key for st in current}
         for key in sorted((k for k in self.health_seen - keys if k[0] == "imbalance"), key=str):
             self.health_seen.discard(key)  # it may begin again
-            last = (serving or {}).get("last_batch")
+            last = serving.last_batch if serving else None
             new.append(f"attention-DP groups no longer unbalanced ({key[1]} no longer the heaviest) as of "
                        f"{_at(last, self.run.name)}")
         self.alerts.extend(new)
@@ -201,16 +202,16 @@ class HealthState:
     end: str | None
 
 
-def _at(ev: Mapping[str, Any] | None, file: str | None) -> str:
+def _at(ev: LastBatch | Resumed | PressureWindow | None, file: str | None) -> str:
     """``file:line (rank)`` of a record the summary cites."""
     if not ev:
         return "?"
-    where = ev.get("file") or file
-    rank = ev.get("rank")
-    return f"{where + ':' if where else 'line '}{ev['line']}{f' ({rank})' if rank else ''}"
+    where = (None if isinstance(ev, PressureWindow) else ev.file) or file  # a window of a series names no file
+    rank = ev.rank
+    return f"{where + ':' if where else 'line '}{ev.line}{f' ({rank})' if rank else ''}"
 
 
-def health_states(serving: Mapping[str, Any] | None, file: str | None = None) -> list[HealthState]:
+def health_states(serving: Serving | None, file: str | None = None) -> list[HealthState]:
     """Each serving-health episode and state the summary's ``serving`` shows, with its beginning
     and, once the log shows it, its end: stalls and the seesaw by their first line (ended by the
     window after them), KV pressure by each run of full windows with requests queued (eased by
@@ -219,43 +220,41 @@ def health_states(serving: Mapping[str, Any] | None, file: str | None = None) ->
     if not serving:
         return []
     out: list[HealthState] = []
-    h = serving.get("health") or {}
-    for st in (h.get("stalls") or {}).get("first") or []:
-        rank = next((e.get("rank") for e in st.get("evidence") or [] if e.get("rank")), None)
-        rec = st.get("recovered")
+    h = serving.health
+    for st in h.stalls.first if h else []:
+        rank = next((e.rank for e in st.evidence if e.rank), None)
+        rec = st.recovered
         out.append(HealthState(
-            ("stall", st["line"]),
-            f"decode stalled at line {st['line']}{f' ({rank})' if rank else ''}: {st['tok_s']:g} tok/s, "
-            f"under a quarter of its running median {st['median_tok_s']:g}, while prefill ran "
-            f"(line {st['prefill_line']})",
-            None if not rec else f"decode stall of line {st['line']} over at {_at(rec, file)}: "
-                                 f"{rec['tok_s']:g} tok/s after {st['windows']} stalled window(s)"))
-    sw = h.get("seesaw")
+            ("stall", st.line),
+            f"decode stalled at line {st.line}{f' ({rank})' if rank else ''}: {st.tok_s:g} tok/s, "
+            f"under a quarter of its running median {st.median_tok_s:g}, while prefill ran "
+            f"(line {st.prefill_line})",
+            None if not rec else f"decode stall of line {st.line} over at {_at(rec, file)}: "
+                                 f"{rec.tok_s:g} tok/s after {st.windows} stalled window(s)"))
+    sw = h.seesaw if h else None
     if sw:
-        end = sw.get("ended")
+        end = sw.ended
         out.append(HealthState(
-            ("seesaw", sw["line"]),
-            f"prefill and decode starve each other in turn from line {sw['line']}: "
-            f"{sw['switches']} switches over {sw['windows']} windows",
-            None if not end else f"prefill/decode seesaw of line {sw['line']} over at {_at(end, file)}"))
-    imb = h.get("imbalance")
-    if imb and imb.get("found"):
-        sig = ", ".join(f"{x['figure']} {x['heaviest_share']:g}x" for x in imb["signals"]
-                        if x["figure"] in imb.get("agreeing", []))
-        lines = sorted({e["line"] for x in imb["signals"] if x["figure"] in imb.get("agreeing", [])
-                        for e in x.get("evidence") or []})
-        out.append(HealthState(("imbalance", imb["heaviest"]),
-                               f"attention-DP groups unbalanced: {imb['heaviest']} carries "
+            ("seesaw", sw.line),
+            f"prefill and decode starve each other in turn from line {sw.line}: "
+            f"{sw.switches} switches over {sw.windows} windows",
+            None if not end else f"prefill/decode seesaw of line {sw.line} over at {_at(end, file)}"))
+    imb = h.imbalance if h else None
+    if imb and imb.found:
+        sig = ", ".join(f"{x.figure} {x.heaviest_share:g}x" for x in imb.signals if x.figure in imb.agreeing)
+        lines = sorted({e.line for x in imb.signals if x.figure in imb.agreeing
+                        for e in x.evidence if e.line is not None})
+        out.append(HealthState(("imbalance", imb.heaviest),
+                               f"attention-DP groups unbalanced: {imb.heaviest} carries "
                                f"{sig} the groups' mean (lines {', '.join(map(str, lines))})", None))
-    kv = serving.get("kv_full")
-    for run in (kv or {}).get("runs") or []:
-        eased = run.get("eased")
+    for run in serving.kv_full.runs if serving.kv_full else []:
+        eased = run.eased
         out.append(HealthState(
-            ("kv_pressure", run["line"]),
-            f"KV pool full (token usage {run['token_usage']:g}) with {run['queue_req']:g} requests queued "
-            f"from line {run['line']}",
-            None if not eased else f"KV pressure of line {run['line']} eased at {_at(eased, file)}: token usage "
-                                   f"{eased['token_usage']:g}, {eased['queue_req']:g} requests queued"))
+            ("kv_pressure", run.line),
+            f"KV pool full (token usage {run.token_usage:g}) with {run.queue_req:g} requests queued "
+            f"from line {run.line}",
+            None if not eased else f"KV pressure of line {run.line} eased at {_at(eased, file)}: token usage "
+                                   f"{eased.token_usage:g}, {eased.queue_req:g} requests queued"))
     return out
 
 
