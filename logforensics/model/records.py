@@ -28,6 +28,7 @@ class SummaryFormatError(ValueError):
     """A JSON document that is not a run summary (``summary --json``)."""
 
 
+@dataclass(frozen=True)
 class Keyed:
     """A record that reads and writes its JSON object key for key.
 
@@ -36,17 +37,19 @@ class Keyed:
     ``summary --json`` of a record read back must be the one that was saved. Keys this
     version does not know are kept in ``extra``. A record the model builds field by field
     (``keys`` None) writes every field, in the order they are declared. A JSON key that is
-    no Python name (``as``) is held by the field ``renamed`` names.
+    no Python name (``as``) is held by the field ``renamed`` names. A record is a frozen
+    dataclass that derives from this one: ``keys`` and ``extra`` are keyword-only fields of
+    every record, after its own.
     """
 
-    keys: tuple[str, ...] | None
-    extra: dict[str, Any]
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False, kw_only=True)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, kw_only=True)
     #: JSON key -> the field that holds it, where the key is no Python name
     renamed: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def _names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.name not in ("keys", "extra"))  # type: ignore[arg-type]
+        return tuple(f.name for f in fields(cls) if f.name not in ("keys", "extra"))
 
     @classmethod
     def _json_names(cls) -> tuple[str, ...]:
@@ -63,7 +66,7 @@ class Keyed:
         values = {ren.get(k, k): (readers[ren.get(k, k)](v) if v is not None else v)
                   for k, v in data.items() if ren.get(k, k) in readers}
         try:
-            return cls(**values, keys=tuple(data),  # type: ignore[call-arg]
+            return cls(**values, keys=tuple(data),
                        extra={k: v for k, v in data.items() if ren.get(k, k) not in readers})
         except TypeError as e:
             raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} lacks a key ({e})") from None
@@ -80,7 +83,7 @@ class Keyed:
         keys = self._json_names() if self.keys is None else self.keys
         names = _readers(type(self))
         extra = {**self.extra, **{k: v for k, v in changes.items() if k not in names}}  # keys of no field
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if k in names},  # type: ignore[type-var]
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if k in names},
                                    keys=keys + tuple(k for k in changes if k not in keys), extra=extra)
 
 
@@ -154,8 +157,6 @@ class PhaseSpan(Keyed):
     first_ts: str | None
     last_line: int
     last_ts: str | None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,6 @@ class LastSeen(Keyed):
     milestone: str | None = None
     node: str | None = None
     file: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of_rank(cls, line: int, ts: str | None, text: str, milestone: str | None) -> LastSeen:
@@ -195,8 +194,6 @@ class Bar(Keyed):
     bs: int | None = None
     num_tokens: int | None = None
     avail_gib: float | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -211,8 +208,6 @@ class KvPool(Keyed):
     dtype: str | None = None
     label: str | None = None
     line: int | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -247,8 +242,6 @@ class Memory(Keyed):
     available_gpu_mem_gib: float | None = None
     profiled_max_tokens: int | None = None
     evidence: dict[str, Notice] = field(default_factory=dict)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __bool__(self) -> bool:
         """Whether the rank printed any figure (a rank that printed none has an empty object)."""
@@ -282,8 +275,6 @@ class Quantiles(Keyed):
     median: float | None = None
     p90: float | None = None
     max: float | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 #: A figure no record printed (``{"count": 0}``).
@@ -298,8 +289,6 @@ class BenchResult(Keyed):
     successful_requests: int | None
     generated_tokens: int | None
     evidence: list[Notice]
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -315,8 +304,6 @@ class ThroughputFigures(Keyed):
     accept_len: Quantiles = NO_QUANTILES
     running_req: Quantiles = NO_QUANTILES
     benchmarks: list[BenchResult] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- a traceback ------------------------------------------------------------------------
@@ -330,8 +317,6 @@ class Frame(Keyed):
     func: str | None
     code: str | None = None
     log_line: int | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -343,8 +328,6 @@ class ChainLink(Keyed):
     exception: str | None
     message: str | None
     frames: int
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -353,8 +336,6 @@ class OtherProcess(Keyed):
 
     pid: int
     in_use_gib: float
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -377,8 +358,6 @@ class OomFigures(Keyed):
     in_use_gib: float | None = None
     #: whether the message suggests ``expandable_segments`` (fragmentation)
     expandable_segments_hint: bool = False
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -387,8 +366,6 @@ class LogLine(Keyed):
 
     line: int
     text: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -401,8 +378,6 @@ class Occurrence(Keyed):
     end_line: int | None = None
     ts: str | None = None
     oom: OomFigures | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -415,8 +390,6 @@ class Fingerprint(Keyed):
     exception: str
     function: str | None
     phase: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- the run's course: readiness, its stop, errors it went on after ------------------------
@@ -430,8 +403,6 @@ class Ready(Keyed):
     ts: str | None
     text: str
     node: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -445,8 +416,6 @@ class Notice(Keyed):
     text: str
     rank: str | None = None
     node: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -460,8 +429,6 @@ class Stop(Keyed):
     text: str
     evidence: list[Notice] = field(default_factory=list)
     node: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -484,8 +451,6 @@ class LoggedError(Keyed):
     node: str | None = None
     #: the code that logged it and went on, when a lead names it (``transfer_worker``: a KV transfer thread)
     source: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- a hang (model/hang.py) ----------------------------------------------------------------
@@ -501,8 +466,6 @@ class Cite(Keyed):
     rank: str | None = None
     text: str | None = None
     kind: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -521,8 +484,6 @@ class Collective(Keyed):
     last_completed: int | None = None
     ran_ms: float | None = None
     timeout_s: float | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -536,8 +497,6 @@ class Behind(Keyed):
     line: int
     file: str | None = None
     reason: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -557,8 +516,6 @@ class PyspyDump(Keyed):
     main_state: str | None = None
     main_location: str | None = None
     rank_from: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -570,8 +527,6 @@ class Initiator(Keyed):
     why: str
     evidence: list[Cite] = field(default_factory=list)
     candidates: list[str] | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -592,8 +547,6 @@ class StuckOn(Keyed):
     ranks: list[str | None] = field(default_factory=list)
     source: str | None = None
     evidence: list[Cite] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -603,8 +556,6 @@ class WaitingOn(Keyed):
     op: str | None
     seq: int
     pg: int | str | None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -619,8 +570,6 @@ class RankProgress(Keyed):
     last_phase: str | None = None
     phase_from: str | None = None
     evidence: list[Cite] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -631,8 +580,6 @@ class PoolCheck(Keyed):
     available: int | None = None
     evictable: int | None = None
     line: int | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -648,8 +595,6 @@ class DebugInfo(Keyed):
     requests: int | None = None
     pools: dict[str, PoolCheck] = field(default_factory=dict)
     evidence: list[Cite] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -665,8 +610,6 @@ class PyspyFailure(Keyed):
     line: int | None = None
     rank: str | None = None
     text: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -677,8 +620,6 @@ class NextStep(Keyed):
     status: str
     gives: str
     evidence: Cite | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -693,8 +634,6 @@ class Stacks(Keyed):
     missing_why: str | None = None
     pyspy_failures: list[PyspyFailure] = field(default_factory=list)
     next_time: list[NextStep] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- a run of several nodes: stamps put on one clock (model/nodes.py) ---------------------
@@ -704,8 +643,6 @@ class ClockAnchor(Keyed):
 
     utc: str
     local: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -717,8 +654,6 @@ class ClockPair(Keyed):
     utc: str
     local_line: int
     local: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -735,8 +670,6 @@ class Clock(Keyed):
     residual_s: float | None = None
     anchor: ClockPair | None = None
     disagreeing: dict[str, int] = field(default_factory=dict)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def offset(self) -> timedelta | None:
@@ -764,8 +697,6 @@ class ClockMove(Keyed):
     local_offset_h: float | None = None
     anchor: ClockAnchor | None = None
     residual_s: float | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- how much of the log was read (model/coverage.py) -------------------------------------
@@ -780,8 +711,6 @@ class Unrecognised(Keyed):
     example: str | None = None
     first_rank: str | None = None
     ranks: list[str] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -793,8 +722,6 @@ class ProbeAnswer(Keyed):
     rank: str | None = None
     ts: str | None = None
     text: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -803,8 +730,6 @@ class ProbePath(Keyed):
 
     answers: dict[str, int] = field(default_factory=dict)
     first: dict[str, ProbeAnswer] = field(default_factory=dict)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -831,8 +756,6 @@ class Coverage(Keyed):
     probe_requests: int | None = None
     probes: dict[str, ProbePath] = field(default_factory=dict)
     files: int | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- a hybrid model's memory pools (model/pools.py) ---------------------------------------
@@ -844,8 +767,6 @@ class PoolState(Keyed):
     available: int
     evictable: int
     at: Cite | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -865,8 +786,6 @@ class Pool(Keyed):
     peak_used: int | None = None
     last_used: int | None = None
     state: PoolState | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -879,8 +798,6 @@ class Retraction(Keyed):
     usage: float | None
     usage_at: Cite | None
     others: dict[str, float] = field(default_factory=dict)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -897,8 +814,6 @@ class StartupOrder(Keyed):
     env_set: bool = False
     env_at: list[Cite] = field(default_factory=list)
     fell_back: bool = False
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -911,8 +826,6 @@ class PoolPoint(Keyed):
     used: int | None = None
     rank: str | None = None
     ts: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -921,8 +834,6 @@ class PoolSeries(Keyed):
 
     lines_per_point: int
     points: list[PoolPoint]
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -935,8 +846,6 @@ class MemoryPools(Keyed):
     retractions: list[Retraction]
     order: StartupOrder | None
     series: dict[str, PoolSeries] | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- prefill/decode disaggregation: a file's part (model/pd.py) ---------------------------
@@ -949,8 +858,6 @@ class RoleEvidence(Keyed):
     rank: str | None
     why: str
     text: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -974,8 +881,6 @@ class KvFailure(Keyed):
     line: int
     ts: str | None
     text: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -989,8 +894,6 @@ class PdTimeout(Keyed):
     line: int
     ts: str | None
     text: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -1007,8 +910,6 @@ class RouterError(Keyed):
     message: str
     rank: str | None
     text: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -1025,8 +926,6 @@ class PdPart(Keyed):
     router_lines: int = 0
     #: the router's own readiness (``Router ready | workers: [...]``), when it logged it
     router_ready: Notice | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- a run of several files: each node (model/nodes.py) -----------------------------------
@@ -1040,8 +939,6 @@ class NodeCrash(Keyed):
     line: int | None = None
     ts: str | None = None
     file: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -1068,5 +965,3 @@ class NodeEntry(Keyed):
     pd: PdPart | None = None
     clock: list[ClockMove] | None = None
     order_uncertain: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)

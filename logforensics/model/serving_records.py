@@ -34,8 +34,6 @@ class BatchRecord(Keyed):
     rank: str | None
     ts: str | None
     text: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -49,8 +47,6 @@ class LastBatch(Keyed):
     ts: str | None
     text: str
     queue_req: float | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -66,8 +62,6 @@ class Retracted(Keyed):
     text: str
     retracted_reqs: int | None = None
     new_token_ratio: list[float | None] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- figures over time -------------------------------------------------------------------
@@ -79,8 +73,6 @@ class ServingLevel(Keyed):
     min: float
     max: float
     mean: float
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -99,8 +91,6 @@ class ChangeContext(Keyed):
     ts: str | None = None
     rank: str | None = None
     text: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -120,8 +110,6 @@ class ServingChange(Keyed):
     context: list[ChangeContext] = field(default_factory=list)
     evidence: Cite | None = None
     after_idle_s: float | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- retractions and KV pressure ----------------------------------------------------------
@@ -135,8 +123,6 @@ class Storm(Keyed):
     first_line: int
     records: int
     duration_s: float
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -148,8 +134,6 @@ class Retractions(Keyed):
     retracted_reqs: int
     first: list[Retracted] = field(default_factory=list)
     storms: list[Storm] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -162,8 +146,6 @@ class PressureWindow(Keyed):
     at: str
     token_usage: float
     queue_req: float
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -177,8 +159,6 @@ class PressureRun(Keyed):
     token_usage: float
     queue_req: float
     eased: PressureWindow | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -196,8 +176,6 @@ class KvPressure(Keyed):
     queue_max: float
     queue_grew: bool
     runs: list[PressureRun] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -212,8 +190,6 @@ class FrozenRun(Keyed):
     first: BatchRecord
     last: BatchRecord
     threshold_lines: int
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- requests -----------------------------------------------------------------------------
@@ -225,8 +201,6 @@ class Latency(Keyed):
     p90: float | None
     p99: float | None
     max: float | None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -240,8 +214,6 @@ class LatencyWindow(Keyed):
     p90: float | None
     p99: float | None
     max: float | None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -257,8 +229,6 @@ class SlowRequest(Keyed):
     input_tokens: int | None
     output_tokens: int | None
     source: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -272,8 +242,6 @@ class Requests(Keyed):
     window_s: int
     over_time: list[LatencyWindow] = field(default_factory=list)
     slowest: list[SlowRequest] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- health (model/health.py) -------------------------------------------------------------
@@ -289,8 +257,6 @@ class Thresholds(Keyed):
     imbalance_ratio: float
     imbalance_min_windows: int
     imbalance_signals: int
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -302,8 +268,6 @@ class IdleGap(Keyed):
     line: int
     seconds: float
     at: str
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -313,8 +277,6 @@ class Idle(Keyed):
     count: int
     seconds: float
     gaps: list[IdleGap] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -329,8 +291,6 @@ class Resumed(Keyed):
     text: str | None
     at: str
     tok_s: float | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -349,8 +309,6 @@ class StallRun(Keyed):
     running_req: float | None
     evidence: list[Cite] = field(default_factory=list)
     recovered: Resumed | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -360,8 +318,6 @@ class Stalls(Keyed):
     count: int
     windows: int
     first: list[StallRun] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -380,8 +336,6 @@ class SeesawStretch(Keyed):
     stretches: int
     evidence: list[Cite] = field(default_factory=list)
     ended: Resumed | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -401,8 +355,6 @@ class ImbalanceSignal(Keyed):
     heaviest_value: float
     lightest_value: float
     evidence: list[Cite] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -415,8 +367,6 @@ class DpImbalance(Keyed):
     heaviest: str | None
     signals: list[ImbalanceSignal] = field(default_factory=list)
     agreeing: list[str] = field(default_factory=list)
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -429,8 +379,6 @@ class Health(Keyed):
     stalls: Stalls
     seesaw: SeesawStretch | None = None
     imbalance: DpImbalance | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 # -- the whole ------------------------------------------------------------------------------
@@ -458,5 +406,3 @@ class Serving(Keyed):
     last_batch: LastBatch | None = None
     requests: Requests | None = None
     health: Health | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -120,8 +120,6 @@ class Crash(Keyed):
     #: a run of several nodes: the failures whose stamps were put on the others' clock, each
     #: with the offset its file derived, that offset's anchor and residual (``model.nodes``)
     clock: list[ClockMove] | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -166,8 +164,6 @@ class Hang(Keyed):
     #: clocks cannot be related), and the stamps put on the others' clock (as a crash's)
     order_uncertain: str | None = None
     clock: list[ClockMove] | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -188,8 +184,6 @@ class DistinctException(Keyed):
     ranks: list[str | None] = field(default_factory=list)
     occurrences: list[Occurrence] = field(default_factory=list)
     node: str | None = None
-    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
