@@ -65,6 +65,9 @@ WRAPPED = {
     "skypilot": "(worker1, rank=1, pid=2345, ip=10.0.0.2) {}",
     "literal-caret-M": "{}^M",
     "backtick": "`{}",
+    # a cloud log export: severity and UTC time before every line of the record
+    "cloud-logging-severity": "ERROR 2026-06-15T14:10:59.392125190Z {}",
+    "cloud-logging-severity-ms": "INFO 2026-06-15T14:10:59.392Z {}",
 }
 
 
@@ -83,6 +86,19 @@ def test_a_wrapped_traceback_reads_as_the_bare_one(name: str) -> None:
     assert ev.fields["frames"][0]["func"] == "run_scheduler_process"
     assert ev.fields["frames"][0]["code"] == "scheduler.event_loop_normal()"
     assert (ev.line, ev.end_line) == (1, 4)
+
+
+def test_a_traceback_copied_out_of_a_json_string_keeps_its_frames() -> None:
+    """A traceback copied from a JSON export keeps a backslash before each quote of its File
+    lines (``File \\"/a.py\\", line 3, in f``): the frames are still frames, their paths
+    without the backslash, so the scheduler's event loop places the crash while serving."""
+    lines = [TRACEBACK[0], FRAME.replace('"', '\\"').strip(), "  " + CODE.strip(), TRACEBACK[3]]
+    ev = only(read("\n".join(lines) + "\n"), "exception")
+    assert ev.rank == "TP3" and ev.fields["exception"] == "RuntimeError"
+    [frame] = ev.fields["frames"]
+    assert (frame["path"], frame["line"], frame["func"]) == \
+        ("/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", 1827, "run_scheduler_process")
+    assert frame["code"] == "scheduler.event_loop_normal()"
 
 
 def test_docker_logs_with_indentation_stripped() -> None:

@@ -38,6 +38,9 @@ PENDING: dict[tuple[str, str], str] = {
                            "is above it (line 1); the record starts at the first File line (2), the orphan "
                            "code line before it is not joined to it (the bulk scanner takes such lines "
                            "without events, so the run model cannot join them without slowing it)",
+    ("fatal_line", "303"): "as for 237: the window starts inside a traceback with its caret line (line 1), "
+                           "before the exception line (2) the record is read from; the orphan caret line "
+                           "is not joined to it",
 }
 
 

@@ -41,6 +41,10 @@ _WRAPPER_RE = re.compile(
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)(?:[ \t]|$)"
     r"(?! *(?:ERROR|WARN|INFO|DEBUG|TRACE) )"
     r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\][ \t]"      # Jenkins
+    # a cloud log export's severity and UTC time (Google Cloud Logging's severities), before
+    # every line of a record: "ERROR 2026-06-15T14:10:59.392125190Z "
+    r"|(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY)[ \t]"
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z[ \t]"
     r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
     r"|\d+\|[\w.@:\-]+[ \t]*\|[ \t]?"                           # pm2 "3|qwen  | "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| ?"  # FastChat "... | ERROR | stderr | "
