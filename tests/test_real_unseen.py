@@ -225,13 +225,14 @@ def test_an_error_the_server_went_on_from_is_reported_by_its_rule(prefix: str) -
     assert f.title == "a process logged an error outside a traceback that ended it"
 
 
-@pytest.mark.xfail(strict=True, reason="pending: the crash takes its line from the first fatal record and its "
-                                       "rank from the first that names one, so a bare 'Traceback (most recent "
-                                       "call last):' at line 1 before TP0's record at line 2 reads 'on TP0 at "
-                                       "line 1'; the same merge is what real/043, real/115 and 251 are labelled "
-                                       "by (a tail before a rank's traceback), so telling the two shapes apart "
-                                       "is a decision about those labels, not a wording fix")
-def test_279_the_verdict_ties_no_rank_to_a_line_that_names_none(analysed: Any) -> None:
-    s = _summary_of("279", analysed)
-    assert s.crash is not None and s.crash.line == 1 and s.crash.ranks == ["TP0"]
-    assert "on TP0 at line 1" not in s.outcome_reason
+@pytest.mark.parametrize("prefix,line,rank,named_at", [("279", 1, "TP0", 2), ("300", 1, "TP7", 2), ("303", 2, "TP1", 4)])
+def test_the_verdict_ties_no_rank_to_a_line_that_names_none(prefix: str, line: int, rank: str, named_at: int,
+                                                            analysed: Any) -> None:
+    """The crash's line is its first fatal record's, and its rank the first record's that names
+    one (the labels of real/043, real/115 and 251: a tail before a rank's traceback). Where the
+    first line names no rank, the reason says so and where the rank comes from, not "on TP0 at
+    line 1" of a line that does not name TP0."""
+    s = _summary_of(prefix, analysed)
+    assert s.crash is not None and s.crash.line == line and s.crash.ranks == [rank]
+    assert f"on {rank} at line {line}" not in s.outcome_reason
+    assert s.outcome_reason.endswith(f"at line {line} (its line names no rank; {rank}'s record follows at line {named_at})")

@@ -118,8 +118,14 @@ def judge(m: RunModel) -> Verdict:
     if first_hang is not None and (not fatal or all(is_hang_consequence(c, first_hang) for c in fatal)):
         return Verdict("hung", "hang evidence: " + hang_text[:160], crash, hang, resolved, errors)
     if crash:
-        where = f" on {crash['first_rank']}" if crash.get("first_rank") else ""
-        return Verdict("crashed", f"{what_failed(crash)}{where} at line {crash['line']}", crash, hang, resolved,
+        rank = crash.get("first_rank")
+        named = next((c for c in shown if c.get("rank") == rank), None) if rank else None
+        if named is not None and not shown[0].get("rank"):
+            # the first fatal line names no rank: the rank is the next record's, and said so
+            where = f" at line {crash['line']} (its line names no rank; {rank}'s record follows at line {named['line']})"
+        else:
+            where = (f" on {rank}" if rank else "") + f" at line {crash['line']}"
+        return Verdict("crashed", f"{what_failed(crash)}{where}", crash, hang, resolved,
                        errors)
     then = f"; stopped at line {stop['line']}, with no failure before it" if stop else ""
     if stop is not None and not ready_line:
