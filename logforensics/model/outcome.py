@@ -119,10 +119,10 @@ def judge(m: RunModel) -> Verdict:
         return Verdict("hung", "hang evidence: " + hang_text[:160], crash, hang, resolved, errors)
     if crash:
         rank = crash.get("first_rank")
-        named = next((c for c in shown if c.get("rank") == rank), None) if rank else None
-        if named is not None and not shown[0].get("rank"):
+        naming = next((c for c in shown if c.get("rank") == rank), None) if rank else None
+        if naming is not None and not shown[0].get("rank"):
             # the first fatal line names no rank: the rank is the next record's, and said so
-            where = f" at line {crash['line']} (its line names no rank; {rank}'s record follows at line {named['line']})"
+            where = f" at line {crash['line']} (its line names no rank; {rank}'s record follows at line {naming['line']})"
         else:
             where = (f" on {rank}" if rank else "") + f" at line {crash['line']}"
         return Verdict("crashed", f"{what_failed(crash)}{where}", crash, hang, resolved,
