@@ -26,7 +26,7 @@ from .nodes import NodeFacts, PDFacts, node_facts, pd_facts
 from .pools import PoolFacts, pool_facts
 from .serving_facts import ServingFacts, TimerFacts, serving_facts, timer_facts
 from .settings import ConfigDiff, CustomAllreduce, config_diff, custom_ar
-from .sides import Coverage, Evidence, Setup, coverage, ev, notice_ev, pair_ranks, setup
+from .sides import Coverage, Evidence, Setup, coverage, ev, ev_of, notice_ev, pair_ranks, setup
 from .validity import Validity, validity
 from .versions import VersionDelta, version_delta
 
@@ -103,8 +103,7 @@ _FIGURE_EVIDENCE = {
 
 
 def _mem_evidence(run: RunSummary, rank: str | None, key: str) -> tuple[Evidence, ...]:
-    at = run.memory.get(rank or "", NO_MEMORY).evidence.get(_FIGURE_EVIDENCE.get(key, ""))
-    return (notice_ev(at),) if at is not None else ()
+    return ev_of(run.memory.get(rank or "", NO_MEMORY).evidence.get(_FIGURE_EVIDENCE.get(key, "")))
 
 
 def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) -> MemoryDeltas:

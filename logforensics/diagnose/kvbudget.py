@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..model.run import RunSummary
 from .budget import Budget
-from .sides import Evidence, notice_ev
+from .sides import Evidence, ev_of
 
 #: Keys of a rank's memory figures that hold a KV pool size in tokens, as the log printed them.
 _TOKEN_FIGURES = ("profiled_max_tokens", "max_total_num_tokens")
@@ -51,7 +51,7 @@ def kv_budget_facts(run: RunSummary, budget: Budget) -> KVBudgetFacts:
             value = mem.figure(key)
             if isinstance(value, int) and value <= 0:
                 source = mem.evidence.get("max_total_tokens_cap" if key == "profiled_max_tokens" else "max_total_tokens")
-                found.append((rank, value, (notice_ev(source),) if source is not None else ()))
+                found.append((rank, value, ev_of(source)))
                 break
     if not found:
         return KVBudgetFacts()

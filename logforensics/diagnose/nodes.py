@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.nodes import missing_ranks, nnodes
-from ..model.records import NO_MEMORY, NOT_SEEN, KvFailure, RouterError
+from ..model.records import NO_MEMORY, NOT_SEEN
 from ..model.run import MILESTONES, RunSummary
-from .sides import Evidence
+from .sides import Evidence, ev_of
 
 _MILESTONE_INDEX = {m: i for i, m in enumerate(MILESTONES)}
 #: Per-rank figures compared node by node with the baseline (worst rank of the node).
@@ -78,10 +78,6 @@ class NodeFacts:
 
 def _ev(entry: dict[str, Any]) -> Evidence:
     return Evidence(entry.get("file"), entry.get("line"), entry.get("rank"), str(entry.get("text") or "")[:400])
-
-
-def _pd_ev(record: KvFailure | RouterError) -> Evidence:
-    return Evidence(record.file, record.line, record.rank, record.text[:400])
 
 
 def _ranks_of(s: RunSummary, node: str) -> list[str]:
@@ -261,11 +257,11 @@ def pd_facts(s: RunSummary) -> PDFacts:
             kind = "waiting_timeout" if x.poll == "WaitingForInput" else \
                 "bootstrap_timeout" if x.poll == "Bootstrapping" else x.stage or "transfer"
             fails.append(PDFailure(x.side or side, node, kind, x.rank, x.rid, x.room,
-                                   x.message or "", x.timed_out_s, x.ts, (_pd_ev(x),)))
+                                   x.message or "", x.timed_out_s, x.ts, ev_of(x)))
         for t in pd.timeouts:
             timers.append(t.timer)
             settings.append(t.setting)
-        router += [_pd_ev(r) for r in pd.router_errors[:8]]
+        router += [e for r in pd.router_errors[:8] for e in ev_of(r)]
     # "Aborted by AbortReq" is one side being told of the other's abort: a consequence,
     # whatever the clocks say.
     fails.sort(key=lambda f: (f.ts or "9999", f.side))
