@@ -45,6 +45,9 @@ from .stats import Sketch
 DECODE, PREFILL, PASSIVE = 1, 2, 3
 #: The classes of grouped texts (``GROUPS``: a probe path each), passive lines otherwise.
 GROUP_CLASSES = (4, 5, 6, 7)
+#: Answered requests: taken once the first was read as an event (``startup.on_http_access``
+#: keeps its line as the evidence that the server was ready).
+ANSWERED = 8
 #: Kinds with a handler that :meth:`ColumnFeed.apply` replays from counts: an answered
 #: HTTP request places the run in serving (``startup.on_http_access``); probes answered
 #: ``PROBE_OK`` are counted by path (``coverage.on_http_probe``: the scanner takes no other
@@ -95,6 +98,8 @@ def class_of(plan: Plan) -> int | None:
         return PREFILL
     if kind in HANG_KINDS or kind in SERVING_KINDS or kind in PD_OBSERVED:
         return None  # the hang, serving and PD observers read each record
+    if kind == "http_access":
+        return ANSWERED
     if kind in REPLAYED:
         return PASSIVE
     if kind in HANDLERS or kind in PHASE_OF_KIND:
@@ -150,10 +155,12 @@ class ColumnFeed:
         m = self.model
         ranks = m.ranks
         decode_ok = len(m.notices.get("decode", ())) >= limit("decode")
-        table = bytearray((max(GROUP_CLASSES) + 1) * 256)
+        table = bytearray((ANSWERED + 1) * 256)
         first = m.coverage.probes.first
         passive = [PASSIVE] + [cls for path, cls in self._group_class.items()
                                if (path.split("?", 1)[0], PROBE_OK) in first]
+        if m.timeline.answered is not None:
+            passive.append(ANSWERED)
         for cls in passive:
             table[cls * 256] = 1
         for rid, name in enumerate(rank_names):

@@ -9,7 +9,8 @@ Outcome rules (the first that applies, judged on the whole log):
   notice that a child died; unless the only fatal records are the consequence of a hang;
 * ``hung``: evidence of a hang: an NCCL/c10d watchdog or store timeout, SGLang's own
   watchdog timeout, or a scheduler that gave no sign of life while others died waiting;
-* ``ready``: ``The server is fired up and ready to roll!`` or served batches; a server that
+* ``ready``: ``The server is fired up and ready to roll!``, served batches, or an answered
+  request (SGLang's HTTP server starts once every scheduler is ready); a server that
   was ready and then stopped (SGLang's SIGTERM handler, uvicorn's shutdown, a child ended by
   SIGTERM or SIGINT, a ``KeyboardInterrupt``) with no fatal record before the stop is ready
   too, and ``stop`` says where it stopped: what SGLang prints on its way down (children
@@ -62,7 +63,7 @@ class Verdict:
 
 def judge(m: RunModel) -> Verdict:
     t, fl = m.timeline, m.failures
-    ready_line = t.last_serving_line if (t.ready or t.last_serving_line) else 0
+    ready_line = t.last_serving_line if (t.ready or t.last_serving_line) else (t.answered or {}).get("line", 0)
     after = [c for c in fl.crash_events if c["line"] > ready_line or not ready_line]
     fatal_src = [c for c in after if not _went_on(m, c)]
     fatal = [dict(c) for c in fatal_src]
@@ -136,6 +137,9 @@ def judge(m: RunModel) -> Verdict:
     if t.last_serving_line:
         return Verdict("ready", f"served batches (last at line {t.last_serving_line}){then}", None, hang, resolved,
                        errors, stop)
+    if t.answered:  # SGLang starts its HTTP server once every scheduler is ready
+        return Verdict("ready", f"served a request at line {t.answered['line']} ({t.answered['request']}), so it was "
+                       f"ready (its readiness line is not in this log){then}", None, hang, resolved, errors, stop)
     vllm = vllm_records(m.coverage.kind_counts)
     if vllm:  # what the log shows may be vLLM's readiness or failure
         records = record_count(m.coverage.kind_counts)

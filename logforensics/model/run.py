@@ -45,7 +45,19 @@ from .outcome import judge, milestone_name, named_ranks
 from .pools import Pools, place_rank
 from .pools import summarize as summarize_pools
 from .rank import KV_HYBRID, MILESTONES, NO_RANK, PHASE_INDEX, RankState, bar_rank, rank_sort_key
-from .records import Bar, LastSeen, LoggedError, Memory, MemoryPools, Notice, PhaseSpan, Ready, Stop, ThroughputFigures
+from .records import (
+    NOT_SEEN,
+    Bar,
+    LastSeen,
+    LoggedError,
+    Memory,
+    MemoryPools,
+    Notice,
+    PhaseSpan,
+    Ready,
+    Stop,
+    ThroughputFigures,
+)
 from .records import Coverage as CoverageRecord
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
@@ -283,13 +295,15 @@ class RunModel:
         t = self.timeline
         # "-" is a rank only when the log names none: then it is the single scheduler
         labels = named_ranks(self)
-        if not labels and (NO_RANK in t.ranks or t.bars):
+        if not labels and (NO_RANK in t.ranks or t.bars or t.answered):
             labels = [NO_RANK]
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
         if t.ready:  # the server is ready once every scheduler is: a rank that printed after it serves
             after = t.ready["line"]
             reached.update({k: "serving" for k in labels
                             if k not in reached and k in t.ranks and t.ranks[k].last_line > after})
+        elif t.answered and labels == [NO_RANK] and NO_RANK not in reached:
+            reached[NO_RANK] = "serving"  # a request served: the scheduler of a log that names none serves
         for rec in self.failures.crash_events:  # a traceback can place a rank further than its log lines did
             rec = verdict.resolved.get(id(rec), rec)
             r, p = rec.get("rank"), rec.get("phase")
@@ -358,7 +372,8 @@ class RunModel:
             phase_reached=reached,
             phases={p: PhaseSpan(info["first_line"], info["first_ts"], info["last_line"], info["last_ts"])
                     for p, info in r.phases.items()},
-            last_seen=LastSeen.of_rank(r.last_line, r.last_ts, r.last_text[:500], milestone_name(r.milestone)),
+            last_seen=(LastSeen.of_rank(r.last_line, r.last_ts, r.last_text[:500], milestone_name(r.milestone))
+                       if label in self.timeline.ranks else NOT_SEEN),  # no line of its own
             progress={p: Bar(**b) for p, b in self.timeline.bars.items()} if label == drawer else {},
             memory=Memory.from_dict(memory),
         )

@@ -30,6 +30,9 @@ class Timeline:
     bars: dict[str, dict[str, Any]] = field(default_factory=dict)
     ready: dict[str, Any] | None = None
     last_serving_line: int = 0
+    #: the first request the HTTP server answered (``on_http_access``): the server was
+    #: ready by then, whether or not the log holds its readiness line
+    answered: dict[str, Any] | None = None
 
     def rank(self, label: str | None) -> RankState:
         key = label or NO_RANK
@@ -69,6 +72,7 @@ class Timeline:
             self.global_phase = later.global_phase
         self.bars.update(later.bars)
         self.ready = later.ready or self.ready
+        self.answered = self.answered or later.answered
         self.last_serving_line = later.last_serving_line or self.last_serving_line
 
 
@@ -225,11 +229,24 @@ def on_server_ready(m: RunModel, ev: Event) -> None:
                                             "last_line": ev.line, "last_ts": ev.ts})
 
 
+#: What SGLang's launcher asks before its warm-up request (``_execute_server_warmup``).
+LAUNCHER_PROBES = frozenset({"/get_model_info", "/model_info"})
+
+
 @handles("http_access")
 def on_http_access(m: RunModel, ev: Event) -> None:
     """A request the HTTP server answered. SGLang starts its HTTP server only once every
-    scheduler is ready, so the run is past start-up (warm-up requests count as serving)."""
+    scheduler is ready, so the run is past start-up (warm-up requests count as serving).
+    The first request served is kept as the evidence that the server was ready (the bulk
+    reader takes the later ones as counts): a success, on a path other than the model-info
+    probe SGLang's launcher polls before its warm-up request (an answer there shows the HTTP
+    server up, not a request served)."""
     t = m.timeline
+    status = ev.fields.get("status")
+    if (t.answered is None and isinstance(status, int) and 200 <= status < 300
+            and str(ev.fields.get("path") or "").split("?", 1)[0] not in LAUNCHER_PROBES):
+        t.answered = {"file": ev.file, "line": ev.line, "ts": ev.ts, "text": ev.text,
+                      "request": f"{ev.fields.get('method')} {ev.fields.get('path')} {status}"}
     if t.global_phase != "serving":
         t.reach("serving")
 

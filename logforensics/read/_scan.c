@@ -21,7 +21,7 @@
 #include "_shape.h"
 
 #define MAX_RANKS 256
-#define MAX_CLASSES 8
+#define MAX_CLASSES 9
 #define MAX_SLOTS 32
 #define MAX_KINDS 256
 #define MAX_KEY 4096

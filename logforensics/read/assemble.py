@@ -41,6 +41,9 @@ _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
 #: Kinds that open a traceback when none is open; all others pass straight through.
 TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thread", "exc_line", "oom_message",
                                "fh_timeout"})
+#: Pieces that can begin a file cut inside a traceback (a frame's source line, a caret line):
+#: held at line 1, they join the traceback that follows them, or pass on as they were.
+_LEAD = frozenset({"indented", "tb_caret"})
 #: Kinds that only a traceback's own lines have: with a rank, it came from a prefix that
 #: the launcher writes on every line, and the piece belongs to that rank's traceback.
 _PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
@@ -99,7 +102,7 @@ def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
 class _Traceback:
     __slots__ = ("first", "rank", "ts", "file", "node", "source", "frames", "exception", "message",
                  "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at",
-                 "piece_rank", "header_cut", "oom_record", "what", "thread_dump")
+                 "piece_rank", "header_cut", "oom_record", "what", "thread_dump", "held")
 
     def __init__(self, ev: Event, source: str | None) -> None:
         self.first = ev.line
@@ -123,6 +126,9 @@ class _Traceback:
         self.oom_record = False  # an out-of-memory message logged outside a traceback
         self.what: str | None = None
         self.thread_dump = False  # faulthandler's timed dump of every thread, not a failure
+        #: a file's first lines, held while only pieces that may lead into a traceback came
+        #: (``TracebackAssembler.opens``): None once a frame or exception line joined them
+        self.held: list[Event] | None = None
 
     def owns(self, ev: Event) -> bool:
         """Whether a piece of a traceback that carries a rank (from a line prefix) is ours."""
@@ -198,11 +204,22 @@ class TracebackAssembler:
     def close(self) -> Iterator[Event]:
         if self.open is not None:
             tb, self.open = self.open, None
-            yield tb.to_event()
+            if tb.held is not None:  # no traceback followed: the lines are what they were
+                yield from tb.held
+            else:
+                yield tb.to_event()
 
     def pending(self) -> Event | None:
         """The unfinished traceback as an event, without closing it."""
-        return self.open.to_event() if self.open is not None else None
+        return self.open.to_event() if self.open is not None and self.open.held is None else None
+
+    @staticmethod
+    def opens(ev: Event) -> bool:
+        """Whether ``ev`` may begin a record here when none is open: a traceback's opener, or
+        a piece of one on a file's first line (a window cut inside a traceback, whose record
+        then begins at line 1)."""
+        return ev.kind in TRACEBACK_OPENERS or (ev.line == 1 and ev.kind in _LEAD and ev.rank is None
+                                                and ev.ts is None)
 
     def _start(self, ev: Event, source: str | None) -> _Traceback:
         tb = _Traceback(ev, source)
@@ -224,6 +241,17 @@ class TracebackAssembler:
         if kind in _TRANSPARENT:
             yield ev
             return
+        if tb is None and self.opens(ev) and kind in _LEAD:
+            self._start(ev, None).held = [ev]
+            return
+        if tb is not None and tb.held is not None:
+            if not prefixed and kind in ("tb_frame", "exc_line"):
+                tb.held = None  # the traceback the held lines lead into
+            elif prefixed or kind not in _CONTINUATION or kind == "blank" and tb.blanks >= 2:
+                yield from self.close()
+                tb = None
+            else:
+                tb.held.append(ev)
         if tb is not None and tb.oom_record:
             if not prefixed and kind in ("other", "indented", "tb_fragment", "pool_check"):
                 tb.message = (tb.message or "") + "\n" + _body(ev)  # a terminal's hard wrap

@@ -119,7 +119,7 @@ def available() -> bool:
 class BulkScanner:
     """The C scanner, fed with the plain plans a :class:`LineClassifier` has learned.
 
-    ``class_of(plan)`` gives the class code (1..7) of a plan's records, or None when they
+    ``class_of(plan)`` gives the class code (1..8) of a plan's records, or None when they
     must always be read on the exact path; ``slots[kind]`` maps field names to value slots;
     ``ordered`` lists the slots whose values are also kept in line order with their
     stamps; lines of the classes in ``rows`` are also kept as rows (:class:`Rows`), whose

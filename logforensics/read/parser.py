@@ -262,11 +262,11 @@ class IncrementalParser:
         events, openers = self._rejoin_block(body, first, events, openers)
         self.stats.lines += body.count(b"\n") + 1
         assembler = self.assembler
-        if not openers and assembler.open is None:  # no multi-line record here: nothing to assemble
+        if not openers and assembler.open is None and first > 1:  # no multi-line record here: nothing to assemble
             return events
         out: list[Event] = []
         for ev in events:
-            if assembler.open is None and ev.kind not in TRACEBACK_OPENERS:
+            if assembler.open is None and not assembler.opens(ev):
                 out.append(ev)
             else:
                 out.extend(assembler.step(ev))
@@ -345,7 +345,7 @@ class IncrementalParser:
         scanner.learn()
         scanner.set_ready(sink.ready_table(scanner.rank_names))
         while pos < end:
-            if assembler.open is None:
+            if assembler.open is None and line > 1:  # a file's first line may lead into a record
                 seg = scanner.scan(buf, pos, line)
                 if seg[1]:
                     sink.apply(seg, line, scanner, buf)
@@ -374,7 +374,7 @@ class IncrementalParser:
                     events, nl = joined
                     line += 1
             for ev in events:
-                if assembler.open is None and ev.kind not in TRACEBACK_OPENERS:
+                if assembler.open is None and not assembler.opens(ev):
                     out.append(ev)
                 else:
                     out.extend(assembler.step(ev))
@@ -467,7 +467,7 @@ class IncrementalParser:
             if len(raw) > self.max_line_bytes:
                 raw = self._truncate(raw, lineno)
             for ev in classify(raw, lineno):
-                if assembler.open is None and ev.kind not in TRACEBACK_OPENERS:
+                if assembler.open is None and not assembler.opens(ev):
                     out.append(ev)
                 else:
                     out.extend(assembler.step(ev))
