@@ -41,6 +41,12 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "303"): "as for 237: the window starts inside a traceback with its caret line (line 1), "
                            "before the exception line (2) the record is read from; the orphan caret line "
                            "is not joined to it",
+    ("fatal_line", "306"): "the error record 'Decode out of memory. Try to lower your batch size.' (line 2), "
+                           "which the scheduler logs before it raises, is read (decode_oom) but is no fatal "
+                           "record: the crash starts at the traceback after it (line 6) and says its "
+                           "exception is not in the log, though line 2 says what ran out",
+    ("fatal_line", "307"): "as for 306: the decode_oom error record (line 2) after a retraction is not the "
+                           "crash's first record; the crash is the traceback at line 6",
 }
 
 
