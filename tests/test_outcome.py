@@ -428,3 +428,29 @@ def test_a_stamp_replaced_by_a_word_keeps_the_rank_and_the_record() -> None:
     s = summarize("[timestamp DP3 TP3] Prefill batch, #new-seq: 1, #new-token: 512, #cached-token: 0, token usage: 0.00, "
                   "#running-req: 0, #queue-req: 17, input throughput (token/s): 1118.05, \n")
     assert s.outcome == "ready" and s.phase_reached == {"DP3 TP3": "serving"}
+
+
+# SGLang's alloc_token_slots: logger.error(msg), then raise RuntimeError(msg)
+_KV_ALLOC = """[2026-01-05 06:12:40 TP0] Decode batch, #running-req: 167, #token: 3100, token usage: 0.97, gen throughput (token/s): 812.50, #queue-req: 88
+[2026-01-05 06:12:41 TP0] Decode out of memory. Try to lower your batch size.
+Try to allocate 168 tokens.
+Available tokens: 3200 (available_size=3200 + evictable_size=0)
+
+[2026-01-05 06:12:41 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl/srt/managers/scheduler.py", line 2229, in run_scheduler_process
+    scheduler.event_loop_overlap()
+"""
+
+
+def test_the_kv_allocators_logged_error_is_the_crashs_first_record() -> None:
+    s = summarize(_KV_ALLOC)
+    assert s.outcome == "crashed" and s.crash is not None
+    assert (s.crash.line, s.crash.first_rank, s.crash.phase) == (2, "TP0", "serving")
+    assert s.outcome_reason == "Decode out of memory. Try to lower your batch size. on TP0 at line 2"
+
+
+def test_a_rank_that_serves_after_the_kv_allocators_error_did_not_crash() -> None:
+    went_on = _KV_ALLOC.split("\n\n")[0] + "\n" + _KV_ALLOC.splitlines()[0].replace("06:12:40", "06:12:45") + "\n"
+    s = summarize(went_on)
+    assert s.outcome == "ready" and s.crash is None
+    assert [(e.line, e.rank) for e in s.errors] == [(2, "TP0")]

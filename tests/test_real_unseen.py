@@ -31,12 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("fatal_line", "306"): "the error record 'Decode out of memory. Try to lower your batch size.' (line 2), "
-                           "which the scheduler logs before it raises, is read (decode_oom) but is no fatal "
-                           "record: the crash starts at the traceback after it (line 6) and says its "
-                           "exception is not in the log, though line 2 says what ran out",
-    ("fatal_line", "307"): "as for 306: the decode_oom error record (line 2) after a retraction is not the "
-                           "crash's first record; the crash is the traceback at line 6",
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model.failures import LOGGED_THEN_RAISED
 from ..model.phases import placing_function, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
@@ -87,6 +88,8 @@ def without_exception(crash: Crash) -> str:
     is not in this log; the parent's notice of a dead child says nothing of what failed."""
     if crash.native or crash.source == "garbled":
         return "no Python exception (native abort or torn traceback)"
+    if crash.source in LOGGED_THEN_RAISED and crash.message:
+        return crash.message[:160]  # what it logged before raising it
     if crash.frames or crash.source is not None:
         return "a traceback whose exception is not in this log (cut)"
     return "a child process failed, what failed is not in this log"

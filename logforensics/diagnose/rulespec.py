@@ -62,10 +62,12 @@ def short(value: Any) -> str:
 
 
 def _who(rank: Any) -> str:
-    """A rank label for prose: ``-`` is the single-GPU scheduler, None an unknown process."""
+    """A rank label for prose: ``-`` is the scheduler of a log whose lines name no rank (SGLang
+    names none with one GPU, but so do other builds and logs whose prefixes were lost), None
+    an unknown process."""
     if rank is None:
         return "an unlabelled process"
-    return "the scheduler (single GPU)" if rank == "-" else str(rank)
+    return "the scheduler" if rank == "-" else str(rank)
 
 
 def _fmt_num(value: Any, digits: int = 2) -> str:

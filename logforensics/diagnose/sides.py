@@ -104,7 +104,7 @@ def pair_ranks(base: list[str], fail: list[str]) -> dict[str, str]:
     """Baseline rank label -> the failing run's label for the same GPU.
 
     Labels are compared by their DP/PP/TP numbers, so ``DP0 TP0 EP0`` and ``TP0`` are the
-    same rank; ``-`` (a scheduler that printed no rank: a single GPU) is TP0 when the
+    same rank; ``-`` (a scheduler that printed no rank, as SGLang on one GPU) is TP0 when the
     other log names TP0 and this one has no other rank that could be it.
     """
     def keyed(labels: list[str]) -> dict[tuple[int, int, int], str]:

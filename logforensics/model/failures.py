@@ -288,16 +288,22 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
         m.notices.add("c10d", ev)
 
 
-@handles("pcg_failed", reads_earlier=True)
-def on_pcg_failed(m: RunModel, ev: Event) -> None:
-    """The piecewise CUDA graph runner's error, which the rank then raises: the rank's first
-    fatal record (its traceback, when the window holds it, follows). Its phase is the rank's
-    own; when nothing else places the crash, ``outcome`` puts it in the graphs' capture."""
+#: The source of a piecewise CUDA graph runner's error record (``on_pcg_failed``).
+PCG_SOURCE = "piecewise_cuda_graph"
+#: The source of the KV allocator's error record (``on_kv_alloc_failed``).
+KV_ALLOC_SOURCE = "kv_alloc"
+#: Errors SGLang logs and then raises: without the traceback's exception line, the logged
+#: message says what failed.
+LOGGED_THEN_RAISED = frozenset({PCG_SOURCE, KV_ALLOC_SOURCE})
+
+
+def _logged_then_raised(m: RunModel, ev: Event, source: str, message: str) -> None:
+    """An error the rank logs and then raises: its first fatal record (its traceback, when
+    the window holds it, follows), placed in the rank's own phase. Were the rank to go on,
+    it is an error the rank went on from (``outcome._went_on``)."""
     rank = ev.rank
-    msg = ev.fields.get("message")
     m.failures.crash_events.append({
-        "rank": rank, "rank_inferred_from": None, "source": PCG_SOURCE, "exception": None,
-        "message": f"piecewise CUDA graph failed: {msg}" if msg else "piecewise CUDA graph failed",
+        "rank": rank, "rank_inferred_from": None, "source": source, "exception": None, "message": message,
         "frames": [], "chain": [], "oom": None, "fatal_signal": False, "exception_line": None,
         "file": ev.file, "line": ev.line, "end_line": ev.line, "ts": ev.ts, "text": ev.text,
         "phase": phase_for(m, rank, [])})
@@ -306,8 +312,21 @@ def on_pcg_failed(m: RunModel, ev: Event) -> None:
         r.last_line, r.last_text = ev.line, ev.text
 
 
-#: The source of a piecewise CUDA graph runner's error record (``on_pcg_failed``).
-PCG_SOURCE = "piecewise_cuda_graph"
+@handles("pcg_failed", reads_earlier=True)
+def on_pcg_failed(m: RunModel, ev: Event) -> None:
+    """The piecewise CUDA graph runner's error, which the rank then raises. When nothing else
+    places the crash, ``outcome`` puts it in the graphs' capture."""
+    msg = ev.fields.get("message")
+    _logged_then_raised(m, ev, PCG_SOURCE, f"piecewise CUDA graph failed: {msg}" if msg
+                        else "piecewise CUDA graph failed")
+
+
+@handles("decode_oom", "prefill_oom", reads_earlier=True)
+def on_kv_alloc_failed(m: RunModel, ev: Event) -> None:
+    """``Decode out of memory. Try to lower your batch size.`` (or ``Prefill``): SGLang's KV
+    allocator logs this, then raises it as a ``RuntimeError`` (``alloc_token_slots``)."""
+    what = "Decode" if ev.kind == "decode_oom" else "Prefill"
+    _logged_then_raised(m, ev, KV_ALLOC_SOURCE, f"{what} out of memory. {ev.fields.get('message') or ''}".strip())
 
 
 @handles("cpp_frame", reads_earlier=True)

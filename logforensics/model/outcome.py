@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .coverage import record_count, vllm_records
-from .failures import PCG_SOURCE, is_hang_consequence, is_hang_report
+from .failures import LOGGED_THEN_RAISED, PCG_SOURCE, is_hang_consequence, is_hang_report
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, rank_sort_key
 
@@ -125,7 +125,7 @@ def judge(m: RunModel) -> Verdict:
             # the first fatal line names no rank: the rank is the next record's, and said so
             where = f" at line {crash['line']} (its line names no rank; {rank}'s record follows at line {naming['line']})"
         else:
-            where = (f" on {rank}" if rank else "") + f" at line {crash['line']}"
+            where = (f" on {rank}" if rank and rank != NO_RANK else "") + f" at line {crash['line']}"
         return Verdict("crashed", f"{what_failed(crash)}{where}", crash, hang, resolved,
                        errors)
     then = f"; stopped at line {stop['line']}, with no failure before it" if stop else ""
@@ -186,7 +186,7 @@ def what_failed(crash: dict[str, Any]) -> str:
         if crash.get("first_message"):
             return f"{str(crash['first_message'])[:160]} (then {crash['exception']})"
         return str(crash["exception"])
-    if crash.get("native") or crash.get("source") == PCG_SOURCE and crash.get("message"):
+    if crash.get("native") or crash.get("source") in LOGGED_THEN_RAISED and crash.get("message"):
         return str(crash.get("message") or "native abort")[:160]
     if crash.get("garbled"):
         return "a traceback torn by concurrent writers (exception unreadable)"

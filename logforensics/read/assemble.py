@@ -244,14 +244,15 @@ class TracebackAssembler:
         if tb is None and self.opens(ev) and kind in _LEAD:
             self._start(ev, None).held = [ev]
             return
-        if tb is not None and tb.held is not None:
+        held = tb.held if tb is not None else None
+        if tb is not None and held is not None:
             if not prefixed and kind in ("tb_frame", "exc_line"):
                 tb.held = None  # the traceback the held lines lead into
             elif prefixed or kind not in _CONTINUATION or kind == "blank" and tb.blanks >= 2:
                 yield from self.close()
                 tb = None
             else:
-                tb.held.append(ev)
+                held.append(ev)
         if tb is not None and tb.oom_record:
             if not prefixed and kind in ("other", "indented", "tb_fragment", "pool_check"):
                 tb.message = (tb.message or "") + "\n" + _body(ev)  # a terminal's hard wrap
