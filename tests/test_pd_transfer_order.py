@@ -57,3 +57,11 @@ def test_a_finding_names_each_line_once(tmp_path: Path) -> None:
     f = next(f for f in d.findings if f.rule == "PD01")
     lines = [(e["file"], e["line"]) for e in f.evidence]
     assert len(lines) == len(set(lines)) and len(lines) == 2
+
+
+def test_an_aborted_request_is_not_counted_as_a_lost_transfer(tmp_path: Path) -> None:
+    """'Aborted by AbortReq.' is the request's abort (the client's, or the other side's notice):
+    its transfer ends with it, which is not a transfer that was lost."""
+    assert _pd01(tmp_path, ABORTED).startswith("1 request was aborted during its KV transfer: ")
+    lost = DECODE.format(r=0).replace("15:01:51", "16:39:01")
+    assert _pd01(tmp_path, lost + ABORTED).startswith("1 request lost its KV transfer and 1 other was aborted: ")

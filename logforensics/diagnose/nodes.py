@@ -233,7 +233,10 @@ class PDFacts:
     timeouts: tuple[str, ...]
     settings: tuple[str, ...]
     router_errors: tuple[Evidence, ...]
+    #: Requests (rooms) with a failure that is not a notice of an abort, and those whose
+    #: every record is ("Aborted by AbortReq.": the request was aborted, its transfer with it)
     requests_failed: int
+    requests_aborted: int
     #: The sides whose records of a failed transfer these logs hold, in order of their first.
     sides: tuple[str, ...] = ()
     #: Whether the logs order the sides: both logged a failure that is not a notice of the
@@ -288,14 +291,15 @@ def pd_facts(s: RunSummary) -> PDFacts:
         if len(sides) > 1:
             joined.append(PDJoin(fs[0].room, fs[0].rid, sides, fs[0].side, _gap(fs[0].ts, next(
                 f for f in fs if f.side != fs[0].side).ts), tuple(e for f in fs[:4] for e in f.evidence)))
-    requests = len({f.room or f.rid for f in fails if f.room or f.rid})
+    failed = {f.room or f.rid for f in fails if (f.room or f.rid) and not _is_abort_notice(f)}
+    aborted = {f.room or f.rid for f in fails if f.room or f.rid} - failed
     sides = tuple(dict.fromkeys(f.side for f in fails))
     # (the other side's "Aborted by AbortReq" is its notice of this side's abort: an order)
     known = first is not None and not _is_abort_notice(first) and uncertain is None and any(
         f.side != first.side for f in fails)
     return PDFacts(roles, tuple(fails[:32]), first.side if first else None, first, uncertain, tuple(joined[:16]),
-                   tuple(dict.fromkeys(timers)), tuple(dict.fromkeys(settings)), tuple(router[:8]), requests,
-                   sides, known)
+                   tuple(dict.fromkeys(timers)), tuple(dict.fromkeys(settings)), tuple(router[:8]), len(failed),
+                   len(aborted), sides, known)
 
 
 def _is_abort_notice(f: PDFailure) -> bool:
