@@ -442,11 +442,13 @@ Available tokens: 3200 (available_size=3200 + evictable_size=0)
 """
 
 
-def test_the_kv_allocators_logged_error_is_the_crashs_first_record() -> None:
-    s = summarize(_KV_ALLOC)
+@pytest.mark.parametrize("lead", ["Decode out of memory.", "Prefill out of memory.", "Out of memory."])
+def test_the_kv_allocators_logged_error_is_the_crashs_first_record(lead: str) -> None:
+    """Each form SGLang has printed (``Decode``/``Prefill`` before 2025, then one form)."""
+    s = summarize(_KV_ALLOC.replace("Decode out of memory.", lead))
     assert s.outcome == "crashed" and s.crash is not None
     assert (s.crash.line, s.crash.first_rank, s.crash.phase) == (2, "TP0", "serving")
-    assert s.outcome_reason == "Decode out of memory. Try to lower your batch size. on TP0 at line 2"
+    assert s.outcome_reason == f"{lead} Try to lower your batch size. on TP0 at line 2"
 
 
 def test_a_rank_that_serves_after_the_kv_allocators_error_did_not_crash() -> None:

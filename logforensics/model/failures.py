@@ -321,12 +321,18 @@ def on_pcg_failed(m: RunModel, ev: Event) -> None:
                         else "piecewise CUDA graph failed")
 
 
-@handles("decode_oom", "prefill_oom", reads_earlier=True)
+#: How each form of the KV allocator's error begins (its ``message`` field is the rest).
+_KV_ALLOC_LEADS = {"decode_oom": "Decode out of memory.", "prefill_oom": "Prefill out of memory.",
+                   "kv_alloc_oom": "Out of memory. Try to lower your batch size."}
+
+
+@handles(*_KV_ALLOC_LEADS, reads_earlier=True)
 def on_kv_alloc_failed(m: RunModel, ev: Event) -> None:
-    """``Decode out of memory. Try to lower your batch size.`` (or ``Prefill``): SGLang's KV
-    allocator logs this, then raises it as a ``RuntimeError`` (``alloc_token_slots``)."""
-    what = "Decode" if ev.kind == "decode_oom" else "Prefill"
-    _logged_then_raised(m, ev, KV_ALLOC_SOURCE, f"{what} out of memory. {ev.fields.get('message') or ''}".strip())
+    """``Decode out of memory. Try to lower your batch size.`` (``Prefill``; since 2025 ``Out of
+    memory. ...``): SGLang's KV allocator logs this, then raises it as a ``RuntimeError``
+    (``alloc_token_slots``)."""
+    rest = ev.fields.get("message") or ""
+    _logged_then_raised(m, ev, KV_ALLOC_SOURCE, f"{_KV_ALLOC_LEADS[ev.kind]} {rest}".strip())
 
 
 @handles("cpp_frame", reads_earlier=True)
