@@ -37,6 +37,12 @@ PENDING: dict[tuple[str, str], str] = {
                            "exception is not in the log, though line 2 says what ran out",
     ("fatal_line", "307"): "as for 306: the decode_oom error record (line 2) after a retraction is not the "
                            "crash's first record; the crash is the traceback at line 6",
+    ("outcome", "316"): "the drain record 'Gracefully exiting... Remaining number of requests 10' (line 1) is read "
+                        "(a shutdown notice) but is no stop: with no readiness line the run counts as ready up to "
+                        "its last served batch (line 3), and a stop notice before that line is not the stop, "
+                        "though SGLang goes on decoding the requests it drains; the summary says ready, "
+                        "'served batches (last at line 3)', with no stop",
+    ("fatal_line", "316"): "as for its outcome: no stop is found, so no stop line (line 1) is cited",
 }
 
 
