@@ -456,3 +456,21 @@ def test_a_rank_that_serves_after_the_kv_allocators_error_did_not_crash() -> Non
     s = summarize(went_on)
     assert s.outcome == "ready" and s.crash is None
     assert [(e.line, e.rank) for e in s.errors] == [(2, "TP0")]
+
+
+_DRAINING = """[2026-07-02 14:10:00] The server is fired up and ready to roll!
+[2026-07-02 14:16:14] SIGTERM received. signum=None frame=None. Draining requests and shutting down...
+[2026-07-02 14:16:15 TP0] Decode batch, #running-req: 10, #token: 3048, token usage: 0.20, gen throughput (token/s): 644.66, #queue-req: 0
+[2026-07-02 14:16:15] Gracefully exiting... Remaining number of requests 10. Remaining requests remaining_rids=['a0354f00'].
+[2026-07-02 14:16:16 TP0] Decode batch, #running-req: 10, #token: 3060, token usage: 0.20, gen throughput (token/s): 1360.73, #queue-req: 0
+"""
+
+
+def test_a_server_draining_its_requests_after_sigterm_stopped_where_the_signal_came() -> None:
+    """SGLang's SIGTERM handler drains the requests it holds: the scheduler goes on decoding
+    after the notice, which is still the stop."""
+    s = summarize(_DRAINING)
+    assert s.outcome == "ready" and s.crash is None
+    assert s.stopped is not None and s.stopped.line == 2
+    assert s.outcome_reason.endswith("stopped at line 2, with no failure before it "
+                                     "(draining its requests: batches go on to line 5)")

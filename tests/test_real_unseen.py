@@ -31,12 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("outcome", "316"): "the drain record 'Gracefully exiting... Remaining number of requests 10' (line 1) is read "
-                        "(a shutdown notice) but is no stop: with no readiness line the run counts as ready up to "
-                        "its last served batch (line 3), and a stop notice before that line is not the stop, "
-                        "though SGLang goes on decoding the requests it drains; the summary says ready, "
-                        "'served batches (last at line 3)', with no stop",
-    ("fatal_line", "316"): "as for its outcome: no stop is found, so no stop line (line 1) is cited",
 }
 
 

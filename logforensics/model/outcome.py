@@ -129,6 +129,8 @@ def judge(m: RunModel) -> Verdict:
         return Verdict("crashed", f"{what_failed(crash)}{where}", crash, hang, resolved,
                        errors)
     then = f"; stopped at line {stop['line']}, with no failure before it" if stop else ""
+    if stop and stop["line"] < t.last_serving_line:
+        then += f" (draining its requests: batches go on to line {t.last_serving_line})"
     if stop is not None and not ready_line:
         return Verdict("incomplete", f"stopped at line {stop['line']} before the server was ready, with no failure "
                        "before the stop", None, hang, resolved, errors, stop)
@@ -158,7 +160,11 @@ def stopped(m: RunModel, ready_line: int, fatal: list[dict[str, Any]],
     server stopped while it started is not a crash either: what fails after the signal
     (children it ended, a wrapper's traceback) is the stop's. {file, line, rank, text,
     evidence: the stop's records, the first eight}."""
-    found = [n for key in STOP_NOTICES for n in m.notices.get(key, []) if n["line"] > ready_line]
+    # SGLang drains the requests it holds after the signal: batch lines go on after its notice,
+    # which is the stop wherever it comes after the readiness line
+    drain_from = m.timeline.ready["line"] if m.timeline.ready else 0
+    found = [n for key in STOP_NOTICES for n in m.notices.get(key, [])
+             if n["line"] > ready_line or key == "shutdown" and n["line"] > drain_from]
     found += [{"file": c["file"], "line": c["line"], "rank": c["rank"], "text": c["text"]}
               for c in fatal if _exception_name(c.get("exception")) == "KeyboardInterrupt"]
     if not found:
