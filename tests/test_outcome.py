@@ -474,3 +474,22 @@ def test_a_server_draining_its_requests_after_sigterm_stopped_where_the_signal_c
     assert s.stopped is not None and s.stopped.line == 2
     assert s.outcome_reason.endswith("stopped at line 2, with no failure before it "
                                      "(draining its requests: batches go on to line 5)")
+
+
+@pytest.mark.parametrize("values,p10,median,p90", [
+    ([644.66, 1360.73], 644.66, 644.66, 1360.73),   # two records: p90 is the larger (the round-9 case)
+    ([3.0, 1.0, 2.0], 1.0, 2.0, 3.0),
+    ([float(v) for v in range(1, 31)], 3.0, 15.0, 27.0),  # 0.1 * 30 is 3.0000000000000004
+])
+def test_quantiles_are_the_nearest_rank_on_few_values_and_many(values: list[float], p10: float, median: float,
+                                                               p90: float) -> None:
+    """The value with at least q of the values at or below it, exact while the values are few
+    and from the buckets (1% relative error) once they are many."""
+    from logforensics.model.stats import Sketch
+
+    few, many = Sketch(), Sketch()
+    few.extend(values)
+    many.extend(values * 600)  # more than the exact values kept: the buckets answer
+    assert [few.quantile(q) for q in (0.1, 0.5, 0.9)] == [p10, median, p90]
+    for q, want in ((0.1, p10), (0.5, median), (0.9, p90)):
+        assert many.quantile(q) == pytest.approx(want, rel=0.011)

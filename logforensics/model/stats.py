@@ -201,12 +201,14 @@ class Sketch:
         self._terms = _exact_terms(self._terms + other._terms)
 
     def quantile(self, q: float) -> float | None:
+        """The value at the nearest rank: the smallest value with at least ``q`` of the values
+        at or below it (so a p90 of two values is the larger, as a reader takes it)."""
         self._flush()
         if not self.count:
             return None
-        rank = q * (self.count - 1)
+        rank = max(0, math.ceil(q * self.count - 1e-9) - 1)  # (0-based; 1e-9: 0.1 * 30 is not 3.0)
         if self._exact is not None:  # the value at that rank, as the buckets would pick it
-            return sorted(self._exact)[int(rank)]
+            return sorted(self._exact)[rank]
         seen = self.zeros
         if rank < seen:
             return 0.0
