@@ -66,6 +66,26 @@ def test_a_traceback_no_line_names_a_rank_for_is_headed_so_not_on_none() -> None
         assert "**traceback cut before its exception** on a process no line names (1 occurrence(s), first at line 1;" in text
 
 
+DETOKENIZER = """[2025-01-25 21:59:49] DetokenizerManager hit an exception: Traceback (most recent call last):
+  File "/sgl/python/sglang/srt/managers/detokenizer_manager.py", line 246, in run_detokenizer_process
+    manager.event_loop()
+  File "/sgl/python/sglang/srt/managers/detokenizer_manager.py", line 119, in event_loop
+    s = self.decode_status[rid]
+KeyError: 'a0354f00'
+"""
+
+
+def test_a_traceback_whose_header_names_its_process_is_headed_by_it(tmp_path: Path) -> None:
+    """A header names the process ("DetokenizerManager hit an exception") though no rank: the
+    heading and the verdict name it, not "a process no line names"."""
+    log = tmp_path / "detok.log"
+    log.write_text(DETOKENIZER)
+    text, _ = _bundle(log)
+    assert "**KeyError** on the DetokenizerManager (its line names no rank) (1 occurrence(s), first at line 1;" in text
+    assert "the DetokenizerManager (its line names no rank) failed first" in text
+    assert "no line names" not in text and "unlabelled" not in text
+
+
 def test_bundle_content_of_a_capture_oom() -> None:
     text, run = _bundle(CAPTURE_OOM / "failing.log")
     assert len(text) < LIMIT

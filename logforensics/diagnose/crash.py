@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model.failures import LOGGED_THEN_RAISED
+from ..model.failures import LOGGED_THEN_RAISED, named_process
 from ..model.phases import placing_function, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
@@ -43,6 +43,8 @@ class CrashFacts:
     #: what failed when no exception line is in the log, in words that say only what it shows
     #: (``without_exception``)
     no_exception: str = "no Python exception (native abort or torn traceback)"
+    #: the process the first fatal record's header names (``Scheduler``), or None
+    process: str | None = None
 
 
 def crash_facts(run: RunSummary) -> CrashFacts | None:
@@ -79,7 +81,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence),
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
-        where=where_failed(crash.phase, crash.frames), no_exception=without_exception(crash))
+        where=where_failed(crash.phase, crash.frames), no_exception=without_exception(crash),
+        process=named_process(crash.source))
 
 
 def without_exception(crash: Crash) -> str:

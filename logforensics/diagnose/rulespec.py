@@ -61,7 +61,7 @@ def short(value: Any) -> str:
     return str(value)
 
 
-def _who(rank: Any) -> str:
+def who(rank: Any) -> str:
     """A rank label for prose: ``-`` is the scheduler of a log whose lines name no rank (SGLang
     names none with one GPU, but so do other builds and logs whose prefixes were lost), None
     an unknown process."""
@@ -91,7 +91,7 @@ def template_env() -> SandboxedEnvironment:
     env.add_filter("num", _fmt_num)
     env.add_filter("fig", _figure)
     env.add_filter("ranks", lambda xs: ", ".join(str(x) for x in (xs or [])) or "none")
-    env.add_filter("who", _who)
+    env.add_filter("who", who)
     env.add_filter("short", short)
     use_cache(env, "rule")
     return env

@@ -61,7 +61,7 @@ class Failures:
             m.needs_context("too many distinct exceptions: which are kept depends on those before")
         else:
             self.exceptions.append({
-                "signature": sig, "exception": rec["exception"], "message": rec["message"],
+                "signature": sig, "exception": rec["exception"], "message": rec["message"], "source": rec["source"],
                 "phase": rec["phase"], "frames": rec["frames"],
                 "chain": rec["chain"], "oom": rec["oom"], "text": rec["text"],
                 "first_line": rec["line"], "end_line": rec["end_line"], "file": rec["file"],
@@ -286,6 +286,13 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
     m.notices.add("native_abort", ev)
     if ev.kind == "collective_failure":
         m.notices.add("c10d", ev)
+
+
+def named_process(source: str | None) -> str | None:
+    """The process a record's header names (``Scheduler`` of "Scheduler hit an exception",
+    ``DetokenizerManager``), or None: the sources this package gives records (``native``,
+    ``faulthandler``, ``kv_alloc``, ...) are lower-case words, SGLang's class names are not."""
+    return source if source and source[:1].isupper() else None
 
 
 #: The source of a piecewise CUDA graph runner's error record (``on_pcg_failed``).

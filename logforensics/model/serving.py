@@ -62,7 +62,7 @@ FIGURES: dict[str, str] = {
     "running_req": "#running-req",
     "queue_req": "#queue-req",
     "token_usage": "token usage",
-    "cache_hit": "prefix-cache hit rate",
+    "cache_hit": "cached share of prefill tokens",  # not SGLang's cumulative "cache hit rate"
     "retracted_req": "#retracted-req",
 }
 #: Figures searched for change points.

@@ -184,6 +184,8 @@ class DistinctException(Keyed):
     ranks: list[str | None] = field(default_factory=list)
     occurrences: list[Occurrence] = field(default_factory=list)
     node: str | None = None
+    #: the process its header names (``Scheduler``, ``DetokenizerManager``), or None
+    source: str | None = None
 
 
 @dataclass(frozen=True)

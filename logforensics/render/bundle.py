@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..diagnose.engine import Diagnosis
+from ..diagnose.rulespec import who
 from ..events import PHASES
 from ..model.defaults import defaults_table, version_key
+from ..model.failures import named_process
 from ..model.records import NOT_SEEN
 from ..model.summary import RunSummary
 from ..units import gib
@@ -141,7 +143,9 @@ def _tracebacks(label: str, run: RunSummary) -> str:
         return ""
     out = [f"### {label}: first traceback of each distinct failure\n"]
     for exc in run.exceptions[:_MAX_TRACEBACKS]:
-        ranks = ", ".join(str(x) for x in exc.ranks or [] if x) or "a process no line names"
+        ranks = ", ".join(who(x) for x in exc.ranks or [] if x) or (
+            f"the {process} (its line names no rank)" if (process := named_process(exc.source))
+            else "a process no line names")
         lines = (exc.text or "").splitlines()
         shown = lines[:_TRACEBACK_LINES]
         more = f"\n... {len(lines) - len(shown)} more lines" if len(lines) > len(shown) else ""
