@@ -56,7 +56,7 @@ REPLAYED = frozenset({"http_access", "http_probe"})
 #: Kinds whose taken lines are counted apart by the text of one field (constant in a shape).
 GROUPS = {"http_probe": "path"}
 #: Lines taken only when a value slot holds this number (the others go the exact way).
-GUARDS = {"http_probe": {"status": float(PROBE_OK)}}
+GUARDS = {"http_probe": {"status": float(PROBE_OK)}, "http_access": {"status": float(PROBE_OK)}}
 #: Value slots of the scanner, per kind and field (slot 0 is also kept in line order):
 #: 0-3 go to the throughput sketches as values; decode and prefill records are also rows
 #: (``ROWS``) whose columns are the slots, the serving observer's fields among them
@@ -79,6 +79,9 @@ ORDERED = (0,)
 ROWS = (DECODE, PREFILL)
 #: A probe's status: checked (``GUARDS``), kept nowhere (a row-only slot of a class with no rows).
 SLOTS["http_probe"] = {"status": 15 + len(_POOL_NAMES)}
+#: A request's answer likewise: the bulk reader takes answers of 200 (the others are events,
+#: counted by status with their first line: ``coverage.Coverage.observe_answer``).
+SLOTS["http_access"] = SLOTS["http_probe"]
 ROW_ONLY = tuple(range(4, 16 + len(_POOL_NAMES)))
 _TPUT, _ACCEPT, _RUNNING, _PREFILL = 0, 1, 2, 3
 _ROW_KIND = {DECODE: "decode_batch", PREFILL: "prefill_batch"}

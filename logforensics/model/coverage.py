@@ -74,6 +74,32 @@ class Coverage:
     #: health and metrics probes answered (``http_probe``), by path (the query left out):
     #: answers by status, and the first answer of each status as evidence (:class:`Probes`)
     probes: Probes = field(default_factory=lambda: Probes())
+    #: requests answered (``http_access``) with a status other than 200, by status, and the
+    #: first line of each: the bulk reader takes only answers of 200 (``columns.GUARDS``),
+    #: whose count is the kind's count less these
+    answers: Counter[int] = field(default_factory=Counter)
+    first_answers: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def observe_answer(self, ev: Event) -> None:
+        """A request answered with a status other than 200 (read as an event on both paths)."""
+        status = ev.fields.get("status")
+        if not isinstance(status, int) or status == PROBE_OK:
+            return
+        self.answers[status] += 1
+        if status not in self.first_answers:
+            self.first_answers[status] = {"file": ev.file, "line": ev.line, "rank": ev.rank, "ts": ev.ts,
+                                          "text": ev.text}
+
+    def requests_answered(self) -> dict[str, Any] | None:
+        """The requests' answers by status (``coverage.requests``), or None when none shows."""
+        total = self.kind_counts.get("http_access", 0)
+        if not total:
+            return None
+        by = Counter(self.answers)
+        if total > sum(by.values()):
+            by[PROBE_OK] = total - sum(by.values())
+        return {"answers": {str(st): n for st, n in sorted(by.items())},
+                "first": {str(st): self.first_answers[st] for st in sorted(self.first_answers)}}
 
     def merge(self, later: Coverage) -> None:
         """Counts add up; a shape keeps its first line and example."""
@@ -83,6 +109,9 @@ class Coverage:
         self.dedup_dropped += later.dedup_dropped
         self.first_unplanned = self.first_unplanned or later.first_unplanned
         self.probes.merge(later.probes)
+        self.answers.update(later.answers)
+        for status, first in later.first_answers.items():
+            self.first_answers.setdefault(status, first)
         self.last_other_line = later.last_other_line or self.last_other_line
         for key, (count, first, example, ranks) in later.unknown_shapes.items():
             entry = self.unknown_shapes.get(key)
@@ -139,6 +168,7 @@ class Coverage:
             # counted by kind, so that the bulk reader takes them in its runs as it takes requests
             "probe_requests": self.kind_counts.get("http_probe", 0),
             "probes": self.probes.to_dict(),
+            "requests": self.requests_answered(),
         }
 
 

@@ -756,6 +756,8 @@ class Coverage(Keyed):
     probe_requests: int | None = None
     probes: dict[str, ProbePath] = field(default_factory=dict)
     files: int | None = None
+    #: requests answered (``http_access``): status -> how many, status -> the first one other than 200
+    requests: ProbePath | None = None
 
 
 # -- a hybrid model's memory pools (model/pools.py) ---------------------------------------

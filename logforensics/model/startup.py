@@ -243,6 +243,7 @@ def on_http_access(m: RunModel, ev: Event) -> None:
     server up, not a request served)."""
     t = m.timeline
     status = ev.fields.get("status")
+    m.coverage.observe_answer(ev)
     if (t.answered is None and isinstance(status, int) and 200 <= status < 300
             and str(ev.fields.get("path") or "").split("?", 1)[0] not in LAUNCHER_PROBES):
         t.answered = {"file": ev.file, "line": ev.line, "ts": ev.ts, "text": ev.text,

@@ -146,6 +146,11 @@ def render_summary(s: RunSummary, console: Console) -> None:
         f"({cov.recognised_pct}%), {cov.events} events"
         + (f"; {cov.partial_lines} long lines read on their first part only" if cov.partial_lines else "")
     ))
+    if cov.requests and cov.requests.answers:
+        answers = cov.requests.answers
+        console.print(plain(f"Requests answered: {sum(answers.values())}: " + ", ".join(
+            f"{status} x{n}" + (f" (first at line {first.line})" if (first := cov.requests.first.get(status)) else "")
+            for status, n in answers.items())))
     for item in cov.top_unrecognised[:5]:
         console.print(plain(f"  unrecognised x{item.count} (first at line {item.first_line}): "
                             f"{printable(item.example or '')}", limit=160))
