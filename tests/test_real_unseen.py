@@ -233,3 +233,11 @@ def test_the_verdict_ties_no_rank_to_a_line_that_names_none(prefix: str, line: i
     assert s.crash is not None and s.crash.line == line and s.crash.ranks == [rank]
     assert f"on {rank} at line {line}" not in s.outcome_reason
     assert s.outcome_reason.endswith(f"at line {line} (its line names no rank; {rank}'s record follows at line {named_at})")
+
+
+def test_requests_no_receive_record_shows_are_not_counted_as_none_received(analysed: Any) -> None:
+    """315 finishes one request (its Req Time Stats) and holds no Receive record: how many were
+    received is not in the log, not zero."""
+    s = _summary_of("315", analysed)
+    assert s.serving is not None and s.serving.requests is not None
+    assert (s.serving.requests.received, s.serving.requests.finished) == (None, 1)

@@ -462,7 +462,8 @@ class ServingObserver:
                               "max": _r(sk.quantile(1.0))})
         lat = self.latency
         return {
-            "received": self.received,
+            # (no Receive record: --log-requests was off, or the window holds none; not zero)
+            "received": self.received or None,
             "finished": self.requests,
             "latency_s": {"p50": _r(lat.quantile(0.5)), "p90": _r(lat.quantile(0.9)), "p99": _r(lat.quantile(0.99)),
                           "max": _r(lat.quantile(1.0))} if self.requests else None,

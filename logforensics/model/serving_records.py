@@ -233,10 +233,11 @@ class SlowRequest(Keyed):
 
 @dataclass(frozen=True)
 class Requests(Keyed):
-    """Requests received and finished, their latency overall (None with none finished), the
-    latency windows' width (s) and windows, and the slowest requests."""
+    """Requests received (None when no Receive record is in the log) and finished, their
+    latency overall (None with none finished), the latency windows' width (s) and windows,
+    and the slowest requests."""
 
-    received: int
+    received: int | None
     finished: int
     latency_s: Latency | None
     window_s: int
