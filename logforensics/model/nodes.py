@@ -214,9 +214,9 @@ def with_rank_from_name(p: NodeSummary) -> NodeSummary:
     said = (f"ranks not printed: Dynamo drops SGLang's rank prefix unless DYN_SKIP_SGLANG_LOG_FORMATTING=1; "
             f"records without a rank are {label}, the rank the file name {os.path.basename(p.file)} states")
     reason = s.outcome_reason
-    head, on, tail = reason.rpartition(f" on {NO_RANK} at line ")  # the verdict's "... on RANK at line N"
-    if s.outcome == "crashed" and on:
-        reason = f"{head} on {label} at line {tail}"
+    at = f" at line {s.crash.line}" if s.crash is not None else ""
+    if s.outcome == "crashed" and s.crash is not None and s.crash.first_rank == NO_RANK and reason.endswith(at):
+        reason = f"{reason[:-len(at)]} on {label}{at}"  # the verdict names no rank for "-": now it has one
     s = _relabel(replace(s, outcome_reason=reason, warnings=[said if w == RANKS_WARNING else w for w in s.warnings]),
                  label)
     if s.crash is not None and s.crash.rank_inferred_from is not None:
