@@ -493,3 +493,23 @@ def test_quantiles_are_the_nearest_rank_on_few_values_and_many(values: list[floa
     assert [few.quantile(q) for q in (0.1, 0.5, 0.9)] == [p10, median, p90]
     for q, want in ((0.1, p10), (0.5, median), (0.9, p90)):
         assert many.quantile(q) == pytest.approx(want, rel=0.011)
+
+
+_TRACKER = ("/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: "
+            "There appear to be 8 leaked semaphore objects to clean up at shutdown\n"
+            "  warnings.warn('resource_tracker: There appear to be %d '\n")
+
+
+def test_a_log_ending_in_the_resource_trackers_warning_says_its_process_ended_and_no_more() -> None:
+    """Python's resource_tracker warns of leaked objects when the process that started it has
+    ended: the process ended there; what ended it (a kill, the OOM killer) is not in the log."""
+    ready = summarize(_DRAINING.splitlines(keepends=True)[0] + _DRAINING.splitlines(keepends=True)[2] + _TRACKER)
+    assert ready.outcome == "ready" and ready.stopped is None and ready.crash is None
+    assert ready.outcome_reason == ("server ready at line 1; its process ended at line 3 (Python's resource_tracker "
+                                    "cleaning up at shutdown), with no stop signal or failure before it in this log")
+    loading = summarize("[2026-05-17 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n" + _TRACKER)
+    assert loading.outcome == "incomplete"
+    assert loading.outcome_reason.startswith("the log stops at line 3 without readiness or failure; its process "
+                                             "ended at line 2")
+    stopped = summarize(_DRAINING + _TRACKER)  # a stop signal before it: the stop says it
+    assert stopped.stopped is not None and "resource_tracker" not in stopped.outcome_reason

@@ -131,6 +131,10 @@ def judge(m: RunModel) -> Verdict:
     then = f"; stopped at line {stop['line']}, with no failure before it" if stop else ""
     if stop and stop["line"] < t.last_serving_line:
         then += f" (draining its requests: batches go on to line {t.last_serving_line})"
+    ended = next((n for n in m.notices.get("process_exit", []) if n["line"] > ready_line), None)
+    if stop is None and ended is not None:  # the process ended, and the log does not say why
+        then = (f"; its process ended at line {ended['line']} (Python's resource_tracker cleaning up at "
+                f"shutdown), with no stop signal or failure before it in this log")
     if stop is not None and not ready_line:
         return Verdict("incomplete", f"stopped at line {stop['line']} before the server was ready, with no failure "
                        "before the stop", None, hang, resolved, errors, stop)
@@ -148,7 +152,7 @@ def judge(m: RunModel) -> Verdict:
         whose = "its records are vLLM's" if vllm == records else f"{vllm} of its {records} records are vLLM's"
         return Verdict("incomplete", f"the log stops at line {m.last_line} without SGLang's readiness or failure: "
                        f"{whose}, which this does not judge", None, hang, resolved, errors)
-    return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure",
+    return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure{then}",
                    None, hang, resolved, errors)
 
 
