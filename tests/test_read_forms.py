@@ -68,6 +68,8 @@ WRAPPED = {
     # a cloud log export: severity and UTC time before every line of the record
     "cloud-logging-severity": "ERROR 2026-06-15T14:10:59.392125190Z {}",
     "cloud-logging-severity-ms": "INFO 2026-06-15T14:10:59.392Z {}",
+    # a log console's time column (Kibana's Discover export), the console's padding after it
+    "console-time-column": "May 16, 2026 @ 20:44:54.728    {}",
 }
 
 

@@ -405,14 +405,12 @@ def on_job_end(m: RunModel, ev: Event) -> None:
     m.notices.add("job_end", ev)
 
 
-@handles("py_warning")
-def on_py_warning(m: RunModel, ev: Event) -> None:
+@handles("tracker_exit")
+def on_tracker_exit(m: RunModel, ev: Event) -> None:
     """Python's multiprocessing resource_tracker warning of objects "to clean up at shutdown":
     the tracker prints it when the process that started it has ended, so the process ended
     there, whatever ended it (``outcome.judge`` says so when nothing else in the log does)."""
-    message = str(ev.fields.get("message") or "")
-    if "resource_tracker" in message and "at shutdown" in message:
-        m.notices.add("process_exit", ev)
+    m.notices.add("process_exit", ev)
 
 
 @handles("uvicorn_msg")

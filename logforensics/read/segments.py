@@ -45,6 +45,9 @@ _WRAPPER_RE = re.compile(
     # every line of a record: "ERROR 2026-06-15T14:10:59.392125190Z "
     r"|(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY)[ \t]"
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z[ \t]"
+    # a log console's time column (Kibana's and OpenSearch Dashboards' Discover export):
+    # "May 16, 2026 @ 20:44:54.728    "
+    r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{1,2}, \d{4} @ \d\d:\d\d:\d\d(?:\.\d+)?[ \t]+"
     r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
     r"|\d+\|[\w.@:\-]+[ \t]*\|[ \t]?"                           # pm2 "3|qwen  | "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| ?"  # FastChat "... | ERROR | stderr | "

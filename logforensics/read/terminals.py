@@ -134,6 +134,7 @@ RULES: dict[str, Rule] = {
     "warning_head": _rule(T("WARN_FILE", "path", v.to_str), T("INT", "lineno", v.to_int),
                           T("WARN_CATEGORY", "category", v.to_str)),
     "py_warning": _rule(generic=True),
+    "tracker_exit": _rule(T("TRACKER_EXIT", "message", v.to_strip)),
     "exc_header": _rule(T("EXC_SOURCE", "source", v.exc_source), T("EXC_IN", "source", v.exc_source),
                         T("EXC_CAUGHT", "source", v.caught_source)),
     "subprocess_crashed": _rule(T("PROC_NAME", "name", v.to_str), T("INT", "pid", v.to_int),
