@@ -244,3 +244,11 @@ def test_requests_no_receive_record_shows_are_not_counted_as_none_received(analy
     s = _summary_of("315", analysed)
     assert s.serving is not None and s.serving.requests is not None
     assert (s.serving.requests.received, s.serving.requests.finished) == (None, 1)
+
+
+def test_a_ranks_last_record_a_traceback_gives_its_last_seen_its_stamp(analysed: Any) -> None:
+    """325: TP0's last record is its traceback, stamped 02:52:38 (line 3), twelve minutes after
+    its prefill batch (line 2): the rank was last seen then, not at the batch's stamp."""
+    s = _summary_of("325", analysed)
+    seen = s.last_seen["TP0"]
+    assert (seen.line, seen.ts) == (15, "2025-05-29T02:52:38")

@@ -239,6 +239,7 @@ def on_exception(m: RunModel, ev: Event) -> None:
         r.last_line = exc_at["line"] if exc_at else (ev.end_line or ev.line)
         lines = [ln for ln in (ev.text or "").splitlines() if ln.strip()]
         r.last_text = exc_at["text"] if exc_at else (lines[-1] if lines else "")
+        r.last_ts = ev.ts or r.last_ts  # the last stamp seen: the record's (its header's) where it has one
 
 
 def _native_crash(m: RunModel, ev: Event, rank: str | None, message: str | None, **extra: Any) -> None:
@@ -316,7 +317,7 @@ def _logged_then_raised(m: RunModel, ev: Event, source: str, message: str) -> No
         "phase": phase_for(m, rank, [])})
     if rank is not None:
         r = m.timeline.rank(rank)
-        r.last_line, r.last_text = ev.line, ev.text
+        r.last_line, r.last_text, r.last_ts = ev.line, ev.text, ev.ts or r.last_ts
 
 
 @handles("pcg_failed", reads_earlier=True)
