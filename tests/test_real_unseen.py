@@ -31,9 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("fatal_line", "330"): "c10's stack trace header 'Exception raised from run at ...ProcessGroupNCCL.cpp:2063 "
-                           "(most recent call first):' (line 1) is not read, so the C++ stack trace starts at its "
-                           "frame #0 (line 2)",
 }
 
 

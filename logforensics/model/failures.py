@@ -343,9 +343,10 @@ def on_kv_alloc_failed(m: RunModel, ev: Event) -> None:
     _logged_then_raised(m, ev, KV_ALLOC_SOURCE, f"{_KV_ALLOC_LEADS[ev.kind]} {rest}".strip())
 
 
-@handles("cpp_frame", reads_earlier=True)
+@handles("cpp_frame", "cpp_raised", reads_earlier=True)
 def on_cpp_frame(m: RunModel, ev: Event) -> None:
-    """A C++ stack frame: a native crash. The rank may be in the process title."""
+    """A C++ stack frame, or c10::Error's header above the frames: a native crash (the first
+    of them). The rank may be in the process title."""
     found = _PROCTITLE.search(ev.text)
     rank = found.group(1).replace("_", " ") if found else ev.rank
     if not m.failures.cpp_frame_seen:

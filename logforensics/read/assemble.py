@@ -34,7 +34,8 @@ from .oom import OOM_TYPE, decompose_oom
 
 #: Kinds that may continue a traceback's final message (multi-line messages).
 #: (``pool_check``: SGLang's per-pool check, which a "pool memory leak detected!" message goes on with)
-_CONTINUATION = {"other", "indented", "blank", "tb_caret", "tb_fragment", "pool_check"}
+#: (``cpp_raised``: c10::Error's stack trace header, which a C++ error's message carries)
+_CONTINUATION = {"other", "indented", "blank", "tb_caret", "tb_fragment", "pool_check", "cpp_raised"}
 _MAX_TB_LINES = 5000
 #: Exception names that only count inside a traceback.
 _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})

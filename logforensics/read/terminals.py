@@ -206,6 +206,7 @@ RULES: dict[str, Rule] = {
     # -- fatal records, timeouts and launchers (handlers in plan_fatal.py)
     "child_failed": _rule(T("SIGNED", "exit_code", v.to_int), T("INT", "pid", v.to_int)),
     "cpp_frame": _rule(generic=True),
+    "cpp_raised": _rule(T("CPP_RAISED", "message", v.to_strip)),
     "scheduler_died": _rule(T("INT", "died_rank", v.to_int), T("SIGNED", "exit_code", v.to_int)),
     # the figures are decomposed once the record is whole (assemble.py)
     "oom_message": _rule(_end("OOM_LEAD", "what", v.oom_what), _end("OOM_LEAD", "message")),
