@@ -141,3 +141,11 @@ def test_the_host_a_crash_dump_folder_names_is_redacted(tmp_path: Path) -> None:
     assert "h100-worker-17" not in text
     assert re.search(r"replay_request_dump\.py --input-file \S*/<hostname-\d+>/crash_dump_2025-12-05_07-00-00\.pkl",
                      text)
+
+
+def test_a_rank_with_no_memory_figure_the_table_shows_gets_no_empty_table(tmp_path: Path) -> None:
+    """326: the only memory record is the token budget line, no figure of the GiB table: the
+    bundle has no table with a rank column and no other (Markdown that would not render)."""
+    [path] = UNSEEN.glob("326-*.log")
+    text, run = _bundle(path)
+    assert run.memory and "memory per rank" not in text and "| rank |  |" not in text

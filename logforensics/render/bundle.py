@@ -169,6 +169,8 @@ def _memory_table(label: str, run: RunSummary) -> str:
     if not mem:
         return ""
     keys = [(k, name) for k, name in _MEMORY if any(m.figure(k) is not None for m in mem.values())]
+    if not keys:  # figures the table does not show (a token count alone, say): no table
+        return ""
     rows = [f"### {label}: memory per rank (GiB; SGLang's GB is GiB)\n",
             "| rank | " + " | ".join(n for _, n in keys) + " |", "|---|" + "---|" * len(keys)]
     for rank, m in list(mem.items())[:64]:
