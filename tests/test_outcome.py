@@ -513,3 +513,17 @@ def test_a_log_ending_in_the_resource_trackers_warning_says_its_process_ended_an
                                              "ended at line 2")
     stopped = summarize(_DRAINING + _TRACKER)  # a stop signal before it: the stop says it
     assert stopped.stopped is not None and "resource_tracker" not in stopped.outcome_reason
+
+
+def test_a_rank_silent_for_minutes_before_its_traceback_is_said_so() -> None:
+    """A rank that printed no stamped record for 60 s or more before its failure (a collective
+    or a transfer timing out waits so): the crash keeps how long, and since which stamp."""
+    batch = "[2025-05-29 02:40:36 TP0] Prefill batch, #new-seq: 1, #new-token: 6145, #cached-token: 0, token usage: 0.01, #running-req: 0, #queue-req: 0\n"
+    crash = ("[2025-05-29 02:52:38 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+             '  File "/sgl/srt/managers/scheduler.py", line 2229, in run_scheduler_process\n'
+             "RuntimeError: DeepEP error: CPU recv timeout\n")
+    s = summarize(batch + crash)
+    assert s.crash is not None and s.crash.quiet_before is not None
+    assert (s.crash.quiet_before.seconds, s.crash.quiet_before.ts) == (722.0, "2025-05-29T02:40:36")
+    soon = summarize(batch + crash.replace("02:52:38", "02:41:30"))
+    assert soon.crash is not None and soon.crash.quiet_before is None

@@ -45,6 +45,10 @@ class CrashFacts:
     no_exception: str = "no Python exception (native abort or torn traceback)"
     #: the process the first fatal record's header names (``Scheduler``), or None
     process: str | None = None
+    #: seconds the first failing rank printed no stamped record before its failure (60 or
+    #: more), and the stamp of its last one (``Crash.quiet_before``)
+    quiet_s: float | None = None
+    quiet_since: str | None = None
 
 
 def crash_facts(run: RunSummary) -> CrashFacts | None:
@@ -82,7 +86,9 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
         where=where_failed(crash.phase, crash.frames), no_exception=without_exception(crash),
-        process=named_process(crash.source))
+        process=named_process(crash.source),
+        quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
+        quiet_since=crash.quiet_before.ts if crash.quiet_before else None)
 
 
 def without_exception(crash: Crash) -> str:

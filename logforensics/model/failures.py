@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from .clock import seconds
 from .coverage import shape
 from .phases import phase_of_frames
 from .rank import NO_RANK, PHASE_INDEX, draws_bars
@@ -222,6 +223,9 @@ def on_exception(m: RunModel, ev: Event) -> None:
         "text": ev.text,
         "phase": phase_for(m, rank, frames),
     }
+    quiet = _quiet_before(m, rank, ev)
+    if quiet is not None:
+        record["quiet_before"] = quiet
     fl = m.failures
     fl.add_distinct(record, m)
     if record["source"] in CAUGHT_SOURCES:  # logged by code that goes on: an error, not the rank's end
@@ -240,6 +244,23 @@ def on_exception(m: RunModel, ev: Event) -> None:
         lines = [ln for ln in (ev.text or "").splitlines() if ln.strip()]
         r.last_text = exc_at["text"] if exc_at else (lines[-1] if lines else "")
         r.last_ts = ev.ts or r.last_ts  # the last stamp seen: the record's (its header's) where it has one
+
+
+#: Seconds a rank printed nothing before its traceback that are worth saying (a timeout's
+#: wait: NCCL's and DeepEP's are minutes).
+QUIET_S = 60.0
+
+
+def _quiet_before(m: RunModel, rank: str | None, ev: Event) -> dict[str, Any] | None:
+    """How long before ``ev`` (stamped) its rank's last stamped record was, when ``QUIET_S``
+    or more: {seconds, ts (that record's stamp)}; else None."""
+    r = m.timeline.ranks.get(rank) if rank is not None else None
+    if r is None or not r.last_line or r.last_line >= ev.line:
+        return None
+    now, before = seconds(ev.ts), seconds(r.last_ts)
+    if now is None or before is None or now - before < QUIET_S:
+        return None
+    return {"seconds": round(now - before, 3), "ts": r.last_ts}
 
 
 def _native_crash(m: RunModel, ev: Event, rank: str | None, message: str | None, **extra: Any) -> None:

@@ -321,6 +321,7 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         "text": first["text"],
         "count": len(fatal),
         "sigquit_lines": [n["line"] for n in sigquits[:8]],
+        **({"quiet_before": first["quiet_before"]} if first.get("quiet_before") else {}),
     }
 
 

@@ -381,6 +381,15 @@ class Occurrence(Keyed):
 
 
 @dataclass(frozen=True)
+class Quiet(Keyed):
+    """A rank's silence before its failure: the seconds since its last stamped record, and
+    that record's stamp (``model.failures.QUIET_S`` or more)."""
+
+    seconds: float
+    ts: str
+
+
+@dataclass(frozen=True)
 class Fingerprint(Keyed):
     """A crash's identity across runs, hosts and versions (``model.fingerprint``): ``id``
     (12 hex digits of SHA-1 over the others), the exception type, the innermost SGLang

@@ -44,6 +44,7 @@ from .records import (
     OomFigures,
     PhaseSpan,
     PyspyDump,
+    Quiet,
     RankProgress,
     Ready,
     Setting,
@@ -120,6 +121,8 @@ class Crash(Keyed):
     #: a run of several nodes: the failures whose stamps were put on the others' clock, each
     #: with the offset its file derived, that offset's anchor and residual (``model.nodes``)
     clock: list[ClockMove] | None = None
+    #: how long the first failing rank printed no stamped record before its failure
+    quiet_before: Quiet | None = None
 
 
 @dataclass(frozen=True)
