@@ -527,3 +527,14 @@ def test_a_rank_silent_for_minutes_before_its_traceback_is_said_so() -> None:
     assert (s.crash.quiet_before.seconds, s.crash.quiet_before.ts) == (722.0, "2025-05-29T02:40:36")
     soon = summarize(batch + crash.replace("02:52:38", "02:41:30"))
     assert soon.crash is not None and soon.crash.quiet_before is None
+
+
+def test_the_scheduler_watchdog_places_its_rank_in_serving_the_tokenizers_does_not() -> None:
+    """SGLang's scheduler watchdog fires only with a batch in flight (``cur_batch`` set), and
+    its dump of that batch shows it: the rank was serving. The TokenizerManager's watchdog
+    also fires while the server starts."""
+    s = summarize("[2025-10-29 11:25:58 TP3] Watchdog timeout (self.watchdog_timeout=300)\n"
+                  "[2025-07-11 17:40:14 DP1 TP5] self.cur_batch.batch_size()=1, self.cur_batch.reqs=[Req(rid=8159)], \n")
+    assert s.outcome == "hung" and s.phase_reached == {"TP3": "serving", "DP1 TP5": "serving"}
+    t = summarize("[2026-07-01 10:00:00] TokenizerManager watchdog timeout (self.watchdog_timeout=300)\n")
+    assert "serving" not in t.phase_reached.values()

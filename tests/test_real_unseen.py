@@ -35,11 +35,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "thread's traceback at line 2 is taken for the process's crash: 'CRASHED ... at line 2'",
     ("crash", "338"): "a traceback Python reports for a thread (its header names the thread) is a crash record, "
                       "though the thread's end is not the process's",
-    ("phase_reached", "333"): "the scheduler watchdog's records (its batch dump at lines 2 and 8, 'Watchdog timeout' at "
-                              "5 and 11) open no phase, though the watchdog only fires on a running batch: no rank "
-                              "is placed in serving",
-    ("phase_reached", "336"): "neither TP3's 'Watchdog timeout' (line 14) nor TP6's py-spy dump with MainThread in "
-                              "forward_batch_generation under EAGLE verify (lines 16-28) places a rank in serving",
 }
 
 

@@ -62,6 +62,8 @@ PHASE_OF_KIND: dict[str, str] = {
     "max_total_tokens": "warmup",
     "prefill_batch": "serving",
     "decode_batch": "serving",
+    # the scheduler watchdog's dump of the batch in flight ("self.cur_batch.batch_size()=N, ...")
+    "watchdog_detail": "serving",
 }
 
 

@@ -490,6 +490,10 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
 
 @handles("watchdog_timeout")
 def on_watchdog_timeout(m: RunModel, ev: Event) -> None:
+    """SGLang's watchdog fired. The scheduler's watches a batch in flight (it fires only with
+    ``cur_batch`` set): its rank was serving."""
+    if ev.fields.get("component") == "Scheduler":
+        m.timeline.enter(ev, "serving")
     if ev.fields.get("soft") is True:
         return  # the soft watchdog only dumps: the server goes on (model/hang.py TIMERS)
     add_hang(m, {"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text, "kind": "sglang_watchdog"})
