@@ -538,3 +538,15 @@ def test_the_scheduler_watchdog_places_its_rank_in_serving_the_tokenizers_does_n
     assert s.outcome == "hung" and s.phase_reached == {"TP3": "serving", "DP1 TP5": "serving"}
     t = summarize("[2026-07-01 10:00:00] TokenizerManager watchdog timeout (self.watchdog_timeout=300)\n")
     assert "serving" not in t.phase_reached.values()
+
+
+def test_a_threads_traceback_is_an_error_the_process_went_on_from() -> None:
+    """Python reports an exception that ended a thread ("Exception in thread NAME:", then its
+    traceback): the thread ended, not the process, so it is an error, not a crash."""
+    s = summarize("Exception in thread Thread-4 (watchdog_thread):\n"
+                  "Traceback (most recent call last):\n"
+                  '  File "/usr/lib/python3.12/threading.py", line 1073, in _bootstrap_inner\n'
+                  "    self.run()\n"
+                  "KeyError: 'get_token_info'\n")
+    assert s.outcome == "incomplete" and s.crash is None
+    assert [(e.line, e.exception) for e in s.errors] == [(1, "KeyError")]

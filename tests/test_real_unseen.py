@@ -31,10 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("outcome", "338"): "Python's 'Exception in thread Thread-4 (watchdog_thread):' (line 1) is not read, so the "
-                        "thread's traceback at line 2 is taken for the process's crash: 'CRASHED ... at line 2'",
-    ("crash", "338"): "a traceback Python reports for a thread (its header names the thread) is a crash record, "
-                      "though the thread's end is not the process's",
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from ..read.values import THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
 from .phases import phase_of_frames
@@ -196,8 +197,9 @@ def _brief(rec: dict[str, Any]) -> dict[str, Any]:
 #: Sources of tracebacks that SGLang logs and goes on from (``read.values.CAUGHT_LEADS``): the
 #: NIXL KV sender's transfer thread marks the room failed and takes the next transfer; a
 #: traceback wholly inside the HTTP server's packages (``read.assemble.http_layer_source``) is
-#: one request's failure, which uvicorn logs and goes on from.
-CAUGHT_SOURCES = frozenset({"transfer_worker", "http_request"})
+#: one request's failure, which uvicorn logs and goes on from; a thread's, which Python's
+#: threading reports ("Exception in thread X:"), ended the thread, not the process.
+CAUGHT_SOURCES = frozenset({"transfer_worker", "http_request", THREAD_SOURCE})
 
 
 @handles("exception", reads_earlier=True)

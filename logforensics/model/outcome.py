@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..read.values import THREAD_SOURCE
 from .coverage import record_count, vllm_records
 from .failures import LOGGED_THEN_RAISED, PCG_SOURCE, is_hang_consequence, is_hang_report
 from .phases import phase_of_words
@@ -302,9 +303,12 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         **before,
         "first_rank": ranks[0] if ranks else None,
         "ranks": ranks,
-        # a piecewise CUDA graph failure that nothing else places is its capture's (start-up)
+        # a piecewise CUDA graph failure that nothing else places is its capture's (start-up); a
+        # thread's traceback after the failure (its process's forward thread) shows what it was doing
         "phase": next((c["phase"] for c in fatal if c.get("phase")),
-                      "cuda_graph_capture" if first.get("source") == PCG_SOURCE else None),
+                      "cuda_graph_capture" if first.get("source") == PCG_SOURCE else next(
+                          (d["phase"] for d in m.failures.exceptions if d.get("source") == THREAD_SOURCE
+                           and d.get("phase") and d["first_line"] >= first["line"]), None)),
         "exception": with_exc["exception"],
         "message": with_exc["message"],
         "frames": next((c["frames"] for c in fatal if c.get("frames")), []),

@@ -136,7 +136,7 @@ RULES: dict[str, Rule] = {
     "py_warning": _rule(generic=True),
     "tracker_exit": _rule(T("TRACKER_EXIT", "message", v.to_strip)),
     "exc_header": _rule(T("EXC_SOURCE", "source", v.exc_source), T("EXC_IN", "source", v.exc_source),
-                        T("EXC_CAUGHT", "source", v.caught_source)),
+                        T("EXC_THREAD", "source", v.thread_source), T("EXC_CAUGHT", "source", v.caught_source)),
     "subprocess_crashed": _rule(T("PROC_NAME", "name", v.to_str), T("INT", "pid", v.to_int),
                                 T("SIGNED", "exit_code", v.to_int), generic=True),
     "crash_dump": _rule(T("TEXT", "folder", v.to_strip)),

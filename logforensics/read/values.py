@@ -383,6 +383,16 @@ def dedup_count(s: str) -> int:
 CAUGHT_LEADS = {"Unexpected transfer worker error for room": "transfer_worker"}
 
 
+#: The source of a traceback Python's threading reports for a thread ("Exception in thread X:").
+THREAD_SOURCE = "thread"
+
+
+@returns(STR)
+def thread_source(s: str) -> str:
+    """``Exception in thread Thread-4 (watchdog_thread):`` -> ``thread``."""
+    return THREAD_SOURCE
+
+
 @returns(STR)
 def caught_source(s: str) -> str:
     """``Unexpected transfer worker error for room 17`` -> ``transfer_worker``."""

@@ -22,6 +22,7 @@ from ..model.defaults import defaults_table, version_key
 from ..model.failures import named_process
 from ..model.records import NOT_SEEN
 from ..model.summary import RunSummary
+from ..read.values import THREAD_SOURCE
 from ..units import gib
 from .beside import beside_lines
 from .redact import Redactor
@@ -145,7 +146,7 @@ def _tracebacks(label: str, run: RunSummary) -> str:
     for exc in run.exceptions[:_MAX_TRACEBACKS]:
         ranks = ", ".join(who(x) for x in exc.ranks or [] if x) or (
             f"the {process} (its line names no rank)" if (process := named_process(exc.source))
-            else "a process no line names")
+            else "a thread (its header names no rank)" if exc.source == THREAD_SOURCE else "a process no line names")
         lines = (exc.text or "").splitlines()
         shown = lines[:_TRACEBACK_LINES]
         more = f"\n... {len(lines) - len(shown)} more lines" if len(lines) > len(shown) else ""
