@@ -550,3 +550,18 @@ def test_a_threads_traceback_is_an_error_the_process_went_on_from() -> None:
                   "KeyError: 'get_token_info'\n")
     assert s.outcome == "incomplete" and s.crash is None
     assert [(e.line, e.exception) for e in s.errors] == [(1, "KeyError")]
+
+
+def test_an_npu_out_of_memory_is_said_of_the_npu() -> None:
+    """torch_npu's 'NPU out of memory. Tried to allocate ... (NPU 0; ...)': the device is the
+    NPU, never CUDA or 'GPU'; a message that names no device names none."""
+    from logforensics.read.oom import decompose_oom
+
+    npu = decompose_oom("RuntimeError", "NPU out of memory. Tried to allocate 98.71 GiB (NPU 0; 60.96 GiB total "
+                                        "capacity; 25.03 GiB already allocated; 35.47 GiB free)")
+    assert npu is not None and (npu["device"], npu["gpu"], npu["tried_gib"]) == ("NPU", 0, 98.71)
+    hip = decompose_oom("torch.OutOfMemoryError", "HIP out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
+                                                  "capacity of 191.98 GiB of which 1.00 GiB is free.")
+    assert hip is not None and (hip["device"], hip["gpu"]) == ("HIP", 1)
+    unnamed = decompose_oom("torch.OutOfMemoryError", "")
+    assert unnamed is not None and unnamed["device"] is None

@@ -49,6 +49,9 @@ class CrashFacts:
     #: more), and the stamp of its last one (``Crash.quiet_before``)
     quiet_s: float | None = None
     quiet_since: str | None = None
+    #: what ran out, as its message names the device: "GPU memory" (CUDA, HIP), "NPU memory",
+    #: or "memory" when it names none
+    oom_of: str = "memory"
 
 
 def crash_facts(run: RunSummary) -> CrashFacts | None:
@@ -88,7 +91,15 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         where=where_failed(crash.phase, crash.frames), no_exception=without_exception(crash),
         process=named_process(crash.source),
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
-        quiet_since=crash.quiet_before.ts if crash.quiet_before else None)
+        quiet_since=crash.quiet_before.ts if crash.quiet_before else None,
+        oom_of=_memory_of(oom.device if oom else None))
+
+
+def _memory_of(device: str | None) -> str:
+    """``GPU memory`` for CUDA and HIP, ``NPU memory`` for an Ascend NPU, ``memory`` for none."""
+    if device in ("CUDA", "HIP"):
+        return "GPU memory"
+    return f"{device} memory" if device else "memory"
 
 
 def without_exception(crash: Crash) -> str:

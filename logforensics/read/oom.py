@@ -21,7 +21,7 @@ _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "KB": 2**10, "MiB": 2**20, "MB": 2**
 #: dropped the one at the wrap (see :func:`decompose_oom`).
 _PATTERNS = {
     "tried_gib": re.compile(r"Tried\s*to\s*allocate\s*" + _SIZE),
-    "gpu": re.compile(r"\bGPU\s*(\d+)"),
+    "gpu": re.compile(r"\b(?:GPU|NPU)\s*(\d+)"),  # (the device number: torch_npu prints "NPU 0")
     "total_gib": re.compile(r"total\s*capac\w*\s*of\s*" + _SIZE + r"|" + _SIZE + r"\s*total\s*capacity"),
     "free_gib": re.compile(r"of\s*which\s*" + _SIZE + r"\s*is\s*free|" + _SIZE + r"\s*free\b"),
     "process_in_use_gib": re.compile(r"this\s*process\s*has\s*" + _SIZE + r"\s*memory\s*in\s*use"),
@@ -30,6 +30,9 @@ _PATTERNS = {
     "reserved_unallocated_gib": re.compile(r"and\s*" + _SIZE + r"\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated"),
     "reserved_total_gib": re.compile(_SIZE + r"\s*reserved\s*in\s*total\s*by\s*PyTorch"),
 }
+#: The device the message names: PyTorch's "CUDA out of memory", ROCm's "HIP", Ascend's
+#: torch_npu "NPU", "CUDA error: out of memory"; None when it names none.
+_DEVICE = re.compile(r"\b(CUDA|HIP|NPU|XPU|MPS)(?: error:)?\s*out\s*of\s*memory")
 _OTHER_PROCESS = re.compile(r"Process\s*(\d+)\s*has\s*" + _SIZE + r"\s*memory\s*in\s*use")
 _PADDING = re.compile(r" {3,}")
 _OOM_MARKERS = ("out of memory", "OutOfMemoryError")
@@ -64,7 +67,8 @@ def decompose_oom(exception: str | None, message: str | None) -> dict[str, Any] 
     # two spaces in a row, so a longer run is removed like a line break.
     text = "".join(line.strip() for line in (message or "").splitlines())
     text = " ".join(_PADDING.sub("", text).split())
-    out: dict[str, Any] = {"device": "HIP" if "HIP out of memory" in text else "CUDA"}
+    device = _DEVICE.search(text)
+    out: dict[str, Any] = {"device": device.group(1) if device else None}
     for name, pattern in _PATTERNS.items():
         m = pattern.search(text)
         if not m:
