@@ -249,3 +249,11 @@ def test_a_ranks_last_record_a_traceback_gives_its_last_seen_its_stamp(analysed:
     s = _summary_of("325", analysed)
     seen = s.last_seen["TP0"]
     assert (seen.line, seen.ts) == (15, "2025-05-29T02:52:38")
+
+
+def test_a_rankless_traceback_the_verdict_gives_a_rank_is_that_ranks_last_record(analysed: Any) -> None:
+    """332 names no rank: its traceback (lines 7-8, 09:21:49) is the one scheduler's ('-'), so
+    that scheduler was last seen there, not at line 4."""
+    s = _summary_of("332", analysed)
+    assert s.crash is not None and s.crash.first_rank == "-"
+    assert (s.last_seen["-"].line, s.last_seen["-"].ts) == (8, "2025-12-15T09:21:49")

@@ -304,15 +304,18 @@ class RunModel:
                             if k not in reached and k in t.ranks and t.ranks[k].last_line > after})
         elif t.answered and labels == [NO_RANK] and NO_RANK not in reached:
             reached[NO_RANK] = "serving"  # a request served: the scheduler of a log that names none serves
+        later: dict[str, dict[str, Any]] = {}  # a rank's records the verdict gave it (a rank-less traceback)
         for rec in self.failures.crash_events:  # a traceback can place a rank further than its log lines did
-            rec = verdict.resolved.get(id(rec), rec)
+            src, rec = rec, verdict.resolved.get(id(rec), rec)
             r, p = rec.get("rank"), rec.get("phase")
+            if r is not None and src.get("rank") is None and rec is not src:
+                later[r] = rec
             # (the launcher's own phase is no rank's: a rank it names is not placed by it)
             if r is not None and r in labels and p in PHASE_INDEX and (r not in reached
                                                                      or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
                 reached[r] = p
         drawer = bar_rank(t.ranks) if t.bars else None
-        per_rank = {k: self._rank_record(k, reached.get(k), drawer) for k in labels}
+        per_rank = {k: self._rank_record(k, reached.get(k), drawer, later.get(k)) for k in labels}
         c = self.config
         return with_ends(self._summary(verdict, labels, per_rank, c, stats), in_log(self.notices.get("job_end", [])))
 
@@ -362,7 +365,24 @@ class RunModel:
         pools = summarize_pools(self.pools, c.env, env_evidence, messages)
         return MemoryPools.from_dict(copy.deepcopy(pools)) if pools is not None else None
 
-    def _rank_record(self, label: str, reached: str | None, drawer: str | None) -> RankRecord:
+    def _last_seen(self, label: str, r: RankState, given: dict[str, Any] | None) -> LastSeen:
+        """The rank's last record: its own, or a rank-less fatal record the verdict gave it."""
+        line, ts, text = (r.last_line, r.last_ts, r.last_text) if label in self.timeline.ranks else (0, None, "")
+        if given is not None:
+            exc_at = given.get("exception_line")
+            end = exc_at["line"] if exc_at else (given.get("end_line") or given["line"])
+            if end > line:
+                lines = [x for x in str(given.get("text") or "").splitlines() if x.strip()]
+                line, ts = end, given.get("ts") or ts
+                text = exc_at["text"] if exc_at else (lines[-1] if lines else "")
+        if not line:
+            return NOT_SEEN  # no line of its own
+        return LastSeen.of_rank(line, ts, text[:500], milestone_name(r.milestone))
+
+    def _rank_record(self, label: str, reached: str | None, drawer: str | None,
+                     given: dict[str, Any] | None = None) -> RankRecord:
+        """One rank's record; ``given``: a rank-less fatal record the verdict gave this rank,
+        which is the rank's last seen when it comes after the rank's own lines."""
         r = self.timeline.ranks.get(label) or RankState()
         memory = {key: copy.deepcopy(v) for key, v in r.memory.items() if key not in ("capture_end_line", KV_HYBRID)}
         if memory:
@@ -372,8 +392,7 @@ class RunModel:
             phase_reached=reached,
             phases={p: PhaseSpan(info["first_line"], info["first_ts"], info["last_line"], info["last_ts"])
                     for p, info in r.phases.items()},
-            last_seen=(LastSeen.of_rank(r.last_line, r.last_ts, r.last_text[:500], milestone_name(r.milestone))
-                       if label in self.timeline.ranks else NOT_SEEN),  # no line of its own
+            last_seen=self._last_seen(label, r, given),
             progress={p: Bar(**b) for p, b in self.timeline.bars.items()} if label == drawer else {},
             memory=Memory.from_dict(memory),
         )
