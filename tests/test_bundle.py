@@ -149,3 +149,13 @@ def test_a_rank_with_no_memory_figure_the_table_shows_gets_no_empty_table(tmp_pa
     [path] = UNSEEN.glob("326-*.log")
     text, run = _bundle(path)
     assert run.memory and "memory per rank" not in text and "| rank |  |" not in text
+
+
+def test_the_launchers_words_for_a_dead_scheduler_name_it(tmp_path: Path) -> None:
+    """'RuntimeError: Rank 0 scheduler died during initialization (exit code: -7)': the
+    launcher names the scheduler that died (twelfth round, 345)."""
+    log = tmp_path / "died.log"
+    log.write_text("RuntimeError: Rank 0 scheduler died during initialization (exit code: -7)\n")
+    text, _ = _bundle(log)
+    assert "the Rank 0 scheduler failed first" in text and "**RuntimeError** on the Rank 0 scheduler (" in text
+    assert "no line names" not in text and "unlabelled" not in text

@@ -223,7 +223,7 @@ def test_a_stop_before_the_server_was_ready_is_a_stop_not_a_crash(stop: str) -> 
     s = summarize(LOADING + stop)
     assert s.outcome == "incomplete" and s.crash is None, s.outcome_reason
     assert s.stopped is not None and s.stopped.line == 2
-    assert "stopped at line 2 before the server was ready" in s.outcome_reason
+    assert "stopped at line 2, with no readiness or failure before it in this log" in s.outcome_reason
 
 
 def test_a_failure_before_a_stop_during_start_up_is_a_crash() -> None:

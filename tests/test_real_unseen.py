@@ -31,10 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("outcome", "342"): "the scheduler's 'SIGTERM received in scheduler process (TP0 PP0); exiting normally "
-                        "to allow cleanup...' (lines 2-3) is not read as a stop: the shutdown rule reads only "
-                        "'SIGTERM received.' with its period, so the run is 'incomplete' with no stop",
-    ("fatal_line", "342"): "no stop record is read (see outcome), so there is no stop line to cite (line 2)",
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model.failures import LOGGED_THEN_RAISED, named_process
+from ..model.failures import LOGGED_THEN_RAISED, process_phrase
 from ..model.phases import placing_function, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
@@ -43,7 +43,8 @@ class CrashFacts:
     #: what failed when no exception line is in the log, in words that say only what it shows
     #: (``without_exception``)
     no_exception: str = "no Python exception (native abort or torn traceback)"
-    #: the process the first fatal record's header names (``Scheduler``), or None
+    #: the process the first fatal record's header names, in words (``the Scheduler (its line
+    #: names no rank)``, ``the Rank 0 scheduler``), or None
     process: str | None = None
     #: seconds the first failing rank printed no stamped record before its failure (60 or
     #: more), and the stamp of its last one (``Crash.quiet_before``)
@@ -89,7 +90,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
         where=where_failed(crash.phase, crash.frames), no_exception=without_exception(crash),
-        process=named_process(crash.source),
+        process=process_phrase(crash.source),
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
         quiet_since=crash.quiet_before.ts if crash.quiet_before else None,
         oom_of=_memory_of(oom.device if oom else None))

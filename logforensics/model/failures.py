@@ -225,6 +225,10 @@ def on_exception(m: RunModel, ev: Event) -> None:
         "text": ev.text,
         "phase": phase_for(m, rank, frames),
     }
+    died = f.get("scheduler_died")
+    if record["source"] is None and died and died.get("rank") is not None:
+        # the launcher's "Rank 0 scheduler died during initialization (exit code: -7)"
+        record["source"] = f"Rank {died['rank']} scheduler"
     quiet = _quiet_before(m, rank, ev)
     if quiet is not None:
         record["quiet_before"] = quiet
@@ -314,9 +318,19 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
 
 def named_process(source: str | None) -> str | None:
     """The process a record's header names (``Scheduler`` of "Scheduler hit an exception",
-    ``DetokenizerManager``), or None: the sources this package gives records (``native``,
-    ``faulthandler``, ``kv_alloc``, ...) are lower-case words, SGLang's class names are not."""
+    ``DetokenizerManager``, the launcher's ``Rank 0 scheduler``), or None: the sources this
+    package gives records (``native``, ``faulthandler``, ``kv_alloc``, ...) are lower-case
+    words, SGLang's names are not."""
     return source if source and source[:1].isupper() else None
+
+
+def process_phrase(source: str | None) -> str | None:
+    """The process a record's header names, for prose: ``the DetokenizerManager (its line
+    names no rank)``, ``the Rank 0 scheduler``; None when it names none."""
+    named = named_process(source)
+    if named is None:
+        return None
+    return f"the {named}" if any(ch.isdigit() for ch in named) else f"the {named} (its line names no rank)"
 
 
 #: The source of a piecewise CUDA graph runner's error record (``on_pcg_failed``).

@@ -137,8 +137,8 @@ def judge(m: RunModel) -> Verdict:
         then = (f"; its process ended at line {ended['line']} (Python's resource_tracker cleaning up at "
                 f"shutdown), with no stop signal or failure before it in this log")
     if stop is not None and not ready_line:
-        return Verdict("incomplete", f"stopped at line {stop['line']} before the server was ready, with no failure "
-                       "before the stop", None, hang, resolved, errors, stop)
+        return Verdict("incomplete", f"stopped at line {stop['line']}, with no readiness or failure before it in "
+                       "this log", None, hang, resolved, errors, stop)
     if t.ready:
         return Verdict("ready", f"server ready at line {t.ready['line']}{then}", None, hang, resolved, errors, stop)
     if t.last_serving_line:

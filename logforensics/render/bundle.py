@@ -19,7 +19,7 @@ from ..diagnose.engine import Diagnosis
 from ..diagnose.rulespec import who
 from ..events import PHASES
 from ..model.defaults import defaults_table, version_key
-from ..model.failures import named_process
+from ..model.failures import process_phrase
 from ..model.records import NOT_SEEN
 from ..model.summary import RunSummary
 from ..read.values import THREAD_SOURCE
@@ -144,9 +144,8 @@ def _tracebacks(label: str, run: RunSummary) -> str:
         return ""
     out = [f"### {label}: first traceback of each distinct failure\n"]
     for exc in run.exceptions[:_MAX_TRACEBACKS]:
-        ranks = ", ".join(who(x) for x in exc.ranks or [] if x) or (
-            f"the {process} (its line names no rank)" if (process := named_process(exc.source))
-            else "a thread (its header names no rank)" if exc.source == THREAD_SOURCE else "a process no line names")
+        ranks = ", ".join(who(x) for x in exc.ranks or [] if x) or process_phrase(exc.source) or (
+            "a thread (its header names no rank)" if exc.source == THREAD_SOURCE else "a process no line names")
         lines = (exc.text or "").splitlines()
         shown = lines[:_TRACEBACK_LINES]
         more = f"\n... {len(lines) - len(shown)} more lines" if len(lines) > len(shown) else ""
