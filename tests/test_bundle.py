@@ -159,3 +159,6 @@ def test_the_launchers_words_for_a_dead_scheduler_name_it(tmp_path: Path) -> Non
     text, _ = _bundle(log)
     assert "the Rank 0 scheduler failed first" in text and "**RuntimeError** on the Rank 0 scheduler (" in text
     assert "no line names" not in text and "unlabelled" not in text
+    [cr01] = [f for f in diagnose_files(str(log), None).findings if f.rule == "CR01"]
+    assert "The launcher gives its exit code, -7: it was ended by signal 7 (SIGBUS)." in cr01.explanation
+    assert cr01.explanation.startswith("The first fatal error in the failing run is on the Rank 0 scheduler")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model.failures import LOGGED_THEN_RAISED, process_phrase
+from ..model.failures import LOGGED_THEN_RAISED, ended_by, process_phrase
 from ..model.phases import placing_function, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
@@ -53,6 +53,9 @@ class CrashFacts:
     #: what ran out, as its message names the device: "GPU memory" (CUDA, HIP), "NPU memory",
     #: or "memory" when it names none
     oom_of: str = "memory"
+    #: the exit code the launcher gives for the process, and the signal it says ended it
+    exit_code: int | None = None
+    ended_by: str | None = None
 
 
 def crash_facts(run: RunSummary) -> CrashFacts | None:
@@ -93,7 +96,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         process=process_phrase(crash.source),
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
         quiet_since=crash.quiet_before.ts if crash.quiet_before else None,
-        oom_of=_memory_of(oom.device if oom else None))
+        oom_of=_memory_of(oom.device if oom else None),
+        exit_code=crash.exit_code, ended_by=ended_by(crash.exit_code))
 
 
 def _memory_of(device: str | None) -> str:

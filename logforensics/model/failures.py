@@ -229,6 +229,8 @@ def on_exception(m: RunModel, ev: Event) -> None:
     if record["source"] is None and died and died.get("rank") is not None:
         # the launcher's "Rank 0 scheduler died during initialization (exit code: -7)"
         record["source"] = f"Rank {died['rank']} scheduler"
+    if died and isinstance(died.get("exit_code"), int):
+        record["exit_code"] = died["exit_code"]
     quiet = _quiet_before(m, rank, ev)
     if quiet is not None:
         record["quiet_before"] = quiet
@@ -322,6 +324,22 @@ def named_process(source: str | None) -> str | None:
     package gives records (``native``, ``faulthandler``, ``kv_alloc``, ...) are lower-case
     words, SGLang's names are not."""
     return source if source and source[:1].isupper() else None
+
+
+#: Linux's signal numbers, of the signals that end a process: an exit code of -N
+#: (Python's multiprocessing) or 128 + N (a shell) is the signal N ending it.
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
+           9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
+
+
+def ended_by(exit_code: int | None) -> str | None:
+    """``signal 7 (SIGBUS)`` for an exit code of -7 or 135; None for a code no signal gives."""
+    if exit_code is None:
+        return None
+    n = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code < 160 else None
+    if n is None:
+        return None
+    return f"signal {n} ({SIGNALS[n]})" if n in SIGNALS else f"signal {n}"
 
 
 def process_phrase(source: str | None) -> str | None:

@@ -123,6 +123,9 @@ class Crash(Keyed):
     clock: list[ClockMove] | None = None
     #: how long the first failing rank printed no stamped record before its failure
     quiet_before: Quiet | None = None
+    #: the exit code the launcher gives for the process that died ("Rank 0 scheduler died
+    #: during initialization (exit code: -7)")
+    exit_code: int | None = None
 
 
 @dataclass(frozen=True)
