@@ -440,7 +440,8 @@ def test_a_fatal_error_behind_ray_takes_the_rank_of_its_process(chunk: int | Non
     ev = evs[0]
     assert (ev.rank, ev.line, ev.fields["exception"], ev.fields["message"]) == (
         "TP1", 4, "Fatal Python error", "Aborted")
-    assert frames(ev) == ["watchdog_thread", "run", "sgl_per_token_group_quant_fp8"]
+    # the frames are the thread faulthandler marks current (the one that failed), innermost last
+    assert frames(ev) == ["sgl_per_token_group_quant_fp8"]
 
 
 def test_a_process_that_printed_two_ranks_gives_none() -> None:
@@ -479,3 +480,31 @@ def test_a_serving_log_behind_ray_is_read_in_bulk_and_its_fatal_error_keeps_its_
     run = read_file(path)
     assert run._scanner is not None and run._scanner.taken > 2500
     assert summarize_file(path).to_dict() == exact
+
+
+def test_a_fatal_errors_frames_are_its_failing_threads_innermost_last() -> None:
+    """faulthandler prints each thread most recent call first, and a native backtrace may
+    follow: the record's frames are the failing thread's (the current one, else the first
+    dumped), in Python's order, so its innermost SGLang frame places and names it."""
+    text = "\n".join([
+        "Fatal Python error: Segmentation fault", "",
+        "Thread 0x0000e6b496d046a0 (most recent call first):",
+        '  File "/sgl/srt/disaggregation/nixl/conn.py", line 452 in _send_kvcache_generic',
+        '  File "/sgl/srt/disaggregation/prefill.py", line 828 in send_kv_chunk',
+        '  File "/sgl/srt/disaggregation/prefill.py", line 540 in process_batch_result_disagg_prefill', "",
+        "!!!!!!! Segfault encountered !!!!!!",
+        '  File "<unknown>", line 0, in gsignal', ""]) + "\n"
+    ev = only(read(text), "exception")
+    assert frames(ev) == ["process_batch_result_disagg_prefill", "send_kv_chunk", "_send_kvcache_generic"]
+
+
+def test_a_thread_dump_with_no_fatal_error_above_it_is_no_crash() -> None:
+    """faulthandler's dump of a process that goes on (the DP controller's, waiting on its
+    children) has no 'Fatal Python error:' above it: a thread dump, not a traceback."""
+    text = "\n".join([
+        "Thread 0x00007f81bf32a300 (most recent call first):",
+        '  File "/usr/lib/python3.12/multiprocessing/popen_fork.py", line 27 in poll',
+        '  File "/sgl/srt/managers/data_parallel_controller.py", line 598 in run_data_parallel_controller_process',
+        ""]) + "\n"
+    evs = read(text)
+    assert [e.kind for e in evs if e.kind in ("exception", "thread_dump")] == ["thread_dump"]

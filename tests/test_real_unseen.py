@@ -31,12 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("crash", "349"): "the segfault's Python thread dump is in process_batch_result_disagg_prefill and "
-                      "send_kv_chunk (a PD prefill server's batch result), functions phases.tsv does not "
-                      "list, so the crash has no phase",
-    ("fatal_line", "350"): "a faulthandler thread dump with no 'Fatal Python error:' or 'Timeout' line above "
-                           "it (the DP controller's, line 1) opens a traceback whose header is not in the log, "
-                           "a crash candidate before DP4 TP17 EP17's scheduler header at line 9",
 }
 
 

@@ -103,7 +103,7 @@ def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
 class _Traceback:
     __slots__ = ("first", "rank", "ts", "file", "node", "source", "frames", "exception", "message",
                  "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at",
-                 "piece_rank", "header_cut", "oom_record", "what", "thread_dump", "held")
+                 "piece_rank", "header_cut", "oom_record", "what", "thread_dump", "held", "blocks")
 
     def __init__(self, ev: Event, source: str | None) -> None:
         self.first = ev.line
@@ -130,6 +130,9 @@ class _Traceback:
         #: a file's first lines, held while only pieces that may lead into a traceback came
         #: (``TracebackAssembler.opens``): None once a frame or exception line joined them
         self.held: list[Event] | None = None
+        #: a fatal error's thread dumps: (index of the first frame, whether faulthandler marks
+        #: it the current thread), each printed most recent call first
+        self.blocks: list[tuple[int, bool]] = []
 
     def owns(self, ev: Event) -> bool:
         """Whether a piece of a traceback that carries a rank (from a line prefix) is ours."""
@@ -179,11 +182,14 @@ class _Traceback:
             return Event("thread_dump", self.first, self.rank, self.ts,
                          {"source": self.source, "frames": self.frames, "lines": self.lines}, text, self.file,
                          self.last_line, self.node)
+        frames = self.frames
+        if self.fatal and self.blocks:  # the failing thread's stack, in Python's order (innermost last)
+            frames = _failing_thread(self.frames, self.blocks)
         fields: dict[str, Any] = {
             "source": self.source or http_layer_source(self.frames),
             "exception": self.exception,
             "message": self.message,
-            "frames": self.frames,
+            "frames": frames,
             "chain": self.chain,
             "fatal_signal": self.fatal,
             "exception_line": self.exc_at,
@@ -194,6 +200,19 @@ class _Traceback:
         # the launcher's "Rank 0 scheduler died during initialization (exit code: -9)"
         fields["scheduler_died"] = scheduler_died(self.message) if self.exception else None
         return Event("exception", self.first, self.rank, self.ts, fields, text, self.file, self.last_line, self.node)
+
+
+def _failing_thread(frames: list[dict[str, Any]], blocks: list[tuple[int, bool]]) -> list[dict[str, Any]]:
+    """The frames of the thread faulthandler marks current (else its first dump), innermost
+    last as Python prints a traceback: faulthandler prints each thread most recent call first,
+    its frames on consecutive lines (a native backtrace after them is another record's)."""
+    start = next((i for i, current in blocks if current), blocks[0][0])
+    run: list[dict[str, Any]] = []
+    for fr in frames[start:]:
+        if run and fr["log_line"] != run[-1]["log_line"] + 1:
+            break
+        run.append(fr)
+    return run[::-1]
 
 
 class TracebackAssembler:
@@ -310,9 +329,14 @@ class TracebackAssembler:
             if tb is None or tb.exception is not None and not tb.chained_wait and not tb.fatal:
                 if tb is not None:
                     yield from self.close()
+                if kind == "fh_thread":  # faulthandler's dump with no fatal error above it: the
+                    self._start(ev, "faulthandler").thread_dump = True  # process may go on
+                    return
                 tb = self._start(ev, None)  # a traceback whose header was not in the log
             else:
                 tb.add_line(ev)
+            if kind == "fh_thread" and tb.fatal:
+                tb.blocks.append((len(tb.frames), ev.text.lstrip().startswith("Current thread")))
             if kind == "tb_frame":
                 tb.frames.append({"path": ev.fields.get("path"), "line": ev.fields.get("lineno"),
                                   "func": ev.fields.get("func"), "code": None, "log_line": ev.line})
