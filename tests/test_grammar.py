@@ -63,7 +63,8 @@ def test_template_as_a_line_of_a_log(case: Case) -> None:
     cut at its "(pid=N) " as if a Ray prefix began there."""
     parser = IncrementalParser("sample.log")
     kinds = [e.kind for e in parser.feed(case.text.encode() + b"\n") + parser.close()]
-    assembled = "thread_dump" if case.kind == "fh_timeout" else "exception"  # faulthandler's timed dump
+    # faulthandler's timed dump, and a thread's dump with no fatal error above it, are thread dumps
+    assembled = "thread_dump" if case.kind in ("fh_timeout", "fh_thread") else "exception"
     want = {case.kind, assembled} if case.kind in TRACEBACK_OPENERS else {case.kind}
     assert len(kinds) == 1 and kinds[0] in want, kinds
 
