@@ -9,8 +9,8 @@ Outcome rules (the first that applies, judged on the whole log):
   notice that a child died; unless the only fatal records are the consequence of a hang;
 * ``hung``: evidence of a hang: an NCCL/c10d watchdog or store timeout, SGLang's own
   watchdog timeout, or a scheduler that gave no sign of life while others died waiting;
-* ``ready``: ``The server is fired up and ready to roll!``, served batches, or an answered
-  request (SGLang's HTTP server starts once every scheduler is ready); a server that
+* ``ready``: ``The server is fired up and ready to roll!``, served batches, or a request served
+  with success (SGLang's HTTP server starts once every scheduler is ready); a server that
   was ready and then stopped (SGLang's SIGTERM handler, uvicorn's shutdown, a child ended by
   SIGTERM or SIGINT, a ``KeyboardInterrupt``) with no fatal record before the stop is ready
   too, and ``stop`` says where it stopped: what SGLang prints on its way down (children
@@ -132,7 +132,8 @@ def judge(m: RunModel) -> Verdict:
     then = f"; stopped at line {stop['line']}, with no failure before it" if stop else ""
     if stop and stop["line"] < t.last_serving_line:
         then += f" (draining its requests: batches go on to line {t.last_serving_line})"
-    ended = next((n for n in m.notices.get("process_exit", []) if n["line"] > ready_line), None)
+    last_record = max((r.last_line for r in t.ranks.values()), default=0)  # no rank printed after it
+    ended = next((n for n in m.notices.get("process_exit", []) if n["line"] > max(ready_line, last_record)), None)
     if stop is None and ended is not None:  # the process ended, and the log does not say why
         then = (f"; its process ended at line {ended['line']} (Python's resource_tracker cleaning up at "
                 f"shutdown), with no stop signal or failure before it in this log")
