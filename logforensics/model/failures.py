@@ -247,11 +247,18 @@ def on_exception(m: RunModel, ev: Event) -> None:
     fl.crash_events.append(record)
     if rank is not None:
         r = m.timeline.rank(rank)
-        exc_at = f.get("exception_line")
-        r.last_line = exc_at["line"] if exc_at else (ev.end_line or ev.line)
-        lines = [ln for ln in (ev.text or "").splitlines() if ln.strip()]
-        r.last_text = exc_at["text"] if exc_at else (lines[-1] if lines else "")
+        r.last_line, r.last_text = record_end(record)
         r.last_ts = ev.ts or r.last_ts  # the last stamp seen: the record's (its header's) where it has one
+
+
+def record_end(rec: dict[str, Any]) -> tuple[int, str]:
+    """Where a traceback record leaves its rank: its exception line, else its last line (and
+    that line's text)."""
+    exc_at = rec.get("exception_line")
+    if exc_at:
+        return exc_at["line"], exc_at["text"]
+    lines = [ln for ln in str(rec.get("text") or "").splitlines() if ln.strip()]
+    return rec.get("end_line") or rec["line"], lines[-1] if lines else ""
 
 
 #: Seconds a rank printed nothing before its traceback that are worth saying (a timeout's

@@ -37,7 +37,7 @@ from .beside import in_log, with_ends
 from .config import Config
 from .coverage import MAX_UNKNOWN_SHAPES, Coverage
 from .dynamo import DynamoObserver
-from .failures import Failures
+from .failures import Failures, record_end
 from .fingerprint import fingerprint
 from .hang import HANG_KINDS, HangObserver
 from .notices import Notices
@@ -369,12 +369,9 @@ class RunModel:
         """The rank's last record: its own, or a rank-less fatal record the verdict gave it."""
         line, ts, text = (r.last_line, r.last_ts, r.last_text) if label in self.timeline.ranks else (0, None, "")
         if given is not None:
-            exc_at = given.get("exception_line")
-            end = exc_at["line"] if exc_at else (given.get("end_line") or given["line"])
+            end, end_text = record_end(given)
             if end > line:
-                lines = [x for x in str(given.get("text") or "").splitlines() if x.strip()]
-                line, ts = end, given.get("ts") or ts
-                text = exc_at["text"] if exc_at else (lines[-1] if lines else "")
+                line, ts, text = end, given.get("ts") or ts, end_text
         if not line:
             return NOT_SEEN  # no line of its own
         return LastSeen.of_rank(line, ts, text[:500], milestone_name(r.milestone))
