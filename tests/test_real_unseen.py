@@ -31,6 +31,14 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
+    ("outcome", "359"): "the terminal's '^C' echo glued to 'Process Process-2:' (line 1) is not read as a stop: "
+                        "the cut traceback after it (the DetokenizerManager interrupted in zmq recv_pyobj) "
+                        "reads as a crash at line 2",
+    ("crash", "359"): "a crash is made of the cut traceback at line 2 that a Ctrl-C (line 1) interrupted",
+    ("fatal_line", "359"): "no stop is read, so the summary cites the traceback at line 2, not the '^C' at line 1",
+    ("key_figure-exit_code", "360"): "'[06-09 17:46:30] Exit code: 1' (line 3), in the multimodal launcher's "
+                                     "month-day stamp, is read as part of the OutOfMemoryError's message "
+                                     "(the exception record spans lines 1-3), not as the child's exit code",
 }
 
 
@@ -135,10 +143,13 @@ def test_phase_reached(row: dict[str, str], analysed: Any) -> None:
         assert row["phase_reached"] in reached, reached
 
 
-FIGURE_CASES = figure_cases(ROWS)
+FIGURE_CASES = [pytest.param(f, k, v, id=f"{f[:3]}-{k}",
+                             marks=[pytest.mark.xfail(reason=PENDING[(f"key_figure-{k}", f[:3])], strict=True)]
+                             if (f"key_figure-{k}", f[:3]) in PENDING else [])
+                for f, k, v in figure_cases(ROWS)]
 
 
-@pytest.mark.parametrize("file,key,value", FIGURE_CASES, ids=[f"{f[:3]}-{k}" for f, k, _ in FIGURE_CASES])
+@pytest.mark.parametrize("file,key,value", FIGURE_CASES)
 def test_key_figure(file: str, key: str, value: str, analysed: Any) -> None:
     assert key in FIGURES and key not in NOT_RUN_FIGURES, key
     summary, events = analysed[file]
