@@ -565,3 +565,41 @@ def test_an_npu_out_of_memory_is_said_of_the_npu() -> None:
     assert hip is not None and (hip["device"], hip["gpu"]) == ("HIP", 1)
     unnamed = decompose_oom("torch.OutOfMemoryError", "")
     assert unnamed is not None and unnamed["device"] is None
+
+
+# A terminal's Ctrl-C echo glued to what the interrupted process printed next (real-unseen 359's
+# first lines; the paste that follows is the DetokenizerManager's traceback, cut).
+CTRL_C = (
+    "^CProcess Process-2:\n"
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap\n'
+    "    self.run()\n"
+)
+
+
+def test_a_terminals_ctrl_c_echo_is_the_stop_and_what_follows_it_is_the_stops() -> None:
+    s = summarize(SERVING + CTRL_C)
+    assert s.outcome == "ready" and s.crash is None
+    assert s.stopped is not None and s.stopped.line == 3 and s.stopped.text == "^C"
+    assert "stopped at line 3, with no failure before it" in s.outcome_reason
+    never_ready = summarize(CTRL_C)
+    assert never_ready.outcome == "incomplete" and never_ready.crash is None
+    assert never_ready.outcome_reason == "stopped at line 1, with no readiness or failure before it in this log"
+    # without the echo, the same traceback is a crash whose exception is cut
+    assert summarize(SERVING + CTRL_C[2:]).outcome == "crashed"
+
+
+def test_a_traceback_after_the_exception_lends_it_no_frames() -> None:
+    """Python prints a traceback's frames before its exception: a paste that starts at an exception
+    line has none of its frames, and the launcher's own traceback after it is another (360)."""
+    s = summarize(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB. GPU 0 has a total capacity "
+        "of 23.52 GiB of which 125.38 MiB is free.\n"
+        "[06-09 17:46:28] Rank 0 scheduler is dead. Please check if there are relevant logs.\n"
+        "[06-09 17:46:30] Exit code: 1\n"
+        "Traceback (most recent call last):\n"
+        '  File "/root/sglang-env/lib/python3.12/site-packages/sglang/cli/serve.py", line 120, in serve\n'
+        "    execute_serve_cmd(parsed_args, remaining_argv)\n")
+    assert s.crash is not None and s.crash.exception == "torch.OutOfMemoryError"
+    assert s.crash.frames == () or not s.crash.frames
+    assert "Rank 0 scheduler" not in (s.crash.message or "")

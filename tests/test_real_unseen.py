@@ -31,14 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("outcome", "359"): "the terminal's '^C' echo glued to 'Process Process-2:' (line 1) is not read as a stop: "
-                        "the cut traceback after it (the DetokenizerManager interrupted in zmq recv_pyobj) "
-                        "reads as a crash at line 2",
-    ("crash", "359"): "a crash is made of the cut traceback at line 2 that a Ctrl-C (line 1) interrupted",
-    ("fatal_line", "359"): "no stop is read, so the summary cites the traceback at line 2, not the '^C' at line 1",
-    ("key_figure[exit_code]", "360"): "'[06-09 17:46:30] Exit code: 1' (line 3), in the multimodal launcher's "
-                                     "month-day stamp, is read as part of the OutOfMemoryError's message "
-                                     "(the exception record spans lines 1-3), not as the child's exit code",
     ("outcome", "362"): "the scheduler watchdog's batch dump (line 3, 'self.cur_batch.batch_size()=1', which SGLang "
                         "logs only when the watchdog fires) is read but not as the watchdog firing: with no "
                         "'Watchdog timeout' line in the window the py-spy dump opens a hang that does not end the "

@@ -34,10 +34,10 @@ END_RECORD = ("the record of the process's end outside the log, beside it or wit
 
 
 def stops_unexplained(s: RunSummary) -> bool:
-    """The log stops without readiness or failure, and no record of its end (an
+    """The log stops without readiness, failure or a stop signal, and no record of its end (an
     orchestrator's or the kernel's) was read beside it or in it: :data:`END_RECORD` is what
     would tell why."""
-    return s.outcome == "incomplete" and not (s.artefacts and s.artefacts.terminations)
+    return s.outcome == "incomplete" and s.stopped is None and not (s.artefacts and s.artefacts.terminations)
 
 
 def the_end(terminations: Sequence[Termination]) -> Termination | None:

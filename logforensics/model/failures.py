@@ -463,6 +463,13 @@ def on_shutdown(m: RunModel, ev: Event) -> None:
     m.notices.add("shutdown", ev)
 
 
+@handles("ctrl_c")
+def on_ctrl_c(m: RunModel, ev: Event) -> None:
+    """A terminal's ``^C`` echo: the operator typed Ctrl-C, and SIGINT stops the server; what
+    its processes print after it (``KeyboardInterrupt`` tracebacks, children ended) is the stop's."""
+    m.notices.add("stop_signal", ev)
+
+
 @handles("job_end")
 def on_job_end(m: RunModel, ev: Event) -> None:
     """Slurm's record of the job's end in its own output (``model.beside`` judges it)."""

@@ -312,7 +312,7 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
                            and d.get("phase") and d["first_line"] >= first["line"]), None)),
         "exception": with_exc["exception"],
         "message": with_exc["message"],
-        "frames": next((c["frames"] for c in fatal if c.get("frames")), []),
+        "frames": _frames_of(fatal, with_exc),
         "chain": with_exc.get("chain") or [],
         "oom": with_exc["oom"],
         "exception_line": with_exc.get("exception_line"),
@@ -329,6 +329,22 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         **({"quiet_before": first["quiet_before"]} if first.get("quiet_before") else {}),
         **({"exit_code": with_exc["exit_code"]} if with_exc.get("exit_code") is not None else {}),
     }
+
+
+def _frames_of(fatal: list[dict[str, Any]], with_exc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The crash's frames: those of the record whose exception it reports; where that record
+    shows none (a paste that starts at the exception line, a traceback torn in two), those of
+    the nearest record before it with frames and no exception of its own, on its rank. A
+    traceback after the exception is another one (Python prints a traceback's frames before its
+    exception), so its frames are not this exception's. With no exception anywhere, the first
+    record's frames that show any."""
+    if not with_exc.get("exception"):
+        return next((c["frames"] for c in fatal if c.get("frames")), [])
+    if with_exc.get("frames"):
+        return list(with_exc["frames"])
+    rank = with_exc.get("rank")
+    return next((c["frames"] for c in reversed(fatal) if c["line"] < with_exc["line"] and c.get("frames")
+                 and not c.get("exception") and c.get("rank") in (rank, None)), [])
 
 
 def _garbled_crash(m: RunModel, fragments: list[dict[str, Any]]) -> dict[str, Any]:

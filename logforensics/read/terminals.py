@@ -201,6 +201,7 @@ RULES: dict[str, Rule] = {
     "launch_command": _rule(T("LAUNCH", "command", v.to_strip)),
     "export_env": _rule(T("ENV_NAME", "name", v.to_str), T("TEXT", "value", v.to_strip)),
     "blank": _rule(),
+    "ctrl_c": _rule(),
     "indented": _rule(),
     "tb_caret": _rule(),
     # -- fatal records, timeouts and launchers (handlers in plan_fatal.py)
