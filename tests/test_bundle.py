@@ -162,3 +162,14 @@ def test_the_launchers_words_for_a_dead_scheduler_name_it(tmp_path: Path) -> Non
     [cr01] = [f for f in diagnose_files(str(log), None).findings if f.rule == "CR01"]
     assert "The launcher gives its exit code, -7: it was ended by signal 7 (SIGBUS)." in cr01.explanation
     assert cr01.explanation.startswith("The first fatal error in the failing run is on the Rank 0 scheduler")
+
+
+def test_lines_rays_de_duplication_left_out_are_said_and_counts_are_at_least(tmp_path: Path) -> None:
+    """Ray prints '[repeated 2x across cluster]' for lines it left out: the bundle carries the
+    summary's warning, and a traceback's count is a lower bound (real-unseen 363)."""
+    text, run = _bundle(next(UNSEEN.glob("363-*.log")))
+    assert run.coverage is not None and run.coverage.lines_dropped_by_dedup
+    assert "warning: Ray's log de-duplication left out" in text
+    assert "(at least 1 occurrence(s), first at line 3" in text
+    plain, _ = _bundle(next(UNSEEN.glob("360-*.log")))
+    assert "de-duplication" not in plain and "at least" not in plain

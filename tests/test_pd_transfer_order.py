@@ -65,3 +65,14 @@ def test_an_aborted_request_is_not_counted_as_a_lost_transfer(tmp_path: Path) ->
     assert _pd01(tmp_path, ABORTED).startswith("1 request was aborted during its KV transfer: ")
     lost = DECODE.format(r=0).replace("15:01:51", "16:39:01")
     assert _pd01(tmp_path, lost + ABORTED).startswith("1 request lost its KV transfer and 1 other was aborted: ")
+
+
+def test_a_failure_only_one_side_logged_is_not_said_to_lack_the_other_sides_records() -> None:
+    """real-unseen 357: the decode service's records are in the log, but none of them is of the
+    failed request: the title says no record of it from the other side is there."""
+    unseen = Path(__file__).resolve().parent.parent / "fixtures" / "real-unseen"
+    d = diagnose_runs(str(next(unseen.glob("357-*.log"))), None)
+    pd01 = [f for f in d.findings if f.rule == "PD01"]
+    assert pd01 and "the prefill side logged it, and no record of it from the other side is in these logs" \
+        in pd01[0].title
+    assert "records are not in these logs" not in pd01[0].title

@@ -145,3 +145,15 @@ def test_diff_evidence_lines_are_cut_at_word_boundaries() -> None:
         after = source[source.index(head) + len(head):]
         assert not after[:1].isalnum() or not head[-1:].isalnum(), f"cut mid-word: {row}"
     assert seen
+
+
+def test_the_start_up_order_says_capture_began_not_that_graphs_were_captured() -> None:
+    """real-unseen 364: the KV pool, then 'Capture cuda graph begin', then a failure at 0 of 4
+    graphs: the line that begins the capture is no evidence that any graph was captured."""
+    from logforensics import summarize_file
+
+    s = summarize_file(next((FIXTURES / "real-unseen").glob("364-*.log")))
+    out = io.StringIO()
+    render_summary(s, Console(file=out, width=200, color_system=None))
+    assert "Start-up order: KV pool allocated (line 2) before CUDA graph capture began (line 4)" in out.getvalue()
+    assert "were captured" not in out.getvalue()

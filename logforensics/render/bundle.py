@@ -94,6 +94,8 @@ def render_bundle(d: Diagnosis, runs: Sequence[tuple[str, RunSummary]], *, redac
     parts += [f"- {line}" for line in d.conclusion.lines()[1:]] + [""]
     for label, run in runs:
         parts.append(f"- {label}: **{run.outcome}**: {run.outcome_reason}")
+        # what the reader must know about lines not in the log (Ray's de-duplication: counts short)
+        parts += [f"  - warning: {w}" for w in run.warnings]
     parts.append("")
     for label, run in runs:
         parts.append(_phase_table(label, run))
@@ -150,8 +152,9 @@ def _tracebacks(label: str, run: RunSummary) -> str:
         shown = lines[:_TRACEBACK_LINES]
         more = f"\n... {len(lines) - len(shown)} more lines" if len(lines) > len(shown) else ""
         where = f"line {exc.first_line}" if exc.first_line else ""
+        short = "at least " if run.coverage and run.coverage.lines_dropped_by_dedup else ""  # lines Ray left out
         out.append(f"**{exc.exception or 'traceback cut before its exception'}** on {ranks} "
-                   f"({len(exc.occurrences or [])} occurrence(s), first at {where}; phase {exc.phase or '?'})\n")
+                   f"({short}{len(exc.occurrences or [])} occurrence(s), first at {where}; phase {exc.phase or '?'})\n")
         out.append(_fence("\n".join(shown) + more) + "\n")
     if len(run.exceptions) > _MAX_TRACEBACKS:
         out.append(f"_{len(run.exceptions) - _MAX_TRACEBACKS} more distinct tracebacks in `summary --json`._\n")

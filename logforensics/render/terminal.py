@@ -190,10 +190,11 @@ def render_pools(p: MemoryPools, console: Console) -> None:
     o = p.order
     kv, cap = (o.kv_at, o.capture_at) if o else (None, None)
     if o and o.order == "kv_before_graphs" and kv and cap:
-        line = f"Start-up order: KV pool allocated (line {kv.line}) before CUDA graphs were captured (line {cap.line})"
+        # the capture's begin line: whether the graphs were then captured is the phase's to say
+        line = f"Start-up order: KV pool allocated (line {kv.line}) before CUDA graph capture began (line {cap.line})"
     elif o and o.order == "graphs_before_kv":
         after = o.post_capture_at[0] if o.post_capture_at else kv
-        line = ("Start-up order: CUDA graphs captured" + (f" (line {cap.line})" if cap else "")
+        line = ("Start-up order: CUDA graph capture began" + (f" (line {cap.line})" if cap else "")
                 + " before the KV pool was sized (post-capture KV sizing"
                 + (f", line {after.line})" if after else ")"))
     else:
