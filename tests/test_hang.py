@@ -385,3 +385,25 @@ def test_a_pool_check_outside_a_debug_block_is_not_the_watchdogs(tmp_path: Path)
             "[full] total=400000, available=1000, evictable=2000, protected=397000, session_held=0, uncached=0\n")
     h = summarize_file(_write(tmp_path, text)).hang
     assert h is not None and h.debug_info == []
+
+
+def test_the_scheduler_watchdogs_batch_dump_is_the_watchdog_firing(tmp_path: Path) -> None:
+    """scheduler.py's watchdog_thread prints its batch only after its loop broke on a step that
+    made no progress (and before 'Watchdog timeout' from v0.4.x on): a window cut before the
+    timeout line still shows a hang, with the batch's requests from the lines its message goes
+    on with (real-unseen 362's text)."""
+    log = tmp_path / "npu.log"
+    log.write_text(
+        '[2025-11-05 10:18:50] INFO:     127.0.0.1:58100 - "GET /v1/models HTTP/1.1" 200 OK\n'
+        "[2025-11-05 10:18:51] self.cur_batch.batch_size()=1\n"
+        "self.cur_batch.reqs=[Req(rid=a46bd62c39a042bea6f0361db32078d9, input_ids=[785, 6722], output_ids=[12095])]\n"
+        "self.max_total_num_tokens=101632, available_size=101504, evictable_size=0, protected_size=0\n")
+    s = summarize_file(log)
+    assert s.outcome == "hung" and s.hang is not None
+    assert s.hang.timer == "sglang_watchdog" and s.hang.first_line == 2
+    batch = [x for x in s.hang.stuck_on if x.what == "batch"]
+    assert batch and batch[0].batch_size == 1 and batch[0].rids == ["a46bd62c39a042bea6f0361db32078d9"]
+    assert [e.line for e in batch[0].evidence] == [2, 3]
+    # the line alone, without the watchdog's batch dump above it, is no hang
+    log.write_text("self.max_total_num_tokens=101632, available_size=101504, evictable_size=0, protected_size=0\n")
+    assert summarize_file(log).outcome != "hung"

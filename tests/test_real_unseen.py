@@ -31,15 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("outcome", "362"): "the scheduler watchdog's batch dump (line 3, 'self.cur_batch.batch_size()=1', which SGLang "
-                        "logs only when the watchdog fires) is read but not as the watchdog firing: with no "
-                        "'Watchdog timeout' line in the window the py-spy dump opens a hang that does not end the "
-                        "run, and the outcome is incomplete ('the log stops at line 24 without readiness or failure')",
-    ("fatal_line", "362"): "the hang starts at the py-spy dump (line 6), not at the watchdog's batch dump (line 3) "
-                           "that its own 'Stuck on' cites",
-    ("key_figure[stuck_rid]", "362"): "the batch dump's requests are on their own unstamped line (4, "
-                                      "'self.cur_batch.reqs=[Req(rid=...'), which is not joined to the dump at "
-                                      "line 3 and is unrecognised, so no stuck request id is read",
     ("crash", "363"): "TP1's crash has no phase ('during an unknown phase'): its traceback shows only flashinfer's "
                       "run_ninja and subprocess frames (Ray's de-duplication left the rest out) and TP1 printed no "
                       "phase line, though TP0 is in cuda_graph_capture a second before (line 2, and the capture "

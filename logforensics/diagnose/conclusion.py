@@ -168,7 +168,9 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
     if failing.outcome == "hung":
         out += [s.setting + (f" ({s.why})" if s.why else "") for s in facts.timer.next_steps[:3]]
         if not facts.timer.next_steps:
-            out += ["NCCL_DEBUG=INFO", "a py-spy dump of every scheduler (py-spy dump --pid N)"]
+            out.append("NCCL_DEBUG=INFO")
+            if not (failing.hang and failing.hang.pyspy):  # not what the log already has
+                out.append("a py-spy dump of every scheduler (py-spy dump --pid N)")
     elif failing.outcome == "crashed" and crash is not None and crash.phase == LAUNCH:
         # nothing had started: no rank's log, no server_args line, no crash dump
         out.append("the launch command: the launcher failed while parsing the server arguments, "

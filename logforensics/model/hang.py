@@ -131,10 +131,14 @@ HANG_KINDS = frozenset({"collective_timeout", "collective_failure", "watchdog_ti
                         "thread_dump", "c10d_log", "watchdog_body", "pool_check"})
 #: Kinds that alone make no hang (a slow pass is a stall the server came out of; a failed
 #: dump, the checker's start-up notice, torch's notes): they only describe one.
-_CONTEXT_KINDS = frozenset({"watchdog_detail", "watchdog_debug", "pyspy_failed", "slow_pass", "consensus_enabled",
+_CONTEXT_KINDS = frozenset({"watchdog_debug", "pyspy_failed", "slow_pass", "consensus_enabled",
                             "thread_dump", "c10d_note", "watchdog_body", "pool_check"})
 #: The bare lines of a ``Scheduler debug info:`` block (they carry no rank: the block's header does).
 _DEBUG_BODY = frozenset({"watchdog_body", "pool_check"})
+#: The records such lines follow: the debug info's header, and the scheduler watchdog's batch dump
+#: (``self.cur_batch.batch_size()=N``, whose one message goes on with the batch's requests and the
+#: pools on lines of their own).
+_DEBUG_HEADS = frozenset({"watchdog_debug", "watchdog_detail"})
 #: torch's notes that bear on what a hang's log could show (ProcessGroupNCCL.cpp)
 _C10D_NOTES = ("FlightRecorder", "Flight Recorder", "TORCH_NCCL_TRACE_BUFFER_SIZE", "flight recorder")
 #: The records of a py-spy dump (kept apart: a dump has many lines).
@@ -174,7 +178,7 @@ class HangObserver:
             kind = "c10d_note"
         elif kind in _DEBUG_BODY:  # only the lines right under a debug-info header (a pool check
             last = self.records[-1] if self.records else None  # also ends a leak warning)
-            if last is not None and (last["line"] != line - 1 or last["kind"] not in _DEBUG_BODY | {"watchdog_debug"}):
+            if last is not None and (last["line"] != line - 1 or last["kind"] not in _DEBUG_BODY | _DEBUG_HEADS):
                 return  # (first of a part: the header may be the part's before; ``debug_blocks`` decides)
         target = self.pyspy if kind in _DUMP_KINDS else self.records
         limit = _MAX_PYSPY if target is self.pyspy else _MAX_RECORDS
@@ -355,6 +359,10 @@ def _report(rec: dict[str, Any], ranks: Sequence[str]) -> dict[str, Any]:
         out["family"] = "sglang_soft_watchdog" if f.get("soft") is True else "sglang_watchdog"
         out["timeout_s"] = f.get("watchdog_timeout_s")
         out["component"] = f.get("component")
+    elif kind == "watchdog_detail":
+        # the scheduler's watchdog prints its batch only once it has fired (scheduler.py's
+        # watchdog_thread, after its loop; before the timeout line from v0.4.x on)
+        out["family"] = "sglang_watchdog"
     elif kind == "pd_timeout":
         out["family"] = "pd_bootstrap" if f.get("stage") == "bootstrap" else "pd_waiting"
     elif kind == "health_check_failed":
@@ -730,11 +738,15 @@ def _stuck_on(collectives: list[dict[str, Any]], ctx: _Context,
                     "ranks": [m["rank"] for m in members],
                     "evidence": [_at(m) for m in members[:4]]})
     for r in ctx.of("watchdog_detail")[:2]:
-        text = r["fields"].get("message") or r["text"]
+        body = [r]  # and the lines its message goes on with (the requests, the pools)
+        for b in sorted(ctx.of("watchdog_body") + ctx.of("pool_check"), key=lambda b: b["line"]):
+            if b["line"] == body[-1]["line"] + 1:
+                body.append(b)
+        text = "\n".join(b["fields"].get("message") or b["text"] for b in body)
         size = _BATCH_SIZE.search(text)
         rids = list(dict.fromkeys(_RID.findall(text)))
         out.append({"what": "batch", "batch_size": int(size.group(1)) if size else None, "rids": rids[:8],
-                    "rank": r.get("rank"), "evidence": [_line(r)]})
+                    "rank": r.get("rank"), "evidence": [_line(b) for b in body[:4]]})
     same: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for b in debug:
         if b["batch_size"] is not None or b["rids"]:

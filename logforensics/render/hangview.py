@@ -76,7 +76,8 @@ def hang_view(h: Hang, file: str | None = None) -> HangView:
         elif s.what == "batch":
             size = f"{s.batch_size} requests" if s.batch_size is not None else "a batch"
             rids = f", first rid {', '.join(s.rids[:3])}" if s.rids else ""
-            on = ", ".join(r or "-" for r in s.ranks or [s.rank])
+            # the scheduler's watchdog printed it: a line that names no rank is still the scheduler's
+            on = ", ".join(r if r and r != "-" else "the scheduler" for r in s.ranks or [s.rank])
             stuck.append(f"batch of {size} on {on}{rids} ({at})")
         else:
             rids = f" (rids {', '.join(s.rids[:3])})" if s.rids else ""
