@@ -31,10 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("crash", "363"): "TP1's crash has no phase ('during an unknown phase'): its traceback shows only flashinfer's "
-                      "run_ninja and subprocess frames (Ray's de-duplication left the rest out) and TP1 printed no "
-                      "phase line, though TP0 is in cuda_graph_capture a second before (line 2, and the capture "
-                      "bar at line 1)",
 }
 
 
