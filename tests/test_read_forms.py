@@ -70,6 +70,13 @@ WRAPPED = {
     "cloud-logging-severity-ms": "INFO 2026-06-15T14:10:59.392Z {}",
     # a log console's time column (Kibana's Discover export), the console's padding after it
     "console-time-column": "May 16, 2026 @ 20:44:54.728    {}",
+    # journald, as journalctl prints a unit's lines (short, short-iso)
+    "journald": "Aug 17 18:42:18 gpu-node-3 sglang[8052]: {}",
+    "journald-day-padded": "Aug  7 18:42:18 gpu-node-3 python3[8052]: {}",
+    "journald-short-iso": "2025-08-17T18:42:18+0000 gpu-node-3 sglang[8052]: {}",
+    # Slurm's srun --label: the task's number, right-aligned to the widest
+    "slurm-label": "0: {}",
+    "slurm-label-padded": " 3: {}",
 }
 
 

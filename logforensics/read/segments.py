@@ -6,8 +6,8 @@ after a progress bar (``| 1/58 [00:00<00:56,  1.01it/s]Traceback ...``), a secon
 rank's write torn into the middle of a line, a whole traceback collapsed onto one line
 behind repeated Ray wrappers. Wrappers that other tools put in front of every line
 (docker-compose, pm2, FastChat, CI and ``docker logs --timestamps`` stamps, a log viewer's
-or Docker Desktop's local time, Kubernetes CRI, Markdown quotes, Ray, a second logging
-format) are removed here so the grammar sees SGLang's own text. Ray's de-duplication
+or Docker Desktop's local time, Kubernetes CRI, journald, Slurm's task labels, Markdown quotes,
+Ray, a second logging format) are removed here so the grammar sees SGLang's own text. Ray's de-duplication
 suffix ``[repeated 2x across cluster]`` is cut off as a record of its own: it says that
 lines were dropped, and the record before it must read as if it were not there.
 
@@ -35,6 +35,11 @@ _WRAPPER_RE = re.compile(
     r"(?:"
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)[ \t](?:stdout|stderr)[ \t][FP][ \t]"  # k8s CRI
     r"|>[ \t]?"                                                  # Markdown quote
+    # journald (journalctl's short and short-iso formats): "Aug 17 18:42:18 host sglang[8052]: "
+    r"|(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)) [\w.\-]+ [\w.\-@/]+\[\d+\]: "
+    # Slurm's srun --label: the task's number, right-aligned to the widest ("0: ", " 3: ", "12: ")
+    r"|^ {0,4}\d{1,5}: "
     r"|`(?=\S)"                                                 # a stray inline-code backtick
     # GitHub Actions, `docker logs --timestamps` (RFC 3339, ns, with an offset or Z)
     # (not NVIDIA Dynamo's own stamp, which a level follows: the grammar's DYN_HEAD)
