@@ -113,10 +113,14 @@ def judge(m: RunModel) -> Verdict:
     # the watchdog's own report (its frames, its terminate) is the hang's evidence, not a crash
     shown = [c for c in fatal if first_hang is None or not is_hang_report(c, first_hang)]
     crash = _crash(m, shown, sigquits) if (shown or sigquits) else None
-    if fl.hang_events and fl.hang_events[0]["line"] == first_hang:
-        hang_text = fl.hang_events[0]["text"]
+    if fl.hang_events and (fl.hang_events[0]["line"] == first_hang
+                           or built is not None and built.timer == "sglang_watchdog"):
+        hang_text = fl.hang_events[0]["text"]  # the timer's own words (after the watchdog's batch dump)
     else:
-        hang_text = next((e["text"] for e in (hang or {}).get("evidence", []) if e["line"] == first_hang), "")
+        # the hang's first record: in the evidence kept above, else in the built hang's own
+        # (the scheduler watchdog's batch dump, where the window ends before its timeout line)
+        found = [*(hang or {}).get("evidence", []), *(built.to_dict()["evidence"] if built else [])]
+        hang_text = next((e["text"] for e in found if e["line"] == first_hang), "")
     if first_hang is not None and (not fatal or all(is_hang_consequence(c, first_hang) for c in fatal)):
         return Verdict("hung", "hang evidence: " + hang_text[:160], crash, hang, resolved, errors)
     if crash:
