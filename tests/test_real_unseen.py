@@ -35,6 +35,10 @@ PENDING: dict[tuple[str, str], str] = {
                       "run_ninja and subprocess frames (Ray's de-duplication left the rest out) and TP1 printed no "
                       "phase line, though TP0 is in cuda_graph_capture a second before (line 2, and the capture "
                       "bar at line 1)",
+    ("crash", "366"): "the crash's ranks are TP6 alone: TP4, TP5, TP7, TP2 and TP1 each log the same RuntimeError "
+                      "as a one-line stamped record ('[2026-06-17 06:48:31 TP4] RuntimeError: [...] Read error ...', "
+                      "lines 9-13), which is unrecognised, so no rank but TP6 is counted and the exception has 1 "
+                      "occurrence",
 }
 
 
