@@ -515,3 +515,17 @@ def test_a_thread_dump_with_no_fatal_error_above_it_is_no_crash() -> None:
         ""]) + "\n"
     evs = read(text)
     assert [e.kind for e in evs if e.kind in ("exception", "thread_dump")] == ["thread_dump"]
+
+
+def test_a_ranks_exception_alone_on_its_prefixed_line_is_that_ranks_traceback() -> None:
+    """real-unseen 366: after TP6's traceback, five ranks' '[.. TPn] RuntimeError: ...' lines, each
+    the last line of a traceback whose frames are not in the paste: one exception record per rank.
+    A generic 'Exception: ...' behind a prefix stays a line of its own (too common to be a crash)."""
+    text = "".join(f"[2026-06-17 06:48:31 TP{r}] RuntimeError: [pair.cc:538] Read error: Connection timed out\n"
+                   for r in (4, 5))
+    evs = [ev for ev in read(text) if ev.kind == "exception"]
+    assert [(ev.rank, ev.line, ev.fields["exception"], ev.fields["frames"]) for ev in evs] == \
+        [("TP4", 1, "RuntimeError", []), ("TP5", 2, "RuntimeError", [])]
+    assert evs[0].fields["message"] == "[pair.cc:538] Read error: Connection timed out"
+    generic = read("[2026-06-17 06:48:31 TP4] Exception: something\n")
+    assert [ev.kind for ev in generic] == ["exc_line"]

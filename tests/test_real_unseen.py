@@ -31,10 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("crash", "366"): "the crash's ranks are TP6 alone: TP4, TP5, TP7, TP2 and TP1 each log the same RuntimeError "
-                      "as a one-line stamped record ('[2026-06-17 06:48:31 TP4] RuntimeError: [...] Read error ...', "
-                      "lines 9-13), which is unrecognised, so no rank but TP6 is counted and the exception has 1 "
-                      "occurrence",
     ("phase_reached", "374"): "the run's unranked 'The server is fired up and ready to roll!' (line 10) places TP0 and TP1 "
                               "in serving (entered at line 10, the bundle's phase table), though neither rank prints a "
                               "line after line 5: the furthest phase a line of either shows is warmup (TP0's "

@@ -349,6 +349,16 @@ class TracebackAssembler:
             tb.blanks = 0  # the empty lines before it were the message's and Python's, not the record's end
             tb.add_line(ev)
             return
+        if kind == "exc_line" and prefixed and ev.fields.get("exception") not in _GENERIC_NAMES:
+            # a rank's exception alone on its prefixed line ("[.. TP4] RuntimeError: ..."): the last
+            # line of a traceback whose frames are not in the log; lines without a prefix may go on
+            # with its message
+            yield from self.close()
+            tb = self._start(ev, None)
+            tb.exception = ev.fields.get("exception")
+            tb.message = ev.fields.get("message") or ""
+            tb.exc_at = {"line": ev.line, "text": ev.text}
+            return
         if kind == "exc_line" and not prefixed:
             if tb is None and ev.fields.get("exception") in _GENERIC_NAMES:
                 yield ev  # "Exception: ..." alone is too common a shape to call a crash
