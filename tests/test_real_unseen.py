@@ -31,10 +31,6 @@ OUTCOMES = {"ready", "crashed", "hung", "partial", "stopped"}
 #: Labels the analyzer does not meet yet, by (test, file number), with what it gets wrong
 #: (strict: fixing the cause turns the case into a failure until its entry is removed).
 PENDING: dict[tuple[str, str], str] = {
-    ("phase_reached", "374"): "the run's unranked 'The server is fired up and ready to roll!' (line 10) places TP0 and TP1 "
-                              "in serving (entered at line 10, the bundle's phase table), though neither rank prints a "
-                              "line after line 5: the furthest phase a line of either shows is warmup (TP0's "
-                              "max_total_num_tokens line, 5; TP1's last line is its graph registration, 2)",
     ("fatal_line", "376"): "the crash starts at TP1's header (line 2): line 1, a traceback's source line behind Ray's "
                            "de-duplication suffix ('return func(*args, **kwargs) [repeated 4x across cluster]'), is read "
                            "as an indented line, not a record, as a header and no frame or exception line follows it",

@@ -202,3 +202,17 @@ def test_keep_prompts_keeps_the_request_text_and_nothing_else(tmp_path: Path) ->
     for output, text in kept.items():
         for secret in ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "node-17", "/home/alice"):
             assert not _shown(text, secret), (output, secret)
+
+
+def test_prose_after_a_flag_and_public_documentation_hosts_are_not_learned_as_hosts() -> None:
+    """The analyzer's own advice ("check --dist-init-addr and the network") once made 'and' a host,
+    replaced in every sentence (real-unseen 367); a link to PyTorch's documentation in an OOM
+    message is not the user's host (360). A host the log names after the flag still is."""
+    advice = "on several nodes it usually means a node never joined: check --dist-init-addr and the network."
+    oom = ("See documentation for Memory Management  "
+           "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)")
+    own = "--dist-init-addr gpu-head-7:5000 then http://gpu-head-7:30000/health"
+    r = Redactor()
+    r.learn([advice, oom, own])
+    assert r.text(advice) == advice and r.text(oom) == oom
+    assert "gpu-head-7" not in r.text(own) and "<hostname-1>" in r.text(own)

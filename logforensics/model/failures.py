@@ -531,8 +531,9 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
             rank = f"rank{ev.fields['pg_rank']}"
             if ev.fields.get("pg") != 0:
                 m.failures.group_ranks[rank] = None
+        # the reader's family of the timer (NCCL's watchdog or heartbeat, c10d's store socket)
         add_hang(m, {"file": ev.file, "line": ev.line, "rank": rank, "text": ev.text,
-                     "kind": "nccl_watchdog"})
+                     "kind": ev.fields.get("family") or "nccl_watchdog"})
     m.notices.add("c10d", ev)
 
 

@@ -55,7 +55,7 @@ TIMERS: dict[str, dict[str, Any]] = {
         "ends_run": True,
     },
     "c10d_store": {
-        "what": "a TCPStore socket (rendezvous during distributed init) waited past its timeout",
+        "what": "a TCPStore socket (the rendezvous store of torch.distributed) waited past its timeout",
         "setting": "--dist-timeout",
         "default_s": 1800,
         "note": "the store uses init_process_group's timeout (PyTorch's default 30 minutes); on several "

@@ -188,6 +188,14 @@ _LEARN_MODEL = re.compile(r"(?:--(?:model-path|model|tokenizer-path|served-model
                           r"['\"]?([^\s'\",)]+)")
 _NOT_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "none", "null", "auto", "true", "false",
                         "rank", "port", "tcp", "http", "https", "file", "unix", "env"})
+#: Words a flag or a key may be followed by in prose (this package's own advice: "check
+#: --dist-init-addr and the network"): never host names, and each would be replaced everywhere.
+_PROSE = frozenset({"a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "if", "in", "is", "it", "its",
+                    "not", "of", "on", "or", "set", "so", "that", "the", "then", "this", "to", "was", "with"})
+#: Public hosts that SGLang's, PyTorch's and their libraries' own messages link to (documentation,
+#: source, model hubs): not the user's, and a reader needs them to follow the link.
+_PUBLIC_HOSTS = ("pytorch.org", "github.com", "githubusercontent.com", "huggingface.co", "hf.co", "python.org",
+                 "nvidia.com", "sglang.ai", "readthedocs.io", "pypi.org", "ray.io", "amd.com")
 _PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z0-9-]*-\d+>")
 _EMPTY = frozenset({"", "none", "null", "true", "false", "[]"})
 
@@ -247,7 +255,9 @@ class Redactor:
 
     def _learn_host(self, host: str) -> None:
         name = host.rstrip(".-_")
-        if len(name) < 2 or name.lower() in _NOT_HOSTS or not any(c.isalpha() for c in name) or _is_ip(name):
+        low = name.lower()
+        if len(name) < 2 or low in _NOT_HOSTS or low in _PROSE or not any(c.isalpha() for c in name) or _is_ip(name) \
+                or any(low == h or low.endswith("." + h) for h in _PUBLIC_HOSTS):
             return
         self._hosts.add(name)
 
