@@ -603,3 +603,14 @@ def test_a_traceback_after_the_exception_lends_it_no_frames() -> None:
     assert s.crash is not None and s.crash.exception == "torch.OutOfMemoryError"
     assert s.crash.frames == () or not s.crash.frames
     assert "Rank 0 scheduler" not in (s.crash.message or "")
+
+
+def test_a_bar_rays_de_duplication_says_several_processes_drew_is_no_ranks() -> None:
+    """real-unseen 374: a shard-loading bar behind '[repeated 5x across cluster]' was drawn by six
+    processes; it is not given to the rank that draws bars. A bar without the suffix still is."""
+    lines = ("[2025-08-05 12:15:15 TP0] Load weight begin. avail mem=21.27 GB\n"
+             "Loading safetensors checkpoint shards: 100% Completed | 3/3 [00:01<00:00,  2.46it/s]{}\n")
+    alone = summarize(lines.format(""))
+    assert "load_weights" in alone.progress.get("TP0", {})
+    several = summarize(lines.format(" [repeated 5x across cluster]"))
+    assert "load_weights" not in several.progress.get("TP0", {})

@@ -250,10 +250,15 @@ def add_others(m: RunModel, line: int, n: int, overflowed: bool,
         m.needs_context(OVERFLOW_REASON)
 
 
-@handles("ray_dedup")
+@handles("ray_dedup", reads_earlier=True)
 def on_ray_dedup(m: RunModel, ev: Event) -> None:
-    """Ray printed one line for N alike: N - 1 lines of the cluster are not in this log."""
+    """Ray printed one line for N alike: N - 1 lines of the cluster are not in this log. A
+    progress bar on that line was drawn by several processes: it is no one rank's (the rank
+    that draws bars is not given it)."""
     m.coverage.dedup_dropped += max(int(ev.fields.get("count") or 1) - 1, 0)
+    bars = m.timeline.bars
+    for phase in [p for p, bar in bars.items() if bar["line"] == ev.line and int(ev.fields.get("count") or 1) > 1]:
+        del bars[phase]
 
 
 @handles("http_probe")
