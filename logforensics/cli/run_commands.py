@@ -194,7 +194,7 @@ def _write_frame(events: Any, fmt: str, output: str) -> None:
 
 
 _REDACT = click.option("--redact", is_flag=True,
-                       help="Replace home and model paths, hostnames, IP and e-mail addresses, keys, tokens, passwords "
+                       help="Replace home, environment and model paths, hostnames, IP and e-mail addresses, keys, tokens, passwords "
                        "and request text by placeholders (<IP-address-1>), as `bundle` does.")
 _BESIDE_HELP = ("files beside the logs (check_env, nvidia-smi, pip freeze, Slurm/kernel/Ray records, kubectl describe "
                 "or -o yaml, docker inspect, crash dumps): read as their content says, with the run in LOGS")
@@ -403,7 +403,7 @@ def _diagnose_in_store(store_dir: str, failing: str, rules_dirs: tuple[str, ...]
 @click.option("--baseline", type=click.Path(allow_dash=True), default=None,
               help="A run that worked, to compare with (a file, directory, glob or saved summary).")
 @click.option("--no-redact", is_flag=True,
-              help="Keep home and model paths, hostnames, IP and e-mail addresses, keys, tokens, passwords and "
+              help="Keep home, environment and model paths, hostnames, IP and e-mail addresses, keys, tokens, passwords and "
               "request text.")
 @_KEEP_PROMPTS
 @click.option("--rules", "rules_dirs", multiple=True, type=click.Path(file_okay=False),
@@ -417,7 +417,7 @@ def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: 
     Under GitHub's 65,536-character limit: the verdict, a phase table per rank, the first
     traceback of each distinct failure with the ranks that share it, the memory table, the
     server_args that differ from SGLang's defaults, versions and environment, the findings
-    and what to run next. Redacted by default (home and model paths, hostnames, IP and
+    and what to run next. Redacted by default (home, environment and model paths, hostnames, IP and
     e-mail addresses, API keys, tokens, passwords and signed URLs, private keys, prompts
     and completions), with the list of what was replaced at the end; --keep-prompts keeps
     the request text, --no-redact keeps everything.
