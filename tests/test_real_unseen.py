@@ -35,6 +35,10 @@ PENDING: dict[tuple[str, str], str] = {
                       "run_ninja and subprocess frames (Ray's de-duplication left the rest out) and TP1 printed no "
                       "phase line, though TP0 is in cuda_graph_capture a second before (line 2, and the capture "
                       "bar at line 1)",
+    ("crash", "380"): "no phase ('during an unknown phase'): the window has no phase line and no stamp, and the "
+                      "thread dump after 'Fatal Python error: Aborted' shows the overlap worker's forward_thread_func "
+                      "(tp_worker_overlap_thread.py, line 18) formatting an exception, a thread that runs only while "
+                      "serving; the dump's frames are not read for a phase",
 }
 
 
