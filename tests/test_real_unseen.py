@@ -35,6 +35,16 @@ PENDING: dict[tuple[str, str], str] = {
                       "run_ninja and subprocess frames (Ray's de-duplication left the rest out) and TP1 printed no "
                       "phase line, though TP0 is in cuda_graph_capture a second before (line 2, and the capture "
                       "bar at line 1)",
+    ("crash", "384"): "DP20 TP0's crash has no phase ('during an unknown phase'): in the console export every record "
+                      "is preceded by a stamp line and a pod line ('jo-dbwl7rasljfkuwyu-worker-0'), which are read "
+                      "into the traceback, so the pod line is taken as each frame's code and run_scheduler_process's "
+                      "'scheduler.event_loop_overlap()' (line 9) is not read as its code",
+    ("outcome", "385"): "the faulthandler dump (lines 2-15: 'Current thread ... forward_thread_func') is read as a "
+                        "thread_dump but not as a fatal record, so a window cut before its 'Fatal Python error' "
+                        "header is 'incomplete ... without readiness or failure'",
+    ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
+                      "forward_thread_func (a forward pass while serving) is not read as a crash",
+    ("fatal_line", "385"): "no crash, so no fatal line; the label's is the dump's first record (line 2)",
 }
 
 
