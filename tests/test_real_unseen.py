@@ -38,6 +38,16 @@ PENDING: dict[tuple[str, str], str] = {
                       "thread dump after 'Fatal Python error: Aborted' shows the overlap worker's forward_thread_func "
                       "(tp_worker_overlap_thread.py, line 18) formatting an exception, a thread that runs only while "
                       "serving; the dump's frames are not read for a phase",
+    ("crash", "384"): "DP20 TP0's crash has no phase ('during an unknown phase'): in the console export every record "
+                      "is preceded by a stamp line and a pod line ('jo-dbwl7rasljfkuwyu-worker-0'), which are read "
+                      "into the traceback, so the pod line is taken as each frame's code and run_scheduler_process's "
+                      "'scheduler.event_loop_overlap()' (line 9) is not read as its code",
+    ("outcome", "385"): "the faulthandler dump (lines 2-15: 'Current thread ... forward_thread_func') is read as a "
+                        "thread_dump but not as a fatal record, so a window cut before its 'Fatal Python error' "
+                        "header is 'incomplete ... without readiness or failure'",
+    ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
+                      "forward_thread_func (a forward pass while serving) is not read as a crash",
+    ("fatal_line", "385"): "no crash, so no fatal line; the label's is the dump's first record (line 2)",
 }
 
 
