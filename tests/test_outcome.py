@@ -614,3 +614,37 @@ def test_a_bar_rays_de_duplication_says_several_processes_drew_is_no_ranks() -> 
     assert "load_weights" in alone.progress.get("TP0", {})
     several = summarize(lines.format(" [repeated 5x across cluster]"))
     assert "load_weights" not in several.progress.get("TP0", {})
+
+
+def test_a_fatal_errors_dump_without_its_current_thread_lends_no_thread_its_frames() -> None:
+    """real-unseen 380: 'Fatal Python error: Aborted', then a dump whose 'Current thread' block is
+    not in the window: the first thread shown (the watchdog, waiting) is not the failure's; the
+    threads still place the process (the overlap worker's forward thread runs only while serving)."""
+    s = summarize(
+        "Fatal Python error: Aborted\n"
+        "\n"
+        "Thread 0x00007ee43dfff640 (most recent call first):\n"
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1419 in watchdog_thread\n'
+        '  File "/usr/lib/python3.10/threading.py", line 953 in run\n'
+        "\n"
+        "Thread 0x00007ee5a9fff640 (most recent call first):\n"
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 120 in '
+        "forward_thread_func\n"
+        '  File "/usr/lib/python3.10/threading.py", line 953 in run\n')
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.exception == "Fatal Python error"
+    assert not s.crash.frames and s.crash.phase == "serving"
+
+
+def test_a_log_that_stops_in_a_dump_with_a_current_thread_says_so() -> None:
+    """real-unseen 385: a faulthandler dump of every thread, its 'Current thread' in the forward
+    thread, the header above it cut: the log stops in it, and what wrote it is not in the log."""
+    s = summarize(
+        "Thread 0x00007f8025112640 (most recent call first):\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 1829 in watchdog_thread\n'
+        "\n"
+        "Current thread 0x00007f80908e0640 (most recent call first):\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/sglang/srt/managers/tp_worker_overlap_thread.py", line 122 in '
+        "forward_thread_func\n")
+    assert s.outcome == "incomplete"
+    assert s.outcome_reason.startswith("the log stops at line 5 in a faulthandler dump of every thread (from line 1; "
+                                       "current thread at line 4, in forward_thread_func)")

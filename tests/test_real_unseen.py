@@ -34,10 +34,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "376"): "the crash starts at TP1's header (line 2): line 1, a traceback's source line behind Ray's "
                            "de-duplication suffix ('return func(*args, **kwargs) [repeated 4x across cluster]'), is read "
                            "as an indented line, not a record, as a header and no frame or exception line follows it",
-    ("crash", "380"): "no phase ('during an unknown phase'): the window has no phase line and no stamp, and the "
-                      "thread dump after 'Fatal Python error: Aborted' shows the overlap worker's forward_thread_func "
-                      "(tp_worker_overlap_thread.py, line 18) formatting an exception, a thread that runs only while "
-                      "serving; the dump's frames are not read for a phase",
     ("crash", "384"): "DP20 TP0's crash has no phase ('during an unknown phase'): in the console export every record "
                       "is preceded by a stamp line and a pod line ('jo-dbwl7rasljfkuwyu-worker-0'), which are read "
                       "into the traceback, so the pod line is taken as each frame's code and run_scheduler_process's "

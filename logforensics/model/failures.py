@@ -223,7 +223,8 @@ def on_exception(m: RunModel, ev: Event) -> None:
         "end_line": ev.end_line,
         "ts": ev.ts,
         "text": ev.text,
-        "phase": phase_for(m, rank, frames),
+        # the threads of a fatal error's dump whose failing thread is cut place the process too
+        "phase": phase_for(m, rank, frames or f.get("dump_frames") or []),
     }
     died = f.get("scheduler_died")
     if record["source"] is None and died and died.get("rank") is not None:

@@ -158,8 +158,25 @@ def judge(m: RunModel) -> Verdict:
         whose = "its records are vLLM's" if vllm == records else f"{vllm} of its {records} records are vLLM's"
         return Verdict("incomplete", f"the log stops at line {m.last_line} without SGLang's readiness or failure: "
                        f"{whose}, which this does not judge", None, hang, resolved, errors)
+    cut = _cut_dump(m)
+    if cut and not then:
+        return Verdict("incomplete", f"the log stops at line {m.last_line} in {cut}", None, hang, resolved, errors)
     return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure{then}",
                    None, hang, resolved, errors)
+
+
+def _cut_dump(m: RunModel) -> str | None:
+    """A faulthandler dump of every thread with one marked current (a fatal signal's, or an
+    explicit dump_traceback's), whose header is not in the log, in words; None without one."""
+    for r in m.hang_obs.records:
+        if r["kind"] != "thread_dump":
+            continue
+        current = next((t for t in r["fields"].get("threads") or [] if t.get("current")), None)
+        if current is not None:
+            return (f"a faulthandler dump of every thread (from line {r['line']}; current thread at line "
+                    f"{current['line']}, in {current.get('function') or 'no frame shown'}): the line above it that "
+                    "says why it was written (a 'Fatal Python error' or a signal) is not in this log")
+    return None
 
 
 def stopped(m: RunModel, ready_line: int, fatal: list[dict[str, Any]],

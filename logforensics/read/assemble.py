@@ -70,6 +70,8 @@ FIELDS: dict[str, dict[str, Type]] = {
         "chain": list_of(struct(exception=STR, message=STR, frames=INT)),
         "fatal_signal": BOOL, "exception_line": struct(line=INT, text=STR), "header_cut": BOOL,
         "lines": LINES_TYPE, "oom": OOM_TYPE, "scheduler_died": DIED_TYPE,
+        # a fatal error's dump whose failing thread is not in the log: every thread's frames there
+        "dump_frames": list_of(struct(path=STR, line=INT, func=STR, code=STR, log_line=INT)),
     },
     "oom_message": {"what": STR, "message": STR, "oom": OOM_TYPE, "lines": LINES_TYPE},
     # faulthandler.dump_traceback_later's dump of every thread ("Timeout (0:00:00.500000)!", then
@@ -183,8 +185,11 @@ class _Traceback:
                          {"source": self.source, "frames": self.frames, "lines": self.lines}, text, self.file,
                          self.last_line, self.node)
         frames = self.frames
+        dump: list[dict[str, Any]] | None = None
         if self.fatal and self.blocks:  # the failing thread's stack, in Python's order (innermost last)
             frames = _failing_thread(self.frames, self.blocks)
+            if not frames:  # the failing thread's block is not in the log: the others place the process
+                dump = self.frames
         fields: dict[str, Any] = {
             "source": self.source or http_layer_source(self.frames),
             "exception": self.exception,
@@ -195,6 +200,7 @@ class _Traceback:
             "exception_line": self.exc_at,
             "header_cut": self.header_cut,
             "lines": self.lines,
+            "dump_frames": dump,
         }
         fields["oom"] = decompose_oom(self.exception, self.message)
         # the launcher's "Rank 0 scheduler died during initialization (exit code: -9)"
@@ -203,10 +209,14 @@ class _Traceback:
 
 
 def _failing_thread(frames: list[dict[str, Any]], blocks: list[tuple[int, bool]]) -> list[dict[str, Any]]:
-    """The frames of the thread faulthandler marks current (else its first dump), innermost
-    last as Python prints a traceback: faulthandler prints each thread most recent call first,
-    its frames on consecutive lines (a native backtrace after them is another record's)."""
-    start = next((i for i, current in blocks if current), blocks[0][0])
+    """The frames of the thread faulthandler marks current, innermost last as Python prints a
+    traceback: faulthandler prints each thread most recent call first, its frames on
+    consecutive lines (a native backtrace after them is another record's). None when no block
+    of the dump is marked current: the failing thread's is not in the log, and another thread's
+    stack is not the failure's."""
+    start = next((i for i, current in blocks if current), None)
+    if start is None:
+        return []
     run: list[dict[str, Any]] = []
     for fr in frames[start:]:
         if run and fr["log_line"] != run[-1]["log_line"] + 1:
