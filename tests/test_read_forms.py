@@ -491,18 +491,25 @@ def test_a_serving_log_behind_ray_is_read_in_bulk_and_its_fatal_error_keeps_its_
 
 def test_a_fatal_errors_frames_are_its_failing_threads_innermost_last() -> None:
     """faulthandler prints each thread most recent call first, and a native backtrace may
-    follow: the record's frames are the failing thread's (the current one, else the first
-    dumped), in Python's order, so its innermost SGLang frame places and names it."""
-    text = "\n".join([
+    follow: the record's frames are the failing thread's, the one it marks 'Current thread',
+    in Python's order, so its innermost SGLang frame places and names it. With no thread
+    marked current (349: a native thread of NIXL's segfaulted; the Python thread shown was
+    sending), no thread's stack is the failure's: the record has no frames, and the dump's
+    frames are kept apart (they still place the process)."""
+    lines = [
         "Fatal Python error: Segmentation fault", "",
         "Thread 0x0000e6b496d046a0 (most recent call first):",
         '  File "/sgl/srt/disaggregation/nixl/conn.py", line 452 in _send_kvcache_generic',
         '  File "/sgl/srt/disaggregation/prefill.py", line 828 in send_kv_chunk',
         '  File "/sgl/srt/disaggregation/prefill.py", line 540 in process_batch_result_disagg_prefill', "",
         "!!!!!!! Segfault encountered !!!!!!",
-        '  File "<unknown>", line 0, in gsignal', ""]) + "\n"
-    ev = only(read(text), "exception")
-    assert frames(ev) == ["process_batch_result_disagg_prefill", "send_kv_chunk", "_send_kvcache_generic"]
+        '  File "<unknown>", line 0, in gsignal', ""]
+    current = only(read("\n".join(lines).replace("Thread 0x", "Current thread 0x") + "\n"), "exception")
+    assert frames(current) == ["process_batch_result_disagg_prefill", "send_kv_chunk", "_send_kvcache_generic"]
+    none_current = only(read("\n".join(lines) + "\n"), "exception")
+    assert frames(none_current) == []
+    assert [f["func"] for f in none_current.fields["dump_frames"]] == [
+        "_send_kvcache_generic", "send_kv_chunk", "process_batch_result_disagg_prefill"]
 
 
 def test_a_thread_dump_with_no_fatal_error_above_it_is_no_crash() -> None:

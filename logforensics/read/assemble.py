@@ -189,7 +189,7 @@ class _Traceback:
         if self.fatal and self.blocks:  # the failing thread's stack, in Python's order (innermost last)
             frames = _failing_thread(self.frames, self.blocks)
             if not frames:  # the failing thread's block is not in the log: the others place the process
-                dump = self.frames
+                dump = [fr for start, _ in self.blocks for fr in _block(self.frames, start)]
         fields: dict[str, Any] = {
             "source": self.source or http_layer_source(self.frames),
             "exception": self.exception,
@@ -215,14 +215,17 @@ def _failing_thread(frames: list[dict[str, Any]], blocks: list[tuple[int, bool]]
     of the dump is marked current: the failing thread's is not in the log, and another thread's
     stack is not the failure's."""
     start = next((i for i, current in blocks if current), None)
-    if start is None:
-        return []
+    return [] if start is None else _block(frames, start)[::-1]
+
+
+def _block(frames: list[dict[str, Any]], start: int) -> list[dict[str, Any]]:
+    """One dumped thread's frames, as printed: those on consecutive lines from ``start``."""
     run: list[dict[str, Any]] = []
     for fr in frames[start:]:
         if run and fr["log_line"] != run[-1]["log_line"] + 1:
             break
         run.append(fr)
-    return run[::-1]
+    return run
 
 
 class TracebackAssembler:
