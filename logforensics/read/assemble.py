@@ -200,8 +200,9 @@ class _Traceback:
             "exception_line": self.exc_at,
             "header_cut": self.header_cut,
             "lines": self.lines,
-            "dump_frames": dump,
         }
+        if dump is not None:  # only where the failing thread is cut (no key on every other record)
+            fields["dump_frames"] = dump
         fields["oom"] = decompose_oom(self.exception, self.message)
         # the launcher's "Rank 0 scheduler died during initialization (exit code: -9)"
         fields["scheduler_died"] = scheduler_died(self.message) if self.exception else None
