@@ -648,3 +648,23 @@ def test_a_log_that_stops_in_a_dump_with_a_current_thread_says_so() -> None:
     assert s.outcome == "incomplete"
     assert s.outcome_reason.startswith("the log stops at line 5 in a faulthandler dump of every thread (from line 1; "
                                        "current thread at line 4, in forward_thread_func)")
+
+
+def test_a_crash_after_torch_names_another_rank_faulty_is_first_only_in_this_log() -> None:
+    """real-unseen 388: torch's barrier on rank 3 names rank 0 as the faulty rank (line 2), then
+    TP3's traceback: TP3 is the first failure in this log, not shown to be the first of the run."""
+    from logforensics.diagnose.engine import evaluate
+    from logforensics.diagnose.rulespec import load_rules
+
+    text = ("[2025-04-21 04:13:43] Received sigquit from a child process. It usually means the child failed.\n"
+            "[rank3]:[E421 04:13:43.426633564 ProcessGroupGloo.cpp:143] Rank 3 successfully reached monitoredBarrier, "
+            "but received errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n"
+            "[2025-04-21 04:13:43 TP3] Scheduler hit an exception: Traceback (most recent call last):\n"
+            '  File "/sglang/srt/managers/scheduler.py", line 2056, in run_scheduler_process\n')
+    found = evaluate(load_rules([]), summarize(text), None).findings
+    cr01 = next(f for f in found if f.rule == "CR01")
+    assert cr01.title.startswith("TP3 failed first in this log,")
+    assert cr01.title.endswith("torch named rank0 the faulty rank before it (line 2)")
+    own = text.replace("from rank 0. Please check rank 0 logs", "from rank 3. Please check rank 3 logs")
+    plain = next(f for f in evaluate(load_rules([]), summarize(own), None).findings if f.rule == "CR01")
+    assert not plain.title.startswith("TP3 failed first in this log") and "faulty" not in plain.title

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..model.failures import LOGGED_THEN_RAISED, ended_by, process_phrase
@@ -9,7 +10,7 @@ from ..model.phases import placing_function, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
 from ..model.summary import Crash
-from .sides import Evidence, ev, ev_of
+from .sides import Evidence, ev, ev_of, notice_ev
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,41 @@ class CrashFacts:
     #: the exit code the launcher gives for the process, and the signal it says ended it
     exit_code: int | None = None
     ended_by: str | None = None
+    #: a torch collective's record, at or before the crash, that names another rank as the
+    #: faulty one ("... from rank 0. Please check rank 0 logs for faulty rank."): the rank it
+    #: names and the evidence; the first traceback in the log is then not shown to be the cause
+    faulty_named: str | None = None
+    faulty_at: Evidence | None = None
+
+
+#: torch's words for a peer it blames (ProcessGroupGloo's monitoredBarrier, c10d's errors).
+_FAULTY = re.compile(r"[Pp]lease check rank (\d+) logs? for faulty rank|errors? while waiting for send/recv from rank (\d+)")
+#: torch's rank prefix of the record (``[rank3]:``).
+_TORCH_RANK = re.compile(r"\[rank(\d+)\]:")
+
+
+def faulty_named(run: RunSummary, line: int) -> tuple[str, Evidence] | None:
+    """The peer rank a torch collective record at or before ``line`` names as faulty, when it is
+    not the rank that printed it (``rank0``), with the record's evidence; None without one."""
+    for n in run.notices.get("c10d", []):
+        if n.line is None or n.line > line:
+            continue
+        m = _FAULTY.search(n.text or "")
+        if m is None:
+            continue
+        named = m.group(1) or m.group(2)
+        own = _TORCH_RANK.match(n.text or "")
+        if own is not None and own.group(1) == named:
+            continue
+        return f"rank{named}", notice_ev(n)
+    return None
 
 
 def crash_facts(run: RunSummary) -> CrashFacts | None:
     crash = run.crash
     if not crash:
         return None
+    faulty = faulty_named(run, crash.line or 0)
     frames = crash.frames
     chain = crash.chain
     if chain and "OutOfMemory" in (chain[0].exception or "") and chain[0].frames:
@@ -97,7 +127,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
         quiet_since=crash.quiet_before.ts if crash.quiet_before else None,
         oom_of=_memory_of(oom.device if oom else None),
-        exit_code=crash.exit_code, ended_by=ended_by(crash.exit_code))
+        exit_code=crash.exit_code, ended_by=ended_by(crash.exit_code),
+        faulty_named=faulty[0] if faulty else None, faulty_at=faulty[1] if faulty else None)
 
 
 def _memory_of(device: str | None) -> str:
