@@ -43,9 +43,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "header is 'incomplete ... without readiness or failure'",
     ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
                       "forward_thread_func (a forward pass while serving) is not read as a crash",
-    ("phase_reached", "396"): "no phase: 2024's 'Rank 0: load weight begin.' (line 6: no stamp, the rank as 'Rank 0:' "
-                              "before the message) is not recognised (coverage lists it), so Rank 0 is not placed in "
-                              "load_weights",
     ("crash", "397"): "no phase ('during an unknown phase'): the window starts inside the traceback, at the code "
                       "'model_worker_batch = batch.get_model_worker_batch()' (line 1: a scheduled batch being run, as "
                       "in run_batch), and get_model_worker_batch (line 3) is not a frame that places a phase",
