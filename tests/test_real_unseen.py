@@ -43,11 +43,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "header is 'incomplete ... without readiness or failure'",
     ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
                       "forward_thread_func (a forward pass while serving) is not read as a crash",
-    ("crash", "397"): "no phase ('during an unknown phase'): the window starts inside the traceback, at the code "
-                      "'model_worker_batch = batch.get_model_worker_batch()' (line 1: a scheduled batch being run, as "
-                      "in run_batch), and get_model_worker_batch (line 3) is not a frame that places a phase",
-    ("phase_reached", "397"): "no phase: the crash has none (see crash[397]) and no rank prints a phase line; Ray's "
-                              "de-duplicated capture bar (line 16) belongs to other processes and names no rank",
     ("fatal_line", "385"): "no crash, so no fatal line; the label's is the dump's first record (line 2)",
 }
 
