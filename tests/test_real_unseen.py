@@ -44,6 +44,23 @@ PENDING: dict[tuple[str, str], str] = {
     ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
                       "forward_thread_func (a forward pass while serving) is not read as a crash",
     ("fatal_line", "385"): "no crash, so no fatal line; the label's is the dump's first record (line 2)",
+    ("crash", "404"): "phase load_weights ('failed first, during load_weights'), from the process's own last record, "
+                      "'Load weight end.' (line 1), which ends that phase: the traceback comes after the weights were "
+                      "loaded and after kvcached's KV cache allocator init (line 2, unrecognised), and its frames "
+                      "(Scheduler, TpWorkerClass, TpModelWorker, cut) name no phase",
+    ("outcome", "409"): "'crashed': the traceback at line 3 is Xinference's request stream (xoscar api, "
+                        "xinference core/model.py and llm/sglang/core.py stream_results; no SGLang frame), after "
+                        "'ERROR:xoscar.api:Destroy generator ... due to an error encountered.' (line 2, unrecognised), "
+                        "read as the server's crash though TP0's decode batch (line 1) shows it serving and nothing "
+                        "says it stopped",
+    ("crash", "409"): "a crash with phase serving from Xinference's own traceback (see outcome[409]); the label has none",
+    ("key_figure[K]", "406"): "3.46 on each rank only: each rank allocates two KV caches (lines 1/3 and 5/7, K 3.46 "
+                              "then 1.08 GB, the second before 'Overriding draft attention backend'); memory.kv_pools "
+                              "lists both, but the rank's k_gib is the first's",
+    ("key_figure[V]", "406"): "3.46 on each rank only, as key_figure[K][406]",
+    ("key_figure[pool_end_avail]", "406"): "8.40 and 7.63, the first 'Memory pool end.' of each rank (lines 2, 6); "
+                                           "each rank's last, after its second KV cache, is 6.23 and 5.46 (lines 4, "
+                                           "8), so the table's 'free after pools' is not what was free after both",
 }
 
 
