@@ -407,3 +407,24 @@ def test_the_scheduler_watchdogs_batch_dump_is_the_watchdog_firing(tmp_path: Pat
     # the line alone, without the watchdog's batch dump above it, is no hang
     log.write_text("self.max_total_num_tokens=101632, available_size=101504, evictable_size=0, protected_size=0\n")
     assert summarize_file(log).outcome != "hung"
+
+
+def test_the_parents_sigquit_after_a_watchdog_is_the_hangs_end_not_a_crash(tmp_path: Path) -> None:
+    """real-unseen 398 and 401: the scheduler watchdog fired on every rank, then the parent
+    noticed the child it ended: the run hung, and no crash (with an exception 'not in this log')
+    is made of the notice; where the log shows py-spy missing, the advice to dump with it says so."""
+    from logforensics.pipeline import diagnose_files
+
+    log = tmp_path / "hang.log"
+    log.write_text("[2025-03-09 00:50:00 TP0] Decode batch. #running-req: 2, #token: 4078, token usage: 0.01, "
+                   "gen throughput (token/s): 447.31, #queue-req: 0\n"
+                   "[2025-03-09 00:57:10 TP4] Pyspy failed to dump PID 1234. Error: /bin/sh: 1: py-spy: not found\n"
+                   "[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)\n"
+                   "[2025-03-09 00:57:16 TP0] Watchdog timeout (self.watchdog_timeout=300)\n"
+                   "[2025-03-09 00:57:20] Received sigquit from a child proces. It usually means the child failed.\n")
+    s = summarize_file(log)
+    assert s.outcome == "hung" and s.crash is None
+    d = diagnose_files(str(log), None)
+    assert not any("the traceback's exception" in c for c in d.conclusion.collect)
+    soft = [c for c in d.conclusion.collect if c.startswith("--soft-watchdog-timeout")]
+    assert soft and "the log shows py-spy is not installed where the scheduler runs (line 2)" in soft[0]

@@ -159,7 +159,7 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
                    "without readiness or failure" + (f", {place}" if place else "") + ")")
         if stops_unexplained(failing):  # a log that just stops: killed?
             out.append(END_RECORD)
-    if crash is not None and not crash.exception and not crash.native:
+    if failing.outcome == "crashed" and crash is not None and not crash.exception and not crash.native:
         out.append("the full log: the failure's own record (the traceback's exception) is not in this one")
     if failing.missing_ranks or facts.nodes.missing_ranks:
         ranks = list(failing.missing_ranks or facts.nodes.missing_ranks)

@@ -82,9 +82,14 @@ def timer_facts(run: RunSummary) -> TimerFacts:
     serving = any(p == "serving" for p in (run.phase_reached or {}).values())
     if not mains and serving and "soft_watchdog_timeout" not in (run.launch_args or {}):
         limit = min(hang.timeout_s or 300, 300)
+        # the log may show py-spy missing where the scheduler runs: then it must be installed first
+        missing = next((f for f in (hang.stacks.pyspy_failures if hang.stacks else []) if f.reason == "not_installed"),
+                       None)
+        then = (f"; the log shows py-spy is not installed where the scheduler runs (line {missing.line}): install "
+                "it there first" if missing is not None and missing.line else "")
         steps.append(Step(f"--soft-watchdog-timeout {int(limit // 2)}",
-                          "SGLang dumps every scheduler's Python stack with py-spy (installed in the "
-                          "container) before the hard timer fires, naming the function each rank is stuck in"))
+                          "SGLang dumps every scheduler's Python stack with py-spy (installed in the container) "
+                          f"before the hard timer fires, naming the function each rank is stuck in{then}"))
     elif not mains:
         steps.append(Step("py-spy dump --native --pid PID, for each sglang::scheduler process, while it hangs",
                           "the Python and native stack of every rank: the one that is not in the collective "

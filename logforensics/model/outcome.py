@@ -122,7 +122,9 @@ def judge(m: RunModel) -> Verdict:
         found = [*(hang or {}).get("evidence", []), *(built.to_dict()["evidence"] if built else [])]
         hang_text = next((e["text"] for e in found if e["line"] == first_hang), "")
     if first_hang is not None and (not fatal or all(is_hang_consequence(c, first_hang) for c in fatal)):
-        return Verdict("hung", "hang evidence: " + hang_text[:160], crash, hang, resolved, errors)
+        # the parent's notice of a child the watchdog ended is the hang's end, not a crash of its own
+        return Verdict("hung", "hang evidence: " + hang_text[:160], crash if shown else None, hang, resolved,
+                       errors)
     if crash:
         rank = crash.get("first_rank")
         naming = next((c for c in shown if c.get("rank") == rank), None) if rank else None
