@@ -163,7 +163,7 @@ def _tracebacks(label: str, run: RunSummary) -> str:
 
 _MEMORY = (("load_begin_avail_gib", "free before load"), ("weights_gib", "weights"),
            ("load_end_avail_gib", "free after load"), ("kv_gib", "KV pool"), ("kv_tokens", "#tokens"),
-           ("pool_end_avail_gib", "free after pools"), ("capture_mem_gib", "CUDA graphs"),
+           ("pool_end_avail_gib", "free at first pool end"), ("capture_mem_gib", "CUDA graphs"),
            ("capture_end_avail_gib", "free after graphs"), ("available_gpu_mem_gib", "available_gpu_mem"))
 
 
