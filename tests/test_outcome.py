@@ -668,3 +668,18 @@ def test_a_crash_after_torch_names_another_rank_faulty_is_first_only_in_this_log
     own = text.replace("from rank 0. Please check rank 0 logs", "from rank 3. Please check rank 3 logs")
     plain = next(f for f in evaluate(load_rules([]), summarize(own), None).findings if f.rule == "CR01")
     assert not plain.title.startswith("TP3 failed first in this log") and "faulty" not in plain.title
+
+
+def test_a_crash_after_a_phases_end_line_is_after_that_phase_not_in_it() -> None:
+    """real-unseen 404: 'Load weight end.' then a traceback whose frames name no phase: the rank
+    had left load_weights, and no line says what it did next."""
+    from logforensics.diagnose.engine import evaluate
+    from logforensics.diagnose.rulespec import load_rules
+
+    s = summarize("[2025-10-01 10:00:00] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, "
+                  "avail mem=163.13 GB, mem usage=15.27 GB.\n"
+                  "[2025-10-01 10:00:05] Scheduler hit an exception: Traceback (most recent call last):\n"
+                  '  File "/sglang/srt/managers/scheduler.py", line 2941, in run_scheduler_process\n')
+    assert s.crash is not None and s.crash.phase is None
+    cr01 = next(f for f in evaluate(load_rules([]), s, None).findings if f.rule == "CR01")
+    assert "failed first, after load_weights (Load weight end, line 1)" in cr01.title

@@ -44,10 +44,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
                       "forward_thread_func (a forward pass while serving) is not read as a crash",
     ("fatal_line", "385"): "no crash, so no fatal line; the label's is the dump's first record (line 2)",
-    ("crash", "404"): "phase load_weights ('failed first, during load_weights'), from the process's own last record, "
-                      "'Load weight end.' (line 1), which ends that phase: the traceback comes after the weights were "
-                      "loaded and after kvcached's KV cache allocator init (line 2, unrecognised), and its frames "
-                      "(Scheduler, TpWorkerClass, TpModelWorker, cut) name no phase",
     ("outcome", "409"): "'crashed': the traceback at line 3 is Xinference's request stream (xoscar api, "
                         "xinference core/model.py and llm/sglang/core.py stream_results; no SGLang frame), after "
                         "'ERROR:xoscar.api:Destroy generator ... due to an error encountered.' (line 2, unrecognised), "

@@ -9,6 +9,7 @@ from ..model.failures import LOGGED_THEN_RAISED, ended_by, process_phrase
 from ..model.phases import placing_function, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
+from ..model.stops import left_phase
 from ..model.summary import Crash
 from .sides import Evidence, ev, ev_of, notice_ev
 
@@ -122,7 +123,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence),
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
-        where=where_failed(crash.phase, crash.frames), no_exception=without_exception(crash),
+        where=(left_phase(run, crash.first_rank or (None if run.ranks else "-")) if crash.phase is None else None)
+        or where_failed(crash.phase, crash.frames), no_exception=without_exception(crash),
         process=process_phrase(crash.source),
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
         quiet_since=crash.quiet_before.ts if crash.quiet_before else None,

@@ -76,3 +76,19 @@ def stop_place(run: RunSummary, cite_file: bool = False) -> str | None:
     after = f"after {phase} ({end[1]}, {where})"
     nxt = _next_phase(run, phase, seen)
     return f"{after}, before {nxt}" if nxt else after
+
+
+def left_phase(run: RunSummary, label: str | None) -> str | None:
+    """``after load_weights (Load weight end, line 12)`` when the rank's last phase record is
+    the line that ends its phase (so a failure after it is in no phase its lines name); None
+    otherwise."""
+    rank = run.per_rank.get(label or "-")
+    phase = rank.phase_reached if rank is not None else None
+    end = END_OF.get(phase or "")
+    if rank is None or end is None:
+        return None
+    notice = rank.memory.evidence.get(end[0])
+    span = rank.phases.get(phase or "")
+    if notice is None or span is None or notice.line != span.last_line:
+        return None
+    return f"after {phase} ({end[1]}, line {notice.line})"
