@@ -173,3 +173,13 @@ def test_lines_rays_de_duplication_left_out_are_said_and_counts_are_at_least(tmp
     assert "(at least 1 occurrence(s), first at line 3" in text
     plain, _ = _bundle(next(UNSEEN.glob("360-*.log")))
     assert "de-duplication" not in plain and "at least" not in plain
+
+
+def test_where_the_launch_command_is_in_the_log_only_what_it_set_differs_from_the_defaults(tmp_path: Path) -> None:
+    """real-unseen 403: a 2025-02 build's own default schedule_policy ('lpm') is no setting of
+    the user's, though the defaults table's nearest version (0.4.6) has 'fcfs': the command on
+    line 1 does not set it. What the command sets (--tp as tp_size) still differs."""
+    _, run = _bundle(next(UNSEEN.glob("403-*.log")))
+    version, _, rows = non_default_args(run)
+    names = {name for name, _, _ in rows}
+    assert "schedule_policy" not in names and {"tp_size", "trust_remote_code"} <= names

@@ -33,10 +33,17 @@ _TRACEBACK_LINES = 60
 _MAX_TRACEBACKS = 8
 
 
+#: SGLang's short and long flags for a server_args field (server_args.py add_cli_args).
+_FLAG_FIELD = {"tp": "tp_size", "tensor_parallel_size": "tp_size", "dp": "dp_size", "data_parallel_size": "dp_size",
+               "pp": "pp_size", "pipeline_parallel_size": "pp_size", "ep": "ep_size",
+               "expert_parallel_size": "ep_size", "model": "model_path"}
+
+
 def non_default_args(run: RunSummary) -> tuple[str | None, str, list[tuple[str, Any, str]]]:
     """(version used, why, [(field, logged value, default)]) for server_args that differ from
     the declared defaults of the nearest known SGLang version. ``None`` defaults (resolved by
-    ``__post_init__``) and non-literal defaults are not compared."""
+    ``__post_init__``) and non-literal defaults are not compared; where the log shows the launch
+    command, only the fields it set are."""
     table = defaults_table()
     if not run.server_args or not table:
         return None, "no server_args in this log", []
@@ -50,11 +57,14 @@ def non_default_args(run: RunSummary) -> tuple[str | None, str, list[tuple[str, 
         why = (f"the SGLang version is not in this log; defaults of {version}, the known version whose "
                f"fields match the logged server_args best")
     defaults = table[version]
-    given = set(run.launch_args or {})
+    given = {_FLAG_FIELD.get(k, k) for k in run.launch_args or {}}
+    # the command the log shows sets what differs; a field it leaves alone has the build's own
+    # default, which may not be the table version's (unless a config file may have set it)
+    whole_command = bool(run.launch_command) and "config" not in given
     out = []
     for name, value in run.server_args.items():
         d = defaults.get(name)
-        if d is None:
+        if d is None or (whole_command and name not in given):
             continue
         if d == "None" or d.startswith("["):  # None: resolved at start-up or unset; shown only when set on the command line
             if name in given:
