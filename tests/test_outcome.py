@@ -683,3 +683,15 @@ def test_a_crash_after_a_phases_end_line_is_after_that_phase_not_in_it() -> None
     assert s.crash is not None and s.crash.phase is None
     cr01 = next(f for f in evaluate(load_rules([]), s, None).findings if f.rule == "CR01")
     assert "failed first, after load_weights (Load weight end, line 1)" in cr01.title
+
+
+def test_a_failure_no_line_names_takes_the_process_the_launcher_says_died_right_after() -> None:
+    """real-unseen 360: an OOM's exception line names no process; the launcher's 'Rank 0 scheduler
+    is dead.' on the next line does. Three lines later would be another record's business."""
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB. GPU 0 has a total "
+           "capacity of 23.52 GiB of which 125.38 MiB is free.\n")
+    dead = "[06-09 17:46:28] Rank 0 scheduler is dead. Please check if there are relevant logs.\n"
+    s = summarize(oom + dead)
+    assert s.crash is not None and s.crash.source == "Rank 0 scheduler"
+    far = summarize(oom + "".join(f"[06-09 17:46:2{i}] Worker {i}: Shutdown complete.\n" for i in range(4)) + dead)
+    assert far.crash is not None and far.crash.source is None

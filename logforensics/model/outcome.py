@@ -339,7 +339,7 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         "chain": with_exc.get("chain") or [],
         "oom": with_exc["oom"],
         "exception_line": with_exc.get("exception_line"),
-        "source": first.get("source"),
+        "source": first.get("source") or _named_after(first, sigquits),
         "native": bool(first.get("native")),
         "rank_inferred_from": first.get("rank_inferred_from"),
         "file": first["file"],
@@ -352,6 +352,22 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         **({"quiet_before": first["quiet_before"]} if first.get("quiet_before") else {}),
         **({"exit_code": with_exc["exit_code"]} if with_exc.get("exit_code") is not None else {}),
     }
+
+
+_DEAD = re.compile(r"Rank (\d+) scheduler (?:is dead|died)")
+
+
+def _named_after(first: dict[str, Any], notices: list[dict[str, Any]]) -> str | None:
+    """The process the launcher names right after a fatal record that names none: "Rank 0
+    scheduler is dead" within three lines of its end is that scheduler's failure, as the
+    launcher reports it (``the Rank 0 scheduler``); None without such a line."""
+    if first.get("rank") is not None:
+        return None
+    end = first.get("end_line") or first["line"]
+    for n in notices:
+        if end < n["line"] <= end + 3 and (m := _DEAD.search(n.get("text") or "")):
+            return f"Rank {m.group(1)} scheduler"
+    return None
 
 
 def _frames_of(fatal: list[dict[str, Any]], with_exc: dict[str, Any]) -> list[dict[str, Any]]:
