@@ -693,5 +693,6 @@ def test_a_failure_no_line_names_takes_the_process_the_launcher_says_died_right_
     dead = "[06-09 17:46:28] Rank 0 scheduler is dead. Please check if there are relevant logs.\n"
     s = summarize(oom + dead)
     assert s.crash is not None and s.crash.source == "Rank 0 scheduler"
-    far = summarize(oom + "".join(f"[06-09 17:46:2{i}] Worker {i}: Shutdown complete.\n" for i in range(4)) + dead)
+    health = '[2025-06-09 17:46:2{}] INFO:     127.0.0.1:5000{} - "GET /health HTTP/1.1" 200 OK\n'
+    far = summarize(oom + "".join(health.format(i, i) for i in range(4)) + dead)
     assert far.crash is not None and far.crash.source is None
