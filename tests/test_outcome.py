@@ -696,3 +696,18 @@ def test_a_failure_no_line_names_takes_the_process_the_launcher_says_died_right_
     health = '[2025-06-09 17:46:2{}] INFO:     127.0.0.1:5000{} - "GET /health HTTP/1.1" 200 OK\n'
     far = summarize(oom + "".join(health.format(i, i) for i in range(4)) + dead)
     assert far.crash is not None and far.crash.source is None
+
+
+def test_a_traceback_another_programs_logger_logged_is_its_error_not_the_servers_crash() -> None:
+    """real-unseen 409: Xinference's 'ERROR:xoscar.api:Destroy generator ... due to an error
+    encountered.' (Python's default logging format), then the traceback it logged: an error the
+    serving process logged and went on from. Without the line above, the same traceback is a crash."""
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/envs/xinf/lib/python3.10/site-packages/xoscar/api.py", line 419, in __xoscar_next__\n'
+          "    r = await asyncio.create_task(_async_wrapper(gen))\n")
+    serving = ("[2025-04-23 20:31:56 TP0] Decode batch. #running-req: 1, #token: 469, token usage: 0.02, "
+               "gen throughput (token/s): 36.08, #queue-req: 0\n")
+    logged = summarize(serving + "ERROR:xoscar.api:Destroy generator eab6f4f0 due to an error encountered.\n" + tb)
+    assert logged.outcome == "ready" and logged.crash is None
+    assert [e.line for e in logged.errors] == [3]
+    assert summarize(serving + tb).outcome == "crashed"

@@ -44,12 +44,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
                       "forward_thread_func (a forward pass while serving) is not read as a crash",
     ("fatal_line", "385"): "no crash, so no fatal line; the label's is the dump's first record (line 2)",
-    ("outcome", "409"): "'crashed': the traceback at line 3 is Xinference's request stream (xoscar api, "
-                        "xinference core/model.py and llm/sglang/core.py stream_results; no SGLang frame), after "
-                        "'ERROR:xoscar.api:Destroy generator ... due to an error encountered.' (line 2, unrecognised), "
-                        "read as the server's crash though TP0's decode batch (line 1) shows it serving and nothing "
-                        "says it stopped",
-    ("crash", "409"): "a crash with phase serving from Xinference's own traceback (see outcome[409]); the label has none",
     ("key_figure[K]", "406"): "3.46 on each rank only: each rank allocates two KV caches (lines 1/3 and 5/7, K 3.46 "
                               "then 1.08 GB, the second before 'Overriding draft attention backend'); memory.kv_pools "
                               "lists both, but the rank's k_gib is the first's",

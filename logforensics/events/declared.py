@@ -10,6 +10,7 @@ from .types import Type
 
 KINDS: dict[str, dict[str, Type]] = {'allreduce_backend': {'message': 'string'},
  'bare': {'message': 'string'},
+ 'basic_log': {'level': 'string', 'logger': 'string', 'message': 'string'},
  'batch_discarded': {'message': 'string'},
  'batch_failed': {'requests': 'int64'},
  'bench_requests': {'successful_requests': 'int64'},

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from ..read.values import THREAD_SOURCE
+from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
 from .phases import phase_of_frames
@@ -51,6 +51,8 @@ class Failures:
     #: Warning: EZ9999: Inner Error!"): {code, rank, line}; the CANN record after it, which
     #: names no rank, is that rank's
     cann_hint: dict[str, Any] | None = None
+    #: the line of the last error another program's logger logged ("ERROR:name:...")
+    logged_error: int | None = None
 
     def add_distinct(self, rec: dict[str, Any], m: RunModel) -> None:
         sig = (rec["exception"], shape(rec["message"] or ""),
@@ -85,6 +87,7 @@ class Failures:
         self.crash_events.extend(crashes)
         self.cpp_frame_seen = self.cpp_frame_seen or later.cpp_frame_seen
         self.cann_hint = later.cann_hint or self.cann_hint
+        self.logged_error = later.logged_error or self.logged_error
         hangs = later.hang_events
         if self.hang_events and hangs and hangs[0].get("kind") == "exception":
             hangs = hangs[1:]
@@ -209,7 +212,7 @@ def _brief(rec: dict[str, Any]) -> dict[str, Any]:
 #: traceback wholly inside the HTTP server's packages (``read.assemble.http_layer_source``) is
 #: one request's failure, which uvicorn logs and goes on from; a thread's, which Python's
 #: threading reports ("Exception in thread X:"), ended the thread, not the process.
-CAUGHT_SOURCES = frozenset({"transfer_worker", "http_request", THREAD_SOURCE})
+CAUGHT_SOURCES = frozenset({"transfer_worker", "http_request", THREAD_SOURCE, LOGGED_SOURCE})
 
 
 @handles("exception", reads_earlier=True)
@@ -236,6 +239,9 @@ def on_exception(m: RunModel, ev: Event) -> None:
         # the threads of a fatal error's dump whose failing thread is cut place the process too
         "phase": phase_for(m, rank, frames or f.get("dump_frames") or []),
     }
+    logged = m.failures.logged_error
+    if record["source"] is None and logged is not None and logged == ev.line - 1:
+        record["source"] = LOGGED_SOURCE  # another program's logger logged it on the line above
     died = f.get("scheduler_died")
     if record["source"] is None and died and died.get("rank") is not None:
         # the launcher's "Rank 0 scheduler died during initialization (exit code: -7)"
@@ -479,6 +485,15 @@ def on_ctrl_c(m: RunModel, ev: Event) -> None:
     """A terminal's ``^C`` echo: the operator typed Ctrl-C, and SIGINT stops the server; what
     its processes print after it (``KeyboardInterrupt`` tracebacks, children ended) is the stop's."""
     m.notices.add("stop_signal", ev)
+
+
+@handles("basic_log")
+def on_basic_log(m: RunModel, ev: Event) -> None:
+    """Another program's logger in Python's default format ("ERROR:xoscar.api:..."): an error
+    it logs is kept as one; a traceback on the next line is the exception it logged
+    (``logger.exception``, whose code goes on), not the server's crash (``on_exception``)."""
+    if ev.fields.get("level") in ("ERROR", "CRITICAL"):
+        m.failures.logged_error = ev.line
 
 
 @handles("job_end")

@@ -393,6 +393,23 @@ def thread_source(s: str) -> str:
     return THREAD_SOURCE
 
 
+#: The source of a traceback that another program's logger logged (Python's default
+#: ``LEVEL:logger:message`` line right above it: ``logger.exception``, whose code goes on).
+LOGGED_SOURCE = "logged"
+
+
+@returns(STR)
+def basic_log_level(s: str) -> str:
+    """``ERROR:xoscar.api:`` -> ``ERROR``."""
+    return s.split(":", 1)[0]
+
+
+@returns(STR)
+def basic_log_name(s: str) -> str:
+    """``ERROR:xoscar.api:`` -> ``xoscar.api``."""
+    return s.split(":")[1]
+
+
 @returns(STR)
 def caught_source(s: str) -> str:
     """``Unexpected transfer worker error for room 17`` -> ``transfer_worker``."""
