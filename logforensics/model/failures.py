@@ -14,7 +14,7 @@ from ..events import Event
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
-from .phases import phase_of_frames
+from .phases import PHASE_END, phase_of_frames
 from .rank import NO_RANK, PHASE_INDEX, draws_bars
 from .registry import handles
 
@@ -148,11 +148,6 @@ def is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None)
                 or "DistBackendError" in text or "NCCL" in text)
 
 
-#: The record that ends a start-up phase, as SGLang prints it (``model.stops.END_OF``).
-_PHASE_END = {"init_distributed": "init_dist_end", "load_weights": "load_weight_end",
-              "kv_cache_alloc": "memory_pool_end"}
-
-
 def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> str | None:
     """The phase a failure on ``rank`` happened in: from its frames, else from what came
     last on that rank (its last phase record, or a later progress bar if the rank is the
@@ -170,9 +165,9 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> st
         if bar is not None and bar[1]["line"] > r.phase_line and PHASE_INDEX[bar[0]] > PHASE_INDEX[r.phase]:
             m.needs_context("the phase of a crash, from the progress bar printed last")
             return bar[0]  # the bar this rank drew after its last phase line places it
-        end = _PHASE_END.get(r.phase)
+        end = PHASE_END.get(r.phase)
         info = r.phases.get(r.phase) or {}
-        seen_end = r.evidence.get(end) if end else None
+        seen_end = r.evidence.get(end[0]) if end else None
         if seen_end is not None and seen_end["line"] == info.get("last_line") and bar is None:
             return None  # its last record ends the phase: it had left it, and no line says for what
         return r.phase

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..read.fatal import scheduler_died
 from ..read.values import THREAD_SOURCE
 from .coverage import record_count, vllm_records
 from .failures import LOGGED_THEN_RAISED, PCG_SOURCE, is_hang_consequence, is_hang_report
@@ -354,9 +355,6 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
     }
 
 
-_DEAD = re.compile(r"Rank (\d+) scheduler (?:is dead|died)")
-
-
 def _named_after(first: dict[str, Any], notices: list[dict[str, Any]]) -> str | None:
     """The process the launcher names right after a fatal record that names none: "Rank 0
     scheduler is dead" within three lines of its end is that scheduler's failure, as the
@@ -365,8 +363,8 @@ def _named_after(first: dict[str, Any], notices: list[dict[str, Any]]) -> str | 
         return None
     end = first.get("end_line") or first["line"]
     for n in notices:
-        if end < n["line"] <= end + 3 and (m := _DEAD.search(n.get("text") or "")):
-            return f"Rank {m.group(1)} scheduler"
+        if end < n["line"] <= end + 3 and (died := scheduler_died(n.get("text"))):
+            return f"Rank {died['rank']} scheduler"
     return None
 
 

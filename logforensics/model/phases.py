@@ -90,3 +90,12 @@ def phase_of_words(texts: Iterable[str]) -> str | None:
     named = [table[w] for w in table if w in words]
     startup = [p for p in named if p != "serving"]
     return startup[0] if startup else ("serving" if named else None)
+
+
+#: phase -> (the record that ends it, as SGLang words it): a rank whose last record of its
+#: phase is this one had left the phase (``stops.stop_place``, ``failures.phase_for``).
+PHASE_END = {
+    "init_distributed": ("init_dist_end", "Init torch distributed ends"),
+    "load_weights": ("load_weight_end", "Load weight end"),
+    "kv_cache_alloc": ("memory_pool_end", "Memory pool end"),
+}

@@ -15,14 +15,11 @@ import os
 from typing import Any
 
 from ..events import PHASES
+from .phases import PHASE_END
 from .summary import RunSummary
 
 #: phase -> (the record that ends it, as SGLang words it)
-END_OF = {
-    "init_distributed": ("init_dist_end", "Init torch distributed ends"),
-    "load_weights": ("load_weight_end", "Load weight end"),
-    "kv_cache_alloc": ("memory_pool_end", "Memory pool end"),
-}
+END_OF = PHASE_END
 
 
 def _graphs_disabled(run: RunSummary) -> bool | None:

@@ -123,11 +123,14 @@ def hsa(name: str) -> Any:
 
 #: The type of :func:`scheduler_died` (an exception's ``scheduler_died`` field).
 DIED_TYPE: Type = struct(rank=INT, exit_code=INT)
-_DIED = re.compile(r"Rank (\d+) scheduler died during initialization \(exit code:? (-?\d+)\)")
+_DIED = re.compile(r"Rank (\d+) scheduler (?:died during initialization \(exit code:? (-?\d+)\)|is dead\.)")
 
 
-def scheduler_died(message: str | None) -> dict[str, int] | None:
+def scheduler_died(message: str | None) -> dict[str, int | None] | None:
     """``{"rank": 0, "exit_code": -9}`` from the launcher's message about a scheduler that
-    died before it was ready (the message of the RuntimeError it raises)."""
+    died before it was ready (the message of the RuntimeError it raises), or its "Rank 0
+    scheduler is dead." (the exit code on a line of its own: ``exit_code`` None)."""
     m = _DIED.search(message or "")
-    return {"rank": int(m.group(1)), "exit_code": int(m.group(2))} if m else None
+    if m is None:
+        return None
+    return {"rank": int(m.group(1)), "exit_code": int(m.group(2)) if m.group(2) is not None else None}
