@@ -219,13 +219,18 @@ def test_prose_after_a_flag_and_public_documentation_hosts_are_not_learned_as_ho
 
 
 def test_the_directories_a_python_environment_was_made_in_outside_home_are_redacted() -> None:
-    """real-unseen 365: a cluster's group space names the group and the user before the venv; a
+    """real-unseen 365: a cluster's group space names the group and the user before the venv (404:
+    a venv of any name, the directory that holds lib/pythonX.Y/site-packages); a
     system prefix (/usr, /opt/conda, an image's /sgl-workspace) names no one and stays."""
     private = ('  File "/groups/mm6677_gp/gbk2114/eic_stuff/.venv/lib/python3.12/site-packages/sglang/srt/'
                'managers/scheduler.py", line 1165, in event_loop_overlap')
     out, r = _redact(private)
     assert "gbk2114" not in out and "mm6677_gp" not in out
     assert out.startswith('  File "<environment-directory-1>/.venv/lib/python3.12/site-packages/sglang/')
+    named = ("/data04/deepak/kvcached/scripts/sglang-kvcached-venv/lib/python3.12/site-packages/sglang/srt/"
+             "managers/scheduler.py")  # real-unseen 404: an environment of its own name
+    assert _redact(named)[0] == ("<environment-directory-1>/sglang-kvcached-venv/lib/python3.12/site-packages/"
+                                 "sglang/srt/managers/scheduler.py")
     conda = "/scratch/u123/miniconda3/envs/sgl/lib/python3.10/site-packages/sglang/a.py"
     assert _redact(conda)[0] == "<environment-directory-1>/miniconda3/envs/sgl/lib/python3.10/site-packages/sglang/a.py"
     for public in ("/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py",

@@ -157,12 +157,14 @@ RULES: tuple[Rule, ...] = (
     _rule("home directory", r"[A-Za-z]:\\{1,2}Users\\{1,2}(?P<v>[^\\\s'\",)<]+)", ("users\\",)),
     _rule("home directory", r"(?<![\w.-])(?P<v>/root)(?=/)", ("/root/",)),
     # where a Python environment was made outside a home directory (a cluster's group or scratch
-    # space: "/groups/<group>/<user>/proj/.venv/lib/python3.12/site-packages/..."): the directories
-    # before it name people; a system prefix (/usr, /opt, an image's /sgl-workspace) does not
+    # space: "/groups/<group>/<user>/proj/.venv/lib/python3.12/site-packages/..."; an environment of
+    # any name is the directory that holds lib/pythonX.Y/site-packages): the directories before it
+    # name people; a system prefix (/usr, /opt, an image's /sgl-workspace) does not
     _rule("environment directory", r"(?<![\w./>~-])(?P<v>/(?!(?:usr|opt|sgl-workspace|root|home|Users|tmp|workspace|app"
                                    r"|var|etc|lib|lib64|bin|sbin|proc|sys|dev|srv|snap)/)[^\s'\"<>:,()\[\]]{1,200}?)"
                                    r"(?=/(?:\.?venv|\.?env|\.conda|conda|miniconda3|anaconda3|micromamba|mambaforge"
-                                   r"|miniforge3)/)", ("venv/", "env/", "conda", "micromamba", "mambaforge", "miniforge")),
+                                   r"|miniforge3)/|/[^/\s'\"<>:,()\[\]]{1,100}/lib/python\d\.\d{1,2}/(?:site|dist)-packages/)",
+          ("venv/", "env/", "conda", "micromamba", "mambaforge", "miniforge", "-packages/")),
     _rule("hostname", r"(?<![A-Za-z0-9.-])(?P<v>[A-Za-z0-9][A-Za-z0-9-]{0,62}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
                       r"\.(?:svc\.cluster\.local|cluster\.local|internal|local|corp|lan|intranet|intra|localdomain"
                       r"|home\.arpa))(?![A-Za-z0-9-])", (".internal", ".local", ".corp", ".lan", ".intra", ".home.arpa"), flags=re.IGNORECASE),
