@@ -107,6 +107,15 @@ def _mem(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
     return lambda s, _: [m.figure(key) for m in s.memory.values() if m.figure(key) is not None]
 
 
+def _pools(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
+    """A figure of a rank's KV pools: the rank's own (its first pool's) and every pool's, where a
+    rank made several (a draft model's, a hybrid model's: the labels name each line's)."""
+    def get(s: RunSummary, _: list[Any]) -> list[Any]:
+        return [v for m in s.memory.values()
+                for v in [m.figure(key), *(getattr(p, key) for p in m.kv_pools or ())] if v is not None]
+    return get
+
+
 def _oom(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
     def get(s: RunSummary, _: list[Any]) -> list[Any]:
         return [e["fields"]["oom"][key] for e in _exceptions(s) if e["fields"]["oom"]]
@@ -154,10 +163,10 @@ def _pool(name: str, *keys: str) -> Callable[[RunSummary, list[Any]], list[Any]]
 
 FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     "kv_tokens": _mem("kv_tokens"),
-    "K": _mem("k_gib"),
-    "V": _mem("v_gib"),
+    "K": _pools("k_gib"),
+    "V": _pools("v_gib"),
     "kv_size": _mem("kv_gib"),
-    "pool_end_avail": _mem("pool_end_avail_gib"),
+    "pool_end_avail": _pools("pool_end_avail_gib"),
     "capture_begin_avail": _mem("capture_begin_avail_gib"),
     "capture_end_avail": _mem("capture_end_avail_gib"),
     "graph_capture_s": _mem("capture_elapsed_s"),

@@ -44,13 +44,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
                       "forward_thread_func (a forward pass while serving) is not read as a crash",
     ("fatal_line", "385"): "no crash, so no fatal line; the label's is the dump's first record (line 2)",
-    ("key_figure[K]", "406"): "3.46 on each rank only: each rank allocates two KV caches (lines 1/3 and 5/7, K 3.46 "
-                              "then 1.08 GB, the second before 'Overriding draft attention backend'); memory.kv_pools "
-                              "lists both, but the rank's k_gib is the first's",
-    ("key_figure[V]", "406"): "3.46 on each rank only, as key_figure[K][406]",
-    ("key_figure[pool_end_avail]", "406"): "8.40 and 7.63, the first 'Memory pool end.' of each rank (lines 2, 6); "
-                                           "each rank's last, after its second KV cache, is 6.23 and 5.46 (lines 4, "
-                                           "8), so the table's 'free after pools' is not what was free after both",
 }
 
 

@@ -199,7 +199,8 @@ class Bar(Keyed):
 @dataclass(frozen=True)
 class KvPool(Keyed):
     """One ``KV Cache is allocated`` record of a rank: the target model's pool first, a
-    draft model's or a hybrid model's labelled pools after it (GiB as SGLang's "GB")."""
+    draft model's or a hybrid model's labelled pools after it (GiB as SGLang's "GB"), and
+    the free memory of the rank's ``Memory pool end`` line that followed it, where one did."""
 
     tokens: int | None = None
     k_gib: float | None = None
@@ -208,6 +209,7 @@ class KvPool(Keyed):
     dtype: str | None = None
     label: str | None = None
     line: int | None = None
+    pool_end_avail_gib: float | None = None
 
 
 @dataclass(frozen=True)

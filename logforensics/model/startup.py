@@ -137,6 +137,9 @@ def on_kv_cache_alloc(m: RunModel, ev: Event) -> None:
 @handles("memory_pool_end")
 def on_memory_pool_end(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
+    kv_pools = r.memory.get("kv_pools")
+    if kv_pools and "pool_end_avail_gib" not in kv_pools[-1] and ev.fields.get("avail_gib") is not None:
+        kv_pools[-1]["pool_end_avail_gib"] = ev.fields["avail_gib"]  # what was free once this pool was made
     if "pool_end_avail_gib" not in r.memory:
         _put(r.memory, "pool_end_avail_gib", ev.fields.get("avail_gib"))
         _evidence(r, "memory_pool_end", ev)
