@@ -337,3 +337,20 @@ def test_a_prefill_servers_role_names_the_field_its_batch_line_printed(field: st
     run.close()
     assert run.pd.role == "prefill"
     assert run.pd.role_evidence["prefill"]["why"] == f"{printed} in a prefill batch"
+
+
+def test_ray_lines_without_ip_are_of_another_node_than_the_one_named(tmp_path: Path) -> None:
+    """Ray names a process's node (``ip=``) only for the nodes other than its driver's: where
+    some lines name one node and others name none (real-unseen 420), the file is of no single
+    node, and the lines without ``ip=`` are not put on the one named."""
+    from logforensics.ingest.runset import probe_node
+
+    real = Path(__file__).resolve().parent.parent / "fixtures" / "real-unseen"
+    mixed = next(real.glob("420-*.log"))
+    assert probe_node(str(mixed)) is None
+    rows = CliRunner().invoke(main, ["parse", "--format", "jsonl", str(mixed)]).stdout.splitlines()
+    nodes = {e["line"]: e.get("node") for e in map(json.loads, rows)}
+    assert nodes[1] == "192.168.12.183" and nodes[3] is None
+    named = tmp_path / "remote.log"
+    named.write_text("".join(line for line in mixed.read_text().splitlines(keepends=True) if "ip=" in line))
+    assert probe_node(str(named)) == "192.168.12.183"

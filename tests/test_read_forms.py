@@ -63,6 +63,8 @@ WRAPPED = {
     "esc-less-ansi-ray": "[36m(WorkerDict pid=38869)[0m {}",
     "esc-ansi": "\x1b[36m(WorkerDict pid=38869)\x1b[0m {}",
     "skypilot": "(worker1, rank=1, pid=2345, ip=10.0.0.2) {}",
+    # a Ray actor's name with a slash (AReaL's "model_worker/1")
+    "ray-actor-slash": "(model_worker/1 pid=8551) {}",
     "literal-caret-M": "{}^M",
     "backtick": "`{}",
     # a cloud log export: severity and UTC time before every line of the record

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ..artefacts.sniff import is_artefact, sniff, walk
 from ..model.nodes import NodeSummary, node_label_of_args
 from ..read.fastpath import LineClassifier
+from ..read.segments import LOCAL_PROC_WRAPPER
 from .batch import read_file
 from .files import InputError, blocks
 from .live import LiveRun
@@ -168,7 +169,8 @@ PROBE_BYTES = 256 << 10
 
 def probe_node(path: str, memo: LineClassifier | None = None) -> str | None:
     """The node a file's head names: ``node_rank`` in ``server_args`` or ``--node-rank`` in
-    the launch command (``node<N>``), else the one node that wrappers on its lines name.
+    the launch command (``node<N>``), else the one node that wrappers on its lines name, unless
+    Ray's wrappers show processes of its driver's node too (``(X pid=N)``, without ``ip=``).
     ``memo``: a classifier whose learned line shapes the probe shares (``read_file``)."""
     return _probe(path, memo)[0]
 
@@ -182,10 +184,12 @@ def _probe(path: str, memo: LineClassifier | None) -> tuple[str | None, LiveRun 
     if memo is not None:
         run.parser.classifier.share_memo(memo)
     wrapped: set[str] = set()
+    unnamed = False  # lines of a Ray process on the driver's node: a node no wrapper names
     read = 0
     whole = None
     try:
         for block in blocks(path, warn=run.parser.stats.warnings.append):
+            unnamed = unnamed or LOCAL_PROC_WRAPPER.search(block) is not None
             for ev in run.feed(block):
                 if ev.node:
                     wrapped.add(ev.node)
@@ -202,7 +206,7 @@ def _probe(path: str, memo: LineClassifier | None) -> tuple[str | None, LiveRun 
     label = node_label_of_args(None, config.server_args, config.launch_args)
     if label:
         return label, whole
-    return (wrapped.pop() if len(wrapped) == 1 else None), whole
+    return (wrapped.pop() if len(wrapped) == 1 and not unnamed else None), whole
 
 
 def node_summary(live: LiveRun, node: str | None, file: str) -> NodeSummary:

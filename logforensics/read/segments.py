@@ -56,7 +56,7 @@ _WRAPPER_RE = re.compile(
     r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
     r"|\d+\|[\w.@:\-]+[ \t]*\|[ \t]?"                           # pm2 "3|qwen  | "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| ?"  # FastChat "... | ERROR | stderr | "
-    r"|\((?:[\w.\-]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"     # Ray "(Worker pid=1, ip=10.0.0.2) "
+    r"|\((?:[\w.\-/]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"    # Ray "(Worker pid=1, ip=10.0.0.2) ", "(model_worker/1 pid=2) "
     r"|\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"  # SkyPilot "(worker1, rank=1, pid=2) "
     r"|\[pod/[\w.\-]+/[\w.\-]+\][ \t]?"                            # kubectl logs --prefix
     # a log viewer's local time glued to the text: "04-20 13:32:25.784  File ..."
@@ -235,7 +235,7 @@ def segment(text: str) -> list[tuple[int, int]]:
 
 #: Wrappers that name the machine a line came from, and the group that holds its name.
 _NODE_WRAPPER_RE = re.compile(
-    r"\((?:[\w.\-]+ )?pid=\d+, ip=(?P<ip>[\d.:a-f]+)\)"          # Ray: the worker's IP
+    r"\((?:[\w.\-/]+ )?pid=\d+, ip=(?P<ip>[\d.:a-f]+)\)"         # Ray: the worker's IP
     r"|\((?P<sky>head|worker\d+), rank=\d+, pid=\d+"               # SkyPilot: head, worker1
     r"|\[pod/(?P<pod>[\w.\-]+)/[\w.\-]+\]"                         # kubectl logs --prefix: the pod
 )
@@ -263,7 +263,12 @@ def wrapper_nodes(text: str, spans: list[tuple[int, int]]) -> list[str | None] |
 
 #: A wrapper that names the process a line came from: Ray's ``(SGLangEngine pid=1234, ip=..) ``,
 #: SkyPilot's ``(worker1, rank=1, pid=2, ip=..) ``.
-_PROC_WRAPPER_RE = re.compile(r"\((?:[\w.\-]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.:a-f]+)?\)")
+_PROC_WRAPPER_RE = re.compile(r"\((?:[\w.\-/]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.:a-f]+)?\)")
+
+
+#: Ray's wrapper of a process on the driver's own node, which names no node: Ray adds ``ip=``
+#: only for the other nodes' processes (``(SGLangEngine pid=1234) ``, ``(pid=1234) ``).
+LOCAL_PROC_WRAPPER = re.compile(rb"\((?:[\w.\-/]+ )?pid=\d+\)")
 
 
 def wrapper_procs(text: str, spans: list[tuple[int, int]]) -> list[str | None] | None:
