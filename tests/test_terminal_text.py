@@ -157,3 +157,27 @@ def test_the_start_up_order_says_capture_began_not_that_graphs_were_captured() -
     render_summary(s, Console(file=out, width=200, color_system=None))
     assert "Start-up order: KV pool allocated (line 2) before CUDA graph capture began (line 4)" in out.getvalue()
     assert "were captured" not in out.getvalue()
+
+
+def test_summary_lists_the_errors_the_run_logged_and_did_not_end_with() -> None:
+    """A ready run whose process logged a CUDA out-of-memory error (real-unseen 421: AReaL's
+    worker, 'Worker encountered error CUDA out of memory. ...') says so, with its line; so does
+    another program's logged traceback cut before its exception (409)."""
+    unseen = FIXTURES / "real-unseen"
+    out = {}
+    for n in ("421", "409"):
+        run = LiveRun(str(next(unseen.glob(f"{n}-*.log"))))
+        run.feed(next(unseen.glob(f"{n}-*.log")).read_bytes())
+        run.close()
+        buf = io.StringIO()
+        render_summary(run.summary(), Console(file=buf, width=200))
+        out[n] = buf.getvalue()
+    assert "Errors logged, not read as the run's end (1):" in out["421"]
+    assert "line 8: " in out["421"] and "Worker encountered error CUDA out of memory. Tried to allocate 354.00 MiB" in out["421"]
+    assert "lines 3-13: a traceback whose exception line is not in this log" in out["409"]
+    buf = io.StringIO()
+    run = LiveRun(str(READY))
+    run.feed(READY.read_bytes())
+    run.close()
+    render_summary(run.summary(), Console(file=buf, width=200))
+    assert "Errors logged" not in buf.getvalue()

@@ -434,8 +434,9 @@ def env_value(s: str) -> str:
 
 @returns(STR)
 def oom_what(s: str) -> str | None:
-    """``"Failed to initialize lk_moe: CUDA out of memory."`` -> ``"Failed to initialize lk_moe"``."""
-    head = re.split(r": (?:CUDA|HIP) out of memory\.", s, maxsplit=1)[0]
+    """``"Failed to initialize lk_moe: CUDA out of memory."`` -> ``"Failed to initialize lk_moe"``
+    (``"Worker encountered error CUDA out of memory."`` -> ``"Worker encountered error"``)."""
+    head = re.split(r"(?::|(?<=\berror)) (?:CUDA|HIP) out of memory\.", s, maxsplit=1)[0]
     return head.strip() or None
 
 

@@ -18,7 +18,7 @@ from rich.text import Text
 from ..artefacts.types import Artefacts
 from ..model.beside import END_RECORD, SOURCES, stops_unexplained
 from ..model.pools import POST_CAPTURE_ENV
-from ..model.records import NO_MEMORY, NOT_SEEN, Cite, ClockAnchor, ClockMove, MemoryPools
+from ..model.records import NO_MEMORY, NOT_SEEN, Cite, ClockAnchor, ClockMove, LoggedError, MemoryPools
 from ..model.run import RunSummary
 from ..model.stops import stop_place
 from ..model.summary import Crash, DistinctException, Hang
@@ -120,6 +120,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
     if s.crash:
         console.print(render_crash(s.crash))
     print_tracebacks(s.exceptions, console)
+    print_errors(s.errors, console)
     if s.hang:
         evidence = [clip(printable(f"line {h.line}: {h.text}"), 160) for h in s.hang.evidence[:5]]
         if s.hang.silent_ranks:
@@ -251,6 +252,24 @@ def print_tracebacks(exceptions: Sequence[DistinctException], console: Console, 
         ranks = ", ".join(r or "?" for r in exc.ranks)
         lines = ", ".join(str(o.line) for o in exc.occurrences[:8])
         console.print(plain(f"  {exc.exception or '(no exception line)'} on {ranks} (lines {lines})"))
+
+
+def print_errors(errors: Sequence[LoggedError], console: Console, most: int = 5) -> None:
+    """The errors the run logged that it did not end with (an out-of-memory message a
+    component caught, a traceback its rank went on after), each with its line."""
+    if not errors:
+        return
+    console.print(plain(f"Errors logged, not read as the run's end ({len(errors)}):"))
+    for e in errors[:most]:
+        rank = f" {e.rank}" if e.rank else ""
+        lines = f"lines {e.line}-{e.end_line}" if e.end_line and e.end_line > e.line else f"line {e.line}"
+        if e.exception:
+            what = f"{e.exception}: {(e.message or '').splitlines()[0] if e.message else ''}".rstrip(": ")
+        elif e.kind == "exception":
+            what = "a traceback whose exception line is not in this log"
+        else:
+            what = e.message or e.text
+        console.print(plain(clip(printable(f"  {lines}{rank}: {what}"), 160)))
 
 
 def render_crash(crash: Crash) -> Panel:
