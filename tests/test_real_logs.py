@@ -72,7 +72,7 @@ def test_outcome(row: dict[str, str], analysed: Any) -> None:
     summary, events = analysed[row["file"]]
     label = row["outcome"]
     if label == "partial":  # "the window shows neither readiness nor the failure"
-        served = any(e.kind in ("decode_batch", "prefill_batch") for e in events)
+        served = any(e.kind in ("decode_batch", "prefill_batch", "retract") for e in events)  # a batch's lines
         want = "ready" if served else "incomplete"
     else:
         want = expected(row, "outcome", label)
@@ -123,7 +123,9 @@ def _oom(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
 
 
 def _exceptions(s: RunSummary) -> list[dict[str, Any]]:
-    return [{"fields": {"oom": o.oom.to_dict() if o.oom else None}} for d in s.exceptions for o in d.occurrences]
+    """The out-of-memory figures of every traceback, and of every error the run logged."""
+    return ([{"fields": {"oom": o.oom.to_dict() if o.oom else None}} for d in s.exceptions for o in d.occurrences]
+            + [{"fields": {"oom": e.oom.to_dict()}} for e in s.errors if e.oom])
 
 
 def _events(kind: str, key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:

@@ -71,25 +71,13 @@ PENDING: dict[tuple[str, str], str] = {
                         "dump for PID' line is cut is no hang",
     ("phase_reached", "415"): "no phase: the dump's frames, event_loop_pp_disagg_prefill under run_scheduler_process "
                               "(lines 9, 11), do not place the process in serving",
-    ("outcome", "421"): "'ready' (served a request at line 2): line 8, '(model_worker/3 pid=8586) 20250408-02:31:28.927 "
-                        "worker ERROR: Worker encountered error CUDA out of memory. Tried to allocate 354.00 MiB...', "
-                        "AReaL's own record from the process that answered /generate at line 5, is not read (it is listed "
-                        "as unrecognised), so the CUDA out-of-memory failure is not seen",
-    ("crash", "421"): "no crash: line 8's CUDA out-of-memory record in AReaL's worker format ('<YYYYMMDD-HH:MM:SS.mmm> "
-                      "worker ERROR: Worker encountered error ...') is unrecognised, so no failure while serving is found",
+    ("outcome", "421"): "'ready' (served a request at line 2), and line 8's out-of-memory record is read as an error "
+                        "the process logged (ER01: 'Worker encountered error CUDA out of memory. ...', in AReaL's own "
+                        "format), not as its end: the label reads AReaL's 'Worker encountered error' as the worker's "
+                        "failure; the analyzer reads an out-of-memory message another program logged as one that a "
+                        "component caught (as 409's logged traceback), since the log does not show the process ending",
+    ("crash", "421"): "no crash: line 8 is an error the process logged, as outcome[421]",
     ("fatal_line", "421"): "no crash, so no fatal line; the label's is line 8, the worker's CUDA out-of-memory record",
-    ("key_figure[tried_alloc]", "421"): "nothing found: torch's out-of-memory message ('Tried to allocate 354.00 MiB. GPU 0 "
-                                        "has a total capacity of 79.14 GiB of which 310.44 MiB is free') at line 8 sits "
-                                        "inside AReaL's unrecognised worker record, cut after 'Of the a'",
-    ("key_figure[gpu_total]", "421"): "nothing found, as key_figure[tried_alloc][421]",
-    ("key_figure[free]", "421"): "nothing found, as key_figure[tried_alloc][421]",
-    ("outcome", "422"): "'incomplete ... without readiness or failure': the SGLangEngine server's three uvicorn access "
-                        "lines 'GET /metrics HTTP/1.1\" 200 OK' (lines 4-6) show an HTTP server answering, but /metrics "
-                        "is not taken as a served request, so nothing places the server as up",
-    ("phase_reached", "422"): "no rank reaches serving: the /metrics answers at lines 4-6 are the only server records",
-    ("outcome", "426"): "'incomplete ... without readiness or failure': TP7's 'KV cache pool is full. Retract requests. "
-                        "#retracted_reqs: 1' (line 1), a decode retraction, is not read as a serving record",
-    ("phase_reached", "426"): "TP7's phase is '-': the retraction at line 1 places no rank in serving",
     ("crash", "427"): "the crash names no rank ('an unlabelled process', ranks '-') and calls its exception 'native "
                       "abort': line 1, '[rank1]:[W1119 ...] TCPStore.cpp:125] [c10d] recvValue failed ... Connection "
                       "was likely closed', is rank1's, and line 2 'Exception raised from recvBytes' is c10's report of "

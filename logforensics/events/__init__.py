@@ -64,6 +64,8 @@ PHASE_OF_KIND: dict[str, str] = {
     "decode_batch": "serving",
     # the scheduler watchdog's dump of the batch in flight ("self.cur_batch.batch_size()=N, ...")
     "watchdog_detail": "serving",
+    # "KV cache pool is full. Retract requests.": requests of a decode batch taken back
+    "retract": "serving",
 }
 
 

@@ -162,7 +162,7 @@ class ColumnFeed:
         first = m.coverage.probes.first
         passive = [PASSIVE] + [cls for path, cls in self._group_class.items()
                                if (path.split("?", 1)[0], PROBE_OK) in first]
-        if m.timeline.answered is not None:
+        if m.timeline.answered is not None and not m.timeline.answered.get("probe"):
             passive.append(ANSWERED)
         for cls in passive:
             table[cls * 256] = 1

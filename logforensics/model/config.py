@@ -96,7 +96,10 @@ def on_notable(m: RunModel, ev: Event) -> None:
 
 @handles("retract")
 def on_retract(m: RunModel, ev: Event) -> None:
-    """A retraction: evidence for the rules, and the pool that bound it (``model.pools``)."""
+    """A retraction: evidence for the rules, and the pool that bound it (``model.pools``). The
+    scheduler retracts requests of a decode batch (``update_running_batch``): the rank serves
+    (``PHASE_OF_KIND``), and the line is a served batch's."""
+    m.timeline.last_serving_line = ev.line
     m.notices.add(ev.kind, ev)
     m.pools.retraction(ev)
 

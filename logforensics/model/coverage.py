@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from ..read.fastpath import LINE_LIMIT
+from . import startup
 from .rank import rank_sort_key
 from .registry import handles
 
@@ -266,8 +267,11 @@ def on_http_probe(m: RunModel, ev: Event) -> None:
     """A probe of the HTTP server (``GET /health`` every few seconds, ``/health_generate``,
     ``/metrics``), read on the exact path: a failed one, or the first of its shape (the bulk
     reader counts the others, ``ColumnFeed.apply``). Kept apart from the requests served
-    (``http_access``), which it would outnumber; it does not place the run in serving."""
+    (``http_access``), which it would outnumber. A success shows the HTTP server up, which
+    SGLang starts once every scheduler is ready: the run is past start-up."""
     m.coverage.probes.observe(ev)
+    if startup.answered(m, ev, probe=True) and m.timeline.global_phase != "serving":
+        m.timeline.reach("serving")
 
 
 @handles("unplanned")

@@ -153,7 +153,8 @@ def judge(m: RunModel) -> Verdict:
         return Verdict("ready", f"served batches (last at line {t.last_serving_line}){then}", None, hang, resolved,
                        errors, stop)
     if t.answered:  # SGLang starts its HTTP server once every scheduler is ready
-        return Verdict("ready", f"served a request at line {t.answered['line']} ({t.answered['request']}), so it was "
+        did = "its HTTP server answered a probe" if t.answered.get("probe") else "served a request"
+        return Verdict("ready", f"{did} at line {t.answered['line']} ({t.answered['request']}), so it was "
                        f"ready (its readiness line is not in this log){then}", None, hang, resolved, errors, stop)
     vllm = vllm_records(m.coverage.kind_counts)
     if vllm:  # what the log shows may be vLLM's readiness or failure

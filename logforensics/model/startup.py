@@ -72,7 +72,8 @@ class Timeline:
             self.global_phase = later.global_phase
         self.bars.update(later.bars)
         self.ready = later.ready or self.ready
-        self.answered = self.answered or later.answered
+        if self.answered is None or self.answered.get("probe") and later.answered and not later.answered.get("probe"):
+            self.answered = later.answered or self.answered  # a request served outranks a probe answered
         self.last_serving_line = later.last_serving_line or self.last_serving_line
 
 
@@ -244,15 +245,26 @@ def on_http_access(m: RunModel, ev: Event) -> None:
     reader takes the later ones as counts): a success, on a path other than the model-info
     probe SGLang's launcher polls before its warm-up request (an answer there shows the HTTP
     server up, not a request served)."""
+    m.coverage.observe_answer(ev)
+    answered(m, ev)
+    if m.timeline.global_phase != "serving":
+        m.timeline.reach("serving")
+
+
+def answered(m: RunModel, ev: Event, probe: bool = False) -> bool:
+    """Keep ``ev`` (an answer of the HTTP server) as the evidence that the server was ready,
+    where it is the first success on a path other than the launcher's model-info probe;
+    a probe's (``/health``, ``/metrics``: the HTTP server up, no request served) until a
+    request is served. Whether it was a success there."""
     t = m.timeline
     status = ev.fields.get("status")
-    m.coverage.observe_answer(ev)
-    if (t.answered is None and isinstance(status, int) and 200 <= status < 300
+    if not (isinstance(status, int) and 200 <= status < 300
             and str(ev.fields.get("path") or "").split("?", 1)[0] not in LAUNCHER_PROBES):
+        return False
+    if t.answered is None or t.answered.get("probe") and not probe:
         t.answered = {"file": ev.file, "line": ev.line, "ts": ev.ts, "text": ev.text,
-                      "request": f"{ev.fields.get('method')} {ev.fields.get('path')} {status}"}
-    if t.global_phase != "serving":
-        t.reach("serving")
+                      "request": f"{ev.fields.get('method')} {ev.fields.get('path')} {status}", "probe": probe}
+    return True
 
 
 @handles("max_total_tokens_cap")
