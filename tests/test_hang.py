@@ -428,3 +428,32 @@ def test_the_parents_sigquit_after_a_watchdog_is_the_hangs_end_not_a_crash(tmp_p
     assert not any("the traceback's exception" in c for c in d.conclusion.collect)
     soft = [c for c in d.conclusion.collect if c.startswith("--soft-watchdog-timeout")]
     assert soft and "the log shows py-spy is not installed where the scheduler runs (line 2)" in soft[0]
+
+
+def test_the_scheduler_watchdogs_debug_info_is_the_watchdog_firing(tmp_path: Path) -> None:
+    """utils/watchdog.py prints '{debug_name} debug info:' only after its loop broke (above): a window
+    cut before the timeout line is hung, from the first header, on every rank that printed one, each
+    placed in serving by the batch in flight; the batch and its rid are read from the body
+    (2026's ``cur_batch_for_debug``, real-unseen 413's text)."""
+    body = ("scheduler.cur_batch_for_debug.batch_size()=1\n"
+            f"scheduler.cur_batch_for_debug.reqs=[Req(rid={RID_A}, input_ids=array('q', [0, 90, 27791]) ...\n")
+    text = (f"[2026-08-04 11:58:42 TP1] Scheduler debug info:\n{body}"
+            "[full] total=4974080, available=1024, evictable=4947200, protected=24832, session_held=0, uncached=0\n"
+            "\n"
+            f"[2026-08-04 11:58:42 TP7] Scheduler debug info:\n{body}")
+    s = summarize_file(_write(tmp_path, text))
+    assert s.outcome == "hung" and s.hang is not None, s.outcome_reason
+    assert s.hang.timer == "sglang_watchdog" and s.hang.first_line == 1 and s.hang.ranks == ["TP1", "TP7"]
+    assert s.phase_reached == {"TP1": "serving", "TP7": "serving"}
+    [batch] = [x for x in s.hang.stuck_on if x.what == "batch"]
+    assert (batch.batch_size, batch.rids, batch.ranks) == (1, [RID_A], ["TP1", "TP7"])
+    # the soft watchdog prints the same dump: its timeout line says so, and the server goes on
+    soft = (f"[2026-08-04 11:58:42 TP1] Scheduler debug info:\n{body}"
+            "[2026-08-04 11:58:42 TP1] Scheduler watchdog timeout (self.watchdog_timeout=60, self.soft=True)\n"
+            "[2026-08-04 11:59:00 TP1] Decode batch, #running-req: 1, #token: 245000, token usage: 0.05, "
+            "cuda graph: True, gen throughput (token/s): 20.0, #queue-req: 0\n")
+    s = summarize_file(_write(tmp_path, soft))
+    assert s.outcome == "ready" and s.hang is not None and s.hang.timer == "sglang_soft_watchdog"
+    # a header without its batch (a watchdog that fired while the scheduler started) places no rank
+    s = summarize_file(_write(tmp_path, "[2026-08-04 11:58:42 TP1] Scheduler debug info:\n"))
+    assert s.outcome == "hung" and s.ranks == ["TP1"] and "TP1" not in s.phase_reached

@@ -130,8 +130,9 @@ HANG_KINDS = frozenset({"collective_timeout", "collective_failure", "watchdog_ti
                         "watchdog_detail", "pyspy_failed", "slow_pass", "rank_divergence", "consensus_enabled",
                         "thread_dump", "c10d_log", "watchdog_body", "pool_check"})
 #: Kinds that alone make no hang (a slow pass is a stall the server came out of; a failed
-#: dump, the checker's start-up notice, torch's notes): they only describe one.
-_CONTEXT_KINDS = frozenset({"watchdog_debug", "pyspy_failed", "slow_pass", "consensus_enabled",
+#: dump, the checker's start-up notice, torch's notes): they only describe one. (A watchdog's
+#: ``Scheduler debug info:`` header is no context: utils/watchdog.py prints it only once it fired.)
+_CONTEXT_KINDS = frozenset({"pyspy_failed", "slow_pass", "consensus_enabled",
                             "thread_dump", "c10d_note", "watchdog_body", "pool_check"})
 #: The bare lines of a ``Scheduler debug info:`` block (they carry no rank: the block's header does).
 _DEBUG_BODY = frozenset({"watchdog_body", "pool_check"})
@@ -211,7 +212,7 @@ class HangObserver:
             return None
         records_all = records
         records = [r for r in records if r["kind"] not in _CONTEXT_KINDS]
-        reports = [_report(r, ranks) for r in records]
+        reports = _soft_debug([_report(r, ranks) for r in records])
         fired = [p for p in reports if p["family"] is not None]
         failures = [p for p in reports if p["kind"] == "collective_failure"]
         dumps = _dumps(self.pyspy, records, ranks)
@@ -363,6 +364,12 @@ def _report(rec: dict[str, Any], ranks: Sequence[str]) -> dict[str, Any]:
         # the scheduler's watchdog prints its batch only once it has fired (scheduler.py's
         # watchdog_thread, after its loop; before the timeout line from v0.4.x on)
         out["family"] = "sglang_watchdog"
+    elif kind == "watchdog_debug":
+        # "{debug_name} debug info:" (v0.5.8+, utils/watchdog.py): printed only after the watchdog's
+        # loop broke, before its py-spy dumps and its timeout line; whether it was the soft one
+        # only that line says (``_soft_debug``)
+        out["family"] = "sglang_watchdog"
+        out["component"] = f.get("component")
     elif kind == "pd_timeout":
         out["family"] = "pd_bootstrap" if f.get("stage") == "bootstrap" else "pd_waiting"
     elif kind == "health_check_failed":
@@ -372,6 +379,19 @@ def _report(rec: dict[str, Any], ranks: Sequence[str]) -> dict[str, Any]:
         out["family"] = "weights_ready"
         out["timeout_s"] = f.get("timeout_s")
     return out
+
+
+def _soft_debug(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A watchdog's debug info takes the family of the timeout line its watchdog printed after it
+    (the same rank and component): the soft watchdog's dumps too, and the server goes on."""
+    for i, p in enumerate(reports):
+        if p["kind"] != "watchdog_debug":
+            continue
+        after = next((q for q in reports[i + 1:] if q["kind"] == "watchdog_timeout" and q.get("rank") == p.get("rank")
+                      and q.get("component") == p.get("component")), None)
+        if after is not None:
+            p["family"] = after["family"]
+    return reports
 
 
 def _collectives(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
