@@ -457,3 +457,28 @@ def test_the_scheduler_watchdogs_debug_info_is_the_watchdog_firing(tmp_path: Pat
     # a header without its batch (a watchdog that fired while the scheduler started) places no rank
     s = summarize_file(_write(tmp_path, "[2026-08-04 11:58:42 TP1] Scheduler debug info:\n"))
     assert s.outcome == "hung" and s.ranks == ["TP1"] and "TP1" not in s.phase_reached
+
+
+@pytest.mark.parametrize("status", [" (idle)", " (active)", " (active+gil)", " (gil)", ""])
+def test_a_pyspy_main_thread_of_native_frames_is_read_in_every_status(tmp_path: Path, status: str) -> None:
+    """py-spy prints a thread as 'Thread {id} ({status}): "{name}"' (dump.rs; ' (gil)' or nothing where
+    the dump leaves activity out) and, with --native, a native frame as 'func (library)': a main thread
+    whose frames are native is a main thread, not one cut off (real-unseen 414's text)."""
+    text = ("[2026-01-29 13:12:37 PP1 TP1] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n"
+            "[2026-01-29 13:12:37 PP2 TP1] Pyspy dump for PID 88693:\n"
+            "Process 88693: sglang::scheduler_PP2_TP1\n"
+            "Python v3.12.3 (/usr/bin/python3.12)\n"
+            "\n"
+            f'Thread 88693{status}: "MainThread"\n'
+            "    0x7fa2d1487d71 (libc.so.6)\n"
+            "    pthread_cond_timedwait (libc.so.6)\n"
+            "    gloo::transport::tcp::UnboundBuffer::waitRecv (libtorch_cpu.so)\n"
+            "    c10d::ProcessGroupGloo::RecvWork::wait (libtorch_cpu.so)\n")
+    h = summarize_file(_write(tmp_path, text)).hang
+    assert h is not None
+    [dump] = h.pyspy
+    assert dump.rank == "PP2 TP1" and dump.threads == 1
+    # the first frame that names a function, its library as the place (a native frame has no line)
+    assert (dump.main_function, dump.main_location) == ("pthread_cond_timedwait", "libc.so.6")
+    assert dump.main_stack[-1] == "c10d::ProcessGroupGloo::RecvWork::wait (libtorch_cpu.so)"
+    assert h.stacks is not None and h.stacks.pyspy_main_threads == 1 and h.stacks.missing_why is None

@@ -146,6 +146,7 @@ _C10D_NOTES = ("FlightRecorder", "Flight Recorder", "TORCH_NCCL_TRACE_BUFFER_SIZ
 _DUMP_KINDS = frozenset({"pyspy_dump", "pyspy_process", "pyspy_thread", "pyspy_frame"})
 _MAX_RECORDS = 512
 _MAX_PYSPY = 8192
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _TITLE_RANK = re.compile(r"sglang::scheduler((?:_[A-Z_]*?[A-Z]+-?\d+)+)")
 _RANK_PART = re.compile(r"(ATTN_CP|MOE_DP|[A-Z]+)(-?\d+)")
 
@@ -480,8 +481,9 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
             if f.get("name") == "MainThread":
                 cur["main_state"] = f.get("state")
         elif kind == "pyspy_frame" and thread is not None and thread["name"] == "MainThread":
-            location = f"{f.get('path')}:{f.get('lineno')}"
-            if cur["main_function"] is None:
+            # a native frame (py-spy --native) has its library and no line
+            location = f"{f.get('path')}:{f.get('lineno')}" if f.get("lineno") is not None else f"{f.get('path')}"
+            if cur["main_function"] is None and not _ADDRESS.fullmatch(str(f.get("func"))):  # not a bare address
                 cur["main_function"] = f.get("func")
                 cur["main_location"] = location
             if len(cur["main_stack"]) < 12:
