@@ -482,3 +482,37 @@ def test_a_pyspy_main_thread_of_native_frames_is_read_in_every_status(tmp_path: 
     assert (dump.main_function, dump.main_location) == ("pthread_cond_timedwait", "libc.so.6")
     assert dump.main_stack[-1] == "c10d::ProcessGroupGloo::RecvWork::wait (libtorch_cpu.so)"
     assert h.stacks is not None and h.stacks.pyspy_main_threads == 1 and h.stacks.missing_why is None
+
+
+_SCHEDULER_DUMP = ("Process 3438121: sglang::scheduler_DP1_TP1_EP1_PP0\n"
+                   "Python v3.12.11 (/usr/bin/python3.12)\n"
+                   "\n"
+                   'Thread 3438121 (idle): "MainThread"\n'
+                   "    send (torch/distributed/distributed_c10d.py:2487)\n"
+                   "    send_tensor_dict (distributed/parallel_state.py:1050)\n"
+                   "    event_loop_pp_disagg_prefill (prefill.py:819)\n"
+                   "    run_scheduler_process (scheduler.py:2618)\n")
+
+
+def test_a_pyspy_dump_of_a_scheduler_is_a_hang_report(tmp_path: Path) -> None:
+    """SGLang's watchdog (or an operator) dumps a stuck scheduler with py-spy: a dump of an
+    sglang::scheduler process, its 'Pyspy dump for PID' line cut, is a hang on the rank its title
+    names, and its main thread's event loop places that rank in serving (real-unseen 415's text)."""
+    s = summarize_file(_write(tmp_path, _SCHEDULER_DUMP))
+    assert s.outcome == "hung" and s.hang is not None, s.outcome_reason
+    assert s.hang.timer == "pyspy_only" and s.hang.ranks == ["DP1 TP1 EP1 PP0"] and s.hang.first_line == 1
+    assert s.ranks == ["DP1 TP1 EP1 PP0"] and s.phase_reached == {"DP1 TP1 EP1 PP0": "serving"}
+    # SGLang also dumps before a crash: with a failure in the log, the run crashed
+    crash = (_SCHEDULER_DUMP + "[2025-10-29 11:25:58 DP1 TP1 EP1 PP0] Scheduler hit an exception: Traceback "
+             "(most recent call last):\n"
+             '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2618, in run_scheduler_process\n'
+             "    scheduler.event_loop_pp_disagg_prefill()\n"
+             "RuntimeError: boom\n")
+    assert summarize_file(_write(tmp_path, crash)).outcome == "crashed"
+    # and a server that served after the dump was not hung
+    served = (_SCHEDULER_DUMP + "[2025-10-29 11:26:00 DP1 TP1 EP1 PP0] Prefill batch, #new-seq: 1, #new-token: 8, "
+              "#cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0\n")
+    assert summarize_file(_write(tmp_path, served)).outcome != "hung"
+    # a dump of another process (no scheduler title, no SGLang header) is no hang report
+    other = _SCHEDULER_DUMP.replace("sglang::scheduler_DP1_TP1_EP1_PP0", "python3 bench.py")
+    assert summarize_file(_write(tmp_path, other)).outcome != "hung"

@@ -54,11 +54,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "exception line such a traceback is an HTTP-layer error (262), cut it is not",
     ("crash", "412"): "'a traceback whose exception is not in this log (cut) at line 1': the HTTP-layer traceback "
                       "(uvicorn httptools_impl run_asgi down to starlette's cors middleware) is no process failure",
-    ("outcome", "415"): "'incomplete ... without readiness or failure', though its hang panel shows DP1 TP1 EP1 PP0's "
-                        "main thread in send (line 1): a py-spy dump of an sglang::scheduler process whose 'Pyspy "
-                        "dump for PID' line is cut is no hang",
-    ("phase_reached", "415"): "no phase: the dump's frames, event_loop_pp_disagg_prefill under run_scheduler_process "
-                              "(lines 9, 11), do not place the process in serving",
     ("outcome", "421"): "'ready' (served a request at line 2): line 8, '(model_worker/3 pid=8586) 20250408-02:31:28.927 "
                         "worker ERROR: Worker encountered error CUDA out of memory. Tried to allocate 354.00 MiB...', "
                         "AReaL's own record from the process that answered /generate at line 5, is not read (it is listed "

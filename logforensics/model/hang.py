@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .phases import phase_of_frames
+
 #: The timers, by family. ``ends_run``: firing stops the server (abort, SIGQUIT), so the run
 #: is ``hung``; the others fail requests or a probe and the server may go on.
 TIMERS: dict[str, dict[str, Any]] = {
@@ -248,6 +250,12 @@ class HangObserver:
             for p in main:
                 if p.get("rank") and p["rank"] not in rank_list:
                     rank_list.append(p["rank"])
+        # without a timer's words, a py-spy dump of an SGLang scheduler (its title, or SGLang's own
+        # "Pyspy dump for PID" line) reports the hang: SGLang's watchdog or an operator took it
+        reported = [] if main else [d for d in dumps if _of_scheduler(d)]
+        for d in reported:
+            if d.get("rank") and d["rank"] not in rank_list:
+                rank_list.append(d["rank"])
         context = _Context(records_all, env or {}, kind_counts or {})
         progress = _progress(collectives, dumps, context, reports)
         debug = debug_blocks(records_all)
@@ -271,9 +279,9 @@ class HangObserver:
             behind=behind,
             pyspy=dumps,
             exit_code=exit_codes[0]["fields"].get("exit_code") if exit_codes else None,
-            first_line=first["line"] if first else (dumps[0]["line"] if dumps else 0),
+            first_line=first["line"] if first else (reported or dumps)[0]["line"] if dumps else 0,
             first_ts=first.get("ts") if first else None,
-            evidence=[_evidence(p) for p in (main + exit_codes)[:16]],
+            evidence=[_evidence(p) for p in (main + exit_codes + reported)[:16]],
             dropped=self.dropped,
             initiator=_initiator(collectives, dumps, divergence, behind) or _odd_batch(debug),
             stuck_on=_stuck_on(collectives, context, debug),
@@ -446,7 +454,8 @@ def _title_rank(title: str) -> str | None:
     return " ".join(a + b for a, b in _RANK_PART.findall(m.group(1)))
 
 
-def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Sequence[str]) -> list[dict[str, Any]]:
+def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Sequence[str],
+           main_funcs: list[list[str]] | None = None) -> list[dict[str, Any]]:
     """py-spy dumps, each with its PID, process title, rank and main-thread stack.
 
     A dump starts at ``Pyspy dump for PID N`` (whose prefix names the rank that printed it:
@@ -463,10 +472,14 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
                    "main_function": None, "main_stack": [], "file": rec["file"], "text": rec["text"]}
             dumps.append(cur)
             thread = None
+            if main_funcs is not None:
+                main_funcs.append([])
         if cur is None:
             cur = {"pid": None, "title": None, "rank": None, "line": rec["line"], "threads": 0,
                    "main_function": None, "main_stack": [], "file": rec["file"], "text": rec["text"]}
             dumps.append(cur)
+            if main_funcs is not None:
+                main_funcs.append([])
         if kind == "pyspy_process":
             cur["title"] = f.get("title")
             if cur.get("pid") is None:
@@ -481,6 +494,8 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
             if f.get("name") == "MainThread":
                 cur["main_state"] = f.get("state")
         elif kind == "pyspy_frame" and thread is not None and thread["name"] == "MainThread":
+            if main_funcs is not None:  # every frame, for the phase table (``dump_places``)
+                main_funcs[-1].append(str(f.get("func")))
             # a native frame (py-spy --native) has its library and no line
             location = f"{f.get('path')}:{f.get('lineno')}" if f.get("lineno") is not None else f"{f.get('path')}"
             if cur["main_function"] is None and not _ADDRESS.fullmatch(str(f.get("func"))):  # not a bare address
@@ -496,6 +511,27 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
         if not d.get("rank") and d.get("pid") in by_pid:
             d["rank"], d["rank_from"] = by_pid[d["pid"]], "pid"
     return dumps
+
+
+def _of_scheduler(dump: Mapping[str, Any]) -> bool:
+    """A py-spy dump of an SGLang scheduler process: its title (``sglang::scheduler_TP1``), or
+    SGLang's own ``Pyspy dump for PID N`` line above it."""
+    return str(dump.get("title") or "").startswith("sglang::scheduler") or \
+        str(dump.get("text") or "").rstrip().split("] ", 1)[-1].startswith("Pyspy dump for PID")
+
+
+def dump_places(obs: HangObserver) -> list[tuple[dict[str, Any], str | None]]:
+    """Each py-spy dump of a process the log names, with the phase its main thread's frames
+    place it in (``model/phases.tsv``: an ``event_loop_*`` is serving), or None."""
+    funcs: list[list[str]] = []
+    dumps = _dumps(obs.pyspy, [], (), funcs)
+    out = []
+    for d, f in zip(dumps, funcs, strict=True):
+        # py-spy prints the innermost frame first, a traceback last
+        phase = phase_of_frames([{"func": name} for name in reversed(f)])
+        if d.get("rank"):
+            out.append((d, phase))
+    return out
 
 
 def _evidence(p: dict[str, Any]) -> dict[str, Any]:
