@@ -428,3 +428,91 @@ def test_the_parents_sigquit_after_a_watchdog_is_the_hangs_end_not_a_crash(tmp_p
     assert not any("the traceback's exception" in c for c in d.conclusion.collect)
     soft = [c for c in d.conclusion.collect if c.startswith("--soft-watchdog-timeout")]
     assert soft and "the log shows py-spy is not installed where the scheduler runs (line 2)" in soft[0]
+
+
+def test_the_scheduler_watchdogs_debug_info_is_the_watchdog_firing(tmp_path: Path) -> None:
+    """utils/watchdog.py prints '{debug_name} debug info:' only after its loop broke (above): a window
+    cut before the timeout line is hung, from the first header, on every rank that printed one, each
+    placed in serving by the batch in flight; the batch and its rid are read from the body
+    (2026's ``cur_batch_for_debug``, real-unseen 413's text)."""
+    body = ("scheduler.cur_batch_for_debug.batch_size()=1\n"
+            f"scheduler.cur_batch_for_debug.reqs=[Req(rid={RID_A}, input_ids=array('q', [0, 90, 27791]) ...\n")
+    text = (f"[2026-08-04 11:58:42 TP1] Scheduler debug info:\n{body}"
+            "[full] total=4974080, available=1024, evictable=4947200, protected=24832, session_held=0, uncached=0\n"
+            "\n"
+            f"[2026-08-04 11:58:42 TP7] Scheduler debug info:\n{body}")
+    s = summarize_file(_write(tmp_path, text))
+    assert s.outcome == "hung" and s.hang is not None, s.outcome_reason
+    assert s.hang.timer == "sglang_watchdog" and s.hang.first_line == 1 and s.hang.ranks == ["TP1", "TP7"]
+    assert s.phase_reached == {"TP1": "serving", "TP7": "serving"}
+    [batch] = [x for x in s.hang.stuck_on if x.what == "batch"]
+    assert (batch.batch_size, batch.rids, batch.ranks) == (1, [RID_A], ["TP1", "TP7"])
+    # the soft watchdog prints the same dump: its timeout line says so, and the server goes on
+    soft = (f"[2026-08-04 11:58:42 TP1] Scheduler debug info:\n{body}"
+            "[2026-08-04 11:58:42 TP1] Scheduler watchdog timeout (self.watchdog_timeout=60, self.soft=True)\n"
+            "[2026-08-04 11:59:00 TP1] Decode batch, #running-req: 1, #token: 245000, token usage: 0.05, "
+            "cuda graph: True, gen throughput (token/s): 20.0, #queue-req: 0\n")
+    s = summarize_file(_write(tmp_path, soft))
+    assert s.outcome == "ready" and s.hang is not None and s.hang.timer == "sglang_soft_watchdog"
+    # a header without its batch (a watchdog that fired while the scheduler started) places no rank
+    s = summarize_file(_write(tmp_path, "[2026-08-04 11:58:42 TP1] Scheduler debug info:\n"))
+    assert s.outcome == "hung" and s.ranks == ["TP1"] and "TP1" not in s.phase_reached
+
+
+@pytest.mark.parametrize("status", [" (idle)", " (active)", " (active+gil)", " (gil)", ""])
+def test_a_pyspy_main_thread_of_native_frames_is_read_in_every_status(tmp_path: Path, status: str) -> None:
+    """py-spy prints a thread as 'Thread {id} ({status}): "{name}"' (dump.rs; ' (gil)' or nothing where
+    the dump leaves activity out) and, with --native, a native frame as 'func (library)': a main thread
+    whose frames are native is a main thread, not one cut off (real-unseen 414's text)."""
+    text = ("[2026-01-29 13:12:37 PP1 TP1] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n"
+            "[2026-01-29 13:12:37 PP2 TP1] Pyspy dump for PID 88693:\n"
+            "Process 88693: sglang::scheduler_PP2_TP1\n"
+            "Python v3.12.3 (/usr/bin/python3.12)\n"
+            "\n"
+            f'Thread 88693{status}: "MainThread"\n'
+            "    0x7fa2d1487d71 (libc.so.6)\n"
+            "    pthread_cond_timedwait (libc.so.6)\n"
+            "    gloo::transport::tcp::UnboundBuffer::waitRecv (libtorch_cpu.so)\n"
+            "    c10d::ProcessGroupGloo::RecvWork::wait (libtorch_cpu.so)\n")
+    h = summarize_file(_write(tmp_path, text)).hang
+    assert h is not None
+    [dump] = h.pyspy
+    assert dump.rank == "PP2 TP1" and dump.threads == 1
+    # the first frame that names a function, its library as the place (a native frame has no line)
+    assert (dump.main_function, dump.main_location) == ("pthread_cond_timedwait", "libc.so.6")
+    assert dump.main_stack[-1] == "c10d::ProcessGroupGloo::RecvWork::wait (libtorch_cpu.so)"
+    assert h.stacks is not None and h.stacks.pyspy_main_threads == 1 and h.stacks.missing_why is None
+
+
+_SCHEDULER_DUMP = ("Process 3438121: sglang::scheduler_DP1_TP1_EP1_PP0\n"
+                   "Python v3.12.11 (/usr/bin/python3.12)\n"
+                   "\n"
+                   'Thread 3438121 (idle): "MainThread"\n'
+                   "    send (torch/distributed/distributed_c10d.py:2487)\n"
+                   "    send_tensor_dict (distributed/parallel_state.py:1050)\n"
+                   "    event_loop_pp_disagg_prefill (prefill.py:819)\n"
+                   "    run_scheduler_process (scheduler.py:2618)\n")
+
+
+def test_a_pyspy_dump_of_a_scheduler_is_a_hang_report(tmp_path: Path) -> None:
+    """SGLang's watchdog (or an operator) dumps a stuck scheduler with py-spy: a dump of an
+    sglang::scheduler process, its 'Pyspy dump for PID' line cut, is a hang on the rank its title
+    names, and its main thread's event loop places that rank in serving (real-unseen 415's text)."""
+    s = summarize_file(_write(tmp_path, _SCHEDULER_DUMP))
+    assert s.outcome == "hung" and s.hang is not None, s.outcome_reason
+    assert s.hang.timer == "pyspy_only" and s.hang.ranks == ["DP1 TP1 EP1 PP0"] and s.hang.first_line == 1
+    assert s.ranks == ["DP1 TP1 EP1 PP0"] and s.phase_reached == {"DP1 TP1 EP1 PP0": "serving"}
+    # SGLang also dumps before a crash: with a failure in the log, the run crashed
+    crash = (_SCHEDULER_DUMP + "[2025-10-29 11:25:58 DP1 TP1 EP1 PP0] Scheduler hit an exception: Traceback "
+             "(most recent call last):\n"
+             '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2618, in run_scheduler_process\n'
+             "    scheduler.event_loop_pp_disagg_prefill()\n"
+             "RuntimeError: boom\n")
+    assert summarize_file(_write(tmp_path, crash)).outcome == "crashed"
+    # and a server that served after the dump was not hung
+    served = (_SCHEDULER_DUMP + "[2025-10-29 11:26:00 DP1 TP1 EP1 PP0] Prefill batch, #new-seq: 1, #new-token: 8, "
+              "#cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0\n")
+    assert summarize_file(_write(tmp_path, served)).outcome != "hung"
+    # a dump of another process (no scheduler title, no SGLang header) is no hang report
+    other = _SCHEDULER_DUMP.replace("sglang::scheduler_DP1_TP1_EP1_PP0", "python3 bench.py")
+    assert summarize_file(_write(tmp_path, other)).outcome != "hung"

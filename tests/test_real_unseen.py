@@ -54,23 +54,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "exception line such a traceback is an HTTP-layer error (262), cut it is not",
     ("crash", "412"): "'a traceback whose exception is not in this log (cut) at line 1': the HTTP-layer traceback "
                       "(uvicorn httptools_impl run_asgi down to starlette's cors middleware) is no process failure",
-    ("outcome", "413"): "'incomplete ... without readiness or failure': the 2026 'Scheduler debug info:' dumps of TP1 "
-                        "and TP7 (lines 1 and 7) are read (watchdog_debug) but not as the watchdog firing, as the "
-                        "2025 batch dump is (362)",
-    ("crash", "413"): "no hang: the watchdog's dumps of TP1 (line 1) and TP7 (line 7) open none",
-    ("fatal_line", "413"): "no hang, so no first line; the label's is TP1's 'Scheduler debug info:' (line 1)",
-    ("phase_reached", "413"): "TP1 and TP7 are in no phase: their current batch of one request (lines 2-3, 8-9) "
-                              "does not place them in serving",
-    ("key_figure[stuck_batch_size]", "413"): "nothing found: the 2026 body line "
-                                             "'scheduler.cur_batch_for_debug.batch_size()=1' (lines 2, 8) is not read "
-                                             "like the 2025 'self.cur_batch.batch_size()=1'",
-    ("key_figure[stuck_rid]", "413"): "nothing found: 'scheduler.cur_batch_for_debug.reqs=[Req(rid=3e647276..., ' "
-                                      "(lines 3, 9) is not read",
-    ("outcome", "415"): "'incomplete ... without readiness or failure', though its hang panel shows DP1 TP1 EP1 PP0's "
-                        "main thread in send (line 1): a py-spy dump of an sglang::scheduler process whose 'Pyspy "
-                        "dump for PID' line is cut is no hang",
-    ("phase_reached", "415"): "no phase: the dump's frames, event_loop_pp_disagg_prefill under run_scheduler_process "
-                              "(lines 9, 11), do not place the process in serving",
     ("outcome", "421"): "'ready' (served a request at line 2), and line 8's out-of-memory record is read as an error "
                         "the process logged (ER01: 'Worker encountered error CUDA out of memory. ...', in AReaL's own "
                         "format), not as its end: the label reads AReaL's 'Worker encountered error' as the worker's "

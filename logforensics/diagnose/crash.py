@@ -173,6 +173,8 @@ class HangFacts:
     silent_ranks: tuple[str, ...] = ()
     watchdog_ranks: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = ()
+    #: the ranks whose scheduler a py-spy dump shows, where no timer's words are in the log
+    dumped_ranks: tuple[str, ...] = ()
 
 
 def hang_facts(run: RunSummary) -> HangFacts:
@@ -182,4 +184,6 @@ def hang_facts(run: RunSummary) -> HangFacts:
     silent = tuple(hang.silent_ranks)
     evidence = tuple(e for entry in hang.evidence[:8] for e in ev_of(entry.to_dict()))
     evidence += tuple(ev(run, run.last_seen[r].line, r, run.last_seen[r].text) for r in silent if r in run.last_seen)
+    if hang.timer == "pyspy_only":  # no watchdog's words: a py-spy dump of the stuck scheduler
+        return HangFacts(True, silent, (), evidence, tuple(hang.ranks))
     return HangFacts(True, silent, tuple(hang.ranks), evidence)

@@ -53,6 +53,9 @@ class Failures:
     cann_hint: dict[str, Any] | None = None
     #: the line of the last error another program's logger logged ("ERROR:name:...")
     logged_error: int | None = None
+    #: the last ``Scheduler debug info:`` header and the line its body has reached: the body's
+    #: batch line, which names no rank, is the header's rank's
+    debug_head: tuple[Event, int] | None = None
 
     def add_distinct(self, rec: dict[str, Any], m: RunModel) -> None:
         sig = (rec["exception"], shape(rec["message"] or ""),
@@ -88,6 +91,7 @@ class Failures:
         self.cpp_frame_seen = self.cpp_frame_seen or later.cpp_frame_seen
         self.cann_hint = later.cann_hint or self.cann_hint
         self.logged_error = later.logged_error or self.logged_error
+        self.debug_head = later.debug_head or self.debug_head
         hangs = later.hang_events
         if self.hang_events and hangs and hangs[0].get("kind") == "exception":
             hangs = hangs[1:]
@@ -567,6 +571,27 @@ def on_watchdog_timeout(m: RunModel, ev: Event) -> None:
     if ev.fields.get("soft") is True:
         return  # the soft watchdog only dumps: the server goes on (model/hang.py TIMERS)
     add_hang(m, {"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text, "kind": "sglang_watchdog"})
+
+
+@handles("watchdog_debug")
+def on_watchdog_debug(m: RunModel, ev: Event) -> None:
+    """The scheduler watchdog fired and prints its debug info (utils/watchdog.py): the lines
+    below it say what it watched (``on_watchdog_body``)."""
+    m.failures.debug_head = (ev, ev.line) if ev.fields.get("component") == "Scheduler" else None
+
+
+@handles("watchdog_body", reads_earlier=True)
+def on_watchdog_body(m: RunModel, ev: Event) -> None:
+    """A line of the scheduler watchdog's debug info. Its batch (``scheduler.cur_batch.batch_size()=N``,
+    ``cur_batch_for_debug`` from 2026) is the one in flight when it fired: the header's rank was
+    serving. (A watchdog that fired while the scheduler started prints ``is_initializing``.)"""
+    head = m.failures.debug_head
+    if head is None or ev.line != head[1] + 1:
+        m.failures.debug_head = None
+        return
+    m.failures.debug_head = (head[0], ev.line)
+    if "batch_size()=" in str(ev.fields.get("message") or ""):
+        m.timeline.enter(head[0], "serving")
 
 
 __all__ = ["Failures", "draws_bars"]

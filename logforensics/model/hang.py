@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .phases import phase_of_frames
+
 #: The timers, by family. ``ends_run``: firing stops the server (abort, SIGQUIT), so the run
 #: is ``hung``; the others fail requests or a probe and the server may go on.
 TIMERS: dict[str, dict[str, Any]] = {
@@ -130,8 +132,9 @@ HANG_KINDS = frozenset({"collective_timeout", "collective_failure", "watchdog_ti
                         "watchdog_detail", "pyspy_failed", "slow_pass", "rank_divergence", "consensus_enabled",
                         "thread_dump", "c10d_log", "watchdog_body", "pool_check"})
 #: Kinds that alone make no hang (a slow pass is a stall the server came out of; a failed
-#: dump, the checker's start-up notice, torch's notes): they only describe one.
-_CONTEXT_KINDS = frozenset({"watchdog_debug", "pyspy_failed", "slow_pass", "consensus_enabled",
+#: dump, the checker's start-up notice, torch's notes): they only describe one. (A watchdog's
+#: ``Scheduler debug info:`` header is no context: utils/watchdog.py prints it only once it fired.)
+_CONTEXT_KINDS = frozenset({"pyspy_failed", "slow_pass", "consensus_enabled",
                             "thread_dump", "c10d_note", "watchdog_body", "pool_check"})
 #: The bare lines of a ``Scheduler debug info:`` block (they carry no rank: the block's header does).
 _DEBUG_BODY = frozenset({"watchdog_body", "pool_check"})
@@ -145,6 +148,7 @@ _C10D_NOTES = ("FlightRecorder", "Flight Recorder", "TORCH_NCCL_TRACE_BUFFER_SIZ
 _DUMP_KINDS = frozenset({"pyspy_dump", "pyspy_process", "pyspy_thread", "pyspy_frame"})
 _MAX_RECORDS = 512
 _MAX_PYSPY = 8192
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _TITLE_RANK = re.compile(r"sglang::scheduler((?:_[A-Z_]*?[A-Z]+-?\d+)+)")
 _RANK_PART = re.compile(r"(ATTN_CP|MOE_DP|[A-Z]+)(-?\d+)")
 
@@ -211,7 +215,7 @@ class HangObserver:
             return None
         records_all = records
         records = [r for r in records if r["kind"] not in _CONTEXT_KINDS]
-        reports = [_report(r, ranks) for r in records]
+        reports = _soft_debug([_report(r, ranks) for r in records])
         fired = [p for p in reports if p["family"] is not None]
         failures = [p for p in reports if p["kind"] == "collective_failure"]
         dumps = _dumps(self.pyspy, records, ranks)
@@ -246,6 +250,12 @@ class HangObserver:
             for p in main:
                 if p.get("rank") and p["rank"] not in rank_list:
                     rank_list.append(p["rank"])
+        # without a timer's words, a py-spy dump of an SGLang scheduler (its title, or SGLang's own
+        # "Pyspy dump for PID" line) reports the hang: SGLang's watchdog or an operator took it
+        reported = [] if main else [d for d in dumps if _of_scheduler(d)]
+        for d in reported:
+            if d.get("rank") and d["rank"] not in rank_list:
+                rank_list.append(d["rank"])
         context = _Context(records_all, env or {}, kind_counts or {})
         progress = _progress(collectives, dumps, context, reports)
         debug = debug_blocks(records_all)
@@ -269,9 +279,9 @@ class HangObserver:
             behind=behind,
             pyspy=dumps,
             exit_code=exit_codes[0]["fields"].get("exit_code") if exit_codes else None,
-            first_line=first["line"] if first else (dumps[0]["line"] if dumps else 0),
+            first_line=first["line"] if first else (reported or dumps)[0]["line"] if dumps else 0,
             first_ts=first.get("ts") if first else None,
-            evidence=[_evidence(p) for p in (main + exit_codes)[:16]],
+            evidence=[_evidence(p) for p in (main + exit_codes + reported)[:16]],
             dropped=self.dropped,
             initiator=_initiator(collectives, dumps, divergence, behind) or _odd_batch(debug),
             stuck_on=_stuck_on(collectives, context, debug),
@@ -363,6 +373,12 @@ def _report(rec: dict[str, Any], ranks: Sequence[str]) -> dict[str, Any]:
         # the scheduler's watchdog prints its batch only once it has fired (scheduler.py's
         # watchdog_thread, after its loop; before the timeout line from v0.4.x on)
         out["family"] = "sglang_watchdog"
+    elif kind == "watchdog_debug":
+        # "{debug_name} debug info:" (v0.5.8+, utils/watchdog.py): printed only after the watchdog's
+        # loop broke, before its py-spy dumps and its timeout line; whether it was the soft one
+        # only that line says (``_soft_debug``)
+        out["family"] = "sglang_watchdog"
+        out["component"] = f.get("component")
     elif kind == "pd_timeout":
         out["family"] = "pd_bootstrap" if f.get("stage") == "bootstrap" else "pd_waiting"
     elif kind == "health_check_failed":
@@ -372,6 +388,19 @@ def _report(rec: dict[str, Any], ranks: Sequence[str]) -> dict[str, Any]:
         out["family"] = "weights_ready"
         out["timeout_s"] = f.get("timeout_s")
     return out
+
+
+def _soft_debug(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A watchdog's debug info takes the family of the timeout line its watchdog printed after it
+    (the same rank and component): the soft watchdog's dumps too, and the server goes on."""
+    for i, p in enumerate(reports):
+        if p["kind"] != "watchdog_debug":
+            continue
+        after = next((q for q in reports[i + 1:] if q["kind"] == "watchdog_timeout" and q.get("rank") == p.get("rank")
+                      and q.get("component") == p.get("component")), None)
+        if after is not None:
+            p["family"] = after["family"]
+    return reports
 
 
 def _collectives(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -425,7 +454,8 @@ def _title_rank(title: str) -> str | None:
     return " ".join(a + b for a, b in _RANK_PART.findall(m.group(1)))
 
 
-def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Sequence[str]) -> list[dict[str, Any]]:
+def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Sequence[str],
+           main_funcs: list[list[str]] | None = None) -> list[dict[str, Any]]:
     """py-spy dumps, each with its PID, process title, rank and main-thread stack.
 
     A dump starts at ``Pyspy dump for PID N`` (whose prefix names the rank that printed it:
@@ -442,10 +472,14 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
                    "main_function": None, "main_stack": [], "file": rec["file"], "text": rec["text"]}
             dumps.append(cur)
             thread = None
+            if main_funcs is not None:
+                main_funcs.append([])
         if cur is None:
             cur = {"pid": None, "title": None, "rank": None, "line": rec["line"], "threads": 0,
                    "main_function": None, "main_stack": [], "file": rec["file"], "text": rec["text"]}
             dumps.append(cur)
+            if main_funcs is not None:
+                main_funcs.append([])
         if kind == "pyspy_process":
             cur["title"] = f.get("title")
             if cur.get("pid") is None:
@@ -460,8 +494,11 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
             if f.get("name") == "MainThread":
                 cur["main_state"] = f.get("state")
         elif kind == "pyspy_frame" and thread is not None and thread["name"] == "MainThread":
-            location = f"{f.get('path')}:{f.get('lineno')}"
-            if cur["main_function"] is None:
+            if main_funcs is not None:  # every frame, for the phase table (``dump_places``)
+                main_funcs[-1].append(str(f.get("func")))
+            # a native frame (py-spy --native) has its library and no line
+            location = f"{f.get('path')}:{f.get('lineno')}" if f.get("lineno") is not None else f"{f.get('path')}"
+            if cur["main_function"] is None and not _ADDRESS.fullmatch(str(f.get("func"))):  # not a bare address
                 cur["main_function"] = f.get("func")
                 cur["main_location"] = location
             if len(cur["main_stack"]) < 12:
@@ -474,6 +511,27 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
         if not d.get("rank") and d.get("pid") in by_pid:
             d["rank"], d["rank_from"] = by_pid[d["pid"]], "pid"
     return dumps
+
+
+def _of_scheduler(dump: Mapping[str, Any]) -> bool:
+    """A py-spy dump of an SGLang scheduler process: its title (``sglang::scheduler_TP1``), or
+    SGLang's own ``Pyspy dump for PID N`` line above it."""
+    return str(dump.get("title") or "").startswith("sglang::scheduler") or \
+        str(dump.get("text") or "").rstrip().split("] ", 1)[-1].startswith("Pyspy dump for PID")
+
+
+def dump_places(obs: HangObserver) -> list[tuple[dict[str, Any], str | None]]:
+    """Each py-spy dump of a process the log names, with the phase its main thread's frames
+    place it in (``model/phases.tsv``: an ``event_loop_*`` is serving), or None."""
+    funcs: list[list[str]] = []
+    dumps = _dumps(obs.pyspy, [], (), funcs)
+    out = []
+    for d, f in zip(dumps, funcs, strict=True):
+        # py-spy prints the innermost frame first, a traceback last
+        phase = phase_of_frames([{"func": name} for name in reversed(f)])
+        if d.get("rank"):
+            out.append((d, phase))
+    return out
 
 
 def _evidence(p: dict[str, Any]) -> dict[str, Any]:

@@ -110,6 +110,11 @@ def judge(m: RunModel) -> Verdict:
         for key, value in detail.items():  # the watchdog evidence and ranks above stay as they are
             hang.setdefault(key, value)
     hung_lines = [h["line"] for h in fl.hang_events[:1]] + ([built.first_line] if built and built.ends_run else [])
+    if built is not None and built.timer == "pyspy_only" and built.evidence and not fatal \
+            and built.first_line > t.last_serving_line:
+        # a py-spy dump of a scheduler, nothing served after it and no failure in the log (SGLang
+        # also dumps before a crash): what SGLang's watchdog, or an operator, takes of a hang
+        hung_lines.append(built.first_line)
     first_hang = min(hung_lines) if hung_lines else None
     # the watchdog's own report (its frames, its terminate) is the hang's evidence, not a crash
     shown = [c for c in fatal if first_hang is None or not is_hang_report(c, first_hang)]

@@ -39,7 +39,7 @@ from .coverage import MAX_UNKNOWN_SHAPES, Coverage
 from .dynamo import DynamoObserver
 from .failures import Failures, record_end
 from .fingerprint import fingerprint
-from .hang import HANG_KINDS, HangObserver
+from .hang import HANG_KINDS, HangObserver, dump_places
 from .notices import Notices
 from .outcome import judge, milestone_name, named_ranks
 from .pools import Pools, place_rank
@@ -295,6 +295,11 @@ class RunModel:
         t = self.timeline
         # "-" is a rank only when the log names none: then it is the single scheduler
         labels = named_ranks(self)
+        # a py-spy dump's process title (sglang::scheduler_DP1_TP1_EP1_PP0) names its rank where no
+        # line is prefixed with it; its main thread's frames place it (an event loop is serving)
+        dumped = dump_places(self.hang_obs)
+        titled = [d["rank"] for d, _ in dumped if d.get("rank_from") == "process title" and d["rank"] not in labels]
+        labels = sorted(dict.fromkeys(labels + titled), key=rank_sort_key)
         if not labels and (NO_RANK in t.ranks or t.bars or t.answered):
             labels = [NO_RANK]
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
@@ -314,6 +319,12 @@ class RunModel:
             if r is not None and r in labels and p in PHASE_INDEX and (r not in reached
                                                                      or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
                 reached[r] = p
+        for d, p in dumped:
+            r = d["rank"]
+            if r in labels and p in PHASE_INDEX and (r not in reached or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
+                reached[r] = p
+            if r in titled and r not in later:  # its last record is the dump
+                later[r] = {"file": d.get("file"), "line": d["line"], "rank": r, "text": d.get("text") or ""}
         drawer = bar_rank(t.ranks) if t.bars else None
         per_rank = {k: self._rank_record(k, reached.get(k), drawer, later.get(k)) for k in labels}
         c = self.config

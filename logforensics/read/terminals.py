@@ -223,7 +223,7 @@ RULES: dict[str, Rule] = {
     "job_end": _rule(*(_end("JOB_END", n, jobend.field(n)) for n in ("source", "cause", "exit_code", "job", "host"))),
     "lib_log": _rule(T("LIB_TAG", "lib", v.strip_brackets), T("TEXT", "message", v.to_strip)),
     "ray_dedup": _rule(T("RAY_DEDUP", "count", v.dedup_count)),
-    "pyspy_thread": _rule(T("PYSPY_THREAD", "thread_id", v.int_after("Thread ")),
+    "pyspy_thread": _rule(T("PYSPY_THREAD", "thread_id", v.pyspy_thread_id),
                           T("PYSPY_THREAD", "state", v.pyspy_state), T("TEXT", "name", v.strip_quotes)),
     "pyspy_frame": _rule(T("PYSPY_FRAME", "func", v.word(0)), T("PYSPY_FRAME", "path", v.pyspy_path),
                          T("PYSPY_FRAME", "lineno", v.pyspy_lineno)),

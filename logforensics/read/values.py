@@ -443,14 +443,31 @@ def oom_what(s: str) -> str | None:
 pyspy_state = group(re.compile(r"\((\w[^)]*)\)"))
 
 
+_PYSPY_AT = re.compile(r"\(([^()\s]+?)(?::(\d+))?\)\s*$")
+
+
 @returns(STR)
-def pyspy_path(s: str) -> str:
-    return s.rsplit("(", 1)[1].rsplit(":", 1)[0]
+def pyspy_path(s: str) -> str | None:
+    """The file (or native library) of a py-spy frame: ``select (selectors.py:415)`` -> ``selectors.py``,
+    ``poll (libc.so.6)`` -> ``libc.so.6``."""
+    m = _PYSPY_AT.search(s)
+    return m.group(1) if m else None
 
 
 @returns(INT)
-def pyspy_lineno(s: str) -> int:
-    return int(s.rsplit(":", 1)[1].rstrip().rstrip(")"))
+def pyspy_lineno(s: str) -> int | None:
+    """Its line; none for a native frame without debug information."""
+    m = _PYSPY_AT.search(s)
+    return int(m.group(2)) if m and m.group(2) else None
+
+
+@returns(INT)
+def pyspy_thread_id(s: str) -> int | None:
+    """``Thread 88693 (idle)`` -> 88693; ``Thread 0x7F3A (active)`` (the Python thread's id) -> 0x7F3A."""
+    m = re.match(r"\s*Thread (?:(\d+)(?![xX])|\d[xX]([0-9A-Fa-f]+))", s)
+    if m is None:
+        return None
+    return int(m.group(1)) if m.group(1) is not None else int(m.group(2), 16)
 
 
 def literal_structure(text: str) -> tuple[list[int], int]:
