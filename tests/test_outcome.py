@@ -392,6 +392,25 @@ def test_a_traceback_wholly_inside_the_http_server_is_one_requests_error_not_a_c
     assert (err["line"], err["source"], err["exception"]) == (1, "http_request", "asyncio.exceptions.CancelledError")
 
 
+def test_an_http_layer_traceback_cut_before_its_exception_in_an_environment_named_sglang_is_no_crash() -> None:
+    """uvicorn's run_asgi down to starlette's middleware, cut before the exception line, from a
+    conda environment named ``sglang``: the directory's name is not SGLang's package, and the
+    traceback is still one request's (with its exception line it is an error, as above)."""
+    env = "/home/user/miniconda3/envs/sglang/lib/python3.10/site-packages"
+    text = ("Traceback (most recent call last):\n"
+            f'  File "{env}/uvicorn/protocols/http/httptools_impl.py", line 409, in run_asgi\n'
+            "    result = await app(  # type: ignore[func-returns-value]\n"
+            f'  File "{env}/starlette/middleware/errors.py", line 165, in __call__\n'
+            "    await self.app(scope, receive, _send)\n")
+    s = summarize(text)
+    assert s.outcome == "incomplete" and s.crash is None, s.outcome_reason
+    [err] = (e.to_dict() for e in s.errors)
+    assert (err["line"], err["source"], err["exception"]) == (1, "http_request", None)
+    s = summarize(text.replace(f"{env}/starlette/middleware/errors.py",
+                               f"{env}/sglang/srt/entrypoints/http_server.py"))
+    assert s.outcome == "crashed" and s.crash is not None
+
+
 def test_a_traceback_through_sglang_below_the_http_server_is_still_a_crash() -> None:
     text = ('  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/http_server.py", line 470, in generate_request\n'
             "    ret = await _global_state.tokenizer_manager.generate_request(obj, request).__anext__()\n") + _ASGI_TAIL

@@ -49,11 +49,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "the first record of the traceback it opens",
     ("fatal_line", "411"): "the crash starts at line 2, as 410's: line 1 ('Initialization failed. warmup error: "
                            "Traceback (most recent call last):', its stamp without '[') is read as warmup_failed only",
-    ("outcome", "412"): "'crashed': a traceback wholly in uvicorn, fastapi and starlette (run_asgi and the middleware "
-                        "stack, lines 1-13), cut before its exception line, is read as the server's crash; with its "
-                        "exception line such a traceback is an HTTP-layer error (262), cut it is not",
-    ("crash", "412"): "'a traceback whose exception is not in this log (cut) at line 1': the HTTP-layer traceback "
-                      "(uvicorn httptools_impl run_asgi down to starlette's cors middleware) is no process failure",
     ("outcome", "413"): "'incomplete ... without readiness or failure': the 2026 'Scheduler debug info:' dumps of TP1 "
                         "and TP7 (lines 1 and 7) are read (watchdog_debug) but not as the watchdog firing, as the "
                         "2025 batch dump is (362)",

@@ -90,14 +90,24 @@ def _body(ev: Event) -> str:
 #: frame is in them (and none in SGLang) is one request's failure inside the web layer, which
 #: uvicorn logs and goes on from ("Exception in ASGI application"), not a rank's end.
 _HTTP_LAYER = re.compile(r"/(?:starlette|uvicorn|fastapi|h11|anyio|asyncio)/")
+#: SGLang's own package in a path: its directory inside an installation (``site-packages/sglang/``)
+#: or a source tree (``python/sglang/``), or its ``srt`` runtime; not a directory that is only
+#: named so (a conda environment ``envs/sglang/``, a user's checkout ``~/sglang/``)
+_SGLANG_PACKAGE = re.compile(r"(?:site-packages|dist-packages|python)/sglang/|/sglang/srt/")
+
+
+def _in_http_layer(path: str) -> bool:
+    """Whether a frame's file is in one of the HTTP server's packages and not in SGLang: the
+    package's directory is in its path, with no SGLang package directory in it."""
+    return bool(_HTTP_LAYER.search(path)) and not _SGLANG_PACKAGE.search(path)
 
 
 def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
     """``"http_request"`` when every frame of a traceback is in the HTTP server's packages
-    (``model.failures.CAUGHT_SOURCES``), else None."""
+    (``model.failures.CAUGHT_SOURCES``), else None; with or without its exception line (a
+    window cut inside uvicorn's ``run_asgi`` and the middleware stack is still one request's)."""
     paths = [str(f.get("path") or "") for f in frames]
-    if paths and all(_HTTP_LAYER.search(p) and "sglang" not in p for p in paths) \
-            and any("/asyncio/" not in p for p in paths):
+    if paths and all(_in_http_layer(p) for p in paths) and any("/asyncio/" not in p for p in paths):
         return "http_request"
     return None
 
