@@ -730,3 +730,25 @@ def test_a_traceback_another_programs_logger_logged_is_its_error_not_the_servers
     assert logged.outcome == "ready" and logged.crash is None
     assert [e.line for e in logged.errors] == [3]
     assert summarize(serving + tb).outcome == "crashed"
+
+
+_WARMUP = ("[2025-03-01 14:03:07] Initialization failed. warmup error: Traceback (most recent call last):\n"
+           '  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/entrypoints/http_server.py", line 548, '
+           "in _wait_and_warmup\n"
+           '    assert res.status_code == 200, f"{res=}, {res.text=}"\n'
+           "AssertionError: res=<Response [502]>, res.text=''\n")
+
+
+def test_the_launchers_warmup_failure_opens_the_traceback_it_logs() -> None:
+    """"Initialization failed. warmup error: Traceback (most recent call last):": the launcher's
+    warm-up logs the traceback of what failed after it, so the failure starts at that line,
+    and it is the warm-up's, also when the window ends before its frames."""
+    s = summarize(_WARMUP)
+    assert s.outcome == "crashed" and s.crash is not None
+    assert (s.crash.line, s.crash.phase, s.crash.exception) == (1, "warmup", "AssertionError")
+    assert s.crash.message == "res=<Response [502]>, res.text=''"
+    cut = summarize("[2025-03-01 14:03:07] Initialization failed. warmup error: Traceback (most rec\n")
+    assert cut.crash is not None and (cut.crash.line, cut.crash.phase, cut.crash.exception) == (1, "warmup", None)
+    other = summarize("[2025-03-01 14:03:07] Initialization failed. warmup error: Connection refused\n")
+    assert other.crash is None  # a message, not a traceback's header: no record opens
+

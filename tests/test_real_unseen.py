@@ -44,11 +44,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
                       "forward_thread_func (a forward pass while serving) is not read as a crash",
     ("fatal_line", "385"): "no crash, so no fatal line; the label's is the dump's first record (line 2)",
-    ("fatal_line", "410"): "the crash starts at line 12 (the File line): the launcher's 'Initialization failed. warmup "
-                           "error: Traceback (most recent call last):' at line 11 is read (warmup_failed) but not as "
-                           "the first record of the traceback it opens",
-    ("fatal_line", "411"): "the crash starts at line 2, as 410's: line 1 ('Initialization failed. warmup error: "
-                           "Traceback (most recent call last):', its stamp without '[') is read as warmup_failed only",
     ("outcome", "413"): "'incomplete ... without readiness or failure': the 2026 'Scheduler debug info:' dumps of TP1 "
                         "and TP7 (lines 1 and 7) are read (watchdog_debug) but not as the watchdog firing, as the "
                         "2025 batch dump is (362)",
