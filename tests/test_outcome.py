@@ -752,3 +752,18 @@ def test_the_launchers_warmup_failure_opens_the_traceback_it_logs() -> None:
     other = summarize("[2025-03-01 14:03:07] Initialization failed. warmup error: Connection refused\n")
     assert other.crash is None  # a message, not a traceback's header: no record opens
 
+
+def test_a_shells_killed_is_a_record_of_its_own_never_the_exceptions_message() -> None:
+    """bash's "Killed" after a traceback (the job died of SIGKILL): the shell's notice, read
+    as such and told after the failure, not a line of the AssertionError's message."""
+    s = summarize(_WARMUP + "\nKilled\n")
+    assert s.crash is not None and s.crash.message == "res=<Response [502]>, res.text=''"
+    assert s.crash.end_line == 5
+    assert s.outcome_reason == ("AssertionError at line 1; then killed by SIGKILL (no OOM kill recorded) "
+                                "(a shell: Killed; case.log:6)")
+    [notice] = s.notices["job_end"]
+    assert notice.line == 6
+    # alone in a log that just stops: the process was killed, and that is its end
+    alone = summarize("[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=78.50 GB\nKilled\n")
+    assert alone.outcome == "crashed" and alone.crash is not None and alone.crash.source == "shell"
+    assert alone.crash.line == 2 and alone.crash.message == "killed by SIGKILL (no OOM kill recorded)"
