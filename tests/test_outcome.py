@@ -392,6 +392,25 @@ def test_a_traceback_wholly_inside_the_http_server_is_one_requests_error_not_a_c
     assert (err["line"], err["source"], err["exception"]) == (1, "http_request", "asyncio.exceptions.CancelledError")
 
 
+def test_an_http_layer_traceback_cut_before_its_exception_in_an_environment_named_sglang_is_no_crash() -> None:
+    """uvicorn's run_asgi down to starlette's middleware, cut before the exception line, from a
+    conda environment named ``sglang``: the directory's name is not SGLang's package, and the
+    traceback is still one request's (with its exception line it is an error, as above)."""
+    env = "/home/user/miniconda3/envs/sglang/lib/python3.10/site-packages"
+    text = ("Traceback (most recent call last):\n"
+            f'  File "{env}/uvicorn/protocols/http/httptools_impl.py", line 409, in run_asgi\n'
+            "    result = await app(  # type: ignore[func-returns-value]\n"
+            f'  File "{env}/starlette/middleware/errors.py", line 165, in __call__\n'
+            "    await self.app(scope, receive, _send)\n")
+    s = summarize(text)
+    assert s.outcome == "incomplete" and s.crash is None, s.outcome_reason
+    [err] = (e.to_dict() for e in s.errors)
+    assert (err["line"], err["source"], err["exception"]) == (1, "http_request", None)
+    s = summarize(text.replace(f"{env}/starlette/middleware/errors.py",
+                               f"{env}/sglang/srt/entrypoints/http_server.py"))
+    assert s.outcome == "crashed" and s.crash is not None
+
+
 def test_a_traceback_through_sglang_below_the_http_server_is_still_a_crash() -> None:
     text = ('  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/http_server.py", line 470, in generate_request\n'
             "    ret = await _global_state.tokenizer_manager.generate_request(obj, request).__anext__()\n") + _ASGI_TAIL
@@ -711,3 +730,40 @@ def test_a_traceback_another_programs_logger_logged_is_its_error_not_the_servers
     assert logged.outcome == "ready" and logged.crash is None
     assert [e.line for e in logged.errors] == [3]
     assert summarize(serving + tb).outcome == "crashed"
+
+
+_WARMUP = ("[2025-03-01 14:03:07] Initialization failed. warmup error: Traceback (most recent call last):\n"
+           '  File "/opt/venv/lib/python3.11/site-packages/sglang/srt/entrypoints/http_server.py", line 548, '
+           "in _wait_and_warmup\n"
+           '    assert res.status_code == 200, f"{res=}, {res.text=}"\n'
+           "AssertionError: res=<Response [502]>, res.text=''\n")
+
+
+def test_the_launchers_warmup_failure_opens_the_traceback_it_logs() -> None:
+    """"Initialization failed. warmup error: Traceback (most recent call last):": the launcher's
+    warm-up logs the traceback of what failed after it, so the failure starts at that line,
+    and it is the warm-up's, also when the window ends before its frames."""
+    s = summarize(_WARMUP)
+    assert s.outcome == "crashed" and s.crash is not None
+    assert (s.crash.line, s.crash.phase, s.crash.exception) == (1, "warmup", "AssertionError")
+    assert s.crash.message == "res=<Response [502]>, res.text=''"
+    cut = summarize("[2025-03-01 14:03:07] Initialization failed. warmup error: Traceback (most rec\n")
+    assert cut.crash is not None and (cut.crash.line, cut.crash.phase, cut.crash.exception) == (1, "warmup", None)
+    other = summarize("[2025-03-01 14:03:07] Initialization failed. warmup error: Connection refused\n")
+    assert other.crash is None  # a message, not a traceback's header: no record opens
+
+
+def test_a_shells_killed_is_a_record_of_its_own_never_the_exceptions_message() -> None:
+    """bash's "Killed" after a traceback (the job died of SIGKILL): the shell's notice, read
+    as such and told after the failure, not a line of the AssertionError's message."""
+    s = summarize(_WARMUP + "\nKilled\n")
+    assert s.crash is not None and s.crash.message == "res=<Response [502]>, res.text=''"
+    assert s.crash.end_line == 5
+    assert s.outcome_reason == ("AssertionError at line 1; then killed by SIGKILL (no OOM kill recorded) "
+                                "(a shell: Killed; case.log:6)")
+    [notice] = s.notices["job_end"]
+    assert notice.line == 6
+    # alone in a log that just stops: the process was killed, and that is its end
+    alone = summarize("[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=78.50 GB\nKilled\n")
+    assert alone.outcome == "crashed" and alone.crash is not None and alone.crash.source == "shell"
+    assert alone.crash.line == 2 and alone.crash.message == "killed by SIGKILL (no OOM kill recorded)"

@@ -44,16 +44,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("crash", "385"): "no crash: the faulthandler dump whose 'Current thread' is tp_worker_overlap_thread's "
                       "forward_thread_func (a forward pass while serving) is not read as a crash",
     ("fatal_line", "385"): "no crash, so no fatal line; the label's is the dump's first record (line 2)",
-    ("fatal_line", "410"): "the crash starts at line 12 (the File line): the launcher's 'Initialization failed. warmup "
-                           "error: Traceback (most recent call last):' at line 11 is read (warmup_failed) but not as "
-                           "the first record of the traceback it opens",
-    ("fatal_line", "411"): "the crash starts at line 2, as 410's: line 1 ('Initialization failed. warmup error: "
-                           "Traceback (most recent call last):', its stamp without '[') is read as warmup_failed only",
-    ("outcome", "412"): "'crashed': a traceback wholly in uvicorn, fastapi and starlette (run_asgi and the middleware "
-                        "stack, lines 1-13), cut before its exception line, is read as the server's crash; with its "
-                        "exception line such a traceback is an HTTP-layer error (262), cut it is not",
-    ("crash", "412"): "'a traceback whose exception is not in this log (cut) at line 1': the HTTP-layer traceback "
-                      "(uvicorn httptools_impl run_asgi down to starlette's cors middleware) is no process failure",
     ("outcome", "421"): "'ready' (served a request at line 2), and line 8's out-of-memory record is read as an error "
                         "the process logged (ER01: 'Worker encountered error CUDA out of memory. ...', in AReaL's own "
                         "format), not as its end: the label reads AReaL's 'Worker encountered error' as the worker's "

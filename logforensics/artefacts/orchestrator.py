@@ -25,12 +25,13 @@ def line_records(file: str, lines: Iterable[str]) -> list[Termination]:
     """Every line record of ``read.jobend`` (Slurm, the kernel's OOM killer, Ray, Docker's
     events) in a text, in line order. A container's ``die`` after its own ``oom`` event is
     the end of that OOM kill (as ``docker inspect`` then says ``OOMKilled: true``), with the
-    exit code the ``oom`` event lacks."""
+    exit code the ``oom`` event lacks. A shell's ``Killed`` is a notice in the output of the
+    job the shell ran, the log itself, not a record of its own: a file is not records by it."""
     out = []
     oom: dict[str, int] = {}  # container -> the line of its oom event
     for no, raw in enumerate(lines, 1):
         found = jobend.match(raw)
-        if found is None:
+        if found is None or found.source == "shell":
             continue
         detail = dict(found.detail)
         cause = found.cause

@@ -6,8 +6,10 @@ kernel's OOM killer, Kubernetes' ``OOMKilled``, Slurm's time limit), that record
 run's end: an OOM kill or a non-zero exit is a crash whose only evidence is that record;
 a cancel (time limit, by hand) of a ready server is its stop, and of one still starting
 the reason the log stops. A log that shows a failure of its own keeps it; the records are
-then shown beside it. Slurm writes its records into the job's own output too: those are
-read from the log (``job_end`` events, :func:`in_log`) and judged the same way.
+then shown beside it. Slurm writes its records into the job's own output too, and a shell
+its notice that the job it ran was killed (bash's ``Killed``): those are read from the log
+(``job_end`` events, :func:`in_log`) and judged the same way; one after a failure the log
+shows is said after it (the process was killed after it failed).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from .summary import Crash, RunSummary
 FAILED = ("oom_killed", "evicted", "node_failure", "liveness_probe", "sigkill", "exited")
 #: Causes that end a job on purpose.
 CANCELLED = ("time_limit", "cancelled")
-SOURCES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker", "ray": "Ray", "kernel": "the kernel"}
+SOURCES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker", "ray": "Ray", "kernel": "the kernel",
+           "shell": "a shell"}
 #: What to collect for a log that just stops: who ended the process is recorded outside the
 #: log, if anywhere (``summary`` and ``diff`` say it in these words).
 END_RECORD = ("the record of the process's end outside the log, beside it or with --artifacts: "
@@ -62,7 +65,8 @@ def with_artefacts(s: RunSummary, arts: Artefacts) -> RunSummary:
 
 
 def in_log(notices: list[dict[str, Any]]) -> tuple[Termination, ...]:
-    """The ``job_end`` records of a log (Slurm's lines in the job's own output) as terminations."""
+    """The ``job_end`` records of a log (Slurm's lines in the job's own output, a shell's
+    ``Killed``) as terminations."""
     out = []
     for n in notices:
         found = jobend.match(n["text"])
@@ -89,8 +93,24 @@ def with_ends(s: RunSummary, terminations: Sequence[Termination]) -> RunSummary:
                                      keys=("line", "file", "text", "phase", "source", "message", "evidence"))
         else:
             changes["outcome_reason"] = f"{s.outcome_reason}; {describe(end)}"
+    elif end is not None and s.outcome in ("crashed", "hung") and end.cause in FAILED \
+            and end.line > _failed_at(s) and end.file == _failed_file(s):
+        # the process was killed after the failure its log shows: said after it, not instead of it
+        changes["outcome_reason"] = f"{s.outcome_reason}; then {describe(end)}"
     elif end is not None and s.outcome == "ready" and s.stopped is None and end.cause in CANCELLED:
         changes["stopped"] = Stop.from_dict({"file": end.file, "line": end.line, "rank": None, "text": end.text,
                                              "evidence": [{"file": end.file, "line": end.line, "text": end.text}]})
         changes["outcome_reason"] = f"{s.outcome_reason}; {describe(end)}"
     return dataclasses.replace(s, **changes) if changes else s  # type: ignore[arg-type]
+
+
+def _failed_at(s: RunSummary) -> int:
+    """The line of the run's failure (its crash's, else its hang's first), or 0 if neither."""
+    if s.crash is not None:
+        return s.crash.line or 0
+    return int((s.hang.first_line if s.hang is not None else 0) or 0)
+
+
+def _failed_file(s: RunSummary) -> str:
+    """The file of the run's failure: its crash's, else the run's own."""
+    return str((s.crash.file if s.crash is not None else None) or s.file or "")

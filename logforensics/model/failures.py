@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from ..read.assemble import WARMUP_SOURCE
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
@@ -238,6 +239,8 @@ def on_exception(m: RunModel, ev: Event) -> None:
         # the threads of a fatal error's dump whose failing thread is cut place the process too
         "phase": phase_for(m, rank, frames or f.get("dump_frames") or []),
     }
+    if record["source"] == WARMUP_SOURCE:  # the launcher's warm-up request failed: its frames may be cut
+        record["phase"] = "warmup"
     logged = m.failures.logged_error
     if record["source"] is None and logged is not None and logged == ev.line - 1:
         record["source"] = LOGGED_SOURCE  # another program's logger logged it on the line above
@@ -367,7 +370,10 @@ def ended_by(exit_code: int | None) -> str | None:
 
 def process_phrase(source: str | None) -> str | None:
     """The process a record's header names, for prose: ``the DetokenizerManager (its line
-    names no rank)``, ``the Rank 0 scheduler``; None when it names none."""
+    names no rank)``, ``the Rank 0 scheduler``, ``the launcher's warm-up`` (the traceback its
+    "Initialization failed. warmup error:" logs); None when it names none."""
+    if source == WARMUP_SOURCE:
+        return "the launcher's warm-up"
     named = named_process(source)
     if named is None:
         return None

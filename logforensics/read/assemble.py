@@ -40,8 +40,13 @@ _MAX_TB_LINES = 5000
 #: Exception names that only count inside a traceback.
 _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
 #: Kinds that open a traceback when none is open; all others pass straight through.
+#: (``warmup_failed``: the launcher's "Initialization failed. warmup error: Traceback (most recent
+#: call last):" is the header of the traceback it logs; with another message it passes through)
 TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thread", "exc_line", "oom_message",
-                               "fh_timeout"})
+                               "fh_timeout", "warmup_failed"})
+#: The source of a traceback that the launcher's warm-up logged (``warmup_failed``).
+WARMUP_SOURCE = "warmup"
+_TB_START = "Traceback (most recent call last):"
 #: Pieces that can begin a file cut inside a traceback (a frame's source line, a caret line):
 #: held at line 1, they join the traceback that follows them, or pass on as they were.
 _LEAD = frozenset({"indented", "tb_caret"})
@@ -90,14 +95,37 @@ def _body(ev: Event) -> str:
 #: frame is in them (and none in SGLang) is one request's failure inside the web layer, which
 #: uvicorn logs and goes on from ("Exception in ASGI application"), not a rank's end.
 _HTTP_LAYER = re.compile(r"/(?:starlette|uvicorn|fastapi|h11|anyio|asyncio)/")
+#: SGLang's own package in a path: its directory inside an installation (``site-packages/sglang/``)
+#: or a source tree (``python/sglang/``), or its ``srt`` runtime; not a directory that is only
+#: named so (a conda environment ``envs/sglang/``, a user's checkout ``~/sglang/``)
+_SGLANG_PACKAGE = re.compile(r"(?:site-packages|dist-packages|python)/sglang/|/sglang/srt/")
+
+
+def _in_http_layer(path: str) -> bool:
+    """Whether a frame's file is in one of the HTTP server's packages and not in SGLang: the
+    package's directory is in its path, with no SGLang package directory in it."""
+    return bool(_HTTP_LAYER.search(path)) and not _SGLANG_PACKAGE.search(path)
+
+
+def warmup_header(ev: Event) -> bool | None:
+    """For the launcher's ``Initialization failed. warmup error: ...`` (``_wait_and_warmup``,
+    which logs the traceback of what failed after it): True when its message is a traceback's
+    header, the record the frames on the next lines continue; False when it is the header cut
+    at the window's end ("Traceback (m"); None for any other message or record."""
+    if ev.kind != "warmup_failed":
+        return None
+    message = str(ev.fields.get("message") or "").strip()
+    if message == _TB_START:
+        return True
+    return False if message and _TB_START.startswith(message) else None
 
 
 def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
     """``"http_request"`` when every frame of a traceback is in the HTTP server's packages
-    (``model.failures.CAUGHT_SOURCES``), else None."""
+    (``model.failures.CAUGHT_SOURCES``), else None; with or without its exception line (a
+    window cut inside uvicorn's ``run_asgi`` and the middleware stack is still one request's)."""
     paths = [str(f.get("path") or "") for f in frames]
-    if paths and all(_HTTP_LAYER.search(p) and "sglang" not in p for p in paths) \
-            and any("/asyncio/" not in p for p in paths):
+    if paths and all(_in_http_layer(p) for p in paths) and any("/asyncio/" not in p for p in paths):
         return "http_request"
     return None
 
@@ -310,6 +338,12 @@ class TracebackAssembler:
             yield from self.close()  # another rank's traceback, each line behind its prefix
             tb = None
 
+        warmup = warmup_header(ev)
+        if warmup is not None:  # the warm-up's failure, its traceback's header at its end
+            if tb is not None:
+                yield from self.close()
+            self._start(ev, WARMUP_SOURCE).header_cut = not warmup
+            return
         if kind == "exc_header":
             source = ev.fields.get("source")
             if tb is not None and source is None and (tb.chained_wait or not tb.frames) and tb.exception is None:

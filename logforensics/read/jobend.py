@@ -2,7 +2,7 @@
 job's own output (Slurm writes ``slurmstepd``/``srun`` lines into it: the grammar's
 ``job_end`` record) and for the files beside it (``artefacts.orchestrator``).
 
-Each record gives a ``source`` (slurm, kernel, ray, docker), a ``cause`` (``oom_killed``,
+Each record gives a ``source`` (slurm, kernel, ray, docker, shell), a ``cause`` (``oom_killed``,
 ``time_limit``, ``cancelled``, ``node_failure``, ``exited``) and what else it names (job,
 host, task, process, exit code).
 """
@@ -86,6 +86,9 @@ RECORDS: tuple[_Rec, ...] = (
                 r"|\"status\":\s*\"die\".*?\"exitCode\":\s*\"(?P<json_code>-?\d+)\""), "docker", BY_CODE, _docker),
     (re.compile(r"Worker exit type: (?P<exit_type>\w+)(?: Worker exit detail: (?P<exit_detail>.*))?"), "ray",
      "exited", _groups),
+    # a shell's job-control notice, alone on its line: the job it ran died of SIGKILL (bash's
+    # "Killed"; the OOM killer or an operator sent it, the notice does not say which)
+    (re.compile(r"^\s*Killed\s*$"), "shell", "sigkill", _groups),
 )
 
 
