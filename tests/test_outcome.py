@@ -711,3 +711,29 @@ def test_a_traceback_another_programs_logger_logged_is_its_error_not_the_servers
     assert logged.outcome == "ready" and logged.crash is None
     assert [e.line for e in logged.errors] == [3]
     assert summarize(serving + tb).outcome == "crashed"
+
+
+def test_a_faulthandler_stack_without_its_header_is_innermost_first_and_has_no_exception_to_cut() -> None:
+    """real-unseen 425: frames in faulthandler's form ('line 508 in __init__', no comma), most
+    recent call first, with no header above them: the first frame printed is the innermost, no
+    line after a frame is its source, and what the log lacks is the header, not an exception."""
+    from logforensics.diagnose.engine import evaluate
+    from logforensics.diagnose.rulespec import load_rules
+
+    s = summarize(
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 508 in __init__\n'
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 4025 in run_scheduler_process\n'
+        '  File "/usr/lib/python3.12/multiprocessing/spawn.py", line 122 in spawn_main\n'
+        '  File "<string>", line 1 in <module>\n'
+        "Extension modules: numpy._core._multiarray_umath, psutil._psutil_linux\n")
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.exception is None
+    frames = s.crash.frames
+    assert [(f.func, f.log_line, f.code) for f in (frames[0], frames[-1])] == [("<module>", 4, None), ("__init__", 1, None)]
+    assert "faulthandler stack dump" in s.outcome_reason and "cut" not in s.outcome_reason
+    cr01 = next(f for f in evaluate(load_rules([]), s, None).findings if f.rule == "CR01")
+    assert "whose header is not in this log" in cr01.title and "traceback" not in cr01.title
+    # Python's own traceback form, cut before its exception, is still called so
+    cut = summarize('  File "/sglang/srt/managers/scheduler.py", line 2056, in run_scheduler_process\n'
+                    "    self.event_loop()\n")
+    assert cut.crash is not None and cut.crash.frames[0].code == "self.event_loop()"
+    assert "not in this log (cut)" in cut.outcome_reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..model.failures import LOGGED_THEN_RAISED, ended_by, process_phrase
+from ..model.failures import HEADERLESS_DUMP, LOGGED_THEN_RAISED, ended_by, headerless_dump, process_phrase
 from ..model.phases import placing_function, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
@@ -148,6 +148,8 @@ def without_exception(crash: Crash) -> str:
         return "no Python exception (native abort or torn traceback)"
     if crash.source in LOGGED_THEN_RAISED and crash.message:
         return crash.message[:160]  # what it logged before raising it
+    if headerless_dump(crash.source, crash.exception):
+        return HEADERLESS_DUMP
     if crash.frames or crash.source is not None:
         return "a traceback whose exception is not in this log (cut)"
     return "a child process failed, what failed is not in this log"

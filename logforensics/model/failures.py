@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from ..read.assemble import FH_HEADERLESS
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
@@ -195,6 +196,21 @@ def _same_process(rank: str, ranks: Any) -> bool:
 
 _TP = re.compile(r"TP\d+")
 _TORCH_RANK = re.compile(r"rank\d+")
+
+
+#: A crash record that is faulthandler's stack with its header above the window, in words:
+#: such a dump has no exception line (none is cut); its header, which names the fatal error
+#: or the signal, is what the log lacks.
+HEADERLESS_DUMP = "a faulthandler stack dump (no exception line) whose header is not in this log"
+#: What to collect for it.
+HEADERLESS_DUMP_COLLECT = ("the lines above the stack dump: its header (the fatal error or signal faulthandler "
+                           "names, and the thread) is not in this one")
+
+
+def headerless_dump(source: str | None, exception: str | None) -> bool:
+    """Whether a crash record is faulthandler's stack whose header is not in the log
+    (``read.assemble``: frames in faulthandler's form with nothing above them)."""
+    return source == FH_HEADERLESS and not exception
 
 
 def _brief(rec: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 from ..read.fatal import scheduler_died
 from ..read.values import THREAD_SOURCE
 from .coverage import record_count, vllm_records
-from .failures import LOGGED_THEN_RAISED, PCG_SOURCE, is_hang_consequence, is_hang_report
+from .failures import (
+    HEADERLESS_DUMP,
+    LOGGED_THEN_RAISED,
+    PCG_SOURCE,
+    headerless_dump,
+    is_hang_consequence,
+    is_hang_report,
+)
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, rank_sort_key
 
@@ -226,6 +233,8 @@ def what_failed(crash: dict[str, Any]) -> str:
         return str(crash.get("message") or "native abort")[:160]
     if crash.get("garbled"):
         return "a traceback torn by concurrent writers (exception unreadable)"
+    if headerless_dump(crash.get("source"), crash.get("exception")):
+        return HEADERLESS_DUMP
     if crash.get("source") is not None or crash.get("frames") or crash.get("count"):
         return "a traceback whose exception is not in this log (cut)"
     return "a child process failed (the parent says so; what failed is not in this log)"
