@@ -737,3 +737,31 @@ def test_a_faulthandler_stack_without_its_header_is_innermost_first_and_has_no_e
                     "    self.event_loop()\n")
     assert cut.crash is not None and cut.crash.frames[0].code == "self.event_loop()"
     assert "not in this log (cut)" in cut.outcome_reason
+
+
+def test_c10s_exception_header_after_a_torch_record_is_that_ranks_logged_cpp_exception_not_an_abort() -> None:
+    """real-unseen 427: torch's '[rank1]:[W... TCPStore.cpp:125] [c10d] recvValue failed ...', then
+    c10's 'Exception raised from recvBytes at .../Utils.hpp:682 (most recent call first):': the
+    record logged a thrown C++ exception with its stack; the failure starts at the record, on
+    rank1, raised in recvBytes, and nothing in it is an abort."""
+    from logforensics.diagnose.engine import evaluate
+    from logforensics.diagnose.rulespec import load_rules
+
+    record = ("[rank1]:[W1119 17:59:26.271588084 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=61, "
+              "addr=[localhost]:33850, remote=[localhost]:30005): Failed to recv, got 0 bytes. Connection was likely "
+              "closed. Did the remote server shutdown or crash?\n")
+    raised = ("Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:682 (most recent "
+              "call first):\n"
+              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x80 (0x7090b977eeb0 in libc10.so)\n"
+              "frame #1: <unknown function> + 0x5d694d1 (0x70909d7ef4d1 in libtorch_cpu.so)\n")
+    s = summarize(record + raised)
+    assert s.outcome == "crashed" and s.crash is not None
+    c = s.crash
+    assert (c.line, c.first_rank, c.ranks, c.exception, c.native) == (1, "rank1", ["rank1"], None, False)
+    assert "C++ exception raised in recvBytes (Utils.hpp:682), logged at TCPStore.cpp:125" in s.outcome_reason
+    assert "abort" not in s.outcome_reason
+    cr01 = next(f for f in evaluate(load_rules([]), s, None).findings if f.rule == "CR01")
+    assert cr01.title.startswith("rank1 failed first") and "native abort" not in cr01.title
+    # c10's header with no torch record right above it is a C++ stack trace of a process no line names
+    alone = summarize("[2025-11-19 17:59:26] some other line\n" + raised)
+    assert alone.crash is not None and alone.crash.line == 2 and alone.crash.native and alone.crash.first_rank is None

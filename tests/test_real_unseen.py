@@ -90,12 +90,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("outcome", "426"): "'incomplete ... without readiness or failure': TP7's 'KV cache pool is full. Retract requests. "
                         "#retracted_reqs: 1' (line 1), a decode retraction, is not read as a serving record",
     ("phase_reached", "426"): "TP7's phase is '-': the retraction at line 1 places no rank in serving",
-    ("crash", "427"): "the crash names no rank ('an unlabelled process', ranks '-') and calls its exception 'native "
-                      "abort': line 1, '[rank1]:[W1119 ...] TCPStore.cpp:125] [c10d] recvValue failed ... Connection "
-                      "was likely closed', is rank1's, and line 2 'Exception raised from recvBytes' is c10's report of "
-                      "a thrown error, not an abort",
-    ("fatal_line", "427"): "line 2 ('Exception raised from recvBytes', the C++ stack trace): the failure's first record is "
-                           "line 1, rank1's 'recvValue failed' record whose exception line 2 reports",
 }
 
 

@@ -33,9 +33,11 @@ from ..read.fatal import scheduler_died
 from ..read.values import THREAD_SOURCE
 from .coverage import record_count, vllm_records
 from .failures import (
+    CPP_RAISED_SOURCE,
     HEADERLESS_DUMP,
     LOGGED_THEN_RAISED,
     PCG_SOURCE,
+    cpp_exception_words,
     headerless_dump,
     is_hang_consequence,
     is_hang_report,
@@ -229,6 +231,8 @@ def what_failed(crash: dict[str, Any]) -> str:
         if crash.get("first_message"):
             return f"{str(crash['first_message'])[:160]} (then {crash['exception']})"
         return str(crash["exception"])
+    if crash.get("source") == CPP_RAISED_SOURCE and crash.get("message"):
+        return cpp_exception_words(str(crash["message"]))
     if crash.get("native") or crash.get("source") in LOGGED_THEN_RAISED and crash.get("message"):
         return str(crash.get("message") or "native abort")[:160]
     if crash.get("garbled"):
