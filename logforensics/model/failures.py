@@ -58,6 +58,9 @@ class Failures:
     #: ..."): {file, line, rank, text, message}; c10's "Exception raised from ..." on the next
     #: line continues it (``on_cpp_frame``)
     last_c10d: dict[str, Any] | None = None
+    #: the last line of each torch rank's c10d records (``[rankN]:`` or the line's rank): a rank
+    #: whose C++ exception was logged and that logs again went on from it (``outcome._went_on``)
+    c10d_lines: dict[str, int] = field(default_factory=dict)
 
     def add_distinct(self, rec: dict[str, Any], m: RunModel) -> None:
         sig = (rec["exception"], shape(rec["message"] or ""),
@@ -94,6 +97,7 @@ class Failures:
         self.cann_hint = later.cann_hint or self.cann_hint
         self.logged_error = later.logged_error or self.logged_error
         self.last_c10d = later.last_c10d or self.last_c10d
+        self.c10d_lines.update(later.c10d_lines)
         hangs = later.hang_events
         if self.hang_events and hangs and hangs[0].get("kind") == "exception":
             hangs = hangs[1:]
@@ -600,12 +604,17 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
     record that carries an Ascend CANN code names the rank of the CANN record after it."""
     msg = ev.fields.get("message") or ""
     head = ev.fields.get("head") or {}
-    m.failures.last_c10d = {"file": ev.file, "line": ev.line, "rank": ev.rank or c10d_rank(head), "ts": ev.ts,
-                            "text": ev.text, "message": msg}
+    own = ev.rank or c10d_rank(head)
+    if own is not None:
+        m.failures.c10d_lines[own] = ev.line
+    hang = ev.kind == "collective_timeout" or any(mk in msg for mk in HANG_MARKERS)
+    # a C++ exception logged by a timeout's record is the watchdog's report, the hang's evidence
+    m.failures.last_c10d = None if hang else {"file": ev.file, "line": ev.line, "rank": own, "ts": ev.ts,
+                                              "text": ev.text, "message": msg}
     code = _CANN_CODE.search(msg) if "E" in msg else None
     if code and c10d_rank(head):
         m.failures.cann_hint = {"code": code.group(0), "rank": c10d_rank(head), "line": ev.line}
-    if ev.kind == "collective_timeout" or any(mk in msg for mk in HANG_MARKERS):
+    if hang:
         rank = c10d_rank(head)
         if rank is None and ev.rank is None and ev.fields.get("pg_rank") is not None:
             # no "[rankN]:" prefix: the rank the record itself prints ("[PG 3 Rank 5]"): the

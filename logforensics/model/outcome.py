@@ -252,6 +252,9 @@ def _went_on(m: RunModel, rec: dict[str, Any]) -> bool:
     if rec.get("batch_discarded_line"):  # --debug-mode aborted the batch and went on
         return True
     rank = rec.get("rank")
+    if rec.get("source") == CPP_RAISED_SOURCE and rank is not None \
+            and m.failures.c10d_lines.get(rank, 0) > (rec.get("end_line") or rec["line"]):
+        return True  # torch logged the C++ exception, and the same rank logs again: it was caught
     r = m.timeline.ranks.get(rank) if rank is not None else None
     if r is None or r.course_line <= (rec.get("end_line") or rec["line"]):
         return False
