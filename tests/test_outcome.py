@@ -766,6 +766,7 @@ def test_c10s_exception_header_after_a_torch_record_is_that_ranks_logged_cpp_exc
     went_on = summarize(record + raised + "[rank1]:[W1119 17:59:26.292446889 ProcessGroupNCCL.cpp:1662] [PG ID 0 PG "
                         'GUID 0(default_pg) Rank 1] Failed to check the "should dump" flag on TCPStore\n')
     assert went_on.crash is None and [(e.line, e.rank) for e in went_on.errors] == [(1, "rank1")]
+    assert went_on.errors[0].what == "C++ exception raised in recvBytes (Utils.hpp:682), logged at TCPStore.cpp:125"
     # c10's header with no torch record right above it is a C++ stack trace of a process no line names
     alone = summarize("[2025-11-19 17:59:26] some other line\n" + raised)
     assert alone.crash is not None and alone.crash.line == 2 and alone.crash.native and alone.crash.first_rank is None

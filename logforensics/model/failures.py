@@ -485,12 +485,14 @@ def _logged_cpp_exception(m: RunModel, ev: Event, logged: dict[str, Any], raised
     where = raised.group(2).rsplit("/", 1)[-1]
     loc = _C10D_LOC.search(logged["text"])
     by = f", logged at {loc.group(1)}" if loc else ""
-    message = f"C++ exception raised in {raised.group(1)} ({where}){by}: {logged['message']}".rstrip(": ")
+    what = f"C++ exception raised in {raised.group(1)} ({where}){by}"
+    message = f"{what}: {logged['message']}".rstrip(": ")
     m.failures.crash_events.append({
         "rank": rank, "rank_inferred_from": None, "source": CPP_RAISED_SOURCE, "exception": None,
         "message": message, "frames": [], "chain": [], "oom": None, "fatal_signal": False, "exception_line": None,
         "file": ev.file, "line": logged["line"], "end_line": ev.line, "ts": logged["ts"] or ev.ts,
-        "text": f"{logged['text']}\n{ev.text}", "phase": phase_for(m, rank, []), "cpp_frame": True})
+        "text": f"{logged['text']}\n{ev.text}", "phase": phase_for(m, rank, []), "cpp_frame": True,
+        "what": what})  # (the error's ``what``, should the rank go on)
 
 
 #: Exit codes of a child ended by a stop signal, SIGTERM or SIGINT: as Python's

@@ -266,7 +266,8 @@ def _went_on(m: RunModel, rec: dict[str, Any]) -> bool:
 def _error_view(rec: dict[str, Any]) -> dict[str, Any]:
     return {"file": rec["file"], "line": rec["line"], "end_line": rec.get("end_line"), "rank": rec["rank"],
             "ts": rec.get("ts"), "text": rec["text"], "kind": "exception" if not rec.get("native") else "native",
-            "exception": rec.get("exception"), "message": rec.get("message"), "oom": rec.get("oom")}
+            "exception": rec.get("exception"), **({"what": rec["what"]} if "what" in rec else {}),
+            "message": rec.get("message"), "oom": rec.get("oom")}
 
 
 def resolve(m: RunModel, records: list[dict[str, Any]]) -> None:
