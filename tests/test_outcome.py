@@ -767,3 +767,61 @@ def test_a_shells_killed_is_a_record_of_its_own_never_the_exceptions_message() -
     alone = summarize("[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=78.50 GB\nKilled\n")
     assert alone.outcome == "crashed" and alone.crash is not None and alone.crash.source == "shell"
     assert alone.crash.line == 2 and alone.crash.message == "killed by SIGKILL (no OOM kill recorded)"
+
+def test_a_faulthandler_stack_without_its_header_is_innermost_first_and_has_no_exception_to_cut() -> None:
+    """real-unseen 425: frames in faulthandler's form ('line 508 in __init__', no comma), most
+    recent call first, with no header above them: the first frame printed is the innermost, no
+    line after a frame is its source, and what the log lacks is the header, not an exception."""
+    from logforensics.diagnose.engine import evaluate
+    from logforensics.diagnose.rulespec import load_rules
+
+    s = summarize(
+        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 508 in __init__\n'
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 4025 in run_scheduler_process\n'
+        '  File "/usr/lib/python3.12/multiprocessing/spawn.py", line 122 in spawn_main\n'
+        '  File "<string>", line 1 in <module>\n'
+        "Extension modules: numpy._core._multiarray_umath, psutil._psutil_linux\n")
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.exception is None
+    frames = s.crash.frames
+    assert [(f.func, f.log_line, f.code) for f in (frames[0], frames[-1])] == [("<module>", 4, None), ("__init__", 1, None)]
+    assert "faulthandler stack dump" in s.outcome_reason and "cut" not in s.outcome_reason
+    cr01 = next(f for f in evaluate(load_rules([]), s, None).findings if f.rule == "CR01")
+    assert "whose header is not in this log" in cr01.title and "traceback" not in cr01.title
+    # Python's own traceback form, cut before its exception, is still called so
+    cut = summarize('  File "/sglang/srt/managers/scheduler.py", line 2056, in run_scheduler_process\n'
+                    "    self.event_loop()\n")
+    assert cut.crash is not None and cut.crash.frames[0].code == "self.event_loop()"
+    assert "not in this log (cut)" in cut.outcome_reason
+
+
+def test_c10s_exception_header_after_a_torch_record_is_that_ranks_logged_cpp_exception_not_an_abort() -> None:
+    """real-unseen 427: torch's '[rank1]:[W... TCPStore.cpp:125] [c10d] recvValue failed ...', then
+    c10's 'Exception raised from recvBytes at .../Utils.hpp:682 (most recent call first):': the
+    record logged a thrown C++ exception with its stack; the failure starts at the record, on
+    rank1, raised in recvBytes, and nothing in it is an abort."""
+    from logforensics.diagnose.engine import evaluate
+    from logforensics.diagnose.rulespec import load_rules
+
+    record = ("[rank1]:[W1119 17:59:26.271588084 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=61, "
+              "addr=[localhost]:33850, remote=[localhost]:30005): Failed to recv, got 0 bytes. Connection was likely "
+              "closed. Did the remote server shutdown or crash?\n")
+    raised = ("Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:682 (most recent "
+              "call first):\n"
+              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x80 (0x7090b977eeb0 in libc10.so)\n"
+              "frame #1: <unknown function> + 0x5d694d1 (0x70909d7ef4d1 in libtorch_cpu.so)\n")
+    s = summarize(record + raised)
+    assert s.outcome == "crashed" and s.crash is not None
+    c = s.crash
+    assert (c.line, c.first_rank, c.ranks, c.exception, c.native) == (1, "rank1", ["rank1"], None, False)
+    assert "C++ exception raised in recvBytes (Utils.hpp:682), logged at TCPStore.cpp:125" in s.outcome_reason
+    assert "abort" not in s.outcome_reason
+    cr01 = next(f for f in evaluate(load_rules([]), s, None).findings if f.rule == "CR01")
+    assert cr01.title.startswith("rank1 failed first") and "native abort" not in cr01.title
+    # the same rank logging again after it (real 125: the heartbeat monitor's next warning) caught it
+    went_on = summarize(record + raised + "[rank1]:[W1119 17:59:26.292446889 ProcessGroupNCCL.cpp:1662] [PG ID 0 PG "
+                        'GUID 0(default_pg) Rank 1] Failed to check the "should dump" flag on TCPStore\n')
+    assert went_on.crash is None and [(e.line, e.rank) for e in went_on.errors] == [(1, "rank1")]
+    assert went_on.errors[0].what == "C++ exception raised in recvBytes (Utils.hpp:682), logged at TCPStore.cpp:125"
+    # c10's header with no torch record right above it is a C++ stack trace of a process no line names
+    alone = summarize("[2025-11-19 17:59:26] some other line\n" + raised)
+    assert alone.crash is not None and alone.crash.line == 2 and alone.crash.native and alone.crash.first_rank is None

@@ -51,12 +51,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "component caught (as 409's logged traceback), since the log does not show the process ending",
     ("crash", "421"): "no crash: line 8 is an error the process logged, as outcome[421]",
     ("fatal_line", "421"): "no crash, so no fatal line; the label's is line 8, the worker's CUDA out-of-memory record",
-    ("crash", "427"): "the crash names no rank ('an unlabelled process', ranks '-') and calls its exception 'native "
-                      "abort': line 1, '[rank1]:[W1119 ...] TCPStore.cpp:125] [c10d] recvValue failed ... Connection "
-                      "was likely closed', is rank1's, and line 2 'Exception raised from recvBytes' is c10's report of "
-                      "a thrown error, not an abort",
-    ("fatal_line", "427"): "line 2 ('Exception raised from recvBytes', the C++ stack trace): the failure's first record is "
-                           "line 1, rank1's 'recvValue failed' record whose exception line 2 reports",
 }
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import LAUNCH
 from ..model.beside import END_RECORD, stops_unexplained
+from ..model.failures import CPP_RAISED_SOURCE, HEADERLESS_DUMP_COLLECT, headerless_dump
 from ..model.phases import where_failed
 from ..model.records import Cite
 from ..model.run import RunSummary
@@ -159,7 +160,12 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
                    "without readiness or failure" + (f", {place}" if place else "") + ")")
         if stops_unexplained(failing):  # a log that just stops: killed?
             out.append(END_RECORD)
-    if failing.outcome == "crashed" and crash is not None and not crash.exception and not crash.native:
+    if failing.outcome == "crashed" and crash is not None and headerless_dump(crash.source, crash.exception):
+        out.append(HEADERLESS_DUMP_COLLECT)
+    elif failing.outcome == "crashed" and crash is not None and crash.source == CPP_RAISED_SOURCE:
+        out.append("the full log: what became of the C++ exception (a Python exception line, the process's end) "
+                   "is not in this one")
+    elif failing.outcome == "crashed" and crash is not None and not crash.exception and not crash.native:
         out.append("the full log: the failure's own record (the traceback's exception) is not in this one")
     if failing.missing_ranks or facts.nodes.missing_ranks:
         ranks = list(failing.missing_ranks or facts.nodes.missing_ranks)

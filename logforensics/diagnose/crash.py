@@ -5,7 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..model.failures import LOGGED_THEN_RAISED, ended_by, process_phrase
+from ..model.failures import (
+    CPP_RAISED_SOURCE,
+    HEADERLESS_DUMP,
+    LOGGED_THEN_RAISED,
+    cpp_exception_words,
+    ended_by,
+    headerless_dump,
+    process_phrase,
+)
 from ..model.phases import placing_function, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
@@ -146,8 +154,12 @@ def without_exception(crash: Crash) -> str:
     is not in this log; the parent's notice of a dead child says nothing of what failed."""
     if crash.native or crash.source == "garbled":
         return "no Python exception (native abort or torn traceback)"
+    if crash.source == CPP_RAISED_SOURCE and crash.message:
+        return cpp_exception_words(crash.message)
     if crash.source in LOGGED_THEN_RAISED and crash.message:
         return crash.message[:160]  # what it logged before raising it
+    if headerless_dump(crash.source, crash.exception):
+        return HEADERLESS_DUMP
     if crash.frames or crash.source is not None:
         return "a traceback whose exception is not in this log (cut)"
     return "a child process failed, what failed is not in this log"

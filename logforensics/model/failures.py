@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from ..read.assemble import WARMUP_SOURCE
+from ..read.assemble import FH_HEADERLESS, WARMUP_SOURCE
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
@@ -57,6 +57,13 @@ class Failures:
     #: the last ``Scheduler debug info:`` header and the line its body has reached: the body's
     #: batch line, which names no rank, is the header's rank's
     debug_head: tuple[Event, int] | None = None
+    #: the last torch c10d record ("[rank1]:[W1119 ...] TCPStore.cpp:125] [c10d] recvValue failed
+    #: ..."): {file, line, rank, text, message}; c10's "Exception raised from ..." on the next
+    #: line continues it (``on_cpp_frame``)
+    last_c10d: dict[str, Any] | None = None
+    #: the last line of each torch rank's c10d records (``[rankN]:`` or the line's rank): a rank
+    #: whose C++ exception was logged and that logs again went on from it (``outcome._went_on``)
+    c10d_lines: dict[str, int] = field(default_factory=dict)
 
     def add_distinct(self, rec: dict[str, Any], m: RunModel) -> None:
         sig = (rec["exception"], shape(rec["message"] or ""),
@@ -93,6 +100,8 @@ class Failures:
         self.cann_hint = later.cann_hint or self.cann_hint
         self.logged_error = later.logged_error or self.logged_error
         self.debug_head = later.debug_head or self.debug_head
+        self.last_c10d = later.last_c10d or self.last_c10d
+        self.c10d_lines.update(later.c10d_lines)
         hangs = later.hang_events
         if self.hang_events and hangs and hangs[0].get("kind") == "exception":
             hangs = hangs[1:]
@@ -200,6 +209,27 @@ def _same_process(rank: str, ranks: Any) -> bool:
 
 _TP = re.compile(r"TP\d+")
 _TORCH_RANK = re.compile(r"rank\d+")
+
+
+#: A crash record that is faulthandler's stack with its header above the window, in words:
+#: such a dump has no exception line (none is cut); its header, which names the fatal error
+#: or the signal, is what the log lacks.
+HEADERLESS_DUMP = "a faulthandler stack dump (no exception line) whose header is not in this log"
+#: What to collect for it.
+HEADERLESS_DUMP_COLLECT = ("the lines above the stack dump: its header (the fatal error or signal faulthandler "
+                           "names, and the thread) is not in this one")
+
+
+def cpp_exception_words(message: str) -> str:
+    """A C++ exception torch logged (``CPP_RAISED_SOURCE``), in words: where it was raised and
+    logged (the record's own words are its message), and that no Python exception line shows it."""
+    return f"{message.partition(': ')[0]} (no Python exception line in this log)"
+
+
+def headerless_dump(source: str | None, exception: str | None) -> bool:
+    """Whether a crash record is faulthandler's stack whose header is not in the log
+    (``read.assemble``: frames in faulthandler's form with nothing above them)."""
+    return source == FH_HEADERLESS and not exception
 
 
 def _brief(rec: dict[str, Any]) -> dict[str, Any]:
@@ -384,9 +414,12 @@ def process_phrase(source: str | None) -> str | None:
 PCG_SOURCE = "piecewise_cuda_graph"
 #: The source of the KV allocator's error record (``on_kv_alloc_failed``).
 KV_ALLOC_SOURCE = "kv_alloc"
-#: Errors SGLang logs and then raises: without the traceback's exception line, the logged
-#: message says what failed.
-LOGGED_THEN_RAISED = frozenset({PCG_SOURCE, KV_ALLOC_SOURCE})
+#: The source of a C++ exception (c10::Error) that torch logged with its stack trace
+#: (``on_cpp_frame``): its Python exception line, if it reached Python, is another record's.
+CPP_RAISED_SOURCE = "cpp_exception"
+#: Errors SGLang (or torch's c10d) logs and then raises: without the traceback's exception
+#: line, the logged message says what failed.
+LOGGED_THEN_RAISED = frozenset({PCG_SOURCE, KV_ALLOC_SOURCE, CPP_RAISED_SOURCE})
 
 
 def _logged_then_raised(m: RunModel, ev: Event, source: str, message: str) -> None:
@@ -427,16 +460,48 @@ def on_kv_alloc_failed(m: RunModel, ev: Event) -> None:
     _logged_then_raised(m, ev, KV_ALLOC_SOURCE, f"{_KV_ALLOC_LEADS[ev.kind]} {rest}".strip())
 
 
+#: c10::Error's stack trace header: the function that threw and its source file and line.
+_RAISED = re.compile(r"Exception raised from (\S+) at (\S+) \(most recent call first\)")
+#: torch's c10d record head: its source file and line ("[rank1]:[W1119 ...] TCPStore.cpp:125] ").
+_C10D_LOC = re.compile(r"\[[EFWI][^\]]* ([^\s\]]+:\d+)\] ?")
+
+
 @handles("cpp_frame", "cpp_raised", reads_earlier=True)
 def on_cpp_frame(m: RunModel, ev: Event) -> None:
     """A C++ stack frame, or c10::Error's header above the frames: a native crash (the first
-    of them). The rank may be in the process title."""
+    of them). The rank may be in the process title. c10's "Exception raised from X at F:N
+    (most recent call first):" on the line after a torch c10d record is that record's: the
+    record logged a thrown C++ exception with its stack (c10::Error's message ends in it), so
+    the failure starts at the record, on the rank its ``[rankN]:`` prefix names, and it is an
+    exception raised in X, not an abort."""
     found = _PROCTITLE.search(ev.text)
     rank = found.group(1).replace("_", " ") if found else ev.rank
     if not m.failures.cpp_frame_seen:
         m.failures.cpp_frame_seen = True
-        _native_crash(m, ev, rank, "C++ stack trace", cpp_frame=True)
+        logged = m.failures.last_c10d
+        raised = _RAISED.match(ev.text) if ev.kind == "cpp_raised" else None
+        if raised and logged is not None and logged["file"] == ev.file and logged["line"] == ev.line - 1:
+            _logged_cpp_exception(m, ev, logged, raised)
+        else:
+            _native_crash(m, ev, rank, "C++ stack trace", cpp_frame=True)
     m.notices.add("cpp_frame", ev)
+
+
+def _logged_cpp_exception(m: RunModel, ev: Event, logged: dict[str, Any], raised: re.Match[str]) -> None:
+    """The crash record of a C++ exception torch logged (``on_cpp_frame``): from the c10d
+    record's line to c10's header, with the function that threw, where, and the record's words."""
+    rank = logged["rank"]
+    where = raised.group(2).rsplit("/", 1)[-1]
+    loc = _C10D_LOC.search(logged["text"])
+    by = f", logged at {loc.group(1)}" if loc else ""
+    what = f"C++ exception raised in {raised.group(1)} ({where}){by}"
+    message = f"{what}: {logged['message']}".rstrip(": ")
+    m.failures.crash_events.append({
+        "rank": rank, "rank_inferred_from": None, "source": CPP_RAISED_SOURCE, "exception": None,
+        "message": message, "frames": [], "chain": [], "oom": None, "fatal_signal": False, "exception_line": None,
+        "file": ev.file, "line": logged["line"], "end_line": ev.line, "ts": logged["ts"] or ev.ts,
+        "text": f"{logged['text']}\n{ev.text}", "phase": phase_for(m, rank, []), "cpp_frame": True,
+        "what": what})  # (the error's ``what``, should the rank go on)
 
 
 #: Exit codes of a child ended by a stop signal, SIGTERM or SIGINT: as Python's
@@ -550,10 +615,17 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
     record that carries an Ascend CANN code names the rank of the CANN record after it."""
     msg = ev.fields.get("message") or ""
     head = ev.fields.get("head") or {}
+    own = ev.rank or c10d_rank(head)
+    if own is not None:
+        m.failures.c10d_lines[own] = ev.line
+    hang = ev.kind == "collective_timeout" or any(mk in msg for mk in HANG_MARKERS)
+    # a C++ exception logged by a timeout's record is the watchdog's report, the hang's evidence
+    m.failures.last_c10d = None if hang else {"file": ev.file, "line": ev.line, "rank": own, "ts": ev.ts,
+                                              "text": ev.text, "message": msg}
     code = _CANN_CODE.search(msg) if "E" in msg else None
     if code and c10d_rank(head):
         m.failures.cann_hint = {"code": code.group(0), "rank": c10d_rank(head), "line": ev.line}
-    if ev.kind == "collective_timeout" or any(mk in msg for mk in HANG_MARKERS):
+    if hang:
         rank = c10d_rank(head)
         if rank is None and ev.rank is None and ev.fields.get("pg_rank") is not None:
             # no "[rankN]:" prefix: the rank the record itself prints ("[PG 3 Rank 5]"): the

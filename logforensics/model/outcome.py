@@ -32,7 +32,16 @@ from typing import TYPE_CHECKING, Any
 from ..read.fatal import scheduler_died
 from ..read.values import THREAD_SOURCE
 from .coverage import record_count, vllm_records
-from .failures import LOGGED_THEN_RAISED, PCG_SOURCE, is_hang_consequence, is_hang_report
+from .failures import (
+    CPP_RAISED_SOURCE,
+    HEADERLESS_DUMP,
+    LOGGED_THEN_RAISED,
+    PCG_SOURCE,
+    cpp_exception_words,
+    headerless_dump,
+    is_hang_consequence,
+    is_hang_report,
+)
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, rank_sort_key
 
@@ -228,10 +237,14 @@ def what_failed(crash: dict[str, Any]) -> str:
         if crash.get("first_message"):
             return f"{str(crash['first_message'])[:160]} (then {crash['exception']})"
         return str(crash["exception"])
+    if crash.get("source") == CPP_RAISED_SOURCE and crash.get("message"):
+        return cpp_exception_words(str(crash["message"]))
     if crash.get("native") or crash.get("source") in LOGGED_THEN_RAISED and crash.get("message"):
         return str(crash.get("message") or "native abort")[:160]
     if crash.get("garbled"):
         return "a traceback torn by concurrent writers (exception unreadable)"
+    if headerless_dump(crash.get("source"), crash.get("exception")):
+        return HEADERLESS_DUMP
     if crash.get("source") is not None or crash.get("frames") or crash.get("count"):
         return "a traceback whose exception is not in this log (cut)"
     return "a child process failed (the parent says so; what failed is not in this log)"
@@ -245,6 +258,9 @@ def _went_on(m: RunModel, rec: dict[str, Any]) -> bool:
     if rec.get("batch_discarded_line"):  # --debug-mode aborted the batch and went on
         return True
     rank = rec.get("rank")
+    if rec.get("source") == CPP_RAISED_SOURCE and rank is not None \
+            and m.failures.c10d_lines.get(rank, 0) > (rec.get("end_line") or rec["line"]):
+        return True  # torch logged the C++ exception, and the same rank logs again: it was caught
     r = m.timeline.ranks.get(rank) if rank is not None else None
     if r is None or r.course_line <= (rec.get("end_line") or rec["line"]):
         return False
@@ -256,7 +272,8 @@ def _went_on(m: RunModel, rec: dict[str, Any]) -> bool:
 def _error_view(rec: dict[str, Any]) -> dict[str, Any]:
     return {"file": rec["file"], "line": rec["line"], "end_line": rec.get("end_line"), "rank": rec["rank"],
             "ts": rec.get("ts"), "text": rec["text"], "kind": "exception" if not rec.get("native") else "native",
-            "exception": rec.get("exception"), "message": rec.get("message"), "oom": rec.get("oom")}
+            "exception": rec.get("exception"), **({"what": rec["what"]} if "what" in rec else {}),
+            "message": rec.get("message"), "oom": rec.get("oom")}
 
 
 def resolve(m: RunModel, records: list[dict[str, Any]]) -> None:

@@ -62,6 +62,14 @@ _WRAPPED_WORD = re.compile(r"\w+")
 #: Functions a process or thread starts in: a traceback's outermost frame, printed first.
 _ENTRY_FUNCS = frozenset({"run_scheduler_process", "run_detokenizer_process", "run_data_parallel_controller_process",
                           "<module>", "_run_module_as_main", "_bootstrap", "_bootstrap_inner"})
+#: A frame as faulthandler prints it (``File "x.py", line 508 in __init__``: no comma before
+#: ``in``, no source line after it), most recent call first; Python's traceback writes
+#: ``line 508, in __init__``. The grammar reads both as ``tb_frame`` (``fh_frame``).
+_FH_FRAME = re.compile(r'", line \d+ in ')
+#: The source of a faulthandler stack whose header ("Fatal Python error: ...", "Current
+#: thread 0x...", "Stack (most recent call first):") is not in the log: it has no exception
+#: line, and what wrote it is above the window.
+FH_HEADERLESS = "faulthandler"
 
 
 #: A record's physical lines: (line number, text) each.
@@ -133,7 +141,7 @@ def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
 class _Traceback:
     __slots__ = ("first", "rank", "ts", "file", "node", "source", "frames", "exception", "message",
                  "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at",
-                 "piece_rank", "header_cut", "oom_record", "what", "thread_dump", "held", "blocks")
+                 "piece_rank", "header_cut", "oom_record", "what", "thread_dump", "held", "blocks", "fh_stack")
 
     def __init__(self, ev: Event, source: str | None) -> None:
         self.first = ev.line
@@ -163,6 +171,9 @@ class _Traceback:
         #: a fatal error's thread dumps: (index of the first frame, whether faulthandler marks
         #: it the current thread), each printed most recent call first
         self.blocks: list[tuple[int, bool]] = []
+        #: frames in faulthandler's form with no header above them (a window cut inside a
+        #: fatal error's or a signal's dump): most recent call first, no source lines
+        self.fh_stack = False
 
     def owns(self, ev: Event) -> bool:
         """Whether a piece of a traceback that carries a rank (from a line prefix) is ours."""
@@ -214,6 +225,8 @@ class _Traceback:
                          self.last_line, self.node)
         frames = self.frames
         dump: list[dict[str, Any]] | None = None
+        if self.fh_stack:  # printed most recent call first: innermost last, as Python prints a traceback
+            frames = frames[::-1]
         if self.fatal and self.blocks:  # the failing thread's stack, in Python's order (innermost last)
             frames = _failing_thread(self.frames, self.blocks)
             if not frames:  # the failing thread's block is not in the log: the others place the process
@@ -381,6 +394,8 @@ class TracebackAssembler:
                     self._start(ev, "faulthandler").thread_dump = True  # process may go on
                     return
                 tb = self._start(ev, None)  # a traceback whose header was not in the log
+                if kind == "tb_frame" and _FH_FRAME.search(ev.text):  # faulthandler's: no exception line
+                    tb.fh_stack, tb.source = True, FH_HEADERLESS
             else:
                 tb.add_line(ev)
             if kind == "fh_thread" and tb.fatal:
@@ -442,7 +457,7 @@ class TracebackAssembler:
             if (tb.exception is None and kind == "other" and last is not None and last["code"] is None
                     and last["log_line"] == ev.line - 1 and _WRAPPED_WORD.fullmatch(ev.text)):
                 last["func"] = (last["func"] or "") + ev.text  # "..., line 39, in R" / "untime"
-            elif (tb.exception is None and last is not None and last["code"] is None
+            elif (tb.exception is None and last is not None and last["code"] is None and not tb.fh_stack
                   and (kind == "indented" or kind == "other" and not ev.text.startswith("["))):
                 tb.frames[-1]["code"] = _body(ev)  # the source line (its indentation may be stripped)
             elif tb.exception is not None and kind != "tb_caret" and not tb.fatal:

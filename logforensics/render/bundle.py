@@ -19,7 +19,7 @@ from ..diagnose.engine import Diagnosis
 from ..diagnose.rulespec import who
 from ..events import PHASES
 from ..model.defaults import defaults_table, version_key
-from ..model.failures import process_phrase
+from ..model.failures import headerless_dump, process_phrase
 from ..model.records import NOT_SEEN
 from ..model.summary import RunSummary
 from ..read.values import THREAD_SOURCE
@@ -163,7 +163,9 @@ def _tracebacks(label: str, run: RunSummary) -> str:
         more = f"\n... {len(lines) - len(shown)} more lines" if len(lines) > len(shown) else ""
         where = f"line {exc.first_line}" if exc.first_line else ""
         short = "at least " if run.coverage and run.coverage.lines_dropped_by_dedup else ""  # lines Ray left out
-        out.append(f"**{exc.exception or 'traceback cut before its exception'}** on {ranks} "
+        what = exc.exception or ("faulthandler stack dump, its header not in this log"
+                                 if headerless_dump(exc.source, exc.exception) else "traceback cut before its exception")
+        out.append(f"**{what}** on {ranks} "
                    f"({short}{len(exc.occurrences or [])} occurrence(s), first at {where}; phase {exc.phase or '?'})\n")
         out.append(_fence("\n".join(shown) + more) + "\n")
     if len(run.exceptions) > _MAX_TRACEBACKS:

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ..artefacts.types import Artefacts
 from ..model.beside import END_RECORD, SOURCES, stops_unexplained
+from ..model.failures import CPP_RAISED_SOURCE, headerless_dump
 from ..model.pools import POST_CAPTURE_ENV
 from ..model.records import NO_MEMORY, NOT_SEEN, Cite, ClockAnchor, ClockMove, LoggedError, MemoryPools
 from ..model.run import RunSummary
@@ -276,7 +277,10 @@ def render_crash(crash: Crash) -> Panel:
     rows: list[Any] = []
     exc = crash.exception or ("native abort" if crash.native else
                               f"none: ended from outside ({SOURCES[crash.source]})" if crash.source in SOURCES
-                              else "(exception line not in log)")
+                              else "none in a faulthandler stack dump (its header is not in this log)"
+                              if headerless_dump(crash.source, crash.exception)
+                              else "none in this log (a C++ exception; its stack and message below)"
+                              if crash.source == CPP_RAISED_SOURCE else "(exception line not in log)")
     rows.append(Text.assemble(("first rank: ", "bold"), plain(crash.first_rank or "unknown"),
                               ("  phase: ", "bold"), plain(crash.phase or "unknown"),
                               ("  ranks: ", "bold"), plain(", ".join(r for r in crash.ranks or [] if r) or "-")))
