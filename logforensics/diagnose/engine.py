@@ -77,7 +77,10 @@ class Diagnosis:
 
 
 def env_for(failing: RunSummary, baseline: RunSummary | None, facts: Facts) -> dict[str, Any]:
-    return {"baseline": baseline.to_dict() if baseline else None, "failing": failing.to_dict(), "facts": facts}
+    """What rules read: each summary with every record's every key (a key a record was made
+    without is None, not missing: 227's logged traceback has no ``what``)."""
+    return {"baseline": baseline.to_dict(full=True) if baseline else None, "failing": failing.to_dict(full=True),
+            "facts": facts}
 
 
 def evaluate(rules: Sequence[RuleSpec], failing: RunSummary, baseline: RunSummary | None) -> Diagnosis:

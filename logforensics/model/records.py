@@ -71,11 +71,16 @@ class Keyed:
         except TypeError as e:
             raise SummaryFormatError(f"not a run summary: a {cls.__name__.lower()} lacks a key ({e})") from None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object, with the keys it was made with, in their order."""
+    def to_dict(self, full: bool = False) -> dict[str, Any]:
+        """The JSON object, with the keys it was made with, in their order; ``full``: with every
+        field's key too (None where it was not made with it), as the rules read a record, so
+        that a record made without a key reads as one whose value is unknown."""
         names, ren = _readers(type(self)), self.renamed
-        return {k: to_json(getattr(self, ren.get(k, k))) if ren.get(k, k) in names else self.extra[k]
-                for k in (self._json_names() if self.keys is None else self.keys)}
+        keys = self._json_names() if self.keys is None else self.keys
+        if full and self.keys is not None:
+            keys = keys + tuple(k for k in self._json_names() if k not in keys)
+        return {k: to_json(getattr(self, ren.get(k, k)), full) if ren.get(k, k) in names else self.extra[k]
+                for k in keys}
 
     def put(self, **changes: Any) -> Any:
         """This record with ``changes``, as ``dict(d, **changes)`` would give its JSON: a
@@ -87,14 +92,15 @@ class Keyed:
                                    keys=keys + tuple(k for k in changes if k not in keys), extra=extra)
 
 
-def to_json(value: Any) -> Any:
-    """The JSON form of a value that may hold records (lists and mappings of them)."""
+def to_json(value: Any, full: bool = False) -> Any:
+    """The JSON form of a value that may hold records (lists and mappings of them); ``full``:
+    records with every field's key (``Keyed.to_dict``)."""
     if isinstance(value, Keyed):
-        return value.to_dict()
+        return value.to_dict(full)
     if isinstance(value, list):
-        return [to_json(v) for v in value]
+        return [to_json(v, full) for v in value]
     if isinstance(value, dict):
-        return {k: to_json(v) for k, v in value.items()}
+        return {k: to_json(v, full) for k, v in value.items()}
     return value
 
 

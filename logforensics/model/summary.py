@@ -287,15 +287,16 @@ class RunSummary:
     def memory(self) -> dict[str, Memory]:
         return {k: r.memory for k, r in self.per_rank.items() if r.memory}
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``summary --json``)."""
+    def to_dict(self, full: bool = False) -> dict[str, Any]:
+        """The JSON form (``summary --json``); ``full``: every record with every field's key,
+        as the rules read it (``Keyed.to_dict``)."""
         out = {key: getattr(self, key) for key in JSON_KEYS}
         for key in _TYPED:
-            out[key] = to_json(out[key])
-        out["crash"] = self.crash.to_dict() if self.crash else None
-        out["hang"] = self.hang.to_dict() if self.hang else None
-        out["exceptions"] = [e.to_dict() for e in self.exceptions]
-        out["artefacts"] = self.artefacts.to_dict() if self.artefacts else None
+            out[key] = to_json(out[key], full)
+        out["crash"] = self.crash.to_dict(full) if self.crash else None
+        out["hang"] = self.hang.to_dict(full) if self.hang else None
+        out["exceptions"] = [e.to_dict(full) for e in self.exceptions]
+        out["artefacts"] = self.artefacts.to_dict() if self.artefacts else None  # every key always
         return out
 
     @classmethod
