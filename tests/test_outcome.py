@@ -825,3 +825,18 @@ def test_c10s_exception_header_after_a_torch_record_is_that_ranks_logged_cpp_exc
     # c10's header with no torch record right above it is a C++ stack trace of a process no line names
     alone = summarize("[2025-11-19 17:59:26] some other line\n" + raised)
     assert alone.crash is not None and alone.crash.line == 2 and alone.crash.native and alone.crash.first_rank is None
+
+
+def test_a_ready_server_killed_after_its_last_record_says_so() -> None:
+    """A ready server, then a shell's "Killed" after every rank's last record: still ready (no
+    failure of its own in the log), and the kill is said after its readiness; a "Killed" of an
+    earlier launch, before a record of the server, is not its end."""
+    ready = ("[2026-01-01 10:00:00] The server is fired up and ready to roll!\n"
+             "[2026-01-01 10:00:05 TP0] Decode batch. #running-req: 1, #token: 100, token usage: 0.01, "
+             "gen throughput (token/s): 50.00, #queue-req: 0\n")
+    s = summarize(ready + "Killed\n")
+    assert s.outcome == "ready" and s.crash is None and s.stopped is None
+    assert s.outcome_reason == ("server ready at line 1; then killed by SIGKILL (no OOM kill recorded) (a shell: "
+                                "Killed; case.log:3), with no failure before it in this log")
+    earlier = summarize("Killed\n" + ready)
+    assert earlier.outcome == "ready" and "killed" not in earlier.outcome_reason

@@ -5,7 +5,8 @@ A server killed from outside prints nothing: its log stops, and the run reads
 kernel's OOM killer, Kubernetes' ``OOMKilled``, Slurm's time limit), that record is the
 run's end: an OOM kill or a non-zero exit is a crash whose only evidence is that record;
 a cancel (time limit, by hand) of a ready server is its stop, and of one still starting
-the reason the log stops. A log that shows a failure of its own keeps it; the records are
+the reason the log stops; a kill of a ready server after its last record is said after its
+readiness (no crash is named: the log shows no failure of its own). A log that shows a failure of its own keeps it; the records are
 then shown beside it. Slurm writes its records into the job's own output too, and a shell
 its notice that the job it ran was killed (bash's ``Killed``): those are read from the log
 (``job_end`` events, :func:`in_log`) and judged the same way; one after a failure the log
@@ -97,11 +98,24 @@ def with_ends(s: RunSummary, terminations: Sequence[Termination]) -> RunSummary:
             and end.line > _failed_at(s) and end.file == _failed_file(s):
         # the process was killed after the failure its log shows: said after it, not instead of it
         changes["outcome_reason"] = f"{s.outcome_reason}; then {describe(end)}"
+    elif end is not None and s.outcome == "ready" and s.stopped is None and end.cause in FAILED \
+            and _after_every_record(s, end):
+        # a ready server killed (the OOM killer, SIGKILL): said after its readiness, as it is
+        # after a failure; the log shows no failure of the server's own, so no crash is named
+        changes["outcome_reason"] = f"{s.outcome_reason}; then {describe(end)}, with no failure before it in this log"
     elif end is not None and s.outcome == "ready" and s.stopped is None and end.cause in CANCELLED:
         changes["stopped"] = Stop.from_dict({"file": end.file, "line": end.line, "rank": None, "text": end.text,
                                              "evidence": [{"file": end.file, "line": end.line, "text": end.text}]})
         changes["outcome_reason"] = f"{s.outcome_reason}; {describe(end)}"
     return dataclasses.replace(s, **changes) if changes else s  # type: ignore[arg-type]
+
+
+def _after_every_record(s: RunSummary, end: Termination) -> bool:
+    """``end`` comes after every rank's last record: a record beside the log (another file), or
+    a line of the log after them all (not a kill of an earlier launch in the same log)."""
+    if end.file != (s.file or ""):
+        return True
+    return end.line > max((seen.line or 0 for seen in s.last_seen.values()), default=0)
 
 
 def _failed_at(s: RunSummary) -> int:
