@@ -242,7 +242,7 @@ def test_an_error_the_server_went_on_from_is_reported_by_its_rule(prefix: str) -
     d = diagnose_files(str(UNSEEN / name), None)
     assert d.failing.outcome == "incomplete"
     [f] = [f for f in d.findings if f.rule == "ER01"]
-    assert f.title == "a process logged an error outside a traceback that ended it"
+    assert f.title.startswith("a process printed a traceback (") and f.title.endswith(") not read as the run's end")
 
 
 @pytest.mark.parametrize("prefix,line,rank,named_at", [("279", 1, "TP0", 2), ("300", 1, "TP7", 2), ("303", 1, "TP1", 4)])
