@@ -51,6 +51,13 @@ PENDING: dict[tuple[str, str], str] = {
                         "component caught (as 409's logged traceback), since the log does not show the process ending",
     ("crash", "421"): "no crash: line 8 is an error the process logged, as outcome[421]",
     ("fatal_line", "421"): "no crash, so no fatal line; the label's is line 8, the worker's CUDA out-of-memory record",
+    ("phase_reached", "431"): "no rank is placed in serving (TP0 EP0's phase is '-'): line 6, the decode server's "
+                              "'Error fetching prefill parallel info from bootstrap' (a request's PD handshake, serving), "
+                              "is not recognised, and the /v1/models and /metrics answers at lines 1 and 3-5 place no rank",
+    ("phase_reached", "435"): "no rank is placed anywhere: line 1, the prefill's unstamped, unprefixed 'Prefill bootstrap "
+                              "failed for request rank=2 ...' (a request being served), is counted unrecognised (coverage "
+                              "0/1) although it gives the role and the PD01 finding, and rank=2 inside the message is not "
+                              "taken for the rank",
 }
 
 
