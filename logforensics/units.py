@@ -1,4 +1,5 @@
-"""How the project writes a memory figure for people: one formatter for every renderer.
+"""How the project writes a memory figure, and a cut text, for people: one formatter for
+every layer that writes a sentence (the model's reasons, the verdict, the renderers).
 
 Figures are carried in GiB (SGLang's "GB" is GiB: bytes / 2**30). Below 1 GiB a figure is
 written in MiB, so PyTorch's ``Tried to allocate 896.00 KiB`` reads ``0.88 MiB`` rather
@@ -45,3 +46,30 @@ def fmt(value: Any, digits: int = 2, *, key: str = "", missing: str = "-") -> st
         text = f"{value:.{digits}f}"
         return text.rstrip("0").rstrip(".") if "." in text else text
     return str(value)
+
+
+#: What ends a text that was cut (:func:`clip`): a cut is always marked.
+ELLIPSIS = "\u2026"
+
+
+def clip(text: str, limit: int) -> str:
+    """At most ``limit`` characters, cut at a word boundary with an ellipsis when cut (never
+    a number cut short without a mark: "last_heartbeat time: 1" for 11:54:35)."""
+    if len(text) <= limit:
+        return text
+    room = max(1, limit - 1)
+    head = text[:room]
+    cut = head.rfind(" ")
+    if cut >= room // 2:
+        head = head[:cut]
+    else:  # no space near the end: at least do not end inside a word or a number
+        i = room
+        while i > room // 2 and _in_word(text[i - 1]) and _in_word(text[i]):
+            i -= 1
+        if i > room // 2:
+            head = text[:i]
+    return head.rstrip(" ,;:") + ELLIPSIS
+
+
+def _in_word(ch: str) -> bool:
+    return ch.isalnum() or ch in "._"

@@ -27,6 +27,7 @@ from ..model.phases import where_failed
 from ..model.records import Cite
 from ..model.run import RunSummary
 from ..model.stops import stop_place
+from ..units import clip
 from .facts import Facts
 from .settings import ACTS_ON
 
@@ -130,11 +131,11 @@ def _first(failing: RunSummary, findings: Sequence[Finding]) -> str | None:
         who = "the launcher" if crash.phase == LAUNCH else crash.first_rank or "an unknown rank"
         where = f" {where_failed(crash.phase, crash.frames)}" if crash.phase else ""
         what = crash.exception or (crash.message or "a failure whose record is not in this log")
-        return f"{who} failed first{where}: {str(what)[:160]} ({crash.file}:{crash.line})"
+        return f"{who} failed first{where}: {clip(str(what), 160)} ({crash.file}:{crash.line})"
     if failing.outcome == "hung" and failing.hang is not None:
         ev = failing.hang.evidence[0] if failing.hang.evidence else Cite()
         where = f" ({ev.file}:{ev.line})" if ev.line else ""
-        return "hang: " + str(ev.text or failing.outcome_reason)[:160] + where
+        return "hang: " + clip(str(ev.text or failing.outcome_reason), 160) + where
     return top.title if top is not None else None
 
 

@@ -19,6 +19,7 @@ from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
 from ..model.stops import left_phase
 from ..model.summary import Crash
+from ..units import clip
 from .sides import Evidence, ev, ev_of, notice_ev
 
 
@@ -157,7 +158,7 @@ def without_exception(crash: Crash) -> str:
     if crash.source == CPP_RAISED_SOURCE and crash.message:
         return cpp_exception_words(crash.message)
     if crash.source in LOGGED_THEN_RAISED and crash.message:
-        return crash.message[:160]  # what it logged before raising it
+        return clip(crash.message, 160)  # what it logged before raising it
     if headerless_dump(crash.source, crash.exception):
         return HEADERLESS_DUMP
     if crash.frames or crash.source is not None:

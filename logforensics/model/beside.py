@@ -22,6 +22,7 @@ from typing import Any
 from ..artefacts.types import CAUSES, Artefacts, Termination
 from ..events import PHASES
 from ..read import jobend
+from ..units import clip
 from .records import Notice, Stop
 from .summary import Crash, RunSummary
 
@@ -54,7 +55,7 @@ def the_end(terminations: Sequence[Termination]) -> Termination | None:
 
 def describe(t: Termination) -> str:
     """``killed by the out-of-memory killer (Kubernetes: Reason: OOMKilled, exit code 137; pod.txt:23)``."""
-    shown = t.text[:160]
+    shown = clip(t.text, 160)
     return f"{CAUSES[t.cause]} ({SOURCES.get(t.source, t.source)}: {shown}{t.code_words(shown)}; {t.where})"
 
 

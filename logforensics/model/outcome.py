@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..read.fatal import scheduler_died
 from ..read.values import THREAD_SOURCE
+from ..units import clip
 from .coverage import record_count, vllm_records
 from .failures import (
     CPP_RAISED_SOURCE,
@@ -138,7 +139,7 @@ def judge(m: RunModel) -> Verdict:
         hang_text = next((e["text"] for e in found if e["line"] == first_hang), "")
     if first_hang is not None and (not fatal or all(is_hang_consequence(c, first_hang) for c in fatal)):
         # the parent's notice of a child the watchdog ended is the hang's end, not a crash of its own
-        return Verdict("hung", "hang evidence: " + hang_text[:160], crash if shown else None, hang, resolved,
+        return Verdict("hung", "hang evidence: " + clip(hang_text, 160), crash if shown else None, hang, resolved,
                        errors)
     if crash:
         rank = crash.get("first_rank")
@@ -235,12 +236,12 @@ def what_failed(crash: dict[str, Any]) -> str:
     failure, or that the traceback's exception is not in this log."""
     if crash.get("exception"):
         if crash.get("first_message"):
-            return f"{str(crash['first_message'])[:160]} (then {crash['exception']})"
+            return f"{clip(str(crash['first_message']), 160)} (then {crash['exception']})"
         return str(crash["exception"])
     if crash.get("source") == CPP_RAISED_SOURCE and crash.get("message"):
         return cpp_exception_words(str(crash["message"]))
     if crash.get("native") or crash.get("source") in LOGGED_THEN_RAISED and crash.get("message"):
-        return str(crash.get("message") or "native abort")[:160]
+        return clip(str(crash.get("message") or "native abort"), 160)
     if crash.get("garbled"):
         return "a traceback torn by concurrent writers (exception unreadable)"
     if headerless_dump(crash.get("source"), crash.get("exception")):

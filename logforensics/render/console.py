@@ -17,9 +17,12 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from ..units import ELLIPSIS, clip
+
+__all__ = ["ELLIPSIS", "clip", "make_console", "plain", "printable"]
+
 #: Width of the plain text written to a pipe or file (no terminal to ask).
 PIPE_WIDTH = 160
-ELLIPSIS = "\u2026"
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -45,28 +48,6 @@ def printable(text: str, *, lines: bool = False) -> str:
         elif ch == "\r":
             out.append("" if lines else " ")
     return "".join(out)
-
-
-def clip(text: str, limit: int) -> str:
-    """At most ``limit`` characters, cut at a word boundary with an ellipsis when cut."""
-    if len(text) <= limit:
-        return text
-    room = max(1, limit - 1)
-    head = text[:room]
-    cut = head.rfind(" ")
-    if cut >= room // 2:
-        head = head[:cut]
-    else:  # no space near the end: at least do not end inside a word or a number
-        i = room
-        while i > room // 2 and _in_word(text[i - 1]) and _in_word(text[i]):
-            i -= 1
-        if i > room // 2:
-            head = text[:i]
-    return head.rstrip(" ,;:") + ELLIPSIS
-
-
-def _in_word(ch: str) -> bool:
-    return ch.isalnum() or ch in "._"
 
 
 def plain(text: object, style: str = "", *, lines: bool = False, limit: int | None = None) -> Text:
