@@ -99,7 +99,8 @@ TIMERS: dict[str, dict[str, Any]] = {
         "ends_run": False,
     },
     "health_check": {
-        "what": "the /health_generate probe got no response from the detokenizer",
+        "what": "a health check (/health or /health_generate: the line does not say which) got no response "
+                "from the detokenizer",
         "setting": "SGLANG_HEALTH_CHECK_TIMEOUT",
         "default_s": 20,
         "note": "the probe fails (a router or orchestrator may then restart the server).",
