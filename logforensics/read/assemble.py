@@ -41,9 +41,10 @@ _MAX_TB_LINES = 5000
 _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
 #: Kinds that open a traceback when none is open; all others pass straight through.
 #: (``warmup_failed``: the launcher's "Initialization failed. warmup error: Traceback (most recent
-#: call last):" is the header of the traceback it logs; with another message it passes through)
+#: call last):" is the header of the traceback it logs, as uvicorn's "ERROR:    Traceback (most
+#: recent call last):" is, ``uvicorn_msg``; with another message either passes through)
 TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thread", "exc_line", "oom_message",
-                               "fh_timeout", "warmup_failed"})
+                               "fh_timeout", "warmup_failed", "uvicorn_msg"})
 #: The source of a traceback that the launcher's warm-up logged (``warmup_failed``).
 WARMUP_SOURCE = "warmup"
 _TB_START = "Traceback (most recent call last):"
@@ -115,14 +116,22 @@ def _in_http_layer(path: str) -> bool:
     return bool(_HTTP_LAYER.search(path)) and not _SGLANG_PACKAGE.search(path)
 
 
+#: Records whose message may be the header of the traceback their logger logs after it:
+#: the launcher's ``Initialization failed. warmup error: ...`` (``_wait_and_warmup``), and
+#: uvicorn's ``ERROR:    Traceback (most recent call last):``; the source each traceback takes.
+LEADS_INTO_TRACEBACK = {"warmup_failed": WARMUP_SOURCE, "uvicorn_msg": None}
+
+
 def warmup_header(ev: Event) -> bool | None:
-    """For the launcher's ``Initialization failed. warmup error: ...`` (``_wait_and_warmup``,
-    which logs the traceback of what failed after it): True when its message is a traceback's
-    header, the record the frames on the next lines continue; False when it is the header cut
-    at the window's end ("Traceback (m"); None for any other message or record."""
-    if ev.kind != "warmup_failed":
+    """For a record that logs a traceback after its own words (``LEADS_INTO_TRACEBACK``): True
+    when its message is a traceback's header, the record the frames on the next lines continue;
+    False when it is the header cut at the window's end ("Traceback (m", the warm-up's only);
+    None for any other message or record."""
+    if ev.kind not in LEADS_INTO_TRACEBACK:
         return None
     message = str(ev.fields.get("message") or "").strip()
+    if ev.kind != "warmup_failed":
+        return True if message == _TB_START else None
     if message == _TB_START:
         return True
     return False if message and _TB_START.startswith(message) else None
@@ -352,10 +361,10 @@ class TracebackAssembler:
             tb = None
 
         warmup = warmup_header(ev)
-        if warmup is not None:  # the warm-up's failure, its traceback's header at its end
+        if warmup is not None:  # a logger's record, its traceback's header at its end
             if tb is not None:
                 yield from self.close()
-            self._start(ev, WARMUP_SOURCE).header_cut = not warmup
+            self._start(ev, LEADS_INTO_TRACEBACK[kind]).header_cut = not warmup
             return
         if kind == "exc_header":
             source = ev.fields.get("source")
