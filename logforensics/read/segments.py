@@ -82,7 +82,7 @@ _SPLIT_RE = re.compile(
     r"|(?<=\S)(?= \[repeated \d+x across cluster\] *$)"       # Ray de-duplication suffix
     # torch's record of a rank ("[rank5]:[E226 11:16:37.121617583 ProcessGroupNCCL.cpp:616] ...")
     # written before another process ended its line (faulthandler's "Extension modules: ...")
-    r"|(?<=.)(?=\[rank\d+\]:\[[EFIW]\d{3,4} \d\d:\d\d:\d\d)"
+    r"|(?<=.)(?=\[[Rr]ank\d+\]:\[[EFIWT]\d{3,4} \d\d:\d\d:\d\d)"
     # a terminal's echo of Ctrl-C in caret notation, glued to what the interrupted program
     # printed next ("^CProcess Process-2:", "^CTraceback (most recent call last):")
     r"|(?<=\^C)(?=[^^\s])"
@@ -102,7 +102,7 @@ _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
     (re.compile(r"\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) "), False, 0, False),
     (re.compile(r"  (?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"), True, 0, False),
     (re.compile(r" \[repeated \d+x across cluster\] *$"), False, 0, True),
-    (re.compile(r"\[rank\d+\]:\[[EFIW]\d{3,4} \d\d:\d\d:\d\d"), False, 0, False),
+    (re.compile(r"\[[Rr]ank\d+\]:\[[EFIWT]\d{3,4} \d\d:\d\d:\d\d"), False, 0, False),
     (re.compile(r"\^C(?=[^^\s])"), True, 0, False),
 )
 

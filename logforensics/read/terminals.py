@@ -136,6 +136,7 @@ RULES: dict[str, Rule] = {
     "py_warning": _rule(generic=True),
     "tracker_exit": _rule(T("TRACKER_EXIT", "message", v.to_strip)),
     "basic_log": _rule(T("BASIC_LOG", "level", v.basic_log_level), T("BASIC_LOG", "logger", v.basic_log_name),
+                       T("PY_LOG", "level", v.py_log_level), T("PY_LOG", "logger", v.py_log_name),
                        T("TEXT", "message", v.to_strip)),
     "exc_header": _rule(T("EXC_SOURCE", "source", v.exc_source), T("EXC_IN", "source", v.exc_source),
                         T("EXC_THREAD", "source", v.thread_source), T("EXC_CAUGHT", "source", v.caught_source)),

@@ -323,7 +323,7 @@ def tqdm_progress(s: str) -> dict[str, Any]:
     return out
 
 
-_C10D_RE = re.compile(r"(?:\[rank(\d+)\]:)?\[([EFWI])")
+_C10D_RE = re.compile(r"(?:\[[Rr]ank(\d+)\]:)?\[([EFWIT])")
 
 
 @returns(struct(level=STR, global_rank=INT))
@@ -408,6 +408,18 @@ def basic_log_level(s: str) -> str:
 def basic_log_name(s: str) -> str:
     """``ERROR:xoscar.api:`` -> ``xoscar.api``."""
     return s.split(":")[1]
+
+
+@returns(STR)
+def py_log_level(s: str) -> str:
+    """``2025-05-03 23:03:33,244 xinference.core.worker 141 ERROR    `` -> ``ERROR``."""
+    return s.split()[-1]
+
+
+@returns(STR)
+def py_log_name(s: str) -> str:
+    """``2025-05-03 23:03:33,244 xinference.core.worker 141 ERROR    `` -> ``xinference.core.worker``."""
+    return s.split()[2]
 
 
 @returns(STR)
