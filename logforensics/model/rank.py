@@ -35,6 +35,10 @@ FIRST_WINS = (
 #: Marks a rank's KV figures as its hybrid pools' total (``model.pools``): they replace the
 #: first allocation line's, whichever part of the log each came from.
 KV_HYBRID = "kv_hybrid_line"
+#: A rank's ``Memory pool end`` lines in order, (line, free GiB): each KV pool's is the first
+#: after it (``startup.pool_ends``); kept apart so that parts of a log merge by extending,
+#: wherever a cut falls between a pool and its end.
+POOL_ENDS = "pool_ends"
 _LABEL_PART = re.compile(r"([A-Za-z_]+)(-?\d+)")
 
 
@@ -113,7 +117,7 @@ class RankState:
             skip_memory.difference_update(("kv_gib", "kv_tokens", KV_HYBRID))
             skip_evidence.discard("kv_cache_alloc")
         for key, value in later.memory.items():
-            if key == "kv_pools" and key in self.memory:  # every pool, in order
+            if key in ("kv_pools", POOL_ENDS) and key in self.memory:  # every pool and pool end, in order
                 self.memory[key].extend(value)
             elif key not in skip_memory:
                 self.memory[key] = value

@@ -62,7 +62,7 @@ from .records import Coverage as CoverageRecord
 from .registry import HANDLERS, READS_EARLIER, Handler
 from .serving import SERVING_KINDS, ServingObserver
 from .serving_records import Serving
-from .startup import Timeline
+from .startup import Timeline, pool_ends
 from .stats import Series
 from .summary import Crash, DistinctException, Hang, RankRecord, RunSummary
 from .throughput import Throughput
@@ -392,7 +392,8 @@ class RunModel:
         """One rank's record; ``given``: a rank-less fatal record the verdict gave this rank,
         which is the rank's last seen when it comes after the rank's own lines."""
         r = self.timeline.ranks.get(label) or RankState()
-        memory = {key: copy.deepcopy(v) for key, v in r.memory.items() if key not in ("capture_end_line", KV_HYBRID)}
+        memory = pool_ends({key: copy.deepcopy(v) for key, v in r.memory.items()
+                            if key not in ("capture_end_line", KV_HYBRID)})
         if memory:
             memory["evidence"] = {key: dict(v) for key, v in r.evidence.items()}
         return RankRecord(

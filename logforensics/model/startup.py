@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import PHASE_OF_KIND, Event
 from . import pools
-from .rank import NO_RANK, PHASE_INDEX, RankState
+from .rank import NO_RANK, PHASE_INDEX, POOL_ENDS, RankState
 from .registry import handles
 
 if TYPE_CHECKING:
@@ -77,6 +77,19 @@ class Timeline:
         self.last_serving_line = later.last_serving_line or self.last_serving_line
 
 
+def pool_ends(memory: dict[str, Any]) -> dict[str, Any]:
+    """``memory`` (a rank's figures) with each KV pool's ``pool_end_avail_gib``: the free memory of
+    the first ``Memory pool end`` after the pool's line (not one after a later pool), and
+    without the list of ends."""
+    ends = memory.pop(POOL_ENDS, [])
+    kv_pools = memory.get("kv_pools") or []
+    for line, avail in ends:
+        before = [p for p in kv_pools if (p.get("line") or 0) < line]
+        if before and "pool_end_avail_gib" not in before[-1]:
+            before[-1]["pool_end_avail_gib"] = avail  # what was free once this pool was made
+    return memory
+
+
 def _put(d: dict[str, Any], key: str, value: Any) -> None:
     if value is not None:
         d[key] = value
@@ -138,9 +151,8 @@ def on_kv_cache_alloc(m: RunModel, ev: Event) -> None:
 @handles("memory_pool_end")
 def on_memory_pool_end(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
-    kv_pools = r.memory.get("kv_pools")
-    if kv_pools and "pool_end_avail_gib" not in kv_pools[-1] and ev.fields.get("avail_gib") is not None:
-        kv_pools[-1]["pool_end_avail_gib"] = ev.fields["avail_gib"]  # what was free once this pool was made
+    if ev.fields.get("avail_gib") is not None:  # each pool's own, paired at the summary (``pool_ends``)
+        r.memory.setdefault(POOL_ENDS, []).append((ev.line, ev.fields["avail_gib"]))
     if "pool_end_avail_gib" not in r.memory:
         _put(r.memory, "pool_end_avail_gib", ev.fields.get("avail_gib"))
         _evidence(r, "memory_pool_end", ev)
