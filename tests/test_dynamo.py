@@ -371,7 +371,11 @@ def test_probes_are_counted_apart_from_requests(monkeypatch: pytest.MonkeyPatch)
     assert s["coverage"]["kinds"]["http_access"] == 2  # GET /get_model_info, POST /generate
 
 
-def test_probes_alone_do_not_make_a_run_serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_probes_are_counted_apart_and_an_answer_shows_the_http_server_up(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probes are no requests served (counted apart), but one answered 2xx shows SGLang's HTTP
+    server up, which it starts once every scheduler is ready (real-unseen 422); one answered
+    503 (a server still starting, or draining) does not."""
     probes = [t for t in lines(PROBES) if "/health " in t]
     assert len(probes) == 7
     path = tmp_path / "probes.log"
@@ -379,7 +383,11 @@ def test_probes_alone_do_not_make_a_run_serve(tmp_path: Path, monkeypatch: pytes
     s = both(path, monkeypatch)
     assert s["coverage"]["probe_requests"] == 14
     assert "http_access" not in s["coverage"]["kinds"]
-    assert s["phase_reached"] == {}
+    assert s["phase_reached"] == {"-": "serving"}
+    assert s["outcome"] == "ready" and s["outcome_reason"].startswith("its HTTP server answered a probe at line 1 (")
+    path.write_text("\n".join(p.replace("200 OK", "503 Service Unavailable") for p in probes) + "\n")
+    s = both(path, monkeypatch)
+    assert s["phase_reached"] == {} and s["outcome"] == "incomplete"
 
 
 # ---------------------------------------------------------------- two clocks

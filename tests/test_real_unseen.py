@@ -58,22 +58,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "failed for request rank=2 ...' (a request being served), is counted unrecognised (coverage "
                               "0/1) although it gives the role and the PD01 finding, and rank=2 inside the message is not "
                               "taken for the rank",
-    ("outcome", "440"): "'incomplete ... the log stops at line 10 without readiness or failure': lines 8-10 behind "
-                        "Ray's '(WorkerDict pid=66442)' carry torch's prefix as '[Rank7]:' (capital R) and are "
-                        "unrecognised, so line 8's 'Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
-                        "OpType=ALLREDUCE, ...) ran for 600066 milliseconds' is not read as a hang",
-    ("crash", "440"): "no hang, so no rank: the watchdog lines 8-10 ('[Rank7]:' behind the Ray wrapper) are "
-                      "unrecognised; the label's rank is rank7 (Rank 3 of the mesh_tp group, line 9)",
-    ("fatal_line", "440"): "no hang, so no fatal line; the label's is line 8, the watchdog's timeout",
-    ("phase_reached", "440"): "no phase: of the unranked 'Capturing batches (avail_mem=...)' bars, line 6 "
-                              "('4%|| |', two bars) is unrecognised and line 5 places no rank in cuda_graph_capture",
-    ("key_figure[last_enqueued]", "440"): "line 9's 'last enqueued work: 3' ('[Rank7]:' behind the Ray wrapper) is "
-                                          "unrecognised",
-    ("key_figure[last_completed]", "440"): "line 9's 'last completed work: 2' ('[Rank7]:' behind the Ray wrapper) is "
-                                           "unrecognised",
-    ("fatal_line", "441"): "the crash starts at line 3, Xinference's own traceback after its worker's 'Failed to load "
-                           "model' (line 2); line 1, SGLang's launcher 'Received sigquit from a child process. It "
-                           "usually means the child failed.', is read (sigquit_lines=1) but not as the first fatal record",
     ("outcome", "444"): "'crashed: a traceback whose exception is not in this log (cut) at line 4': the two "
                         "interleaved tracebacks (headers 'Process Process-3:', ' Process Process-1:' at lines 1-2, "
                         "each later line with one leading space) end in ' KeyboardInterrupt' at line 19, which is not "
