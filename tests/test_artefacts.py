@@ -374,7 +374,7 @@ def test_the_html_report_and_the_bundle_show_what_is_beside_the_logs(tmp_path):
     assert "Beside the logs" in html and "GPU topology: NVLink (NV18)" in html
     assert "Slurm: killed by the out-of-memory killer" in html
     md = run_cli("bundle", str(tmp_path / "run")).stdout
-    assert "### failing: beside the logs" in md and "- driver: 550.54.15 (`env.txt:7`)" in md
+    assert "### run: beside the logs" in md and "- driver: 550.54.15 (`env.txt:7`)" in md
     assert "gpu-node-17" not in md  # the Slurm host is redacted with the rest
 
 

@@ -434,7 +434,8 @@ def bundle(logs: tuple[str, ...], output: str, baseline: str | None, no_redact: 
             d = diagnose_runs(fail_run, base_run, rules_dirs=rules_dirs, progress=advance)
     except (InputError, RuleError) as exc:
         raise fail(str(exc)) from None
-    runs = ([("baseline", d.baseline)] if d.baseline else []) + [("failing", d.failing)]
+    # one log is "the run": no side of a comparison, and nothing says it failed
+    runs = [("baseline", d.baseline), ("failing", d.failing)] if d.baseline else [("run", d.failing)]
     text = render_bundle(d, runs, redact=not no_redact, keep_prompts=keep_prompts)
     if output == "-":
         try:

@@ -249,7 +249,7 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     others, so they are listed with equal weight ("changed, and may matter").
     """
     stops = _where_it_stops(failing)
-    head = f"failing run {failing.outcome}{stops}"
+    head = f"run {failing.outcome}{stops}"  # one log: nothing says it failed
     limits: list[str] = []
     if baseline is not None:
         head = f"baseline {baseline.outcome}, failing {failing.outcome}{stops}"
