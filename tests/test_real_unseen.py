@@ -77,6 +77,22 @@ PENDING: dict[tuple[str, str], str] = {
                            "not at line 1: faulthandler's dump of a fatal error ('Thread 0x000070c18c2e9dc0 (most recent "
                            "call first):', its frame line at 2 with the launcher's sigquit fused into it) is not read as a "
                            "fatal record, as fatal_line[385]",
+    ("outcome", "460"): "'crashed: a traceback whose exception is not in this log (cut) at line 7': the traceback "
+                        "at lines 7-15 is the one SGLang's diffusion runtime logs under its stage error record "
+                        "('[TextEncodingStage] Error during execution after 14.8984 ms: CUDA error: "
+                        "CUBLAS_STATUS_ALLOC_FAILED ...', line 6, unrecognised, as lines 1-5 are), one request's "
+                        "stage failing; nothing in the window shows a process ending",
+    ("crash", "460"): "a crash at line 7 (the stage's logged traceback) where the label has none, as outcome[460]",
+    ("outcome", "461"): "'crashed: RuntimeError at line 1': line 1 is the tail of a traceback above the window, and "
+                        "lines 2-9 show the failure handled (the 'no output' traceback logged, the request answered "
+                        "'\"POST /v1/images/generations HTTP/1.1\" 500' at line 9); the stamped lines 2 and 9-10 are "
+                        "read into the exception messages of lines 1 and 8, so the 500 is never read as an answer",
+    ("crash", "461"): "a crash at line 1 (RuntimeError, its message running on into line 2's stamped record) where "
+                      "the label has none, as outcome[461]",
+    ("fatal_line", "462"): "the crash is cited at line 8 (the File line), not at line 7, the traceback's first line in "
+                           "the window ('from sglang.srt.managers.scheduler import run_scheduler_process', behind the "
+                           "same '(TemporaryActor pid=22969)' wrapper and '[repeated 2x across cluster]' suffix), which "
+                           "the bundle's quoted traceback also leaves out without a mark",
 }
 
 
