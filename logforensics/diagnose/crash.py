@@ -57,6 +57,9 @@ class CrashFacts:
     #: the process the first fatal record's header names, in words (``the Scheduler (its line
     #: names no rank)``, ``the Rank 0 scheduler``), or None
     process: str | None = None
+    #: where the first fatal line names no rank, the line of the record that names ``first_rank``
+    #: (the verdict says so, and does not call the first line that rank's)
+    rank_named_at: int | None = None
     #: seconds the first failing rank printed no stamped record before its failure (60 or
     #: more), and the stamp of its last one (``Crash.quiet_before``)
     quiet_s: float | None = None
@@ -111,7 +114,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
     site = (sglang_frames or frames)[-1] if frames else None
     oom = crash.oom
     text_lines = (crash.text or "").splitlines()
-    evidence = [ev(run, crash.line, crash.first_rank, text_lines[0] if text_lines else crash.text)]
+    named_at = crash.rank_named_at  # the first fatal line names no rank: it is not cited as the rank's
+    evidence = [ev(run, crash.line, None if named_at else crash.first_rank, text_lines[0] if text_lines else crash.text)]
     exc_at = crash.exception_line
     if exc_at and exc_at.line != crash.line:
         evidence.append(ev(run, exc_at.line, crash.first_rank, exc_at.text))
@@ -134,7 +138,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
         where=(left_phase(run, crash.first_rank or (None if run.ranks else "-")) if crash.phase is None else None)
         or where_failed(crash.phase, crash.frames), no_exception=without_exception(crash),
-        process=process_phrase(crash.source),
+        process=process_phrase(crash.source), rank_named_at=named_at,
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
         quiet_since=crash.quiet_before.ts if crash.quiet_before else None,
         oom_of=_memory_of(oom.device if oom else None),

@@ -147,6 +147,7 @@ def judge(m: RunModel) -> Verdict:
         if naming is not None and not shown[0].get("rank"):
             # the first fatal line names no rank: the rank is the next record's, and said so
             where = f" at line {crash['line']} (its line names no rank; {rank}'s record follows at line {naming['line']})"
+            crash["rank_named_at"] = naming["line"]
         else:
             where = (f" on {rank}" if rank and rank != NO_RANK else "") + f" at line {crash['line']}"
         return Verdict("crashed", f"{what_failed(crash)}{where}", crash, hang, resolved,

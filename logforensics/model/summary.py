@@ -101,6 +101,8 @@ class Crash(Keyed):
     source: str | None = None
     native: bool = False
     rank_inferred_from: str | None = None
+    #: where the first fatal line names no rank: the line of the record that names ``first_rank``
+    rank_named_at: int | None = None
     end_line: int | None = None
     ts: str | None = None
     #: fatal records (one per rank that printed one)

@@ -281,7 +281,10 @@ def render_crash(crash: Crash) -> Panel:
                               if headerless_dump(crash.source, crash.exception)
                               else "none in this log (a C++ exception; its stack and message below)"
                               if crash.source == CPP_RAISED_SOURCE else "(exception line not in log)")
-    rows.append(Text.assemble(("first rank: ", "bold"), plain(crash.first_rank or "unknown"),
+    first = crash.first_rank or "unknown"
+    if crash.rank_named_at and crash.first_rank:  # the first fatal line names none: the rank is a later record's
+        first = f"{crash.first_rank} (named at line {crash.rank_named_at}; line {crash.line} names no rank)"
+    rows.append(Text.assemble(("first rank: ", "bold"), plain(first),
                               ("  phase: ", "bold"), plain(crash.phase or "unknown"),
                               ("  ranks: ", "bold"), plain(", ".join(r for r in crash.ranks or [] if r) or "-")))
     rows.append(Text.assemble(("exception: ", "bold"), plain(exc)))
