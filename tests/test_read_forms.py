@@ -538,3 +538,17 @@ def test_a_ranks_exception_alone_on_its_prefixed_line_is_that_ranks_traceback() 
     assert evs[0].fields["message"] == "[pair.cc:538] Read error: Connection timed out"
     generic = read("[2026-06-17 06:48:31 TP4] Exception: something\n")
     assert [ev.kind for ev in generic] == ["exc_line"]
+
+
+def test_a_bars_tail_left_after_a_record_is_cut_off_it() -> None:
+    """A record printed over a tqdm bar leaves the bar's right part at the line's end
+    (real-unseen 453): the record is read without it, as the header it is; a bar's own empty
+    part after its fill is not cut."""
+    header = "[2026-05-22 07:24:20 TP3] Scheduler hit an exception: Traceback (most recent call last):"
+    line = " " * 30 + header + " " * 29 + "| 7710/16384 [00:00<00:00, 21822.61it/s]"
+    evs = read(line + "\n" + "\n".join(TRACEBACK[1:]) + "\n")
+    assert evs[0].kind == "exception" and evs[0].line == 1 and evs[0].rank == "TP3"
+    assert evs[0].fields.get("exception") == "RuntimeError"
+    bar = "Capturing batches (bs=8 avail_mem=21.70 GB):  50%|█████     | 18/36 [00:03<00:03,  5.45it/s]"
+    assert kinds(read(bar + "\n")) == ["progress"]
+

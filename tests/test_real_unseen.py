@@ -67,12 +67,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "('Process Process-3:', the interrupted processes' first header)",
     ("phase_reached", "444"): "a crash phase (serving, from event_loop_overlap's frames) on a log the label reads as "
                               "stopped, as outcome[444]",
-    ("outcome", "453"): "'incomplete: the log stops at line 6 without readiness or failure': line 6 is TP3's "
-                        "'Scheduler hit an exception: Traceback (most recent call last):' printed over a redrawn DeepGEMM "
-                        "warm-up bar (a run of spaces before it, the bar's tail '| 7710/16384 [...]' after it), which is "
-                        "counted unrecognised, so TP3's traceback header is not read",
-    ("crash", "453"): "no crash: TP3's traceback header at line 6 (after the bar's run of spaces) is not read, as outcome[453]",
-    ("fatal_line", "453"): "no crash, so no fatal line; the label's is line 6, TP3's traceback header",
     ("fatal_line", "454"): "the crash is cited at line 5 (TP3's header, fused after faulthandler's 'Extension modules: ...'), "
                            "not at line 1: faulthandler's dump of a fatal error ('Thread 0x000070c18c2e9dc0 (most recent "
                            "call first):', its frame line at 2 with the launcher's sigquit fused into it) is not read as a "

@@ -86,6 +86,10 @@ _SPLIT_RE = re.compile(
     # a terminal's echo of Ctrl-C in caret notation, glued to what the interrupted program
     # printed next ("^CProcess Process-2:", "^CTraceback (most recent call last):")
     r"|(?<=\^C)(?=[^^\s])"
+    # the right part of a tqdm bar a record was printed over, left at the line's end after the
+    # record ("...Traceback (most recent call last):     | 7710/16384 [00:00<00:00, 21822.61it/s]")
+    # (not a bar's own empty part, after its fill: "50%|█████     | 18/36 [...]", "0%|          | 0/36")
+    r"|(?<=[^\s|#\u2580-\u259f])(?=[ \t]{2,}\|[ \t]*\d+/\d+ \[[^\]\n]*(?:it/s|s/it)\][ \t]*$)"
 )
 
 #: Texts of which a line must contain one for ``_SPLIT_RE`` to cut it anywhere.
@@ -104,6 +108,8 @@ _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
     (re.compile(r" \[repeated \d+x across cluster\] *$"), False, 0, True),
     (re.compile(r"\[[Rr]ank\d+\]:\[[EFIWT]\d{3,4} \d\d:\d\d:\d\d"), False, 0, False),
     (re.compile(r"\^C(?=[^^\s])"), True, 0, False),
+    (re.compile(r"(?<=[^\s|#\u2580-\u259f])[ \t]{2,}\|[ \t]*\d+/\d+ \[[^\]\n]*(?:it/s|s/it)\][ \t]*$"), False, 1,
+     True),
 )
 
 
