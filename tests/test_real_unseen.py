@@ -92,6 +92,14 @@ PENDING: dict[tuple[str, str], str] = {
                            "occurred:', the window's first line and part of the same chained record (its first "
                            "exception is above the window); the bundle's quoted traceback starts at line 3 and says "
                            "nothing of the chain",
+    ("phase_reached", "480"): "no rank is placed in any phase (the ranks table is one '-' row with phase '-'), though "
+                              "lines 1 and 4-12 are 'Capturing batches (avail_mem=... GB)' bars, the last two at 23/23 "
+                              "(lines 11-12): bars with no rank tag, behind no wrapper, place no process in "
+                              "cuda_graph_capture",
+    ("crash", "482"): "crash phase unknown ('phase ?') where the frames name scheduler.py line 778 "
+                      "event_loop_overlap and process_input_requests (lines 4-6), the scheduler's serving loop; the "
+                      "frames' function names keep the hard-wrapped Ray suffix ('decorate_context [repeated 27x' at "
+                      "line 1, 'event_loop_overlap [repea' at line 4), so the loop is not recognised",
 }
 
 
