@@ -122,7 +122,7 @@ def _in_http_layer(path: str) -> bool:
 LEADS_INTO_TRACEBACK = {"warmup_failed": WARMUP_SOURCE, "uvicorn_msg": None}
 
 
-def warmup_header(ev: Event) -> bool | None:
+def lead_header(ev: Event) -> bool | None:
     """For a record that logs a traceback after its own words (``LEADS_INTO_TRACEBACK``): True
     when its message is a traceback's header, the record the frames on the next lines continue;
     False when it is the header cut at the window's end ("Traceback (m", the warm-up's only);
@@ -360,11 +360,11 @@ class TracebackAssembler:
             yield from self.close()  # another rank's traceback, each line behind its prefix
             tb = None
 
-        warmup = warmup_header(ev)
-        if warmup is not None:  # a logger's record, its traceback's header at its end
+        lead = lead_header(ev)
+        if lead is not None:  # a logger's record, its traceback's header at its end
             if tb is not None:
                 yield from self.close()
-            self._start(ev, LEADS_INTO_TRACEBACK[kind]).header_cut = not warmup
+            self._start(ev, LEADS_INTO_TRACEBACK[kind]).header_cut = not lead
             return
         if kind == "exc_header":
             source = ev.fields.get("source")
