@@ -815,6 +815,9 @@ def test_c10s_exception_header_after_a_torch_record_is_that_ranks_logged_cpp_exc
     assert (c.line, c.first_rank, c.ranks, c.exception, c.native) == (1, "rank1", ["rank1"], None, False)
     assert "C++ exception raised in recvBytes (Utils.hpp:682), logged at TCPStore.cpp:125" in s.outcome_reason
     assert "abort" not in s.outcome_reason
+    # torch's other spelling of the head (real-unseen 440: '[Rank7]:[T506 ...]') names its place too
+    other = summarize(record.replace("[rank1]:[W1119", "[Rank1]:[T1119") + raised)
+    assert "logged at TCPStore.cpp:125" in other.outcome_reason
     cr01 = next(f for f in evaluate(load_rules([]), s, None).findings if f.rule == "CR01")
     assert cr01.title.startswith("rank1 failed first") and "native abort" not in cr01.title
     # the same rank logging again after it (real 125: the heartbeat monitor's next warning) caught it

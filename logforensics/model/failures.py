@@ -463,7 +463,7 @@ def on_kv_alloc_failed(m: RunModel, ev: Event) -> None:
 #: c10::Error's stack trace header: the function that threw and its source file and line.
 _RAISED = re.compile(r"Exception raised from (\S+) at (\S+) \(most recent call first\)")
 #: torch's c10d record head: its source file and line ("[rank1]:[W1119 ...] TCPStore.cpp:125] ").
-_C10D_LOC = re.compile(r"\[[EFWI][^\]]* ([^\s\]]+:\d+)\] ?")
+_C10D_LOC = re.compile(r"\[[EFWIT][^\]]* ([^\s\]]+:\d+)\] ?")
 
 
 @handles("cpp_frame", "cpp_raised", reads_earlier=True)
@@ -559,7 +559,8 @@ def on_ctrl_c(m: RunModel, ev: Event) -> None:
 
 @handles("basic_log")
 def on_basic_log(m: RunModel, ev: Event) -> None:
-    """Another program's logger in Python's default format ("ERROR:xoscar.api:..."): an error
+    """Another program's logger in Python's default format ("ERROR:xoscar.api:...") or one that
+    begins with Python's asctime ("2025-05-03 23:03:33,244 xinference.core.worker 141 ERROR ..."): an error
     it logs is kept as one; a traceback on the next line is the exception it logged
     (``logger.exception``, whose code goes on), not the server's crash (``on_exception``)."""
     if ev.fields.get("level") in ("ERROR", "CRITICAL"):
