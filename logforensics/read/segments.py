@@ -65,7 +65,7 @@ _WRAPPER_RE = re.compile(
     # not an SGLang prefix that lost its "[", nor a logging format with a level or "- "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?!(?:[A-Z_]+-?\d+ ?)*\]| *[A-Z]{4,8} |- |\| )"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - (?=\[)"  # logging default format
-    r"|[ \t]+(?=\[\d)"                                          # indentation before a prefix
+    r"|[ \t]+(?=\[\d|\((?:[\w.\-/]+ )?pid=\d)"                  # indentation before a prefix or a Ray wrapper
     r")"
 )
 
