@@ -65,6 +65,8 @@ WRAPPED = {
     "skypilot": "(worker1, rank=1, pid=2345, ip=10.0.0.2) {}",
     # a Ray actor's name with a slash (AReaL's "model_worker/1")
     "ray-actor-slash": "(model_worker/1 pid=8551) {}",
+    # a paste indented as a whole (outside a code fence), the Ray wrapper behind the indentation
+    "indented-ray": "  (SGLangEngine pid=69916) {}",
     "literal-caret-M": "{}^M",
     "backtick": "`{}",
     # a cloud log export: severity and UTC time before every line of the record
@@ -215,6 +217,34 @@ def test_ray_dedup_mark_inside_a_traceback() -> None:
     assert ev.rank == "TP1" and frames(ev) == ["run_scheduler_process"]
     assert ev.fields["message"] == "nonce == returnedNonce INTERNAL ASSERT FAILED"
     assert [(e.line, e.fields["count"]) for e in evs if e.kind == "ray_dedup"] == [(2, 2), (4, 3)]
+
+
+SUFFIX = " [repeated 27x across cluster]"
+
+
+@pytest.mark.parametrize("piece", ["frame", "code", "message"])
+@pytest.mark.parametrize("cut", range(1, len(SUFFIX)))
+def test_ray_dedup_mark_hard_wrapped_by_a_terminal(piece: str, cut: int) -> None:
+    """A terminal that wraps at a fixed width may cut Ray's suffix anywhere (``[repea`` /
+    ``ted 27x across cluster]``): the piece it follows reads as without it, the suffix
+    counts its dropped lines once, and the traceback stays whole."""
+    r = "(WorkerDict pid=1011655, ip=10.3.176.18) "
+    lines = [f"{r}[2025-11-20 01:13:05 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+             f"{r}{FRAME}", f"{r}{CODE}", f"{r}RuntimeError: boom"]
+    at = {"frame": 1, "code": 2, "message": 3}[piece]
+    lines[at:at + 1] = [lines[at] + SUFFIX[:cut], SUFFIX[cut:] + " " * 7]
+    evs = read("\n".join(lines) + "\n")
+    ev = only(evs, "exception")
+    assert ev.rank == "TP1" and frames(ev) == ["run_scheduler_process"]
+    assert ev.fields["frames"][0]["code"] == CODE.strip()
+    assert (ev.fields["exception"], ev.fields["message"]) == ("RuntimeError", "boom")
+    marks = [(e.line, e.end_line, e.fields["count"]) for e in evs if e.kind == "ray_dedup"]
+    if cut == 1:  # cut after the space: the suffix is whole on the next line, a record of its own there
+        assert marks == [(at + 2, None, 27)]
+        assert (ev.line, ev.end_line) == (1, 4 if piece == "message" else 5)
+    else:
+        assert marks == [(at + 1, at + 2, 27)]
+        assert (ev.line, ev.end_line) == (1, 5)
 
 
 def test_overlap_thread_frames_are_frames() -> None:
@@ -524,6 +554,36 @@ def test_a_thread_dump_with_no_fatal_error_above_it_is_no_crash() -> None:
         ""]) + "\n"
     evs = read(text)
     assert [e.kind for e in evs if e.kind in ("exception", "thread_dump")] == ["thread_dump"]
+
+
+def test_a_thread_dump_that_lists_the_extension_modules_is_a_fatal_errors_with_its_header_cut() -> None:
+    """CPython lists the extension modules after a fatal error's dump only (never after a timed
+    or a signal's dump): a thread dump whose 'Fatal Python error:' header is above the window
+    (real-unseen 454) is a fatal record from its first line, with no exception read (the header's
+    text is not in the log). Another process's record torn into the dump's line leaves it open."""
+    dump = ["Thread 0x000070c18c2e9dc0 (most recent call first):",
+            '  File "<internal>", line 7 in [2025-04-17 11:44:15] Received sigquit from a child process. '
+            "It usually means the child failed.",
+            "cleanup", ""]
+    evs = read("\n".join([*dump, "Extension modules: numpy.core._multiarray_umath, psutil._psutil_linux", ""]))
+    ev = only(evs, "exception")
+    assert (ev.line, ev.end_line, ev.fields["fatal_signal"], ev.fields["header_cut"], ev.fields["exception"]) == \
+        (1, 5, True, True, None)
+    assert frames(ev) == []  # no thread is marked current: none is the failure's
+    assert kinds(evs).count("sigquit") == 1
+    # without the list, the same dump is a process's dump of its threads, not its end
+    assert "exception" not in kinds(read("\n".join(dump) + "\n"))
+
+
+def test_a_record_with_a_stamp_without_a_year_ends_the_exception_message_before_it() -> None:
+    """SGLang's multimodal generation server stamps its records '[12-24 08:20:04] ...' (no
+    year, so no time stamp is read): such a record is still one of its own, never a line of the
+    message of the traceback printed before it (real-unseen 461, 495)."""
+    text = ("Traceback (most recent call last):\n" + FRAME + "\n" + CODE + "\n"
+            "RuntimeError: Model generation returned no output.\n"
+            '[12-24 08:20:04] 10.244.233.96:49446 - "POST /v1/images/generations HTTP/1.1" 500\n')
+    ev = only(read(text), "exception")
+    assert (ev.end_line, ev.fields["message"]) == (4, "Model generation returned no output.")
 
 
 def test_a_ranks_exception_alone_on_its_prefixed_line_is_that_ranks_traceback() -> None:

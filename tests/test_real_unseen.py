@@ -67,10 +67,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "('Process Process-3:', the interrupted processes' first header)",
     ("phase_reached", "444"): "a crash phase (serving, from event_loop_overlap's frames) on a log the label reads as "
                               "stopped, as outcome[444]",
-    ("fatal_line", "454"): "the crash is cited at line 5 (TP3's header, fused after faulthandler's 'Extension modules: ...'), "
-                           "not at line 1: faulthandler's dump of a fatal error ('Thread 0x000070c18c2e9dc0 (most recent "
-                           "call first):', its frame line at 2 with the launcher's sigquit fused into it) is not read as a "
-                           "fatal record, as fatal_line[385]",
     ("outcome", "460"): "'crashed: a traceback whose exception is not in this log (cut) at line 7': the traceback "
                         "at lines 7-15 is the one SGLang's diffusion runtime logs under its stage error record "
                         "('[TextEncodingStage] Error during execution after 14.8984 ms: CUDA error: "
@@ -96,10 +92,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "lines 1 and 4-12 are 'Capturing batches (avail_mem=... GB)' bars, the last two at 23/23 "
                               "(lines 11-12): bars with no rank tag, behind no wrapper, place no process in "
                               "cuda_graph_capture",
-    ("crash", "482"): "crash phase unknown ('phase ?') where the frames name scheduler.py line 778 "
-                      "event_loop_overlap and process_input_requests (lines 4-6), the scheduler's serving loop; the "
-                      "frames' function names keep the hard-wrapped Ray suffix ('decorate_context [repeated 27x' at "
-                      "line 1, 'event_loop_overlap [repea' at line 4), so the loop is not recognised",
 }
 
 

@@ -60,6 +60,13 @@ _TRANSPARENT = frozenset({"ray_dedup", "lib_log"})
 #: A word alone on a line right after a frame line: the frame's function name, wrapped
 #: by a terminal ("in R" / "untime").
 _WRAPPED_WORD = re.compile(r"\w+")
+#: A logging prefix whose stamp has no year (SGLang's multimodal generation server: ``[12-24 08:20:04] ...``):
+#: its record has no time stamp (no year is guessed), but it is a record of its own, never a traceback's line.
+_DATELESS = re.compile(r"\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] ")
+#: What CPython prints after a fatal error's dump of the threads (``_Py_DumpExtensionModules``).
+_EXTENSION_MODULES = "Extension modules: "
+#: Ray's de-duplication suffix at the end of a text (``segments`` cuts it off a line that holds it whole).
+_RAY_SUFFIX = re.compile(r" \[repeated (\d+)x across cluster\] *$")
 #: Functions a process or thread starts in: a traceback's outermost frame, printed first.
 _ENTRY_FUNCS = frozenset({"run_scheduler_process", "run_detokenizer_process", "run_data_parallel_controller_process",
                           "<module>", "_run_module_as_main", "_bootstrap", "_bootstrap_inner"})
@@ -216,6 +223,16 @@ class _Traceback:
         self.header_cut = bool(ev.fields.get("header_cut"))
         self.add_line(ev)
 
+    def fatal_header_cut(self) -> None:
+        """A faulthandler dump that turns out to be a fatal error's, its ``Fatal Python error: ...``
+        header not in the log (CPython lists the extension modules after a fatal error's dump
+        only, never after a timed or a signal's dump)."""
+        if self.fh_stack and not self.blocks:  # frames alone, most recent call first: one thread's
+            self.blocks.append((0, True))
+            self.fh_stack = False
+        self.thread_dump = False
+        self.fatal = self.header_cut = True  # (its exception, the header's text, is not read: not in the log)
+
     def add_line(self, ev: Event) -> None:
         if len(self.lines) < _MAX_TB_LINES:
             self.lines.append((ev.line, ev.text))
@@ -317,11 +334,35 @@ class TracebackAssembler:
         rec.what = ev.fields.get("what")
         rec.message = ev.fields.get("message") or ""
 
+    @staticmethod
+    def _wrapped_suffix(tb: _Traceback, ev: Event) -> Event | None:
+        """Ray's ``[repeated 27x across cluster]`` hard-wrapped by a terminal over the end of the
+        traceback's last line and the whole of ``ev`` (``[repeated 27x `` / ``across cluster]``):
+        the part on the last line is cut off the piece it was read into (a frame's function, a
+        source line, the message), and the suffix is the ``ray_dedup`` record it is when whole."""
+        if not tb.lines or tb.lines[-1][0] != ev.line - 1:
+            return None
+        head = tb.lines[-1][1]
+        m = _RAY_SUFFIX.search(head + ev.text)
+        if m is None or m.start() >= len(head):  # the suffix begins on the last line
+            return None
+        cut = head[m.start():].rstrip()
+        last = tb.frames[-1] if tb.frames else None
+        if tb.exception is not None and tb.message is not None and tb.message.endswith(cut):
+            tb.message = tb.message[:-len(cut)]
+        elif last is not None and last["code"] is not None and last["code"].endswith(cut):
+            last["code"] = last["code"][:-len(cut)]
+        elif last is not None and last["code"] is None and last["log_line"] == tb.lines[-1][0] \
+                and (last["func"] or "").endswith(cut):
+            last["func"] = last["func"][:-len(cut)]
+        return Event("ray_dedup", tb.lines[-1][0], ev.rank, ev.ts, {"count": int(m.group(1))},
+                     head[m.start():] + "\n" + ev.text, ev.file, ev.line, ev.node)
+
     def step(self, ev: Event) -> Iterator[Event]:
         """Take one record event; yield the events that are complete."""
         kind = ev.kind
         tb = self.open
-        prefixed = ev.rank is not None or ev.ts is not None
+        prefixed = ev.rank is not None or ev.ts is not None or _DATELESS.match(ev.text) is not None
         if kind in _TRANSPARENT:
             yield ev
             return
@@ -400,14 +441,16 @@ class TracebackAssembler:
                 if tb is not None:
                     yield from self.close()
                 if kind == "fh_thread":  # faulthandler's dump with no fatal error above it: the
-                    self._start(ev, "faulthandler").thread_dump = True  # process may go on
+                    tb = self._start(ev, "faulthandler")  # process may go on
+                    tb.thread_dump = True
+                    tb.blocks.append((0, ev.text.lstrip().startswith("Current thread")))
                     return
                 tb = self._start(ev, None)  # a traceback whose header was not in the log
                 if kind == "tb_frame" and _FH_FRAME.search(ev.text):  # faulthandler's: no exception line
                     tb.fh_stack, tb.source = True, FH_HEADERLESS
             else:
                 tb.add_line(ev)
-            if kind == "fh_thread" and tb.fatal:
+            if kind == "fh_thread" and (tb.fatal or tb.thread_dump):
                 tb.blocks.append((len(tb.frames), ev.text.lstrip().startswith("Current thread")))
             if kind == "tb_frame":
                 tb.frames.append({"path": ev.fields.get("path"), "line": ev.fields.get("lineno"),
@@ -462,6 +505,16 @@ class TracebackAssembler:
                     return
                 tb.add_line(ev)
                 return
+            if kind in ("other", "indented") and ev.text.rstrip().endswith("]"):
+                dedup = self._wrapped_suffix(tb, ev)
+                if dedup is not None:  # the rest of Ray's suffix, which a terminal wrapped onto this line
+                    tb.add_line(ev)
+                    yield dedup
+                    return
+            if (tb.thread_dump or tb.fh_stack) and kind == "other" and ev.text.startswith(_EXTENSION_MODULES):
+                tb.fatal_header_cut()  # only a fatal error's dump lists them: its header is above the window
+                tb.add_line(ev)
+                return
             last = tb.frames[-1] if tb.frames else None
             if (tb.exception is None and kind == "other" and last is not None and last["code"] is None
                     and last["log_line"] == ev.line - 1 and _WRAPPED_WORD.fullmatch(ev.text)):
@@ -479,8 +532,8 @@ class TracebackAssembler:
         if kind == "capture_failed" and tb.exception is None and not prefixed:
             tb.add_line(ev)
             return
-        if prefixed and tb.thread_dump:  # the dump went to stderr; a logged line ends it
-            yield from self.close()
+        if prefixed and tb.thread_dump and ev.line != tb.last_line:  # the dump went to stderr; a logged
+            yield from self.close()  # line ends it (one torn into the dump's line is another process's write)
             yield ev
             return
         if prefixed and tb.exception is None and (ev.rank is None or ev.rank != tb.rank):
