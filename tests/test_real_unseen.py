@@ -92,6 +92,41 @@ PENDING: dict[tuple[str, str], str] = {
                               "lines 1 and 4-12 are 'Capturing batches (avail_mem=... GB)' bars, the last two at 23/23 "
                               "(lines 11-12): bars with no rank tag, behind no wrapper, place no process in "
                               "cuda_graph_capture",
+    ("fatal_line", "491"): "the crash is cited at line 3 (TP0 EP0's 'Scheduler hit an exception' header), not at line "
+                           "2: torch_npu's allocator record ('[383554] [2026-07-01 09:31:38:047] torch_npu.memory: "
+                           "[ERROR] [383554] NPU out of memory. Tried to allocate 72.00 MiB ...', a pid before the "
+                           "stamp, a millisecond stamp with a colon) is counted unrecognised, so the out-of-memory "
+                           "record the scheduler dies of in the same second is not read at all",
+    ("key_figure[tried_alloc]", "491"): "nothing found: the crash's oom is null, as fatal_line[491] (torch_npu's "
+                                        "'NPU out of memory. Tried to allocate 72.00 MiB (NPU 0; ...)' at line 2 is "
+                                        "not read)",
+    ("key_figure[gpu_total]", "491"): "nothing found: '61.27 GiB total capacity' is in line 2's unread torch_npu "
+                                      "record, as fatal_line[491]",
+    ("key_figure[free]", "491"): "nothing found: '5.04 MiB free' is in line 2's unread torch_npu record, as "
+                                 "fatal_line[491]",
+    ("key_figure[torch_alloc]", "491"): "nothing found: '56.05 GiB already allocated' is in line 2's unread torch_npu "
+                                        "record, as fatal_line[491]",
+    ("phase_reached", "493"): "the unranked process's phase is kv_cache_alloc: it enters warmup at line 5 (the "
+                              "bundle's phase table says so) with the 'max_total_num_tokens=105600, ...' line, but "
+                              "line 7, 'Allocating 15.58 GB host memory for hierarchical KV cache.' (HiCache's host "
+                              "pool, allocated after that line), sets it back to kv_cache_alloc: the phase shown is "
+                              "the last one entered, not the furthest",
+    ("phase_reached", "494"): "no process is placed in any phase: sglang-jax's records (line 9 'TPU Memory profiling: "
+                              "... max_tokens=315424', line 10 'ModelRunner max_total_num_tokens: 315424', line 11 "
+                              "'Creating fused KV buffers for 28 layers', 'Qwen3 weights loaded successfully!') are "
+                              "counted unrecognised (coverage 1/12)",
+    ("key_figure[max_total_num_tokens]", "494"): "nothing found: sglang-jax's 'ModelRunner max_total_num_tokens: "
+                                                 "315424' (line 10, colon form) is not read, as phase_reached[494]",
+    ("outcome", "495"): "'crashed: ValueError at line 5': the diffusion scheduler logs the traceback under 'Error "
+                        "receiving requests in scheduler event loop (attempt 1/3): ...' (line 4, a stamp without the "
+                        "year, unrecognised) and retries ('attempt 2/3' at line 13); nothing in the window shows a "
+                        "process ending, so this is an error the scheduler went on from",
+    ("crash", "495"): "a crash (ValueError, no rank, no phase) at line 5 where the label has none, as outcome[495]; its "
+                      "message runs on into line 13's own record ('[01-28 08:52:44] Error receiving requests in "
+                      "scheduler event loop (attempt 2/3): Operation cannot be accomplished in current state')",
+    ("phase_reached", "495"): "no process is placed in warmup: uvicorn's 'Application startup complete.' and "
+                              "'Uvicorn running on http://172.30.9.43:30010' (lines 2-3) place none, and the crash "
+                              "of outcome[495] has no phase",
 }
 
 
