@@ -127,10 +127,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("phase_reached", "495"): "no process is placed in warmup: uvicorn's 'Application startup complete.' and "
                               "'Uvicorn running on http://172.30.9.43:30010' (lines 2-3) place none, and the crash "
                               "of outcome[495] has no phase",
-    ("crash", "482"): "crash phase unknown ('phase ?') where the frames name scheduler.py line 778 "
-                      "event_loop_overlap and process_input_requests (lines 4-6), the scheduler's serving loop; the "
-                      "frames' function names keep the hard-wrapped Ray suffix ('decorate_context [repeated 27x' at "
-                      "line 1, 'event_loop_overlap [repea' at line 4), so the loop is not recognised",
     ("phase_reached", "504"): "no rank is placed in any phase (TP1's phase is '-'): line 1, 'Multi-thread loading shards: "
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "
