@@ -843,3 +843,28 @@ def test_a_ready_server_killed_after_its_last_record_says_so() -> None:
                                 "Killed; case.log:3), with no failure before it in this log")
     earlier = summarize("Killed\n" + ready)
     assert earlier.outcome == "ready" and "killed" not in earlier.outcome_reason
+
+
+@pytest.mark.parametrize("exception,logged", [
+    ("ValueError: not enough values to unpack (expected 3, got 1)", True),  # the text the record ends with
+    (None, True),  # the traceback cut before its exception
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", False),  # another exception
+])
+def test_a_traceback_under_a_record_that_logged_it_is_an_error_not_the_end(exception: str | None,
+                                                                        logged: bool) -> None:
+    """Python's logging prints ``exc_info``'s traceback on the lines after the record, whose
+    message ends with the exception's text (``logger.error(f"...: {e}", exc_info=True)``; SGLang's
+    multimodal generation scheduler, real-unseen 495): the code that logged it goes on. A
+    traceback whose exception is another than the record's text is not the one it logged."""
+    text = ("[01-28 08:52:44] Error receiving requests in scheduler event loop (attempt 1/3): "
+            "not enough values to unpack (expected 3, got 1)\n"
+            "Traceback (most recent call last):\n"
+            '  File "/sgl-workspace/sglang/python/sglang/multimodal_gen/runtime/managers/scheduler.py", '
+            "line 342, in event_loop\n"
+            "    new_reqs = self.recv_reqs()\n" + (exception + "\n" if exception else ""))
+    s = summarize(text)
+    if logged:
+        assert s.crash is None and s.outcome != "crashed"
+        assert [(e.line, e.source) for e in s.errors] == [(2, "logged")]
+    else:
+        assert s.outcome == "crashed" and s.crash is not None and s.crash.line == 2

@@ -67,12 +67,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "('Process Process-3:', the interrupted processes' first header)",
     ("phase_reached", "444"): "a crash phase (serving, from event_loop_overlap's frames) on a log the label reads as "
                               "stopped, as outcome[444]",
-    ("outcome", "460"): "'crashed: a traceback whose exception is not in this log (cut) at line 7': the traceback "
-                        "at lines 7-15 is the one SGLang's diffusion runtime logs under its stage error record "
-                        "('[TextEncodingStage] Error during execution after 14.8984 ms: CUDA error: "
-                        "CUBLAS_STATUS_ALLOC_FAILED ...', line 6, unrecognised, as lines 1-5 are), one request's "
-                        "stage failing; nothing in the window shows a process ending",
-    ("crash", "460"): "a crash at line 7 (the stage's logged traceback) where the label has none, as outcome[460]",
     ("outcome", "461"): "'crashed: RuntimeError at line 1': line 1 is the tail of a traceback above the window, and "
                         "lines 2-9 show the failure handled (the 'no output' traceback logged, the request answered "
                         "'\"POST /v1/images/generations HTTP/1.1\" 500' at line 9); the stamped lines 2 and 9-10 are "
@@ -117,13 +111,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "counted unrecognised (coverage 1/12)",
     ("key_figure[max_total_num_tokens]", "494"): "nothing found: sglang-jax's 'ModelRunner max_total_num_tokens: "
                                                  "315424' (line 10, colon form) is not read, as phase_reached[494]",
-    ("outcome", "495"): "'crashed: ValueError at line 5': the diffusion scheduler logs the traceback under 'Error "
-                        "receiving requests in scheduler event loop (attempt 1/3): ...' (line 4, a stamp without the "
-                        "year, unrecognised) and retries ('attempt 2/3' at line 13); nothing in the window shows a "
-                        "process ending, so this is an error the scheduler went on from",
-    ("crash", "495"): "a crash (ValueError, no rank, no phase) at line 5 where the label has none, as outcome[495]; its "
-                      "message runs on into line 13's own record ('[01-28 08:52:44] Error receiving requests in "
-                      "scheduler event loop (attempt 2/3): Operation cannot be accomplished in current state')",
     ("phase_reached", "495"): "no process is placed in warmup: uvicorn's 'Application startup complete.' and "
                               "'Uvicorn running on http://172.30.9.43:30010' (lines 2-3) place none, and the crash "
                               "of outcome[495] has no phase",

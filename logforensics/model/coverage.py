@@ -282,8 +282,18 @@ def on_unplanned(m: RunModel, ev: Event) -> None:
     on_other(m, ev)
 
 
+#: An unrecognised record that says an error and ends with what the error was, as code that
+#: logs an exception with its traceback writes it (``logger.error(f"Error during X: {e}",
+#: exc_info=True)``): a traceback on the next line is the one it logged (``failures._logged_it``).
+_SAYS_AN_ERROR = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)\b[^:]*: \S")
+
+
 @handles("other")
 def on_other(m: RunModel, ev: Event) -> None:
+    """An unrecognised record: counted by shape (coverage); one that says an error is kept as the
+    last error logged (``_SAYS_AN_ERROR``)."""
+    if _SAYS_AN_ERROR.search(ev.text):
+        m.failures.logged_error, m.failures.logged_says = ev.line, ev.text
     c = m.coverage
     if ev.line != c.last_other_line:
         c.other_lines += 1

@@ -52,8 +52,11 @@ class Failures:
     #: Warning: EZ9999: Inner Error!"): {code, rank, line}; the CANN record after it, which
     #: names no rank, is that rank's
     cann_hint: dict[str, Any] | None = None
-    #: the line of the last error another program's logger logged ("ERROR:name:...")
+    #: the line of the last error a logger logged ("ERROR:name:...", or an unrecognised record that
+    #: says an error and ends with the exception's text: "Error receiving requests ...: not enough
+    #: values to unpack ..."), and that record's text (None for a logger's record with a level)
     logged_error: int | None = None
+    logged_says: str | None = None
     #: the last ``Scheduler debug info:`` header and the line its body has reached: the body's
     #: batch line, which names no rank, is the header's rank's
     debug_head: tuple[Event, int] | None = None
@@ -98,7 +101,8 @@ class Failures:
         self.crash_events.extend(crashes)
         self.cpp_frame_seen = self.cpp_frame_seen or later.cpp_frame_seen
         self.cann_hint = later.cann_hint or self.cann_hint
-        self.logged_error = later.logged_error or self.logged_error
+        if later.logged_error is not None:
+            self.logged_error, self.logged_says = later.logged_error, later.logged_says
         self.debug_head = later.debug_head or self.debug_head
         self.last_c10d = later.last_c10d or self.last_c10d
         self.c10d_lines.update(later.c10d_lines)
@@ -245,6 +249,18 @@ def _brief(rec: dict[str, Any]) -> dict[str, Any]:
 CAUGHT_SOURCES = frozenset({"transfer_worker", "http_request", THREAD_SOURCE, LOGGED_SOURCE})
 
 
+def _logged_it(says: str | None, record: dict[str, Any]) -> bool:
+    """Whether the record of the line above logged this traceback: Python's logging prints the
+    traceback of ``exc_info`` on the lines after the record's message, which ends with the
+    exception's text (``logger.error(f"...: {e}", exc_info=True)``). A logger's record with
+    an error level (``says`` None) does; an unrecognised one where the exception's text is
+    what it ends with, or where the exception is not in the log (cut)."""
+    if says is None or record["exception"] is None:
+        return True
+    message = (record["message"] or "").split("\n", 1)[0].strip()
+    return bool(message) and says.rstrip().endswith(message)
+
+
 @handles("exception", reads_earlier=True)
 def on_exception(m: RunModel, ev: Event) -> None:
     f = ev.fields
@@ -272,8 +288,9 @@ def on_exception(m: RunModel, ev: Event) -> None:
     if record["source"] == WARMUP_SOURCE:  # the launcher's warm-up request failed: its frames may be cut
         record["phase"] = "warmup"
     logged = m.failures.logged_error
-    if record["source"] is None and logged is not None and logged == ev.line - 1:
-        record["source"] = LOGGED_SOURCE  # another program's logger logged it on the line above
+    if record["source"] is None and logged is not None and logged == ev.line - 1 \
+            and _logged_it(m.failures.logged_says, record):
+        record["source"] = LOGGED_SOURCE  # a logger logged it on the line above (``exc_info``)
     died = f.get("scheduler_died")
     if record["source"] is None and died and died.get("rank") is not None:
         # the launcher's "Rank 0 scheduler died during initialization (exit code: -7)"
@@ -564,7 +581,7 @@ def on_basic_log(m: RunModel, ev: Event) -> None:
     it logs is kept as one; a traceback on the next line is the exception it logged
     (``logger.exception``, whose code goes on), not the server's crash (``on_exception``)."""
     if ev.fields.get("level") in ("ERROR", "CRITICAL"):
-        m.failures.logged_error = ev.line
+        m.failures.logged_error, m.failures.logged_says = ev.line, None
 
 
 @handles("job_end")
