@@ -2,7 +2,8 @@
 
 * HiCache's host pool (mem_cache/memory_pool_host.py, ``HostKVCache.__init__``):
   ``logger.info(f"Allocating {requested_bytes / 1e9:.2f} GB host memory for hierarchical KV cache.")``
-  is printed while the rank builds its KV pools: the rank is in kv_cache_alloc.
+  is printed while the rank builds its KV pools: the rank is in kv_cache_alloc, unless it is past
+  it already (the scheduler's cache set-up prints it after its ``max_total_num_tokens=...`` line).
 * ``The server is fired up and ready to roll!`` is printed once every scheduler is ready: a rank
   whose records come after it (a request's transfer failure, decode.py's
   ``f"Decode transfer failed for request rank={self.tp_rank} {decode_req.req.rid=} ..."``) is
@@ -29,6 +30,15 @@ def test_the_host_pool_line_places_its_rank_in_kv_cache_alloc(tmp_path: Path) ->
     log.write_text(HOST_POOL)
     s = summarize_file(log)
     assert s.phase_reached == {"ATTN_CP0 TP0": "kv_cache_alloc", "ATTN_CP1 TP1": "kv_cache_alloc"}
+
+
+def test_the_host_pool_line_after_the_token_budget_is_no_step_back(tmp_path: Path) -> None:
+    """real-unseen 493: the scheduler prints its budget, then allocates HiCache's host pool."""
+    log = tmp_path / "hicache-late.log"
+    log.write_text("[2026-03-25 02:51:37] max_total_num_tokens=105600, chunked_prefill_size=8192, "
+                   "max_prefill_tokens=16384, max_running_requests=4096, context_len=40960, available_gpu_mem=8.71 GB\n"
+                   "[2026-03-25 02:51:38] Allocating 15.58 GB host memory for hierarchical KV cache.\n")
+    assert summarize_file(log).phase_reached == {"-": "warmup"}
 
 
 def test_a_rank_that_prints_after_readiness_is_serving(tmp_path: Path) -> None:

@@ -612,3 +612,15 @@ def test_a_bars_tail_left_after_a_record_is_cut_off_it() -> None:
     bar = "Capturing batches (bs=8 avail_mem=21.70 GB):  50%|█████     | 18/36 [00:03<00:03,  5.45it/s]"
     assert kinds(read(bar + "\n")) == ["progress"]
 
+
+
+def test_torch_npus_own_out_of_memory_record_is_read_with_its_figures() -> None:
+    """torch_npu's allocator logs the failure in its own format before it raises (real-unseen
+    491): '[pid] [date time:ms] torch_npu.memory: [ERROR] [pid] NPU out of memory. ...', read as
+    the out-of-memory record it is, with its figures (the older parenthesised wording)."""
+    ev = only(read("[383554] [2026-07-01 09:31:38:047] torch_npu.memory: [ERROR] [383554] NPU out of memory. "
+                   "Tried to allocate 72.00 MiB (NPU 0; 61.27 GiB total capacity; 56.05 GiB already allocated; "
+                   "56.05 GiB current active; 5.04 MiB free; 58.39 GiB reserved in total by PyTorch).\n"),
+              "oom_message")
+    oom = ev.fields["oom"]
+    assert (oom["device"], oom["gpu"], oom["tried_gib"], oom["total_gib"]) == ("NPU", 0, 72 / 1024, 61.27)

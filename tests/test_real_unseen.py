@@ -91,20 +91,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "[ERROR] [383554] NPU out of memory. Tried to allocate 72.00 MiB ...', a pid before the "
                            "stamp, a millisecond stamp with a colon) is counted unrecognised, so the out-of-memory "
                            "record the scheduler dies of in the same second is not read at all",
-    ("key_figure[tried_alloc]", "491"): "nothing found: the crash's oom is null, as fatal_line[491] (torch_npu's "
-                                        "'NPU out of memory. Tried to allocate 72.00 MiB (NPU 0; ...)' at line 2 is "
-                                        "not read)",
-    ("key_figure[gpu_total]", "491"): "nothing found: '61.27 GiB total capacity' is in line 2's unread torch_npu "
-                                      "record, as fatal_line[491]",
-    ("key_figure[free]", "491"): "nothing found: '5.04 MiB free' is in line 2's unread torch_npu record, as "
-                                 "fatal_line[491]",
-    ("key_figure[torch_alloc]", "491"): "nothing found: '56.05 GiB already allocated' is in line 2's unread torch_npu "
-                                        "record, as fatal_line[491]",
-    ("phase_reached", "493"): "the unranked process's phase is kv_cache_alloc: it enters warmup at line 5 (the "
-                              "bundle's phase table says so) with the 'max_total_num_tokens=105600, ...' line, but "
-                              "line 7, 'Allocating 15.58 GB host memory for hierarchical KV cache.' (HiCache's host "
-                              "pool, allocated after that line), sets it back to kv_cache_alloc: the phase shown is "
-                              "the last one entered, not the furthest",
     ("phase_reached", "494"): "no process is placed in any phase: sglang-jax's records (line 9 'TPU Memory profiling: "
                               "... max_tokens=315424', line 10 'ModelRunner max_total_num_tokens: 315424', line 11 "
                               "'Creating fused KV buffers for 28 layers', 'Qwen3 weights loaded successfully!') are "

@@ -69,6 +69,12 @@ PHASE_OF_KIND: dict[str, str] = {
 }
 
 
+#: Kinds that SGLang may print after the next phase's first record: HiCache's host pool is
+#: allocated in the scheduler's cache set-up, after its ``max_total_num_tokens=...`` line. They
+#: place a rank in their phase only where it is not past it already (never a step back).
+PLACE_IF_NOT_PAST: frozenset[str] = frozenset({"host_kv_pool"})
+
+
 class Event(NamedTuple):
     """One record of a log, typed by ``kind``.
 

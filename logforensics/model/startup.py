@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..events import PHASE_OF_KIND, Event
+from ..events import PHASE_OF_KIND, PLACE_IF_NOT_PAST, Event
 from . import pools
 from .rank import NO_RANK, PHASE_INDEX, POOL_ENDS, RankState
 from .registry import handles
@@ -49,6 +49,8 @@ class Timeline:
         """``ev`` places its rank in ``phase``."""
         r = self.rank(ev.rank)
         r.touch(ev.line, ev.ts, ev.text)
+        if ev.kind in PLACE_IF_NOT_PAST and r.phase is not None and PHASE_INDEX[r.phase] > PHASE_INDEX[phase]:
+            return
         r.enter(phase, ev.line, ev.ts, ev.kind)
         self.reach(phase)
 

@@ -46,6 +46,9 @@ _WRAPPER_RE = re.compile(
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)(?:[ \t]|$)"
     r"(?! *(?:ERROR|WARN|INFO|DEBUG|TRACE) )"
     r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\][ \t]"      # Jenkins
+    # torch_npu's own logger on Ascend: the pid and a stamp with milliseconds after a colon,
+    # "[383554] [2026-07-01 09:31:38:047] torch_npu.memory: [ERROR] ..."
+    r"|\[\d+\] \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}\] "
     # a cloud log export's severity and UTC time (Google Cloud Logging's severities), before
     # every line of a record: "ERROR 2026-06-15T14:10:59.392125190Z "
     r"|(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY)[ \t]"

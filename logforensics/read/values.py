@@ -447,8 +447,9 @@ def env_value(s: str) -> str:
 @returns(STR)
 def oom_what(s: str) -> str | None:
     """``"Failed to initialize lk_moe: CUDA out of memory."`` -> ``"Failed to initialize lk_moe"``
-    (``"Worker encountered error CUDA out of memory."`` -> ``"Worker encountered error"``)."""
-    head = re.split(r"(?::|(?<=\berror)) (?:CUDA|HIP) out of memory\.", s, maxsplit=1)[0]
+    (``"Worker encountered error CUDA out of memory."`` -> ``"Worker encountered error"``,
+    ``"torch_npu.memory: [ERROR] [383554] NPU out of memory."`` -> ``"torch_npu.memory: [ERROR] [383554]"``)."""
+    head = re.split(r"(?::|(?<=\berror)|(?<=\])) (?:CUDA|HIP|NPU) out of memory\.", s, maxsplit=1)[0]
     return head.strip() or None
 
 
