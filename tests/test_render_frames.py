@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 
 from logforensics.model.summary import Crash
@@ -35,3 +37,20 @@ def test_chained_traceback_shows_the_cause_frames() -> None:
     out = console.export_text()
     assert "innermost frames of the cause (torch.OutOfMemoryError)" in out
     assert "capture_one_batch_size" in out and "run_scheduler_process" not in out
+
+
+def test_a_native_failure_record_is_no_abort_unless_it_says_so(tmp_path: Path) -> None:
+    """torch's watchdog detecting a collective's timeout (real-unseen 490) is a native failure
+    record, not an abort: the panel says it has no Python exception and quotes what it says."""
+    from logforensics import summarize_file
+    log = tmp_path / "c10d.log"
+    log.write_text("[rank4]:[E223 11:14:34.991860392 ProcessGroupNCCL.cpp:1785] [PG ID 2 PG GUID 3 Rank 4] "
+                   "Exception (either an error or timeout) detected by watchdog at work: 91885, last enqueued "
+                   "NCCL work: 91885, last completed NCCL work: 91884.\n")
+    crash = summarize_file(log).crash
+    assert crash is not None and crash.native
+    console = Console(width=200, record=True)
+    console.print(render_crash(crash))
+    out = console.export_text()
+    assert "exception: none (a native failure, no Python exception)" in out and "abort" not in out
+    assert "collective failure detected by the watchdog" in out

@@ -242,7 +242,7 @@ def what_failed(crash: dict[str, Any]) -> str:
     if crash.get("source") == CPP_RAISED_SOURCE and crash.get("message"):
         return cpp_exception_words(str(crash["message"]))
     if crash.get("native") or crash.get("source") in LOGGED_THEN_RAISED and crash.get("message"):
-        return clip(str(crash.get("message") or "native abort"), 160)
+        return clip(str(crash.get("message") or "a native failure"), 160)
     if crash.get("garbled"):
         return "a traceback torn by concurrent writers (exception unreadable)"
     if headerless_dump(crash.get("source"), crash.get("exception")):

@@ -77,6 +77,11 @@ _PHASES = reader_of(dict[str, PhaseSpan])
 _BARS = reader_of(dict[str, Bar])
 
 
+#: The exception of a native failure record (a C++ abort or exception, a CUDA, HIP or CANN
+#: error, a collective failure torch's watchdog detected): none; its message says which.
+NATIVE_NO_EXCEPTION = "none (a native failure, no Python exception)"
+
+
 @dataclass(frozen=True)
 class Crash(Keyed):
     """What stopped the run (``model.outcome``): the first fatal record after the server

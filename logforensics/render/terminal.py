@@ -22,7 +22,7 @@ from ..model.pools import POST_CAPTURE_ENV
 from ..model.records import NO_MEMORY, NOT_SEEN, Cite, ClockAnchor, ClockMove, LoggedError, MemoryPools
 from ..model.run import RunSummary
 from ..model.stops import stop_place
-from ..model.summary import Crash, DistinctException, Hang
+from ..model.summary import NATIVE_NO_EXCEPTION, Crash, DistinctException, Hang
 from ..units import fmt, gib
 from .beside import beside_lines
 from .console import clip, plain, printable
@@ -275,7 +275,7 @@ def print_errors(errors: Sequence[LoggedError], console: Console, most: int = 5)
 
 def render_crash(crash: Crash) -> Panel:
     rows: list[Any] = []
-    exc = crash.exception or ("native abort" if crash.native else
+    exc = crash.exception or (NATIVE_NO_EXCEPTION if crash.native else
                               f"none: ended from outside ({SOURCES[crash.source]})" if crash.source in SOURCES
                               else "none in a faulthandler stack dump (its header is not in this log)"
                               if headerless_dump(crash.source, crash.exception)
