@@ -624,3 +624,17 @@ def test_torch_npus_own_out_of_memory_record_is_read_with_its_figures() -> None:
               "oom_message")
     oom = ev.fields["oom"]
     assert (oom["device"], oom["gpu"], oom["tried_gib"], oom["total_gib"]) == ("NPU", 0, 72 / 1024, 61.27)
+
+
+def test_a_window_that_begins_with_the_chain_line_is_the_chained_records_start() -> None:
+    """A paste cut just after the first exception of a chain begins with Python's 'During
+    handling of the above exception, another exception occurred:' (real-unseen 472): the record
+    starts there, its first exception above the window; the same line later in a file, with no
+    traceback open, passes on as it was."""
+    chained = ["During handling of the above exception, another exception occurred:", "",
+               "Traceback (most recent call last):", FRAME, CODE, "Exception: Capture cuda graph failed"]
+    ev = only(read("\n".join(chained) + "\n"), "exception")
+    assert (ev.line, ev.end_line, ev.fields["exception"]) == (1, 6, "Exception")
+    assert ev.fields["chain"] == [{"exception": None, "message": None, "frames": 0}]
+    later = read("[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=70.00 GB\n" + "\n".join(chained) + "\n")
+    assert only(later, "exception").line == 4 and "tb_chain" in kinds(later)

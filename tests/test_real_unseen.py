@@ -77,11 +77,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "the window ('from sglang.srt.managers.scheduler import run_scheduler_process', behind the "
                            "same '(TemporaryActor pid=22969)' wrapper and '[repeated 2x across cluster]' suffix), which "
                            "the bundle's quoted traceback also leaves out without a mark",
-    ("fatal_line", "472"): "the crash is cited at line 3 ('Traceback (most recent call last):', the chained traceback's "
-                           "header), not at line 1, 'During handling of the above exception, another exception "
-                           "occurred:', the window's first line and part of the same chained record (its first "
-                           "exception is above the window); the bundle's quoted traceback starts at line 3 and says "
-                           "nothing of the chain",
     ("phase_reached", "480"): "no rank is placed in any phase (the ranks table is one '-' row with phase '-'), though "
                               "lines 1 and 4-12 are 'Capturing batches (avail_mem=... GB)' bars, the last two at 23/23 "
                               "(lines 11-12): bars with no rank tag, behind no wrapper, place no process in "

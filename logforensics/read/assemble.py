@@ -48,9 +48,11 @@ TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thre
 #: The source of a traceback that the launcher's warm-up logged (``warmup_failed``).
 WARMUP_SOURCE = "warmup"
 _TB_START = "Traceback (most recent call last):"
-#: Pieces that can begin a file cut inside a traceback (a frame's source line, a caret line):
-#: held at line 1, they join the traceback that follows them, or pass on as they were.
-_LEAD = frozenset({"indented", "tb_caret"})
+#: Pieces that can begin a file cut inside a traceback (a frame's source line, a caret line,
+#: Python's "During handling of the above exception, another exception occurred:" between the
+#: exception above the window and the one raised while handling it): held at line 1, they join
+#: the traceback that follows them, or pass on as they were.
+_LEAD = frozenset({"indented", "tb_caret", "tb_chain"})
 #: Kinds that only a traceback's own lines have: with a rank, it came from a prefix that
 #: the launcher writes on every line, and the piece belongs to that rank's traceback.
 _PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
@@ -367,11 +369,16 @@ class TracebackAssembler:
             yield ev
             return
         if tb is None and self.opens(ev) and kind in _LEAD:
-            self._start(ev, None).held = [ev]
+            tb = self._start(ev, None)
+            tb.held = [ev]
+            if kind == "tb_chain":  # the exception it follows is above the window
+                tb.chain.append({"exception": None, "message": None, "frames": 0})
+                tb.chained_wait = True
             return
         held = tb.held if tb is not None else None
         if tb is not None and held is not None:
-            if not prefixed and kind in ("tb_frame", "exc_line"):
+            if not prefixed and (kind in ("tb_frame", "exc_line")
+                                 or kind == "exc_header" and tb.chained_wait and ev.fields.get("source") is None):
                 tb.held = None  # the traceback the held lines lead into
             elif prefixed or kind not in _CONTINUATION or kind == "blank" and tb.blanks >= 2:
                 yield from self.close()
