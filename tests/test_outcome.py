@@ -868,3 +868,16 @@ def test_a_traceback_under_a_record_that_logged_it_is_an_error_not_the_end(excep
         assert [(e.line, e.source) for e in s.errors] == [(2, "logged")]
     else:
         assert s.outcome == "crashed" and s.crash is not None and s.crash.line == 2
+
+
+@pytest.mark.parametrize("after,stop", [
+    ("", True),  # the echo is the log's last record
+    ("Traceback (most recent call last):\n  File \"/sgl/srt/entrypoints/http_server.py\", line 9, in launch\n"
+     "KeyboardInterrupt\n", True),  # what a Ctrl-C ends prints
+    ("2025-07-08 19:58:04  INFO sglang_router_rs::router: src/router.rs:354: Worker is not ready yet\n" * 3,
+     False),  # the process goes on logging: the echo stopped nothing the log shows
+])
+def test_a_terminals_ctrl_c_echo_is_a_stop_only_where_what_follows_shows_one(after: str, stop: bool) -> None:
+    """real-unseen 510: '^C^C^C' glued to a router line, then the router logs on."""
+    s = summarize("[2025-07-08 19:57:01] The server is fired up and ready to roll!\n^C\n" + after)
+    assert (s.stopped is not None) == stop

@@ -99,11 +99,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "
                               "no process in load_weights (480's class)",
-    ("outcome", "510"): "a stop at line 1 ('stopped': the terminal's '^C^C^C' echo glued to the router's first record): "
-                        "the router goes on logging in the same second (lines 2-6: three more 'Worker is not ready yet', "
-                        "'Initializing workers:' and the worker's 'not ready yet'), so the window shows Ctrl-C typed and "
-                        "not obeyed (the thread's title: the router is unkillable); an echo followed by the same process's "
-                        "records is read as the process's stop",
 }
 
 

@@ -211,7 +211,7 @@ def stopped(m: RunModel, ready_line: int, fatal: list[dict[str, Any]],
     # which is the stop wherever it comes after the readiness line
     drain_from = m.timeline.ready["line"] if m.timeline.ready else 0
     found = [n for key in STOP_NOTICES for n in m.notices.get(key, [])
-             if n["line"] > ready_line or key == "shutdown" and n["line"] > drain_from]
+             if (n["line"] > ready_line or key == "shutdown" and n["line"] > drain_from) and not _unheeded(m, n)]
     found += [{"file": c["file"], "line": c["line"], "rank": c["rank"], "text": c["text"]}
               for c in fatal if _exception_name(c.get("exception")) == "KeyboardInterrupt"]
     if not found:
@@ -225,6 +225,19 @@ def stopped(m: RunModel, ready_line: int, fatal: list[dict[str, Any]],
         if not evidence or evidence[-1]["line"] != n["line"]:
             evidence.append(dict(n))
     return {**evidence[0], "evidence": evidence[:8]}
+
+
+def _unheeded(m: RunModel, notice: dict[str, Any]) -> bool:
+    """Whether a terminal's ``^C`` echo stopped nothing the log shows: records follow it, and
+    none of them is a failure or a notice of a stop or of a child's end (what a Ctrl-C ends
+    prints: ``KeyboardInterrupt`` tracebacks, children ended by SIGINT, SGLang's shutdown). A
+    process that goes on logging after the echo was not stopped by it (real-unseen 510)."""
+    line = notice["line"]
+    if not str(notice.get("text") or "").startswith("^C") or m.last_line <= line:
+        return False
+    later = [n for key in (*STOP_NOTICES, *PARENT_NOTICES) for n in m.notices.get(key, []) if n["line"] > line]
+    return not later and not any(c["line"] >= line for c in m.failures.crash_events) \
+        and not any(e["line"] >= line for e in m.failures.errors)
 
 
 def _exception_name(exception: str | None) -> str | None:
