@@ -81,11 +81,11 @@ PENDING: dict[tuple[str, str], str] = {
                               "lines 1 and 4-12 are 'Capturing batches (avail_mem=... GB)' bars, the last two at 23/23 "
                               "(lines 11-12): bars with no rank tag, behind no wrapper, place no process in "
                               "cuda_graph_capture",
-    ("fatal_line", "491"): "the crash is cited at line 3 (TP0 EP0's 'Scheduler hit an exception' header), not at line "
-                           "2: torch_npu's allocator record ('[383554] [2026-07-01 09:31:38:047] torch_npu.memory: "
-                           "[ERROR] [383554] NPU out of memory. Tried to allocate 72.00 MiB ...', a pid before the "
-                           "stamp, a millisecond stamp with a colon) is counted unrecognised, so the out-of-memory "
-                           "record the scheduler dies of in the same second is not read at all",
+    ("fatal_line", "491"): "the crash is cited at line 3 (TP0 EP0's 'Scheduler hit an exception' header, its traceback cut "
+                           "before its exception), not at line 2: torch_npu's allocator record ('... torch_npu.memory: "
+                           "[ERROR] [383554] NPU out of memory. Tried to allocate 72.00 MiB ...') is read as an "
+                           "out-of-memory error the process logged (ER01, with its figures), not as the start of the "
+                           "crash, since no line shows the scheduler's exception to be that out-of-memory error",
     ("phase_reached", "494"): "no process is placed in any phase: sglang-jax's records (line 9 'TPU Memory profiling: "
                               "... max_tokens=315424', line 10 'ModelRunner max_total_num_tokens: 315424', line 11 "
                               "'Creating fused KV buffers for 28 layers', 'Qwen3 weights loaded successfully!') are "

@@ -54,3 +54,27 @@ def test_a_native_failure_record_is_no_abort_unless_it_says_so(tmp_path: Path) -
     out = console.export_text()
     assert "exception: none (a native failure, no Python exception)" in out and "abort" not in out
     assert "collective failure detected by the watchdog" in out
+
+
+def test_a_python_traceback_after_a_native_failure_is_no_native_crash(tmp_path: Path) -> None:
+    """A device-side assertion, then the scheduler's traceback cut before its exception
+    (real-unseen 516): the crash has a Python traceback, its exception not in the log; the
+    assertion is what came first, and nothing says 'no Python exception' or 'abort'."""
+    from logforensics import summarize_file
+    log = tmp_path / "assert.log"
+    log.write_text("/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1500: indexSelectSmallIndex: block: [32,0,0], "
+                   "thread: [63,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+                   "[2025-06-13 09:59:00] Scheduler hit an exception: Traceback (most recent call last):\n"
+                   '  File "/sgl/srt/managers/scheduler.py", line 2506, in run_scheduler_process\n'
+                   "    scheduler.event_loop_normal()\n")
+    s = summarize_file(log)
+    crash = s.crash
+    assert crash is not None and not crash.native and crash.line == 1 and crash.exception is None
+    assert crash.first_message == "CUDA device-side assertion: srcIndex < srcSelectDimSize"
+    assert s.outcome_reason.startswith("CUDA device-side assertion: srcIndex < srcSelectDimSize (then a traceback "
+                                       "whose exception is not in this log (cut))")
+    assert crash.fingerprint is not None and "abort" not in crash.fingerprint.exception
+    console = Console(width=200, record=True)
+    console.print(render_crash(crash))
+    out = console.export_text()
+    assert "first: CUDA device-side assertion" in out and "no Python exception" not in out

@@ -248,9 +248,10 @@ def _exception_name(exception: str | None) -> str | None:
 def what_failed(crash: dict[str, Any]) -> str:
     """The crash in a few words, saying only what the log shows: the exception, the native
     failure, or that the traceback's exception is not in this log."""
+    if crash.get("first_message"):
+        then = crash.get("exception") or "a traceback whose exception is not in this log (cut)"
+        return f"{clip(str(crash['first_message']), 160)} (then {then})"
     if crash.get("exception"):
-        if crash.get("first_message"):
-            return f"{clip(str(crash['first_message']), 160)} (then {crash['exception']})"
         return str(crash["exception"])
     if crash.get("source") == CPP_RAISED_SOURCE and crash.get("message"):
         return cpp_exception_words(str(crash["message"]))
@@ -357,11 +358,15 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
     for c in fatal:
         if c["rank"] and c["rank"] not in ranks:
             ranks.append(c["rank"])
-    with_exc = next((c for c in fatal if c.get("exception")), first)
+    with_exc = next((c for c in fatal if c.get("exception")), None)
+    if with_exc is None and first.get("native"):  # a Python traceback after it, its exception cut
+        with_exc = next((c for c in fatal if not c.get("native") and (c.get("frames") or c.get("source"))), None)
+    with_exc = with_exc or first
     # a native failure before the first exception (a runtime's queue abort, then Python's
-    # "Fatal Python error: Aborted"): what it says is what happened first
+    # "Fatal Python error: Aborted"; a device-side assertion, then the scheduler's traceback):
+    # what it says is what happened first
     before = {"first_message": first.get("message")} if first.get("native") and with_exc is not first \
-        and with_exc.get("exception") and first.get("message") else {}
+        and first.get("message") else {}
     return {
         **before,
         "first_rank": ranks[0] if ranks else None,
@@ -379,7 +384,7 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         "oom": with_exc["oom"],
         "exception_line": with_exc.get("exception_line"),
         "source": first.get("source") or _named_after(first, sigquits),
-        "native": bool(first.get("native")),
+        "native": bool(first.get("native")) and with_exc is first,  # no Python record after it
         "rank_inferred_from": first.get("rank_inferred_from"),
         "file": first["file"],
         "line": first["line"],

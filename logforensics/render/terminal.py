@@ -288,6 +288,8 @@ def render_crash(crash: Crash) -> Panel:
                               ("  phase: ", "bold"), plain(crash.phase or "unknown"),
                               ("  ranks: ", "bold"), plain(", ".join(r for r in crash.ranks or [] if r) or "-")))
     rows.append(Text.assemble(("exception: ", "bold"), plain(exc)))
+    if crash.first_message:  # a native failure came first (the exception, if any, is a later record's)
+        rows.append(Text.assemble(("first: ", "bold"), plain(clip(crash.first_message, 300))))
     if crash.message:
         rows.append(plain(crash.message, lines=True, limit=600))
     oom = crash.oom
