@@ -881,3 +881,23 @@ def test_a_terminals_ctrl_c_echo_is_a_stop_only_where_what_follows_shows_one(aft
     """real-unseen 510: '^C^C^C' glued to a router line, then the router logs on."""
     s = summarize("[2025-07-08 19:57:01] The server is fired up and ready to roll!\n^C\n" + after)
     assert (s.stopped is not None) == stop
+
+
+def test_a_rankless_traceback_of_another_programs_script_has_no_phase_of_sglangs() -> None:
+    """A training driver's traceback (its script's '<module>', no SGLang frame, no rank) after
+    the server served (real-unseen 526): the crash is no SGLang process's, so no SGLang phase is
+    given to it; a rank-less traceback through SGLang's code still takes the run's phase."""
+    serving = ("[2025-12-11 06:23:21 TP0 EP0] Decode batch, #running-req: 2, #token: 37707, token usage: 0.01, "
+               "cuda graph: True, gen throughput (token/s): 200.40, #queue-req: 0, \n")
+    driver = summarize(serving + "Traceback (most recent call last):\n"
+                       '  File "/tmp/ray/session_x/working_dir_files/train.py", line 106, in <module>\n'
+                       "    ray.get(handles)\n"
+                       '  File "/usr/lib/python3/site-packages/ray/_private/worker.py", line 2882, in get\n'
+                       "    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)\n"
+                       "ray.exceptions.RayTaskError: boom\n")
+    assert driver.crash is not None and driver.crash.phase is None
+    ours = summarize(serving + "Traceback (most recent call last):\n"
+                     '  File "/sgl/python/sglang/srt/utils.py", line 10, in helper\n'
+                     "    x()\n"
+                     "RuntimeError: boom\n")
+    assert ours.crash is not None and ours.crash.phase == "serving"

@@ -638,3 +638,14 @@ def test_a_window_that_begins_with_the_chain_line_is_the_chained_records_start()
     assert ev.fields["chain"] == [{"exception": None, "message": None, "frames": 0}]
     later = read("[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=70.00 GB\n" + "\n".join(chained) + "\n")
     assert only(later, "exception").line == 4 and "tb_chain" in kinds(later)
+
+
+def test_ray_dedup_suffix_after_a_records_own_trailing_space() -> None:
+    """A decode batch line ends with SGLang's ', ' and Ray puts its suffix after it (two spaces
+    before '[repeated'; real-unseen 526): the record is read whole, the suffix counted."""
+    evs = read("(SGLangEngine pid=276799, ip=10.142.0.6) [2025-12-11 06:23:21 TP0 EP0] Decode batch, "
+               "#running-req: 2, #full token: 37707, full token usage: 0.01, cuda graph: True, "
+               "gen throughput (token/s): 200.40, #queue-req: 0,  [repeated 4x across cluster]\n")
+    batch = only(evs, "decode_batch")
+    assert (batch.rank, batch.fields["running_req"], batch.fields["gen_throughput_tok_s"]) == ("TP0 EP0", 2, 200.4)
+    assert only(evs, "ray_dedup").fields["count"] == 4

@@ -107,13 +107,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "for request rank=N ... KVTransferError(...): Decode instance could be dead' records (lines "
                               "1-4, 7-11) are counted unrecognised (coverage 2/11) although they give the role and the "
                               "PD01 finding, as phase_reached[435]",
-    ("phase_reached", "526"): "TP0 EP0's phase is '-': line 1, a decode batch in the comma form (its trailing ', ') behind "
-                              "'(SGLangEngine pid=276799, ip=10.142.0.6)' and followed by Ray's de-duplication suffix "
-                              "'  [repeated 4x across cluster]', is unrecognised; without the suffix it is read as a "
-                              "decode_batch (the 2025-06 form without the trailing comma is read with the suffix, 420)",
-    ("key_figure[running_req]", "526"): "nothing found: line 1's decode batch is unrecognised, as phase_reached[526]",
-    ("key_figure[gen_tps]", "526"): "nothing found: line 1's decode batch is unrecognised, as phase_reached[526]",
-    ("key_figure[full_tokens]", "526"): "nothing found: line 1's decode batch is unrecognised, as phase_reached[526]",
     ("key_figure[nccl]", "527"): "nothing found: 'NCCL version 2.21.5' at the end of SGLang's record '[2025-07-15 "
                                  "02:18:13] Failed to initialize custom process group: NCCL error in: ...' (line 1) is "
                                  "not read; the four-line record (the weight-update group's failure) is counted "

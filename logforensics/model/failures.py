@@ -173,6 +173,9 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> st
     phase = phase_of_frames(frames)
     if phase is not None:
         return phase
+    if rank is None and frames and not any("sglang" in str(f.get("path") or "") for f in frames) \
+            and any(f.get("func") == "<module>" for f in frames):
+        return None  # another program's script (a training driver's): no phase of SGLang's
     t = m.timeline
     key = rank or (NO_RANK if set(t.ranks) == {NO_RANK} else None)
     r = t.ranks.get(key) if key is not None else None

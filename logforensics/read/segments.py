@@ -82,7 +82,8 @@ _SPLIT_RE = re.compile(
     r"|(?<=.)(?=\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) )"
     # two wrapped records fused onto one line by a terminal's padding
     r"|(?<=  )(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"
-    r"|(?<=\S)(?= \[repeated \d+x across cluster\] *$)"       # Ray de-duplication suffix
+    # Ray's de-duplication suffix (after a record's own trailing space too: "..., #queue-req: 0,  [repeated 4x ...]")
+    r"|(?<=\S)(?= +\[repeated \d+x across cluster\] *$)"
     # torch's record of a rank ("[rank5]:[E226 11:16:37.121617583 ProcessGroupNCCL.cpp:616] ...")
     # written before another process ended its line (faulthandler's "Extension modules: ...")
     r"|(?<=.)(?=\[[Rr]ank\d+\]:\[[EFIWT]\d{3,4} \d\d:\d\d:\d\d)"
@@ -108,7 +109,7 @@ _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
     (re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] "), False, 0, False),
     (re.compile(r"\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) "), False, 0, False),
     (re.compile(r"  (?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"), True, 0, False),
-    (re.compile(r" \[repeated \d+x across cluster\] *$"), False, 0, True),
+    (re.compile(r" +\[repeated \d+x across cluster\] *$"), False, 0, True),
     (re.compile(r"\[[Rr]ank\d+\]:\[[EFIWT]\d{3,4} \d\d:\d\d:\d\d"), False, 0, False),
     (re.compile(r"\^C(?=[^^\s])"), True, 0, False),
     (re.compile(r"(?<=[^\s|#\u2580-\u259f])[ \t]{2,}\|[ \t]*\d+/\d+ \[[^\]\n]*(?:it/s|s/it)\][ \t]*$"), False, 1,
