@@ -516,3 +516,17 @@ def test_a_pyspy_dump_of_a_scheduler_is_a_hang_report(tmp_path: Path) -> None:
     # a dump of another process (no scheduler title, no SGLang header) is no hang report
     other = _SCHEDULER_DUMP.replace("sglang::scheduler_DP1_TP1_EP1_PP0", "python3 bench.py")
     assert summarize_file(_write(tmp_path, other)).outcome != "hung"
+
+
+def test_a_collective_timeout_with_no_sglang_record_names_no_sglang_setting(tmp_path: Path) -> None:
+    """torch's watchdog records alone, in a training framework's worker under Ray (real-unseen
+    524): the log does not show whose process group timed out, so SGLang's --dist-timeout is
+    not named as the setting that gave it its timeout; with an SGLang record in the log it is."""
+    worker = "(WorkerDict pid=835, ip=172.26.143.83) " + TIMEOUT.format(r=38, seq=10) + "\n"
+    hang = summarize_file(_write(tmp_path, worker)).hang
+    assert hang is not None and hang.timer == "c10d_collective" and hang.setting is None
+    assert "not in this log" in hang.note
+    served = ("[2025-08-10 02:54:00 TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.01, "
+              "cuda graph: True, gen throughput (token/s): 310.00, #queue-req: 0\n")
+    ours = summarize_file(_write(tmp_path, served + TIMEOUT.format(r=0, seq=10) + "\n")).hang
+    assert ours is not None and ours.setting == "--dist-timeout"

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..events import PHASE_OF_KIND
 from .phases import phase_of_frames
 
 #: The timers, by family. ``ends_run``: firing stops the server (abort, SIGQUIT), so the run
@@ -259,6 +260,11 @@ class HangObserver:
                 rank_list.append(d["rank"])
         context = _Context(records_all, env or {}, kind_counts or {})
         progress = _progress(collectives, dumps, context, reports)
+        setting, note = timer.get("setting"), timer.get("note")
+        if setting == _DIST_TIMEOUT and not _sglang_seen(kind_counts or {}, ranks):
+            # torch's records alone (a training framework's workers under Ray): whose process group
+            # it was, and so which setting gave it its timeout, is not in this log
+            setting, note = None, _GROUP_UNKNOWN
         debug = debug_blocks(records_all)
         return Hang(
             timer=family if family else ("c10d_failure" if failures else
@@ -266,13 +272,13 @@ class HangObserver:
             timed_out=bool(fired),
             ends_run=bool(fired) and (ends or nothing_after),
             timeout_s=timeout_s,
-            setting=timer.get("setting"),
+            setting=setting,
             default_s=timer.get("default_s"),
             what=timer.get("what") or ("PyTorch's NCCL watchdog detected a failed collective: the message does "
                                        "not say whether it was an error or a timeout" if failures else
                                        _DIVERGENCE_WHAT if divergence else
                                        "py-spy dumps without a timer message"),
-            note=timer.get("note"),
+            note=note,
             source=timer.get("source"),
             families=families,
             ranks=rank_list,
@@ -290,6 +296,19 @@ class HangObserver:
             stacks=_stacks(dumps, context),
             debug_info=debug,
         )
+
+
+_DIST_TIMEOUT = "--dist-timeout"
+_GROUP_UNKNOWN = ("the log shows no record of an SGLang server, only torch's: whose process group it was, and "
+                  "so what set its timeout (SGLang's --dist-timeout for its own, another framework's setting "
+                  "for its workers'), is not in this log")
+
+
+def _sglang_seen(kind_counts: Mapping[str, int], ranks: Sequence[str]) -> bool:
+    """Whether the log holds a record only an SGLang server prints (one behind its rank prefix, a
+    start-up phase's, a batch's, its server arguments): then the process groups its torch records
+    name are SGLang's."""
+    return bool(ranks) or any(kind_counts.get(kind) for kind in (*PHASE_OF_KIND, "server_args", "server_ready"))
 
 
 @dataclass(frozen=True)
