@@ -530,3 +530,16 @@ def test_a_collective_timeout_with_no_sglang_record_names_no_sglang_setting(tmp_
               "cuda graph: True, gen throughput (token/s): 310.00, #queue-req: 0\n")
     ours = summarize_file(_write(tmp_path, served + TIMEOUT.format(r=0, seq=10) + "\n")).hang
     assert ours is not None and ours.setting == "--dist-timeout"
+
+
+def test_a_py_spy_dump_of_the_launcher_gives_its_launch_command(tmp_path: Path) -> None:
+    """py-spy's dump begins with the process's command line (real-unseen 520): the launcher's is
+    the server's launch command, its settings read as a launch command's are; a scheduler's
+    title ('sglang::scheduler_TP0') is no command."""
+    text = ("Process 544105: python3 -m sglang.launch_server --model-path /app/models/Deepseek-R1/ --tp-size 16 "
+            "--nnodes 2 --node-rank 0 --disaggregation-mode decode\n"
+            "Python v3.12.12 (/usr/bin/python3.12)\n\n"
+            "Process 544360: sglang::scheduler_TP0\n")
+    s = summarize_file(_write(tmp_path, text))
+    assert s.launch_command is not None and s.launch_command.startswith("python3 -m sglang.launch_server")
+    assert s.launch_args["tp_size"] == 16 and s.launch_args["nnodes"] == 2

@@ -114,7 +114,7 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
                            "missing_evidence": [], "waiting": [], "behind": [], "moved": [],
                            "failed_node": None, "order_uncertain": None}
     if missing:
-        notices = failing.notices.get("server_args") or []
+        notices = failing.notices.get("server_args") or failing.notices.get("launch_command") or []
         notice = notices[0] if notices else None
         if notice:
             out["missing_evidence"] = [{"file": notice.file or failing.file, "line": notice.line,

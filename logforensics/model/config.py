@@ -59,11 +59,24 @@ SERVER_COMMAND = re.compile(r"sglang\.(launch_server|bench_one_batch|bench_offli
 
 @handles("launch_command")
 def on_launch_command(m: RunModel, ev: Event) -> None:
-    c = m.config
     cmd = ev.fields.get("command") or ev.text
     if not SERVER_COMMAND.search(cmd):
         m.notices.add("client_command", ev)  # a client's command line: not the server's settings
         return
+    _server_command(m, ev, cmd)
+
+
+@handles("pyspy_process")
+def on_pyspy_process(m: RunModel, ev: Event) -> None:
+    """py-spy's dump of a process begins with its command line ("Process 544105: python3 -m
+    sglang.launch_server --tp-size 16 ..."): where it is the server's, its launch command."""
+    title = str(ev.fields.get("title") or "")
+    if SERVER_COMMAND.search(title):
+        _server_command(m, ev, title)
+
+
+def _server_command(m: RunModel, ev: Event, cmd: str) -> None:
+    c = m.config
     if c.launch_command is None:
         c.launch_command = cmd
         m.notices.add("launch_command", ev)
