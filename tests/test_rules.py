@@ -176,3 +176,13 @@ def test_every_rule_evaluates_on_every_real_log(folder: str) -> None:
         left_out += [f"{log.name[:3]} {f.rule}: {f.explanation[:120]}" for f in d.findings
                      if "could not be evaluated" in f.title]
     assert not left_out, left_out
+
+
+def test_a_quote_a_rule_cuts_says_it_was_cut() -> None:
+    """Rules quote a log's words cut to a length with ``clip``, which marks the cut (real-unseen
+    523: PD01 quoted '... remote mooncake session 10.0.0.1:16324 is no' for '... is not alive')."""
+    from logforensics.diagnose.rulespec import template_env
+    t = template_env().from_string("{{ m|clip(60) }}")
+    cut = t.render(m="Decode instance could be dead, remote mooncake session 10.0.0.1:16324 is not alive")
+    assert cut.endswith("…") and len(cut) <= 60 and "is no" not in cut
+    assert t.render(m="short") == "short"

@@ -26,7 +26,7 @@ import yaml
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
-from ..units import gib
+from ..units import clip, gib
 from .bounds import (
     MAX_RULE_BYTES,
     MAX_RULE_FILES,
@@ -93,6 +93,7 @@ def template_env() -> SandboxedEnvironment:
     env.add_filter("ranks", lambda xs: ", ".join(str(x) for x in (xs or [])) or "none")
     env.add_filter("who", who)
     env.add_filter("short", short)
+    env.add_filter("clip", lambda text, limit: clip(str(text or ""), int(limit)))  # a quote cut says so ("…")
     use_cache(env, "rule")
     return env
 
