@@ -14,6 +14,7 @@ from jinja2 import TemplateError
 
 from ..model.run import RunSummary
 from ..model.stops import stop_place
+from ..units import clip
 from .bounds import BoundError
 from .conclusion import Conclusion, conclude, confidence, settings_lines
 from .facts import Facts, compute, plain
@@ -143,7 +144,7 @@ def _evidence(value: Any, seen: set[tuple[Any, Any]] | None = None) -> list[dict
             continue
         seen.add(key)
         entry = {"file": item.get("file"), "line": item.get("line"), "rank": item.get("rank"),
-                 "text": (item.get("text") or "")[:400]}
+                 "text": clip(item.get("text") or "", 400)}
         if item.get("node"):
             entry["node"] = item["node"]
         out.append(entry)

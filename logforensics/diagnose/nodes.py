@@ -15,6 +15,7 @@ from typing import Any
 from ..model.nodes import missing_ranks, nnodes
 from ..model.records import NO_MEMORY, NOT_SEEN
 from ..model.run import MILESTONES, RunSummary
+from ..units import clip
 from .sides import Evidence, ev_of
 
 _MILESTONE_INDEX = {m: i for i, m in enumerate(MILESTONES)}
@@ -77,7 +78,7 @@ class NodeFacts:
 
 
 def _ev(entry: dict[str, Any]) -> Evidence:
-    return Evidence(entry.get("file"), entry.get("line"), entry.get("rank"), str(entry.get("text") or "")[:400])
+    return Evidence(entry.get("file"), entry.get("line"), entry.get("rank"), clip(str(entry.get("text") or ""), 400))
 
 
 def _ranks_of(s: RunSummary, node: str) -> list[str]:
@@ -86,7 +87,7 @@ def _ranks_of(s: RunSummary, node: str) -> list[str]:
 
 def _evidence(s: RunSummary, rank: str) -> Evidence:
     seen = s.last_seen.get(rank, NOT_SEEN)
-    return Evidence(seen.file or s.file, seen.line, rank, str(seen.text or "")[:400])
+    return Evidence(seen.file or s.file, seen.line, rank, clip(str(seen.text or ""), 400))
 
 
 def node_facts(failing: RunSummary, baseline: RunSummary | None) -> NodeFacts:
@@ -118,7 +119,7 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
         notice = notices[0] if notices else None
         if notice:
             out["missing_evidence"] = [{"file": notice.file or failing.file, "line": notice.line,
-                                        "rank": None, "node": notice.node, "text": notice.text[:400]}]
+                                        "rank": None, "node": notice.node, "text": clip(notice.text, 400)}]
     crash = failing.crash
     if len(failing.nodes) < 2:
         return out

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ..events import PHASES
 from ..model.records import Notice
 from ..model.run import RunSummary
+from ..units import clip
 
 _PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 
@@ -40,7 +41,7 @@ class Evidence:
 
 
 def ev(run: RunSummary, line: int | None, rank: str | None, text: str | None) -> Evidence:
-    return Evidence(run.file, line, rank, (text or "")[:400])
+    return Evidence(run.file, line, rank, clip(text or "", 400))
 
 
 class Cited(Protocol):
@@ -62,15 +63,15 @@ def ev_of(entry: Mapping[str, Any] | Cited | None) -> tuple[Evidence, ...]:
     if entry is None:
         return ()
     if not isinstance(entry, Mapping):
-        return () if entry.line is None else (Evidence(entry.file, entry.line, entry.rank, (entry.text or "")[:400]),)
+        return () if entry.line is None else (Evidence(entry.file, entry.line, entry.rank, clip(entry.text or "", 400)),)
     if not entry or entry.get("line") is None:
         return ()
-    return (Evidence(entry.get("file"), entry.get("line"), entry.get("rank"), str(entry.get("text") or "")[:400]),)
+    return (Evidence(entry.get("file"), entry.get("line"), entry.get("rank"), clip(str(entry.get("text") or ""), 400)),)
 
 
 def notice_ev(n: Notice) -> Evidence:
     """A notice of a run summary (``RunSummary.notices``) as an Evidence."""
-    return Evidence(n.file, n.line, n.rank, n.text[:400])
+    return Evidence(n.file, n.line, n.rank, clip(n.text, 400))
 
 
 def phase_index(phase: str | None) -> int:

@@ -10,7 +10,7 @@ from ..artefacts.environment import KEYS
 from ..artefacts.types import CAUSES, EPOCH_FIGURES, GIB_RECORDS, Artefacts
 from ..model.beside import SOURCES
 from ..model.clock import utc_stamp
-from ..units import fmt, gib
+from ..units import clip, fmt, gib
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def beside_lines(a: Artefacts) -> list[Line]:
         c = facts[key]
         out.append(Line(f"{KEYS.get(key, key)}: {c.value}", c.where))
     for t in a.terminations:
-        shown = t.text[:160]
+        shown = clip(t.text, 160)
         extra = t.code_words(shown) + (f", {t.detail['restarts']} restarts" if t.detail.get("restarts") else "") \
             + (f", repeated {t.detail['repeated']}x across the cluster" if t.detail.get("repeated") else "")
         out.append(Line(f"{SOURCES.get(t.source, t.source)}: {CAUSES.get(t.cause, t.cause)}{extra}: {shown}",
@@ -63,7 +63,7 @@ def beside_lines(a: Artefacts) -> list[Line]:
         figures = ", ".join(f"{k} {_figure(k, v)}" for k, v in ordered[:14])
         out.append(Line(f"{d.kind.replace('_', ' ')}: {figures or 'no figures read'}", d.file))
         if d.launch_command:
-            out.append(Line(f"  launch command: {d.launch_command[:300]}", d.file))
+            out.append(Line(f"  launch command: {clip(d.launch_command, 300)}", d.file))
         if d.replay:
             out.append(Line(f"  replay: {d.replay}", d.file))
         out += [Line(f"  not read: {what}", d.file, "warn") for what in d.unread[:3]]

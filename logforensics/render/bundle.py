@@ -23,7 +23,7 @@ from ..model.failures import headerless_dump, process_phrase
 from ..model.records import NOT_SEEN
 from ..model.summary import RunSummary
 from ..read.values import THREAD_SOURCE
-from ..units import gib
+from ..units import clip, gib
 from .beside import beside_lines
 from .redact import Redactor
 
@@ -120,7 +120,7 @@ def render_bundle(d: Diagnosis, runs: Sequence[tuple[str, RunSummary]], *, redac
             parts.append(f"- **{f.severity} {f.rule}**: {f.title} ({f.confidence} confidence; `{f.id}`)")
             for e in f.evidence[:3]:
                 parts.append(f"  - `{os.path.basename(str(e.get('file') or ''))}:{e.get('line')}` "
-                             f"{_md_cell(str(e.get('text') or '')[:200])}")
+                             f"{_md_cell(clip(str(e.get('text') or ''), 200))}")
         parts.append("")
     steps = _next_steps(d)
     if steps:
@@ -209,7 +209,7 @@ def _settings(label: str, run: RunSummary) -> str:
     else:
         out.append("server_args: not in this log.\n")
     if run.launch_command:
-        out.append("launch command:\n\n" + _fence(run.launch_command[:2000]) + "\n")
+        out.append("launch command:\n\n" + _fence(clip(run.launch_command, 2000)) + "\n")
     if run.versions:
         out.append("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())) + "\n")
     if run.env:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..model.records import Cite, Stacks
 from ..model.summary import Hang
+from ..units import clip
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def hang_view(h: Hang, file: str | None = None) -> HangView:
             stuck.append(f"batch of {size} on {on}{rids} ({at})")
         else:
             rids = f" (rids {', '.join(s.rids[:3])})" if s.rids else ""
-            stuck.append(f"events the checker compared on {s.rank or '-'}{rids}: {(s.events or '')[:160]} "
+            stuck.append(f"events the checker compared on {s.rank or '-'}{rids}: {clip(s.events or '', 160)} "
                          f"({at})")
     pools = []
     for b in h.debug_info:
