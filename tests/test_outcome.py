@@ -901,3 +901,16 @@ def test_a_rankless_traceback_of_another_programs_script_has_no_phase_of_sglangs
                      "    x()\n"
                      "RuntimeError: boom\n")
     assert ours.crash is not None and ours.crash.phase == "serving"
+
+
+def test_the_weight_update_groups_failure_is_a_logged_error_with_its_nccl_version() -> None:
+    """SGLang logs the weight-update group's failure and answers the caller (real-unseen 527): an
+    error the server logged, not its end, and the NCCL version torch's error names is read."""
+    s = summarize("[2025-07-15 02:18:13] Failed to initialize custom process group: NCCL error in: "
+                  "/pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, unhandled cuda error (run with "
+                  "NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+                  "ncclUnhandledCudaError: Call to CUDA function failed.\n")
+    assert s.crash is None and s.outcome != "crashed"
+    assert [(e.line, e.kind, e.what) for e in s.errors] == [(1, "group_init_failed",
+                                                              "Failed to initialize custom process group")]
+    assert s.versions["nccl"] == "2.21.5"

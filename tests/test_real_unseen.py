@@ -107,10 +107,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "for request rank=N ... KVTransferError(...): Decode instance could be dead' records (lines "
                               "1-4, 7-11) are counted unrecognised (coverage 2/11) although they give the role and the "
                               "PD01 finding, as phase_reached[435]",
-    ("key_figure[nccl]", "527"): "nothing found: 'NCCL version 2.21.5' at the end of SGLang's record '[2025-07-15 "
-                                 "02:18:13] Failed to initialize custom process group: NCCL error in: ...' (line 1) is "
-                                 "not read; the four-line record (the weight-update group's failure) is counted "
-                                 "unrecognised (coverage 0/4) and reported nowhere",
 }
 
 

@@ -608,6 +608,27 @@ def on_uvicorn_msg(m: RunModel, ev: Event) -> None:
         m.notices.add("shutdown", ev)
 
 
+#: The NCCL version a torch NCCL error names at its end ("..., NCCL version 2.21.5").
+_NCCL_IN_ERROR = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)")
+
+
+@handles("group_init_failed")
+def on_group_init_failed(m: RunModel, ev: Event) -> None:
+    """The weight-update group's failure (``init_weights_update_group``): SGLang logs it and
+    answers the caller; the server goes on, so it is an error it logged, with the NCCL version
+    a torch NCCL error names."""
+    message = str(ev.fields.get("message") or "")
+    if len(m.failures.errors) < 64:
+        m.failures.errors.append({"file": ev.file, "line": ev.line, "end_line": ev.end_line, "rank": ev.rank,
+                                  "ts": ev.ts, "text": ev.text, "kind": "group_init_failed",
+                                  "what": "Failed to initialize custom process group",
+                                  "message": message, "oom": None})
+    nccl = _NCCL_IN_ERROR.search(message)
+    if nccl:
+        m.config.versions.setdefault("nccl", nccl.group(1))
+    m.notices.add("group_init_failed", ev)
+
+
 @handles("oom_message")
 def on_oom_message(m: RunModel, ev: Event) -> None:
     """An out-of-memory message outside a traceback (``Failed to initialize X: CUDA out of

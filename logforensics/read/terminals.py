@@ -166,6 +166,7 @@ RULES: dict[str, Rule] = {
     "health_check_failed": _rule(T("NUMBER", "timeout_s", None), _seq("CLOCK", ("tic_start", "last_heartbeat"), v.to_str),
                                  generic=True),
     "weights_ready": _rule(T("NUMBER", "elapsed_s", v.to_float)),
+    "group_init_failed": _rule(T("TEXT", "message", v.to_strip)),
     "weights_not_ready": _rule(T("NUMBER", "timeout_s", None), T("WORD", "initial_weights_loaded", v.to_bool)),
     "device_mismatch": _rule(T("LEVEL_COLON", "level", v.strip_colon), _seq("INT", ("expected_gpu", "current_gpu"), v.to_int),
                              _end("CURRENT_DEVICE", "message")),

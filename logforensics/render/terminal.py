@@ -268,8 +268,9 @@ def print_errors(errors: Sequence[LoggedError], console: Console, most: int = 5)
             what = f"{e.exception}: {(e.message or '').splitlines()[0] if e.message else ''}".rstrip(": ")
         elif e.kind == "exception":
             what = "a traceback whose exception line is not in this log"
-        else:
-            what = e.message or e.text
+        else:  # a record's own words: what failed, then the error (an out-of-memory message a component logged)
+            what = (f"{e.what}: {e.message}" if e.what and e.message and not e.message.startswith(e.what)
+                    else e.message or e.text)
         console.print(plain(clip(printable(f"  {lines}{rank}: {what}"), 160)))
 
 
