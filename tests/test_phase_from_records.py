@@ -46,3 +46,15 @@ def test_a_rank_that_prints_after_readiness_is_serving(tmp_path: Path) -> None:
     log.write_text(AFTER_READY)
     s = summarize_file(log)
     assert s.outcome == "ready" and s.phase_reached == {"TP0": "serving"}
+
+
+def test_a_pd_servers_transfer_failure_for_a_request_places_its_rank_in_serving(tmp_path: Path) -> None:
+    """Only a scheduler that serves fails one request's KV transfer (real-unseen 523): its rank is
+    serving with no readiness line in the window, and the record still gives PD01 its failure."""
+    log = tmp_path / "pd.log"
+    log.write_text("[2026-02-26 12:53:08 TP4] Prefill transfer failed for request rank=4 "
+                   "req.rid='af2f3f99db344fab9f0598c637f163fe' req.bootstrap_room=6989861766352545488 with exception "
+                   "KVTransferError(bootstrap_room=6989861766352545488): Decode instance could be dead\n")
+    s = summarize_file(log)
+    assert s.phase_reached == {"TP4": "serving"} and s.outcome != "crashed"
+    assert s.coverage.unrecognised_lines == 0

@@ -54,10 +54,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("phase_reached", "431"): "no rank is placed in serving (TP0 EP0's phase is '-'): line 6, the decode server's "
                               "'Error fetching prefill parallel info from bootstrap' (a request's PD handshake, serving), "
                               "is not recognised, and the /v1/models and /metrics answers at lines 1 and 3-5 place no rank",
-    ("phase_reached", "435"): "no rank is placed anywhere: line 1, the prefill's unstamped, unprefixed 'Prefill bootstrap "
-                              "failed for request rank=2 ...' (a request being served), is counted unrecognised (coverage "
-                              "0/1) although it gives the role and the PD01 finding, and rank=2 inside the message is not "
-                              "taken for the rank",
     ("outcome", "444"): "'crashed: a traceback whose exception is not in this log (cut) at line 4': the two "
                         "interleaved tracebacks (headers 'Process Process-3:', ' Process Process-1:' at lines 1-2, "
                         "each later line with one leading space) end in ' KeyboardInterrupt' at line 19, which is not "
@@ -103,10 +99,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "dump ('Process 544105: python3 -m sglang.launch_server ... --node-rank 0 ...'): the two "
                            "launch_server dumps (lines 2 and 20), whose MainThreads are idle in _wait_for_scheduler_ready, "
                            "are read into hang.pyspy but not taken as evidence of the hang",
-    ("phase_reached", "523"): "no rank is placed in serving (every rank's phase is '-'): the nine 'Prefill transfer failed "
-                              "for request rank=N ... KVTransferError(...): Decode instance could be dead' records (lines "
-                              "1-4, 7-11) are counted unrecognised (coverage 2/11) although they give the role and the "
-                              "PD01 finding, as phase_reached[435]",
 }
 
 

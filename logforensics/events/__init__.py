@@ -66,6 +66,8 @@ PHASE_OF_KIND: dict[str, str] = {
     "watchdog_detail": "serving",
     # "KV cache pool is full. Retract requests.": requests of a decode batch taken back
     "retract": "serving",
+    # "Prefill transfer failed for request rank=4 ...": one request of a PD server failing
+    "kv_transfer_failed": "serving",
 }
 
 

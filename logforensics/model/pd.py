@@ -60,10 +60,10 @@ _ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z
 #: which random bytes hold once in 256 lines, is not enough.
 OTHER_NEEDS = (".rs:", "[Router (", "failed for request", _WAITING, _BOOTSTRAP)
 _KINDS = frozenset({"other", "router_log", "decode_batch", "prefill_batch", "server_args", "launch_command",
-                    "exception", "pd_timeout"})
+                    "exception", "pd_timeout", "kv_transfer_failed"})
 #: The kinds of records this observer alone reads: a reader must hand each of them over as an
 #: event (the bulk reader would otherwise only count them).
-OBSERVED = frozenset({"router_log"})
+OBSERVED = frozenset({"router_log", "kv_transfer_failed"})
 _DISAGG_FRAME = re.compile(r"event_loop_\w*disagg_(prefill|decode)")
 
 
@@ -92,7 +92,7 @@ class PDObserver:
             kind = ev.kind
             if kind not in kinds:
                 continue
-            if kind == "other" or kind == "router_log":
+            if kind in ("other", "router_log", "kv_transfer_failed"):
                 self._other(ev)
             elif kind == "pd_timeout":  # the grammar's record of the two PD timeout warnings
                 self._failure_text(ev)
