@@ -57,4 +57,4 @@ def test_a_pd_servers_transfer_failure_for_a_request_places_its_rank_in_serving(
                    "KVTransferError(bootstrap_room=6989861766352545488): Decode instance could be dead\n")
     s = summarize_file(log)
     assert s.phase_reached == {"TP4": "serving"} and s.outcome != "crashed"
-    assert s.coverage.unrecognised_lines == 0
+    assert s.coverage.lines_unrecognised == 0
