@@ -543,3 +543,15 @@ def test_a_py_spy_dump_of_the_launcher_gives_its_launch_command(tmp_path: Path) 
     s = summarize_file(_write(tmp_path, text))
     assert s.launch_command is not None and s.launch_command.startswith("python3 -m sglang.launch_server")
     assert s.launch_args["tp_size"] == 16 and s.launch_args["nnodes"] == 2
+
+
+def test_a_py_spy_session_begins_its_hang_evidence_at_the_launchers_dump(tmp_path: Path) -> None:
+    """An operator's py-spy dumps of a hung server (real-unseen 520): the launcher's, then the
+    schedulers'; the hang the schedulers' dumps report begins at the first dump of the session."""
+    text = ("Process 544105: python3 -m sglang.launch_server --model-path /m --tp-size 2\n"
+            "Python v3.12.12 (/usr/bin/python3.12)\n\n"
+            'Thread 544105 (idle): "MainThread"\n'
+            "    _wait_and_warmup (sglang/srt/entrypoints/http_server.py:1100)\n\n"
+            + PYSPY.format(r=0, pid=544360, tid=544360, fn="synchronize", loc="sglang/srt/distributed/device_communicators/pynccl.py:200"))
+    s = summarize_file(_write(tmp_path, text))
+    assert s.outcome == "hung" and s.hang is not None and s.hang.first_line == 1

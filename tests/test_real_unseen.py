@@ -95,10 +95,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "
                               "no process in load_weights (480's class)",
-    ("fatal_line", "520"): "the hang is cited at line 44 (sglang::scheduler_TP0's dump), not at line 2, the first py-spy "
-                           "dump ('Process 544105: python3 -m sglang.launch_server ... --node-rank 0 ...'): the two "
-                           "launch_server dumps (lines 2 and 20), whose MainThreads are idle in _wait_for_scheduler_ready, "
-                           "are read into hang.pyspy but not taken as evidence of the hang",
 }
 
 

@@ -255,6 +255,8 @@ class HangObserver:
         # without a timer's words, a py-spy dump of an SGLang scheduler (its title, or SGLang's own
         # "Pyspy dump for PID" line) reports the hang: SGLang's watchdog or an operator took it
         reported = [] if main else [d for d in dumps if _of_scheduler(d)]
+        if reported:  # the same py-spy session's dumps of the launcher before them begin the evidence
+            reported = [d for d in dumps if _of_scheduler(d) or _of_launcher(d)]
         for d in reported:
             if d.get("rank") and d["rank"] not in rank_list:
                 rank_list.append(d["rank"])
@@ -538,6 +540,14 @@ def _of_scheduler(dump: Mapping[str, Any]) -> bool:
     SGLang's own ``Pyspy dump for PID N`` line above it."""
     return str(dump.get("title") or "").startswith("sglang::scheduler") or \
         str(dump.get("text") or "").rstrip().split("] ", 1)[-1].startswith("Pyspy dump for PID")
+
+
+def _of_launcher(dump: Mapping[str, Any]) -> bool:
+    """A py-spy dump of SGLang's launcher: its title is the server's command line."""
+    return bool(_LAUNCHER_TITLE.search(str(dump.get("title") or "")))
+
+
+_LAUNCHER_TITLE = re.compile(r"sglang\.launch_server(?![\w.])|sglang/launch_server\.py|(?<![\w/])sglang serve(?!\w)")
 
 
 def dump_places(obs: HangObserver) -> list[tuple[dict[str, Any], str | None]]:
