@@ -78,3 +78,28 @@ def test_a_python_traceback_after_a_native_failure_is_no_native_crash(tmp_path: 
     console.print(render_crash(crash))
     out = console.export_text()
     assert "first: CUDA device-side assertion" in out and "no Python exception" not in out
+
+
+def test_a_crash_inside_an_optional_part_of_sglang_says_which(tmp_path: Path) -> None:
+    """The innermost frame in one of SGLang's optional parts names it in CR01 (real-unseen 514:
+    speculative decoding's grammar bitmask), with that frame; a crash in the scheduler's own
+    code names none."""
+    from logforensics.pipeline import diagnose_files
+    head = "[2025-12-08 09:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    frames = ('  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1418, in run_event_loop\n'
+              "    self.event_loop()\n"
+              '  File "/sgl/python/sglang/srt/speculative/spec_utils.py", line 654, in generate_token_bitmask\n'
+              "    bitmask = grammar.allocate()\n"
+              '  File "/usr/lib/python3/site-packages/xgrammar/matcher.py", line 80, in allocate\n'
+              "    return _alloc()\n"
+              "RuntimeError: boom\n")
+    for text, words in ((head + frames, ", in speculative decoding (spec_utils.py:654 in generate_token_bitmask): "),
+                        (head + frames.split('  File "/sgl/python/sglang/srt/speculative')[0] + "RuntimeError: boom\n",
+                         None)):
+        log = tmp_path / "spec.log"
+        log.write_text(text)
+        cr01 = next(f for f in diagnose_files(str(log), None).findings if f.rule == "CR01")
+        if words:
+            assert words in cr01.title
+        else:
+            assert ", in " not in cr01.title.split(":")[0]

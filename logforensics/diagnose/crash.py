@@ -14,7 +14,7 @@ from ..model.failures import (
     headerless_dump,
     process_phrase,
 )
-from ..model.phases import placing_function, where_failed
+from ..model.phases import component_of, placing_function, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
 from ..model.stops import left_phase
@@ -51,6 +51,8 @@ class CrashFacts:
     #: where it failed, in words (``model.phases.where_failed``): ``during load_weights``, or
     #: for the launcher's own phase the server arguments it was parsing and the frame of it
     where: str = "during an unknown phase"
+    #: the optional part of SGLang its innermost SGLang frame is in (``model.phases.component_of``)
+    component: str | None = None
     #: what failed when no exception line is in the log, in words that say only what it shows
     #: (``without_exception``)
     no_exception: str = "no Python exception (native abort or torn traceback)"
@@ -137,7 +139,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
         where=(left_phase(run, crash.first_rank or (None if run.ranks else "-")) if crash.phase is None else None)
-        or where_failed(crash.phase, crash.frames), no_exception=without_exception(crash),
+        or where_failed(crash.phase, crash.frames), component=component_of(crash.frames),
+        no_exception=without_exception(crash),
         process=process_phrase(crash.source), rank_named_at=named_at,
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
         quiet_since=crash.quiet_before.ts if crash.quiet_before else None,

@@ -99,3 +99,30 @@ PHASE_END = {
     "load_weights": ("load_weight_end", "Load weight end"),
     "kv_cache_alloc": ("memory_pool_end", "Memory pool end"),
 }
+
+
+#: SGLang's optional parts a user can switch, by the package directory their code is in
+#: (``python/sglang/srt/<dir>/``): the innermost SGLang frame of a traceback in one of them names
+#: where it failed (``component_of``), and so which setting to try without it.
+COMPONENTS = (
+    ("/srt/speculative/", "speculative decoding"),
+    ("/srt/constrained/", "constrained decoding (the grammar backend)"),
+    ("/srt/lora/", "LoRA"),
+    ("/srt/disaggregation/", "PD disaggregation"),
+    ("/srt/layers/attention/", "the attention backend"),
+)
+
+
+def component_of(frames: Sequence[Frame]) -> str | None:
+    """The optional part of SGLang that the innermost of a traceback's frames in one is in, with
+    that frame (``speculative decoding (eagle_worker.py:456 in verify)``), or None: the failing
+    call ran inside that part (a model's kernel that speculative decoding's verify called)."""
+    for fr in reversed(frames):
+        path = str(fr.path or "").replace("\\", "/")
+        if "sglang/" not in path:
+            continue
+        for part, words in COMPONENTS:
+            if part in path:
+                return f"{words} ({path.rsplit('/', 1)[-1]}:{fr.line} in {fr.func})"
+    return None
+
