@@ -555,3 +555,15 @@ def test_a_py_spy_session_begins_its_hang_evidence_at_the_launchers_dump(tmp_pat
             + PYSPY.format(r=0, pid=544360, tid=544360, fn="synchronize", loc="sglang/srt/distributed/device_communicators/pynccl.py:200"))
     s = summarize_file(_write(tmp_path, text))
     assert s.outcome == "hung" and s.hang is not None and s.hang.first_line == 1
+
+
+def test_a_pd_requests_timeout_in_a_window_that_ends_after_it_is_no_hang(tmp_path: Path) -> None:
+    """PD's waiting timeout fails one request and the server goes on (real-unseen 530): a window
+    that ends right after the records is no hang, and the ranks that printed them serve."""
+    text = "".join(f"[2025-09-03 18:36:43 TP{r} EP{r}] Some requests fail to receive KV Cache transfer done signal "
+                   "after bootstrapping. If a greater mean TTFT is acceptable, you can 'export "
+                   "SGLANG_DISAGGREGATION_WAITING_TIMEOUT=600' (10 minutes) to relax the timeout condition.\n"
+                   for r in (0, 3))
+    s = summarize_file(_write(tmp_path, text))
+    assert s.outcome != "hung" and s.hang is not None and s.hang.timer == "pd_waiting" and not s.hang.ends_run
+    assert s.phase_reached == {"TP0 EP0": "serving", "TP3 EP3": "serving"}

@@ -95,15 +95,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "
                               "no process in load_weights (480's class)",
-    ("outcome", "530"): "'hung' (hang evidence: line 6, the bundle's 'a watchdog fired on TP0 EP0, TP3 EP3, TP2 EP2'): "
-                        "the PD decode server's 'Some requests fail to receive KV Cache transfer done signal after "
-                        "bootstrapping ...' (lines 6-8, one per rank in one second) is read as a hang that ends the run "
-                        "(hang.timer pd_waiting, ends_run true), though its own note says the request fails and the "
-                        "server goes on, and no watchdog line is in the window",
-    ("phase_reached", "530"): "no rank is placed in serving (TP0 EP0's, TP2 EP2's and TP3 EP3's phase is '-'): the "
-                              "decode transfer queue's waiting-timeout records (lines 6-8), printed from the scheduler's "
-                              "event loop as 'Decode transfer failed ...' is, place no rank, and the /metrics and "
-                              "/v1/models answers (lines 1, 3-5) place none",
     ("outcome", "532"): "'incomplete ... without readiness or failure': a py-spy dump cut above its 'Process N:' header "
                         "(lines 1-7 the main thread's last frames, then two thread headers, the forward thread in "
                         "ncclCommWindowRegister) is read into hang.pyspy (timer pyspy_only, first_line 1) but not as "
@@ -155,10 +146,12 @@ def test_outcome(row: dict[str, str], analysed: Any) -> None:
 
 
 def _served_request(e: Any) -> bool:
-    """A request answered with success, other than the model-info probe of SGLang's launcher
-    (which it polls before its warm-up request)."""
+    """A request or a probe (``/health``, ``/metrics``) answered with success, other than the
+    model-info probe of SGLang's launcher (which it polls before its warm-up request): SGLang
+    starts its HTTP server once every scheduler is ready."""
     status, path = e.fields.get("status"), str(e.fields.get("path") or "").split("?", 1)[0]
-    return e.kind == "http_access" and isinstance(status, int) and 200 <= status < 300 and path not in LAUNCHER_PROBES
+    return (e.kind in ("http_access", "http_probe") and isinstance(status, int) and 200 <= status < 300
+            and path not in LAUNCHER_PROBES)
 
 
 @pytest.mark.parametrize("row", _rows("crash"))

@@ -66,8 +66,10 @@ PHASE_OF_KIND: dict[str, str] = {
     "watchdog_detail": "serving",
     # "KV cache pool is full. Retract requests.": requests of a decode batch taken back
     "retract": "serving",
-    # "Prefill transfer failed for request rank=4 ...": one request of a PD server failing
+    # "Prefill transfer failed for request rank=4 ...": one request of a PD server failing, and
+    # "Some requests fail to receive KV Cache transfer done signal ...": its queue's timers
     "kv_transfer_failed": "serving",
+    "pd_timeout": "serving",
 }
 
 

@@ -90,6 +90,7 @@ TIMERS: dict[str, dict[str, Any]] = {
         "note": "the request fails; the server goes on.",
         "source": "sglang python/sglang/srt/disaggregation/*/conn.py (KVPoll.Bootstrapping)",
         "ends_run": False,
+        "per_request": True,
     },
     "pd_waiting": {
         "what": "PD disaggregation: a decode server did not receive a request's KV transfer-done signal",
@@ -98,6 +99,7 @@ TIMERS: dict[str, dict[str, Any]] = {
         "note": "the request fails; the server goes on.",
         "source": "sglang python/sglang/srt/disaggregation/*/conn.py (KVPoll.WaitingForInput)",
         "ends_run": False,
+        "per_request": True,
     },
     "health_check": {
         "what": "a health check (/health or /health_generate: the line does not say which) got no response "
@@ -240,8 +242,11 @@ class HangObserver:
                 families.append(p["family"])
         exit_codes = [p for p in reports if p["kind"] == "child_failed"]
         ends = any(TIMERS[f]["ends_run"] for f in families)
-        # a timer that does not stop the server still ends the run when nothing was served after it
-        nothing_after = bool(fired) and (not last_serving_line or fired[-1]["line"] > last_serving_line)
+        # a timer that does not stop the server still ends the run when nothing was served after it;
+        # one request's timer (PD's: the request fails, the server goes on) does not, where a window
+        # simply ends after it
+        server_timers = [p for p in fired if not TIMERS[p["family"]].get("per_request")]
+        nothing_after = bool(server_timers) and (not last_serving_line or server_timers[-1]["line"] > last_serving_line)
         rank_list: list[str] = []
         for p in main:
             if p.get("rank") and p["rank"] not in rank_list:
