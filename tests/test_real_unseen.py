@@ -95,6 +95,17 @@ PENDING: dict[tuple[str, str], str] = {
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "
                               "no process in load_weights (480's class)",
+    ("fatal_line", "541"): "the crash is cited at line 29, the HTTP server's lifespan traceback ('ERROR:    Traceback' "
+                           "-> 'AttributeError: 'NoneType' object has no attribute 'server_args''), not at line 18: "
+                           "'Scheduler or DataParallelController 848532 terminated with 255' and its seven fellows "
+                           "(lines 18-25, two seconds earlier) are counted unrecognised (coverage 33/52), so the "
+                           "schedulers' deaths are no record and the verdict calls the lifespan error the first failure",
+    ("key_figure[exit_code]", "541"): "nothing found: the exit status in 'Scheduler or DataParallelController <pid> "
+                                      "terminated with 255' (lines 18-25) is not read, as fatal_line[541]",
+    ("phase_reached", "544"): "no process is placed in any phase (the rank table's one row is '-'): the window's "
+                              "SGLang lines carry no rank tag, and an unranked server's 'Uvicorn running on ...', "
+                              "'Start of pd disaggregation warmup ...' (unrecognised), the warm-up 200 and 'The server "
+                              "is fired up and ready to roll!' (line 40, read as readiness) place none in serving",
 }
 
 
