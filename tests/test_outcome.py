@@ -914,3 +914,20 @@ def test_the_weight_update_groups_failure_is_a_logged_error_with_its_nccl_versio
     assert [(e.line, e.kind, e.what) for e in s.errors] == [(1, "group_init_failed",
                                                               "Failed to initialize custom process group")]
     assert s.versions["nccl"] == "2.21.5"
+
+
+def test_a_scheduler_that_a_controller_saw_end_with_a_failure_code_is_the_first_failure() -> None:
+    """A node's launcher or the DP controller logs each scheduler it joined (real-unseen 541):
+    exit code 255 is a process that failed, the first failure where what failed in it is in no
+    line; a later traceback is what came after; 0 is a scheduler that returned."""
+    s = summarize("[2026-02-25 15:04:37] Scheduler or DataParallelController 848532 terminated with 255\n"
+                  "[2026-02-25 15:04:39] Scheduler or DataParallelController 848334 terminated with 0\n"
+                  "Traceback (most recent call last):\n"
+                  '  File "/sgl/python/sglang/srt/entrypoints/http_server.py", line 270, in lifespan\n'
+                  "    x = global_state.tokenizer_manager.server_args\n"
+                  "AttributeError: 'NoneType' object has no attribute 'server_args'\n")
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.line == 1
+    assert (s.crash.exception, s.crash.first_message, s.crash.exit_code) == \
+        ("AttributeError", "Scheduler or DataParallelController 848532 terminated with 255", 255)
+    clean = summarize("[2026-02-25 15:04:39] Scheduler or DataParallelController 848334 terminated with 0\n")
+    assert clean.crash is None

@@ -102,13 +102,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("phase_reached", "532"): "no process is placed in any phase: the forward thread's frames (forward_extend, "
                               "_forward_raw, forward_batch_generation under 'Thread-2 (forward_thread_func)', lines "
                               "14-29) and the main thread's run_scheduler_process (line 2) place no process in serving",
-    ("fatal_line", "541"): "the crash is cited at line 29, the HTTP server's lifespan traceback ('ERROR:    Traceback' "
-                           "-> 'AttributeError: 'NoneType' object has no attribute 'server_args''), not at line 18: "
-                           "'Scheduler or DataParallelController 848532 terminated with 255' and its seven fellows "
-                           "(lines 18-25, two seconds earlier) are counted unrecognised (coverage 33/52), so the "
-                           "schedulers' deaths are no record and the verdict calls the lifespan error the first failure",
-    ("key_figure[exit_code]", "541"): "nothing found: the exit status in 'Scheduler or DataParallelController <pid> "
-                                      "terminated with 255' (lines 18-25) is not read, as fatal_line[541]",
     ("phase_reached", "544"): "no process is placed in any phase (the rank table's one row is '-'): the window's "
                               "SGLang lines carry no rank tag, and an unranked server's 'Uvicorn running on ...', "
                               "'Start of pd disaggregation warmup ...' (unrecognised), the warm-up 200 and 'The server "

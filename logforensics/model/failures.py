@@ -553,6 +553,22 @@ def on_failure_notice(m: RunModel, ev: Event) -> None:
         m.notices.add("stop_signal", ev)
 
 
+@handles("child_terminated", reads_earlier=True)
+def on_child_terminated(m: RunModel, ev: Event) -> None:
+    """A launcher or DP controller joined a scheduler process and logged its exit code: 0 is a
+    scheduler that returned; a stop signal's code a stop; any other a process that failed, its
+    first record (what failed in it may be in no line of the log)."""
+    code = ev.fields.get("exit_code")
+    if code == 0:
+        return
+    m.notices.add("subprocess_crashed", ev)
+    if ended_by_stop_signal("subprocess_crashed", code):
+        m.notices.add("stop_signal", ev)
+        return
+    _native_crash(m, ev, ev.rank, ev.text.split("] ", 1)[-1] if ev.text.startswith("[") else ev.text,
+                  native_kind=ev.kind, exit_code=code)
+
+
 @handles("batch_discarded", reads_earlier=True)
 def on_batch_discarded(m: RunModel, ev: Event) -> None:
     """--debug-mode's "Discarded the failed batch ...; resuming the event loop": the traceback

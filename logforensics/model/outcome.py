@@ -394,7 +394,8 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         "count": len(fatal),
         "sigquit_lines": [n["line"] for n in sigquits[:8]],
         **({"quiet_before": first["quiet_before"]} if first.get("quiet_before") else {}),
-        **({"exit_code": with_exc["exit_code"]} if with_exc.get("exit_code") is not None else {}),
+        **({"exit_code": with_exc["exit_code"]} if with_exc.get("exit_code") is not None
+           else {"exit_code": first["exit_code"]} if first.get("exit_code") is not None else {}),
     }
 
 

@@ -142,6 +142,7 @@ RULES: dict[str, Rule] = {
                         T("EXC_THREAD", "source", v.thread_source), T("EXC_CAUGHT", "source", v.caught_source)),
     "subprocess_crashed": _rule(T("PROC_NAME", "name", v.to_str), T("INT", "pid", v.to_int),
                                 T("SIGNED", "exit_code", v.to_int), generic=True),
+    "child_terminated": _rule(T("INT", "pid", v.to_int), T("SIGNED", "exit_code", v.to_int)),
     "crash_dump": _rule(T("TEXT", "folder", v.to_strip)),
     "shutdown": _rule(T("INT", "remaining_requests", v.to_int)),
     "bench_requests": _rule(T("INT", "successful_requests", v.to_int)),
