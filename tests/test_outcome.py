@@ -931,3 +931,18 @@ def test_a_scheduler_that_a_controller_saw_end_with_a_failure_code_is_the_first_
         ("AttributeError", "Scheduler or DataParallelController 848532 terminated with 255", 255)
     clean = summarize("[2026-02-25 15:04:39] Scheduler or DataParallelController 848334 terminated with 0\n")
     assert clean.crash is None
+
+
+def test_the_launchers_own_traceback_takes_no_schedulers_phase() -> None:
+    """SGLang's launcher waiting for its schedulers raises EOFError when one dies (real-unseen
+    540): its traceback (launch_server.py's '<module>', no scheduler entry) is its own process's,
+    not placed in the phase the schedulers were in."""
+    s = summarize("[2026-02-20 11:13:40 TP0] Load weight begin. avail mem=78.00 GB\n"
+                  "Traceback (most recent call last):\n"
+                  '  File "/sgl/python/sglang/launch_server.py", line 32, in <module>\n'
+                  "    run_server(server_args)\n"
+                  '  File "/sgl/python/sglang/srt/entrypoints/engine.py", line 847, in _wait_for_scheduler_ready\n'
+                  "    data = scheduler_pipe_readers[i].recv()\n"
+                  "EOFError\n")
+    [exc] = s.exceptions
+    assert exc.exception == "EOFError" and exc.phase is None

@@ -166,6 +166,11 @@ def is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None)
                 or "DistBackendError" in text or "NCCL" in text)
 
 
+#: Where SGLang's child processes start (multiprocessing runs them by name, not as a script).
+_CHILD_ENTRIES = frozenset({"run_scheduler_process", "run_data_parallel_controller_process",
+                            "run_detokenizer_process", "_bootstrap", "spawn_main"})
+
+
 def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> str | None:
     """The phase a failure on ``rank`` happened in: from its frames, else from what came
     last on that rank (its last phase record, or a later progress bar if the rank is the
@@ -173,9 +178,9 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> st
     phase = phase_of_frames(frames)
     if phase is not None:
         return phase
-    if rank is None and frames and not any("sglang" in str(f.get("path") or "") for f in frames) \
-            and any(f.get("func") == "<module>" for f in frames):
-        return None  # another program's script (a training driver's): no phase of SGLang's
+    if rank is None and frames and any(f.get("func") == "<module>" for f in frames) \
+            and not any(f.get("func") in _CHILD_ENTRIES for f in frames):
+        return None  # a script's own process (SGLang's launcher, a training driver): no scheduler's phase
     t = m.timeline
     key = rank or (NO_RANK if set(t.ranks) == {NO_RANK} else None)
     r = t.ranks.get(key) if key is not None else None
