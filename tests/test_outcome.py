@@ -946,3 +946,38 @@ def test_the_launchers_own_traceback_takes_no_schedulers_phase() -> None:
                   "EOFError\n")
     [exc] = s.exceptions
     assert exc.exception == "EOFError" and exc.phase is None
+
+
+@pytest.mark.parametrize("pure", ["1", ""])
+def test_an_unrecognised_lines_example_cut_to_its_length_says_so(tmp_path: Path, pure: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The coverage's example of an unrecognised shape is at most 200 characters, and a longer
+    line's ends with '…' (real-unseen 541: a 217-character line quoted as its first 200), on the
+    pure reader and the compiled one alike."""
+    from logforensics import summarize_file
+    from logforensics.model.coverage import EXAMPLE_KEPT
+    from logforensics.read import other
+
+    monkeypatch.setenv("LOGFORENSICS_PURE", pure)
+    log = tmp_path / "long.log"
+    long_line = "nvshmem bootstrap note " + " ".join(f"word{i}" for i in range(60))
+    log.write_text("".join(f"{long_line} {i}\n" for i in range(3)) + "short unknown words here\n")
+    examples = {u.example for u in summarize_file(log).coverage.top_unrecognised}
+    assert all(len(e) <= 200 for e in examples)
+    assert any(e.endswith("…") and long_line.startswith(e[:-1].rstrip()) for e in examples)
+    assert "short unknown words here" in examples
+    if other.available():
+        from logforensics.read import _scan
+        assert _scan.EXAMPLE_MAX == EXAMPLE_KEPT
+
+
+def test_a_line_that_says_an_error_holds_a_text_the_bulk_reader_hands_over() -> None:
+    """Every line ``on_other`` keeps as a logged error holds one of the texts for which the bulk
+    reader hands an unrecognised line over as an event, so both readers see it (and the
+    traceback under it reads alike)."""
+    from logforensics.model.coverage import _SAYS_AN_ERROR, SAYS_AN_ERROR_NEEDS
+    for text in ("Error receiving requests (attempt 1/3): x", "[Stage] Error during execution after 1 ms: y",
+                 "Failed to generate output for prompt: z", "worker ERROR during step: w", "an Exception in x: v",
+                 "FAILED: u", "request failed: t", "an error: s", "exception raised: r"):
+        assert _SAYS_AN_ERROR.search(text), text
+        assert any(n in text for n in SAYS_AN_ERROR_NEEDS), text

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ..events import Event
 from ..model.columns import GROUP_CLASSES, GROUPS, GUARDS, ORDERED, ROW_ONLY, ROWS, SLOTS, ColumnFeed, class_of
+from ..model.coverage import SAYS_AN_ERROR_NEEDS
 from ..model.pd import OTHER_NEEDS, PDObserver
 from ..model.run import RunModel, RunSummary
 from ..read import bulk
@@ -69,8 +70,8 @@ class LiveRun:
             scanner = self._scanner = bulk.BulkScanner(self.parser.classifier, class_of, SLOTS, ORDERED, ROWS,
                                                        ROW_ONLY, GROUPS, GROUP_CLASSES, GUARDS)
         if self._columns is None or self._columns.model is not self.model:
-            self._columns = ColumnFeed(self.model, self._observe, self.pd.batches_without_pd_fields, OTHER_NEEDS,
-                                       scanner.group_class)
+            self._columns = ColumnFeed(self.model, self._observe, self.pd.batches_without_pd_fields,
+                                       OTHER_NEEDS + SAYS_AN_ERROR_NEEDS, scanner.group_class)
         self.parser.feed_bulk(chunk, scanner, self._columns)
 
     def close(self) -> list[Event]:

@@ -14,9 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from ..read.fastpath import LINE_LIMIT
+from ..units import clip
 from . import startup
 from .rank import rank_sort_key
 from .registry import handles
+
+#: Characters of an unrecognised line shown as its shape's example; one more is kept, so that
+#: a longer line's example says it was cut ("…", ``units.clip``). ``read/_other.c``'s
+#: EXAMPLE_MAX is ``EXAMPLE_KEPT``.
+EXAMPLE_CHARS = 200
+EXAMPLE_KEPT = EXAMPLE_CHARS + 1
 
 if TYPE_CHECKING:
     from .run import RunModel
@@ -154,7 +161,7 @@ class Coverage:
             "events": self.events,
             "kinds": dict(sorted(self.kind_counts.items(), key=lambda kv: (-kv[1], kv[0]))),  # ties: by name
             "top_unrecognised": [
-                {"shape": s, "count": v[0], "first_line": v[1], "example": v[2],
+                {"shape": s, "count": v[0], "first_line": v[1], "example": clip(v[2], EXAMPLE_CHARS),
                  "first_rank": next(iter(v[3]), None), "ranks": sorted((r for r in v[3] if r), key=rank_sort_key)}
                 for s, v in top
             ],
@@ -286,6 +293,9 @@ def on_unplanned(m: RunModel, ev: Event) -> None:
 #: logs an exception with its traceback writes it (``logger.error(f"Error during X: {e}",
 #: exc_info=True)``): a traceback on the next line is the one it logged (``failures._logged_it``).
 _SAYS_AN_ERROR = re.compile(r"\b(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)\b[^:]*: \S")
+#: Texts of which a line ``_SAYS_AN_ERROR`` matches holds one: the bulk reader hands such a line
+#: over as an event (``on_other`` reads it), never only counts it.
+SAYS_AN_ERROR_NEEDS = ("Error", "error", "ERROR", "Failed", "failed", "FAILED", "Exception", "exception")
 
 
 @handles("other")
@@ -304,10 +314,10 @@ def on_other(m: RunModel, ev: Event) -> None:
         if len(c.unknown_shapes) >= MAX_UNKNOWN_SHAPES:
             m.needs_context(OVERFLOW_REASON)
             key = OVERFLOW_KEY
-            entry = c.unknown_shapes.setdefault(key, [0, ev.line, ev.text[:200], {}])
+            entry = c.unknown_shapes.setdefault(key, [0, ev.line, ev.text[:EXAMPLE_KEPT], {}])
         else:
             # The first key is the first line's rank (None when it names none): NV01 cites it.
-            entry = c.unknown_shapes[key] = [0, ev.line, ev.text[:200], {ev.rank: None}]
+            entry = c.unknown_shapes[key] = [0, ev.line, ev.text[:EXAMPLE_KEPT], {ev.rank: None}]
     entry[0] += 1
     if ev.rank and len(entry[3]) < 64:  # ranks as dict keys: kept in order, for merge
         entry[3][ev.rank] = None

@@ -34,7 +34,7 @@
 #include <string.h>
 
 #define SHAPE_MAX 160   /* characters of a shape (coverage.shape) */
-#define EXAMPLE_MAX 200 /* characters of an example (coverage.on_other) */
+#define EXAMPLE_MAX 201 /* characters of an example kept (coverage.EXAMPLE_KEPT: one more than shown) */
 #define BINARY_MODE 128 /* the needle mode of an undecodable line */
 
 typedef struct {
