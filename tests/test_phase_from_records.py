@@ -58,3 +58,12 @@ def test_a_pd_servers_transfer_failure_for_a_request_places_its_rank_in_serving(
     s = summarize_file(log)
     assert s.phase_reached == {"TP4": "serving"} and s.outcome != "crashed"
     assert s.coverage.lines_unrecognised == 0
+
+
+def test_the_server_of_a_log_that_names_no_rank_serves_once_ready(tmp_path: Path) -> None:
+    """A log whose lines name no rank (real-unseen 544: a PD server that warms up and prints
+    'fired up' last) places its one unnamed scheduler in serving once the server is ready."""
+    log = tmp_path / "unranked.log"
+    log.write_text("[2026-02-27 14:34:03] INFO:     Uvicorn running on http://10.99.91.49:30001 (Press CTRL+C to quit)\n"
+                   "[2026-02-27 14:34:05] The server is fired up and ready to roll!\n")
+    assert summarize_file(log).phase_reached == {"-": "serving"}

@@ -102,10 +102,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("phase_reached", "532"): "no process is placed in any phase: the forward thread's frames (forward_extend, "
                               "_forward_raw, forward_batch_generation under 'Thread-2 (forward_thread_func)', lines "
                               "14-29) and the main thread's run_scheduler_process (line 2) place no process in serving",
-    ("phase_reached", "544"): "no process is placed in any phase (the rank table's one row is '-'): the window's "
-                              "SGLang lines carry no rank tag, and an unranked server's 'Uvicorn running on ...', "
-                              "'Start of pd disaggregation warmup ...' (unrecognised), the warm-up 200 and 'The server "
-                              "is fired up and ready to roll!' (line 40, read as readiness) place none in serving",
 }
 
 

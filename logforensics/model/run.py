@@ -300,15 +300,17 @@ class RunModel:
         dumped = dump_places(self.hang_obs)
         titled = [d["rank"] for d, _ in dumped if d.get("rank_from") == "process title" and d["rank"] not in labels]
         labels = sorted(dict.fromkeys(labels + titled), key=rank_sort_key)
-        if not labels and (NO_RANK in t.ranks or t.bars or t.answered):
+        if not labels and (NO_RANK in t.ranks or t.bars or t.answered or t.ready):
             labels = [NO_RANK]
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
-        if t.ready:  # the server is ready once every scheduler is: a rank that printed after it serves
+        if labels == [NO_RANK] and (t.ready or t.answered):
+            # the server of a log that names no rank is ready (its fired-up line, a request or probe
+            # it answered): its scheduler serves
+            reached[NO_RANK] = "serving"
+        elif t.ready:  # the server is ready once every scheduler is: a rank that printed after it serves
             after = t.ready["line"]
             reached.update({k: "serving" for k in labels
                             if k not in reached and k in t.ranks and t.ranks[k].last_line > after})
-        elif t.answered and labels == [NO_RANK] and NO_RANK not in reached:
-            reached[NO_RANK] = "serving"  # a request served: the scheduler of a log that names none serves
         later: dict[str, dict[str, Any]] = {}  # a rank's records the verdict gave it (a rank-less traceback)
         for rec in self.failures.crash_events:  # a traceback can place a rank further than its log lines did
             src, rec = rec, verdict.resolved.get(id(rec), rec)
