@@ -76,3 +76,18 @@ def test_a_failure_only_one_side_logged_is_not_said_to_lack_the_other_sides_reco
     assert pd01 and "the prefill side logged it, and no record of it from the other side is in these logs" \
         in pd01[0].title
     assert "records are not in these logs" not in pd01[0].title
+
+
+def test_earlier_aborts_of_other_requests_leave_the_order_untold(tmp_path: Path) -> None:
+    """real-unseen 546: the prefill server's aborts (AbortReq) of some requests, then 14 s later
+    the decode server's failure of another: an abort is the other side's consequence only where
+    both name the request, so the logs do not say which side failed first."""
+    aborts = ("[2026-02-27 16:08:03 TP0] Prefill bootstrap failed for request rank=0 req.rid='aa11' "
+              "req.bootstrap_room=101 with exception KVTransferError(bootstrap_room=101): Aborted by AbortReq.\n")
+    later = DECODE.format(r=0).replace("15:01:51", "16:08:17")
+    title = _pd01(tmp_path, aborts + later)
+    assert "failed first" not in title and "both sides logged it" in title
+    # the same abort of the request the decode side failed is its notice: the decode failed first
+    notice = aborts.replace("bootstrap_room=101", "bootstrap_room=659").replace("(bootstrap_room=101)",
+                                                                                 "(bootstrap_room=659)")
+    assert "the decode side failed first" in _pd01(tmp_path, notice + later)

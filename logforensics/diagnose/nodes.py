@@ -272,7 +272,17 @@ def pd_facts(s: RunSummary) -> PDFacts:
     causes = [f for f in fails if not _is_abort_notice(f)]
     first = causes[0] if causes else (fails[0] if fails else None)
     uncertain = None
-    if first:
+    earliest = fails[0] if fails else None
+    if first and earliest is not None and earliest is not first and _is_abort_notice(earliest) \
+            and earliest.side != first.side and _gap(earliest.ts, first.ts) not in (None, 0.0) \
+            and not any(f.side != earliest.side and (f.room or f.rid) == (earliest.room or earliest.rid)
+                        for f in fails):
+        # the other side's records begin earlier, with aborts of requests no record of this side
+        # shows: an abort is a consequence of one only where both sides name the request
+        uncertain = (f"the {earliest.side} side's first records ({earliest.ts}) are aborts (AbortReq) of requests "
+                     f"that no {first.side} record names, before the {first.side} side's first failure: which "
+                     "side failed first is not in these logs")
+    if first and uncertain is None:
         other = next((f for f in causes if f.side != first.side), None)
         if other is not None:
             gap = _gap(first.ts, other.ts)
