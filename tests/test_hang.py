@@ -567,3 +567,21 @@ def test_a_pd_requests_timeout_in_a_window_that_ends_after_it_is_no_hang(tmp_pat
     s = summarize_file(_write(tmp_path, text))
     assert s.outcome != "hung" and s.hang is not None and s.hang.timer == "pd_waiting" and not s.hang.ends_run
     assert s.phase_reached == {"TP0 EP0": "serving", "TP3 EP3": "serving"}
+
+
+def test_a_py_spy_dump_cut_above_its_header_is_a_schedulers_by_its_frames(tmp_path: Path) -> None:
+    """A dump whose 'Process N:' header is above the window (real-unseen 532): a thread in
+    run_scheduler_process makes it a scheduler's dump, a hang where nothing follows it, and where
+    its main thread's frames are cut, the overlap thread's forward pass places it in serving."""
+    text = ("    decorate_context (torch/utils/_contextlib.py:120)\n"
+            "    run_scheduler_process (scheduler.py:2612)\n"
+            "    <module> (<string>:1)\n"
+            'Thread 4113894 (idle): "Thread-2 (forward_thread_func)"\n'
+            "    ncclCommWindowRegister (pynccl_wrapper.py:540)\n"
+            "    forward_extend (model_runner.py:1847)\n"
+            "    forward_batch_generation (tp_worker.py:251)\n"
+            "    forward_thread_func_ (tp_worker_overlap_thread.py:175)\n"
+            "    forward_thread_func (tp_worker_overlap_thread.py:139)\n")
+    s = summarize_file(_write(tmp_path, text))
+    assert s.outcome == "hung" and s.hang is not None and s.hang.first_line == 1
+    assert s.phase_reached == {"-": "serving"}

@@ -95,13 +95,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "
                               "no process in load_weights (480's class)",
-    ("outcome", "532"): "'incomplete ... without readiness or failure': a py-spy dump cut above its 'Process N:' header "
-                        "(lines 1-7 the main thread's last frames, then two thread headers, the forward thread in "
-                        "ncclCommWindowRegister) is read into hang.pyspy (timer pyspy_only, first_line 1) but not as "
-                        "a hang, as a dump with its header is (520-522)",
-    ("phase_reached", "532"): "no process is placed in any phase: the forward thread's frames (forward_extend, "
-                              "_forward_raw, forward_batch_generation under 'Thread-2 (forward_thread_func)', lines "
-                              "14-29) and the main thread's run_scheduler_process (line 2) place no process in serving",
 }
 
 

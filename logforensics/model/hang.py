@@ -520,6 +520,10 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
             thread = {"name": f.get("name"), "state": f.get("state")}
             if f.get("name") == "MainThread":
                 cur["main_state"] = f.get("state")
+        elif kind == "pyspy_frame" and f.get("func") == "run_scheduler_process":
+            cur["scheduler_frames"] = True  # a thread of it runs in SGLang's scheduler process
+        if kind == "pyspy_frame" and thread is not None and thread["name"] != "MainThread":
+            cur.setdefault("other_funcs", []).append(str(f.get("func")))  # (bounded by the observer's records)
         elif kind == "pyspy_frame" and thread is not None and thread["name"] == "MainThread":
             if main_funcs is not None:  # every frame, for the phase table (``dump_places``)
                 main_funcs[-1].append(str(f.get("func")))
@@ -542,8 +546,10 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
 
 def _of_scheduler(dump: Mapping[str, Any]) -> bool:
     """A py-spy dump of an SGLang scheduler process: its title (``sglang::scheduler_TP1``), or
-    SGLang's own ``Pyspy dump for PID N`` line above it."""
-    return str(dump.get("title") or "").startswith("sglang::scheduler") or \
+    SGLang's own ``Pyspy dump for PID N`` line above it, or, with its header above the window
+    (no title), a thread in ``run_scheduler_process``."""
+    title = str(dump.get("title") or "")
+    return title.startswith("sglang::scheduler") or not title and bool(dump.get("scheduler_frames")) or \
         str(dump.get("text") or "").rstrip().split("] ", 1)[-1].startswith("Pyspy dump for PID")
 
 
@@ -562,9 +568,12 @@ def dump_places(obs: HangObserver) -> list[tuple[dict[str, Any], str | None]]:
     dumps = _dumps(obs.pyspy, [], (), funcs)
     out = []
     for d, f in zip(dumps, funcs, strict=True):
-        # py-spy prints the innermost frame first, a traceback last
-        phase = phase_of_frames([{"func": name} for name in reversed(f)])
-        if d.get("rank"):
+        # py-spy prints the innermost frame first, a traceback last; where the main thread's frames
+        # place nothing (cut above the dump's first thread line), its other threads' do (the
+        # overlap thread's forward pass)
+        phase = phase_of_frames([{"func": name} for name in reversed(f)]) or \
+            phase_of_frames([{"func": name} for name in reversed(d.get("other_funcs") or [])])
+        if d.get("rank") or _of_scheduler(d):
             out.append((d, phase))
     return out
 

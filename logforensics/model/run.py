@@ -300,7 +300,7 @@ class RunModel:
         dumped = dump_places(self.hang_obs)
         titled = [d["rank"] for d, _ in dumped if d.get("rank_from") == "process title" and d["rank"] not in labels]
         labels = sorted(dict.fromkeys(labels + titled), key=rank_sort_key)
-        if not labels and (NO_RANK in t.ranks or t.bars or t.answered or t.ready):
+        if not labels and (NO_RANK in t.ranks or t.bars or t.answered or t.ready or dumped):
             labels = [NO_RANK]
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
         if labels == [NO_RANK] and (t.ready or t.answered):
@@ -322,7 +322,7 @@ class RunModel:
                                                                      or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
                 reached[r] = p
         for d, p in dumped:
-            r = d["rank"]
+            r = d["rank"] or NO_RANK  # (a scheduler's dump whose rank no title names: the unnamed one's)
             if r in labels and p in PHASE_INDEX and (r not in reached or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
                 reached[r] = p
             if r in titled and r not in later:  # its last record is the dump
