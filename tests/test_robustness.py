@@ -35,6 +35,8 @@ def covered_lines(events: list) -> set[int]:
         lines.add(e.line)
         for ln, _ in e.fields.get("lines", []) if e.kind in ("exception", "oom_message") else []:
             lines.add(ln)  # a record that spans lines lists each line it holds
+        if e.end_line:  # a record the reader joined across lines (a torn line's two parts) holds them all
+            lines.update(range(e.line, e.end_line + 1))
     return lines
 
 
