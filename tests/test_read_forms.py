@@ -72,6 +72,8 @@ WRAPPED = {
     # a cloud log export: severity and UTC time before every line of the record
     "cloud-logging-severity": "ERROR 2026-06-15T14:10:59.392125190Z {}",
     "cloud-logging-severity-ms": "INFO 2026-06-15T14:10:59.392Z {}",
+    # the same export with the entry's severity field after the time (real-unseen 552)
+    "cloud-logging-severity-field": "ERROR 2026-02-18T14:43:05.821451064Z [severity: ERROR] {}",
     # a log console's time column (Kibana's Discover export), the console's padding after it
     "console-time-column": "May 16, 2026 @ 20:44:54.728    {}",
     # journald, as journalctl prints a unit's lines (short, short-iso)

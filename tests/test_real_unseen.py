@@ -95,14 +95,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "
                               "no process in load_weights (480's class)",
-    ("crash", "552"): "TP1's crash has no phase ('during an unknown phase', crash.frames empty): the cloud export's "
-                      "prefix is 'ERROR <UTC time>Z [severity: ERROR] ', and only its first part is read as the "
-                      "wrapper; the '[severity: ERROR] ' after it is cut from line 1 as an unrecognised fragment and "
-                      "kept before every later line ('[severity: ERROR] File \"/sgl-workspace/.../scheduler.py\", line "
-                      "2279, in run_batch'), so no File line is a frame and run_batch under event_loop_overlap "
-                      "(lines 7-11) places nothing",
-    ("phase_reached", "552"): "no rank is placed in any phase (TP1's phase is '-'): the traceback's frames are not "
-                              "read behind the second '[severity: ERROR] ' prefix, as crash[552]",
 }
 
 

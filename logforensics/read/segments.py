@@ -52,7 +52,7 @@ _WRAPPER_RE = re.compile(
     # a cloud log export's severity and UTC time (Google Cloud Logging's severities), before
     # every line of a record: "ERROR 2026-06-15T14:10:59.392125190Z "
     r"|(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY)[ \t]"
-    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z[ \t]"
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z[ \t](?:\[severity: [A-Z]+\][ \t])?"  # (and its severity field)
     # a log console's time column (Kibana's and OpenSearch Dashboards' Discover export):
     # "May 16, 2026 @ 20:44:54.728    "
     r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{1,2}, \d{4} @ \d\d:\d\d:\d\d(?:\.\d+)?[ \t]+"
