@@ -981,3 +981,19 @@ def test_a_line_that_says_an_error_holds_a_text_the_bulk_reader_hands_over() -> 
                  "FAILED: u", "request failed: t", "an error: s", "exception raised: r"):
         assert _SAYS_AN_ERROR.search(text), text
         assert any(n in text for n in SAYS_AN_ERROR_NEEDS), text
+
+
+def test_a_cpp_stacks_tail_at_the_top_then_a_schedulers_traceback_starts_at_the_traceback() -> None:
+    """A window that begins inside a C++ stack (its header and first frames above it; real-unseen
+    565), then a scheduler's own traceback: the traceback is the first failure, the tail says
+    nothing of what failed. The same tail before a fatal abort stays the abort's first line."""
+    tail = ("frame #43: sglang::scheduler_TP1() [0x540284]\n"
+            "frame #44: _PyObject_MakeTpCall + 0x233 (0x503fd3 in sglang::scheduler_TP1)\n\n")
+    tb = ("[2025-11-20 22:03:17 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+          '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2534, in run_scheduler_process\n'
+          "    scheduler = Scheduler(\n"
+          "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms\n")
+    s = summarize(tail + tb)
+    assert s.crash is not None and s.crash.line == 4 and s.crash.first_message is None
+    aborted = summarize(tail + "Fatal Python error: Aborted\n")
+    assert aborted.crash is not None and aborted.crash.line == 1

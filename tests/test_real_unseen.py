@@ -99,10 +99,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "avail mem=14.13 GB' (line 25) and its frames (lines 69-94) are Scheduler.__init__ -> "
                       "init_disaggregation, before any capture or warm-up record; the bundle's own verdict says "
                       "'after kv_cache_alloc (Memory pool end, line 25)'",
-    ("fatal_line", "565"): "the crash is cited at line 1, 'C++ stack trace (then torch.distributed.DistNetworkError)': "
-                           "lines 1-16 are the tail frames (#43-#58, 'in sglang::scheduler_TP1') of a c10 stack whose "
-                           "header is above the window and which says nothing of a failure; the first fatal record is "
-                           "TP1's 'Scheduler hit an exception' at line 18",
     ("key_figure[socket_timeout_ms]", "565"): "nothing found: the timeout is only in the exception's message "
                                               "('torch.distributed.DistNetworkError: The client socket has timed out "
                                               "after 600000ms while trying to connect to (127.0.0.1, 30349).', line "

@@ -491,6 +491,9 @@ _RAISED = re.compile(r"Exception raised from (\S+) at (\S+) \(most recent call f
 _C10D_LOC = re.compile(r"\[[EFWIT][^\]]* ([^\s\]]+:\d+)\] ?")
 
 
+_FRAME_NUMBER = re.compile(r"frame #(\d+): ")
+
+
 @handles("cpp_frame", "cpp_raised", reads_earlier=True)
 def on_cpp_frame(m: RunModel, ev: Event) -> None:
     """A C++ stack frame, or c10::Error's header above the frames: a native crash (the first
@@ -503,12 +506,15 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
     rank = found.group(1).replace("_", " ") if found else ev.rank
     if not m.failures.cpp_frame_seen:
         m.failures.cpp_frame_seen = True
+        number = _FRAME_NUMBER.search(ev.text) if ev.kind == "cpp_frame" else None
+        # a stack's tail, its header and first frames above the window: what printed it is not in the log
+        tail = number is not None and int(number.group(1)) > 0
         logged = m.failures.last_c10d
         raised = _RAISED.match(ev.text) if ev.kind == "cpp_raised" else None
         if raised and logged is not None and logged["file"] == ev.file and logged["line"] == ev.line - 1:
             _logged_cpp_exception(m, ev, logged, raised)
         else:
-            _native_crash(m, ev, rank, "C++ stack trace", cpp_frame=True)
+            _native_crash(m, ev, rank, "C++ stack trace", cpp_frame=True, **({"cpp_tail": True} if tail else {}))
     m.notices.add("cpp_frame", ev)
 
 

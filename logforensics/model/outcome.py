@@ -42,6 +42,7 @@ from .failures import (
     headerless_dump,
     is_hang_consequence,
     is_hang_report,
+    named_process,
 )
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, rank_sort_key
@@ -78,6 +79,10 @@ def judge(m: RunModel) -> Verdict:
     ready_line = t.last_serving_line if (t.ready or t.last_serving_line) else (t.answered or {}).get("line", 0)
     after = [c for c in fl.crash_events if c["line"] > ready_line or not ready_line]
     fatal_src = [c for c in after if not _went_on(m, c)]
+    if len(fatal_src) > 1 and fatal_src[0].get("cpp_tail") and named_process(fatal_src[1].get("source")):
+        # a C++ stack's tail at the window's top, then a process's own traceback: the tail says
+        # nothing of what failed (what printed it is above the window); the traceback is the first failure
+        fatal_src = fatal_src[1:]
     fatal = [dict(c) for c in fatal_src]
     resolved = {id(src): c for src, c in zip(fatal_src, fatal)}
     errors = [_error_view(c) for c in fl.crash_events if _went_on(m, c)] + [dict(e) for e in fl.errors]
