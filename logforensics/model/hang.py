@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import PHASE_OF_KIND
+from .config import SERVER_COMMAND
 from .phases import phase_of_frames
 
 #: The timers, by family. ``ends_run``: firing stops the server (abort, SIGQUIT), so the run
@@ -555,10 +556,7 @@ def _of_scheduler(dump: Mapping[str, Any]) -> bool:
 
 def _of_launcher(dump: Mapping[str, Any]) -> bool:
     """A py-spy dump of SGLang's launcher: its title is the server's command line."""
-    return bool(_LAUNCHER_TITLE.search(str(dump.get("title") or "")))
-
-
-_LAUNCHER_TITLE = re.compile(r"sglang\.launch_server(?![\w.])|sglang/launch_server\.py|(?<![\w/])sglang serve(?!\w)")
+    return bool(SERVER_COMMAND.search(str(dump.get("title") or "")))
 
 
 def dump_places(obs: HangObserver) -> list[tuple[dict[str, Any], str | None]]:

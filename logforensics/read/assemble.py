@@ -31,6 +31,7 @@ from ..events import Event
 from ..events.types import BOOL, INT, STR, Type, list_of, struct
 from .fatal import DIED_TYPE, scheduler_died
 from .oom import OOM_TYPE, decompose_oom
+from .segments import RAY_SUFFIX
 
 #: Kinds that may continue a traceback's final message (multi-line messages).
 #: (``pool_check``: SGLang's per-pool check, which a "pool memory leak detected!" message goes on with)
@@ -67,8 +68,6 @@ _WRAPPED_WORD = re.compile(r"\w+")
 _DATELESS = re.compile(r"\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] ")
 #: What CPython prints after a fatal error's dump of the threads (``_Py_DumpExtensionModules``).
 _EXTENSION_MODULES = "Extension modules: "
-#: Ray's de-duplication suffix at the end of a text (``segments`` cuts it off a line that holds it whole).
-_RAY_SUFFIX = re.compile(r" \[repeated (\d+)x across cluster\] *$")
 #: Functions a process or thread starts in: a traceback's outermost frame, printed first.
 _ENTRY_FUNCS = frozenset({"run_scheduler_process", "run_detokenizer_process", "run_data_parallel_controller_process",
                           "<module>", "_run_module_as_main", "_bootstrap", "_bootstrap_inner"})
@@ -345,7 +344,7 @@ class TracebackAssembler:
         if not tb.lines or tb.lines[-1][0] != ev.line - 1:
             return None
         head = tb.lines[-1][1]
-        m = _RAY_SUFFIX.search(head + ev.text)
+        m = RAY_SUFFIX.search(head + ev.text)  # (``segments`` cuts off a suffix a line holds whole)
         if m is None or m.start() >= len(head):  # the suffix begins on the last line
             return None
         cut = head[m.start():].rstrip()

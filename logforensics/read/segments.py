@@ -96,6 +96,9 @@ _SPLIT_RE = re.compile(
     r"|(?<=[^\s|#\u2580-\u259f])(?=[ \t]{2,}\|[ \t]*\d+/\d+ \[[^\]\n]*(?:it/s|s/it)\][ \t]*$)"
 )
 
+#: Ray's de-duplication suffix at a record's end (after its own trailing space too), with its count.
+RAY_SUFFIX = re.compile(r" +\[repeated (\d+)x across cluster\] *$")
+
 #: Texts of which a line must contain one for ``_SPLIT_RE`` to cut it anywhere.
 _SPLIT_NEEDS = needs(_SPLIT_RE.pattern)
 
@@ -109,7 +112,7 @@ _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
     (re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] "), False, 0, False),
     (re.compile(r"\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) "), False, 0, False),
     (re.compile(r"  (?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"), True, 0, False),
-    (re.compile(r" +\[repeated \d+x across cluster\] *$"), False, 0, True),
+    (RAY_SUFFIX, False, 0, True),
     (re.compile(r"\[[Rr]ank\d+\]:\[[EFIWT]\d{3,4} \d\d:\d\d:\d\d"), False, 0, False),
     (re.compile(r"\^C(?=[^^\s])"), True, 0, False),
     (re.compile(r"(?<=[^\s|#\u2580-\u259f])[ \t]{2,}\|[ \t]*\d+/\d+ \[[^\]\n]*(?:it/s|s/it)\][ \t]*$"), False, 1,
