@@ -67,3 +67,15 @@ def test_the_server_of_a_log_that_names_no_rank_serves_once_ready(tmp_path: Path
     log.write_text("[2026-02-27 14:34:03] INFO:     Uvicorn running on http://10.99.91.49:30001 (Press CTRL+C to quit)\n"
                    "[2026-02-27 14:34:05] The server is fired up and ready to roll!\n")
     assert summarize_file(log).phase_reached == {"-": "serving"}
+
+
+def test_the_http_server_up_places_the_unnamed_scheduler_in_warmup(tmp_path: Path) -> None:
+    """SGLang starts uvicorn once every scheduler is ready, before its warm-up request (real-unseen
+    495): in a log that names no rank, 'Uvicorn running on ...' places the one unnamed scheduler in
+    warmup; a ranked log's ranks are placed by their own records."""
+    log = tmp_path / "http.log"
+    up = "[2026-01-28 08:52:44] INFO:     Uvicorn running on http://172.30.9.43:30010 (Press CTRL+C to quit)\n"
+    log.write_text(up)
+    assert summarize_file(log).phase_reached == {"-": "warmup"}
+    log.write_text("[2026-01-28 08:52:40 TP0] Load weight begin. avail mem=78.00 GB\n" + up)
+    assert summarize_file(log).phase_reached == {"TP0": "load_weights"}

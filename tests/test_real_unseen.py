@@ -88,9 +88,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "counted unrecognised (coverage 1/12)",
     ("key_figure[max_total_num_tokens]", "494"): "nothing found: sglang-jax's 'ModelRunner max_total_num_tokens: "
                                                  "315424' (line 10, colon form) is not read, as phase_reached[494]",
-    ("phase_reached", "495"): "no process is placed in warmup: uvicorn's 'Application startup complete.' and "
-                              "'Uvicorn running on http://172.30.9.43:30010' (lines 2-3) place none, and the crash "
-                              "of outcome[495] has no phase",
     ("phase_reached", "504"): "no rank is placed in any phase (TP1's phase is '-'): line 1, 'Multi-thread loading shards: "
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "

@@ -630,9 +630,13 @@ def on_tracker_exit(m: RunModel, ev: Event) -> None:
 
 @handles("uvicorn_msg")
 def on_uvicorn_msg(m: RunModel, ev: Event) -> None:
-    """uvicorn's "Shutting down": the HTTP server stopping on SIGTERM or SIGINT (Ctrl-C)."""
-    if ev.fields.get("message") == "Shutting down":
+    """uvicorn's "Shutting down": the HTTP server stopping on SIGTERM or SIGINT (Ctrl-C); its
+    "Uvicorn running on ...": the HTTP server up (``Timeline.http_up``)."""
+    message = str(ev.fields.get("message") or "")
+    if message == "Shutting down":
         m.notices.add("shutdown", ev)
+    elif message.startswith("Uvicorn running on") and m.timeline.http_up is None:
+        m.timeline.http_up = ev.line
 
 
 #: The NCCL version a torch NCCL error names at its end ("..., NCCL version 2.21.5").

@@ -300,13 +300,15 @@ class RunModel:
         dumped = dump_places(self.hang_obs)
         titled = [d["rank"] for d, _ in dumped if d.get("rank_from") == "process title" and d["rank"] not in labels]
         labels = sorted(dict.fromkeys(labels + titled), key=rank_sort_key)
-        if not labels and (NO_RANK in t.ranks or t.bars or t.answered or t.ready or dumped):
+        if not labels and (NO_RANK in t.ranks or t.bars or t.answered or t.ready or t.http_up or dumped):
             labels = [NO_RANK]
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
         if labels == [NO_RANK] and (t.ready or t.answered):
             # the server of a log that names no rank is ready (its fired-up line, a request or probe
             # it answered): its scheduler serves
             reached[NO_RANK] = "serving"
+        elif labels == [NO_RANK] and t.http_up and PHASE_INDEX.get(reached.get(NO_RANK, ""), -1) < PHASE_INDEX["warmup"]:
+            reached[NO_RANK] = "warmup"  # its HTTP server is up: every scheduler was ready, the warm-up not done
         elif t.ready:  # the server is ready once every scheduler is: a rank that printed after it serves
             after = t.ready["line"]
             reached.update({k: "serving" for k in labels

@@ -33,6 +33,9 @@ class Timeline:
     #: the first request the HTTP server answered (``on_http_access``): the server was
     #: ready by then, whether or not the log holds its readiness line
     answered: dict[str, Any] | None = None
+    #: the line of uvicorn's "Uvicorn running on ...": SGLang starts its HTTP server once every
+    #: scheduler is ready, before its warm-up request (the first such line)
+    http_up: int | None = None
 
     def rank(self, label: str | None) -> RankState:
         key = label or NO_RANK
@@ -77,6 +80,7 @@ class Timeline:
         if self.answered is None or self.answered.get("probe") and later.answered and not later.answered.get("probe"):
             self.answered = later.answered or self.answered  # a request served outranks a probe answered
         self.last_serving_line = later.last_serving_line or self.last_serving_line
+        self.http_up = self.http_up or later.http_up
 
 
 def pool_ends(memory: dict[str, Any]) -> dict[str, Any]:
