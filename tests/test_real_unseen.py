@@ -73,10 +73,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "the window ('from sglang.srt.managers.scheduler import run_scheduler_process', behind the "
                            "same '(TemporaryActor pid=22969)' wrapper and '[repeated 2x across cluster]' suffix), which "
                            "the bundle's quoted traceback also leaves out without a mark",
-    ("phase_reached", "480"): "no rank is placed in any phase (the ranks table is one '-' row with phase '-'), though "
-                              "lines 1 and 4-12 are 'Capturing batches (avail_mem=... GB)' bars, the last two at 23/23 "
-                              "(lines 11-12): bars with no rank tag, behind no wrapper, place no process in "
-                              "cuda_graph_capture",
     ("fatal_line", "491"): "the crash is cited at line 3 (TP0 EP0's 'Scheduler hit an exception' header, its traceback cut "
                            "before its exception), not at line 2: torch_npu's allocator record ('... torch_npu.memory: "
                            "[ERROR] [383554] NPU out of memory. Tried to allocate 72.00 MiB ...') is read as an "

@@ -303,6 +303,11 @@ class RunModel:
         if not labels and (NO_RANK in t.ranks or t.bars or t.answered or t.ready or t.http_up or dumped):
             labels = [NO_RANK]
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
+        if labels == [NO_RANK] and t.bars:
+            # the bars of a log that names no rank are its unnamed scheduler's: they place it
+            furthest = max(t.bars, key=PHASE_INDEX.__getitem__)
+            if PHASE_INDEX[furthest] > PHASE_INDEX.get(reached.get(NO_RANK, ""), -1):
+                reached[NO_RANK] = furthest
         if labels == [NO_RANK] and (t.ready or t.answered):
             # the server of a log that names no rank is ready (its fired-up line, a request or probe
             # it answered): its scheduler serves
