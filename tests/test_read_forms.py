@@ -268,6 +268,26 @@ def test_scheduler_died_message_is_decomposed() -> None:
     assert ev.fields["scheduler_died"] == {"rank": 0, "exit_code": -11}
 
 
+@pytest.mark.parametrize("exception,message,store", [
+    ("torch.distributed.DistNetworkError", "The client socket has timed out after 600000ms while trying to connect to "
+     "(127.0.0.1, 30349).", {"timeout_ms": 600000, "host": "127.0.0.1", "port": 30349, "joined": None, "expected": None}),
+    ("torch.distributed.DistStoreError", "Timed out after 1801 seconds waiting for clients. 1/3 clients joined.",
+     {"timeout_ms": 1801000, "host": None, "port": None, "joined": 1, "expected": 3}),
+    ("torch.distributed.DistStoreError", "wait timeout after 600000ms, keys: /default_pg/0//cuda//0",
+     {"timeout_ms": 600000, "host": None, "port": None, "joined": None, "expected": None}),
+    ("RuntimeError", "CUDA error: an illegal memory access was encountered", None),
+])
+def test_store_error_message_is_decomposed(exception: str, message: str, store: dict[str, Any] | None) -> None:
+    """torch.distributed's store errors print their timeout, the store's address or how many
+    ranks joined only in the exception's message: the record carries them as ``store``, and
+    only a store error has the field."""
+    text = ('Traceback (most recent call last):\n  File "/torch/distributed/rendezvous.py", line 198, in _create_c10d_store\n'
+            f"    return TCPStore(\n{exception}: {message}\n")
+    ev = only(read(text), "exception")
+    assert ev.fields.get("store") == store
+    assert ("store" in ev.fields) is (store is not None)
+
+
 # ---------------------------------------------------------------- out of memory outside a traceback
 def test_oom_message_hard_wrapped_by_a_terminal() -> None:
     """A component that catches the OOM and logs it; the terminal broke the line inside a

@@ -236,9 +236,13 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
                                      and e.fields.get("last_enqueued") is not None],
     "last_completed": lambda _, evs: [e.fields["last_completed"] for e in evs if e.kind.startswith("collective_")
                                       and e.fields.get("last_completed") is not None],
+    # a store timeout's own record, or a store error's message (the exception's ``store`` figures)
     "socket_timeout_ms": lambda _, evs: [e.fields["timeout_ms"] for e in evs if e.kind == "collective_timeout"
-                                         and e.fields.get("family") == "c10d_store"],
-    "store_port": _events("collective_timeout", "peer_port"),
+                                         and e.fields.get("family") == "c10d_store"]
+    + [e.fields["store"]["timeout_ms"] for e in evs if e.kind == "exception" and e.fields.get("store")],
+    "store_port": lambda _, evs: [e.fields["peer_port"] for e in evs if e.kind == "collective_timeout"
+                                  and e.fields.get("peer_port") is not None]
+    + [e.fields["store"]["port"] for e in evs if e.kind == "exception" and (e.fields.get("store") or {}).get("port")],
     # the hang's own account (model/hang.py): what it is stuck on, why its stacks are missing
     "stuck_batch_size": lambda s, _: [x.batch_size for x in (s.hang.stuck_on if s.hang else []) if x.what == "batch"],
     "stuck_rid": lambda s, _: [r for x in (s.hang.stuck_on if s.hang else []) for r in x.rids],

@@ -92,12 +92,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "avail mem=14.13 GB' (line 25) and its frames (lines 69-94) are Scheduler.__init__ -> "
                       "init_disaggregation, before any capture or warm-up record; the bundle's own verdict says "
                       "'after kv_cache_alloc (Memory pool end, line 25)'",
-    ("key_figure[socket_timeout_ms]", "565"): "nothing found: the timeout is only in the exception's message "
-                                              "('torch.distributed.DistNetworkError: The client socket has timed out "
-                                              "after 600000ms while trying to connect to (127.0.0.1, 30349).', line "
-                                              "53), which gives no c10d store timeout record",
-    ("key_figure[store_port]", "565"): "nothing found: the store's port 30349 is only in the DistNetworkError message "
-                                       "(line 53), as key_figure[socket_timeout_ms][565]",
 }
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..events import Event
 from ..events.types import BOOL, INT, STR, Type, list_of, struct
-from .fatal import DIED_TYPE, scheduler_died
+from .fatal import DIED_TYPE, STORE_TYPE, scheduler_died, store_error
 from .oom import OOM_TYPE, decompose_oom
 from .segments import RAY_SUFFIX
 
@@ -92,6 +92,7 @@ FIELDS: dict[str, dict[str, Type]] = {
         "chain": list_of(struct(exception=STR, message=STR, frames=INT)),
         "fatal_signal": BOOL, "exception_line": struct(line=INT, text=STR), "header_cut": BOOL,
         "lines": LINES_TYPE, "oom": OOM_TYPE, "scheduler_died": DIED_TYPE,
+        "store": STORE_TYPE,
         # a fatal error's dump whose failing thread is not in the log: every thread's frames there
         "dump_frames": list_of(struct(path=STR, line=INT, func=STR, code=STR, log_line=INT)),
     },
@@ -274,6 +275,10 @@ class _Traceback:
         fields["oom"] = decompose_oom(self.exception, self.message)
         # the launcher's "Rank 0 scheduler died during initialization (exit code: -9)"
         fields["scheduler_died"] = scheduler_died(self.message) if self.exception else None
+        # torch.distributed's store that a rank could not reach, or that waited for the others, in
+        # time (only on such records, as dump_frames)
+        if self.exception and (store := store_error(self.message)) is not None:
+            fields["store"] = store
         return Event("exception", self.first, self.rank, self.ts, fields, text, self.file, self.last_line, self.node)
 
 

@@ -121,6 +121,37 @@ def hsa(name: str) -> Any:
     return typed(INT if name == "hsa_node" else STR, conv)
 
 
+#: The type of :func:`store_error` (an exception's ``store`` field).
+STORE_TYPE: Type = struct(timeout_ms=INT, host=STR, port=INT, joined=INT, expected=INT)
+#: torch.distributed's TCPStore errors (``DistNetworkError``, ``DistStoreError``, and the
+#: ``RuntimeError`` older torch raised), across versions: the client that could not reach the
+#: store in time (its address), the store that waited for the other ranks (how many joined),
+#: a wait for keys that timed out.
+_STORE = re.compile(
+    r"client socket has timed out after (?P<ms>\d+) ?ms while trying to connect to \((?P<host>[^,()]+), (?P<port>\d+)\)"
+    r"|Timed out after (?P<s>\d+) seconds waiting for (?:clients|workers)\. (?P<joined>\d+)/(?P<expected>\d+)"
+    r"|wait timeout after (?P<ms2>\d+) ?ms"
+    r"|(?:^|: )(?P<joined2>\d+)/(?P<expected2>\d+) clients joined")
+
+
+def store_error(message: str | None) -> dict[str, Any] | None:
+    """The figures of a TCPStore error message: ``{"timeout_ms": 600000, "host": "127.0.0.1",
+    "port": 30349, ...}`` (None where the message does not print one), or None when the
+    message is no store error. Seconds are given in ms, as the other store records print them."""
+    m = _STORE.search(message or "")
+    if m is None:
+        return None
+    g = m.groupdict()
+    ms = g["ms"] or g["ms2"]
+
+    def num(*names: str) -> int | None:
+        value = next((g[n] for n in names if g[n] is not None), None)
+        return int(value) if value is not None else None
+
+    return {"timeout_ms": int(ms) if ms else (int(g["s"]) * 1000 if g["s"] else None), "host": g["host"],
+            "port": num("port"), "joined": num("joined", "joined2"), "expected": num("expected", "expected2")}
+
+
 #: The type of :func:`scheduler_died` (an exception's ``scheduler_died`` field).
 DIED_TYPE: Type = struct(rank=INT, exit_code=INT)
 _DIED = re.compile(r"Rank (\d+) scheduler (?:died during initialization \(exit code:? (-?\d+)\)|is dead\.)")
