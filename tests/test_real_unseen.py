@@ -92,6 +92,26 @@ PENDING: dict[tuple[str, str], str] = {
                       "avail mem=14.13 GB' (line 25) and its frames (lines 69-94) are Scheduler.__init__ -> "
                       "init_disaggregation, before any capture or warm-up record; the bundle's own verdict says "
                       "'after kv_cache_alloc (Memory pool end, line 25)'",
+    ("crash", "574"): "no exception and no phase: the window's last line is the traceback's exception, indented two "
+                      "spaces ('  AssertionError', line 14, after the caret line), which is read into the traceback and "
+                      "not as its exception ('a traceback whose exception is not in this log (cut)'), and the frames "
+                      "get_next_batch_to_run -> get_new_batch_prefill -> _get_new_batch_prefill_raw -> "
+                      "prepare_for_extend (lines 1-5, the event loop building a prefill batch) place it in no phase",
+    ("fatal_line", "575"): "the crash is cited at line 11 (the chained 'Traceback (most recent call last):'), not at "
+                           "line 1: the first exception's tail (the CUDA error's advice lines 1-3, torch._dynamo's "
+                           "'You can suppress this exception and fall back to eager by setting:' and its two indented "
+                           "lines 5-7) and 'During handling of the above exception, another exception occurred:' "
+                           "(line 9) are not read as part of the crash (lines 1-3 and 5 unrecognised)",
+    ("crash", "576"): "a phase (cuda_graph_capture) for a crash whose process names no rank: the segfault's records "
+                      "('[sgl-v3-deepseek-nextn-2-1:116  :0:116] Caught signal 11 ...', line 3; 'Fatal Python error: "
+                      "Segmentation fault', line 11; a dump of two threading/tqdm threads) are pid 116's, and only "
+                      "TP14's 'Capture draft cuda graph begin' (line 1) is in capture; the window does not tie pid 116 "
+                      "to TP14",
+    ("fatal_line", "576"): "the crash is cited at line 11 ('Fatal Python error: Segmentation fault'), not at line 3: "
+                           "the native signal handler's 'Caught signal 11 (Segmentation fault: invalid permissions for "
+                           "mapped object at address 0x55555d5d7420)' (line 3) and its backtrace banners (lines 5 and 9) "
+                           "are unrecognised and its one frame (line 7) is read as an indented line, each behind a log "
+                           "viewer's stamp line",
 }
 
 
