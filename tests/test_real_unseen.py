@@ -54,15 +54,8 @@ PENDING: dict[tuple[str, str], str] = {
     ("phase_reached", "431"): "no rank is placed in serving (TP0 EP0's phase is '-'): line 6, the decode server's "
                               "'Error fetching prefill parallel info from bootstrap' (a request's PD handshake, serving), "
                               "is not recognised, and the /v1/models and /metrics answers at lines 1 and 3-5 place no rank",
-    ("outcome", "444"): "'crashed: a traceback whose exception is not in this log (cut) at line 4': the two "
-                        "interleaved tracebacks (headers 'Process Process-3:', ' Process Process-1:' at lines 1-2, "
-                        "each later line with one leading space) end in ' KeyboardInterrupt' at line 19, which is not "
-                        "read as their exception, so a Ctrl-C stop is called a crash",
-    ("crash", "444"): "a crash at line 4 during serving where the label has a stop (line 19's ' KeyboardInterrupt')",
     ("fatal_line", "444"): "no stop record; the crash is cited at line 4 (a File line), not at line 1 "
                            "('Process Process-3:', the interrupted processes' first header)",
-    ("phase_reached", "444"): "a crash phase (serving, from event_loop_overlap's frames) on a log the label reads as "
-                              "stopped, as outcome[444]",
     ("outcome", "461"): "'crashed: RuntimeError at line 1': line 1 is the tail of a traceback above the window, and "
                         "lines 2-9 show the failure handled (the 'no output' traceback logged, the request answered "
                         "'\"POST /v1/images/generations HTTP/1.1\" 500' at line 9); the stamped lines 2 and 9-10 are "
@@ -92,11 +85,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "avail mem=14.13 GB' (line 25) and its frames (lines 69-94) are Scheduler.__init__ -> "
                       "init_disaggregation, before any capture or warm-up record; the bundle's own verdict says "
                       "'after kv_cache_alloc (Memory pool end, line 25)'",
-    ("crash", "574"): "no exception and no phase: the window's last line is the traceback's exception, indented two "
-                      "spaces ('  AssertionError', line 14, after the caret line), which is read into the traceback and "
-                      "not as its exception ('a traceback whose exception is not in this log (cut)'), and the frames "
-                      "get_next_batch_to_run -> get_new_batch_prefill -> _get_new_batch_prefill_raw -> "
-                      "prepare_for_extend (lines 1-5, the event loop building a prefill batch) place it in no phase",
     ("fatal_line", "575"): "the crash is cited at line 11 (the chained 'Traceback (most recent call last):'), not at "
                            "line 1: the first exception's tail (the CUDA error's advice lines 1-3, torch._dynamo's "
                            "'You can suppress this exception and fall back to eager by setting:' and its two indented "

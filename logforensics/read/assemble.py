@@ -63,6 +63,10 @@ _TRANSPARENT = frozenset({"ray_dedup", "lib_log"})
 #: A word alone on a line right after a frame line: the frame's function name, wrapped
 #: by a terminal ("in R" / "untime").
 _WRAPPED_WORD = re.compile(r"\w+")
+#: An exception line (the grammar's ``exc_line``) as a paste that indented the whole traceback
+#: leaves it: read as such only inside a traceback, after a frame's source line, indented less.
+_INDENTED_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Fault))"
+                           r"(?::(?P<message>.*))?")
 #: A logging prefix whose stamp has no year (SGLang's multimodal generation server: ``[12-24 08:20:04] ...``):
 #: its record has no time stamp (no year is guessed), but it is a record of its own, never a traceback's line.
 _DATELESS = re.compile(r"\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] ")
@@ -102,6 +106,10 @@ FIELDS: dict[str, dict[str, Type]] = {
     "thread_dump": {"source": STR, "frames": list_of(struct(path=STR, line=INT, func=STR, code=STR, log_line=INT)),
                     "lines": LINES_TYPE},
 }
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
 
 
 def _body(ev: Event) -> str:
@@ -234,6 +242,10 @@ class _Traceback:
             self.fh_stack = False
         self.thread_dump = False
         self.fatal = self.header_cut = True  # (its exception, the header's text, is not read: not in the log)
+
+    def line_text(self, line: int) -> str | None:
+        """The text of the record's physical ``line``, if it is kept."""
+        return next((t for n, t in reversed(self.lines) if n == line), None)
 
     def add_line(self, ev: Event) -> None:
         if len(self.lines) < _MAX_TB_LINES:
@@ -527,6 +539,17 @@ class TracebackAssembler:
                 tb.add_line(ev)
                 return
             last = tb.frames[-1] if tb.frames else None
+            if tb.exception is None and kind == "indented" and last is not None and last["code"] is not None \
+                    and not (tb.fh_stack or tb.fatal or tb.thread_dump) \
+                    and (m := _INDENTED_EXC.fullmatch(_body(ev))) is not None \
+                    and _indent(ev.text) < _indent(tb.line_text(last["log_line"] + 1) or ""):
+                # the traceback's exception, indented by a paste less than the source lines above it
+                tb.exception, tb.message = m.group("exception"), (m.group("message") or "").strip()
+                tb.exc_at = {"line": ev.line, "text": ev.text}
+                tb.chained_wait = False
+                tb.add_line(ev)
+                tb.blanks = 0
+                return
             if (tb.exception is None and kind == "other" and last is not None and last["code"] is None
                     and last["log_line"] == ev.line - 1 and _WRAPPED_WORD.fullmatch(ev.text)):
                 last["func"] = (last["func"] or "") + ev.text  # "..., line 39, in R" / "untime"
