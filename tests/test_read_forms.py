@@ -268,6 +268,18 @@ def test_scheduler_died_message_is_decomposed() -> None:
     assert ev.fields["scheduler_died"] == {"rank": 0, "exit_code": -11}
 
 
+def test_an_exception_line_indented_with_the_whole_traceback_is_its_exception() -> None:
+    """A paste that indented a traceback indents its exception line too ('  AssertionError'
+    after six-space source lines): inside a traceback, after a frame's source line and indented
+    less than it, that line is the exception; an indented line as deep as the source is not."""
+    frame = '  File "sglang/srt/managers/schedule_batch.py", line 2654, in _force_track_h\n'
+    ev = only(read(frame + "      assert i % chunk_size == 0\n             ^^^^^^^^^^^^^^^^^^^\n  AssertionError\n"),
+              "exception")
+    assert (ev.fields["exception"], ev.fields["exception_line"]["line"]) == ("AssertionError", 4)
+    ev = only(read(frame + "      raise ValueError(\n      ValueError\n"), "exception")
+    assert ev.fields["exception"] is None
+
+
 @pytest.mark.parametrize("exception,message,store", [
     ("torch.distributed.DistNetworkError", "The client socket has timed out after 600000ms while trying to connect to "
      "(127.0.0.1, 30349).", {"timeout_ms": 600000, "host": "127.0.0.1", "port": 30349, "joined": None, "expected": None}),
