@@ -8,6 +8,7 @@ feed it byte ranges of a file: there is no second parser.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..events import Event
 from ..model.columns import GROUP_CLASSES, GROUPS, GUARDS, ORDERED, ROW_ONLY, ROWS, SLOTS, ColumnFeed, class_of
@@ -92,4 +93,6 @@ class LiveRun:
     def summary(self) -> RunSummary:
         stats = self.parser.stats
         stats.decode_errors = self.parser.classifier.decode_errors
-        return self.model.summary(stats)
+        s = self.model.summary(stats)
+        told = self.pd.warnings()  # (the file's role is the reader's, not the model's)
+        return replace(s, warnings=[*s.warnings, *told]) if told else s

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import PHASE_OF_KIND
+from ..units import clip
 from .config import SERVER_COMMAND
 from .phases import phase_of_frames
 
@@ -164,7 +165,7 @@ def _brief(kind: str, line: int, rank: str | None, ts: str | None, fields: Mappi
             if isinstance(v, (int, float, str, bool, dict)) and (k != "message" or kind == "watchdog_detail")}
     if kind == "thread_dump":
         keep = {"threads": fields["threads"]}
-    return {"kind": kind, "line": line, "rank": rank, "ts": ts, "file": file, "text": text[:400], "fields": keep}
+    return {"kind": kind, "line": line, "rank": rank, "ts": ts, "file": file, "text": clip(text, 400), "fields": keep}
 
 
 class HangObserver:
@@ -859,7 +860,7 @@ def _stuck_on(collectives: list[dict[str, Any]], ctx: _Context,
     for r in ctx.of("rank_divergence")[:4]:
         text = r["fields"].get("divergent_events") or ""
         rids = list(dict.fromkeys(_RID.findall(text)))
-        out.append({"what": "consensus events", "events": text[:300], "rids": rids[:8], "rank": r.get("rank"),
+        out.append({"what": "consensus events", "events": clip(text, 300), "rids": rids[:8], "rank": r.get("rank"),
                     "evidence": [_line(r)]})
     return out
 

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..events import Event
+from ..units import clip
 
 _MAX = 256
 #: The role of a file that holds records of a prefill and of a decode server.
@@ -127,7 +128,7 @@ class PDObserver:
         self.role_votes[role] = self.role_votes.get(role, 0) + weight
         if role not in self.role_evidence:
             self.role_evidence[role] = {"file": ev.file, "line": ev.line, "rank": ev.rank, "why": why,
-                                        "text": ev.text[:300]}
+                                        "text": clip(ev.text, 300)}
 
     def _other(self, ev: Event) -> None:
         text = ev.text
@@ -138,14 +139,14 @@ class PDObserver:
                 if self.router_lines <= 4:
                     self._vote("router", ev, "router log line")
                 if self.router_ready is None and m.group("msg").startswith(ROUTER_READY):
-                    self.router_ready = {"file": ev.file, "line": ev.line, "text": text[:300]}
+                    self.router_ready = {"file": ev.file, "line": ev.line, "text": clip(text, 300)}
                 level = (m.group("level") or "").upper()
                 if level in ("WARN", "WARNING", "ERROR") and len(self.router) < _MAX:
                     g = m.groupdict()
                     self.router.append({"file": ev.file, "line": ev.line, "ts": _iso(g.get("ts")) or ev.ts,
                                         "level": level, "module": g.get("module"), "src": g.get("src"),
                                         "src_line": int(g["src_line"]) if g.get("src_line") else None,
-                                        "message": g.get("msg", "")[:400], "rank": None, "text": text[:400]})
+                                        "message": clip(g.get("msg", ""), 400), "rank": None, "text": clip(text, 400)})
                 return
         self._failure_text(ev)
 
@@ -163,14 +164,14 @@ class PDObserver:
                     "room": m.group("room") or (k.group("room") if k else None),
                     "exception": exc[:400], "message": (k.group("msg") if k else exc)[:300],
                     "timed_out_s": float(t.group("s")) if t else None, "poll": t.group("poll") if t else None,
-                    "file": ev.file, "line": ev.line, "ts": ev.ts, "text": text[:400]})
+                    "file": ev.file, "line": ev.line, "ts": ev.ts, "text": clip(text, 400)})
                 self._vote(m.group("side").lower(), ev, f"{m.group('side')} {m.group('stage')} failure")
         elif (_WAITING in text or _BOOTSTRAP in text) and len(self.timeouts) < _MAX:
             waiting = _WAITING in text
             self.timeouts.append({"timer": "waiting" if waiting else "bootstrap",
                                   "setting": "SGLANG_DISAGGREGATION_WAITING_TIMEOUT" if waiting
                                   else "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
-                                  "rank": ev.rank, "file": ev.file, "line": ev.line, "ts": ev.ts, "text": text[:400]})
+                                  "rank": ev.rank, "file": ev.file, "line": ev.line, "ts": ev.ts, "text": clip(text, 400)})
             self._vote("decode" if waiting else "prefill", ev, "PD timeout warning")
 
     @property
@@ -182,6 +183,16 @@ class PDObserver:
         if "prefill" in self.role_votes and "decode" in self.role_votes:
             return BOTH
         return max(self.role_votes.items(), key=lambda kv: kv[1])[0]
+
+    def warnings(self) -> list[str]:
+        """What the reader must know about a file that holds both servers' records: each
+        numbers its ranks from TP0, and the model keys a rank by its name alone."""
+        if self.role != BOTH:
+            return []
+        p, d = self.role_evidence["prefill"], self.role_evidence["decode"]
+        return [f"this log holds records of a prefill server (line {p['line']}) and of a decode server (line "
+                f"{d['line']}), each with its own ranks from TP0: a rank name that both print is one row here, "
+                "its phase, last line and figures those of either server"]
 
     def _role_evidence(self) -> dict[str, Any] | None:
         role = self.role

@@ -27,6 +27,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..units import clip
 from . import changepoints, health
 from .changepoints import Change
 from .clock import iso, seconds
@@ -482,7 +483,7 @@ def _first(fields: Mapping[str, Any], names: Iterable[str]) -> Any:
 
 
 def _evidence(file: str | None, line: int, rank: str | None, ts: str | None, text: str) -> dict[str, Any]:
-    return {"file": file, "line": line, "rank": rank, "ts": ts, "text": text[:400]}
+    return {"file": file, "line": line, "rank": rank, "ts": ts, "text": clip(text, 400)}
 
 
 def _pow2_at_least(width: int, base: int) -> int:
