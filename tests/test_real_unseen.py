@@ -95,11 +95,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "Segmentation fault', line 11; a dump of two threading/tqdm threads) are pid 116's, and only "
                       "TP14's 'Capture draft cuda graph begin' (line 1) is in capture; the window does not tie pid 116 "
                       "to TP14",
-    ("fatal_line", "576"): "the crash is cited at line 11 ('Fatal Python error: Segmentation fault'), not at line 3: "
-                           "the native signal handler's 'Caught signal 11 (Segmentation fault: invalid permissions for "
-                           "mapped object at address 0x55555d5d7420)' (line 3) and its backtrace banners (lines 5 and 9) "
-                           "are unrecognised and its one frame (line 7) is read as an indented line, each behind a log "
-                           "viewer's stamp line",
 }
 
 

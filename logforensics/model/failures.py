@@ -371,6 +371,7 @@ NATIVE_FATAL = {
     "hsa_error": "ROCm runtime error",
     "cann_error": "Ascend CANN error",
     "cuda_error": "CUDA error",
+    "native_signal": "a fatal signal, caught by a native library's handler",
     "collective_failure": "collective failure detected by the watchdog",
 }
 
@@ -392,6 +393,8 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
     detail = f.get("message") or f.get("assertion") or f.get("code")
     if ev.kind == "hsa_error":
         detail = f"{f.get('hsa_status')}: {detail}" if detail else f.get("hsa_status")
+    elif ev.kind == "native_signal":
+        detail = f"signal {f.get('signal')} {detail or ''}".rstrip()
     _native_crash(m, ev, rank, f"{what}: {detail}" if detail and ev.kind != "cpp_abort" else (detail or what),
                   native_kind=ev.kind, **extra)
     m.notices.add("native_abort", ev)

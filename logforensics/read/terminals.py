@@ -223,6 +223,7 @@ RULES: dict[str, Rule] = {
     "hsa_fault": _rule(*(_end("HSA_FAULT", n, fatal.hsa(n)) for n in ("hsa_node", "agent_handle", "address", "reason"))),
     "cann_error": _rule(T("CANN_CODE", "code", v.to_str), T("TEXT", "message", v.after_colon)),
     "cuda_error": _rule(T("TEXT", "message", v.to_strip)),
+    "native_signal": _rule(T("INT", "signal", v.to_int), T("TEXT", "message", v.to_strip)),
     "pcg_failed": _rule(T("TEXT", "message", v.to_strip)),
     "job_end": _rule(*(_end("JOB_END", n, jobend.field(n)) for n in ("source", "cause", "exit_code", "job", "host"))),
     "lib_log": _rule(T("LIB_TAG", "lib", v.strip_brackets), T("TEXT", "message", v.to_strip)),
