@@ -71,12 +71,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "[ERROR] [383554] NPU out of memory. Tried to allocate 72.00 MiB ...') is read as an "
                            "out-of-memory error the process logged (ER01, with its figures), not as the start of the "
                            "crash, since no line shows the scheduler's exception to be that out-of-memory error",
-    ("phase_reached", "494"): "no process is placed in any phase: sglang-jax's records (line 9 'TPU Memory profiling: "
-                              "... max_tokens=315424', line 10 'ModelRunner max_total_num_tokens: 315424', line 11 "
-                              "'Creating fused KV buffers for 28 layers', 'Qwen3 weights loaded successfully!') are "
-                              "counted unrecognised (coverage 1/12)",
-    ("key_figure[max_total_num_tokens]", "494"): "nothing found: sglang-jax's 'ModelRunner max_total_num_tokens: "
-                                                 "315424' (line 10, colon form) is not read, as phase_reached[494]",
     ("phase_reached", "504"): "no rank is placed in any phase (TP1's phase is '-'): line 1, 'Multi-thread loading shards: "
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "

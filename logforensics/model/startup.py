@@ -200,6 +200,14 @@ def on_capture_end(m: RunModel, ev: Event) -> None:
     _evidence(r, "capture_end", ev)
 
 
+@handles("jax_kv_tokens")
+def on_jax_kv_tokens(m: RunModel, ev: Event) -> None:
+    """sglang-jax's KV cache size in tokens, as its model runner sized it."""
+    r = m.timeline.rank(ev.rank)
+    _put(r.memory, "max_total_num_tokens", ev.fields.get("max_total_num_tokens"))
+    _evidence(r, "max_total_tokens", ev)
+
+
 @handles("max_total_tokens")
 def on_max_total_tokens(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
@@ -213,7 +221,7 @@ def on_max_total_tokens(m: RunModel, ev: Event) -> None:
 
 #: Words of a tqdm bar's description and the phase such a bar belongs to.
 BAR_PHASES = (("Capturing", "cuda_graph_capture"), ("Compiling", "cuda_graph_capture"),
-              ("checkpoint", "load_weights"), ("Loading", "load_weights"))
+              ("checkpoint", "load_weights"), ("Loading", "load_weights"), ("MODEL WEIGHTS", "load_weights"))
 
 
 def bar_phase(desc: str) -> str | None:
