@@ -354,3 +354,21 @@ def test_ray_lines_without_ip_are_of_another_node_than_the_one_named(tmp_path: P
     named = tmp_path / "remote.log"
     named.write_text("".join(line for line in mixed.read_text().splitlines(keepends=True) if "ip=" in line))
     assert probe_node(str(named)) == "192.168.12.183"
+
+
+def test_a_rank_name_two_nodes_print_is_one_row_and_said_so(tmp_path: Path) -> None:
+    """Ray names a remote worker's node (``ip=``); SGLang's ranks are global across the nodes
+    of one server, so TP0 on two nodes is two servers' schedulers: the summary says that the
+    row holds both. TP1 on one node is no such case."""
+    log = tmp_path / "ray.log"
+    log.write_text("(SGLangEngine pid=11, ip=10.0.0.1) [2025-06-01 12:00:00 TP0] Init torch distributed begin.\n"
+                   "(SGLangEngine pid=12, ip=10.0.0.1) [2025-06-01 12:00:00 TP1] Init torch distributed begin.\n"
+                   "(SGLangEngine pid=21, ip=10.0.0.2) [2025-06-01 12:00:01 TP0] Init torch distributed begin.\n")
+    run = LiveRun(str(log))
+    run.feed(log.read_bytes())
+    run.close()
+    s = run.summary()
+    assert s.ranks == ["TP0", "TP1"]
+    assert [w for w in s.warnings if "more than one node" in w] == [
+        "records of more than one node name the same rank (TP0: 10.0.0.1, 10.0.0.2): each such rank is one row here, "
+        "its phase, last line and figures those of any of them"]

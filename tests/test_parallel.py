@@ -194,6 +194,23 @@ def test_a_ray_process_s_fatal_error_in_a_later_range_takes_its_rank(ray_log: Pa
     assert run is not None and _json(run) == want
 
 
+def test_a_rank_two_ray_processes_print_is_told_in_every_reading(ray_log: Path, tmp_path: Path,
+                                                                  reading_path: str) -> None:
+    """A second engine's TP0 (another Ray worker's pid) at the end of the log, its first
+    range's reading alone knows no other: the merge tells that two processes print TP0,
+    as one pass does, and a process that prints two ranks (the engine's) is no such case."""
+    path = tmp_path / "two-engines.log"
+    path.write_text(ray_log.read_text() + "(SGLangEngine pid=3000) [2025-06-01 13:00:00 TP0] Init torch distributed begin.\n")
+    want = _sequential(path)
+    told = [w for w in json.loads(want)["warnings"] if "more than one process" in w]
+    assert told == ["records of more than one process name the same rank (TP0: (SGLangEngine pid=2000), "
+                    "(SGLangEngine pid=3000)): each such rank is one row here, its phase, last line and figures "
+                    "those of any of them"]
+    assert not [w for w in json.loads(_sequential(ray_log))["warnings"] if "more than one process" in w]
+    got, ranges = _in_ranges(path, 64 << 10)
+    assert ranges > 8 and got == want
+
+
 @pytest.fixture(scope="module")
 def restart_logs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """Logs of the crash-and-restart generator: a CUDA OOM crash and a restart every few

@@ -16,7 +16,21 @@ from ..model.coverage import SAYS_AN_ERROR_NEEDS
 from ..model.pd import OTHER_NEEDS, PDObserver
 from ..model.run import RunModel, RunSummary
 from ..read import bulk
+from ..read.fastpath import note_sharing
 from ..read.parser import IncrementalParser
+
+
+def sharing_warnings(procs: dict[str, list[str]], nodes: dict[str, list[str]]) -> list[str]:
+    """What the reader must know about rank names that more than one process or node printed:
+    the run model keys a rank by its name, so each is one row."""
+    out = []
+    for shared, what in ((procs, "process"), (nodes, "node")):
+        if shared:
+            named = "; ".join(f"{rank}: {', '.join(ps)}" for rank, ps in list(shared.items())[:8])
+            more = f" and {len(shared) - 8} more" if len(shared) > 8 else ""
+            out.append(f"records of more than one {what} name the same rank ({named}{more}): each such rank is one "
+                       "row here, its phase, last line and figures those of any of them")
+    return out
 
 
 class LiveRun:
@@ -35,8 +49,10 @@ class LiveRun:
         self.node = node
         self.parser = parser if parser is not None else IncrementalParser(name, node=node)
         self.model = model if model is not None else RunModel(name)
-        #: Ranks whose lines a wrapper labelled with a node (Ray ``ip=``, a pod prefix).
+        #: Ranks whose lines a wrapper labelled with a node (Ray ``ip=``, a pod prefix), and
+        #: the ranks whose lines more than one node's wrapper labelled (``note_sharing``).
         self.rank_nodes: dict[str, str] = {}
+        self.node_shared: dict[str, list[str]] = {}
         #: The file's prefill/decode/router role and KV-transfer records (``model.pd``).
         self.pd = pd if pd is not None else PDObserver()
         self._scanner: bulk.BulkScanner | None = None
@@ -84,15 +100,17 @@ class LiveRun:
         return events
 
     def _note_nodes(self, events: Sequence[Event]) -> None:
-        """The node a wrapper named for each rank (a Ray log that interleaves machines)."""
+        """The node a wrapper named for each rank (a Ray log that interleaves machines), and
+        the ranks that records of more than one node name (two servers' schedulers)."""
         nodes = self.rank_nodes
         for ev in events:
-            if ev.rank is not None and ev.node is not None and ev.rank not in nodes and len(nodes) < 4096:
-                nodes[ev.rank] = ev.node
+            if ev.rank is not None and ev.node is not None:
+                note_sharing(nodes, self.node_shared, ev.rank, ev.node)
 
     def summary(self) -> RunSummary:
         stats = self.parser.stats
         stats.decode_errors = self.parser.classifier.decode_errors
         s = self.model.summary(stats)
-        told = self.pd.warnings()  # (the file's role is the reader's, not the model's)
+        # (what only the reader knows: the file's role, the processes behind a rank's name)
+        told = self.pd.warnings() + sharing_warnings(self.parser.classifier.shared, self.node_shared)
         return replace(s, warnings=[*s.warnings, *told]) if told else s

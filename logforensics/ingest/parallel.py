@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..model.pd import PDObserver
 from ..model.run import RunModel
 from ..read import bulk
-from ..read.fastpath import LineClassifier, reads_differ, teach_procs
+from ..read.fastpath import LineClassifier, merge_sharing, reads_differ, teach_procs
 from ..read.parser import BLOCK_SIZE, IncrementalParser, ParseStats
 from ..read.segments import SNIFF_BYTES, looks_binary
 from .files import InputError
@@ -117,6 +117,11 @@ class RangeResult(NamedTuple):
     #: records that may take them were given (``LineClassifier.proc_ranks``, ``proc_reads``)
     proc_ranks: dict[str, str | None]
     proc_reads: set[tuple[str, bool, str | None]] | None
+    #: the process and the node that printed each rank first, and the ranks more than one
+    #: printed (``fastpath.note_sharing``)
+    rank_procs: dict[str, str]
+    shared: dict[str, list[str]]
+    node_shared: dict[str, list[str]]
 
 
 def worker_count(size: int | None = None) -> int:
@@ -286,7 +291,10 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     model = RunModel(name)
     pd = PDObserver()
     rank_nodes: dict[str, str] = {}
+    node_shared: dict[str, list[str]] = {}
     procs: dict[str, str | None] = {}  # the ranks processes named in the ranges merged so far
+    rank_procs: dict[str, str] = {}
+    shared: dict[str, list[str]] = {}
     stats = parser.stats
     decode_errors = 0
     again: LiveRun | None = None  # the parent's own reader, while it reads ranges again
@@ -309,8 +317,8 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 model.merge(res.model)
             pd.merge(res.pd)
             teach_procs(procs, res.proc_ranks)
-            for rank, n in res.rank_nodes.items():
-                rank_nodes.setdefault(rank, n)
+            merge_sharing(rank_procs, shared, res.rank_procs, res.shared)
+            merge_sharing(rank_nodes, node_shared, res.rank_nodes, res.node_shared)
             stats.add(res.stats)
             decode_errors += res.decode_errors
             counts.merged += 1
@@ -320,11 +328,12 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
             counts.bytes_again += ranges[k][1] - ranges[k][0]
             if again is None:
                 again = LiveRun(name, model=model, node=node, pd=pd)
-                again.rank_nodes = rank_nodes
+                again.rank_nodes, again.node_shared = rank_nodes, node_shared
                 again.parser.line_offset = first_lines[k]
                 again.parser.classifier.binary = binary
                 again.parser.classifier.share_memo(_shared_classifier())
                 again.parser.classifier.proc_ranks = procs  # what the ranges before taught, taught on
+                again.parser.classifier.rank_procs, again.parser.classifier.shared = rank_procs, shared
             _feed_range(again, path, ranges[k][0], ranges[k][1])
             if k == last:
                 again.close()
@@ -336,7 +345,8 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
             progress(ranges[k][1] - ranges[k][0])
     parser.classifier.decode_errors += decode_errors
     run = LiveRun(name, model=model, parser=parser, node=node, pd=pd)
-    run.rank_nodes = rank_nodes
+    run.rank_nodes, run.node_shared = rank_nodes, node_shared
+    run.parser.classifier.rank_procs, run.parser.classifier.shared = rank_procs, shared
     return run
 
 
@@ -444,7 +454,8 @@ def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, bool]
         open_at_end = run.parser.assembler.open is not None or run.parser.waiting()
     classifier = run.parser.classifier
     return RangeResult(index, run.model, run.parser.stats, classifier.decode_errors, open_at_end, run.pd,
-                       run.rank_nodes, classifier.proc_ranks, classifier.proc_reads)
+                       run.rank_nodes, classifier.proc_ranks, classifier.proc_reads, classifier.rank_procs,
+                       classifier.shared, run.node_shared)
 
 
 def _feed_range(run: LiveRun, path: str, start: int, end: int) -> None:

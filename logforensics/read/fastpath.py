@@ -100,8 +100,37 @@ def reads_differ(known: dict[str, str | None], reads: set[tuple[str, bool, str |
 def _by_its_process(plan: Plan) -> bool:
     """Whether a record behind a wrapper naming its process is read with the process's
     rank in mind: it teaches the rank (a start-up record of a rank), or may take it (a
-    record that names none and opens or continues a traceback)."""
-    return plan.kind in (_TEACHES if plan.rank is not None else TRACEBACK_OPENERS)
+    record that names none and opens or continues a traceback), or is a rank's own
+    traceback (its header: which process printed the rank is noted, ``shared``)."""
+    return plan.kind in _TEACHES or plan.kind in TRACEBACK_OPENERS if plan.rank is not None \
+        else plan.kind in TRACEBACK_OPENERS
+
+
+#: Processes kept for a rank that more than one printed (``LineClassifier.shared``).
+MAX_SHARING = 8
+
+
+def note_sharing(first: dict[str, str], shared: dict[str, list[str]], rank: str, proc: str) -> None:
+    """Note that ``proc`` printed ``rank``: ``first`` the process that printed each rank
+    first, ``shared`` the ranks that more than one printed, with those processes in order."""
+    owner = first.get(rank)
+    if owner is None:
+        if len(first) < MAX_PROCS:
+            first[rank] = proc
+    elif owner != proc:
+        procs = shared.setdefault(rank, [owner])
+        if proc not in procs and len(procs) < MAX_SHARING:
+            procs.append(proc)
+
+
+def merge_sharing(first: dict[str, str], shared: dict[str, list[str]], later_first: dict[str, str],
+                  later_shared: dict[str, list[str]]) -> None:
+    """Add a later part's reading (its ``first`` and ``shared``) as one reading of both notes it."""
+    for rank, procs in later_shared.items():
+        for proc in procs:
+            note_sharing(first, shared, rank, proc)
+    for rank, proc in later_first.items():
+        note_sharing(first, shared, rank, proc)
 
 
 class LineClassifier:
@@ -128,6 +157,10 @@ class LineClassifier:
         #: changed only if those taught one of these processes; None once more than
         #: ``MAX_PROCS`` were kept.
         self.proc_reads: set[tuple[str, bool, str | None]] | None = set()
+        #: The process wrapper that printed each rank's records first, and the ranks that more
+        #: than one process printed (two engines' TP0 under two Ray workers): their processes.
+        self.rank_procs: dict[str, str] = {}
+        self.shared: dict[str, list[str]] = {}
         self.memo: dict[bytes, Entry] = {}
         #: The subset of ``memo`` that ``classify_block`` builds inline: shapes that are
         #: one record filling the whole line and cannot open a traceback.
@@ -233,12 +266,14 @@ class LineClassifier:
                             self.proc_reads = None
                     if rank is not None:
                         ev = ev._replace(rank=rank)
-            elif ev.kind in _TEACHES:
-                if proc not in known:
-                    if len(known) < MAX_PROCS:
-                        known[proc] = ev.rank
-                elif known[proc] != ev.rank:
-                    known[proc] = None
+            else:
+                note_sharing(self.rank_procs, self.shared, ev.rank, proc)
+                if ev.kind in _TEACHES:
+                    if proc not in known:
+                        if len(known) < MAX_PROCS:
+                            known[proc] = ev.rank
+                    elif known[proc] != ev.rank:
+                        known[proc] = None
             out.append(ev)
         return out
 
