@@ -268,6 +268,14 @@ def test_scheduler_died_message_is_decomposed() -> None:
     assert ev.fields["scheduler_died"] == {"rank": 0, "exit_code": -11}
 
 
+def test_a_terminal_s_echo_of_nul_bytes_before_a_prefix_is_no_part_of_the_record() -> None:
+    """A terminal echoes NUL bytes as '^@'; before an SGLang prefix they are no part of the
+    record, whose rank and figures are read as on any other line."""
+    [ev] = read("^@^@^@[15:58:39 TP0] Decode batch. #running-req: 1, #token: 83, token usage: 0.00, "
+                "gen throughput (token/s): 6.20, #queue-req: 0\n")
+    assert (ev.kind, ev.rank, ev.fields["gen_throughput_tok_s"]) == ("decode_batch", "TP0", 6.2)
+
+
 def test_an_exception_line_indented_with_the_whole_traceback_is_its_exception() -> None:
     """A paste that indented a traceback indents its exception line too ('  AssertionError'
     after six-space source lines): inside a traceback, after a frame's source line and indented

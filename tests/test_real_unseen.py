@@ -89,15 +89,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "Segmentation fault', line 11; a dump of two threading/tqdm threads) are pid 116's, and only "
                       "TP14's 'Capture draft cuda graph begin' (line 1) is in capture; the window does not tie pid 116 "
                       "to TP14",
-    ("key_figure[new_tokens]", "594"): "nothing found: TP0's only prefill batch, '^@^@^@[15:58:39 TP0] Prefill batch. "
-                                       "#new-seq: 1, #new-token: 9, #cached-token: 1, ...' (line 4), is unrecognised: the "
-                                       "literal '^@' marks the terminal echoed before the stamp are not read as a prefix, "
-                                       "so the line is no record (coverage 4/6)",
-    ("key_figure[cached_tokens]", "594"): "nothing found, as key_figure[new_tokens][594]: line 4's '#cached-token: 1' is "
-                                          "on the unrecognised '^@^@^@[15:58:39 TP0] Prefill batch.' line",
-    ("key_figure[gen_tps]", "594"): "[0.53] only: the second decode batch, '^@[15:58:58 TP0] Decode batch. ... gen "
-                                    "throughput (token/s): 6.20' (line 6), is unrecognised behind its '^@' mark, so the "
-                                    "summary says 'over 1 records' and gives TP0's last line as 5",
     ("crash", "596"): "no rank: the C++ exception's what() line ('  what():  [PG ID 2 PG GUID 3 Rank 1] Process group "
                       "watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered', "
                       "line 1) is read as a native crash of 'an unlabelled process' ('first rank: unknown', ranks '-'); "

@@ -69,6 +69,7 @@ _WRAPPER_RE = re.compile(
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?!(?:[A-Z_]+-?\d+ ?)*\]| *[A-Z]{4,8} |- |\| )"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - (?=\[)"  # logging default format
     r"|[ \t]+(?=\[\d|\((?:[\w.\-/]+ )?pid=\d)"                  # indentation before a prefix or a Ray wrapper
+    r"|(?:\^@)+(?=\[\d)"                                        # a terminal's echo of NUL bytes ("^@") before a prefix
     r")"
 )
 
