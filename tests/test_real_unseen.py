@@ -89,11 +89,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "Segmentation fault', line 11; a dump of two threading/tqdm threads) are pid 116's, and only "
                       "TP14's 'Capture draft cuda graph begin' (line 1) is in capture; the window does not tie pid 116 "
                       "to TP14",
-    ("crash", "596"): "no rank: the C++ exception's what() line ('  what():  [PG ID 2 PG GUID 3 Rank 1] Process group "
-                      "watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered', "
-                      "line 1) is read as a native crash of 'an unlabelled process' ('first rank: unknown', ranks '-'); "
-                      "the process-group rank it names is not taken as the failed process's (232's label gives such a "
-                      "rank, rank5, for its watchdog's hang)",
 }
 
 

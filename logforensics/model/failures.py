@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from ..read.assemble import FH_HEADERLESS, WARMUP_SOURCE
+from ..read.fatal import process_group
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
@@ -385,6 +386,13 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
     extra: dict[str, Any] = {}
     if rank is None and ev.kind == "collective_failure":
         rank = c10d_rank(f.get("head") or {})
+    group = process_group(str(f.get("message") or "")) if rank is None and ev.kind == "cpp_what" else None
+    if group is not None:
+        # torch's c10d says whose exception it is ("[PG ID 2 PG GUID 3 Rank 1] Process group watchdog
+        # thread terminated ..."): the rank in that group, as a watchdog's record gives it (on_c10d_log)
+        rank = f"rank{group[1]}"
+        if group[0] != 0:
+            m.failures.group_ranks[rank] = None
     hint = m.failures.cann_hint
     if rank is None and ev.kind == "cann_error" and hint and hint["code"] == f.get("code") \
             and ev.line - hint["line"] <= CANN_HINT_LINES:

@@ -43,6 +43,16 @@ _PG = re.compile(r"\[PG(?: ID)? (?P<pg>\d+)(?: PG GUID (?P<pg_guid>\d+)(?:\((?P<
                  r"|\[Rank (?P<pg_rank2>\d+)\]")
 _PEER_PORT = re.compile(r"remote=\[[^\]]*\]:(?P<a>\d+)|connect to \([^,()]+, (?P<b>\d+)\)|\[[^\]\s]+\]:(?P<c>\d+)\)?\s*$")
 
+def process_group(text: str) -> tuple[int | None, int] | None:
+    """(process group, rank in it) of torch's ``[PG ID 2 PG GUID 3 Rank 1]`` / ``[PG 3 Rank 5]``
+    at the start of a c10d message (the group None for a bare ``[Rank 5]``), or None."""
+    m = _PG.match(text)
+    if m is None:
+        return None
+    pg = m.group("pg")
+    return (int(pg) if pg is not None else None), int(m.group("pg_rank") or m.group("pg_rank2"))
+
+
 #: Field names of a collective record, in order.
 COLLECTIVE_FIELDS = ("family", "seq", "op_type", "timeout_ms", "ran_for_ms", "timeout_s", "last_enqueued",
                      "last_completed", "pg", "pg_rank", "peer_port")
