@@ -68,6 +68,11 @@ _TEACHES = frozenset(PHASE_OF_KIND) - {"decode_batch", "prefill_batch"}
 MAX_PROCS = 4096
 
 
+#: How the warning that names a file's first line read on its first part ends (one per file:
+#: ``ParseStats.add`` keeps the first part's).
+PARTIAL_NOTE = "(lines so read: coverage.partial_lines)"
+
+
 def teach_procs(known: dict[str, str | None], later: dict[str, str | None]) -> None:
     """Add to ``known`` (the ranks processes named in a part of a log) what a later part's
     reading alone learned (``LineClassifier.proc_ranks``), as one reading of both parts
@@ -267,7 +272,8 @@ class LineClassifier:
                     if rank is not None:
                         ev = ev._replace(rank=rank)
             else:
-                note_sharing(self.rank_procs, self.shared, ev.rank, proc)
+                if ev.kind in _TEACHES or ev.kind in TRACEBACK_OPENERS:  # (every reading reads these so)
+                    note_sharing(self.rank_procs, self.shared, ev.rank, proc)
                 if ev.kind in _TEACHES:
                     if proc not in known:
                         if len(known) < MAX_PROCS:
@@ -418,8 +424,7 @@ class LineClassifier:
             stats.partial_lines += 1
             if stats.partial_lines == 1 and len(stats.warnings) < 20:  # the first one is named
                 stats.warnings.append(f"line {line}: longer than {LINE_LIMIT} characters; read and matched on its "
-                                      f"first {LINE_LIMIT} only, its text kept whole (lines so read: "
-                                      "coverage.partial_lines)")
+                                      f"first {LINE_LIMIT} only, its text kept whole {PARTIAL_NOTE}")
         head, whole = text[:LINE_LIMIT], text
         if needs_clean(head):  # the rest is kept as it is
             head = clean(head)

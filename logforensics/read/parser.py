@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import PHASE_OF_KIND, Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
-from .fastpath import LINE_LIMIT, LineClassifier
+from .fastpath import LINE_LIMIT, PARTIAL_NOTE, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
 from .segments import DYNAMO_JSON, SNIFF_BYTES, looks_binary, rejoin, text_counts, torn_json
 from .values import literal_structure
@@ -118,9 +118,11 @@ class ParseStats:
         self.lines += later.lines
         self.bytes += later.bytes
         self.long_lines += later.long_lines
+        named = self.partial_lines > 0  # the file's first line read on its first part is named once
         self.partial_lines += later.partial_lines
         self.unterminated_last_line = later.unterminated_last_line
-        self.warnings.extend(later.warnings[:max(0, _MAX_WARNINGS - len(self.warnings))])
+        told = [w for w in later.warnings if not (named and w.endswith(PARTIAL_NOTE))]
+        self.warnings.extend(told[:max(0, _MAX_WARNINGS - len(self.warnings))])
 
 
 def _plainly_binary(prefix: bytes) -> bool:
