@@ -268,6 +268,24 @@ def test_scheduler_died_message_is_decomposed() -> None:
     assert ev.fields["scheduler_died"] == {"rank": 0, "exit_code": -11}
 
 
+def test_a_window_that_begins_inside_a_message_before_a_chained_traceback_begins_the_record() -> None:
+    """A window cut inside the first exception's message (CUDA's and torch.compile's advice
+    lines), then Python's 'During handling of the above exception ...' and the second
+    traceback: the record begins at line 1, those lines the chain's message; the same lines
+    before anything else are what they were."""
+    advice = ("CUDA kernel errors might be asynchronously reported at some other API call.\n"
+              "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n\n"
+              "You can suppress this exception and fall back to eager by setting:\n"
+              "    import torch._dynamo\n")
+    chained = ("\nDuring handling of the above exception, another exception occurred:\n\n"
+               "Traceback (most recent call last):\n" + FRAME + "\n" + CODE + "\nRuntimeError: boom\n")
+    ev = only(read(advice + chained), "exception")
+    assert (ev.line, ev.fields["exception"], ev.fields["chain"][0]["exception"]) == (1, "RuntimeError", None)
+    assert ev.fields["chain"][0]["message"].startswith("CUDA kernel errors")
+    events = read(advice + "[2025-06-01 12:00:00 TP0] Init torch distributed begin.\n")
+    assert [e.kind for e in events][:2] == ["other", "other"] and not [e for e in events if e.kind == "exception"]
+
+
 def test_a_terminal_s_echo_of_nul_bytes_before_a_prefix_is_no_part_of_the_record() -> None:
     """A terminal echoes NUL bytes as '^@'; before an SGLang prefix they are no part of the
     record, whose rank and figures are read as on any other line."""

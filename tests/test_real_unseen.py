@@ -79,11 +79,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "avail mem=14.13 GB' (line 25) and its frames (lines 69-94) are Scheduler.__init__ -> "
                       "init_disaggregation, before any capture or warm-up record; the bundle's own verdict says "
                       "'after kv_cache_alloc (Memory pool end, line 25)'",
-    ("fatal_line", "575"): "the crash is cited at line 11 (the chained 'Traceback (most recent call last):'), not at "
-                           "line 1: the first exception's tail (the CUDA error's advice lines 1-3, torch._dynamo's "
-                           "'You can suppress this exception and fall back to eager by setting:' and its two indented "
-                           "lines 5-7) and 'During handling of the above exception, another exception occurred:' "
-                           "(line 9) are not read as part of the crash (lines 1-3 and 5 unrecognised)",
     ("crash", "576"): "a phase (cuda_graph_capture) for a crash whose process names no rank: the segfault's records "
                       "('[sgl-v3-deepseek-nextn-2-1:116  :0:116] Caught signal 11 ...', line 3; 'Fatal Python error: "
                       "Segmentation fault', line 11; a dump of two threading/tqdm threads) are pid 116's, and only "

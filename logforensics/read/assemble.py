@@ -54,6 +54,11 @@ _TB_START = "Traceback (most recent call last):"
 #: exception above the window and the one raised while handling it): held at line 1, they join
 #: the traceback that follows them, or pass on as they were.
 _LEAD = frozenset({"indented", "tb_caret", "tb_chain"})
+#: Lines of unrecognised text at a file's top that may be the end of an exception's message
+#: above the window (CUDA's and torch.compile's advice lines): held while no more than this many
+#: came, they join the record only where Python's "During handling of the above exception ..."
+#: follows them; anything else, and they pass on as they were.
+_MESSAGE_TAIL = 64
 #: Kinds that only a traceback's own lines have: with a rank, it came from a prefix that
 #: the launcher writes on every line, and the piece belongs to that rank's traceback.
 _PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
@@ -337,8 +342,8 @@ class TracebackAssembler:
         """Whether ``ev`` may begin a record here when none is open: a traceback's opener, or
         a piece of one on a file's first line (a window cut inside a traceback, whose record
         then begins at line 1)."""
-        return ev.kind in TRACEBACK_OPENERS or (ev.line == 1 and ev.kind in _LEAD and ev.rank is None
-                                                and ev.ts is None)
+        return ev.kind in TRACEBACK_OPENERS or (ev.line == 1 and ev.rank is None and ev.ts is None
+                                                and (ev.kind in _LEAD or ev.kind == "other"))
 
     def _start(self, ev: Event, source: str | None) -> _Traceback:
         tb = _Traceback(ev, source)
@@ -384,7 +389,7 @@ class TracebackAssembler:
         if kind in _TRANSPARENT:
             yield ev
             return
-        if tb is None and self.opens(ev) and kind in _LEAD:
+        if tb is None and self.opens(ev) and (kind in _LEAD or kind == "other"):
             tb = self._start(ev, None)
             tb.held = [ev]
             if kind == "tb_chain":  # the exception it follows is above the window
@@ -393,10 +398,24 @@ class TracebackAssembler:
             return
         held = tb.held if tb is not None else None
         if tb is not None and held is not None:
-            if not prefixed and (kind in ("tb_frame", "exc_line")
-                                 or kind == "exc_header" and tb.chained_wait and ev.fields.get("source") is None):
+            tail = held[0].kind == "other"  # a message's end, or text that is no traceback's
+            if not prefixed and kind == "tb_chain" and tail:
+                # the exception above the window was raised while handling the one these lines end
+                tb.held = None
+                for h in held[1:]:
+                    tb.add_line(h)
+                tb.chain.append({"exception": None, "message": "\n".join(_body(h) for h in held).strip(),
+                                 "frames": 0})
+                tb.chained_wait = True
+                tb.add_line(ev)
+                return
+            if not tail and not prefixed and (kind in ("tb_frame", "exc_line") or kind == "exc_header"
+                                              and tb.chained_wait and ev.fields.get("source") is None):
                 tb.held = None  # the traceback the held lines lead into
-            elif prefixed or kind not in _CONTINUATION or kind == "blank" and tb.blanks >= 2:
+                for h in held[1:]:
+                    tb.add_line(h)
+            elif prefixed or kind not in _CONTINUATION or kind == "blank" and tb.blanks >= 2 \
+                    or tail and len(held) >= _MESSAGE_TAIL:
                 yield from self.close()
                 tb = None
             else:
