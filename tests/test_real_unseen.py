@@ -75,10 +75,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
                               "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "
                               "no process in load_weights (480's class)",
-    ("phase_reached", "601"): "no process is placed in any phase (phase_reached is empty): the weights' 'Multi-thread "
-                              "loading shards' bar at 0% and at 100% (lines 9-10, which name no rank) is read "
-                              "as three progress events but places no process in load_weights, since no line of the "
-                              "window names a rank (504's class); the SIGTERM stop at line 11 is read",
     ("crash", "562"): "the crash has no phase ('phase: unknown'), though TP4's last phase record is 'Memory pool end. "
                       "avail mem=14.13 GB' (line 25) and its frames (lines 69-94) are Scheduler.__init__ -> "
                       "init_disaggregation, before any capture or warm-up record; the bundle's own verdict says "

@@ -209,6 +209,9 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> st
         # one that printed none (only serving is logged by one rank for all); the bars it
         # draws still do
         return bar[0] if bar is not None else None
+    if rank is not None and not draws_bars(rank) and t.global_phase in t.bars \
+            and not any(r.phase == t.global_phase for r in t.ranks.values()):
+        return None  # only the bars reached it, which TP rank 0 draws, not this rank
     return t.global_phase
 
 

@@ -219,14 +219,16 @@ def on_max_total_tokens(m: RunModel, ev: Event) -> None:
     _evidence(r, "max_total_tokens", ev)
 
 
-#: Words of a tqdm bar's description and the phase such a bar belongs to.
-BAR_PHASES = (("Capturing", "cuda_graph_capture"), ("Compiling", "cuda_graph_capture"),
-              ("checkpoint", "load_weights"), ("Loading", "load_weights"), ("MODEL WEIGHTS", "load_weights"))
+#: Words of a tqdm bar's description (in any case: "Loading safetensors checkpoint shards",
+#: "Multi-thread loading shards", "[LOADING] MODEL WEIGHTS") and the phase such a bar belongs to.
+BAR_PHASES = (("capturing", "cuda_graph_capture"), ("compiling", "cuda_graph_capture"),
+              ("checkpoint", "load_weights"), ("loading", "load_weights"), ("model weights", "load_weights"))
 
 
 def bar_phase(desc: str) -> str | None:
     """The start-up phase a progress bar with description ``desc`` shows, if any."""
-    return next((phase for word, phase in BAR_PHASES if word in desc), None)
+    words = desc.lower()
+    return next((phase for word, phase in BAR_PHASES if word in words), None)
 
 
 @handles("progress")
