@@ -157,6 +157,18 @@ def test_a_log_that_ends_after_memory_pool_end_stops_after_the_kv_pool(tmp_path:
 
 
 
+def test_a_run_stopped_before_readiness_is_said_stopped_and_no_rest_of_its_log_is_asked_for(tmp_path: Path) -> None:
+    """SIGTERM during the start-up: the log did not just stop, the server was stopped, so the
+    verdict says where, and the rest of the log is not what would tell more."""
+    args = _args("/models/m")
+    stop = "[2026-05-25 17:35:00] SIGTERM received. signum=None frame=None. Draining requests and shutting down...\n"
+    failing = args + START + stop
+    d = _diff(tmp_path, args + START + LOADED + READY, failing)
+    assert d.failing.outcome == "incomplete" and d.failing.stopped is not None
+    assert f"(stopped at line {len(failing.splitlines())}, before readiness, during load_weights)" in d.verdict, d.verdict
+    assert not any("rest of the log" in c for c in d.conclusion.collect), d.conclusion.collect
+
+
 def test_a_log_that_ends_inside_a_phase_stops_during_it(tmp_path: Path) -> None:
     (tmp_path / "run.log").write_text(_args("/models/m") + START, encoding="utf-8")
     s = summarize_file(tmp_path / "run.log")

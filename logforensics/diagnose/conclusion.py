@@ -155,7 +155,7 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
     routers = [n for n in failing.nodes.values() if n.role == "router"]
     if failing.outcome == "incomplete" and routers and len(failing.nodes) == 1 and not failing.ranks:
         out.append("the logs of the servers behind the router: this one is the router's alone")
-    elif failing.outcome == "incomplete":
+    elif failing.outcome == "incomplete" and failing.stopped is None:  # (a stopped run ended: no rest to collect)
         place = stop_place(failing, cite_file=True)
         out.append(f"the rest of the log (it stops at line {failing.coverage.lines_read or '?'} "
                    "without readiness or failure" + (f", {place}" if place else "") + ")")

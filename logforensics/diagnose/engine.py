@@ -231,6 +231,9 @@ def _where_it_stops(run: RunSummary) -> str:
     after which phase's end line and before which phase it stops (``model.stops``)."""
     if run.outcome != "incomplete":
         return ""
+    if run.stopped is not None:  # it did not just stop: it was stopped
+        place = stop_place(run, cite_file=True)
+        return f" (stopped at line {run.stopped.line}, before readiness" + (f", {place}" if place else "") + ")"
     last = run.coverage.lines_read
     where = f"at line {last}" if last else ""
     said = ", ".join(x for x in (where, stop_place(run, cite_file=True)) if x)
