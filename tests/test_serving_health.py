@@ -65,10 +65,11 @@ def test_decode_stall_while_prefill_runs_cites_both_records(tmp_path: Path) -> N
     assert "25%" in f.explanation and str(facts["prefill_line"]) in f.explanation
 
 
-@pytest.mark.parametrize("kind", ["load_fell", "after_idle", "prefill_alone"])
+@pytest.mark.parametrize("kind", ["load_fell", "after_idle", "prefill_alone", "nothing_running"])
 def test_no_stall_when_the_load_fell_or_after_idle_time(tmp_path: Path, kind: str) -> None:
     """Not a stall: fewer requests decoding; the first decode record after idle time or after
-    prefill batches alone (its throughput counts seconds in which nothing decoded)."""
+    prefill batches alone (its throughput counts seconds in which nothing decoded); a prefill
+    batch that printed no request running (it took no time from decode)."""
     text, _ = gen.stall(kind)
     path = _write(tmp_path, f"{kind}.log", text)
     h = _serving(path).health

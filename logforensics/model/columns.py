@@ -72,8 +72,9 @@ SLOTS: dict[str, dict[str, int]] = {
 _POOL_NAMES = tuple(f for _, u, c in BATCH_POOLS for f in (u, c) if f != "full_token_usage")
 for _slots in SLOTS.values():
     _slots.update({name: 14 + k for k, name in enumerate(_POOL_NAMES)})
-#: A decode record's ``#token`` (``model.frozen``: figures that do not move), in rows only.
-SLOTS["decode_batch"]["token"] = 14 + len(_POOL_NAMES)
+#: A decode record's ``#token`` (``model.frozen``: figures that do not move), in rows only; a
+#: prefill record's ``#running-req`` in the same slot of its own rows.
+SLOTS["decode_batch"]["token"] = SLOTS["prefill_batch"]["running_req"] = 14 + len(_POOL_NAMES)
 assert all(set(fields) <= set(SLOTS[kind]) for kind, fields in ROW_FIELDS.items())
 ORDERED = (0,)
 ROWS = (DECODE, PREFILL)

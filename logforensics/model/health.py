@@ -59,13 +59,13 @@ def thresholds() -> dict[str, Any]:
 
 
 def health(width: int, gap: float, dated: bool, file: str | None, series: Mapping[str, Points], prefill: Points,
-           groups: Mapping[str, Mapping[str, Points]], texts: Texts,
+           prefill_running: Points, groups: Mapping[str, Mapping[str, Points]], texts: Texts,
            changes: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary's ``serving.health``: idle stretches, stalls, a seesaw, DP imbalance; and
     each of ``changes`` (the summary's change points) that idle time opens is marked (``mark_idle``).
 
     ``series``: the combined series by figure; ``prefill``: the windows with a prefill batch
-    (any figure); ``groups``: figure -> rank -> that rank's series, one rank per attention-DP group."""
+    (any figure), ``prefill_running``: the #running-req its batches printed; ``groups``: figure -> rank -> that rank's series, one rank per attention-DP group."""
     decode = series.get("gen_tok_s") or []
     running = series.get("running_req") or []
     queue = series.get("queue_req") or []
@@ -82,7 +82,7 @@ def health(width: int, gap: float, dated: bool, file: str | None, series: Mappin
         "idle": {"count": len(idle), "seconds": round(sum(g["seconds"] for g in idle), 1),
                  "gaps": [{"after_line": g["after_line"], "line": g["line"], "seconds": g["seconds"],
                            "at": ctx.at(g["resumed"])} for g in idle[:_KEEP]]},
-        "stalls": stalls(ctx, judged, prefill),
+        "stalls": stalls(ctx, judged, prefill, prefill_running),
         "seesaw": seesaw(ctx, judged, prefill, queue, idle),
         "imbalance": imbalance(ctx, groups),
     }
@@ -165,10 +165,13 @@ def _judged(width: int, decode: Points, running: Points, resumed: set[float]) ->
     return out
 
 
-def stalls(ctx: _Context, judged: Sequence[_Window], prefill: Points) -> dict[str, Any]:
+def stalls(ctx: _Context, judged: Sequence[_Window], prefill: Points, prefill_running: Points = ()) -> dict[str, Any]:
     """Runs of decode windows below STALL_RATIO of the running median of decode throughput, in
-    which a prefill batch ran and the load held (#running-req at least STALL_LOAD_RATIO of its median)."""
-    pre = {ctx.key(t): line for t, _, line in prefill}
+    which a prefill batch ran while requests were decoding (where its line prints #running-req:
+    a prefill with none running took no time from decode, and the low figure counts idle time)
+    and the load held (#running-req at least STALL_LOAD_RATIO of its median)."""
+    idle = {ctx.key(t) for t, v, _ in prefill_running if v <= 0}
+    pre = {ctx.key(t): line for t, _, line in prefill if ctx.key(t) not in idle}
     runs: list[list[_Window]] = []
     after: list[_Window | None] = []  # the judged window that ended each run; None while it holds
     last: _Window | None = None

@@ -56,6 +56,8 @@ _DECODE = (
 )
 _PREFILL = (
     ("prefill_queue_req", ("queue_req",), "sum"),
+    # requests decoding while the prefill batch ran (SV07: a prefill with none took nothing from decode)
+    ("prefill_running_req", ("running_req",), "sum"),
     ("prefill_token_usage", ("token_usage", "full_token_usage"), "max"),
 )
 FIGURES: dict[str, str] = {
@@ -336,6 +338,7 @@ class ServingObserver:
         change_dicts = [c.to_dict() for c in changes]
         judged = health.health(width, gap, dated, self.file, series,
                                self._combined("prefill_new", self._at(width, ("prefill_new",))),
+                               self._combined("prefill_running_req", self._at(width, ("prefill_running_req",))),
                                self._per_group(width, health.IMBALANCE_FIGURES), texts, change_dicts)
         return {
             "window_s": width,

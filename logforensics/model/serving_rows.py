@@ -39,13 +39,14 @@ _PREFILL_ROWS = (
     ("prefill_new", ("new_token",), "cached_token", True),
     ("prefill_cached", ("cached_token",), "new_token", False),
     ("prefill_queue_req", ("queue_req",), None, False),
+    ("prefill_running_req", ("running_req",), None, False),
     ("prefill_token_usage", ("token_usage", "full_token_usage"), None, False),
 )
 #: The fields of each record kind that observing reads (the bulk reader keeps them in rows).
 ROW_FIELDS = {
     "decode_batch": ("gen_throughput_tok_s", "running_req", "queue_req", "token_usage", "full_token_usage",
                      "retracted_req", "cuda_graph", "token", "full_token"),
-    "prefill_batch": ("new_token", "cached_token", "queue_req", "token_usage", "full_token_usage"),
+    "prefill_batch": ("new_token", "cached_token", "queue_req", "token_usage", "full_token_usage", "running_req"),
 }
 #: A window's first record keeps this much of its text (as ``add_decode`` and ``observe``).
 _TEXT = 400
