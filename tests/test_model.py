@@ -220,3 +220,30 @@ def test_diff_reads_a_saved_summary_as_the_log_it_came_from(tmp_path: Path) -> N
     refused = subprocess.run([*cmd, "diff", str(bad), str(case / "failing.log")], capture_output=True, text=True)
     assert refused.returncode == 2 and "not a run summary" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def _summary_of(text: str) -> RunSummary:
+    run = LiveRun("t.log")
+    run.feed(text.encode())
+    run.close()
+    return run.summary()
+
+
+def test_a_draft_model_s_graphs_are_not_the_rank_s_own() -> None:
+    """SGLang captures the target model's graphs first, then a speculative draft model's: the
+    rank's graph figures are the target's, and a window that begins after them shows none
+    (the draft's are not the rank's graphs)."""
+    draft = ("[2025-12-17 01:32:45 TP0] Capture draft cuda graph end. Time elapsed: 7.94 s. mem usage=0.42 GB. "
+             "avail mem=7.19 GB.\n"
+             "[2025-12-17 01:32:46 TP0] Capture draft extend cuda graph begin. This can take up to several minutes. "
+             "avail mem=7.19 GB\n")
+    target = ("[2025-12-17 01:32:30 TP0] Capture cuda graph begin. This can take up to several minutes. "
+              "avail mem=9.00 GB\n"
+              "[2025-12-17 01:32:37 TP0] Capture cuda graph end. Time elapsed: 7.00 s. mem usage=1.50 GB. "
+              "avail mem=7.50 GB.\n")
+    alone = _summary_of(draft)
+    assert alone.phase_reached == {"TP0": "cuda_graph_capture"}
+    assert "TP0" not in alone.memory  # no figure of the rank's own
+    both = _summary_of(target + draft).memory["TP0"]
+    assert (both.figure("capture_begin_avail_gib"), both.figure("capture_end_avail_gib"),
+            both.figure("capture_mem_gib")) == (9.0, 7.5, 1.5)

@@ -164,14 +164,20 @@ def on_memory_pool_end(m: RunModel, ev: Event) -> None:
         _evidence(r, "memory_pool_end", ev)
 
 
+def _draft(ev: Event) -> bool:
+    """Whether a capture record is a speculative draft model's ("Capture draft cuda graph end",
+    "Capture draft extend npu graph begin"): SGLang captures the target model's graphs first."""
+    return "draft" in ev.text.split(" graph ", 1)[0]
+
+
 @handles("capture_begin")
 def on_capture_begin(m: RunModel, ev: Event) -> None:
     pools.on_capture(m, ev)
     r = m.timeline.rank(ev.rank)
     # the first capture's begin; a begin after the rank's first capture ended is another
     # capture's (piecewise, draft), as its end is (``on_capture_end``), even when the window
-    # starts after the first one began
-    if "capture_begin_avail_gib" not in r.memory and "capture_end_line" not in r.memory:
+    # starts after the first one began; a draft model's is never the rank's own
+    if "capture_begin_avail_gib" not in r.memory and "capture_end_line" not in r.memory and not _draft(ev):
         _put(r.memory, "capture_begin_avail_gib", ev.fields.get("avail_gib"))
         if ev.fields.get("bs_list"):
             r.memory["capture_bs"] = ev.fields["bs_list"]
@@ -191,8 +197,10 @@ def on_capture_bs(m: RunModel, ev: Event) -> None:
 def on_capture_end(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
     f = ev.fields
-    if "capture_end_line" in r.memory:
-        return  # draft / extend graphs: keep the first (target decode) capture
+    if "capture_end_line" in r.memory or _draft(ev):
+        # draft / extend graphs: keep the first (target decode) capture; a window that begins
+        # after it shows the draft model's only, which are not the rank's graphs
+        return
     r.memory["capture_end_line"] = ev.line
     _put(r.memory, "capture_end_avail_gib", f.get("avail_gib"))
     _put(r.memory, "capture_mem_gib", f.get("mem_usage_gib"))
