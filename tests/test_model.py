@@ -247,3 +247,15 @@ def test_a_draft_model_s_graphs_are_not_the_rank_s_own() -> None:
     both = _summary_of(target + draft).memory["TP0"]
     assert (both.figure("capture_begin_avail_gib"), both.figure("capture_end_avail_gib"),
             both.figure("capture_mem_gib")) == (9.0, 7.5, 1.5)
+
+
+def test_the_stamps_a_log_spans_are_its_earliest_and_latest_whatever_their_order() -> None:
+    """A paste of two servers' lines is not in time order, and the process-wide records of a
+    stop (no rank) come after the last rank's: the span is the earliest and latest stamp."""
+    s = _summary_of("[2026-02-25 18:58:00 TP0] Init torch distributed begin.\n"
+                    "[2026-02-25 18:57:59 TP1] Init torch distributed begin.\n"
+                    "[2026-02-25 18:58:01 TP0] Decode batch. #running-req: 1, #token: 43, token usage: 0.00, "
+                    "gen throughput (token/s): 0.53, #queue-req: 0\n"
+                    "[2026-02-25 18:59:30] SIGTERM received. signum=None frame=None. Draining requests and shutting "
+                    "down...\n")
+    assert (s.coverage.first_ts, s.coverage.last_ts) == ("2026-02-25T18:57:59", "2026-02-25T18:59:30")

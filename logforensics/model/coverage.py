@@ -87,6 +87,17 @@ class Coverage:
     #: whose count is the kind's count less these
     answers: Counter[int] = field(default_factory=Counter)
     first_answers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: the earliest and the latest stamp of the records every reader reads one by one (those a
+    #: handler reads, batch and access lines aside: their ranks' last stamps are the ranks'),
+    #: in whatever order the log printed them (a paste of several servers' lines is not sorted)
+    first_ts: str | None = None
+    last_ts: str | None = None
+
+    def stamped(self, ts: str) -> None:
+        if self.first_ts is None or ts < self.first_ts:
+            self.first_ts = ts
+        if self.last_ts is None or ts > self.last_ts:
+            self.last_ts = ts
 
     def observe_answer(self, ev: Event) -> None:
         """A request answered with a status other than 200 (read as an event on both paths)."""
@@ -121,6 +132,9 @@ class Coverage:
         for status, first in later.first_answers.items():
             self.first_answers.setdefault(status, first)
         self.last_other_line = later.last_other_line or self.last_other_line
+        for ts in (later.first_ts, later.last_ts):
+            if ts is not None:
+                self.stamped(ts)
         for key, (count, first, example, ranks) in later.unknown_shapes.items():
             entry = self.unknown_shapes.get(key)
             if entry is None:
@@ -177,6 +191,8 @@ class Coverage:
             "probe_requests": self.kind_counts.get("http_probe", 0),
             "probes": self.probes.to_dict(),
             "requests": self.requests_answered(),
+            "first_ts": self.first_ts,
+            "last_ts": self.last_ts,
         }
 
 

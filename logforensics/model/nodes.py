@@ -376,6 +376,7 @@ def _furthest(s: RunSummary) -> dict[str, Any]:
 
 def _span(s: RunSummary) -> tuple[str | None, str | None]:
     stamps = [v.first_ts for ph in s.phases.values() for v in ph.values() if v.first_ts]
+    stamps += [t for t in (s.coverage.first_ts, s.coverage.last_ts) if t]
     stamps += [v.ts for v in s.last_seen.values() if v.ts]
     if s.crash and s.crash.ts:
         stamps.append(s.crash.ts)
@@ -417,6 +418,7 @@ def _file_stamps(i: int, s: RunSummary) -> list[tuple[_Stamp, str | None]]:
         out.append(((i, s.ready.line, s.ready.ts, s.ready.text), None))
     if s.hang and s.hang.first_ts:
         out.append(((i, *_hang_stamp(s.hang)), None))
+    out += [((i, None, t, None), None) for t in (s.coverage.first_ts, s.coverage.last_ts) if t]
     return out
 
 

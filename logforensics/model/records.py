@@ -775,6 +775,11 @@ class Coverage(Keyed):
     files: int | None = None
     #: requests answered (``http_access``): status -> how many, status -> the first one other than 200
     requests: ProbePath | None = None
+    #: the earliest and the latest stamp of the records a handler read (batch and access lines
+    #: aside), as printed, whatever their order in the file (one file: a run of several has each
+    #: file's in ``nodes``)
+    first_ts: str | None = None
+    last_ts: str | None = None
 
 
 # -- a hybrid model's memory pools (model/pools.py) ---------------------------------------

@@ -222,6 +222,8 @@ class RunModel:
             kind = ev.kind
             (table.get(kind) or _seen)(self, ev)
             if ev.ts is not None and kind in clocked:  # Dynamo's records, and the local ones next to them
+                if kind != "http_probe":
+                    cov.stamped(ev.ts)
                 if ev.text[10:11] == "T" or ev.line <= dynamo.until:
                     dynamo.observe(kind, ev.line, ev.rank, ev.ts, ev.text)
                 else:
