@@ -51,7 +51,8 @@ _BOOTSTRAP = "Some requests timed out when bootstrapping"
 _ROUTER_PY = re.compile(r"\[Router \((?P<impl>Rust|Python)\)\] (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"
                         r" - (?P<level>[A-Z]+) - (?P<msg>.*)")
 _ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?)\s+)?(?:(?P<level>TRACE|DEBUG|INFO|"
-                        r"WARN|WARNING|ERROR)\s+)?(?P<module>(?:sglang_router_rs|smg)(?:::\w+)*): "
+                        r"WARN|WARNING|ERROR)\s+)?(?:\w+\{[^{}]*\}:\s*)*"  # tracing's spans: 'http_request{method=POST ...}: '
+                        r"(?P<module>(?:sglang_router_rs|smg)(?:::\w+)*): "
                         r"(?P<src>\S*\.rs):(?P<src_line>\d+): (?P<msg>.*)")
 #: The kinds this observer reads; everything else (nearly all of a serving log) is skipped.
 #: Texts of which an ``other`` record must contain one for this observer to read it
