@@ -243,7 +243,10 @@ def test_a_draft_model_s_graphs_are_not_the_rank_s_own() -> None:
               "avail mem=7.50 GB.\n")
     alone = _summary_of(draft)
     assert alone.phase_reached == {"TP0": "cuda_graph_capture"}
-    assert "TP0" not in alone.memory  # no figure of the rank's own
+    mem = alone.memory["TP0"]  # the draft's figures apart, none of the rank's own
+    assert (mem.figure("capture_end_avail_gib"), mem.figure("capture_begin_avail_gib")) == (None, None)
+    assert (mem.draft_capture_end_avail_gib, mem.draft_capture_mem_gib, mem.draft_capture_begin_avail_gib) == \
+        (7.19, 0.42, 7.19)
     both = _summary_of(target + draft).memory["TP0"]
     assert (both.figure("capture_begin_avail_gib"), both.figure("capture_end_avail_gib"),
             both.figure("capture_mem_gib")) == (9.0, 7.5, 1.5)

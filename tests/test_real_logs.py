@@ -169,7 +169,8 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     "V": _pools("v_gib"),
     "kv_size": _mem("kv_gib"),
     "pool_end_avail": _pools("pool_end_avail_gib"),
-    "capture_begin_avail": _mem("capture_begin_avail_gib"),
+    # free memory as a capture began: the rank's own, or a draft model's where only that is in the log
+    "capture_begin_avail": lambda s, e: _mem("capture_begin_avail_gib")(s, e) or _mem("draft_capture_begin_avail_gib")(s, e),
     "capture_end_avail": _mem("capture_end_avail_gib"),
     "graph_capture_s": _mem("capture_elapsed_s"),
     "graph_mem": _mem("capture_mem_gib"),

@@ -31,6 +31,8 @@ FIRST_WINS = (
     ("capture_begin_avail_gib", ("capture_begin_avail_gib", "capture_bs"), "capture_begin"),
     ("capture_end_line", ("capture_end_line", "capture_end_avail_gib", "capture_mem_gib", "capture_elapsed_s"),
      "capture_end"),
+    ("draft_capture_begin_avail_gib", ("draft_capture_begin_avail_gib",), "draft_capture_begin"),
+    ("draft_capture_end_avail_gib", ("draft_capture_end_avail_gib", "draft_capture_mem_gib"), "draft_capture_end"),
 )
 #: Marks a rank's KV figures as its hybrid pools' total (``model.pools``): they replace the
 #: first allocation line's, whichever part of the log each came from.

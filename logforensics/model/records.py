@@ -242,6 +242,10 @@ class Memory(Keyed):
     capture_end_avail_gib: float | None = None
     capture_mem_gib: float | None = None
     capture_elapsed_s: float | None = None
+    #: a speculative draft model's first graph capture, apart: never the rank's own graphs
+    draft_capture_begin_avail_gib: float | None = None
+    draft_capture_end_avail_gib: float | None = None
+    draft_capture_mem_gib: float | None = None
     max_total_num_tokens: int | None = None
     chunked_prefill_size: int | None = None
     max_prefill_tokens: int | None = None

@@ -177,7 +177,11 @@ def on_capture_begin(m: RunModel, ev: Event) -> None:
     # the first capture's begin; a begin after the rank's first capture ended is another
     # capture's (piecewise, draft), as its end is (``on_capture_end``), even when the window
     # starts after the first one began; a draft model's is never the rank's own
-    if "capture_begin_avail_gib" not in r.memory and "capture_end_line" not in r.memory and not _draft(ev):
+    if _draft(ev):  # a draft model's: kept apart, the first
+        if "draft_capture_begin_avail_gib" not in r.memory and ev.fields.get("avail_gib") is not None:
+            _put(r.memory, "draft_capture_begin_avail_gib", ev.fields.get("avail_gib"))
+            _evidence(r, "draft_capture_begin", ev)
+    elif "capture_begin_avail_gib" not in r.memory and "capture_end_line" not in r.memory:
         _put(r.memory, "capture_begin_avail_gib", ev.fields.get("avail_gib"))
         if ev.fields.get("bs_list"):
             r.memory["capture_bs"] = ev.fields["bs_list"]
@@ -197,10 +201,15 @@ def on_capture_bs(m: RunModel, ev: Event) -> None:
 def on_capture_end(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
     f = ev.fields
-    if "capture_end_line" in r.memory or _draft(ev):
-        # draft / extend graphs: keep the first (target decode) capture; a window that begins
-        # after it shows the draft model's only, which are not the rank's graphs
+    if _draft(ev):  # a draft model's graphs, which are not the rank's own: its first kept apart
+        if "draft_capture_end_avail_gib" not in r.memory and "draft_capture_mem_gib" not in r.memory \
+                and (f.get("avail_gib") is not None or f.get("mem_usage_gib") is not None):
+            _put(r.memory, "draft_capture_end_avail_gib", f.get("avail_gib"))
+            _put(r.memory, "draft_capture_mem_gib", f.get("mem_usage_gib"))
+            _evidence(r, "draft_capture_end", ev)
         return
+    if "capture_end_line" in r.memory:
+        return  # piecewise / extend graphs: keep the first (target decode) capture
     r.memory["capture_end_line"] = ev.line
     _put(r.memory, "capture_end_avail_gib", f.get("avail_gib"))
     _put(r.memory, "capture_mem_gib", f.get("mem_usage_gib"))
