@@ -51,9 +51,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "component caught (as 409's logged traceback), since the log does not show the process ending",
     ("crash", "421"): "no crash: line 8 is an error the process logged, as outcome[421]",
     ("fatal_line", "421"): "no crash, so no fatal line; the label's is line 8, the worker's CUDA out-of-memory record",
-    ("phase_reached", "431"): "no rank is placed in serving (TP0 EP0's phase is '-'): line 6, the decode server's "
-                              "'Error fetching prefill parallel info from bootstrap' (a request's PD handshake, serving), "
-                              "is not recognised, and the /v1/models and /metrics answers at lines 1 and 3-5 place no rank",
     ("fatal_line", "444"): "no stop record; the crash is cited at line 4 (a File line), not at line 1 "
                            "('Process Process-3:', the interrupted processes' first header)",
     ("outcome", "461"): "'crashed: RuntimeError at line 1': line 1 is the tail of a traceback above the window, and "

@@ -163,7 +163,7 @@ RULES: dict[str, Rule] = {
     "rank_divergence": _rule(T("INT", "events", v.to_int), T("HEX", "local_hash", v.to_str),
                              T("TEXT", "divergent_events", v.to_strip)),
     "consensus_enabled": _rule(),
-    "kv_transfer_failed": _rule(T("KV_XFER_FAILED", "side", v.word(0)), T("KV_XFER_FAILED", "stage", v.word(1))),
+    "kv_transfer_failed": _rule(T("KV_XFER_FAILED", "side", v.kv_side), T("KV_XFER_FAILED", "stage", v.kv_stage)),
     "pd_timeout": _rule(T("SIGNED", "bootstrap_room", v.to_int), generic=True),
     "health_check_failed": _rule(T("NUMBER", "timeout_s", None), _seq("CLOCK", ("tic_start", "last_heartbeat"), v.to_str),
                                  generic=True),

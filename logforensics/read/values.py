@@ -166,6 +166,24 @@ def after_colon(s: str) -> str:
     return s.strip().lstrip(":").strip()
 
 
+#: The words that begin a decode server's failure to reach a prefill server's bootstrap.
+_PARALLEL_INFO = "Error fetching prefill parallel info"
+
+
+@returns(STR)
+def kv_side(s: str) -> str:
+    """The PD side of a KV transfer failure: its first word, a decode server's where it could
+    not fetch the prefill server's parallel info."""
+    return "Decode" if s.startswith(_PARALLEL_INFO) else s.split()[0]
+
+
+@returns(STR)
+def kv_stage(s: str) -> str:
+    """The stage of a KV transfer failure: its second word; fetching the prefill server's
+    parallel info is the bootstrap."""
+    return "bootstrap" if s.startswith(_PARALLEL_INFO) else s.split()[1]
+
+
 def word(index: int) -> Conv:
     """The ``index``-th whitespace-separated word."""
     def conv(s: str) -> str:
