@@ -28,13 +28,13 @@ is then False and every line is read on the exact path, with identical results.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from types import ModuleType
 from typing import Any, Protocol
 
 from ..events import Event
+from . import native
 from .fastpath import LineClassifier
 from .plan import _DATE_TO_ISO, Plan
 from .values import to_bool
@@ -113,7 +113,7 @@ def numbers(ints: bool, doubles: bytes) -> Sequence[Any]:
 
 def available() -> bool:
     """Whether the compiled bulk path is used (not disabled by ``LOGFORENSICS_PURE``)."""
-    return _scan is not None and os.environ.get("LOGFORENSICS_PURE", "").strip() not in ("1", "yes", "true")
+    return _scan is not None and native.enabled()
 
 
 class BulkScanner:

@@ -33,13 +33,12 @@ over without a copy (``_emit.Rows``, released once written).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from ..events.schema import field_types
-from . import other
+from . import native, other
 from .fastpath import _OTHER, LineClassifier
 from .plan import _DATE_TO_ISO, Plan, _no_stamp
 from .values import strip_colon, to_bool, to_word
@@ -53,7 +52,7 @@ except ImportError:  # pragma: no cover - platforms without it
 
 def available() -> bool:
     """Whether rows are written in C (not disabled by ``LOGFORENSICS_PURE``)."""
-    return _emit is not None and os.environ.get("LOGFORENSICS_PURE", "").strip() not in ("1", "yes", "true")
+    return _emit is not None and native.enabled()
 
 
 def _codes() -> dict[Any, int]:
