@@ -81,6 +81,42 @@ PENDING: dict[tuple[str, str], str] = {
                       "Segmentation fault', line 11; a dump of two threading/tqdm threads) are pid 116's, and only "
                       "TP14's 'Capture draft cuda graph begin' (line 1) is in capture; the window does not tie pid 116 "
                       "to TP14",
+    ("crash", "611"): "the crash has no phase ('during an unknown phase'), though the window shows ' Load weight begin. "
+                      "avail mem=60.89 GB ' (line 6, on a line of its own after its stamp's line 5) and '[2026-84-18 "
+                      "13:17:24] Loading weights from remote instance ...!' (line 7) before the failed group init (lines "
+                      "12, 14) and the scheduler's exception (line 18): neither weight-loading record is read in this "
+                      "screen-text paste (the first has a leading space and no stamp, the second a misread month)",
+    ("fatal_line", "611"): "the crash is cited at line 22 (the last File line, 'line 382, in --init--'), not at line "
+                           "18, '[2026-04-10 13:17:25] Scheduler hit an exception: Traceback (most recent cal1 last): ', "
+                           "whose misread 'cal1' and trailing space keep it from being read as the traceback's header; "
+                           "the bundle quotes line 22 alone as the traceback",
+    ("phase_reached", "611"): "no process is placed in any phase: the weight-loading records of lines 6-7 are not "
+                              "read (as crash[611])",
+    ("key_figure[load_begin_avail]", "611"): "line 6's ' Load weight begin. avail mem=60.89 GB ' (leading and "
+                                             "trailing space, its stamp on line 5) is not read, so no figure",
+    ("outcome", "613"): "'incomplete ... the log stops at line 4 without readiness or failure': none of the records "
+                        "in the 'YYYY-MM-DD HH:MM:SS - ERROR - message' format is read (3 of 4 lines unrecognised), so "
+                        "line 4's 'ERROR - Watchdog timeout (self.watchdog_timeout=300)' is not read as the watchdog's "
+                        "timeout, nor line 2's 'ERROR - Pyspy failed to dump PID 566194' as its failed dump",
+    ("crash", "613"): "no hang: the watchdog timeout of line 4 is not read (as outcome[613])",
+    ("fatal_line", "613"): "no hang, so no fatal line; the label's is line 4, the watchdog's timeout",
+    ("phase_reached", "613"): "no process is placed in serving: the batch dump's tail (line 1, 'available_size=1160, "
+                              "evictable_size=361907,') and the watchdog's records are not read (as outcome[613])",
+    ("key_figure[watchdog_timeout_s]", "613"): "line 4's '2025-07-15 17:47:33 - ERROR - Watchdog timeout "
+                                               "(self.watchdog_timeout=300)' is not read",
+    ("key_figure[watchdog_fired]", "613"): "line 4's watchdog timeout is not read, so no stamp of it",
+    ("key_figure[pyspy_failed_pid]", "613"): "line 2's '2025-07-15 17:47:33 - ERROR - Pyspy failed to dump PID "
+                                             "566194. Error: /bin/dash: 1: py-spy: not found' is not read",
+    ("fatal_line", "614"): "the crash is cited at line 2 (CANN's 'EZ9999: [PID: 696742] ... exception of aivec "
+                           "error'), not at line 1, rank3's own record of the same error ('[rank3]:[W1031 "
+                           "21:35:04.838006795 compiler_depend.ts:57] Warning: EZ9999: Inner Error!'), which is read as "
+                           "a c10d notice and gives the crash only its rank",
+    ("crash", "617"): "the crash has no phase ('during an unknown phase'): 'RuntimeError: Decode out of memory. Try to "
+                      "lower your batch size.' (line 1) with 'Try to allocate 148 tokens.' and 'Avaliable tokens: 2048' "
+                      "is a decode step's KV allocation, which only a serving scheduler makes, but a bare exception "
+                      "with no frames places no phase",
+    ("phase_reached", "617"): "no process is placed in serving: the decode out-of-memory exception places no phase "
+                              "(as crash[617])",
 }
 
 
