@@ -94,19 +94,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "read (as crash[611])",
     ("key_figure[load_begin_avail]", "611"): "line 6's ' Load weight begin. avail mem=60.89 GB ' (leading and "
                                              "trailing space, its stamp on line 5) is not read, so no figure",
-    ("outcome", "613"): "'incomplete ... the log stops at line 4 without readiness or failure': none of the records "
-                        "in the 'YYYY-MM-DD HH:MM:SS - ERROR - message' format is read (3 of 4 lines unrecognised), so "
-                        "line 4's 'ERROR - Watchdog timeout (self.watchdog_timeout=300)' is not read as the watchdog's "
-                        "timeout, nor line 2's 'ERROR - Pyspy failed to dump PID 566194' as its failed dump",
-    ("crash", "613"): "no hang: the watchdog timeout of line 4 is not read (as outcome[613])",
-    ("fatal_line", "613"): "no hang, so no fatal line; the label's is line 4, the watchdog's timeout",
-    ("phase_reached", "613"): "no process is placed in serving: the batch dump's tail (line 1, 'available_size=1160, "
-                              "evictable_size=361907,') and the watchdog's records are not read (as outcome[613])",
-    ("key_figure[watchdog_timeout_s]", "613"): "line 4's '2025-07-15 17:47:33 - ERROR - Watchdog timeout "
-                                               "(self.watchdog_timeout=300)' is not read",
-    ("key_figure[watchdog_fired]", "613"): "line 4's watchdog timeout is not read, so no stamp of it",
-    ("key_figure[pyspy_failed_pid]", "613"): "line 2's '2025-07-15 17:47:33 - ERROR - Pyspy failed to dump PID "
-                                             "566194. Error: /bin/dash: 1: py-spy: not found' is not read",
     ("fatal_line", "614"): "the crash is cited at line 2 (CANN's 'EZ9999: [PID: 696742] ... exception of aivec "
                            "error'), not at line 1, rank3's own record of the same error ('[rank3]:[W1031 "
                            "21:35:04.838006795 compiler_depend.ts:57] Warning: EZ9999: Inner Error!'), which is read as "

@@ -56,7 +56,7 @@ class FatalPlanning:
 
     # -- prefixes of every line ---------------------------------------------------------
     def line_prefix(self, tree: Tree) -> None:
-        (tok,) = (c for c in tree.children if isinstance(c, Token))  # TORCH_RANK or FMT_HEAD
+        (tok,) = (c for c in tree.children if isinstance(c, Token))  # TORCH_RANK, FMT_HEAD, DYN_HEAD or LOG_HEAD
         text = str(tok)
         at, self.body_start = span(tok)
         if tok.type == "TORCH_RANK":  # "[rank3]: " -> rank3
@@ -70,6 +70,8 @@ class FatalPlanning:
         m = _FMT_STAMP.match(text)  # "2025-06-18 13:43:34 ERROR 31423 [ TP6 PP0 scheduler.py:2547] "
         if m:
             self.ts = (at + m.start(), at + m.end())
+        if tok.type == "LOG_HEAD":  # "2025-07-15 17:47:33 - ERROR - ": a stamp, no rank
+            return
         inside = text.rindex("[")
         r = _FMT_RANK.match(text, inside + 1 + len(text[inside + 1:]) - len(text[inside + 1:].lstrip()))
         if r:
