@@ -262,3 +262,6 @@ def test_the_stamps_a_log_spans_are_its_earliest_and_latest_whatever_their_order
                     "[2026-02-25 18:59:30] SIGTERM received. signum=None frame=None. Draining requests and shutting "
                     "down...\n")
     assert (s.coverage.first_ts, s.coverage.last_ts) == ("2026-02-25T18:57:59", "2026-02-25T18:59:30")
+    misread = _summary_of("[2026-84-18 13:17:24 TP0] Load weight begin. avail mem=60.89 GB\n"
+                          "[2026-04-18 13:17:25 TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=50.00 GB\n")
+    assert (misread.coverage.first_ts, misread.coverage.last_ts) == ("2026-04-18T13:17:25",) * 2  # no moment

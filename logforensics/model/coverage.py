@@ -16,6 +16,7 @@ from ..events import Event
 from ..read.fastpath import LINE_LIMIT
 from ..units import clip
 from . import startup
+from .clock import seconds
 from .rank import rank_sort_key
 from .registry import handles
 
@@ -94,6 +95,10 @@ class Coverage:
     last_ts: str | None = None
 
     def stamped(self, ts: str) -> None:
+        """A record's stamp; one that is no moment (a paste's misread "2026-84-18") is not taken."""
+        if (self.first_ts is None or ts < self.first_ts or self.last_ts is None or ts > self.last_ts) \
+                and seconds(ts) is None:
+            return
         if self.first_ts is None or ts < self.first_ts:
             self.first_ts = ts
         if self.last_ts is None or ts > self.last_ts:

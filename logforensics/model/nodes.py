@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from .clock import seconds
 from .dynamo import RANKS_WARNING, utc_instant
 from .records import Coverage, LoggedError, Memory, NodeEntry, Notice
 from .run import NO_RANK, RunSummary
@@ -382,7 +383,7 @@ def _span(s: RunSummary) -> tuple[str | None, str | None]:
         stamps.append(s.crash.ts)
     if s.ready and s.ready.ts:
         stamps.append(s.ready.ts)
-    texts = [t for t in stamps if isinstance(t, str)]
+    texts = [t for t in stamps if isinstance(t, str) and seconds(t) is not None]  # (no misread "2026-84-18")
     return (min(texts), max(texts)) if texts else (None, None)
 
 
