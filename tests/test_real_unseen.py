@@ -98,12 +98,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "error'), not at line 1, rank3's own record of the same error ('[rank3]:[W1031 "
                            "21:35:04.838006795 compiler_depend.ts:57] Warning: EZ9999: Inner Error!'), which is read as "
                            "a c10d notice and gives the crash only its rank",
-    ("crash", "617"): "the crash has no phase ('during an unknown phase'): 'RuntimeError: Decode out of memory. Try to "
-                      "lower your batch size.' (line 1) with 'Try to allocate 148 tokens.' and 'Avaliable tokens: 2048' "
-                      "is a decode step's KV allocation, which only a serving scheduler makes, but a bare exception "
-                      "with no frames places no phase",
-    ("phase_reached", "617"): "no process is placed in serving: the decode out-of-memory exception places no phase "
-                              "(as crash[617])",
 }
 
 

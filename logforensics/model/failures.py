@@ -299,6 +299,9 @@ def on_exception(m: RunModel, ev: Event) -> None:
     }
     if record["source"] == WARMUP_SOURCE:  # the launcher's warm-up request failed: its frames may be cut
         record["phase"] = "warmup"
+    elif record["phase"] is None and str(f.get("message") or "").startswith(tuple(_KV_ALLOC_LEADS.values())):
+        # SGLang's KV allocator raises it as it gives a batch its token slots: the server serves
+        record["phase"] = "serving"
     logged = m.failures.logged_error
     if record["source"] is None and logged is not None and logged == ev.line - 1 \
             and _logged_it(m.failures.logged_says, record):

@@ -50,8 +50,18 @@ def to_gib(size: str) -> float:
     return float(number) * _UNITS[unit] / 2**30
 
 
+#: SGLang's KV allocator's own error (``alloc_token_slots``): its pool of token slots is full, in
+#: tokens, not a device's memory ("Decode out of memory. Try to lower your batch size.\nTry to
+#: allocate 148 tokens.\nAvaliable tokens: 2048 ...").
+_KV_POOL = re.compile(r"(?:Decode|Prefill) out of memory\.|Out of memory\. Try to lower your batch size\.")
+
+
 def is_oom(exception: str | None, message: str | None) -> bool:
+    """Whether an exception is a device's out of memory (PyTorch's allocator, or the device's),
+    not SGLang's KV pool running out of token slots."""
     text = f"{exception or ''}: {message or ''}"
+    if _KV_POOL.match(message or "") and not _DEVICE.search(text):
+        return False
     return any(marker in text for marker in _OOM_MARKERS)
 
 
