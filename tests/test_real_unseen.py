@@ -84,6 +84,15 @@ PENDING: dict[tuple[str, str], str] = {
                       "Segmentation fault', line 11; a dump of two threading/tqdm threads) are pid 116's, and only "
                       "TP14's 'Capture draft cuda graph begin' (line 1) is in capture; the window does not tie pid 116 "
                       "to TP14",
+    ("key_figure[tried_alloc]", "621"): "the C++ exception's message \"what():  NPU out of memory. Tried to allocate 4.00 "
+                                        "GiB (NPU 7; 61.28 GiB total capacity; 52.08 GiB already allocated; ...; 1.78 GiB "
+                                        "free; ...)\" (line 2, after 'terminate called after throwing an instance of "
+                                        "'c10::Error'') is kept as a native_abort notice's text and not read as an "
+                                        "out-of-memory record: the crash has no oom and no figure is found",
+    ("key_figure[gpu_total]", "621"): "no out-of-memory record: line 2's torch_npu message inside a C++ what() is not "
+                                      "read, as key_figure[tried_alloc][621]",
+    ("key_figure[free]", "621"): "no out-of-memory record, as key_figure[tried_alloc][621]",
+    ("key_figure[torch_alloc]", "621"): "no out-of-memory record, as key_figure[tried_alloc][621]",
 }
 
 
