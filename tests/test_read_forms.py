@@ -286,6 +286,18 @@ def test_a_window_that_begins_inside_a_message_before_a_chained_traceback_begins
     assert [e.kind for e in events][:2] == ["other", "other"] and not [e for e in events if e.kind == "exception"]
 
 
+def test_another_logger_s_record_after_the_exception_and_an_empty_line_ends_the_message() -> None:
+    """An exception's message may go on over lines, empty ones too; a record of another logger
+    headed by its level in brackets after an empty line is no part of it."""
+    text = ("Traceback (most recent call last):\n" + FRAME + "\n" + CODE + "\n"
+            "RuntimeError: Read error [172.22.3.245]:61677: Connection reset by peer\n\n"
+            "[ERROR] TBE Subprocess[task_distribute] raise error[], main process disappeared!\n")
+    events = read(text)
+    ev = only(events, "exception")
+    assert ev.fields["message"] == "Read error [172.22.3.245]:61677: Connection reset by peer"
+    assert events[-1].kind == "other" and events[-1].text.startswith("[ERROR] TBE")
+
+
 def test_a_terminal_s_echo_of_nul_bytes_before_a_prefix_is_no_part_of_the_record() -> None:
     """A terminal echoes NUL bytes as '^@'; before an SGLang prefix they are no part of the
     record, whose rank and figures are read as on any other line."""

@@ -75,6 +75,8 @@ _INDENTED_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error
 #: A logging prefix whose stamp has no year (SGLang's multimodal generation server: ``[12-24 08:20:04] ...``):
 #: its record has no time stamp (no year is guessed), but it is a record of its own, never a traceback's line.
 _DATELESS = re.compile(r"\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] ")
+#: A record of another logger that heads its lines with its level in brackets ("[ERROR] ...").
+_LEVEL_TAG = re.compile(r"\[(?:CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG)\] ")
 #: What CPython prints after a fatal error's dump of the threads (``_Py_DumpExtensionModules``).
 _EXTENSION_MODULES = "Extension modules: "
 #: Functions a process or thread starts in: a traceback's outermost frame, printed first.
@@ -553,6 +555,12 @@ class TracebackAssembler:
                     tb.add_line(ev)
                     yield dedup
                     return
+            if tb.exception is not None and tb.blanks and kind == "other" and _LEVEL_TAG.match(ev.text):
+                # after the exception and an empty line, another logger's record ("[ERROR] TBE
+                # Subprocess[task_distribute] raise error[], main process disappeared!"): no message's
+                yield from self.close()
+                yield ev
+                return
             if (tb.thread_dump or tb.fh_stack) and kind == "other" and ev.text.startswith(_EXTENSION_MODULES):
                 tb.fatal_header_cut()  # only a fatal error's dump lists them: its header is above the window
                 tb.add_line(ev)
