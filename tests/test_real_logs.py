@@ -123,9 +123,12 @@ def _oom(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
 
 
 def _exceptions(s: RunSummary) -> list[dict[str, Any]]:
-    """The out-of-memory figures of every traceback, and of every error the run logged."""
+    """The out-of-memory figures of every traceback, of every error the run logged, and of the
+    crash (a native record's: a C++ exception's what())."""
     return ([{"fields": {"oom": o.oom.to_dict() if o.oom else None}} for d in s.exceptions for o in d.occurrences]
-            + [{"fields": {"oom": e.oom.to_dict()}} for e in s.errors if e.oom])
+            + [{"fields": {"oom": e.oom.to_dict()}} for e in s.errors if e.oom]
+            + [{"fields": {"oom": s.crash.oom.to_dict()}} for _ in [s.crash] if s.crash and s.crash.oom
+               and not any(o.oom for d in s.exceptions for o in d.occurrences)])
 
 
 def _events(kind: str, key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:

@@ -98,15 +98,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "error'), not at line 1, rank3's own record of the same error ('[rank3]:[W1031 "
                            "21:35:04.838006795 compiler_depend.ts:57] Warning: EZ9999: Inner Error!'), which is read as "
                            "a c10d notice and gives the crash only its rank",
-    ("key_figure[tried_alloc]", "621"): "the C++ exception's message \"what():  NPU out of memory. Tried to allocate 4.00 "
-                                        "GiB (NPU 7; 61.28 GiB total capacity; 52.08 GiB already allocated; ...; 1.78 GiB "
-                                        "free; ...)\" (line 2, after 'terminate called after throwing an instance of "
-                                        "'c10::Error'') is kept as a native_abort notice's text and not read as an "
-                                        "out-of-memory record: the crash has no oom and no figure is found",
-    ("key_figure[gpu_total]", "621"): "no out-of-memory record: line 2's torch_npu message inside a C++ what() is not "
-                                      "read, as key_figure[tried_alloc][621]",
-    ("key_figure[free]", "621"): "no out-of-memory record, as key_figure[tried_alloc][621]",
-    ("key_figure[torch_alloc]", "621"): "no out-of-memory record, as key_figure[tried_alloc][621]",
 }
 
 

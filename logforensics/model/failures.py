@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..events import Event
 from ..read.assemble import FH_HEADERLESS, WARMUP_SOURCE
 from ..read.fatal import process_group
+from ..read.oom import decompose_oom
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
@@ -405,6 +406,8 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
         rank, extra = hint["rank"], {"rank_inferred_from": "torch_prefix_before"}
     what = NATIVE_FATAL[ev.kind]
     detail = f.get("message") or f.get("assertion") or f.get("code")
+    if ev.kind == "cpp_what" and _what_of_terminate(m, ev, rank, str(detail or "")):
+        return
     if ev.kind == "hsa_error":
         detail = f"{f.get('hsa_status')}: {detail}" if detail else f.get("hsa_status")
     elif ev.kind == "native_signal":
@@ -414,6 +417,22 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
     m.notices.add("native_abort", ev)
     if ev.kind == "collective_failure":
         m.notices.add("c10d", ev)
+
+
+def _what_of_terminate(m: RunModel, ev: Event, rank: str | None, what: str) -> bool:
+    """``what():  ...`` on the line after "terminate called after throwing an instance of
+    'c10::Error'" is that record's exception: its text joins the record (and an out-of-memory
+    message in it, torch_npu's and older PyTorch's, its figures)."""
+    events = m.failures.crash_events
+    prev = events[-1] if events else None
+    if prev is None or prev.get("native_kind") != "cpp_terminate" or prev["file"] != ev.file \
+            or prev["end_line"] != ev.line - 1 or prev["rank"] not in (None, rank):
+        return False
+    prev["message"] = f"{prev['message']}: {what}" if what else prev["message"]
+    prev["end_line"], prev["text"] = ev.line, f"{prev['text']}\n{ev.text}"
+    prev["oom"] = prev.get("oom") or decompose_oom(None, what)
+    m.notices.add("native_abort", ev)
+    return True
 
 
 def named_process(source: str | None) -> str | None:

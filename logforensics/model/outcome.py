@@ -386,7 +386,9 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         "message": with_exc["message"],
         "frames": _frames_of(fatal, with_exc),
         "chain": with_exc.get("chain") or [],
-        "oom": with_exc["oom"],
+        # (what a native record's own text decomposed, a C++ exception's what(), when the Python
+        # record after it has none: torch_npu's "NPU out of memory. Tried to allocate ...")
+        "oom": with_exc["oom"] or first.get("oom"),
         "exception_line": with_exc.get("exception_line"),
         "source": first.get("source") or _named_after(first, sigquits),
         "native": bool(first.get("native")) and with_exc is first,  # no Python record after it
