@@ -94,10 +94,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "read (as crash[611])",
     ("key_figure[load_begin_avail]", "611"): "line 6's ' Load weight begin. avail mem=60.89 GB ' (leading and "
                                              "trailing space, its stamp on line 5) is not read, so no figure",
-    ("fatal_line", "614"): "the crash is cited at line 2 (CANN's 'EZ9999: [PID: 696742] ... exception of aivec "
-                           "error'), not at line 1, rank3's own record of the same error ('[rank3]:[W1031 "
-                           "21:35:04.838006795 compiler_depend.ts:57] Warning: EZ9999: Inner Error!'), which is read as "
-                           "a c10d notice and gives the crash only its rank",
 }
 
 

@@ -414,6 +414,12 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
         detail = f"signal {f.get('signal')} {detail or ''}".rstrip()
     _native_crash(m, ev, rank, f"{what}: {detail}" if detail and ev.kind != "cpp_abort" else (detail or what),
                   native_kind=ev.kind, **extra)
+    if extra and hint and hint["line"] == ev.line - 1 and hint.get("file") == ev.file:
+        # torch's record of the same error on the line before ("[rank3]:[W1031 ..] Warning: EZ9999:
+        # Inner Error!") is where the failure is first printed
+        rec = m.failures.crash_events[-1]
+        rec["line"], rec["text"] = hint["line"], f"{hint['text']}\n{ev.text}"
+        rec["ts"] = rec["ts"] or hint.get("ts")
     m.notices.add("native_abort", ev)
     if ev.kind == "collective_failure":
         m.notices.add("c10d", ev)
@@ -733,7 +739,8 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
                                               "text": ev.text, "message": msg}
     code = _CANN_CODE.search(msg) if "E" in msg else None
     if code and c10d_rank(head):
-        m.failures.cann_hint = {"code": code.group(0), "rank": c10d_rank(head), "line": ev.line}
+        m.failures.cann_hint = {"code": code.group(0), "rank": c10d_rank(head), "line": ev.line, "file": ev.file,
+                                "ts": ev.ts, "text": ev.text}
     if hang:
         rank = c10d_rank(head)
         if rank is None and ev.rank is None and ev.fields.get("pg_rank") is not None:
