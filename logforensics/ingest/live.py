@@ -107,10 +107,12 @@ class LiveRun:
             if ev.rank is not None and ev.node is not None:
                 note_sharing(nodes, self.node_shared, ev.rank, ev.node)
 
-    def summary(self) -> RunSummary:
+    def summary(self, model: RunModel | None = None) -> RunSummary:
+        """The run's summary; ``model``: a copy of the run's model that observed more (``watch``:
+        a traceback the parser still holds open)."""
         stats = self.parser.stats
         stats.decode_errors = self.parser.classifier.decode_errors
-        s = self.model.summary(stats)
+        s = (model or self.model).summary(stats)
         # (what only the reader knows: the file's role, the processes behind a rank's name)
         told = self.pd.warnings() + sharing_warnings(self.parser.classifier.shared, self.node_shared)
         return replace(s, warnings=[*s.warnings, *told]) if told else s

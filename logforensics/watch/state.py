@@ -172,8 +172,7 @@ class WatchState:
             return self.run.summary()
         model = copy.deepcopy(self.run.model)
         model.observe(pending)
-        stats = self.run.parser.stats
-        return model.summary(stats)
+        return self.run.summary(model)
 
     def diagnose(self) -> Diagnosis:
         return evaluate(self.rules, self.snapshot(), self.baseline)
