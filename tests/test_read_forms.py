@@ -298,6 +298,18 @@ def test_another_logger_s_record_after_the_exception_and_an_empty_line_ends_the_
     assert events[-1].kind == "other" and events[-1].text.startswith("[ERROR] TBE")
 
 
+def test_a_log_viewer_s_time_column_on_lines_of_its_own_breaks_no_traceback() -> None:
+    """An export that puts the viewer's time on a line before each record: those lines are the
+    viewer's, and the traceback between them is one record with its frames and exception."""
+    stamp = "2025-05-21 16:20:15\t\n"
+    text = "".join(stamp + line + "\n" for line in ("Traceback (most recent call last):", FRAME, CODE,
+                                                    "RuntimeError: boom"))
+    events = read(text)
+    ev = only(events, "exception")
+    assert (ev.line, ev.fields["exception"], len(ev.fields["frames"])) == (2, "RuntimeError", 1)
+    assert "16:20:15" not in ev.fields["message"] and [e.kind for e in events].count("viewer_stamp") == 4
+
+
 def test_a_terminal_s_echo_of_nul_bytes_before_a_prefix_is_no_part_of_the_record() -> None:
     """A terminal echoes NUL bytes as '^@'; before an SGLang prefix they are no part of the
     record, whose rank and figures are read as on any other line."""

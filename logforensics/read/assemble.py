@@ -62,9 +62,9 @@ _MESSAGE_TAIL = 64
 #: Kinds that only a traceback's own lines have: with a rank, it came from a prefix that
 #: the launcher writes on every line, and the piece belongs to that rank's traceback.
 _PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
-#: Kinds that leave an open traceback open: a mark about the record before it, or a kernel
-#: library's logger that any process writes at any time.
-_TRANSPARENT = frozenset({"ray_dedup", "lib_log"})
+#: Kinds that leave an open traceback open: a mark about the record before it, a kernel
+#: library's logger that any process writes at any time, a log viewer's time column.
+_TRANSPARENT = frozenset({"ray_dedup", "lib_log", "viewer_stamp"})
 #: A word alone on a line right after a frame line: the frame's function name, wrapped
 #: by a terminal ("in R" / "untime").
 _WRAPPED_WORD = re.compile(r"\w+")

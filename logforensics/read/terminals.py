@@ -226,6 +226,7 @@ RULES: dict[str, Rule] = {
     "jax_weights_loaded": _rule(),
     "jax_kv_tokens": _rule(T("INT", "max_total_num_tokens", v.to_int)),
     "jax_kv_buffers": _rule(T("INT", "layers", v.to_int)),
+    "viewer_stamp": _rule(),
     "native_signal": _rule(T("INT", "signal", v.to_int), T("TEXT", "message", v.to_strip)),
     "pcg_failed": _rule(T("TEXT", "message", v.to_strip)),
     "job_end": _rule(*(_end("JOB_END", n, jobend.field(n)) for n in ("source", "cause", "exit_code", "job", "host"))),
