@@ -94,6 +94,20 @@ PENDING: dict[tuple[str, str], str] = {
                               "read (as crash[611])",
     ("key_figure[load_begin_avail]", "611"): "line 6's ' Load weight begin. avail mem=60.89 GB ' (leading and "
                                              "trailing space, its stamp on line 5) is not read, so no figure",
+    ("fatal_line", "633"): "the crash is cited at line 3 (the File line of unified_radix_cache.py's _cascade_evict), not "
+                           "at line 1, where the window's traceback starts: line 1 is a frame line whose 'F' the paste "
+                           "lost ('ile \"/home/.../swa_component.py\", line 321, in drive_eviction') and line 2 its code "
+                           "('    self.cache._cascade_evict(x, self, tracker)'); neither is read as part of the "
+                           "traceback, which the bundle quotes from line 3 without a mark",
+    ("outcome", "634"): "'incomplete: the log stops at line 12 without readiness or failure': in this log console's "
+                        "table export every record sits in a cell, '  |   | 2026-06-12 12:13:18.902 | <record> |  ', "
+                        "and the trailing ' |  ' keeps line 4, PP0 ATTN_CP1 TP1's 'Scheduler hit an exception: "
+                        "Traceback (most recent call last): |  ', from being read as a traceback header (it is "
+                        "unrecognised), so the frames of lines 5-12 are read as indented lines and no failure is seen",
+    ("crash", "634"): "no crash: line 4's scheduler exception is not read (as outcome[634])",
+    ("fatal_line", "634"): "no crash, so no fatal line; the label's is line 4, the scheduler's exception header",
+    ("phase_reached", "634"): "PP0 ATTN_CP1 TP1 is placed in no phase ('-'): its only read record is the unrecognised "
+                              "header of line 4, and its frames in event_loop_pp (lines 5-12) are not read as frames",
 }
 
 
