@@ -108,6 +108,14 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "634"): "no crash, so no fatal line; the label's is line 4, the scheduler's exception header",
     ("phase_reached", "634"): "PP0 ATTN_CP1 TP1 is placed in no phase ('-'): its only read record is the unrecognised "
                               "header of line 4, and its frames in event_loop_pp (lines 5-12) are not read as frames",
+    ("crash", "640"): "the crash has no phase: the faulthandler dump, torn by other writers, is read from line 1 with "
+                      "one frame (c10d_logger.py:81 in wrapper); its thread frames poll_and_all_reduce <- "
+                      "pop_transferred <- process_decode_queue <- event_loop_overlap_disagg_decode (lines 4-11, each "
+                      "run together with another thread's text) are not read, so nothing places the dump in serving",
+    ("fatal_line", "640"): "the crash is cited at line 1 (a File line), not at line 2, where faulthandler's 'Fatal "
+                           "Python error: \"Segmentation fault' runs on from a cut File line ('  File \".../"
+                           "disaggregation/utils.pyFatal Python error: ...'); the header is not read inside that line, "
+                           "and the verdict says the dump's 'header is not in this log'",
 }
 
 
