@@ -99,15 +99,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "lost ('ile \"/home/.../swa_component.py\", line 321, in drive_eviction') and line 2 its code "
                            "('    self.cache._cascade_evict(x, self, tracker)'); neither is read as part of the "
                            "traceback, which the bundle quotes from line 3 without a mark",
-    ("outcome", "634"): "'incomplete: the log stops at line 12 without readiness or failure': in this log console's "
-                        "table export every record sits in a cell, '  |   | 2026-06-12 12:13:18.902 | <record> |  ', "
-                        "and the trailing ' |  ' keeps line 4, PP0 ATTN_CP1 TP1's 'Scheduler hit an exception: "
-                        "Traceback (most recent call last): |  ', from being read as a traceback header (it is "
-                        "unrecognised), so the frames of lines 5-12 are read as indented lines and no failure is seen",
-    ("crash", "634"): "no crash: line 4's scheduler exception is not read (as outcome[634])",
-    ("fatal_line", "634"): "no crash, so no fatal line; the label's is line 4, the scheduler's exception header",
-    ("phase_reached", "634"): "PP0 ATTN_CP1 TP1 is placed in no phase ('-'): its only read record is the unrecognised "
-                              "header of line 4, and its frames in event_loop_pp (lines 5-12) are not read as frames",
     ("crash", "640"): "the crash has no phase: the faulthandler dump, torn by other writers, is read from line 1 with "
                       "one frame (c10d_logger.py:81 in wrapper); its thread frames poll_and_all_reduce <- "
                       "pop_transferred <- process_decode_queue <- event_loop_overlap_disagg_decode (lines 4-11, each "

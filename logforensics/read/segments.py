@@ -59,6 +59,9 @@ _WRAPPER_RE = re.compile(
     r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
     r"|\d+\|[\w.@:\-]+[ \t]*\|[ \t]?"                           # pm2 "3|qwen  | "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| ?"  # FastChat "... | ERROR | stderr | "
+    # a log console's table copied as text (Grafana's logs panel): empty cells, the time cell, then
+    # the record in a cell of its own ("  |   | 2026-06-12 12:13:18.902 | [... TP1] ... |  ")
+    r"|(?:[ \t]*\|)*[ \t]*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[ \t]+\|[ \t](?![A-Z]+[ \t]*\|)"
     r"|\((?:[\w.\-/]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"    # Ray "(Worker pid=1, ip=10.0.0.2) ", "(model_worker/1 pid=2) "
     r"|\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"  # SkyPilot "(worker1, rank=1, pid=2) "
     r"|\[pod/[\w.\-]+/[\w.\-]+\][ \t]?"                            # kubectl logs --prefix
@@ -219,11 +222,19 @@ def needs_clean(text: str) -> bool:
             or ("m" in text and _BARE_ANSI_RE.search(text) is not None))
 
 
+#: A row of a log console's table (:data:`_WRAPPER_RE`), and the end of its record's cell.
+_TABLE_ROW = re.compile(r"(?:[ \t]*\|)*[ \t]*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[ \t]+\|[ \t]")
+_TABLE_END = re.compile(r"[ \t]+\|[ \t]*$")
+
+
 def segment(text: str) -> list[tuple[int, int]]:
     """Spans ``(start, end)`` of the records in a cleaned physical line, wrappers excluded.
 
-    An empty line gives one empty span, so that every line is accounted for.
+    An empty line gives one empty span, so that every line is accounted for. A table row's
+    closing cell (``" |  "`` after the record) is the table's, as its opening cells are.
     """
+    if text.endswith(("|", "| ", "|  ")) and _TABLE_ROW.match(text) and (cell := _TABLE_END.search(text)):
+        return segment(text[:cell.start()])
     spans: list[tuple[int, int]] = []
     pos = 0
     splits = _SPLIT_NEEDS is None or any(map(text.__contains__, _SPLIT_NEEDS))
