@@ -94,11 +94,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "read (as crash[611])",
     ("key_figure[load_begin_avail]", "611"): "line 6's ' Load weight begin. avail mem=60.89 GB ' (leading and "
                                              "trailing space, its stamp on line 5) is not read, so no figure",
-    ("fatal_line", "633"): "the crash is cited at line 3 (the File line of unified_radix_cache.py's _cascade_evict), not "
-                           "at line 1, where the window's traceback starts: line 1 is a frame line whose 'F' the paste "
-                           "lost ('ile \"/home/.../swa_component.py\", line 321, in drive_eviction') and line 2 its code "
-                           "('    self.cache._cascade_evict(x, self, tracker)'); neither is read as part of the "
-                           "traceback, which the bundle quotes from line 3 without a mark",
     ("crash", "640"): "the crash has no phase: the faulthandler dump, torn by other writers, is read from line 1 with "
                       "one frame (c10d_logger.py:81 in wrapper); its thread frames poll_and_all_reduce <- "
                       "pop_transferred <- process_decode_queue <- event_loop_overlap_disagg_decode (lines 4-11, each "
