@@ -322,6 +322,14 @@ def test_a_log_console_s_table_copied_as_text_leaves_its_records_whole() -> None
         ("PP0 TP1", "RuntimeError", "boom", 1)
 
 
+def test_faulthandler_s_header_written_into_another_writer_s_unfinished_line_is_its_own_record() -> None:
+    """Two writers on one stream: faulthandler's 'Fatal Python error: ...' begins in the middle
+    of a frame line another thread had not finished; it is a fatal record of its own."""
+    events = read('  File "/workspace/sglang/python/sglang/srt/disaggregation/utils.pyFatal Python error: '
+                  'Segmentation fault\n')
+    assert [e for e in events if e.kind == "exception" and e.fields.get("fatal_signal")]
+
+
 def test_a_terminal_s_echo_of_nul_bytes_before_a_prefix_is_no_part_of_the_record() -> None:
     """A terminal echoes NUL bytes as '^@'; before an SGLang prefix they are no part of the
     record, whose rank and figures are read as on any other line."""

@@ -94,6 +94,9 @@ _SPLIT_RE = re.compile(
     # a terminal's echo of Ctrl-C in caret notation, glued to what the interrupted program
     # printed next ("^CProcess Process-2:", "^CTraceback (most recent call last):")
     r"|(?<=\^C)(?=[^^\s])"
+    # faulthandler's header written while another writer's line was unfinished
+    # ('  File "/workspace/.../utils.pyFatal Python error: "Segmentation fault')
+    r"|(?<=\S)(?=Fatal Python error: )"
     # the right part of a tqdm bar a record was printed over, left at the line's end after the
     # record ("...Traceback (most recent call last):     | 7710/16384 [00:00<00:00, 21822.61it/s]")
     # (not a bar's own empty part, after its fill: "50%|█████     | 18/36 [...]", "0%|          | 0/36")
@@ -119,6 +122,7 @@ _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
     (RAY_SUFFIX, False, 0, True),
     (re.compile(r"\[[Rr]ank\d+\]:\[[EFIWT]\d{3,4} \d\d:\d\d:\d\d"), False, 0, False),
     (re.compile(r"\^C(?=[^^\s])"), True, 0, False),
+    (re.compile(r"Fatal Python error: "), False, 0, True),
     (re.compile(r"(?<=[^\s|#\u2580-\u259f])[ \t]{2,}\|[ \t]*\d+/\d+ \[[^\]\n]*(?:it/s|s/it)\][ \t]*$"), False, 1,
      True),
 )
