@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_outcome import summarize
 
 from logforensics.ingest import LiveRun
 from logforensics.model.records import ChainLink, Frame, Keyed, LogLine
@@ -222,13 +223,6 @@ def test_diff_reads_a_saved_summary_as_the_log_it_came_from(tmp_path: Path) -> N
     assert "Traceback" not in refused.stderr
 
 
-def _summary_of(text: str) -> RunSummary:
-    run = LiveRun("t.log")
-    run.feed(text.encode())
-    run.close()
-    return run.summary()
-
-
 def test_a_draft_model_s_graphs_are_not_the_rank_s_own() -> None:
     """SGLang captures the target model's graphs first, then a speculative draft model's: the
     rank's graph figures are the target's, and a window that begins after them shows none
@@ -241,13 +235,13 @@ def test_a_draft_model_s_graphs_are_not_the_rank_s_own() -> None:
               "avail mem=9.00 GB\n"
               "[2025-12-17 01:32:37 TP0] Capture cuda graph end. Time elapsed: 7.00 s. mem usage=1.50 GB. "
               "avail mem=7.50 GB.\n")
-    alone = _summary_of(draft)
+    alone = summarize(draft)
     assert alone.phase_reached == {"TP0": "cuda_graph_capture"}
     mem = alone.memory["TP0"]  # the draft's figures apart, none of the rank's own
     assert (mem.figure("capture_end_avail_gib"), mem.figure("capture_begin_avail_gib")) == (None, None)
     assert (mem.draft_capture_end_avail_gib, mem.draft_capture_mem_gib, mem.draft_capture_begin_avail_gib) == \
         (7.19, 0.42, 7.19)
-    both = _summary_of(target + draft).memory["TP0"]
+    both = summarize(target + draft).memory["TP0"]
     assert (both.figure("capture_begin_avail_gib"), both.figure("capture_end_avail_gib"),
             both.figure("capture_mem_gib")) == (9.0, 7.5, 1.5)
 
@@ -255,13 +249,13 @@ def test_a_draft_model_s_graphs_are_not_the_rank_s_own() -> None:
 def test_the_stamps_a_log_spans_are_its_earliest_and_latest_whatever_their_order() -> None:
     """A paste of two servers' lines is not in time order, and the process-wide records of a
     stop (no rank) come after the last rank's: the span is the earliest and latest stamp."""
-    s = _summary_of("[2026-02-25 18:58:00 TP0] Init torch distributed begin.\n"
+    s = summarize("[2026-02-25 18:58:00 TP0] Init torch distributed begin.\n"
                     "[2026-02-25 18:57:59 TP1] Init torch distributed begin.\n"
                     "[2026-02-25 18:58:01 TP0] Decode batch. #running-req: 1, #token: 43, token usage: 0.00, "
                     "gen throughput (token/s): 0.53, #queue-req: 0\n"
                     "[2026-02-25 18:59:30] SIGTERM received. signum=None frame=None. Draining requests and shutting "
                     "down...\n")
     assert (s.coverage.first_ts, s.coverage.last_ts) == ("2026-02-25T18:57:59", "2026-02-25T18:59:30")
-    misread = _summary_of("[2026-84-18 13:17:24 TP0] Load weight begin. avail mem=60.89 GB\n"
+    misread = summarize("[2026-84-18 13:17:24 TP0] Load weight begin. avail mem=60.89 GB\n"
                           "[2026-04-18 13:17:25 TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=50.00 GB\n")
     assert (misread.coverage.first_ts, misread.coverage.last_ts) == ("2026-04-18T13:17:25",) * 2  # no moment
