@@ -102,6 +102,21 @@ PENDING: dict[tuple[str, str], str] = {
                            "Python error: \"Segmentation fault' runs on from a cut File line ('  File \".../"
                            "disaggregation/utils.pyFatal Python error: ...'); the header is not read inside that line, "
                            "and the verdict says the dump's 'header is not in this log'",
+    ("key_figure[full_available]", "653"): "the prefill out-of-memory message's pool accounting, 'Available full "
+                                           "tokens: 320512 (full_available_size=192 + full_evictable_size_=320320)' "
+                                           "(line 2), is read as the RuntimeError's message, not as the full pool's "
+                                           "state, so no figure",
+    ("key_figure[full_evictable]", "653"): "as key_figure[full_available][653]: line 2's "
+                                           "'full_evictable_size_=320320' is not read as a pool figure",
+    ("key_figure[swa_available]", "653"): "'Available swa: 330496 (available_size=4864 + "
+                                          "component_evictable_size_=325632)' (line 3) is read as the RuntimeError's "
+                                          "message, not as the SWA pool's state, so no figure",
+    ("key_figure[swa_evictable]", "653"): "as key_figure[swa_available][653]: line 3's "
+                                          "'component_evictable_size_=325632' is not read as a pool figure",
+    ("fatal_line", "655"): "the crash is cited at line 2 ('Fatal Python error: Aborted'), not at line 1, glibc's "
+                           "'munmap_chunk(): invalid pointer', the abort's own first record: that line is not "
+                           "recognised (coverage 5/6), so the native failure before faulthandler's header is not "
+                           "read as part of the crash",
 }
 
 
