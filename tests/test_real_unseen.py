@@ -102,6 +102,11 @@ PENDING: dict[tuple[str, str], str] = {
                            "Python error: \"Segmentation fault' runs on from a cut File line ('  File \".../"
                            "disaggregation/utils.pyFatal Python error: ...'); the header is not read inside that line, "
                            "and the verdict says the dump's 'header is not in this log'",
+    ("crash", "662"): "no exception ('a traceback whose exception is not in this log (cut)'): line 14, "
+                      "'ray.exceptions.RayTaskError(OutOfMemoryError): ray::main_task() (pid=508648, ip=10.1.200.6)', "
+                      "Ray's line for a task that raised in another process (the remote task's frames follow it), is "
+                      "not read as the traceback's exception line: the frames of lines 15-17 are read into the same "
+                      "traceback, and the bundle quotes line 14 under 'traceback cut before its exception'",
 }
 
 
