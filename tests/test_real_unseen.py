@@ -113,15 +113,6 @@ PENDING: dict[tuple[str, str], str] = {
                                           "message, not as the SWA pool's state, so no figure",
     ("key_figure[swa_evictable]", "653"): "as key_figure[swa_available][653]: line 3's "
                                           "'component_evictable_size_=325632' is not read as a pool figure",
-    ("fatal_line", "655"): "the crash is cited at line 2 ('Fatal Python error: Aborted'), not at line 1, glibc's "
-                           "'munmap_chunk(): invalid pointer', the abort's own first record: that line is not "
-                           "recognised (coverage 5/6), so the native failure before faulthandler's header is not "
-                           "read as part of the crash",
-    ("crash", "662"): "no exception ('a traceback whose exception is not in this log (cut)'): line 14, "
-                      "'ray.exceptions.RayTaskError(OutOfMemoryError): ray::main_task() (pid=508648, ip=10.1.200.6)', "
-                      "Ray's line for a task that raised in another process (the remote task's frames follow it), is "
-                      "not read as the traceback's exception line: the frames of lines 15-17 are read into the same "
-                      "traceback, and the bundle quotes line 14 under 'traceback cut before its exception'",
 }
 
 

@@ -380,6 +380,7 @@ NATIVE_FATAL = {
     "cann_error": "Ascend CANN error",
     "cuda_error": "CUDA error",
     "native_signal": "a fatal signal, caught by a native library's handler",
+    "glibc_abort": "heap corruption detected by glibc",
     "collective_failure": "collective failure detected by the watchdog",
 }
 
