@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..events import Event
 from ..read.assemble import FH_HEADERLESS, WARMUP_SOURCE
 from ..read.fatal import process_group
-from ..read.oom import decompose_oom
+from ..read.oom import KV_ALLOC_WORDS, decompose_oom
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
@@ -300,7 +300,7 @@ def on_exception(m: RunModel, ev: Event) -> None:
     }
     if record["source"] == WARMUP_SOURCE:  # the launcher's warm-up request failed: its frames may be cut
         record["phase"] = "warmup"
-    elif record["phase"] is None and str(f.get("message") or "").startswith(tuple(_KV_ALLOC_LEADS.values())):
+    elif record["phase"] is None and str(f.get("message") or "").startswith(KV_ALLOC_WORDS):
         # SGLang's KV allocator raises it as it gives a batch its token slots: the server serves
         record["phase"] = "serving"
     logged = m.failures.logged_error
@@ -515,8 +515,7 @@ def on_pcg_failed(m: RunModel, ev: Event) -> None:
 
 
 #: How each form of the KV allocator's error begins (its ``message`` field is the rest).
-_KV_ALLOC_LEADS = {"decode_oom": "Decode out of memory.", "prefill_oom": "Prefill out of memory.",
-                   "kv_alloc_oom": "Out of memory. Try to lower your batch size."}
+_KV_ALLOC_LEADS = dict(zip(("decode_oom", "prefill_oom", "kv_alloc_oom"), KV_ALLOC_WORDS))
 
 
 @handles(*_KV_ALLOC_LEADS, reads_earlier=True)

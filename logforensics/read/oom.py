@@ -53,7 +53,8 @@ def to_gib(size: str) -> float:
 #: SGLang's KV allocator's own error (``alloc_token_slots``): its pool of token slots is full, in
 #: tokens, not a device's memory ("Decode out of memory. Try to lower your batch size.\nTry to
 #: allocate 148 tokens.\nAvaliable tokens: 2048 ...").
-_KV_POOL = re.compile(r"(?:Decode|Prefill) out of memory\.|Out of memory\. Try to lower your batch size\.")
+KV_ALLOC_WORDS = ("Decode out of memory.", "Prefill out of memory.", "Out of memory. Try to lower your batch size.")
+_KV_POOL = re.compile("|".join(map(re.escape, KV_ALLOC_WORDS)))
 
 
 def is_oom(exception: str | None, message: str | None) -> bool:
