@@ -165,7 +165,7 @@ def _judged(width: int, decode: Points, running: Points, resumed: set[float]) ->
     return out
 
 
-def stalls(ctx: _Context, judged: Sequence[_Window], prefill: Points, prefill_running: Points = ()) -> dict[str, Any]:
+def stalls(ctx: _Context, judged: Sequence[_Window], prefill: Points, prefill_running: Points) -> dict[str, Any]:
     """Runs of decode windows below STALL_RATIO of the running median of decode throughput, in
     which a prefill batch ran while requests were decoding (where its line prints #running-req:
     a prefill with none running took no time from decode, and the low figure counts idle time)

@@ -48,7 +48,6 @@ _KV_ERROR = re.compile(r"KVTransferError\(bootstrap_room=(?P<room>-?\d+)\):\s*(?
 _TIMED_OUT = re.compile(r"Request (?P<room>-?\d+) timed out after (?P<s>[\d.]+)s in KVPoll\.(?P<poll>\w+)")
 _WAITING = "Some requests fail to receive KV Cache transfer done signal"
 _BOOTSTRAP = "Some requests timed out when bootstrapping"
-_PARALLEL_INFO = "Error fetching prefill parallel info from bootstrap"
 _ROUTER_PY = re.compile(r"\[Router \((?P<impl>Rust|Python)\)\] (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"
                         r" - (?P<level>[A-Z]+) - (?P<msg>.*)")
 _ROUTER_RS = re.compile(r"(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?)\s+)?(?:(?P<level>TRACE|DEBUG|INFO|"
@@ -168,8 +167,9 @@ class PDObserver:
                     "timed_out_s": float(t.group("s")) if t else None, "poll": t.group("poll") if t else None,
                     "file": ev.file, "line": ev.line, "ts": ev.ts, "text": clip(text, 400)})
                 self._vote(m.group("side").lower(), ev, f"{m.group('side')} {m.group('stage')} failure")
-        elif _PARALLEL_INFO in text:  # a decode server that could not reach a prefill server's bootstrap
-            self._vote("decode", ev, "Decode bootstrap failure")
+        elif ev.kind == "kv_transfer_failed":  # no request named: a decode server that could not reach
+            side = str(ev.fields.get("side"))  # a prefill server's bootstrap ("Error fetching prefill parallel info")
+            self._vote(side.lower(), ev, f"{side} {ev.fields.get('stage')} failure")
         elif (_WAITING in text or _BOOTSTRAP in text) and len(self.timeouts) < _MAX:
             waiting = _WAITING in text
             self.timeouts.append({"timer": "waiting" if waiting else "bootstrap",

@@ -165,9 +165,9 @@ def on_memory_pool_end(m: RunModel, ev: Event) -> None:
 
 
 def _draft(ev: Event) -> bool:
-    """Whether a capture record is a speculative draft model's ("Capture draft cuda graph end",
-    "Capture draft extend npu graph begin"): SGLang captures the target model's graphs first."""
-    return "draft" in ev.text.split(" graph ", 1)[0]
+    """Whether a capture record is a speculative draft model's (its ``role``: "Capture draft cuda
+    graph end", "Capture draft extend npu graph begin"): SGLang captures the target model's first."""
+    return ev.fields.get("role") == "draft"
 
 
 @handles("capture_begin")
