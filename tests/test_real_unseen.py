@@ -113,6 +113,30 @@ PENDING: dict[tuple[str, str], str] = {
                                           "message, not as the SWA pool's state, so no figure",
     ("key_figure[swa_evictable]", "653"): "as key_figure[swa_available][653]: line 3's "
                                           "'component_evictable_size_=325632' is not read as a pool figure",
+    ("crash", "671"): "the crash has no phase ('during an unknown phase'): every line carries vim's line number "
+                      "('16434   File \".../scheduler.py\", line 4656, in run_scheduler_process'), which keeps the "
+                      "frame lines from being read as frames (only the header's stamp and rank are found after it, "
+                      "line 2), so crash.frames is empty and dispatch_event_loop -> "
+                      "'scheduler.event_loop_overlap_disagg_decode()' (lines 8-10) does not place DP2 TP2 EP2 in "
+                      "serving, as the same frames do in 677",
+    ("phase_reached", "672"): "the unnamed process '-' is placed in serving and the run read 'READY its HTTP server "
+                              "answered a probe at line 4 (GET /metrics 200), so it was ready', though lines 2 and 6 "
+                              "answer '\"GET /health HTTP/1.1\" 503 Service Unavailable' (line 2, 04:11:40, the newest "
+                              "record of this newest-first export): a /metrics answer is taken as readiness over the "
+                              "health check's refusal",
+    ("crash", "673"): "the crash is 'C++ stack trace' at line 8 with no rank ('an unlabelled process', ranks []) and "
+                      "the phase 'serving': torch's '[rank2]:[E218 ...] ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 "
+                      "Rank 2] Process group watchdog thread terminated with exception: CUDA error: an illegal memory "
+                      "access was encountered' (line 3) is read as a c10d log line (global_rank 2) but not as the "
+                      "failure's record, and the phase is DP6 TP6's and DP7 TP7's prefill batches (lines 1-2), "
+                      "records of other processes",
+    ("fatal_line", "673"): "the crash is cited at line 8 ('Exception raised from c10_cuda_check_implementation ...'), "
+                           "not at line 3, the watchdog's 'Process group watchdog thread terminated with exception' "
+                           "record (as crash[673])",
+    ("key_figure[mem_fraction_static]", "675"): "the launch command's '--mem-fraction-static 0.73' (line 1) is read "
+                                                "into launch_args (0.73) but the figure is taken from server_args, "
+                                                "which stay empty ('server_args: not in this log'); chunked_prefill, "
+                                                "taken from launch_args as well, agrees",
 }
 
 
