@@ -1,8 +1,7 @@
-"""Build hook: the optional C reader (logforensics/read/_scan.c, the scanner, and read/_other.c,
-the walker of unrecognised lines: one extension), the JSON-lines emitter (read/_emit.c) and the
-serving windows (model/_windows.c).
+"""Build hook: the optional accelerator, one compiled module (logforensics/native/: the bulk
+reader, the walker of unrecognised lines, the writers' rows and columns, the serving windows).
 
-Everything else is declared in pyproject.toml. The extensions are portable C (no
+Everything else is declared in pyproject.toml. The module is portable C (no
 processor-specific instructions) and optional: where no C compiler or Python headers are
 available, ``pip install .`` still succeeds, says so in one line, and the pure-Python path
 reads logs with identical results.
@@ -17,9 +16,9 @@ from setuptools.errors import BaseError, CCompilerError
 #: What stops a build of one extension: no compiler, no headers, a failed compile or link.
 BUILD_ERRORS = (BaseError, CCompilerError, OSError)
 
-#: What a build without the extensions says, once (the figure: CPU time of summary of a 100 MB
+#: What a build without the accelerator says, once (the figure: CPU time of summary of a 100 MB
 #: serving log, pure against compiled).
-PURE_NOTE = ("logforensics: the C extensions could not be built ({reason}); the pure-Python path will be "
+PURE_NOTE = ("logforensics: the C accelerator could not be built ({reason}); the pure-Python path will be "
              "used: the same results, about 10x slower")
 
 
@@ -63,22 +62,9 @@ setup(
     cmdclass={"build_ext": OptionalBuildExt},
     ext_modules=[
         Extension(
-            "logforensics.read._scan",
-            sources=["logforensics/read/_scan.c", "logforensics/read/_other.c"],
-            depends=["logforensics/read/_shape.h", "logforensics/read/_utf8.h"],
-            optional=True,
-            extra_compile_args=["-O2", "-ffp-contract=off"],
-        ),
-        Extension(
-            "logforensics.read._emit",
-            sources=["logforensics/read/_emit.c"],
-            depends=["logforensics/read/_shape.h", "logforensics/read/_utf8.h"],
-            optional=True,
-            extra_compile_args=["-O2", "-ffp-contract=off"],
-        ),
-        Extension(
-            "logforensics.model._windows",
-            sources=["logforensics/model/_windows.c"],
+            "logforensics.native._native",
+            sources=[f"logforensics/native/{name}.c" for name in ("module", "scan", "other", "emit", "windows")],
+            depends=["logforensics/native/shape.h", "logforensics/native/utf8.h"],
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
         ),

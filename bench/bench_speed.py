@@ -169,13 +169,8 @@ def reading_path(exe: list[str]) -> str:
     with open(exe[0], encoding="utf-8", errors="replace") as f:
         first = f.readline()
     python = first[2:].strip() if first.startswith("#!") else sys.executable
-    code = ("from logforensics.read import bulk\n"
-            "try:\n    from logforensics.read import emit\nexcept ImportError:\n    emit = None\n"
-            "print('compiled C scanner' if bulk.available() else 'pure Python', end='')\n"
-            "print('; parse jsonl rows: ' + ('compiled' if emit is not None and emit.available() else 'pure Python'), end='')\n"
-            "try:\n    from logforensics.read._scan import Walker  # noqa: F401\n    walker = 'compiled'\n"
-            "except Exception:\n    walker = 'pure Python'\n"
-            "print('; unrecognised text: ' + walker, end='')")
+    code = ("from logforensics import native\n"
+            "print('compiled accelerator' if native.available() else 'pure Python', end='')")
     # run from the program's own directory: a source tree in the current directory would
     # otherwise be imported instead of the installed package (and say "pure Python")
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=os.environ,

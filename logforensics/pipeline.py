@@ -80,7 +80,7 @@ def write_run_jsonl(run: RunArgs, out: IO[bytes], *, wanted: Collection[str] = (
                     progress: Callable[[int], None] | None = None,
                     warn: Callable[[str, str], None] | None = None, errors: str = "strict") -> list[JsonlStats]:
     """The jsonl rows of ``iter_run_events`` (kinds ``wanted``, or all) written to ``out``
-    (binary, UTF-8) by the compiled row writer (``read.emit.available()`` must be true)."""
+    (binary, UTF-8) by the compiled row writer (``native.available()`` must be true)."""
     from .export.jsonl import write_jsonl
     from .ingest.runset import resolve_node
 
@@ -93,7 +93,7 @@ def write_run_parquet(run: RunArgs, where: str | IO[bytes], *, wanted: Collectio
                       progress: Callable[[int], None] | None = None,
                       warn: Callable[[str, str], None] | None = None) -> list[ParquetStats]:
     """The events of ``iter_run_events`` (kinds ``wanted``, or all) as one Parquet file,
-    by the compiled column writer (``read.emit.available()`` must be true)."""
+    by the compiled column writer (``native.available()`` must be true)."""
     from .export.parquet import write_run_parquet as write
     from .ingest.runset import resolve_node
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from logforensics.read import bulk, emit, other
+from logforensics import native
 
 #: Whether the accelerator is built and on.
-ON = bulk.available() and emit.available() and other.available()
+ON = native.available()
 
 accelerated = pytest.mark.skipif(not ON, reason="the accelerator is not built here, or LOGFORENSICS_PURE=1")

@@ -20,21 +20,20 @@ from accel import accelerated
 from generated import write_logs
 from test_fastpath import FIXTURES, synthetic_log
 
+from logforensics import native
 from logforensics.ingest.batch import read_file
 from logforensics.ingest.live import LiveRun
-from logforensics.read import bulk
 
 ROOT = Path(__file__).resolve().parent.parent
 compiled = accelerated
 
 
-def test_the_scanner_is_built_where_a_compiler_is() -> None:
+def test_the_accelerator_is_built_where_a_compiler_is() -> None:
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler: the pure path is the only one")
-    assert bulk._scan is not None, "pip builds logforensics.read._scan where a C compiler is available"
-    from logforensics.read import emit
+    from logforensics import native
 
-    assert emit._emit is not None, "pip builds logforensics.read._emit where a C compiler is available"
+    assert native.lib is not None, "pip builds logforensics.native._native where a C compiler is available"
 
 
 @pytest.fixture(scope="module")
@@ -144,14 +143,14 @@ def test_the_scanner_masks_digits_as_the_classifier_does() -> None:
 
     from logforensics.read.fastpath import _MASK
 
-    assert bulk._scan is not None
+    assert native.lib is not None
     rng = random.Random(5)
     alphabet = b"0123456789:/ .aZ/\x2f\x3a\x7f\x80\xb0\xb9\xff"
     ready = bytes([0] * 256 + [1] + [0] * 255)  # class 1, no rank
     for _ in range(400):
         n = rng.randrange(1, 90)
         base = bytes(rng.choice(alphabet) for _ in range(n))
-        sc = bulk._scan.Scanner(1, (), (), ())
+        sc = native.lib.Scanner(1, (), (), ())
         assert sc.add(base.translate(_MASK), 0, 1, 0, None, None, False, ())
         sc.set_ready(ready)
         for _ in range(8):
@@ -159,7 +158,7 @@ def test_the_scanner_masks_digits_as_the_classifier_does() -> None:
             line[rng.randrange(n)] = rng.choice(alphabet)
             taken = sc.scan(bytes(line) + b"\n", 0)[1]
             assert taken == (bytes(line).translate(_MASK) == base.translate(_MASK)), bytes(line)
-    sc = bulk._scan.Scanner(1, (), (), ())
+    sc = native.lib.Scanner(1, (), (), ())
     keys = [bytes([65 + k]) * 40 for k in range(6)]  # more shapes of one length than are kept first
     for k, key in enumerate(keys):
         assert sc.add(key, k, 1, 0, None, None, False, ())
@@ -234,7 +233,7 @@ def test_pure_path_gives_the_same_summary(generated: list[Path], monkeypatch: py
         monkeypatch.delenv("LOGFORENSICS_PURE", raising=False)
         default = _as_json(read_file(path).summary())
         monkeypatch.setenv("LOGFORENSICS_PURE", "1")
-        assert not bulk.available()
+        assert not native.available()
         pure = _as_json(read_file(path).summary())
         assert pure == default, path.name
 

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from logforensics import native
 from logforensics.cli import main
 from logforensics.events import Event
 from logforensics.ingest.batch import read_file
 from logforensics.ingest.live import LiveRun
 from logforensics.model.summary import RunSummary
-from logforensics.read.bulk import available
 from logforensics.read.parser import IncrementalParser
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real-dynamo"
@@ -221,7 +221,7 @@ def _summary_in_blocks(data: bytes, cuts: list[int], bulk: bool) -> dict[str, An
 def test_a_record_torn_at_the_end_of_a_block_is_read_as_one(bulk: bool) -> None:
     """The tear falls where one block ends: the record's first part waits for the next
     block, as an unfinished line does, and is read with the line that completes it."""
-    if bulk and not available():
+    if bulk and not native.available():
         pytest.skip("the accelerator is not built here, or LOGFORENSICS_PURE=1")
     data = torn(GLM, 5, "max_running_requests")
     at = sum(len(t) + 1 for t in data.split(b"\n")[:6])  # line 7, the record's rest, begins here
@@ -326,7 +326,7 @@ def test_a_start_up_record_torn_where_a_block_ends_is_read_as_one(untorn: bytes,
     """Wherever a block ends around the tear (in the first part, at its newline, in the
     rest, after it), the torn record is read as one: the summary is that of the log read
     in one block, whose settings are those of the log not torn."""
-    if bulk and not available():
+    if bulk and not native.available():
         pytest.skip("the accelerator is not built here, or LOGFORENSICS_PURE=1")
     data, rest = tear(untorn, line, at)
     whole = _summary_in_blocks(data, [], bulk)

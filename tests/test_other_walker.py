@@ -1,4 +1,4 @@
-"""Runs of unrecognised lines read in C (``read/other.py``, ``read/_other.c``) give exactly
+"""Runs of unrecognised lines read in C (``read/other.py``, ``native/other.c``) give exactly
 the run model of the event path.
 
 The walker's parts against Python's own (UTF-8 decoding with replacement, the coverage
@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from test_bulk import _as_json, _bulk_path, _events_path
 from test_fastpath import FIXTURES, synthetic_log
 
+from logforensics import native
 from logforensics.ingest.live import LiveRun
 from logforensics.model import coverage
 from logforensics.model.pd import OTHER_NEEDS, PDObserver
@@ -42,11 +43,10 @@ def _walker() -> other.OtherWalker:
     return other.OtherWalker(OTHER_NEEDS, coverage.MAX_UNKNOWN_SHAPES, coverage.OVERFLOW_KEY)
 
 
-def test_the_walker_is_built_where_the_scanner_is() -> None:
-    from logforensics.read import bulk
+def test_the_walker_is_built_where_the_accelerator_is() -> None:
+    from logforensics import native
 
-    if bulk._scan is not None:
-        assert other._other is not None, "pip builds logforensics.read._other beside _scan"
+    if native.available():
         assert _walker().walker is not None, "the grammar's free text is of the form the walker judges"
 
 
@@ -54,8 +54,8 @@ def test_the_walker_is_built_where_the_scanner_is() -> None:
 @settings(max_examples=400, deadline=None)
 @given(st.binary(max_size=300))
 def test_decoding_is_pythons(data: bytes) -> None:
-    assert other._other is not None
-    text, bad, utf8 = other._other.decode(data)
+    assert native.lib is not None
+    text, bad, utf8 = native.lib.decode(data)
     assert text == data.decode("utf-8", "replace")
     assert utf8 == text.encode()
     try:
@@ -68,7 +68,7 @@ def test_decoding_is_pythons(data: bytes) -> None:
 
 @compiled
 def test_decoding_is_pythons_on_every_short_sequence() -> None:
-    assert other._other is not None
+    assert native.lib is not None
     rng = random.Random(5)
     tails = [b"", b"a", b"\x80", b"\xbf", b"\xc0", b"\xe0\xa0", b"\xf0\x90\x80"]
     for a in range(0x80, 0x100):
@@ -77,12 +77,12 @@ def test_decoding_is_pythons_on_every_short_sequence() -> None:
             pad = b"\xe9" * rng.randrange(72) if rng.random() < 0.5 else b"x" * rng.randrange(72)
             for data in (bytes([a, b]) + rng.choice(tails), pad + bytes([a, b]) + rng.choice(tails) + b"x" * 7):
                 text = data.decode("utf-8", "replace")
-                assert other._other.decode(data)[::2] == (text, text.encode()), data
+                assert native.lib.decode(data)[::2] == (text, text.encode()), data
     for _ in range(20000):
         data = bytes(rng.choice(range(0x80, 0x100)) if rng.random() < 0.8 else rng.randrange(0x80)
                      for _ in range(rng.randrange(1, 160)))
         text = data.decode("utf-8", "replace")
-        assert other._other.decode(data)[::2] == (text, text.encode()), data
+        assert native.lib.decode(data)[::2] == (text, text.encode()), data
 
 
 SHAPE_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefxXABF N-:.\t\x0b\x1c\x1f\x85\xa0")
@@ -94,8 +94,8 @@ SHAPE_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefxXABF N-:.\t
 @settings(max_examples=500, deadline=None)
 @given(SHAPE_TEXT)
 def test_shapes_are_the_coverage_shapes(text: str) -> None:
-    assert other._other is not None
-    assert other._other.shape(text) == coverage.shape(text)
+    assert native.lib is not None
+    assert native.lib.shape(text) == coverage.shape(text)
 
 
 SHAPE_MAX = 160  # coverage.shape keeps so many characters
@@ -118,8 +118,8 @@ LINE_BYTES = st.one_of(st.lists(st.sampled_from(BYTE_PIECES), max_size=80).map(b
 def test_shapes_of_bytes_are_the_coverage_shapes_of_their_text(data: bytes, limit: int) -> None:
     """Decoded and masked in one pass, stopped after any number of characters and then
     written on: the shape of the text Python decodes, and whether it had to replace bytes."""
-    assert other._other is not None and other._other.SHAPE_MAX == SHAPE_MAX
-    prefix, complete, whole, bad = other._other.shape_prefix(data, limit)
+    assert native.lib is not None and native.lib.SHAPE_MAX == SHAPE_MAX
+    prefix, complete, whole, bad = native.lib.shape_prefix(data, limit)
     text = data.decode("utf-8", "replace")
     assert whole == coverage.shape(text)
     assert prefix == whole[:limit]
@@ -142,9 +142,9 @@ ASCII_LINE = st.lists(st.sampled_from(["word", "abcdefgh", "x", "0x", "0x1f", "0
 @settings(max_examples=800, deadline=None)
 @given(ASCII_LINE, st.integers(min_value=1, max_value=SHAPE_MAX))
 def test_shapes_of_ascii_lines_are_the_coverage_shapes(text: str, limit: int) -> None:
-    assert other._other is not None
-    prefix, complete, whole, bad = other._other.shape_prefix(text.encode("ascii"), limit)
-    assert whole == coverage.shape(text) == other._other.shape(text)
+    assert native.lib is not None
+    prefix, complete, whole, bad = native.lib.shape_prefix(text.encode("ascii"), limit)
+    assert whole == coverage.shape(text) == native.lib.shape(text)
     assert prefix == whole[:limit]
     assert complete if limit == SHAPE_MAX else (prefix == whole if complete else len(prefix) == limit)
     assert not bad
@@ -161,11 +161,11 @@ def test_the_cleaner_needs_one_of_its_texts(text: str) -> None:
 def _needle_walker() -> tuple[Any, list[tuple[bytes, int]]]:
     """The walker whose needle test is asked, and the needles (masked text, modes as a number) it
     is built from."""
-    assert other._other is not None
+    assert native.lib is not None
     req = other.requirements(tuple(sorted(set(OTHER_NEEDS))))
     assert req is not None
     refuse, needles = req
-    return other._other.Walker(refuse, list(needles), other.LIMIT), [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in needles]
+    return native.lib.Walker(refuse, list(needles), other.LIMIT), [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in needles]
 
 
 def _has_needle(line: bytes, mode: int, needles: list[tuple[bytes, int]]) -> bool:
@@ -206,10 +206,10 @@ def test_the_needle_filter_misses_no_needle() -> None:
 def test_needles_of_one_byte_are_found() -> None:
     """Needles of one byte go through a table of their bytes: each is found at every place, in a
     mode it is a needle of, and so is one beyond ASCII (which text in UTF-8 never gives)."""
-    assert other._other is not None
+    assert native.lib is not None
     refuse, needles = other.requirements(tuple(sorted(set(OTHER_NEEDS))))
     extra = [*needles, (b"\xe9", bytes([0xFF] * 24))]  # the last: a needle of every mode
-    walker = other._other.Walker(refuse, extra, other.LIMIT)
+    walker = native.lib.Walker(refuse, extra, other.LIMIT)
     listed = [(text, int.from_bytes(modes, sys.byteorder)) for text, modes in extra]
     singles = [(text, modes) for text, modes in listed if len(text) == 1]
     assert b":" in dict(singles) and b"\xe9" in dict(singles)

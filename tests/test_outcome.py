@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from logforensics import native
 from logforensics.ingest import LiveRun
 from logforensics.model.run import RunSummary
 
@@ -956,7 +957,6 @@ def test_an_unrecognised_lines_example_cut_to_its_length_says_so(tmp_path: Path,
     pure reader and the compiled one alike."""
     from logforensics import summarize_file
     from logforensics.model.coverage import EXAMPLE_KEPT
-    from logforensics.read import other
 
     monkeypatch.setenv("LOGFORENSICS_PURE", pure)
     log = tmp_path / "long.log"
@@ -966,9 +966,8 @@ def test_an_unrecognised_lines_example_cut_to_its_length_says_so(tmp_path: Path,
     assert all(len(e) <= 200 for e in examples)
     assert any(e.endswith("…") and long_line.startswith(e[:-1].rstrip()) for e in examples)
     assert "short unknown words here" in examples
-    if other.available():
-        from logforensics.read import _scan
-        assert _scan.EXAMPLE_MAX == EXAMPLE_KEPT
+    if native.available():
+        assert native.lib is not None and native.lib.EXAMPLE_MAX == EXAMPLE_KEPT
 
 
 def test_a_line_that_says_an_error_holds_a_text_the_bulk_reader_hands_over() -> None:

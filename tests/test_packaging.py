@@ -71,10 +71,10 @@ def test_wheel_installs_and_runs_outside_the_tree(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_source_distribution_holds_what_the_extensions_are_built_from(tmp_path: Path) -> None:
+def test_the_source_distribution_holds_what_the_accelerator_is_built_from(tmp_path: Path) -> None:
     """A wheel built from the sdist (as pip does for a platform without a published wheel) has
-    every C source and header the extensions include: a missing header would not fail the
-    install, only leave the slow path (the extensions are optional)."""
+    every C source and header the accelerator includes: a missing header would not fail the
+    install, only leave the slow path (the accelerator is optional)."""
     import tarfile
 
     # egg_info into the temporary directory: a manifest left in the tree by an earlier build is not read

@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_read_forms import _FATAL_DUMP as FATAL_DUMP
 
+from logforensics import native
 from logforensics.ingest import LiveRun, parallel, read_file
 from logforensics.model import run as run_module
 from logforensics.model.run import RunModel
@@ -50,7 +51,7 @@ def reading_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
         monkeypatch.setenv("LOGFORENSICS_PURE", "1")
     else:
         monkeypatch.delenv("LOGFORENSICS_PURE", raising=False)
-    assert bulk.available() == (request.param == "compiled")
+    assert native.available() == (request.param == "compiled")
     return str(request.param)
 
 
@@ -344,8 +345,8 @@ def test_summary_goes_parallel_for_large_files(restarts_log: Path, monkeypatch: 
 def test_compiled_path_reads_on_several_cores_when_asked(restarts_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the C scanner is built, several cores are used only when LOGFORENSICS_WORKERS
     asks (COMPILED_BY_DEFAULT); then in ranges long enough for the scanner."""
-    if bulk._scan is None:
-        pytest.skip("C scanner not built")
+    if native.lib is None:
+        pytest.skip("the accelerator is not built")
     monkeypatch.delenv("LOGFORENSICS_PURE", raising=False)
     monkeypatch.delenv("LOGFORENSICS_WORKERS", raising=False)
     monkeypatch.setattr(parallel, "COMPILED_BY_DEFAULT", False)

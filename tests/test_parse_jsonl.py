@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_fastpath import FIXTURES, synthetic_log
 
+from logforensics import native
 from logforensics.export.jsonl import event_line, write_jsonl
 from logforensics.pipeline import iter_events
 from logforensics.read import emit
@@ -343,16 +344,16 @@ def _dumped(data: bytes) -> bytes:
 def test_a_line_of_any_bytes_is_written_as_its_decoded_text(data: bytes) -> None:
     """A line of unrecognised text (bytes that may not be UTF-8) is written as the JSON string
     of its text decoded with U+FFFD replacements, in one pass (``put_text``)."""
-    assert emit._emit is not None
+    assert native.lib is not None
     data = data.replace(b"\n", b" ")
     for find in (False, True):  # the line's end given, or found as it is written
-        assert emit._emit.text(data, find) == _dumped(data), find
+        assert native.lib.text(data, find) == _dumped(data), find
 
 
 def test_a_line_of_any_bytes_is_written_as_its_decoded_text_at_every_place() -> None:
     """Every pair of a byte beyond ASCII and a byte after it, and escapes, at every place about
     the words of 8 bytes: a sequence or an escape across a word's end, a line's last bytes."""
-    assert emit._emit is not None
+    assert native.lib is not None
     rng = random.Random(6)
     tails = [b"", b"a", b"\x80", b"\xbf", b"\xc0", b"\xe0\xa0", b"\xf0\x90\x80", b'"', b"\x1b", b"\t"]
     for a in range(0x80, 0x100):
@@ -360,11 +361,11 @@ def test_a_line_of_any_bytes_is_written_as_its_decoded_text_at_every_place() -> 
             pad = rng.choice([b"\xe9", b"x", b"\x01", b"\xf0\x9d\x84\x9e"]) * rng.randrange(72)
             for data in (bytes([a, b]) + rng.choice(tails), pad + bytes([a, b]) + rng.choice(tails) + b"x" * 7):
                 data = data.replace(b"\n", b" ")
-                assert emit._emit.text(data, b & 1) == _dumped(data), data
+                assert native.lib.text(data, b & 1) == _dumped(data), data
     for _ in range(5000):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))).replace(b"\n", b" ")
         for find in (False, True):
-            assert emit._emit.text(data, find) == _dumped(data), (data, find)
+            assert native.lib.text(data, find) == _dumped(data), (data, find)
 
 
 def _cli(args: list[str], pure: bool) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from logforensics import summarize_file
+from logforensics import native, summarize_file
 from logforensics.diagnose.pools import pool_advice, pool_facts
 from logforensics.model.run import RunModel
 from logforensics.pipeline import diagnose_files, iter_events
@@ -206,7 +206,6 @@ def test_a_long_hybrid_log_is_read_in_bulk_with_the_pools_of_the_exact_path(tmp_
     rows (``columns._pool_rows``), so such a serving log is not read line by line; its
     pools, peaks, last values and the retractions' bindings equal the exact path's."""
     from logforensics.ingest.batch import read_file
-    from logforensics.read import bulk
 
     lines = ["[2026-03-08 11:59:59 TP0] The server is fired up and ready to roll!"]
     for i in range(3000):  # usage rising and falling, a retraction now and then
@@ -219,7 +218,7 @@ def test_a_long_hybrid_log_is_read_in_bulk_with_the_pools_of_the_exact_path(tmp_
     monkeypatch.setenv("LOGFORENSICS_PURE", "1")
     exact = summarize_file(path).to_dict()
     monkeypatch.delenv("LOGFORENSICS_PURE")
-    if not bulk.available():
+    if not native.available():
         pytest.skip("the accelerator is not built here")
     run = read_file(path)
     assert run._scanner is not None and run._scanner.taken > 2500  # the batch lines, in bulk
@@ -350,9 +349,8 @@ def test_use_over_time_is_bounded_the_same_on_every_path(tmp_path: Path, monkeyp
             assert (p["rank"], p["used"], p["ts"]) == ("TP0", (1000 if pool == "full" else 500) + i,
                                                         f"2026-03-08T12:{i // 60 % 60:02d}:{i % 60:02d}")
     from logforensics.ingest.batch import read_file
-    from logforensics.read import bulk
 
-    if bulk.available():
+    if native.available():
         run = read_file(path)
         assert run._scanner is not None and run._scanner.taken > 2500  # the batch lines, in bulk
     assert summarize_file(path).pools == pools

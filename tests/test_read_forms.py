@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from logforensics import native
 from logforensics.events import Event
 from logforensics.read.parser import IncrementalParser
 
@@ -604,7 +605,6 @@ def test_a_serving_log_behind_ray_is_read_in_bulk_and_its_fatal_error_keeps_its_
     most of a serving log, are read in bulk, and both readers agree."""
     from logforensics.ingest.batch import read_file
     from logforensics.pipeline import summarize_file
-    from logforensics.read import bulk
 
     b = "(SGLangEngine pid=1234) "
     decode = (b + "[2025-06-01 10:{m:02d}:{s:02d} TP1] Decode batch. #running-req: {r}, #token: 4096, "
@@ -618,7 +618,7 @@ def test_a_serving_log_behind_ray_is_read_in_bulk_and_its_fatal_error_keeps_its_
     exact = summarize_file(path).to_dict()
     monkeypatch.delenv("LOGFORENSICS_PURE")
     assert (exact["outcome"], exact["crash"]["first_rank"]) == ("crashed", "TP1")
-    if not bulk.available():
+    if not native.available():
         pytest.skip("the accelerator is not built here")
     run = read_file(path)
     assert run._scanner is not None and run._scanner.taken > 2500

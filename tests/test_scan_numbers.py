@@ -1,6 +1,6 @@
 """The C scanners read numbers exactly as Python's float() does, or leave them to it.
 
-``_shape.h`` reads a float text without the general converter where one IEEE operation
+``native/shape.h`` reads a float text without the general converter where one IEEE operation
 gives the correctly rounded double (a significand of at most 2**53, a decimal exponent of
 at most 22 either way); every other text goes to CPython's own converter or, when that
 refuses it, to the exact path. Each case is checked against ``float()`` itself, bit for
@@ -18,10 +18,10 @@ from accel import accelerated
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logforensics import native
 from logforensics.model.stats import Sketch
-from logforensics.read import bulk
 
-_scan = bulk._scan
+_scan = native.lib
 compiled = accelerated
 
 

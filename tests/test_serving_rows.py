@@ -2,7 +2,7 @@
 
 The bulk reader hands decode and prefill records to the serving observer as rows
 (``read/bulk.py`` ``Rows``): the stamp already read as seconds in C, the figures as
-doubles, folded into the per-window aggregates (``model/_windows.c``: parallel arrays) by
+doubles, folded into the per-window aggregates (``native/windows.c``: parallel arrays) by
 ``_windows.windows_add``. Each piece is checked here against the Python it replaces: the
 stamp reading against ``serving.seconds`` (which reads naive stamps as UTC on every
 machine), ``windows_add`` against the pure twin's ``add`` one value at a time (windows
@@ -30,16 +30,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logforensics import native
 from logforensics.model import changepoints, serving
 from logforensics.model import windows as windows_mod
 from logforensics.model.clock import iso, seconds
 from logforensics.model.windows import _PyWindows
-from logforensics.read import bulk
 
 ROOT = Path(__file__).resolve().parent.parent
-_scan = bulk._scan
-_windows = windows_mod.cwindows
-compiled = pytest.mark.skipif(_scan is None or _windows is None, reason="the C extensions are not built here")
+_scan = _windows = native.lib
+compiled = pytest.mark.skipif(native.lib is None, reason="the accelerator is not built here")
 
 
 def test_naive_stamps_are_read_as_utc_whatever_the_machine_zone() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from logforensics import native
 from logforensics.pipeline import diagnose_files, summarize_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -242,9 +243,8 @@ def test_a_frozen_run_across_reused_blocks_cites_its_own_lines() -> None:
     begins in one block and ends in the next cites the text of its own first and last lines,
     not what the buffer holds by then."""
     from logforensics.ingest.live import LiveRun
-    from logforensics.read import bulk
 
-    if not bulk.available():
+    if not native.available():
         pytest.skip("the compiled bulk path is not built")
     moving = READY + "".join(_decode(s, 8, 900.0 + s % 7) for s in range(0, 200))
     run = [_decode(s, 8, 905.0, tokens=20000) for s in range(200, 206)]  # one key, each its own stamp

@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logforensics import native
 from logforensics.model import windows as windows_mod
 from logforensics.model.windows import _PyWindows, as_float, fixed
 
-_windows = windows_mod.cwindows
+_windows = native.lib
 _TWINS: list[Any] = [_PyWindows] + ([lambda w: _windows.Windows(w, windows_mod.MAX_WINDOWS)] if _windows else [])
 
 _VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(0, 10**6).map(float),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .. import native
 from ..outputs import (
     EXIT_FINDINGS,
     open_output,
@@ -51,7 +52,7 @@ def parse(logs: tuple[str, ...], fmt: str, output: str, kinds: tuple[str, ...]) 
     counts), node (in a run of several files, or when a wrapper names it) and the
     event's own fields, units in their names (avail_gib, elapsed_s).
     jsonl is written a block at a time and parquet in row groups, both in bounded
-    memory (the records the compiled extension knows are written from C, with the same
+    memory (the records the accelerator knows are written from C, with the same
     result as LOGFORENSICS_PURE=1; parquet reads the log once, keeping its row groups
     on disk, compressed, until the last line has fixed the columns, then writes them
     with pyarrow's ParquetWriter); csv goes through pandas and holds all events in memory.
@@ -98,7 +99,6 @@ def _jsonl_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> b
 
     from ..export.jsonl import fast_encoding
     from ..pipeline import InputError, write_run_jsonl
-    from ..read import emit
 
     errors = "strict"
     if output == "-":
@@ -106,7 +106,7 @@ def _jsonl_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> b
             return False
         errors = sys.stdout.errors or "strict"
         sys.stdout.flush()
-    if not emit.available():
+    if not native.available():
         return False
     try:
         with open_output(output, "wb") as out:
@@ -132,9 +132,8 @@ def _choose_arrow_pool() -> None:
 def _parquet_fast(run: RunFiles, output: str, wanted: set[str], advance: Any) -> bool:
     """parquet with the compiled column writer, when it is built; False (nothing written) otherwise."""
     from ..pipeline import InputError, write_run_parquet
-    from ..read import emit
 
-    if not emit.available():
+    if not native.available():
         return False
     # pyarrow's modules join those frozen before the read (``_app._run``): unfrozen, each
     # full collection during the read walked them again (about 0.05-0.1 s a collection)

@@ -17,6 +17,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import IO, Any
 
+from .. import native
 from ..events import Event
 from ..ingest.files import blocks
 from ..ingest.parallel import BULK_BLOCK_SIZE
@@ -72,11 +73,11 @@ def write_jsonl(path: str, out: IO[bytes], *, name: str | None = None, node: str
     """Write the rows of every event of the log ``path`` (kinds ``wanted``, or all) to
     ``out`` (a binary stream taking UTF-8), as ``pipeline.iter_events`` would give them.
 
-    Without the compiled row writer (``read.emit.available()``), every row is the parser's
+    Without the compiled row writer (``native.available()``), every row is the parser's
     event written by :func:`event_line`: the reference the compiled rows equal byte for byte.
     """
     parser = IncrementalParser(name or path, node=node)
-    if not emit.available():
+    if not native.available():
         sink = _RowSink(out, wanted, "utf-8", errors, None)
         with closing(blocks(path, progress, BULK_BLOCK_SIZE, warn=warn)) as parts:
             for block in parts:

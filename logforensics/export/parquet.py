@@ -257,7 +257,7 @@ def write_run_parquet(files: Sequence[tuple[str, str | None]], where: str | IO[b
     """Write every event of the logs ``files`` ((path, node), in order; kinds ``wanted``, or
     all) as one Parquet file, as ``tables.write_parquet`` of ``pipeline.iter_run_events``
     would, to ``where`` (a path, or a binary file). Needs the compiled writer
-    (``read.emit.available()``)."""
+    (``native.available()``)."""
     with ParquetOut(where) as out:
         groups = _Groups(out.write)
         stats = _read(files, groups, wanted, progress, warn)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ..read import bulk
+from .. import native
 from ..read.fastpath import LineClassifier
 from .files import blocks, is_plain_file, text_warning
 from .live import LiveRun
@@ -39,7 +39,7 @@ def read_file(path: str | os.PathLike[str], *, name: str | None = None,
         if warning:
             ranges.parser.stats.warnings.append(warning)
         return ranges
-    if bulk.available():
+    if native.available():
         run = LiveRun(name, node=node)
         if memo is not None:
             run.parser.classifier.share_memo(memo)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from .. import native
 from ..events import Event
 from ..model.columns import GROUP_CLASSES, GROUPS, GUARDS, ORDERED, ROW_ONLY, ROWS, SLOTS, ColumnFeed, class_of
 from ..model.coverage import SAYS_AN_ERROR_NEEDS
@@ -79,7 +80,7 @@ class LiveRun:
         """``feed`` for batch reading, returning no events: where the compiled scanner is
         available, the serving records go to the model as columns (``model.columns``),
         with the same result. Both kinds of feeding can be mixed on one run."""
-        if not bulk.available():
+        if not native.available():
             self._observe(self.parser.feed(chunk))
             return
         scanner = self._scanner

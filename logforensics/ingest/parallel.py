@@ -67,9 +67,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .. import native
 from ..model.pd import PDObserver
 from ..model.run import RunModel
-from ..read import bulk
 from ..read.fastpath import LineClassifier, merge_sharing, reads_differ, teach_procs
 from ..read.parser import BLOCK_SIZE, IncrementalParser, ParseStats
 from ..read.segments import SNIFF_BYTES, looks_binary
@@ -176,12 +176,12 @@ def read_in_parallel(path: str | os.PathLike[str], *, name: str | None = None,
     if not stat.S_ISREG(st.st_mode) or st.st_size < max(min_bytes, 1):
         return None
     if workers is None:
-        if bulk.available() and not COMPILED_BY_DEFAULT and not os.environ.get("LOGFORENSICS_WORKERS", "").strip():
+        if native.available() and not COMPILED_BY_DEFAULT and not os.environ.get("LOGFORENSICS_WORKERS", "").strip():
             return None
         workers = worker_count(st.st_size)
     if workers < 2:
         return None
-    if bulk.available() and range_bytes == RANGE_BYTES:  # long stretches for each scanner
+    if native.available() and range_bytes == RANGE_BYTES:  # long stretches for each scanner
         range_bytes = max(RANGE_BYTES, st.st_size // (2 * workers))
     context = _fork_context()
     if context is None:
@@ -460,7 +460,7 @@ def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, bool]
 
 def _feed_range(run: LiveRun, path: str, start: int, end: int) -> None:
     """Feed a range as ``ingest.batch`` feeds a file: in bulk where the scanner is built."""
-    size = BULK_BLOCK_SIZE if bulk.available() else BLOCK_SIZE
+    size = BULK_BLOCK_SIZE if native.available() else BLOCK_SIZE
     for block in range_blocks(path, start, end, size):
         run.feed_bulk(block)
 

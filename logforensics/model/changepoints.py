@@ -14,16 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..read.bulk import available
+from .. import native
 from .clock import iso, seconds
 
-_best_split: Callable[[list[float], int, int, int, float], tuple[int, float] | None] | None
-try:  # the optional C extension: the segmentation's scan (the same arithmetic)
-    from . import _windows
-
-    _best_split = _windows.best_split
-except ImportError:  # pragma: no cover - platforms without it
-    _best_split = None
+#: The segmentation's scan in C where built (the same arithmetic), or None.
+_best_split: Callable[[list[float], int, int, int, float], tuple[int, float] | None] | None = (
+    None if native.lib is None else native.lib.best_split)
 
 #: A change must move a figure by this fraction of the larger level...
 _MIN_REL_CHANGE = 0.4
@@ -209,7 +205,7 @@ def _segment(values: Sequence[float], a: int, b: int, figure: str, depth: int = 
     if n < 2 * _MIN_SEGMENT or depth > 4:
         return []
     try:
-        if _best_split is None or not available() or type(values) is not list:
+        if _best_split is None or not native.available() or type(values) is not list:
             raise TypeError
         split = _best_split(values, a, b, _MIN_SEGMENT, _MIN_REL_CHANGE)  # floats only
         best, best_t = split if split is not None else (None, 0.0)

@@ -18,7 +18,7 @@ def seconds(ts: str | None) -> float | None:
 
     A stamp without an offset (SGLang prints local time) is read as UTC, whatever the
     time zone of the machine reading the log: its series must not move with the reader's
-    DST. The bulk reader's C scanner (``read/_scan.c``) reads the stamps it takes the
+    DST. The bulk reader's C scanner (``native/scan.c``) reads the stamps it takes the
     same way."""
     if not ts:
         return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .. import native
 from ..events import PHASE_OF_KIND, Event
 from ..read import other
 from ..read.bulk import BulkScanner, Rows, Segment, numbers
@@ -127,7 +128,7 @@ class ColumnFeed:
         #: runs of unrecognised lines, when the caller says what its observers read in
         #: them (``other_needs``: texts of which such a line must contain none)
         self._others = (other.OtherWalker(other_needs, MAX_UNKNOWN_SHAPES, OVERFLOW_KEY)
-                        if other_needs is not None and other.available() else None)
+                        if other_needs is not None and native.available() else None)
         #: the scanner's plans looked at for a hybrid model's per-pool fields (``_pooled``),
         #: and whether each count field is read by ``int``
         self._plans_seen = 0

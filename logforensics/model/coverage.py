@@ -21,7 +21,7 @@ from .rank import rank_sort_key
 from .registry import handles
 
 #: Characters of an unrecognised line shown as its shape's example; one more is kept, so that
-#: a longer line's example says it was cut ("…", ``units.clip``). ``read/_other.c``'s
+#: a longer line's example says it was cut ("…", ``units.clip``). ``native/other.c``'s
 #: EXAMPLE_MAX is ``EXAMPLE_KEPT``.
 EXAMPLE_CHARS = 200
 EXAMPLE_KEPT = EXAMPLE_CHARS + 1

@@ -27,6 +27,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import native
 from ..units import clip
 from . import changepoints, health
 from .changepoints import Change
@@ -35,7 +36,7 @@ from .frozen import KINDS as FROZEN_KINDS
 from .frozen import TOKEN_FIELDS, FrozenStreaks, counters_key
 from .rank import stats_ranks
 from .stats import Sketch
-from .windows import Cell, Windows, as_float, compiled, cwindows, like, new_windows
+from .windows import Cell, Windows, as_float, compiled, like, new_windows
 
 #: Slowest requests kept.
 _SLOWEST = 10
@@ -293,7 +294,7 @@ class ServingObserver:
         first in their window of any citing series, a decode figure's over the ranks it counts,
         ``rank.stats_ranks``); the pure twin keeps them all."""
         ws = list(self.windows.items())
-        if cwindows is None or not compiled([w for _, w in ws]) or any(w.width & (w.width - 1) for _, w in ws):
+        if native.lib is None or not compiled([w for _, w in ws]) or any(w.width & (w.width - 1) for _, w in ws):
             return
         def citing(figs: tuple[str, ...]) -> list[Windows]:
             if len(figs) > 1:  # the cache-hit rate: every rank's prefill records
@@ -301,7 +302,7 @@ class ServingObserver:
             counted = set(stats_ranks(rank for fig, rank in self.windows if fig == figs[0]).values())
             return [w for (fig, rank), w in ws if fig == figs[0] and rank in counted]
 
-        self.texts_kept = cwindows.prune_texts([w for (fig, _), w in ws if fig in TEXT_FIGURES],
+        self.texts_kept = native.lib.prune_texts([w for (fig, _), w in ws if fig in TEXT_FIGURES],
                                                [citing(figs) for figs in _CITING])
 
     # -- the summary -------------------------------------------------------------------------
@@ -404,8 +405,8 @@ class ServingObserver:
         how = next((h for f, _, h in _DECODE if f == figure), "sum")
         counted = set(stats_ranks(rank for fig, rank in cells if fig == figure).values())
         per_rank = [w for (fig, rank), w in cells.items() if fig == figure and rank in counted]
-        if cwindows is not None and compiled(per_rank):
-            return cwindows.combine(per_rank, how == "max")
+        if native.lib is not None and compiled(per_rank):
+            return native.lib.combine(per_rank, how == "max")
         keys: dict[int, list[Cell]] = {}
         for w in per_rank:
             for k, c in w.items():
@@ -423,8 +424,8 @@ class ServingObserver:
     def _cache_hit(cells: dict[tuple[str, str], Windows]) -> list[tuple[float, float, int]]:
         prefill = [(fig == "prefill_new", w) for (fig, _), w in cells.items()
                    if fig in ("prefill_new", "prefill_cached")]
-        if cwindows is not None and compiled([w for _, w in prefill]):
-            return cwindows.cache_hit([w for _, w in prefill], [is_new for is_new, _ in prefill])
+        if native.lib is not None and compiled([w for _, w in prefill]):
+            return native.lib.cache_hit([w for _, w in prefill], [is_new for is_new, _ in prefill])
         new: dict[int, list[float]] = {}
         for is_new, w in prefill:
             for k, c in w.items():

@@ -13,18 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from types import ModuleType
 from typing import Any, Protocol
 
+from .. import native
 from .frozen import counters_key
 from .serving import TEXT_FIGURES, ServingObserver, _evidence
 from .windows import Windows, new_windows
-
-_windows: ModuleType | None
-try:  # the optional C extension (the bulk reader runs only where it is built)
-    from . import _windows
-except ImportError:  # pragma: no cover - platforms without it
-    _windows = None
 
 #: The windows a decode and a prefill record add to, as ``add_decode`` and ``observe`` do, in
 #: their order: (figure, fields tried in order, field that must also be there, text kept).
@@ -98,8 +92,8 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
     plan = obs.row_plan
     if plan is None or plan.cols is not cols or plan.windows != len(windows) or not plan.covers(groups):
         plan = obs.row_plan = _plan(obs, groups, cols)
-    assert _windows is not None
-    _windows.windows_add(plan.targets, rows.raw, rows.buf, rows.first_line)  # widened as add() does past their most
+    assert native.lib is not None
+    native.lib.windows_add(plan.targets, rows.raw, rows.buf, rows.first_line)  # widened as add() does past their most
     if plan.fresh:
         created = [(w.first_line(), order, key, w) for order, key, w in plan.fresh if len(w)]
         for _, _, key, w in sorted(created, key=lambda x: x[:2]):

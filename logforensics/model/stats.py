@@ -23,18 +23,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from operator import mul
-from types import ModuleType
 from typing import Any
 
+from .. import native
 from ..read.bulk import compiled_sketch_batch, compiled_sketch_doubles, numbers
 
-_windows: ModuleType | None
-try:  # the optional C extension
-    from . import _windows
-except ImportError:  # pragma: no cover - platforms without it
-    _windows = None
-#: Python's sum() of doubles, without a float object each (``_windows.sum_doubles``), or None.
-_sum_doubles: Callable[[Any], Any] | None = None if _windows is None else _windows.sum_doubles
+#: Python's sum() of doubles, without a float object each (``native/windows.c``), or None.
+_sum_doubles: Callable[[Any], Any] | None = None if native.lib is None else native.lib.sum_doubles
 
 _GAMMA = 1.02  # bucket ratio: quantiles within 1% of the true value
 _INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)

@@ -2,7 +2,7 @@
 
 Why apart from the observer (``serving.py``): a log in which every rank prints batch
 statistics has dozens of such windows of thousands of cells each, so their representation
-decides the run model's memory. Where the C extension is built (``_windows.c``) a window set
+decides the run model's memory. Where the accelerator is built (``native/windows.c``) a window set
 is parallel arrays, about 64 bytes a cell; :class:`_PyWindows` is its pure twin (a dict of
 lists), used with ``LOGFORENSICS_PURE=1`` or without a compiler. Both keep cells in the order
 they were created and fold them in that order when widened or merged.
@@ -18,16 +18,9 @@ from __future__ import annotations
 
 import array
 import sys
-from types import ModuleType
 from typing import Any
 
-from ..read.bulk import available
-
-cwindows: ModuleType | None
-try:  # the optional C extension (built by pip where a compiler is available)
-    from . import _windows as cwindows
-except ImportError:  # pragma: no cover - platforms without it
-    cwindows = None
+from .. import native
 
 #: Windows kept per figure and rank before their width doubles.
 MAX_WINDOWS = 4096
@@ -43,7 +36,7 @@ _HALF = 1 << 127
 
 def fixed(v: float) -> int:
     """``v`` on the sums' grid: the nearest multiple of 2**-64 (half to even), capped at
-    +-2**62, NaN as 0; in units of 2**-64. ``_windows.c`` fix_of() is the same."""
+    +-2**62, NaN as 0; in units of 2**-64. ``native/windows.c`` fix_of() is the same."""
     if v != v:
         return 0
     return round(min(max(v, -_CAP), _CAP) * _ONE)  # the product is exact: a power of two
@@ -63,7 +56,7 @@ class _PyWindows:
     """Per-window [count, sum, first_line, first_second, first_text] of one
     figure on one rank (the text only where kept: the record a change point cites).
 
-    The pure twin of the compiled ``_windows.Windows`` (parallel arrays, the same semantics:
+    The pure twin of the compiled ``Windows`` (``native/windows.c``) (parallel arrays, the same semantics:
     cells in the order they were created, folded in that order when widened or merged)."""
 
     __slots__ = ("width", "cells")
@@ -158,8 +151,8 @@ Windows = Any
 
 def new_windows() -> Windows:
     """Empty windows of the compiled type where built and not disabled, else the pure twin."""
-    if cwindows is not None and available():
-        return cwindows.Windows(1, MAX_WINDOWS)
+    if native.lib is not None and native.available():
+        return native.lib.Windows(1, MAX_WINDOWS)
     return _PyWindows()
 
 
@@ -186,4 +179,4 @@ def like(mine: Windows, other: Windows) -> Windows:
 
 def compiled(windows: list[Windows]) -> bool:
     """Whether the summary's loops may run in C over these windows (all of the compiled type)."""
-    return cwindows is not None and all(type(w) is cwindows.Windows for w in windows)
+    return native.lib is not None and all(type(w) is native.lib.Windows for w in windows)

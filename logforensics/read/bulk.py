@@ -2,7 +2,7 @@
 
 The fast path (``fastpath.py``) parses the first line of each digit-masked shape with the
 grammar and keeps the plan. :class:`BulkScanner` hands the plain ones (one record filling
-the line) to the optional C extension ``_scan``, together with what the caller wants from
+the line) to the accelerator (``native/scan.c``), together with what the caller wants from
 each kind: a class code and the fields to convert into numbered value slots. The
 extension then walks a block: it masks each line, looks its shape up, slices the rank,
 converts the numbers and appends them to columns; it stops at the first line it cannot
@@ -20,9 +20,9 @@ exact way).
 Lines of the *row classes* are also handed over one row each (:class:`Rows`): line,
 rank, stamp in seconds, byte span and a number per value slot, for observers that need
 each record's place in time (the serving time series, which folds them into its
-per-window aggregates in C: ``model/_windows.c``).
+per-window aggregates in C: ``native/windows.c``).
 
-``LOGFORENSICS_PURE=1`` (or a missing extension) disables this path: :func:`available`
+``LOGFORENSICS_PURE=1`` (or a missing accelerator) disables this path: ``native.available()``
 is then False and every line is read on the exact path, with identical results.
 """
 
@@ -30,20 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from types import ModuleType
 from typing import Any, Protocol
 
+from .. import native
 from ..events import Event
-from . import native
 from .fastpath import LineClassifier
 from .plan import _DATE_TO_ISO, Plan
 from .values import to_bool
-
-_scan: ModuleType | None
-try:  # the optional C extension (built by pip where a compiler is available)
-    from . import _scan
-except ImportError:  # pragma: no cover - platforms without it
-    _scan = None
 
 #: One segment of taken lines, as ``_scan.Scanner.scan`` returns it: the values as doubles
 #: with whether int() read them (:func:`numbers`); the last item: the rows of the row
@@ -96,12 +89,12 @@ class BulkSink(Protocol):
 
 def compiled_sketch_batch() -> Callable[[list[Any], float, dict[int, int]], Any] | None:
     """The C loop over a sketch's batch of values (``Sketch._flush``), if built."""
-    return None if _scan is None else _scan.sketch_batch
+    return None if native.lib is None else native.lib.sketch_batch
 
 
 def compiled_sketch_doubles() -> Callable[[Any, bool, float, dict[int, int]], Any] | None:
     """The C loop over a scan's numbers for a sketch (``Sketch.extend_doubles``), if built."""
-    return None if _scan is None else _scan.sketch_doubles
+    return None if native.lib is None else native.lib.sketch_doubles
 
 
 def numbers(ints: bool, doubles: bytes) -> Sequence[Any]:
@@ -111,9 +104,6 @@ def numbers(ints: bool, doubles: bytes) -> Sequence[Any]:
     return [int(x) for x in view] if ints else view
 
 
-def available() -> bool:
-    """Whether the compiled bulk path is used (not disabled by ``LOGFORENSICS_PURE``)."""
-    return _scan is not None and native.enabled()
 
 
 class BulkScanner:
@@ -140,14 +130,14 @@ class BulkScanner:
                  rows: tuple[int, ...] = (), row_only: tuple[int, ...] = (),
                  groups: Mapping[str, str] | None = None, group_classes: tuple[int, ...] = (),
                  guards: Mapping[str, Mapping[str, float]] | None = None) -> None:
-        assert _scan is not None
+        assert native.lib is not None
         self.classifier = classifier
         self.class_of = class_of
         self.slots = slots
         self.row_only = frozenset(row_only)
         self.row_classes = frozenset(rows)
         nslots = 1 + max((s for fields in slots.values() for s in fields.values()), default=-1)
-        self.scanner = _scan.Scanner(nslots, ordered, rows, row_only)
+        self.scanner = native.lib.Scanner(nslots, ordered, rows, row_only)
         self.plans: list[Plan] = []
         self.kinds: list[str] = []
         #: the text each kind code stands for, of a grouped kind (``groups``)
@@ -281,8 +271,8 @@ class Rows:
 
     def first(self, cls: int, col: int, value: float, start: int = 0) -> int:
         """The first row from ``start`` of class ``cls`` whose column ``col`` is ``value``, or -1."""
-        assert _scan is not None
-        return int(_scan.first_row(self.raw, cls, col, value, start))
+        assert native.lib is not None
+        return int(native.lib.first_row(self.raw, cls, col, value, start))
 
     def counters_repeat(self, cls: int, tok: int, alt: int, run: int,
                         tput: int) -> tuple[int, list[tuple[int, int, Any, int, Any, Any]]]:
@@ -291,8 +281,8 @@ class Rows:
         first row, its key, last row, its key, its copy) of the class's rows of each rank id (a
         key: those three values, None where ``run`` is not above 0 or a value is missing; the
         copy (line index, bytes, plan; for :meth:`copy_stamp`) where the last row has a key)."""
-        assert _scan is not None
-        return _scan.counters_repeat(self.raw, cls, tok, alt, run, tput, self.buf)
+        assert native.lib is not None
+        return native.lib.counters_repeat(self.raw, cls, tok, alt, run, tput, self.buf)
 
     def copy_stamp(self) -> Callable[[bytes, int], tuple[str, Any]]:
         """What gives the text and converted stamp of a row's copy (``counters_repeat``: its

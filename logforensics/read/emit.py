@@ -5,7 +5,7 @@ the grammar. :class:`JsonlEmitter` turns each plain plan (one record filling the
 into a *template*: the literal JSON text of the event's object (``{"kind":
 "decode_batch", "rank": "``...) interleaved with the spans of the line to insert, each
 with the conversion its plan's converter stands for, the line number and the line's text.
-The optional C extension ``_emit`` then walks a block: it looks each line's shape up,
+The accelerator (``native/emit.c``) then walks a block: it looks each line's shape up,
 fills the template and appends the row to one output buffer; it stops at the first line
 it cannot take, which the caller reads on the exact path (in order, with its line
 number) before scanning on (``IncrementalParser.feed_bulk``). Nothing here knows a log
@@ -17,8 +17,8 @@ and values converted by ``int``, ``float``, ``str``, ``str.strip``, the grammar'
 and word converters and ``strip_colon`` (the C converters refuse any text these would
 read differently, and that line then goes the exact way), constants as ``json.dumps``
 writes them. A plan with any other converter is not registered: its lines go the exact
-way. ``LOGFORENSICS_PURE=1`` or a missing extension disables this path
-(:func:`available`).
+way. ``LOGFORENSICS_PURE=1`` or a missing accelerator disables this path
+(``native.available()``).
 
 Lines of unrecognised text (``read.other``) have no plan a shape could hold, so they would
 all go the exact way: the writers take their runs with :meth:`JsonlEmitter.others` instead,
@@ -27,38 +27,27 @@ plan, registered for lines of every shape (an empty line among them, once its sh
 registered, into its own: random bytes have one every 256 lines, and each ended a run). The
 row writer decodes each line as it escapes it (random bytes: one pass, not a decoded copy read
 again); the column writer takes the walker's decoded texts. The row writer hands a scan's rows
-over without a copy (``_emit.Rows``, released once written).
+over without a copy (``Rows``, released once written).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
+from .. import native
 from ..events.schema import field_types
-from . import native, other
+from . import other
 from .fastpath import _OTHER, LineClassifier
 from .plan import _DATE_TO_ISO, Plan, _no_stamp
 from .values import strip_colon, to_bool, to_word
 
-_emit: ModuleType | None
-try:  # the optional C extension (built by pip where a compiler is available)
-    from . import _emit
-except ImportError:  # pragma: no cover - platforms without it
-    _emit = None
-
-
-def available() -> bool:
-    """Whether rows are written in C (not disabled by ``LOGFORENSICS_PURE``)."""
-    return _emit is not None and native.enabled()
-
 
 def _codes() -> dict[Any, int]:
-    assert _emit is not None
-    return {int: _emit.OP_INT, float: _emit.OP_FLOAT, str: _emit.OP_STR, str.strip: _emit.OP_STRIP,
-            to_bool: _emit.OP_BOOL, to_word: _emit.OP_WORD, strip_colon: _emit.OP_RCOLON}
+    assert native.lib is not None
+    return {int: native.lib.OP_INT, float: native.lib.OP_FLOAT, str: native.lib.OP_STR, str.strip: native.lib.OP_STRIP,
+            to_bool: native.lib.OP_BOOL, to_word: native.lib.OP_WORD, strip_colon: native.lib.OP_RCOLON}
 
 
 class _Writer:
@@ -67,12 +56,12 @@ class _Writer:
 
     def __init__(self, classifier: LineClassifier, file: str | None, node: str | None,
                  wanted: frozenset[str]) -> None:
-        assert _emit is not None
+        assert native.lib is not None
         self.classifier = classifier
         self.file = file
         self.node = node
         self.wanted = wanted
-        self.emitter = _emit.Emitter()
+        self.emitter = native.lib.Emitter()
         self.codes = _codes()
         self.rank_names: list[str | None] = [None]
         self.kinds: dict[str, int] = {}
@@ -102,7 +91,7 @@ class _Writer:
         None when none was taken)."""
         if self._walker is None and not self._tried:
             self._tried = True
-            if (other.available() and (len(self.kinds) < 255 or "other" in self.kinds)
+            if (native.available() and (len(self.kinds) < 255 or "other" in self.kinds)
                     and self._register_other(self.kinds.setdefault("other", len(self.kinds)))):
                 self._walker = other.OtherWalker(())
         walker = self._walker
@@ -204,8 +193,8 @@ class JsonlEmitter(_Writer):
         code = self.codes.get(conv)
         if step != 1 or code is None:
             return None
-        assert _emit is not None
-        return (_emit.OP_ISO if iso else code, a + offset, max(a, b) + offset)
+        assert native.lib is not None
+        return (native.lib.OP_ISO if iso else code, a + offset, max(a, b) + offset)
 
     def scan(self, buf: bytes, pos: int, line: int) -> tuple[int, int, Any, dict[int, int]]:
         """Write the rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered
@@ -281,8 +270,8 @@ class ColumnEmitter(_Writer):
     def ops(self, plan: Plan, n: int, offset: int = 0) -> tuple[tuple[str, ...], list[Any]] | None:
         """A plan's keys and column ops (for lines of ``n`` bytes, the record from ``offset``),
         or None if C cannot fill them."""
-        assert _emit is not None
-        e = _emit
+        assert native.lib is not None
+        e = native.lib
         values: dict[str, Any] = {"kind": ("s", e.OP_CSTR, plan.kind.encode())}
         values["rank"] = None if plan.rank_slice is None else self._span(plan.rank_slice, n, str, offset=offset)
         if plan.ts_slice is None or plan.ts_conv is _no_stamp:
@@ -319,27 +308,27 @@ class ColumnEmitter(_Writer):
         return tuple(values), ops
 
     def _span(self, where: slice, n: int, conv: Callable[[str], Any], iso: bool = False, offset: int = 0) -> Any:
-        assert _emit is not None
+        assert native.lib is not None
         a, b, step = where.indices(n - offset)
         code = self.codes.get(conv)
-        if step != 1 or code is None or code == _emit.OP_WORD:
+        if step != 1 or code is None or code == native.lib.OP_WORD:
             return False
-        type_ = {_emit.OP_INT: "q", _emit.OP_FLOAT: "d", _emit.OP_BOOL: "b"}.get(code, "s")
-        return (type_, _emit.OP_ISO if iso else code, a + offset, max(a, b) + offset)
+        type_ = {native.lib.OP_INT: "q", native.lib.OP_FLOAT: "d", native.lib.OP_BOOL: "b"}.get(code, "s")
+        return (type_, native.lib.OP_ISO if iso else code, a + offset, max(a, b) + offset)
 
     def _const(self, value: Any) -> Any:
-        assert _emit is not None
+        assert native.lib is not None
         if value is None:
             return None
         if isinstance(value, bool):
-            return ("b", _emit.OP_CBOOL, int(value))
+            return ("b", native.lib.OP_CBOOL, int(value))
         if isinstance(value, int):
-            return ("q", _emit.OP_CINT, value) if -(1 << 63) <= value < (1 << 63) else False
+            return ("q", native.lib.OP_CINT, value) if -(1 << 63) <= value < (1 << 63) else False
         if isinstance(value, float):
-            return ("d", _emit.OP_CFLOAT, value)
+            return ("d", native.lib.OP_CFLOAT, value)
         if isinstance(value, (dict, list)):
             value = json.dumps(value, default=str)
-        return ("s", _emit.OP_CSTR, str(value).encode("utf-8", "surrogatepass"))
+        return ("s", native.lib.OP_CSTR, str(value).encode("utf-8", "surrogatepass"))
 
     def scan(self, buf: bytes, pos: int, line: int) -> Any:
         """The rows of ``buf``'s lines (whole lines) from ``pos`` on, the first numbered
@@ -367,10 +356,10 @@ class ColumnEmitter(_Writer):
 
 
 def _emit_line() -> int:
-    assert _emit is not None
-    return int(_emit.OP_LINE)
+    assert native.lib is not None
+    return int(native.lib.OP_LINE)
 
 
 def _emit_text() -> int:
-    assert _emit is not None
-    return int(_emit.OP_TEXT)
+    assert native.lib is not None
+    return int(native.lib.OP_TEXT)

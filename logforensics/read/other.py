@@ -4,8 +4,8 @@ A line that no record of the grammar can begin becomes an ``other`` event, and a
 run model does with it is count it and group it by shape (``model.coverage``). Read one
 at a time, such a line costs some 13 µs of Python (decoding, the segmenter, the
 prefilter, an event, the model's handlers), so a log of unknown text or random bytes read
-twenty times slower per megabyte than a serving log. The optional C extension (``_other.c``,
-built into ``_scan``) takes runs of them instead and returns how many lines, and how many of each shape.
+twenty times slower per megabyte than a serving log. The accelerator (``native/other.c``)
+takes runs of them instead and returns how many lines, and how many of each shape.
 
 It takes a line only when the exact path provably makes it one ``other`` event of the
 whole line and nothing else reacts to it (the writers of ``parse --format jsonl`` and
@@ -34,7 +34,7 @@ line's end with libc's ``memchr`` and compares a position with the needles only 
 of the needles' first bytes (and first byte pairs) lets it through, in portable C; its answer is
 the definition's (``tests/test_other_walker.py``).
 
-``LOGFORENSICS_PURE=1``, or a missing extension, turns this off (:func:`available`); the
+``LOGFORENSICS_PURE=1``, or a missing accelerator, turns this off (``native.available()``); the
 exact path is the reference, and the tests compare both on generated mixtures.
 """
 
@@ -43,20 +43,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from functools import cache
-from types import ModuleType
 from typing import Any
 
-from . import bulk
+from .. import native
 from .fastpath import LINE_LIMIT
 from .grammar import parsers
 from .prefilter import begin_table, filters, lookahead_only
 from .segments import CLEAN_NEEDS, SPLIT_NEEDS, WRAPPER_PATTERN
-
-_other: ModuleType | None
-try:  # the optional C extension (built by pip where a compiler is available)
-    from . import _scan as _other  # the walker is built into the scanner's extension
-except ImportError:  # pragma: no cover - platforms without it
-    _other = None
 
 _MASK = bytes.maketrans(b"123456789", b"000000000")
 #: Longest line taken: a longer one is read on its first part by the classifier (counted, and
@@ -67,9 +60,6 @@ _BINARY = 128
 _DIGITS = range(ord("0"), ord("9") + 1)
 
 
-def available() -> bool:
-    """Whether runs of unrecognised lines are read in C (as the bulk path: not when pure)."""
-    return _other is not None and bulk.available()
 
 
 @cache
@@ -139,9 +129,9 @@ class OtherWalker:
     """
 
     def __init__(self, extra: Iterable[str], cap: int = 0, overflow: str = "") -> None:
-        assert _other is not None
+        assert native.lib is not None
         req = requirements(tuple(sorted(set(extra))))
-        self.walker = None if req is None else _other.Walker(req[0], list(req[1]), LIMIT)
+        self.walker = None if req is None else native.lib.Walker(req[0], list(req[1]), LIMIT)
         self.cap = cap
         self.overflow = overflow
 

@@ -695,7 +695,7 @@ static PySequenceMethods Windows_seq = {.sq_length = (lenfunc)Windows_len};
 
 static PyTypeObject WindowsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "logforensics.model._windows.Windows",
+    .tp_name = "logforensics.native._native.Windows",
     .tp_basicsize = sizeof(Windows),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Per-window count, sum, first line, first second and first text of one figure.",
@@ -755,7 +755,7 @@ static PyObject *row_text(const RowView *v, const Py_buffer *buf, Py_ssize_t i, 
     return PyUnicode_DecodeASCII((const char *)buf->buf + a, (Py_ssize_t)(b - a), NULL);
 }
 
-/* The scanner's classes (read/_scan.c MAX_CLASSES); rank ids are bytes. */
+/* The scanner's classes (scan.c MAX_CLASSES); rank ids are bytes. */
 #define ROW_CLASSES 8
 
 /* The rows by class and rank id: rows key[k]..key[k + 1] of `sorted` (row numbers, in row
@@ -1421,22 +1421,16 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_windows", "Serving windows as arrays (optional speed-up).", -1, module_methods,
-};
-
-PyMODINIT_FUNC PyInit__windows(void)
+/* Windows and the windows' functions added to the module m (``_native``); 0, or -1 with an
+ * exception set. */
+int windows_module_add(PyObject *m)
 {
-    if (PyType_Ready(&WindowsType) < 0)
-        return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (!m)
-        return NULL;
+    if (PyType_Ready(&WindowsType) < 0 || PyModule_AddFunctions(m, module_methods) < 0)
+        return -1;
     Py_INCREF(&WindowsType);
     if (PyModule_AddObject(m, "Windows", (PyObject *)&WindowsType) < 0) {
         Py_DECREF(&WindowsType);
-        Py_DECREF(m);
-        return NULL;
+        return -1;
     }
-    return m;
+    return 0;
 }

@@ -1,5 +1,5 @@
 /* UTF-8 read as bytes.decode("utf-8", "replace") reads it, shared by the walker of
- * unrecognised lines (_other.c) and the row writer (_emit.c): the character at a place
+ * unrecognised lines (other.c) and the row writer (emit.c): the character at a place
  * (utf8_next), and whole texts decoded (decode_to_utf8), eight bytes at a time where they are
  * ASCII. Portable C: no processor-specific instructions. */
 #ifndef LOGFORENSICS_UTF8_H

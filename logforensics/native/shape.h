@@ -1,5 +1,5 @@
 /* Digit-masked line shapes: masking and hashing eight bytes at a time, shared by the C
- * scanners (_scan.c, _emit.c). A line's shape is its bytes with every digit '1'..'9'
+ * scanners (scan.c, emit.c). A line's shape is its bytes with every digit '1'..'9'
  * replaced by '0' (fastpath.py's bytes.translate); masking keeps lengths, so a shape's
  * spans apply to every line of that shape. */
 #ifndef LOGFORENSICS_SHAPE_H

@@ -1,5 +1,5 @@
 /* Runs of unrecognised lines, in C: how many, and how many of each coverage shape (built into
- * the extension _scan, whose module it fills: other_module_add).
+ * the extension _native, whose module it fills: other_module_add).
  *
  * A line that no record of the grammar can begin is an ``other`` event, and the run
  * model only counts it and groups it by shape (model/coverage.py). Python tells the
@@ -241,7 +241,7 @@ static int mirror_sync(Walker *w, PyObject *dict)
 
 /* -- decoding and masking ------------------------------------------------------------------ */
 
-#include "_utf8.h"
+#include "utf8.h"
 
 /* Decode s[0:n] into out (room for n code points); returns how many, and sets *bad when a
  * replacement was made. */
@@ -1052,7 +1052,7 @@ static PyMethodDef Walker_methods[] = {
 };
 
 static PyTypeObject WalkerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logforensics.read._scan.Walker",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logforensics.native._native.Walker",
     .tp_basicsize = sizeof(Walker),
     .tp_dealloc = (destructor)Walker_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1164,8 +1164,7 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* Walker, shape, shape_prefix, decode, SHAPE_MAX and EXAMPLE_MAX added to the module m (the
- * extension _scan, which this file is built into: one extension for the reader); 0, or -1 with an
+/* Walker, shape, shape_prefix, decode, SHAPE_MAX and EXAMPLE_MAX added to the module m (``_native``); 0, or -1 with an
  * exception set. */
 int other_module_add(PyObject *m)
 {

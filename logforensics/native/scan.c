@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_shape.h"
+#include "shape.h"
 
 #define MAX_RANKS 256
 #define MAX_CLASSES 9
@@ -103,7 +103,7 @@ typedef struct {
 
 static void rows_free(Rows *r);
 
-/* -- masking and hashing: _shape.h ------------------------------------------------- */
+/* -- masking and hashing: shape.h ------------------------------------------------- */
 
 static Shape *lookup(Scanner *s, const unsigned char *p, Py_ssize_t n)
 {
@@ -981,7 +981,7 @@ static PyGetSetDef Scanner_getset[] = {
 
 static PyTypeObject ScannerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "logforensics.read._scan.Scanner",
+    .tp_name = "logforensics.native._native.Scanner",
     .tp_basicsize = sizeof(Scanner),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Stored line-shape plans, applied to whole blocks of lines.",
@@ -1463,32 +1463,19 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_scan",
-    "Line-shape plans applied in C, and runs of unrecognised lines counted (optional speed-up).", -1, module_methods,
-};
-
-int other_module_add(PyObject *m); /* _other.c: the walker of unrecognised lines */
-
-PyMODINIT_FUNC PyInit__scan(void)
+/* Scanner, the scanner's functions and constants added to the module m (``_native``); 0, or -1
+ * with an exception set. */
+int scan_module_add(PyObject *m)
 {
-    if (PyType_Ready(&ScannerType) < 0)
-        return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (!m)
-        return NULL;
+    if (PyType_Ready(&ScannerType) < 0 || PyModule_AddFunctions(m, module_methods) < 0)
+        return -1;
     Py_INCREF(&ScannerType);
     if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0) {
         Py_DECREF(&ScannerType);
-        Py_DECREF(m);
-        return NULL;
+        return -1;
     }
-    if (other_module_add(m) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    PyModule_AddIntConstant(m, "MAX_RANKS", MAX_RANKS);
-    PyModule_AddIntConstant(m, "MAX_CLASSES", MAX_CLASSES);
-    PyModule_AddIntConstant(m, "MAX_SLOTS", MAX_SLOTS);
-    return m;
+    if (PyModule_AddIntConstant(m, "MAX_RANKS", MAX_RANKS) < 0 || PyModule_AddIntConstant(m, "MAX_CLASSES", MAX_CLASSES) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_SLOTS", MAX_SLOTS) < 0)
+        return -1;
+    return 0;
 }

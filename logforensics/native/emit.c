@@ -16,7 +16,7 @@
  * str.rstrip(":") as JSON strings. Registered shapes are ASCII (only ASCII lines are
  * memoised), so a JSON string needs only the escapes of '"', '\\' and control bytes. Lines of
  * unrecognised text (scan's `every` mode) need not be UTF-8: put_text decodes each as
- * bytes.decode("utf-8", "replace") does while it escapes it (_utf8.h).
+ * bytes.decode("utf-8", "replace") does while it escapes it (utf8.h).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,8 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_shape.h"
-#include "_utf8.h"
+#include "shape.h"
+#include "utf8.h"
 
 #define MAX_KEY 4096
 #define MAX_OPS 256
@@ -390,7 +390,7 @@ static int put_string(Out *o, const unsigned char *p, Py_ssize_t n)
  * bytes.decode("utf-8", "replace") reads them, then as json.dumps writes that string. put_text
  * does both in one pass (a line of random bytes would otherwise be decoded into a buffer of
  * its own and read again to be escaped): an ASCII byte is written as put_string writes it, a
- * character's bytes as they are, each maximal invalid subpart as U+FFFD (_utf8.h). */
+ * character's bytes as they are, each maximal invalid subpart as U+FFFD (utf8.h). */
 
 /* p[0:n] as put_text writes it, a character at a time, from d (room for 6n + 8). */
 static unsigned char *json_text(unsigned char *d, const unsigned char *p, Py_ssize_t n)
@@ -752,7 +752,7 @@ static PyMethodDef Rows_methods[] = {
 
 static PyTypeObject RowsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "logforensics.read._emit.Rows",
+    .tp_name = "logforensics.native._native.Rows",
     .tp_basicsize = sizeof(Rows),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The rows of a scan: a read-only bytes-like object",
@@ -1447,7 +1447,7 @@ static PyGetSetDef Emitter_getset[] = {
 
 static PyTypeObject EmitterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "logforensics.read._emit.Emitter",
+    .tp_name = "logforensics.native._native.Emitter",
     .tp_basicsize = sizeof(Emitter),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Templates per line shape, applied to blocks of lines",
@@ -1496,24 +1496,17 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_emit", "Line-shape templates applied in C: rows of output text per line", -1,
-    module_methods,
-};
-
-PyMODINIT_FUNC PyInit__emit(void)
+/* Emitter, Rows, text() and the op codes added to the module m (``_native``); 0, or -1 with an
+ * exception set. */
+int emit_module_add(PyObject *m)
 {
     init_tables();
-    if (PyType_Ready(&EmitterType) < 0 || PyType_Ready(&RowsType) < 0)
-        return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (!m)
-        return NULL;
+    if (PyType_Ready(&EmitterType) < 0 || PyType_Ready(&RowsType) < 0 || PyModule_AddFunctions(m, module_methods) < 0)
+        return -1;
     Py_INCREF(&EmitterType);
     if (PyModule_AddObject(m, "Emitter", (PyObject *)&EmitterType) < 0) {
         Py_DECREF(&EmitterType);
-        Py_DECREF(m);
-        return NULL;
+        return -1;
     }
     if (PyModule_AddIntConstant(m, "OP_LINE", OP_LINE) < 0 || PyModule_AddIntConstant(m, "OP_TEXT", OP_TEXT) < 0 ||
         PyModule_AddIntConstant(m, "OP_STR", OP_STR) < 0 || PyModule_AddIntConstant(m, "OP_ISO", OP_ISO) < 0 ||
@@ -1521,9 +1514,7 @@ PyMODINIT_FUNC PyInit__emit(void)
         PyModule_AddIntConstant(m, "OP_BOOL", OP_BOOL) < 0 || PyModule_AddIntConstant(m, "OP_WORD", OP_WORD) < 0 ||
         PyModule_AddIntConstant(m, "OP_STRIP", OP_STRIP) < 0 || PyModule_AddIntConstant(m, "OP_RCOLON", OP_RCOLON) < 0 ||
         PyModule_AddIntConstant(m, "OP_CSTR", OP_CSTR) < 0 || PyModule_AddIntConstant(m, "OP_CINT", OP_CINT) < 0 ||
-        PyModule_AddIntConstant(m, "OP_CFLOAT", OP_CFLOAT) < 0 || PyModule_AddIntConstant(m, "OP_CBOOL", OP_CBOOL) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+        PyModule_AddIntConstant(m, "OP_CFLOAT", OP_CFLOAT) < 0 || PyModule_AddIntConstant(m, "OP_CBOOL", OP_CBOOL) < 0)
+        return -1;
+    return 0;
 }
