@@ -41,6 +41,20 @@ def test_a_flag_missing_from_one_launch_command_is_a_default() -> None:
     assert diff.server_args["mem_fraction_static"].failing is None
 
 
+def test_an_option_of_several_values_is_read_whole_and_a_shell_redirection_ends_it() -> None:
+    """``--cuda-graph-bs 1 2 4 ... 256`` (argparse's nargs="+") is every size, not the first
+    (real-unseen 675); ``2>&1 | tee`` after the last option is the shell's, not a value."""
+    base = run("python3 -m sglang.launch_server --model-path /m --cuda-graph-bs 1 2 4 8 --tp 2 --port 30000 "
+               "2>&1 | tee server.log\n", "b.log")
+    fail = run("python3 -m sglang.launch_server --model-path /m --cuda-graph-bs 1 2 4 16 --tp 2 --port 30000\n",
+               "f.log")
+    assert base.launch_args["cuda_graph_bs"] == [1, 2, 4, 8]
+    assert base.launch_args["port"] == 30000
+    diff = config_diff(fail, base)
+    assert list(diff.server_args) == ["cuda_graph_bs"]
+    assert diff.server_args["cuda_graph_bs"].failing == [1, 2, 4, 16]
+
+
 def test_a_log_without_settings_compares_none() -> None:
     base = run("[2025-06-01 10:00:00] server_args=ServerArgs(model_path='/m', tp_size=4, mem_fraction_static=0.88)\n")
     fail = run("[2025-06-02 10:00:00 TP0] Load weight begin. avail mem=78.50 GB\n")

@@ -118,7 +118,9 @@ def on_retract(m: RunModel, ev: Event) -> None:
 
 
 def flags(words: list[str]) -> dict[str, Any]:
-    """``--tp 8 --enable-x`` -> {"tp": 8, "enable_x": True}: the launch command's options."""
+    """``--tp 8 --enable-x --cuda-graph-bs 1 2 4`` -> {"tp": 8, "enable_x": True,
+    "cuda_graph_bs": [1, 2, 4]}: the launch command's options (an option of several values,
+    argparse's ``nargs="+"``, is a list; a shell's operators and redirections end a value)."""
     out: dict[str, Any] = {}
     i = 0
     while i < len(words):
@@ -128,13 +130,24 @@ def flags(words: list[str]) -> dict[str, Any]:
             key = key.replace("-", "_")
             if eq:
                 out[key] = _scalar(value)
-            elif i + 1 < len(words) and not words[i + 1].startswith("--"):
-                out[key] = _scalar(words[i + 1])
-                i += 1
             else:
-                out[key] = True
+                j = i + 1
+                while j < len(words) and not words[j].startswith("-") and not _SHELL.search(words[j]):
+                    j += 1
+                values = [_scalar(w) for w in words[i + 1:j]]
+                if not values and i + 1 < len(words) and not words[i + 1].startswith("--") \
+                        and not _SHELL.search(words[i + 1]):
+                    values = [_scalar(words[i + 1])]  # a negative number ("--x -1")
+                    j = i + 2
+                out[key] = True if not values else values[0] if len(values) == 1 else values
+                i = j - 1
         i += 1
     return out
+
+
+#: A shell's word that ends an option's values: an operator or a redirection (``|``, ``&&``,
+#: ``2>&1``, ``> server.log``).
+_SHELL = re.compile(r"^(?:[|&;]+|\d*[<>].*)$")
 
 
 def _scalar(text: str) -> Any:
