@@ -372,3 +372,18 @@ def test_a_rank_name_two_nodes_print_is_one_row_and_said_so(tmp_path: Path) -> N
     assert [w for w in s.warnings if "more than one node" in w] == [
         "records of more than one node name the same rank (TP0: 10.0.0.1, 10.0.0.2): each such rank is one row here, "
         "its phase, last line and figures those of any of them"]
+
+
+def test_ranks_named_by_several_parts_are_not_listed_as_missing_by_one(tmp_path: Path) -> None:
+    """A launch over DP, PP and TP names each process by all its parts ("DP4 PP0 TP4"): the
+    sizes alone do not say which combinations exist (DP attention, PP over nodes), so no rank
+    is listed as missing rather than "TP0" or "PP1", which name no process (real-unseen 675);
+    a log of TP ranks alone still lists the TP ranks it lacks."""
+    cmd = "python3 -m sglang.launch_server --model-path m --nnodes 2 --node-rank 0 --tp-size 8 --pp-size 2 --dp-size 8\n"
+    multi = tmp_path / "multi.log"
+    multi.write_text(cmd + "[2025-12-05 09:06:37 DP4 PP0 TP4] Load weight begin. avail mem=78.50 GB\n")
+    assert _json("summary", "--json", str(multi))["missing_ranks"] == []
+    single = tmp_path / "single.log"
+    single.write_text(cmd.replace(" --pp-size 2 --dp-size 8", "")
+                      + "[2025-12-05 09:06:37 TP4] Load weight begin. avail mem=78.50 GB\n")
+    assert _json("summary", "--json", str(single))["missing_ranks"] == [f"TP{i}" for i in range(8) if i != 4]

@@ -114,14 +114,20 @@ def node_label_of_args(part_node: str | None, server_args: dict[str, Any] | None
 
 def missing_ranks(s: RunSummary, ranks: Sequence[str] | None = None) -> list[str]:
     """Ranks the parallel sizes call for that no record shows (``TP4``... for a node-0 file
-    of a TP8 launch over two nodes). Only dimensions the labels use are checked."""
+    of a TP8 launch over two nodes). Only dimensions the labels use are checked, and only
+    where each label is of one dimension: a label of several (``DP4 PP0 TP4``) names a
+    process by all its parts, which the sizes alone do not enumerate (DP attention, PP over
+    nodes), so none is listed rather than parts that name no process."""
     ranks = list(s.ranks if ranks is None else ranks)
     labels = [r.split(":", 1)[-1] for r in ranks if r.split(":", 1)[-1] != NO_RANK]
     if not labels:
         return []
     seen: dict[str, set[int]] = {}
     for label in labels:
-        for dim, idx in _RANK_TOKEN.findall(label):
+        parts = _RANK_TOKEN.findall(label)
+        if len(parts) > 1:
+            return []
+        for dim, idx in parts:
             seen.setdefault(dim, set()).add(int(idx))
     out: list[str] = []
     for dim, keys in _DIMENSIONS:

@@ -93,7 +93,7 @@ def render_summary(s: RunSummary, console: Console) -> None:
     if s.pools:
         render_pools(s.pools, console)
     if s.missing_ranks:
-        console.print(f"Ranks missing (server_args call for them; not in this log): {', '.join(s.missing_ranks)}",
+        console.print(f"Ranks missing (the parallel sizes call for them; not in this log): {', '.join(s.missing_ranks)}",
                       markup=False, highlight=False)
     if len(s.nodes) == 1:
         only = next(iter(s.nodes.values()))
