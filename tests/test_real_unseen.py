@@ -124,19 +124,10 @@ PENDING: dict[tuple[str, str], str] = {
                               "answer '\"GET /health HTTP/1.1\" 503 Service Unavailable' (line 2, 04:11:40, the newest "
                               "record of this newest-first export): a /metrics answer is taken as readiness over the "
                               "health check's refusal",
-    ("crash", "673"): "the crash is 'C++ stack trace' at line 8 with no rank ('an unlabelled process', ranks []) and "
-                      "the phase 'serving': torch's '[rank2]:[E218 ...] ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 "
-                      "Rank 2] Process group watchdog thread terminated with exception: CUDA error: an illegal memory "
-                      "access was encountered' (line 3) is read as a c10d log line (global_rank 2) but not as the "
-                      "failure's record, and the phase is DP6 TP6's and DP7 TP7's prefill batches (lines 1-2), "
-                      "records of other processes",
-    ("fatal_line", "673"): "the crash is cited at line 8 ('Exception raised from c10_cuda_check_implementation ...'), "
-                           "not at line 3, the watchdog's 'Process group watchdog thread terminated with exception' "
-                           "record (as crash[673])",
-    ("key_figure[mem_fraction_static]", "675"): "the launch command's '--mem-fraction-static 0.73' (line 1) is read "
-                                                "into launch_args (0.73) but the figure is taken from server_args, "
-                                                "which stay empty ('server_args: not in this log'); chunked_prefill, "
-                                                "taken from launch_args as well, agrees",
+    ("crash", "673"): "the crash is rank2's C++ exception from line 3 (torch's watchdog record, through CUDA's advice, to "
+                      "line 8's stack header), but its phase is 'serving': the run's phase, from DP6 TP6's and "
+                      "DP7 TP7's prefill batches (lines 1-2), records of other processes; no line ties torch's "
+                      "global rank 2 to an SGLang rank or phase",
     ("phase_reached", "682"): "no process is placed in any phase (TP1's phase is '-'): line 1's rankless 'Multi-thread "
                               "loading shards: 100% Completed | 142/142' is kept as TP1's progress (summary --json "
                               "progress.TP1.load_weights) but places no rank in load_weights, and TP1's 'Failed to "

@@ -543,7 +543,7 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
     (most recent call first):" on the line after a torch c10d record is that record's: the
     record logged a thrown C++ exception with its stack (c10::Error's message ends in it), so
     the failure starts at the record, on the rank its ``[rankN]:`` prefix names, and it is an
-    exception raised in X, not an abort."""
+    exception raised in X, not an abort (below a CUDA or HIP error's lines of advice too)."""
     found = _PROCTITLE.search(ev.text)
     rank = found.group(1).replace("_", " ") if found else ev.rank
     if not m.failures.cpp_frame_seen:
@@ -553,11 +553,26 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
         tail = number is not None and int(number.group(1)) > 0
         logged = m.failures.last_c10d
         raised = _RAISED.match(ev.text) if ev.kind == "cpp_raised" else None
-        if raised and logged is not None and logged["file"] == ev.file and logged["line"] == ev.line - 1:
+        if raised and logged is not None and logged["file"] == ev.file \
+                and 0 < ev.line - logged["line"] <= _message_lines(str(logged["message"])):
             _logged_cpp_exception(m, ev, logged, raised)
         else:
             _native_crash(m, ev, rank, "C++ stack trace", cpp_frame=True, **({"cpp_tail": True} if tail else {}))
     m.notices.add("cpp_frame", ev)
+
+
+#: c10's CUDA and HIP errors: their message goes on for lines of advice after its first
+#: ("CUDA kernel errors might be asynchronously reported ...", "For debugging consider passing
+#: CUDA_LAUNCH_BLOCKING=1", "Compile with `TORCH_USE_CUDA_DSA` ...", since 2.5 a "Search for
+#: `cudaError...'" line) and an empty line before the stack's header (c10/cuda/CUDAException.cpp).
+_DEVICE_ERROR = re.compile(r"\b(?:CUDA|HIP) error\b")
+_DEVICE_ERROR_LINES = 6
+
+
+def _message_lines(message: str) -> int:
+    """How many lines below a torch record the stack header of the exception it logged may
+    be: the next line, or below a CUDA or HIP error's advice."""
+    return _DEVICE_ERROR_LINES if _DEVICE_ERROR.search(message) else 1
 
 
 def _logged_cpp_exception(m: RunModel, ev: Event, logged: dict[str, Any], raised: re.Match[str]) -> None:
