@@ -153,7 +153,9 @@ MEMBERSHIP = {"capture_bs"}
 
 
 def _server_arg(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
-    return lambda s, _: [s.server_args[key]] if key in s.server_args else []
+    """A setting in effect as the log gives it: its server_args, else its launch command."""
+    return lambda s, _: ([s.server_args[key]] if key in s.server_args
+                         else [s.launch_args[key]] if key in (s.launch_args or {}) else [])
 
 
 def _pool(name: str, *keys: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
