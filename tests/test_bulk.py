@@ -117,8 +117,9 @@ def test_bulk_equals_events_on_generated_logs(generated: list[Path]) -> None:
 @compiled
 @pytest.mark.parametrize("prefix", [b"sglang-1  | ", b"2026-03-02T08:41:17.1234567Z ",
                                     b"\x1b[36msglang-1  |\x1b[0m ", b"Mar  2 08:41:17 gpu-node-3 python3[8052]: ",
-                                    b" 3: "],
-                         ids=["docker-compose", "ci-stamp", "docker-compose-in-colour", "journald", "slurm-label"])
+                                    b" 3: ", b"xinference-server  | "],
+                         ids=["docker-compose", "ci-stamp", "docker-compose-in-colour", "journald", "slurm-label",
+                              "docker-compose-container-name"])
 def test_lines_after_a_wrapper_are_taken_in_bulk(generated: list[Path], prefix: bytes) -> None:
     """Lines behind a wrapper that names no node (``docker compose``'s service, in colour or
     not, a CI runner's stamp) are taken in bulk, each record read from where it begins in its

@@ -132,15 +132,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "loading shards: 100% Completed | 142/142' is kept as TP1's progress (summary --json "
                               "progress.TP1.load_weights) but places no rank in load_weights, and TP1's 'Failed to "
                               "initialize lk_moe' (line 2) is read as an error logged, no phase record (504's class)",
-    ("outcome", "684"): "'crashed: a traceback whose exception is not in this log (cut) at line 4': every line carries "
-                        "docker compose's service prefix 'xinference-server  | '; it is split off line 1 only (the "
-                        "'\"POST /generate HTTP/1.1\" 200 OK' behind it is read as an answer), while uvicorn's "
-                        "'Exception in ASGI application' (line 2) and 'Traceback (most recent call last):' (line 3) "
-                        "behind it are not read, so the File lines 4-14 are orphan fragments read as a torn traceback "
-                        "and the run's end; the label reads one request's error in the HTTP layer after an answered "
-                        "request (262's class, which is read so without the prefix)",
-    ("crash", "684"): "a crash ('traceback text torn by concurrent writers (unreadable)', phase serving, line 4) where "
-                      "the label has none, as outcome[684]",
 }
 
 

@@ -56,7 +56,9 @@ _WRAPPER_RE = re.compile(
     # a log console's time column (Kibana's and OpenSearch Dashboards' Discover export):
     # "May 16, 2026 @ 20:44:54.728    "
     r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{1,2}, \d{4} @ \d\d:\d\d:\d\d(?:\.\d+)?[ \t]+"
-    r"|[\w.\-]+-\d+[ \t]+\|[ \t]?"                              # docker-compose "svc-1  | "
+    # docker compose: the container's name padded to the longest, "svc-1  | ", or a name of
+    # the compose file's own ("xinference-server  | "): a letter in it (not a number's column)
+    r"|(?=[\w.\-]*[A-Za-z])[\w.\-]+[ \t]+\|[ \t]?"
     r"|\d+\|[\w.@:\-]+[ \t]*\|[ \t]?"                           # pm2 "3|qwen  | "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| ?"  # FastChat "... | ERROR | stderr | "
     # a log console's table copied as text (Grafana's logs panel): empty cells, the time cell, then
