@@ -996,3 +996,22 @@ def test_a_cpp_stacks_tail_at_the_top_then_a_schedulers_traceback_starts_at_the_
     assert s.crash is not None and s.crash.line == 4 and s.crash.first_message is None
     aborted = summarize(tail + "Fatal Python error: Aborted\n")
     assert aborted.crash is not None and aborted.crash.line == 1
+
+
+@pytest.mark.parametrize("later,outcome", [("", "incomplete"), ("health", "ready"), ("request", "ready")])
+def test_a_probe_answered_while_the_health_check_is_refused_is_not_readiness(later: str, outcome: str) -> None:
+    """/metrics answers once the HTTP server is up; /health answers 503 until the warm-up is
+    done (real-unseen 672, a PD decode server of 2026): with the health check refused and never
+    answered with success, and no request served, the server was up, not ready. A health check
+    answered with success, or a request served, is readiness."""
+    text = ('[2026-07-22 04:11:22] INFO:     10.32.194.36:37758 - "GET /metrics HTTP/1.1" 200 OK\n'
+            '[2026-07-22 04:11:25] INFO:     10.25.0.43:47774 - "GET /health HTTP/1.1" 503 Service Unavailable\n'
+            '[2026-07-22 04:11:38] INFO:     10.32.194.35:35564 - "GET /metrics HTTP/1.1" 200 OK\n')
+    if later == "health":
+        text += '[2026-07-22 04:11:55] INFO:     10.25.0.43:47780 - "GET /health HTTP/1.1" 200 OK\n'
+    elif later == "request":
+        text += '[2026-07-22 04:11:55] INFO:     10.25.0.43:47781 - "POST /generate HTTP/1.1" 200 OK\n'
+    s = summarize(text)
+    assert s.outcome == outcome, s.outcome_reason
+    if outcome == "incomplete":
+        assert "health check was refused (GET /health 503 at line 2)" in s.outcome_reason

@@ -119,11 +119,10 @@ PENDING: dict[tuple[str, str], str] = {
                       "line 2), so crash.frames is empty and dispatch_event_loop -> "
                       "'scheduler.event_loop_overlap_disagg_decode()' (lines 8-10) does not place DP2 TP2 EP2 in "
                       "serving, as the same frames do in 677",
-    ("phase_reached", "672"): "the unnamed process '-' is placed in serving and the run read 'READY its HTTP server "
-                              "answered a probe at line 4 (GET /metrics 200), so it was ready', though lines 2 and 6 "
-                              "answer '\"GET /health HTTP/1.1\" 503 Service Unavailable' (line 2, 04:11:40, the newest "
-                              "record of this newest-first export): a /metrics answer is taken as readiness over the "
-                              "health check's refusal",
+    ("phase_reached", "672"): "the unnamed process '-' is placed in serving by the /metrics answers (lines 4 and 8: the "
+                              "HTTP server up), though the health check is refused on lines 2 and 6 ('\"GET /health "
+                              "HTTP/1.1\" 503 Service Unavailable'); the outcome is incomplete ('up, not ready'), "
+                              "the phase is not",
     ("crash", "673"): "the crash is rank2's C++ exception from line 3 (torch's watchdog record, through CUDA's advice, to "
                       "line 8's stack header), but its phase is 'serving': the run's phase, from DP6 TP6's and "
                       "DP7 TP7's prefill batches (lines 1-2), records of other processes; no line ties torch's "
@@ -166,6 +165,9 @@ def test_outcome(row: dict[str, str], analysed: Any) -> None:
     label = row["outcome"]
     if label == "partial":  # a window that shows the server serving reads as ready
         served = any(e.kind in ("decode_batch", "prefill_batch") or _served_request(e) for e in events)
+        if served and not any(e.kind in ("decode_batch", "prefill_batch") or e.kind == "http_access"
+                              and _served_request(e) for e in events) and _health_refused(events):
+            served = False  # the HTTP server up, its health check refused: not ready (672)
         assert summary.outcome == ("ready" if served else "incomplete"), summary.outcome_reason
         assert summary.crash is None and summary.stopped is None
     elif label == "stopped":
@@ -173,6 +175,14 @@ def test_outcome(row: dict[str, str], analysed: Any) -> None:
         assert summary.crash is None
     else:
         assert summary.outcome == label, summary.outcome_reason
+
+
+def _health_refused(events: list[Any]) -> bool:
+    """The health check answered with a server error and never with success."""
+    health = [e.fields.get("status") for e in events if e.kind == "http_probe"
+              and str(e.fields.get("path") or "").split("?", 1)[0] in ("/health", "/health_generate")]
+    return any(isinstance(st, int) and st >= 500 for st in health) \
+        and not any(isinstance(st, int) and 200 <= st < 300 for st in health)
 
 
 def _served_request(e: Any) -> bool:

@@ -173,6 +173,12 @@ def judge(m: RunModel) -> Verdict:
     if t.last_serving_line:
         return Verdict("ready", f"served batches (last at line {t.last_serving_line}){then}", None, hang, resolved,
                        errors, stop)
+    refused = _health_refused(m) if t.answered and t.answered.get("probe") else None
+    if refused is not None:  # the HTTP server is up, and says the server is not
+        return Verdict("incomplete", f"its HTTP server answered a probe at line {t.answered['line']} "
+                       f"({t.answered['request']}), but its health check was refused ({refused}) and never "
+                       f"answered with success, and no request was served in this log: up, not ready (its warm-up "
+                       f"unfinished, or unhealthy){then}", None, hang, resolved, errors, stop)
     if t.answered:  # SGLang starts its HTTP server once every scheduler is ready
         did = "its HTTP server answered a probe" if t.answered.get("probe") else "served a request"
         return Verdict("ready", f"{did} at line {t.answered['line']} ({t.answered['request']}), so it was "
@@ -188,6 +194,31 @@ def judge(m: RunModel) -> Verdict:
         return Verdict("incomplete", f"the log stops at line {m.last_line} in {cut}", None, hang, resolved, errors)
     return Verdict("incomplete", f"the log stops at line {m.last_line} without readiness or failure{then}",
                    None, hang, resolved, errors)
+
+
+#: The probes whose answer is the server's own word on its readiness (``/health`` answers 503
+#: until the warm-up request has been answered; ``/health_generate`` runs a request). Others
+#: (``/metrics``) show only the HTTP server up.
+HEALTH_PATHS = ("/health", "/health_generate")
+
+
+def _health_refused(m: RunModel) -> str | None:
+    """Where the health check answered only with server errors: its first refusal and count
+    in words (``GET /health 503 at line 2, 2 times``); None when it answered with success
+    or not at all."""
+    probes = m.coverage.probes
+    refusals = []
+    for path in HEALTH_PATHS:
+        by = probes.counts.get(path) or {}
+        if any(200 <= st < 300 for st in by):
+            return None
+        refusals += [(probes.first[path, st]["line"], path, st, n) for st, n in by.items()
+                     if st >= 500 and (path, st) in probes.first]
+    if not refusals:
+        return None
+    line, path, status, _ = min(refusals)
+    times = sum(n for *_, n in refusals)
+    return f"GET {path} {status} at line {line}" + (f", {times} times" if times > 1 else "")
 
 
 def _cut_dump(m: RunModel) -> str | None:
