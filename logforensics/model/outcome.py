@@ -26,6 +26,7 @@ cannot change what a later summary says.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -173,10 +174,11 @@ def judge(m: RunModel) -> Verdict:
     if t.last_serving_line:
         return Verdict("ready", f"served batches (last at line {t.last_serving_line}){then}", None, hang, resolved,
                        errors, stop)
-    refused = _health_refused(m) if t.answered and t.answered.get("probe") else None
-    if refused is not None:  # the HTTP server is up, and says the server is not
-        return Verdict("incomplete", f"its HTTP server answered a probe at line {t.answered['line']} "
-                       f"({t.answered['request']}), but its health check was refused ({refused}) and never "
+    probe = t.answered if t.answered and t.answered.get("probe") else None
+    refused = _health_refused(m) if probe is not None else None
+    if probe is not None and refused is not None:  # the HTTP server is up, and says the server is not
+        return Verdict("incomplete", f"its HTTP server answered a probe at line {probe['line']} "
+                       f"({probe['request']}), but its health check was refused ({refused}) and never "
                        f"answered with success, and no request was served in this log: up, not ready (its warm-up "
                        f"unfinished, or unhealthy){then}", None, hang, resolved, errors, stop)
     if t.answered:  # SGLang starts its HTTP server once every scheduler is ready
@@ -209,7 +211,7 @@ def _health_refused(m: RunModel) -> str | None:
     probes = m.coverage.probes
     refusals = []
     for path in HEALTH_PATHS:
-        by = probes.counts.get(path) or {}
+        by: Mapping[int, int] = probes.counts.get(path) or {}
         if any(200 <= st < 300 for st in by):
             return None
         refusals += [(probes.first[path, st]["line"], path, st, n) for st, n in by.items()
