@@ -25,12 +25,9 @@ def parse_server_args(raw: str) -> tuple[dict[str, Any], str]:
             body = body[:-1]
         return _pairs(body, sep="="), "repr"
     if raw.startswith("{"):
-        try:
-            value = ast.literal_eval(raw)
-            if isinstance(value, dict):
-                return {str(k): v for k, v in value.items()}, "dict"
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            pass
+        value = _literal(raw)
+        if isinstance(value, dict):
+            return {str(k): v for k, v in value.items()}, "dict"
         body = raw[1:-1] if raw.endswith("}") else raw[1:]
         return {k.strip("'\""): v for k, v in _pairs(body, sep=":").items()}, "dict"
     return {}, "unknown"
@@ -57,10 +54,18 @@ def _pairs(body: str, sep: str) -> dict[str, Any]:
 
 
 def _literal(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        return text
+    """``text`` as the Python literal it is, else the text itself. CPython 3.11.7's AST
+    converter may raise ``SystemError`` ("AST constructor recursion depth mismatch") when other
+    Python code ran while it built the tree (a collector's callback): the same text is read
+    again once, and kept as text should it fail again."""
+    for _ in range(2):
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            return text
+        except SystemError:  # pragma: no cover - CPython 3.11.7's AST converter (the docstring)
+            continue
+    return text
 
 
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
