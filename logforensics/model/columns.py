@@ -35,7 +35,7 @@ from .coverage import MAX_UNKNOWN_SHAPES, OVERFLOW_KEY, PROBE_OK, add_others
 from .hang import HANG_KINDS
 from .notices import limit
 from .pd import OBSERVED as PD_OBSERVED
-from .pools import BATCH_POOLS, take_rows
+from .pools import BATCH_POOLS, POOL_FIELDS, take_rows
 from .rank import NO_RANK
 from .registry import HANDLERS
 from .run import RunModel
@@ -58,34 +58,36 @@ REPLAYED = frozenset({"http_access", "http_probe"})
 GROUPS = {"http_probe": "path"}
 #: Lines taken only when a value slot holds this number (the others go the exact way).
 GUARDS = {"http_probe": {"status": float(PROBE_OK)}, "http_access": {"status": float(PROBE_OK)}}
-#: Value slots of the scanner, per kind and field (slot 0 is also kept in line order):
-#: 0-3 go to the throughput sketches as values; decode and prefill records are also rows
-#: (``ROWS``) whose columns are the slots, the serving observer's fields among them
-#: (``serving.ROW_FIELDS``; those after slot 3 are kept in rows only).
-SLOTS: dict[str, dict[str, int]] = {
-    "decode_batch": {"gen_throughput_tok_s": 0, "accept_len": 1, "running_req": 2, "queue_req": 4,
-                     "token_usage": 5, "full_token_usage": 6, "retracted_req": 7, "cuda_graph": 8},
-    "prefill_batch": {"input_throughput_tok_s": 3, "new_token": 9, "cached_token": 10, "queue_req": 11,
-                      "token_usage": 12, "full_token_usage": 13},
-}
-#: The per-pool fields of a hybrid model's batch lines (``model.pools``), in rows only: one
-#: slot each for both kinds (``full_token_usage`` has its own above).
-_POOL_NAMES = tuple(f for _, u, c in BATCH_POOLS for f in (u, c) if f != "full_token_usage")
-for _slots in SLOTS.values():
-    _slots.update({name: 14 + k for k, name in enumerate(_POOL_NAMES)})
-#: A decode record's ``#token`` (``model.frozen``: figures that do not move), in rows only; a
-#: prefill record's ``#running-req`` in the same slot of its own rows.
-SLOTS["decode_batch"]["token"] = SLOTS["prefill_batch"]["running_req"] = 14 + len(_POOL_NAMES)
-assert all(set(fields) <= set(SLOTS[kind]) for kind, fields in ROW_FIELDS.items())
+#: The figures of the throughput sketches (``throughput.py``), by the sketch each feeds: the
+#: scanner's value slots 0-3, in this order, whose values it also keeps as lists (slot 0 in
+#: line order too: ``ORDERED``).
+SKETCHED = (("decode_batch", "gen_throughput_tok_s", "decode_by_rank"), ("decode_batch", "accept_len", "accept_len"),
+            ("decode_batch", "running_req", "running_req"), ("prefill_batch", "input_throughput_tok_s", "prefill"))
+
+
+def _layout() -> dict[str, dict[str, int]]:
+    """The scanner's value slots, per kind and field: the sketched figures' (``SKETCHED``),
+    then, kept in rows alone (decode and prefill records are rows whose columns are the
+    slots), what observing reads of each kind (``serving_rows.ROW_FIELDS``) and a hybrid
+    model's per-pool fields (``model.pools``). A row is of one kind, so the kinds share the
+    row-only slots: each kind's fields in turn from the first."""
+    slots: dict[str, dict[str, int]] = {kind: {} for kind in ROW_FIELDS}
+    for i, (kind, name, _) in enumerate(SKETCHED):
+        slots[kind][name] = i
+    for kind, names in ROW_FIELDS.items():
+        rest = [name for name in dict.fromkeys(names + POOL_FIELDS) if name not in slots[kind]]
+        slots[kind].update({name: len(SKETCHED) + j for j, name in enumerate(rest)})
+    return slots
+
+
+SLOTS = _layout()
 ORDERED = (0,)
 ROWS = (DECODE, PREFILL)
-#: A probe's status: checked (``GUARDS``), kept nowhere (a row-only slot of a class with no rows).
-SLOTS["http_probe"] = {"status": 15 + len(_POOL_NAMES)}
-#: A request's answer likewise: the bulk reader takes answers of 200 (the others are events,
-#: counted by status with their first line: ``coverage.Coverage.observe_answer``).
-SLOTS["http_access"] = SLOTS["http_probe"]
-ROW_ONLY = tuple(range(4, 16 + len(_POOL_NAMES)))
-_TPUT, _ACCEPT, _RUNNING, _PREFILL = 0, 1, 2, 3
+ROW_ONLY = tuple(range(len(SKETCHED), 1 + max(s for fields in SLOTS.values() for s in fields.values())))
+#: A probe's status and a request's answer: checked (``GUARDS``: the bulk reader takes answers
+#: of 200; the others are events, counted by status with their first line, ``coverage``), kept
+#: nowhere (a row-only slot of a class with no rows).
+SLOTS["http_probe"] = SLOTS["http_access"] = {"status": ROW_ONLY[0]}
 _ROW_KIND = {DECODE: "decode_batch", PREFILL: "prefill_batch"}
 #: Batch fields of a prefill/decode-disaggregated server, which ``model.pd`` reads from
 #: events: records that carry them are observed as events.
@@ -251,18 +253,15 @@ class ColumnFeed:
             timeline.reach("serving")
         t = m.throughput
         for slot, rid, ints, doubles in values:
-            if slot == _TPUT:
+            sketch = SKETCHED[slot][2]
+            if sketch == "decode_by_rank":
                 label = rank_names[rid] or NO_RANK
                 sk = t.decode_by_rank.get(label)
                 if sk is None:
                     sk = t.decode_by_rank[label] = Sketch()
                 sk.extend_doubles(ints, doubles)
-            elif slot == _ACCEPT:
-                t.accept_len.extend_doubles(ints, doubles)
-            elif slot == _RUNNING:
-                t.running_req.extend_doubles(ints, doubles)
-            elif slot == _PREFILL:
-                t.prefill.extend_doubles(ints, doubles)
+            else:
+                getattr(t, sketch).extend_doubles(ints, doubles)
         for _slot, xs, ints, doubles in ordered:
             t.decode_series.extend_xy(xs, numbers(ints, doubles))
         rows = scanner.rows(seg, buf, first_line)
@@ -278,7 +277,7 @@ class ColumnFeed:
         plans = scanner.plans
         if len(plans) > self._plans_seen:
             for plan in plans[self._plans_seen:]:
-                for name in _POOL_NAMES + ("full_token_usage",):
+                for name in POOL_FIELDS:
                     if name in plan.spec:
                         self._pool_ints.setdefault(name, plan.spec[name][1] is int)
                         self._has_pools = True
