@@ -131,6 +131,17 @@ PENDING: dict[tuple[str, str], str] = {
                               "loading shards: 100% Completed | 142/142' is kept as TP1's progress (summary --json "
                               "progress.TP1.load_weights) but places no rank in load_weights, and TP1's 'Failed to "
                               "initialize lk_moe' (line 2) is read as an error logged, no phase record (504's class)",
+    ("crash", "702"): "the crash has no phase ('during an unknown phase'): line 1, a health probe answered in a custom "
+                      "access-log form ('[2025-08-08 15:45:33] 10.148.4.216 [08/Aug/2025:15:45:33 +0800] \"GET /health "
+                      "HTTP/1.1\" 200 155 ...'), is not read (unrecognised), and the dumped thread's frames "
+                      "(batch_transfer_sync <- mooncake/conn.py process_layer <- a concurrent.futures worker) place no "
+                      "phase, so the segfault of a server that was answering /health is not placed in serving",
+    ("outcome", "705"): "'incomplete: the log stops at line 24 without readiness or failure': argparse's "
+                        "'launch_server.py: error: argument --moe-runner-backend: invalid choice: 'torch' (choose from "
+                        "...)' (line 24), after 23 lines of its usage text, is not read (unrecognised), so the launcher's "
+                        "exit while parsing its command line is no failure",
+    ("crash", "705"): "no crash: line 24's argparse error is not read, as outcome[705]",
+    ("fatal_line", "705"): "no crash, so no fatal line; the label's is line 24, argparse's 'error:' line",
 }
 
 
