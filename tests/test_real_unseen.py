@@ -136,12 +136,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "HTTP/1.1\" 200 155 ...'), is not read (unrecognised), and the dumped thread's frames "
                       "(batch_transfer_sync <- mooncake/conn.py process_layer <- a concurrent.futures worker) place no "
                       "phase, so the segfault of a server that was answering /health is not placed in serving",
-    ("outcome", "705"): "'incomplete: the log stops at line 24 without readiness or failure': argparse's "
-                        "'launch_server.py: error: argument --moe-runner-backend: invalid choice: 'torch' (choose from "
-                        "...)' (line 24), after 23 lines of its usage text, is not read (unrecognised), so the launcher's "
-                        "exit while parsing its command line is no failure",
-    ("crash", "705"): "no crash: line 24's argparse error is not read, as outcome[705]",
-    ("fatal_line", "705"): "no crash, so no fatal line; the label's is line 24, argparse's 'error:' line",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .types import Type
 
 KINDS: dict[str, dict[str, Type]] = {'allreduce_backend': {'message': 'string'},
+ 'argparse_error': {'message': 'string', 'prog': 'string'},
  'bare': {'message': 'string'},
  'basic_log': {'level': 'string', 'logger': 'string', 'message': 'string'},
  'batch_discarded': {'message': 'string'},

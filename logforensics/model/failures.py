@@ -485,9 +485,24 @@ KV_ALLOC_SOURCE = "kv_alloc"
 #: The source of a C++ exception (c10::Error) that torch logged with its stack trace
 #: (``on_cpp_frame``): its Python exception line, if it reached Python, is another record's.
 CPP_RAISED_SOURCE = "cpp_exception"
-#: Errors SGLang (or torch's c10d) logs and then raises: without the traceback's exception
-#: line, the logged message says what failed.
-LOGGED_THEN_RAISED = frozenset({PCG_SOURCE, KV_ALLOC_SOURCE, CPP_RAISED_SOURCE})
+#: The source of argparse's refusal of a command line (``on_argparse_error``).
+ARGPARSE_SOURCE = "argparse"
+#: Errors SGLang (or torch's c10d) logs and then raises, and argparse's, which it prints before
+#: it exits: without a traceback's exception line, the logged message says what failed.
+LOGGED_THEN_RAISED = frozenset({PCG_SOURCE, KV_ALLOC_SOURCE, CPP_RAISED_SOURCE, ARGPARSE_SOURCE})
+
+
+@handles("argparse_error")
+def on_argparse_error(m: RunModel, ev: Event) -> None:
+    """argparse refused a command line: it printed its usage, then this line, and exited
+    with status 2 (``ArgumentParser.error``), before the program did anything else. The
+    launcher's: a failure in the launch, before any scheduler started."""
+    f = ev.fields
+    m.failures.crash_events.append({
+        "rank": ev.rank, "rank_inferred_from": None, "source": ARGPARSE_SOURCE, "exception": None,
+        "message": f"{f.get('prog')} refused its command line: {f.get('message')}", "frames": [], "chain": [],
+        "oom": None, "fatal_signal": False, "exception_line": None, "file": ev.file, "line": ev.line,
+        "end_line": ev.line, "ts": ev.ts, "text": ev.text, "phase": "launch"})
 
 
 def _logged_then_raised(m: RunModel, ev: Event, source: str, message: str) -> None:

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ..artefacts.types import Artefacts
 from ..model.beside import END_RECORD, SOURCES, stops_unexplained
-from ..model.failures import CPP_RAISED_SOURCE, headerless_dump
+from ..model.failures import ARGPARSE_SOURCE, CPP_RAISED_SOURCE, headerless_dump
 from ..model.pools import POST_CAPTURE_ENV
 from ..model.records import NO_MEMORY, NOT_SEEN, Cite, ClockAnchor, ClockMove, LoggedError, MemoryPools
 from ..model.run import RunSummary
@@ -281,7 +281,9 @@ def render_crash(crash: Crash) -> Panel:
                               else "none in a faulthandler stack dump (its header is not in this log)"
                               if headerless_dump(crash.source, crash.exception)
                               else "none in this log (a C++ exception; its stack and message below)"
-                              if crash.source == CPP_RAISED_SOURCE else "(exception line not in log)")
+                              if crash.source == CPP_RAISED_SOURCE
+                              else "none: argparse refused the command line and exited (status 2)"
+                              if crash.source == ARGPARSE_SOURCE else "(exception line not in log)")
     first = crash.first_rank or "unknown"
     if crash.rank_named_at and crash.first_rank:  # the first fatal line names none: the rank is a later record's
         first = f"{crash.first_rank} (named at line {crash.rank_named_at}; line {crash.line} names no rank)"
