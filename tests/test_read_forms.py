@@ -753,3 +753,36 @@ def test_ray_dedup_suffix_after_a_records_own_trailing_space() -> None:
     batch = only(evs, "decode_batch")
     assert (batch.rank, batch.fields["running_req"], batch.fields["gen_throughput_tok_s"]) == ("TP0 EP0", 2, 200.4)
     assert only(evs, "ray_dedup").fields["count"] == 4
+
+
+def test_an_exception_of_any_class_ends_its_traceback_where_python_prints_it() -> None:
+    """Python prints a traceback's exception line right after the last frame's source line,
+    whatever the class's name: ``psutil.AccessDenied: (pid=1)`` ends its chain (real-unseen
+    704), as ``RuntimeError: ...`` would; the same words elsewhere are no exception line."""
+    tb = ('Traceback (most recent call last):\n'
+          '  File "/x/site-packages/psutil/__init__.py", line 1283, in _send_signal\n'
+          '    raise AccessDenied(pid, name) from err\n'
+          'psutil.AccessDenied: (pid=1)\n')
+    ev = only(read(tb), "exception")
+    assert (ev.fields["exception"], ev.fields["message"], ev.end_line) == ("psutil.AccessDenied", "(pid=1)", 4)
+    alone = read("Note: the server restarts at noon\nAccessDenied: (pid=1)\n")
+    assert "exception" not in kinds(alone)
+
+
+def test_multiprocessing_report_of_a_child_is_the_header_of_its_traceback() -> None:
+    """multiprocessing prints "Process Process-1:3:" and then the child's traceback: that line
+    is the record's first (the traceback above it ends before it, after its empty line, and
+    does not take it into its message: real-unseen 704, 444)."""
+    text = ('Traceback (most recent call last):\n'
+            '  File "/x/scheduler.py", line 1, in run_scheduler_process\n'
+            '    init()\n'
+            'torch.distributed.DistNetworkError: The client socket has timed out after 600000ms\n'
+            '\n'
+            'Process Process-1:3:\n'
+            'Traceback (most recent call last):\n'
+            '  File "/x/multiprocessing/process.py", line 314, in _bootstrap\n'
+            '    self.run()\n'
+            'KeyError: 3\n')
+    first, second = [e for e in read(text) if e.kind == "exception"]
+    assert first.fields["message"] == "The client socket has timed out after 600000ms"
+    assert (second.line, second.fields["source"], second.fields["exception"]) == (6, "process", "KeyError")

@@ -51,8 +51,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "component caught (as 409's logged traceback), since the log does not show the process ending",
     ("crash", "421"): "no crash: line 8 is an error the process logged, as outcome[421]",
     ("fatal_line", "421"): "no crash, so no fatal line; the label's is line 8, the worker's CUDA out-of-memory record",
-    ("fatal_line", "444"): "no stop record; the crash is cited at line 4 (a File line), not at line 1 "
-                           "('Process Process-3:', the interrupted processes' first header)",
     ("outcome", "461"): "'crashed: RuntimeError at line 1': line 1 is the tail of a traceback above the window, and "
                         "lines 2-9 show the failure handled (the 'no output' traceback logged, the request answered "
                         "'\"POST /v1/images/generations HTTP/1.1\" 500' at line 9); the stamped lines 2 and 9-10 are "

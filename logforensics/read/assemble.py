@@ -72,6 +72,11 @@ _WRAPPED_WORD = re.compile(r"\w+")
 #: leaves it: read as such only inside a traceback, after a frame's source line, indented less.
 _INDENTED_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit|Fault))"
                            r"(?::(?P<message>.*))?")
+#: Python's exception line of any class (``psutil.AccessDenied: (pid=1)``,
+#: ``requests.exceptions.ConnectTimeout: ...``, ``StopIteration``), taken only where Python prints
+#: it: on the line after a frame's source line (the grammar's own ``EXC_NAME`` knows the usual
+#: endings, Error, Exception, ..., anywhere).
+_ANY_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)*[A-Z]\w*)(?::(?P<message>[ \t].*|))?")
 #: A logging prefix whose stamp has no year (SGLang's multimodal generation server: ``[12-24 08:20:04] ...``):
 #: its record has no time stamp (no year is guessed), but it is a record of its own, never a traceback's line.
 _DATELESS = re.compile(r"\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] ")
@@ -571,6 +576,16 @@ class TracebackAssembler:
                     and (m := _INDENTED_EXC.fullmatch(_body(ev))) is not None \
                     and _indent(ev.text) < _indent(tb.line_text(last["log_line"] + 1) or ""):
                 # the traceback's exception, indented by a paste less than the source lines above it
+                tb.exception, tb.message = m.group("exception"), (m.group("message") or "").strip()
+                tb.exc_at = {"line": ev.line, "text": ev.text}
+                tb.chained_wait = False
+                tb.add_line(ev)
+                tb.blanks = 0
+                return
+            if tb.exception is None and kind == "other" and last is not None and last["code"] is not None \
+                    and not (tb.fh_stack or tb.fatal or tb.thread_dump) and tb.last_line == ev.line - 1 \
+                    and (m := _ANY_EXC.fullmatch(ev.text.rstrip())) is not None:
+                # the exception line, whatever its class's name, where Python prints it
                 tb.exception, tb.message = m.group("exception"), (m.group("message") or "").strip()
                 tb.exc_at = {"line": ev.line, "text": ev.text}
                 tb.chained_wait = False

@@ -417,6 +417,17 @@ def thread_source(s: str) -> str:
     return THREAD_SOURCE
 
 
+#: The source of a traceback that multiprocessing printed for a child whose target raised
+#: ("Process Process-1:3:" above it): the child's end, in a process its name does not place.
+PROCESS_SOURCE = "process"
+
+
+@returns(STR)
+def process_source(s: str) -> str:
+    """``Process Process-1:3:`` -> ``process``."""
+    return PROCESS_SOURCE
+
+
 #: The source of a traceback that another program's logger logged (Python's default
 #: ``LEVEL:logger:message`` line right above it: ``logger.exception``, whose code goes on).
 LOGGED_SOURCE = "logged"
