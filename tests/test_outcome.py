@@ -1015,3 +1015,15 @@ def test_a_probe_answered_while_the_health_check_is_refused_is_not_readiness(lat
     assert s.outcome == outcome, s.outcome_reason
     if outcome == "incomplete":
         assert "health check was refused (GET /health 503 at line 2)" in s.outcome_reason
+
+
+@pytest.mark.parametrize("rank,drawer", [("TP1", "-"), ("DP3 TP3 EP3", "-"), ("TP0", "TP0"), ("DP0 TP0", "DP0 TP0")])
+def test_bars_belong_to_a_rank_that_can_draw_them_else_to_an_unnamed_process(rank: str, drawer: str) -> None:
+    """SGLang draws tqdm bars on TP rank 0 only: an excerpt of TP1's lines under the bars
+    (real-unseen 504, 682) shows an unnamed process that reached the bar's phase, and TP1
+    placed by nothing; a log that names TP rank 0 gives it the bars."""
+    s = summarize("Multi-thread loading shards: 100% Completed | 142/142 [00:25<00:00,  5.66it/s]\n"
+                  f"[2026-04-16 01:02:09 {rank}] Failed to initialize lk_moe: something\n")
+    assert drawer in s.ranks and s.per_rank[drawer].phase_reached == "load_weights"
+    assert set(s.per_rank[drawer].progress) == {"load_weights"}
+    assert all(not r.progress for k, r in s.per_rank.items() if k != drawer)

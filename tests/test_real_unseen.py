@@ -66,10 +66,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "[ERROR] [383554] NPU out of memory. Tried to allocate 72.00 MiB ...') is read as an "
                            "out-of-memory error the process logged (ER01, with its figures), not as the start of the "
                            "crash, since no line shows the scheduler's exception to be that out-of-memory error",
-    ("phase_reached", "504"): "no rank is placed in any phase (TP1's phase is '-'): line 1, 'Multi-thread loading shards: "
-                              "100% Completed | 64/64', is read as a progress bar with no rank, and bars are given only to a "
-                              "rank that can be TP rank 0, so with TP1 the only rank named (line 3) the loaded shards place "
-                              "no process in load_weights (480's class)",
     ("crash", "562"): "the crash has no phase ('phase: unknown'), though TP4's last phase record is 'Memory pool end. "
                       "avail mem=14.13 GB' (line 25) and its frames (lines 69-94) are Scheduler.__init__ -> "
                       "init_disaggregation, before any capture or warm-up record; the bundle's own verdict says "
@@ -125,10 +121,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "line 8's stack header), but its phase is 'serving': the run's phase, from DP6 TP6's and "
                       "DP7 TP7's prefill batches (lines 1-2), records of other processes; no line ties torch's "
                       "global rank 2 to an SGLang rank or phase",
-    ("phase_reached", "682"): "no process is placed in any phase (TP1's phase is '-'): line 1's rankless 'Multi-thread "
-                              "loading shards: 100% Completed | 142/142' is kept as TP1's progress (summary --json "
-                              "progress.TP1.load_weights) but places no rank in load_weights, and TP1's 'Failed to "
-                              "initialize lk_moe' (line 2) is read as an error logged, no phase record (504's class)",
     ("crash", "702"): "the crash has no phase ('during an unknown phase'): line 1, a health probe answered in a custom "
                       "access-log form ('[2025-08-08 15:45:33] 10.148.4.216 [08/Aug/2025:15:45:33 +0800] \"GET /health "
                       "HTTP/1.1\" 200 155 ...'), is not read (unrecognised), and the dumped thread's frames "

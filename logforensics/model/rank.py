@@ -154,9 +154,10 @@ def draws_bars(label: str) -> bool:
 
 def bar_rank(labels: Any) -> str:
     """The rank tqdm bars belong to, given the ranks a log names: the first, in rank
-    order, that can draw them; ``-`` when the log names none."""
+    order, that can draw them; ``-`` (an unnamed process) when the log names none that can
+    (an excerpt of TP1's lines under TP rank 0's bars)."""
     named = sorted((k for k in labels if k != NO_RANK), key=rank_sort_key)
-    return next((k for k in named if draws_bars(k)), named[0] if named else NO_RANK)
+    return next((k for k in named if draws_bars(k)), NO_RANK)
 
 
 #: Label parts that name a rank inside one attention-DP group: every such rank prints the

@@ -304,12 +304,15 @@ class RunModel:
         labels = sorted(dict.fromkeys(labels + titled), key=rank_sort_key)
         if not labels and (NO_RANK in t.ranks or t.bars or t.answered or t.ready or t.http_up or dumped):
             labels = [NO_RANK]
+        drawer = bar_rank(t.ranks) if t.bars else None
+        if drawer == NO_RANK and NO_RANK not in labels:
+            labels = [NO_RANK, *labels]  # the bars' process (TP rank 0's), which no line of the log names
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
-        if labels == [NO_RANK] and t.bars:
-            # the bars of a log that names no rank are its unnamed scheduler's: they place it
+        if drawer is not None and t.bars:
+            # the bars are the drawer's (TP rank 0's, or an unnamed process's): they place it
             furthest = max(t.bars, key=PHASE_INDEX.__getitem__)
-            if PHASE_INDEX[furthest] > PHASE_INDEX.get(reached.get(NO_RANK, ""), -1):
-                reached[NO_RANK] = furthest
+            if PHASE_INDEX[furthest] > PHASE_INDEX.get(reached.get(drawer, ""), -1):
+                reached[drawer] = furthest
         if labels == [NO_RANK] and (t.ready or t.answered):
             # the server of a log that names no rank is ready (its fired-up line, a request or probe
             # it answered): its scheduler serves
@@ -336,7 +339,6 @@ class RunModel:
                 reached[r] = p
             if r in titled and r not in later:  # its last record is the dump
                 later[r] = {"file": d.get("file"), "line": d["line"], "rank": r, "text": d.get("text") or ""}
-        drawer = bar_rank(t.ranks) if t.bars else None
         per_rank = {k: self._rank_record(k, reached.get(k), drawer, later.get(k)) for k in labels}
         c = self.config
         return with_ends(self._summary(verdict, labels, per_rank, c, stats), in_log(self.notices.get("job_end", [])))
