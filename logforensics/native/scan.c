@@ -10,7 +10,7 @@
  * exactly as Python's int()/float() would) stops the scan there, so the caller can
  * read that line on the exact path, in order, and scan on after it.
  *
- * Also: log_buckets(), the quantile sketch's bucketing loop.
+ * Also: sketch_batch() and sketch_doubles(), the quantile sketch's loop over a batch.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1192,8 +1192,7 @@ static PyObject *counters_scan(const RowView *vp, int cls, int tok, int alt, int
     return Py_BuildValue("(nN)", found, spans);
 }
 
-/* log_buckets(values, factor, counter): counter[int(log(x) * factor)] += 1 for each
- * value x > 0 (ints or floats), as Counter.update(map(int, map(mul, map(log, ...)))) does. */
+/* counter[key] += by (the sketches' buckets, as Counter.update does). */
 static int bump(PyObject *counter, long long key, Py_ssize_t by)
 {
     PyObject *k = PyLong_FromLongLong(key);
@@ -1215,67 +1214,13 @@ static int bump(PyObject *counter, long long key, Py_ssize_t by)
 
 #define NEAR 4096 /* bucket keys in [-NEAR, NEAR) are counted in an array first */
 
-static PyObject *log_buckets(PyObject *module, PyObject *args)
-{
-    PyObject *values, *counter;
-    double factor;
-    if (!PyArg_ParseTuple(args, "OdO!", &values, &factor, &PyDict_Type, &counter))
-        return NULL;
-    PyObject *seq = PySequence_Fast(values, "values must be a sequence");
-    if (!seq)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    Py_ssize_t *near = PyMem_Calloc(2 * NEAR, sizeof(Py_ssize_t));
-    if (!near) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
-    }
-    int lo = 2 * NEAR, hi = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = items[i];
-        double x;
-        if (PyFloat_CheckExact(o))
-            x = PyFloat_AS_DOUBLE(o);
-        else {
-            x = PyFloat_AsDouble(o);
-            if (x == -1.0 && PyErr_Occurred())
-                goto fail;
-        }
-        if (!(x > 0))
-            continue;
-        double y = log(x) * factor;
-        if (!isfinite(y) || y > 9e18 || y < -9e18) {
-            PyErr_SetString(PyExc_OverflowError, "value out of range");
-            goto fail;
-        }
-        long long key = (long long)y; /* truncation, as int() */
-        if (key >= -NEAR && key < NEAR) {
-            int at = (int)(key + NEAR);
-            near[at]++;
-            if (at < lo) lo = at;
-            if (at > hi) hi = at;
-        } else if (bump(counter, key, 1) < 0)
-            goto fail;
-    }
-    for (int at = lo; at <= hi; at++)
-        if (near[at] && bump(counter, (long long)at - NEAR, near[at]) < 0)
-            goto fail;
-    PyMem_Free(near);
-    Py_DECREF(seq);
-    Py_RETURN_NONE;
-fail:
-    PyMem_Free(near);
-    Py_DECREF(seq);
-    return NULL;
-}
-
 /* sketch_batch(values, factor, counter) -> (lo, hi, zeros, partials) or None
  *
  * One pass over a sketch's batch: lo and hi are the objects min() and max() return,
  * zeros counts the values not > 0, partials is Shewchuk's exact expansion of the sum
  * (the partials math.fsum keeps: their exact sum is the values' exact sum), and the
- * positive values are bucketed into counter as log_buckets does. None, with nothing
+ * positive values are bucketed into counter: counter[int(log(x) * factor)] += 1, as
+ * Counter.update(map(int, map(mul, map(log, ...)))) does. None, with nothing
  * changed, when a value is not a float or an int below 2**53 in size, or is not
  * finite, or the sum overflows: the caller then takes the Python path. */
 /* The core of sketch_batch and sketch_doubles over n finite doubles: the indices of the first
@@ -1370,7 +1315,7 @@ static PyObject *partials_list(const double *part, int np)
  * One pass over a sketch's batch: lo and hi are the objects min() and max() return,
  * zeros counts the values not > 0, partials is Shewchuk's exact expansion of the sum
  * (the partials math.fsum keeps: their exact sum is the values' exact sum), and the
- * positive values are bucketed into counter as log_buckets does. None, with nothing
+ * positive values are bucketed into counter as sketch_batch does. None, with nothing
  * changed, when a value is not a float or an int below 2**53 in size, or is not
  * finite, or the sum overflows: the caller then takes the Python path. */
 static PyObject *sketch_batch(PyObject *module, PyObject *args)
@@ -1453,7 +1398,6 @@ static PyObject *sketch_doubles(PyObject *module, PyObject *args)
 }
 
 static PyMethodDef module_methods[] = {
-    {"log_buckets", log_buckets, METH_VARARGS, "Bucket positive values by the log of their size."},
     {"sketch_batch", sketch_batch, METH_VARARGS, "Extremes, zeros, exact partial sums and buckets of a batch."},
     {"sketch_doubles", sketch_doubles, METH_VARARGS, "sketch_batch over a scan's numbers as doubles."},
     {"first_row", first_row, METH_VARARGS, "The first row of a class whose column holds a value."},
