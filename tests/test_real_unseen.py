@@ -126,6 +126,29 @@ PENDING: dict[tuple[str, str], str] = {
                       "HTTP/1.1\" 200 155 ...'), is not read (unrecognised), and the dumped thread's frames "
                       "(batch_transfer_sync <- mooncake/conn.py process_layer <- a concurrent.futures worker) place no "
                       "phase, so the segfault of a server that was answering /health is not placed in serving",
+    ("crash", "710"): "the crash is torch's watchdog record at line 4 ('[rank1]:[E1209 02:28:15.281862353 "
+                      "ProcessGroupNCCL.cpp:2057] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated "
+                      "with exception: CUDA error: an illegal memory access was encountered'), but its phase is "
+                      "'serving', from TP0's prefill batches (lines 1 and 3), another process's records, and its rank "
+                      "is 'TP1' (rank_inferred_from 'torch_global_rank'), though TP0 is the only SGLang rank the "
+                      "window names and no line ties torch's global rank 1 to an SGLang rank or phase (673's class)",
+    ("fatal_line", "713"): "the crash is cited at line 2, the benchmark script's traceback (bench_speculative.py -> "
+                           "popen_launch_server -> 'Exception: Server process exited with code -9. Check server logs "
+                           "for errors.'), not at line 1, the launcher's 'Received sigquit from a child process. It "
+                           "usually means the child failed.': the script's exception reports the server's death after "
+                           "the fact, and the sigquit line (kept only as notices.sigquit) is the first record of the "
+                           "failure, as in 441",
+    ("outcome", "714"): "'incomplete ... the log stops at line 1 without readiness or failure': the one line, '> "
+                        "[2026-07-14 09:05:27 DP1 TP5 EP5] Scheduler hit an exception: Traceback (most recent call "
+                        "last): File \".../scheduler.py\", line 5092, in run_scheduler_process "
+                        "scheduler.run_event_loop() File ...', a quoted traceback flattened onto one line, is "
+                        "unrecognised (coverage 0/1): the header is not read when the traceback's text follows it "
+                        "on the same line",
+    ("crash", "714"): "no crash: the flattened 'Scheduler hit an exception: Traceback (most recent call last): File "
+                      "...' line is not read (as outcome[714]), so DP1 TP5 EP5's failure in "
+                      "event_loop_normal_disagg_prefill -> process_batch_result is not seen",
+    ("fatal_line", "714"): "no crash, so no fatal line; the label's is line 1, DP1 TP5 EP5's flattened scheduler "
+                           "exception",
 }
 
 
