@@ -149,6 +149,27 @@ PENDING: dict[tuple[str, str], str] = {
                       "event_loop_normal_disagg_prefill -> process_batch_result is not seen",
     ("fatal_line", "714"): "no crash, so no fatal line; the label's is line 1, DP1 TP5 EP5's flattened scheduler "
                            "exception",
+    ("fatal_line", "722"): "the crash is cited at line 36 (the first File line in the window), not at line 35, the "
+                           "traceback's first line here ('    return self.model.forward(', the code line of a frame "
+                           "whose File line is above the window, after the script's '[pd-test] Decode log tail:'); "
+                           "the evidence '36-63' and the bundle's quoted traceback leave line 35 out without a mark "
+                           "(462's class)",
+    ("key_figure[mem_fraction_static]", "724"): "the offline Engine's 'INFO engine.py:123: server_args=ServerArgs(...)' "
+                                                "(line 3, the logger's level and source before the record) is not read "
+                                                "as server_args, so no figure; the bundle says 'server_args: not in this "
+                                                "log'",
+    ("key_figure[chunked_prefill]", "724"): "as key_figure[mem_fraction_static][724]: line 3's "
+                                            "'chunked_prefill_size=8192' is not read (got [None])",
+    ("key_figure[hsa_nodes_faulted]", "726"): "the HSA fault quoted by the test script behind its '[pd-test]   ' "
+                                              "prefix ('[pd-test]   Memory access fault by GPU node-6 (Agent handle: "
+                                              "...) on address 0x7f321b3f1000. Reason: Unknown.', line 38) is not read, "
+                                              "though the watchdog records behind the same prefix (lines 33-36) are",
+    ("key_figure[address]", "726"): "as key_figure[hsa_nodes_faulted][726]: the quoted fault's address is not read",
+    ("crash", "727"): "a phase (init_distributed) for a crash whose process names no rank: the HSA fault (line 24), "
+                      "'Fatal Python error: Aborted' (line 25) and a dump of one thread, torch inductor's compile "
+                      "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "
+                      "distributed begin.' and DP0 TP0's nccl version (lines 22-23) are in init_distributed, and "
+                      "no line ties the aborted process to them (576's class)",
 }
 
 
