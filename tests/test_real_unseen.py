@@ -154,12 +154,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "whose File line is above the window, after the script's '[pd-test] Decode log tail:'); "
                            "the evidence '36-63' and the bundle's quoted traceback leave line 35 out without a mark "
                            "(462's class)",
-    ("key_figure[mem_fraction_static]", "724"): "the offline Engine's 'INFO engine.py:123: server_args=ServerArgs(...)' "
-                                                "(line 3, the logger's level and source before the record) is not read "
-                                                "as server_args, so no figure; the bundle says 'server_args: not in this "
-                                                "log'",
-    ("key_figure[chunked_prefill]", "724"): "as key_figure[mem_fraction_static][724]: line 3's "
-                                            "'chunked_prefill_size=8192' is not read (got [None])",
     ("key_figure[hsa_nodes_faulted]", "726"): "the HSA fault quoted by the test script behind its '[pd-test]   ' "
                                               "prefix ('[pd-test]   Memory access fault by GPU node-6 (Agent handle: "
                                               "...) on address 0x7f321b3f1000. Reason: Unknown.', line 38) is not read, "

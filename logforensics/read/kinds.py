@@ -6,7 +6,7 @@ from functools import cache
 
 #: Grammar rules that structure a record but are never an event's kind.
 _STRUCTURAL = frozenset({
-    "record", "fallback", "message", "sglang_message", "prefix", "rank", "rank_only", "gpu_tag", "rank_tag", "items",
+    "record", "fallback", "message", "sglang_message", "prefix", "rank", "rank_only", "gpu_tag", "rank_tag", "level_tag", "items",
     "item", "eq_item", "colon_item", "elapsed_item", "value", "number_value", "warning_head", "line_prefix",
 })
 #: Kinds made after the grammar: assembled tracebacks, lines it does not know, and the kinds

@@ -86,6 +86,8 @@ class Planner(FatalPlanning):
             start, end = span(tokens(tree)["GPU_TAG"][0])
             self.rank = (start + 1, end - 1)
             return
+        if name == "level_tag":  # "INFO engine.py:123: ": another format's level and source, no field
+            return
         if name == "rank_tag":  # "Rank 0: load weight begin.": the label is "Rank 0"
             start, end = span(tokens(tree)["RANK_TAG"][0])
             self.rank = (start, end - 1)

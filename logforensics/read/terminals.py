@@ -185,7 +185,7 @@ RULES: dict[str, Rule] = {
                          _end("UVICORN_RUNNING", "message"), _end("TEXT", "message"),
                          T("INT", "pid", v.to_int), T("NONSPACE", "url", v.to_str)),
     "level_message": _rule(T("LEVEL_WORD", "level", v.to_str), T("SRC_LOC", "source_loc", v.to_str),
-                           T("TEXT", "message", v.to_strip)),
+                           T("LEVEL_TEXT", "message", v.to_strip)),
     # -- lines with no SGLang prefix
     "tb_frame": _TB_FRAME,
     "fh_frame": _TB_FRAME,
