@@ -786,3 +786,17 @@ def test_multiprocessing_report_of_a_child_is_the_header_of_its_traceback() -> N
     first, second = [e for e in read(text) if e.kind == "exception"]
     assert first.fields["message"] == "The client socket has timed out after 600000ms"
     assert (second.line, second.fields["source"], second.fields["exception"]) == (6, "process", "KeyError")
+
+
+def test_a_line_of_text_right_after_a_dumps_frame_is_another_writers() -> None:
+    """faulthandler ends each thread's frames with an empty line: a script's line right after
+    a frame ("--- End of error details ---", real-unseen 727) ends the dump; after the empty
+    line, text and frames of a native handler go on with the same failure (349)."""
+    dump = ('Fatal Python error: Aborted\n'
+            '\n'
+            'Thread 0x00007f3afce70640 (most recent call first):\n'
+            '  File "/x/torch/_inductor/compile_worker/subproc_pool.py", line 55 in _recv_msg\n')
+    ev = only(read(dump + '--- End of error details ---\nKilling server process and exiting...\n'), "exception")
+    assert (ev.line, ev.end_line) == (1, 4)
+    native = read(dump + '\n!!!!!!! Segfault encountered !!!!!!\n  File "<unknown>", line 0, in gsignal\n')
+    assert only(native, "exception").end_line == 7

@@ -570,6 +570,14 @@ class TracebackAssembler:
                 tb.fatal_header_cut()  # only a fatal error's dump lists them: its header is above the window
                 tb.add_line(ev)
                 return
+            if (tb.fatal or tb.thread_dump) and tb.frames and kind == "other" and not tb.blanks \
+                    and tb.frames[-1]["log_line"] == ev.line - 1 and not ev.text.startswith(_EXTENSION_MODULES):
+                # faulthandler ends a thread's frames with an empty line: a line of text right
+                # after a frame is another writer's (a script's "--- End of error details ---"),
+                # and ends the dump
+                yield from self.close()
+                yield ev
+                return
             last = tb.frames[-1] if tb.frames else None
             if tb.exception is None and kind == "indented" and last is not None and last["code"] is not None \
                     and not (tb.fh_stack or tb.fatal or tb.thread_dump) \
