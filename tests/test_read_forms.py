@@ -800,3 +800,16 @@ def test_a_line_of_text_right_after_a_dumps_frame_is_another_writers() -> None:
     assert (ev.line, ev.end_line) == (1, 4)
     native = read(dump + '\n!!!!!!! Segfault encountered !!!!!!\n  File "<unknown>", line 0, in gsignal\n')
     assert only(native, "exception").end_line == 7
+
+
+@pytest.mark.parametrize("func,source", [("v1_score_request", "http_request"), ("lifespan", None),
+                                         ("<module>", None)])
+def test_a_traceback_through_a_route_handler_is_one_requests(func: str, source: str | None) -> None:
+    """A frame of one of SGLang's route handlers (http_server.py's v1_score_request, real-unseen
+    735) makes a traceback one request's, which the HTTP server logs and goes on from; the
+    server's own life there (its import, its lifespan) is no request."""
+    text = (f'  File "/app/python/sglang/srt/entrypoints/http_server.py", line 759, in {func}\n'
+            '    return await handle(request)\n'
+            '  File "/app/python/sglang/srt/managers/tokenizer_manager.py", line 280, in generate_request\n'
+            '    async for response in self._handle_batch_request(obj, request):\n')
+    assert only(read(text), "exception").fields["source"] == source

@@ -164,14 +164,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "
                       "distributed begin.' and DP0 TP0's nccl version (lines 22-23) are in init_distributed, and "
                       "no line ties the aborted process to them (576's class)",
-    ("outcome", "735"): "'crashed: a traceback whose exception is not in this log (cut) at line 1': the twelve lines "
-                        "are an HTTP request's frames with no header and no exception (sglang-jax's http_server.py "
-                        "v1_score_request -> openai/serving_base.py handle_request -> serving_score.py -> "
-                        "tokenizer_manager.py score_request, generate_request, _handle_batch_request), each 'File' "
-                        "line unindented; nothing in them shows a process failing (262's class: a request's "
-                        "traceback read as the server's crash)",
-    ("crash", "735"): "a crash at line 1 (ranks none, phase unknown, evidence 1-12) where the label has none: the "
-                      "request handler's frames, as outcome[735]",
     ("fatal_line", "737"): "the crash is cited at line 4 ('Fatal Python error: Aborted'), not at line 1, 'HIP error: "
                            "operation not permitted on an event last recorded in a capturing stream', the first record "
                            "of the failure: lines 1-3 (the HIP error, '(hipErrorCapturedEvent)' and the reporter's '... "

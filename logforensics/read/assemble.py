@@ -166,12 +166,25 @@ def lead_header(ev: Event) -> bool | None:
     return False if message and _TB_START.startswith(message) else None
 
 
+#: SGLang's HTTP server module (``srt/entrypoints/http_server.py``; sglang-jax's alike), and the
+#: functions there that are the server's own life, not a request's (its import, its launch, its
+#: lifespan, which builds the OpenAI handlers, its warm-up): a frame of any other is a route handler's.
+_HTTP_ENTRY = re.compile(r"/srt/entrypoints/http_server\.py$")
+_SERVER_LIFE = frozenset({"<module>", "launch_server", "_launch_subprocesses", "lifespan", "_wait_and_warmup",
+                          "_execute_server_warmup", "warmup_thread_func"})
+
+
 def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
-    """``"http_request"`` when every frame of a traceback is in the HTTP server's packages
-    (``model.failures.CAUGHT_SOURCES``), else None; with or without its exception line (a
-    window cut inside uvicorn's ``run_asgi`` and the middleware stack is still one request's)."""
+    """``"http_request"`` when a traceback is one request's, which the HTTP server logs and goes
+    on from (``model.failures.CAUGHT_SOURCES``): every frame in the HTTP server's packages (a
+    window cut inside uvicorn's ``run_asgi`` and the middleware stack), or a frame in one of
+    SGLang's route handlers (``v1_score_request`` and what it awaits: a request's coroutine,
+    which the launcher and the schedulers never run); with or without its exception line.
+    Else None."""
     paths = [str(f.get("path") or "") for f in frames]
     if paths and all(_in_http_layer(p) for p in paths) and any("/asyncio/" not in p for p in paths):
+        return "http_request"
+    if any(_HTTP_ENTRY.search(p) and f.get("func") not in _SERVER_LIFE for p, f in zip(paths, frames)):
         return "http_request"
     return None
 
