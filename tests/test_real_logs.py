@@ -233,9 +233,11 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     # fatal and timeout records (read/fatal.py)
     "watchdog_timeout_s": _events("watchdog_timeout", "watchdog_timeout_s"),
     "watchdog_fired": lambda _, evs: [e.ts[11:19] for e in evs if e.kind == "watchdog_timeout" and e.ts],
-    # a failed child's exit code, as its parent logs it (a scheduler that returned, 0, is none)
-    "exit_code": lambda _, evs: [e.fields["exit_code"] for e in evs if e.kind in ("child_failed", "child_terminated",
-                                 "subprocess_crashed") and e.fields.get("exit_code") not in (None, 0)],
+    # a failed child's exit code, as its parent logs it (a scheduler that returned, 0, is none), or
+    # as the crash gives it (the launcher's "Rank 0 scheduler died ... (exit code: -6)")
+    "exit_code": lambda s, evs: [e.fields["exit_code"] for e in evs if e.kind in ("child_failed", "child_terminated",
+                                 "subprocess_crashed") and e.fields.get("exit_code") not in (None, 0)]
+    + ([s.crash.exit_code] if s.crash is not None and s.crash.exit_code is not None else []),
     "child_failed": lambda _, evs: [e.ts[11:19] for e in evs if e.kind == "child_failed" and e.ts],
     "failed_seq": _events("collective_failure", "seq"),
     "last_enqueued": lambda _, evs: [e.fields["last_enqueued"] for e in evs if e.kind.startswith("collective_")

@@ -164,13 +164,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "
                       "distributed begin.' and DP0 TP0's nccl version (lines 22-23) are in init_distributed, and "
                       "no line ties the aborted process to them (576's class)",
-    ("fatal_line", "737"): "the crash is cited at line 4 ('Fatal Python error: Aborted'), not at line 1, 'HIP error: "
-                           "operation not permitted on an event last recorded in a capturing stream', the first record "
-                           "of the failure: lines 1-3 (the HIP error, '(hipErrorCapturedEvent)' and the reporter's '... "
-                           "Process group watchdog thread terminated with exception ...') are not read (unrecognised)",
-    ("key_figure[exit_code]", "737"): "the launcher's 'RuntimeError: Rank 0 scheduler died during initialization (exit "
-                                      "code: -6)' (line 5) is read as an exception, not as a child's exit, so no exit "
-                                      "code",
 }
 
 

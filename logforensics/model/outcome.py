@@ -434,9 +434,18 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         "count": len(fatal),
         "sigquit_lines": [n["line"] for n in sigquits[:8]],
         **({"quiet_before": first["quiet_before"]} if first.get("quiet_before") else {}),
-        **({"exit_code": with_exc["exit_code"]} if with_exc.get("exit_code") is not None
-           else {"exit_code": first["exit_code"]} if first.get("exit_code") is not None else {}),
+        **({"exit_code": code} if (code := _exit_code(with_exc, first, fatal)) is not None else {}),
     }
+
+
+def _exit_code(with_exc: dict[str, Any], first: dict[str, Any], fatal: list[dict[str, Any]]) -> int | None:
+    """The exit code the launcher gives for the process that died: the reported exception's,
+    the first record's, else the first that a later fatal record of the crash gives (the
+    launcher's "Rank 0 scheduler died during initialization (exit code: -6)" after an abort)."""
+    for rec in (with_exc, first, *fatal):
+        if rec.get("exit_code") is not None:
+            return int(rec["exit_code"])
+    return None
 
 
 def _named_after(first: dict[str, Any], notices: list[dict[str, Any]]) -> str | None:

@@ -223,7 +223,7 @@ RULES: dict[str, Rule] = {
     "hsa_error": _rule(T("HSA_STATUS", "hsa_status", v.to_str), T("TEXT", "message", v.after_colon)),
     "hsa_fault": _rule(*(_end("HSA_FAULT", n, fatal.hsa(n)) for n in ("hsa_node", "agent_handle", "address", "reason"))),
     "cann_error": _rule(T("CANN_CODE", "code", v.to_str), T("TEXT", "message", v.after_colon)),
-    "cuda_error": _rule(T("TEXT", "message", v.to_strip)),
+    "cuda_error": _rule(T("CUDA_ERROR", "api", v.first_word), T("TEXT", "message", v.to_strip)),
     "jax_weights_loaded": _rule(),
     "jax_kv_tokens": _rule(T("INT", "max_total_num_tokens", v.to_int)),
     "jax_kv_buffers": _rule(T("INT", "layers", v.to_int)),

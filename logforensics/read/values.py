@@ -162,6 +162,12 @@ def strip_colon(s: str) -> str:
 
 
 @returns(STR)
+def first_word(s: str) -> str:
+    """``CUDA`` of ``CUDA error: ``."""
+    return s.split(None, 1)[0] if s.split() else s
+
+
+@returns(STR)
 def argparse_prog(s: str) -> str:
     """The program of argparse's error line, ``launch_server.py`` of ``launch_server.py: error: ``."""
     return s.split(": error: ", 1)[0]
