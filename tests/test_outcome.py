@@ -408,14 +408,22 @@ def test_an_http_layer_traceback_cut_before_its_exception_in_an_environment_name
     [err] = (e.to_dict() for e in s.errors)
     assert (err["line"], err["source"], err["exception"]) == (1, "http_request", None)
     s = summarize(text.replace(f"{env}/starlette/middleware/errors.py",
-                               f"{env}/sglang/srt/entrypoints/http_server.py"))
+                               f"{env}/sglang/srt/managers/tokenizer_manager.py"))
     assert s.outcome == "crashed" and s.crash is not None
 
 
-def test_a_traceback_through_sglang_below_the_http_server_is_still_a_crash() -> None:
+def test_a_traceback_through_a_route_handler_is_one_requests_but_the_tokenizer_loop_is_a_crash() -> None:
+    """A frame of SGLang's route handler (http_server.py's generate_request) below uvicorn's:
+    one request's coroutine, which the HTTP server logs and goes on from (real-unseen 735); the
+    tokenizer manager's own loop, which no request runs, is the server's."""
     text = ('  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/http_server.py", line 470, in generate_request\n'
             "    ret = await _global_state.tokenizer_manager.generate_request(obj, request).__anext__()\n") + _ASGI_TAIL
     s = summarize(text)
+    assert s.outcome == "incomplete" and s.crash is None
+    assert [e.source for e in s.errors] == ["http_request"]
+    loop = ('  File "/sgl-workspace/sglang/python/sglang/srt/managers/tokenizer_manager.py", line 1388, in handle_loop\n'
+            "    await self._result_dispatcher(recv_obj)\n") + _ASGI_TAIL
+    s = summarize(loop)
     assert s.outcome == "crashed" and s.crash is not None
 
 
