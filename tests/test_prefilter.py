@@ -22,6 +22,12 @@ from logforensics.read.planner import Planner
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
+# st.from_regex imports hypothesis' regex module on its first use, which pytest's assertion
+# rewriter then compiles; inside a running hypothesis test that compile can meet CPython 3.11.7's
+# "AST constructor recursion depth mismatch" (a SystemError, once in several runs): the module is
+# imported here, at collection, instead.
+st.from_regex(r"x").validate()
+
 
 def _lark_plan(text: str):
     """plan_record's result by Lark alone (both parses, no prefilter)."""
