@@ -37,7 +37,7 @@ from .beside import in_log, with_ends
 from .config import Config
 from .coverage import MAX_UNKNOWN_SHAPES, Coverage
 from .dynamo import DynamoObserver
-from .failures import Failures, record_end
+from .failures import CAUGHT_SOURCES, Failures, record_end
 from .fingerprint import fingerprint
 from .hang import HANG_KINDS, HangObserver, dump_places
 from .notices import Notices
@@ -329,6 +329,8 @@ class RunModel:
             r, p = rec.get("rank"), rec.get("phase")
             if r is not None and src.get("rank") is None and rec is not src:
                 later[r] = rec
+            if r is None and labels == [NO_RANK] and rec.get("source") not in CAUGHT_SOURCES:
+                r = NO_RANK  # a log that names no rank: its one scheduler's crash
             # (the launcher's own phase is no rank's: a rank it names is not placed by it)
             if r is not None and r in labels and p in PHASE_INDEX and (r not in reached
                                                                      or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
