@@ -64,7 +64,7 @@ setup(
         Extension(
             "logforensics.native._native",
             sources=[f"logforensics/native/{name}.c" for name in ("module", "scan", "other", "emit", "windows")],
-            depends=["logforensics/native/shape.h", "logforensics/native/utf8.h"],
+            depends=[f"logforensics/native/{name}.h" for name in ("native", "shape", "utf8")],
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],
         ),

@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "native.h"
+
 #include "shape.h"
 #include "utf8.h"
 
@@ -1501,13 +1503,8 @@ static PyMethodDef module_methods[] = {
 int emit_module_add(PyObject *m)
 {
     init_tables();
-    if (PyType_Ready(&EmitterType) < 0 || PyType_Ready(&RowsType) < 0 || PyModule_AddFunctions(m, module_methods) < 0)
+    if (PyType_Ready(&RowsType) < 0 || native_add(m, &EmitterType, "Emitter", module_methods) < 0)
         return -1;
-    Py_INCREF(&EmitterType);
-    if (PyModule_AddObject(m, "Emitter", (PyObject *)&EmitterType) < 0) {
-        Py_DECREF(&EmitterType);
-        return -1;
-    }
     if (PyModule_AddIntConstant(m, "OP_LINE", OP_LINE) < 0 || PyModule_AddIntConstant(m, "OP_TEXT", OP_TEXT) < 0 ||
         PyModule_AddIntConstant(m, "OP_STR", OP_STR) < 0 || PyModule_AddIntConstant(m, "OP_ISO", OP_ISO) < 0 ||
         PyModule_AddIntConstant(m, "OP_INT", OP_INT) < 0 || PyModule_AddIntConstant(m, "OP_FLOAT", OP_FLOAT) < 0 ||

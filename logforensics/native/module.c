@@ -11,10 +11,19 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-int scan_module_add(PyObject *m);
-int other_module_add(PyObject *m);
-int emit_module_add(PyObject *m);
-int windows_module_add(PyObject *m);
+#include "native.h"
+
+int native_add(PyObject *m, PyTypeObject *type, const char *name, PyMethodDef *functions)
+{
+    if (PyType_Ready(type) < 0 || PyModule_AddFunctions(m, functions) < 0)
+        return -1;
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native", "The accelerator of logforensics (optional: the pure-Python path gives the same results).",

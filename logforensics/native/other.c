@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "native.h"
+
 #define SHAPE_MAX 160   /* characters of a shape (coverage.shape) */
 #define EXAMPLE_MAX 201 /* characters of an example kept (coverage.EXAMPLE_KEPT: one more than shown) */
 #define BINARY_MODE 128 /* the needle mode of an undecodable line */
@@ -1168,13 +1170,8 @@ static PyMethodDef module_methods[] = {
  * exception set. */
 int other_module_add(PyObject *m)
 {
-    if (PyType_Ready(&WalkerType) < 0 || PyModule_AddFunctions(m, module_methods) < 0)
+    if (native_add(m, &WalkerType, "Walker", module_methods) < 0)
         return -1;
-    Py_INCREF(&WalkerType);
-    if (PyModule_AddObject(m, "Walker", (PyObject *)&WalkerType) < 0) {
-        Py_DECREF(&WalkerType);
-        return -1;
-    }
     if (PyModule_AddIntConstant(m, "SHAPE_MAX", SHAPE_MAX) < 0 || PyModule_AddIntConstant(m, "EXAMPLE_MAX", EXAMPLE_MAX) < 0)
         return -1;
     return 0;

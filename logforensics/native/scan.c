@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "native.h"
+
 #include "shape.h"
 
 #define MAX_RANKS 256
@@ -1411,13 +1413,8 @@ static PyMethodDef module_methods[] = {
  * with an exception set. */
 int scan_module_add(PyObject *m)
 {
-    if (PyType_Ready(&ScannerType) < 0 || PyModule_AddFunctions(m, module_methods) < 0)
+    if (native_add(m, &ScannerType, "Scanner", module_methods) < 0)
         return -1;
-    Py_INCREF(&ScannerType);
-    if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0) {
-        Py_DECREF(&ScannerType);
-        return -1;
-    }
     if (PyModule_AddIntConstant(m, "MAX_RANKS", MAX_RANKS) < 0 || PyModule_AddIntConstant(m, "MAX_CLASSES", MAX_CLASSES) < 0 ||
         PyModule_AddIntConstant(m, "MAX_SLOTS", MAX_SLOTS) < 0)
         return -1;

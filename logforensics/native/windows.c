@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "native.h"
+
 #define MAX_SLOTS 32
 
 /* A window's sum in fixed point: units of 2**-64, 128-bit two's complement (lo, then hi).
@@ -1425,12 +1427,7 @@ static PyMethodDef module_methods[] = {
  * exception set. */
 int windows_module_add(PyObject *m)
 {
-    if (PyType_Ready(&WindowsType) < 0 || PyModule_AddFunctions(m, module_methods) < 0)
+    if (native_add(m, &WindowsType, "Windows", module_methods) < 0)
         return -1;
-    Py_INCREF(&WindowsType);
-    if (PyModule_AddObject(m, "Windows", (PyObject *)&WindowsType) < 0) {
-        Py_DECREF(&WindowsType);
-        return -1;
-    }
     return 0;
 }

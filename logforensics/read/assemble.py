@@ -592,22 +592,17 @@ class TracebackAssembler:
                 yield ev
                 return
             last = tb.frames[-1] if tb.frames else None
-            if tb.exception is None and kind == "indented" and last is not None and last["code"] is not None \
-                    and not (tb.fh_stack or tb.fatal or tb.thread_dump) \
-                    and (m := _INDENTED_EXC.fullmatch(_body(ev))) is not None \
-                    and _indent(ev.text) < _indent(tb.line_text(last["log_line"] + 1) or ""):
-                # the traceback's exception, indented by a paste less than the source lines above it
-                tb.exception, tb.message = m.group("exception"), (m.group("message") or "").strip()
-                tb.exc_at = {"line": ev.line, "text": ev.text}
-                tb.chained_wait = False
-                tb.add_line(ev)
-                tb.blanks = 0
-                return
-            if tb.exception is None and kind == "other" and last is not None and last["code"] is not None \
-                    and not (tb.fh_stack or tb.fatal or tb.thread_dump) and tb.last_line == ev.line - 1 \
-                    and (m := _ANY_EXC.fullmatch(ev.text.rstrip())) is not None:
-                # the exception line, whatever its class's name, where Python prints it
-                tb.exception, tb.message = m.group("exception"), (m.group("message") or "").strip()
+            exc = None
+            if tb.exception is None and last is not None and last["code"] is not None \
+                    and not (tb.fh_stack or tb.fatal or tb.thread_dump):
+                if kind == "indented" and _indent(ev.text) < _indent(tb.line_text(last["log_line"] + 1) or ""):
+                    # the traceback's exception, indented by a paste less than the source lines above it
+                    exc = _INDENTED_EXC.fullmatch(_body(ev))
+                elif kind == "other" and tb.last_line == ev.line - 1:
+                    # the exception line, whatever its class's name, where Python prints it
+                    exc = _ANY_EXC.fullmatch(ev.text.rstrip())
+            if exc is not None:
+                tb.exception, tb.message = exc.group("exception"), (exc.group("message") or "").strip()
                 tb.exc_at = {"line": ev.line, "text": ev.text}
                 tb.chained_wait = False
                 tb.add_line(ev)
