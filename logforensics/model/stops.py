@@ -65,13 +65,29 @@ def stop_place(run: RunSummary, cite_file: bool = False) -> str | None:
             break
         lines.append(at)
     if not lines or end is None:
-        return f"during {phase}"
+        return _bar_done(run, phase, reached, cite_file) or f"during {phase}"
     last = max(lines, key=lambda e: e.get("line") or 0)
     where = f"{os.path.basename(str(last.get('file') or run.file or ''))}:{last['line']}" if cite_file \
         else f"line {last['line']}"
     seen = {p for r in run.per_rank.values() for p in r.phases}
     after = f"after {phase} ({end[1]}, {where})"
     nxt = _next_phase(run, phase, seen)
+    return f"{after}, before {nxt}" if nxt else after
+
+
+def _bar_done(run: RunSummary, phase: str, reached: dict[str, str], cite_file: bool) -> str | None:
+    """``after <phase> (its progress bar at 8/8, line N), before <next phase>`` where the phase's
+    last progress bar is complete and no rank printed a record of the phase after it (its end
+    line not in the log); None otherwise."""
+    bar = next((r.progress[phase] for r in run.per_rank.values() if phase in r.progress), None)
+    if bar is None or bar.total <= 0 or bar.n < bar.total:
+        return None
+    spans = [run.per_rank[k].phases.get(phase) for k, p in reached.items() if p == phase]
+    if any(span is not None and span.last_line > bar.line for span in spans):
+        return None
+    where = f"{os.path.basename(str(run.file or ''))}:{bar.line}" if cite_file else f"line {bar.line}"
+    after = f"after {phase} (its progress bar at {bar.n}/{bar.total}, {where})"
+    nxt = _next_phase(run, phase, {p for r in run.per_rank.values() for p in r.phases})
     return f"{after}, before {nxt}" if nxt else after
 
 
