@@ -767,6 +767,8 @@ def test_an_exception_of_any_class_ends_its_traceback_where_python_prints_it() -
     assert (ev.fields["exception"], ev.fields["message"], ev.end_line) == ("psutil.AccessDenied", "(pid=1)", 4)
     alone = read("Note: the server restarts at noon\nAccessDenied: (pid=1)\n")
     assert "exception" not in kinds(alone)
+    note = only(read(tb.replace("psutil.AccessDenied: (pid=1)", "Note: the server restarts at noon")), "exception")
+    assert note.fields["exception"] is None
 
 
 def test_multiprocessing_report_of_a_child_is_the_header_of_its_traceback() -> None:

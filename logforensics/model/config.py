@@ -132,13 +132,9 @@ def flags(words: list[str]) -> dict[str, Any]:
                 out[key] = _scalar(value)
             else:
                 j = i + 1
-                while j < len(words) and not words[j].startswith("-") and not _SHELL.search(words[j]):
+                while j < len(words) and not words[j].startswith("--") and not _SHELL.search(words[j]):
                     j += 1
                 values = [_scalar(w) for w in words[i + 1:j]]
-                if not values and i + 1 < len(words) and not words[i + 1].startswith("--") \
-                        and not _SHELL.search(words[i + 1]):
-                    values = [_scalar(words[i + 1])]  # a negative number ("--x -1")
-                    j = i + 2
                 out[key] = True if not values else values[0] if len(values) == 1 else values
                 i = j - 1
         i += 1

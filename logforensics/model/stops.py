@@ -69,9 +69,13 @@ def stop_place(run: RunSummary, cite_file: bool = False) -> str | None:
     last = max(lines, key=lambda e: e.get("line") or 0)
     where = f"{os.path.basename(str(last.get('file') or run.file or ''))}:{last['line']}" if cite_file \
         else f"line {last['line']}"
-    seen = {p for r in run.per_rank.values() for p in r.phases}
-    after = f"after {phase} ({end[1]}, {where})"
-    nxt = _next_phase(run, phase, seen)
+    return _after(run, phase, f"{end[1]}, {where}")
+
+
+def _after(run: RunSummary, phase: str, why: str) -> str:
+    """``after <phase> (<why>), before <next phase>`` (the next phase the run would have reached)."""
+    after = f"after {phase} ({why})"
+    nxt = _next_phase(run, phase, {p for r in run.per_rank.values() for p in r.phases})
     return f"{after}, before {nxt}" if nxt else after
 
 
@@ -86,9 +90,7 @@ def _bar_done(run: RunSummary, phase: str, reached: dict[str, str], cite_file: b
     if any(span is not None and span.last_line > bar.line for span in spans):
         return None
     where = f"{os.path.basename(str(run.file or ''))}:{bar.line}" if cite_file else f"line {bar.line}"
-    after = f"after {phase} (its progress bar at {bar.n}/{bar.total}, {where})"
-    nxt = _next_phase(run, phase, {p for r in run.per_rank.values() for p in r.phases})
-    return f"{after}, before {nxt}" if nxt else after
+    return _after(run, phase, f"its progress bar at {bar.n}/{bar.total}, {where}")
 
 
 def left_phase(run: RunSummary, label: str | None) -> str | None:

@@ -75,8 +75,10 @@ _INDENTED_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error
 #: Python's exception line of any class (``psutil.AccessDenied: (pid=1)``,
 #: ``requests.exceptions.ConnectTimeout: ...``, ``StopIteration``), taken only where Python prints
 #: it: on the line after a frame's source line (the grammar's own ``EXC_NAME`` knows the usual
-#: endings, Error, Exception, ..., anywhere).
-_ANY_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)*[A-Z]\w*)(?::(?P<message>[ \t].*|))?")
+#: endings, Error, Exception, ..., anywhere). The name is a module's (dotted) or in CamelCase:
+#: a word alone ("Note: ...", "Warning: ...") is another writer's line.
+_ANY_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*)"
+                      r"(?::(?P<message>[ \t].*|))?")
 #: A logging prefix whose stamp has no year (SGLang's multimodal generation server: ``[12-24 08:20:04] ...``):
 #: its record has no time stamp (no year is guessed), but it is a record of its own, never a traceback's line.
 _DATELESS = re.compile(r"\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] ")
