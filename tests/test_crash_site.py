@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from logforensics.pipeline import diagnose_files
+from logforensics.pipeline import diagnose_files, summarize_run
 
 BASELINE = """\
 [2026-06-11 05:00:00] server_args=ServerArgs(model_path='zai-org/GLM-4.5-Air', tp_size=2, mem_fraction_static=0.85)
@@ -136,3 +136,40 @@ def test_ranks_that_print_the_same_traceback_are_not_said_to_follow_the_first(tm
     first = next(f for f in follows.findings if f.rule == "CR01")
     assert "Ranks that failed, in order: TP0, TP1." in first.explanation
     assert "The later ones usually fail because the first one left the collective." in first.explanation
+
+
+TRACEBACK = """\
+[2026-07-14 09:05:27 DP1 TP5 EP5] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl/python/sglang/srt/managers/scheduler.py", line 5092, in run_scheduler_process
+    scheduler.run_event_loop()
+  File "/sgl/python/sglang/srt/disaggregation/prefill.py", line 521, in event_loop_normal_disagg_prefill
+    return func(*args, **kwargs)
+           ^^^^^^^^^^^^^^^^^^^^^
+  File "/sgl/python/sglang/srt/mem_cache/memory_pool.py", line 85, in transfer
+    raise RuntimeError(f"bad {x}")
+torch.AcceleratorError: CUDA error: an illegal memory access was encountered
+"""
+
+
+@pytest.mark.parametrize("cut", [None, 240])
+def test_a_traceback_flattened_onto_one_line_reads_as_the_traceback(tmp_path: Path, cut: int | None) -> None:
+    """A traceback pasted into a thread with its line breaks lost (one line, frames and code
+    run together) is the same crash as its lines: rank, phase from the frames, each frame
+    with its code, the exception; cut short, the frames it has and no exception."""
+    flat = " ".join(line.strip() for line in TRACEBACK.splitlines())
+    paths = {}
+    for name, text in (("lines", TRACEBACK), ("flat", "> " + flat[:cut] + "\n")):
+        paths[name] = tmp_path / f"{name}.log"
+        paths[name].write_text(text)
+    whole = summarize_run([str(paths["lines"])]).crash
+    one = summarize_run([str(paths["flat"])]).crash
+    assert whole is not None and one is not None
+    assert (one.first_rank, one.phase, one.line) == (whole.first_rank, whole.phase, 1) == ("DP1 TP5 EP5", "serving", 1)
+    n = len(one.frames)
+    assert [(f.path, f.line, f.func, f.code) for f in one.frames] == \
+        [(f.path, f.line, f.func, f.code) for f in whole.frames][:n]
+    if cut is None:
+        assert n == 3 and (one.exception, one.message) == (whole.exception, whole.message) \
+            == ("torch.AcceleratorError", "CUDA error: an illegal memory access was encountered")
+    else:
+        assert 0 < n < 3 and one.exception is None

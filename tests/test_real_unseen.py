@@ -138,17 +138,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "usually means the child failed.': the script's exception reports the server's death after "
                            "the fact, and the sigquit line (kept only as notices.sigquit) is the first record of the "
                            "failure, as in 441",
-    ("outcome", "714"): "'incomplete ... the log stops at line 1 without readiness or failure': the one line, '> "
-                        "[2026-07-14 09:05:27 DP1 TP5 EP5] Scheduler hit an exception: Traceback (most recent call "
-                        "last): File \".../scheduler.py\", line 5092, in run_scheduler_process "
-                        "scheduler.run_event_loop() File ...', a quoted traceback flattened onto one line, is "
-                        "unrecognised (coverage 0/1): the header is not read when the traceback's text follows it "
-                        "on the same line",
-    ("crash", "714"): "no crash: the flattened 'Scheduler hit an exception: Traceback (most recent call last): File "
-                      "...' line is not read (as outcome[714]), so DP1 TP5 EP5's failure in "
-                      "event_loop_normal_disagg_prefill -> process_batch_result is not seen",
-    ("fatal_line", "714"): "no crash, so no fatal line; the label's is line 1, DP1 TP5 EP5's flattened scheduler "
-                           "exception",
     ("fatal_line", "722"): "the crash is cited at line 36 (the first File line in the window), not at line 35, the "
                            "traceback's first line here ('    return self.model.forward(', the code line of a frame "
                            "whose File line is above the window, after the script's '[pd-test] Decode log tail:'); "

@@ -103,6 +103,9 @@ _SPLIT_RE = re.compile(
     # record ("...Traceback (most recent call last):     | 7710/16384 [00:00<00:00, 21822.61it/s]")
     # (not a bar's own empty part, after its fill: "50%|█████     | 18/36 [...]", "0%|          | 0/36")
     r"|(?<=[^\s|#\u2580-\u259f])(?=[ \t]{2,}\|[ \t]*\d+/\d+ \[[^\]\n]*(?:it/s|s/it)\][ \t]*$)"
+    # a traceback whose line breaks were lost (pasted into a thread as one line): its frames,
+    # their code and its exception line, after the header (:func:`_flat_cuts`)
+    r"|(?<=\(most recent call last\):)(?= +File \")"
 )
 
 #: Ray's de-duplication suffix at a record's end (after its own trailing space too), with its count.
@@ -138,9 +141,41 @@ _DYN_HEAD_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d
                           r"(([\w-]+: )*[A-Za-z_]\w*(::\w+)+|[\w.<>-]+): ")
 
 
+#: A traceback's header with its first frame on the same line: the line breaks were lost.
+_FLAT_HEAD = re.compile(r"\(most recent call last\):(?= +File \")")
+#: A frame of such a traceback, up to its function's name (its code follows on the line).
+_FLAT_FRAME = re.compile(r" +File \"(?:[^\"\n]*(\", line \d+, in \S+)|[^\"\n]*$)")
+#: The markers under a frame's code (Python 3.11's ``^^^^``, ``~~~^^^``), a line of their own.
+_FLAT_MARKS = re.compile(r" +[~^]{2,}(?= |$)")
+#: Its exception line, after the last frame's code: a class named as Python's are, and a colon.
+_FLAT_EXC = re.compile(r" +(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::|$))")
+
+
+def _flat_cuts(text: str, start: int, end: int) -> list[int]:
+    """Where the records of a traceback flattened onto one line begin: each frame (before
+    its spaces, as a frame is indented), its code (after the function's name), the markers
+    under the code and the exception line (at its class's name)."""
+    head = _FLAT_HEAD.search(text, start, end)
+    if head is None:
+        return []
+    cuts: list[int] = []
+    last = head.end()
+    for m in _FLAT_FRAME.finditer(text, last, end):
+        cuts.append(m.start())
+        if m.end() < end and m.group(1) is not None:  # (a frame cut short has no code after it)
+            cuts.append(m.end())
+        last = m.end()
+    exc = _FLAT_EXC.search(text, last, end)
+    if exc is not None and exc.start() > last:
+        cuts.append(exc.end())  # at the class's name: an exception line is not indented
+    cuts.extend(m.start() for m in _FLAT_MARKS.finditer(text, head.end(), exc.start() if exc else end))
+    return cuts
+
+
 def _cuts(text: str, start: int, end: int) -> list[int]:
-    """The places after ``start`` where ``_SPLIT_RE.finditer(text, start, end)`` matches, in order."""
-    found: set[int] = set()
+    """The places after ``start`` where ``_SPLIT_RE.finditer(text, start, end)`` matches, in order
+    (and those of a flattened traceback, :func:`_flat_cuts`)."""
+    found: set[int] = set(_flat_cuts(text, start, end))
     for expr, at_end, _, nonspace in _SPLITTERS:
         # a match may begin before ``start`` (as far as the lookbehind it stands for reads) and
         # still cut after it
