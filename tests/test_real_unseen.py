@@ -143,11 +143,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "whose File line is above the window, after the script's '[pd-test] Decode log tail:'); "
                            "the evidence '36-63' and the bundle's quoted traceback leave line 35 out without a mark "
                            "(462's class)",
-    ("key_figure[hsa_nodes_faulted]", "726"): "the HSA fault quoted by the test script behind its '[pd-test]   ' "
-                                              "prefix ('[pd-test]   Memory access fault by GPU node-6 (Agent handle: "
-                                              "...) on address 0x7f321b3f1000. Reason: Unknown.', line 38) is not read, "
-                                              "though the watchdog records behind the same prefix (lines 33-36) are",
-    ("key_figure[address]", "726"): "as key_figure[hsa_nodes_faulted][726]: the quoted fault's address is not read",
     ("crash", "727"): "a phase (init_distributed) for a crash whose process names no rank: the HSA fault (line 24), "
                       "'Fatal Python error: Aborted' (line 25) and a dump of one thread, torch inductor's compile "
                       "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "

@@ -67,6 +67,9 @@ _WRAPPER_RE = re.compile(
     r"|\((?:[\w.\-/]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"    # Ray "(Worker pid=1, ip=10.0.0.2) ", "(model_worker/1 pid=2) "
     r"|\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"  # SkyPilot "(worker1, rank=1, pid=2) "
     r"|\[pod/[\w.\-]+/[\w.\-]+\][ \t]?"                            # kubectl logs --prefix
+    # a script's tag before the lines it quotes, indented ("[pd-test]   Memory access fault by
+    # ...") or before a record's prefix; not a library's own tag before its message ("[aiter] ...")
+    r"|\[[A-Za-z][\w.\-]*\](?:[ \t]{2,}(?=\S)|[ \t]+(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d))"
     # a log viewer's local time glued to the text: "04-20 13:32:25.784  File ..."
     r"|\d\d-\d\d \d\d:\d\d:\d\d\.\d+(?=[\s\[A-Za-z_])"
     # Docker Desktop's local time: "2025-03-08 13:29:13 [2025-03-08 12:29:13 TP0] ...", but

@@ -1,0 +1,28 @@
+"""Text other programs put before SGLang's lines is a wrapper, removed before the grammar
+reads the record; a library's own tag before its own message is that library's record."""
+
+from __future__ import annotations
+
+import pytest
+
+from logforensics.read.parser import IncrementalParser
+
+
+def _events(text: str) -> list[tuple[str, str | None]]:
+    parser = IncrementalParser("wrapped.log")
+    return [(e.kind, e.rank) for e in parser.feed(text.encode() + b"\n") + parser.close()]
+
+
+@pytest.mark.parametrize(("line", "want"), [
+    # a test script quoting the server's log under its tag, indented or before a prefix
+    ("[pd-test]   Memory access fault by GPU node-6 (Agent handle: 0x56267ff28070) on address "
+     "0x7f321b3f1000. Reason: Unknown.", ("hsa_fault", None)),
+    ("[pd-test]   [2025-12-04 16:26:09 TP3] Watchdog timeout (self.watchdog_timeout=180.0)",
+     ("watchdog_timeout", "TP3")),
+    ("[nightly] [2025-12-04 16:26:09 TP3] Watchdog timeout (self.watchdog_timeout=180.0)",
+     ("watchdog_timeout", "TP3")),
+    # a kernel library's own logger: its tag is its record's, not a wrapper
+    ("[aiter] import [module_quant] under /sgl-workspace/aiter/aiter/jit/module_quant.so", ("lib_log", None)),
+])
+def test_a_tag_before_quoted_lines_is_a_wrapper(line: str, want: tuple[str, str | None]) -> None:
+    assert _events(line) == [want]
