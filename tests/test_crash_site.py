@@ -173,3 +173,32 @@ def test_a_traceback_flattened_onto_one_line_reads_as_the_traceback(tmp_path: Pa
             == ("torch.AcceleratorError", "CUDA error: an illegal memory access was encountered")
     else:
         assert 0 < n < 3 and one.exception is None
+
+
+def test_a_thread_dump_cited_as_the_crash_does_not_take_a_later_tracebacks_frames(tmp_path: Path) -> None:
+    """faulthandler's threads with their header above the window, then a scheduler's traceback
+    cut before its exception: the crash cited at the dump shows no frames of the other record
+    (its own failing thread is not in the log); the traceback's own frames are its own."""
+    dump = (
+        'Thread 0x000075b8b5ffe6c0 (most recent call first):\n'
+        '  File "/usr/lib/python3.12/threading.py", line 359 in wait\n'
+        '  File "/usr/lib/python3.12/threading.py", line 1030 in _bootstrap\n'
+        '\n'
+        'Extension modules: numpy._core._multiarray_umath\n'
+        '\n'
+    )
+    scheduler = (
+        'Scheduler hit an exception:\n'
+        'Traceback (most recent call last):\n'
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 3162, in run_scheduler_process\n'
+        '    scheduler.event_loop_normal()\n'
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1111, in event_loop_normal\n'
+        '    result = self.run_batch(batch)\n'
+    )
+    both, alone = tmp_path / "both.log", tmp_path / "alone.log"
+    both.write_text(dump + scheduler)
+    alone.write_text(scheduler)
+    crash = summarize_run([str(both)]).crash
+    assert crash is not None and (crash.line, crash.frames) == (1, [])
+    own = summarize_run([str(alone)]).crash
+    assert own is not None and [f.func for f in own.frames] == ["run_scheduler_process", "event_loop_normal"]

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..read.assemble import FH_HEADERLESS
 from ..read.fatal import scheduler_died
 from ..read.values import THREAD_SOURCE
 from ..units import clip
@@ -467,9 +468,13 @@ def _frames_of(fatal: list[dict[str, Any]], with_exc: dict[str, Any]) -> list[di
     the nearest record before it with frames and no exception of its own, on its rank. A
     traceback after the exception is another one (Python prints a traceback's frames before its
     exception), so its frames are not this exception's. With no exception anywhere, the first
-    record's frames that show any."""
+    record's frames that show any, up to a thread dump of its own (faulthandler's threads,
+    its failing thread's header above the window): the frames after it are another record's."""
     if not with_exc.get("exception"):
-        return next((c["frames"] for c in fatal if c.get("frames")), [])
+        for c in fatal:
+            if c.get("frames") or c.get("source") == FH_HEADERLESS:
+                return list(c.get("frames") or [])
+        return []
     if with_exc.get("frames"):
         return list(with_exc["frames"])
     rank = with_exc.get("rank")
