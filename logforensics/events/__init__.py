@@ -48,6 +48,8 @@ PHASE_OF_KIND: dict[str, str] = {
     "custom_ar_disabled": "init_distributed",
     "load_weight_begin": "load_weights",
     "load_weight_end": "load_weights",
+    # the FP8 quantization's config, made while the model is built (after "Load weight begin")
+    "fp8_checkpoint": "load_weights",
     "jax_weights_loaded": "load_weights",
     "jax_kv_tokens": "kv_cache_alloc",
     "jax_kv_buffers": "kv_cache_alloc",
