@@ -79,3 +79,25 @@ def test_the_http_server_up_places_the_unnamed_scheduler_in_warmup(tmp_path: Pat
     assert summarize_file(log).phase_reached == {"-": "warmup"}
     log.write_text("[2026-01-28 08:52:40 TP0] Load weight begin. avail mem=78.00 GB\n" + up)
     assert summarize_file(log).phase_reached == {"TP0": "load_weights"}
+
+
+BARE_BAR = ("[2026-02-17 23:20:54] Capture cuda graph bs [1, 2, 4, 8, 12, 16, 24, 32]\n"
+            "\n"
+            "  0%|          | 0/8 [00:00<?, ?it/s]\n")
+DESCRIBED = ("[2026-02-17 23:20:54 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=14.64 GB\n"
+             "Capturing batches (bs=1 avail_mem=14.64 GB): 100%|##########| 8/8 [00:01<00:00,  7.80it/s]\n"
+             "100%|##########| 26/26 [00:03<00:00,  8.00it/s]\n")
+
+
+def test_a_bar_without_a_description_during_capture_is_the_captures(tmp_path: Path) -> None:
+    """CudaGraphRunner drew its bar over the batch sizes without a description before it had
+    one: drawn during the capture, it is the capture's progress; after a bar with the
+    description, a bare bar is another loop's and does not replace it."""
+    (tmp_path / "bare.log").write_text(BARE_BAR)
+    (tmp_path / "described.log").write_text(DESCRIBED)
+    bare = summarize_file(tmp_path / "bare.log").progress
+    assert [(b.n, b.total, b.line) for bars in bare.values() for p, b in bars.items() if p == "cuda_graph_capture"] \
+        == [(0, 8, 3)]
+    described = summarize_file(tmp_path / "described.log").progress
+    assert [(b.n, b.total, b.line) for bars in described.values() for p, b in bars.items()
+            if p == "cuda_graph_capture"] == [(8, 8, 2)]

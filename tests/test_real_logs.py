@@ -227,8 +227,12 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     "capture_bs_max": lambda s, e: [max(b) for b in (_capture_bs(s, e) or []) if isinstance(b, list)],
     "capture_avail": _progress("avail_gib"),
     "piecewise_num_tokens": _progress("num_tokens"),
-    "progress": lambda _, evs: [f"{e.fields['progress']['n']}/{e.fields['progress']['total']}"
-                                for e in evs if e.kind == "progress" and "Captur" in (e.fields.get("desc") or "")][-1:],
+    # the capture's last bar read, else the summary's (a bar with no description, CudaGraphRunner's
+    # before it had one, is the capture's when drawn during it)
+    "progress": lambda s, evs: ([f"{e.fields['progress']['n']}/{e.fields['progress']['total']}"
+                                 for e in evs if e.kind == "progress" and "Captur" in (e.fields.get("desc") or "")]
+                                or [f"{bar.n}/{bar.total}" for bars in s.progress.values()
+                                    for phase, bar in bars.items() if phase == "cuda_graph_capture"])[-1:],
     "sigquit_lines": lambda s, _: [len(s.notices.get("sigquit", []))],
     # fatal and timeout records (read/fatal.py)
     "watchdog_timeout_s": _events("watchdog_timeout", "watchdog_timeout_s"),

@@ -143,21 +143,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "whose File line is above the window, after the script's '[pd-test] Decode log tail:'); "
                            "the evidence '36-63' and the bundle's quoted traceback leave line 35 out without a mark "
                            "(462's class)",
-    ("outcome", "762"): "'incomplete ... the log stops at line 16 without readiness or failure': the ranks' stamps have an "
-                        "empty time ('[ TP2] Scheduler hit an exception: Traceback (most recent call last):  ', line 10) "
-                        "and are not read as a rank prefix, so TP2's header is unrecognised and its frames (lines 11-16) "
-                        "are an error a process logged (ER01), not the crash",
-    ("crash", "762"): "no crash: TP2's 'Scheduler hit an exception' behind the time-less stamp '[ TP2]' (line 10) is not "
-                      "read (as outcome[762]), so its failure in Scheduler.__init__ -> init_memory_pool_and_cache, cut "
-                      "before its exception, is not seen",
-    ("fatal_line", "762"): "no crash, so no fatal line; the label's is line 10, TP2's traceback header",
-    ("phase_reached", "762"): "no rank is placed in any phase (phase_reached is empty): the '[ TP0]'..'[ TP3]' lines "
-                              "('Connect to Mooncake store successfully.', lines 3-7) name no rank the reader knows, and "
-                              "the frames' init_memory_pool_and_cache (line 16) belong to no crash",
-    ("key_figure[progress]", "764"): "the bare tqdm bar '  0%|          | 0/8 [00:00<?, ?it/s]' (line 3), with no "
-                                     "description, right after 'Capture cuda graph bs [1, 2, 4, 8, 12, 16, 24, 32]' "
-                                     "(line 1), is read as a progress event but not as the capture's "
-                                     "(summary --json 'progress' is empty)",
     ("crash", "727"): "a phase (init_distributed) for a crash whose process names no rank: the HSA fault (line 24), "
                       "'Fatal Python error: Aborted' (line 25) and a dump of one thread, torch inductor's compile "
                       "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "

@@ -255,6 +255,12 @@ def on_progress(m: RunModel, ev: Event) -> None:
     prog = ev.fields.get("progress") or {}
     desc = ev.fields.get("desc") or ""
     phase = bar_phase(desc) if prog else None
+    if phase is None and prog and not desc.strip() and m.timeline.global_phase == "cuda_graph_capture" \
+            and "cuda_graph_capture" not in m.timeline.bars:
+        # CudaGraphRunner's bar before it had a description (tqdm over the batch sizes, drawn
+        # between "Capture cuda graph begin"/"bs [...]" and "end"): the capture's, where no bar
+        # with the description was drawn (a bare bar after one is another loop's)
+        phase = "cuda_graph_capture"
     if phase is None:
         return
     m.timeline.bars[phase] = {"n": prog["n"], "total": prog["total"], "desc": desc, "line": ev.line,
