@@ -288,6 +288,9 @@ def on_ray_dedup(m: RunModel, ev: Event) -> None:
     bars = m.timeline.bars
     for phase in [p for p, bar in bars.items() if bar["line"] == ev.line and int(ev.fields.get("count") or 1) > 1]:
         del bars[phase]
+    bare = m.timeline.bare_bar
+    if bare is not None and bare["line"] == ev.line and int(ev.fields.get("count") or 1) > 1:
+        m.timeline.bare_bar = None
 
 
 @handles("http_probe")

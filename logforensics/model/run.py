@@ -302,15 +302,16 @@ class RunModel:
         dumped = dump_places(self.hang_obs)
         titled = [d["rank"] for d, _ in dumped if d.get("rank_from") == "process title" and d["rank"] not in labels]
         labels = sorted(dict.fromkeys(labels + titled), key=rank_sort_key)
-        if not labels and (NO_RANK in t.ranks or t.bars or t.answered or t.ready or t.http_up or dumped):
+        bars = t.drawn_bars()
+        if not labels and (NO_RANK in t.ranks or bars or t.answered or t.ready or t.http_up or dumped):
             labels = [NO_RANK]
-        drawer = bar_rank(t.ranks) if t.bars else None
+        drawer = bar_rank(t.ranks) if bars else None
         if drawer == NO_RANK and NO_RANK not in labels:
             labels = [NO_RANK, *labels]  # the bars' process (TP rank 0's), which no line of the log names
         reached: dict[str, str] = {k: p for k in labels if k in t.ranks and (p := t.ranks[k].phase)}
-        if drawer is not None and t.bars:
+        if drawer is not None and bars:
             # the bars are the drawer's (TP rank 0's, or an unnamed process's): they place it
-            furthest = max(t.bars, key=PHASE_INDEX.__getitem__)
+            furthest = max(bars, key=PHASE_INDEX.__getitem__)
             if PHASE_INDEX[furthest] > PHASE_INDEX.get(reached.get(drawer, ""), -1):
                 reached[drawer] = furthest
         if labels == [NO_RANK] and (t.ready or t.answered):
@@ -417,7 +418,7 @@ class RunModel:
             phases={p: PhaseSpan(info["first_line"], info["first_ts"], info["last_line"], info["last_ts"])
                     for p, info in r.phases.items()},
             last_seen=self._last_seen(label, r, given),
-            progress={p: Bar(**b) for p, b in self.timeline.bars.items()} if label == drawer else {},
+            progress={p: Bar(**b) for p, b in self.timeline.drawn_bars().items()} if label == drawer else {},
             memory=Memory.from_dict(memory),
         )
 

@@ -30,6 +30,8 @@ class Timeline:
     bars: dict[str, dict[str, Any]] = field(default_factory=dict)
     ready: dict[str, Any] | None = None
     last_serving_line: int = 0
+    #: the last tqdm bar without a description: the capture's, if drawn during it (:meth:`drawn_bars`)
+    bare_bar: dict[str, Any] | None = None
     #: the first request the HTTP server answered (``on_http_access``): the server was
     #: ready by then, whether or not the log holds its readiness line
     answered: dict[str, Any] | None = None
@@ -63,6 +65,17 @@ class Timeline:
             return None
         return max(self.bars.items(), key=lambda kv: kv[1]["line"])
 
+    def drawn_bars(self) -> dict[str, dict[str, Any]]:
+        """``bars``, and the bar without a description as the capture's where it is CudaGraphRunner's
+        before the bar had one: drawn after a rank entered the capture, in a run that reached no
+        later phase and drew no capture bar with the description (a bare bar beside one is
+        another loop's). Decided once the whole log is read, so that a part read alone agrees."""
+        bare, capture = self.bare_bar, "cuda_graph_capture"
+        if bare is None or capture in self.bars or self.global_phase != capture or not any(
+                r.phases.get(capture, {}).get("first_line", bare["line"]) < bare["line"] for r in self.ranks.values()):
+            return self.bars
+        return {**self.bars, capture: bare}
+
     def merge(self, later: Timeline) -> None:
         """Ranks merge rank by rank; the furthest phase is the further; bars and ready
         are the last ones printed."""
@@ -76,6 +89,7 @@ class Timeline:
                 self.global_phase is None or PHASE_INDEX[later.global_phase] > PHASE_INDEX[self.global_phase]):
             self.global_phase = later.global_phase
         self.bars.update(later.bars)
+        self.bare_bar = later.bare_bar or self.bare_bar
         self.ready = later.ready or self.ready
         if self.answered is None or self.answered.get("probe") and later.answered and not later.answered.get("probe"):
             self.answered = later.answered or self.answered  # a request served outranks a probe answered
@@ -255,17 +269,14 @@ def on_progress(m: RunModel, ev: Event) -> None:
     prog = ev.fields.get("progress") or {}
     desc = ev.fields.get("desc") or ""
     phase = bar_phase(desc) if prog else None
-    if phase is None and prog and not desc.strip() and m.timeline.global_phase == "cuda_graph_capture" \
-            and "cuda_graph_capture" not in m.timeline.bars:
-        # CudaGraphRunner's bar before it had a description (tqdm over the batch sizes, drawn
-        # between "Capture cuda graph begin"/"bs [...]" and "end"): the capture's, where no bar
-        # with the description was drawn (a bare bar after one is another loop's)
-        phase = "cuda_graph_capture"
-    if phase is None:
+    if not prog or phase is None and desc.strip():
         return
-    m.timeline.bars[phase] = {"n": prog["n"], "total": prog["total"], "desc": desc, "line": ev.line,
-                              "bs": ev.fields.get("bs"), "num_tokens": ev.fields.get("num_tokens"),
-                              "avail_gib": ev.fields.get("avail_gib")}
+    bar = {"n": prog["n"], "total": prog["total"], "desc": desc, "line": ev.line,
+           "bs": ev.fields.get("bs"), "num_tokens": ev.fields.get("num_tokens"), "avail_gib": ev.fields.get("avail_gib")}
+    if phase is None:  # no description: CudaGraphRunner's before it had one, or another loop's
+        m.timeline.bare_bar = bar
+        return
+    m.timeline.bars[phase] = bar
     if m.timeline.global_phase is None or PHASE_INDEX[phase] > PHASE_INDEX[m.timeline.global_phase]:
         m.timeline.global_phase = phase
 
