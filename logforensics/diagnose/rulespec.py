@@ -62,12 +62,12 @@ def short(value: Any) -> str:
 
 
 def who(rank: Any) -> str:
-    """A rank label for prose: ``-`` is the scheduler of a log whose lines name no rank (SGLang
-    names none with one GPU, but so do other builds and logs whose prefixes were lost), None
-    an unknown process."""
+    """A rank label for prose: ``-`` is the process of lines that name no rank (SGLang's scheduler
+    with one GPU, but also its launcher, other builds and logs whose prefixes were lost: which
+    one the lines do not say), None an unknown process."""
     if rank is None:
         return "an unlabelled process"
-    return "the scheduler" if rank == "-" else str(rank)
+    return "a process no line names" if rank == "-" else str(rank)
 
 
 def _fmt_num(value: Any, digits: int = 2) -> str:
