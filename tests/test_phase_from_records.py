@@ -101,3 +101,19 @@ def test_a_bar_without_a_description_during_capture_is_the_captures(tmp_path: Pa
     described = summarize_file(tmp_path / "described.log").progress
     assert [(b.n, b.total, b.line) for bars in described.values() for p, b in bars.items()
             if p == "cuda_graph_capture"] == [(8, 8, 2)]
+
+
+LAUNCHER_PROBE = ('[2026-07-02 10:58:54] INFO:     127.0.0.1:55098 - "GET /health HTTP/1.1" 503 Service Unavailable\n'
+                  '[2026-07-02 10:58:54] INFO:     127.0.0.1:55108 - "GET /model_info HTTP/1.1" 200 OK\n')
+
+
+def test_the_launchers_model_info_probe_is_a_probe_not_a_request_served(tmp_path: Path) -> None:
+    """SGLang's launcher polls ``/model_info`` (``/get_model_info`` before) until the HTTP server
+    answers, then sends its warm-up request: the answer is a probe's (counted by path, as
+    ``/health``), not a request served."""
+    log = tmp_path / "probe.log"
+    log.write_text(LAUNCHER_PROBE)
+    s = summarize_file(log)
+    assert s.coverage.requests is None
+    assert {path: p.answers for path, p in (s.coverage.probes or {}).items()} == \
+        {"/health": {"503": 1}, "/model_info": {"200": 1}}

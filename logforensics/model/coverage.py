@@ -299,9 +299,11 @@ def on_http_probe(m: RunModel, ev: Event) -> None:
     ``/metrics``), read on the exact path: a failed one, or the first of its shape (the bulk
     reader counts the others, ``ColumnFeed.apply``). Kept apart from the requests served
     (``http_access``), which it would outnumber. A success shows the HTTP server up, which
-    SGLang starts once every scheduler is ready: the run is past start-up."""
+    SGLang starts once every scheduler is ready: the run is past start-up (the launcher's
+    model-info probe too, though its answer is no evidence of readiness: ``startup.answered``)."""
     m.coverage.probes.observe(ev)
-    if startup.answered(m, ev, probe=True) and m.timeline.global_phase != "serving":
+    up = startup.answered(m, ev, probe=True) or startup.launcher_probe_answered(ev)
+    if up and m.timeline.global_phase != "serving":
         m.timeline.reach("serving")
 
 

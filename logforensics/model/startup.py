@@ -313,6 +313,13 @@ def on_http_access(m: RunModel, ev: Event) -> None:
         m.timeline.reach("serving")
 
 
+def launcher_probe_answered(ev: Event) -> bool:
+    """Whether ``ev`` is a success of the model-info probe SGLang's launcher polls (the HTTP server up)."""
+    status = ev.fields.get("status")
+    return isinstance(status, int) and 200 <= status < 300 \
+        and str(ev.fields.get("path") or "").split("?", 1)[0] in LAUNCHER_PROBES
+
+
 def answered(m: RunModel, ev: Event, probe: bool = False) -> bool:
     """Keep ``ev`` (an answer of the HTTP server) as the evidence that the server was ready,
     where it is the first success on a path other than the launcher's model-info probe;
