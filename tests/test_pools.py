@@ -75,6 +75,28 @@ def test_invariant_checker_state_per_pool() -> None:
     assert swa["at"]["text"].startswith("ValueError: pool memory leak detected!")
 
 
+ACCOUNT = """\
+[2026-06-02 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1111, in event_loop_normal
+    result = self.run_batch(batch)
+RuntimeError: Prefill out of memory. Try to lower your batch size. Try to allocate 4096 tokens.
+Available full tokens: 320512 (full_available_size=192 + full_evictable_size_=320320)
+Available mamba: 12 (available_size=3 + component_evictable_size_=9)
+"""
+
+
+def test_an_out_of_memory_account_gives_each_pools_state_without_a_total(tmp_path: Path) -> None:
+    """The unified radix cache's account in an out-of-memory message ("Available full tokens: T
+    (full_available_size=A + full_evictable_size_=E)", "Available <pool>: ...") is each pool's
+    available and evictable part; the pool's size is not in it, so no total is said."""
+    s = summarize_file(_write(tmp_path, ACCOUNT.splitlines()))
+    assert s.pools is not None
+    pools = s.pools.to_dict()["pools"]
+    assert {name: (p["state"]["total"], p["state"]["available"], p["state"]["evictable"])
+            for name, p in pools.items()} == {"full": (None, 192, 320320), "mamba": (None, 3, 9)}
+    assert pools["mamba"]["unit"] == "states" and "size" not in pools["full"]
+
+
 def test_retraction_names_the_pool_that_bound_admission(tmp_path: Path) -> None:
     s = summarize_file(_write(tmp_path, SWA_BOUND))
     assert s.pools is not None

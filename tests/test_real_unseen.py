@@ -96,17 +96,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "Python error: \"Segmentation fault' runs on from a cut File line ('  File \".../"
                            "disaggregation/utils.pyFatal Python error: ...'); the header is not read inside that line, "
                            "and the verdict says the dump's 'header is not in this log'",
-    ("key_figure[full_available]", "653"): "the prefill out-of-memory message's pool accounting, 'Available full "
-                                           "tokens: 320512 (full_available_size=192 + full_evictable_size_=320320)' "
-                                           "(line 2), is read as the RuntimeError's message, not as the full pool's "
-                                           "state, so no figure",
-    ("key_figure[full_evictable]", "653"): "as key_figure[full_available][653]: line 2's "
-                                           "'full_evictable_size_=320320' is not read as a pool figure",
-    ("key_figure[swa_available]", "653"): "'Available swa: 330496 (available_size=4864 + "
-                                          "component_evictable_size_=325632)' (line 3) is read as the RuntimeError's "
-                                          "message, not as the SWA pool's state, so no figure",
-    ("key_figure[swa_evictable]", "653"): "as key_figure[swa_available][653]: line 3's "
-                                          "'component_evictable_size_=325632' is not read as a pool figure",
     ("crash", "671"): "the crash has no phase ('during an unknown phase'): every line carries vim's line number "
                       "('16434   File \".../scheduler.py\", line 4656, in run_scheduler_process'), which keeps the "
                       "frame lines from being read as frames (only the header's stamp and rank are found after it, "

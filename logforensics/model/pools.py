@@ -64,6 +64,12 @@ _DSV4_POOLS = {"swa_size": "swa", "c4_size": "c4", "c128_size": "c128",
                "c4_state_pool_size": "c4_state", "c128_state_pool_size": "c128_state"}
 #: The invariant checker's per-pool line: ``[full] total=N, available=N, evictable=N, ...``.
 _POOL_STATE = re.compile(r"\[(\w+)\] total=(\d+), available=(\d+), evictable=(\d+)")
+#: The unified radix cache's account of its pools in an out-of-memory message
+#: (``available_and_evictable_str``): "Available full tokens: 320512 (full_available_size=192 +
+#: full_evictable_size_=320320)", "Available swa: 330496 (available_size=4864 +
+#: component_evictable_size_=325632)"; the pool's size is not in it.
+_POOL_ACCOUNT = re.compile(r"Available (?:(full) tokens|(\w+)): \d+ \((?:full_)?available_size=(\d+) \+ "
+                           r"(?:full|component)_evictable_size_=(\d+)\)")
 #: A rank's first KV records kept to place its pools (a target's two pools and their total).
 MAX_RANK_RECORDS = 4
 #: Retractions kept with the pool that bound them (the first ones).
@@ -544,6 +550,9 @@ def summarize(p: Pools, env: dict[str, str], env_evidence: list[dict[str, Any]],
             rec.setdefault("size", int(total))
             rec["state"] = {"total": int(total), "available": int(available), "evictable": int(evictable),
                             "at": _at(where)}
+        for full, name, available, evictable in _POOL_ACCOUNT.findall(text or ""):
+            rec = pools.setdefault(full or name, {"unit": UNITS.get(full or name, "tokens")})
+            rec["state"] = {"total": None, "available": int(available), "evictable": int(evictable), "at": _at(where)}
     order = _order(p, env, env_evidence)
     if not pools and order is None:
         return None

@@ -789,9 +789,10 @@ class Coverage(Keyed):
 # -- a hybrid model's memory pools (model/pools.py) ---------------------------------------
 @dataclass(frozen=True)
 class PoolState(Keyed):
-    """A pool as SGLang's invariant checker printed it (``[pool] total=, available=, evictable=``)."""
+    """A pool as SGLang's invariant checker printed it (``[pool] total=, available=, evictable=``),
+    or an out-of-memory message's account of it (available and evictable, no total)."""
 
-    total: int
+    total: int | None
     available: int
     evictable: int
     at: Cite | None = None

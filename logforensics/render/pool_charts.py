@@ -106,8 +106,8 @@ def pool_views(runs: Sequence[tuple[str, RunSummary]]) -> tuple[PoolRunView, ...
         for pool, rec in p.pools.items():
             kept = tuple(f"{_at(b.at, r.file)} at {_pct(b.usage)}" for b in p.retractions if b.pool == pool)
             st = rec.state
-            state = (f"{st.available:,} available, {st.evictable:,} evictable of {st.total:,} "
-                     f"{rec.unit or 'tokens'}" if st else "")
+            state = (f"{st.available:,} available, {st.evictable:,} evictable"
+                     f"{'' if st.total is None else f' of {st.total:,}'} {rec.unit or 'tokens'}" if st else "")
             size_at = rec.size_at or (st.at if st and rec.size == st.total else None)
             rows.append(PoolRow(pool, _name(pool), _size(rec), _at(size_at, r.file),
                                 _pct(rec.peak_usage), _at(rec.peak_at, r.file),

@@ -175,8 +175,8 @@ def render_pools(p: MemoryPools, console: Console) -> None:
             t.add_column(title, justify="left" if title == "pool" else "right")
         for name, rec in p.pools.items():
             state = rec.state
-            evictable = (f"{state.evictable} of {state.total}, {state.available} free (line {state.at.line})"
-                         if state and state.at else "-")
+            evictable = (f"{state.evictable}{'' if state.total is None else f' of {state.total}'}, "
+                         f"{state.available} free (line {state.at.line})" if state and state.at else "-")
             t.add_row(plain(name), Text("-" if rec.size is None else f"{rec.size} {rec.unit}"),
                       Text(gib(rec.gib, missing="-", unit=False)),
                       Text(f"line {rec.size_at.line}" if rec.size_at else "-"),
