@@ -202,3 +202,20 @@ def test_a_thread_dump_cited_as_the_crash_does_not_take_a_later_tracebacks_frame
     assert crash is not None and (crash.line, crash.frames) == (1, [])
     own = summarize_run([str(alone)]).crash
     assert own is not None and [f.func for f in own.frames] == ["run_scheduler_process", "event_loop_normal"]
+
+
+def test_a_segfault_handlers_banner_is_a_native_crash_with_its_stack(tmp_path: Path) -> None:
+    """A fatal-signal handler's "!!!!!!! Segfault encountered !!!!!!!" and the native stack under it
+    (innermost first, as frames of ``<unknown>``) are one native failure, cited at the banner; the
+    parent's notice of the dead child right after it gives the exit code, and is no SIGQUIT."""
+    log = tmp_path / "segv.log"
+    log.write_text(
+        "!!!!!!! Segfault encountered !!!!!!!\n"
+        '  File "<unknown>", line 0, in ibv_destroy_qp\n'
+        '  File "<unknown>", line 0, in mooncake::RdmaEndPoint::deconstruct()\n'
+        "[2026-05-14 16:49:46] Subprocess scheduler_0 (pid=922727) crashed with exit code -11.\n")
+    crash = summarize_run([str(log)]).crash
+    assert crash is not None
+    assert (crash.line, crash.end_line, crash.native, crash.exception, crash.exit_code, crash.sigquit_lines) \
+        == (1, 3, True, None, -11, [])
+    assert [f.func for f in crash.frames] == ["mooncake::RdmaEndPoint::deconstruct()", "ibv_destroy_qp"]

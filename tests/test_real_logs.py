@@ -140,9 +140,10 @@ def _progress(key: str) -> Callable[[RunSummary, list[Any]], list[Any]]:
 
 
 def _capture_bs(s: RunSummary, evs: list[Any]) -> list[Any]:
-    """The capture's batch-size list when printed; else the number of graphs (tqdm total)
+    """The capture's batch-size list when printed (its own line, or its begin line's ``bs=[...]``);
+    else the number of graphs (tqdm total)
     and the batch size shown in the bar: the labels use either (see MEMBERSHIP)."""
-    lists = [e.fields["bs_list"] for e in evs if e.kind == "capture_bs" and e.fields.get("bs_list")]
+    lists = [e.fields["bs_list"] for e in evs if e.kind in ("capture_bs", "capture_begin") and e.fields.get("bs_list")]
     totals = [e.fields["progress"]["total"] for e in evs if e.kind == "progress" and "Capturing" in (e.fields.get("desc") or "")]
     bars = [e.fields["bs"] for e in evs if e.kind == "progress" and e.fields.get("bs") is not None]
     return lists or totals[-1:] + bars[-1:]

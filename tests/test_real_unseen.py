@@ -137,19 +137,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "
                       "distributed begin.' and DP0 TP0's nccl version (lines 22-23) are in init_distributed, and "
                       "no line ties the aborted process to them (576's class)",
-    ("fatal_line", "770"): "the crash is cited at line 2 (the first 'File \"<unknown>\", line 0, in ibv_destroy_qp' "
-                           "frame), not at line 1, SGLang's segfault handler's '!!!!!!! Segfault encountered !!!!!!!', "
-                           "which is not read (unrecognised): the native dump is read as a Python traceback cut before "
-                           "its exception ('a traceback whose exception is not in this log (cut) at line 2'), though "
-                           "the block is whole and ends with the launcher's 'Subprocess scheduler_0 (pid=922727) "
-                           "crashed with exit code -11.' (line 5)",
-    ("fatal_line", "771"): "the crash is cited at line 2 (the first native frame, 'in pthread_kill'), not at line 1, "
-                           "the segfault handler's '!!!!!!! Segfault encountered !!!!!!!', which is not read "
-                           "(unrecognised), as fatal_line[770]",
-    ("key_figure[capture_bs]", "773"): "the 2026 'Capture draft decode CUDA graph begin. backend=full, "
-                                       "num_tokens_per_bs=1, bs=[1, 2, ..., 34], avail mem=17.75 GB' (line 7) is read "
-                                       "as the draft capture's begin (its free memory) but its batch-size list is not "
-                                       "read, so the figure is the last bar's total and batch size, [21, 1]",
 }
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from ..read.assemble import FH_HEADERLESS, WARMUP_SOURCE
+from ..read.assemble import FH_HEADERLESS, SEGFAULT_SOURCE, WARMUP_SOURCE
 from ..read.fatal import process_group
 from ..read.oom import KV_ALLOC_WORDS, decompose_oom
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
@@ -298,6 +298,8 @@ def on_exception(m: RunModel, ev: Event) -> None:
         # the threads of a fatal error's dump whose failing thread is cut place the process too
         "phase": phase_for(m, rank, frames or f.get("dump_frames") or []),
     }
+    if record["source"] == SEGFAULT_SOURCE:  # a signal handler's banner and the native stack: no Python exception
+        record["native"] = True
     if record["source"] == WARMUP_SOURCE:  # the launcher's warm-up request failed: its frames may be cut
         record["phase"] = "warmup"
     elif record["phase"] is None and str(f.get("message") or "").startswith(KV_ALLOC_WORDS):
@@ -631,7 +633,7 @@ def on_failure_notice(m: RunModel, ev: Event) -> None:
     """Records that say a process failed without saying how (the parent noticing a dead
     child, torn traceback text): kept as evidence; the outcome reads them. A child that a
     stop signal ended is also a sign of a stop (``stop_signal``)."""
-    m.notices.add(ev.kind, ev)
+    m.notices.add(ev.kind, ev, exit_code=ev.fields.get("exit_code"))
     if ev.kind in ("subprocess_crashed", "child_failed") and ended_by_stop_signal(ev.kind, ev.fields.get("exit_code")):
         m.notices.add("stop_signal", ev)
 

@@ -18,10 +18,12 @@ def limit(key: str) -> int:
 class Notices(dict[str, list[dict[str, Any]]]):
     """key -> the first records noticed under it, each {file, line, rank, text}."""
 
-    def add(self, key: str, ev: Event) -> None:
+    def add(self, key: str, ev: Event, **facts: Any) -> None:
+        """Keep ``ev`` under ``key`` (up to its limit), with ``facts`` the record gave (not None)."""
         found = self.setdefault(key, [])
         if len(found) < limit(key):
-            found.append({"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text})
+            found.append({"file": ev.file, "line": ev.line, "rank": ev.rank, "text": ev.text,
+                          **{k: v for k, v in facts.items() if v is not None}})
 
     def merge(self, later: Notices) -> None:
         """Lists keep their first records up to their limits."""

@@ -393,6 +393,7 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
     # A paste often starts or ends inside a traceback: each field comes from the first
     # fatal record that shows it, and `line` is the first record's.
     first = fatal[0]
+    sigquit_at = {n["line"] for n in m.notices.get("sigquit", [])}
     ranks: list[str] = []
     for c in fatal:
         if c["rank"] and c["rank"] not in ranks:
@@ -433,19 +434,27 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         "ts": first["ts"],
         "text": first["text"],
         "count": len(fatal),
-        "sigquit_lines": [n["line"] for n in sigquits[:8]],
+        "sigquit_lines": [n["line"] for n in sigquits if n["line"] in sigquit_at][:8],
         **({"quiet_before": first["quiet_before"]} if first.get("quiet_before") else {}),
-        **({"exit_code": code} if (code := _exit_code(with_exc, first, fatal)) is not None else {}),
+        **({"exit_code": code} if (code := _exit_code(with_exc, first, fatal, sigquits)) is not None else {}),
     }
 
 
-def _exit_code(with_exc: dict[str, Any], first: dict[str, Any], fatal: list[dict[str, Any]]) -> int | None:
+def _exit_code(with_exc: dict[str, Any], first: dict[str, Any], fatal: list[dict[str, Any]],
+               notices: list[dict[str, Any]]) -> int | None:
     """The exit code the launcher gives for the process that died: the reported exception's,
     the first record's, else the first that a later fatal record of the crash gives (the
-    launcher's "Rank 0 scheduler died during initialization (exit code: -6)" after an abort)."""
+    launcher's "Rank 0 scheduler died during initialization (exit code: -6)" after an abort);
+    for a first record that names no rank, the parent's notice of a dead child right after it
+    ("Subprocess scheduler_0 (pid=922727) crashed with exit code -11.", within three lines)."""
     for rec in (with_exc, first, *fatal):
         if rec.get("exit_code") is not None:
             return int(rec["exit_code"])
+    if first.get("rank") is None:
+        end = first.get("end_line") or first["line"]
+        for n in notices:
+            if end < n["line"] <= end + 3 and n.get("exit_code") is not None:
+                return int(n["exit_code"])
     return None
 
 

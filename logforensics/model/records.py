@@ -437,6 +437,8 @@ class Notice(Keyed):
     text: str
     rank: str | None = None
     node: str | None = None
+    #: the exit code a parent's notice of a dead child gives ("crashed with exit code -11")
+    exit_code: int | None = None
 
 
 @dataclass(frozen=True)

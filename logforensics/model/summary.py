@@ -112,6 +112,7 @@ class Crash(Keyed):
     ts: str | None = None
     #: fatal records (one per rank that printed one)
     count: int = 0
+    #: the lines of the launcher's "Received sigquit from a child process" (not its other notices)
     sigquit_lines: list[int] = field(default_factory=list)
     #: the parent's notices, when they are all the log shows of the crash
     evidence: list[Notice] = field(default_factory=list)

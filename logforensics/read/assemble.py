@@ -45,7 +45,10 @@ _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
 #: call last):" is the header of the traceback it logs, as uvicorn's "ERROR:    Traceback (most
 #: recent call last):" is, ``uvicorn_msg``; with another message either passes through)
 TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thread", "exc_line", "oom_message",
-                               "fh_timeout", "warmup_failed", "uvicorn_msg"})
+                               "fh_timeout", "warmup_failed", "uvicorn_msg", "segfault_banner"})
+#: The source of a record that a fatal-signal handler's banner opens ("!!!!!!! Segfault
+#: encountered !!!!!!!", then the native stack as frames): a native failure, no Python exception.
+SEGFAULT_SOURCE = "segfault handler"
 #: The source of a traceback that the launcher's warm-up logged (``warmup_failed``).
 WARMUP_SOURCE = "warmup"
 _TB_START = "Traceback (most recent call last):"
@@ -497,6 +500,14 @@ class TracebackAssembler:
             tb.exception = "Fatal Python error"
             tb.message = ev.fields.get("message")
             tb.fatal = True
+            return
+        if kind == "segfault_banner":  # the native frames under it are the record's
+            if tb is not None:
+                yield from self.close()
+            tb = self._start(ev, SEGFAULT_SOURCE)
+            tb.message = "Segfault encountered"
+            tb.fatal = True
+            tb.fh_stack = True  # a native backtrace: the innermost call first
             return
         if kind in ("tb_frame", "fh_thread"):
             # faulthandler's dump after "Fatal Python error: ..." (a blank line, then "Thread

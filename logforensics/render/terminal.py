@@ -310,7 +310,7 @@ def render_crash(crash: Crash) -> Panel:
     if frames:
         inner = frames[-4:]
         head = f"innermost frames of the cause ({cause.exception or 'unknown'})" if cause else "innermost frames"
-        head += " (as the traceback prints them: the innermost last)"
+        head += " (in call order: the innermost last)"
         rows.append(Text(printable(head) + ":\n" + "\n".join(
             printable(f"  {f.path}:{f.line} in {f.func}") for f in inner)))
     rows.append(plain(f"evidence: {crash.file}:{crash.line}"
