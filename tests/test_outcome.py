@@ -595,6 +595,22 @@ def test_an_npu_out_of_memory_is_said_of_the_npu() -> None:
     assert unnamed is not None and unnamed["device"] is None
 
 
+ALLOC_WARNING = ("[rank0]:[W916 21:56:50.616938528 CUDACachingAllocator.cpp:3933] memory allocation failed with OOM "
+                 "on device 0 while trying to allocate 113246208 bytes (free: 16187392, total: 25296044032).\n")
+
+
+def test_the_allocators_warning_of_a_failed_allocation_is_an_error_logged_with_its_figures() -> None:
+    """c10's allocator warns when an allocation fails and its caller may recover (torch's
+    ``[W...]`` record, sizes in bytes): an error the rank logged, with the figures in GiB,
+    not the run's end; the server that serves after it is ready."""
+    s = summarize(SERVING + ALLOC_WARNING + SERVING)
+    assert s.outcome == "ready" and s.crash is None
+    (err,) = [e for e in s.errors if e.oom]
+    assert err.rank == "rank0" and err.oom is not None
+    assert (err.oom.gpu, err.oom.tried_gib * 2**30, err.oom.free_gib * 2**30, err.oom.total_gib * 2**30) \
+        == (0, 113246208, 16187392, 25296044032)
+
+
 # A terminal's Ctrl-C echo glued to what the interrupted process printed next (real-unseen 359's
 # first lines; the paste that follows is the DetokenizerManager's traceback, cut).
 CTRL_C = (

@@ -132,13 +132,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "whose File line is above the window, after the script's '[pd-test] Decode log tail:'); "
                            "the evidence '36-63' and the bundle's quoted traceback leave line 35 out without a mark "
                            "(462's class)",
-    ("key_figure[tried_alloc]", "783"): "torch's caching-allocator warning '[rank0]:[W916 21:56:50.616938528 "
-                                        "CUDACachingAllocator.cpp:3933] memory allocation failed with OOM on device 0 "
-                                        "while trying to allocate 113246208 bytes (free: 16187392, total: 25296044032).' "
-                                        "(line 7) is kept only as a 'c10d' notice: its byte counts are not read as an "
-                                        "out-of-memory record (108.00 MiB asked), so no figure",
-    ("key_figure[free]", "783"): "as key_figure[tried_alloc][783]: the warning's 'free: 16187392' bytes (15.44 MiB) "
-                                 "are not read",
     ("phase_reached", "787"): "no rank is placed in any phase: TP0-TP7's only records are aiter's '[fused_moe] using "
                               "1stage ...' kernel choices behind their stamps (lines 9-30, unrecognised), and the "
                               "answered '/v1/loads' and '/get_server_info' probes (lines 32, 34), which make the run "

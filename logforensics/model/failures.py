@@ -773,6 +773,13 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
     if code and c10d_rank(head):
         m.failures.cann_hint = {"code": code.group(0), "rank": c10d_rank(head), "line": ev.line, "file": ev.file,
                                 "ts": ev.ts, "text": ev.text}
+    oom = None if hang else decompose_oom(None, msg)
+    if oom is not None and len(m.failures.errors) < 64:
+        # the allocator's warning of a failed allocation ("memory allocation failed with OOM ..."):
+        # the caller may recover, so it is an error the rank logged, with its figures
+        m.failures.errors.append({"file": ev.file, "line": ev.line, "end_line": ev.end_line, "rank": own,
+                                  "ts": ev.ts, "text": ev.text, "kind": "oom_warning",
+                                  "what": "memory allocation failed with OOM", "message": msg, "oom": oom})
     if hang:
         rank = c10d_rank(head)
         if rank is None and ev.rank is None and ev.fields.get("pg_rank") is not None:

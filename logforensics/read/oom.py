@@ -35,7 +35,12 @@ _PATTERNS = {
 _DEVICE = re.compile(r"\b(CUDA|HIP|NPU|XPU|MPS)(?: error:)?\s*out\s*of\s*memory")
 _OTHER_PROCESS = re.compile(r"Process\s*(\d+)\s*has\s*" + _SIZE + r"\s*memory\s*in\s*use")
 _PADDING = re.compile(r" {3,}")
-_OOM_MARKERS = ("out of memory", "OutOfMemoryError")
+_OOM_MARKERS = ("out of memory", "OutOfMemoryError", "allocation failed with OOM")
+#: The allocator's warning when an allocation fails (c10's CUDACachingAllocator.cpp, a torch
+#: ``[W...]`` record: the caller may free memory and go on), its sizes in bytes: "memory allocation
+#: failed with OOM on device 0 while trying to allocate 113246208 bytes (free: 16187392, total: 25296044032)"
+_ALLOC_WARNING = re.compile(r"allocation failed with OOM on device (\d+) while trying to allocate (\d+) bytes "
+                            r"\(free: (\d+), total: (\d+)\)")
 
 
 #: The type of :func:`decompose_oom`'s figures (an event's ``oom`` field).
@@ -90,6 +95,10 @@ def decompose_oom(exception: str | None, message: str | None) -> dict[str, Any] 
     out["other_processes"] = [
         {"pid": int(pid), "in_use_gib": to_gib(size)} for pid, size in _OTHER_PROCESS.findall(text)
     ]
+    warned = _ALLOC_WARNING.search(text)
+    if warned is not None:
+        gpu, tried, free, total = (int(g) for g in warned.groups())
+        out.update(gpu=gpu, tried_gib=tried / 2**30, free_gib=free / 2**30, total_gib=total / 2**30)
     if out.get("in_use_gib") is None:
         out["in_use_gib"] = out["process_in_use_gib"]
     out["expandable_segments_hint"] = "expandable_segments" in text
