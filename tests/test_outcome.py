@@ -621,6 +621,18 @@ CTRL_C = (
 )
 
 
+def test_a_stop_says_the_requests_its_last_batch_line_shows_running() -> None:
+    """A SIGTERM after a decode batch with requests running (#running-req: 4) cut them short,
+    unless batches go on after it (the server drains them): the stop says so, with the line;
+    a last batch with none running, nothing."""
+    s = summarize(SERVING + SIGTERM)
+    assert s.outcome == "ready" and s.stopped is not None
+    assert s.outcome_reason.endswith("stopped at line 3, with no failure before it "
+                                     "(4 requests running at the last batch line before it, line 2)")
+    idle = summarize(SERVING.replace("#running-req: 4", "#running-req: 0") + SIGTERM)
+    assert idle.outcome_reason.endswith("stopped at line 3, with no failure before it")
+
+
 def test_a_terminals_ctrl_c_echo_is_the_stop_and_what_follows_it_is_the_stops() -> None:
     s = summarize(SERVING + CTRL_C)
     assert s.outcome == "ready" and s.crash is None

@@ -162,6 +162,8 @@ def judge(m: RunModel) -> Verdict:
     then = f"; stopped at line {stop['line']}, with no failure before it" if stop else ""
     if stop and stop["line"] < t.last_serving_line:
         then += f" (draining its requests: batches go on to line {t.last_serving_line})"
+    elif stop and (running := _running_at_stop(m, stop["line"])):
+        then += running
     last_record = max((r.last_line for r in t.ranks.values()), default=0)  # no rank printed after it
     ended = next((n for n in m.notices.get("process_exit", []) if n["line"] > max(ready_line, last_record)), None)
     if stop is None and ended is not None:  # the process ended, and the log does not say why
@@ -438,6 +440,16 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         **({"quiet_before": first["quiet_before"]} if first.get("quiet_before") else {}),
         **({"exit_code": code} if (code := _exit_code(with_exc, first, fatal, sigquits)) is not None else {}),
     }
+
+
+def _running_at_stop(m: RunModel, line: int) -> str:
+    """Requests the last batch line before a stop shows running ("#running-req: 1"), said of
+    the stop (a request the signal cut short, unless it was answered after it); "" for none."""
+    last = m.serving.last_batch
+    if last is None or last[1] >= line or not isinstance(last[6], (int, float)) or last[6] <= 0:
+        return ""
+    n = last[6]
+    return f" ({n:g} request{'s' if n != 1 else ''} running at the last batch line before it, line {last[1]})"
 
 
 def _exit_code(with_exc: dict[str, Any], first: dict[str, Any], fatal: list[dict[str, Any]],

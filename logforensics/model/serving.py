@@ -109,7 +109,7 @@ class ServingObserver:
         self.frozen = FrozenStreaks()
         #: ...and those whose figures do not move, requests running (``frozen.counters_key``)
         self.fixed = FrozenStreaks()
-        #: the last batch record: (file, line, rank, ts, text, #queue-req)
+        #: the last batch record: (file, line, rank, ts, text, #queue-req, #running-req)
         self.last_batch: tuple[Any, ...] | None = None
 
     # -- observing ------------------------------------------------------------------------
@@ -138,7 +138,7 @@ class ServingObserver:
 
         self.frozen.step(label, True if tput == 0 and running is not None and running > 0 else None, record)
         self.fixed.step(label, counters_key(tokens, running, tput), record)
-        self.last_batch = (file, line, rank, ts, text, queue)
+        self.last_batch = (file, line, rank, ts, text, queue, running)
         sec = self._sec(ts)
         if sec is None:
             return
@@ -175,7 +175,7 @@ class ServingObserver:
             self.add_decode(rank, ts, line, tput, running, queue, usage, retracted,
                             fields.get("cuda_graph"), text, file, _first(fields, TOKEN_FIELDS))
         elif kind == "prefill_batch":
-            self.last_batch = (file, line, rank, ts, text, fields.get("queue_req"))
+            self.last_batch = (file, line, rank, ts, text, fields.get("queue_req"), fields.get("running_req"))
             sec = self._sec(ts)
             if sec is None:
                 return
@@ -356,7 +356,8 @@ class ServingObserver:
             "cuda_graph_off": self.graph_off,
             "frozen": self._frozen(),
             "last_batch": None if self.last_batch is None else {
-                **_evidence(*self.last_batch[:5]), "queue_req": self.last_batch[5]},
+                **_evidence(*self.last_batch[:5]), "queue_req": self.last_batch[5],
+                **({} if self.last_batch[6] is None else {"running_req": self.last_batch[6]})},
             "requests": self._requests(width, dated),
             "health": judged,
         }

@@ -39,7 +39,7 @@ class BatchRecord(Keyed):
 @dataclass(frozen=True)
 class LastBatch(Keyed):
     """The last decode or prefill batch record, as :class:`BatchRecord`, with the
-    ``#queue-req`` it printed (None where it printed none)."""
+    ``#queue-req`` and ``#running-req`` it printed (None where it printed none)."""
 
     file: str | None
     line: int
@@ -47,6 +47,7 @@ class LastBatch(Keyed):
     ts: str | None
     text: str
     queue_req: float | None = None
+    running_req: float | None = None
 
 
 @dataclass(frozen=True)

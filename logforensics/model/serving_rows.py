@@ -112,10 +112,15 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
         _fixed_rows(obs, rows, groups, cols["decode_batch"], decode, file)
     last = rows.n - 1
     kind = next(k for k, cls, _, _ in groups if cls == rows.raw[4][last])
-    queue = memoryview(rows.raw[10]).cast("d")[cols[kind]["queue_req"] * rows.n + last]
+    values = memoryview(rows.raw[10]).cast("d")
+    queue, running = (values[cols[kind][name] * rows.n + last] for name in ("queue_req", "running_req"))
     text, ts = rows.stamp(last)
-    obs.last_batch = (file, rows.line(last), rows.rank(last), ts, text,
-                      None if queue != queue else int(queue) if queue.is_integer() else queue)
+    obs.last_batch = (file, rows.line(last), rows.rank(last), ts, text, _number(queue), _number(running))
+
+
+def _number(v: float) -> float | int | None:
+    """A row's figure as the record printed it: None where it printed none (NaN), else whole or not."""
+    return None if v != v else int(v) if v.is_integer() else v
 
 
 def _frozen_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, int, int, str | None]],
