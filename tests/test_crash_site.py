@@ -219,3 +219,20 @@ def test_a_segfault_handlers_banner_is_a_native_crash_with_its_stack(tmp_path: P
     assert (crash.line, crash.end_line, crash.native, crash.exception, crash.exit_code, crash.sigquit_lines) \
         == (1, 3, True, None, -11, [])
     assert [f.func for f in crash.frames] == ["mooncake::RdmaEndPoint::deconstruct()", "ibv_destroy_qp"]
+
+
+def test_a_schedulers_event_loop_in_a_parts_module_names_no_part() -> None:
+    """PD disaggregation keeps its event loops in its own module; a loop only calls the batch that
+    failed, so a failure deeper in the model is not said to be in PD disaggregation, while a
+    failure in PD's own code is."""
+    from logforensics.model.phases import component_of
+    from logforensics.model.summary import Frame
+
+    loop = Frame(path="/sgl/python/sglang/srt/disaggregation/decode.py", line=943,
+                 func="event_loop_overlap_disagg_decode", code="result = self.run_batch(batch)")
+    model = Frame(path="/sgl/python/sglang/srt/models/deepseek_v2.py", line=1200, func="forward_absorb_prepare",
+                  code="q, k = fused_qk_rope_cat_and_cache_mla(")
+    queue = Frame(path="/sgl/python/sglang/srt/disaggregation/decode.py", line=610, func="pop_transferred",
+                  code="poll = poll_and_all_reduce(")
+    assert component_of([loop, model]) is None
+    assert component_of([loop, queue]) == "PD disaggregation (decode.py:610 in pop_transferred)"

@@ -116,10 +116,12 @@ COMPONENTS = (
 def component_of(frames: Sequence[Frame]) -> str | None:
     """The optional part of SGLang that the innermost of a traceback's frames in one is in, with
     that frame (``speculative decoding (eagle_worker.py:456 in verify)``), or None: the failing
-    call ran inside that part (a model's kernel that speculative decoding's verify called)."""
+    call ran inside that part (a model's kernel that speculative decoding's verify called). A
+    scheduler's event loop kept in a part's module (PD's ``event_loop_overlap_disagg_decode``)
+    only calls the batch that failed: it runs every batch, so it names no part."""
     for fr in reversed(frames):
         path = str(fr.path or "").replace("\\", "/")
-        if "sglang/" not in path:
+        if "sglang/" not in path or str(fr.func or "").startswith("event_loop"):
             continue
         for part, words in COMPONENTS:
             if part in path:
