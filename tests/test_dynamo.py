@@ -366,9 +366,9 @@ def test_a_first_part_is_read_when_a_live_stream_pauses() -> None:
 # ---------------------------------------------------------------- probes
 def test_probes_are_counted_apart_from_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     s = both(PROBES, monkeypatch)
-    assert s["coverage"]["probe_requests"] == 7
-    assert s["coverage"]["kinds"]["http_probe"] == 7
-    assert s["coverage"]["kinds"]["http_access"] == 2  # GET /get_model_info, POST /generate
+    assert s["coverage"]["probe_requests"] == 8  # the launcher's GET /get_model_info among them
+    assert s["coverage"]["kinds"]["http_probe"] == 8
+    assert s["coverage"]["kinds"]["http_access"] == 1  # POST /generate
 
 
 def test_probes_are_counted_apart_and_an_answer_shows_the_http_server_up(tmp_path: Path,

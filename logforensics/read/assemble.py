@@ -501,6 +501,10 @@ class TracebackAssembler:
             tb.message = ev.fields.get("message")
             tb.fatal = True
             return
+        if kind == "segfault_banner" and tb is not None and tb.fatal:
+            tb.add_line(ev)  # the native handler's report of the same fatal error (349): its stack joins it
+            tb.blanks = 0
+            return
         if kind == "segfault_banner":  # the native frames under it are the record's
             if tb is not None:
                 yield from self.close()
