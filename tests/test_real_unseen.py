@@ -141,6 +141,17 @@ PENDING: dict[tuple[str, str], str] = {
                       "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "
                       "distributed begin.' and DP0 TP0's nccl version (lines 22-23) are in init_distributed, and "
                       "no line ties the aborted process to them (576's class)",
+    ("crash", "794"): "the crash is placed in cuda_graph_capture ('an unlabelled process failed first, during "
+                      "cuda_graph_capture'): Process-8's traceback (lines 7-21), which no line ranks, runs in "
+                      "bench_one_batch's decode loop (latency_test_run_once -> decode -> model_runner.forward), after "
+                      "TP0-TP4 and TP6 each logged 'Registering 3936 cuda graph addresses' (lines 1-6); the unnamed "
+                      "process takes the phase the named ranks reached, though its own frames are a decode forward "
+                      "after capture and place it in no server phase",
+    ("fatal_line", "796"): "the crash is cited at line 4 ('RuntimeError: Sizes of tensors must match ...```'), not at "
+                           "line 1, the traceback's first line in the window: line 1, the File line of llama_eagle3.py "
+                           "line 88 with the paste's Markdown fence glued before it ('```  File \"...\", line 88, in "
+                           "forward'), is kept as a tb_fragment notice, not read as a frame that starts the record, so "
+                           "the crash has no frames",
 }
 
 
