@@ -147,23 +147,16 @@ PENDING: dict[tuple[str, str], str] = {
                       "TP0-TP4 and TP6 each logged 'Registering 3936 cuda graph addresses' (lines 1-6); the unnamed "
                       "process takes the phase the named ranks reached, though its own frames are a decode forward "
                       "after capture and place it in no server phase",
-    ("fatal_line", "796"): "the crash is cited at line 4 ('RuntimeError: Sizes of tensors must match ...```'), not at "
-                           "line 1, the traceback's first line in the window: line 1, the File line of llama_eagle3.py "
-                           "line 88 with the paste's Markdown fence glued before it ('```  File \"...\", line 88, in "
-                           "forward'), is kept as a tb_fragment notice, not read as a frame that starts the record, so "
-                           "the crash has no frames",
     ("fatal_line", "801"): "the crash is cited at line 57 (the DataParallelController's 'hit an exception' header, "
                            "'failed first' in the verdict), not at line 17: NVSHMEM's '.../topo.cpp:469: [GPU 1] Peer "
                            "GPU 8 is not accessible, exiting ... ' and its seven like lines for GPUs 2, 3, 4, 7, 6, 5 "
                            "and 0 (lines 17-52, each followed by 'building transport map failed') are not read "
                            "(unrecognised), so the exits of this node's processes before the controller's EOFError "
                            "are not the crash's start",
-    ("crash", "804"): "the crash has no exception and no phase: line 25's 'nixl_cu13._bindings.nixlBackendError: "
-                      "NIXL_ERR_BACKEND' is not read as the traceback's exception line, so DP0 TP0's traceback is "
-                      "'cut before its exception' ('a traceback whose exception is not in this log (cut)'); and its "
-                      "frames Scheduler.__init__ -> init_disaggregation -> DecodePreallocQueue -> _init_kv_manager -> "
-                      "nixl conn register_buffer_to_engine (lines 4-24) place no phase, where the KV manager is built "
-                      "after the KV pool and before graph capture (kv_cache_alloc by the frames, 786's reading)",
+    ("crash", "804"): "the crash has no phase: its frames Scheduler.__init__ -> init_disaggregation -> "
+                      "DecodePreallocQueue -> _init_kv_manager -> nixl conn register_buffer_to_engine (lines 4-24) "
+                      "place none, where the label reads the KV manager's set-up as kv_cache_alloc (its exception, "
+                      "line 25's 'nixl_cu13._bindings.nixlBackendError: NIXL_ERR_BACKEND', is read)",
     ("phase_reached", "804"): "no rank is placed in any phase: DP0 TP0's only record is its traceback, whose "
                               "init_disaggregation frames give no phase (as crash[804])",
 }

@@ -21,6 +21,8 @@ def _events(text: str) -> list[tuple[str, str | None]]:
      ("watchdog_timeout", "TP3")),
     ("[nightly] [2025-12-04 16:26:09 TP3] Watchdog timeout (self.watchdog_timeout=180.0)",
      ("watchdog_timeout", "TP3")),
+    # a Markdown code fence glued to the first line of a paste
+    ("```[2025-12-04 16:26:09 TP3] Watchdog timeout (self.watchdog_timeout=180.0)", ("watchdog_timeout", "TP3")),
     # a kernel library's own logger: its tag is its record's, not a wrapper
     ("[aiter] import [module_quant] under /sgl-workspace/aiter/aiter/jit/module_quant.so", ("lib_log", None)),
 ])
