@@ -2,7 +2,7 @@
 
 Why here and not in the templates: which diagnostic to switch on next, and in which
 direction a memory knob should move, are decisions with reasons; rules only word them.
-The direction rule: a CUDA out-of-memory error while serving means the static pool left
+The direction rule: a device's out-of-memory error while serving means the static pool left
 too little for activations, so ``--mem-fraction-static`` goes down; a KV pool that is
 merely full (retractions, a growing queue) with no such error may go up, when the
 start-up figures show free memory. Never both.
@@ -288,7 +288,7 @@ def serving_facts(run: RunSummary, baseline: RunSummary | None = None) -> Servin
                            "still generate before it admits new ones"))
         if runtime_oom:
             advice.append(Step("--mem-fraction-static lower",
-                               "a CUDA out-of-memory error while serving means the static pool (weights + KV) "
+                               "an out-of-memory error while serving means the static pool (weights + KV) "
                                "left too little for activations: a lower fraction gives them room"))
         elif free is not None and free >= 2.0:
             advice.append(Step("--mem-fraction-static higher",
