@@ -633,6 +633,20 @@ def test_a_stop_says_the_requests_its_last_batch_line_shows_running() -> None:
     assert idle.outcome_reason.endswith("stopped at line 3, with no failure before it")
 
 
+def test_a_processs_keyboardinterrupt_after_the_stop_is_the_stops_not_an_error() -> None:
+    """uvicorn's 'Shutting down' after serving is the stop; the detokenizer's KeyboardInterrupt
+    traceback after it is that process's report of the same interrupt (real-unseen 803), no
+    error logged; another exception after the stop is one (what failed on the way down)."""
+    shutdown = "[2026-09-20 15:33:22] INFO:     Shutting down\n"
+    interrupt = ("Process Process-2:\nTraceback (most recent call last):\n"
+                 '  File "/sgl/python/sglang/srt/managers/detokenizer_manager.py", line 117, in event_loop\n'
+                 "    recv_obj = self.recv_from_scheduler.recv_pyobj()\n{}\n")
+    s = summarize(SERVING + shutdown + interrupt.format("KeyboardInterrupt"))
+    assert s.outcome == "ready" and s.stopped is not None and s.crash is None and s.errors == []
+    failed = summarize(SERVING + shutdown + interrupt.format("RuntimeError: socket closed"))
+    assert [e.exception for e in failed.errors] == ["RuntimeError"]
+
+
 def test_a_terminals_ctrl_c_echo_is_the_stop_and_what_follows_it_is_the_stops() -> None:
     s = summarize(SERVING + CTRL_C)
     assert s.outcome == "ready" and s.crash is None

@@ -101,8 +101,10 @@ def judge(m: RunModel) -> Verdict:
     sigquits = sorted((n for key in PARENT_NOTICES for n in m.notices.get(key, []) if n["line"] > ready_line),
                       key=lambda n: n["line"])
     stop = stopped(m, ready_line, fatal, sigquits)
-    if stop is not None:  # what failed on the way down is an error logged during the stop
-        errors = sorted(errors + [_error_view(c) for c in fatal], key=lambda e: e["line"])
+    if stop is not None:  # what failed on the way down is an error logged during the stop; the
+        # interrupt itself (a process's KeyboardInterrupt after the stop) is the stop's, no error
+        errors = sorted(errors + [_error_view(c) for c in fatal if not _interrupted_by(stop, c)],
+                        key=lambda e: e["line"])
         fatal, sigquits = [], []
     hang = None
     if fl.hang_events:
@@ -440,6 +442,12 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         **({"quiet_before": first["quiet_before"]} if first.get("quiet_before") else {}),
         **({"exit_code": code} if (code := _exit_code(with_exc, first, fatal, sigquits)) is not None else {}),
     }
+
+
+def _interrupted_by(stop: dict[str, Any], rec: dict[str, Any]) -> bool:
+    """Whether ``rec`` is a process's own report of the stop before it: a KeyboardInterrupt (or
+    SystemExit) raised at or after the stop's line (Ctrl-C, or the signal handler's exit)."""
+    return rec["line"] >= stop["line"] and _exception_name(rec.get("exception")) in ("KeyboardInterrupt", "SystemExit")
 
 
 def _running_at_stop(m: RunModel, line: int) -> str:
