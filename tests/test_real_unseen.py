@@ -147,12 +147,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "TP0-TP4 and TP6 each logged 'Registering 3936 cuda graph addresses' (lines 1-6); the unnamed "
                       "process takes the phase the named ranks reached, though its own frames are a decode forward "
                       "after capture and place it in no server phase",
-    ("fatal_line", "801"): "the crash is cited at line 57 (the DataParallelController's 'hit an exception' header, "
-                           "'failed first' in the verdict), not at line 17: NVSHMEM's '.../topo.cpp:469: [GPU 1] Peer "
-                           "GPU 8 is not accessible, exiting ... ' and its seven like lines for GPUs 2, 3, 4, 7, 6, 5 "
-                           "and 0 (lines 17-52, each followed by 'building transport map failed') are not read "
-                           "(unrecognised), so the exits of this node's processes before the controller's EOFError "
-                           "are not the crash's start",
     ("crash", "804"): "the crash has no phase: its frames Scheduler.__init__ -> init_disaggregation -> "
                       "DecodePreallocQueue -> _init_kv_manager -> nixl conn register_buffer_to_engine (lines 4-24) "
                       "place none, where the label reads the KV manager's set-up as kv_cache_alloc (its exception, "

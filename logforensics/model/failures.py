@@ -382,6 +382,7 @@ NATIVE_FATAL = {
     "cann_error": "Ascend CANN error",
     "cuda_error": "CUDA error",  # or HIP's (its ``api`` field)
     "native_signal": "a fatal signal, caught by a native library's handler",
+    "nvshmem_exit": "NVSHMEM ended the process",
     "glibc_abort": "heap corruption detected by glibc",
     "collective_failure": "collective failure detected by the watchdog",
 }

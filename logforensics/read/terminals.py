@@ -231,6 +231,7 @@ RULES: dict[str, Rule] = {
     "glibc_abort": _rule(T("GLIBC_ABORT", "message", v.to_strip)),
     "argparse_error": _rule(T("ARGPARSE_PROG", "prog", v.argparse_prog), T("TEXT", "message", v.to_strip)),
     "native_signal": _rule(T("INT", "signal", v.to_int), T("TEXT", "message", v.to_strip)),
+    "nvshmem_exit": _rule(T("TEXT", "message", v.to_strip)),
     "pcg_failed": _rule(T("TEXT", "message", v.to_strip)),
     "job_end": _rule(*(_end("JOB_END", n, jobend.field(n)) for n in ("source", "cause", "exit_code", "job", "host"))),
     "lib_log": _rule(T("LIB_TAG", "lib", v.strip_brackets), T("TEXT", "message", v.to_strip)),
