@@ -128,7 +128,7 @@ _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
     (re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] "), False, 0, False),
     (re.compile(r"\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) "), False, 0, False),
     (re.compile(r"  (?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"), True, 0, False),
-    (RAY_SUFFIX, False, 0, True),
+    (re.compile(r"(?<! )" + RAY_SUFFIX.pattern), False, 0, True),  # (from a run of spaces' first: linear)
     (re.compile(r"\[[Rr]ank\d+\]:\[[EFIWT]\d{3,4} \d\d:\d\d:\d\d"), False, 0, False),
     (re.compile(r"\^C(?=[^^\s])"), True, 0, False),
     (re.compile(r"Fatal Python error: "), False, 0, True),
@@ -147,12 +147,13 @@ _DYN_HEAD_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d
 
 #: A traceback's header with its first frame on the same line: the line breaks were lost.
 _FLAT_HEAD = re.compile(r"\(most recent call last\):(?= +File \")")
-#: A frame of such a traceback, up to its function's name (its code follows on the line).
-_FLAT_FRAME = re.compile(r" +File \"(?:[^\"\n]*(\", line \d+, in \S+)|[^\"\n]*$)")
+#: A frame of such a traceback, up to its function's name (its code follows on the line). These
+#: expressions begin at a run of spaces' first one only (``(?<=\S)``), so a long run is read once.
+_FLAT_FRAME = re.compile(r"(?<=\S) +File \"(?:[^\"\n]*(\", line \d+, in \S+)|[^\"\n]*$)")
 #: The markers under a frame's code (Python 3.11's ``^^^^``, ``~~~^^^``), a line of their own.
-_FLAT_MARKS = re.compile(r" +[~^]{2,}(?= |$)")
+_FLAT_MARKS = re.compile(r"(?<=\S) +[~^]{2,}(?= |$)")
 #: Its exception line, after the last frame's code: a class named as Python's are, and a colon.
-_FLAT_EXC = re.compile(r" +(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::|$))")
+_FLAT_EXC = re.compile(r"(?<=\S) +(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::|$))")
 
 
 def _flat_cuts(text: str, start: int, end: int) -> list[int]:
