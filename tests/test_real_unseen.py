@@ -153,24 +153,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "line 25's 'nixl_cu13._bindings.nixlBackendError: NIXL_ERR_BACKEND', is read)",
     ("phase_reached", "804"): "no rank is placed in any phase: DP0 TP0's only record is its traceback, whose "
                               "init_disaggregation frames give no phase (as crash[804])",
-    ("outcome", "813"): "'incomplete ... the log stops at line 3 without readiness or failure': the paste is indented "
-                        "by two spaces as a whole (a code block inside a Markdown list item), so all three lines, "
-                        "'  [full] total=1939712, ...', '  [swa]  total=193792, ...' and '  [TP0] Scheduler watchdog "
-                        "timeout (self.watchdog_timeout=300, self.soft=False)', are read as indented continuation "
-                        "lines of no record; the same timeout unindented is read as a watchdog_timeout on TP0",
-    ("crash", "813"): "no hang: line 3's watchdog timeout is read as an indented line (as outcome[813])",
-    ("fatal_line", "813"): "no hang, so no fatal line; the label's is line 3, TP0's watchdog timeout",
-    ("phase_reached", "813"): "no rank is placed in any phase: TP0's only record, its watchdog timeout (line 3), is "
-                              "read as an indented line (as outcome[813])",
-    ("key_figure[watchdog_timeout_s]", "813"): "no watchdog_timeout event: line 3 is read as an indented line",
-    ("key_figure[full_total]", "813"): "the full pool's state (line 1, indented by the paste) is read as an indented "
-                                       "line, not as the pool's state",
-    ("key_figure[full_available]", "813"): "as key_figure[full_total][813]",
-    ("key_figure[full_evictable]", "813"): "as key_figure[full_total][813]",
-    ("key_figure[swa_total]", "813"): "the SWA pool's state (line 2, indented by the paste) is read as an indented "
-                                      "line, not as the pool's state",
-    ("key_figure[swa_available]", "813"): "as key_figure[swa_total][813]",
-    ("key_figure[swa_evictable]", "813"): "as key_figure[swa_total][813]",
 }
 
 

@@ -23,6 +23,10 @@ def _events(text: str) -> list[tuple[str, str | None]]:
      ("watchdog_timeout", "TP3")),
     # a Markdown code fence glued to the first line of a paste
     ("```[2025-12-04 16:26:09 TP3] Watchdog timeout (self.watchdog_timeout=180.0)", ("watchdog_timeout", "TP3")),
+    # a paste indented as a whole (a Markdown list's code block): a rank's prefix alone, a pool's check
+    ("  [TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", ("watchdog_timeout", "TP0")),
+    ("  [swa]  total=193792,  available=768, evictable=188928,  protected=0, session_held=0, uncached=0",
+     ("pool_check", None)),
     # a kernel library's own logger: its tag is its record's, not a wrapper
     ("[aiter] import [module_quant] under /sgl-workspace/aiter/aiter/jit/module_quant.so", ("lib_log", None)),
 ])

@@ -63,7 +63,7 @@ UNITS = {"mamba": "states"}
 _DSV4_POOLS = {"swa_size": "swa", "c4_size": "c4", "c128_size": "c128",
                "c4_state_pool_size": "c4_state", "c128_state_pool_size": "c128_state"}
 #: The invariant checker's per-pool line: ``[full] total=N, available=N, evictable=N, ...``.
-_POOL_STATE = re.compile(r"\[(\w+)\] total=(\d+), available=(\d+), evictable=(\d+)")
+_POOL_STATE = re.compile(r"\[(\w+)\] +total=(\d+), +available=(\d+), +evictable=(\d+)")
 #: The unified radix cache's account of its pools in an out-of-memory message
 #: (``available_and_evictable_str``): "Available full tokens: 320512 (full_available_size=192 +
 #: full_evictable_size_=320320)", "Available swa: 330496 (available_size=4864 +

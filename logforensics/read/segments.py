@@ -70,14 +70,16 @@ _WRAPPER_RE = re.compile(
     r"|\[pod/[\w.\-]+/[\w.\-]+\][ \t]?"                            # kubectl logs --prefix
     # a script's tag before the lines it quotes, indented ("[pd-test]   Memory access fault by
     # ...") or before a record's prefix; not a library's own tag before its message ("[aiter] ...")
-    r"|\[[A-Za-z][\w.\-]*\](?:[ \t]{2,}(?=\S)|[ \t]+(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d))"
+    r"|\[(?!(?:full|swa|mamba)\] )[A-Za-z][\w.\-]*\](?:[ \t]{2,}(?=\S)|[ \t]+(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d))"
     # a log viewer's local time glued to the text: "04-20 13:32:25.784  File ..."
     r"|\d\d-\d\d \d\d:\d\d:\d\d\.\d+(?=[\s\[A-Za-z_])"
     # Docker Desktop's local time: "2025-03-08 13:29:13 [2025-03-08 12:29:13 TP0] ...", but
     # not an SGLang prefix that lost its "[", nor a logging format with a level or "- "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?!(?:[A-Z_]+-?\d+ ?)*\]| *[A-Z]{4,8} |- |\| )"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - (?=\[)"  # logging default format
-    r"|[ \t]+(?=\[\d|\((?:[\w.\-/]+ )?pid=\d)"                  # indentation before a prefix or a Ray wrapper
+    # indentation before a prefix (a stamp's, or a rank's alone: "  [TP0] ..."), a pool's check line
+    # ("  [full] total=..."), or a Ray wrapper: a paste indented as a whole (a Markdown list's code block)
+    r"|[ \t]+(?=\[(?:\d|(?:DP|PP|TP|EP|ATTN_CP|MOE_DP)-?\d[\w ]*\] |(?:full|swa|mamba)\] +total=)|\((?:[\w.\-/]+ )?pid=\d)"
     r"|(?:\^@)+(?=\[\d)"                                        # a terminal's echo of NUL bytes ("^@") before a prefix
     r")"
 )
