@@ -153,6 +153,24 @@ PENDING: dict[tuple[str, str], str] = {
                       "line 25's 'nixl_cu13._bindings.nixlBackendError: NIXL_ERR_BACKEND', is read)",
     ("phase_reached", "804"): "no rank is placed in any phase: DP0 TP0's only record is its traceback, whose "
                               "init_disaggregation frames give no phase (as crash[804])",
+    ("fatal_line", "822"): "the crash is cited at line 14 ('Traceback (most recent call last):'), not at line 13, "
+                           "'[2026-09-15 17:47:35] Stage process reasoner failed', the logged record whose traceback "
+                           "follows it: a header on its own line before the traceback (sglang-omni's stage worker, not "
+                           "'Scheduler hit an exception:') is not read as the traceback's first line",
+    ("outcome", "824"): "'incomplete ... the log stops at line 42 without readiness or failure', with no stop: the "
+                        "docker memory guard's 'guard: docker rm -f deepseek-sglang-v3kv448-guarded' (line 40) and "
+                        "'guard: docker exited return_code=137 reason=MemAvailable 36.78 GiB below 48.00 GiB' (line 42) "
+                        "are unrecognised lines (a wrapper's, behind ISO stamps '[2026-05-01T14:27:49-04:00]'), so the "
+                        "wrapper's kill during load_weights is not read as the run's end",
+    ("fatal_line", "824"): "no stop, so no fatal line; the label's is line 40, the guard's 'docker rm -f' (as outcome[824])",
+    ("key_figure[mem_fraction_static]", "826"): "the launch command is read as line 62 alone ('taskset -c 5-9,15-19 "
+                                                "python3 -m sglang.launch_server \\'): its 33 continued option lines "
+                                                "(63-95, '    --mem-fraction-static 0.8 \\' at line 77) are not "
+                                                "joined to it, so no setting",
+    ("key_figure[context_length]", "826"): "'    --context-length 110000 \\' (line 78) is a continued line of the launch "
+                                           "command, not read (as key_figure[mem_fraction_static][826])",
+    ("key_figure[chunked_prefill]", "826"): "'    --chunked-prefill-size 4096 \\' (line 81) is a continued line of the "
+                                            "launch command, not read (as key_figure[mem_fraction_static][826])",
 }
 
 
