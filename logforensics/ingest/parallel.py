@@ -330,7 +330,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 again = LiveRun(name, model=model, node=node, pd=pd)
                 again.rank_nodes, again.node_shared = rank_nodes, node_shared
                 again.parser.line_offset = first_lines[k]
-                again.parser.classifier.binary = binary
+                again.parser.judged(binary)
                 again.parser.classifier.share_memo(_shared_classifier())
                 again.parser.classifier.proc_ranks = procs  # what the ranges before taught, taught on
                 again.parser.classifier.rank_procs, again.parser.classifier.shared = rank_procs, shared
@@ -443,8 +443,9 @@ def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, bool]
     # after the first range: records that read earlier state wait for the merge
     run = LiveRun(name, node=node, model=RunModel(name, part=index > 0))
     run.parser.line_offset = first_line
-    if index > 0:
-        run.parser.classifier.binary = binary
+    # the file's verdict, from its first bytes, for every range (the first too: a range shorter than
+    # the bytes judged, with an undecodable line in it, would wait for bytes that never come)
+    run.parser.judged(binary)
     run.parser.classifier.share_memo(_shared_classifier())
     _feed_range(run, path, start, end)
     open_at_end = False

@@ -153,7 +153,7 @@ class IncrementalParser:
         self._overflow = False  # inside an over-long line whose rest is skipped
         #: Lines before the first byte fed: a worker reading a byte range of a file starts
         #: here, so its events carry the line numbers of the whole file (and the caller
-        #: sets ``classifier.binary`` from the file's first bytes: they are not fed here).
+        #: gives the verdict on the file's first bytes, :meth:`judged`: they are not fed here).
         self.line_offset = 0
         self._judged = False  # classifier.binary is decided
         self._sniffed = bytearray()  # the stream's first bytes, while it is not
@@ -165,9 +165,6 @@ class IncrementalParser:
         """The bytes to read now (``chunk``, after any held before it), or None while they wait
         for the verdict on the stream's first ``SNIFF_BYTES``."""
         if self._judged:
-            return chunk
-        if self.line_offset and not self._sniffed:  # a part of a file: its caller judged the file's first bytes
-            self._judged = True
             return chunk
         self._sniffed += chunk[:SNIFF_BYTES - len(self._sniffed)]
         if len(self._sniffed) >= SNIFF_BYTES:
@@ -189,6 +186,13 @@ class IncrementalParser:
             held, self._held = bytes(self._held), bytearray()
             return held
         return None
+
+    def judged(self, binary: bool) -> None:
+        """Take the caller's verdict on whether the stream is text (a part of a file whose first
+        bytes it judged): nothing fed waits for the parser's own."""
+        self.classifier.binary = binary
+        self._judged = True
+        self._sniffed = bytearray()
 
     def _judge(self) -> None:
         self.classifier.binary = looks_binary(bytes(self._sniffed))
