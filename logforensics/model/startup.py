@@ -184,7 +184,7 @@ def _draft(ev: Event) -> bool:
     return ev.fields.get("role") == "draft"
 
 
-@handles("capture_begin")
+@handles("capture_begin", reads_earlier=True)
 def on_capture_begin(m: RunModel, ev: Event) -> None:
     pools.on_capture(m, ev)
     r = m.timeline.rank(ev.rank)
@@ -211,7 +211,7 @@ def on_capture_bs(m: RunModel, ev: Event) -> None:
         r.memory["capture_bs"] = bs
 
 
-@handles("capture_end")
+@handles("capture_end", reads_earlier=True)
 def on_capture_end(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
     f = ev.fields
