@@ -163,14 +163,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "are unrecognised lines (a wrapper's, behind ISO stamps '[2026-05-01T14:27:49-04:00]'), so the "
                         "wrapper's kill during load_weights is not read as the run's end",
     ("fatal_line", "824"): "no stop, so no fatal line; the label's is line 40, the guard's 'docker rm -f' (as outcome[824])",
-    ("key_figure[mem_fraction_static]", "826"): "the launch command is read as line 62 alone ('taskset -c 5-9,15-19 "
-                                                "python3 -m sglang.launch_server \\'): its 33 continued option lines "
-                                                "(63-95, '    --mem-fraction-static 0.8 \\' at line 77) are not "
-                                                "joined to it, so no setting",
-    ("key_figure[context_length]", "826"): "'    --context-length 110000 \\' (line 78) is a continued line of the launch "
-                                           "command, not read (as key_figure[mem_fraction_static][826])",
-    ("key_figure[chunked_prefill]", "826"): "'    --chunked-prefill-size 4096 \\' (line 81) is a continued line of the "
-                                            "launch command, not read (as key_figure[mem_fraction_static][826])",
 }
 
 

@@ -100,3 +100,21 @@ def test_a_failed_build_on_the_same_setup_says_the_builds_differ(tmp_path: Path)
     assert not d.facts.config.changed
     assert "no setting differs; the builds differ" in d.verdict and "enable_pdmux (failing only)" in d.verdict
     assert any(c.what == "build" and c.status == "differs" for c in d.conclusion.ruled_out)
+
+
+def test_a_launch_command_continued_by_backslashes_is_one_command(tmp_path: Path) -> None:
+    """A launch script's command spread over lines that end with a backslash (one option a line)
+    is one command: its settings on the later lines are the run's, not only the first line's."""
+    from logforensics import summarize_file
+
+    log = tmp_path / "serve.log"
+    log.write_text("Serve command:\n"
+                   "  taskset -c 5-9 python3 -m sglang.launch_server \\\n"
+                   "    --model-path Qwen/Qwen3-8B \\\n"
+                   "    --tp-size 2 \\\n"
+                   "    --mem-fraction-static 0.85\n"
+                   "    --not-an-option-of-it 1\n")
+    s = summarize_file(log)
+    assert s.launch_args == {"model_path": "Qwen/Qwen3-8B", "tp_size": 2, "mem_fraction_static": 0.85}
+    assert s.launch_command == ("taskset -c 5-9 python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                                "--tp-size 2 --mem-fraction-static 0.85")

@@ -54,6 +54,10 @@ ANSWERED = 8
 #: ``PROBE_OK`` are counted by path (``coverage.on_http_probe``: the scanner takes no other
 #: answer, and counts each path's lines under a kind code of its own, ``GROUPS``).
 REPLAYED = frozenset({"http_access", "http_probe"})
+#: Kinds whose handler acts only while the model waits for them (the indented lines that go on
+#: with a launch command ending in a backslash, ``config.on_indented``): passive lines otherwise,
+#: which ``ready_table`` does not declare ready while it waits.
+AWAITED = frozenset({"indented"})
 #: Kinds whose taken lines are counted apart by the text of one field (constant in a shape).
 GROUPS = {"http_probe": "path"}
 #: Lines taken only when a value slot holds this number (the others go the exact way).
@@ -107,7 +111,7 @@ def class_of(plan: Plan) -> int | None:
         return None  # the hang, serving and PD observers read each record
     if kind == "http_access":
         return ANSWERED
-    if kind in REPLAYED:
+    if kind in REPLAYED or kind in AWAITED:
         return PASSIVE
     if kind in HANDLERS or kind in PHASE_OF_KIND:
         return None
@@ -156,7 +160,7 @@ class ColumnFeed:
         Decode and prefill lines: their rank (``-`` when none) has its serving phase open
         already, and the few decode records kept as evidence are noticed. Passive lines: no
         rank, or a rank the model already has (a new rank is created in log order by the
-        event path). A probe path's lines: as passive ones, once its first ``PROBE_OK``
+        event path), unless the model waits for a line of an ``AWAITED`` kind. A probe path's lines: as passive ones, once its first ``PROBE_OK``
         answer was read as an event (its line is evidence: ``coverage.Probes``).
         """
         m = self.model
@@ -164,8 +168,8 @@ class ColumnFeed:
         decode_ok = len(m.notices.get("decode", ())) >= limit("decode")
         table = bytearray((ANSWERED + 1) * 256)
         first = m.coverage.probes.first
-        passive = [PASSIVE] + [cls for path, cls in self._group_class.items()
-                               if (path.split("?", 1)[0], PROBE_OK) in first]
+        passive = ([] if m.config.continued else [PASSIVE]) + [cls for path, cls in self._group_class.items()
+                                                               if (path.split("?", 1)[0], PROBE_OK) in first]
         if m.timeline.answered is not None and not m.timeline.answered.get("probe"):
             passive.append(ANSWERED)
         for cls in passive:

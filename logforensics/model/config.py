@@ -23,6 +23,8 @@ class Config:
     server_args_seen: bool = False
     launch_command: str | None = None
     launch_args: dict[str, Any] = field(default_factory=dict)
+    #: the launch command's last line ended with a backslash: the next indented line goes on with it
+    continued: bool = False
     env: dict[str, str] = field(default_factory=dict)
     versions: dict[str, Any] = field(default_factory=dict)
 
@@ -32,8 +34,8 @@ class Config:
         if not self.server_args and later.server_args_seen:
             self.server_args, self.server_args_form = later.server_args, later.server_args_form
         self.server_args_seen = self.server_args_seen or later.server_args_seen
-        if self.launch_command is None:
-            self.launch_command = later.launch_command
+        if self.launch_command is None:  # (and whether it goes on past the later part's end)
+            self.launch_command, self.continued = later.launch_command, later.continued
         self.env.update(later.env)
         if not self.launch_args:
             self.launch_args = later.launch_args
@@ -78,11 +80,36 @@ def on_pyspy_process(m: RunModel, ev: Event) -> None:
 def _server_command(m: RunModel, ev: Event, cmd: str) -> None:
     c = m.config
     if c.launch_command is None:
-        c.launch_command = cmd
+        c.launch_command = _unwrapped(cmd)
+        c.continued = _goes_on(cmd)
         m.notices.add("launch_command", ev)
-    c.env.update(env_from_command(cmd))
+    c.env.update(env_from_command(_unwrapped(cmd)))
     if not c.launch_args:
-        c.launch_args = flags(args_from_command(cmd))
+        c.launch_args = flags(args_from_command(_unwrapped(cmd)))
+
+
+def _goes_on(line: str) -> bool:
+    """Whether a shell line ends with a backslash: the command goes on on the next line."""
+    return line.rstrip().endswith("\\")
+
+
+def _unwrapped(line: str) -> str:
+    """A command line without the backslash that continues it."""
+    return line.rstrip().removesuffix("\\").rstrip() if _goes_on(line) else line
+
+
+@handles("indented")
+def on_indented(m: RunModel, ev: Event) -> None:
+    """An indented line right after a launch command's line that ends with a backslash goes on
+    with the command (a launch script's options one per line: "python3 -m sglang.launch_server \\",
+    "    --model-path ... \\", ...): its settings are the command's."""
+    c = m.config
+    if not c.continued or c.launch_command is None:
+        return
+    c.launch_command = f"{c.launch_command} {_unwrapped(ev.text.strip())}"
+    c.continued = _goes_on(ev.text)
+    c.env.update(env_from_command(c.launch_command))
+    c.launch_args = flags(args_from_command(c.launch_command))
 
 
 @handles("env")

@@ -246,6 +246,8 @@ class RunModel:
 
         (A problem of the unrecognised shapes is judged against this model as it stands:
         deferred records add no shapes, so the parts of ``later`` are judged together.)"""
+        if self.config.continued:  # its lines, which a part read alone took for no command's
+            return "a launch command that goes on with a backslash into the next part"
         shapes = dict.fromkeys(self.coverage.unknown_shapes)
         for part in [p for p, _ in later._deferred] + [later]:
             if part.context_read is not None:
