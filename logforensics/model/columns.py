@@ -31,6 +31,7 @@ from ..read import other
 from ..read.bulk import BulkScanner, Rows, Segment, numbers
 from ..read.plan import Plan
 from .clock import iso
+from .config import AWAITED
 from .coverage import MAX_UNKNOWN_SHAPES, OVERFLOW_KEY, PROBE_OK, add_others
 from .hang import HANG_KINDS
 from .notices import limit
@@ -54,10 +55,6 @@ ANSWERED = 8
 #: ``PROBE_OK`` are counted by path (``coverage.on_http_probe``: the scanner takes no other
 #: answer, and counts each path's lines under a kind code of its own, ``GROUPS``).
 REPLAYED = frozenset({"http_access", "http_probe"})
-#: Kinds whose handler acts only while the model waits for them (the indented lines that go on
-#: with a launch command ending in a backslash, ``config.on_indented``): passive lines otherwise,
-#: which ``ready_table`` does not declare ready while it waits.
-AWAITED = frozenset({"indented"})
 #: Kinds whose taken lines are counted apart by the text of one field (constant in a shape).
 GROUPS = {"http_probe": "path"}
 #: Lines taken only when a value slot holds this number (the others go the exact way).
@@ -160,8 +157,9 @@ class ColumnFeed:
         Decode and prefill lines: their rank (``-`` when none) has its serving phase open
         already, and the few decode records kept as evidence are noticed. Passive lines: no
         rank, or a rank the model already has (a new rank is created in log order by the
-        event path), unless the model waits for a line of an ``AWAITED`` kind. A probe path's lines: as passive ones, once its first ``PROBE_OK``
-        answer was read as an event (its line is evidence: ``coverage.Probes``).
+        event path), unless the model waits for a line of an ``AWAITED`` kind (``config``). A
+        probe path's lines: as passive ones, once its first ``PROBE_OK`` answer was read as an
+        event (its line is evidence: ``coverage.Probes``).
         """
         m = self.model
         ranks = m.ranks

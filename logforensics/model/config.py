@@ -98,6 +98,12 @@ def _unwrapped(line: str) -> str:
     return line.rstrip().removesuffix("\\").rstrip() if _goes_on(line) else line
 
 
+#: Kinds whose handler acts only while the model waits for them (the indented lines that go on
+#: with a launch command ending in a backslash): the bulk reader takes them as passive lines
+#: otherwise (``columns.ready_table``), and the clock does not count them (``run._CLOCKED``).
+AWAITED = frozenset({"indented"})
+
+
 @handles("indented")
 def on_indented(m: RunModel, ev: Event) -> None:
     """An indented line right after a launch command's line that ends with a backslash goes on

@@ -34,7 +34,7 @@ from typing import Any
 from ..events import PHASE_OF_KIND, Event
 from . import config, coverage, failures, startup, throughput  # noqa: F401  (register their handlers)
 from .beside import in_log, with_ends
-from .config import Config
+from .config import AWAITED, Config
 from .coverage import MAX_UNKNOWN_SHAPES, Coverage
 from .dynamo import DynamoObserver
 from .failures import CAUGHT_SOURCES, Failures, record_end
@@ -461,6 +461,7 @@ def _with_fingerprint(crash: dict[str, Any] | None) -> Crash | None:
 #: serving observer from their handlers, model/throughput.py).
 _OBSERVED = HANG_KINDS | SERVING_KINDS
 #: Kinds whose records the clock of ``model/dynamo.py`` reads: those always observed as events
-#: (the bulk reader takes batch and access lines and records no handler reads in columns,
-#: ``columns.class_of``), so that both readers give one clock.
-_CLOCKED = frozenset((set(_TABLE) | set(_OBSERVED)) - {"decode_batch", "prefill_batch", "http_access"})
+#: (the bulk reader takes batch and access lines, records no handler reads, and the lines a handler
+#: reads only while the model waits for them, in columns: ``columns.class_of``), so that both
+#: readers give one clock.
+_CLOCKED = frozenset((set(_TABLE) | set(_OBSERVED)) - {"decode_batch", "prefill_batch", "http_access"} - AWAITED)

@@ -94,6 +94,13 @@ def _continues(ev: Event) -> bool:
     return ev.kind == "other" and ev.ts is None and ev.rank is None and not ev.text[:1].isspace()
 
 
+def _figures(ev: Event) -> int:
+    """How many of a record's fields are figures, not text: a record's free text after its
+    words ("Detected fp8 checkpoint." then anything) takes any next line, so only figures
+    gained tell a torn record's rest."""
+    return sum(not isinstance(v, str) for v in ev.fields.values())
+
+
 def _open_brackets(text: str) -> int:
     """How many brackets ``text`` leaves open, outside quoted strings: more than 0 for a
     dump (``ServerArgs(...)``, ``{...}``) cut short."""
@@ -437,7 +444,7 @@ class IncrementalParser:
         record of Dynamo's that ``rest`` completes (``segments.rejoin``), or ``head`` ends
         in a record the grammar knows, ``rest`` begins mid-record (alone, an unrecognised
         line without stamp or rank), and together they are that record with more of its
-        fields. The joined record ends on ``line + 1``."""
+        figures. The joined record ends on ``line + 1``."""
         classify = self.classifier.classify
         # reading a line again must count nothing again: only valid UTF-8, never a line read in part
         if len(head) + len(rest) > LINE_LIMIT or not _utf8(head) or not _utf8(rest):
@@ -458,9 +465,9 @@ class IncrementalParser:
         joined = classify(head + rest, line)
         if [ev.kind for ev in joined] != [ev.kind for ev in alone]:
             return None
-        if len(joined[-1].fields) <= len(alone[-1].fields) and not (
+        if _figures(joined[-1]) <= _figures(alone[-1]) and not (
                 _open_brackets(alone[-1].text) > 0 and _open_brackets(joined[-1].text) == 0):
-            return None  # neither more fields nor a dump's brackets closed: not that record's rest
+            return None  # neither more figures nor a dump's brackets closed: not that record's rest
         return joined[:-1] + [joined[-1]._replace(end_line=line + 1)]
 
     def _feed_lines(self, lines: list[bytes]) -> list[Event]:
