@@ -163,9 +163,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "are unrecognised lines (a wrapper's, behind ISO stamps '[2026-05-01T14:27:49-04:00]'), so the "
                         "wrapper's kill during load_weights is not read as the run's end",
     ("fatal_line", "824"): "no stop, so no fatal line; the label's is line 40, the guard's 'docker rm -f' (as outcome[824])",
-    ("phase_reached", "840"): "no rank reaches serving: the run is 'ready' by the answered 'POST /generate' (line 1), but "
-                              "TP0-TP7, named only by 'Cache flushed successfully!' records behind Ray's wrapper (lines "
-                              "3-10, 12-14, unrecognised), are each left at '-', and the answering process has no rank",
     ("fatal_line", "841"): "the crash is cited at line 3 (slime's File line), not at line 1, Ray's "
                            "'ray::SGLangEngine.init()' header that begins the traceback the reporter pasted (read as an "
                            "unrecognised line, as is the reporter's '...' on line 2)",

@@ -73,6 +73,9 @@ PHASE_OF_KIND: dict[str, str] = {
     "retract": "serving",
     # "Prefill transfer failed for request rank=4 ...": one request of a PD server failing, and
     # "Some requests fail to receive KV Cache transfer done signal ...": its queue's timers
+    # "Cache flushed successfully!" / "Cache not flushed because there are pending requests.": the
+    # scheduler answering a flush of its caches, which only a running server receives
+    "cache_flush": "serving",
     "kv_transfer_failed": "serving",
     "pd_timeout": "serving",
 }

@@ -219,6 +219,9 @@ class Planner(FatalPlanning):
         if toks["RETRACT"][0].startswith("Testing"):
             self.const["testing"] = True
 
+    def on_cache_flush(self, tree: Tree, toks: Tokens) -> None:
+        self.const["flushed"] = "CACHE_FLUSHED" in toks
+
     def on_pool_leak(self, tree: Tree, toks: Tokens) -> None:
         for child in tree.children:  # warning_head? leak_message
             if isinstance(child, Tree):

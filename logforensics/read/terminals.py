@@ -130,6 +130,7 @@ RULES: dict[str, Rule] = {
     "decode_batch": _rule(T("ITER", "iter", v.bracket_int), T("INT", "running_req", v.to_int), generic=True),
     "prefill_batch": _rule(T("ITER", "iter", v.bracket_int), T("INT", "mixed_running_req", v.to_int), generic=True),
     "retract": _rule(generic=True),
+    "cache_flush": _rule(generic=True),
     "leak_message": _rule(T("LEAK_POOL", "pool", v.before(" memory leak")), generic=True),
     "warning_head": _rule(T("WARN_FILE", "path", v.to_str), T("INT", "lineno", v.to_int),
                           T("WARN_CATEGORY", "category", v.to_str)),
