@@ -181,15 +181,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "layer (as 262), which no line says ended the server; it is read as the process's crash",
     ("crash", "864"): "a crash is reported (TypeError, no rank, no phase) for the request handler's traceback, where "
                       "the label has none (as outcome[864])",
-    ("outcome", "867"): "'incomplete ... the log stops at line 10 without readiness or failure': the ten lines behind "
-                        "olmocr's logger prefix ('2025-04-03 12:06:29,948 - __main__ - INFO - ') are read as ten "
-                        "std_log records, so the traceback frames they carry (model_runner __init__ 'self.load_model()' "
-                        "-> load_model -> get_model -> loader load_model 'model.load_weights(...)') are not read as a "
-                        "traceback",
-    ("crash", "867"): "no crash: the frames behind olmocr's logger prefix are not read (as outcome[867]); the label's is "
-                      "a crash in load_weights (model.load_weights, line 10), with no exception line in the window",
-    ("fatal_line", "867"): "no crash, so no fatal line; the label's is line 1, the first frame of the traceback in the "
-                           "window (as outcome[867])",
 }
 
 

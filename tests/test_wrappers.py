@@ -32,3 +32,19 @@ def _events(text: str) -> list[tuple[str, str | None]]:
 ])
 def test_a_tag_before_quoted_lines_is_a_wrapper(line: str, want: tuple[str, str | None]) -> None:
     assert _events(line) == [want]
+
+
+def test_a_parent_logging_its_childs_traceback_line_by_line() -> None:
+    """Python logging's default format before each line of a child's traceback (a parent that logs
+    its child's output): the traceback is read behind it; the parent's own record is its own."""
+    prefix = "2025-04-03 12:06:29,949 - __main__ - INFO - "
+    text = "\n".join(prefix + line for line in (
+        "Traceback (most recent call last):",
+        '  File "/x/sglang/srt/model_executor/model_runner.py", line 306, in load_model',
+        "    self.model = get_model(",
+        "                 ^^^^^^^^^^",
+        "RuntimeError: CUDA error: out of memory",
+    ))
+    (event,) = [e for e in _events(text) if e[0] != "blank"]
+    assert event == ("exception", None)
+    assert _events(prefix + "Starting the server at port 30000") == [("std_log", None)]

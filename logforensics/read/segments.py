@@ -76,7 +76,10 @@ _WRAPPER_RE = re.compile(
     # Docker Desktop's local time: "2025-03-08 13:29:13 [2025-03-08 12:29:13 TP0] ...", but
     # not an SGLang prefix that lost its "[", nor a logging format with a level or "- "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?!(?:[A-Z_]+-?\d+ ?)*\]| *[A-Z]{4,8} |- |\| )"
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - (?=\[)"  # logging default format
+    # Python logging's default format, where a parent logs its child's output line by line: before a
+    # prefixed record, or a traceback's lines (its header, indented frames and code, its exception)
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - "
+    r"(?=\[| +\S|Traceback \(most recent call last\):|[A-Za-z_][\w.]*(?:Error|Exception)(?::|$))"
     # indentation before a prefix (a stamp's, or a rank's alone: "  [TP0] ..."), a pool's check line
     # ("  [full] total=..."), or a Ray wrapper: a paste indented as a whole (a Markdown list's code block)
     r"|[ \t]+(?=\[(?:\d|(?:DP|PP|TP|EP|ATTN_CP|MOE_DP)-?\d[\w ]*\] |(?:full|swa|mamba)\] +total=)|\((?:[\w.\-/]+ )?pid=\d)"
