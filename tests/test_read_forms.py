@@ -815,3 +815,17 @@ def test_a_traceback_through_a_route_handler_is_one_requests(func: str, source: 
             '  File "/app/python/sglang/srt/managers/tokenizer_manager.py", line 280, in generate_request\n'
             '    async for response in self._handle_batch_request(obj, request):\n')
     assert only(read(text), "exception").fields["source"] == source
+
+
+@pytest.mark.parametrize("func,source", [("run_endpoint_function", "http_request"), ("lifespan", None)])
+def test_a_traceback_the_asgi_stack_dispatched_to_a_route_is_one_requests(func: str, source: str | None) -> None:
+    """fastapi's dispatch of a request to a route of any of SGLang's servers (the multimodal
+    server's image_api, real-unseen 864): its error middleware answers 500 and goes on serving;
+    a traceback through the server's lifespan is the server's own."""
+    text = (f'  File "/usr/local/lib/python3.12/dist-packages/fastapi/routing.py", line 290, in {func}\n'
+            '    return await dependant.call(**values)\n'
+            '  File "/usr/local/lib/python3.12/dist-packages/sglang/multimodal_gen/runtime/entrypoints/openai/'
+            'image_api.py", line 129, in generations\n'
+            '    result.output[0],\n'
+            "TypeError: 'NoneType' object is not subscriptable\n")
+    assert only(read(text), "exception").fields["source"] == source

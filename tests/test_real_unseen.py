@@ -175,12 +175,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "unnamed process whose vLLM-format weight-loader lines and shard bar (lines 1-5) come before it, "
                       "which is so placed in warmup; 410, 411 and 780's warm-up failures, with no unranked loader lines "
                       "before them, have no rank",
-    ("outcome", "864"): "'CRASHED TypeError at line 1': the traceback is an HTTP request handler's (starlette's "
-                        "wrapped_app -> fastapi's run_endpoint_function -> sglang multimodal_gen's openai image_api.py "
-                        "'generations' at 'result.output[0],', lines 1-14), one image request failing in the HTTP "
-                        "layer (as 262), which no line says ended the server; it is read as the process's crash",
-    ("crash", "864"): "a crash is reported (TypeError, no rank, no phase) for the request handler's traceback, where "
-                      "the label has none (as outcome[864])",
 }
 
 

@@ -177,6 +177,10 @@ def lead_header(ev: Event) -> bool | None:
 _HTTP_ENTRY = re.compile(r"/srt/entrypoints/http_server\.py$")
 _SERVER_LIFE = frozenset({"<module>", "launch_server", "_launch_subprocesses", "lifespan", "_wait_and_warmup",
                           "_execute_server_warmup", "warmup_thread_func"})
+#: The ASGI stack's dispatch of one request to its route (uvicorn's ``run_asgi``, starlette's
+#: ``wrapped_app`` and ``request_response``, fastapi's ``run_endpoint_function``): what raises
+#: through it is answered with a 500 by the server's error middleware, which goes on serving.
+_REQUEST_DISPATCH = frozenset({"run_asgi", "wrapped_app", "request_response", "run_endpoint_function"})
 
 
 def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
@@ -184,13 +188,17 @@ def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
     on from (``model.failures.CAUGHT_SOURCES``): every frame in the HTTP server's packages (a
     window cut inside uvicorn's ``run_asgi`` and the middleware stack), or a frame in one of
     SGLang's route handlers (``v1_score_request`` and what it awaits: a request's coroutine,
-    which the launcher and the schedulers never run); with or without its exception line.
+    which the launcher and the schedulers never run), or one the ASGI stack dispatched to a route
+    (``_REQUEST_DISPATCH``); with or without its exception line.
     Else None."""
     paths = [str(f.get("path") or "") for f in frames]
     if paths and all(_in_http_layer(p) for p in paths) and any("/asyncio/" not in p for p in paths):
         return "http_request"
     if any(_HTTP_ENTRY.search(p) and f.get("func") not in _SERVER_LIFE for p, f in zip(paths, frames)):
         return "http_request"
+    if any(_in_http_layer(p) and f.get("func") in _REQUEST_DISPATCH for p, f in zip(paths, frames)) \
+            and not any(f.get("func") in _SERVER_LIFE for f in frames):
+        return "http_request"  # a route of any of SGLang's servers (the multimodal one's image_api)
     return None
 
 
