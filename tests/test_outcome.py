@@ -408,7 +408,7 @@ def test_an_http_layer_traceback_cut_before_its_exception_in_an_environment_name
     [err] = (e.to_dict() for e in s.errors)
     assert (err["line"], err["source"], err["exception"]) == (1, "http_request", None)
     s = summarize(text.replace(f"{env}/starlette/middleware/errors.py",
-                               f"{env}/sglang/srt/managers/tokenizer_manager.py"))
+                               f"{env}/sglang/srt/managers/tokenizer_manager.py").replace("in run_asgi", "in main"))
     assert s.outcome == "crashed" and s.crash is not None
 
 
@@ -766,6 +766,22 @@ def test_a_failure_no_line_names_takes_the_process_the_launcher_says_died_right_
     health = '[2025-06-09 17:46:2{}] INFO:     127.0.0.1:5000{} - "GET /health HTTP/1.1" 200 OK\n'
     far = summarize(oom + "".join(health.format(i, i) for i in range(4)) + dead)
     assert far.crash is not None and far.crash.source is None
+
+
+def test_the_launchers_record_of_a_dead_scheduler_with_no_failure_above_is_the_first_fatal_record() -> None:
+    """real-unseen 850: the multimodal launcher's 'Rank 0 scheduler is dead.' and 'Exit code: -9',
+    then its own traceback: the scheduler's end (killed, -9) came first, and its line is the
+    crash's; with the scheduler's own failure above it, that failure stays the crash."""
+    dead = ("[12-16 14:27:08] Rank 0 scheduler is dead. Please check if there are relevant logs.\n"
+            "[12-16 14:27:10] Exit code: -9\n")
+    tb = ("Traceback (most recent call last):\n"
+          '  File "/envs/sglang/lib/python3.12/site-packages/sglang/cli/main.py", line 26, in main\n'
+          "    args.func(args, extra_argv)\n")
+    s = summarize(dead + tb)
+    assert s.outcome == "crashed" and s.crash is not None and (s.crash.line, s.crash.exit_code) == (1, -9)
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 150.00 MiB.\n"
+    s = summarize(oom + dead + tb)
+    assert s.crash is not None and s.crash.line == 1 and s.crash.exception == "torch.OutOfMemoryError"
 
 
 def test_a_traceback_another_programs_logger_logged_is_its_error_not_the_servers_crash() -> None:

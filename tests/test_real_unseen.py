@@ -166,10 +166,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "841"): "the crash is cited at line 3 (slime's File line), not at line 1, Ray's "
                            "'ray::SGLangEngine.init()' header that begins the traceback the reporter pasted (read as an "
                            "unrecognised line, as is the reporter's '...' on line 2)",
-    ("fatal_line", "850"): "the crash is cited at line 3 (the sglang CLI's 'Traceback (most recent call last):'), not at "
-                           "line 1, the launcher's '[12-16 14:27:08] Rank 0 scheduler is dead. Please check if there are "
-                           "relevant logs.', which is read as a scheduler_died notice (and line 2's 'Exit code: -9' as "
-                           "child_failed) but not as the first fatal record; the crash carries no exit code",
     ("crash", "852"): "the crash's ranks are ['-'] (inferred from a single-rank run), not none: the launcher's warm-up "
                       "thread ('Initialization failed. warmup error', _wait_and_warmup, lines 7-8) is taken for the "
                       "unnamed process whose vLLM-format weight-loader lines and shard bar (lines 1-5) come before it, "

@@ -635,6 +635,10 @@ def on_failure_notice(m: RunModel, ev: Event) -> None:
     child, torn traceback text): kept as evidence; the outcome reads them. A child that a
     stop signal ended is also a sign of a stop (``stop_signal``)."""
     m.notices.add(ev.kind, ev, exit_code=ev.fields.get("exit_code"))
+    if ev.kind == "scheduler_died" and not m.failures.crash_events:
+        # the launcher's record that a scheduler is gone, no failure above it: the first fatal record
+        _native_crash(m, ev, None, ev.text.split("] ", 1)[-1] if ev.text.startswith("[") else ev.text,
+                      native_kind=ev.kind, exit_code=ev.fields.get("exit_code"))
     if ev.kind in ("subprocess_crashed", "child_failed") and ended_by_stop_signal(ev.kind, ev.fields.get("exit_code")):
         m.notices.add("stop_signal", ev)
 
