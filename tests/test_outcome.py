@@ -820,6 +820,15 @@ def test_the_launchers_warmup_failure_opens_the_traceback_it_logs() -> None:
     assert other.crash is None  # a message, not a traceback's header: no record opens
 
 
+def test_the_launchers_warmup_failure_is_no_unnamed_schedulers_crash() -> None:
+    """real-unseen 852: a log that names no rank, its scheduler's progress bar above the warm-up's
+    failure: the failure is the launcher's, not the unnamed scheduler's (which it shows ready)."""
+    bar = "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:03<00:00,  1.10it/s]\n"
+    s = summarize(bar + _WARMUP)
+    assert s.crash is not None and s.crash.ranks == [] and s.crash.phase == "warmup"
+    assert s.per_rank["-"].phase_reached == "warmup"
+
+
 def test_a_shells_killed_is_a_record_of_its_own_never_the_exceptions_message() -> None:
     """bash's "Killed" after a traceback (the job died of SIGKILL): the shell's notice, read
     as such and told after the failure, not a line of the AssertionError's message."""

@@ -166,11 +166,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "841"): "the crash is cited at line 3 (slime's File line), not at line 1, Ray's "
                            "'ray::SGLangEngine.init()' header that begins the traceback the reporter pasted (read as an "
                            "unrecognised line, as is the reporter's '...' on line 2)",
-    ("crash", "852"): "the crash's ranks are ['-'] (inferred from a single-rank run), not none: the launcher's warm-up "
-                      "thread ('Initialization failed. warmup error', _wait_and_warmup, lines 7-8) is taken for the "
-                      "unnamed process whose vLLM-format weight-loader lines and shard bar (lines 1-5) come before it, "
-                      "which is so placed in warmup; 410, 411 and 780's warm-up failures, with no unranked loader lines "
-                      "before them, have no rank",
 }
 
 

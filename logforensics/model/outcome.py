@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..read.assemble import FH_HEADERLESS
+from ..read.assemble import FH_HEADERLESS, WARMUP_SOURCE
 from ..read.fatal import scheduler_died
 from ..read.values import THREAD_SOURCE
 from ..units import clip
@@ -355,7 +355,7 @@ def resolve(m: RunModel, records: list[dict[str, Any]]) -> None:
         rank = _rank_of_gpu(m, oom["gpu"], records) if oom and oom.get("gpu") is not None and tp_labels else None
         if rank is not None:
             c["rank"], c["rank_inferred_from"] = rank
-        elif single:
+        elif single and c.get("source") != WARMUP_SOURCE:  # the warm-up request is the launcher's, no scheduler's
             c["rank"], c["rank_inferred_from"] = NO_RANK, "single_rank_run"
     # One C++ abort per rank and no rank printed: every rank died the same way.
     if unranked_native and labelled and len(unranked_native) >= len(labelled):

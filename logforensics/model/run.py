@@ -333,7 +333,8 @@ class RunModel:
             if r is not None and src.get("rank") is None and rec is not src:
                 later[r] = rec
             if r is None and labels == [NO_RANK] and rec.get("source") not in CAUGHT_SOURCES:
-                r = NO_RANK  # a log that names no rank: its one scheduler's crash
+                r = NO_RANK  # a log that names no rank: its one scheduler's crash (or the launcher's
+                # warm-up, which begins once every scheduler is ready: the scheduler is in warmup)
             # (the launcher's own phase is no rank's: a rank it names is not placed by it)
             if r is not None and r in labels and p in PHASE_INDEX and (r not in reached
                                                                      or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
