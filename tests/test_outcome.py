@@ -1115,3 +1115,22 @@ def test_an_incomplete_log_whose_phase_bar_is_complete_stops_after_that_phase(n:
                   f"Capturing batches (bs=1 avail_mem=9.50 GB): 100%|██████████| {n}/8 [00:02<00:00,  3.2it/s]\n")
     from logforensics.model.stops import stop_place
     assert s.outcome == "incomplete" and place in (stop_place(s) or ""), stop_place(s)
+
+
+def test_another_web_servers_access_line_is_no_request_sglang_served() -> None:
+    """aiohttp's access line (Common Log Format; SGLang's PD bootstrap server, Mooncake's metadata
+    server; real-unseen 358, 702) is read, but it is not SGLang's HTTP server answering: no readiness."""
+    s = summarize('[2025-04-14 03:55:53] 10.6.131.6 [14/Apr/2025:03:55:53 +0000] "PUT /metadata?key=mooncake HTTP/1.1" '
+                  '200 176 "-" "-"\n')
+    assert s.outcome == "incomplete" and s.coverage.lines_unrecognised == 0
+
+
+def test_a_segfault_in_a_kv_senders_transfer_is_in_serving() -> None:
+    """A PD prefill server's KV transfer runs for requests only (real-unseen 702: faulthandler's
+    dump of Mooncake's send_kvcache worker, process_layer, in its thread pool)."""
+    s = summarize("Fatal Python error: Segmentation fault\n\n"
+                  "Thread 0x00007f4d75ffd640 (most recent call first):\n"
+                  '  File "/x/sglang/srt/disaggregation/mooncake/transfer_engine.py", line 102 in batch_transfer_sync\n'
+                  '  File "/x/sglang/srt/disaggregation/mooncake/conn.py", line 272 in process_layer\n'
+                  '  File "/x/concurrent/futures/thread.py", line 59 in run\n')
+    assert s.crash is not None and s.crash.phase == "serving"

@@ -110,11 +110,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "line 8's stack header), but its phase is 'serving': the run's phase, from DP6 TP6's and "
                       "DP7 TP7's prefill batches (lines 1-2), records of other processes; no line ties torch's "
                       "global rank 2 to an SGLang rank or phase",
-    ("crash", "702"): "the crash has no phase ('during an unknown phase'): line 1, a health probe answered in a custom "
-                      "access-log form ('[2025-08-08 15:45:33] 10.148.4.216 [08/Aug/2025:15:45:33 +0800] \"GET /health "
-                      "HTTP/1.1\" 200 155 ...'), is not read (unrecognised), and the dumped thread's frames "
-                      "(batch_transfer_sync <- mooncake/conn.py process_layer <- a concurrent.futures worker) place no "
-                      "phase, so the segfault of a server that was answering /health is not placed in serving",
     ("crash", "710"): "the crash is torch's watchdog record at line 4 ('[rank1]:[E1209 02:28:15.281862353 "
                       "ProcessGroupNCCL.cpp:2057] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated "
                       "with exception: CUDA error: an illegal memory access was encountered'), but its phase is "

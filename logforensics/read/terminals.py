@@ -181,6 +181,8 @@ RULES: dict[str, Rule] = {
     "http_probe": _rule(T("LEVEL_COLON", "level", v.strip_colon), T("ADDR", "client", v.to_str),
                         T("METHOD", "method", v.to_str), T("PROBE_PATH", "path", v.to_str), T("INT", "status", v.to_int),
                         T("TEXT", "reason", v.to_strip)),
+    "web_access": _rule(T("CLF_HEAD", "client", v.first_word), T("METHOD", "method", v.to_str),
+                        T("PATH", "path", v.to_str), T("INT", "status", v.to_int)),
     # the message starts at the first token after the level: a field keeps its first value
     "uvicorn_msg": _rule(T("LEVEL_COLON", "level", v.strip_colon), _end("UVICORN_PROCESS", "message"),
                          _end("UVICORN_RUNNING", "message"), _end("TEXT", "message"),
