@@ -171,6 +171,22 @@ PENDING: dict[tuple[str, str], str] = {
                       "unnamed process whose vLLM-format weight-loader lines and shard bar (lines 1-5) come before it, "
                       "which is so placed in warmup; 410, 411 and 780's warm-up failures, with no unranked loader lines "
                       "before them, have no rank",
+    ("crash", "880"): "the crash has no exception ('exception line not in log'): it is placed at line 1, twelve native "
+                      "frames with no file ('File \"<unknown>\", line 0, in ...' down to '_start' and "
+                      "'0xffffffffffffffff', the bottom of a dump whose header is above the window), read as a Python "
+                      "traceback cut before its exception, and the launcher's traceback from line 13 "
+                      "(_wait_for_scheduler_ready -> recv -> 'raise EOFError', line 22's 'EOFError') is read as a chain "
+                      "whose last exception is cut, so the window's one exception line, EOFError, is named nowhere",
+    ("crash", "881"): "the crash has no exception ('exception line not in log'): the chain's third traceback (the "
+                      "launcher's prepare_server_args -> from_cli_args, lines 12-20) is cut before its exception, and "
+                      "the two KeyError lines of the window (lines 5 and 10, aiter's 'Unknown GPU architecture: "
+                      "gfx1101') are kept only as the chain's causes, where the label names the exception the window "
+                      "shows",
+    ("crash", "882"): "the exception is 'ray.exceptions.RayTaskError(RuntimeError)', Ray's chained record at line 1 "
+                      "('ray::TaskRunner.run() (pid=133975, ...)'), not RuntimeError, the traceback's own exception "
+                      "line ('RuntimeError: No backend type associated with device type cpu', line 25, after the "
+                      "WorkerDict's SGLangRollout -> broadcast_pyobj -> dist.broadcast frames); the crash panel lists "
+                      "no frames",
 }
 
 
