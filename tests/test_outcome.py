@@ -1134,3 +1134,17 @@ def test_a_segfault_in_a_kv_senders_transfer_is_in_serving() -> None:
                   '  File "/x/sglang/srt/disaggregation/mooncake/conn.py", line 272 in process_layer\n'
                   '  File "/x/concurrent/futures/thread.py", line 59 in run\n')
     assert s.crash is not None and s.crash.phase == "serving"
+
+
+def test_rays_wrapper_of_a_tasks_exception_reports_the_exception_the_task_raised() -> None:
+    """Ray's 'ray.exceptions.RayTaskError(RuntimeError): ray::Actor.method() (pid=...)' carries the
+    remote traceback, which ends with the task's own 'RuntimeError: ...' (real-unseen 882): that
+    is the exception; with the remote traceback cut before it (662), the wrapper's is all there is."""
+    head = ("ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_init_model() (pid=150267, "
+            "ip=100.96.252.211)\n"
+            '  File "/x/sglang/srt/utils.py", line 868, in broadcast_pyobj\n'
+            "    dist.broadcast(tensor_size, src=src, group=dist_group)\n")
+    s = summarize(head + "RuntimeError: No backend type associated with device type cpu\n")
+    assert s.crash is not None and (s.crash.line, s.crash.exception) == (1, "RuntimeError")
+    cut = summarize(head)
+    assert cut.crash is not None and cut.crash.exception == "ray.exceptions.RayTaskError(RuntimeError)"

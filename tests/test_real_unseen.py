@@ -172,11 +172,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "the two KeyError lines of the window (lines 5 and 10, aiter's 'Unknown GPU architecture: "
                       "gfx1101') are kept only as the chain's causes, where the label names the exception the window "
                       "shows",
-    ("crash", "882"): "the exception is 'ray.exceptions.RayTaskError(RuntimeError)', Ray's chained record at line 1 "
-                      "('ray::TaskRunner.run() (pid=133975, ...)'), not RuntimeError, the traceback's own exception "
-                      "line ('RuntimeError: No backend type associated with device type cpu', line 25, after the "
-                      "WorkerDict's SGLangRollout -> broadcast_pyobj -> dist.broadcast frames); the crash panel lists "
-                      "no frames",
 }
 
 

@@ -403,6 +403,8 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         if c["rank"] and c["rank"] not in ranks:
             ranks.append(c["rank"])
     with_exc = next((c for c in fatal if c.get("exception")), None)
+    if with_exc is not None:
+        with_exc = _raised_remotely(with_exc, fatal)
     if with_exc is None and first.get("native"):  # a Python traceback after it, its exception cut
         with_exc = next((c for c in fatal if not c.get("native") and (c.get("frames") or c.get("source"))), None)
     with_exc = with_exc or first
@@ -458,6 +460,23 @@ def _running_at_stop(m: RunModel, line: int) -> str:
         return ""
     n = last[6]
     return f" ({n:g} request{'s' if n != 1 else ''} running at the last batch line before it, line {last[1]})"
+
+
+#: Ray's error for a task that raised: ``ray.exceptions.RayTaskError(RuntimeError): ray::Actor.method()
+#: (pid=...)``, its message the remote traceback, which ends with the exception the task raised.
+_RAY_WRAPPED = re.compile(r"(?:ray\.exceptions\.)?Ray(?:Task|Actor)Error\(([\w.]+)\)")
+
+
+def _raised_remotely(rec: dict[str, Any], fatal: list[dict[str, Any]]) -> dict[str, Any]:
+    """For Ray's wrapper of a task's exception (``_RAY_WRAPPED``), the record of the exception the
+    task raised, where its remote traceback's last line is in the log (a later record whose own
+    exception is the one the wrapper names); else ``rec``."""
+    m = _RAY_WRAPPED.fullmatch(str(rec.get("exception") or ""))
+    if m is None:
+        return rec
+    raised = m.group(1)
+    return next((c for c in fatal if c["line"] > rec["line"] and c.get("exception")
+                 and str(c["exception"]).rsplit(".", 1)[-1] == raised.rsplit(".", 1)[-1]), rec)
 
 
 def _exit_code(with_exc: dict[str, Any], first: dict[str, Any], fatal: list[dict[str, Any]],
