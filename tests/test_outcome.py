@@ -1148,3 +1148,33 @@ def test_rays_wrapper_of_a_tasks_exception_reports_the_exception_the_task_raised
     assert s.crash is not None and (s.crash.line, s.crash.exception) == (1, "RuntimeError")
     cut = summarize(head)
     assert cut.crash is not None and cut.crash.exception == "ray.exceptions.RayTaskError(RuntimeError)"
+
+
+def test_a_chain_cut_before_its_last_exception_names_the_one_it_was_handling() -> None:
+    """real-unseen 881: 'During handling of the above exception, another exception occurred:', the
+    second traceback cut: its exception is not in the log (the summary says so) but the one it was
+    raised while handling is, and the verdict names it."""
+    s = summarize("Traceback (most recent call last):\n"
+                  '  File "/x/aiter/jit/utils/chip_info.py", line 63, in get_gfx_custom_op_core\n'
+                  "    return gfx_mapping[gfx]\n"
+                  "KeyError: 'gfx1101'\n\n"
+                  "During handling of the above exception, another exception occurred:\n\n"
+                  "Traceback (most recent call last):\n"
+                  '  File "/x/sglang/srt/server_args.py", line 4310, in prepare_server_args\n'
+                  "    return ServerArgs.from_cli_args(raw_args)\n")
+    assert s.crash is not None and s.crash.exception is None
+    assert s.outcome_reason.startswith("a traceback whose exception is not in this log (cut), raised while "
+                                       "handling KeyError")
+
+
+def test_a_native_handlers_frames_without_their_banner_are_a_native_stack_not_a_cut_traceback() -> None:
+    """real-unseen 880: 'File "<unknown>", line 0, in _start' is SGLang's segfault handler's native
+    frame (its banner above the window): a native record, innermost first, then the Python traceback."""
+    s = summarize('  File "<unknown>", line 0, in Py_RunMain\n'
+                  '  File "<unknown>", line 0, in _start\n'
+                  "Traceback (most recent call last):\n"
+                  '  File "/x/sglang/srt/entrypoints/engine.py", line 1340, in _wait_for_scheduler_ready\n'
+                  "    data = scheduler_pipe_readers[i].recv()\n"
+                  "EOFError\n")
+    assert s.crash is not None and s.crash.line == 1 and s.crash.exception == "EOFError"
+    assert s.crash.first_message == "a native stack dump (its banner is not in this log)"

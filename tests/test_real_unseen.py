@@ -161,17 +161,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "841"): "the crash is cited at line 3 (slime's File line), not at line 1, Ray's "
                            "'ray::SGLangEngine.init()' header that begins the traceback the reporter pasted (read as an "
                            "unrecognised line, as is the reporter's '...' on line 2)",
-    ("crash", "880"): "the crash has no exception ('exception line not in log'): it is placed at line 1, twelve native "
-                      "frames with no file ('File \"<unknown>\", line 0, in ...' down to '_start' and "
-                      "'0xffffffffffffffff', the bottom of a dump whose header is above the window), read as a Python "
-                      "traceback cut before its exception, and the launcher's traceback from line 13 "
-                      "(_wait_for_scheduler_ready -> recv -> 'raise EOFError', line 22's 'EOFError') is read as a chain "
-                      "whose last exception is cut, so the window's one exception line, EOFError, is named nowhere",
-    ("crash", "881"): "the crash has no exception ('exception line not in log'): the chain's third traceback (the "
-                      "launcher's prepare_server_args -> from_cli_args, lines 12-20) is cut before its exception, and "
-                      "the two KeyError lines of the window (lines 5 and 10, aiter's 'Unknown GPU architecture: "
-                      "gfx1101') are kept only as the chain's causes, where the label names the exception the window "
-                      "shows",
 }
 
 

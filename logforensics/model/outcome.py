@@ -292,7 +292,7 @@ def what_failed(crash: dict[str, Any]) -> str:
     """The crash in a few words, saying only what the log shows: the exception, the native
     failure, or that the traceback's exception is not in this log."""
     if crash.get("first_message"):
-        then = crash.get("exception") or "a traceback whose exception is not in this log (cut)"
+        then = crash.get("exception") or "a traceback whose exception is not in this log (cut)" + _handling(crash)
         return f"{clip(str(crash['first_message']), 160)} (then {then})"
     if crash.get("exception"):
         return str(crash["exception"])
@@ -305,8 +305,15 @@ def what_failed(crash: dict[str, Any]) -> str:
     if headerless_dump(crash.get("source"), crash.get("exception")):
         return HEADERLESS_DUMP
     if crash.get("source") is not None or crash.get("frames") or crash.get("count"):
-        return "a traceback whose exception is not in this log (cut)"
+        return "a traceback whose exception is not in this log (cut)" + _handling(crash)
     return "a child process failed (the parent says so; what failed is not in this log)"
+
+
+def _handling(crash: dict[str, Any]) -> str:
+    """``, raised while handling KeyError``: the last exception of a chain whose own last
+    traceback is cut before its exception line (the exception that was being handled)."""
+    shown = [str(link["exception"]) for link in crash.get("chain") or [] if link.get("exception")]
+    return f", raised while handling {shown[-1]}" if shown else ""
 
 
 def _went_on(m: RunModel, rec: dict[str, Any]) -> bool:
@@ -519,6 +526,8 @@ def _frames_of(fatal: list[dict[str, Any]], with_exc: dict[str, Any]) -> list[di
     record's frames that show any, up to a thread dump of its own (faulthandler's threads,
     its failing thread's header above the window): the frames after it are another record's."""
     if not with_exc.get("exception"):
+        if with_exc is not fatal[0] and with_exc.get("frames"):  # a Python traceback after a native record
+            return list(with_exc["frames"])
         for c in fatal:
             if c.get("frames") or c.get("source") == FH_HEADERLESS:
                 return list(c.get("frames") or [])

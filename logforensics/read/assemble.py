@@ -96,6 +96,11 @@ _ENTRY_FUNCS = frozenset({"run_scheduler_process", "run_detokenizer_process", "r
 #: ``in``, no source line after it), most recent call first; Python's traceback writes
 #: ``line 508, in __init__``. The grammar reads both as ``tb_frame`` (``fh_frame``).
 _FH_FRAME = re.compile(r'", line \d+ in ')
+#: A frame of a native handler's backtrace (SGLang's segfault handler, after its "Segfault
+#: encountered" banner: ``File "<unknown>", line 0, in _PyEval_EvalFrameDefault``), innermost first.
+_NATIVE_FRAME = re.compile(r'File "<unknown>", line 0, in ')
+#: What a native backtrace whose banner is above the window says (no words of its own are in the log).
+NATIVE_HEADERLESS = "a native stack dump (its banner is not in this log)"
 #: The source of a faulthandler stack whose header ("Fatal Python error: ...", "Current
 #: thread 0x...", "Stack (most recent call first):") is not in the log: it has no exception
 #: line, and what wrote it is above the window.
@@ -533,7 +538,10 @@ class TracebackAssembler:
                     tb.blocks.append((0, ev.text.lstrip().startswith("Current thread")))
                     return
                 tb = self._start(ev, None)  # a traceback whose header was not in the log
-                if kind == "tb_frame" and _FH_FRAME.search(ev.text):  # faulthandler's: no exception line
+                if kind == "tb_frame" and _NATIVE_FRAME.search(ev.text):  # a native handler's backtrace, its
+                    tb.source, tb.fatal, tb.fh_stack = SEGFAULT_SOURCE, True, True  # banner above the window
+                    tb.message = NATIVE_HEADERLESS
+                elif kind == "tb_frame" and _FH_FRAME.search(ev.text):  # faulthandler's: no exception line
                     tb.fh_stack, tb.source = True, FH_HEADERLESS
             else:
                 tb.add_line(ev)
