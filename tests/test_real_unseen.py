@@ -164,6 +164,16 @@ PENDING: dict[tuple[str, str], str] = {
     ("crash", "895"): "the crash has no phase ('phase: unknown'): its one frame, scheduler.py handle_abort_req "
                       "('decode_req.kv_receiver.abort()', line 3), a request handler that runs while the scheduler "
                       "serves, is not in logforensics/model/phases.tsv, so TP1's AttributeError is placed in no phase",
+    ("outcome", "901"): "'incomplete ... the log stops at line 9 without readiness or failure, during warmup': line 9, "
+                        "'2025-11-05T01:56:54.292138Z ERROR scheduler.run_sch' (Dynamo's format: ISO stamp, level, "
+                        "the logger's module.function; cut in the stored excerpt), is an unrecognised line, so the "
+                        "ERROR record of the scheduler process's run_scheduler_process (where SGLang logs 'Scheduler "
+                        "hit an exception') is not read as the failure that ends the window",
+    ("crash", "901"): "no crash: line 9's ERROR record from scheduler.run_scheduler_process is not read (as outcome[901])",
+    ("fatal_line", "901"): "no crash, so no fatal line; the label's is line 9, the scheduler's cut ERROR record",
+    ("key_figure[graph_capture_s]", "901"): "only 12.80 s: the two processes' rankless 'model_runner.init_device_graphs: "
+                                            "Capture cuda graph end. Time elapsed: 12.80 s ...' (line 3) and '... 11.11 s "
+                                            "...' (line 4) are one rank '-', which keeps the first capture's figures",
 }
 
 
