@@ -161,9 +161,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "841"): "the crash is cited at line 3 (slime's File line), not at line 1, Ray's "
                            "'ray::SGLangEngine.init()' header that begins the traceback the reporter pasted (read as an "
                            "unrecognised line, as is the reporter's '...' on line 2)",
-    ("crash", "895"): "the crash has no phase ('phase: unknown'): its one frame, scheduler.py handle_abort_req "
-                      "('decode_req.kv_receiver.abort()', line 3), a request handler that runs while the scheduler "
-                      "serves, is not in logforensics/model/phases.tsv, so TP1's AttributeError is placed in no phase",
     ("outcome", "901"): "'incomplete ... the log stops at line 9 without readiness or failure, during warmup': line 9, "
                         "'2025-11-05T01:56:54.292138Z ERROR scheduler.run_sch' (Dynamo's format: ISO stamp, level, "
                         "the logger's module.function; cut in the stored excerpt), is an unrecognised line, so the "
