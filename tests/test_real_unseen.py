@@ -53,10 +53,10 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "421"): "no crash, so no fatal line; the label's is line 8, the worker's CUDA out-of-memory record",
     ("outcome", "461"): "'crashed: RuntimeError at line 1': line 1 is the tail of a traceback above the window, and "
                         "lines 2-9 show the failure handled (the 'no output' traceback logged, the request answered "
-                        "'\"POST /v1/images/generations HTTP/1.1\" 500' at line 9); the stamped lines 2 and 9-10 are "
-                        "read into the exception messages of lines 1 and 8, so the 500 is never read as an answer",
-    ("crash", "461"): "a crash at line 1 (RuntimeError, its message running on into line 2's stamped record) where "
-                      "the label has none, as outcome[461]",
+                        "'\"POST /v1/images/generations HTTP/1.1\" 500' at line 9); the multimodal server's access line "
+                        "(a client address and the request behind its month-day stamp, no uvicorn level) is not read as "
+                        "an answer, so nothing shows the server going on after line 1",
+    ("crash", "461"): "a crash at line 1 (RuntimeError) where the label has none, as outcome[461]",
     ("fatal_line", "462"): "the crash is cited at line 8 (the File line), not at line 7, the traceback's first line in "
                            "the window ('from sglang.srt.managers.scheduler import run_scheduler_process', behind the "
                            "same '(TemporaryActor pid=22969)' wrapper and '[repeated 2x across cluster]' suffix), which "
