@@ -53,9 +53,9 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "421"): "no crash, so no fatal line; the label's is line 8, the worker's CUDA out-of-memory record",
     ("outcome", "461"): "'crashed: RuntimeError at line 1': line 1 is the tail of a traceback above the window, and "
                         "lines 2-9 show the failure handled (the 'no output' traceback logged, the request answered "
-                        "'\"POST /v1/images/generations HTTP/1.1\" 500' at line 9); the multimodal server's access line "
-                        "(a client address and the request behind its month-day stamp, no uvicorn level) is not read as "
-                        "an answer, so nothing shows the server going on after line 1",
+                        "'\"POST /v1/images/generations HTTP/1.1\" 500' at line 9); the answer (read, a 500) shows the "
+                        "server going on after the failure, but an answer that is no success is not taken as the "
+                        "server's course after a rankless crash",
     ("crash", "461"): "a crash at line 1 (RuntimeError) where the label has none, as outcome[461]",
     ("fatal_line", "462"): "the crash is cited at line 8 (the File line), not at line 7, the traceback's first line in "
                            "the window ('from sglang.srt.managers.scheduler import run_scheduler_process', behind the "

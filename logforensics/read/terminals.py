@@ -176,9 +176,11 @@ RULES: dict[str, Rule] = {
                              _end("CURRENT_DEVICE", "message")),
     # -- uvicorn and other loggers behind an SGLang prefix
     "http_access": _rule(T("LEVEL_COLON", "level", v.strip_colon), T("ADDR", "client", v.to_str),
+                         T("CLIENT_ADDR", "client", v.to_str),
                          T("METHOD", "method", v.to_str), T("PATH", "path", v.to_str), T("INT", "status", v.to_int),
                          T("TEXT", "reason", v.to_strip)),
     "http_probe": _rule(T("LEVEL_COLON", "level", v.strip_colon), T("ADDR", "client", v.to_str),
+                        T("CLIENT_ADDR", "client", v.to_str),
                         T("METHOD", "method", v.to_str), T("PROBE_PATH", "path", v.to_str), T("INT", "status", v.to_int),
                         T("TEXT", "reason", v.to_strip)),
     "web_access": _rule(T("CLF_HEAD", "client", v.first_word), T("METHOD", "method", v.to_str),
