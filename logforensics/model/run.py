@@ -222,8 +222,7 @@ class RunModel:
             kind = ev.kind
             (table.get(kind) or _seen)(self, ev)
             if ev.ts is not None and kind in clocked:  # Dynamo's records, and the local ones next to them
-                if kind != "http_probe":
-                    cov.stamped(ev.ts)
+                cov.stamped(ev.ts)
                 if ev.text[10:11] == "T" or ev.line <= dynamo.until:
                     dynamo.observe(kind, ev.line, ev.rank, ev.ts, ev.text)
                 else:
@@ -462,7 +461,8 @@ def _with_fingerprint(crash: dict[str, Any] | None) -> Crash | None:
 #: serving observer from their handlers, model/throughput.py).
 _OBSERVED = HANG_KINDS | SERVING_KINDS
 #: Kinds whose records the clock of ``model/dynamo.py`` reads: those always observed as events
-#: (the bulk reader takes batch and access lines, records no handler reads, and the lines a handler
-#: reads only while the model waits for them, in columns: ``columns.class_of``), so that both
-#: readers give one clock.
-_CLOCKED = frozenset((set(_TABLE) | set(_OBSERVED)) - {"decode_batch", "prefill_batch", "http_access"} - AWAITED)
+#: (the bulk reader takes batch and access lines, a probe path's answers once its first was read,
+#: records no handler reads, and the lines a handler reads only while the model waits for them, in
+#: columns: ``columns.class_of``), so that both readers give one clock.
+_CLOCKED = frozenset((set(_TABLE) | set(_OBSERVED)) - {"decode_batch", "prefill_batch", "http_access", "http_probe"}
+                     - AWAITED)
