@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import PHASE_OF_KIND, Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
-from .fastpath import LINE_LIMIT, PARTIAL_NOTE, LineClassifier
+from .fastpath import _MASK, LINE_LIMIT, PARTIAL_NOTE, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
 from .segments import DYNAMO_JSON, SNIFF_BYTES, looks_binary, rejoin, text_counts, torn_json
 from .values import literal_structure
@@ -140,6 +140,14 @@ def _plainly_binary(prefix: bytes) -> bool:
     ``SNIFF_BYTES``."""
     nul, bad, other = text_counts(prefix)
     return nul * 100 > SNIFF_BYTES or (bad - 1) * 20 > SNIFF_BYTES or other * 20 > SNIFF_BYTES
+
+
+def _shape_held(buf: Any, pos: int, memo: dict[bytes, Any], coloured: set[bytes]) -> bool:
+    """Whether the line of ``buf`` at ``pos`` is of a shape the classifier memoised (plain, or
+    in colour): the only lines the bulk scanner may take."""
+    raw = buf[pos:buf.index(b"\n", pos)]
+    key = (raw if type(raw) is bytes else bytes(raw)).translate(_MASK)
+    return key in memo or key in coloured
 
 
 class IncrementalParser:
@@ -355,18 +363,28 @@ class IncrementalParser:
         classify = classifier.classify
         # runs of unrecognised text, where the sink takes them (``read.other``)
         others = getattr(sink, "take_others", None) if self.max_line_bytes >= OTHER_LIMIT else None
+        memo, coloured = classifier.memo, classifier.coloured
         scanner.learn()
         scanner.set_ready(sink.ready_table(scanner.rank_names))
+        told = True  # the scanner knows the model as it stands (else: told before its next scan)
         while pos < end:
             if assembler.open is None and line > 1:  # a file's first line may lead into a record
-                seg = scanner.scan(buf, pos, line)
-                if seg[1]:
-                    sink.apply(seg, line, scanner, buf)
-                    line += seg[1]
-                    scanner.taken += seg[1]
-                pos = seg[0]
-                if pos >= end:
-                    break
+                # after a line read exactly, the scanner is asked again only for a line of a shape it
+                # may hold (one the classifier memoised): a run of another program's lines, each of a
+                # shape of its own, goes the exact way without a scan and a new table per line
+                if told or _shape_held(buf, pos, memo, coloured):
+                    if not told:
+                        scanner.learn()
+                        scanner.set_ready(sink.ready_table(scanner.rank_names))
+                        told = True
+                    seg = scanner.scan(buf, pos, line)
+                    if seg[1]:
+                        sink.apply(seg, line, scanner, buf)
+                        line += seg[1]
+                        scanner.taken += seg[1]
+                    pos = seg[0]
+                    if pos >= end:
+                        break
                 if others is not None:
                     pos, n, bad = others(buf, pos, end, line, classifier.binary)
                     if n:  # such lines change nothing the scanner is told: scan on
@@ -394,8 +412,7 @@ class IncrementalParser:
             sink.observe(out)
             line += 1
             pos = nl + 1
-            scanner.learn()
-            scanner.set_ready(sink.ready_table(scanner.rank_names))
+            told = False
         return line
 
     def _rejoin_block(self, body: bytes, first: int, events: list[Event],
