@@ -171,6 +171,14 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[graph_capture_s]", "901"): "only 12.80 s: the two processes' rankless 'model_runner.init_device_graphs: "
                                             "Capture cuda graph end. Time elapsed: 12.80 s ...' (line 3) and '... 11.11 s "
                                             "...' (line 4) are one rank '-', which keeps the first capture's figures",
+    ("crash", "910"): "the 2024 router process's traceback (its one frame managers/router/manager.py "
+                      "start_router_process, 'model_client = ModelRpcClient(server_args, port_args)', lines 14-15) "
+                      "is placed in load_weights, the phase the ranks' records left them in ('Rank 0: load weight "
+                      "begin.' at line 8 with no end); the label has no phase: the router is no rank and its frame "
+                      "names no start-up phase",
+    ("fatal_line", "910"): "the crash is cited at line 14 (the File line), not at line 13, the router's 'router init "
+                           "state: Traceback (most recent call last):' (read as an unrecognised line: the old router's "
+                           "prefix before the traceback header)",
 }
 
 
