@@ -179,6 +179,11 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "910"): "the crash is cited at line 14 (the File line), not at line 13, the router's 'router init "
                            "state: Traceback (most recent call last):' (read as an unrecognised line: the old router's "
                            "prefix before the traceback header)",
+    ("phase_reached", "936"): "no process is placed in any phase: none of sglang-jax's four unranked precompile records "
+                              "('[Scheduler] begins to run worker precompile.', '[EXTEND] begin to precompile', "
+                              "'[EXTEND] precompile (bs=32, num_tokens=4096)', 'mode is 1 len of valid_cache_loc: 32, "
+                              "...', lines 1-4) is recognised (coverage 0/4), though the precompile of the forward per "
+                              "padded batch shape is sglang-jax's counterpart of CUDA graph capture",
 }
 
 
