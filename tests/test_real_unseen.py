@@ -184,6 +184,18 @@ PENDING: dict[tuple[str, str], str] = {
                               "'[EXTEND] precompile (bs=32, num_tokens=4096)', 'mode is 1 len of valid_cache_loc: 32, "
                               "...', lines 1-4) is recognised (coverage 0/4), though the precompile of the forward per "
                               "padded batch shape is sglang-jax's counterpart of CUDA graph capture",
+    ("outcome", "940"): "no stop: the shell's 'Quit (core dumped)' (line 3), the launcher ended by SIGQUIT with a "
+                        "core, is an unrecognised line (as are the prompt's command and Dynamo's Rust 'INFO "
+                        "dynamo_llm::engines::sglang::worker: Waiting for sglang0 ...'), so the window is 'incomplete: "
+                        "the log stops at line 3 without readiness or failure'",
+    ("fatal_line", "940"): "no stop record, so no fatal line; the label's is line 3, the shell's 'Quit (core dumped)'",
+    ("fatal_line", "942"): "the crash is cited at line 2 (the first File line), not at line 1, the router's 'router "
+                           "init state: Traceback (most recent call last):' behind FastChat's '2024-02-15 16:04:21 | "
+                           "INFO | stdout | ' prefix (the prefix is taken off, the rest read as an unrecognised line, "
+                           "910's class)",
+    ("fatal_line", "943"): "the crash is cited at line 9 (its one File line), not at line 8, the router's 'router init "
+                           "state: Traceback (most recent call last):' after DeepSpeed's accelerator lines (read as an "
+                           "unrecognised line, 910's class)",
 }
 
 
