@@ -829,3 +829,13 @@ def test_a_traceback_the_asgi_stack_dispatched_to_a_route_is_one_requests(func: 
             '    result.output[0],\n'
             "TypeError: 'NoneType' object is not subscriptable\n")
     assert only(read(text), "exception").fields["source"] == source
+
+
+def test_the_old_launchers_router_init_state_heads_the_routers_traceback() -> None:
+    """v0.1.x's launch_server prints each child's start-up state, the child's traceback when it
+    failed ("router init state: Traceback (most recent call last):"; real-unseen 910, 942, 943)."""
+    text = ("router init state: Traceback (most recent call last):\n"
+            '  File "/x/sglang/srt/managers/router/manager.py", line 68, in start_router_process\n'
+            "    model_client = ModelRpcClient(server_args, port_args)\n")
+    ev = only(read(text), "exception")
+    assert (ev.line, ev.fields["source"]) == (1, "Router")

@@ -176,9 +176,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "is placed in load_weights, the phase the ranks' records left them in ('Rank 0: load weight "
                       "begin.' at line 8 with no end); the label has no phase: the router is no rank and its frame "
                       "names no start-up phase",
-    ("fatal_line", "910"): "the crash is cited at line 14 (the File line), not at line 13, the router's 'router init "
-                           "state: Traceback (most recent call last):' (read as an unrecognised line: the old router's "
-                           "prefix before the traceback header)",
     ("phase_reached", "936"): "no process is placed in any phase: none of sglang-jax's four unranked precompile records "
                               "('[Scheduler] begins to run worker precompile.', '[EXTEND] begin to precompile', "
                               "'[EXTEND] precompile (bs=32, num_tokens=4096)', 'mode is 1 len of valid_cache_loc: 32, "
@@ -189,13 +186,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "dynamo_llm::engines::sglang::worker: Waiting for sglang0 ...'), so the window is 'incomplete: "
                         "the log stops at line 3 without readiness or failure'",
     ("fatal_line", "940"): "no stop record, so no fatal line; the label's is line 3, the shell's 'Quit (core dumped)'",
-    ("fatal_line", "942"): "the crash is cited at line 2 (the first File line), not at line 1, the router's 'router "
-                           "init state: Traceback (most recent call last):' behind FastChat's '2024-02-15 16:04:21 | "
-                           "INFO | stdout | ' prefix (the prefix is taken off, the rest read as an unrecognised line, "
-                           "910's class)",
-    ("fatal_line", "943"): "the crash is cited at line 9 (its one File line), not at line 8, the router's 'router init "
-                           "state: Traceback (most recent call last):' after DeepSpeed's accelerator lines (read as an "
-                           "unrecognised line, 910's class)",
 }
 
 

@@ -141,7 +141,7 @@ RULES: dict[str, Rule] = {
                        T("TEXT", "message", v.to_strip)),
     "exc_header": _rule(T("EXC_SOURCE", "source", v.exc_source), T("EXC_IN", "source", v.exc_source),
                         T("EXC_THREAD", "source", v.thread_source), T("EXC_CAUGHT", "source", v.caught_source),
-                        T("EXC_PROCESS", "source", v.process_source)),
+                        T("EXC_PROCESS", "source", v.process_source), T("EXC_INIT_STATE", "source", v.init_state_source)),
     "subprocess_crashed": _rule(T("PROC_NAME", "name", v.to_str), T("INT", "pid", v.to_int),
                                 T("SIGNED", "exit_code", v.to_int), generic=True),
     "child_terminated": _rule(T("INT", "pid", v.to_int), T("SIGNED", "exit_code", v.to_int)),

@@ -270,6 +270,13 @@ def exc_source(s: str) -> str:
     return s.replace(" hit an exception", "")
 
 
+@returns(STR)
+def init_state_source(s: str) -> str:
+    """``"router init state:"`` -> ``Router``; ``"detoken init state:"`` -> ``DetokenizerManager``
+    (v0.1.x's launcher printing a child's failed start-up)."""
+    return "Router" if s.startswith("router") else "DetokenizerManager"
+
+
 _CAPTURE_GRAPHS = ("decode", "prefill", "verify", "extend", "piecewise")
 
 
