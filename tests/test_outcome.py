@@ -1178,3 +1178,15 @@ def test_a_native_handlers_frames_without_their_banner_are_a_native_stack_not_a_
                   "EOFError\n")
     assert s.crash is not None and s.crash.line == 1 and s.crash.exception == "EOFError"
     assert s.crash.first_message == "a native stack dump (its banner is not in this log)"
+
+
+def test_a_shells_notice_of_a_fatal_signal_ends_a_log_that_just_stops() -> None:
+    """bash's job-control notice, alone on its line: 'Segmentation fault (core dumped)' ends the
+    job's log as a crash by that signal; 'Quit (core dumped)' (real-unseen 940) says SIGQUIT ended
+    it, which is Ctrl-\\ at a terminal or a failing child's signal: said, no outcome made of it."""
+    start = "[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=70.00 GB\n"
+    s = summarize(start + "Segmentation fault (core dumped)\n")
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.line == 2
+    assert s.outcome_reason.startswith("ended by SIGSEGV (a segmentation fault) (a shell: Segmentation fault")
+    q = summarize(start + "Quit (core dumped)\n")
+    assert q.outcome == "incomplete" and q.crash is None and "ended by SIGQUIT" in q.outcome_reason

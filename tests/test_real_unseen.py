@@ -181,11 +181,10 @@ PENDING: dict[tuple[str, str], str] = {
                               "'[EXTEND] precompile (bs=32, num_tokens=4096)', 'mode is 1 len of valid_cache_loc: 32, "
                               "...', lines 1-4) is recognised (coverage 0/4), though the precompile of the forward per "
                               "padded batch shape is sglang-jax's counterpart of CUDA graph capture",
-    ("outcome", "940"): "no stop: the shell's 'Quit (core dumped)' (line 3), the launcher ended by SIGQUIT with a "
-                        "core, is an unrecognised line (as are the prompt's command and Dynamo's Rust 'INFO "
-                        "dynamo_llm::engines::sglang::worker: Waiting for sglang0 ...'), so the window is 'incomplete: "
-                        "the log stops at line 3 without readiness or failure'",
-    ("fatal_line", "940"): "no stop record, so no fatal line; the label's is line 3, the shell's 'Quit (core dumped)'",
+    ("outcome", "940"): "'incomplete ...; ended by SIGQUIT': the shell's 'Quit (core dumped)' (line 3) is read, but "
+                        "SIGQUIT is Ctrl-\\ at a terminal and also what SGLang's children send their launcher when "
+                        "they fail, so no stop is named where the label reads the operator's stop",
+    ("fatal_line", "940"): "no stop named, so no fatal line; the label's is line 3, the shell's 'Quit (core dumped)'",
 }
 
 

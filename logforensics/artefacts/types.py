@@ -109,6 +109,12 @@ CAUSES = {
     "cancelled": "cancelled",
     "node_failure": "lost with its node",
     "sigkill": "killed by SIGKILL (no OOM kill recorded)",
+    "sigsegv": "ended by SIGSEGV (a segmentation fault)",
+    "sigabrt": "ended by SIGABRT (aborted)",
+    "sigquit": "ended by SIGQUIT (Ctrl-\\ at a terminal, or what SGLang's children send their launcher when they fail)",
+    "sigbus": "ended by SIGBUS (a bus error)",
+    "sigill": "ended by SIGILL (an illegal instruction)",
+    "sigfpe": "ended by SIGFPE (an arithmetic error)",
     "exited": "exited with a non-zero code",
 }
 

@@ -27,9 +27,13 @@ from .records import Notice, Stop
 from .summary import Crash, RunSummary
 
 #: Causes that mean the process was killed or failed (a crash), most telling first.
-FAILED = ("oom_killed", "evicted", "node_failure", "liveness_probe", "sigkill", "exited")
+FAILED = ("oom_killed", "evicted", "node_failure", "liveness_probe", "sigkill", "sigsegv", "sigabrt", "sigbus", "sigill",
+          "sigfpe", "exited")
 #: Causes that end a job on purpose.
 CANCELLED = ("time_limit", "cancelled")
+#: Causes that say how the process ended but not whether on purpose: SIGQUIT is Ctrl-\ at a
+#: terminal, and also what SGLang's children send their launcher when they fail
+UNCLEAR = ("sigquit",)
 SOURCES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "docker": "Docker", "ray": "Ray", "kernel": "the kernel",
            "shell": "a shell"}
 #: What to collect for a log that just stops: who ended the process is recorded outside the
@@ -48,7 +52,7 @@ def stops_unexplained(s: RunSummary) -> bool:
 def the_end(terminations: Sequence[Termination]) -> Termination | None:
     """The record that says most of how the run ended: a kill or failure before a cancel,
     the OOM killer first; the first such record in file order."""
-    order = FAILED + CANCELLED
+    order = FAILED + CANCELLED + UNCLEAR
     ends = [t for t in terminations if t.cause in order]
     return min(ends, key=lambda t: order.index(t.cause)) if ends else None
 

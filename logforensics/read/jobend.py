@@ -89,6 +89,10 @@ RECORDS: tuple[_Rec, ...] = (
     # a shell's job-control notice, alone on its line: the job it ran died of SIGKILL (bash's
     # "Killed"; the OOM killer or an operator sent it, the notice does not say which)
     (re.compile(r"^\s*Killed\s*$"), "shell", "sigkill", _groups),
+    # the same notice of another fatal signal, the core dump's words after it where one was written
+    *((re.compile(rf"^\s*{words}(?: \(core dumped\))?\s*$"), "shell", cause, _groups) for words, cause in (
+        ("Segmentation fault", "sigsegv"), ("Aborted", "sigabrt"), ("Quit", "sigquit"), ("Bus error", "sigbus"),
+        ("Illegal instruction", "sigill"), ("Floating point exception", "sigfpe"))),
 )
 
 
@@ -133,4 +137,4 @@ def field(name: str) -> Any:
 
 _RAY_REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 #: a cheap test before the table: words every record has one of
-_MAYBE = re.compile(r"slurm|srun|[Kk]illed|exit|oom|OUT_OF|TIMEOUT")
+_MAYBE = re.compile(r"slurm|srun|[Kk]illed|exit|oom|OUT_OF|TIMEOUT|Segmentation|Aborted|Quit|Bus error|Illegal|Floating")
