@@ -1190,3 +1190,20 @@ def test_a_shells_notice_of_a_fatal_signal_ends_a_log_that_just_stops() -> None:
     assert s.outcome_reason.startswith("ended by SIGSEGV (a segmentation fault) (a shell: Segmentation fault")
     q = summarize(start + "Quit (core dumped)\n")
     assert q.outcome == "incomplete" and q.crash is None and "ended by SIGQUIT" in q.outcome_reason
+
+
+def test_torchs_global_rank_that_no_sglang_line_names_takes_no_phase_from_other_ranks_batches() -> None:
+    """real-unseen 673: DP ranks' prefill batches, then torch's '[rank2]:' watchdog record of a
+    CUDA error: rank 2 is a process no SGLang line names, so the others' serving does not place it."""
+    batch = ("[2025-02-18 06:32:23 DP{0} TP{0}] Prefill batch. #new-seq: 8, #new-token: 4096, #cached-token: 8, "
+             "token usage: 0.00, #running-req: 2, #queue-req: 0\n")
+    s = summarize(batch.format(7) + batch.format(6) +
+                  "[rank2]:[E218 06:32:24.828983440 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 2] Process "
+                  "group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered\n"
+                  "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+                  "might be incorrect.\n\n"
+                  "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent "
+                  "call first):\n"
+                  "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3545f6c446 in "
+                  "/usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)\n")
+    assert s.crash is not None and s.crash.first_rank == "rank2" and s.crash.phase is None

@@ -106,16 +106,11 @@ PENDING: dict[tuple[str, str], str] = {
                               "HTTP server up), though the health check is refused on lines 2 and 6 ('\"GET /health "
                               "HTTP/1.1\" 503 Service Unavailable'); the outcome is incomplete ('up, not ready'), "
                               "the phase is not",
-    ("crash", "673"): "the crash is rank2's C++ exception from line 3 (torch's watchdog record, through CUDA's advice, to "
-                      "line 8's stack header), but its phase is 'serving': the run's phase, from DP6 TP6's and "
-                      "DP7 TP7's prefill batches (lines 1-2), records of other processes; no line ties torch's "
-                      "global rank 2 to an SGLang rank or phase",
     ("crash", "710"): "the crash is torch's watchdog record at line 4 ('[rank1]:[E1209 02:28:15.281862353 "
                       "ProcessGroupNCCL.cpp:2057] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated "
-                      "with exception: CUDA error: an illegal memory access was encountered'), but its phase is "
-                      "'serving', from TP0's prefill batches (lines 1 and 3), another process's records, and its rank "
-                      "is 'TP1' (rank_inferred_from 'torch_global_rank'), though TP0 is the only SGLang rank the "
-                      "window names and no line ties torch's global rank 1 to an SGLang rank or phase (673's class)",
+                      "with exception: CUDA error: an illegal memory access was encountered'), its rank 'TP1' "
+                      "(rank_inferred_from 'torch_global_rank': a pure-TP run's torch rank N is TP rank N), where the "
+                      "label keeps torch's 'rank1', as no line of the window ties it to an SGLang rank",
     ("fatal_line", "713"): "the crash is cited at line 2, the benchmark script's traceback (bench_speculative.py -> "
                            "popen_launch_server -> 'Exception: Server process exited with code -9. Check server logs "
                            "for errors.'), not at line 1, the launcher's 'Received sigquit from a child process. It "

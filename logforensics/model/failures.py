@@ -204,11 +204,12 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> st
     # crash has no rank, ranks are labelled, and serving (the last phase) was reached.
     if rank is not None or not any(k != NO_RANK for k in t.ranks) or t.global_phase != "serving":
         m.needs_context("the phase of a crash, from what its rank did before")
-    if rank is not None and t.global_phase != "serving" and not _same_process(rank, t.ranks) \
-            and any(k not in (NO_RANK, rank) for k in t.ranks):
+    if rank is not None and (t.global_phase != "serving" or _TORCH_RANK.fullmatch(rank)) \
+            and not _same_process(rank, t.ranks) and any(k not in (NO_RANK, rank) for k in t.ranks):
         # every rank prints its own start-up records, so other ranks' phase does not place
-        # one that printed none (only serving is logged by one rank for all); the bars it
-        # draws still do
+        # one that printed none (only serving is logged by one rank for all, and torch's global
+        # rank of a process no SGLang line names is not tied to any of them); the bars it draws
+        # still do
         return bar[0] if bar is not None else None
     if rank is not None and not draws_bars(rank) and t.global_phase in t.bars \
             and not any(r.phase == t.global_phase for r in t.ranks.values()):
