@@ -839,3 +839,5 @@ def test_the_old_launchers_router_init_state_heads_the_routers_traceback() -> No
             "    model_client = ModelRpcClient(server_args, port_args)\n")
     ev = only(read(text), "exception")
     assert (ev.line, ev.fields["source"]) == (1, "Router")
+    later = only(read("Initialization failed. controller_init_state: " + text.split(": ", 1)[1]), "exception")
+    assert (later.line, later.fields["source"]) == (1, "Controller")  # real-unseen 960

@@ -180,24 +180,10 @@ PENDING: dict[tuple[str, str], str] = {
                         "SIGQUIT is Ctrl-\\ at a terminal and also what SGLang's children send their launcher when "
                         "they fail, so no stop is named where the label reads the operator's stop",
     ("fatal_line", "940"): "no stop named, so no fatal line; the label's is line 3, the shell's 'Quit (core dumped)'",
-    ("outcome", "960"): "'incomplete: the log stops at line 12 without readiness or failure': the 2024 launcher's "
-                        "'Initialization failed. controller_init_state: Traceback (most recent call last):' (line 2) "
-                        "is an unrecognised line, so the controller's frames (lines 3-12, start_controller_process -> "
-                        "ControllerSingle -> ModelTpServer -> ModelRunner -> load_model -> get_model) are read as a "
-                        "traceback the process logged and went on from, not as its failure",
-    ("crash", "960"): "no crash, as outcome[960]; the logged traceback's own phase is load_weights, the label's",
-    ("fatal_line", "960"): "no crash, so no fatal line; the label's is line 2, the 'controller_init_state' header",
-    ("crash", "962"): "the crash at 'Process Process-1:' (line 10) is placed in load_weights, the phase Rank 0's "
-                      "records left it in ('Rank 0: load weight end.', line 6), though Rank 0 then sized its pool "
-                      "('Rank 0: max_total_num_token=14425, max_prefill_num_token=4096, context_len=4096, ', line 8, "
-                      "unrecognised) and no line ties Process-1 to Rank 0; the label has no phase",
-    ("phase_reached", "962"): "Rank 0 stays in load_weights: the rpyc-era sizing line 'Rank 0: max_total_num_token=14425, "
-                              "max_prefill_num_token=4096, context_len=4096, ' (line 8) and its continuation (line 9) are "
-                              "unrecognised, so Rank 0 is not placed past its memory pool (warmup by 352's convention)",
-    ("key_figure[max_total_num_tokens]", "962"): "nothing found: the 2024 'Rank 0: max_total_num_token=14425, ...' "
-                                                 "line (line 8, singular 'token') is unrecognised",
-    ("key_figure[context_len]", "962"): "nothing found: 'context_len=4096' is on the unrecognised line 8, as "
-                                        "key_figure[max_total_num_tokens][962]",
+    ("crash", "962"): "the crash at 'Process Process-1:' (line 10), a multiprocessing child no line names, is "
+                      "placed in warmup, the phase Rank 0 reached ('Rank 0: max_total_num_token=14425, ...', line 8), "
+                      "where the label places it in none (the class of 727 and 794: an unnamed process's crash "
+                      "takes the named ranks' phase)",
     ("crash", "963"): "no phase and no exception: the one-line paste (a Markdown code span whose line breaks were "
                       "lost) holds the frame, its code and 'TypeError: Phi3LongRoPEScaledRotaryEmbedding."
                       "_compute_cos_sin_cache() missing 3 required positional arguments: ...' on line 1, and the "

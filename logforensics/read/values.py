@@ -272,9 +272,10 @@ def exc_source(s: str) -> str:
 
 @returns(STR)
 def init_state_source(s: str) -> str:
-    """``"router init state:"`` -> ``Router``; ``"detoken init state:"`` -> ``DetokenizerManager``
-    (v0.1.x's launcher printing a child's failed start-up)."""
-    return "Router" if s.startswith("router") else "DetokenizerManager"
+    """``"router init state:"`` -> ``Router``; ``"detoken init state:"`` -> ``DetokenizerManager``;
+    ``"Initialization failed. controller_init_state:"`` -> ``Controller`` (v0.1.x's launcher
+    printing a child's failed start-up)."""
+    return "Router" if s.startswith("router") else "DetokenizerManager" if "detoken" in s else "Controller"
 
 
 _CAPTURE_GRAPHS = ("decode", "prefill", "verify", "extend", "piecewise")
