@@ -190,6 +190,13 @@ PENDING: dict[tuple[str, str], str] = {
                       "whole rest of the line after 'in ' is read as the frame's function name, so the crash is "
                       "'a traceback whose exception is not in this log (cut)' and models/minicpm.py __init__ "
                       "(model construction, load_weights) is not seen",
+    ("outcome", "972"): "INCOMPLETE 'the log stops at line 11 without readiness or failure': FlashMLA's four "
+                        "'> CUDA error (_deps/repo-flashmla-src/csrc/smxx/get_mla_metadata.cu:93): no kernel image "
+                        "is available for execution on the device' lines (4, 6, 8, 10, each after a rank's capture "
+                        "begin) are unrecognised, so no failure is read (930's class, behind a quote marker)",
+    ("crash", "972"): "no crash: the CUDA error lines that fail the capture are unrecognised, so no crash in "
+                      "cuda_graph_capture is reported",
+    ("fatal_line", "972"): "no crash, so no fatal line; the label's is line 4, the first CUDA error line",
 }
 
 
