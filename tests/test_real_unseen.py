@@ -190,13 +190,14 @@ PENDING: dict[tuple[str, str], str] = {
                       "whole rest of the line after 'in ' is read as the frame's function name, so the crash is "
                       "'a traceback whose exception is not in this log (cut)' and models/minicpm.py __init__ "
                       "(model construction, load_weights) is not seen",
-    ("outcome", "972"): "INCOMPLETE 'the log stops at line 11 without readiness or failure': FlashMLA's four "
-                        "'> CUDA error (_deps/repo-flashmla-src/csrc/smxx/get_mla_metadata.cu:93): no kernel image "
-                        "is available for execution on the device' lines (4, 6, 8, 10, each after a rank's capture "
-                        "begin) are unrecognised, so no failure is read (930's class, behind a quote marker)",
-    ("crash", "972"): "no crash: the CUDA error lines that fail the capture are unrecognised, so no crash in "
-                      "cuda_graph_capture is reported",
-    ("fatal_line", "972"): "no crash, so no fatal line; the label's is line 4, the first CUDA error line",
+    ("outcome", "985"): "'INCOMPLETE the log stops at line 3 without readiness or failure': the bare 'Exception: Capture "
+                        "cuda graph failed: Detected mismatch between collectives on ranks.' (line 1, no traceback "
+                        "header, stamp or rank before it) is not read as a failure, so the crash the label reads is "
+                        "called incomplete",
+    ("crash", "985"): "no crash: SGLang's 'Capture cuda graph failed' re-raise (line 1, cuda_graph_capture, Exception) "
+                      "with torch's 'Rank 3 is running collective: SequenceNumber=18' and 'Rank 0 ... =22' (lines 2-3, "
+                      "unrecognised) stands alone, and a lone exception line without a traceback is not taken as one",
+    ("fatal_line", "985"): "no failure read, so no fatal line; the label's is line 1, the exception line",
 }
 
 
