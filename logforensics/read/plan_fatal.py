@@ -84,6 +84,9 @@ class FatalPlanning:
     def on_cpp_what(self, tree: Tree, toks: Tokens) -> None:
         self._collective_or("cpp_what", toks["TEXT"][0])
 
+    def on_torch_watchdog(self, tree: Tree, toks: Tokens) -> None:
+        self._collective_or("cpp_what", toks["TEXT"][0])  # the watchdog thread's exception ends the process
+
     # -- timeouts -----------------------------------------------------------------------
     def _collective_or(self, kind: str, tok: Token) -> bool:
         """Make this a collective timeout/failure record when ``tok``'s text is one."""
