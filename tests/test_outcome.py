@@ -1207,3 +1207,12 @@ def test_torchs_global_rank_that_no_sglang_line_names_takes_no_phase_from_other_
                   "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3545f6c446 in "
                   "/usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)\n")
     assert s.crash is not None and s.crash.first_rank == "rank2" and s.crash.phase is None
+
+
+def test_torchs_watchdog_message_without_its_c10d_head_is_the_collective_timeout_it_reports() -> None:
+    """real-unseen 990: 'Process group watchdog thread terminated with exception: [Rank 1] Watchdog
+    caught collective operation timeout: ...' alone, the c10d record's head left out: a hang on rank 1."""
+    s = summarize("Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught collective "
+                  "operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                  "ran for 600049 milliseconds before timing out.\n")
+    assert s.outcome == "hung" and s.hang is not None and s.hang.first_line == 1 and s.hang.ranks == ["rank1"]

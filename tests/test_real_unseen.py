@@ -198,14 +198,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "with torch's 'Rank 3 is running collective: SequenceNumber=18' and 'Rank 0 ... =22' (lines 2-3, "
                       "unrecognised) stands alone, and a lone exception line without a traceback is not taken as one",
     ("fatal_line", "985"): "no failure read, so no fatal line; the label's is line 1, the exception line",
-    ("outcome", "990"): "'INCOMPLETE the log stops at line 1 without readiness or failure': torch's bare 'Process group "
-                        "watchdog thread terminated with exception: [Rank 1] Watchdog caught collective operation timeout: "
-                        "WorkNCCL(SeqNum=2, OpType=ALLREDUCE, ...) ran for 600049 milliseconds before timing out.' (line 1, "
-                        "no '[rankN]:' prefix and no ProcessGroupNCCL.cpp tag before it) is unrecognised, so the hang the "
-                        "label reads is called incomplete",
-    ("crash", "990"): "no hang: the watchdog's collective timeout without its '[rankN]:[E...] ProcessGroupNCCL.cpp' prefix "
-                      "is not read, so rank1 (the '[Rank 1]' in the message) is not named",
-    ("fatal_line", "990"): "no failure read, so no fatal line; the label's is line 1, the watchdog's timeout",
     ("phase_reached", "992"): "no phase: torch's '[Gloo] Rank N is connected to 7 peer ranks' lines (3-10) are read as "
                               "library lines but place no rank in init_distributed when no SGLang rank-prefixed line "
                               "follows (545's Gloo lines came with TP0's nccl line)",
