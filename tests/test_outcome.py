@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from logforensics import native
+from logforensics.diagnose.crash import without_exception
 from logforensics.ingest import LiveRun
 from logforensics.model.run import RunSummary
 
@@ -1165,6 +1166,8 @@ def test_a_chain_cut_before_its_last_exception_names_the_one_it_was_handling() -
     assert s.crash is not None and s.crash.exception is None
     assert s.outcome_reason.startswith("a traceback whose exception is not in this log (cut), raised while "
                                        "handling KeyError")
+    assert without_exception(s.crash) == ("a traceback whose exception is not in this log (cut), raised while "
+                                          "handling KeyError")
 
 
 def test_a_native_handlers_frames_without_their_banner_are_a_native_stack_not_a_cut_traceback() -> None:

@@ -169,7 +169,10 @@ def without_exception(crash: Crash) -> str:
     if headerless_dump(crash.source, crash.exception):
         return HEADERLESS_DUMP
     if crash.frames or crash.source is not None:
-        return "a traceback whose exception is not in this log (cut)"
+        shown = [link.exception for link in crash.chain if link.exception]
+        # (a chain cut before its last exception: the one it was raised while handling, as the summary says)
+        return "a traceback whose exception is not in this log (cut)" + (
+            f", raised while handling {shown[-1]}" if shown else "")
     return "a child process failed, what failed is not in this log"
 
 
