@@ -1219,3 +1219,32 @@ def test_torchs_watchdog_message_without_its_c10d_head_is_the_collective_timeout
                   "operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
                   "ran for 600049 milliseconds before timing out.\n")
     assert s.outcome == "hung" and s.hang is not None and s.hang.first_line == 1 and s.hang.ranks == ["rank1"]
+
+
+# SGLang's own start-up errors (the format reference's "Errors raised along this path"): their
+# words name the step that raised them when no frame is in the log.
+_CAPTURE_FAILED = ("Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 7.00 MiB. "
+                   "GPU 3 has a total capacity of 79.19 GiB of which 13.94 MiB is free.\n"
+                   "Possible solutions:\n")
+
+
+def test_sglangs_capture_failure_alone_on_its_line_is_a_crash_in_graph_capture() -> None:
+    s = summarize(_CAPTURE_FAILED)
+    assert s.outcome == "crashed"
+    assert s.crash is not None and s.crash.exception == "Exception" and s.crash.line == 1
+    assert s.crash.phase == "cuda_graph_capture"
+
+
+def test_another_bare_exception_line_alone_is_no_crash() -> None:
+    s = summarize("Exception: the request was cancelled by the client\n")
+    assert s.outcome != "crashed" and s.crash is None
+
+
+def test_sglangs_error_names_its_step_when_the_frames_are_cut() -> None:
+    s = summarize("[2025-06-01 10:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+                  "avail mem=10.25 GB, mem usage=60.00 GB.\n"
+                  "[2025-06-01 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                  "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                  "Current value: mem_fraction_static=0.5\n")
+    assert s.crash is not None and s.crash.exception == "RuntimeError"
+    assert s.crash.phase == "kv_cache_alloc"

@@ -190,14 +190,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "whole rest of the line after 'in ' is read as the frame's function name, so the crash is "
                       "'a traceback whose exception is not in this log (cut)' and models/minicpm.py __init__ "
                       "(model construction, load_weights) is not seen",
-    ("outcome", "985"): "'INCOMPLETE the log stops at line 3 without readiness or failure': the bare 'Exception: Capture "
-                        "cuda graph failed: Detected mismatch between collectives on ranks.' (line 1, no traceback "
-                        "header, stamp or rank before it) is not read as a failure, so the crash the label reads is "
-                        "called incomplete",
-    ("crash", "985"): "no crash: SGLang's 'Capture cuda graph failed' re-raise (line 1, cuda_graph_capture, Exception) "
-                      "with torch's 'Rank 3 is running collective: SequenceNumber=18' and 'Rank 0 ... =22' (lines 2-3, "
-                      "unrecognised) stands alone, and a lone exception line without a traceback is not taken as one",
-    ("fatal_line", "985"): "no failure read, so no fatal line; the label's is line 1, the exception line",
     ("phase_reached", "992"): "no phase: torch's '[Gloo] Rank N is connected to 7 peer ranks' lines (3-10) are read as "
                               "library lines but place no rank in init_distributed when no SGLang rank-prefixed line "
                               "follows (545's Gloo lines came with TP0's nccl line)",

@@ -14,6 +14,7 @@ from ..events import Event
 from ..read.assemble import FH_HEADERLESS, SEGFAULT_SOURCE, WARMUP_SOURCE
 from ..read.fatal import process_group
 from ..read.oom import KV_ALLOC_WORDS, decompose_oom
+from ..read.raises import raised_in
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
@@ -173,11 +174,11 @@ _CHILD_ENTRIES = frozenset({"run_scheduler_process", "run_data_parallel_controll
                             "run_detokenizer_process", "_bootstrap", "spawn_main"})
 
 
-def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]]) -> str | None:
-    """The phase a failure on ``rank`` happened in: from its frames, else from what came
-    last on that rank (its last phase record, or a later progress bar if the rank is the
+def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], message: object = None) -> str | None:
+    """The phase a failure on ``rank`` happened in: from its frames, else from its message when
+    it is an error SGLang raises in one start-up step, else from what came last on that rank (its last phase record, or a later progress bar if the rank is the
     one that draws bars)."""
-    phase = phase_of_frames(frames)
+    phase = phase_of_frames(frames) or raised_in(message)
     if phase is not None:
         return phase
     if rank is None and frames and any(f.get("func") == "<module>" for f in frames) \
@@ -297,7 +298,7 @@ def on_exception(m: RunModel, ev: Event) -> None:
         "ts": ev.ts,
         "text": ev.text,
         # the threads of a fatal error's dump whose failing thread is cut place the process too
-        "phase": phase_for(m, rank, frames or f.get("dump_frames") or []),
+        "phase": phase_for(m, rank, frames or f.get("dump_frames") or [], f.get("message")),
     }
     if record["source"] == SEGFAULT_SOURCE:  # a signal handler's banner and the native stack: no Python exception
         record["native"] = True

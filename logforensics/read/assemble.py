@@ -31,6 +31,7 @@ from ..events import Event
 from ..events.types import BOOL, INT, STR, Type, list_of, struct
 from .fatal import DIED_TYPE, STORE_TYPE, scheduler_died, store_error
 from .oom import OOM_TYPE, decompose_oom
+from .raises import raised_in
 from .segments import RAY_SUFFIX
 
 #: Kinds that may continue a traceback's final message (multi-line messages).
@@ -40,6 +41,13 @@ _CONTINUATION = {"other", "indented", "blank", "tb_caret", "tb_fragment", "pool_
 _MAX_TB_LINES = 5000
 #: Exception names that only count inside a traceback.
 _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
+
+
+def _generic(ev: Event) -> bool:
+    """Whether an exception line alone is too common a shape to be a traceback's end: a generic
+    name ("Exception: ..."), unless its words are an error SGLang raises in start-up
+    (``Exception: Capture cuda graph failed: ...``)."""
+    return ev.fields.get("exception") in _GENERIC_NAMES and raised_in(ev.fields.get("message")) is None
 #: Kinds that open a traceback when none is open; all others pass straight through.
 #: (``warmup_failed``: the launcher's "Initialization failed. warmup error: Traceback (most recent
 #: call last):" is the header of the traceback it logs, as uvicorn's "ERROR:    Traceback (most
@@ -559,7 +567,7 @@ class TracebackAssembler:
             tb.blanks = 0  # the empty lines before it were the message's and Python's, not the record's end
             tb.add_line(ev)
             return
-        if kind == "exc_line" and prefixed and ev.fields.get("exception") not in _GENERIC_NAMES:
+        if kind == "exc_line" and prefixed and not _generic(ev):
             # a rank's exception alone on its prefixed line ("[.. TP4] RuntimeError: ..."): the last
             # line of a traceback whose frames are not in the log; lines without a prefix may go on
             # with its message
@@ -570,7 +578,7 @@ class TracebackAssembler:
             tb.exc_at = {"line": ev.line, "text": ev.text}
             return
         if kind == "exc_line" and not prefixed:
-            if tb is None and ev.fields.get("exception") in _GENERIC_NAMES:
+            if tb is None and _generic(ev):
                 yield ev  # "Exception: ..." alone is too common a shape to call a crash
                 return
             if tb is None or (tb.exception is not None and not tb.chained_wait):
