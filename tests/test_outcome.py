@@ -1248,3 +1248,13 @@ def test_sglangs_error_names_its_step_when_the_frames_are_cut() -> None:
                   "Current value: mem_fraction_static=0.5\n")
     assert s.crash is not None and s.crash.exception == "RuntimeError"
     assert s.crash.phase == "kv_cache_alloc"
+
+
+def test_rays_report_of_a_task_that_raised_heads_its_remote_traceback() -> None:
+    # RayTaskError's text without the exception's name before it, as pasted from a driver's log
+    s = summarize("ray::SGLangEngine.init() (pid=2817, ip=10.0.0.3, actor_id=9736b1, repr=<SGLangEngine>)\n"
+                  '  File "/root/slime/backends/sglang_utils/sglang_engine.py", line 95, in _wait_server_healthy\n'
+                  '    raise Exception("Server process terminated unexpectedly.")\n'
+                  "Exception: Server process terminated unexpectedly.\n")
+    assert s.crash is not None and s.crash.line == 1 and s.crash.exception == "Exception"
+    assert s.coverage.lines_unrecognised == 0

@@ -153,9 +153,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "are unrecognised lines (a wrapper's, behind ISO stamps '[2026-05-01T14:27:49-04:00]'), so the "
                         "wrapper's kill during load_weights is not read as the run's end",
     ("fatal_line", "824"): "no stop, so no fatal line; the label's is line 40, the guard's 'docker rm -f' (as outcome[824])",
-    ("fatal_line", "841"): "the crash is cited at line 3 (slime's File line), not at line 1, Ray's "
-                           "'ray::SGLangEngine.init()' header that begins the traceback the reporter pasted (read as an "
-                           "unrecognised line, as is the reporter's '...' on line 2)",
     ("outcome", "901"): "'incomplete ... the log stops at line 9 without readiness or failure, during warmup': line 9, "
                         "'2025-11-05T01:56:54.292138Z ERROR scheduler.run_sch' (Dynamo's format: ISO stamp, level, "
                         "the logger's module.function; cut in the stored excerpt), is an unrecognised line, so the "

@@ -278,6 +278,13 @@ def init_state_source(s: str) -> str:
     return "Router" if s.startswith("router") else "DetokenizerManager" if "detoken" in s else "Controller"
 
 
+@returns(STR)
+def ray_task_source(s: str) -> str:
+    """``"ray::SGLangEngine.init()"`` -> ``Ray task SGLangEngine.init`` (the task or actor method
+    whose remote traceback follows)."""
+    return f"Ray task {s[5:-2]}"
+
+
 _CAPTURE_GRAPHS = ("decode", "prefill", "verify", "extend", "piecewise")
 
 
