@@ -8,6 +8,10 @@
   whose records come after it (a request's transfer failure, decode.py's
   ``f"Decode transfer failed for request rank={self.tp_rank} {decode_req.req.rid=} ..."``) is
   serving, though it printed no batch.
+* torch's Gloo transport prints ``[Gloo] Rank N is connected to M peer ranks. Expected number of
+  connected peer ranks is : M`` in each process as SGLang sets up its CPU process groups
+  (``init_distributed_environment``, ``initialize_model_parallel``): a process that printed only
+  these is in init_distributed. N is the group's rank, not a scheduler's.
 """
 
 from __future__ import annotations
@@ -117,3 +121,20 @@ def test_the_launchers_model_info_probe_is_a_probe_not_a_request_served(tmp_path
     assert s.coverage.requests is None
     assert {path: p.answers for path, p in (s.coverage.probes or {}).items()} == \
         {"/health": {"503": 1}, "/model_info": {"200": 1}}
+
+
+GLOO = "".join(f"[Gloo] Rank {r} is connected to 7 peer ranks. Expected number of connected peer ranks is : 7\n"
+               for r in (0, 1, 2, 3))
+
+
+def test_gloo_connecting_the_process_groups_places_the_process_in_init_distributed(tmp_path: Path) -> None:
+    log = tmp_path / "gloo.log"
+    log.write_text(GLOO)
+    s = summarize_file(log)
+    assert s.phase_reached == {"-": "init_distributed"} and s.coverage.lines_unrecognised == 0
+
+
+def test_gloo_lines_name_no_scheduler_rank_and_move_none_back(tmp_path: Path) -> None:
+    log = tmp_path / "gloo-late.log"
+    log.write_text("[2025-06-01 10:00:05 TP0] Load weight begin. avail mem=70.00 GB\n" + GLOO)
+    assert summarize_file(log).phase_reached == {"TP0": "load_weights"}

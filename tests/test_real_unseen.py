@@ -187,9 +187,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "whole rest of the line after 'in ' is read as the frame's function name, so the crash is "
                       "'a traceback whose exception is not in this log (cut)' and models/minicpm.py __init__ "
                       "(model construction, load_weights) is not seen",
-    ("phase_reached", "992"): "no phase: torch's '[Gloo] Rank N is connected to 7 peer ranks' lines (3-10) are read as "
-                              "library lines but place no rank in init_distributed when no SGLang rank-prefixed line "
-                              "follows (545's Gloo lines came with TP0's nccl line)",
 }
 
 

@@ -46,6 +46,7 @@ PHASE_OF_KIND: dict[str, str] = {
     "init_dist_end": "init_distributed",
     "nccl_version": "init_distributed",
     "custom_ar_disabled": "init_distributed",
+    "gloo_connected": "init_distributed",
     "load_weight_begin": "load_weights",
     "load_weight_end": "load_weights",
     # the FP8 quantization's config, made while the model is built (after "Load weight begin")
