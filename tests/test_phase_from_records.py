@@ -12,6 +12,10 @@
   connected peer ranks is : M`` in each process as SGLang sets up its CPU process groups
   (``init_distributed_environment``, ``initialize_model_parallel``): a process that printed only
   these is in init_distributed. N is the group's rank, not a scheduler's.
+* sglang-jax precompiles its forward for each padded batch shape after its KV cache, its
+  counterpart of CUDA graph capture (``Scheduler.__init__``: ``logger.info("[Scheduler] Begins to run
+  worker precompile.")``; ``tp_worker.precompile_extend``: ``"[EXTEND] Begin to precompile
+  bs_paddings=%s token_paddings=%s"``; its bar ``desc="[EXTEND] PRECOMPILE"``).
 """
 
 from __future__ import annotations
@@ -138,3 +142,12 @@ def test_gloo_lines_name_no_scheduler_rank_and_move_none_back(tmp_path: Path) ->
     log = tmp_path / "gloo-late.log"
     log.write_text("[2025-06-01 10:00:05 TP0] Load weight begin. avail mem=70.00 GB\n" + GLOO)
     assert summarize_file(log).phase_reached == {"TP0": "load_weights"}
+
+
+def test_sglang_jax_precompiling_its_batch_shapes_is_in_graph_capture(tmp_path: Path) -> None:
+    log = tmp_path / "jax.log"
+    log.write_text("[2025-11-02 10:00:00] ModelRunner max_total_num_tokens: 315424\n"
+                   "[2025-11-02 10:00:01] [Scheduler] Begins to run worker precompile.\n"
+                   "[2025-11-02 10:00:01] [EXTEND] Begin to precompile bs_paddings=[128] token_paddings=[2048]\n")
+    s = summarize_file(log)
+    assert s.phase_reached == {"-": "cuda_graph_capture"} and s.coverage.lines_unrecognised == 0

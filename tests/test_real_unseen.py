@@ -168,11 +168,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "is placed in load_weights, the phase the ranks' records left them in ('Rank 0: load weight "
                       "begin.' at line 8 with no end); the label has no phase: the router is no rank and its frame "
                       "names no start-up phase",
-    ("phase_reached", "936"): "no process is placed in any phase: none of sglang-jax's four unranked precompile records "
-                              "('[Scheduler] begins to run worker precompile.', '[EXTEND] begin to precompile', "
-                              "'[EXTEND] precompile (bs=32, num_tokens=4096)', 'mode is 1 len of valid_cache_loc: 32, "
-                              "...', lines 1-4) is recognised (coverage 0/4), though the precompile of the forward per "
-                              "padded batch shape is sglang-jax's counterpart of CUDA graph capture",
     ("outcome", "940"): "'incomplete ...; ended by SIGQUIT': the shell's 'Quit (core dumped)' (line 3) is read, but "
                         "SIGQUIT is Ctrl-\\ at a terminal and also what SGLang's children send their launcher when "
                         "they fail, so no stop is named where the label reads the operator's stop",

@@ -65,6 +65,7 @@ PHASE_OF_KIND: dict[str, str] = {
     "capture_progress": "cuda_graph_capture",
     "capture_end": "cuda_graph_capture",
     "capture_registered": "cuda_graph_capture",
+    "jax_precompile": "cuda_graph_capture",
     "max_total_tokens": "warmup",
     "prefill_batch": "serving",
     "decode_batch": "serving",

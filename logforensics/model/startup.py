@@ -253,6 +253,7 @@ def on_max_total_tokens(m: RunModel, ev: Event) -> None:
 #: Words of a tqdm bar's description (in any case: "Loading safetensors checkpoint shards",
 #: "Multi-thread loading shards", "[LOADING] MODEL WEIGHTS") and the phase such a bar belongs to.
 BAR_PHASES = (("capturing", "cuda_graph_capture"), ("compiling", "cuda_graph_capture"),
+              ("precompile", "cuda_graph_capture"),  # sglang-jax's "[EXTEND] PRECOMPILE"
               ("checkpoint", "load_weights"), ("loading", "load_weights"), ("model weights", "load_weights"))
 
 

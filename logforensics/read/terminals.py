@@ -233,6 +233,7 @@ RULES: dict[str, Rule] = {
     "jax_weights_loaded": _rule(),
     "jax_kv_tokens": _rule(T("INT", "max_total_num_tokens", v.to_int)),
     "jax_kv_buffers": _rule(T("INT", "layers", v.to_int)),
+    "jax_precompile": _rule(T("JAX_PRECOMPILE", "stage", v.strip_brackets), T("TEXT", "message", v.to_strip)),
     "viewer_stamp": _rule(),
     "glibc_abort": _rule(T("GLIBC_ABORT", "message", v.to_strip)),
     "argparse_error": _rule(T("ARGPARSE_PROG", "prog", v.argparse_prog), T("TEXT", "message", v.to_strip)),
