@@ -1258,3 +1258,20 @@ def test_rays_report_of_a_task_that_raised_heads_its_remote_traceback() -> None:
                   "Exception: Server process terminated unexpectedly.\n")
     assert s.crash is not None and s.crash.line == 1 and s.crash.exception == "Exception"
     assert s.coverage.lines_unrecognised == 0
+
+
+def test_a_header_whose_traceback_text_begins_at_its_exception_names_the_rank_and_the_chain() -> None:
+    # SGLang's f"Scheduler hit an exception: {get_exception_traceback()}" with the chain's first
+    # exception on the header's line, then Python's chaining and the next traceback, cut
+    s = summarize("[2026-02-28 15:04:30 TP0] Scheduler hit an exception: torch._dynamo.exc.Unsupported: "
+                  "Logger not supported for non-export cases.\n"
+                  "\n"
+                  "The above exception was the direct cause of the following exception:\n"
+                  "\n"
+                  "Traceback (most recent call last):\n"
+                  '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3118, in '
+                  "run_scheduler_process\n"
+                  "    scheduler = Scheduler(\n")
+    assert s.crash is not None and s.crash.line == 1 and s.crash.first_rank == "TP0"
+    assert s.crash.exception is None  # the chain's last exception is cut
+    assert "torch._dynamo.exc.Unsupported" in s.outcome_reason

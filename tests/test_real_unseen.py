@@ -182,13 +182,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "whole rest of the line after 'in ' is read as the frame's function name, so the crash is "
                       "'a traceback whose exception is not in this log (cut)' and models/minicpm.py __init__ "
                       "(model construction, load_weights) is not seen",
-    ("crash", "1021"): "no rank: line 1, TP0's 'Scheduler hit an exception: torch._dynamo.exc.Unsupported: Logger "
-                       "not supported for non-export cases. ...' (the message opens with the chain's first exception, "
-                       "no traceback of its own), is unrecognised, so the crash starts at the chained 'Traceback (most "
-                       "recent call last):' (line 5), which names no rank; the label's crash is TP0's",
-    ("fatal_line", "1021"): "cited at line 5 (the chained traceback's header), not at line 1, TP0's 'Scheduler hit an "
-                            "exception: torch._dynamo.exc.Unsupported: ...', 'The above exception was the direct cause "
-                            "of the following exception:' (line 3) joining the two into one record",
     ("fatal_line", "1024"): "cited at line 2, not at line 1: behind mpirun's output tag 'Thu Jan 23 11:55:50 "
                             "2025[1,1]<stderr>:' only the File lines are read (as fragments of a traceback 'torn by "
                             "concurrent writers'), so the window's first line, the code line 'scheduler."

@@ -507,7 +507,14 @@ class TracebackAssembler:
                 return
             if tb is not None:
                 yield from self.close()
-            self._start(ev, source)
+            tb = self._start(ev, source)
+            if ev.fields.get("exception") is not None:
+                # "Scheduler hit an exception: torch._dynamo.exc.Unsupported: ...": the traceback's
+                # text begins at its exception (its frames not printed or not pasted); a chained
+                # traceback may follow ("The above exception was the direct cause ...")
+                tb.exception = ev.fields["exception"]
+                tb.message = ev.fields.get("message") or ""
+                tb.exc_at = {"line": ev.line, "text": ev.text}
             return
         if kind == "fh_timeout":  # a timed dump of every thread: its own record, never a crash
             if tb is not None:
