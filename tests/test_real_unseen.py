@@ -182,10 +182,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "whole rest of the line after 'in ' is read as the frame's function name, so the crash is "
                       "'a traceback whose exception is not in this log (cut)' and models/minicpm.py __init__ "
                       "(model construction, load_weights) is not seen",
-    ("fatal_line", "1024"): "cited at line 2, not at line 1: behind mpirun's output tag 'Thu Jan 23 11:55:50 "
-                            "2025[1,1]<stderr>:' only the File lines are read (as fragments of a traceback 'torn by "
-                            "concurrent writers'), so the window's first line, the code line 'scheduler."
-                            "event_loop_overlap()' of run_scheduler_process's frame, is not part of the record",
 }
 
 

@@ -48,3 +48,16 @@ def test_a_parent_logging_its_childs_traceback_line_by_line() -> None:
     (event,) = [e for e in _events(text) if e[0] != "blank"]
     assert event == ("exception", None)
     assert _events(prefix + "Starting the server at port 30000") == [("std_log", None)]
+
+
+@pytest.mark.parametrize("tag", ["Thu Jan 23 11:55:50 2025[1,1]<stderr>:", "[1,0]<stdout>:"])
+def test_open_mpis_output_tag_before_each_line_of_a_traceback(tag: str) -> None:
+    """mpirun --tag-output ("[job,rank]<stderr>:"), after --timestamp-output's date: one traceback
+    is read behind it, and MPI's rank names no scheduler rank."""
+    text = "\n".join(tag + line for line in (
+        "Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1796, in run_scheduler_process',
+        "    scheduler.event_loop_overlap()",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ))
+    assert [e for e in _events(text) if e[0] != "blank"] == [("exception", None)]

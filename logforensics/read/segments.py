@@ -68,6 +68,10 @@ _WRAPPER_RE = re.compile(
     r"|\((?:[\w.\-/]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"    # Ray "(Worker pid=1, ip=10.0.0.2) ", "(model_worker/1 pid=2) "
     r"|\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"  # SkyPilot "(worker1, rank=1, pid=2) "
     r"|\[pod/[\w.\-]+/[\w.\-]+\][ \t]?"                            # kubectl logs --prefix
+    # Open MPI's mpirun --tag-output, "[job,rank]<stderr>:", after --timestamp-output's ctime date
+    # ("Thu Jan 23 11:55:50 2025[1,1]<stderr>:"); the rank is MPI's, not a scheduler's
+    r"|(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d "
+    r"\d\d:\d\d:\d\d \d{4})?\[\d+,\d+\]<(?:stdout|stderr)>:"
     # a script's tag before the lines it quotes, indented ("[pd-test]   Memory access fault by
     # ...") or before a record's prefix; not a library's own tag before its message ("[aiter] ...")
     r"|\[(?!(?:full|swa|mamba)\] )[A-Za-z][\w.\-]*\](?:[ \t]{2,}(?=\S)|[ \t]+(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d))"
