@@ -1275,3 +1275,17 @@ def test_a_header_whose_traceback_text_begins_at_its_exception_names_the_rank_an
     assert s.crash is not None and s.crash.line == 1 and s.crash.first_rank == "TP0"
     assert s.crash.exception is None  # the chain's last exception is cut
     assert "torch._dynamo.exc.Unsupported" in s.outcome_reason
+
+
+def test_a_frames_code_line_under_a_job_managers_text_begins_the_traceback() -> None:
+    # Ray's job report, then the driver's log tail: its first traceback line is a frame's code line
+    # whose File line is above the tail (Ray's de-duplication of a traceback repeated in the cluster)
+    s = summarize("---------------------------------------\n"
+                  "Job 'raysubmit_58TRJUbPYiZ4YT36' failed\n"
+                  "---------------------------------------\n"
+                  "\n"
+                  "Status message: Job entrypoint command failed with exit code 1, last available logs:\n"
+                  "    from sglang.srt.managers.scheduler import run_scheduler_process\n"
+                  '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 37, in <module>\n'
+                  "    from sglang.srt.configs.model_config import ModelConfig\n")
+    assert s.crash is not None and s.crash.line == 6

@@ -57,10 +57,6 @@ PENDING: dict[tuple[str, str], str] = {
                         "server going on after the failure, but an answer that is no success is not taken as the "
                         "server's course after a rankless crash",
     ("crash", "461"): "a crash at line 1 (RuntimeError) where the label has none, as outcome[461]",
-    ("fatal_line", "462"): "the crash is cited at line 8 (the File line), not at line 7, the traceback's first line in "
-                           "the window ('from sglang.srt.managers.scheduler import run_scheduler_process', behind the "
-                           "same '(TemporaryActor pid=22969)' wrapper and '[repeated 2x across cluster]' suffix), which "
-                           "the bundle's quoted traceback also leaves out without a mark",
     ("fatal_line", "491"): "the crash is cited at line 3 (TP0 EP0's 'Scheduler hit an exception' header, its traceback cut "
                            "before its exception), not at line 2: torch_npu's allocator record ('... torch_npu.memory: "
                            "[ERROR] [383554] NPU out of memory. Tried to allocate 72.00 MiB ...') is read as an "
@@ -117,15 +113,15 @@ PENDING: dict[tuple[str, str], str] = {
                            "usually means the child failed.': the script's exception reports the server's death after "
                            "the fact, and the sigquit line (kept only as notices.sigquit) is the first record of the "
                            "failure, as in 441",
+    ("phase_reached", "787"): "no rank is placed in any phase: TP0-TP7's only records are aiter's '[fused_moe] using "
+                              "1stage ...' kernel choices behind their stamps (lines 9-30, unrecognised), and the "
+                              "answered '/v1/loads' and '/get_server_info' probes (lines 32, 34), which make the run "
+                              "ready, name no rank, so no rank is placed in serving",
     ("fatal_line", "722"): "the crash is cited at line 36 (the first File line in the window), not at line 35, the "
                            "traceback's first line here ('    return self.model.forward(', the code line of a frame "
                            "whose File line is above the window, after the script's '[pd-test] Decode log tail:'); "
                            "the evidence '36-63' and the bundle's quoted traceback leave line 35 out without a mark "
                            "(462's class)",
-    ("phase_reached", "787"): "no rank is placed in any phase: TP0-TP7's only records are aiter's '[fused_moe] using "
-                              "1stage ...' kernel choices behind their stamps (lines 9-30, unrecognised), and the "
-                              "answered '/v1/loads' and '/get_server_info' probes (lines 32, 34), which make the run "
-                              "ready, name no rank, so no rank is placed in serving",
     ("crash", "727"): "a phase (init_distributed) for a crash whose process names no rank: the HSA fault (line 24), "
                       "'Fatal Python error: Aborted' (line 25) and a dump of one thread, torch inductor's compile "
                       "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "

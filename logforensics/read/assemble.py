@@ -68,8 +68,12 @@ _LEAD = frozenset({"indented", "tb_caret", "tb_chain"})
 #: Lines of unrecognised text at a file's top that may be the end of an exception's message
 #: above the window (CUDA's and torch.compile's advice lines): held while no more than this many
 #: came, they join the record only where Python's "During handling of the above exception ..."
-#: follows them; anything else, and they pass on as they were.
+#: follows them; anything else, and they pass on as they were. (A traceback's pieces held at a
+#: file's top are bounded alike.)
 _MESSAGE_TAIL = 64
+#: Indented lines at the end of held text that a frame's File line follows: a frame's code line,
+#: its caret line, a code line a terminal wrapped
+_CODE_LINES = 4
 #: Kinds that only a traceback's own lines have: with a rank, it came from a prefix that
 #: the launcher writes on every line, and the piece belongs to that rank's traceback.
 _PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
@@ -167,6 +171,15 @@ def _in_http_layer(path: str) -> bool:
 #: the launcher's ``Initialization failed. warmup error: ...`` (``_wait_and_warmup``), and
 #: uvicorn's ``ERROR:    Traceback (most recent call last):``; the source each traceback takes.
 LEADS_INTO_TRACEBACK = {"warmup_failed": WARMUP_SOURCE, "uvicorn_msg": None}
+
+
+def _code_above(held: list[Event]) -> list[Event]:
+    """The indented lines at the end of ``held`` (at most ``_CODE_LINES``, after its first line):
+    the code of a frame whose File line is not in the log, when a frame follows them."""
+    n = 0
+    while n < min(_CODE_LINES, len(held) - 1) and held[-1 - n].kind == "indented":
+        n += 1
+    return held[len(held) - n:] if n else []
 
 
 def lead_header(ev: Event) -> bool | None:
@@ -461,9 +474,16 @@ class TracebackAssembler:
                 for h in held[1:]:
                     tb.add_line(h)
             elif prefixed or kind not in _CONTINUATION or kind == "blank" and tb.blanks >= 2 \
-                    or tail and len(held) >= _MESSAGE_TAIL:
+                    or len(held) >= _MESSAGE_TAIL:
+                code = _code_above(held) if tail and kind == "tb_frame" and not prefixed else []
+                if code:  # the text held is no traceback's, but the code lines at its end are a frame's
+                    del held[-len(code):]
                 yield from self.close()
                 tb = None
+                if code:
+                    tb = self._start(code[0], None)
+                    for h in code[1:]:
+                        tb.add_line(h)
             else:
                 held.append(ev)
         if tb is not None and tb.oom_record:
