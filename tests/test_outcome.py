@@ -1289,3 +1289,13 @@ def test_a_frames_code_line_under_a_job_managers_text_begins_the_traceback() -> 
                   '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 37, in <module>\n'
                   "    from sglang.srt.configs.model_config import ModelConfig\n")
     assert s.crash is not None and s.crash.line == 6
+
+
+def test_a_window_cut_at_a_frames_code_and_caret_lines_quotes_each_line_once() -> None:
+    s = summarize("    return get_tp_group().all_gather(input_, dim)\n"
+                  "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+                  '  File "/x/vllm/distributed/parallel_state.py", line 444, in all_gather\n'
+                  "    torch.distributed.all_gather_into_tensor(output_tensor,\n")
+    assert s.crash is not None and s.crash.line == 1
+    lines = s.crash.text.splitlines()
+    assert len(lines) == 4 and sum(line.strip().startswith("^") for line in lines) == 1

@@ -485,7 +485,8 @@ class TracebackAssembler:
                     for h in code[1:]:
                         tb.add_line(h)
             else:
-                held.append(ev)
+                held.append(ev)  # (only the held lines keep it: it joins the traceback with them)
+                return
         if tb is not None and tb.oom_record:
             if not prefixed and kind in ("other", "indented", "tb_fragment", "pool_check"):
                 tb.message = (tb.message or "") + "\n" + _body(ev)  # a terminal's hard wrap
