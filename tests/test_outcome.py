@@ -1299,3 +1299,15 @@ def test_a_window_cut_at_a_frames_code_and_caret_lines_quotes_each_line_once() -
     assert s.crash is not None and s.crash.line == 1
     lines = s.crash.text.splitlines()
     assert len(lines) == 4 and sum(line.strip().startswith("^") for line in lines) == 1
+
+
+def test_a_log_that_stops_after_graph_capture_ended_says_so() -> None:
+    # bench_one_batch's run after capture: no server, so no readiness; the capture had ended
+    s = summarize("[2025-12-29 18:33:03 TP0] Capture cuda graph begin. This can take up to several minutes. "
+                  "avail mem=2.42 GB\n"
+                  "[2025-12-29 18:33:04 TP0] Capture cuda graph end. Time elapsed: 1.01 s. mem usage=0.03 GB. "
+                  "avail mem=2.39 GB.\n"
+                  "Prefill. latency: 0.27105 s, throughput:  30222.82 token/s\n")
+    assert s.outcome == "incomplete"
+    assert "after cuda_graph_capture (Capture cuda graph end, line 2)" in s.outcome_reason
+    assert "during cuda_graph_capture" not in s.outcome_reason

@@ -98,6 +98,7 @@ PHASE_END = {
     "init_distributed": ("init_dist_end", "Init torch distributed ends"),
     "load_weights": ("load_weight_end", "Load weight end"),
     "kv_cache_alloc": ("memory_pool_end", "Memory pool end"),
+    "cuda_graph_capture": ("capture_end", "Capture cuda graph end"),
 }
 
 
