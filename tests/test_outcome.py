@@ -1308,6 +1308,7 @@ def test_a_log_that_stops_after_graph_capture_ended_says_so() -> None:
                   "[2025-12-29 18:33:04 TP0] Capture cuda graph end. Time elapsed: 1.01 s. mem usage=0.03 GB. "
                   "avail mem=2.39 GB.\n"
                   "Prefill. latency: 0.27105 s, throughput:  30222.82 token/s\n")
+    from logforensics.model.stops import stop_place
+
     assert s.outcome == "incomplete"
-    assert "after cuda_graph_capture (Capture cuda graph end, line 2)" in s.outcome_reason
-    assert "during cuda_graph_capture" not in s.outcome_reason
+    assert stop_place(s) == "after cuda_graph_capture (Capture cuda graph end, line 2), before warmup"
