@@ -1312,3 +1312,18 @@ def test_a_log_that_stops_after_graph_capture_ended_says_so() -> None:
 
     assert s.outcome == "incomplete"
     assert stop_place(s) == "after cuda_graph_capture (Capture cuda graph end, line 2), before warmup"
+
+
+def test_a_failure_in_bench_one_batchs_own_batches_is_in_no_server_phase() -> None:
+    # bench_one_batch builds its model runner (the ranks' capture records), then runs its batches
+    s = summarize("[2025-03-20 10:00:00 TP0] Registering 3936 cuda graph addresses\n"
+                  "Process Process-1:\n"
+                  "Traceback (most recent call last):\n"
+                  '  File "/usr/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap\n'
+                  "    self.run()\n"
+                  '  File "/sgl-workspace/sglang/python/sglang/bench_one_batch.py", line 432, in latency_test\n'
+                  "    latency_test_run_once(\n"
+                  '  File "/sgl-workspace/sglang/python/sglang/bench_one_batch.py", line 365, in latency_test_run_once\n'
+                  "    next_token_ids, _ = decode(next_token_ids, batch, model_runner)\n"
+                  "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert s.crash is not None and s.crash.exception == "RuntimeError" and s.crash.phase is None

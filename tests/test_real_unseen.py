@@ -127,12 +127,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "
                       "distributed begin.' and DP0 TP0's nccl version (lines 22-23) are in init_distributed, and "
                       "no line ties the aborted process to them (576's class)",
-    ("crash", "794"): "the crash is placed in cuda_graph_capture ('an unlabelled process failed first, during "
-                      "cuda_graph_capture'): Process-8's traceback (lines 7-21), which no line ranks, runs in "
-                      "bench_one_batch's decode loop (latency_test_run_once -> decode -> model_runner.forward), after "
-                      "TP0-TP4 and TP6 each logged 'Registering 3936 cuda graph addresses' (lines 1-6); the unnamed "
-                      "process takes the phase the named ranks reached, though its own frames are a decode forward "
-                      "after capture and place it in no server phase",
     ("crash", "804"): "the crash has no phase: its frames Scheduler.__init__ -> init_disaggregation -> "
                       "DecodePreallocQueue -> _init_kv_manager -> nixl conn register_buffer_to_engine (lines 4-24) "
                       "place none, where the label reads the KV manager's set-up as kv_cache_alloc (its exception, "

@@ -174,6 +174,11 @@ _CHILD_ENTRIES = frozenset({"run_scheduler_process", "run_data_parallel_controll
                             "run_detokenizer_process", "_bootstrap", "spawn_main"})
 
 
+#: bench_one_batch's (python/sglang/bench_one_batch.py) functions that run its batches once its
+#: model runner is built: a failure under them is in none of a server's phases.
+_BENCH_RUN = frozenset({"latency_test", "latency_test_run_once", "correctness_test"})
+
+
 def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], message: object = None) -> str | None:
     """The phase a failure on ``rank`` happened in: from its frames, else from its message when
     it is an error SGLang raises in one start-up step, else from what came last on that rank (its last phase record, or a later progress bar if the rank is the
@@ -184,6 +189,8 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], messa
     if rank is None and frames and any(f.get("func") == "<module>" for f in frames) \
             and not any(f.get("func") in _CHILD_ENTRIES for f in frames):
         return None  # a script's own process (SGLang's launcher, a training driver): no scheduler's phase
+    if any(f.get("func") in _BENCH_RUN for f in frames):
+        return None  # bench_one_batch's own batches after its start-up: it starts no server, so no phase
     t = m.timeline
     key = rank or (NO_RANK if set(t.ranks) == {NO_RANK} else None)
     r = t.ranks.get(key) if key is not None else None
