@@ -172,10 +172,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "whole rest of the line after 'in ' is read as the frame's function name, so the crash is "
                       "'a traceback whose exception is not in this log (cut)' and models/minicpm.py __init__ "
                       "(model construction, load_weights) is not seen",
-    ("key_figure[capture_avail]", "1052"): "nothing found: the capture bar 'Capturing batches (bs=1 avail_mem=2.39 "
-                                           "GB): 100%|█| 4/4 [00:00<00:00,  7.80it/' (line 22), cut by the terminal's "
-                                           "width after its rate, is not read as a bar",
-    ("key_figure[progress]", "1052"): "nothing found: the same cut capture bar (line 22) gives no 4/4",
     ("key_figure[max_total_num_tokens]", "1052"): "nothing found: bench_one_batch's bare print "
                                                   "'max_total_num_tokens=473854' (line 24), with no stamp or rank, is "
                                                   "not read as the pool's size",

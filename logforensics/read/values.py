@@ -352,7 +352,7 @@ def desc_avail(s: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-_TQDM_RE = re.compile(r"(\d+)%.*?(\d+)/(\d+) \[([^\]]*)\]")
+_TQDM_RE = re.compile(r"(\d+)%.*?(\d+)/(\d+) \[([^\]]*)(?:\]|$)")
 _TQDM_RATE = re.compile(r"([\d.]+)(s/it|it/s)")
 
 
