@@ -230,6 +230,19 @@ def test_a_server_log_ending_in_slurm_records_stays_a_log(tmp_path):
     assert sniff(write(tmp_path / "x.txt", READY * 3 + SLURM)) is None
 
 
+def test_a_job_output_with_a_traceback_and_slurms_oom_record_stays_a_log(tmp_path):
+    """A batch job's output without SGLang's stamps (a diffusion worker's traceback, the batch
+    step's stamped oom_kill record after it) is a log, not a file of records."""
+    text = ("Process sglang-diffusionWorker-1:\n"
+            "Traceback (most recent call last):\n"
+            '  File "/x/sglang/multimodal_gen/runtime/managers/scheduler.py", line 299, in event_loop\n'
+            "RuntimeError: Scheduler terminated after 3 consecutive errors.\n"
+            "[2026-02-20T16:40:38.612] error: Detected 1 oom_kill event in StepId=1459995.batch. Some of the step "
+            "tasks have been OOM Killed.\n")
+    assert sniff(write(tmp_path / "job.out", text)) is None
+    assert sniff(write(tmp_path / "job.err", text.split("\n", 4)[-1])) == "records"
+
+
 def test_binary_and_unknown_files_are_reported_not_guessed(tmp_path):
     (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 64)
     notes = write(tmp_path / "notes.txt", "we restarted the node twice\n")

@@ -1327,3 +1327,15 @@ def test_a_failure_in_bench_one_batchs_own_batches_is_in_no_server_phase() -> No
                   "    next_token_ids, _ = decode(next_token_ids, batch, model_runner)\n"
                   "RuntimeError: CUDA error: an illegal memory access was encountered\n")
     assert s.crash is not None and s.crash.exception == "RuntimeError" and s.crash.phase is None
+
+
+def test_the_shells_time_report_after_an_exception_is_not_its_message() -> None:
+    s = summarize("Traceback (most recent call last):\n"
+                  '  File "/x/sglang/cli/utils.py", line 83, in _maybe_download_model\n'
+                  "    raise ValueError(\n"
+                  "ValueError: Could not find model locally at Wan-AI/Wan2.2-T2V-A14B-Diffusers\n"
+                  "\n"
+                  "real\t0m49.402s\n"
+                  "user\t0m1.618s\n"
+                  "sys\t0m1.433s\n")
+    assert s.crash is not None and s.crash.message == "Could not find model locally at Wan-AI/Wan2.2-T2V-A14B-Diffusers"

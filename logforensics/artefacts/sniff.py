@@ -99,8 +99,12 @@ def _is_event_stream(lines: list[str]) -> bool:
 
 def _looks_like_a_log(lines: list[str]) -> bool:
     """A server log's head: one of SGLang's time-stamped lines (``[2025-06-01 10:11:12 TP0] ...``)
-    is enough; the records of a job's end inside it are then read from the log itself."""
-    return any(_SGLANG_LINE.search(line[:80]) for line in lines[:2000])
+    or a Python traceback's first line is enough (no orchestrator's or kernel's record file holds
+    one); the records of a job's end inside it are then read from the log itself."""
+    return any(_SGLANG_LINE.search(line[:80]) or line.lstrip().startswith(_TB_START) for line in lines[:2000])
+
+
+_TB_START = "Traceback (most recent call last):"
 
 
 def read_artefacts(paths: Iterable[str], warn: Warn | None = None) -> Artefacts:

@@ -55,15 +55,19 @@ _JSON_ID = re.compile(r'"id":\s*"([0-9a-f]{12,})"')
 BY_CODE = "by_code"
 
 
+#: slurmstepd's own prefix, or the stamp it writes before a batch step's records instead
+#: ("[2026-02-20T16:40:38.612] error: Detected 1 oom_kill event in StepId=1459995.batch. ...")
+_STEPD = r"(?:slurmstepd(?:-\S+)?:|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\])"
+
 #: Line records: (expression, source, cause, what to keep). The first that matches a line wins.
 RECORDS: tuple[_Rec, ...] = (
-    (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
+    (re.compile(_STEPD + r" error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
                 r"(?P<time>\S+) DUE TO TIME LIMIT"), "slurm", "time_limit", _groups),
-    (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
+    (re.compile(_STEPD + r" error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
                 r"(?P<time>\S+) DUE TO NODE FAIL"), "slurm", "node_failure", _groups),
-    (re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
+    (re.compile(_STEPD + r" error: \*\*\* (?:JOB|STEP) (?P<job>[\d.]+) ON (?P<host>\S+) CANCELLED AT "
                 r"(?P<time>\S+)"), "slurm", "cancelled", _groups),
-    (re.compile(r"slurmstepd(?:-\S+)?: error: Detected (?P<events>\d+) oom[-_]kill event\(?s?\)? in "
+    (re.compile(_STEPD + r" error: Detected (?P<events>\d+) oom[-_]kill event\(?s?\)? in "
                 r"(?:StepId=|step )?(?P<job>\d+(?:\.\w+)?)"), "slurm", "oom_killed", _groups),
     (re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,-]+): Out Of Memory"), "slurm", "oom_killed",
      _groups),

@@ -278,6 +278,16 @@ def init_state_source(s: str) -> str:
     return "Router" if s.startswith("router") else "DetokenizerManager" if "detoken" in s else "Controller"
 
 
+@returns(FLOAT)
+def shell_seconds(s: str) -> float:
+    """``"real\t1m49.402s"`` -> 109.402; ``"real 49.40"`` (``time -p``) -> 49.4."""
+    t = s.split()[1]
+    if t.endswith("s"):
+        minutes, _, secs = t[:-1].partition("m")
+        return int(minutes) * 60 + float(secs)
+    return float(t)
+
+
 @returns(STR)
 def ray_task_source(s: str) -> str:
     """``"ray::SGLangEngine.init()"`` -> ``Ray task SGLangEngine.init`` (the task or actor method
