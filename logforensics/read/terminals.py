@@ -243,6 +243,7 @@ RULES: dict[str, Rule] = {
     "pcg_failed": _rule(T("TEXT", "message", v.to_strip)),
     "job_end": _rule(*(_end("JOB_END", n, jobend.field(n)) for n in ("source", "cause", "exit_code", "job", "host"))),
     "shell_time": _rule(T("SHELL_TIME", "clock", v.word(0)), T("SHELL_TIME", "seconds", v.shell_seconds)),
+    "model_import_ignored": _rule(T("MODEL_MODULE", "module", v.to_str), T("TEXT", "message", v.to_strip)),
     "gloo_connected": _rule(_seq("INT", ("group_rank", "peers"), v.to_int)),
     "lib_log": _rule(T("LIB_TAG", "lib", v.strip_brackets), T("TEXT", "message", v.to_strip)),
     "ray_dedup": _rule(T("RAY_DEDUP", "count", v.dedup_count)),
