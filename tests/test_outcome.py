@@ -1339,3 +1339,21 @@ def test_the_shells_time_report_after_an_exception_is_not_its_message() -> None:
                   "user\t0m1.618s\n"
                   "sys\t0m1.433s\n")
     assert s.crash is not None and s.crash.message == "Could not find model locally at Wan-AI/Wan2.2-T2V-A14B-Diffusers"
+
+
+def test_zshs_notice_of_a_fatal_signal_ends_a_log_as_bashs_does() -> None:
+    """zsh words its job-control notice otherwise, the command after it ('zsh: killed     python ...')."""
+    start = "[2025-03-01 14:03:07 TP0] Load weight begin. avail mem=70.00 GB\n"
+    s = summarize(start + "zsh: segmentation fault (core dumped)  python -m sglang.launch_server --model-path m\n")
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.line == 2
+    assert s.outcome_reason.startswith("ended by SIGSEGV (a segmentation fault) (a shell: zsh: segmentation fault")
+    k = summarize(start + "zsh: killed     python -m sglang.launch_server --model-path m\n")
+    assert k.outcome == "crashed" and "SIGKILL" in k.outcome_reason
+
+
+def test_the_launchers_crash_diagnostics_and_tree_kill_are_read_not_left_unrecognised() -> None:
+    s = summarize("[2026-06-29 14:45:57] SIGQUIT received. signum=None, frame=None. It usually means one child failed.\n"
+                  "[2026-06-29 14:45:57] Sleeping 5 seconds before crash diagnostics to let GPU activity settle.\n"
+                  "[2026-06-29 14:46:02] No live scheduler processes found; skipping py-spy and CUDA coredump.\n"
+                  "[2026-06-29 14:46:02] kill_process_tree called: parent_pid=71581, include_parent=True, pid=71581\n")
+    assert s.coverage.lines_unrecognised == 0 and s.outcome == "crashed"

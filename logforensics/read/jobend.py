@@ -97,6 +97,10 @@ RECORDS: tuple[_Rec, ...] = (
     *((re.compile(rf"^\s*{words}(?: \(core dumped\))?\s*$"), "shell", cause, _groups) for words, cause in (
         ("Segmentation fault", "sigsegv"), ("Aborted", "sigabrt"), ("Quit", "sigquit"), ("Bus error", "sigbus"),
         ("Illegal instruction", "sigill"), ("Floating point exception", "sigfpe"))),
+    # zsh's notice, the command after it ("zsh: killed     python -m sglang.launch_server ...")
+    *((re.compile(rf"^\s*zsh: {words}(?: \(core dumped\))?(?:\s|$)"), "shell", cause, _groups) for words, cause in (
+        ("killed", "sigkill"), ("segmentation fault", "sigsegv"), ("abort", "sigabrt"), ("quit", "sigquit"),
+        ("bus error", "sigbus"), ("illegal hardware instruction", "sigill"), ("floating point exception", "sigfpe"))),
 )
 
 
@@ -141,4 +145,4 @@ def field(name: str) -> Any:
 
 _RAY_REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 #: a cheap test before the table: words every record has one of
-_MAYBE = re.compile(r"slurm|srun|[Kk]illed|exit|oom|OUT_OF|TIMEOUT|Segmentation|Aborted|Quit|Bus error|Illegal|Floating")
+_MAYBE = re.compile(r"slurm|srun|[Kk]illed|exit|oom|OUT_OF|TIMEOUT|Segmentation|Aborted|Quit|Bus error|Illegal|Floating|zsh: ")
