@@ -61,3 +61,17 @@ def test_open_mpis_output_tag_before_each_line_of_a_traceback(tag: str) -> None:
         "RuntimeError: CUDA error: an illegal memory access was encountered",
     ))
     assert [e for e in _events(text) if e[0] != "blank"] == [("exception", None)]
+
+
+def test_the_container_runtimes_prefix_on_an_empty_line_is_no_text_of_the_record() -> None:
+    """CRI's "<stamp> stderr F" with nothing after it (an empty line of the container's output) is
+    the wrapper alone: it ends an exception's message as an empty line does (real-unseen 1083)."""
+    from logforensics.read.parser import IncrementalParser
+
+    parser = IncrementalParser("pod.log")
+    text = ("2026-06-24T17:38:03.765654176+02:00 stderr F Traceback (most recent call last):\n"
+            '2026-06-24T17:38:03.765654176+02:00 stderr F   File "/x/sglang/srt/models/qwen3.py", line 9, in f\n'
+            "2026-06-24T17:38:03.765654176+02:00 stderr F RuntimeError: shape is invalid\n"
+            "2026-06-24T17:38:03.765655491+02:00 stderr F\n")
+    [ev] = [e for e in parser.feed(text.encode()) + parser.close() if e.kind == "exception"]
+    assert ev.fields["message"] == "shape is invalid"

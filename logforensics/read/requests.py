@@ -10,7 +10,8 @@ JSON (``--log-requests-format json``), both from ``python/sglang/srt/utils/reque
   "obj": {..}, "out": {"meta_info": {"e2e_latency": 0.5, ..}}}``
 
 ``--enable-request-time-stats-logging`` prints ``Req Time Stats(rid=.., input len=38,
-output len=484, type=unified): queue_duration=0.00ms, forward_duration=1759.38ms, ..``
+output len=484, type=unified): queue_duration=0.00ms, forward_duration=1759.38ms, ..``; from 2026
+``ReqTimeStats(rid=.., input_len=472, cached_input_len=192, output_len=364, attempts=0, type=unified): ..``
 (``managers/schedule_batch.py`` ``Req.log_time_stats``; the durations from
 ``observability/req_time_stats.py`` ``convert_to_duration``).
 
@@ -43,7 +44,7 @@ _E2E = _key("e2e_latency")
 _PROMPT = _key("prompt_tokens")
 _COMPLETION = _key("completion_tokens")
 _CACHED = _key("cached_tokens")
-_STATS_INT = {"input_len": re.compile(r"\binput len=(\d+)"), "output_len": re.compile(r"\boutput len=(\d+)")}
+_STATS_INT = {"input_len": re.compile(r"\binput[ _]len=(\d+)"), "output_len": re.compile(r"\boutput[ _]len=(\d+)")}
 _STATS_TYPE = re.compile(r"\btype=(\w+)\)")
 _DURATION = re.compile(r"\b(\w+)_duration=" + _NUM + "ms")
 

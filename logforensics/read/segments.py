@@ -33,7 +33,7 @@ _BARE_ANSI_RE = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 #: Wrappers other programs put before the SGLang text, tried repeatedly at a record start.
 _WRAPPER_RE = re.compile(
     r"(?:"
-    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)[ \t](?:stdout|stderr)[ \t][FP][ \t]"  # k8s CRI
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)[ \t](?:stdout|stderr)[ \t][FP](?:[ \t]|$)"  # k8s CRI
     r"|>[ \t]?"                                                  # Markdown quote
     # journald (journalctl's short and short-iso formats): "Aug 17 18:42:18 host sglang[8052]: "
     r"|(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d"
