@@ -75,3 +75,17 @@ def test_the_container_runtimes_prefix_on_an_empty_line_is_no_text_of_the_record
             "2026-06-24T17:38:03.765655491+02:00 stderr F\n")
     [ev] = [e for e in parser.feed(text.encode()) + parser.close() if e.kind == "exception"]
     assert ev.fields["message"] == "shape is invalid"
+
+
+def test_a_drivers_stamp_before_rays_wrapper_and_a_node_name_for_its_address() -> None:
+    """real-unseen 1093: '[2025-05-10 00:18:21] (WorkerDict pid=1230, ip=train-...-worker-0) [rank15]:[E510 ...]':
+    the stamp and Ray's wrapper are the wrapper; the node is the name Ray gives for the address."""
+    from logforensics.read.parser import IncrementalParser
+
+    parser = IncrementalParser("driver.log")
+    line = ("[2025-05-10 00:18:21] (WorkerDict pid=1230, ip=train-9zzm714v3bpc-worker-0) [rank15]:[E510 "
+            "00:18:19.328053719 ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=3, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800001 "
+            "milliseconds before timing out.\n")
+    events = parser.feed(line.encode()) + parser.close()
+    assert [(e.kind, e.node) for e in events] == [("collective_timeout", "train-9zzm714v3bpc-worker-0")]

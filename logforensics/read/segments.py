@@ -65,8 +65,11 @@ _WRAPPER_RE = re.compile(
     # a log console's table copied as text (Grafana's logs panel): empty cells, the time cell, then
     # the record in a cell of its own ("  |   | 2026-06-12 12:13:18.902 | [... TP1] ... |  ")
     r"|(?:[ \t]*\|)*[ \t]*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[ \t]+\|[ \t](?![A-Z]+[ \t]*\|)"
-    r"|\((?:[\w.\-/]+ )?pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"    # Ray "(Worker pid=1, ip=10.0.0.2) ", "(model_worker/1 pid=2) "
-    r"|\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\d.:a-f]+)?\)[ \t]?"  # SkyPilot "(worker1, rank=1, pid=2) "
+    r"|\((?:[\w.\-/]+ )?pid=\d+(?:, ip=[\w.:\-]+)?\)[ \t]?"    # Ray "(Worker pid=1, ip=10.0.0.2) ", "(model_worker/1 pid=2) "
+    # (the node's name where Ray was given one for its address: "ip=train-...-worker-0"; a driver's
+    # stamp before the wrapper, "[2025-05-10 00:18:21] (WorkerDict pid=1230, ip=...) ")
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\][ \t](?=\((?:[\w.\-/]+ )?pid=\d+(?:, ip=[\w.:\-]+)?\))"
+    r"|\([\w.\-]+, rank=\d+, pid=\d+(?:, ip=[\w.:\-]+)?\)[ \t]?"  # SkyPilot "(worker1, rank=1, pid=2) "
     r"|\[pod/[\w.\-]+/[\w.\-]+\][ \t]?"                            # kubectl logs --prefix
     # Open MPI's mpirun --tag-output, "[job,rank]<stderr>:", after --timestamp-output's ctime date
     # ("Thu Jan 23 11:55:50 2025[1,1]<stderr>:"); the rank is MPI's, not a scheduler's
@@ -98,7 +101,7 @@ _SPLIT_RE = re.compile(
     r"|(?<=.)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] )"  # torn / glued prefix
     # collapsed Ray lines: a worker's name before pid= (a bare "(pid=N) " inside a line is the
     # line's own text: SGLang's "Subprocess scheduler_0 (pid=N) crashed with exit code ...")
-    r"|(?<=.)(?=\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) )"
+    r"|(?<=.)(?=\([\w.\-]+ pid=\d+(?:, ip=[\w.:\-]+)?\) )"
     # two wrapped records fused onto one line by a terminal's padding
     r"|(?<=  )(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"
     # Ray's de-duplication suffix (after a record's own trailing space too: "..., #queue-req: 0,  [repeated 4x ...]")
@@ -135,7 +138,7 @@ _SPLIT_NEEDS = needs(_SPLIT_RE.pattern)
 _SPLITTERS: tuple[tuple[re.Pattern[str], bool, int, bool], ...] = (
     (re.compile(r"(?:it/s|s/it)\](?=\S)"), True, 0, False),  # the first two alternatives
     (re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] "), False, 0, False),
-    (re.compile(r"\([\w.\-]+ pid=\d+(?:, ip=[\d.:a-f]+)?\) "), False, 0, False),
+    (re.compile(r"\([\w.\-]+ pid=\d+(?:, ip=[\w.:\-]+)?\) "), False, 0, False),
     (re.compile(r"  (?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| [A-Z]+ \| [\w.\-]+ \| )"), True, 0, False),
     (re.compile(r"(?<! )" + RAY_SUFFIX.pattern), False, 0, True),  # (from a run of spaces' first: linear)
     (re.compile(r"\[[Rr]ank\d+\]:\[[EFIWT]\d{3,4} \d\d:\d\d:\d\d"), False, 0, False),
@@ -315,7 +318,7 @@ def segment(text: str) -> list[tuple[int, int]]:
 
 #: Wrappers that name the machine a line came from, and the group that holds its name.
 _NODE_WRAPPER_RE = re.compile(
-    r"\((?:[\w.\-/]+ )?pid=\d+, ip=(?P<ip>[\d.:a-f]+)\)"         # Ray: the worker's IP
+    r"\((?:[\w.\-/]+ )?pid=\d+, ip=(?P<ip>[\w.:\-]+)\)"         # Ray: the worker's IP
     r"|\((?P<sky>head|worker\d+), rank=\d+, pid=\d+"               # SkyPilot: head, worker1
     r"|\[pod/(?P<pod>[\w.\-]+)/[\w.\-]+\]"                         # kubectl logs --prefix: the pod
 )
@@ -343,7 +346,7 @@ def wrapper_nodes(text: str, spans: list[tuple[int, int]]) -> list[str | None] |
 
 #: A wrapper that names the process a line came from: Ray's ``(SGLangEngine pid=1234, ip=..) ``,
 #: SkyPilot's ``(worker1, rank=1, pid=2, ip=..) ``.
-_PROC_WRAPPER_RE = re.compile(r"\((?:[\w.\-/]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.:a-f]+)?\)")
+_PROC_WRAPPER_RE = re.compile(r"\((?:[\w.\-/]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\w.:\-]+)?\)")
 
 
 #: Ray's wrapper of a process on the driver's own node, which names no node: Ray adds ``ip=``
