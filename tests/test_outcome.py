@@ -1357,3 +1357,13 @@ def test_the_launchers_crash_diagnostics_and_tree_kill_are_read_not_left_unrecog
                   "[2026-06-29 14:46:02] No live scheduler processes found; skipping py-spy and CUDA coredump.\n"
                   "[2026-06-29 14:46:02] kill_process_tree called: parent_pid=71581, include_parent=True, pid=71581\n")
     assert s.coverage.lines_unrecognised == 0 and s.outcome == "crashed"
+
+
+def test_a_process_title_of_several_parts_names_the_rank_as_its_prefix_writes_it() -> None:
+    """real-unseen 1103: C++ frames '(0x5d543b in sglang::scheduler_PP1_ATTN_CP4_TP4)', then an abort."""
+    s = summarize("frame #21: PyEval_EvalCode + 0x15b (0x5d543b in sglang::scheduler_PP1_ATTN_CP4_TP4)\n"
+                  "frame #28: _start + 0x25 (0x6576c5 in sglang::scheduler_PP1_ATTN_CP4_TP4)\n"
+                  "\n"
+                  "Fatal Python error: Aborted\n")
+    assert s.crash is not None and s.crash.first_rank == "PP1 ATTN_CP4 TP4"
+    assert not any("_" in label.replace("ATTN_CP", "") for label in s.per_rank)

@@ -18,6 +18,7 @@ from ..read.raises import raised_in
 from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
+from .hang import title_rank
 from .phases import PHASE_END, phase_of_frames
 from .rank import NO_RANK, PHASE_INDEX, draws_bars
 from .registry import handles
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 MAX_DISTINCT_EXCEPTIONS = 50
 MAX_HANG_EVENTS = 64
-_PROCTITLE = re.compile(r"sglang::scheduler_((?:[A-Z_]+-?\d+_?)+)")
 #: Texts of a watchdog or collective timeout (a hang, whatever is raised after it).
 HANG_MARKERS = ("Watchdog caught collective operation timeout", "watchdog got stuck",
                 "Timeout(ms)=", "watchdog timeout")
@@ -571,8 +571,7 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
     record logged a thrown C++ exception with its stack (c10::Error's message ends in it), so
     the failure starts at the record, on the rank its ``[rankN]:`` prefix names, and it is an
     exception raised in X, not an abort (below a CUDA or HIP error's lines of advice too)."""
-    found = _PROCTITLE.search(ev.text)
-    rank = found.group(1).replace("_", " ") if found else ev.rank
+    rank = title_rank(ev.text) or ev.rank
     if not m.failures.cpp_frame_seen:
         m.failures.cpp_frame_seen = True
         number = _FRAME_NUMBER.search(ev.text) if ev.kind == "cpp_frame" else None

@@ -475,8 +475,9 @@ def _behind(collectives: list[dict[str, Any]]) -> dict[str, Any] | None:
     return best
 
 
-def _title_rank(title: str) -> str | None:
-    """``sglang::scheduler_DP0_TP1`` -> ``DP0 TP1``."""
+def title_rank(title: str) -> str | None:
+    """``sglang::scheduler_DP0_TP1`` -> ``DP0 TP1``; ``sglang::scheduler_PP1_ATTN_CP4_TP4`` ->
+    ``PP1 ATTN_CP4 TP4`` (SGLang's prefix of the rank), found anywhere in ``title``."""
     m = _TITLE_RANK.search(title or "")
     if not m:
         return None
@@ -513,7 +514,7 @@ def _dumps(pyspy: list[dict[str, Any]], records: list[dict[str, Any]], ranks: Se
             cur["title"] = f.get("title")
             if cur.get("pid") is None:
                 cur["pid"] = f.get("pid")
-            from_title = _title_rank(f.get("title") or "")
+            from_title = title_rank(f.get("title") or "")
             if from_title:
                 cur["rank"] = from_title
                 cur["rank_from"] = "process title"

@@ -101,9 +101,12 @@ class FatalPlanning:
         return True
 
     def proctitle_rank(self, tok: Token) -> None:
-        """A C++ frame ``(... in sglang::scheduler_TP0)``: the process title names the rank."""
+        """A C++ frame ``(... in sglang::scheduler_TP0)``: the process title names the rank. A
+        title of several parts (``scheduler_PP1_ATTN_CP4_TP4``) is not the rank's text as the
+        prefix writes it (``PP1 ATTN_CP4 TP4``), which a span of the line cannot give: the run
+        model reads it from the record's text (``model.hang.title_rank``)."""
         m = _PROCTITLE.search(str(tok))
-        if m:
+        if m and "_" not in m.group(1):
             at = span(tok)[0]
             self.rank = (at + m.start(1), at + m.end(1))
 
