@@ -1367,3 +1367,18 @@ def test_a_process_title_of_several_parts_names_the_rank_as_its_prefix_writes_it
                   "Fatal Python error: Aborted\n")
     assert s.crash is not None and s.crash.first_rank == "PP1 ATTN_CP4 TP4"
     assert not any("_" in label.replace("ATTN_CP", "") for label in s.per_rank)
+
+
+def test_torchs_logged_cuda_error_in_a_paste_with_an_empty_line_after_every_line() -> None:
+    """real-unseen 1107: the watchdog's record, c10's advice lines and the stack's header, each
+    followed by an empty line: still the record's C++ exception, on the rank it names."""
+    lines = ["[rank6]:[E1113 23:24:11.476061221 ProcessGroupNCCL.cpp:2068] [PG ID 2 PG GUID 3 Rank 6] Process group "
+             "watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
+             "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+             "might be incorrect.",
+             "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+             "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+             "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:42 (most "
+             "recent call first):"]
+    s = summarize("\n\n".join(lines) + "\n")
+    assert s.crash is not None and s.crash.line == 1 and s.crash.first_rank == "rank6"

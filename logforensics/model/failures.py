@@ -597,8 +597,9 @@ _DEVICE_ERROR_LINES = 6
 
 def _message_lines(message: str) -> int:
     """How many lines below a torch record the stack header of the exception it logged may
-    be: the next line, or below a CUDA or HIP error's advice."""
-    return _DEVICE_ERROR_LINES if _DEVICE_ERROR.search(message) else 1
+    be: the next line, or below a CUDA or HIP error's advice; twice as many where a paste put an
+    empty line after every line (real-unseen 1107)."""
+    return 2 * (_DEVICE_ERROR_LINES if _DEVICE_ERROR.search(message) else 1)
 
 
 def _logged_cpp_exception(m: RunModel, ev: Event, logged: dict[str, Any], raised: re.Match[str]) -> None:
