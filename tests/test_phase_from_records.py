@@ -151,3 +151,32 @@ def test_sglang_jax_precompiling_its_batch_shapes_is_in_graph_capture(tmp_path: 
                    "[2025-11-02 10:00:01] [EXTEND] Begin to precompile bs_paddings=[128] token_paddings=[2048]\n")
     s = summarize_file(log)
     assert s.phase_reached == {"-": "cuda_graph_capture"} and s.coverage.lines_unrecognised == 0
+
+
+DRAFT = ("[2026-09-10 12:57:48 TP0] Load weight end. elapsed=2455.47 s, type=Qwen4ExpForConditionalGeneration, "
+         "avail mem=8.84 GB, mem usage=21.90 GB.\n"
+         "[2026-09-10 13:02:13 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=7.41 GB\n"
+         "[2026-09-10 13:04:56 TP0] Capture cuda graph end. Time elapsed: 163.68 s. mem usage=0.09 GB. "
+         "avail mem=7.32 GB.\n"
+         "[2026-09-10 13:06:01 TP0] Load weight end. elapsed=55.46 s, type=Qwen4ExpForCausalLMMTP, "
+         "avail mem=5.53 GB, mem usage=1.80 GB.\n")
+
+
+def test_a_draft_models_weights_after_the_targets_graphs_are_no_step_back(tmp_path: Path) -> None:
+    """real-unseen 1110: speculative decoding loads its draft model after the target's graphs, on
+    the same rank: the rank stays past its weights, and its figures stay the target's."""
+    log = tmp_path / "mtp.log"
+    log.write_text(DRAFT)
+    s = summarize_file(log)
+    assert s.phase_reached == {"TP0": "cuda_graph_capture"}
+    memory = s.per_rank["TP0"].memory
+    assert (memory.weights_gib, memory.load_end_avail_gib, memory.load_elapsed_s) == (21.90, 8.84, 2455.47)
+
+
+def test_a_request_served_places_the_ranks_past_their_kv_pool_in_serving(tmp_path: Path) -> None:
+    """SGLang starts its HTTP server once every scheduler is ready: a request it served says so,
+    as the readiness line would."""
+    log = tmp_path / "served.log"
+    log.write_text(DRAFT + '[2026-09-10 13:07:28] INFO:     127.0.0.1:55478 - "POST /generate HTTP/1.1" 200 OK\n')
+    s = summarize_file(log)
+    assert s.outcome == "ready" and s.phase_reached == {"TP0": "serving"}

@@ -84,9 +84,12 @@ PHASE_OF_KIND: dict[str, str] = {
 
 
 #: Kinds that SGLang may print after the next phase's first record: HiCache's host pool is
-#: allocated in the scheduler's cache set-up, after its ``max_total_num_tokens=...`` line. They
-#: place a rank in their phase only where it is not past it already (never a step back).
-PLACE_IF_NOT_PAST: frozenset[str] = frozenset({"host_kv_pool"})
+#: allocated in the scheduler's cache set-up, after its ``max_total_num_tokens=...`` line; a
+#: speculative decoding's draft model loads its weights after the target model's KV pool and
+#: graphs (its ``Load weight begin/end`` on the same rank). They place a rank in their phase only
+#: where it is not past it already (never a step back; a restart steps back at its own
+#: ``Init torch distributed begin``).
+PLACE_IF_NOT_PAST: frozenset[str] = frozenset({"host_kv_pool", "load_weight_begin", "load_weight_end"})
 
 
 class Event(NamedTuple):

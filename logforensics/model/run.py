@@ -325,6 +325,12 @@ class RunModel:
             after = t.ready["line"]
             reached.update({k: "serving" for k in labels
                             if k not in reached and k in t.ranks and t.ranks[k].last_line > after})
+        elif t.answered and not t.answered.get("probe"):
+            # a request served, its readiness line not in the log: SGLang starts its HTTP server once
+            # every scheduler is ready, so a rank past its KV pool before it serves, as the line would say
+            served = t.answered["line"]
+            reached.update({k: "serving" for k, p in reached.items() if k in t.ranks
+                            and PHASE_INDEX[p] >= PHASE_INDEX["kv_cache_alloc"] and t.ranks[k].last_line < served})
         later: dict[str, dict[str, Any]] = {}  # a rank's records the verdict gave it (a rank-less traceback)
         for rec in self.failures.crash_events:  # a traceback can place a rank further than its log lines did
             src, rec = rec, verdict.resolved.get(id(rec), rec)

@@ -129,16 +129,26 @@ def on_init_dist_end(m: RunModel, ev: Event) -> None:
     _evidence(r, "init_dist_end", ev)
 
 
-@handles("load_weight_begin")
+def _past_weights(r: RankState) -> bool:
+    """Whether the rank is past loading its weights: a load now is a draft model's (speculative
+    decoding loads it after the target's KV pool and graphs), whose figures are not the target's."""
+    return r.phase is not None and PHASE_INDEX[r.phase] > PHASE_INDEX["load_weights"]
+
+
+@handles("load_weight_begin", reads_earlier=True)
 def on_load_weight_begin(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
+    if _past_weights(r):
+        return
     _put(r.memory, "load_begin_avail_gib", ev.fields.get("avail_gib"))
     _evidence(r, "load_weight_begin", ev)
 
 
-@handles("load_weight_end")
+@handles("load_weight_end", reads_earlier=True)
 def on_load_weight_end(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
+    if _past_weights(r):
+        return
     f = ev.fields
     _put(r.memory, "load_end_avail_gib", f.get("avail_gib"))
     _put(r.memory, "weights_gib", f.get("mem_usage_gib"))
