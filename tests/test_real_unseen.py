@@ -175,6 +175,19 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[max_total_num_tokens]", "1052"): "nothing found: bench_one_batch's bare print "
                                                   "'max_total_num_tokens=473854' (line 24), with no stamp or rank, is "
                                                   "not read as the pool's size",
+    ("fatal_line", "1102"): "the crash is cited at line 7 (PP1 ATTN_CP7 TP7's 'Scheduler hit an exception' header): "
+                            "lines 1-4, the tail of a device-side assert's message whose traceback is above the window "
+                            "('Search for `cudaErrorAssert' in ...' and torch's three advice lines), are unrecognised, "
+                            "so the first fatal record (line 1, 810's reading) is not seen",
+    ("crash", "1103"): "ranks ['PP1 ATTN CP4 TP4']: the native frames' process title 'sglang::scheduler_PP1_ATTN_CP4_TP4' "
+                       "is split at every underscore, where the rank is 'PP1 ATTN_CP4 TP4' (the prefixes' form, as "
+                       "1102's 'PP1 ATTN_CP7 TP7'); the ranks table and notices name it 'PP1_ATTN_CP4_TP4'",
+    ("crash", "1107"): "no rank: line 1, '[rank6]:[E1113 ...] ProcessGroupNCCL.cpp:2068] [PG ID 2 PG GUID 3 Rank 6] "
+                       "Process group watchdog thread terminated with exception: CUDA error: an illegal memory access "
+                       "was encountered', is read as a c10d notice, not as rank6's fatal record, so the crash is "
+                       "c10's 'Exception raised from c10_cuda_check_implementation' (line 9) with no rank",
+    ("fatal_line", "1107"): "the crash is cited at line 9 (c10's 'Exception raised from ...' line), where the first "
+                            "fatal record is rank6's watchdog termination at line 1 (596's reading), as crash[1107]",
 }
 
 
