@@ -175,6 +175,18 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[max_total_num_tokens]", "1052"): "nothing found: bench_one_batch's bare print "
                                                   "'max_total_num_tokens=473854' (line 24), with no stamp or rank, is "
                                                   "not read as the pool's size",
+    ("phase_reached", "1110"): "TP0 is placed in load_weights, not serving: the MTP draft's second 'Load weight end. "
+                               "elapsed=55.46 s, type=Qwen4ExpForCausalLMMTP, ...' (line 6), after the target's graph "
+                               "capture (lines 4-5), reopens the phase, and uvicorn's 'Application startup complete.' "
+                               "(7) and the chat requests answered 200 (9, 11, 12) do not carry the rankless server "
+                               "into serving though the verdict reads them as READY",
+    ("key_figure[load_elapsed_s]", "1110"): "only 55.46 s, the MTP draft's load (line 6): the target's "
+                                            "'Load weight end. elapsed=2455.47 s, ...' (line 2) is replaced by the "
+                                            "rank's second load-end record",
+    ("key_figure[load_end_avail]", "1110"): "only 5.53 GB, the draft's (line 6): the target's 'avail mem=8.84 GB' at "
+                                            "its load's end (line 2) is replaced by the rank's second record",
+    ("key_figure[weight_mem]", "1110"): "only 1.80 GB, the draft's (line 6), shown as TP0's weights: the target's "
+                                        "'mem usage=21.90 GB' (line 2) is replaced by the rank's second record",
 }
 
 
