@@ -179,15 +179,13 @@ PENDING: dict[tuple[str, str], str] = {
                             "lines 1-4, the tail of a device-side assert's message whose traceback is above the window "
                             "('Search for `cudaErrorAssert' in ...' and torch's three advice lines), are unrecognised, "
                             "so the first fatal record (line 1, 810's reading) is not seen",
-    ("crash", "1103"): "ranks ['PP1 ATTN CP4 TP4']: the native frames' process title 'sglang::scheduler_PP1_ATTN_CP4_TP4' "
-                       "is split at every underscore, where the rank is 'PP1 ATTN_CP4 TP4' (the prefixes' form, as "
-                       "1102's 'PP1 ATTN_CP7 TP7'); the ranks table and notices name it 'PP1_ATTN_CP4_TP4'",
-    ("crash", "1107"): "no rank: line 1, '[rank6]:[E1113 ...] ProcessGroupNCCL.cpp:2068] [PG ID 2 PG GUID 3 Rank 6] "
-                       "Process group watchdog thread terminated with exception: CUDA error: an illegal memory access "
-                       "was encountered', is read as a c10d notice, not as rank6's fatal record, so the crash is "
-                       "c10's 'Exception raised from c10_cuda_check_implementation' (line 9) with no rank",
-    ("fatal_line", "1107"): "the crash is cited at line 9 (c10's 'Exception raised from ...' line), where the first "
-                            "fatal record is rank6's watchdog termination at line 1 (596's reading), as crash[1107]",
+    ("key_figure[load_elapsed_s]", "1110"): "only 2455.47 s, the target's (line 2): the MTP draft's load after the target's graphs ('Load "
+                                            "weight end. elapsed=55.46 s, type=Qwen4ExpForCausalLMMTP, ...', line 6) is no longer taken for "
+                                            "the rank's, but the summary reports no draft model's load figures",
+    ("key_figure[load_end_avail]", "1110"): "only 8.84 GB, the target's (line 2): the draft's 5.53 GB at its load's end (line 6) is not "
+                                            "reported (as key_figure[load_elapsed_s][1110])",
+    ("key_figure[weight_mem]", "1110"): "only 21.90 GB, the target's (line 2): the draft's 1.80 GB of weights (line 6) is not reported "
+                                        "(as key_figure[load_elapsed_s][1110])",
 }
 
 
