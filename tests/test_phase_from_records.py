@@ -171,6 +171,8 @@ def test_a_draft_models_weights_after_the_targets_graphs_are_no_step_back(tmp_pa
     assert s.phase_reached == {"TP0": "cuda_graph_capture"}
     memory = s.per_rank["TP0"].memory
     assert (memory.weights_gib, memory.load_end_avail_gib, memory.load_elapsed_s) == (21.90, 8.84, 2455.47)
+    assert (memory.draft_weights_gib, memory.draft_load_end_avail_gib, memory.draft_load_elapsed_s) == (1.80, 5.53, 55.46)
+    assert memory.evidence["draft_load_weight_end"].line == 4
 
 
 def test_a_request_served_places_the_ranks_past_their_kv_pool_in_serving(tmp_path: Path) -> None:

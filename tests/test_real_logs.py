@@ -181,9 +181,10 @@ FIGURES: dict[str, Callable[[RunSummary, list[Any]], list[Any]]] = {
     "graph_capture_s": _mem("capture_elapsed_s"),
     "graph_mem": _mem("capture_mem_gib"),
     "load_begin_avail": _mem("load_begin_avail_gib"),
-    "load_end_avail": _mem("load_end_avail_gib"),
-    "weight_mem": _mem("weights_gib"),
-    "load_elapsed_s": _mem("load_elapsed_s"),
+    # the rank's own and, where a speculative draft model loaded after the target's graphs, the draft's
+    "load_end_avail": lambda s, e: _mem("load_end_avail_gib")(s, e) + _mem("draft_load_end_avail_gib")(s, e),
+    "weight_mem": lambda s, e: _mem("weights_gib")(s, e) + _mem("draft_weights_gib")(s, e),
+    "load_elapsed_s": lambda s, e: _mem("load_elapsed_s")(s, e) + _mem("draft_load_elapsed_s")(s, e),
     "max_total_num_tokens": _mem("max_total_num_tokens"),
     "context_len": _mem("context_len"),
     "max_running_requests": _mem("max_running_requests"),

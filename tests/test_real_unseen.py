@@ -179,13 +179,6 @@ PENDING: dict[tuple[str, str], str] = {
                             "lines 1-4, the tail of a device-side assert's message whose traceback is above the window "
                             "('Search for `cudaErrorAssert' in ...' and torch's three advice lines), are unrecognised, "
                             "so the first fatal record (line 1, 810's reading) is not seen",
-    ("key_figure[load_elapsed_s]", "1110"): "only 2455.47 s, the target's (line 2): the MTP draft's load after the target's graphs ('Load "
-                                            "weight end. elapsed=55.46 s, type=Qwen4ExpForCausalLMMTP, ...', line 6) is no longer taken for "
-                                            "the rank's, but the summary reports no draft model's load figures",
-    ("key_figure[load_end_avail]", "1110"): "only 8.84 GB, the target's (line 2): the draft's 5.53 GB at its load's end (line 6) is not "
-                                            "reported (as key_figure[load_elapsed_s][1110])",
-    ("key_figure[weight_mem]", "1110"): "only 21.90 GB, the target's (line 2): the draft's 1.80 GB of weights (line 6) is not reported "
-                                        "(as key_figure[load_elapsed_s][1110])",
 }
 
 

@@ -33,6 +33,8 @@ FIRST_WINS = (
      "capture_end"),
     ("draft_capture_begin_avail_gib", ("draft_capture_begin_avail_gib",), "draft_capture_begin"),
     ("draft_capture_end_avail_gib", ("draft_capture_end_avail_gib", "draft_capture_mem_gib"), "draft_capture_end"),
+    ("draft_weights_gib", ("draft_weights_gib", "draft_load_end_avail_gib", "draft_load_elapsed_s"),
+     "draft_load_weight_end"),
 )
 #: Marks a rank's KV figures as its hybrid pools' total (``model.pools``): they replace the
 #: first allocation line's, whichever part of the log each came from.

@@ -246,6 +246,10 @@ class Memory(Keyed):
     draft_capture_begin_avail_gib: float | None = None
     draft_capture_end_avail_gib: float | None = None
     draft_capture_mem_gib: float | None = None
+    #: a speculative draft model's weights, loaded after the target's graphs: never the rank's own
+    draft_weights_gib: float | None = None
+    draft_load_end_avail_gib: float | None = None
+    draft_load_elapsed_s: float | None = None
     max_total_num_tokens: int | None = None
     chunked_prefill_size: int | None = None
     max_prefill_tokens: int | None = None

@@ -147,9 +147,14 @@ def on_load_weight_begin(m: RunModel, ev: Event) -> None:
 @handles("load_weight_end", reads_earlier=True)
 def on_load_weight_end(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
-    if _past_weights(r):
-        return
     f = ev.fields
+    if _past_weights(r):  # a draft model's: its first load apart, as its first graphs are
+        if "draft_weights_gib" not in r.memory and f.get("mem_usage_gib") is not None:
+            _put(r.memory, "draft_weights_gib", f.get("mem_usage_gib"))
+            _put(r.memory, "draft_load_end_avail_gib", f.get("avail_gib"))
+            _put(r.memory, "draft_load_elapsed_s", f.get("elapsed_s"))
+            _evidence(r, "draft_load_weight_end", ev)
+        return
     _put(r.memory, "load_end_avail_gib", f.get("avail_gib"))
     _put(r.memory, "weights_gib", f.get("mem_usage_gib"))
     _put(r.memory, "load_elapsed_s", f.get("elapsed_s"))
