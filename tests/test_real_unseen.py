@@ -186,6 +186,9 @@ PENDING: dict[tuple[str, str], str] = {
                                             "reported (as key_figure[load_elapsed_s][1110])",
     ("key_figure[weight_mem]", "1110"): "only 21.90 GB, the target's (line 2): the draft's 1.80 GB of weights (line 6) is not reported "
                                         "(as key_figure[load_elapsed_s][1110])",
+    ("fatal_line", "1134"): "cited at line 3, the second device-side assertion ('/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: "
+                            "... Assertion ... failed'): the first, at line 1, is transcribed with misread letters ('Alen', "
+                            "'Indexkernel', 'sizes(i]') and is unrecognised, so the first fatal record (516's reading) is not seen",
 }
 
 
