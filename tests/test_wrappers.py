@@ -21,7 +21,10 @@ def _events(text: str) -> list[tuple[str, str | None]]:
      ("watchdog_timeout", "TP3")),
     ("[nightly] [2025-12-04 16:26:09 TP3] Watchdog timeout (self.watchdog_timeout=180.0)",
      ("watchdog_timeout", "TP3")),
-    # a Markdown code fence glued to the first line of a paste
+    # a Markdown code fence glued to the first line of a paste; an inline code span's stray backtick,
+    # a space after it (real-unseen 1120)
+    ("` [2025-05-28 04:24:31] Child process unexpectedly failed with an exit code 131. pid=247",
+     ("child_failed", None)),
     ("```[2025-12-04 16:26:09 TP3] Watchdog timeout (self.watchdog_timeout=180.0)", ("watchdog_timeout", "TP3")),
     # a paste indented as a whole (a Markdown list's code block): a rank's prefix alone, a pool's check
     ("  [TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", ("watchdog_timeout", "TP0")),

@@ -41,7 +41,7 @@ _WRAPPER_RE = re.compile(
     # Slurm's srun --label: the task's number, right-aligned to the widest ("0: ", " 3: ", "12: ")
     r"|^ {0,4}\d{1,5}: "
     r"|```[ \t]*(?=\S)"                                         # a Markdown code fence glued to the line
-    r"|`(?=\S)"                                                 # a stray inline-code backtick
+    r"|`[ \t]*(?=\S)"                                           # a stray inline-code backtick
     # GitHub Actions, `docker logs --timestamps` (RFC 3339, ns, with an offset or Z)
     # (not NVIDIA Dynamo's own stamp, which a level follows: the grammar's DYN_HEAD)
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)(?:[ \t]|$)"
