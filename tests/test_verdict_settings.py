@@ -118,3 +118,16 @@ def test_a_launch_command_continued_by_backslashes_is_one_command(tmp_path: Path
     assert s.launch_args == {"model_path": "Qwen/Qwen3-8B", "tp_size": 2, "mem_fraction_static": 0.85}
     assert s.launch_command == ("taskset -c 5-9 python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B "
                                 "--tp-size 2 --mem-fraction-static 0.85")
+
+
+def test_a_label_before_the_launch_command_is_no_environment_variable(tmp_path: Path) -> None:
+    """SGLang's test harness prints the server's command as "command=python3 -m ..." (real-unseen
+    1141): "command" is no variable set for the server, and the assignments of a real shell line are."""
+    from logforensics import summarize_file
+
+    log = tmp_path / "test.log"
+    log.write_text("command=python3.10 -m sglang.launch_server --model-path m --tp 2 --port 8000\n")
+    s = summarize_file(log)
+    assert "command" not in s.env and s.launch_args.get("tp") in ("2", 2)
+    log.write_text("NCCL_DEBUG=INFO CUDA_VISIBLE_DEVICES=0,1 python3 -m sglang.launch_server --model-path m --tp 2\n")
+    assert summarize_file(log).env == {"NCCL_DEBUG": "INFO", "CUDA_VISIBLE_DEVICES": "0,1"}

@@ -82,12 +82,15 @@ def env_from_command(command: str) -> dict[str, str]:
     for word in words:
         if word in ("env", "sudo", "-E"):
             continue
-        if _ENV_ASSIGN.match(word):
-            key, _, value = word.partition("=")
-            env[key] = value
-        else:
-            break
+        key, _, value = word.partition("=")
+        if not _ENV_ASSIGN.match(word) or _INTERPRETER.fullmatch(value):
+            break  # (a label before the command: SGLang's test harness prints "command=python3 -m ...")
+        env[key] = value
     return env
+
+
+#: Python, the program of a launch command: never an environment variable's value before it
+_INTERPRETER = re.compile(r"\S*python[\d.]*")
 
 
 def args_from_command(command: str) -> list[str]:
