@@ -182,6 +182,10 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "1134"): "cited at line 3, the second device-side assertion ('/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: "
                             "... Assertion ... failed'): the first, at line 1, is transcribed with misread letters ('Alen', "
                             "'Indexkernel', 'sizes(i]') and is unrecognised, so the first fatal record (516's reading) is not seen",
+    ("fatal_line", "1150"): "cited at line 18, DP0 TP0's 'Scheduler hit an exception' header, not at line 5: the thirteen "
+                            "unranked 'Health check failed. Server couldn't get a response from detokenizer for last 20 "
+                            "seconds' lines (5-17) after the readiness line are read only as hang evidence, not as the first "
+                            "fatal record (431's reading) of a run that ends in a crash",
 }
 
 
