@@ -1382,3 +1382,15 @@ def test_torchs_logged_cuda_error_in_a_paste_with_an_empty_line_after_every_line
              "recent call first):"]
     s = summarize("\n\n".join(lines) + "\n")
     assert s.crash is not None and s.crash.line == 1 and s.crash.first_rank == "rank6"
+
+
+def test_torchs_global_rank_takes_no_phase_from_the_servers_answers() -> None:
+    """real-unseen 1160: a probe answered, then torch's '[rank4]:' watchdog record of a CUDA error:
+    nothing ties rank 4 to the server's answers or to any SGLang process's phase."""
+    s = summarize('[2025-02-20 06:32:20] INFO:     127.0.0.1:40220 - "GET /health HTTP/1.1" 200 OK\n'
+                  "[rank4]:[E220 06:32:24.828983440 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 4] Process "
+                  "group watchdog thread terminated with exception: CUDA error: an illegal memory access was "
+                  "encountered\n"
+                  "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most "
+                  "recent call first):\n")
+    assert s.crash is not None and s.crash.first_rank == "rank4" and s.crash.phase is None

@@ -212,11 +212,13 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], messa
     # crash has no rank, ranks are labelled, and serving (the last phase) was reached.
     if rank is not None or not any(k != NO_RANK for k in t.ranks) or t.global_phase != "serving":
         m.needs_context("the phase of a crash, from what its rank did before")
-    if rank is not None and (t.global_phase != "serving" or _TORCH_RANK.fullmatch(rank)) \
+    if rank is not None and _TORCH_RANK.fullmatch(rank) and not _same_process(rank, t.ranks):
+        return None  # torch's global rank of a process no SGLang line names: no record or bar of the
+        # run is tied to it, nor the server's answers (673, 710, 1160)
+    if rank is not None and t.global_phase != "serving" \
             and not _same_process(rank, t.ranks) and any(k not in (NO_RANK, rank) for k in t.ranks):
         # every rank prints its own start-up records, so other ranks' phase does not place
-        # one that printed none (only serving is logged by one rank for all, and torch's global
-        # rank of a process no SGLang line names is not tied to any of them); the bars it draws
+        # one that printed none (only serving is logged by one rank for all); the bars it draws
         # still do
         return bar[0] if bar is not None else None
     if rank is not None and not draws_bars(rank) and t.global_phase in t.bars \
