@@ -186,14 +186,17 @@ PENDING: dict[tuple[str, str], str] = {
                             "unranked 'Health check failed. Server couldn't get a response from detokenizer for last 20 "
                             "seconds' lines (5-17) after the readiness line are read only as hang evidence, not as the first "
                             "fatal record (431's reading) of a run that ends in a crash",
-    ("crash", "1160"): "rank4's crash is placed in serving ('phase: serving'), from the unnamed process's answered "
-                       "'\"GET /health HTTP/1.1\" 200 OK' (line 1), where the label keeps the phase unknown: torch's "
-                       "watchdog record names only torch's global rank 4, and no line ties it to an SGLang rank or "
-                       "phase (673's and 710's reading)",
     ("fatal_line", "1161"): "cited at line 2, DP4 TP4's 'TpModelWorkerClient hit an exception' header, not at line 1, "
                             "faulthandler's 'Thread 0x00007efe63fc7640 (most recent call first):' header, the tail of "
                             "a fatal error's dump (454's and 797's reading); with no frame after it, the header is "
                             "not read as a record",
+    ("crash", "1170"): "exception None, not IndexError: the window opens with 'IndexError: list index out of range' "
+                       "(line 1), the tail of a traceback whose header is above the window, which is read as an "
+                       "'exception' line but joined to no crash; the crash is TP1 PP0's cut traceback at line 3, "
+                       "whose own exception is not in the window",
+    ("fatal_line", "1170"): "cited at line 3, TP1 PP0's 'Scheduler hit an exception' header, not at line 1: the "
+                            "rankless 'IndexError: list index out of range' that ends an earlier traceback cut above "
+                            "the window is the first fatal record (531's reading) and is not seen as one",
 }
 
 
