@@ -48,6 +48,8 @@ def _generic(ev: Event) -> bool:
     name ("Exception: ..."), unless its words are an error SGLang raises in start-up
     (``Exception: Capture cuda graph failed: ...``)."""
     return ev.fields.get("exception") in _GENERIC_NAMES and raised_in(ev.fields.get("message")) is None
+
+
 #: Kinds that open a traceback when none is open; all others pass straight through.
 #: (``warmup_failed``: the launcher's "Initialization failed. warmup error: Traceback (most recent
 #: call last):" is the header of the traceback it logs, as uvicorn's "ERROR:    Traceback (most
