@@ -197,6 +197,10 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "1170"): "cited at line 3, TP1 PP0's 'Scheduler hit an exception' header, not at line 1: the "
                             "rankless 'IndexError: list index out of range' that ends an earlier traceback cut above "
                             "the window is the first fatal record (531's reading) and is not seen as one",
+    ("phase_reached", "1182"): "serving, not n/a: the window's only SGLang records are the HTTP server's rankless "
+                               "access lines (get_server_info, flush_cache and generate answered 200, the first fused "
+                               "after a model's sharding print at line 5); with no SGLang rank line no phase is "
+                               "reached (702's and 1160's reading), but the access lines give the rankless '-' serving",
 }
 
 
