@@ -197,6 +197,10 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "1170"): "cited at line 3, TP1 PP0's 'Scheduler hit an exception' header, not at line 1: the "
                             "rankless 'IndexError: list index out of range' that ends an earlier traceback cut above "
                             "the window is the first fatal record (531's reading) and is not seen as one",
+    ("key_figure[cached_tokens]", "1193"): "nothing found: DP0 TP0 EP0's prefill batch is committed broken over "
+                                           "three lines ('... #new-token: 16384,' then '#cached-token: 0, token "
+                                           "usage: 0.00, ...'); line 1 is read as the batch with its 16384 new "
+                                           "tokens, the continuation lines 2-3 are unrecognised and not joined to it",
 }
 
 
