@@ -201,6 +201,10 @@ PENDING: dict[tuple[str, str], str] = {
                                "access lines (get_server_info, flush_cache and generate answered 200, the first fused "
                                "after a model's sharding print at line 5); with no SGLang rank line no phase is "
                                "reached (702's and 1160's reading), but the access lines give the rankless '-' serving",
+    ("key_figure[cached_tokens]", "1193"): "nothing found: DP0 TP0 EP0's prefill batch is committed broken over "
+                                           "three lines ('... #new-token: 16384,' then '#cached-token: 0, token "
+                                           "usage: 0.00, ...'); line 1 is read as the batch with its 16384 new "
+                                           "tokens, the continuation lines 2-3 are unrecognised and not joined to it",
 }
 
 
