@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 
+from ..read.assemble import TB_START
 from . import environment as env
 from . import orchestrator as orch
 from .types import Artefacts, Cited, Dump, Environment, Termination
@@ -101,10 +102,8 @@ def _looks_like_a_log(lines: list[str]) -> bool:
     """A server log's head: one of SGLang's time-stamped lines (``[2025-06-01 10:11:12 TP0] ...``)
     or a Python traceback's first line is enough (no orchestrator's or kernel's record file holds
     one); the records of a job's end inside it are then read from the log itself."""
-    return any(_SGLANG_LINE.search(line[:80]) or line.lstrip().startswith(_TB_START) for line in lines[:2000])
+    return any(_SGLANG_LINE.search(line[:80]) or line.lstrip().startswith(TB_START) for line in lines[:2000])
 
-
-_TB_START = "Traceback (most recent call last):"
 
 
 def read_artefacts(paths: Iterable[str], warn: Warn | None = None) -> Artefacts:

@@ -181,8 +181,8 @@ _BENCH_RUN = frozenset({"latency_test", "latency_test_run_once", "correctness_te
 
 def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], message: object = None) -> str | None:
     """The phase a failure on ``rank`` happened in: from its frames, else from its message when
-    it is an error SGLang raises in one start-up step, else from what came last on that rank (its last phase record, or a later progress bar if the rank is the
-    one that draws bars)."""
+    it is an error SGLang raises in one start-up step, else from what came last on that rank
+    (its last phase record, or a later progress bar if the rank is the one that draws bars)."""
     phase = phase_of_frames(frames) or raised_in(message)
     if phase is not None:
         return phase

@@ -61,7 +61,8 @@ TRACEBACK_OPENERS = frozenset({"exc_header", "fatal_error", "tb_frame", "fh_thre
 SEGFAULT_SOURCE = "segfault handler"
 #: The source of a traceback that the launcher's warm-up logged (``warmup_failed``).
 WARMUP_SOURCE = "warmup"
-_TB_START = "Traceback (most recent call last):"
+#: Python's traceback header (also how ``artefacts.sniff`` tells a log from a file of records)
+TB_START = "Traceback (most recent call last):"
 #: Pieces that can begin a file cut inside a traceback (a frame's source line, a caret line,
 #: Python's "During handling of the above exception, another exception occurred:" between the
 #: exception above the window and the one raised while handling it): held at line 1, they join
@@ -193,10 +194,10 @@ def lead_header(ev: Event) -> bool | None:
         return None
     message = str(ev.fields.get("message") or "").strip()
     if ev.kind != "warmup_failed":
-        return True if message == _TB_START else None
-    if message == _TB_START:
+        return True if message == TB_START else None
+    if message == TB_START:
         return True
-    return False if message and _TB_START.startswith(message) else None
+    return False if message and TB_START.startswith(message) else None
 
 
 #: SGLang's HTTP server module (``srt/entrypoints/http_server.py``; sglang-jax's alike), and the
