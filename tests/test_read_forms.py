@@ -351,6 +351,19 @@ def test_an_exception_line_indented_with_the_whole_traceback_is_its_exception() 
     assert ev.fields["exception"] is None
 
 
+@pytest.mark.parametrize("indent", ["", "  ", "    "])
+def test_a_window_opening_on_an_exception_line_reads_alike_however_indented(indent: str) -> None:
+    """A window that begins below a traceback's frames opens on its exception line: with the
+    whole paste indented (a list item's fence) that line is the cut traceback's end as it is
+    unindented, and the next rank's record stays its own. 'Exception: ...' alone is not."""
+    text = "".join(indent + line + "\n" for line in
+                   ["IndexError: list index out of range", "", TRACEBACK[0], FRAME, CODE])
+    excs = [e for e in read(text) if e.kind == "exception"]
+    assert [(e.line, e.rank, e.fields["exception"]) for e in excs] == [(1, None, "IndexError"), (3, "TP3", None)]
+    assert excs[0].fields["message"] == "list index out of range"
+    assert "exception" not in kinds(read(indent + "Exception: retrying\n" + indent + "next\n"))
+
+
 @pytest.mark.parametrize("exception,message,store", [
     ("torch.distributed.DistNetworkError", "The client socket has timed out after 600000ms while trying to connect to "
      "(127.0.0.1, 30349).", {"timeout_ms": 600000, "host": "127.0.0.1", "port": 30349, "joined": None, "expected": None}),

@@ -190,13 +190,6 @@ PENDING: dict[tuple[str, str], str] = {
                             "faulthandler's 'Thread 0x00007efe63fc7640 (most recent call first):' header, the tail of "
                             "a fatal error's dump (454's and 797's reading); with no frame after it, the header is "
                             "not read as a record",
-    ("crash", "1170"): "exception None, not IndexError: the window opens with 'IndexError: list index out of range' "
-                       "(line 1), the tail of a traceback whose header is above the window, which is read as an "
-                       "'exception' line but joined to no crash; the crash is TP1 PP0's cut traceback at line 3, "
-                       "whose own exception is not in the window",
-    ("fatal_line", "1170"): "cited at line 3, TP1 PP0's 'Scheduler hit an exception' header, not at line 1: the "
-                            "rankless 'IndexError: list index out of range' that ends an earlier traceback cut above "
-                            "the window is the first fatal record (531's reading) and is not seen as one",
     ("phase_reached", "1182"): "serving, not n/a: the window's only SGLang records are the HTTP server's rankless "
                                "access lines (get_server_info, flush_cache and generate answered 200, the first fused "
                                "after a model's sharding print at line 5); with no SGLang rank line no phase is "

@@ -451,6 +451,15 @@ class TracebackAssembler:
         if kind in _TRANSPARENT:
             yield ev
             return
+        if tb is None and kind == "indented" and self.opens(ev):
+            exc = _INDENTED_EXC.fullmatch(_body(ev))
+            if exc is not None and exc.group("exception") not in _GENERIC_NAMES:
+                # a window that a paste indented whole, opening on the exception line of a
+                # traceback cut above it: that traceback's end, as an exception line there is
+                tb = self._start(ev, None)
+                tb.exception, tb.message = exc.group("exception"), (exc.group("message") or "").strip()
+                tb.exc_at = {"line": ev.line, "text": ev.text}
+                return
         if tb is None and self.opens(ev) and (kind in _LEAD or kind == "other"):
             tb = self._start(ev, None)
             tb.held = [ev]
