@@ -364,6 +364,19 @@ def test_a_window_opening_on_an_exception_line_reads_alike_however_indented(inde
     assert "exception" not in kinds(read(indent + "Exception: retrying\n" + indent + "next\n"))
 
 
+def test_a_window_opening_on_a_fatal_error_s_extension_modules_is_that_error_s_record() -> None:
+    """CPython lists the extension modules only at the end of a fatal error's dump: a window
+    opening on that list (a rank's header fused at its end, as real-unseen 455 and 1101) begins
+    with that error's record, which names no rank; the rank's traceback is a record of its own.
+    The same list further down, with no dump open, is only text."""
+    modules = "Extension modules: numpy._core._multiarray_umath, numpy.linalg._umath_linalg"
+    excs = [e for e in read(modules + TRACEBACK[0] + "\n" + FRAME + "\n" + CODE + "\n") if e.kind == "exception"]
+    assert [(e.rank, e.fields["fatal_signal"], e.fields["header_cut"]) for e in excs] == \
+        [(None, True, True), ("TP3", False, False)]
+    assert excs[1].fields["frames"] and not excs[0].fields["frames"]
+    assert "exception" not in kinds(read("[2025-02-18 14:31:01 TP3] Load weight begin.\n" + modules + " (total: 2)\n"))
+
+
 @pytest.mark.parametrize("exception,message,store", [
     ("torch.distributed.DistNetworkError", "The client socket has timed out after 600000ms while trying to connect to "
      "(127.0.0.1, 30349).", {"timeout_ms": 600000, "host": "127.0.0.1", "port": 30349, "joined": None, "expected": None}),

@@ -460,6 +460,12 @@ class TracebackAssembler:
                 tb.exception, tb.message = exc.group("exception"), (exc.group("message") or "").strip()
                 tb.exc_at = {"line": ev.line, "text": ev.text}
                 return
+        if tb is None and kind == "other" and self.opens(ev) and ev.text.startswith(_EXTENSION_MODULES):
+            # a window that opens on the list CPython prints only at the end of a fatal error's
+            # dump: that error's record, its header and its process above the window
+            tb = self._start(ev, FH_HEADERLESS)
+            tb.fatal_header_cut()
+            return
         if tb is None and self.opens(ev) and (kind in _LEAD or kind == "other"):
             tb = self._start(ev, None)
             tb.held = [ev]
