@@ -88,6 +88,38 @@ def test_an_attention_backend_failure_is_after_the_kv_pool_not_in_it(tmp_path: P
     assert "flashinfer_backend.py:202 in __init__" in breakdown.explanation
 
 
+KV_MANAGER = """\
+[2026-06-11 05:11:58 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3160, in run_scheduler_process
+    scheduler = Scheduler(
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 415, in __init__
+    self.{step}()
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 980, in {step}
+    {call}
+  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/mooncake/conn.py", line 229, in init_engine
+    self.engine = MooncakeTransferEngine(
+RuntimeError: open: Address family not supported by protocol
+"""
+
+
+@pytest.mark.parametrize("step,call,where", [
+    ("init_disaggregation", "self.disagg_prefill_bootstrap_queue = PrefillBootstrapQueue(",
+     "in the scheduler's own start-up (init_disaggregation), after kv_cache_alloc"),
+    # the constructor's call into its model worker: the worker's steps, not the scheduler's own
+    ("init_model_worker", "self.tp_worker = TpModelWorker(", "after kv_cache_alloc (Memory pool end, line 8)"),
+])
+def test_a_failure_in_the_scheduler_s_own_set_up_is_after_the_phase_its_rank_reached(
+        tmp_path: Path, step: str, call: str, where: str) -> None:
+    """Scheduler.__init__ builds its model worker (weights, KV pool, graphs), then its own
+    parts (PD's KV manager, ...): a traceback into one of those, after the rank's 'Memory pool
+    end', is placed after the phase that rank reached, and is not the KV cache's failure."""
+    d = _diagnose(tmp_path, START + KV_MANAGER.format(step=step, call=call))
+    assert d.failing.crash is not None
+    assert d.failing.crash.phase == ("kv_cache_alloc" if step == "init_disaggregation" else None)
+    assert f"TP0 failed first, {where}" in d.verdict
+    assert "OM02" not in {f.rule for f in d.findings}
+
+
 def _keyerror(rank: str, line: int) -> str:
     return f"""\
 [2026-05-25 17:42:26 {rank}] Scheduler hit an exception: Traceback (most recent call last):

@@ -62,10 +62,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "[ERROR] [383554] NPU out of memory. Tried to allocate 72.00 MiB ...') is read as an "
                            "out-of-memory error the process logged (ER01, with its figures), not as the start of the "
                            "crash, since no line shows the scheduler's exception to be that out-of-memory error",
-    ("crash", "562"): "the crash has no phase ('phase: unknown'), though TP4's last phase record is 'Memory pool end. "
-                      "avail mem=14.13 GB' (line 25) and its frames (lines 69-94) are Scheduler.__init__ -> "
-                      "init_disaggregation, before any capture or warm-up record; the bundle's own verdict says "
-                      "'after kv_cache_alloc (Memory pool end, line 25)'",
     ("crash", "576"): "a phase (cuda_graph_capture) for a crash whose process names no rank: the segfault's records "
                       "('[sgl-v3-deepseek-nextn-2-1:116  :0:116] Caught signal 11 ...', line 3; 'Fatal Python error: "
                       "Segmentation fault', line 11; a dump of two threading/tqdm threads) are pid 116's, and only "

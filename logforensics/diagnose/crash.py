@@ -14,7 +14,7 @@ from ..model.failures import (
     headerless_dump,
     process_phrase,
 )
-from ..model.phases import component_of, placing_function, where_failed
+from ..model.phases import component_of, placing_function, scheduler_step, where_failed
 from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
 from ..model.stops import left_phase
@@ -45,6 +45,9 @@ class CrashFacts:
     first_native: str | None = None
     #: the SGLang function of the phase table that places the traceback (``placing_function``)
     placed_by: str | None = None
+    #: the scheduler's own start-up step it failed in, past its model worker (weights, KV pool,
+    #: graphs: ``model.phases.scheduler_step``): the phase is then the one its rank reached last
+    scheduler_step: str | None = None
     #: every rank that raised printed the first one's traceback (its exception, message shape
     #: and innermost frames): they failed alike, not one rank first and the others after it
     alike: bool = False
@@ -137,6 +140,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         alloc_site=site, not_enough_memory="Not enough memory" in message,
         capture_failed="capture cuda graph failed" in message.lower(), evidence=tuple(evidence),
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
+        scheduler_step=scheduler_step(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
         where=(left_phase(run, crash.first_rank or (None if run.ranks else "-")) if crash.phase is None else None)
         or where_failed(crash.phase, crash.frames), component=component_of(crash.frames),

@@ -19,7 +19,7 @@ from ..read.values import LOGGED_SOURCE, THREAD_SOURCE
 from .clock import seconds
 from .coverage import shape
 from .hang import title_rank
-from .phases import PHASE_END, phase_of_frames
+from .phases import PHASE_END, phase_of_frames, scheduler_step
 from .rank import NO_RANK, PHASE_INDEX, draws_bars
 from .registry import handles
 
@@ -204,8 +204,10 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], messa
         end = PHASE_END.get(r.phase)
         info = r.phases.get(r.phase) or {}
         seen_end = r.evidence.get(end[0]) if end else None
-        if seen_end is not None and seen_end["line"] == info.get("last_line") and bar is None:
+        if seen_end is not None and seen_end["line"] == info.get("last_line") and bar is None \
+                and scheduler_step(frames) is None:
             return None  # its last record ends the phase: it had left it, and no line says for what
+            # (a scheduler still being built, past its model worker's steps, is in the last it reached)
         return r.phase
     # Without a rank of its own in this model: the rank's phase or the furthest phase
     # of the whole log decide, and records before us may change either; unless the

@@ -65,10 +65,40 @@ def phase_of_frames(frames: Sequence[Mapping[str, Any]]) -> str | None:
     return frame_phases()[name] if name else None
 
 
+#: Files and functions of the model worker that ``Scheduler.__init__`` builds first.
+_MODEL_WORKER = re.compile(r"managers/tp_worker|model_executor/|model_loader/|speculative/")
+_WORKER_STEPS = frozenset({"init_model_worker", "init_tp_model_worker", "maybe_init_draft_worker"})
+
+
+def _scheduler_step(calls: Sequence[tuple[str, str]]) -> str | None:
+    """:func:`scheduler_step` of a traceback's frames as (function, path) pairs."""
+    at = next((i for i, (func, path) in enumerate(calls)
+               if func == "__init__" and path.replace("\\", "/").endswith("managers/scheduler.py")), None)
+    below = calls[at + 1:] if at is not None else []
+    if not below or any(_MODEL_WORKER.search(path) or func in _WORKER_STEPS for func, path in below):
+        return None
+    return below[0][0]
+
+
+def scheduler_step(frames: Sequence[Mapping[str, Any]] | Sequence[Frame]) -> str | None:
+    """The scheduler's own start-up step that a traceback failed in, past its model worker:
+    ``Scheduler.__init__`` builds the worker first (weights, KV pool, graphs), then its own
+    parts (caches, PD disaggregation's KV manager, the overlap schedule), all before it
+    serves. The function the constructor called (``init_disaggregation``), or None where the
+    frames go into the worker or none are below the constructor."""
+    return _scheduler_step([(fr.get("func") or "", str(fr.get("path") or "")) if isinstance(fr, Mapping)
+                            else (fr.func or "", str(fr.path or "")) for fr in frames])
+
+
 def where_failed(phase: str | None, frames: Sequence[Frame]) -> str:
-    """How prose says where a traceback failed: ``during <phase>``; for the launcher's own
-    phase, that it was still parsing the server arguments before any rank started, with the
-    frame of the table that places it (``server_args.py:7299 in prepare_server_args``)."""
+    """How prose says where a traceback failed: ``during <phase>``; past the model worker, the
+    scheduler's own step after the phase its rank reached; for the launcher's own phase, that
+    it was still parsing the server arguments before any rank started, with the frame of the
+    table that places it (``server_args.py:7299 in prepare_server_args``)."""
+    step = scheduler_step(frames)
+    if step is not None:
+        return f"in the scheduler's own start-up ({step}), after {phase}" if phase \
+            else f"in the scheduler's own start-up ({step})"
     if phase != LAUNCH:
         return f"during {phase}" if phase else "during an unknown phase"
     name = placing_function(frames)
