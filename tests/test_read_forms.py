@@ -273,7 +273,7 @@ def test_a_window_that_begins_inside_a_message_before_a_chained_traceback_begins
     """A window cut inside the first exception's message (CUDA's and torch.compile's advice
     lines), then Python's 'During handling of the above exception ...' and the second
     traceback: the record begins at line 1, those lines the chain's message; the same lines
-    before anything else are what they were."""
+    before another record are the GPU error's own record (its exception above the window)."""
     advice = ("CUDA kernel errors might be asynchronously reported at some other API call.\n"
               "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n\n"
               "You can suppress this exception and fall back to eager by setting:\n"
@@ -284,7 +284,7 @@ def test_a_window_that_begins_inside_a_message_before_a_chained_traceback_begins
     assert (ev.line, ev.fields["exception"], ev.fields["chain"][0]["exception"]) == (1, "RuntimeError", None)
     assert ev.fields["chain"][0]["message"].startswith("CUDA kernel errors")
     events = read(advice + "[2025-06-01 12:00:00 TP0] Init torch distributed begin.\n")
-    assert [e.kind for e in events][:2] == ["other", "other"] and not [e for e in events if e.kind == "exception"]
+    assert [(e.kind, e.line, e.rank) for e in events][:2] == [("exception", 1, None), ("init_dist_begin", 6, "TP0")]
 
 
 def test_another_logger_s_record_after_the_exception_and_an_empty_line_ends_the_message() -> None:
@@ -362,6 +362,33 @@ def test_a_window_opening_on_an_exception_line_reads_alike_however_indented(inde
     assert [(e.line, e.rank, e.fields["exception"]) for e in excs] == [(1, None, "IndexError"), (3, "TP3", None)]
     assert excs[0].fields["message"] == "list index out of range"
     assert "exception" not in kinds(read(indent + "Exception: retrying\n" + indent + "next\n"))
+
+
+GPU_ADVICE = ["Search for `cudaErrorAssert' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html "
+              "for more information.",
+              "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+              "might be incorrect.",
+              "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+              "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."]
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_a_window_opening_on_torch_s_advice_after_a_gpu_error_is_that_error_s_record(first: int) -> None:
+    """torch ends a CUDA (HIP) error's message with its advice lines: a window opening on them
+    opens inside that error's message (real-unseen 1102), whose exception line is above the
+    window: a record of its own at line 1, naming no rank, before the next rank's traceback.
+    Below another record the same lines are only text; with Python's "During handling ..."
+    after them they are the message of the chain's first exception, as before."""
+    lines = GPU_ADVICE[first:]
+    events = read("\n".join([*lines, "", "", TRACEBACK[0], FRAME, CODE]) + "\n")
+    excs = [e for e in events if e.kind == "exception"]
+    assert [(e.line, e.end_line, e.rank, e.fields["exception"]) for e in excs] == \
+        [(1, len(lines), None, None), (len(lines) + 3, len(lines) + 5, "TP3", None)]
+    assert excs[0].fields["message"].splitlines() == lines and excs[0].fields["header_cut"]
+    assert "exception" not in kinds(read("\n".join(["[2025-02-18 14:31:01 TP3] Load weight begin.", *lines]) + "\n"))
+    chained = only(read("\n".join([*lines, "", "During handling of the above exception, another exception occurred:",
+                                   "", *TRACEBACK[1:]]) + "\n"), "exception")
+    assert chained.fields["chain"][0]["message"].splitlines() == lines and chained.fields["exception"] == "RuntimeError"
 
 
 def test_a_window_opening_on_a_fatal_error_s_extension_modules_is_that_error_s_record() -> None:

@@ -171,10 +171,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[max_total_num_tokens]", "1052"): "nothing found: bench_one_batch's bare print "
                                                   "'max_total_num_tokens=473854' (line 24), with no stamp or rank, is "
                                                   "not read as the pool's size",
-    ("fatal_line", "1102"): "the crash is cited at line 7 (PP1 ATTN_CP7 TP7's 'Scheduler hit an exception' header): "
-                            "lines 1-4, the tail of a device-side assert's message whose traceback is above the window "
-                            "('Search for `cudaErrorAssert' in ...' and torch's three advice lines), are unrecognised, "
-                            "so the first fatal record (line 1, 810's reading) is not seen",
     ("fatal_line", "1134"): "cited at line 3, the second device-side assertion ('/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: "
                             "... Assertion ... failed'): the first, at line 1, is transcribed with misread letters ('Alen', "
                             "'Indexkernel', 'sizes(i]') and is unrecognised, so the first fatal record (516's reading) is not seen",

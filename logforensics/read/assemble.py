@@ -120,6 +120,13 @@ NATIVE_HEADERLESS = "a native stack dump (its banner is not in this log)"
 #: thread 0x...", "Stack (most recent call first):") is not in the log: it has no exception
 #: line, and what wrote it is above the window.
 FH_HEADERLESS = "faulthandler"
+#: torch's advice after a CUDA (or HIP) error's message (c10's device check): a window that
+#: opens on it opens inside that error's message, the exception line above the window
+_GPU_ERROR_ADVICE = re.compile(r"(?:CUDA|HIP) kernel errors might be asynchronously reported|"
+                               r"For debugging consider passing (?:CUDA|HIP)_LAUNCH_BLOCKING=1|"
+                               r"Compile with `TORCH_USE_(?:CUDA|HIP)_DSA`|Search for `(?:cuda|hip)Error\w*' in ")
+#: The source of such a message's tail, as a record of its own (its exception is not in the log).
+GPU_ERROR_TAIL = "gpu_error_message"
 
 
 #: A record's physical lines: (line number, text) each.
@@ -390,7 +397,18 @@ class TracebackAssembler:
     def close(self) -> Iterator[Event]:
         if self.open is not None:
             tb, self.open = self.open, None
-            if tb.held is not None:  # no traceback followed: the lines are what they were
+            if tb.held is not None and tb.held[0].kind == "other" and _GPU_ERROR_ADVICE.match(tb.held[0].text):
+                # the end of a GPU error's message, its traceback above the window: that error's record
+                held, tb.held, tb.source, tb.header_cut = tb.held, None, GPU_ERROR_TAIL, True
+                n = len(held)
+                while held[n - 1].kind == "blank":
+                    n -= 1
+                for h in held[1:n]:
+                    tb.add_line(h)
+                tb.message = "\n".join(_body(h) for h in held[:n])
+                yield tb.to_event()
+                yield from held[n:]
+            elif tb.held is not None:  # no traceback followed: the lines are what they were
                 yield from tb.held
             else:
                 yield tb.to_event()
