@@ -205,6 +205,15 @@ PENDING: dict[tuple[str, str], str] = {
                                            "three lines ('... #new-token: 16384,' then '#cached-token: 0, token "
                                            "usage: 0.00, ...'); line 1 is read as the batch with its 16384 new "
                                            "tokens, the continuation lines 2-3 are unrecognised and not joined to it",
+    ("outcome", "1214"): "'incomplete' ('the log stops at line 2 without readiness or failure'): the fenced block "
+                         "is indented two spaces inside a Markdown list item, so 'RuntimeError: Not enough GPU memory "
+                         "for hybrid (mamba/linear-attention) state cache.' (line 1) and its 'Computed "
+                         "max_mamba_cache_size=-28 ...' (line 2) are both read as indented continuation lines with "
+                         "no record before them, and no exception line is seen",
+    ("crash", "1214"): "no crash, as outcome[1214]; read without the indentation, the same two lines are a crash "
+                       "with RuntimeError but no phase: the mamba state cache's 'Not enough GPU memory for hybrid "
+                       "(mamba/linear-attention) state cache' (memory-pool sizing, kv_cache_alloc) does not place it",
+    ("fatal_line", "1214"): "no crash, so no fatal line; the label's is line 1, the indented RuntimeError",
 }
 
 
