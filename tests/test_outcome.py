@@ -1250,6 +1250,16 @@ def test_sglangs_error_names_its_step_when_the_frames_are_cut() -> None:
     assert s.crash.phase == "kv_cache_alloc"
 
 
+@pytest.mark.parametrize("indent", ["", "  "])
+def test_a_hybrid_model_s_state_pool_that_does_not_fit_is_a_crash_in_kv_sizing(indent: str) -> None:
+    # its exception alone (a paste in a list item indents it), no frame: the words name the step
+    s = summarize(f"{indent}RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache.\n"
+                  f"{indent}Computed max_mamba_cache_size=-28 (total_rest_memory=-7.96 GB, "
+                  "mamba_cache_per_req=146.81 MB).\n")
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.line == 1
+    assert (s.crash.exception, s.crash.phase) == ("RuntimeError", "kv_cache_alloc")
+
+
 def test_rays_report_of_a_task_that_raised_heads_its_remote_traceback() -> None:
     # RayTaskError's text without the exception's name before it, as pasted from a driver's log
     s = summarize("ray::SGLangEngine.init() (pid=2817, ip=10.0.0.3, actor_id=9736b1, repr=<SGLangEngine>)\n"

@@ -16,6 +16,8 @@ RAISES = (
      "init_memory_pool (<= v0.5.8), MemoryPoolConfig.__post_init__ (v0.5.10+)"),
     ("Loaded weights leave no GPU memory for the KV cache", "kv_cache_alloc",
      "mem_cache/kv_cache_configurator.py _profile_available_bytes (v0.5.16+)"),
+    ("Not enough GPU memory for hybrid (mamba/linear-attention) state cache", "kv_cache_alloc",
+     "the memory pools' sizing of a hybrid model's recurrent-state pool (max_mamba_cache_size <= 0)"),
     ("Capture cuda graph failed:", "cuda_graph_capture",
      "cuda_graph_runner.py capture (an Exception that wraps the RuntimeError of the capture)"),
 )
