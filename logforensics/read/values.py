@@ -273,9 +273,10 @@ def exc_source(s: str) -> str:
 @returns(STR)
 def init_state_source(s: str) -> str:
     """``"router init state:"`` -> ``Router``; ``"detoken init state:"`` -> ``DetokenizerManager``;
-    ``"Initialization failed. controller_init_state:"`` -> ``Controller`` (v0.1.x's launcher
-    printing a child's failed start-up)."""
-    return "Router" if s.startswith("router") else "DetokenizerManager" if "detoken" in s else "Controller"
+    ``"Initialization failed. controller_init_state:"`` -> ``Controller``, its
+    ``router_init_state`` -> ``Router`` (v0.1.x's launcher printing a child's failed start-up)."""
+    name = s.removeprefix("Initialization failed. ")
+    return "Router" if name.startswith("router") else "DetokenizerManager" if "detoken" in name else "Controller"
 
 
 @returns(FLOAT)
