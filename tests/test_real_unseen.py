@@ -190,15 +190,6 @@ PENDING: dict[tuple[str, str], str] = {
                                            "three lines ('... #new-token: 16384,' then '#cached-token: 0, token "
                                            "usage: 0.00, ...'); line 1 is read as the batch with its 16384 new "
                                            "tokens, the continuation lines 2-3 are unrecognised and not joined to it",
-    ("outcome", "1220"): "'incomplete ... stops at line 13 without readiness or failure': the 2024 launcher's "
-                         "'Initialization failed. router_init_state: Traceback (most recent call last):' (line 1) is "
-                         "unrecognised, so its traceback (lines 2-13, start_router_process -> ModelRunner -> "
-                         "load_model -> get_model, cut before its exception) is read as an error a component logged "
-                         "('Errors logged, not read as the run's end'), not as the router process's failure",
-    ("crash", "1220"): "no crash: the traceback under 'Initialization failed. router_init_state:' is kept as a logged "
-                       "exception (placed in load_weights by its frames), not as a crash in load_weights",
-    ("fatal_line", "1220"): "no crash, so no fatal line; the label's is line 1, the launcher's 'Initialization "
-                            "failed. router_init_state: Traceback (most recent call last):'",
 }
 
 
