@@ -1105,12 +1105,14 @@ def test_bars_belong_to_a_rank_that_can_draw_them_else_to_an_unnamed_process(ran
     assert all(not r.progress for k, r in s.per_rank.items() if k != drawer)
 
 
-@pytest.mark.parametrize("n,place", [(8, "after cuda_graph_capture (its progress bar at 8/8, line 2)"),
+@pytest.mark.parametrize("n,place", [(8, "at the end of cuda_graph_capture (its progress bar at 8/8, line 2; "
+                                         "'Capture cuda graph end' not in the log)"),
                                      (5, "during cuda_graph_capture")])
-def test_an_incomplete_log_whose_phase_bar_is_complete_stops_after_that_phase(n: int, place: str) -> None:
-    """A log that stops after the capture bar reached 8/8 (real-unseen 724), its end line not
-    in the log, stopped after the capture, not during it; a bar still short of its total is
-    during it."""
+def test_an_incomplete_log_whose_phase_bar_is_complete_stops_at_that_phase_s_end(n: int, place: str) -> None:
+    """A log that stops once the capture bar reached 8/8 (real-unseen 724) stopped at the end of
+    the capture, its end line not in the log (not "after" it: a step goes on past its bar, as
+    weights are processed after the last shard, real-pairs 019); a bar still short of its
+    total is during it."""
     s = summarize("[2025-11-23 23:34:20 TP0] Capture cuda graph begin. This can take up to several minutes. "
                   "avail mem=10.00 GB\n"
                   f"Capturing batches (bs=1 avail_mem=9.50 GB): 100%|██████████| {n}/8 [00:02<00:00,  3.2it/s]\n")

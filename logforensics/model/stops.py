@@ -72,17 +72,19 @@ def stop_place(run: RunSummary, cite_file: bool = False) -> str | None:
     return _after(run, phase, f"{end[1]}, {where}")
 
 
-def _after(run: RunSummary, phase: str, why: str) -> str:
+def _after(run: RunSummary, phase: str, why: str, at: str = "after") -> str:
     """``after <phase> (<why>), before <next phase>`` (the next phase the run would have reached)."""
-    after = f"after {phase} ({why})"
+    after = f"{at} {phase} ({why})"
     nxt = _next_phase(run, phase, {p for r in run.per_rank.values() for p in r.phases})
     return f"{after}, before {nxt}" if nxt else after
 
 
 def _bar_done(run: RunSummary, phase: str, reached: dict[str, str], cite_file: bool) -> str | None:
-    """``after <phase> (its progress bar at 8/8, line N), before <next phase>`` where the phase's
-    last progress bar is complete and no rank printed a record of the phase after it (its end
-    line not in the log); None otherwise."""
+    """``at the end of <phase> (its progress bar at 8/8, line N; 'Load weight end' not in the
+    log), before <next phase>`` where the phase's last progress bar is complete and no rank
+    printed a record of the phase after it; None otherwise. Not "after" it: the step goes on
+    past its bar until the end line (weights are processed after the last shard is read, a
+    kernel may be built then), and that line is not in the log."""
     bar = next((r.progress[phase] for r in run.per_rank.values() if phase in r.progress), None)
     if bar is None or bar.total <= 0 or bar.n < bar.total:
         return None
@@ -90,7 +92,9 @@ def _bar_done(run: RunSummary, phase: str, reached: dict[str, str], cite_file: b
     if any(span is not None and span.last_line > bar.line for span in spans):
         return None
     where = f"{os.path.basename(str(run.file or ''))}:{bar.line}" if cite_file else f"line {bar.line}"
-    return _after(run, phase, f"its progress bar at {bar.n}/{bar.total}, {where}")
+    end = END_OF.get(phase)
+    missing = f"; '{end[1]}' not in the log" if end else ""
+    return _after(run, phase, f"its progress bar at {bar.n}/{bar.total}, {where}{missing}", "at the end of")
 
 
 def left_phase(run: RunSummary, label: str | None) -> str | None:
