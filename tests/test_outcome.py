@@ -1406,3 +1406,19 @@ def test_torchs_global_rank_takes_no_phase_from_the_servers_answers() -> None:
                   "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most "
                   "recent call first):\n")
     assert s.crash is not None and s.crash.first_rank == "rank4" and s.crash.phase is None
+
+
+@pytest.mark.parametrize("frame,phase", [("event_loop_overlap", "serving"), ("load_model", "kv_cache_alloc")])
+def test_a_rank_that_fails_in_its_event_loop_shows_its_peers_serving(frame: str, phase: str) -> None:
+    """TP ranks run each batch together (its collectives): TP1's failure in its event loop shows
+    TP0, whose lines end at its KV pool (SGLang logs batches on one rank), serving too, not
+    stopped before serving (real-pairs 017); a failure in start-up moves no other rank."""
+    s = summarize("[2025-11-22 16:19:56 TP1] Memory pool end. avail mem=31.82 GB\n"
+                  "[2025-11-22 16:19:56 TP0] Memory pool end. avail mem=31.83 GB\n"
+                  "[2025-11-22 16:20:03 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+                  '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2826, in '
+                  f"{frame}\n"
+                  "    batch_result = self.run_batch(batch)\n"
+                  "AttributeError: 'tuple' object has no attribute 'shape'\n")
+    assert s.crash is not None and s.crash.first_rank == "TP1"
+    assert s.per_rank["TP0"].phase_reached == phase

@@ -344,6 +344,14 @@ class RunModel:
             if r is not None and r in labels and p in PHASE_INDEX and (r not in reached
                                                                      or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
                 reached[r] = p
+        served = min((rec["line"] for rec in self.failures.crash_events if rec.get("rank") in labels
+                      and rec.get("phase") == "serving" and rec.get("source") not in CAUGHT_SOURCES), default=None)
+        if served is not None:
+            # a rank failed in its event loop: its batches run with every other rank of the server
+            # (their collectives), so a rank past its KV pool whose lines end before that was
+            # serving too, as when a request was answered (real-pairs 017)
+            reached.update({k: "serving" for k, p in reached.items() if k in t.ranks
+                            and PHASE_INDEX[p] >= PHASE_INDEX["kv_cache_alloc"] and t.ranks[k].last_line < served})
         for d, p in dumped:
             r = d["rank"] or NO_RANK  # (a scheduler's dump whose rank no title names: the unnamed one's)
             if r in labels and p in PHASE_INDEX and (r not in reached or PHASE_INDEX[p] > PHASE_INDEX[reached[r]]):
