@@ -1422,3 +1422,14 @@ def test_a_rank_that_fails_in_its_event_loop_shows_its_peers_serving(frame: str,
                   "AttributeError: 'tuple' object has no attribute 'shape'\n")
     assert s.crash is not None and s.crash.first_rank == "TP1"
     assert s.per_rank["TP0"].phase_reached == phase
+
+
+def test_the_kv_allocator_s_logged_error_is_a_failure_while_serving() -> None:
+    """SGLang's KV allocator logs 'Out of memory. Try to lower your batch size.' as it gives a
+    batch its token slots, then raises it: the first fatal record is in serving, whatever the
+    process's last record was (a weight-loading bar, real-unseen 1234)."""
+    s = summarize("Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00,  1.70it/s]\n"
+                  "[2026-07-27 11:09:06] Out of memory. Try to lower your batch size.\n"
+                  "Try to allocate 1024 tokens.\n"
+                  "Available tokens: 0 (available_size=0 + evictable_size=0)\n")
+    assert s.crash is not None and s.crash.line == 2 and s.crash.phase == "serving"

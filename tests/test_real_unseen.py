@@ -190,12 +190,6 @@ PENDING: dict[tuple[str, str], str] = {
                                            "three lines ('... #new-token: 16384,' then '#cached-token: 0, token "
                                            "usage: 0.00, ...'); line 1 is read as the batch with its 16384 new "
                                            "tokens, the continuation lines 2-3 are unrecognised and not joined to it",
-    ("crash", "1234"): "phase load_weights, not serving: the crash takes its phase from its first fatal record, the "
-                       "rankless OOM error record at line 11 ('Out of memory. Try to lower your batch size.'), which "
-                       "has no frames and is placed where the rankless '-' last was (the weight loader's bar and "
-                       "'Parameter lm_head.weight not found', lines 9-10); the traceback it belongs to (15-49) runs "
-                       "through run_event_loop and event_loop_overlap into alloc_token_slots, and its own exceptions "
-                       "entry says serving",
     ("crash", "1235"): "phase None, not serving: an offline Engine's generate call rejected by the tokenizer "
                        "manager (engine.py generate -> tokenizer_manager generate_request -> _handle_batch_request "
                        "-> _tokenize_one_request -> _validate_one_request, lines 29-54) after the engine's start-up "

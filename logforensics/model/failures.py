@@ -521,16 +521,17 @@ def on_argparse_error(m: RunModel, ev: Event) -> None:
         "end_line": ev.line, "ts": ev.ts, "text": ev.text, "phase": "launch"})
 
 
-def _logged_then_raised(m: RunModel, ev: Event, source: str, message: str) -> None:
+def _logged_then_raised(m: RunModel, ev: Event, source: str, message: str, phase: str | None = None) -> None:
     """An error the rank logs and then raises: its first fatal record (its traceback, when
-    the window holds it, follows), placed in the rank's own phase. Were the rank to go on,
-    it is an error the rank went on from (``outcome._went_on``)."""
+    the window holds it, follows), placed in ``phase`` where the error's own step says it, else
+    in the rank's own phase. Were the rank to go on, it is an error the rank went on from
+    (``outcome._went_on``)."""
     rank = ev.rank
     m.failures.crash_events.append({
         "rank": rank, "rank_inferred_from": None, "source": source, "exception": None, "message": message,
         "frames": [], "chain": [], "oom": None, "fatal_signal": False, "exception_line": None,
         "file": ev.file, "line": ev.line, "end_line": ev.line, "ts": ev.ts, "text": ev.text,
-        "phase": phase_for(m, rank, [])})
+        "phase": phase or phase_for(m, rank, [])})
     if rank is not None:
         r = m.timeline.rank(rank)
         r.last_line, r.last_text, r.last_ts = ev.line, ev.text, ev.ts or r.last_ts
@@ -555,7 +556,8 @@ def on_kv_alloc_failed(m: RunModel, ev: Event) -> None:
     memory. ...``): SGLang's KV allocator logs this, then raises it as a ``RuntimeError``
     (``alloc_token_slots``)."""
     rest = ev.fields.get("message") or ""
-    _logged_then_raised(m, ev, KV_ALLOC_SOURCE, f"{_KV_ALLOC_LEADS[ev.kind]} {rest}".strip())
+    # (it gives a batch its token slots: the server serves, whatever the rank's last record was)
+    _logged_then_raised(m, ev, KV_ALLOC_SOURCE, f"{_KV_ALLOC_LEADS[ev.kind]} {rest}".strip(), "serving")
 
 
 #: c10::Error's stack trace header: the function that threw and its source file and line.
