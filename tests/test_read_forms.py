@@ -299,6 +299,18 @@ def test_another_logger_s_record_after_the_exception_and_an_empty_line_ends_the_
     assert events[-1].kind == "other" and events[-1].text.startswith("[ERROR] TBE")
 
 
+@pytest.mark.parametrize("blanks,joined", [(1, True), (2, False)])
+def test_text_after_two_empty_lines_is_no_part_of_the_message(blanks: int, joined: bool) -> None:
+    """A message may hold an empty line; after two (its own last newline and Python's), text is
+    another writer's (a radix cache's debug print after the allocator's error, real-unseen 1234)."""
+    text = ("Traceback (most recent call last):\n" + FRAME + "\n" + CODE + "\n"
+            "RuntimeError: Out of memory. Try to lower your batch size.\nTry to allocate 1024 tokens.\n"
+            + "\n" * blanks + " 0 array('q') r=1\n#tokens: 64\n")
+    ev = only(read(text), "exception")
+    assert ("#tokens: 64" in ev.fields["message"]) is joined
+    assert ev.fields["message"].startswith("Out of memory. Try to lower your batch size.\nTry to allocate 1024 tokens.")
+
+
 def test_a_log_viewer_s_time_column_on_lines_of_its_own_breaks_no_traceback() -> None:
     """An export that puts the viewer's time on a line before each record: those lines are the
     viewer's, and the traceback between them is one record with its frames and exception."""

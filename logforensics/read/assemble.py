@@ -678,9 +678,12 @@ class TracebackAssembler:
                     tb.add_line(ev)
                     yield dedup
                     return
-            if tb.exception is not None and tb.blanks and kind == "other" and _LEVEL_TAG.match(ev.text):
+            if tb.exception is not None and (tb.blanks >= 2 or tb.blanks and kind == "other"
+                                             and _LEVEL_TAG.match(ev.text)):
                 # after the exception and an empty line, another logger's record ("[ERROR] TBE
-                # Subprocess[task_distribute] raise error[], main process disappeared!"): no message's
+                # Subprocess[task_distribute] raise error[], main process disappeared!"), or any
+                # text after two empty lines (Python's own print ends with one, a message's last
+                # newline may make a second: a third is another writer's): no message's
                 yield from self.close()
                 yield ev
                 return
