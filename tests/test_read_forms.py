@@ -906,3 +906,12 @@ def test_the_old_launchers_router_init_state_heads_the_routers_traceback() -> No
     assert (ev.line, ev.fields["source"]) == (1, "Router")
     later = only(read("Initialization failed. controller_init_state: " + text.split(": ", 1)[1]), "exception")
     assert (later.line, later.fields["source"]) == (1, "Controller")  # real-unseen 960
+
+
+def test_grep_s_gap_between_groups_is_no_frame_s_source_line() -> None:
+    """``grep -A`` puts '--' between its groups of lines (real-unseen 1233): after a File line it
+    is no source line of that frame, which keeps none."""
+    ev = only(read("Traceback (most recent call last):\n" + FRAME + "\n--\n"
+                   '  File "/sgl/model_runner.py", line 1496, in init_memory_pool\n    raise RuntimeError(\n'
+                   "RuntimeError: Not enough memory.\n"), "exception")
+    assert [f["code"] for f in ev.fields["frames"]] == [None, "raise RuntimeError("]

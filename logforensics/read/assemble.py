@@ -102,6 +102,9 @@ _ANY_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)+[A-Z]\w*|[A-Z][a-z0-9]+[A-
 _DATELESS = re.compile(r"\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] ")
 #: A record of another logger that heads its lines with its level in brackets ("[ERROR] ...").
 _LEVEL_TAG = re.compile(r"\[(?:CRITICAL|ERROR|WARNING|WARN|INFO|DEBUG)\] ")
+#: grep's line between two groups of matches and their context (``grep -A``/``-B``/``-C``): lines
+#: of the log are left out there, and it is no frame's source line.
+_GREP_GAP = "--"
 #: What CPython prints after a fatal error's dump of the threads (``_Py_DumpExtensionModules``).
 _EXTENSION_MODULES = "Extension modules: "
 #: Functions a process or thread starts in: a traceback's outermost frame, printed first.
@@ -720,7 +723,8 @@ class TracebackAssembler:
                     and last["log_line"] == ev.line - 1 and _WRAPPED_WORD.fullmatch(ev.text)):
                 last["func"] = (last["func"] or "") + ev.text  # "..., line 39, in R" / "untime"
             elif (tb.exception is None and last is not None and last["code"] is None and not tb.fh_stack
-                  and (kind == "indented" or kind == "other" and not ev.text.startswith("["))):
+                  and (kind == "indented" or kind == "other" and not ev.text.startswith("["))
+                  and ev.text.rstrip() != _GREP_GAP):
                 tb.frames[-1]["code"] = _body(ev)  # the source line (its indentation may be stripped)
             elif tb.exception is not None and kind != "tb_caret" and not tb.fatal:
                 # (a fatal error's message is its line: faulthandler's dump and the
