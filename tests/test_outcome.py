@@ -1433,3 +1433,18 @@ def test_the_kv_allocator_s_logged_error_is_a_failure_while_serving() -> None:
                   "Try to allocate 1024 tokens.\n"
                   "Available tokens: 0 (available_size=0 + evictable_size=0)\n")
     assert s.crash is not None and s.crash.line == 2 and s.crash.phase == "serving"
+
+
+def test_a_request_an_offline_engine_rejects_fails_its_script_while_serving() -> None:
+    """Engine.generate hands the request to TokenizerManager.generate_request, which validates
+    it: a ValueError there ends the script (real-unseen 1235), in serving, not in no phase."""
+    s = summarize("Traceback (most recent call last):\n"
+                  '  File "/w/bench.py", line 632, in <module>\n    main()\n'
+                  '  File "/w/sglang/srt/entrypoints/engine.py", line 347, in generate\n'
+                  "    ret = self.loop.run_until_complete(generator.__anext__())\n"
+                  '  File "/w/sglang/srt/managers/tokenizer_manager.py", line 527, in generate_request\n'
+                  "    async for response in self._handle_batch_request(obj, request):\n"
+                  '  File "/w/sglang/srt/managers/tokenizer_manager.py", line 808, in _validate_one_request\n'
+                  "    raise ValueError(\n"
+                  "ValueError: The input (965526 tokens) is longer than the model's context length (102400 tokens).\n")
+    assert s.crash is not None and (s.crash.exception, s.crash.phase) == ("ValueError", "serving")

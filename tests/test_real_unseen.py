@@ -190,11 +190,6 @@ PENDING: dict[tuple[str, str], str] = {
                                            "three lines ('... #new-token: 16384,' then '#cached-token: 0, token "
                                            "usage: 0.00, ...'); line 1 is read as the batch with its 16384 new "
                                            "tokens, the continuation lines 2-3 are unrecognised and not joined to it",
-    ("crash", "1235"): "phase None, not serving: an offline Engine's generate call rejected by the tokenizer "
-                       "manager (engine.py generate -> tokenizer_manager generate_request -> _handle_batch_request "
-                       "-> _tokenize_one_request -> _validate_one_request, lines 29-54) after the engine's start-up "
-                       "ended (max_total_num_tokens, line 16); no frame is in the phase table, so the crash has no "
-                       "phase ('phase: unknown')",
 }
 
 
