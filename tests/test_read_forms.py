@@ -915,3 +915,53 @@ def test_grep_s_gap_between_groups_is_no_frame_s_source_line() -> None:
                    '  File "/sgl/model_runner.py", line 1496, in init_memory_pool\n    raise RuntimeError(\n'
                    "RuntimeError: Not enough memory.\n"), "exception")
     assert [f["code"] for f in ev.fields["frames"]] == [None, "raise RuntimeError("]
+
+
+# ---------------------------------------------------------------- a paste indented as a whole
+PASTE = ("[2025-08-11 11:11:18 TP0] Load weight begin. avail mem=78.50 GB\n"
+         + "\n".join(TRACEBACK) + "\n\n"
+         "[2025-08-11 11:11:20] Received sigquit from a child process. It usually means the child failed.\n")
+
+
+def _plain(events: list[Event]) -> list[tuple[Any, ...]]:
+    return [(e.kind, e.line, e.end_line, e.rank, e.ts, e.fields.get("exception")) for e in events]
+
+
+@pytest.mark.parametrize("indent", [1, 2, 4])
+@pytest.mark.parametrize("chunk", [None, 1, 3, 64])
+def test_a_paste_indented_as_a_whole_reads_as_the_log(indent: int, chunk: int | None) -> None:
+    """A log pasted into a Markdown list item has every line indented alike: read as the log it
+    is, in any chunking (the spaces of an indentation cut at a chunk's end wait for their line)."""
+    indented = "".join(" " * indent + line if line.strip() else line for line in PASTE.splitlines(keepends=True))
+    assert _plain(read(indented, chunk)) == _plain(read(PASTE))
+    parser = IncrementalParser("t.log")
+    data = indented.encode()
+    for i in range(0, len(data), chunk or len(data)):
+        parser.feed(data[i:i + (chunk or len(data))])
+    parser.close()
+    assert (parser.stats.bytes, parser.stats.lines) == (len(data), PASTE.count("\n"))  # every byte counted
+    crash = only(read(indented, chunk), "exception")
+    assert crash.fields["frames"][0]["code"] == CODE.strip() and crash.text.splitlines()[1] == FRAME
+
+
+def test_a_log_indented_only_in_its_tracebacks_keeps_its_indentation() -> None:
+    """A log whose first lines are a traceback's (a window cut inside one) and then a line with
+    no indentation is no indented paste: its lines are read as they are."""
+    text = FRAME + "\n" + CODE + "\nRuntimeError: boom\n" + PASTE
+    events = read(text)
+    assert [e.text for e in events if e.line == 1][0].startswith(FRAME)
+    assert _plain(read(text, 5)) == _plain(events)
+
+
+def test_a_paste_indented_as_a_whole_reads_alike_on_every_path(tmp_path: Path) -> None:
+    """The file readers (the bulk path, and byte ranges read apart) take the same verdict."""
+    from logforensics.ingest.parallel import sniff
+    from logforensics.pipeline import summarize_file
+    plain, indented = tmp_path / "plain.log", tmp_path / "indented.log"
+    plain.write_text(PASTE, encoding="utf-8")
+    indented.write_text("".join("  " + ln if ln.strip() else ln for ln in PASTE.splitlines(keepends=True)),
+                        encoding="utf-8")
+    a, b = summarize_file(plain), summarize_file(indented)
+    assert (a.outcome, a.crash.line, a.crash.first_rank) == (b.outcome, b.crash.line, b.crash.first_rank)
+    assert b.coverage.lines_unrecognised == a.coverage.lines_unrecognised
+    assert sniff(str(indented)) == (False, 2) and sniff(str(plain)) == (False, 0)

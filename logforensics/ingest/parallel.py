@@ -72,7 +72,7 @@ from ..model.pd import PDObserver
 from ..model.run import RunModel
 from ..read.fastpath import LineClassifier, merge_sharing, reads_differ, teach_procs
 from ..read.parser import BLOCK_SIZE, IncrementalParser, ParseStats
-from ..read.segments import SNIFF_BYTES, looks_binary
+from ..read.segments import SNIFF_BYTES, PasteIndent, looks_binary
 from .files import InputError
 from .live import LiveRun
 
@@ -277,7 +277,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     counts = counts if counts is not None else RangeCounts()
     last = len(ranges) - 1
     window = max(1, window)
-    binary = sniff(path)
+    verdict = sniff(path)
     first_lines: list[int] = []
     handles: dict[int, Any] = {}
 
@@ -285,7 +285,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
         for k in range(len(first_lines), min(limit, len(ranges))):
             a, b = ranges[k]
             first_lines.append(first_lines[-1] + count_lines(path, ranges[k - 1][0], a) if k else 0)
-            handles[k] = submit((path, name, k, a, b, first_lines[k], k == last, node, binary))
+            handles[k] = submit((path, name, k, a, b, first_lines[k], k == last, node, verdict))
 
     parser = IncrementalParser(name, node=node)  # the run's parser: it only sums the ranges' counts
     model = RunModel(name)
@@ -330,7 +330,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
                 again = LiveRun(name, model=model, node=node, pd=pd)
                 again.rank_nodes, again.node_shared = rank_nodes, node_shared
                 again.parser.line_offset = first_lines[k]
-                again.parser.judged(binary)
+                again.parser.judged(*verdict)
                 again.parser.classifier.share_memo(_shared_classifier())
                 again.parser.classifier.proc_ranks = procs  # what the ranges before taught, taught on
                 again.parser.classifier.rank_procs, again.parser.classifier.shared = rank_procs, shared
@@ -350,10 +350,12 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     return run
 
 
-def sniff(path: str) -> bool:
-    """Whether the file is not text, judged from its first bytes as one pass judges it."""
+def sniff(path: str) -> tuple[bool, int]:
+    """Whether the file is not text, and how far a paste indented it as a whole, judged from its
+    first bytes as one pass judges them."""
     with open(path, "rb") as fh:
-        return looks_binary(fh.read(SNIFF_BYTES))
+        head = fh.read(SNIFF_BYTES)
+        return looks_binary(head), PasteIndent().judge(head, final=len(head) < SNIFF_BYTES) or 0
 
 
 def choose_ranges(path: str, size: int, range_bytes: int = RANGE_BYTES, *,
@@ -438,14 +440,14 @@ def count_lines(path: str, start: int, end: int) -> int:
     return count
 
 
-def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, bool]) -> RangeResult:
-    path, name, index, start, end, first_line, last, node, binary = job
+def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, tuple[bool, int]]) -> RangeResult:
+    path, name, index, start, end, first_line, last, node, verdict = job
     # after the first range: records that read earlier state wait for the merge
     run = LiveRun(name, node=node, model=RunModel(name, part=index > 0))
     run.parser.line_offset = first_line
-    # the file's verdict, from its first bytes, for every range (the first too: a range shorter than
+    # the file's verdicts, from its first bytes, for every range (the first too: a range shorter than
     # the bytes judged, with an undecodable line in it, would wait for bytes that never come)
-    run.parser.judged(binary)
+    run.parser.judged(*verdict)
     run.parser.classifier.share_memo(_shared_classifier())
     _feed_range(run, path, start, end)
     open_at_end = False

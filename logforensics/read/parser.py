@@ -58,7 +58,7 @@ from ..events import PHASE_OF_KIND, Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .fastpath import _MASK, LINE_LIMIT, PARTIAL_NOTE, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
-from .segments import DYNAMO_JSON, SNIFF_BYTES, looks_binary, rejoin, text_counts, torn_json
+from .segments import DYNAMO_JSON, SNIFF_BYTES, PasteIndent, looks_binary, rejoin, text_counts, torn_json
 from .values import literal_structure
 
 if TYPE_CHECKING:
@@ -175,8 +175,53 @@ class IncrementalParser:
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # have they all been valid UTF-8?
         self._held = bytearray()  # bytes fed and not read yet: they wait for the verdict
         self._held_bulk: tuple[Any, Any] | None = None  # feed_bulk's scanner and sink, to read them with
+        #: a paste indented as a whole (``segments.PasteIndent``): its first lines wait in
+        #: ``_indent_held`` for the verdict; then every line loses that many spaces, the spaces
+        #: of an indentation cut at a block's end waiting in ``_carry`` for the rest of their line
+        self._paste = PasteIndent()
+        self._indent_held = bytearray()
+        self._carry = b""
+        self._line_start = True
 
     def _admit(self, chunk: bytes) -> bytes | None:
+        """The bytes to read now (``chunk``, after any held before it, without a whole paste's
+        indentation), or None while they wait for the verdicts on the stream's first bytes."""
+        data = self._admit_text(chunk)
+        return None if data is None else self._admit_indent(data)
+
+    def _admit_indent(self, data: bytes, final: bool = False) -> bytes | None:
+        """``data`` without the indentation of a paste indented as a whole, or None while the
+        first lines wait for the verdict (``final``: the stream ended or paused: judged now)."""
+        if self._paste.indent is None:
+            self._indent_held += data
+            if self._paste.judge(self._indent_held, final) is None:
+                return None
+            data, self._indent_held = bytes(self._indent_held), bytearray()
+        return self._dedent(data) if self._paste.indent else data
+
+    def _dedent(self, data: bytes) -> bytes:
+        """Each line of ``data`` without the paste's indentation (a line indented less is left
+        as it is); the spaces of its removed indentation are counted as read."""
+        k = self._paste.indent or 0
+        if self._carry:
+            data, self._carry = self._carry + bytes(data), b""
+        last = data.rfind(b"\n")
+        start = last + 1 if last >= 0 else (0 if self._line_start else -1)
+        if start >= 0 and len(data) - start < k and not data[start:].strip(b" "):
+            self._carry, data = bytes(data[start:]), data[:start]  # the rest of the line decides
+        out = data.replace(b"\n" + b" " * k, b"\n")
+        if self._line_start and out.startswith(b" " * k):
+            out = out[k:]
+        if data:
+            self._line_start = data.endswith(b"\n")
+        self.stats.bytes += len(data) - len(out)
+        return out
+
+    def _release_indent(self) -> bytes:
+        """The bytes that wait for the indentation's verdict, judged on what came."""
+        return self._admit_indent(b"", final=True) or b""
+
+    def _admit_text(self, chunk: bytes) -> bytes | None:
         """The bytes to read now (``chunk``, after any held before it), or None while they wait
         for the verdict on the stream's first ``SNIFF_BYTES``."""
         if self._judged:
@@ -202,12 +247,14 @@ class IncrementalParser:
             return held
         return None
 
-    def judged(self, binary: bool) -> None:
-        """Take the caller's verdict on whether the stream is text (a part of a file whose first
-        bytes it judged): nothing fed waits for the parser's own."""
+    def judged(self, binary: bool, indent: int = 0) -> None:
+        """Take the caller's verdicts on whether the stream is text and how far a paste indented
+        it as a whole (a part of a file whose first bytes it judged): nothing fed waits for the
+        parser's own."""
         self.classifier.binary = binary
         self._judged = True
         self._sniffed = bytearray()
+        self._paste.indent = indent
 
     def _judge(self) -> None:
         self.classifier.binary = looks_binary(bytes(self._sniffed))
@@ -222,7 +269,11 @@ class IncrementalParser:
         admitted = self._admit(chunk)
         if admitted is None:
             return []
-        chunk = admitted
+        return self._feed_admitted(admitted)
+
+    def _feed_admitted(self, chunk: bytes) -> list[Event]:
+        if not chunk:
+            return []
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
             idx = chunk.find(b"\n")
@@ -305,7 +356,11 @@ class IncrementalParser:
         if admitted is None:
             self._held_bulk = (scanner, sink)
             return
-        chunk = admitted
+        self._feed_bulk_admitted(admitted, scanner, sink)
+
+    def _feed_bulk_admitted(self, chunk: bytes, scanner: LineScanner, sink: BulkSink) -> None:
+        if not chunk:
+            return
         self.stats.bytes += len(chunk)
         if self._overflow:  # still inside an over-long line: skip to its end
             idx = chunk.find(b"\n")
@@ -511,6 +566,14 @@ class IncrementalParser:
         that dies soon after such a byte writes no more, and its crash must not wait for
         bytes that never come. The verdict can differ from that of the whole stream's
         first ``SNIFF_BYTES`` only if the bytes after the pause would change it."""
+        if self._judged and self._paste.indent is None and self._indent_held:
+            # every line so far indented: judged on them, as at the stream's end
+            held = self._release_indent()
+            bulk, self._held_bulk = self._held_bulk, None
+            if bulk is not None:
+                self._feed_bulk_admitted(held, *bulk)
+                return []
+            return self._feed_admitted(held)
         if self._judged or not self._sniffed or not self._held:
             return self._release()
         self._judge()
@@ -545,7 +608,17 @@ class IncrementalParser:
                 self.feed_bulk(held, *self._held_bulk)
             elif held:
                 out.extend(self.feed(held))
+        if self._paste.indent is None and self._indent_held:  # every line indented: judged on all of them
+            held = self._release_indent()
+            if self._held_bulk is not None:
+                self._feed_bulk_admitted(held, *self._held_bulk)
+            else:
+                out.extend(self._feed_admitted(held))
         self._held_bulk = None
+        if self._carry:  # the last line: spaces alone, fewer than the indentation
+            self.stats.bytes += len(self._carry)
+            self._hold(self._carry)
+            self._carry = b""
         tail = self._joined_tail()
         if b"\n" in tail:  # a torn record's first part waited here: the lines, joined where they make one
             self.stats.unterminated_last_line = not tail.endswith(b"\n")

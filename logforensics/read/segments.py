@@ -384,6 +384,50 @@ def _skip_wrappers(text: str, a: int, b: int) -> int:
 SNIFF_BYTES = 64 << 10
 
 
+class PasteIndent:
+    """Whether a log is a paste indented as a whole, and by how many spaces.
+
+    A log pasted into a Markdown list item (or quoted by a tool that indents) has every line
+    indented alike, records and traceback lines together; SGLang's own records never are (a
+    traceback's File lines are, under a header that is not). The verdict comes from the
+    stream's first lines: no indentation as soon as a line that is not empty begins with no
+    space (a log's first line, as a rule), else the smallest indentation of those lines once
+    ``SNIFF_BYTES`` came or the stream ended. :attr:`indent` is the verdict, None while it waits."""
+
+    __slots__ = ("indent", "_least", "_judged")
+
+    def __init__(self) -> None:
+        self.indent: int | None = None
+        self._least: int | None = None
+        self._judged = 0  # bytes of the whole lines judged so far
+
+    def judge(self, held: bytes | bytearray, final: bool = False) -> int | None:
+        """The verdict on the stream's first bytes, ``held`` (all of them, each time: the lines
+        judged before are not read again; ``final``: the stream ended, its last line judged as
+        it is)."""
+        if self.indent is not None:
+            return self.indent
+        pos, n = self._judged, len(held)
+        while pos < n:
+            end = held.find(b"\n", pos)
+            if end < 0:
+                if not final:
+                    break  # an unfinished line waits for the bytes that end it
+                end = n
+            line = held[pos:end]
+            if line.strip(b" \t\r"):
+                lead = len(line) - len(line.lstrip(b" "))
+                if lead == 0:
+                    self.indent = 0
+                    return 0
+                self._least = lead if self._least is None else min(self._least, lead)
+            pos = end + 1
+        self._judged = pos
+        if final or n >= SNIFF_BYTES:
+            self.indent = self._least or 0
+        return self.indent
+
+
 #: The control characters ``text_counts`` counts (all but tab, newline, carriage return, ESC).
 _CONTROLS = bytes(c for c in range(32) if chr(c) not in "\t\n\r\x1b")
 
