@@ -323,10 +323,12 @@ def test_a_log_viewer_s_time_column_on_lines_of_its_own_breaks_no_traceback() ->
     assert "16:20:15" not in ev.fields["message"] and [e.kind for e in events].count("viewer_stamp") == 4
 
 
-def test_a_log_console_s_table_copied_as_text_leaves_its_records_whole() -> None:
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_a_log_console_s_table_copied_as_text_leaves_its_records_whole(eol: str) -> None:
     """Grafana's logs panel copied as text: empty cells, the time cell, the record, a closing
-    cell. The cells are the table's: the traceback's header and frames are read as such."""
-    row = "  |   | 2026-06-12 12:13:18.902 | {} |  \n"
+    cell. The cells are the table's: the traceback's header and frames are read as such (with
+    Windows' line ends too)."""
+    row = "  |   | 2026-06-12 12:13:18.902 | {} |  " + eol
     text = "".join(row.format(line) for line in (
         "[2026-06-12 04:13:18 PP0 TP1] Scheduler hit an exception: Traceback (most recent call last):",
         FRAME.strip(), CODE.strip(), "RuntimeError: boom"))

@@ -291,7 +291,8 @@ def segment(text: str) -> list[tuple[int, int]]:
     An empty line gives one empty span, so that every line is accounted for. A table row's
     closing cell (``" |  "`` after the record) is the table's, as its opening cells are.
     """
-    if text.endswith(("|", "| ", "|  ")) and _TABLE_ROW.match(text) and (cell := _TABLE_END.search(text)):
+    row = text[:-1] if text.endswith("\r") else text  # (a line that ended in CRLF)
+    if row.endswith(("|", "| ", "|  ")) and _TABLE_ROW.match(row) and (cell := _TABLE_END.search(row)):
         return segment(text[:cell.start()])
     spans: list[tuple[int, int]] = []
     pos = 0
