@@ -129,16 +129,21 @@ def on_init_dist_end(m: RunModel, ev: Event) -> None:
     _evidence(r, "init_dist_end", ev)
 
 
-def _past_weights(r: RankState) -> bool:
+def _past_weights(m: RunModel, r: RankState) -> bool:
     """Whether the rank is past loading its weights: a load now is a draft model's (speculative
-    decoding loads it after the target's KV pool and graphs), whose figures are not the target's."""
-    return r.phase is not None and PHASE_INDEX[r.phase] > PHASE_INDEX["load_weights"]
+    decoding loads it after the target's KV pool and graphs), whose figures are not the target's.
+    Past them by its phase, or, where the settings name a speculative algorithm, by the KV pool
+    it has already: the draft's worker logs its own "Init torch distributed begin" first
+    (real-pairs 020-022), which steps the rank back as a restart's would."""
+    if r.phase is not None and PHASE_INDEX[r.phase] > PHASE_INDEX["load_weights"]:
+        return True
+    return bool(r.memory.get("kv_pools")) and m.config.server_args.get("speculative_algorithm") not in (None, "None", "")
 
 
 @handles("load_weight_begin", reads_earlier=True)
 def on_load_weight_begin(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
-    if _past_weights(r):
+    if _past_weights(m, r):
         return
     _put(r.memory, "load_begin_avail_gib", ev.fields.get("avail_gib"))
     _evidence(r, "load_weight_begin", ev)
@@ -148,7 +153,7 @@ def on_load_weight_begin(m: RunModel, ev: Event) -> None:
 def on_load_weight_end(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
     f = ev.fields
-    if _past_weights(r):  # a draft model's: its first load apart, as its first graphs are
+    if _past_weights(m, r):  # a draft model's: its first load apart, as its first graphs are
         if "draft_weights_gib" not in r.memory and f.get("mem_usage_gib") is not None:
             _put(r.memory, "draft_weights_gib", f.get("mem_usage_gib"))
             _put(r.memory, "draft_load_end_avail_gib", f.get("avail_gib"))
