@@ -20,7 +20,7 @@ from .clock import seconds
 from .coverage import shape
 from .hang import title_rank
 from .phases import PHASE_END, phase_of_frames, scheduler_step
-from .rank import NO_RANK, PHASE_INDEX, draws_bars
+from .rank import NO_RANK, PHASE_INDEX, draws_bars, torch_rank_label
 from .registry import handles
 
 if TYPE_CHECKING:
@@ -230,14 +230,11 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], messa
 
 
 def _same_process(rank: str, ranks: Any) -> bool:
-    """Whether torch's ``rankN`` is a rank the log names otherwise: TP rank N of a pure-TP
-    run (``outcome.global_rank_label`` names it so)."""
-    tp = f"TP{rank[4:]}" if _TORCH_RANK.fullmatch(rank) else None
-    return tp is not None and tp in ranks and all(_TP.fullmatch(k) or _TORCH_RANK.fullmatch(k)
-                                                  for k in ranks if k != NO_RANK)
+    """Whether torch's ``rankN`` is a rank the log names otherwise (``rank.torch_rank_label``:
+    the label whose TP part is N, with one pipeline stage)."""
+    return _TORCH_RANK.fullmatch(rank) is not None and torch_rank_label(ranks, rank) in ranks
 
 
-_TP = re.compile(r"TP\d+")
 _TORCH_RANK = re.compile(r"rank\d+")
 
 

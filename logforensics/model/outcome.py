@@ -47,7 +47,7 @@ from .failures import (
     named_process,
 )
 from .phases import phase_of_words
-from .rank import MILESTONES, NO_RANK, rank_sort_key
+from .rank import MILESTONES, NO_RANK, rank_sort_key, torch_rank_label, tp_part
 
 if TYPE_CHECKING:
     from .run import RunModel
@@ -563,19 +563,19 @@ def silent_ranks(m: RunModel) -> list[str]:
 
 
 def global_rank_label(m: RunModel, head_rank: str | None) -> str | None:
-    """c10d's ``[rankN]`` is the global rank: TP rank N in a pure-TP run."""
-    ranks = m.timeline.ranks
-    if head_rank and _TORCH_RANK.fullmatch(head_rank) and any(_TP.fullmatch(k) for k in ranks) and \
-            all(_TP.fullmatch(k) or _TORCH_RANK.fullmatch(k) for k in ranks if k != NO_RANK):
-        return "TP" + head_rank[4:]
+    """c10d's ``[rankN]`` is the global rank: the SGLang rank ``rank.torch_rank_label`` names
+    (TP rank N in a pure-TP run)."""
+    if head_rank and _TORCH_RANK.fullmatch(head_rank):
+        return torch_rank_label(m.timeline.ranks, head_rank) or head_rank
     return head_rank
 
 
 def named_ranks(m: RunModel) -> list[str]:
     """The ranks the log names, in rank order: ``-`` (nothing named) is not one of them, nor
-    is torch's ``rankN`` when the log names TP ranks (it is TPN, or cannot be told apart)."""
+    is torch's ``rankN`` when the log names ranks with a TP part (it is one of them, or cannot
+    be told apart)."""
     ranks = m.timeline.ranks
-    tp = any(_TP.fullmatch(k) for k in ranks)
+    tp = any(tp_part(k) is not None for k in ranks)
     return sorted((k for k in ranks if k != NO_RANK and not (tp and _TORCH_RANK.fullmatch(k))), key=rank_sort_key)
 
 

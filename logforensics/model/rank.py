@@ -9,6 +9,7 @@ records followed this rank's is what one pass over both would have built.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,3 +183,31 @@ def stats_ranks(labels: Any) -> dict[str, str]:
     for label in sorted(labels, key=rank_sort_key):
         out.setdefault(dp_group(label), label)
     return out
+
+
+#: torch's global rank, as its c10d records and ``[rankN]:`` prefixes name it.
+_TORCH_RANK = re.compile(r"rank\d+")
+_TP = re.compile(r"TP\d+")
+
+
+def torch_rank_label(ranks: Iterable[str], torch_rank: str) -> str | None:
+    """The SGLang rank that torch's global ``rankN`` is, or None where the log cannot tell: with
+    one pipeline stage torch's global rank is the TP rank (DP attention's and EP's parts share
+    it: ``DP15 TP15 EP15`` is rank15), so it is the one label whose TP part is N; a later stage
+    (``PP1``) or several labels with that TP part (data-parallel replicas) leave it open."""
+    n = torch_rank[4:]
+    labels = [k for k in ranks if k != NO_RANK and not _TORCH_RANK.fullmatch(k)]
+    if not labels or any(tp_part(k) is None or _LATER_STAGE.search(k) for k in labels):
+        return None
+    found = [k for k in labels if tp_part(k) == n]
+    return found[0] if len(found) == 1 else (f"TP{n}" if all(_TP.fullmatch(k) for k in labels) else None)
+
+
+def tp_part(label: str) -> str | None:
+    """The TP rank's number in a rank label (``15`` of ``DP15 TP15 EP15``), or None."""
+    m = _TP_PART.search(label)
+    return m.group(1) if m else None
+
+
+_TP_PART = re.compile(r"(?<![A-Z_])TP(\d+)\b")
+_LATER_STAGE = re.compile(r"(?<![A-Z_])PP[1-9]\d*\b")
