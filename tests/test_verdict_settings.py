@@ -51,6 +51,21 @@ def test_several_changed_settings_are_listed_with_equal_weight(tmp_path: Path) -
         assert change in listed
 
 
+def test_two_changed_settings_that_both_act_on_the_failing_phase_are_two_candidates(tmp_path: Path) -> None:
+    """Both act on serving, where the failing run failed: nothing on the failing side tells which
+    matters, so neither is the likely cause (real-pairs 022)."""
+    settings = {"cp": 8192, "dcg": False, "mrr": 128}
+    base, fail = tmp_path / "baseline.log", tmp_path / "failing.log"
+    base.write_text(LOG.format(d=1, args=ARGS.format(**settings)))
+    args = ARGS.format(**{**settings, "cp": 16384}).replace("mem_fraction_static=0.88", "mem_fraction_static=0.9")
+    fail.write_text(LOG.format(d=2, args=args) + CRASH)
+    d = diagnose_files(str(fail), str(base))
+    assert {s.key for s in d.facts.config.linked} == {"chunked_prefill_size", "mem_fraction_static"}
+    assert "likely cause" not in d.verdict
+    listed = d.verdict.split("changed, and may matter", 1)[1]
+    assert "chunked_prefill_size 8192 -> 16384" in listed and "mem_fraction_static 0.88 -> 0.9" in listed
+
+
 def test_one_changed_setting_that_acts_on_the_failing_phase_is_the_likely_cause(tmp_path: Path) -> None:
     verdict = _diff(tmp_path, cp=16384)
     assert "likely cause: chunked_prefill_size changed (8192 -> 16384) and acts on serving" in verdict

@@ -208,9 +208,9 @@ def _comparable(baseline: RunSummary | None, facts: Facts) -> bool:
 
 
 def _among_others(facts: Facts) -> bool:
-    """Whether a setting that acts on the failing phase changed among others that do not: then
-    the phase alone does not tell which change matters."""
-    return len(facts.config.changed_keys) > 1 and len(facts.config.linked) < len(facts.config.changed_keys)
+    """Whether more than one setting changed: then that a setting acts on the failing phase does
+    not tell which change matters (two that both act on it are two candidates, real-pairs 022)."""
+    return len(facts.config.changed_keys) > 1
 
 
 def likely_cause(failing: RunSummary, baseline: RunSummary | None, facts: Facts,
@@ -248,9 +248,9 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     (not the same setup; a baseline that never reached ready). A likely cause is only a "cause" finding that cites a line of the failing log;
     one that rests on a difference from the baseline ("compares") is not named when the
     baseline is another setup or did not work itself, and one that rests on a changed
-    setting alone ("setting": it acts on the phase that failed) only when every setting that
-    changed acts on it: among other changes, nothing on the failing side tells one from the
-    others, so they are listed with equal weight ("changed, and may matter").
+    setting alone ("setting": it acts on the phase that failed) only when it is the one setting
+    that changed: among other changes, nothing on the failing side tells one from the others,
+    so they are listed with equal weight ("changed, and may matter").
     """
     stops = _where_it_stops(failing)
     head = f"run {failing.outcome}{stops}"  # one log: nothing says it failed
