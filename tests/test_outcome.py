@@ -1448,3 +1448,47 @@ def test_a_request_an_offline_engine_rejects_fails_its_script_while_serving() ->
                   "    raise ValueError(\n"
                   "ValueError: The input (965526 tokens) is longer than the model's context length (102400 tokens).\n")
     assert s.crash is not None and (s.crash.exception, s.crash.phase) == ("ValueError", "serving")
+
+
+@pytest.mark.parametrize("labels,torch_rank,label", [
+    (["TP0", "TP1"], "rank1", "TP1"),
+    (["TP0", "TP1"], "rank5", "TP5"),  # a pure-TP run: TP rank N, shown or not
+    (["DP0 TP0 EP0", "DP15 TP15 EP15"], "rank15", "DP15 TP15 EP15"),  # DP attention shares the TP group
+    (["PP0 TP0", "PP1 TP0"], "rank1", None),  # a later stage: its global rank needs the TP size
+    (["DP0 TP1", "DP1 TP1"], "rank1", None),  # data-parallel replicas: two processes are TP1
+    (["-"], "rank0", None),
+])
+def test_torch_s_global_rank_is_the_label_whose_tp_part_it_is(labels: list[str], torch_rank: str,
+                                                                label: str | None) -> None:
+    from logforensics.model.rank import torch_rank_label
+    assert torch_rank_label(labels, torch_rank) == label
+
+
+def test_a_c10d_record_of_a_dp_attention_rank_is_that_rank_not_another() -> None:
+    """torch's '[rank15]:' C++ record in a DP-attention run is DP15 TP15 EP15's, not a 17th
+    process beside the 16 the log names (real-pairs 021)."""
+    s = summarize("".join(f"[2025-12-24 01:08:54 DP{i} TP{i} EP{i}] Load weight begin. avail mem=60.80 GB\n"
+                          for i in range(16))
+                  + "[rank15]:[E1224 01:10:13.123 ProcessGroupNCCL.cpp:1234] [PG 0 Rank 15] Process group watchdog "
+                    "thread terminated with exception: CUDA error: an illegal memory access was encountered\n")
+    assert "rank15" not in s.ranks and len(s.ranks) == 16
+
+
+@pytest.mark.parametrize("algorithm,begin", [("'EAGLE3'", 60.8), ("None", 8.98)])
+def test_a_draft_worker_s_own_init_does_not_make_its_load_the_target_s(algorithm: str, begin: float) -> None:
+    """An EAGLE draft worker logs its own 'Init torch distributed begin' before its weights load
+    (real-pairs 020-022): where the settings name a speculative algorithm, a load after the
+    rank's KV pool is the draft's, kept apart; without one it is a restart's, read anew."""
+    s = summarize(f"[2025-12-26 23:04:18] server_args=ServerArgs(model_path='Qwen/Qwen3-235B', "
+                  f"speculative_algorithm={algorithm}, tp_size=1)\n"
+                  "[2025-12-26 23:04:43 TP0] Load weight begin. avail mem=60.80 GB\n"
+                  "[2025-12-26 23:09:00 TP0] Load weight end. type=Qwen3MoeForCausalLM, dtype=torch.bfloat16, "
+                  "avail mem=37.02 GB, mem usage=23.78 GB.\n"
+                  "[2025-12-26 23:09:00 TP0] KV Cache is allocated. #tokens: 135296, K size: 12.14 GB, V size: 12.14 GB\n"
+                  "[2025-12-26 23:09:00 TP0] Memory pool end. avail mem=12.72 GB\n"
+                  "[2025-12-26 23:09:37 TP0] Init torch distributed begin.\n"
+                  "[2025-12-26 23:09:37 TP0] Load weight begin. avail mem=8.98 GB\n"
+                  "[2025-12-26 23:09:39 TP0] Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, "
+                  "avail mem=6.31 GB, mem usage=2.68 GB.\n")
+    mem = s.per_rank["TP0"].memory
+    assert mem.load_begin_avail_gib == begin
