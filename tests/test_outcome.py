@@ -1492,3 +1492,25 @@ def test_a_draft_worker_s_own_init_does_not_make_its_load_the_target_s(algorithm
                   "avail mem=6.31 GB, mem usage=2.68 GB.\n")
     mem = s.per_rank["TP0"].memory
     assert mem.load_begin_avail_gib == begin
+
+
+def test_what_to_collect_after_a_logged_cpp_exception_asks_for_its_end_only_when_it_is_missing() -> None:
+    """A rank's logged C++ exception, then its Python traceback (real-pairs 021): what became of
+    the C++ exception is in the log, so the full log is not asked for it; alone, it is."""
+    from logforensics.diagnose.conclusion import _collect
+    from logforensics.diagnose.facts import compute
+
+    record = ("[rank1]:[W1119 17:59:26.271588084 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=61): "
+              "Failed to recv, got 0 bytes.\n"
+              "Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:682 (most recent "
+              "call first):\n"
+              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x80 (0x7090b977eeb0 in libc10.so)\n")
+    python = ("[2025-11-19 17:59:27 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+              '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2547, in run_scheduler_process\n'
+              "    scheduler.event_loop_overlap()\n"
+              "torch.distributed.DistBackendError: Failed to recv, got 0 bytes.\n")
+    for text, asked in ((record, True), (record + python, False)):
+        s = summarize(text)
+        assert s.crash is not None and s.crash.source == "cpp_exception"
+        asks = any("what became of the C++ exception" in c for c in _collect(s, compute(s, None)))
+        assert asks is asked

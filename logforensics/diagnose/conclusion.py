@@ -163,7 +163,8 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
             out.append(END_RECORD)
     if failing.outcome == "crashed" and crash is not None and headerless_dump(crash.source, crash.exception):
         out.append(HEADERLESS_DUMP_COLLECT)
-    elif failing.outcome == "crashed" and crash is not None and crash.source == CPP_RAISED_SOURCE:
+    elif failing.outcome == "crashed" and crash is not None and crash.source == CPP_RAISED_SOURCE \
+            and not crash.exception:  # (a Python exception after it is what became of it)
         out.append("the full log: what became of the C++ exception (a Python exception line, the process's end) "
                    "is not in this one")
     elif failing.outcome == "crashed" and crash is not None and not crash.exception and not crash.native:
