@@ -19,20 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "022-ascend-qwen3-235b-eagle3-0107-serves-1224-moe-dispatch-runtimeerror-while-serving": (
-        "the verdict names mem_fraction_static (0.75 -> 0.78) and max_prefill_tokens (4096 -> 16384) as "
-        "the likely cause because both act on serving, though nothing on the failing side ties either to "
-        "the failure: every rank's RuntimeError is aclnnCamMoeDispatchNormal's tiling failure in DeepEP's "
-        "dispatch, with no out-of-memory record, after the run served requests with those settings"
-    ),
-    "023-mi30x-grok2-tp8-serves-next-nightly-valueerror-unbalanced-gpu-memory-at-init-distributed": (
-        "the verdict says 'likely cause: unbalanced GPU memory: TP2 had far less free memory', which the "
-        "label's must_not_say 'likely cause' excludes; the named cause is read from the failing side "
-        "itself (the ValueError's min_per_gpu_memory=54.4 and TP2 the one rank without it), not from a "
-        "changed setting, so the label, written before the run, is broader than the rule it applies"
-    ),
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:
