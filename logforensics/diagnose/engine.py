@@ -19,6 +19,7 @@ from .bounds import BoundError
 from .conclusion import Conclusion, conclude, confidence, settings_lines
 from .facts import Facts, compute, plain
 from .rulespec import SEVERITIES, RuleError, RuleSpec, short
+from .settings import independent_changes
 
 _SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -208,9 +209,10 @@ def _comparable(baseline: RunSummary | None, facts: Facts) -> bool:
 
 
 def _among_others(facts: Facts) -> bool:
-    """Whether more than one setting changed: then that a setting acts on the failing phase does
-    not tell which change matters (two that both act on it are two candidates, real-pairs 022)."""
-    return len(facts.config.changed_keys) > 1
+    """Whether more than one setting changed (one SGLang derives from another is no change of
+    its own): then that a setting acts on the failing phase does not tell which change matters
+    (two that both act on it are two candidates, real-pairs 022)."""
+    return independent_changes(facts.config.changed_keys) > 1
 
 
 def likely_cause(failing: RunSummary, baseline: RunSummary | None, facts: Facts,

@@ -37,6 +37,17 @@ EFFECTS: dict[str, str] = {
     "PYTORCH_CUDA_ALLOC_CONF": "allocator fragmentation (reserved but unallocated memory)",
 }
 
+#: Settings SGLang derives from another where they are left unset: they change with it, one
+#: change, not two (``cuda_graph_bs``, the batch sizes captured, from ``cuda_graph_max_bs``).
+DERIVED_FROM: dict[str, str] = {"cuda_graph_bs": "cuda_graph_max_bs"}
+
+
+def independent_changes(keys: tuple[str, ...]) -> int:
+    """How many changes the changed ``keys`` are: a setting that changed with the one SGLang
+    derives it from is no change of its own."""
+    return len({k for k in keys if DERIVED_FROM.get(k) not in keys})
+
+
 #: Which phase (or "throughput") each setting acts on, to link a difference to a failure.
 ACTS_ON: dict[str, tuple[str, ...]] = {
     "mem_fraction_static": ("kv_cache_alloc", "cuda_graph_capture", "serving"),
