@@ -966,4 +966,28 @@ def test_a_paste_indented_as_a_whole_reads_alike_on_every_path(tmp_path: Path) -
     a, b = summarize_file(plain), summarize_file(indented)
     assert (a.outcome, a.crash.line, a.crash.first_rank) == (b.outcome, b.crash.line, b.crash.first_rank)
     assert b.coverage.lines_unrecognised == a.coverage.lines_unrecognised
-    assert sniff(str(indented)) == (False, 2) and sniff(str(plain)) == (False, 0)
+    from logforensics.read.segments import NO_MARGIN, Margin
+    assert sniff(str(indented)) == (False, Margin(indent=2)) and sniff(str(plain)) == (False, NO_MARGIN)
+
+
+@pytest.mark.parametrize("gutter", ["{n}:", "{n}-", "{n:6d}\t", "{n:5d}   "])
+@pytest.mark.parametrize("chunk", [None, 1, 5, 64])
+def test_a_paste_with_a_line_number_gutter_reads_as_the_log(gutter: str, chunk: int | None) -> None:
+    """``grep -n`` (``12:`` a match, ``12-`` a context line, ``--`` between groups), ``cat -n``
+    and an editor's number column put a line number before every line: read as the log it is."""
+    lines = PASTE.splitlines(keepends=True)
+    numbered = "".join(gutter.format(n=40 + i) + line for i, line in enumerate(lines))
+    assert _plain(read(numbered, chunk)) == _plain(read(PASTE))
+    grep = "".join(f"{40 + i}{':' if i % 2 else '-'}" + line for i, line in enumerate(lines[:3])) + "--\n" \
+        + "".join(f"{90 + i}:" + line for i, line in enumerate(lines[3:]))
+    assert only(read(grep, chunk), "exception").fields["exception"] == "RuntimeError"
+
+
+@pytest.mark.parametrize("text", [
+    "2025-06-01 12:00:00 INFO a\n2025-06-01 12:00:01 INFO b\n2025-06-01 12:00:02 INFO c\n",  # dates
+    "0: [2025-02-18 14:31:01 TP0] a\n1: [2025-02-18 14:31:01 TP1] b\n0: [2025-02-18 14:31:02 TP0] c\n",  # Slurm
+    "12:00:01 a\n12:00:02 b\n12:00:03 c\n",  # a time column
+])
+def test_numbers_that_are_the_log_s_own_are_no_gutter(text: str) -> None:
+    from logforensics.read.segments import NO_MARGIN, PasteMargin
+    assert PasteMargin().judge(text.encode(), final=True) == NO_MARGIN

@@ -72,7 +72,7 @@ from ..model.pd import PDObserver
 from ..model.run import RunModel
 from ..read.fastpath import LineClassifier, merge_sharing, reads_differ, teach_procs
 from ..read.parser import BLOCK_SIZE, IncrementalParser, ParseStats
-from ..read.segments import SNIFF_BYTES, PasteIndent, looks_binary
+from ..read.segments import SNIFF_BYTES, Margin, PasteMargin, looks_binary
 from .files import InputError
 from .live import LiveRun
 
@@ -350,12 +350,12 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
     return run
 
 
-def sniff(path: str) -> tuple[bool, int]:
-    """Whether the file is not text, and how far a paste indented it as a whole, judged from its
-    first bytes as one pass judges them."""
+def sniff(path: str) -> tuple[bool, Margin]:
+    """Whether the file is not text, and the margin a paste put before every line, judged from
+    its first bytes as one pass judges them."""
     with open(path, "rb") as fh:
         head = fh.read(SNIFF_BYTES)
-        return looks_binary(head), PasteIndent().judge(head, final=len(head) < SNIFF_BYTES) or 0
+        return looks_binary(head), PasteMargin().judge(head, final=len(head) < SNIFF_BYTES) or Margin()
 
 
 def choose_ranges(path: str, size: int, range_bytes: int = RANGE_BYTES, *,
@@ -440,7 +440,7 @@ def count_lines(path: str, start: int, end: int) -> int:
     return count
 
 
-def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, tuple[bool, int]]) -> RangeResult:
+def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, tuple[bool, Margin]]) -> RangeResult:
     path, name, index, start, end, first_line, last, node, verdict = job
     # after the first range: records that read earlier state wait for the merge
     run = LiveRun(name, node=node, model=RunModel(name, part=index > 0))

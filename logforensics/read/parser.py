@@ -51,6 +51,7 @@ another (``ingest.parallel``), which is neither a first part nor a rest: no tear
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +59,17 @@ from ..events import PHASE_OF_KIND, Event
 from .assemble import TRACEBACK_OPENERS, TracebackAssembler
 from .fastpath import _MASK, LINE_LIMIT, PARTIAL_NOTE, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
-from .segments import DYNAMO_JSON, SNIFF_BYTES, PasteIndent, looks_binary, rejoin, text_counts, torn_json
+from .segments import (
+    DYNAMO_JSON,
+    GUTTER,
+    SNIFF_BYTES,
+    Margin,
+    PasteMargin,
+    looks_binary,
+    rejoin,
+    text_counts,
+    torn_json,
+)
 from .values import literal_structure
 
 if TYPE_CHECKING:
@@ -150,6 +161,13 @@ def _shape_held(buf: Any, pos: int, memo: dict[bytes, Any], coloured: set[bytes]
     return key in memo or key in coloured
 
 
+#: Bytes a margin may take at a line's start (a gutter's spaces, number and mark): the start of a
+#: line shorter than this at a block's end waits for the rest of it.
+_MARGIN_MOST = 24
+#: A line-number gutter at the start of every line (``segments.GUTTER``).
+_GUTTER_AT_STARTS = re.compile(b"(?m)^" + GUTTER.pattern)
+
+
 class IncrementalParser:
     """Feed bytes, get events. One instance per log file or stream."""
 
@@ -175,10 +193,10 @@ class IncrementalParser:
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # have they all been valid UTF-8?
         self._held = bytearray()  # bytes fed and not read yet: they wait for the verdict
         self._held_bulk: tuple[Any, Any] | None = None  # feed_bulk's scanner and sink, to read them with
-        #: a paste indented as a whole (``segments.PasteIndent``): its first lines wait in
-        #: ``_indent_held`` for the verdict; then every line loses that many spaces, the spaces
-        #: of an indentation cut at a block's end waiting in ``_carry`` for the rest of their line
-        self._paste = PasteIndent()
+        #: a paste's margin before every line (``segments.PasteMargin``): its first lines wait in
+        #: ``_indent_held`` for the verdict; then every line loses it, the start of a line cut at a
+        #: block's end (fewer bytes than a margin can take) waiting in ``_carry`` for the rest
+        self._paste = PasteMargin()
         self._indent_held = bytearray()
         self._carry = b""
         self._line_start = True
@@ -190,28 +208,32 @@ class IncrementalParser:
         return None if data is None else self._admit_indent(data)
 
     def _admit_indent(self, data: bytes, final: bool = False) -> bytes | None:
-        """``data`` without the indentation of a paste indented as a whole, or None while the
-        first lines wait for the verdict (``final``: the stream ended or paused: judged now)."""
-        if self._paste.indent is None:
+        """``data`` without the margin a paste put before every line, or None while the first
+        lines wait for the verdict (``final``: the stream ended or paused: judged now)."""
+        if self._paste.margin is None:
             self._indent_held += data
             if self._paste.judge(self._indent_held, final) is None:
                 return None
             data, self._indent_held = bytes(self._indent_held), bytearray()
-        return self._dedent(data) if self._paste.indent else data
+        return self._dedent(data, self._paste.margin) if self._paste.margin else data
 
-    def _dedent(self, data: bytes) -> bytes:
-        """Each line of ``data`` without the paste's indentation (a line indented less is left
-        as it is); the spaces of its removed indentation are counted as read."""
-        k = self._paste.indent or 0
+    def _dedent(self, data: bytes, margin: Margin, final: bool = False) -> bytes:
+        """Each line of ``data`` without the paste's margin (a line without it is left as it
+        is); the bytes of the margins removed are counted as read. ``final``: no more bytes come."""
         if self._carry:
             data, self._carry = self._carry + bytes(data), b""
         last = data.rfind(b"\n")
         start = last + 1 if last >= 0 else (0 if self._line_start else -1)
-        if start >= 0 and len(data) - start < k and not data[start:].strip(b" "):
+        if not final and start >= 0 and len(data) - start < _MARGIN_MOST:
             self._carry, data = bytes(data[start:]), data[:start]  # the rest of the line decides
-        out = data.replace(b"\n" + b" " * k, b"\n")
-        if self._line_start and out.startswith(b" " * k):
-            out = out[k:]
+        if margin.gutter:
+            head = 0 if self._line_start else data.find(b"\n") + 1
+            out = data[:head] + _GUTTER_AT_STARTS.sub(b"", data[head:]) if head or self._line_start else data
+        else:
+            k = margin.indent
+            out = data.replace(b"\n" + b" " * k, b"\n")
+            if self._line_start and out.startswith(b" " * k):
+                out = out[k:]
         if data:
             self._line_start = data.endswith(b"\n")
         self.stats.bytes += len(data) - len(out)
@@ -247,14 +269,14 @@ class IncrementalParser:
             return held
         return None
 
-    def judged(self, binary: bool, indent: int = 0) -> None:
-        """Take the caller's verdicts on whether the stream is text and how far a paste indented
-        it as a whole (a part of a file whose first bytes it judged): nothing fed waits for the
-        parser's own."""
+    def judged(self, binary: bool, margin: Margin | None = None) -> None:
+        """Take the caller's verdicts on whether the stream is text and what margin a paste put
+        before every line (a part of a file whose first bytes it judged): nothing fed waits for
+        the parser's own."""
         self.classifier.binary = binary
         self._judged = True
         self._sniffed = bytearray()
-        self._paste.indent = indent
+        self._paste.margin = margin or Margin()
 
     def _judge(self) -> None:
         self.classifier.binary = looks_binary(bytes(self._sniffed))
@@ -566,7 +588,7 @@ class IncrementalParser:
         that dies soon after such a byte writes no more, and its crash must not wait for
         bytes that never come. The verdict can differ from that of the whole stream's
         first ``SNIFF_BYTES`` only if the bytes after the pause would change it."""
-        if self._judged and self._paste.indent is None and self._indent_held:
+        if self._judged and self._paste.margin is None and self._indent_held:
             # every line so far indented: judged on them, as at the stream's end
             held = self._release_indent()
             bulk, self._held_bulk = self._held_bulk, None
@@ -608,17 +630,19 @@ class IncrementalParser:
                 self.feed_bulk(held, *self._held_bulk)
             elif held:
                 out.extend(self.feed(held))
-        if self._paste.indent is None and self._indent_held:  # every line indented: judged on all of them
+        if self._paste.margin is None and self._indent_held:  # every line with a margin: judged on all of them
             held = self._release_indent()
             if self._held_bulk is not None:
                 self._feed_bulk_admitted(held, *self._held_bulk)
             else:
                 out.extend(self._feed_admitted(held))
         self._held_bulk = None
-        if self._carry:  # the last line: spaces alone, fewer than the indentation
-            self.stats.bytes += len(self._carry)
-            self._hold(self._carry)
-            self._carry = b""
+        if self._carry:  # the start of the last line, unended
+            carry, self._carry = self._carry, b""
+            margin = self._paste.margin or Margin()
+            piece = self._dedent(carry, margin, final=True) if margin else carry
+            self.stats.bytes += len(piece)
+            self._hold(piece)
         tail = self._joined_tail()
         if b"\n" in tail:  # a torn record's first part waited here: the lines, joined where they make one
             self.stats.unterminated_last_line = not tail.endswith(b"\n")

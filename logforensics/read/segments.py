@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from .prefilter import needs
 
@@ -385,29 +386,53 @@ def _skip_wrappers(text: str, a: int, b: int) -> int:
 SNIFF_BYTES = 64 << 10
 
 
-class PasteIndent:
-    """Whether a log is a paste indented as a whole, and by how many spaces.
+@dataclass(frozen=True)
+class Margin:
+    """What a paste put before every line of a log: ``indent`` spaces (a Markdown list item), or
+    a line-number ``gutter`` (``grep -n``'s ``12:`` and ``12-``, ``cat -n``'s right-aligned number
+    and tab, an editor's number column)."""
 
-    A log pasted into a Markdown list item (or quoted by a tool that indents) has every line
-    indented alike, records and traceback lines together; SGLang's own records never are (a
-    traceback's File lines are, under a header that is not). The verdict comes from the
-    stream's first lines: no indentation as soon as a line that is not empty begins with no
-    space (a log's first line, as a rule), else the smallest indentation of those lines once
-    ``SNIFF_BYTES`` came or the stream ended. :attr:`indent` is the verdict, None while it waits."""
+    indent: int = 0
+    gutter: bool = False
 
-    __slots__ = ("indent", "_least", "_judged")
+    def __bool__(self) -> bool:
+        return bool(self.indent or self.gutter)
+
+
+NO_MARGIN = Margin()
+#: A line-number gutter at a line's start: the number, then ``:`` (``grep -n``'s match), ``-``
+#: (its context line; not before a digit: a date is no gutter), a tab, or spaces.
+GUTTER = re.compile(rb" {0,8}(\d{1,9})(?::|-(?!\d)|\t| +)")
+#: Numbered lines that decide a gutter before ``SNIFF_BYTES`` came (each numbered higher).
+_GUTTER_LINES = 8
+
+
+class PasteMargin:
+    """Whether a log is a paste that put a margin before every line (:class:`Margin`).
+
+    SGLang's own records never have one (a traceback's File lines are indented, under a header
+    that is not). The verdict comes from the stream's first lines: a gutter where every line
+    that is not empty is numbered, each higher than the last (grep's ``--`` between groups
+    aside), over 3 lines at least; else no indentation as soon as a line that is not empty begins
+    with no space (a log's first line, as a rule), or the smallest indentation of those lines
+    once ``SNIFF_BYTES`` came or the stream ended. :attr:`margin` is the verdict, None while it
+    waits."""
+
+    __slots__ = ("margin", "_least", "_judged", "_numbers", "_numbered")
 
     def __init__(self) -> None:
-        self.indent: int | None = None
+        self.margin: Margin | None = None
         self._least: int | None = None
         self._judged = 0  # bytes of the whole lines judged so far
+        self._numbers: list[int] = []
+        self._numbered = True  # every line so far numbered, each higher
 
-    def judge(self, held: bytes | bytearray, final: bool = False) -> int | None:
+    def judge(self, held: bytes | bytearray, final: bool = False) -> Margin | None:
         """The verdict on the stream's first bytes, ``held`` (all of them, each time: the lines
         judged before are not read again; ``final``: the stream ended, its last line judged as
         it is)."""
-        if self.indent is not None:
-            return self.indent
+        if self.margin is not None:
+            return self.margin
         pos, n = self._judged, len(held)
         while pos < n:
             end = held.find(b"\n", pos)
@@ -415,18 +440,29 @@ class PasteIndent:
                 if not final:
                     break  # an unfinished line waits for the bytes that end it
                 end = n
-            line = held[pos:end]
-            if line.strip(b" \t\r"):
-                lead = len(line) - len(line.lstrip(b" "))
-                if lead == 0:
-                    self.indent = 0
-                    return 0
-                self._least = lead if self._least is None else min(self._least, lead)
+            line = bytes(held[pos:end]).rstrip(b"\r")
             pos = end + 1
+            if not line.strip(b" \t") or line == b"--":
+                continue
+            if self._numbered:
+                m = GUTTER.match(line)
+                if m is None or (self._numbers and int(m.group(1)) <= self._numbers[-1]):
+                    self._numbered = False
+                else:
+                    self._numbers.append(int(m.group(1)))
+                    if len(self._numbers) >= _GUTTER_LINES:
+                        self.margin = Margin(gutter=True)
+                        return self.margin
+            lead = len(line) - len(line.lstrip(b" "))
+            if lead == 0 and not self._numbered:
+                self.margin = NO_MARGIN
+                return self.margin
+            self._least = lead if self._least is None else min(self._least, lead)
         self._judged = pos
         if final or n >= SNIFF_BYTES:
-            self.indent = self._least or 0
-        return self.indent
+            gutter = self._numbered and len(self._numbers) >= 3
+            self.margin = Margin(gutter=True) if gutter else Margin(indent=self._least or 0)
+        return self.margin
 
 
 #: The control characters ``text_counts`` counts (all but tab, newline, carriage return, ESC).
