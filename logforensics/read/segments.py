@@ -405,6 +405,8 @@ NO_MARGIN = Margin()
 GUTTER = re.compile(rb" {0,8}(\d{1,9})(?::|-(?!\d)|\t| +)")
 #: Numbered lines that decide a gutter before ``SNIFF_BYTES`` came (each numbered higher).
 _GUTTER_LINES = 8
+#: Lines (not empty) a margin needs at least, to be told from the log's own indentation.
+_MARGIN_LINES = 3
 
 
 class PasteMargin:
@@ -418,11 +420,12 @@ class PasteMargin:
     once ``SNIFF_BYTES`` came or the stream ended. :attr:`margin` is the verdict, None while it
     waits."""
 
-    __slots__ = ("margin", "_least", "_judged", "_numbers", "_numbered")
+    __slots__ = ("margin", "_least", "_lines", "_judged", "_numbers", "_numbered")
 
     def __init__(self) -> None:
         self.margin: Margin | None = None
         self._least: int | None = None
+        self._lines = 0  # lines judged that are not empty
         self._judged = 0  # bytes of the whole lines judged so far
         self._numbers: list[int] = []
         self._numbered = True  # every line so far numbered, each higher
@@ -444,6 +447,7 @@ class PasteMargin:
             pos = end + 1
             if not line.strip(b" \t") or line == b"--":
                 continue
+            self._lines += 1
             if self._numbered:
                 m = GUTTER.match(line)
                 if m is None or (self._numbers and int(m.group(1)) <= self._numbers[-1]):
@@ -460,8 +464,11 @@ class PasteMargin:
             self._least = lead if self._least is None else min(self._least, lead)
         self._judged = pos
         if final or n >= SNIFF_BYTES:
-            gutter = self._numbered and len(self._numbers) >= 3
-            self.margin = Margin(gutter=True) if gutter else Margin(indent=self._least or 0)
+            # (a margin needs lines enough to tell it from the log's own: a window of one or two
+            # indented lines is read as it is)
+            gutter = self._numbered and len(self._numbers) >= _MARGIN_LINES
+            enough = self._lines >= _MARGIN_LINES
+            self.margin = Margin(gutter=True) if gutter else Margin(indent=self._least or 0 if enough else 0)
         return self.margin
 
 
