@@ -1514,3 +1514,11 @@ def test_what_to_collect_after_a_logged_cpp_exception_asks_for_its_end_only_when
         assert s.crash is not None and s.crash.source == "cpp_exception"
         asks = any("what became of the C++ exception" in c for c in _collect(s, compute(s, None)))
         assert asks is asked
+
+
+def test_a_container_banner_s_sglang_version_is_the_run_s() -> None:
+    """NVIDIA's SGLang container prints 'SGLang Version 0.5.11+05fb6a52' in its banner (real-pairs
+    025-027): the log shows the version."""
+    s = summarize("============\n== SGLang ==\n============\n\nNVIDIA Release 26.05 (build 320256704)\n"
+                  "SGLang Version 0.5.11+05fb6a52\n")
+    assert s.versions.get("sglang") == "0.5.11+05fb6a52"

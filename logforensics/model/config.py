@@ -134,6 +134,14 @@ def on_nccl_version(m: RunModel, ev: Event) -> None:
             m.config.versions.setdefault("cuda", version.split("+cuda")[1])
 
 
+@handles("sglang_version_banner")
+def on_sglang_version(m: RunModel, ev: Event) -> None:
+    """The SGLang version a container's banner names (NVIDIA's: "SGLang Version 0.5.11+05fb6a52")."""
+    if ev.fields.get("version"):
+        m.config.versions.setdefault("sglang", ev.fields["version"])
+        m.notices.add("sglang_version", ev)  # the line the version rests on
+
+
 @handles("custom_ar_disabled", "unbalanced_memory")
 def on_notable(m: RunModel, ev: Event) -> None:
     """Records kept as evidence for the rules, under their own kind."""

@@ -243,7 +243,7 @@ class RunSummary:
     launch_args: dict[str, Setting]
     env: dict[str, str]
     #: what the log says of the software: ``nccl``, ``cuda`` (NCCL's build), the model's
-    #: ``model_type``, ``dtype``, ``quant`` (the weight load's line)
+    #: ``model_type``, ``dtype``, ``quant`` (the weight load's line), ``sglang`` (a container's banner)
     versions: dict[str, str]
     #: kind -> the first records of the kind ({file, line, rank, text}; a run of several
     #: nodes adds ``node``)

@@ -88,7 +88,7 @@ def _end(terminal: str, name: str, conv: Conv = v.to_strip) -> Take:
 T = Take
 _TB_FRAME = _rule(T("FPATH", "path", v.to_str), T("INT", "lineno", v.to_int), T("TEXT", "func", v.to_strip))
 _NCCL_LIBRARY = _rule(T("NONSPACE", "path", v.to_str), generic=True)
-_NCCL_VERSION = _rule(T("VERSION", "version", v.to_str))
+_VERSION = _rule(T("VERSION", "version", v.to_str))
 _CAPTURE = ("role", v.capture_role), ("graph", v.capture_graph), ("device", v.capture_device)
 
 #: Grammar rule -> its declared fields. A rule not listed (and without a handler) is read
@@ -101,8 +101,9 @@ RULES: dict[str, Rule] = {
     "nccl_warmup": _rule(T("NCCL_WARMUP", "group", v.to_str), T("NUMBER", "elapsed_s", v.to_float), generic=True),
     "unbalanced_memory": _rule(_seq("SIGNED", ("min_avail_gib", "local_avail_gib", "threshold_gib"), v.to_float),
                                T("NUMBER", "factor", v.to_float)),
-    "nccl_version": _NCCL_VERSION,
-    "nccl_version_native": _NCCL_VERSION,
+    "nccl_version": _VERSION,
+    "nccl_version_native": _VERSION,
+    "sglang_version_banner": _VERSION,
     "nccl_library": _NCCL_LIBRARY,
     "nccl_load_failed": _NCCL_LIBRARY,
     "custom_ar_disabled": _rule(T("CUSTOM_AR_DISABLED", "component", v.before(" is disabled")),
