@@ -268,3 +268,27 @@ def test_a_schedulers_event_loop_in_a_parts_module_names_no_part() -> None:
                   code="poll = poll_and_all_reduce(")
     assert component_of([loop, model]) is None
     assert component_of([loop, queue]) == "PD disaggregation (decode.py:610 in pop_transferred)"
+
+
+WARMUP_FAILED = """\
+[2026-05-20 08:46:41] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)
+[2026-05-20 08:46:42] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2826, in event_loop_overlap
+    batch_result = self.run_batch(batch)
+RuntimeError: BatchPrefillWithPagedKVCache failed
+[2026-05-20 08:46:50] Initialization failed. warmup error: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/http_server.py", line 1200, in _execute_server_warmup
+    res = requests.post(url + request_name, json=json_data, timeout=600)
+requests.exceptions.ReadTimeout: HTTPConnectionPool(host='127.0.0.1', port=30000): Read timed out.
+"""
+
+
+def test_a_failure_in_the_event_loop_before_readiness_is_the_warmup_request_s(tmp_path: Path) -> None:
+    """The launcher's warm-up request is the first batch the event loop serves: a failure there,
+    in a server that never said it was ready, whose launcher then reports the warm-up failed, is
+    said to be in that request (real-pairs 026); after readiness it is not."""
+    d = _diagnose(tmp_path, WARMUP_FAILED)
+    assert "during serving, in the launcher's warmup request (the server never said it was ready)" in d.verdict
+    ready = WARMUP_FAILED.replace("INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
+                                  "The server is fired up and ready to roll!")
+    assert "warmup request" not in _diagnose(tmp_path, ready).verdict

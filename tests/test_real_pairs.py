@@ -25,11 +25,6 @@ WRONG_VERDICT: dict[str, str] = {
         "setting that brings that worker (speculative_algorithm None -> FROZEN_KV_MTP, the changed "
         "setting the failing traceback runs through); it also says 'during kv_cache_alloc', though both "
         "the target and the draft model print 'Memory pool end' before the draft's NVFP4 KV calibration fails",
-    "026-gb10-gemma4-e2b-bf16-kv-serves-fp8-kv-flashinfer-runtimeerror-at-warmup":
-        "the verdict says 'during serving' for a run that never reached ready (its end is 'Initialization "
-        "failed. warmup error'), so it does not place the failure at the warm-up, and it names no changed "
-        "setting though the only one, kv_cache_dtype auto -> fp8_e4m3, is the KV dtype (__nv_fp8_e4m3) "
-        "printed on the FlashInfer prefill call that fails",
 }
 
 

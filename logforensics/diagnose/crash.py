@@ -19,6 +19,7 @@ from ..model.records import Frame, OomFigures
 from ..model.run import RunSummary
 from ..model.stops import left_phase
 from ..model.summary import Crash
+from ..read.assemble import WARMUP_SOURCE
 from ..units import clip
 from .sides import Evidence, ev, ev_of, notice_ev
 
@@ -143,7 +144,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         scheduler_step=scheduler_step(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
         where=(left_phase(run, crash.first_rank or (None if run.ranks else "-")) if crash.phase is None else None)
-        or where_failed(crash.phase, crash.frames), component=component_of(crash.frames),
+        or where_failed(crash.phase, crash.frames) + _in_warmup(run, crash), component=component_of(crash.frames),
         no_exception=without_exception(crash),
         process=process_phrase(crash.source), rank_named_at=named_at,
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
@@ -178,6 +179,17 @@ def without_exception(crash: Crash) -> str:
         return "a traceback whose exception is not in this log (cut)" + (
             f", raised while handling {shown[-1]}" if shown else "")
     return "a child process failed, what failed is not in this log"
+
+
+def _in_warmup(run: RunSummary, crash: Crash) -> str:
+    """``, in the launcher's warmup request (the server never said it was ready)``: a failure
+    in the event loop of a server that never became ready, whose launcher then reports its
+    warm-up request failed (real-pairs 026): that request is what the loop was serving."""
+    if crash.phase != "serving" or run.ready is not None or run.outcome != "crashed":
+        return ""
+    if not any(e.source == WARMUP_SOURCE and e.first_line > crash.line for e in run.exceptions):
+        return ""
+    return ", in the launcher's warmup request (the server never said it was ready)"
 
 
 def _head(message: str) -> str:

@@ -28,7 +28,7 @@ EFFECTS: dict[str, str] = {
     "max_running_requests": "request slots and KV usage",
     "max_prefill_tokens": "tokens in one prefill batch: activation memory at prefill",
     "context_len": "the longest request the server accepts",
-    "kv_cache_dtype": "KV cell size and #tokens",
+    "kv_cache_dtype": "KV cell size and #tokens; the attention kernels' dtype for the cache",
     "attention_backend": "decode throughput",
     "enable_torch_compile": "start-up time and decode throughput",
     "SGLANG_FORCE_CUSTOM_AR_PCIE": "custom allreduce enabled on PCIe-only GPUs: IPC buffers mapped "
@@ -56,7 +56,8 @@ ACTS_ON: dict[str, tuple[str, ...]] = {
     "disable_cuda_graph": ("throughput",),
     "disable_custom_all_reduce": ("init_distributed", "cuda_graph_capture"),
     "tp_size": ("load_weights", "kv_cache_alloc"),
-    "kv_cache_dtype": ("kv_cache_alloc",),
+    # (the attention kernels read the cache in its dtype: a capture or a batch runs them)
+    "kv_cache_dtype": ("kv_cache_alloc", "cuda_graph_capture", "serving"),
     "max_total_tokens": ("kv_cache_alloc",),
     "chunked_prefill_size": ("cuda_graph_capture", "serving"),
     "max_prefill_tokens": ("serving",),
@@ -185,12 +186,15 @@ def _startup(run: RunSummary) -> tuple[dict[str, Any], dict[str, Any] | None]:
 
 def _compare_startup(base: RunSummary, fail: RunSummary, args: dict[str, SettingDiff]) -> tuple[
         dict[str, SettingDiff], list[Evidence]]:
-    """Settings of the start-up line that differ, unless the settings dumps already say so:
-    the values in effect where a dump shows a default (``chunked_prefill_size=None``) or
-    no dump is in the log."""
+    """Settings of the start-up line that differ, unless the settings dumps say otherwise: the
+    values in effect where no dump is in the log. Where both dumps show the setting alike (a
+    default both left to SGLang, ``max_running_requests=None``), the values SGLang derived
+    (from the KV pool's size, the GPU's memory) are what other changes made of it: no change
+    of its own (real-pairs 026)."""
     (bv, bline), (fv, fline) = _startup(base), _startup(fail)
+    alike = {k for k in STARTUP_SETTINGS if k in base.server_args and k in fail.server_args}
     out = {k: SettingDiff(k, "start-up line", bv[k], fv[k], EFFECTS.get(k))
-           for k in STARTUP_SETTINGS if k in bv and k in fv and bv[k] != fv[k] and k not in args}
+           for k in STARTUP_SETTINGS if k in bv and k in fv and bv[k] != fv[k] and k not in args and k not in alike}
     lines = [e for line in (fline, bline) if line and out for e in ev_of(line)]
     return out, lines
 
