@@ -1522,3 +1522,19 @@ def test_a_container_banner_s_sglang_version_is_the_run_s() -> None:
     s = summarize("============\n== SGLang ==\n============\n\nNVIDIA Release 26.05 (build 320256704)\n"
                   "SGLang Version 0.5.11+05fb6a52\n")
     assert s.versions.get("sglang") == "0.5.11+05fb6a52"
+
+
+def test_a_failure_after_a_phase_s_last_end_line_is_in_no_phase_its_lines_name() -> None:
+    """A rank whose last phase record is the phase's end line had left the phase, whichever of
+    its pools that line ends (a draft model's second 'Memory pool end', real-pairs 025), and a
+    weight-loading bar drawn before it does not keep it there."""
+    s = summarize("Multi-thread loading shards: 100% Completed | 1/1 [00:00<00:00,  1.19it/s]\n"
+                  "[2026-06-12 04:58:29] Load weight end. elapsed=1.76 s, type=Gemma4ForCausalLM, avail mem=63.18 GB, "
+                  "mem usage=0.17 GB.\n"
+                  "[2026-06-12 04:58:29] KV Cache is allocated. #tokens: 64, K size: 0.00 GB, V size: 0.00 GB\n"
+                  "[2026-06-12 04:58:29] Memory pool end. avail mem=63.18 GB\n"
+                  "[2026-06-12 04:58:29] KV Cache is allocated. #tokens: 64, K size: 0.00 GB, V size: 0.00 GB\n"
+                  "[2026-06-12 04:58:29] Memory pool end. avail mem=63.10 GB\n"
+                  "/opt/pytorch/aten/src/ATen/native/cuda/IndexKernelUtils.cu:16: vectorized_gather_kernel: block: "
+                  "[34,0,0], thread: [0,0,0] Assertion `ind >=0 && ind < ind_dim_size` failed.\n")
+    assert s.crash is not None and s.crash.phase is None

@@ -19,13 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "025-gb10-gemma4-e2b-nvfp4-kv-spec-off-serves-frozen-kv-mtp-draft-init-device-assert":
-        "the verdict places the failure in speculative decoding's draft worker but does not name the "
-        "setting that brings that worker (speculative_algorithm None -> FROZEN_KV_MTP, the changed "
-        "setting the failing traceback runs through); it also says 'during kv_cache_alloc', though both "
-        "the target and the draft model print 'Memory pool end' before the draft's NVFP4 KV calibration fails",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

@@ -143,7 +143,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         scheduler_step=scheduler_step(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
-        where=(left_phase(run, crash.first_rank or (None if run.ranks else "-")) if crash.phase is None else None)
+        where=(left_phase(run, crash.first_rank or ("-" if set(run.ranks) <= {"-"} else None)) if crash.phase is None else None)
         or where_failed(crash.phase, crash.frames) + _in_warmup(run, crash), component=component_of(crash.frames),
         no_exception=without_exception(crash),
         process=process_phrase(crash.source), rank_named_at=named_at,

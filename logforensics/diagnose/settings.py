@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.phases import component_of
 from ..model.records import NO_MEMORY, Frame
 from ..model.run import RunSummary
 from .sides import Evidence, ev_of, notice_ev, setting
@@ -46,6 +47,18 @@ def independent_changes(keys: tuple[str, ...]) -> int:
     """How many changes the changed ``keys`` are: a setting that changed with the one SGLang
     derives it from is no change of its own."""
     return len({k for k in keys if DERIVED_FROM.get(k) not in keys})
+
+
+#: The settings that bring in each optional part of SGLang (``model.phases.COMPONENTS``): a
+#: failure whose frames are inside the part, after one of them changed, runs through what the
+#: change switched on.
+COMPONENT_SETTINGS: dict[str, tuple[str, ...]] = {
+    "speculative decoding": ("speculative_algorithm", "speculative_draft_model_path"),
+    "LoRA": ("enable_lora", "lora_paths"),
+    "PD disaggregation": ("disaggregation_mode", "disaggregation_transfer_backend"),
+    "constrained decoding (the grammar backend)": ("grammar_backend",),
+    "the attention backend": ("attention_backend", "prefill_attention_backend", "decode_attention_backend"),
+}
 
 
 #: Which phase (or "throughput") each setting acts on, to link a difference to a failure.
@@ -112,6 +125,10 @@ class ConfigDiff:
     #: Fields of one run's ``server_args`` dump that the other's lacks, each with the side that
     #: has it ("speculative_x (failing only)"): the two builds differ, whatever their settings.
     build_fields: tuple[str, ...] = ()
+    #: Changed settings that switch on the part of SGLang the failing traceback's innermost
+    #: SGLang frame is in (``COMPONENT_SETTINGS``): failing-side evidence, the frames, ties them
+    #: to the failure; their ``phase`` is the part's name.
+    in_component: tuple[LinkedSetting, ...] = ()
 
     @staticmethod
     def empty() -> ConfigDiff:
@@ -211,7 +228,15 @@ def config_diff(fail: RunSummary, base: RunSummary) -> ConfigDiff:
         build = tuple([f"{k} (failing only)" for k in sorted(set(fail.server_args) - set(base.server_args))]
                       + [f"{k} (baseline only)" for k in sorted(set(base.server_args) - set(fail.server_args))])
     return ConfigDiff(args, env, bool(args or env), tuple(sorted(args) + sorted(env)), _linked(args, env, fail),
-                      not_compared, tuple(evidence), build)
+                      not_compared, tuple(evidence), build, _in_component(args, fail))
+
+
+def _in_component(args: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
+    """The changed settings that bring in the part of SGLang the failing crash's frames are in."""
+    where = component_of(fail.crash.frames) if fail.crash is not None and fail.outcome == "crashed" else None
+    part = next((name for name in COMPONENT_SETTINGS if where and where.startswith(name)), None)
+    return tuple(LinkedSetting(k, args[k].source, args[k].baseline, args[k].failing, part, args[k].effect)
+                 for k in COMPONENT_SETTINGS.get(part or "", ()) if part and k in args)
 
 
 def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:

@@ -204,8 +204,9 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], messa
         end = PHASE_END.get(r.phase)
         info = r.phases.get(r.phase) or {}
         seen_end = r.evidence.get(end[0]) if end else None
-        if seen_end is not None and seen_end["line"] == info.get("last_line") and bar is None \
-                and scheduler_step(frames) is None:
+        ended = end is not None and (info.get("last_kind") == end[0]
+                                     or seen_end is not None and seen_end["line"] == info.get("last_line"))
+        if ended and (bar is None or bar[1]["line"] < (info.get("last_line") or 0)) and scheduler_step(frames) is None:
             return None  # its last record ends the phase: it had left it, and no line says for what
             # (a scheduler still being built, past its model worker's steps, is in the last it reached)
         return r.phase

@@ -85,6 +85,7 @@ class RankState:
             info = self.phases[phase] = {"first_line": line, "first_ts": ts}
         info["last_line"] = line
         info["last_ts"] = ts
+        info["last_kind"] = kind
         self.phase = phase
         self.phase_line = self.course_line = line
         if ts:
