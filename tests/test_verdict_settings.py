@@ -146,3 +146,16 @@ def test_a_label_before_the_launch_command_is_no_environment_variable(tmp_path: 
     assert "command" not in s.env and s.launch_args.get("tp") in ("2", 2)
     log.write_text("NCCL_DEBUG=INFO CUDA_VISIBLE_DEVICES=0,1 python3 -m sglang.launch_server --model-path m --tp 2\n")
     assert summarize_file(log).env == {"NCCL_DEBUG": "INFO", "CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_a_setting_of_a_part_both_runs_leave_off_is_no_change(tmp_path: Path) -> None:
+    """speculative_moe_runner_backend None -> 'auto' (a build's default that moved) acts on nothing
+    while neither run has a speculative algorithm (real-pairs 024); with one on, it is compared."""
+    for algorithm, compared in (("None", False), ("'EAGLE3'", True)):
+        base, fail = tmp_path / "baseline.log", tmp_path / "failing.log"
+        dump = ("[2026-03-0{d} 10:00:00] server_args=ServerArgs(model_path='/models/m', tp_size=1, "
+                "speculative_algorithm={a}, speculative_moe_runner_backend={b})\n")
+        base.write_text(dump.format(d=1, a=algorithm, b="None") + SERVING.format(d=1))
+        fail.write_text(dump.format(d=2, a=algorithm, b="'auto'") + SERVING.format(d=2) + CRASH)
+        d = diagnose_files(str(fail), str(base))
+        assert ("speculative_moe_runner_backend" in d.facts.config.changed_keys) is compared

@@ -168,9 +168,25 @@ def _compare_args(base: RunSummary, fail: RunSummary) -> tuple[dict[str, Setting
     out = {}
     for key in sorted(keys - _IGNORE):
         b, f = bv.get(key), fv.get(key)
-        if _norm(b) != _norm(f):
+        if _norm(b) != _norm(f) and not _inert(key, bv, fv):
             out[key] = SettingDiff(key, "server_args", b, f, EFFECTS.get(key))
     return out, None
+
+
+#: Settings of an optional part (by their names' prefix) and the switch that turns the part on,
+#: with the values that leave it off: while it is off in both runs, they act on nothing.
+_PART_SWITCHES = (("speculative_", "speculative_algorithm", (None, "None", "")),
+                  ("lora_", "enable_lora", (None, False, "None", "False")),
+                  ("hicache_", "enable_hierarchical_cache", (None, False, "False")))
+
+
+def _inert(key: str, base: Mapping[str, Any], fail: Mapping[str, Any]) -> bool:
+    """Whether ``key`` belongs to a part both runs leave off (``speculative_moe_runner_backend``
+    with no speculative algorithm on either side, a build's default that moved, real-pairs 024)."""
+    for prefix, switch, off in _PART_SWITCHES:
+        if key.startswith(prefix) and key != switch and switch in base and switch in fail:
+            return _norm(base[switch]) in off and _norm(fail[switch]) in off
+    return False
 
 
 def _compare_env(base: RunSummary, fail: RunSummary) -> dict[str, SettingDiff]:
