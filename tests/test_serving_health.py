@@ -127,6 +127,17 @@ def test_throughput_summed_across_dp_groups_never_across_their_tp_ranks(tmp_path
     assert all(v == facts["running_req"] for _, v, _ in s.series["running_req"])
 
 
+def test_every_pipeline_stage_s_record_of_one_batch_counts_once(tmp_path: Path) -> None:
+    """Each pipeline stage logs the same decode batch (real-unseen 1264): the series counts it
+    once, not the stages' sum."""
+    text = "".join(f"[2025-05-08 10:00:{s:02d} TP0 PP{pp}] Decode batch, #running-req: 1, #token: 64, token usage: 0.00, "
+                   f"cuda graph: True, gen throughput (token/s): 20.00, #queue-req: 0\n"
+                   for s in range(0, 40, 2) for pp in (0, 1))
+    s = _serving(_write(tmp_path, "pp2.log", text))
+    assert all(v == pytest.approx(20.0) for _, v, _ in s.series["gen_tok_s"])
+    assert all(v == 1 for _, v, _ in s.series["running_req"])
+
+
 def test_full_pool_with_an_empty_queue_is_not_pressure(tmp_path: Path) -> None:
     path = _write(tmp_path, "full_idle_queue.log", gen.kv_full(None)[0])
     run = summarize_file(path)

@@ -166,12 +166,13 @@ def bar_rank(labels: Any) -> str:
 
 #: Label parts that name a rank inside one attention-DP group: every such rank prints the
 #: same batch statistics when it prints them at all (``--enable-metrics-for-all-schedulers``).
-_INSIDE_GROUP = frozenset(("TP", "EP", "ATTN_CP", "MOE_DP"))
+_INSIDE_GROUP = frozenset(("TP", "EP", "ATTN_CP", "MOE_DP", "PP"))
 
 
 def dp_group(label: str) -> str:
-    """The attention-DP group of a rank label: the label without its TP, EP, ATTN_CP and
-    MOE_DP parts (``DP1 TP9 EP9`` -> ``DP1``; ``TP3`` -> ``""``: one group)."""
+    """The attention-DP group of a rank label: the label without its TP, EP, ATTN_CP, MOE_DP
+    and PP parts (``DP1 TP9 EP9`` -> ``DP1``; ``TP3`` -> ``""``: one group; every pipeline stage
+    logs the same batches, real-unseen 1264)."""
     return " ".join(t for t in label.split()
                     if not ((m := _LABEL_PART.fullmatch(t)) and m.group(1) in _INSIDE_GROUP))
 
