@@ -1538,3 +1538,25 @@ def test_a_failure_after_a_phase_s_last_end_line_is_in_no_phase_its_lines_name()
                   "/opt/pytorch/aten/src/ATen/native/cuda/IndexKernelUtils.cu:16: vectorized_gather_kernel: block: "
                   "[34,0,0], thread: [0,0,0] Assertion `ind >=0 && ind < ind_dim_size` failed.\n")
     assert s.crash is not None and s.crash.phase is None
+
+
+WATCHDOG_DEATH = ("[rank14]:[E319 05:16:21.789822241 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 14] Process "
+                  "group watchdog thread terminated with exception: CUDA error: an illegal memory access was "
+                  "encountered\n"
+                  "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+                  "below might be incorrect.\n")
+
+
+def test_the_nccl_watchdog_s_death_of_another_error_is_the_rank_s_crash() -> None:
+    """torch's record of its NCCL watchdog thread dying of a CUDA error ends the process (real-unseen
+    1282): the first fatal record, on torch's rank, in no phase its record names; the C++ stack it
+    logs after it, when the log holds it, is the same record, not a second."""
+    s = summarize(WATCHDOG_DEATH)
+    assert s.outcome == "crashed" and s.crash is not None
+    assert (s.crash.line, s.crash.first_rank, s.crash.phase) == (1, "rank14", None)
+    assert "illegal memory access" in s.outcome_reason
+    stack = ("Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43 (most "
+             "recent call first):\n"
+             "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f in libc10.so)\n")
+    whole = summarize(WATCHDOG_DEATH + stack)
+    assert whole.crash is not None and whole.crash.line == 1 and whole.crash.count == 1

@@ -615,12 +615,19 @@ def _logged_cpp_exception(m: RunModel, ev: Event, logged: dict[str, Any], raised
     by = f", logged at {loc.group(1)}" if loc else ""
     what = f"C++ exception raised in {raised.group(1)} ({where}){by}"
     message = f"{what}: {logged['message']}".rstrip(": ")
-    m.failures.crash_events.append({
+    record = {
         "rank": rank, "rank_inferred_from": None, "source": CPP_RAISED_SOURCE, "exception": None,
         "message": message, "frames": [], "chain": [], "oom": None, "fatal_signal": False, "exception_line": None,
         "file": ev.file, "line": logged["line"], "end_line": ev.line, "ts": logged["ts"] or ev.ts,
         "text": f"{logged['text']}\n{ev.text}", "phase": phase_for(m, rank, []), "cpp_frame": True,
-        "what": what})  # (the error's ``what``, should the rank go on)
+        "what": what}  # (the error's ``what``, should the rank go on)
+    died = next((c for c in m.failures.crash_events if c["line"] == logged["line"] and c.get("file") == ev.file
+                 and c.get("native")), None)
+    if died is not None:  # the watchdog's death, read at its record: now with the stack it logged
+        died.clear()
+        died.update(record)
+    else:
+        m.failures.crash_events.append(record)
 
 
 #: Exit codes of a child ended by a stop signal, SIGTERM or SIGINT: as Python's
@@ -774,6 +781,10 @@ CANN_HINT_LINES = 3
 _CANN_CODE = re.compile(r"\bE[A-Z0-9]\d{4}(?=:)")
 
 
+#: torch's record of its NCCL watchdog thread's death (``ProcessGroupNCCL``), before the error that ended it.
+WATCHDOG_DIED = "Process group watchdog thread terminated with exception:"
+
+
 @handles("c10d_log", "collective_timeout")  # torch watchdog and store timeouts
 def on_c10d_log(m: RunModel, ev: Event) -> None:
     """A watchdog or collective timeout is a hang, whatever is raised after it. A torch
@@ -787,6 +798,12 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
     # a C++ exception logged by a timeout's record is the watchdog's report, the hang's evidence
     m.failures.last_c10d = None if hang else {"file": ev.file, "line": ev.line, "rank": own, "ts": ev.ts,
                                               "text": ev.text, "message": msg}
+    if not hang and WATCHDOG_DIED in msg and not any(c["line"] == ev.line for c in m.failures.crash_events):
+        # the NCCL watchdog thread died of another error (a CUDA error it met): torch ends the
+        # process (its abort follows, when the log holds it): the rank's first fatal record
+        # (its phase is not its record's to say: the watchdog thread runs beside every phase; the
+        # C++ stack it logs, when the log holds it, makes this record whole: _logged_cpp_exception)
+        _native_crash(m, ev, own, msg.split(WATCHDOG_DIED, 1)[1].strip() or msg, phase=None)
     code = _CANN_CODE.search(msg) if "E" in msg else None
     if code and c10d_rank(head):
         m.failures.cann_hint = {"code": code.group(0), "rank": c10d_rank(head), "line": ev.line, "file": ev.file,
