@@ -190,6 +190,15 @@ PENDING: dict[tuple[str, str], str] = {
                                            "three lines ('... #new-token: 16384,' then '#cached-token: 0, token "
                                            "usage: 0.00, ...'); line 1 is read as the batch with its 16384 new "
                                            "tokens, the continuation lines 2-3 are unrecognised and not joined to it",
+    ("outcome", "1282"): "'incomplete: the log stops at line 2 without readiness or failure': torch's '[rank14]:[E319 "
+                         "...] ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 14] Process group watchdog thread "
+                         "terminated with exception: CUDA error: an illegal memory access was encountered' (line 1) "
+                         "is kept only as a c10d notice; with no 'Exception raised from' or frame line after it, the "
+                         "watchdog's fatal record is not read as a crash (673 and 596 have their frames)",
+    ("crash", "1282"): "no crash: line 1's watchdog termination of torch's global rank 14 is not read as a crash, so "
+                       "no crash with the rank 'rank14' (596's and 673's form) is reported",
+    ("fatal_line", "1282"): "no fatal record cited: the label's is line 1, the NCCL watchdog's 'Process group "
+                            "watchdog thread terminated with exception' record, kept only as a notice",
 }
 
 
