@@ -190,15 +190,25 @@ PENDING: dict[tuple[str, str], str] = {
                                            "three lines ('... #new-token: 16384,' then '#cached-token: 0, token "
                                            "usage: 0.00, ...'); line 1 is read as the batch with its 16384 new "
                                            "tokens, the continuation lines 2-3 are unrecognised and not joined to it",
-    ("outcome", "1282"): "'incomplete: the log stops at line 2 without readiness or failure': torch's '[rank14]:[E319 "
-                         "...] ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 14] Process group watchdog thread "
-                         "terminated with exception: CUDA error: an illegal memory access was encountered' (line 1) "
-                         "is kept only as a c10d notice; with no 'Exception raised from' or frame line after it, the "
-                         "watchdog's fatal record is not read as a crash (673 and 596 have their frames)",
-    ("crash", "1282"): "no crash: line 1's watchdog termination of torch's global rank 14 is not read as a crash, so "
-                       "no crash with the rank 'rank14' (596's and 673's form) is reported",
-    ("fatal_line", "1282"): "no fatal record cited: the label's is line 1, the NCCL watchdog's 'Process group "
-                            "watchdog thread terminated with exception' record, kept only as a notice",
+    ("key_figure[load_begin_avail]", "1290"): "only 21.89 (the DFlash draft's 'Load weight begin', line 20): the "
+                                              "rankless process's second load replaces its first, the target's "
+                                              "'Load weight begin. avail mem=114.99 GB' (line 7); the draft's load "
+                                              "names no draft ('type=DFlashLagunaForCausalLM', no 'draft' record), "
+                                              "so it is not kept apart as a draft's figure",
+    ("key_figure[load_elapsed_s]", "1290"): "only 12.63 (the draft's load, line 23), not the target's 548.90 s "
+                                            "(line 14), as load_begin_avail[1290]",
+    ("key_figure[load_end_avail]", "1290"): "only 19.14 (the draft's, line 23), not the target's 22.03 GB (line 14), "
+                                            "as load_begin_avail[1290]",
+    ("key_figure[weight_mem]", "1290"): "only 2.75 (the draft's, line 23): the ranks table gives the process 2.75 "
+                                        "GiB of weights where the target LagunaForCausalLM's 'mem usage=92.96 GB' "
+                                        "(line 14) is in the log, as load_begin_avail[1290]",
+    ("key_figure[kv_tokens]", "1290"): "the rank's one KV figure, 34097 (the full pool), where the label lists the "
+                                       "three 'KV Cache is allocated' lines (27277 and 34097 for the target's swa "
+                                       "and full pools, lines 28-29; 34097 for the draft's, line 32); the three "
+                                       "pools are in --json's kv_pools, but the figure gives the rank's one",
+    ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
+                                            "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
+                                            "line 31, 12.25 at line 33) read as three values against the label's two",
 }
 
 
