@@ -193,7 +193,7 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
     shown = {*env.same, *(d.label for d in env.differs)}  # by the files beside both runs' logs
     unseen = [u for u in facts.setup.unknown if u in ENVIRONMENT_ASPECTS and ENVIRONMENT_ASPECTS[u] not in shown]
     if unseen:  # what SGLang's bug reports ask for, and the comparison lacks
-        out.append("the output of python -m sglang.check_env on each run's machine: the logs do not show the "
+        out.append("the output of python -m sglang.check_env on each run's machine: not both logs show the "
                    + " or the ".join(unseen))
     return tuple(dict.fromkeys(out))
 
