@@ -1560,3 +1560,20 @@ def test_the_nccl_watchdog_s_death_of_another_error_is_the_rank_s_crash() -> Non
              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f in libc10.so)\n")
     whole = summarize(WATCHDOG_DEATH + stack)
     assert whole.crash is not None and whole.crash.line == 1 and whole.crash.count == 1
+
+
+@pytest.mark.parametrize("second,begin,weights", [("DFlashLagunaForCausalLM", 114.99, 92.96),
+                                                  ("LagunaForCausalLM", 21.89, 2.75)])
+def test_a_second_load_of_another_model_class_is_a_draft_s(second: str, begin: float, weights: float) -> None:
+    """A second load before any KV pool (DFlash's draft, real-unseen 1290) whose end line names
+    another model class is a draft model's: the target's figures stay; the same class is a reload,
+    read anew."""
+    s = summarize("[2026-08-01 22:06:28] Load weight begin. avail mem=114.99 GB\n"
+                  "[2026-08-01 22:15:37] Load weight end. elapsed=548.90 s, type=LagunaForCausalLM, avail mem=22.03 GB, "
+                  "mem usage=92.96 GB.\n"
+                  "[2026-08-01 22:15:41] Init torch distributed begin.\n"
+                  "[2026-08-01 22:15:41] Load weight begin. avail mem=21.89 GB\n"
+                  f"[2026-08-01 22:15:54] Load weight end. elapsed=12.63 s, type={second}, avail mem=19.14 GB, "
+                  "mem usage=2.75 GB.\n")
+    mem = s.per_rank["-"].memory
+    assert (mem.load_begin_avail_gib, mem.weights_gib) == (begin, weights)

@@ -190,18 +190,9 @@ PENDING: dict[tuple[str, str], str] = {
                                            "three lines ('... #new-token: 16384,' then '#cached-token: 0, token "
                                            "usage: 0.00, ...'); line 1 is read as the batch with its 16384 new "
                                            "tokens, the continuation lines 2-3 are unrecognised and not joined to it",
-    ("key_figure[load_begin_avail]", "1290"): "only 21.89 (the DFlash draft's 'Load weight begin', line 20): the "
-                                              "rankless process's second load replaces its first, the target's "
-                                              "'Load weight begin. avail mem=114.99 GB' (line 7); the draft's load "
-                                              "names no draft ('type=DFlashLagunaForCausalLM', no 'draft' record), "
-                                              "so it is not kept apart as a draft's figure",
-    ("key_figure[load_elapsed_s]", "1290"): "only 12.63 (the draft's load, line 23), not the target's 548.90 s "
-                                            "(line 14), as load_begin_avail[1290]",
-    ("key_figure[load_end_avail]", "1290"): "only 19.14 (the draft's, line 23), not the target's 22.03 GB (line 14), "
-                                            "as load_begin_avail[1290]",
-    ("key_figure[weight_mem]", "1290"): "only 2.75 (the draft's, line 23): the ranks table gives the process 2.75 "
-                                        "GiB of weights where the target LagunaForCausalLM's 'mem usage=92.96 GB' "
-                                        "(line 14) is in the log, as load_begin_avail[1290]",
+    ("key_figure[load_begin_avail]", "1290"): "only 114.99 (the target's, line 7): the DFlash draft's 'Load weight "
+                                              "begin. avail mem=21.89 GB' (line 20), read as a draft's once its end "
+                                              "line names another model class, is kept as no figure of its own",
     ("key_figure[kv_tokens]", "1290"): "the rank's one KV figure, 34097 (the full pool), where the label lists the "
                                        "three 'KV Cache is allocated' lines (27277 and 34097 for the target's swa "
                                        "and full pools, lines 28-29; 34097 for the draft's, line 32); the three "

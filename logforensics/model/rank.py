@@ -67,6 +67,9 @@ class RankState:
     #: line and stamp of the last record of the rank's own course (a phase line, a batch)
     course_line: int = 0
     course_ts: str | None = None
+    #: a second "Load weight begin" after the rank's weights loaded, until its end line says
+    #: whose it is (another model class: a draft model's; the same: a reload) {avail_gib, file, line, text}
+    pending_load: dict[str, Any] | None = None
 
     def touch(self, line: int, ts: str | None, text: str) -> None:
         """The rank printed a record: it was alive at ``line``."""
@@ -103,6 +106,8 @@ class RankState:
             self.course_line = later.course_line
         if later.course_ts is not None:
             self.course_ts = later.course_ts
+        if later.pending_load is not None:
+            self.pending_load = later.pending_load
         for phase, info in later.phases.items():  # first seen kept, last seen taken
             kept = self.phases.get(phase)
             if kept is None:
@@ -110,6 +115,7 @@ class RankState:
             else:
                 kept["last_line"] = info["last_line"]
                 kept["last_ts"] = info["last_ts"]
+                kept["last_kind"] = info.get("last_kind")
         skip_memory: set[str] = set()
         skip_evidence: set[str] = set()
         for marker, keys, evidence in FIRST_WINS:

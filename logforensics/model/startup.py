@@ -145,6 +145,9 @@ def on_load_weight_begin(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
     if _past_weights(m, r):
         return
+    if "load_end_avail_gib" in r.memory:  # a second load after the first ended: whose, its end line says
+        r.pending_load = {"avail_gib": ev.fields.get("avail_gib"), "file": ev.file, "line": ev.line, "text": ev.text}
+        return
     _put(r.memory, "load_begin_avail_gib", ev.fields.get("avail_gib"))
     _evidence(r, "load_weight_begin", ev)
 
@@ -153,13 +156,21 @@ def on_load_weight_begin(m: RunModel, ev: Event) -> None:
 def on_load_weight_end(m: RunModel, ev: Event) -> None:
     r = m.timeline.rank(ev.rank)
     f = ev.fields
-    if _past_weights(m, r):  # a draft model's: its first load apart, as its first graphs are
+    pending, r.pending_load = r.pending_load, None
+    first = m.config.versions.get("model_type")
+    # a second load of another model class than the first (DFlash's, EAGLE's draft before the
+    # target's KV pool, real-unseen 1290) is a draft model's; of the same class, a reload
+    another = pending is not None and first is not None and f.get("model_type") not in (None, first)
+    if _past_weights(m, r) or another:  # a draft model's: its first load apart, as its first graphs are
         if "draft_weights_gib" not in r.memory and f.get("mem_usage_gib") is not None:
             _put(r.memory, "draft_weights_gib", f.get("mem_usage_gib"))
             _put(r.memory, "draft_load_end_avail_gib", f.get("avail_gib"))
             _put(r.memory, "draft_load_elapsed_s", f.get("elapsed_s"))
             _evidence(r, "draft_load_weight_end", ev)
         return
+    if pending is not None:  # the same model loaded again: its figures anew
+        _put(r.memory, "load_begin_avail_gib", pending["avail_gib"])
+        r.evidence_of("load_weight_begin", pending["file"], pending["line"], ev.rank, pending["text"])
     _put(r.memory, "load_end_avail_gib", f.get("avail_gib"))
     _put(r.memory, "weights_gib", f.get("mem_usage_gib"))
     _put(r.memory, "load_elapsed_s", f.get("elapsed_s"))
