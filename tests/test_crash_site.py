@@ -288,7 +288,11 @@ def test_a_failure_in_the_event_loop_before_readiness_is_the_warmup_request_s(tm
     in a server that never said it was ready, whose launcher then reports the warm-up failed, is
     said to be in that request (real-pairs 026); after readiness it is not."""
     d = _diagnose(tmp_path, WARMUP_FAILED)
-    assert "during serving, in the launcher's warmup request (the server never said it was ready)" in d.verdict
+    assert "failed first, in the launcher's warmup request (the event loop serving it; the server never said it " \
+           "was ready)" in d.verdict
     ready = WARMUP_FAILED.replace("INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
                                   "The server is fired up and ready to roll!")
     assert "warmup request" not in _diagnose(tmp_path, ready).verdict
+    # the launcher's report not in the log (real-pairs 031): no request answered yet, before readiness
+    cut = WARMUP_FAILED.split("[2026-05-20 08:46:50] Initialization failed")[0]
+    assert "failed first, before readiness, in the event loop with no request answered yet" in _diagnose(tmp_path, cut).verdict

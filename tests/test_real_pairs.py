@@ -19,12 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "031-mi35x-dsr1-mxfp4-cuda-graph-serves-disabled-moe-kernel-config-runtimeerror-at-warmup":
-        "says TP1 failed 'during serving', though the failing run never reached ready (no 'fired up', no POST 200): "
-        "the MoE RuntimeError is in the warm-up prefill after Uvicorn; and the verdict does not name "
-        "disable_cuda_graph, the one setting that differs (it is only in 'checked settings' and the next step)",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

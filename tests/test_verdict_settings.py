@@ -159,3 +159,12 @@ def test_a_setting_of_a_part_both_runs_leave_off_is_no_change(tmp_path: Path) ->
         fail.write_text(dump.format(d=2, a=algorithm, b="'auto'") + SERVING.format(d=2) + CRASH)
         d = diagnose_files(str(fail), str(base))
         assert ("speculative_moe_runner_backend" in d.facts.config.changed_keys) is compared
+
+
+def test_one_changed_setting_that_nothing_ties_to_the_failure_is_said_not_named(tmp_path: Path) -> None:
+    """disable_cuda_graph acts on throughput, not on serving where the run failed (real-pairs 031):
+    the one change is said to have changed and may matter, and is no likely cause."""
+    verdict = _diff(tmp_path, dcg=True)
+    assert "likely cause" not in verdict
+    assert "changed, and may matter (nothing in the failing log ties it to the failure): disable_cuda_graph " \
+           "False -> True" in verdict

@@ -144,7 +144,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         scheduler_step=scheduler_step(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
         where=(left_phase(run, crash.first_rank or ("-" if set(run.ranks) <= {"-"} else None)) if crash.phase is None else None)
-        or where_failed(crash.phase, crash.frames) + _in_warmup(run, crash), component=component_of(crash.frames),
+        or _in_warmup(run, crash) or where_failed(crash.phase, crash.frames), component=component_of(crash.frames),
         no_exception=without_exception(crash),
         process=process_phrase(crash.source), rank_named_at=named_at,
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
@@ -182,14 +182,18 @@ def without_exception(crash: Crash) -> str:
 
 
 def _in_warmup(run: RunSummary, crash: Crash) -> str:
-    """``, in the launcher's warmup request (the server never said it was ready)``: a failure
-    in the event loop of a server that never became ready, whose launcher then reports its
-    warm-up request failed (real-pairs 026): that request is what the loop was serving."""
+    """Where the event loop of a server that never became ready failed: in the launcher's
+    warm-up request, where the launcher then reports it failed (real-pairs 026); before
+    readiness with no request answered, where that report is not in the log (real-pairs 031).
+    Empty otherwise (the phase's own words, ``during serving``, then say it)."""
     if crash.phase != "serving" or run.ready is not None or run.outcome != "crashed":
         return ""
-    if not any(e.source == WARMUP_SOURCE and e.first_line > crash.line for e in run.exceptions):
-        return ""
-    return ", in the launcher's warmup request (the server never said it was ready)"
+    if any(e.source == WARMUP_SOURCE and e.first_line > crash.line for e in run.exceptions):
+        return "in the launcher's warmup request (the event loop serving it; the server never said it was ready)"
+    if not run.coverage.kinds.get("http_access"):  # no request answered: the warm-up is the first it serves
+        return ("before readiness, in the event loop with no request answered yet (the launcher's warmup request "
+                "is the first it serves)")
+    return ""
 
 
 def _head(message: str) -> str:

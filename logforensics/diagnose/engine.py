@@ -279,12 +279,15 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     several = _among_others(facts)
     cause = likely_cause(failing, baseline, facts, findings)
     may_matter = ""
-    if comparable and several and any("setting" in f.groups for f in findings):
+    lone = comparable and not several and cause is None and len(facts.config.changed_keys) == 1 \
+        and failing.outcome != "ready"  # one change that nothing ties to the failure: said, not named a cause
+    if comparable and (several and any("setting" in f.groups for f in findings) or lone):
         keys = facts.config.changed_keys
         diffs = {**facts.config.server_args, **facts.config.env}
         listed = [f"{k} {short(diffs[k].baseline)} -> {short(diffs[k].failing)}" for k in keys[:6] if k in diffs]
         more = f" and {len(keys) - 6} more" if len(keys) > 6 else ""
-        may_matter = ("; changed, and may matter (nothing in the failing log ties one of them to the failure): "
+        them = "it" if len(keys) == 1 else "one of them"
+        may_matter = (f"; changed, and may matter (nothing in the failing log ties {them} to the failure): "
                       + ", ".join(listed) + more)
     if limits:
         head += ": " + "; ".join(limits)
