@@ -1474,11 +1474,15 @@ def test_a_c10d_record_of_a_dp_attention_rank_is_that_rank_not_another() -> None
     assert "rank15" not in s.ranks and len(s.ranks) == 16
 
 
-@pytest.mark.parametrize("algorithm,begin", [("'EAGLE3'", 60.8), ("None", 8.98)])
-def test_a_draft_worker_s_own_init_does_not_make_its_load_the_target_s(algorithm: str, begin: float) -> None:
+@pytest.mark.parametrize("algorithm,second,begin", [("'EAGLE3'", "Qwen3MoeForCausalLM", 60.8),
+                                                     ("None", "LlamaForCausalLMEagle3", 60.8),
+                                                     ("None", "Qwen3MoeForCausalLM", 8.98)])
+def test_a_draft_worker_s_own_init_does_not_make_its_load_the_target_s(algorithm: str, second: str,
+                                                                       begin: float) -> None:
     """An EAGLE draft worker logs its own 'Init torch distributed begin' before its weights load
     (real-pairs 020-022): where the settings name a speculative algorithm, a load after the
-    rank's KV pool is the draft's, kept apart; without one it is a restart's, read anew."""
+    rank's KV pool is the draft's, kept apart, as a load of another model class is; without
+    either it is a restart's, read anew."""
     s = summarize(f"[2025-12-26 23:04:18] server_args=ServerArgs(model_path='Qwen/Qwen3-235B', "
                   f"speculative_algorithm={algorithm}, tp_size=1)\n"
                   "[2025-12-26 23:04:43 TP0] Load weight begin. avail mem=60.80 GB\n"
@@ -1488,7 +1492,7 @@ def test_a_draft_worker_s_own_init_does_not_make_its_load_the_target_s(algorithm
                   "[2025-12-26 23:09:00 TP0] Memory pool end. avail mem=12.72 GB\n"
                   "[2025-12-26 23:09:37 TP0] Init torch distributed begin.\n"
                   "[2025-12-26 23:09:37 TP0] Load weight begin. avail mem=8.98 GB\n"
-                  "[2025-12-26 23:09:39 TP0] Load weight end. type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, "
+                  f"[2025-12-26 23:09:39 TP0] Load weight end. type={second}, dtype=torch.bfloat16, "
                   "avail mem=6.31 GB, mem usage=2.68 GB.\n")
     mem = s.per_rank["TP0"].memory
     assert mem.load_begin_avail_gib == begin

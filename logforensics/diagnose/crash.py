@@ -184,15 +184,18 @@ def without_exception(crash: Crash) -> str:
 def _in_warmup(run: RunSummary, crash: Crash) -> str:
     """Where the event loop of a server that never became ready failed: in the launcher's
     warm-up request, where the launcher then reports it failed (real-pairs 026); before
-    readiness with no request answered, where that report is not in the log (real-pairs 031).
+    readiness, where the log shows its HTTP server up and no request answered after it
+    (real-pairs 031): a window that shows neither says nothing of readiness.
     Empty otherwise (the phase's own words, ``during serving``, then say it)."""
     if crash.phase != "serving" or run.ready is not None or run.outcome != "crashed":
         return ""
     if any(e.source == WARMUP_SOURCE and e.first_line > crash.line for e in run.exceptions):
         return "in the launcher's warmup request (the event loop serving it; the server never said it was ready)"
-    if not run.coverage.kinds.get("http_access"):  # no request answered: the warm-up is the first it serves
-        return ("before readiness, in the event loop with no request answered yet (the launcher's warmup request "
-                "is the first it serves)")
+    up = run.notices.get("http_up") or []
+    if up and up[0].line < crash.line and not run.coverage.kinds.get("http_access"):
+        # its HTTP server up (line N), no request answered, no readiness: the warm-up is the first it serves
+        return (f"before readiness, in the event loop with no request answered yet (its HTTP server up at line "
+                f"{up[0].line}; the launcher's warmup request is the first it serves)")
     return ""
 
 

@@ -736,6 +736,7 @@ def on_uvicorn_msg(m: RunModel, ev: Event) -> None:
         m.notices.add("shutdown", ev)
     elif message.startswith("Uvicorn running on") and m.timeline.http_up is None:
         m.timeline.http_up = ev.line
+        m.notices.add("http_up", ev)  # the line the verdict cites for a server up and not yet ready
 
 
 #: The NCCL version a torch NCCL error names at its end ("..., NCCL version 2.21.5").
