@@ -734,9 +734,10 @@ def on_uvicorn_msg(m: RunModel, ev: Event) -> None:
     message = str(ev.fields.get("message") or "")
     if message == "Shutting down":
         m.notices.add("shutdown", ev)
-    elif message.startswith("Uvicorn running on") and m.timeline.http_up is None:
-        m.timeline.http_up = ev.line
-        m.notices.add("http_up", ev)  # the line the verdict cites for a server up and not yet ready
+    elif message.startswith("Uvicorn running on"):
+        if m.timeline.http_up is None:
+            m.timeline.http_up = ev.line
+        m.notices.add("http_up", ev)  # (each: a log read in parts keeps the same first ones)
 
 
 #: The NCCL version a torch NCCL error names at its end ("..., NCCL version 2.21.5").
