@@ -20,7 +20,7 @@ from .clock import seconds
 from .coverage import shape
 from .hang import title_rank
 from .phases import PHASE_END, phase_of_frames, scheduler_step
-from .rank import NO_RANK, PHASE_INDEX, draws_bars, torch_rank_label
+from .rank import NO_RANK, PHASE_INDEX, TORCH_RANK, draws_bars, torch_rank_label
 from .registry import handles
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], messa
     # crash has no rank, ranks are labelled, and serving (the last phase) was reached.
     if rank is not None or not any(k != NO_RANK for k in t.ranks) or t.global_phase != "serving":
         m.needs_context("the phase of a crash, from what its rank did before")
-    if rank is not None and _TORCH_RANK.fullmatch(rank) and not _same_process(rank, t.ranks):
+    if rank is not None and TORCH_RANK.fullmatch(rank) and not _same_process(rank, t.ranks):
         return None  # torch's global rank of a process no SGLang line names: no record or bar of the
         # run is tied to it, nor the server's answers (673, 710, 1160)
     if rank is not None and t.global_phase != "serving" \
@@ -233,10 +233,9 @@ def phase_for(m: RunModel, rank: str | None, frames: list[dict[str, Any]], messa
 def _same_process(rank: str, ranks: Any) -> bool:
     """Whether torch's ``rankN`` is a rank the log names otherwise (``rank.torch_rank_label``:
     the label whose TP part is N, with one pipeline stage)."""
-    return _TORCH_RANK.fullmatch(rank) is not None and torch_rank_label(ranks, rank) in ranks
+    return TORCH_RANK.fullmatch(rank) is not None and torch_rank_label(ranks, rank) in ranks
 
 
-_TORCH_RANK = re.compile(r"rank\d+")
 
 
 #: A crash record that is faulthandler's stack with its header above the window, in words:

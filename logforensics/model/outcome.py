@@ -47,13 +47,11 @@ from .failures import (
     named_process,
 )
 from .phases import phase_of_words
-from .rank import MILESTONES, NO_RANK, rank_sort_key, torch_rank_label, tp_part
+from .rank import MILESTONES, NO_RANK, PURE_TP, TORCH_RANK, rank_sort_key, torch_rank_label, tp_part
 
 if TYPE_CHECKING:
     from .run import RunModel
 
-_TP = re.compile(r"TP\d+")
-_TORCH_RANK = re.compile(r"rank\d+")
 #: Notices of the parent process that a scheduler child died.
 PARENT_NOTICES = ("sigquit", "child_failed", "scheduler_died", "subprocess_crashed")
 #: Notices of a stop (``failures.on_shutdown``, ``on_uvicorn_msg``, ``on_failure_notice``).
@@ -345,7 +343,7 @@ def _error_view(rec: dict[str, Any]) -> dict[str, Any]:
 def resolve(m: RunModel, records: list[dict[str, Any]]) -> None:
     """Give rank-less crash records (copies) a rank where the log allows it, saying how."""
     labels = m.timeline.ranks
-    tp_labels = any(_TP.fullmatch(k) for k in labels)
+    tp_labels = any(PURE_TP.fullmatch(k) for k in labels)
     # a log whose only records of a scheduler are progress bars is a single-rank run too
     single = set(labels) == {NO_RANK} or (not labels and bool(m.timeline.bars))
     # an HSA fault's node or a device assertion names no rank: only aborts are counted per rank
@@ -388,7 +386,7 @@ def _rank_of_gpu(m: RunModel, gpu: int, fatal: list[dict[str, Any]]) -> tuple[st
     if remapped or nnodes is not None:
         return None
     pairs = [(rec["rank"], (rec.get("oom") or {}).get("gpu")) for rec in fatal if rec.get("rank")]
-    pairs = [(r, g) for r, g in pairs if g is not None and _TP.fullmatch(r)]
+    pairs = [(r, g) for r, g in pairs if g is not None and PURE_TP.fullmatch(r)]
     ranks = m.timeline.ranks
     if (pairs and all(r == f"TP{g}" for r, g in pairs)) or (f"TP{gpu}" in ranks and "TP0" in ranks):
         return f"TP{gpu}", "oom_gpu_index"
@@ -565,7 +563,7 @@ def silent_ranks(m: RunModel) -> list[str]:
 def global_rank_label(m: RunModel, head_rank: str | None) -> str | None:
     """c10d's ``[rankN]`` is the global rank: the SGLang rank ``rank.torch_rank_label`` names
     (TP rank N in a pure-TP run)."""
-    if head_rank and _TORCH_RANK.fullmatch(head_rank):
+    if head_rank and TORCH_RANK.fullmatch(head_rank):
         return torch_rank_label(m.timeline.ranks, head_rank) or head_rank
     return head_rank
 
@@ -576,7 +574,7 @@ def named_ranks(m: RunModel) -> list[str]:
     be told apart)."""
     ranks = m.timeline.ranks
     tp = any(tp_part(k) is not None for k in ranks)
-    return sorted((k for k in ranks if k != NO_RANK and not (tp and _TORCH_RANK.fullmatch(k))), key=rank_sort_key)
+    return sorted((k for k in ranks if k != NO_RANK and not (tp and TORCH_RANK.fullmatch(k))), key=rank_sort_key)
 
 
 def milestone_name(index: int) -> str | None:

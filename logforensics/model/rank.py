@@ -194,8 +194,9 @@ def stats_ranks(labels: Any) -> dict[str, str]:
 
 
 #: torch's global rank, as its c10d records and ``[rankN]:`` prefixes name it.
-_TORCH_RANK = re.compile(r"rank\d+")
-_TP = re.compile(r"TP\d+")
+TORCH_RANK = re.compile(r"rank\d+")
+#: A rank label of a pure tensor-parallel run (``TP3``).
+PURE_TP = re.compile(r"TP\d+")
 
 
 def torch_rank_label(ranks: Iterable[str], torch_rank: str) -> str | None:
@@ -204,11 +205,11 @@ def torch_rank_label(ranks: Iterable[str], torch_rank: str) -> str | None:
     it: ``DP15 TP15 EP15`` is rank15), so it is the one label whose TP part is N; a later stage
     (``PP1``) or several labels with that TP part (data-parallel replicas) leave it open."""
     n = torch_rank[4:]
-    labels = [k for k in ranks if k != NO_RANK and not _TORCH_RANK.fullmatch(k)]
+    labels = [k for k in ranks if k != NO_RANK and not TORCH_RANK.fullmatch(k)]
     if not labels or any(tp_part(k) is None or _LATER_STAGE.search(k) for k in labels):
         return None
     found = [k for k in labels if tp_part(k) == n]
-    return found[0] if len(found) == 1 else (f"TP{n}" if all(_TP.fullmatch(k) for k in labels) else None)
+    return found[0] if len(found) == 1 else (f"TP{n}" if all(PURE_TP.fullmatch(k) for k in labels) else None)
 
 
 def tp_part(label: str) -> str | None:

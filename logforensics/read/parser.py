@@ -51,7 +51,6 @@ another (``ingest.parallel``), which is neither a first part nor a rest: no tear
 from __future__ import annotations
 
 import codecs
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +60,7 @@ from .fastpath import _MASK, LINE_LIMIT, PARTIAL_NOTE, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
 from .segments import (
     DYNAMO_JSON,
-    GUTTER,
+    GUTTERS,
     SNIFF_BYTES,
     Margin,
     PasteMargin,
@@ -164,8 +163,6 @@ def _shape_held(buf: Any, pos: int, memo: dict[bytes, Any], coloured: set[bytes]
 #: Bytes a margin may take at a line's start (a gutter's spaces, number and mark): the start of a
 #: line shorter than this at a block's end waits for the rest of it.
 _MARGIN_MOST = 24
-#: A line-number gutter at the start of every line (``segments.GUTTER``).
-_GUTTER_AT_STARTS = re.compile(b"(?m)^" + GUTTER.pattern)
 
 
 class IncrementalParser:
@@ -194,27 +191,27 @@ class IncrementalParser:
         self._held = bytearray()  # bytes fed and not read yet: they wait for the verdict
         self._held_bulk: tuple[Any, Any] | None = None  # feed_bulk's scanner and sink, to read them with
         #: a paste's margin before every line (``segments.PasteMargin``): its first lines wait in
-        #: ``_indent_held`` for the verdict; then every line loses it, the start of a line cut at a
+        #: ``_margin_held`` for the verdict; then every line loses it, the start of a line cut at a
         #: block's end (fewer bytes than a margin can take) waiting in ``_carry`` for the rest
         self._paste = PasteMargin()
-        self._indent_held = bytearray()
+        self._margin_held = bytearray()
         self._carry = b""
         self._line_start = True
 
     def _admit(self, chunk: bytes) -> bytes | None:
-        """The bytes to read now (``chunk``, after any held before it, without a whole paste's
-        indentation), or None while they wait for the verdicts on the stream's first bytes."""
+        """The bytes to read now (``chunk``, after any held before it, without the margin a paste
+        put before every line), or None while they wait for the verdicts on the stream's first bytes."""
         data = self._admit_text(chunk)
-        return None if data is None else self._admit_indent(data)
+        return None if data is None else self._admit_margin(data)
 
-    def _admit_indent(self, data: bytes, final: bool = False) -> bytes | None:
+    def _admit_margin(self, data: bytes, final: bool = False) -> bytes | None:
         """``data`` without the margin a paste put before every line, or None while the first
         lines wait for the verdict (``final``: the stream ended or paused: judged now)."""
         if self._paste.margin is None:
-            self._indent_held += data
-            if self._paste.judge(self._indent_held, final) is None:
+            self._margin_held += data
+            if self._paste.judge(self._margin_held, final) is None:
                 return None
-            data, self._indent_held = bytes(self._indent_held), bytearray()
+            data, self._margin_held = bytes(self._margin_held), bytearray()
         return self._dedent(data, self._paste.margin) if self._paste.margin else data
 
     def _dedent(self, data: bytes, margin: Margin, final: bool = False) -> bytes:
@@ -228,7 +225,7 @@ class IncrementalParser:
             self._carry, data = bytes(data[start:]), data[:start]  # the rest of the line decides
         if margin.gutter:
             head = 0 if self._line_start else data.find(b"\n") + 1
-            out = data[:head] + _GUTTER_AT_STARTS.sub(b"", data[head:]) if head or self._line_start else data
+            out = data[:head] + GUTTERS.sub(b"", data[head:]) if head or self._line_start else data
         else:
             k = margin.indent
             out = data.replace(b"\n" + b" " * k, b"\n")
@@ -239,9 +236,9 @@ class IncrementalParser:
         self.stats.bytes += len(data) - len(out)
         return out
 
-    def _release_indent(self) -> bytes:
-        """The bytes that wait for the indentation's verdict, judged on what came."""
-        return self._admit_indent(b"", final=True) or b""
+    def _release_margin(self) -> bytes:
+        """The bytes that wait for the margin's verdict, judged on what came."""
+        return self._admit_margin(b"", final=True) or b""
 
     def _admit_text(self, chunk: bytes) -> bytes | None:
         """The bytes to read now (``chunk``, after any held before it), or None while they wait
@@ -588,9 +585,9 @@ class IncrementalParser:
         that dies soon after such a byte writes no more, and its crash must not wait for
         bytes that never come. The verdict can differ from that of the whole stream's
         first ``SNIFF_BYTES`` only if the bytes after the pause would change it."""
-        if self._judged and self._paste.margin is None and self._indent_held:
-            # every line so far indented: judged on them, as at the stream's end
-            held = self._release_indent()
+        if self._judged and self._paste.margin is None and self._margin_held:
+            # every line so far with a margin: judged on them, as at the stream's end
+            held = self._release_margin()
             bulk, self._held_bulk = self._held_bulk, None
             if bulk is not None:
                 self._feed_bulk_admitted(held, *bulk)
@@ -630,8 +627,8 @@ class IncrementalParser:
                 self.feed_bulk(held, *self._held_bulk)
             elif held:
                 out.extend(self.feed(held))
-        if self._paste.margin is None and self._indent_held:  # every line with a margin: judged on all of them
-            held = self._release_indent()
+        if self._paste.margin is None and self._margin_held:  # every line with a margin: judged on all of them
+            held = self._release_margin()
             if self._held_bulk is not None:
                 self._feed_bulk_admitted(held, *self._held_bulk)
             else:

@@ -403,6 +403,8 @@ NO_MARGIN = Margin()
 #: A line-number gutter at a line's start: the number, then ``:`` (``grep -n``'s match), ``-``
 #: (its context line; not before a digit: a date is no gutter), a tab, or spaces.
 GUTTER = re.compile(rb" {0,8}(\d{1,9})(?::|-(?!\d)|\t| +)")
+#: The same at the start of every line of a block (what a gutter's margin takes off).
+GUTTERS = re.compile(b"(?m)^" + GUTTER.pattern)
 #: Numbered lines that decide a gutter before ``SNIFF_BYTES`` came (each numbered higher).
 _GUTTER_LINES = 8
 #: Lines (not empty) a margin needs at least, to be told from the log's own indentation.
