@@ -7,7 +7,7 @@ doubles, folded into the per-window aggregates (``native/windows.c``: parallel a
 stamp reading against ``serving.seconds`` (which reads naive stamps as UTC on every
 machine), ``windows_add`` against the pure twin's ``add`` one value at a time (windows
 widened on the way), the compiled windows against the pure twin through adding, widening,
-merging and pickling, and the summary's loops in C against theirs in Python.
+merging and pickling, and the summary's loops reading either type alike.
 ``test_bulk.py`` compares whole summaries.
 """
 
@@ -259,8 +259,8 @@ _CELLS = st.lists(st.tuples(st.integers(0, 40), st.floats(0, 1e4, allow_nan=Fals
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["gen_tok_s", "token_usage", "prefill_new", "prefill_cached"]), _CELLS),
                 max_size=8))
-def test_the_summary_loops_in_c_equal_the_python(windows: list[tuple[str, list[tuple[int, float, int, int]]]]) -> None:
-    """combine (a figure over ranks) and cache_hit, from the same cells, on both types."""
+def test_the_summary_loops_read_both_types_of_windows_alike(windows: list[tuple[str, list[tuple[int, float, int, int]]]]) -> None:
+    """A figure over ranks and the cache-hit rate, from the same values in compiled and in pure windows."""
     assert _windows is not None
     cells: dict[tuple[str, str], Any] = {}
     pure: dict[tuple[str, str], Any] = {}
@@ -277,16 +277,37 @@ def test_the_summary_loops_in_c_equal_the_python(windows: list[tuple[str, list[t
     assert obs._cache_hit(cells) == obs._cache_hit(pure)
 
 
-@compiled
+def _best_split_loop(values: list[float], a: int, b: int) -> tuple[int | None, float]:
+    """The segmentation's scan as its definition reads: one split at a time."""
+    n = b - a
+    prefix, sq = [0.0], [0.0]
+    for x in values[a:b]:
+        prefix.append(prefix[-1] + x)
+        sq.append(sq[-1] + x * x)
+    best: int | None = None
+    best_t = 0.0
+    for k in range(changepoints._MIN_SEGMENT, n - changepoints._MIN_SEGMENT + 1):
+        n1, n2 = k, n - k
+        m1, m2 = prefix[k] / n1, (prefix[n] - prefix[k]) / n2
+        v1 = max(sq[k] / n1 - m1 * m1, 0.0)
+        v2 = max((sq[n] - sq[k]) / n2 - m2 * m2, 0.0)
+        top = max(abs(m1), abs(m2))
+        floor = (top * 0.02) ** 2 + 1e-12
+        se = math.sqrt(max(v1, floor) / n1 + max(v2, floor) / n2)
+        t = abs(m1 - m2) / se
+        if top and abs(m1 - m2) / top >= changepoints._MIN_REL_CHANGE and t > best_t:
+            best, best_t = k, t
+    return best, best_t
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.floats(-1e6, 1e6), st.floats(0, 10), st.just(0.0)), max_size=80), st.data())
-def test_the_segmentation_scan_in_c_equals_the_python(values: list[float], data: st.DataObject) -> None:
-    assert _windows is not None
+@given(st.lists(st.one_of(st.floats(-1e6, 1e6), st.floats(0, 10), st.just(0.0), st.just(-0.0)), max_size=80), st.data())
+def test_the_segmentation_scan_is_its_definition(values: list[float], data: st.DataObject) -> None:
+    """The scan, run a column of splits at a time, picks the split (the first of equal t) and
+    the t that the loop over splits does, bit for bit."""
     a = data.draw(st.integers(0, len(values)))
     b = data.draw(st.integers(a, len(values)))
-    got = _windows.best_split(values, a, b, changepoints._MIN_SEGMENT, changepoints._MIN_REL_CHANGE)
-    want = changepoints._best_split_py(values, a, b)
-    assert (got if got is not None else (None, 0.0)) == want or (math.isnan(want[1]) and math.isnan(got[1]))
+    assert changepoints._best_split(values, a, b) == _best_split_loop(values, a, b)
 
 
 _RECORD = st.tuples(st.booleans(), st.integers(0, 2), st.integers(0, 3), st.integers(0, 40),

@@ -10,16 +10,13 @@ that differ too little are merged, so that a ramp is one change.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
+from operator import add, mul, sub, truediv
 from typing import Any
 
-from .. import native
 from .clock import iso, seconds
-
-#: The segmentation's scan in C where built (the same arithmetic), or None.
-_best_split: Callable[[list[float], int, int, int, float], tuple[int, float] | None] | None = (
-    None if native.lib is None else native.lib.best_split)
 
 #: A change must move a figure by this fraction of the larger level...
 _MIN_REL_CHANGE = 0.4
@@ -204,13 +201,7 @@ def _segment(values: Sequence[float], a: int, b: int, figure: str, depth: int = 
     n = b - a
     if n < 2 * _MIN_SEGMENT or depth > 4:
         return []
-    try:
-        if _best_split is None or not native.available() or type(values) is not list:
-            raise TypeError
-        split = _best_split(values, a, b, _MIN_SEGMENT, _MIN_REL_CHANGE)  # floats only
-        best, best_t = split if split is not None else (None, 0.0)
-    except TypeError:
-        best, best_t = _best_split_py(values, a, b)
+    best, best_t = _best_split(values, a, b)
     if best is None or best_t < _MIN_T:
         return []
     cut = a + best
@@ -218,29 +209,35 @@ def _segment(values: Sequence[float], a: int, b: int, figure: str, depth: int = 
     return sorted(found)[:_MAX_CHANGES]
 
 
-def _best_split_py(values: Sequence[float], a: int, b: int) -> tuple[int | None, float]:
-    """The split of values[a:b] with the largest t statistic among those that move the level enough."""
+def _best_split(values: Sequence[float], a: int, b: int) -> tuple[int | None, float]:
+    """The split of values[a:b] with the largest t statistic among those that move the level
+    enough (the first of equal ones). Every split's arithmetic is that of one float at a time,
+    run a column at a time (``map`` over the splits), which is several times faster than a
+    loop over them; the prefix sums are sequential (``accumulate``)."""
     n = b - a
     xs = values[a:b]
-    prefix = [0.0]
-    sq = [0.0]
-    for x in xs:
-        prefix.append(prefix[-1] + x)
-        sq.append(sq[-1] + x * x)
-    best: int | None = None
-    best_t = 0.0
-    for k in range(_MIN_SEGMENT, n - _MIN_SEGMENT + 1):
-        n1, n2 = k, n - k
-        m1, m2 = prefix[k] / n1, (prefix[n] - prefix[k]) / n2
-        v1 = max(sq[k] / n1 - m1 * m1, 0.0)
-        v2 = max((sq[n] - sq[k]) / n2 - m2 * m2, 0.0)
-        top = max(abs(m1), abs(m2))
-        floor = (top * 0.02) ** 2 + 1e-12  # a flat segment still has noise of 2% of its level
-        se = math.sqrt(max(v1, floor) / n1 + max(v2, floor) / n2)
-        t = abs(m1 - m2) / se
-        if top and abs(m1 - m2) / top >= _MIN_REL_CHANGE and t > best_t:
-            best, best_t = k, t
-    return best, best_t
+    prefix = list(accumulate(xs, initial=0.0))
+    sq = list(accumulate(map(mul, xs, xs), initial=0.0))
+    lo, hi = _MIN_SEGMENT, n - _MIN_SEGMENT + 1
+    if hi <= lo:
+        return None, 0.0
+    n1, n2 = range(lo, hi), range(n - lo, n - hi, -1)
+    p1, s1 = prefix[lo:hi], sq[lo:hi]
+    m1 = list(map(truediv, p1, n1))
+    m2 = list(map(truediv, map(sub, repeat(prefix[n]), p1), n2))
+    v1 = map(max, map(sub, map(truediv, s1, n1), map(mul, m1, m1)), repeat(0.0))
+    v2 = map(max, map(sub, map(truediv, map(sub, repeat(sq[n]), s1), n2), map(mul, m2, m2)), repeat(0.0))
+    top = list(map(max, map(abs, m1), map(abs, m2)))
+    floor = list(map(add, map(pow, map(mul, top, repeat(0.02)), repeat(2)), repeat(1e-12)))  # noise of 2% of the level
+    se = map(math.sqrt, map(add, map(truediv, map(max, v1, floor), n1), map(truediv, map(max, v2, floor), n2)))
+    diff = list(map(abs, map(sub, m1, m2)))
+    t = list(map(truediv, diff, se))
+    # a split counts where it moves the level enough; the first of the largest t (above 0)
+    scores = [x if top_ and d / top_ >= _MIN_REL_CHANGE and x > 0.0 else -1.0 for x, top_, d in zip(t, top, diff)]
+    best_t = max(scores)
+    if best_t <= 0.0:
+        return None, 0.0
+    return lo + scores.index(best_t), best_t
 
 
 def _merge_small(values: Sequence[float], cuts: list[int]) -> list[int]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import heapq
 from collections.abc import Iterable, Mapping
+from operator import itemgetter
 from typing import Any
 
 from .. import native
@@ -36,7 +37,8 @@ from .frozen import KINDS as FROZEN_KINDS
 from .frozen import TOKEN_FIELDS, FrozenStreaks, counters_key
 from .rank import stats_ranks
 from .stats import Sketch
-from .windows import Cell, Windows, as_float, compiled, like, new_windows
+from .windows import GRID as _GRID
+from .windows import Cell, Windows, compiled, like, new_windows
 
 #: Slowest requests kept.
 _SLOWEST = 10
@@ -406,8 +408,6 @@ class ServingObserver:
         how = next((h for f, _, h in _DECODE if f == figure), "sum")
         counted = set(stats_ranks(rank for fig, rank in cells if fig == figure).values())
         per_rank = [w for (fig, rank), w in cells.items() if fig == figure and rank in counted]
-        if native.lib is not None and compiled(per_rank):
-            return native.lib.combine(per_rank, how == "max")
         keys: dict[int, list[Cell]] = {}
         for w in per_rank:
             for k, c in w.items():
@@ -415,9 +415,9 @@ class ServingObserver:
         out = []
         for k in sorted(keys):
             group = keys[k]  # the ranks' cells of one window
-            means = [as_float(c[1]) / c[0] for c in group]
+            means = [c[1] / _GRID / c[0] for c in group]  # as_float(sum) / count
             level = max(means) if how == "max" else sum(means)
-            first = min(group, key=lambda c: c[2])
+            first = min(group, key=itemgetter(2))  # the earliest first line (the first of equal ones)
             out.append((float(first[3]), level, int(first[2])))
         return out
 
@@ -425,13 +425,14 @@ class ServingObserver:
     def _cache_hit(cells: dict[tuple[str, str], Windows]) -> list[tuple[float, float, int]]:
         prefill = [(fig == "prefill_new", w) for (fig, _), w in cells.items()
                    if fig in ("prefill_new", "prefill_cached")]
-        if native.lib is not None and compiled([w for _, w in prefill]):
-            return native.lib.cache_hit([w for _, w in prefill], [is_new for is_new, _ in prefill])
-        new: dict[int, list[float]] = {}
+        new: dict[int, list[Any]] = {}
         for is_new, w in prefill:
+            j = 0 if is_new else 1
             for k, c in w.items():
-                slot = new.setdefault(k, [0.0, 0.0, c[2], c[3]])
-                slot[0 if is_new else 1] += as_float(c[1])
+                slot = new.get(k)
+                if slot is None:
+                    slot = new[k] = [0.0, 0.0, c[2], c[3]]
+                slot[j] += c[1] / _GRID  # as_float
                 if c[2] < slot[2]:
                     slot[2], slot[3] = c[2], c[3]
         out = []

@@ -20,16 +20,12 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import chain, repeat
 from operator import mul
 from typing import Any
 
-from .. import native
 from ..read.bulk import compiled_sketch_batch, compiled_sketch_doubles, numbers
-
-#: Python's sum() of doubles, without a float object each (``native/windows.c``), or None.
-_sum_doubles: Callable[[Any], Any] | None = None if native.lib is None else native.lib.sum_doubles
 
 _GAMMA = 1.02  # bucket ratio: quantiles within 1% of the true value
 _INV_LOG_GAMMA = 1.0 / math.log(_GAMMA)
@@ -252,7 +248,7 @@ class Series:
         self.points: list[tuple[Any, float]] = []
         self._stride = 1
         #: the values of the unfinished point, in order, in parts: lists of numbers, or arrays
-        #: of doubles (a scan's numbers, summed in C without a float object each: _sum)
+        #: of doubles (a scan's numbers)
         self._acc: list[list[float] | array[float]] = []
         self._acc_n = 0  # how many
         self._acc_x: Any = None  # and the x of the first
@@ -282,14 +278,13 @@ class Series:
         if self._kept is not None:
             self._kept.extend(xs, ys)
             return
-        # a scan's numbers as doubles (read.bulk.numbers): summed in C
-        view = ys if _sum_doubles is not None and isinstance(ys, memoryview) and ys.format == "d" else None
+        # a scan's numbers as doubles (read.bulk.numbers)
+        view = ys if isinstance(ys, memoryview) and ys.format == "d" else None
         i, n = 0, len(ys)
         while i < n:
             stride = self._stride
             if not self._acc_n and n - i >= stride:  # a whole point straight from the columns
-                total = sum(ys[i:i + stride]) if view is None or _sum_doubles is None \
-                    else _sum_doubles((view[i:i + stride],))
+                total = sum(ys[i:i + stride])
                 self._add_point(xs[i], total / stride)
                 i += stride
                 continue
@@ -310,8 +305,6 @@ class Series:
     def _sum(self) -> Any:
         """``sum()`` of the unfinished point's values, in order (the same number either way)."""
         acc = self._acc
-        if _sum_doubles is not None and all(type(part) is array for part in acc):
-            return _sum_doubles(acc)
         return sum(chain.from_iterable(acc))
 
     def _close_point(self) -> None:

@@ -47,9 +47,13 @@ def _wrapped(s: int) -> int:
     return s if -_HALF <= s < _HALF else (s + _HALF) % (1 << 128) - _HALF
 
 
+#: A sum's units per 1 (an int: ``sum / GRID`` is int / int, correctly rounded).
+GRID = 1 << 64
+
+
 def as_float(s: int) -> float:
-    """A fixed-point sum as a float: correctly rounded (int / int), as ``fix_value`` in C."""
-    return s / (1 << 64)
+    """A fixed-point sum as a float: correctly rounded (int / int)."""
+    return s / GRID
 
 
 class _PyWindows:

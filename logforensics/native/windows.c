@@ -11,9 +11,7 @@
  * created (a dict's order), folded in that order when widened or merged, sums in fixed
  * point (below), so that every figure is the same double.
  *
- * Also here, the summary's loops over cells: combine() (a figure over ranks), cache_hit()
- * and best_split() (changepoints._segment's scan), each the same arithmetic as the Python
- * it replaces.
+ * Also here, prune_texts(): the texts no summary can cite, dropped as the log is read.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,7 +27,7 @@
  * Each value is rounded to that grid (half to even) and capped at +-2**62 (NaN counts as 0);
  * integer addition is associative, so a sum does not depend on how its values were grouped
  * (one pass, or byte ranges read apart and merged: ingest/parallel.py). windows.py's fixed()
- * and value() are the same arithmetic on Python ints. */
+ * and as_float() are the same arithmetic on Python ints. */
 typedef struct {
     uint64_t lo;
     int64_t hi;
@@ -78,31 +76,6 @@ static inline void fix_add(Fix *s, Fix x)
     uint64_t lo = s->lo + x.lo;
     s->hi = (int64_t)((uint64_t)s->hi + (uint64_t)x.hi + (lo < s->lo));
     s->lo = lo;
-}
-
-/* The sum as a double: sum / 2**64, correctly rounded (as Python's int / int). */
-static double fix_value(Fix s)
-{
-    int neg = s.hi < 0;
-    uint64_t hi = (uint64_t)s.hi, lo = s.lo;
-    if (neg) {
-        lo = ~lo + 1;
-        hi = ~hi + (lo == 0);
-    }
-    double d;
-    if (!hi)
-        d = (double)lo; /* correctly rounded */
-    else {
-        int shift = 0; /* the magnitude's bits beyond 64 */
-        for (uint64_t h = hi; h; h >>= 1)
-            shift++;
-        uint64_t top = shift == 64 ? hi : (hi << (64 - shift)) | (lo >> shift);
-        uint64_t dropped = shift == 64 ? lo : lo & ((1ULL << shift) - 1);
-        top |= dropped != 0; /* sticky, below the rounding bit (53 of these 64) */
-        d = ldexp((double)top, shift);
-    }
-    d = ldexp(d, -64);
-    return neg ? -d : d;
 }
 
 /* The sum as a Python int (units of 2**-64). */
@@ -963,292 +936,6 @@ out:
     return result;
 }
 
-/* -- the summary's loops ------------------------------------------------------------------ */
-
-typedef struct {
-    int64_t key;
-    Py_ssize_t w, i;
-} Entry;
-
-static int entry_cmp(const void *a, const void *b)
-{
-    const Entry *x = a, *y = b;
-    if (x->key != y->key)
-        return x->key < y->key ? -1 : 1;
-    if (x->w != y->w)
-        return x->w < y->w ? -1 : 1;
-    return x->i < y->i ? -1 : (x->i > y->i);
-}
-
-/* All cells of the windows, sorted by key, then by window (the order a dict of lists built
- * window by window holds them). */
-static Entry *entries(PyObject *list, Windows ***ws, Py_ssize_t *nw, Py_ssize_t *total)
-{
-    if (!PyList_Check(list)) {
-        PyErr_SetString(PyExc_TypeError, "a list of Windows");
-        return NULL;
-    }
-    *nw = PyList_GET_SIZE(list);
-    *total = 0;
-    for (Py_ssize_t k = 0; k < *nw; k++) {
-        PyObject *o = PyList_GET_ITEM(list, k);
-        if (!PyObject_TypeCheck(o, &WindowsType)) {
-            PyErr_SetString(PyExc_TypeError, "a list of Windows");
-            return NULL;
-        }
-        *total += ((Windows *)o)->n;
-    }
-    Entry *e = PyMem_Malloc((*total + 1) * sizeof(Entry));
-    *ws = PyMem_Malloc((*nw + 1) * sizeof(Windows *));
-    if (!e || !*ws) {
-        PyMem_Free(e);
-        PyMem_Free(*ws);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    Py_ssize_t j = 0;
-    for (Py_ssize_t k = 0; k < *nw; k++) {
-        Windows *w = (Windows *)PyList_GET_ITEM(list, k);
-        (*ws)[k] = w;
-        for (Py_ssize_t i = 0; i < w->n; i++)
-            e[j++] = (Entry){w->key[i], k, i};
-    }
-    qsort(e, *total, sizeof(Entry), entry_cmp);
-    return e;
-}
-
-/* Python's sum() of floats (from the int 0), as this interpreter computes it. */
-typedef struct {
-    double f, c;
-} PySum;
-
-static inline void pysum_add(PySum *s, double x)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    double t = s->f + x;
-    if (fabs(s->f) >= fabs(x))
-        s->c += (s->f - t) + x;
-    else
-        s->c += (x - t) + s->f;
-    s->f = t;
-#else
-    s->f += x;
-#endif
-}
-
-static inline double pysum_value(const PySum *s)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    if (s->c && isfinite(s->c))
-        return s->f + s->c;
-#endif
-    return s->f;
-}
-
-/* sum_doubles(parts) -> Python's sum() of the doubles of the buffers `parts`, one after the
- * other (start 0), as this interpreter computes it: without a float object a value (the
- * decode series' points, stats.Series). */
-static PyObject *sum_doubles(PyObject *module, PyObject *parts)
-{
-    PyObject *seq = PySequence_Fast(parts, "parts must be a sequence of buffers of doubles");
-    if (!seq)
-        return NULL;
-    PySum s = {0.0, 0.0};
-    int first = 1;
-    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
-        Py_buffer b;
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, k), &b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-            Py_DECREF(seq);
-            return NULL;
-        }
-        if (b.itemsize != sizeof(double) || !b.format || strcmp(b.format, "d") != 0) {
-            PyBuffer_Release(&b);
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_TypeError, "a buffer of doubles");
-            return NULL;
-        }
-        const double *x = b.buf;
-        Py_ssize_t n = b.len / (Py_ssize_t)sizeof(double);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (first) { /* 0 + x: the int 0 read as 0.0 */
-                s.f = 0.0 + x[i];
-                first = 0;
-            } else {
-                pysum_add(&s, x[i]);
-            }
-        }
-        PyBuffer_Release(&b);
-    }
-    Py_DECREF(seq);
-    if (first)
-        return PyLong_FromLong(0); /* sum([]) */
-    return PyFloat_FromDouble(pysum_value(&s));
-}
-
-/* combine(windows, how_max) -> [(first second, value, first line)] by window key: per key,
- * the ranks' means (sum / count) summed (or their max), at the earliest first line
- * (serving.ServingObserver._combined). */
-static PyObject *combine(PyObject *module, PyObject *args)
-{
-    PyObject *list;
-    int how_max;
-    if (!PyArg_ParseTuple(args, "O!p", &PyList_Type, &list, &how_max))
-        return NULL;
-    Windows **ws;
-    Py_ssize_t nw, total;
-    Entry *e = entries(list, &ws, &nw, &total);
-    if (!e)
-        return NULL;
-    PyObject *out = PyList_New(0);
-    for (Py_ssize_t a = 0; out && a < total;) {
-        Py_ssize_t b = a;
-        PySum s = {0.0, 0.0};
-        double best = 0.0;
-        Py_ssize_t fw = e[a].w, fi = e[a].i;
-        for (; b < total && e[b].key == e[a].key; b++) {
-            const Windows *w = ws[e[b].w];
-            double mean = fix_value(w->sum[e[b].i]) / (double)w->count[e[b].i];
-            if (b == a) {
-                s.f = 0.0 + mean;
-                best = mean;
-            } else {
-                pysum_add(&s, mean);
-                if (mean > best)
-                    best = mean;
-            }
-            if (w->first[e[b].i] < ws[fw]->first[fi]) {
-                fw = e[b].w;
-                fi = e[b].i;
-            }
-        }
-        double value = how_max ? best : pysum_value(&s);
-        PyObject *item = Py_BuildValue("(ddL)", ws[fw]->fsec[fi], value, (long long)ws[fw]->first[fi]);
-        if (!item || PyList_Append(out, item) < 0)
-            Py_CLEAR(out);
-        Py_XDECREF(item);
-        a = b;
-    }
-    PyMem_Free(e);
-    PyMem_Free(ws);
-    return out;
-}
-
-/* cache_hit(windows, is_new) -> [(second, cached / (new + cached), line)] by key, where
- * new + cached > 0 (serving.ServingObserver._cache_hit): is_new[k] tells whether windows[k]
- * holds new tokens (else cached ones). */
-static PyObject *cache_hit(PyObject *module, PyObject *args)
-{
-    PyObject *list, *is_new;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &list, &PyList_Type, &is_new))
-        return NULL;
-    if (PyList_GET_SIZE(is_new) != PyList_GET_SIZE(list)) {
-        PyErr_SetString(PyExc_ValueError, "one flag per Windows");
-        return NULL;
-    }
-    Windows **ws;
-    Py_ssize_t nw, total;
-    Entry *e = entries(list, &ws, &nw, &total);
-    if (!e)
-        return NULL;
-    char *fresh = PyMem_Malloc(nw + 1);
-    if (!fresh) {
-        PyMem_Free(e);
-        PyMem_Free(ws);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t k = 0; k < nw; k++)
-        fresh[k] = (char)PyObject_IsTrue(PyList_GET_ITEM(is_new, k));
-    PyObject *out = PyList_New(0);
-    for (Py_ssize_t a = 0; out && a < total;) {
-        Py_ssize_t b = a;
-        double n = 0.0, cached = 0.0;
-        int64_t line = ws[e[a].w]->first[e[a].i];
-        double sec = ws[e[a].w]->fsec[e[a].i];
-        for (; b < total && e[b].key == e[a].key; b++) {
-            const Windows *w = ws[e[b].w];
-            if (fresh[e[b].w])
-                n += fix_value(w->sum[e[b].i]);
-            else
-                cached += fix_value(w->sum[e[b].i]);
-            if (w->first[e[b].i] < line) {
-                line = w->first[e[b].i];
-                sec = w->fsec[e[b].i];
-            }
-        }
-        if (n + cached > 0) {
-            PyObject *item = Py_BuildValue("(ddL)", sec, cached / (n + cached), (long long)line);
-            if (!item || PyList_Append(out, item) < 0)
-                Py_CLEAR(out);
-            Py_XDECREF(item);
-        }
-        a = b;
-    }
-    PyMem_Free(fresh);
-    PyMem_Free(e);
-    PyMem_Free(ws);
-    return out;
-}
-
-/* best_split(values, a, b, min_segment, min_rel) -> (k, t) or None: the split of values[a:b]
- * with the largest two-sample t statistic among those that move the level by min_rel
- * (changepoints._segment's loop, the same arithmetic). */
-static PyObject *best_split(PyObject *module, PyObject *args)
-{
-    PyObject *values;
-    Py_ssize_t a, b, min_seg;
-    double min_rel;
-    if (!PyArg_ParseTuple(args, "O!nnnd", &PyList_Type, &values, &a, &b, &min_seg, &min_rel))
-        return NULL;
-    Py_ssize_t len = PyList_GET_SIZE(values);
-    if (a < 0 || b > len || a > b) {
-        PyErr_SetString(PyExc_ValueError, "bad range");
-        return NULL;
-    }
-    Py_ssize_t n = b - a;
-    double *prefix = PyMem_Malloc((n + 1) * 2 * sizeof(double));
-    if (!prefix)
-        return PyErr_NoMemory();
-    double *sq = prefix + n + 1;
-    prefix[0] = sq[0] = 0.0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = PyList_GET_ITEM(values, a + i);
-        if (!PyFloat_CheckExact(o)) {
-            PyMem_Free(prefix);
-            PyErr_SetString(PyExc_TypeError, "values must be floats");
-            return NULL;
-        }
-        double x = PyFloat_AS_DOUBLE(o);
-        prefix[i + 1] = prefix[i] + x;
-        sq[i + 1] = sq[i] + x * x;
-    }
-    Py_ssize_t best = -1;
-    double best_t = 0.0;
-    for (Py_ssize_t k = min_seg; k < n - min_seg + 1; k++) {
-        double n1 = (double)k, n2 = (double)(n - k);
-        double m1 = prefix[k] / n1, m2 = (prefix[n] - prefix[k]) / n2;
-        double v1 = sq[k] / n1 - m1 * m1, v2 = (sq[n] - sq[k]) / n2 - m2 * m2;
-        if (0.0 > v1) /* max(v, 0.0) */
-            v1 = 0.0;
-        if (0.0 > v2)
-            v2 = 0.0;
-        double top = fabs(m1), am2 = fabs(m2);
-        if (am2 > top)
-            top = am2;
-        double floor_ = pow(top * 0.02, 2.0) + 1e-12;
-        double e1 = floor_ > v1 ? floor_ : v1, e2 = floor_ > v2 ? floor_ : v2;
-        double se = sqrt(e1 / n1 + e2 / n2);
-        double t = fabs(m1 - m2) / se;
-        if (top != 0.0 && fabs(m1 - m2) / top >= min_rel && t > best_t) {
-            best = k;
-            best_t = t;
-        }
-    }
-    PyMem_Free(prefix);
-    if (best < 0)
-        Py_RETURN_NONE;
-    return Py_BuildValue("(nd)", best, best_t);
-}
-
 /* -- texts no change point can cite ---------------------------------------------------------- */
 
 typedef struct {
@@ -1415,10 +1102,6 @@ count:
 
 static PyMethodDef module_methods[] = {
     {"windows_add", windows_add, METH_VARARGS, "Add a segment's rows to windows, in row order."},
-    {"sum_doubles", sum_doubles, METH_O, "Python's sum() of the doubles of buffers, one after the other."},
-    {"combine", combine, METH_VARARGS, "A figure over ranks, window by window."},
-    {"cache_hit", cache_hit, METH_VARARGS, "The prefix-cache hit rate, window by window."},
-    {"best_split", best_split, METH_VARARGS, "The best split of a series (binary segmentation's scan)."},
     {"prune_texts", prune_texts, METH_VARARGS, "Drop the texts no summary can cite; the number kept."},
     {NULL, NULL, 0, NULL},
 };
