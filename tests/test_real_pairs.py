@@ -20,11 +20,6 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
 WRONG_VERDICT: dict[str, str] = {
-    "036-mi30x-qwen3-30b-tp8-serves-next-run-port-in-use-warmup-timeout":
-        "the verdict names only the warm-up's ReadTimeout, not the failing side's own cause before it: "
-        "'[Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use' "
-        "(line 269), after which the warm-up request to that port got no answer in 600 s; and it says "
-        "'no setting differs' where random_seed differs in server_args (the label forbids the phrase)",
 }
 
 

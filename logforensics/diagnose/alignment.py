@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ..events import PHASES
 from ..model.records import NOT_SEEN
 from ..model.run import RunSummary
+from ..model.stops import left_phase
 from .sides import Coverage, Evidence, ev, pair_ranks, phase_index
 
 
@@ -19,6 +20,9 @@ class RankAlignment:
     failing_rank: str | None
     baseline_phase: str | None
     failing_phase: str | None
+    #: ``after cuda_graph_capture (Capture cuda graph end, line 257)``: the failing rank's last
+    #: phase record is the line that ends its phase (``stops.left_phase``), so it had left it.
+    failing_left: str | None
     missing_phases: tuple[str, ...]
     last_line: int | None
     last_text: str | None
@@ -69,7 +73,8 @@ def alignment(fail: RunSummary, base: RunSummary, fc: Coverage, bc: Coverage) ->
             # Where a rank stopped is known only from its own lines or its crash's phase.
             missing = tuple(p for p in bc.rank_phases.get(rank, ()) if phase_index(p) > phase_index(f_phase))
         seen = fail.last_seen.get(frank or "", NOT_SEEN)
-        per_rank[rank] = RankAlignment(rank, frank, bc.rank_reached.get(rank), f_phase, missing,
+        left = left_phase(fail, frank) if frank is not None and f_phase is not None else None
+        per_rank[rank] = RankAlignment(rank, frank, bc.rank_reached.get(rank), f_phase, left, missing,
                                        seen.line, seen.text)
     first: FirstMissing | None = None
     for phase in PHASES:

@@ -287,11 +287,21 @@ def _next_step(failing: RunSummary, facts: Facts, explanation: Finding | None, c
         if facts.setup.differs:
             return _other_setup_step(facts)
         keys = facts.config.changed_keys
-        return ("set back the changed settings one at a time to find the one that matters: "
-                + ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else ""))
+        listed = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
+        if explanation is None and _builds_differ(facts):
+            return ("the builds differ and nothing in the failing log ties a changed setting to the failure (a build "
+                    f"may change its defaults): run the failing build with the baseline's values of {listed}, or the "
+                    "baseline's build with the failing run's, to tell the build from the settings")
+        return "set back the changed settings one at a time to find the one that matters: " + listed
     if collect:
         return "collect " + collect[0]
     return None
+
+
+def _builds_differ(facts: Facts) -> bool:
+    """Whether the two runs ran different SGLang builds: their versions differ, or one's
+    server_args has fields the other's lacks."""
+    return bool(facts.config.build_fields) or facts.versions.status in ("compared", "not in the table")
 
 
 def _other_setup_step(facts: Facts) -> str:

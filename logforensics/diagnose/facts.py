@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.rank import rank_sort_key
 from ..model.records import NO_MEMORY, Keyed
 from ..model.run import RunSummary
 from .alignment import Alignment, alignment
@@ -177,11 +178,49 @@ class BudgetTerm:
     note: str = ""
 
 
+#: Terms that are the least or the most of one figure over the ranks (``RankBudget`` fields).
+_OVER_RANKS = {"p_min": ("free_before_load", min), "a_min": ("free_after_load", min),
+               "kv_allocated": ("kv_pool", max), "graphs_max": ("graphs", max)}
+
+
+def _over_shared_ranks(base: Budget, fail: Budget) -> tuple[dict[str, tuple[float, float]], list[str]]:
+    """The per-rank terms taken over the ranks both logs show the figure for, where one log
+    shows it for ranks the other does not (a build that prints 'Load weight begin' on TP0
+    only, a window that starts late): one rank's figure is never set against eight ranks'
+    least. Also the headroom and the KV budget, from those. The ranks used, for the note."""
+    out: dict[str, tuple[float, float]] = {}
+    used: set[str] = set()
+    for key, (attr, pick) in _OVER_RANKS.items():
+        b = {r.rank: getattr(r, attr) for r in base.ranks if getattr(r, attr) is not None}
+        f = {r.rank: getattr(r, attr) for r in fail.ranks if getattr(r, attr) is not None}
+        both = b.keys() & f.keys()
+        if both and not b.keys() == f.keys() == both:
+            out[key] = (pick(b[k] for k in both), pick(f[k] for k in both))
+            used |= both
+    if "p_min" in out or "a_min" in out:
+        sides: list[tuple[float | None, float | None]] = []
+        for j, run in enumerate((base, fail)):
+            p = out["p_min"][j] if "p_min" in out else run.p_min
+            a = out["a_min"][j] if "a_min" in out else run.a_min
+            f_ = run.mem_fraction_static
+            reserved = p * (1 - f_) if p is not None and f_ is not None else None
+            sides.append((reserved, a - reserved if a is not None and reserved is not None else None))
+        for i, key in enumerate(("reserved_headroom", "kv_budget")):
+            x, y = sides[0][i], sides[1][i]
+            if x is not None and y is not None:
+                out[key] = (round(x, 3), round(y, 3))
+    return out, sorted(used, key=rank_sort_key)
+
+
 def budget_terms(base: Budget, fail: Budget, bcap: Capture | None, fcap: Capture | None) -> tuple[BudgetTerm, ...]:
     out = []
+    shared, used = _over_shared_ranks(base, fail)
     for key, label, unit in BUDGET_TERMS:
         b, f = getattr(base, key), getattr(fail, key)
         note = ""
+        if key in shared:
+            (b, f), note = shared[key], "over " + ", ".join(used[:4]) + (", ..." if len(used) > 4 else "") \
+                + ": the ranks both logs show it for"
         if key == "graphs_max":
             # Both sides alike: a capture that died stands in with what it had used, at least.
             if b is None and bcap is not None and bcap.needed_gib is not None:

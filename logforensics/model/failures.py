@@ -485,12 +485,16 @@ def process_phrase(source: str | None) -> str | None:
     "Initialization failed. warmup error:" logs); None when it names none."""
     if source == WARMUP_SOURCE:
         return "the launcher's warm-up"
+    if source == HTTP_SOURCE:
+        return "the HTTP server"
     named = named_process(source)
     if named is None:
         return None
     return f"the {named}" if any(ch.isdigit() for ch in named) else f"the {named} (its line names no rank)"
 
 
+#: The source of uvicorn's record that the HTTP server could not bind its address (``on_uvicorn_msg``).
+HTTP_SOURCE = "http_server"
 #: The source of a piecewise CUDA graph runner's error record (``on_pcg_failed``).
 PCG_SOURCE = "piecewise_cuda_graph"
 #: The source of the KV allocator's error record (``on_kv_alloc_failed``).
@@ -726,13 +730,23 @@ def on_tracker_exit(m: RunModel, ev: Event) -> None:
     m.notices.add("process_exit", ev)
 
 
+#: uvicorn's error when the HTTP server cannot listen ("[Errno 98] error while attempting to bind on
+#: address ('127.0.0.1', 30000): address already in use").
+_BIND_FAILED = "error while attempting to bind on address"
+
+
 @handles("uvicorn_msg")
 def on_uvicorn_msg(m: RunModel, ev: Event) -> None:
     """uvicorn's "Shutting down": the HTTP server stopping on SIGTERM or SIGINT (Ctrl-C); its
-    "Uvicorn running on ...": the HTTP server up (``Timeline.http_up``)."""
+    "Uvicorn running on ...": the HTTP server up (``Timeline.http_up``); its error that it
+    cannot bind its address: the HTTP server's failure, a fatal record."""
     message = str(ev.fields.get("message") or "")
     if message == "Shutting down":
         m.notices.add("shutdown", ev)
+    elif ev.fields.get("level") == "ERROR" and _BIND_FAILED in message:
+        # uvicorn could not listen (a port another process holds): it exits, and the server
+        # never answers on that port; what fails after it (a warm-up request timing out) follows
+        _native_crash(m, ev, None, message, source=HTTP_SOURCE, native_kind="http_bind")
     elif message.startswith("Uvicorn running on"):
         if m.timeline.http_up is None:
             m.timeline.http_up = ev.line

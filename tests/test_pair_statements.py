@@ -1,0 +1,76 @@
+"""What ``diff`` says of real pairs where it once said more than the two logs show.
+
+Each test reads a real pair of ``fixtures/real-pairs`` and checks one sentence of the
+diagnosis against the lines it rests on; the synthetic logs check the same rule apart
+from the pair it was found on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logforensics.pipeline import diagnose_files, summarize_file
+
+PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
+
+
+def _diff(prefix: str):  # type: ignore[no-untyped-def]
+    case = next(PAIRS.glob(prefix + "-*"))
+    return diagnose_files(str(case / "failing.log"), str(case / "baseline.log"))
+
+
+def test_builds_that_differ_make_changed_values_no_setting_to_set_back() -> None:
+    """Two nightly images: the failing build's server_args has fields the other lacks, and two
+    values differ that neither launch command shows being set (a build's defaults). Nothing on
+    the failing side ties them to its GPU memory fault, so the next step tells the build from
+    the settings instead of setting them back."""
+    d = _diff("033")
+    assert d.facts.config.build_fields and d.conclusion.explanation is None
+    step = d.conclusion.next_step or ""
+    assert "set back" not in step
+    assert step.startswith("the builds differ") and "mamba_full_memory_ratio" in step and "watchdog_timeout" in step
+
+
+def test_a_budget_term_is_compared_over_the_ranks_both_logs_show() -> None:
+    """The baseline's build prints 'Load weight begin' on TP0 only, the failing one on all
+    eight: P_min is TP0's against TP0's (189.19 GiB in both), not TP0's against eight ranks' least."""
+    d = _diff("034")
+    terms = {t.term: t for t in d.facts.budget_terms}
+    p = terms["p_min"]
+    assert (p.baseline, p.failing, p.changed) == (189.19, 189.19, False)
+    assert p.note.startswith("over TP0:")
+    assert not terms["reserved_headroom"].changed
+    assert d.facts.budget.failing.p_min is not None and d.facts.budget.failing.p_min < 189.19  # the eight ranks' least
+
+
+def test_a_rank_whose_last_line_ends_its_capture_stopped_after_it() -> None:
+    d = _diff("036")
+    row = d.facts.alignment.ranks["TP1"]
+    assert row.failing_phase == "cuda_graph_capture"
+    assert row.failing_left == "after cuda_graph_capture (Capture cuda graph end, line 257)"
+    al01 = next(f for f in d.findings if f.rule == "AL01")
+    assert "TP1: the baseline's log shows it up to serving; in the failing run it stopped after cuda_graph_capture" \
+        in al01.explanation
+
+
+def test_the_http_server_that_cannot_bind_fails_first() -> None:
+    """uvicorn cannot listen on the port (another process holds it); the warm-up request then
+    times out: the bind failure is what happened first, the timeout follows it."""
+    d = _diff("036")
+    assert d.conclusion.first is not None
+    assert d.conclusion.first.startswith("the HTTP server failed first")
+    assert "address already in use" in d.conclusion.first and "(then requests.exceptions.ReadTimeout)" in d.conclusion.first
+
+
+def test_a_bind_failure_is_a_fatal_record_and_other_uvicorn_errors_are_not(tmp_path: Path) -> None:
+    head = ("[2025-11-17 17:12:42] INFO:     Started server process [106795]\n"
+            "[2025-11-17 17:12:42] INFO:     Application startup complete.\n")
+    bound = tmp_path / "bind.log"
+    bound.write_text(head + "[2025-11-17 17:12:42] ERROR:    [Errno 98] error while attempting to bind on address "
+                     "('0.0.0.0', 30000): address already in use\n")
+    s = summarize_file(bound)
+    assert s.outcome == "crashed" and s.crash is not None
+    assert s.crash.line == 3 and "address already in use" in (s.crash.message or "")
+    other = tmp_path / "other.log"
+    other.write_text(head + "[2025-11-17 17:12:42] ERROR:    Exception in ASGI application\n")
+    assert summarize_file(other).crash is None
