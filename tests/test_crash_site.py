@@ -296,3 +296,18 @@ def test_a_failure_in_the_event_loop_before_readiness_is_the_warmup_request_s(tm
     # the launcher's report not in the log (real-pairs 031): no request answered yet, before readiness
     cut = WARMUP_FAILED.split("[2026-05-20 08:46:50] Initialization failed")[0]
     assert "failed first, before readiness, in the event loop with no request answered yet" in _diagnose(tmp_path, cut).verdict
+
+
+def test_a_request_handler_places_a_traceback_in_serving_whatever_it_runs() -> None:
+    """A weight update (``update_weights_from_disk``) loads weights on a server that serves
+    (real-unseen 1331): its traceback is in serving, though load_weights' frames are inside it,
+    and a weight load at start-up stays in load_weights."""
+    from logforensics.model.phases import phase_of_frames, phase_of_words
+
+    update = [{"func": "update_weights_from_disk", "code": "model = model_load_weights(self.model, iter)"},
+              {"func": "load_weights_and_postprocess", "code": "model.load_weights(weights)"},
+              {"func": "load_weights", "code": "return InternLM2ForCausalLM.load_weights(self, weights)"}]
+    assert phase_of_frames(update) == "serving"
+    assert phase_of_frames(update[1:]) == "load_weights"
+    assert phase_of_frames([{"func": "event_loop_normal", "code": ""}, *update[1:]]) == "load_weights"
+    assert phase_of_words(["in update_weights_from_tensor", "load_weights"]) == "serving"

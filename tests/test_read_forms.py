@@ -991,3 +991,21 @@ def test_a_paste_with_a_line_number_gutter_reads_as_the_log(gutter: str, chunk: 
 def test_numbers_that_are_the_log_s_own_are_no_gutter(text: str) -> None:
     from logforensics.read.segments import NO_MARGIN, PasteMargin
     assert PasteMargin().judge(text.encode(), final=True) == NO_MARGIN
+
+
+def test_torch_compile_s_user_frames_are_its_exception_s_message() -> None:
+    """torch.compile appends the user's frames it was compiling to its exception's message,
+    after "from user code:" and three spaces' indentation (real-unseen 1321): they are that
+    message, not a traceback whose header and exception are missing. A rank's traceback after
+    them is a record of its own."""
+    dynamo = ['  File "/usr/lib/python3.10/dist-packages/torch/_dynamo/variables/lists.py", line 106, in getitem_const',
+              "    assert isinstance(index, (int, torch.SymInt))", "AssertionError:", "", "from user code:",
+              '   File "/sgl-workspace/sglang/python/sglang/srt/layers/attention/__init__.py", line 58, in resume_at_57',
+              "    return self.forward_decode(q, k, v, layer, forward_batch)"]
+    excs = [e for e in read("\n".join([*dynamo, "", TRACEBACK[0], FRAME, CODE]) + "\n") if e.kind == "exception"]
+    assert [(e.line, e.end_line, e.rank) for e in excs] == [(1, 8, None), (9, 11, "TP3")]
+    assert excs[0].fields["exception"] == "AssertionError"
+    assert excs[0].fields["message"].splitlines()[-2:] == [
+        'File "/sgl-workspace/sglang/python/sglang/srt/layers/attention/__init__.py", line 58, in resume_at_57',
+        "return self.forward_decode(q, k, v, layer, forward_batch)"]
+    assert [f["func"] for f in excs[0].fields["frames"]] == ["getitem_const"]

@@ -200,12 +200,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("crash", "1331"): "phase load_weights for a crash inside model_runner.update_weights_from_disk (line 2), a "
-                       "running server's weight reload: the innermost listed frames (loader.py "
-                       "load_weights_and_postprocess, the model's load_weights) are read as the start-up weight "
-                       "load, where the label reads serving",
-    ("phase_reached", "1331"): "{'load_weights'} from the crash's phase (as crash[1331]): the unranked process "
-                               "reloading weights on a running server is not placed in serving",
 }
 
 

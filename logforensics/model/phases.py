@@ -3,7 +3,9 @@
 The mapping is data (``phases.tsv``, one row per function with the SGLang file that
 defines it), so that a function of a new SGLang version is a row, not a code branch.
 The innermost listed function of a traceback wins: ``load_model`` called from
-``ModelRunner.__init__`` is weight loading, ``capture`` inside it is graph capture.
+``ModelRunner.__init__`` is weight loading, ``capture`` inside it is graph capture. A
+request's handler (phase ``request`` in the table: ``update_weights_from_disk``) wins over
+every frame: what it runs inside (a weight load) runs on a server that is serving.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ _CALL = re.compile(r"(?<!\w)(\w+)\(")
 _WORD = re.compile(r"[A-Za-z_]\w+")
 
 
+#: The table's phase of the handlers of requests that only a serving server takes (a weight
+#: update, a memory release): a traceback through one is in ``serving``, whatever it runs.
+REQUEST = "request"
+
+
 @lru_cache(maxsize=1)
 def frame_phases() -> Mapping[str, str]:
     """function name -> phase, from ``phases.tsv``."""
@@ -36,6 +43,10 @@ def frame_phases() -> Mapping[str, str]:
 def _placing(calls: Sequence[tuple[str, str]]) -> str | None:
     """:func:`placing_function` of a traceback's frames as (function, code line) pairs."""
     table = frame_phases()
+    for func, code in calls:
+        for name in [func, *_CALL.findall(code)]:
+            if table.get(name) == REQUEST:
+                return name
     serving: str | None = None
     for func, code in reversed(calls):
         for name in [func, *_CALL.findall(code)]:
@@ -62,7 +73,8 @@ def phase_of_frames(frames: Sequence[Mapping[str, Any]]) -> str | None:
     one because start-up runs model code that serving also runs (graph capture calls the
     forward pass)."""
     name = _placing([(fr.get("func") or "", fr.get("code") or "") for fr in frames])
-    return frame_phases()[name] if name else None
+    phase = frame_phases()[name] if name else None
+    return "serving" if phase == REQUEST else phase
 
 
 #: Files and functions of the model worker that ``Scheduler.__init__`` builds first.
@@ -118,6 +130,8 @@ def phase_of_words(texts: Iterable[str]) -> str | None:
     table = frame_phases()
     words = {w for text in texts for w in _WORD.findall(text)}
     named = [table[w] for w in table if w in words]
+    if REQUEST in named:
+        return "serving"
     startup = [p for p in named if p != "serving"]
     return startup[0] if startup else ("serving" if named else None)
 

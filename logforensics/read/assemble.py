@@ -43,6 +43,10 @@ _MAX_TB_LINES = 5000
 _GENERIC_NAMES = frozenset({"Exception", "Error", "Fault", "Exit"})
 
 
+#: torch.compile's line in an exception's message before the user's frames it was compiling.
+_USER_CODE = "from user code:"
+
+
 def _generic(ev: Event) -> bool:
     """Whether an exception line alone is too common a shape to be a traceback's end: a generic
     name ("Exception: ..."), unless its words are an error SGLang raises in start-up
@@ -244,7 +248,8 @@ def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
 class _Traceback:
     __slots__ = ("first", "rank", "ts", "file", "node", "source", "frames", "exception", "message",
                  "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at",
-                 "piece_rank", "header_cut", "oom_record", "what", "thread_dump", "held", "blocks", "fh_stack")
+                 "piece_rank", "header_cut", "oom_record", "what", "thread_dump", "held", "blocks", "fh_stack",
+                 "user_code")
 
     def __init__(self, ev: Event, source: str | None) -> None:
         self.first = ev.line
@@ -277,6 +282,9 @@ class _Traceback:
         #: frames in faulthandler's form with no header above them (a window cut inside a
         #: fatal error's or a signal's dump): most recent call first, no source lines
         self.fh_stack = False
+        #: the message went on with torch.compile's "from user code:": the frames under it
+        #: (indented by three spaces) are the message's, not another traceback's
+        self.user_code = False
 
     def owns(self, ev: Event) -> bool:
         """Whether a piece of a traceback that carries a rank (from a line prefix) is ours."""
@@ -601,6 +609,11 @@ class TracebackAssembler:
             tb.fatal = True
             tb.fh_stack = True  # a native backtrace: the innermost call first
             return
+        if kind == "tb_frame" and tb is not None and tb.user_code and not prefixed and tb.blanks < 2:
+            tb.message = (tb.message + "\n" if tb.message else "") + _body(ev)  # torch.compile's user frames
+            tb.add_line(ev)
+            tb.blanks = 0
+            return
         if kind in ("tb_frame", "fh_thread"):
             # faulthandler's dump after "Fatal Python error: ..." (a blank line, then "Thread
             # 0x.. (most recent call first):" and its frames, thread after thread) is the record's
@@ -730,6 +743,7 @@ class TracebackAssembler:
                 # (a fatal error's message is its line: faulthandler's dump and the
                 # "Extension modules: ..." list after it are not)
                 tb.message = (tb.message + "\n" if tb.message else "") + _body(ev)
+                tb.user_code = tb.user_code or _body(ev).strip() == _USER_CODE
             tb.add_line(ev)
             tb.blanks = 0
             return
