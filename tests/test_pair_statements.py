@@ -74,3 +74,22 @@ def test_a_bind_failure_is_a_fatal_record_and_other_uvicorn_errors_are_not(tmp_p
     other = tmp_path / "other.log"
     other.write_text(head + "[2025-11-17 17:12:42] ERROR:    Exception in ASGI application\n")
     assert summarize_file(other).crash is None
+
+
+def test_an_address_another_process_holds_is_the_explanation() -> None:
+    """The bind failure names the address; a request to it that gets no answer corroborates
+    that something else listens there: the explanation, with the address to free."""
+    d = _diff("036")
+    assert d.conclusion.rule == "CR02" and d.conclusion.confidence == "high"
+    assert d.conclusion.explanation == "another process held 127.0.0.1:30000, which the HTTP server could not bind"
+    assert (d.conclusion.next_step or "").startswith("stop the process holding 127.0.0.1:30000")
+
+
+def test_the_address_in_use_in_its_message_forms() -> None:
+    from logforensics.diagnose.crash import address_in_use
+
+    assert address_in_use("[Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+                          "address already in use") == "0.0.0.0:8000"
+    assert address_in_use(None, "Address already in use (addr='tcp://127.0.0.1:5757')") == "tcp://127.0.0.1:5757"
+    assert address_in_use("OSError: [Errno 98] Address already in use") == "an address"
+    assert address_in_use("Connection refused", None) is None

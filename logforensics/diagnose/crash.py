@@ -81,6 +81,25 @@ class CrashFacts:
     #: names and the evidence; the first traceback in the log is then not shown to be the cause
     faulty_named: str | None = None
     faulty_at: Evidence | None = None
+    #: the address the failing process could not bind because another process held it
+    #: (uvicorn's "[Errno 98] error while attempting to bind on address ('127.0.0.1', 30000):
+    #: address already in use", ZMQ's "Address already in use (addr='tcp://...')"): ``host:port``,
+    #: the ZMQ endpoint, or "an address" where the message names none
+    address_in_use: str | None = None
+
+
+#: An address another process holds, and the forms messages name it in.
+_IN_USE = re.compile(r"[Aa]ddress already in use")
+_BIND_ADDRESS = re.compile(r"bind on address \('([^']*)', (\d+)\)|addr='([^']+)'")
+
+
+def address_in_use(*messages: str | None) -> str | None:
+    """The address a failure could not bind because it was in use (``CrashFacts.address_in_use``)."""
+    for message in messages:
+        if message and _IN_USE.search(message):
+            m = _BIND_ADDRESS.search(message)
+            return "an address" if m is None else m.group(3) or f"{m.group(1)}:{m.group(2)}"
+    return None
 
 
 #: torch's words for a peer it blames (ProcessGroupGloo's monitoredBarrier, c10d's errors).
@@ -151,7 +170,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         quiet_since=crash.quiet_before.ts if crash.quiet_before else None,
         oom_of=_memory_of(oom.device if oom else None),
         exit_code=crash.exit_code, ended_by=ended_by(crash.exit_code),
-        faulty_named=faulty[0] if faulty else None, faulty_at=faulty[1] if faulty else None)
+        faulty_named=faulty[0] if faulty else None, faulty_at=faulty[1] if faulty else None,
+        address_in_use=address_in_use(crash.first_message, message))
 
 
 def _memory_of(device: str | None) -> str:
