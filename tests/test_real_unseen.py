@@ -206,6 +206,13 @@ PENDING: dict[tuple[str, str], str] = {
                        "load, where the label reads serving",
     ("phase_reached", "1331"): "{'load_weights'} from the crash's phase (as crash[1331]): the unranked process "
                                "reloading weights on a running server is not placed in serving",
+    ("outcome", "1345"): "'crashed: a traceback whose exception is not in this log (cut) at line 2': the traceback "
+                         "under uvicorn's 'ERROR:    Exception in ASGI application' (line 1, read as a uvicorn "
+                         "message) is read as a crash; its one frame is SGLang's openai_api/adapter.py "
+                         "v1_chat_generate_request (one chat request's handler), and 1240's ASGI traceback (uvicorn "
+                         "and starlette frames) is read as no crash: nothing shows a process ending",
+    ("crash", "1345"): "a crash at line 2 (no exception, no phase, no rank) where the label has none, as "
+                       "outcome[1345]",
 }
 
 
