@@ -93,3 +93,29 @@ def test_the_address_in_use_in_its_message_forms() -> None:
     assert address_in_use(None, "Address already in use (addr='tcp://127.0.0.1:5757')") == "tcp://127.0.0.1:5757"
     assert address_in_use("OSError: [Errno 98] Address already in use") == "an address"
     assert address_in_use("Connection refused", None) is None
+
+
+def test_a_failure_placed_in_a_phase_its_rank_printed_the_end_of_came_after_that_end() -> None:
+    """Every rank printed 'Memory pool end'; then TP5 ran out of memory setting up the attention
+    backend, which SGLang's same start-up step runs after the pool: after the pool's end line,
+    in init_attention_backend; not 'during kv_cache_alloc'."""
+    d = _diff("037")
+    assert d.conclusion.first is not None
+    assert "after kv_cache_alloc (Memory pool end, line 307), in init_attention_backend" in d.conclusion.first
+    assert "during kv_cache_alloc" not in d.verdict
+
+
+def test_a_launcher_that_failed_importing_its_code_lacks_no_start_of_the_log() -> None:
+    """The file begins at the process's start; it died importing sglang, before any settings
+    were printed: asking for 'the start of the log (server_args)' asks for lines that never were."""
+    d = _diff("039")
+    assert not any("the start of the log" in c for c in d.conclusion.collect)
+
+
+def test_a_log_whose_process_ended_in_it_has_no_rest_to_collect() -> None:
+    """The failing file ends with Python's resource_tracker warnings at shutdown: the process
+    ended there; what is missing is why, the record of its end outside the log."""
+    d = _diff("040")
+    assert d.failing.outcome == "incomplete"
+    assert not any(c.startswith("the rest of the log") for c in d.conclusion.collect)
+    assert any(c.startswith("the record of the process's end outside the log") for c in d.conclusion.collect)

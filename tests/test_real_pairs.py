@@ -20,11 +20,6 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
 WRONG_VERDICT: dict[str, str] = {
-    "037-mi30x-llama4-maverick-tp8-serves-next-run-oom-at-attention-backend-init":
-        "says TP5 failed 'during kv_cache_alloc', though all eight ranks print 'Memory pool end' "
-        "(lines 295-307) before TP5's OutOfMemoryError, whose frames run through "
-        "ModelRunner.init_attention_backend into AiterAttnBackend.__init__ (the attention "
-        "backend's workspace, after the KV pool)",
 }
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..events import LAUNCH
-from ..model.beside import END_RECORD, stops_unexplained
+from ..model.beside import END_RECORD, process_ended, stops_unexplained
 from ..model.failures import CPP_RAISED_SOURCE, HEADERLESS_DUMP_COLLECT, headerless_dump
-from ..model.phases import where_failed
+from ..model.phases import importing, where_failed
 from ..model.records import Cite
 from ..model.run import RunSummary
 from ..model.stops import stop_place
@@ -157,8 +157,9 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
         out.append("the logs of the servers behind the router: this one is the router's alone")
     elif failing.outcome == "incomplete" and failing.stopped is None:  # (a stopped run ended: no rest to collect)
         place = stop_place(failing, cite_file=True)
-        out.append(f"the rest of the log (it stops at line {failing.coverage.lines_read or '?'} "
-                   "without readiness or failure" + (f", {place}" if place else "") + ")")
+        if process_ended(failing) is None:  # (a process that ended in the log: only why is missing)
+            out.append(f"the rest of the log (it stops at line {failing.coverage.lines_read or '?'} "
+                       "without readiness or failure" + (f", {place}" if place else "") + ")")
         if stops_unexplained(failing):  # a log that just stops: killed?
             out.append(END_RECORD)
     if failing.outcome == "crashed" and crash is not None and headerless_dump(crash.source, crash.exception):
@@ -186,7 +187,8 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
     elif failing.outcome == "crashed" and crash is not None and crash.phase == "serving":
         # SGLang writes a crash dump (the requests of its last minutes) only once it serves
         out.append("the crash dump folder, where --crash-dump-folder was set")
-    launched = crash is None or crash.phase != LAUNCH
+    # a launcher that failed parsing its arguments or importing its code printed no settings yet
+    launched = crash is None or crash.phase != LAUNCH and not importing(crash.frames)
     if launched and not failing.server_args and not failing.launch_command:
         out.append("the start of the log (server_args): the settings are not in this one")
     env = facts.environment

@@ -162,8 +162,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         scheduler_step=scheduler_step(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
-        where=(left_phase(run, crash.first_rank or ("-" if set(run.ranks) <= {"-"} else None)) if crash.phase is None else None)
-        or _in_warmup(run, crash) or where_failed(crash.phase, crash.frames), component=component_of(crash.frames),
+        where=_where(run, crash), component=component_of(crash.frames),
         no_exception=without_exception(crash),
         process=process_phrase(crash.source), rank_named_at=named_at,
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
@@ -172,6 +171,21 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         exit_code=crash.exit_code, ended_by=ended_by(crash.exit_code),
         faulty_named=faulty[0] if faulty else None, faulty_at=faulty[1] if faulty else None,
         address_in_use=address_in_use(crash.first_message, message))
+
+
+def _where(run: RunSummary, crash: Crash) -> str:
+    """Where the crash happened, in words (``CrashFacts.where``). A rank whose last phase record
+    is its phase's end line ('Memory pool end') had left that phase's own records behind: a
+    failure without a phase is after it; one whose frames place it in that phase came after its
+    end line, in the step that follows it within SGLang's same start-up call (the attention
+    backend's set-up after the KV pool), and is said so, with the function that places it."""
+    left = left_phase(run, crash.first_rank or ("-" if set(run.ranks) <= {"-"} else None))
+    if crash.phase is None and left:
+        return left
+    placed = placing_function(crash.frames)
+    if left and placed and left.startswith(f"after {crash.phase} (") and scheduler_step(crash.frames) is None:
+        return f"{left}, in {placed}"
+    return _in_warmup(run, crash) or where_failed(crash.phase, crash.frames)
 
 
 def _memory_of(device: str | None) -> str:

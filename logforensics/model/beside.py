@@ -49,6 +49,13 @@ def stops_unexplained(s: RunSummary) -> bool:
     return s.outcome == "incomplete" and s.stopped is None and not (s.artefacts and s.artefacts.terminations)
 
 
+def process_ended(s: RunSummary) -> Notice | None:
+    """Python's resource_tracker warning after every rank's last record: the process ended
+    there (``failures.on_tracker_exit``), so the log has no rest to collect, only the reason."""
+    last = max((seen.line or 0 for seen in s.last_seen.values()), default=0)
+    return next((n for n in s.notices.get("process_exit", []) if n.line > last), None)
+
+
 def the_end(terminations: Sequence[Termination]) -> Termination | None:
     """The record that says most of how the run ended: a kill or failure before a cancel,
     the OOM killer first; the first such record in file order."""

@@ -102,6 +102,14 @@ def scheduler_step(frames: Sequence[Mapping[str, Any]] | Sequence[Frame]) -> str
                             else (fr.func or "", str(fr.path or "")) for fr in frames])
 
 
+def importing(frames: Sequence[Frame]) -> bool:
+    """Whether a traceback failed while its process imported its code: its first frame past
+    Python's runpy is a module's top level (``<module>``) on an import statement (``python -m
+    sglang.launch_server`` importing the server), so nothing of the server had run or printed."""
+    first = next((fr for fr in frames if not str(fr.path or "").endswith("runpy.py")), None)
+    return first is not None and first.func == "<module>" and (first.code or "").lstrip().startswith(("from ", "import "))
+
+
 def where_failed(phase: str | None, frames: Sequence[Frame]) -> str:
     """How prose says where a traceback failed: ``during <phase>``; past the model worker, the
     scheduler's own step after the phase its rank reached; for the launcher's own phase, that
