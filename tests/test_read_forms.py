@@ -1009,3 +1009,17 @@ def test_torch_compile_s_user_frames_are_its_exception_s_message() -> None:
         'File "/sgl-workspace/sglang/python/sglang/srt/layers/attention/__init__.py", line 58, in resume_at_57',
         "return self.forward_decode(q, k, v, layer, forward_batch)"]
     assert [f["func"] for f in excs[0].fields["frames"]] == ["getitem_const"]
+
+
+def test_uvicorn_s_asgi_exception_record_heads_one_request_s_traceback() -> None:
+    """uvicorn logs "Exception in ASGI application" and then the request's traceback, answers
+    500 and goes on serving (real-unseen 1345): the traceback is one request's failure, whatever
+    SGLang module its frames are in (2025's openai_api/adapter.py), not a process's end."""
+    lines = ["[2025-04-03 20:54:05] ERROR:    Exception in ASGI application", "Traceback (most recent call last):",
+             '  File "/sgl-workspace/sglang/python/sglang/srt/openai_api/adapter.py", line 958, in v1_chat_generate_request',
+             "    prompt_ids = tokenizer_manager.tokenizer.apply_chat_template("]
+    exc = only(read("\n".join(lines) + "\n"), "exception")
+    assert (exc.line, exc.end_line, exc.fields["source"]) == (1, 4, "http_request")
+    other = only(read("\n".join(["[2025-04-03 20:54:05] ERROR:    Exception in callback", *lines[1:]]) + "\n"),
+                 "exception")
+    assert other.fields["source"] is None

@@ -200,19 +200,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("crash", "1331"): "phase load_weights for a crash inside model_runner.update_weights_from_disk (line 2), a "
-                       "running server's weight reload: the innermost listed frames (loader.py "
-                       "load_weights_and_postprocess, the model's load_weights) are read as the start-up weight "
-                       "load, where the label reads serving",
-    ("phase_reached", "1331"): "{'load_weights'} from the crash's phase (as crash[1331]): the unranked process "
-                               "reloading weights on a running server is not placed in serving",
-    ("outcome", "1345"): "'crashed: a traceback whose exception is not in this log (cut) at line 2': the traceback "
-                         "under uvicorn's 'ERROR:    Exception in ASGI application' (line 1, read as a uvicorn "
-                         "message) is read as a crash; its one frame is SGLang's openai_api/adapter.py "
-                         "v1_chat_generate_request (one chat request's handler), and 1240's ASGI traceback (uvicorn "
-                         "and starlette frames) is read as no crash: nothing shows a process ending",
-    ("crash", "1345"): "a crash at line 2 (no exception, no phase, no rank) where the label has none, as "
-                       "outcome[1345]",
 }
 
 

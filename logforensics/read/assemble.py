@@ -186,8 +186,12 @@ def _in_http_layer(path: str) -> bool:
 
 #: Records whose message may be the header of the traceback their logger logs after it:
 #: the launcher's ``Initialization failed. warmup error: ...`` (``_wait_and_warmup``), and
-#: uvicorn's ``ERROR:    Traceback (most recent call last):``; the source each traceback takes.
+#: uvicorn's ``ERROR:    Traceback (most recent call last):`` and ``Exception in ASGI application``; the source
+#: each traceback takes (the ASGI record's traceback: ``http_request``, one request's failure).
 LEADS_INTO_TRACEBACK = {"warmup_failed": WARMUP_SOURCE, "uvicorn_msg": None}
+#: uvicorn's record of a request whose handler raised ("ERROR:    Exception in ASGI application"),
+#: the traceback it logs on the next lines: one request's failure, answered with a 500.
+ASGI_EXCEPTION = "Exception in ASGI application"
 
 
 def _code_above(held: list[Event]) -> list[Event]:
@@ -208,7 +212,7 @@ def lead_header(ev: Event) -> bool | None:
         return None
     message = str(ev.fields.get("message") or "").strip()
     if ev.kind != "warmup_failed":
-        return True if message == TB_START else None
+        return True if message in (TB_START, ASGI_EXCEPTION) else None
     if message == TB_START:
         return True
     return False if message and TB_START.startswith(message) else None
@@ -561,7 +565,9 @@ class TracebackAssembler:
         if lead is not None:  # a logger's record, its traceback's header at its end
             if tb is not None:
                 yield from self.close()
-            self._start(ev, LEADS_INTO_TRACEBACK[kind]).header_cut = not lead
+            source = "http_request" if str(ev.fields.get("message") or "").strip() == ASGI_EXCEPTION \
+                else LEADS_INTO_TRACEBACK[kind]
+            self._start(ev, source).header_cut = not lead
             return
         if kind == "exc_header":
             source = ev.fields.get("source")
