@@ -5,8 +5,8 @@ end" after the KV pool) had left that phase's own records behind: the log stops 
 and before the first line of the next phase, not during it. The next phase is the one after
 it in :data:`~logforensics.events.PHASES` that the rank had not been in yet (the KV pool can
 be sized after graph capture), without CUDA-graph capture when ``disable_cuda_graph`` is
-set. Graph capture has no such line: it captures one graph after another, and the end of
-one is not the end of the phase.
+set. Graph capture's is 'Capture cuda graph end', printed once the runner has captured
+every batch size.
 """
 
 from __future__ import annotations
