@@ -259,3 +259,17 @@ def test_the_stamps_a_log_spans_are_its_earliest_and_latest_whatever_their_order
     misread = summarize("[2026-84-18 13:17:24 TP0] Load weight begin. avail mem=60.89 GB\n"
                           "[2026-04-18 13:17:25 TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=50.00 GB\n")
     assert (misread.coverage.first_ts, misread.coverage.last_ts) == ("2026-04-18T13:17:25",) * 2  # no moment
+
+
+def test_bench_one_batch_s_bare_pool_size_is_tp0_s() -> None:
+    """bench_one_batch prints the pool size bare, on TP rank 0 alone (real-unseen 1052, 1371):
+    where the log names TP0 it is TP0's figure; a log that names no rank keeps it rankless, and
+    SGLang's own line with its other figures is never moved."""
+    head = "[2026-07-23 12:47:21 TP0] Load weight end. elapsed=2.72 s, type=Qwen3ForCausalLM, avail mem=168.90 GB\n"
+    s = summarize(head + "max_total_num_tokens=2073920\n")
+    assert s.memory["TP0"].figure("max_total_num_tokens") == 2073920
+    alone = summarize("max_total_num_tokens=2073920\n")
+    assert "TP0" not in alone.memory
+    full = summarize(head + "max_total_num_tokens=2073920, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                     "max_running_requests=2048, context_len=40960\n")
+    assert full.memory["TP0"].figure("max_total_num_tokens") is None

@@ -168,12 +168,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "whole rest of the line after 'in ' is read as the frame's function name, so the crash is "
                       "'a traceback whose exception is not in this log (cut)' and models/minicpm.py __init__ "
                       "(model construction, load_weights) is not seen",
-    ("key_figure[max_total_num_tokens]", "1052"): "nothing found: bench_one_batch's bare print "
-                                                  "'max_total_num_tokens=473854' (line 24), with no stamp or rank, is "
-                                                  "not read as the pool's size",
-    ("key_figure[max_total_num_tokens]", "1371"): "nothing found: bench_one_batch's bare print "
-                                                  "'max_total_num_tokens=2073920' (line 12), with no stamp or rank, is "
-                                                  "not read as the pool's size (1052's class)",
     ("fatal_line", "1134"): "cited at line 3, the second device-side assertion ('/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: "
                             "... Assertion ... failed'): the first, at line 1, is transcribed with misread letters ('Alen', "
                             "'Indexkernel', 'sizes(i]') and is unrecognised, so the first fatal record (516's reading) is not seen",

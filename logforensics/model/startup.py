@@ -270,10 +270,20 @@ def on_jax_kv_tokens(m: RunModel, ev: Event) -> None:
     _evidence(r, "max_total_tokens", ev)
 
 
-@handles("max_total_tokens")
+#: The rank that alone prints bench_one_batch's bare "max_total_num_tokens=N" (its ``rank_print``
+#: prints on TP rank 0 only, without the logger's stamp and rank).
+_PRINTING_RANK = "TP0"
+
+
+@handles("max_total_tokens", reads_earlier=True)
 def on_max_total_tokens(m: RunModel, ev: Event) -> None:
-    r = m.timeline.rank(ev.rank)
+    """SGLang's pool-size line ("max_total_num_tokens=N, chunked_prefill_size=..., ..."), or
+    bench_one_batch's bare print of the size alone: TP0's, where the log names TP0."""
     f = ev.fields
+    rank = ev.rank
+    if rank is None and set(f) == {"max_total_num_tokens"} and _PRINTING_RANK in m.timeline.ranks:
+        rank = _PRINTING_RANK
+    r = m.timeline.rank(rank)
     for key in ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
                 "max_running_requests", "context_len"):
         _put(r.memory, key, f.get(key))
