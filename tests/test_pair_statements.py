@@ -119,3 +119,33 @@ def test_a_log_whose_process_ended_in_it_has_no_rest_to_collect() -> None:
     assert d.failing.outcome == "incomplete"
     assert not any(c.startswith("the rest of the log") for c in d.conclusion.collect)
     assert any(c.startswith("the record of the process's end outside the log") for c in d.conclusion.collect)
+
+
+def test_of_several_settings_that_bring_in_the_failing_part_the_one_the_frames_name() -> None:
+    """Seven settings changed; two bring in the attention backend the failing frames are in,
+    and the frames name one's new value ('_forward_flashmla_kv': nsa_decode_backend ->
+    flashmla_kv), which is the one tied to the failure."""
+    d = _diff("041")
+    assert d.conclusion.rule == "CFG04"
+    assert [x.key for x in d.facts.config.in_component] == ["nsa_decode_backend"]
+    assert "nothing in the failing log ties" not in d.verdict
+
+
+def test_turning_graphs_on_is_tied_to_a_failure_in_their_capture() -> None:
+    """The one change turns CUDA graphs on (disable_cuda_graph True -> False); the failing run
+    fails capturing them, a phase only that setting runs."""
+    d = _diff("042")
+    assert d.conclusion.rule == "CFG03" and d.conclusion.confidence == "low"
+    assert "disable_cuda_graph changed (True -> False) and acts on cuda_graph_capture" in (d.conclusion.explanation or "")
+
+
+def test_python_that_cannot_find_the_module_to_run_is_the_launcher_s_failure() -> None:
+    """'python: Error while finding module specification for 'sglang.launch_server'
+    (ModuleNotFoundError: ...)' is the whole failing log: the launcher failed before any of
+    SGLang ran; what to collect is the Python it ran, not the rest or the start of the log."""
+    d = _diff("044")
+    assert d.failing.outcome == "crashed" and d.failing.crash is not None
+    assert (d.failing.crash.exception, d.failing.crash.message) == ("ModuleNotFoundError", "No module named 'sglang'")
+    assert d.conclusion.first is not None and d.conclusion.first.startswith("the launcher failed first, before any")
+    assert [c.split(" (")[0] for c in d.conclusion.collect][:1] == ["the Python the command ran and what it has installed"]
+    assert not any("the start of the log" in c or "the rest of the log" in c for c in d.conclusion.collect)

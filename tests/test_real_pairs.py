@@ -22,8 +22,6 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 WRONG_VERDICT: dict[str, str] = {
     "043-b200-dsv32-awq-tp4-dp4-serves-tp2-dp2-valueerror-unbalanced-memory-then-oom-at-model-init":
         "the verdict says 'not the same setup (TP size 4 vs 2; DP size 4 vs 2)' for one deployment (same model, checkout and node) launched at TP2 DP2 instead of TP4 DP4, a setting change rather than another setup",
-    "044-a100-qwen3-vl-30b-serves-rerun-without-venv-modulenotfounderror-sglang-at-launch":
-        "the failing file's only line, the launcher's 'Error while finding module specification for 'sglang.launch_server' (ModuleNotFoundError: No module named 'sglang')', is read as an unrecognised line: the verdict says 'failing incomplete (the log stops at line 1)' instead of a crash and names no ModuleNotFoundError",
 }
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import LAUNCH
 from ..model.beside import END_RECORD, process_ended, stops_unexplained
-from ..model.failures import CPP_RAISED_SOURCE, HEADERLESS_DUMP_COLLECT, headerless_dump
+from ..model.failures import CPP_RAISED_SOURCE, HEADERLESS_DUMP_COLLECT, RUNPY_SOURCE, headerless_dump
 from ..model.phases import importing, where_failed
 from ..model.records import Cite
 from ..model.run import RunSummary
@@ -180,6 +180,9 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
             out.append("NCCL_DEBUG=INFO")
             if not (failing.hang and failing.hang.pyspy):  # not what the log already has
                 out.append("a py-spy dump of every scheduler (py-spy dump --pid N)")
+    elif failing.outcome == "crashed" and crash is not None and crash.source == RUNPY_SOURCE:
+        out.append("the Python the command ran and what it has installed (which python; python -m pip show "
+                   "sglang, in the environment the command ran in): it could not find the module to run")
     elif failing.outcome == "crashed" and crash is not None and crash.phase == LAUNCH:
         # nothing had started: no rank's log, no server_args line, no crash dump
         out.append("the launch command: the launcher failed while parsing the server arguments, "

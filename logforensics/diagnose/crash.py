@@ -9,6 +9,7 @@ from ..model.failures import (
     CPP_RAISED_SOURCE,
     HEADERLESS_DUMP,
     LOGGED_THEN_RAISED,
+    RUNPY_SOURCE,
     cpp_exception_words,
     ended_by,
     headerless_dump,
@@ -179,6 +180,8 @@ def _where(run: RunSummary, crash: Crash) -> str:
     failure without a phase is after it; one whose frames place it in that phase came after its
     end line, in the step that follows it within SGLang's same start-up call (the attention
     backend's set-up after the KV pool), and is said so, with the function that places it."""
+    if crash.source == RUNPY_SOURCE:
+        return "before any of SGLang ran (Python could not find the module to run)"
     left = left_phase(run, crash.first_rank or ("-" if set(run.ranks) <= {"-"} else None))
     if crash.phase is None and left:
         return left

@@ -9,7 +9,7 @@ nothing about its settings, so nothing about it "changed".
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +57,8 @@ COMPONENT_SETTINGS: dict[str, tuple[str, ...]] = {
     "LoRA": ("enable_lora", "lora_paths"),
     "PD disaggregation": ("disaggregation_mode", "disaggregation_transfer_backend"),
     "constrained decoding (the grammar backend)": ("grammar_backend",),
-    "the attention backend": ("attention_backend", "prefill_attention_backend", "decode_attention_backend"),
+    "the attention backend": ("attention_backend", "prefill_attention_backend", "decode_attention_backend",
+                              "nsa_prefill_backend", "nsa_decode_backend", "nsa_prefill", "nsa_decode"),
 }
 
 
@@ -66,7 +67,8 @@ ACTS_ON: dict[str, tuple[str, ...]] = {
     "mem_fraction_static": ("kv_cache_alloc", "cuda_graph_capture", "serving"),
     "cuda_graph_max_bs": ("cuda_graph_capture",),
     "cuda_graph_bs": ("cuda_graph_capture",),
-    "disable_cuda_graph": ("throughput",),
+    # (graph capture runs only with graphs on: a failure in it is in what the setting switches)
+    "disable_cuda_graph": ("cuda_graph_capture", "throughput"),
     "disable_custom_all_reduce": ("init_distributed", "cuda_graph_capture"),
     "tp_size": ("load_weights", "kv_cache_alloc"),
     # (the attention kernels read the cache in its dtype: a capture or a batch runs them)
@@ -251,8 +253,24 @@ def _in_component(args: dict[str, SettingDiff], fail: RunSummary) -> tuple[Linke
     """The changed settings that bring in the part of SGLang the failing crash's frames are in."""
     where = component_of(fail.crash.frames) if fail.crash is not None and fail.outcome == "crashed" else None
     part = next((name for name in COMPONENT_SETTINGS if where and where.startswith(name)), None)
-    return tuple(LinkedSetting(k, args[k].source, args[k].baseline, args[k].failing, part, args[k].effect)
-                 for k in COMPONENT_SETTINGS.get(part or "", ()) if part and k in args)
+    linked = tuple(LinkedSetting(k, args[k].source, args[k].baseline, args[k].failing, part, args[k].effect)
+                   for k in COMPONENT_SETTINGS.get(part or "", ()) if part and k in args)
+    if len(linked) > 1 and fail.crash is not None:
+        # where several changed settings bring that part in, those whose new value the frames name
+        # ('flashmla_kv' in '_forward_flashmla_kv') are the ones that ran
+        named = tuple(x for x in linked if _named_in_frames(x.failing, fail.crash.frames))
+        linked = named or linked
+    return linked
+
+
+def _named_in_frames(value: Any, frames: Sequence[Frame]) -> bool:
+    """Whether a setting's value (a backend's name, ``flashmla_kv``) is a word of a frame's
+    function or file name."""
+    word = str(value or "").strip().lower()
+    if len(word) < 4 or not re.fullmatch(r"[\w.-]+", word):
+        return False
+    names = [f"{fr.func or ''} {str(fr.path or '').replace(chr(92), '/').rsplit('/', 1)[-1]}".lower() for fr in frames]
+    return any(re.search(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])", name) for name in names)
 
 
 def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:

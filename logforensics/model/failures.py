@@ -487,6 +487,8 @@ def process_phrase(source: str | None) -> str | None:
         return "the launcher's warm-up"
     if source == HTTP_SOURCE:
         return "the HTTP server"
+    if source == RUNPY_SOURCE:
+        return "the launcher's Python"
     named = named_process(source)
     if named is None:
         return None
@@ -504,6 +506,8 @@ KV_ALLOC_SOURCE = "kv_alloc"
 CPP_RAISED_SOURCE = "cpp_exception"
 #: The source of argparse's refusal of a command line (``on_argparse_error``).
 ARGPARSE_SOURCE = "argparse"
+#: The source of Python's refusal to run ``python -m MODULE`` (``on_runpy_error``).
+RUNPY_SOURCE = "runpy"
 #: Errors SGLang (or torch's c10d) logs and then raises, and argparse's, which it prints before
 #: it exits: without a traceback's exception line, the logged message says what failed.
 LOGGED_THEN_RAISED = frozenset({PCG_SOURCE, KV_ALLOC_SOURCE, CPP_RAISED_SOURCE, ARGPARSE_SOURCE})
@@ -518,6 +522,26 @@ def on_argparse_error(m: RunModel, ev: Event) -> None:
     m.failures.crash_events.append({
         "rank": ev.rank, "rank_inferred_from": None, "source": ARGPARSE_SOURCE, "exception": None,
         "message": f"{f.get('prog')} refused its command line: {f.get('message')}", "frames": [], "chain": [],
+        "oom": None, "fatal_signal": False, "exception_line": None, "file": ev.file, "line": ev.line,
+        "end_line": ev.line, "ts": ev.ts, "text": ev.text, "phase": "launch"})
+
+
+#: runpy's message, the exception it caught in parentheses at its end ("Error while finding module
+#: specification for 'sglang.launch_server' (ModuleNotFoundError: No module named 'sglang')").
+_RUNPY_CAUGHT = re.compile(r"\((?P<exception>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<message>.*)\)\s*$")
+
+
+@handles("runpy_error")
+def on_runpy_error(m: RunModel, ev: Event) -> None:
+    """Python could not find the module ``python -m`` was to run (the package not installed in
+    that interpreter, a typo): it printed this line and exited with status 1 before any of the
+    module ran. The launcher's failure, before anything started."""
+    message = str(ev.fields.get("message") or ev.text)
+    caught = _RUNPY_CAUGHT.search(message)
+    m.failures.crash_events.append({
+        "rank": ev.rank, "rank_inferred_from": None, "source": RUNPY_SOURCE,
+        "exception": caught.group("exception") if caught else None,
+        "message": caught.group("message") if caught else message, "frames": [], "chain": [],
         "oom": None, "fatal_signal": False, "exception_line": None, "file": ev.file, "line": ev.line,
         "end_line": ev.line, "ts": ev.ts, "text": ev.text, "phase": "launch"})
 

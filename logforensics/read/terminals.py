@@ -238,6 +238,7 @@ RULES: dict[str, Rule] = {
     "jax_precompile": _rule(T("JAX_PRECOMPILE", "stage", v.strip_brackets), T("TEXT", "message", v.to_strip)),
     "viewer_stamp": _rule(),
     "glibc_abort": _rule(T("GLIBC_ABORT", "message", v.to_strip)),
+    "runpy_error": _rule(T("RUNPY_PROG", "prog", v.runpy_prog), T("TEXT", "message", v.to_strip)),
     "argparse_error": _rule(T("ARGPARSE_PROG", "prog", v.argparse_prog), T("TEXT", "message", v.to_strip)),
     "native_signal": _rule(T("INT", "signal", v.to_int), T("TEXT", "message", v.to_strip)),
     "nvshmem_exit": _rule(T("TEXT", "message", v.to_strip)),

@@ -174,6 +174,12 @@ def argparse_prog(s: str) -> str:
 
 
 @returns(STR)
+def runpy_prog(s: str) -> str:
+    """The interpreter of runpy's error line, ``/venv/bin/python`` of ``/venv/bin/python: ``."""
+    return s.strip().removesuffix(":")
+
+
+@returns(STR)
 def after_colon(s: str) -> str:
     return s.strip().lstrip(":").strip()
 
