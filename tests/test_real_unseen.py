@@ -197,14 +197,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("phase_reached", "1382"): "load_weights only (TP1's and TP3's NextN draft 'Load weight end', lines 2 and 4): "
-                               "'Reserving 0.10 GB of the KV budget for post-sizing multimodal allocations ...' "
-                               "(lines 5-8, TP0-TP3), the memory pool's sizing, is unrecognised, so TP0 and TP2 have "
-                               "no phase and the verdict says the log stops 'before kv_cache_alloc'",
-    ("key_figure[exit_code]", "1384"): "nothing found: sgl_jax's engine record '2026-03-03 05:28:44 - WARNING - "
-                                       "[sgl_jax.srt.entrypoints.engine] Child process unexpectedly failed with "
-                                       "exitcode=256. pid=2720317' (line 2) is unrecognised, so no child_failed "
-                                       "event carries its exit code",
 }
 
 

@@ -58,6 +58,7 @@ PHASE_OF_KIND: dict[str, str] = {
     "mamba_cache_alloc": "kv_cache_alloc",
     "swa_kv_pool": "kv_cache_alloc",
     "memory_pool_end": "kv_cache_alloc",
+    "kv_budget_reserve": "kv_cache_alloc",
     "max_total_tokens_cap": "kv_cache_alloc",
     "host_kv_pool": "kv_cache_alloc",
     "capture_begin": "cuda_graph_capture",

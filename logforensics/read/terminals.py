@@ -233,6 +233,7 @@ RULES: dict[str, Rule] = {
     "cann_error": _rule(T("CANN_CODE", "code", v.to_str), T("TEXT", "message", v.after_colon)),
     "cuda_error": _rule(T("CUDA_ERROR", "api", v.first_word), T("TEXT", "message", v.to_strip)),
     "jax_weights_loaded": _rule(),
+    "kv_budget_reserve": _rule(T("NUMBER", "reserve_gib", v.to_float), T("TEXT", "purpose", v.to_strip)),
     "jax_kv_tokens": _rule(T("INT", "max_total_num_tokens", v.to_int)),
     "jax_kv_buffers": _rule(T("INT", "layers", v.to_int)),
     "jax_precompile": _rule(T("JAX_PRECOMPILE", "stage", v.strip_brackets), T("TEXT", "message", v.to_strip)),
