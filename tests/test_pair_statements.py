@@ -149,3 +149,14 @@ def test_python_that_cannot_find_the_module_to_run_is_the_launcher_s_failure() -
     assert d.conclusion.first is not None and d.conclusion.first.startswith("the launcher failed first, before any")
     assert [c.split(" (")[0] for c in d.conclusion.collect][:1] == ["the Python the command ran and what it has installed"]
     assert not any("the start of the log" in c or "the rest of the log" in c for c in d.conclusion.collect)
+
+
+def test_a_later_rank_that_ran_out_of_memory_failed_on_its_own() -> None:
+    """DP1 TP1 raised first (unbalanced memory); DP0 TP0's own traceback is an out-of-memory
+    error in building the model, while another process held its GPU: not a rank that failed
+    because the first one left the collective."""
+    d = _diff("043")
+    assert d.facts.crash is not None and d.facts.crash.later_oom == ("DP0 TP0: torch.OutOfMemoryError, line 66",)
+    cr01 = next(f for f in d.findings if f.rule == "CR01")
+    assert "usually fail because the first one left the collective" not in cr01.explanation
+    assert "A later one failed on its own: DP0 TP0: torch.OutOfMemoryError, line 66" in cr01.explanation

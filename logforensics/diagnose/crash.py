@@ -87,6 +87,9 @@ class CrashFacts:
     #: address already in use", ZMQ's "Address already in use (addr='tcp://...')"): ``host:port``,
     #: the ZMQ endpoint, or "an address" where the message names none
     address_in_use: str | None = None
+    #: later failing ranks whose own traceback ran out of memory ("DP0 TP0: torch.OutOfMemoryError,
+    #: line 120"): a failure of their own, not one that follows from the first rank's leaving
+    later_oom: tuple[str, ...] = ()
 
 
 #: An address another process holds, and the forms messages name it in.
@@ -171,7 +174,19 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         oom_of=_memory_of(oom.device if oom else None),
         exit_code=crash.exit_code, ended_by=ended_by(crash.exit_code),
         faulty_named=faulty[0] if faulty else None, faulty_at=faulty[1] if faulty else None,
-        address_in_use=address_in_use(crash.first_message, message))
+        address_in_use=address_in_use(crash.first_message, message), later_oom=_later_oom(run, ranks))
+
+
+def _later_oom(run: RunSummary, ranks: tuple[str, ...]) -> tuple[str, ...]:
+    """The ranks after the first whose own traceback ran out of memory, each with its
+    exception and line (``CrashFacts.later_oom``)."""
+    out = []
+    for rank in ranks[1:]:
+        hit = next(((e, o) for e in run.exceptions for o in e.occurrences
+                    if o.rank == rank and (o.oom is not None or e.oom is not None)), None)
+        if hit is not None:
+            out.append(f"{rank}: {hit[0].exception or 'out of memory'}, line {hit[1].line}")
+    return tuple(out)
 
 
 def _where(run: RunSummary, crash: Crash) -> str:
