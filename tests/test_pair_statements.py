@@ -156,7 +156,25 @@ def test_a_later_rank_that_ran_out_of_memory_failed_on_its_own() -> None:
     error in building the model, while another process held its GPU: not a rank that failed
     because the first one left the collective."""
     d = _diff("043")
-    assert d.facts.crash is not None and d.facts.crash.later_oom == ("DP0 TP0: torch.OutOfMemoryError, line 66",)
+    assert d.facts.crash is not None
+    assert d.facts.crash.later_own == ("DP0 TP0: torch.OutOfMemoryError (out of memory), line 66",)
     cr01 = next(f for f in d.findings if f.rule == "CR01")
     assert "usually fail because the first one left the collective" not in cr01.explanation
-    assert "A later one failed on its own: DP0 TP0: torch.OutOfMemoryError, line 66" in cr01.explanation
+    assert "A later one failed on its own: DP0 TP0: torch.OutOfMemoryError (out of memory), line 66" in cr01.explanation
+
+
+def test_sglang_s_own_wait_for_a_port_another_process_holds() -> None:
+    """The launcher waits for its base port, then raises 'port_base at 8234 is not available in
+    30 seconds. port_base is used by a process already': the launcher's own phase (it never
+    printed its server arguments), explained by the port another process holds."""
+    d = _diff("048")
+    assert d.failing.crash is not None and d.failing.crash.phase == "launch"
+    assert d.conclusion.rule == "CR02"
+    assert d.conclusion.explanation == "another process held port 8234, which the launcher could not bind"
+    assert not any("the start of the log" in c for c in d.conclusion.collect)
+
+
+def test_a_later_rank_that_could_not_bind_failed_on_its_own() -> None:
+    d = _diff("046")
+    assert d.facts.crash is not None
+    assert d.facts.crash.later_own == ("DP0 TP0: RuntimeError (an address in use), line 166",)

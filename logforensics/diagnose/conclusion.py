@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..events import LAUNCH
 from ..model.beside import END_RECORD, process_ended, stops_unexplained
 from ..model.failures import CPP_RAISED_SOURCE, HEADERLESS_DUMP_COLLECT, RUNPY_SOURCE, headerless_dump
-from ..model.phases import importing, where_failed
+from ..model.phases import importing, launch_step, where_failed
 from ..model.records import Cite
 from ..model.run import RunSummary
 from ..model.stops import stop_place
@@ -185,8 +185,8 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
                    "sglang, in the environment the command ran in): it could not find the module to run")
     elif failing.outcome == "crashed" and crash is not None and crash.phase == LAUNCH:
         # nothing had started: no rank's log, no server_args line, no crash dump
-        out.append("the launch command: the launcher failed while parsing the server arguments, "
-                   "before it printed them (server_args) or started any rank")
+        out.append(f"the launch command: the launcher failed {launch_step(crash.frames)}, "
+                   "before it printed the server arguments (server_args) or started any rank")
     elif failing.outcome == "crashed" and crash is not None and crash.phase == "serving":
         # SGLang writes a crash dump (the requests of its last minutes) only once it serves
         out.append("the crash dump folder, where --crash-dump-folder was set")

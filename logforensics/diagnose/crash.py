@@ -87,22 +87,27 @@ class CrashFacts:
     #: address already in use", ZMQ's "Address already in use (addr='tcp://...')"): ``host:port``,
     #: the ZMQ endpoint, or "an address" where the message names none
     address_in_use: str | None = None
-    #: later failing ranks whose own traceback ran out of memory ("DP0 TP0: torch.OutOfMemoryError,
-    #: line 120"): a failure of their own, not one that follows from the first rank's leaving
-    later_oom: tuple[str, ...] = ()
+    #: later failing ranks whose own traceback is a failure of their own, not one that follows from
+    #: the first rank's leaving: out of memory, or an address another process holds
+    #: ("DP0 TP0: torch.OutOfMemoryError (out of memory), line 66")
+    later_own: tuple[str, ...] = ()
 
 
 #: An address another process holds, and the forms messages name it in.
-_IN_USE = re.compile(r"[Aa]ddress already in use")
-_BIND_ADDRESS = re.compile(r"bind on address \('([^']*)', (\d+)\)|addr='([^']+)'")
+_IN_USE = re.compile(r"[Aa]ddress already in use|is used by a process already")
+_BIND_ADDRESS = re.compile(r"bind on address \('([^']*)', (\d+)\)|addr='([^']+)'|\bat (\d+) is not available in \d+ seconds")
 
 
 def address_in_use(*messages: str | None) -> str | None:
-    """The address a failure could not bind because it was in use (``CrashFacts.address_in_use``)."""
+    """The address a failure could not bind because it was in use (``CrashFacts.address_in_use``):
+    uvicorn's and ZMQ's words, and SGLang's own wait for a port ("port_base at 8234 is not
+    available in 30 seconds. port_base is used by a process already")."""
     for message in messages:
         if message and _IN_USE.search(message):
             m = _BIND_ADDRESS.search(message)
-            return "an address" if m is None else m.group(3) or f"{m.group(1)}:{m.group(2)}"
+            if m is None:
+                return "an address"
+            return m.group(3) or (f"port {m.group(4)}" if m.group(4) else f"{m.group(1)}:{m.group(2)}")
     return None
 
 
@@ -174,18 +179,23 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         oom_of=_memory_of(oom.device if oom else None),
         exit_code=crash.exit_code, ended_by=ended_by(crash.exit_code),
         faulty_named=faulty[0] if faulty else None, faulty_at=faulty[1] if faulty else None,
-        address_in_use=address_in_use(crash.first_message, message), later_oom=_later_oom(run, ranks))
+        address_in_use=address_in_use(crash.first_message, message), later_own=_later_own(run, ranks))
 
 
-def _later_oom(run: RunSummary, ranks: tuple[str, ...]) -> tuple[str, ...]:
-    """The ranks after the first whose own traceback ran out of memory, each with its
-    exception and line (``CrashFacts.later_oom``)."""
+def _later_own(run: RunSummary, ranks: tuple[str, ...]) -> tuple[str, ...]:
+    """The ranks after the first whose own traceback is a failure of their own (out of memory,
+    an address in use), each with its exception, why and line (``CrashFacts.later_own``)."""
     out = []
     for rank in ranks[1:]:
-        hit = next(((e, o) for e in run.exceptions for o in e.occurrences
-                    if o.rank == rank and (o.oom is not None or e.oom is not None)), None)
-        if hit is not None:
-            out.append(f"{rank}: {hit[0].exception or 'out of memory'}, line {hit[1].line}")
+        for e in run.exceptions:
+            o = next((o for o in e.occurrences if o.rank == rank), None)
+            if o is None:
+                continue
+            why = "out of memory" if o.oom is not None or e.oom is not None \
+                else "an address in use" if address_in_use(e.message) else None
+            if why:
+                out.append(f"{rank}: {e.exception or 'no exception line'} ({why}), line {o.line}")
+                break
     return tuple(out)
 
 

@@ -112,9 +112,9 @@ def importing(frames: Sequence[Frame]) -> bool:
 
 def where_failed(phase: str | None, frames: Sequence[Frame]) -> str:
     """How prose says where a traceback failed: ``during <phase>``; past the model worker, the
-    scheduler's own step after the phase its rank reached; for the launcher's own phase, that
-    it was still parsing the server arguments before any rank started, with the frame of the
-    table that places it (``server_args.py:7299 in prepare_server_args``)."""
+    scheduler's own step after the phase its rank reached; for the launcher's own phase, what it
+    was doing before any rank started (``launch_step``: parsing the server arguments), with the
+    frame of the table that places it (``server_args.py:7299 in prepare_server_args``)."""
     step = scheduler_step(frames)
     if step is not None:
         return f"in the scheduler's own start-up ({step}), after {phase}" if phase \
@@ -128,7 +128,17 @@ def where_failed(phase: str | None, frames: Sequence[Frame]) -> str:
     if frame is not None:
         path = str(frame.path or "").replace("\\", "/").rsplit("/", 1)[-1]
         at = f": {path}:{frame.line} in {frame.func}"
-    return f"before init_distributed (while parsing the server arguments{at})"
+    return f"before init_distributed ({launch_step(frames)}{at})"
+
+
+#: What the launcher was doing, by the function of the table that places a launch-phase traceback;
+#: parsing the server arguments otherwise.
+_LAUNCH_STEPS = {"wait_port_available": "while waiting for the ports it takes to be free"}
+
+
+def launch_step(frames: Sequence[Frame]) -> str:
+    """What the launcher was doing when a traceback of its own phase failed, in words."""
+    return _LAUNCH_STEPS.get(placing_function(frames) or "", "while parsing the server arguments")
 
 
 def phase_of_words(texts: Iterable[str]) -> str | None:
