@@ -182,5 +182,5 @@ def like(mine: Windows, other: Windows) -> Windows:
 
 
 def compiled(windows: list[Windows]) -> bool:
-    """Whether the summary's loops may run in C over these windows (all of the compiled type)."""
+    """Whether these windows are all of the compiled type (``prune_texts`` runs on those alone)."""
     return native.lib is not None and all(type(w) is native.lib.Windows for w in windows)

@@ -5,7 +5,7 @@
  *   scan.c     the bulk reader: stored line-shape plans applied to blocks of lines
  *   other.c    runs of unrecognised lines, counted by coverage shape
  *   emit.c     the rows and columns of ``parse --format jsonl/parquet`` from the same plans
- *   windows.c  the serving time series' per-window aggregates, and the summary's loops over them
+ *   windows.c  the serving time series' per-window aggregates, and the pruning of texts no summary cites
  * Portable C: no processor-specific instructions.
  */
 #define PY_SSIZE_T_CLEAN
