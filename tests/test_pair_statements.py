@@ -178,3 +178,13 @@ def test_a_later_rank_that_could_not_bind_failed_on_its_own() -> None:
     d = _diff("046")
     assert d.facts.crash is not None
     assert d.facts.crash.later_own == ("DP0 TP0: RuntimeError (an address in use), line 166",)
+
+
+def test_uvicorn_shutting_down_before_readiness_then_a_failed_warm_up_is_no_stop() -> None:
+    """uvicorn logs 'Shutting down' a second after it started, with no signal in the log; the
+    launcher's warm-up request is then refused for two minutes and fails: the run crashed in its
+    warm-up, it was not stopped."""
+    d = _diff("045")
+    assert d.failing.outcome == "crashed" and d.failing.stopped is None
+    assert d.conclusion.first is not None and d.conclusion.first.startswith("the launcher's warm-up failed first")
+    assert "requests.exceptions.ConnectionError" in d.conclusion.first

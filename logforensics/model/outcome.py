@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 PARENT_NOTICES = ("sigquit", "child_failed", "scheduler_died", "subprocess_crashed")
 #: Notices of a stop (``failures.on_shutdown``, ``on_uvicorn_msg``, ``on_failure_notice``).
 STOP_NOTICES = ("shutdown", "stop_signal")
+#: uvicorn's words as its HTTP server stops ("INFO:     Shutting down"), on a signal or not.
+_HTTP_STOPPED = "Shutting down"
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,10 @@ def stopped(m: RunModel, ready_line: int, fatal: list[dict[str, Any]],
     found.sort(key=lambda n: n["line"])
     first = found[0]["line"]
     if any(c["line"] < first for c in fatal) or any(n["line"] < first for n in sigquits):
+        return None
+    if not ready_line and fatal and all(_HTTP_STOPPED in str(n.get("text") or "") for n in found):
+        # uvicorn's "Shutting down" says the HTTP server stopped, not why; before readiness, with no
+        # signal in the log and a failure after it (the warm-up's request refused), it is no stop
         return None
     evidence: list[dict[str, Any]] = []
     for n in found:  # a record seen under two keys (a child ended by SIGTERM) once
