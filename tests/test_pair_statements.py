@@ -188,3 +188,16 @@ def test_uvicorn_shutting_down_before_readiness_then_a_failed_warm_up_is_no_stop
     assert d.failing.outcome == "crashed" and d.failing.stopped is None
     assert d.conclusion.first is not None and d.conclusion.first.startswith("the launcher's warm-up failed first")
     assert "requests.exceptions.ConnectionError" in d.conclusion.first
+
+
+def test_the_same_deployment_split_another_way_is_another_parallel_layout() -> None:
+    """Both logs show the same model; only TP and DP sizes differ (043, 047): another parallel
+    layout of that deployment, whose per-rank figures are not compared, not 'another setup'. A
+    model one log does not show leaves the setup unknown (test_diff_real's 052 against 032)."""
+    for pair in ("043", "047"):
+        d = _diff(pair)
+        assert d.facts.setup.layout_only
+        assert "another parallel layout (TP size 4 vs 2; DP size 4 vs 2)" in d.verdict
+        assert "not the same setup" not in d.verdict
+        su = next(f for f in d.findings if f.rule == "SU01")
+        assert su.title.startswith("another parallel layout: TP size 4 vs 2")

@@ -20,12 +20,8 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
 WRONG_VERDICT: dict[str, str] = {
-    "043-b200-dsv32-awq-tp4-dp4-serves-tp2-dp2-valueerror-unbalanced-memory-then-oom-at-model-init":
-        "the verdict says 'not the same setup (TP size 4 vs 2; DP size 4 vs 2)' for one deployment (same model, checkout and node) launched at TP2 DP2 instead of TP4 DP4, a setting change rather than another setup",
     "046-mi30x-dsv3-dp8-torch-compile-v054-serves-v053post3-tcpstore-eaddrinuse-at-init-distributed":
         "the verdict names DP6 TP6's RuntimeError in init_distributed but not its cause in the failing log, DP0 TP0's 'EADDRINUSE, message: address already in use' on the torch.distributed store's port 30238; its best explanation is 'cannot tell from these logs'",
-    "047-b200-dsv32-awq-tp4-dp4-serves-tp2-dp2-log-ends-at-scheduler-start-no-error":
-        "the verdict says 'not the same setup (TP size 4 vs 2; DP size 4 vs 2)' for one deployment (same model, checkout and node) launched at TP2 DP2 instead of TP4 DP4, a setting change rather than another setup",
 }
 
 

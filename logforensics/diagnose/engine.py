@@ -266,8 +266,7 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
                           f"{len(facts.versions.suspects)} setting(s) the failing run left at its default: "
                           + facts.versions.words(4))
         if facts.setup.differs:
-            limits.append("not the same setup (" + "; ".join(
-                f"{d.label} {d.baseline} vs {d.failing}" for d in facts.setup.differs) + ")")
+            limits.append(facts.setup.words())
         if facts.same_crash:
             limits.append("both runs crashed the same way (no change between them)")
         elif baseline.outcome != "ready":

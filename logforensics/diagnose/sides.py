@@ -192,6 +192,8 @@ def coverage(run: RunSummary) -> Coverage:
 
 # ---------------------------------------------------------------------------- setup
 #: What makes two runs the same setup, in the order the verdict names differences.
+#: The setup's parts that are the parallel layout of one deployment.
+LAYOUT_KEYS = frozenset({"tp_size", "dp_size", "pp_size"})
 SETUP_KEYS = (
     ("model_path", "model"),
     ("architecture", "model architecture"),
@@ -224,6 +226,16 @@ class Setup:
     unknown: tuple[str, ...]
     comparable: bool
     evidence: tuple[Evidence, ...]
+    #: only the parallel layout differs (TP, DP, PP sizes) and both logs show the same model: the
+    #: same deployment launched with another split of it, whose ranks each hold another share (a
+    #: model one log does not show leaves that unknown: another setup)
+    layout_only: bool = False
+
+    def words(self) -> str:
+        """The difference as the verdict says it: another parallel layout of the same deployment,
+        or another setup."""
+        listed = "; ".join(f"{d.label} {d.baseline} vs {d.failing}" for d in self.differs)
+        return f"another parallel layout ({listed})" if self.layout_only else f"not the same setup ({listed})"
 
     @staticmethod
     def empty() -> Setup:
@@ -287,4 +299,5 @@ def setup(base: RunSummary, fail: RunSummary) -> Setup:
         for run in (fail, base):
             for kind in ("server_args", "launch_command"):
                 evidence += [notice_ev(n) for n in run.notices.get(kind, [])[:1]]
-    return Setup(tuple(differs), tuple(same), tuple(unknown), not differs, tuple(evidence))
+    layout = bool(differs) and all(d.key in LAYOUT_KEYS for d in differs) and "model" in same
+    return Setup(tuple(differs), tuple(same), tuple(unknown), not differs, tuple(evidence), layout)
