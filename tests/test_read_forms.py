@@ -1023,3 +1023,17 @@ def test_uvicorn_s_asgi_exception_record_heads_one_request_s_traceback() -> None
     other = only(read("\n".join(["[2025-04-03 20:54:05] ERROR:    Exception in callback", *lines[1:]]) + "\n"),
                  "exception")
     assert other.fields["source"] is None
+
+
+def test_a_window_opening_on_a_code_line_and_its_carets_begins_that_traceback() -> None:
+    """Python prints carets only under a frame's code line: a window that opens on a line of
+    text, carets under it and an exception (real-unseen 1423, behind a quote's '> > ') begins
+    with that traceback's last frame, its File line above the window. Text above carets-less
+    exceptions stays text."""
+    lines = ["    .item()", "    ^^^^^^", "RuntimeError: NPU function error: call aclnnIndexPut failed"]
+    exc = only(read("\n".join(lines) + "\n"), "exception")
+    assert (exc.line, exc.end_line, exc.fields["exception"]) == (1, 3, "RuntimeError")
+    flat = only(read("\n".join([".item()", "^^^^^^", lines[2]]) + "\n"), "exception")
+    assert (flat.line, flat.fields["exception"]) == (1, "RuntimeError")
+    text = read("\n".join(["some words of a script", "RuntimeError: NPU function error"]) + "\n")
+    assert only(text, "exception").line == 2

@@ -197,10 +197,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("fatal_line", "1423"): "cited at line 3, the RuntimeError, not at line 1: the window begins inside the record "
-                            "(303's reading), but its source line '.item()' behind the quote markers '> > ' is not "
-                            "read as part of the traceback (unrecognised), though the caret line after it is, so the "
-                            "record is taken to start at its exception line",
 }
 
 

@@ -519,8 +519,11 @@ class TracebackAssembler:
                 tb.chained_wait = True
                 tb.add_line(ev)
                 return
-            if not tail and not prefixed and (kind in ("tb_frame", "exc_line") or kind == "exc_header"
-                                              and tb.chained_wait and ev.fields.get("source") is None):
+            # text under which Python printed its carets is a frame's code line: the traceback's
+            # last frame, whose File line is above the window, then its exception
+            carets = tail and len(held) >= 2 and held[-1].kind == "tb_caret" and kind == "exc_line"
+            if (not tail or carets) and not prefixed and (kind in ("tb_frame", "exc_line") or kind == "exc_header"
+                                                          and tb.chained_wait and ev.fields.get("source") is None):
                 tb.held = None  # the traceback the held lines lead into
                 for h in held[1:]:
                     tb.add_line(h)
