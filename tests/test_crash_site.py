@@ -297,7 +297,8 @@ def test_a_failure_in_the_event_loop_before_readiness_is_the_warmup_request_s(tm
     assert "warmup request" not in _diagnose(tmp_path, ready).verdict
     # the launcher's report not in the log (real-pairs 031): no request answered yet, before readiness
     cut = WARMUP_FAILED.split("[2026-05-20 08:46:50] Initialization failed")[0]
-    assert "failed first, before readiness, in the event loop with no request answered yet" in _diagnose(tmp_path, cut).verdict
+    assert "failed first, before readiness, in the event loop with no generation request answered yet" \
+        in _diagnose(tmp_path, cut).verdict
 
 
 def test_a_request_handler_places_a_traceback_in_serving_whatever_it_runs() -> None:

@@ -7,6 +7,9 @@ from the pair it was found on.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from logforensics.pipeline import diagnose_files, summarize_file
@@ -201,3 +204,29 @@ def test_the_same_deployment_split_another_way_is_another_parallel_layout() -> N
         assert "not the same setup" not in d.verdict
         su = next(f for f in d.findings if f.rule == "SU01")
         assert su.title.startswith("another parallel layout: TP size 4 vs 2")
+
+
+def test_a_one_node_run_s_silent_ranks_ask_for_no_other_node_s_log() -> None:
+    """server_args says nnodes=1: the ranks the failing log does not show wrote to it and
+    printed nothing; there is no other node whose log to collect (051)."""
+    case = next(PAIRS.glob("051-*"))
+    out = subprocess.run([sys.executable, "-m", "logforensics", "diff", "--json", "-", str(case / "baseline.log"),
+                          str(case / "failing.log")], capture_output=True, text=True, check=False)
+    collect = json.loads(out.stdout)["conclusion"]["collect"]
+    assert collect and not any("the other node's log" in c for c in collect)
+
+
+def test_a_probe_answered_is_no_generation_request_answered() -> None:
+    """The launcher's /get_model_info probe is answered (line 231) before TP2 fails in its event
+    loop: no generation request had been answered, which is what the verdict says (052)."""
+    d = _diff("052")
+    assert "in the event loop with no generation request answered yet" in d.verdict
+    assert "with no request answered yet" not in d.verdict
+
+
+def test_a_setting_acts_on_no_throughput_where_the_failing_run_printed_no_batch() -> None:
+    """A hang before any batch (049): disable_cuda_graph changed, but no throughput exists to
+    have slowed down, so CFG03 does not link it there."""
+    d = _diff("049")
+    assert d.failing.outcome == "hung"
+    assert "CFG03" not in {f.rule for f in d.findings}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..events import LAUNCH
 from ..model.beside import END_RECORD, process_ended, stops_unexplained
 from ..model.failures import CPP_RAISED_SOURCE, HEADERLESS_DUMP_COLLECT, RUNPY_SOURCE, headerless_dump
+from ..model.nodes import nnodes
 from ..model.phases import importing, launch_step, where_failed
 from ..model.records import Cite
 from ..model.run import RunSummary
@@ -170,7 +171,8 @@ def _collect(failing: RunSummary, facts: Facts) -> tuple[str, ...]:
                    "is not in this one")
     elif failing.outcome == "crashed" and crash is not None and not crash.exception and not crash.native:
         out.append("the full log: the failure's own record (the traceback's exception) is not in this one")
-    if failing.missing_ranks or facts.nodes.missing_ranks:
+    if (failing.missing_ranks or facts.nodes.missing_ranks) and nnodes(failing) != 1:
+        # (one node: its ranks write to this log; those it does not show printed nothing here)
         ranks = list(failing.missing_ranks or facts.nodes.missing_ranks)
         out.append("the logs of the ranks this one does not show (" + ", ".join(ranks[:6])
                    + (", ..." if len(ranks) > 6 else "") + "): the other node's log")

@@ -255,9 +255,10 @@ def _in_warmup(run: RunSummary, crash: Crash) -> str:
         return "in the launcher's warmup request (the event loop serving it; the server never said it was ready)"
     up = run.notices.get("http_up") or []
     if up and up[0].line < crash.line and not run.coverage.kinds.get("http_access"):
-        # its HTTP server up (line N), no request answered, no readiness: the warm-up is the first it serves
-        return (f"before readiness, in the event loop with no request answered yet (its HTTP server up at line "
-                f"{up[0].line}; the launcher's warmup request is the first it serves)")
+        # its HTTP server up (line N), no request answered (a probe, /get_model_info, is no request
+        # the event loop serves), no readiness: the warm-up is the first it serves
+        return (f"before readiness, in the event loop with no generation request answered yet (its HTTP server up "
+                f"at line {up[0].line}; the launcher's warmup request is the first it serves)")
     return ""
 
 

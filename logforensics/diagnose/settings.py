@@ -275,13 +275,15 @@ def _named_in_frames(value: Any, frames: Sequence[Frame]) -> bool:
 
 def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
     crash_phase = fail.crash.phase if fail.crash else None
+    # a setting acts on throughput only where the failing run printed batches (it has some)
+    batches = bool(fail.coverage.kinds.get("decode_batch") or fail.coverage.kinds.get("prefill_batch"))
     out = []
     for diffs in (args, env):
         for key, d in diffs.items():
             acts = ACTS_ON.get(key, ())
             if crash_phase and crash_phase in acts:
                 out.append(LinkedSetting(key, d.source, d.baseline, d.failing, crash_phase, d.effect))
-            elif not crash_phase and "throughput" in acts:
+            elif not crash_phase and "throughput" in acts and batches:
                 out.append(LinkedSetting(key, d.source, d.baseline, d.failing, "throughput", d.effect))
     order = list(ACTS_ON)
     out.sort(key=lambda x: order.index(x.key) if x.key in order else len(order))
