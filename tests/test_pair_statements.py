@@ -230,3 +230,24 @@ def test_a_setting_acts_on_no_throughput_where_the_failing_run_printed_no_batch(
     d = _diff("049")
     assert d.failing.outcome == "hung"
     assert "CFG03" not in {f.rule for f in d.findings}
+
+
+def test_a_record_the_first_rank_alone_prints_puts_no_other_rank_behind() -> None:
+    """TP0 alone prints the pool-size line ('max_total_num_tokens=...'); every rank's watchdog
+    fires at the same second (049): no rank fell behind the others, the watchdog fired on all."""
+    d = _diff("049")
+    assert d.facts.hang.silent_ranks == ()
+    hg01 = next(f for f in d.findings if f.rule == "HG01")
+    assert hg01.title == "the failing run hung: a watchdog fired on TP0, TP1, TP2, TP3"
+
+
+def test_a_pd_prefill_server_is_not_behind_a_decode_server_that_captured_graphs() -> None:
+    """A prefill server captures no decode graphs: the decode node's 'Capture cuda graph end'
+    puts the prefill node behind nothing (nodes are compared with nodes of their own role)."""
+    from logforensics.pipeline import diagnose_runs
+
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "multinode" / "pd_kv_timeout" / "run"
+    d = diagnose_runs(str(run), None)
+    assert set(d.failing.nodes) >= {"prefill", "decode"}
+    assert "HG02" in {f.rule for f in d.findings}  # (the KV transfer timeout the fixture holds)
+    assert "ND02" not in {f.rule for f in d.findings}

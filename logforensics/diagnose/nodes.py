@@ -141,11 +141,14 @@ def _node_facts(failing: RunSummary, baseline: RunSummary | None) -> dict[str, A
               for r in _ranks_of(failing, node)]
         if ms:
             furthest[node] = min(ms)
-    if furthest:
-        top = max(furthest.values())
-        for node, m in furthest.items():
+    for role in sorted({failing.nodes[n].role for n in furthest}, key=str):
+        # nodes of one role alone: a PD prefill server captures no decode graphs, so it is not
+        # behind a decode server that did
+        same = {n: m for n, m in furthest.items() if failing.nodes[n].role == role}
+        top = max(same.values())
+        for node, m in same.items():
             if m < top and top >= 0:
-                ahead = [n for n, v in furthest.items() if v == top]
+                ahead = [n for n, v in same.items() if v == top]
                 ranks = [r for r in _ranks_of(failing, node)
                          if _MILESTONE_INDEX.get(failing.last_seen.get(r, NOT_SEEN).milestone or "", -1) < top]
                 out["behind"].append({"node": node, "missing": MILESTONES[top],

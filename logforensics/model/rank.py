@@ -17,10 +17,12 @@ from ..events import PHASES
 
 NO_RANK = "-"
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
-#: Start-up records in order: a rank's furthest one says how far it got inside a phase
-#: (a rank that printed "Load weight begin" but not "Load weight end" is behind).
+#: Start-up records in order that every rank prints: a rank's furthest one says how far it got
+#: inside a phase (a rank that printed "Load weight begin" but not "Load weight end" is behind).
+#: Not the pool-size line ("max_total_num_tokens=..."), which the first rank alone prints in many
+#: versions: the others are not behind for lacking it (real-pairs 049).
 MILESTONES = ("init_dist_begin", "init_dist_end", "load_weight_begin", "load_weight_end", "kv_cache_alloc",
-              "memory_pool_end", "capture_begin", "capture_end", "max_total_tokens")
+              "memory_pool_end", "capture_begin", "capture_end")
 MILESTONE_INDEX = {k: i for i, k in enumerate(MILESTONES)}
 
 #: Memory figures kept from the first record that gives them: (the key whose presence
