@@ -273,3 +273,13 @@ def test_bench_one_batch_s_bare_pool_size_is_tp0_s() -> None:
     full = summarize(head + "max_total_num_tokens=2073920, chunked_prefill_size=8192, max_prefill_tokens=16384, "
                      "max_running_requests=2048, context_len=40960\n")
     assert full.memory["TP0"].figure("max_total_num_tokens") is None
+
+
+def test_the_readiness_line_in_uvicorn_s_format_is_readiness() -> None:
+    """Some builds log SGLang's own lines in uvicorn's format (real-unseen 1432): its readiness
+    line behind 'INFO:     ' is the server's readiness, as in SGLang's own format."""
+    s = summarize("[2026-06-05 19:21:10 TP0] Load weight end. type=Qwen3ForCausalLM, avail mem=20.00 GB\n"
+                  "[2026-06-05 19:21:15] INFO:     The server is fired up and ready to roll!\n")
+    assert s.outcome == "ready" and s.ready is not None and s.ready.line == 2
+    other = summarize("[2026-06-05 19:21:15] INFO:     Waiting for application startup.\n")
+    assert other.ready is None

@@ -754,18 +754,26 @@ def on_tracker_exit(m: RunModel, ev: Event) -> None:
     m.notices.add("process_exit", ev)
 
 
+#: SGLang's readiness line, which some builds log in uvicorn's format.
+_READY = "The server is fired up and ready to roll"
 #: uvicorn's error when the HTTP server cannot listen ("[Errno 98] error while attempting to bind on
 #: address ('127.0.0.1', 30000): address already in use").
 _BIND_FAILED = "error while attempting to bind on address"
 
 
-@handles("uvicorn_msg")
+@handles("uvicorn_msg", reads_earlier=True)
 def on_uvicorn_msg(m: RunModel, ev: Event) -> None:
     """uvicorn's "Shutting down": the HTTP server stopping on SIGTERM or SIGINT (Ctrl-C); its
     "Uvicorn running on ...": the HTTP server up (``Timeline.http_up``); its error that it
     cannot bind its address: the HTTP server's failure, a fatal record."""
     message = str(ev.fields.get("message") or "")
-    if message == "Shutting down":
+    if message.startswith(_READY):
+        # SGLang's own readiness line behind uvicorn's level ("INFO:     The server is fired up
+        # and ready to roll!": builds whose logger takes uvicorn's format)
+        from .startup import on_server_ready  # (startup's handlers import this module)
+
+        on_server_ready(m, ev)
+    elif message == "Shutting down":
         m.notices.add("shutdown", ev)
     elif ev.fields.get("level") == "ERROR" and _BIND_FAILED in message:
         # uvicorn could not listen (a port another process holds): it exits, and the server
