@@ -269,8 +269,12 @@ def _named_in_frames(value: Any, frames: Sequence[Frame]) -> bool:
     word = str(value or "").strip().lower()
     if len(word) < 4 or not re.fullmatch(r"[\w.-]+", word):
         return False
-    names = [f"{fr.func or ''} {str(fr.path or '').replace(chr(92), '/').rsplit('/', 1)[-1]}".lower() for fr in frames]
-    return any(re.search(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])", name) for name in names)
+    pattern = re.compile(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
+    for fr in frames:
+        base = str(fr.path or "").replace("\\", "/").rsplit("/", 1)[-1]
+        if pattern.search(f"{fr.func or ''} {base}".lower()):
+            return True
+    return False
 
 
 def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
