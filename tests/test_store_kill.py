@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from logforensics.cli import main
@@ -238,3 +239,22 @@ def test_a_foreign_parquet_file_is_warned_about_and_skipped(tmp_path: Path) -> N
     listed = CliRunner().invoke(main, ["runs", "--store", str(store), "--format", "json"])
     assert len(json.loads(listed.stdout)) == 3 and str(foreign) in listed.stderr
 
+
+
+@pytest.mark.parametrize("batches", [[1024], [1000, 24], [128] * 8, [1100], [2048, 1]])
+def test_pending_rows_are_written_once_wherever_a_row_group_fills(tmp_path: Path, batches: list[int]) -> None:
+    """A commit's rows reach its file once each, also when a row group fills in the middle of
+    the rows held as dicts (a scan of more than 1024 runs wrote 128 of them twice)."""
+    import pyarrow.parquet as pq
+
+    from logforensics.fleet.store import _Pending
+
+    path = str(tmp_path / "runs.parquet")
+    pending = _Pending(path, "runs")
+    n = 0
+    for size in batches:
+        pending.add_rows({"run_id": f"r{n + i}", "source": f"s{n + i}"} for i in range(size))
+        n += size
+    pending.close()
+    ids = pq.read_table(path, columns=["run_id"]).column("run_id").to_pylist()
+    assert sorted(ids) == sorted(f"r{i}" for i in range(n))

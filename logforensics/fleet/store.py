@@ -356,8 +356,8 @@ class _Pending:
             self.held += 1
             self.bytes += 64 + sum(len(v) for v in row.values() if isinstance(v, str))
             if len(self.rows) >= _DICT_ROWS:  # held as Arrow columns, not as dicts, until the group is full
-                self.add_table(pa.Table.from_pylist(self.rows, schema=self.schema), counted=True)
-                self.rows = []
+                full, self.rows = self.rows, []  # (taken before add_table, whose flush writes what rows hold)
+                self.add_table(pa.Table.from_pylist(full, schema=self.schema), counted=True)
         self._maybe_flush()
 
     def add_table(self, t: pa.Table, *, counted: bool = False) -> None:
