@@ -81,6 +81,13 @@ def _r(x: float | None, nd: int = 3) -> float | None:
     return None if x is None else round(x, nd)
 
 
+def kv_formula(p_min: float | None, a_min: float | None, f: float | None) -> tuple[float | None, float | None]:
+    """SGLang's KV budget from its terms: the headroom ``P_min*(1-f)`` left for graphs and
+    activations, and ``rest = A_min - P_min*(1-f)`` for the pool (None where a term is missing)."""
+    reserved = p_min * (1 - f) if p_min is not None and f is not None else None
+    return reserved, (a_min - reserved if a_min is not None and reserved is not None else None)
+
+
 def rank_budget(rank: str, m: Memory) -> RankBudget:
     a, kv, pool_end = m.load_end_avail_gib, m.kv_gib, m.pool_end_avail_gib
     other = None
@@ -96,8 +103,7 @@ def budget(run: RunSummary) -> Budget:
     f = float(f) if isinstance(f, (int, float)) else None
     p_min = _min([r.free_before_load for r in ranks])
     a_min = _min([r.free_after_load for r in ranks])
-    reserved = p_min * (1 - f) if p_min is not None and f is not None else None
-    rest = a_min - reserved if a_min is not None and reserved is not None else None
+    reserved, rest = kv_formula(p_min, a_min, f)
     cells = [r.kv_pool * 2**30 / r.kv_tokens for r in ranks if r.kv_pool and r.kv_tokens]
     oom = run.crash.oom if run.crash else None
     bs = setting(run, "cuda_graph_max_bs")

@@ -19,7 +19,7 @@ from ..model.rank import rank_sort_key
 from ..model.records import NO_MEMORY, Keyed
 from ..model.run import RunSummary
 from .alignment import Alignment, alignment
-from .budget import Advice, Budget, Capture, advice, budget, capture
+from .budget import Advice, Budget, Capture, advice, budget, capture, kv_formula
 from .crash import CrashFacts, HangFacts, crash_facts, hang_facts, same_crash
 from .environment import EnvFacts, env_facts
 from .kvbudget import KVBudgetFacts, kv_budget_facts
@@ -198,13 +198,9 @@ def _over_shared_ranks(base: Budget, fail: Budget) -> tuple[dict[str, tuple[floa
             out[key] = (pick(b[k] for k in both), pick(f[k] for k in both))
             used |= both
     if "p_min" in out or "a_min" in out:
-        sides: list[tuple[float | None, float | None]] = []
-        for j, run in enumerate((base, fail)):
-            p = out["p_min"][j] if "p_min" in out else run.p_min
-            a = out["a_min"][j] if "a_min" in out else run.a_min
-            f_ = run.mem_fraction_static
-            reserved = p * (1 - f_) if p is not None and f_ is not None else None
-            sides.append((reserved, a - reserved if a is not None and reserved is not None else None))
+        sides = [kv_formula(out["p_min"][j] if "p_min" in out else run.p_min,
+                            out["a_min"][j] if "a_min" in out else run.a_min, run.mem_fraction_static)
+                 for j, run in enumerate((base, fail))]
         for i, key in enumerate(("reserved_headroom", "kv_budget")):
             x, y = sides[0][i], sides[1][i]
             if x is not None and y is not None:
