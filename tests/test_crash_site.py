@@ -314,3 +314,19 @@ def test_a_request_handler_places_a_traceback_in_serving_whatever_it_runs() -> N
     assert phase_of_frames(update[1:]) == "load_weights"
     assert phase_of_frames([{"func": "event_loop_normal", "code": ""}, *update[1:]]) == "load_weights"
     assert phase_of_words(["in update_weights_from_tensor", "load_weights"]) == "serving"
+
+
+@pytest.mark.parametrize("runpy", ["/usr/lib/python3.10/runpy.py", "<frozen runpy>"])
+def test_a_traceback_through_an_import_of_the_launcher_is_at_import(runpy: str) -> None:
+    """Python's runpy frames (a file before 3.11, '<frozen runpy>' after) come before the
+    launcher's module-level import: the failure happened importing, before any setting was
+    printed; a call at module level after the imports is no import."""
+    from logforensics.model.phases import importing
+    from logforensics.model.records import Frame
+
+    run = [Frame(path=runpy, line=196, func="_run_module_as_main", code=None),
+           Frame(path=runpy, line=86, func="_run_code", code="exec(code, run_globals)")]
+    launcher = "/sgl-workspace/sglang/python/sglang/launch_server.py"
+    assert importing([*run, Frame(path=launcher, line=6, func="<module>",
+                                  code="from sglang.srt.entrypoints.http_server import launch_server")])
+    assert not importing([*run, Frame(path=launcher, line=27, func="<module>", code="run_server(server_args)")])

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from ..read.assemble import FH_HEADERLESS, SEGFAULT_SOURCE, WARMUP_SOURCE
+from ..read.assemble import FH_HEADERLESS, HTTP_REQUEST_SOURCE, SEGFAULT_SOURCE, WARMUP_SOURCE
 from ..read.fatal import process_group
 from ..read.oom import KV_ALLOC_WORDS, decompose_oom
 from ..read.raises import raised_in
@@ -269,7 +269,7 @@ def _brief(rec: dict[str, Any]) -> dict[str, Any]:
 #: traceback wholly inside the HTTP server's packages (``read.assemble.http_layer_source``) is
 #: one request's failure, which uvicorn logs and goes on from; a thread's, which Python's
 #: threading reports ("Exception in thread X:"), ended the thread, not the process.
-CAUGHT_SOURCES = frozenset({"transfer_worker", "http_request", THREAD_SOURCE, LOGGED_SOURCE})
+CAUGHT_SOURCES = frozenset({"transfer_worker", HTTP_REQUEST_SOURCE, THREAD_SOURCE, LOGGED_SOURCE})
 
 
 def _logged_it(says: str | None, record: dict[str, Any]) -> bool:

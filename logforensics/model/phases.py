@@ -102,11 +102,15 @@ def scheduler_step(frames: Sequence[Mapping[str, Any]] | Sequence[Frame]) -> str
                             else (fr.func or "", str(fr.path or "")) for fr in frames])
 
 
+#: Python's runpy, as a frame names it: its file, or "<frozen runpy>" (3.11 and later).
+_RUNPY = re.compile(r"runpy(\.py|>)$")
+
+
 def importing(frames: Sequence[Frame]) -> bool:
     """Whether a traceback failed while its process imported its code: its first frame past
     Python's runpy is a module's top level (``<module>``) on an import statement (``python -m
     sglang.launch_server`` importing the server), so nothing of the server had run or printed."""
-    first = next((fr for fr in frames if not str(fr.path or "").endswith("runpy.py")), None)
+    first = next((fr for fr in frames if not _RUNPY.search(str(fr.path or ""))), None)
     return first is not None and first.func == "<module>" and (first.code or "").lstrip().startswith(("from ", "import "))
 
 

@@ -192,6 +192,8 @@ LEADS_INTO_TRACEBACK = {"warmup_failed": WARMUP_SOURCE, "uvicorn_msg": None}
 #: uvicorn's record of a request whose handler raised ("ERROR:    Exception in ASGI application"),
 #: the traceback it logs on the next lines: one request's failure, answered with a 500.
 ASGI_EXCEPTION = "Exception in ASGI application"
+#: The source of one request's traceback, which the HTTP server logs and goes on from.
+HTTP_REQUEST_SOURCE = "http_request"
 
 
 def _code_above(held: list[Event]) -> list[Event]:
@@ -231,7 +233,7 @@ _REQUEST_DISPATCH = frozenset({"run_asgi", "wrapped_app", "request_response", "r
 
 
 def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
-    """``"http_request"`` when a traceback is one request's, which the HTTP server logs and goes
+    """``HTTP_REQUEST_SOURCE`` when a traceback is one request's, which the HTTP server logs and goes
     on from (``model.failures.CAUGHT_SOURCES``): every frame in the HTTP server's packages (a
     window cut inside uvicorn's ``run_asgi`` and the middleware stack), or a frame in one of
     SGLang's route handlers (``v1_score_request`` and what it awaits: a request's coroutine,
@@ -240,12 +242,12 @@ def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
     Else None."""
     paths = [str(f.get("path") or "") for f in frames]
     if paths and all(_in_http_layer(p) for p in paths) and any("/asyncio/" not in p for p in paths):
-        return "http_request"
+        return HTTP_REQUEST_SOURCE
     if any(_HTTP_ENTRY.search(p) and f.get("func") not in _SERVER_LIFE for p, f in zip(paths, frames)):
-        return "http_request"
+        return HTTP_REQUEST_SOURCE
     if any(_in_http_layer(p) and f.get("func") in _REQUEST_DISPATCH for p, f in zip(paths, frames)) \
             and not any(f.get("func") in _SERVER_LIFE for f in frames):
-        return "http_request"  # a route of any of SGLang's servers (the multimodal one's image_api)
+        return HTTP_REQUEST_SOURCE  # a route of any of SGLang's servers (the multimodal one's image_api)
     return None
 
 
@@ -568,7 +570,7 @@ class TracebackAssembler:
         if lead is not None:  # a logger's record, its traceback's header at its end
             if tb is not None:
                 yield from self.close()
-            source = "http_request" if str(ev.fields.get("message") or "").strip() == ASGI_EXCEPTION \
+            source = HTTP_REQUEST_SOURCE if str(ev.fields.get("message") or "").strip() == ASGI_EXCEPTION \
                 else LEADS_INTO_TRACEBACK[kind]
             self._start(ev, source).header_cut = not lead
             return
