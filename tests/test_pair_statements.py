@@ -183,6 +183,58 @@ def test_a_later_rank_that_could_not_bind_failed_on_its_own() -> None:
     assert d.facts.crash.later_own == ("DP0 TP0: RuntimeError (an address in use), line 166",)
 
 
+def test_a_later_rank_that_could_not_bind_the_store_explains_its_peers_failures() -> None:
+    """DP1 TP1's store client fails first in init_distributed (torch logs 'recvValue failed' and
+    rethrows), DP6 TP6 next ('Ping failed, invalid nonce returned'), DP0 TP0 after them: its store 'failed to listen ... port: 30238 ... EADDRINUSE'. The
+    peers reached the process that held the port: the address in use is the explanation, cited at
+    DP0 TP0's line, and the next step names the store's port, not the HTTP one."""
+    d = _diff("046")
+    c = d.facts.crash
+    assert c is not None and (c.address_in_use, c.bind_failed) == ("port 30238", "DP0 TP0")
+    assert c.bind_at is not None and c.bind_at.line == 198
+    assert d.conclusion.rule == "CR02"
+    assert d.conclusion.explanation == ("another process held port 30238, which DP0 TP0 could not bind (RuntimeError: "
+                                        "address already in use, line 198), after DP1 TP1 had failed in init_distributed")
+    assert "--nccl-port" in (d.conclusion.next_step or "")
+    cr02 = next(f for f in d.findings if f.rule == "CR02")
+    assert any(e["line"] == 198 and e["rank"] == "DP0 TP0" for e in cr02.evidence)
+
+
+_STORE_PEER = """[2025-10-19 00:51:18 TP1] Init torch distributed begin.
+[2025-10-19 00:51:18 TP0] Init torch distributed begin.
+[2025-10-19 00:51:20 TP1] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 1440, in init_distributed_environment
+    torch.distributed.init_process_group(
+RuntimeError: nonce == returnedNonce INTERNAL ASSERT FAILED at "/app/pytorch/torch/csrc/distributed/c10d/TCPStore.cpp":405, please report a bug to PyTorch. Ping failed, invalid nonce returned
+[2025-10-19 00:51:21 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 1440, in init_distributed_environment
+    torch.distributed.init_process_group(
+"""
+
+
+def test_a_peer_of_a_store_that_could_not_listen_is_explained_by_the_port(tmp_path: Path) -> None:
+    """torch's TCPStore words (TCPStore.cpp): a later rank's 'failed to listen ... port: N ... EADDRINUSE'
+    in the first failure's phase explains it; not where the later rank ran out of memory, nor
+    where the first failure is its own (an out-of-memory error)."""
+    fail = tmp_path / "store.log"
+    fail.write_text(_STORE_PEER + "RuntimeError: The server socket has failed to listen on any local network "
+                    "address. port: 30238, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use\n")
+    d = diagnose_files(str(fail), None)
+    assert d.facts.crash is not None and d.facts.crash.bind_failed == "TP0"
+    assert d.conclusion.rule == "CR02" and "port 30238" in (d.conclusion.explanation or "")
+    other = tmp_path / "other.log"
+    other.write_text(_STORE_PEER + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    d = diagnose_files(str(other), None)
+    assert d.facts.crash is not None and d.facts.crash.address_in_use is None and d.facts.crash.bind_failed is None
+    own = tmp_path / "own.log"
+    own.write_text(_STORE_PEER.replace(
+        "RuntimeError: nonce == returnedNonce", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. x")
+        + "RuntimeError: The server socket has failed to listen on any local network address. port: 30238, "
+        "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use\n")
+    d = diagnose_files(str(own), None)
+    assert d.facts.crash is not None and d.facts.crash.is_oom and d.facts.crash.bind_failed is None
+
+
 def test_uvicorn_shutting_down_before_readiness_then_a_failed_warm_up_is_no_stop() -> None:
     """uvicorn logs 'Shutting down' a second after it started, with no signal in the log; the
     launcher's warm-up request is then refused for two minutes and fails: the run crashed in its
@@ -251,3 +303,34 @@ def test_a_pd_prefill_server_is_not_behind_a_decode_server_that_captured_graphs(
     assert set(d.failing.nodes) >= {"prefill", "decode"}
     assert "HG02" in {f.rule for f in d.findings}  # (the KV transfer timeout the fixture holds)
     assert "ND02" not in {f.rule for f in d.findings}
+
+
+_TITLED_STACK = """[2025-10-19 00:51:18 TP1] Init torch distributed begin.
+[2025-10-19 00:51:18 TP0] Init torch distributed begin.
+[W1019 00:51:18.945707540 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=50, addr=[localhost]:50382, remote=[localhost]:30238): failed to recv, got 0 bytes
+Exception raised from recvBytes at /app/pytorch/torch/csrc/distributed/c10d/Utils.hpp:671 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0xac (0x7f7883261c0c in /usr/local/lib/python3.12/dist-packages/torch/lib/libc10.so)
+frame #1: c10d::TCPStore::ping() + 0x9d (0x7f78c5db954d in /usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_cpu.so)
+frame #2: sglang::scheduler_TP1() [0x5789ad]
+frame #3: _PyObject_MakeTpCall + 0x2db (0x54816b in sglang::scheduler_TP1)
+[2025-10-19 00:51:18 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/distributed/parallel_state.py", line 1440, in init_distributed_environment
+    torch.distributed.init_process_group(
+RuntimeError: nonce == returnedNonce INTERNAL ASSERT FAILED at "/app/pytorch/torch/csrc/distributed/c10d/TCPStore.cpp":405, please report a bug to PyTorch. Ping failed, invalid nonce returned
+"""
+
+
+def test_a_cpp_stack_is_the_rank_its_process_title_names(tmp_path: Path) -> None:
+    """torch's c10d record above a C++ stack names no rank; a frame of the process's own program
+    carries SGLang's process title (sglang::scheduler_TP1): the record is TP1's, and another rank's
+    Python exception after it is not called what TP1 raised."""
+    log = tmp_path / "titled.log"
+    log.write_text(_TITLED_STACK)
+    s = summarize_file(str(log))
+    assert s.crash is not None and s.crash.first_rank == "TP1" and s.crash.line == 3
+    assert s.crash.rank_inferred_from == "process_title"
+    assert s.crash.exception is None and "recvBytes" in (s.crash.message or "")
+    assert s.crash.ranks == ["TP1", "TP0"]
+    log.write_text(_TITLED_STACK.replace("sglang::scheduler_TP1", "python3"))  # no title: no rank
+    s = summarize_file(str(log))
+    assert s.crash is not None and s.crash.rank_inferred_from != "process_title" and s.crash.first_rank == "TP0"

@@ -19,10 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "046-mi30x-dsv3-dp8-torch-compile-v054-serves-v053post3-tcpstore-eaddrinuse-at-init-distributed":
-        "the verdict names DP6 TP6's RuntimeError in init_distributed but not its cause in the failing log, DP0 TP0's 'EADDRINUSE, message: address already in use' on the torch.distributed store's port 30238; its best explanation is 'cannot tell from these logs'",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

@@ -91,23 +91,34 @@ class CrashFacts:
     #: the first rank's leaving: out of memory, or an address another process holds
     #: ("DP0 TP0: torch.OutOfMemoryError (out of memory), line 66")
     later_own: tuple[str, ...] = ()
+    #: where the first record is no bind failure: the later rank that could not bind
+    #: ``address_in_use`` in the first failure's phase, and its record. torch.distributed's store
+    #: is served by one rank and its peers connect to its port: when that rank cannot listen, they
+    #: reach whatever holds the port and fail before it reports (an invalid reply, a closed socket)
+    bind_failed: str | None = None
+    bind_at: Evidence | None = None
+    bind_exception: str | None = None
 
 
 #: An address another process holds, and the forms messages name it in.
 _IN_USE = re.compile(r"[Aa]ddress already in use|is used by a process already")
-_BIND_ADDRESS = re.compile(r"bind on address \('([^']*)', (\d+)\)|addr='([^']+)'|\bat (\d+) is not available in \d+ seconds")
+_BIND_ADDRESS = re.compile(r"bind on address \('([^']*)', (\d+)\)|addr='([^']+)'|\bat (\d+) is not available in \d+ seconds"
+                           r"|\bport: (\d+), useIpv6")
 
 
 def address_in_use(*messages: str | None) -> str | None:
     """The address a failure could not bind because it was in use (``CrashFacts.address_in_use``):
-    uvicorn's and ZMQ's words, and SGLang's own wait for a port ("port_base at 8234 is not
-    available in 30 seconds. port_base is used by a process already")."""
+    uvicorn's, ZMQ's and torch.distributed's store's words ("The server socket has failed to listen
+    on any local network address. port: 30238, useIpv6: 0, code: -98, name: EADDRINUSE, ..."), and
+    SGLang's own wait for a port ("port_base at 8234 is not available in 30 seconds. port_base is
+    used by a process already")."""
     for message in messages:
         if message and _IN_USE.search(message):
             m = _BIND_ADDRESS.search(message)
             if m is None:
                 return "an address"
-            return m.group(3) or (f"port {m.group(4)}" if m.group(4) else f"{m.group(1)}:{m.group(2)}")
+            port = m.group(4) or m.group(5)
+            return m.group(3) or (f"port {port}" if port else f"{m.group(1)}:{m.group(2)}")
     return None
 
 
@@ -157,6 +168,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
     reserved = oom.reserved_unallocated_gib if oom else None
     message = crash.message or ""
     ranks = tuple(r for r in crash.ranks if r)
+    bind = _bind(run, crash, ranks)
     first = next((e for e in run.exceptions
                   if e.file == crash.file and any(o.line == crash.line for o in e.occurrences)), None)
     return CrashFacts(
@@ -179,7 +191,28 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         oom_of=_memory_of(oom.device if oom else None),
         exit_code=crash.exit_code, ended_by=ended_by(crash.exit_code),
         faulty_named=faulty[0] if faulty else None, faulty_at=faulty[1] if faulty else None,
-        address_in_use=address_in_use(crash.first_message, message), later_own=_later_own(run, ranks))
+        address_in_use=bind[0] if bind else None, bind_failed=bind[1] if bind else None,
+        bind_at=bind[2] if bind else None, bind_exception=bind[3] if bind else None, later_own=_later_own(run, ranks))
+
+
+def _bind(run: RunSummary, crash: Crash,
+          ranks: tuple[str, ...]) -> tuple[str, str | None, Evidence | None, str | None] | None:
+    """The address in use that explains the failure (``CrashFacts.address_in_use``): the first
+    record's own, or a later rank's in the same phase (``bind_failed``) where the first failure
+    is not one of its own (out of memory)."""
+    own = address_in_use(crash.first_message, crash.message)
+    if own is not None:
+        return own, None, None, None
+    if crash.oom is not None or crash.phase is None:
+        return None
+    for rank in ranks[1:]:
+        for e in run.exceptions:
+            o = next((o for o in e.occurrences if o.rank == rank), None)
+            held = address_in_use(e.message) if o is not None and e.phase == crash.phase else None
+            if o is not None and held is not None:
+                return held, rank, ev(run, o.end_line or o.line, rank, f"{e.exception or 'error'}: {_head(e.message or '')}"), \
+                    e.exception
+    return None
 
 
 def _later_own(run: RunSummary, ranks: tuple[str, ...]) -> tuple[str, ...]:

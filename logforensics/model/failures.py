@@ -70,6 +70,9 @@ class Failures:
     #: the last line of each torch rank's c10d records (``[rankN]:`` or the line's rank): a rank
     #: whose C++ exception was logged and that logs again went on from it (``outcome._went_on``)
     c10d_lines: dict[str, int] = field(default_factory=dict)
+    #: the first C++ stack as it goes on: its file, its last line and its crash record while no
+    #: rank names it (a frame's process title, ``sglang::scheduler_DP1_TP1``, then does)
+    cpp_stack: tuple[str | None, int, dict[str, Any] | None] | None = None
 
     def add_distinct(self, rec: dict[str, Any], m: RunModel) -> None:
         sig = (rec["exception"], shape(rec["message"] or ""),
@@ -109,6 +112,8 @@ class Failures:
         self.debug_head = later.debug_head or self.debug_head
         self.last_c10d = later.last_c10d or self.last_c10d
         self.c10d_lines.update(later.c10d_lines)
+        self.cpp_stack = self.cpp_stack if later.cpp_stack is None or crashes is not later.crash_events \
+            else later.cpp_stack
         hangs = later.hang_events
         if self.hang_events and hangs and hangs[0].get("kind") == "exception":
             hangs = hangs[1:]
@@ -372,12 +377,13 @@ def _quiet_before(m: RunModel, rank: str | None, ev: Event) -> dict[str, Any] | 
     return {"seconds": round(now - before, 3), "ts": r.last_ts}
 
 
-def _native_crash(m: RunModel, ev: Event, rank: str | None, message: str | None, **extra: Any) -> None:
+def _native_crash(m: RunModel, ev: Event, rank: str | None, message: str | None, **extra: Any) -> dict[str, Any]:
     """A crash without a Python exception (a C++ abort or stack dump), as a crash record."""
     rec = {"rank": rank, "source": "native", "exception": None, "message": message,
            "frames": [], "oom": None, "file": ev.file, "line": ev.line, "end_line": ev.line,
            "ts": ev.ts, "text": ev.text, "phase": phase_for(m, rank, []), "native": True, **extra}
     m.failures.crash_events.append(rec)
+    return rec
 
 
 #: Records that end the rank that printed them without a Python exception, and what
@@ -612,9 +618,18 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
         raised = _RAISED.match(ev.text) if ev.kind == "cpp_raised" else None
         if raised and logged is not None and logged["file"] == ev.file \
                 and 0 < ev.line - logged["line"] <= _message_lines(str(logged["message"])):
-            _logged_cpp_exception(m, ev, logged, raised)
+            rec = _logged_cpp_exception(m, ev, logged, raised)
         else:
-            _native_crash(m, ev, rank, "C++ stack trace", cpp_frame=True, **({"cpp_tail": True} if tail else {}))
+            rec = _native_crash(m, ev, rank, "C++ stack trace", cpp_frame=True, **({"cpp_tail": True} if tail else {}))
+        m.failures.cpp_stack = (ev.file, ev.line, rec if rec["rank"] is None else None)
+    elif (stack := m.failures.cpp_stack) is not None and stack[0] == ev.file and 0 < ev.line - stack[1] <= 2:
+        # the first stack goes on (a paste may put an empty line after each line); a frame in its
+        # process's main program names the process by its title, and so the record's rank
+        rec = stack[2]
+        if rec is not None and rank is not None and ev.kind == "cpp_frame":
+            rec.update(rank=rank, rank_inferred_from="process_title", phase=phase_for(m, rank, []))
+            rec = None
+        m.failures.cpp_stack = (ev.file, ev.line, rec)
     m.notices.add("cpp_frame", ev)
 
 
@@ -633,7 +648,7 @@ def _message_lines(message: str) -> int:
     return 2 * (_DEVICE_ERROR_LINES if _DEVICE_ERROR.search(message) else 1)
 
 
-def _logged_cpp_exception(m: RunModel, ev: Event, logged: dict[str, Any], raised: re.Match[str]) -> None:
+def _logged_cpp_exception(m: RunModel, ev: Event, logged: dict[str, Any], raised: re.Match[str]) -> dict[str, Any]:
     """The crash record of a C++ exception torch logged (``on_cpp_frame``): from the c10d
     record's line to c10's header, with the function that threw, where, and the record's words."""
     rank = logged["rank"]
@@ -653,8 +668,9 @@ def _logged_cpp_exception(m: RunModel, ev: Event, logged: dict[str, Any], raised
     if died is not None:  # the watchdog's death, read at its record: now with the stack it logged
         died.clear()
         died.update(record)
-    else:
-        m.failures.crash_events.append(record)
+        return died
+    m.failures.crash_events.append(record)
+    return record
 
 
 #: Exit codes of a child ended by a stop signal, SIGTERM or SIGINT: as Python's

@@ -414,6 +414,11 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         if c["rank"] and c["rank"] not in ranks:
             ranks.append(c["rank"])
     with_exc = next((c for c in fatal if c.get("exception")), None)
+    if with_exc is not None and first.get("rank") and with_exc.get("rank") not in (None, first["rank"]) \
+            and first.get("message") and (first.get("native") or first.get("source") in LOGGED_THEN_RAISED):
+        # a rank's logged or native failure: its own exception, when the log has it; another
+        # rank's is not what it raised, and its own words then say what failed
+        with_exc = next((c for c in fatal if c.get("exception") and c.get("rank") == first["rank"]), None)
     if with_exc is not None:
         with_exc = _raised_remotely(with_exc, fatal)
     if with_exc is None and first.get("native"):  # a Python traceback after it, its exception cut
