@@ -625,11 +625,11 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
     elif (stack := m.failures.cpp_stack) is not None and stack[0] == ev.file and 0 < ev.line - stack[1] <= 2:
         # the first stack goes on (a paste may put an empty line after each line); a frame in its
         # process's main program names the process by its title, and so the record's rank
-        rec = stack[2]
-        if rec is not None and rank is not None and ev.kind == "cpp_frame":
-            rec.update(rank=rank, rank_inferred_from="process_title", phase=phase_for(m, rank, []))
-            rec = None
-        m.failures.cpp_stack = (ev.file, ev.line, rec)
+        unnamed = stack[2]
+        if unnamed is not None and rank is not None and ev.kind == "cpp_frame":
+            unnamed.update(rank=rank, rank_inferred_from="process_title", phase=phase_for(m, rank, []))
+            unnamed = None
+        m.failures.cpp_stack = (ev.file, ev.line, unnamed)
     m.notices.add("cpp_frame", ev)
 
 
