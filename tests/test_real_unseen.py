@@ -205,20 +205,6 @@ PENDING: dict[tuple[str, str], str] = {
                          "error the server answered and went on from, not a process ending (1322's reading: partial)",
     ("crash", "1445"): "a crash with exception RuntimeError and no rank is reported for the request error of line 1, "
                        "which a 500 answer follows; the label has no crash",
-    ("outcome", "1450"): "'INCOMPLETE the log stops at line 11 without readiness or failure': every line is a TP0 "
-                         "prefill or decode batch ending in a ', timestamp: 2025-07-18T15:32:52.498932' field, "
-                         "and that trailing field leaves all 11 lines unrecognised, so the serving server is "
-                         "read as showing nothing",
-    ("phase_reached", "1450"): "TP0 reaches no phase ('-'): its two prefill and nine decode batches, each ending "
-                               "in a ', timestamp: ...' field, are unrecognised, so nothing places it in serving",
-    ("key_figure[new_tokens]", "1450"): "nothing found: the two prefill batches (2192 and 306 new tokens, lines 1 "
-                                        "and 9) end in a ', timestamp: ...' field and are not read as batches",
-    ("key_figure[cached_tokens]", "1450"): "nothing found: the prefill batches' 35 and 235 cached tokens (lines 1 "
-                                           "and 9) are not read, their lines ending in a ', timestamp: ...' field",
-    ("key_figure[gen_tps]", "1450"): "nothing found: the nine decode batches' throughputs (3.13, 75.25 ... 75.33) "
-                                     "are not read, each line ending in a ', timestamp: ...' field",
-    ("key_figure[running_req]", "1450"): "nothing found: the nine decode batches' '#running-req: 1' are not read, "
-                                         "each line ending in a ', timestamp: ...' field",
 }
 
 
