@@ -1037,3 +1037,17 @@ def test_a_window_opening_on_a_code_line_and_its_carets_begins_that_traceback() 
     assert (flat.line, flat.fields["exception"]) == (1, "RuntimeError")
     text = read("\n".join(["some words of a script", "RuntimeError: NPU function error"]) + "\n")
     assert only(text, "exception").line == 2
+
+
+def test_a_window_opening_on_a_prefixed_code_line_begins_that_rank_s_traceback() -> None:
+    """torch's launcher puts '[rank2]:' before every line of a rank's traceback: a window that
+    opens on such a code line and its carets (real-unseen 1444) begins that traceback there, as
+    one without the prefix does; another rank's File line does not go on with it."""
+    lines = ["[rank2]:     server_args = ServerArgs(", "[rank2]:                   ^^^^^^^^^^^",
+             '[rank2]:   File "<string>", line 275, in __init__',
+             '[rank2]:   File "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py", line 589, '
+             "in __post_init__", "[rank2]:     self._handle_model_specific_adjustments()"]
+    exc = only(read("\n".join(lines) + "\n"), "exception")
+    assert (exc.line, exc.end_line, exc.rank) == (1, 5, "rank2")
+    other = read("\n".join([*lines[:2], lines[2].replace("[rank2]", "[rank3]")]) + "\n")
+    assert [e.line for e in other if e.kind == "exception"] == [3]

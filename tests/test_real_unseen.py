@@ -197,9 +197,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("fatal_line", "1444"): "the crash is cited at line 3 (evidence 3-5), the first File line, where the window starts "
-                            "inside the record at line 1: torch's '[rank2]:     server_args = ServerArgs(' and its "
-                            "caret line (lines 1-2) are the record's code and caret lines, read apart from it",
     ("outcome", "1445"): "'CRASHED  RuntimeError at line 1': a bare exception line followed by uvicorn's answer "
                          "'POST /v1/chat/completions HTTP/1.1\" 500 Internal Server Error' (line 2) is one request's "
                          "error the server answered and went on from, not a process ending (1322's reading: partial)",

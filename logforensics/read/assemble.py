@@ -439,8 +439,9 @@ class TracebackAssembler:
         """Whether ``ev`` may begin a record here when none is open: a traceback's opener, or
         a piece of one on a file's first line (a window cut inside a traceback, whose record
         then begins at line 1)."""
-        return ev.kind in TRACEBACK_OPENERS or (ev.line == 1 and ev.rank is None and ev.ts is None
-                                                and (ev.kind in _LEAD or ev.kind == "other"))
+        return ev.kind in TRACEBACK_OPENERS or (ev.line == 1 and ev.ts is None and (
+            ev.rank is None and (ev.kind in _LEAD or ev.kind == "other")
+            or ev.kind in _LEAD))  # (a piece behind a prefix of every line: torch's "[rank2]:")
 
     def _start(self, ev: Event, source: str | None) -> _Traceback:
         tb = _Traceback(ev, source)
@@ -509,6 +510,8 @@ class TracebackAssembler:
                 tb.chained_wait = True
             return
         held = tb.held if tb is not None else None
+        if held and ev.rank is not None and ev.rank == held[0].rank and ev.ts is None and kind in _PIECES:
+            prefixed = False  # the held lines' prefix, on every line of theirs
         if tb is not None and held is not None:
             tail = held[0].kind == "other"  # a message's end, or text that is no traceback's
             if not prefixed and kind == "tb_chain" and tail:
