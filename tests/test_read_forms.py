@@ -1051,3 +1051,21 @@ def test_a_window_opening_on_a_prefixed_code_line_begins_that_rank_s_traceback()
     assert (exc.line, exc.end_line, exc.rank) == (1, 5, "rank2")
     other = read("\n".join([*lines[:2], lines[2].replace("[rank2]", "[rank3]")]) + "\n")
     assert [e.line for e in other if e.kind == "exception"] == [3]
+
+
+def test_a_request_s_500_right_after_a_traceback_naming_no_process_makes_it_the_request_s() -> None:
+    """uvicorn's access line answering a request with a 500 on the line after a traceback with no
+    header, rank or scheduler frame (real-unseen 1445): the handler raised, the server answered
+    and went on; the traceback is that request's. Not a scheduler's traceback, nor a 200, nor an
+    answer a line later."""
+    exc = 'RuntimeError: cannot access local variable \'audio_target_sr\' where it is not associated with a value'
+    answer = 'INFO:     127.0.0.1:51720 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error'
+    assert only(read(f"{exc}\n{answer}\n"), "exception").fields["source"] == "http_request"
+    assert only(read(f"{exc}\n{answer.replace('500 Internal Server Error', '200 OK')}\n"),
+                "exception").fields["source"] is None
+    between = "[2026-03-01 10:00:00 TP0] Decode batch. #running-req: 1, #token: 20, token usage: 0.00, #queue-req: 0"
+    assert only(read(f"{exc}\n{between}\n{answer}\n"), "exception").fields["source"] is None
+    scheduler = ['Traceback (most recent call last):',
+                 '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2547, in event_loop',
+                 '    self.process_batch_result(batch, result)', exc]
+    assert only(read("\n".join([*scheduler, answer]) + "\n"), "exception").fields["source"] is None

@@ -197,11 +197,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("outcome", "1445"): "'CRASHED  RuntimeError at line 1': a bare exception line followed by uvicorn's answer "
-                         "'POST /v1/chat/completions HTTP/1.1\" 500 Internal Server Error' (line 2) is one request's "
-                         "error the server answered and went on from, not a process ending (1322's reading: partial)",
-    ("crash", "1445"): "a crash with exception RuntimeError and no rank is reported for the request error of line 1, "
-                       "which a 500 answer follows; the label has no crash",
 }
 
 

@@ -251,6 +251,21 @@ def http_layer_source(frames: list[dict[str, Any]]) -> str | None:
     return None
 
 
+#: Frames of the processes that never answer a request themselves (the schedulers, their model
+#: workers): their traceback before a request's 500 is theirs, not the request's.
+_SCHEDULER_SIDE = re.compile(r"/srt/(?:managers/(?:scheduler|tp_worker)\w*\.py|model_executor/)")
+
+
+def _answers_it(tb: _Traceback, ev: Event) -> bool:
+    """Whether the HTTP server's access line ``ev`` answering a request with a 5xx right after a
+    traceback that names no process (no header, no rank, no scheduler frame) is that request's
+    answer: the traceback is the request's failure, which the server logged and went on from."""
+    status = ev.fields.get("status")
+    return (isinstance(status, int) and 500 <= status < 600 and ev.line == tb.last_line + 1 and tb.held is None
+            and tb.source is None and tb.rank is None and tb.exception is not None
+            and not any(_SCHEDULER_SIDE.search(str(f.get("path") or "")) for f in tb.frames))
+
+
 class _Traceback:
     __slots__ = ("first", "rank", "ts", "file", "node", "source", "frames", "exception", "message",
                  "chain", "lines", "last_line", "blanks", "fatal", "chained_wait", "exc_at",
@@ -487,6 +502,8 @@ class TracebackAssembler:
         if kind in _TRANSPARENT:
             yield ev
             return
+        if tb is not None and kind == "http_access" and _answers_it(tb, ev):
+            tb.source = HTTP_REQUEST_SOURCE
         if tb is None and kind == "indented" and self.opens(ev):
             exc = _INDENTED_EXC.fullmatch(_body(ev))
             if exc is not None and exc.group("exception") not in _GENERIC_NAMES:
