@@ -22,6 +22,12 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 WRONG_VERDICT: dict[str, str] = {
     "046-mi30x-dsv3-dp8-torch-compile-v054-serves-v053post3-tcpstore-eaddrinuse-at-init-distributed":
         "the verdict names DP6 TP6's RuntimeError in init_distributed but not its cause in the failing log, DP0 TP0's 'EADDRINUSE, message: address already in use' on the torch.distributed store's port 30238; its best explanation is 'cannot tell from these logs'",
+    "053-mi30x-pd-decode-dsv3-1126-serves-1210-gpu-memory-access-fault-while-serving":
+        "the verdict says 'no setting differs', though random_seed differs in server_args (152787107 -> 145574286)",
+    "054-mi30x-pd-decode-dsv3-1126-serves-1205-gpu-memory-access-fault-at-pd-warmup":
+        "the verdict says 'no setting differs', though random_seed differs in server_args (152787107 -> 903681628)",
+    "055-mi30x-pd-decode-dsv3-1126-serves-1209-nccl-allgather-timeout-while-serving":
+        "the verdict says 'no setting differs', though random_seed differs in server_args (152787107 -> 816099750), and does not say the hang came during serving: the run was ready at line 352 and answered two /v1/completions before its decode stalled at 16:22:01",
 }
 
 
