@@ -28,6 +28,8 @@ WRONG_VERDICT: dict[str, str] = {
         "the verdict says 'no setting differs', though random_seed differs in server_args (152787107 -> 903681628)",
     "055-mi30x-pd-decode-dsv3-1126-serves-1209-nccl-allgather-timeout-while-serving":
         "the verdict says 'no setting differs', though random_seed differs in server_args (152787107 -> 816099750), and does not say the hang came during serving: the run was ready at line 352 and answered two /v1/completions before its decode stalled at 16:22:01",
+    "056-mi30x-pd-prefill-dsv3-1126-serves-1125-gpu-memory-access-faults-at-first-large-prefill-then-watchdog":
+        "the verdict says 'no setting differs', though random_seed differs in server_args (1067282071 -> 260251402)",
 }
 
 
