@@ -334,3 +334,24 @@ def test_a_cpp_stack_is_the_rank_its_process_title_names(tmp_path: Path) -> None
     log.write_text(_TITLED_STACK.replace("sglang::scheduler_TP1", "python3"))  # no title: no rank
     s = summarize_file(str(log))
     assert s.crash is not None and s.crash.rank_inferred_from != "process_title" and s.crash.first_rank == "TP0"
+
+
+def test_the_http_server_s_health_check_names_no_rank_and_the_watchdog_after_it_does() -> None:
+    """056: 'Health check failed ... detokenizer' (the HTTP server's, no rank) fires first, the
+    scheduler watchdog on TP1-TP3 three minutes later: the ranks are the watchdog's, said so."""
+    d = _diff("056")
+    t = d.facts.timer
+    assert t.timer == "health_check" and t.then_timer is not None and t.then_timer.startswith("SGLang's scheduler watchdog")
+    hg02 = next(f for f in d.findings if f.rule == "HG02")
+    assert "SGLANG_HEALTH_CHECK_TIMEOUT); then SGLang's scheduler watchdog" in hg02.title
+    assert hg02.title.endswith("on TP1, TP2, TP3")
+
+
+def test_torch_s_global_rank_prefix_is_the_tp_rank_though_a_group_names_the_same_number() -> None:
+    """055: '[rank2]:[E...] [Rank 2] Watchdog caught collective operation timeout' in a TP4 run whose
+    'terminate ... [PG ID 2 PG GUID 3 Rank 2]' names rank 2 of process group 2 too: torch's prefix
+    is the global rank, TP2, and the hang came during serving (the run was ready and answered)."""
+    d = _diff("055")
+    assert d.failing.hang is not None and d.failing.hang.ranks == ["TP0", "TP1", "TP2", "TP3"]
+    assert d.facts.hang.phase == "serving"
+    assert "the failing run hung during serving" in d.verdict

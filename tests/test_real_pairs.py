@@ -19,10 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "055-mi30x-pd-decode-dsv3-1126-serves-1209-nccl-allgather-timeout-while-serving":
-        "the verdict does not say the hang came during serving: the run was ready at line 352 and answered two /v1/completions before its decode stalled at 16:22:01",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

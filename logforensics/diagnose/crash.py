@@ -317,6 +317,9 @@ class HangFacts:
     evidence: tuple[Evidence, ...] = ()
     #: the ranks whose scheduler a py-spy dump shows, where no timer's words are in the log
     dumped_ranks: tuple[str, ...] = ()
+    #: the one phase every rank the hang names (else every rank) had reached: the hang came in it
+    #: (serving only after the server said it was ready)
+    phase: str | None = None
 
 
 def hang_facts(run: RunSummary) -> HangFacts:
@@ -326,6 +329,11 @@ def hang_facts(run: RunSummary) -> HangFacts:
     silent = tuple(hang.silent_ranks)
     evidence = tuple(e for entry in hang.evidence[:8] for e in ev_of(entry.to_dict()))
     evidence += tuple(ev(run, run.last_seen[r].line, r, run.last_seen[r].text) for r in silent if r in run.last_seen)
+    reached = run.phase_reached or {}
+    phases = {reached.get(r) for r in (hang.ranks if any(r in reached for r in hang.ranks) else reached)}
+    phase = phases.pop() if len(phases) == 1 else None
+    if phase == "serving" and (run.ready is None or run.ready.line > (hang.first_line or 0)):
+        phase = None  # batches before readiness (a warm-up's): not what a reader calls serving
     if hang.timer == "pyspy_only":  # no watchdog's words: a py-spy dump of the stuck scheduler
-        return HangFacts(True, silent, (), evidence, tuple(hang.ranks))
-    return HangFacts(True, silent, tuple(hang.ranks), evidence)
+        return HangFacts(True, silent, (), evidence, tuple(hang.ranks), phase)
+    return HangFacts(True, silent, tuple(hang.ranks), evidence, phase=phase)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.hang import TIMERS
 from ..model.records import NO_MEMORY, Cite
 from ..model.run import RunSummary
 from ..model.serving import FIGURES
@@ -53,6 +54,9 @@ class TimerFacts:
     watchdog_timeout_set: Any = None
     next_steps: tuple[Step, ...] = ()
     evidence: tuple[Evidence, ...] = ()
+    #: where the timer is the HTTP server's (its records name no rank) and a rank's timer fired
+    #: after it: that one, in words; ``ranks`` are then its ranks, not the first timer's
+    then_timer: str | None = None
 
 
 def timer_facts(run: RunSummary) -> TimerFacts:
@@ -95,6 +99,9 @@ def timer_facts(run: RunSummary) -> TimerFacts:
                           "the Python and native stack of every rank: the one that is not in the collective "
                           "is the one the others wait for (SGLang's watchdogs watch serving, not start-up)"))
     evidence = tuple(ev(run, e.line, e.rank, e.text) for e in hang.evidence[:8])
+    rankless = bool(TIMERS.get(hang.timer, {}).get("rankless"))
+    after = next((f for f in hang.families or () if f != hang.timer and not TIMERS.get(f, {}).get("rankless")), None) \
+        if rankless else None
     return TimerFacts(
         fired=bool(hang.timed_out),
         failure_not_timeout=hang.timer == "c10d_failure",
@@ -104,7 +111,8 @@ def timer_facts(run: RunSummary) -> TimerFacts:
         behind_completed=behind.last_completed if behind else None,
         others_completed=behind.others_completed if behind else None, main_functions=mains,
         watchdog_timeout_set=(run.launch_args or {}).get("watchdog_timeout") if c10d else None,
-        next_steps=tuple(steps), evidence=evidence)
+        next_steps=tuple(steps), evidence=evidence,
+        then_timer=TIMERS.get(after, {}).get("what") if after else None)
 
 
 @dataclass(frozen=True)

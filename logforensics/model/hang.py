@@ -111,6 +111,7 @@ TIMERS: dict[str, dict[str, Any]] = {
         "note": "the probe fails (a router or orchestrator may then restart the server).",
         "source": "sglang python/sglang/srt/entrypoints/http_server.py health_generate",
         "ends_run": False,
+        "rankless": True,  # the HTTP server's: its records never name a rank
     },
     "weights_ready": {
         "what": "the HTTP server waited for the initial weights and gave up",

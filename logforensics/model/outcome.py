@@ -108,8 +108,10 @@ def judge(m: RunModel) -> Verdict:
         fatal, sigquits = [], []
     hang = None
     if fl.hang_events:
-        def label(r: str | None) -> str | None:  # a process group's own rank is not a TP rank
-            return r if r in fl.group_ranks and r not in m.timeline.ranks else global_rank_label(m, r)
+        def label(r: str | None) -> str | None:
+            # a process group's own rank is not a TP rank, unless torch's "[rankN]:" named it too
+            return r if r in fl.group_ranks and r not in m.timeline.ranks and r not in fl.c10d_lines \
+                else global_rank_label(m, r)
 
         evidence = [dict(h, rank=label(h.get("rank"))) for h in fl.hang_events[:16]]
         named = {label(r) for r in fl.hang_ranks}
