@@ -154,10 +154,12 @@ def _ok(status: str) -> bool:
 
 def _probe_lines(run: RunSummary) -> list[NoWork]:
     """``/health`` answered 2xx while no ``/health_generate`` (a real generation) succeeded:
-    each of its answers failed (non-2xx), or it timed out (SGLang's ``Health check failed.
-    Server couldn't get a response from detokenizer ...``, kept by the hang observer), from
-    the log's own access lines (``coverage.probes``). A ``/health_generate`` that also
-    answered 2xx is not flagged: a failure among successes is not a server that does no work."""
+    each of its answers failed (non-2xx), from the log's own access lines (``coverage.probes``),
+    with SGLang's timeout line beside them where the log has it (``Health check failed. Server
+    couldn't get a response from detokenizer ...``, kept by the hang observer). A ``/health_generate`` that also
+    answered 2xx is not flagged: a failure among successes is not a server that does no work. SGLang's
+    timeout line alone does not flag it: one handler answers /health and /health_generate in the
+    builds that print it, and the line does not say which path timed out."""
     probes = run.coverage.probes
     health, generate = probes.get("/health") or ProbePath(), probes.get("/health_generate") or ProbePath()
     answered = {st: n for st, n in health.answers.items() if _ok(st)}
@@ -166,9 +168,9 @@ def _probe_lines(run: RunSummary) -> list[NoWork]:
     failed = {st: n for st, n in generate.answers.items() if not _ok(st)}
     lines = sorted((e.to_dict() for st, e in generate.first.items() if st in failed), key=lambda e: e["line"])
     # the grammar's literal of SGLang's health_generate timeout (health_check_failed)
-    timeouts = [e.to_dict() for e in (run.hang.evidence if run.hang else []) if "Health check failed" in str(e.text)]
-    if not failed and not timeouts:
+    if not failed:
         return []
+    timeouts = [e.to_dict() for e in (run.hang.evidence if run.hang else []) if "Health check failed" in str(e.text)]
     ok_first = min((at.to_dict() if (at := health.first.get(st)) else None for st in answered),
                    key=lambda e: e["line"] if e else 1 << 62)
     said = [f"{n} answered {st}" for st, n in sorted(failed.items())]
