@@ -355,3 +355,13 @@ def test_torch_s_global_rank_prefix_is_the_tp_rank_though_a_group_names_the_same
     assert d.failing.hang is not None and d.failing.hang.ranks == ["TP0", "TP1", "TP2", "TP3"]
     assert d.facts.hang.phase == "serving"
     assert "the failing run hung during serving" in d.verdict
+
+
+def test_a_line_that_differs_only_by_its_request_id_is_not_new() -> None:
+    """056: 'End of prefill disaggregation mode warmup with status 200, resp: [{... 'id':
+    '676a5243...'}]' is in the baseline too, with another request id (uuid4().hex, its digits
+    masked in the shape): not a line only the failing run printed."""
+    d = _diff("056")
+    nv01 = next(f for f in d.findings if f.rule == "NV01")
+    assert "End of prefill disaggregation mode warmup" not in nv01.explanation
+    assert "RoPE cache reserve" in nv01.explanation

@@ -339,12 +339,25 @@ class NovelShape:
     rank: str | None
 
 
+#: A bare hexadecimal id in a shape, its digits masked ('0ed52c95...' reads 'NedNcN...'): a request's
+#: uuid4().hex differs from run to run, so two runs' shapes are compared with it masked too.
+_BARE_HEX = re.compile(r"(?<![\w])(?=[a-fN]*N[a-fN]*N)(?=[a-fN]*[a-f])[a-fN]{12,}(?![\w])")
+
+
+def _id_free(shape: str) -> str:
+    """``shape`` with bare hex ids masked; a shape cut at its 160 characters is compared on its
+    first 120 after that (the ids masked to one letter moved its cut)."""
+    free = _BARE_HEX.sub("H", shape)
+    return free[:120] if len(shape) >= 160 and free != shape else free
+
+
 def novel_lines(fail: RunSummary, base: RunSummary) -> tuple[NovelShape, ...]:
-    known = set(base.coverage.unrecognised_shapes)
+    known = {_id_free(s) for s in base.coverage.unrecognised_shapes}
     out = [NovelShape(i.shape, i.count, i.first_line, i.example or i.shape, i.first_rank)
-           for i in fail.coverage.top_unrecognised if i.shape not in known]
+           for i in fail.coverage.top_unrecognised if _id_free(i.shape) not in known]
     listed = {o.shape for o in out}
-    extra = [(s, n) for s, n in fail.coverage.unrecognised_shapes.items() if s not in known and s not in listed]
+    extra = [(s, n) for s, n in fail.coverage.unrecognised_shapes.items()
+             if _id_free(s) not in known and s not in listed]
     for shape, count in sorted(extra, key=lambda kv: -kv[1])[: max(0, 10 - len(out))]:
         out.append(NovelShape(shape, count, None, shape, None))
     return tuple(out)
