@@ -201,15 +201,6 @@ PENDING: dict[tuple[str, str], str] = {
                                        "allocated. #tokens: 1786880, KV size: 21.31 GB' (line 4) is unrecognised, "
                                        "as are the other NP0 records (lines 1-3): the 'NP0' prefix and the 'JAX MLA' "
                                        "form of the KV line are not read",
-    ("outcome", "1471"): "'incomplete: the log stops at line 1 without readiness or failure' where the one line is "
-                         "the launcher's report of a dead scheduler, 'Error: Rank 0 scheduler is dead. Exit code: -6 "
-                         "(SIGABRT)': behind Dynamo's 'Error: ' prefix (and in the form with the exit code on the same "
-                         "line) it is not read as the rank_dead record that 850's 'Rank 0 scheduler is dead' is",
-    ("crash", "1471"): "no crash: the dead-scheduler line is not read (as outcome[1471]), so no crash with an unknown "
-                       "phase, exception and rank is reported",
-    ("fatal_line", "1471"): "no crash, so no fatal line; the label's is line 1, the dead-scheduler report",
-    ("key_figure[exit_code]", "1471"): "nothing found: the exit code -6 (SIGABRT) is in the unread dead-scheduler "
-                                       "line, as outcome[1471]",
 }
 
 
