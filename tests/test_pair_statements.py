@@ -365,3 +365,14 @@ def test_a_line_that_differs_only_by_its_request_id_is_not_new() -> None:
     nv01 = next(f for f in d.findings if f.rule == "NV01")
     assert "End of prefill disaggregation mode warmup" not in nv01.explanation
     assert "RoPE cache reserve" in nv01.explanation
+
+
+def test_the_same_checkpoint_read_from_another_directory_is_no_setting_to_set_back() -> None:
+    """058: model_path, tokenizer_path and served_model_name moved from /mnt/raid/models/huggingface/
+    meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8 to /data/models/meta-llama/<the same name>, and
+    the failure is an attribute SGLang's CustomAllreduce lacks: the next step does not ask to set the
+    paths back one at a time; settings that changed besides them still would be."""
+    d = _diff("058")
+    assert set(d.facts.config.changed_keys) == {"model_path", "served_model_name", "tokenizer_path"}
+    step = d.conclusion.next_step or ""
+    assert "set back" not in step and step.startswith("collect ")

@@ -293,7 +293,9 @@ def _next_step(failing: RunSummary, facts: Facts, explanation: Finding | None, c
     if facts.config.changed and (explanation is None or "setting" in explanation.groups):
         if facts.setup.differs:
             return _other_setup_step(facts)
-        keys = facts.config.changed_keys
+        keys = [k for k in facts.config.changed_keys if not _moved_checkpoint(facts, k)]
+        if not keys:  # the same checkpoint read from another directory: no setting to set back
+            return "collect " + collect[0] if collect else None
         listed = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
         if explanation is None and _builds_differ(facts):
             return ("the builds differ and nothing in the failing log ties a changed setting to the failure (a build "
@@ -303,6 +305,17 @@ def _next_step(failing: RunSummary, facts: Facts, explanation: Finding | None, c
     if collect:
         return "collect " + collect[0]
     return None
+
+
+def _moved_checkpoint(facts: Facts, key: str) -> bool:
+    """Whether a changed setting is the same checkpoint's path under another directory (its last
+    part the same: ``model_path``, and ``tokenizer_path`` and ``served_model_name`` that follow
+    it): the same model read from elsewhere, no value to set back."""
+    d = facts.config.server_args.get(key)
+    if d is None or not isinstance(d.baseline, str) or not isinstance(d.failing, str) \
+            or "/" not in d.baseline or "/" not in d.failing:
+        return False
+    return d.baseline.rstrip("/").rsplit("/", 1)[-1] == d.failing.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _builds_differ(facts: Facts) -> bool:
