@@ -376,3 +376,13 @@ def test_the_same_checkpoint_read_from_another_directory_is_no_setting_to_set_ba
     assert set(d.facts.config.changed_keys) == {"model_path", "served_model_name", "tokenizer_path"}
     step = d.conclusion.next_step or ""
     assert "set back" not in step and step.startswith("collect ")
+
+
+def test_a_first_record_that_names_no_rank_is_not_said_to_be_the_next_named_rank_s() -> None:
+    """053: the HSA fault names 'GPU node-6', an agent, and its process aborts; TP2's traceback 45 s
+    later is another process's: the explanation says the first error is on a process its line does
+    not name, not on TP2."""
+    d = _diff("053")
+    cr01 = next(f for f in d.findings if f.rule == "CR01")
+    assert "is on a process its line does not name (TP2's record follows at line 497)" in cr01.explanation
+    assert "is on TP2" not in cr01.explanation
