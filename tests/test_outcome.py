@@ -17,6 +17,8 @@ from logforensics import native
 from logforensics.diagnose.crash import without_exception
 from logforensics.ingest import LiveRun
 from logforensics.model.run import RunSummary
+from logforensics.model.stops import stop_place
+from logforensics.pipeline import summarize_file
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 
@@ -1581,3 +1583,19 @@ def test_a_second_load_of_another_model_class_is_a_draft_s(second: str, begin: f
                   "mem usage=2.75 GB.\n")
     mem = s.per_rank["-"].memory
     assert (mem.load_begin_avail_gib, mem.weights_gib) == (begin, weights)
+
+
+def test_a_loading_bar_then_lines_not_read_names_no_next_phase(tmp_path: Path) -> None:
+    """A 'Loading ...' bar complete, then stamped lines the grammar does not read (SGLang's
+    diffusion runtime: its pipeline, its scheduler loop, a prompt; real-unseen 1462): what came
+    after the bar is in those lines, so no next phase (kv_cache_alloc) is said to follow it."""
+    bar = ("[12-31 12:00:32] Loaded scheduler: UniPCMultistepScheduler from customized. model size: 0.00 GB, "
+           "avail mem: 181.00 GB\nLoading required modules: 100%|██████████| 5/5 [01:40<00:00, 20.13s/it]\n")
+    after = "[12-31 12:00:32] Pipeline instantiated\n[12-31 12:00:32] Worker 0: Scheduler loop started.\n"
+    log = tmp_path / "run.log"
+    log.write_text(bar + after, encoding="utf-8")
+    place = stop_place(summarize_file(str(log))) or ""
+    assert place.startswith("at the end of load_weights (its progress bar at 5/5, line 2")
+    assert place.endswith("; lines after it not read") and "before kv_cache_alloc" not in place
+    log.write_text(bar, encoding="utf-8")
+    assert (stop_place(summarize_file(str(log))) or "").endswith(", before kv_cache_alloc")

@@ -67,6 +67,9 @@ class Failures:
     #: ..."): {file, line, rank, text, message}; c10's "Exception raised from ..." on the next
     #: line continues it (``on_cpp_frame``)
     last_c10d: dict[str, Any] | None = None
+    #: whether a torch c10d record was read (a merge takes the later part's ``last_c10d`` then,
+    #: None included: a timeout's record clears it)
+    c10d_seen: bool = False
     #: the last line of each torch rank's c10d records (``[rankN]:`` or the line's rank): a rank
     #: whose C++ exception was logged and that logs again went on from it (``outcome._went_on``)
     c10d_lines: dict[str, int] = field(default_factory=dict)
@@ -110,7 +113,8 @@ class Failures:
         if later.logged_error is not None:
             self.logged_error, self.logged_says = later.logged_error, later.logged_says
         self.debug_head = later.debug_head or self.debug_head
-        self.last_c10d = later.last_c10d or self.last_c10d
+        if later.c10d_seen:
+            self.last_c10d, self.c10d_seen = later.last_c10d, True
         self.c10d_lines.update(later.c10d_lines)
         self.cpp_stack = self.cpp_stack if later.cpp_stack is None or crashes is not later.crash_events \
             else later.cpp_stack
@@ -859,6 +863,7 @@ def on_c10d_log(m: RunModel, ev: Event) -> None:
         m.failures.c10d_lines[own] = ev.line
     hang = ev.kind == "collective_timeout" or any(mk in msg for mk in HANG_MARKERS)
     # a C++ exception logged by a timeout's record is the watchdog's report, the hang's evidence
+    m.failures.c10d_seen = True
     m.failures.last_c10d = None if hang else {"file": ev.file, "line": ev.line, "rank": own, "ts": ev.ts,
                                               "text": ev.text, "message": msg}
     if not hang and WATCHDOG_DIED in msg and not any(c["line"] == ev.line for c in m.failures.crash_events):

@@ -72,9 +72,15 @@ def stop_place(run: RunSummary, cite_file: bool = False) -> str | None:
     return _after(run, phase, f"{end[1]}, {where}")
 
 
-def _after(run: RunSummary, phase: str, why: str, at: str = "after") -> str:
-    """``after <phase> (<why>), before <next phase>`` (the next phase the run would have reached)."""
+def _after(run: RunSummary, phase: str, why: str, at: str = "after", bar_line: int | None = None) -> str:
+    """``after <phase> (<why>), before <next phase>`` (the next phase the run would have reached).
+    A phase only a progress bar shows (``bar_line``: any "Loading ..." bar, SGLang's diffusion
+    runtime's too) is no start-up the next phase follows where lines the grammar does not read
+    come after the bar: what came next is in them, unread (``...; lines after it not read``)."""
     after = f"{at} {phase} ({why})"
+    if bar_line is not None and any(u.first_line is not None and u.first_line > bar_line
+                                    for u in run.coverage.top_unrecognised):
+        return f"{after}; lines after it not read"
     nxt = _next_phase(run, phase, {p for r in run.per_rank.values() for p in r.phases})
     return f"{after}, before {nxt}" if nxt else after
 
@@ -94,7 +100,7 @@ def _bar_done(run: RunSummary, phase: str, reached: dict[str, str], cite_file: b
     where = f"{os.path.basename(str(run.file or ''))}:{bar.line}" if cite_file else f"line {bar.line}"
     end = END_OF.get(phase)
     missing = f"; '{end[1]}' not in the log" if end else ""
-    return _after(run, phase, f"its progress bar at {bar.n}/{bar.total}, {where}{missing}", "at the end of")
+    return _after(run, phase, f"its progress bar at {bar.n}/{bar.total}, {where}{missing}", "at the end of", bar.line)
 
 
 def left_phase(run: RunSummary, label: str | None) -> str | None:
