@@ -386,3 +386,26 @@ def test_a_first_record_that_names_no_rank_is_not_said_to_be_the_next_named_rank
     cr01 = next(f for f in d.findings if f.rule == "CR01")
     assert "is on a process its line does not name (TP2's record follows at line 497)" in cr01.explanation
     assert "is on TP2" not in cr01.explanation
+
+
+def test_a_traceback_through_torch_compile_ties_the_setting_that_turned_it_on() -> None:
+    """061: enable_torch_compile False -> True among four changed settings, and the failing traceback
+    runs through torch._dynamo's eval_frame and torch._inductor: torch.compile, which runs only where
+    it is asked for; the change is tied to the failure, the others are not."""
+    d = _diff("061")
+    assert d.failing.crash is not None
+    assert [x.key for x in d.facts.config.in_component] == ["enable_torch_compile"]
+    assert d.conclusion.rule == "CFG04"
+    assert "in torch.compile (eval_frame.py" in (d.conclusion.first or "")
+
+
+def test_torch_compile_s_frames_are_a_part_only_where_no_sglang_part_is() -> None:
+    from logforensics.model.phases import component_of
+    from logforensics.model.records import Frame
+
+    dynamo = Frame(path="/usr/lib/python3.10/site-packages/torch/_dynamo/eval_frame.py", line=817,
+                   func="compile_wrapper")
+    spec = Frame(path="/sgl-workspace/sglang/python/sglang/srt/speculative/eagle_worker.py", line=456, func="verify")
+    assert (component_of([dynamo]) or "").startswith("torch.compile (eval_frame.py:817")
+    assert (component_of([dynamo, spec]) or "").startswith("speculative decoding")
+    assert component_of([Frame(path="/x/torch/nn/modules/module.py", line=1, func="forward")]) is None

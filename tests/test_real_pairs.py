@@ -19,14 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "061-mi35x-dsr1-mxfp4-tp8-serves-torch-compile-inductorerror-passmanager-at-graph-capture": (
-        "says nothing in the failing log ties a changed setting to the failure and lists enable_torch_compile "
-        "with equal weight beside cuda_graph_bs, cuda_graph_max_bs and mem_fraction_static, though the failing "
-        "traceback runs through torch._dynamo and torch._inductor (torch.compile, on only with "
-        "enable_torch_compile=True: InductorError compiling a Triton kernel) and SGLang's own hint in the "
-        "file names --enable-torch-compile"),
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..model.phases import component_of
+from ..model.phases import TORCH_COMPILE, component_of
 from ..model.records import NO_MEMORY, Frame
 from ..model.run import RunSummary
 from .sides import Evidence, ev_of, notice_ev, setting
@@ -59,6 +59,7 @@ COMPONENT_SETTINGS: dict[str, tuple[str, ...]] = {
     "constrained decoding (the grammar backend)": ("grammar_backend",),
     "the attention backend": ("attention_backend", "prefill_attention_backend", "decode_attention_backend",
                               "nsa_prefill_backend", "nsa_decode_backend", "nsa_prefill", "nsa_decode"),
+    TORCH_COMPILE: ("enable_torch_compile", "enable_piecewise_cuda_graph"),
 }
 
 

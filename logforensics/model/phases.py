@@ -193,5 +193,15 @@ def component_of(frames: Sequence[Frame]) -> str | None:
         for part, words in COMPONENTS:
             if part in path:
                 return f"{words} ({path.rsplit('/', 1)[-1]}:{fr.line} in {fr.func})"
+    for fr in frames:  # none of SGLang's parts: torch.compile's own frames (dynamo's, inductor's)
+        path = str(fr.path or "").replace("\\", "/")
+        if TORCH_COMPILE_FRAMES.search(path):
+            return f"{TORCH_COMPILE} ({path.rsplit('/', 1)[-1]}:{fr.line} in {fr.func})"
     return None
+
+
+#: torch.compile, which SGLang runs where it is asked to (--enable-torch-compile, piecewise CUDA
+#: graphs): its frames are torch's dynamo and inductor, entered only for a compiled function.
+TORCH_COMPILE = "torch.compile"
+TORCH_COMPILE_FRAMES = re.compile(r"/torch/_(?:dynamo|inductor)/")
 
