@@ -23,9 +23,9 @@ _FMT_STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?")
 #: Dynamo's stamp as far as the planner keeps it: to microseconds or milliseconds (the lengths
 #: the scanner reads), without the zone
 _DYN_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{6}|\.\d{3})?(?=\d*(?:Z|[+-]\d\d:\d\d) )")
-_FMT_RANK = re.compile(r"(?:(?:DP|PP|TP|EP|ATTN_CP|MOE_DP|CP)-?\d+ ?)+")
+_FMT_RANK = re.compile(r"(?:(?:DP|PP|TP|EP|ATTN_CP|MOE_DP|CP|NP)-?\d+ ?)+")
 #: "sglang::scheduler_TP0", "sglang::scheduler_DP1_TP0": SGLang's process title names the rank
-_PROCTITLE = re.compile(r"sglang::scheduler_((?:(?:DP|PP|TP|EP|ATTN_CP|MOE_DP|CP)-?\d+_?)+)")
+_PROCTITLE = re.compile(r"sglang::scheduler_((?:(?:DP|PP|TP|EP|ATTN_CP|MOE_DP|CP|NP)-?\d+_?)+)")
 
 #: Kinds whose text continues another record (see ``body``).
 _BODY_KINDS = frozenset({"indented", "other", "tb_caret", "tb_fragment"})

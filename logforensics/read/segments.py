@@ -90,7 +90,7 @@ _WRAPPER_RE = re.compile(
     r"(?=\[| +\S|Traceback \(most recent call last\):|[A-Za-z_][\w.]*(?:Error|Exception)(?::|$))"
     # indentation before a prefix (a stamp's, or a rank's alone: "  [TP0] ..."), a pool's check line
     # ("  [full] total=..."), or a Ray wrapper: a paste indented as a whole (a Markdown list's code block)
-    r"|[ \t]+(?=\[(?:\d|(?:DP|PP|TP|EP|ATTN_CP|MOE_DP)-?\d[\w ]*\] |(?:full|swa|mamba)\] +total=)|\((?:[\w.\-/]+ )?pid=\d)"
+    r"|[ \t]+(?=\[(?:\d|(?:DP|PP|TP|EP|ATTN_CP|MOE_DP|NP)-?\d[\w ]*\] |(?:full|swa|mamba)\] +total=)|\((?:[\w.\-/]+ )?pid=\d)"
     r"|(?:\^@)+(?=\[\d)"                                        # a terminal's echo of NUL bytes ("^@") before a prefix
     r")"
 )
