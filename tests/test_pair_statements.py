@@ -409,3 +409,14 @@ def test_torch_compile_s_frames_are_a_part_only_where_no_sglang_part_is() -> Non
     assert (component_of([dynamo]) or "").startswith("torch.compile (eval_frame.py:817")
     assert (component_of([dynamo, spec]) or "").startswith("speculative decoding")
     assert component_of([Frame(path="/x/torch/nn/modules/module.py", line=1, func="forward")]) is None
+
+
+def test_schedulers_waiting_on_a_jit_build_lock_while_one_builds_explain_the_hang() -> None:
+    """049: the watchdog's py-spy dumps show TP0-TP2 in aiter's FileBaton.wait under mp_lock and
+    TP3 in _run_ninja_build: the build never finished while the others waited on its lock; the
+    best explanation, not 'cannot tell'."""
+    d = _diff("049")
+    t = d.facts.timer
+    assert t.jit_lock_ranks == ("TP0", "TP1", "TP2") and t.jit_build_ranks == ("TP3",)
+    assert d.conclusion.rule == "HG04"
+    assert "_run_ninja_build" in (d.conclusion.explanation or "")

@@ -10,15 +10,18 @@ start-up figures show free memory. Never both.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..model.hang import TIMERS
-from ..model.records import NO_MEMORY, Cite
+from ..model.rank import rank_sort_key
+from ..model.records import NO_MEMORY, Cite, PyspyDump
 from ..model.run import RunSummary
 from ..model.serving import FIGURES
 from ..model.serving_records import Health, KvPressure, ServingChange, Storm, Thresholds
+from ..model.summary import Hang
 from .sides import Evidence, ev
 
 #: A throughput change counts as a collapse at or below this ratio.
@@ -57,6 +60,41 @@ class TimerFacts:
     #: where the timer is the HTTP server's (its records name no rank) and a rank's timer fired
     #: after it: that one, in words; ``ranks`` are then its ranks, not the first timer's
     then_timer: str | None = None
+    #: the ranks whose py-spy dump shows the main thread waiting on a JIT build's file lock, when
+    #: every dumped scheduler does, and that wait with the build above it (``JIT_LOCK_WAIT``)
+    jit_lock_ranks: tuple[str, ...] = ()
+    jit_lock_frames: str | None = None
+    #: the dumped schedulers that were building then (the lock's holder), and the build's frame
+    jit_build_ranks: tuple[str, ...] = ()
+    jit_build_frame: str | None = None
+
+
+#: A main thread waiting on a kernel build's file lock: one process builds a JIT module (aiter's
+#: ``build_module``, torch's cpp_extension) while the others wait on its lock file
+#: (``FileBaton.wait``); a build that hangs, or a lock its process left behind, keeps them waiting.
+JIT_LOCK_WAIT = re.compile(r"^(?:wait|acquire) \((?:[\w./-]*/)?(?:file_baton|filelock[\w/]*)\.py:\d+\)$")
+#: The frames of the build itself: its lock, its module build, the compiler it runs (ninja).
+JIT_BUILD = re.compile(r"^(?:mp_lock|build_module|_jit_compile|_run_ninja_build|_write_ninja_file_and_compile_objects|"
+                       r"build_extension)\b")
+
+
+def _jit_lock(hang: Hang) -> tuple[tuple[str, ...], str | None, tuple[str, ...], str | None]:
+    """The dumped schedulers waiting on a JIT build's lock (``TimerFacts.jit_lock_ranks``) and the
+    wait with the build frame above it; those building (a build frame in the first frames of their
+    main stack, no lock wait: the one holding the lock) and where. Only where every dumped
+    scheduler with a main stack is one or the other, and one waits."""
+    dumped = [d for d in hang.pyspy if d.main_stack]
+    waiting = [d for d in dumped if JIT_LOCK_WAIT.match(d.main_stack[0])
+               and any(JIT_BUILD.match(f) for f in d.main_stack[1:6])]
+    building = [d for d in dumped if d not in waiting and any(JIT_BUILD.match(f) for f in d.main_stack[:8])]
+    if not waiting or len(waiting) + len(building) < len(dumped):
+        return (), None, (), None
+    first = waiting[0].main_stack
+    build = next(f for f in first[1:6] if JIT_BUILD.match(f))
+    at = next((f for f in building[0].main_stack[:8] if JIT_BUILD.match(f)), None) if building else None
+    def names(dumps: list[PyspyDump]) -> tuple[str, ...]:
+        return tuple(sorted((d.rank or f"pid {d.pid}" for d in dumps), key=rank_sort_key))
+    return names(waiting), f"{first[0]}, under {build}", names(building), at
 
 
 def timer_facts(run: RunSummary) -> TimerFacts:
@@ -99,6 +137,7 @@ def timer_facts(run: RunSummary) -> TimerFacts:
                           "the Python and native stack of every rank: the one that is not in the collective "
                           "is the one the others wait for (SGLang's watchdogs watch serving, not start-up)"))
     evidence = tuple(ev(run, e.line, e.rank, e.text) for e in hang.evidence[:8])
+    jit = _jit_lock(hang)
     rankless = bool(TIMERS.get(hang.timer, {}).get("rankless"))
     after = next((f for f in hang.families or () if f != hang.timer and not TIMERS.get(f, {}).get("rankless")), None) \
         if rankless else None
@@ -112,7 +151,8 @@ def timer_facts(run: RunSummary) -> TimerFacts:
         others_completed=behind.others_completed if behind else None, main_functions=mains,
         watchdog_timeout_set=(run.launch_args or {}).get("watchdog_timeout") if c10d else None,
         next_steps=tuple(steps), evidence=evidence,
-        then_timer=TIMERS.get(after, {}).get("what") if after else None)
+        then_timer=TIMERS.get(after, {}).get("what") if after else None,
+        jit_lock_ranks=jit[0], jit_lock_frames=jit[1], jit_build_ranks=jit[2], jit_build_frame=jit[3])
 
 
 @dataclass(frozen=True)
