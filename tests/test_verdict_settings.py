@@ -168,3 +168,18 @@ def test_one_changed_setting_that_nothing_ties_to_the_failure_is_said_not_named(
     assert "likely cause" not in verdict
     assert "changed, and may matter (nothing in the failing log ties it to the failure): disable_cuda_graph " \
            "False -> True" in verdict
+
+
+def test_a_last_option_that_takes_a_value_and_has_none_is_not_read_as_true() -> None:
+    """A terminal hard-wrapped the command inside '--port' ('... --host 0.0.0.0 --por' then 't 8998',
+    real-unseen 1332): SGLang's argparse reads '--por' as --port (a unique prefix) and would refuse
+    it without a value, so the value is beyond the line: no 'por: True'. A flag of a boolean field,
+    or one no field is named by, stays as read."""
+    from logforensics.model.config import launch_flags
+
+    base = "python -m sglang.launch_server --model-path /m --host 0.0.0.0"
+    assert launch_flags(base + " --por") == {"model_path": "/m", "host": "0.0.0.0"}
+    assert launch_flags(base + " --port") == {"model_path": "/m", "host": "0.0.0.0"}
+    assert launch_flags(base + " --trust-remote-code")["trust_remote_code"] is True
+    assert launch_flags(base + " --my-own-flag")["my_own_flag"] is True
+    assert launch_flags(base + " --port 8998")["port"] == 8998

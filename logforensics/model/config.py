@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from .defaults import defaults_table
 from .registry import handles
 from .serverargs import args_from_command, env_from_command, parse_server_args
 
@@ -85,7 +86,7 @@ def _server_command(m: RunModel, ev: Event, cmd: str) -> None:
         m.notices.add("launch_command", ev)
     c.env.update(env_from_command(_unwrapped(cmd)))
     if not c.launch_args:
-        c.launch_args = flags(args_from_command(_unwrapped(cmd)))
+        c.launch_args = launch_flags(_unwrapped(cmd))
 
 
 def _goes_on(line: str) -> bool:
@@ -115,7 +116,7 @@ def on_indented(m: RunModel, ev: Event) -> None:
     c.launch_command = f"{c.launch_command} {_unwrapped(ev.text.strip())}"
     c.continued = _goes_on(ev.text)
     c.env.update(env_from_command(c.launch_command))
-    c.launch_args = flags(args_from_command(c.launch_command))
+    c.launch_args = launch_flags(c.launch_command)
 
 
 @handles("env")
@@ -156,6 +157,35 @@ def on_retract(m: RunModel, ev: Event) -> None:
     m.timeline.last_serving_line = ev.line
     m.notices.add(ev.kind, ev)
     m.pools.retraction(ev)
+
+
+def launch_flags(command: str) -> dict[str, Any]:
+    """A launch command's options (``flags``), without a last option that takes a value and has
+    none on the line (``--por`` at a terminal's hard wrap of ``--port 8998``, or a command cut
+    there): SGLang's argparse would have refused it, so its value is beyond the line, not True.
+    An option is read as argparse does, by its name or a unique prefix of one (``allow_abbrev``),
+    among the ``ServerArgs`` fields of the versions in ``serverargs_defaults.tsv``."""
+    words = args_from_command(command)
+    out = flags(words)
+    last = words[-1] if words else ""
+    if last.startswith("--") and "=" not in last:
+        key = last[2:].replace("-", "_")
+        default = _server_field_default(key)
+        if out.get(key) is True and default is not None and default not in ("True", "False"):
+            del out[key]
+    return out
+
+
+def _server_field_default(key: str) -> str | None:
+    """The declared default of the ServerArgs field an option names, by its name or a unique
+    prefix of one (argparse's abbreviation), or None when it names none."""
+    fields: dict[str, str] = {}
+    for table in defaults_table().values():
+        fields.update(table)
+    if key in fields:
+        return fields[key]
+    named = [f for f in fields if f.startswith(key)]
+    return fields[named[0]] if len(named) == 1 else None
 
 
 def flags(words: list[str]) -> dict[str, Any]:
