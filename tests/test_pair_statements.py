@@ -420,3 +420,16 @@ def test_schedulers_waiting_on_a_jit_build_lock_while_one_builds_explain_the_han
     assert t.jit_lock_ranks == ("TP0", "TP1", "TP2") and t.jit_build_ranks == ("TP3",)
     assert d.conclusion.rule == "HG04"
     assert "_run_ninja_build" in (d.conclusion.explanation or "")
+
+
+def test_a_rank_that_printed_on_after_its_last_phase_record_is_not_said_to_have_stopped_there() -> None:
+    """054: TP2's last phase record is 'Memory pool end' (line 189), but its lines go on to 250
+    (aiter's fused_moe choices in a forward pass): AL01 says where its phase records put it and
+    that it printed on, not that it stopped after kv_cache_alloc."""
+    d = _diff("054")
+    row = d.facts.alignment.ranks["TP2"]
+    assert row.went_on and row.last_line == 250
+    al01 = next(f for f in d.findings if f.rule == "AL01")
+    assert "its last phase record puts it after kv_cache_alloc (Memory pool end, line 189), and it printed on to line 250" \
+        in al01.explanation
+    assert "it stopped after kv_cache_alloc" not in al01.explanation

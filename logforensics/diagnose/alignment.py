@@ -26,6 +26,9 @@ class RankAlignment:
     missing_phases: tuple[str, ...]
     last_line: int | None
     last_text: str | None
+    #: the failing rank printed lines after its last phase record (lines no phase is read from:
+    #: a kernel's choices in a forward pass), so where it stopped is not its last phase record
+    went_on: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,11 @@ def alignment(fail: RunSummary, base: RunSummary, fc: Coverage, bc: Coverage) ->
             missing = tuple(p for p in bc.rank_phases.get(rank, ()) if phase_index(p) > phase_index(f_phase))
         seen = fail.last_seen.get(frank or "", NOT_SEEN)
         left = left_phase(fail, frank) if frank is not None and f_phase is not None else None
+        record = fail.per_rank.get(frank or "")
+        span = record.phases.get(f_phase or "") if record is not None else None
+        went_on = span is not None and seen.line is not None and seen.line > span.last_line
         per_rank[rank] = RankAlignment(rank, frank, bc.rank_reached.get(rank), f_phase, left, missing,
-                                       seen.line, seen.text)
+                                       seen.line, seen.text, went_on)
     first: FirstMissing | None = None
     for phase in PHASES:
         behind = [r for r, a in per_rank.items() if phase in a.missing_phases]
