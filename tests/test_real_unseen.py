@@ -213,6 +213,18 @@ PENDING: dict[tuple[str, str], str] = {
                                       "description and is the capture's only when drawn while a rank captures; as "
                                       "DP5 TP5's wrapped capture-begin line (1) is unrecognised, no rank is in "
                                       "cuda_graph_capture and the bar is given to no phase",
+    ("crash", "1510"): "placed in serving and given to rank '-': uvicorn's 'ERROR:    [Errno 98] error while "
+                       "attempting to bind on address ('127.0.0.1', 39321): address already in use' (line 30), the "
+                       "launcher's HTTP server failing to bind right after 'Warmup ended' and 'Application startup "
+                       "complete.' (lines 28-29), is read as the unranked scheduler's crash ('rank_inferred_from': "
+                       "single_rank_run) in a serving phase no request reached, and called 'a native failure, no "
+                       "Python exception' (it is uvicorn's logged OSError)",
+    ("phase_reached", "1510"): "rank '-' is placed in serving (the crash's phase): the one prefill batch (line 27) "
+                               "is the compile-deep-gemm warm-up's ('Running warmup compile-deep-gemm', line 19, "
+                               "then 'Warmup ended', line 28), and no request was served before the bind failed",
+    ("fatal_line", "1513"): "cited at line 8, the first 'File' frame, not at line 6: the traceback's first shown "
+                            "line is the code line '    decode = capture_decode_graph(model_runner=model_runner)' "
+                            "(6) with its carets (7), whose own frame line is above the printed tail",
 }
 
 
