@@ -197,22 +197,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("key_figure[kv_tokens]", "1464"): "nothing found: sglang-jax's '[2026-05-15 03:25:07 NP0] JAX MLA KV Cache "
-                                       "allocated. #tokens: 1786880, KV size: 21.31 GB' (line 4) is unrecognised, "
-                                       "as are the other NP0 records (lines 1-3): the 'NP0' prefix and the 'JAX MLA' "
-                                       "form of the KV line are not read",
-    ("phase_reached", "1481"): "no rank placed in cuda_graph_capture (every rank's phase '-'): DP5 TP5's 'Capture cuda "
-                               "graph begin. This can take up to several minutes. a' (line 1), hard-wrapped by a "
-                               "94-column terminal onto 'vail mem=24.47 GB' (line 2), and the three '[... DPn TPn] "
-                               "Registering 0 cuda graph addresses' lines (4-6), padded with spaces to the terminal's "
-                               "width, are unrecognised",
-    ("key_figure[capture_begin_avail]", "1481"): "nothing found: the capture-begin line is cut by the terminal's hard "
-                                                 "wrap after 'minutes. a' and its 'vail mem=24.47 GB' (line 2) is not "
-                                                 "joined to it",
-    ("key_figure[progress]", "1481"): "nothing found: the bare bar '  0%|...| 0/32 [00:00<?, ?it/s]' (line 3) has no "
-                                      "description and is the capture's only when drawn while a rank captures; as "
-                                      "DP5 TP5's wrapped capture-begin line (1) is unrecognised, no rank is in "
-                                      "cuda_graph_capture and the bar is given to no phase",
     ("crash", "1510"): "placed in serving and given to rank '-': uvicorn's 'ERROR:    [Errno 98] error while "
                        "attempting to bind on address ('127.0.0.1', 39321): address already in use' (line 30), the "
                        "launcher's HTTP server failing to bind right after 'Warmup ended' and 'Application startup "
