@@ -1599,3 +1599,25 @@ def test_a_loading_bar_then_lines_not_read_names_no_next_phase(tmp_path: Path) -
     assert place.endswith("; lines after it not read") and "before kv_cache_alloc" not in place
     log.write_text(bar, encoding="utf-8")
     assert (stop_place(summarize_file(str(log))) or "").endswith(", before kv_cache_alloc")
+
+
+def test_the_http_server_s_bind_error_is_no_scheduler_s_and_no_native_failure(tmp_path: Path) -> None:
+    """uvicorn logs its OSError ('[Errno 98] error while attempting to bind ...: address already in
+    use') in a single-process log (real-unseen 1510): the HTTP server's record, not the unnamed
+    scheduler's ('-'), and what it raised is said as uvicorn's logged error, not a native failure."""
+    from logforensics.model.failures import native_exception_words
+    from logforensics.render.terminal import render_crash
+
+    log = tmp_path / "run.log"
+    log.write_text("[2026-09-12 12:29:03] Prefill batch, #new-seq: 1, #new-token: 4, #cached-token: 0, token usage: 0.02, "
+                   "#running-req: 0, #queue-req: 0\n[2026-09-12 12:29:03] INFO:     Application startup complete.\n"
+                   "[2026-09-12 12:29:03] ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', "
+                   "39321): address already in use\n", encoding="utf-8")
+    s = summarize_file(str(log))
+    assert s.crash is not None and s.crash.first_rank is None and s.crash.ranks == []
+    assert "uvicorn logged its OSError" in native_exception_words(s.crash.source)
+    from rich.console import Console
+    console = Console(width=200, record=True)
+    console.print(render_crash(s.crash))
+    text = console.export_text()
+    assert "a native failure" not in text and "uvicorn logged its OSError" in text

@@ -197,12 +197,11 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("crash", "1510"): "placed in serving and given to rank '-': uvicorn's 'ERROR:    [Errno 98] error while "
-                       "attempting to bind on address ('127.0.0.1', 39321): address already in use' (line 30), the "
-                       "launcher's HTTP server failing to bind right after 'Warmup ended' and 'Application startup "
-                       "complete.' (lines 28-29), is read as the unranked scheduler's crash ('rank_inferred_from': "
-                       "single_rank_run) in a serving phase no request reached, and called 'a native failure, no "
-                       "Python exception' (it is uvicorn's logged OSError)",
+    ("crash", "1510"): "placed in serving: uvicorn's 'ERROR:    [Errno 98] error while attempting to bind on "
+                       "address ('127.0.0.1', 39321): address already in use' (line 30), the launcher's HTTP server "
+                       "failing to bind right after 'Warmup ended' and 'Application startup complete.' (lines 28-29), "
+                       "is placed in the serving phase the warm-up's batch (line 27) put the unnamed process in, no "
+                       "request reached (no longer given to that process, nor called a native failure)",
     ("phase_reached", "1510"): "rank '-' is placed in serving (the crash's phase): the one prefill batch (line 27) "
                                "is the compile-deep-gemm warm-up's ('Running warmup compile-deep-gemm', line 19, "
                                "then 'Warmup ended', line 28), and no request was served before the bind failed",

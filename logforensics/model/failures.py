@@ -22,6 +22,7 @@ from .hang import title_rank
 from .phases import PHASE_END, phase_of_frames, scheduler_step
 from .rank import NO_RANK, PHASE_INDEX, TORCH_RANK, draws_bars, torch_rank_label
 from .registry import handles
+from .summary import NATIVE_NO_EXCEPTION
 
 if TYPE_CHECKING:
     from .run import RunModel
@@ -507,6 +508,13 @@ def process_phrase(source: str | None) -> str | None:
 
 #: The source of uvicorn's record that the HTTP server could not bind its address (``on_uvicorn_msg``).
 HTTP_SOURCE = "http_server"
+
+
+def native_exception_words(source: str | None) -> str:
+    """What a crash without a Python exception raised, in words: uvicorn's logged error (its
+    OSError caught and logged, no traceback) or a native failure's none."""
+    return ("none in this log (the HTTP server's error record: uvicorn logged its OSError, no traceback)"
+            if source == HTTP_SOURCE else NATIVE_NO_EXCEPTION)
 #: The source of a piecewise CUDA graph runner's error record (``on_pcg_failed``).
 PCG_SOURCE = "piecewise_cuda_graph"
 #: The source of the KV allocator's error record (``on_kv_alloc_failed``).

@@ -38,6 +38,7 @@ from .coverage import record_count, vllm_records
 from .failures import (
     CPP_RAISED_SOURCE,
     HEADERLESS_DUMP,
+    HTTP_SOURCE,
     LOGGED_THEN_RAISED,
     PCG_SOURCE,
     cpp_exception_words,
@@ -368,7 +369,8 @@ def resolve(m: RunModel, records: list[dict[str, Any]]) -> None:
         rank = _rank_of_gpu(m, oom["gpu"], records) if oom and oom.get("gpu") is not None and tp_labels else None
         if rank is not None:
             c["rank"], c["rank_inferred_from"] = rank
-        elif single and c.get("source") != WARMUP_SOURCE:  # the warm-up request is the launcher's, no scheduler's
+        elif single and c.get("source") not in (WARMUP_SOURCE, HTTP_SOURCE):
+            # (the warm-up request is the launcher's, the bind error the HTTP server's: no scheduler's)
             c["rank"], c["rank_inferred_from"] = NO_RANK, "single_rank_run"
     # One C++ abort per rank and no rank printed: every rank died the same way.
     if unranked_native and labelled and len(unranked_native) >= len(labelled):

@@ -18,9 +18,9 @@ from markupsafe import Markup
 from ..diagnose.engine import Diagnosis
 from ..diagnose.facts import plain
 from ..events import PHASES
+from ..model.failures import native_exception_words
 from ..model.records import NOT_SEEN, PhaseSpan
 from ..model.run import RunSummary
-from ..model.summary import NATIVE_NO_EXCEPTION
 from ..units import gib
 from .figure import Figure
 
@@ -166,7 +166,7 @@ def _rank_crashes(r: RunSummary) -> dict[str, dict[str, Any]]:
     for rank in crash.ranks or []:
         out.setdefault(rank, {"phase": crash.phase, "line": crash.line if rank == crash.first_rank else None,
                               "ts": crash.ts if rank == crash.first_rank else None,
-                              "exception": crash.exception or (NATIVE_NO_EXCEPTION if crash.native else ""),
+                              "exception": crash.exception or (native_exception_words(crash.source) if crash.native else ""),
                               "file": crash.file or r.file})
     return out
 

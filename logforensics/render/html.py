@@ -33,9 +33,9 @@ from ..diagnose.facts import plain
 from ..diagnose.rulespec import SEVERITIES
 from ..diagnose.settings import SettingDiff
 from ..events import PHASES
+from ..model.failures import native_exception_words
 from ..model.records import NO_QUANTILES, Quantiles
 from ..model.run import RunSummary
-from ..model.summary import NATIVE_NO_EXCEPTION
 from ..outputs import write_output
 from ..units import fmt, gib
 from ..version import __version__
@@ -339,7 +339,7 @@ def _crash_marks(label: str, r: RunSummary) -> list[CrashMark]:
     if r.crash and not marks:
         marks.append(CrashMark(label, "unknown rank", r.crash.phase or "unknown phase",
                                _where(r.crash.file or r.file, r.crash.line),
-                               r.crash.exception or (NATIVE_NO_EXCEPTION if r.crash.native else "fatal error")))
+                               r.crash.exception or (native_exception_words(r.crash.source) if r.crash.native else "fatal error")))
     return marks
 
 
@@ -454,7 +454,7 @@ def _tracebacks(label: str, r: RunSummary) -> list[TracebackView]:
             exc.text or ""))
     if not out and r.crash:  # a native abort or torn traceback: no exception record, show what was printed
         c = r.crash
-        out.append(TracebackView(label, c.exception or (NATIVE_NO_EXCEPTION if c.native else "fatal error"),
+        out.append(TracebackView(label, c.exception or (native_exception_words(c.source) if c.native else "fatal error"),
                                  _head(c.message),
                                  ", ".join(c.ranks or []) or "rank not printed", c.phase or "unknown phase",
                                  _where(c.file or r.file, c.line), c.count or 1, c.text or ""))

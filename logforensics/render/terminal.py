@@ -17,12 +17,12 @@ from rich.text import Text
 
 from ..artefacts.types import Artefacts
 from ..model.beside import END_RECORD, SOURCES, stops_unexplained
-from ..model.failures import ARGPARSE_SOURCE, CPP_RAISED_SOURCE, headerless_dump
+from ..model.failures import ARGPARSE_SOURCE, CPP_RAISED_SOURCE, headerless_dump, native_exception_words
 from ..model.pools import POST_CAPTURE_ENV
 from ..model.records import NO_MEMORY, NOT_SEEN, Cite, ClockAnchor, ClockMove, LoggedError, MemoryPools
 from ..model.run import RunSummary
 from ..model.stops import stop_place
-from ..model.summary import NATIVE_NO_EXCEPTION, Crash, DistinctException, Hang
+from ..model.summary import Crash, DistinctException, Hang
 from ..units import fmt, gib
 from .beside import beside_lines
 from .console import clip, plain, printable
@@ -276,7 +276,7 @@ def print_errors(errors: Sequence[LoggedError], console: Console, most: int = 5)
 
 def render_crash(crash: Crash) -> Panel:
     rows: list[Any] = []
-    exc = crash.exception or (NATIVE_NO_EXCEPTION if crash.native else
+    exc = crash.exception or (native_exception_words(crash.source) if crash.native else
                               f"none: ended from outside ({SOURCES[crash.source]})" if crash.source in SOURCES
                               else "none in a faulthandler stack dump (its header is not in this log)"
                               if headerless_dump(crash.source, crash.exception)
