@@ -61,7 +61,7 @@ class TimerFacts:
     #: after it: that one, in words; ``ranks`` are then its ranks, not the first timer's
     then_timer: str | None = None
     #: the ranks whose py-spy dump shows the main thread waiting on a JIT build's file lock, when
-    #: every dumped scheduler does, and that wait with the build above it (``JIT_LOCK_WAIT``)
+    #: every other dumped scheduler is building, and that wait with the build above it (``_jit_lock``)
     jit_lock_ranks: tuple[str, ...] = ()
     jit_lock_frames: str | None = None
     #: the dumped schedulers that were building then (the lock's holder), and the build's frame
@@ -92,6 +92,7 @@ def _jit_lock(hang: Hang) -> tuple[tuple[str, ...], str | None, tuple[str, ...],
     first = waiting[0].main_stack
     build = next(f for f in first[1:6] if JIT_BUILD.match(f))
     at = next((f for f in building[0].main_stack[:8] if JIT_BUILD.match(f)), None) if building else None
+
     def names(dumps: list[PyspyDump]) -> tuple[str, ...]:
         return tuple(sorted((d.rank or f"pid {d.pid}" for d in dumps), key=rank_sort_key))
     return names(waiting), f"{first[0]}, under {build}", names(building), at
