@@ -1615,6 +1615,9 @@ def test_the_http_server_s_bind_error_is_no_scheduler_s_and_no_native_failure(tm
                    "39321): address already in use\n", encoding="utf-8")
     s = summarize_file(str(log))
     assert s.crash is not None and s.crash.first_rank is None and s.crash.ranks == []
+    # (SGLang starts its HTTP server before the warm-up request: a custom warm-up's batch before it
+    # puts the run in no serving phase the failure is in)
+    assert s.crash.phase == "warmup"
     assert "uvicorn logged its OSError" in native_exception_words(s.crash.source)
     from rich.console import Console
     console = Console(width=200, record=True)

@@ -197,14 +197,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("crash", "1510"): "placed in serving: uvicorn's 'ERROR:    [Errno 98] error while attempting to bind on "
-                       "address ('127.0.0.1', 39321): address already in use' (line 30), the launcher's HTTP server "
-                       "failing to bind right after 'Warmup ended' and 'Application startup complete.' (lines 28-29), "
-                       "is placed in the serving phase the warm-up's batch (line 27) put the unnamed process in, no "
-                       "request reached (no longer given to that process, nor called a native failure)",
-    ("phase_reached", "1510"): "rank '-' is placed in serving (the crash's phase): the one prefill batch (line 27) "
-                               "is the compile-deep-gemm warm-up's ('Running warmup compile-deep-gemm', line 19, "
-                               "then 'Warmup ended', line 28), and no request was served before the bind failed",
     ("fatal_line", "1513"): "cited at line 8, the first 'File' frame, not at line 6: the traceback's first shown "
                             "line is the code line '    decode = capture_decode_graph(model_runner=model_runner)' "
                             "(6) with its carets (7), whose own frame line is above the printed tail",

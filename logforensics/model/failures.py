@@ -805,8 +805,14 @@ def on_uvicorn_msg(m: RunModel, ev: Event) -> None:
         m.notices.add("shutdown", ev)
     elif ev.fields.get("level") == "ERROR" and _BIND_FAILED in message:
         # uvicorn could not listen (a port another process holds): it exits, and the server
-        # never answers on that port; what fails after it (a warm-up request timing out) follows
-        _native_crash(m, ev, None, message, source=HTTP_SOURCE, native_kind="http_bind")
+        # never answers on that port; what fails after it (a warm-up request timing out) follows.
+        # SGLang starts its HTTP server once every scheduler is ready, before the launcher's
+        # warm-up request: with no request answered and no readiness, the failure is in the
+        # warm-up, whatever batches a custom warm-up (--warmups) ran before it
+        t = m.timeline
+        phase = None if t.ready or t.answered else "warmup"
+        _native_crash(m, ev, None, message, source=HTTP_SOURCE, native_kind="http_bind",
+                      **({"phase": phase} if phase else {}))
     elif message.startswith("Uvicorn running on"):
         if m.timeline.http_up is None:
             m.timeline.http_up = ev.line
