@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..model.failures import (
@@ -16,10 +17,10 @@ from ..model.failures import (
     process_phrase,
 )
 from ..model.phases import component_of, placing_function, scheduler_step, where_failed
-from ..model.records import Frame, OomFigures
+from ..model.records import Frame, Occurrence, OomFigures
 from ..model.run import RunSummary
 from ..model.stops import left_phase
-from ..model.summary import Crash
+from ..model.summary import Crash, DistinctException
 from ..read.assemble import WARMUP_SOURCE
 from ..units import clip
 from .sides import Evidence, ev, ev_of, notice_ev
@@ -205,31 +206,33 @@ def _bind(run: RunSummary, crash: Crash,
         return own, None, None, None
     if crash.oom is not None or crash.phase is None:
         return None
-    for rank in ranks[1:]:
-        for e in run.exceptions:
-            o = next((o for o in e.occurrences if o.rank == rank), None)
-            held = address_in_use(e.message) if o is not None and e.phase == crash.phase else None
-            if o is not None and held is not None:
-                return held, rank, ev(run, o.end_line or o.line, rank, f"{e.exception or 'error'}: {_head(e.message or '')}"), \
-                    e.exception
+    for rank, e, o in _later_tracebacks(run, ranks):
+        held = address_in_use(e.message) if e.phase == crash.phase else None
+        if held is not None:
+            at = ev(run, o.end_line or o.line, rank, f"{e.exception or 'error'}: {_head(e.message or '')}")
+            return held, rank, at, e.exception
     return None
 
 
 def _later_own(run: RunSummary, ranks: tuple[str, ...]) -> tuple[str, ...]:
     """The ranks after the first whose own traceback is a failure of their own (out of memory,
     an address in use), each with its exception, why and line (``CrashFacts.later_own``)."""
-    out = []
+    out: dict[str, str] = {}
+    for rank, e, o in _later_tracebacks(run, ranks):
+        why = "out of memory" if o.oom is not None or e.oom is not None \
+            else "an address in use" if address_in_use(e.message) else None
+        if why and rank not in out:
+            out[rank] = f"{rank}: {e.exception or 'no exception line'} ({why}), line {o.line}"
+    return tuple(out.values())
+
+
+def _later_tracebacks(run: RunSummary, ranks: tuple[str, ...]) -> Iterator[tuple[str, DistinctException, Occurrence]]:
+    """Each rank after the first, with each distinct traceback it printed and its print of it."""
     for rank in ranks[1:]:
         for e in run.exceptions:
             o = next((o for o in e.occurrences if o.rank == rank), None)
-            if o is None:
-                continue
-            why = "out of memory" if o.oom is not None or e.oom is not None \
-                else "an address in use" if address_in_use(e.message) else None
-            if why:
-                out.append(f"{rank}: {e.exception or 'no exception line'} ({why}), line {o.line}")
-                break
-    return tuple(out)
+            if o is not None:
+                yield rank, e, o
 
 
 def _where(run: RunSummary, crash: Crash) -> str:

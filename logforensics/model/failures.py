@@ -108,6 +108,8 @@ class Failures:
         crashes = later.crash_events
         if self.cpp_frame_seen:
             crashes = [c for c in crashes if not c.get("cpp_frame")]
+        elif later.cpp_stack is not None:  # the later part's stack is the first: its record is kept
+            self.cpp_stack = later.cpp_stack
         self.crash_events.extend(crashes)
         self.cpp_frame_seen = self.cpp_frame_seen or later.cpp_frame_seen
         self.cann_hint = later.cann_hint or self.cann_hint
@@ -117,8 +119,6 @@ class Failures:
         if later.c10d_seen:
             self.last_c10d, self.c10d_seen = later.last_c10d, True
         self.c10d_lines.update(later.c10d_lines)
-        self.cpp_stack = self.cpp_stack if later.cpp_stack is None or crashes is not later.crash_events \
-            else later.cpp_stack
         hangs = later.hang_events
         if self.hang_events and hangs and hangs[0].get("kind") == "exception":
             hangs = hangs[1:]
@@ -509,12 +509,6 @@ def process_phrase(source: str | None) -> str | None:
 #: The source of uvicorn's record that the HTTP server could not bind its address (``on_uvicorn_msg``).
 HTTP_SOURCE = "http_server"
 
-
-def native_exception_words(source: str | None) -> str:
-    """What a crash without a Python exception raised, in words: uvicorn's logged error (its
-    OSError caught and logged, no traceback) or a native failure's none."""
-    return ("none in this log (the HTTP server's error record: uvicorn logged its OSError, no traceback)"
-            if source == HTTP_SOURCE else NATIVE_NO_EXCEPTION)
 #: The source of a piecewise CUDA graph runner's error record (``on_pcg_failed``).
 PCG_SOURCE = "piecewise_cuda_graph"
 #: The source of the KV allocator's error record (``on_kv_alloc_failed``).
@@ -529,6 +523,13 @@ RUNPY_SOURCE = "runpy"
 #: Errors SGLang (or torch's c10d) logs and then raises, and argparse's, which it prints before
 #: it exits: without a traceback's exception line, the logged message says what failed.
 LOGGED_THEN_RAISED = frozenset({PCG_SOURCE, KV_ALLOC_SOURCE, CPP_RAISED_SOURCE, ARGPARSE_SOURCE})
+
+
+def native_exception_words(source: str | None) -> str:
+    """What a crash without a Python exception raised, in words: uvicorn's logged error (its
+    OSError caught and logged, no traceback) or a native failure's none."""
+    return ("none in this log (the HTTP server's error record: uvicorn logged its OSError, no traceback)"
+            if source == HTTP_SOURCE else NATIVE_NO_EXCEPTION)
 
 
 @handles("argparse_error")
