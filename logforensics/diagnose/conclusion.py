@@ -31,6 +31,7 @@ from ..model.stops import stop_place
 from ..units import clip
 from .facts import Facts
 from .settings import ACTS_ON
+from .sides import same_checkpoint
 
 if TYPE_CHECKING:
     from .engine import Finding
@@ -315,7 +316,7 @@ def _moved_checkpoint(facts: Facts, key: str) -> bool:
     if d is None or not isinstance(d.baseline, str) or not isinstance(d.failing, str) \
             or "/" not in d.baseline or "/" not in d.failing:
         return False
-    return d.baseline.rstrip("/").rsplit("/", 1)[-1] == d.failing.rstrip("/").rsplit("/", 1)[-1]
+    return same_checkpoint(d.baseline, d.failing)
 
 
 def _builds_differ(facts: Facts) -> bool:

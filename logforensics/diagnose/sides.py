@@ -258,10 +258,14 @@ def setup_values(run: RunSummary) -> dict[str, Any]:
     return values
 
 
+def same_checkpoint(a: str, b: str) -> bool:
+    """Whether two paths name the same checkpoint, perhaps under another directory (their last part)."""
+    return a.strip().rstrip("/").rsplit("/", 1)[-1] == b.strip().rstrip("/").rsplit("/", 1)[-1]
+
+
 def _same(key: str, a: Any, b: Any) -> bool:
     if key == "model_path" and isinstance(a, str) and isinstance(b, str):
-        # The same checkpoint under another directory is the same model.
-        return a.strip().rstrip("/").rsplit("/", 1)[-1] == b.strip().rstrip("/").rsplit("/", 1)[-1]
+        return same_checkpoint(a, b)  # the same checkpoint under another directory is the same model
     if isinstance(a, str) and isinstance(b, str):
         return a.strip() == b.strip()
     try:
