@@ -1624,3 +1624,16 @@ def test_the_http_server_s_bind_error_is_no_scheduler_s_and_no_native_failure(tm
     console.print(render_crash(s.crash))
     text = console.export_text()
     assert "a native failure" not in text and "uvicorn logged its OSError" in text
+
+
+def test_a_frames_code_line_and_its_carets_under_a_wrappers_text_begin_the_traceback() -> None:
+    # a wrapper's words, then the tail of a traceback: a frame's code line with the carets Python
+    # 3.11+ prints under it, its File line above the tail, then the frames below it
+    s = summarize("waiting for die 0 to come back to idle...\n"
+                  "FAILED:\n"
+                  "    decode = capture_decode_graph(model_runner=model_runner)\n"
+                  "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+                  '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 478, in capture\n'
+                  "    runner = CudaGraphRunner(model_runner)\n"
+                  "RuntimeError: capture failed\n")
+    assert s.crash is not None and s.crash.line == 3 and s.crash.exception == "RuntimeError"

@@ -983,6 +983,16 @@ def test_a_paste_with_a_line_number_gutter_reads_as_the_log(gutter: str, chunk: 
     assert only(read(grep, chunk), "exception").fields["exception"] == "RuntimeError"
 
 
+@pytest.mark.parametrize("head", ['"server.log" 16498L, 2947832B', '"2.log" [readonly] 120L, 9001B'])
+def test_an_editors_numbered_view_under_its_file_message_reads_as_the_log(head: str) -> None:
+    """A screen copy of vim with ``:set number``: the message it shows above the file opened
+    (``"NAME" NL, NB``), then every line behind its number: read as the log it is."""
+    lines = PASTE.splitlines(keepends=True)
+    numbered = head + "\n" + "".join(f"{16433 + i:5d} " + line for i, line in enumerate(lines))
+    got = [(k, line - 1, end - 1 if end else end, *rest) for k, line, end, *rest in _plain(read(numbered))[1:]]
+    assert got == _plain(read(PASTE))
+
+
 @pytest.mark.parametrize("text", [
     "2025-06-01 12:00:00 INFO a\n2025-06-01 12:00:01 INFO b\n2025-06-01 12:00:02 INFO c\n",  # dates
     "0: [2025-02-18 14:31:01 TP0] a\n1: [2025-02-18 14:31:01 TP1] b\n0: [2025-02-18 14:31:02 TP0] c\n",  # Slurm

@@ -88,12 +88,6 @@ PENDING: dict[tuple[str, str], str] = {
                            "Python error: \"Segmentation fault' runs on from a cut File line ('  File \".../"
                            "disaggregation/utils.pyFatal Python error: ...'); the header is not read inside that line, "
                            "and the verdict says the dump's 'header is not in this log'",
-    ("crash", "671"): "the crash has no phase ('during an unknown phase'): every line carries vim's line number "
-                      "('16434   File \".../scheduler.py\", line 4656, in run_scheduler_process'), which keeps the "
-                      "frame lines from being read as frames (only the header's stamp and rank are found after it, "
-                      "line 2), so crash.frames is empty and dispatch_event_loop -> "
-                      "'scheduler.event_loop_overlap_disagg_decode()' (lines 8-10) does not place DP2 TP2 EP2 in "
-                      "serving, as the same frames do in 677",
     ("phase_reached", "672"): "the unnamed process '-' is placed in serving by the /metrics answers (lines 4 and 8: the "
                               "HTTP server up), though the health check is refused on lines 2 and 6 ('\"GET /health "
                               "HTTP/1.1\" 503 Service Unavailable'); the outcome is incomplete ('up, not ready'), "
@@ -197,9 +191,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("fatal_line", "1513"): "cited at line 8, the first 'File' frame, not at line 6: the traceback's first shown "
-                            "line is the code line '    decode = capture_decode_graph(model_runner=model_runner)' "
-                            "(6) with its carets (7), whose own frame line is above the printed tail",
 }
 
 

@@ -197,11 +197,14 @@ HTTP_REQUEST_SOURCE = "http_request"
 
 
 def _code_above(held: list[Event]) -> list[Event]:
-    """The indented lines at the end of ``held`` (at most ``_CODE_LINES``, after its first line):
-    the code of a frame whose File line is not in the log, when a frame follows them."""
+    """The indented lines at the end of ``held`` with the carets Python printed under them (at
+    most ``_CODE_LINES``, after its first line, beginning with a code line): the code of a frame
+    whose File line is not in the log, when a frame follows them."""
     n = 0
-    while n < min(_CODE_LINES, len(held) - 1) and held[-1 - n].kind == "indented":
+    while n < min(_CODE_LINES, len(held) - 1) and held[-1 - n].kind in ("indented", "tb_caret"):
         n += 1
+    while n and held[len(held) - n].kind != "indented":  # carets under no code line here
+        n -= 1
     return held[len(held) - n:] if n else []
 
 

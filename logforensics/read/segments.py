@@ -405,6 +405,9 @@ NO_MARGIN = Margin()
 GUTTER = re.compile(rb" {0,8}(\d{1,9})(?::|-(?!\d)|\t| +)")
 #: The same at the start of every line of a block (what a gutter's margin takes off).
 GUTTERS = re.compile(b"(?m)^" + GUTTER.pattern)
+#: The message an editor shows above the file it opened (vim's ``"server.log" 16498L, 2947832B``,
+#: ``[readonly]`` and like marks between): a screen copy of a numbered view begins with it.
+_EDITOR_HEAD = re.compile(rb'"[^"\n]+"(?: \[[\w -]+\])* \d+L, \d+B')
 #: Numbered lines that decide a gutter before ``SNIFF_BYTES`` came (each numbered higher).
 _GUTTER_LINES = 8
 #: Lines (not empty) a margin needs at least, to be told from the log's own indentation.
@@ -447,7 +450,7 @@ class PasteMargin:
                 end = n
             line = bytes(held[pos:end]).rstrip(b"\r")
             pos = end + 1
-            if not line.strip(b" \t") or line == b"--":
+            if not line.strip(b" \t") or line == b"--" or not self._lines and _EDITOR_HEAD.fullmatch(line):
                 continue
             self._lines += 1
             if self._numbered:
