@@ -200,6 +200,10 @@ PENDING: dict[tuple[str, str], str] = {
     ("fatal_line", "1513"): "cited at line 8, the first 'File' frame, not at line 6: the traceback's first shown "
                             "line is the code line '    decode = capture_decode_graph(model_runner=model_runner)' "
                             "(6) with its carets (7), whose own frame line is above the printed tail",
+    ("key_figure[load_end_avail]", "1520"): "[152.87, 152.85, 152.87, 152.91]: the four 'Load weight end' figures "
+                                            "in rank order (TP0 first), not in the order of the lines (TP1's 152.85 "
+                                            "at line 1, then TP0's 152.87, TP2's 152.87, TP3's 152.91); the values "
+                                            "agree, their order does not",
 }
 
 
