@@ -42,6 +42,11 @@ def test_cache_written_read_and_damaged_give_the_same_diagnosis(tmp_path: Path) 
     entries = sorted(cache.iterdir())
     assert any(e.name.startswith("__jinja2_") for e in entries), "the compiled templates were not kept"
     assert any(e.name.startswith("lark-record-") for e in entries), "the analysed grammar was not kept"
+    # named by the grammar's digest: another version of the grammar keeps a file of its own
+    import hashlib
+    digest = hashlib.sha256((ROOT / "grammars" / "sglang.lark").read_bytes()).hexdigest()[:16]
+    assert {e.name for e in entries if e.name.startswith("lark-")} == {
+        f"lark-{start}-py{sys.version_info[0]}{sys.version_info[1]}-{digest}.pickle" for start in ("record", "fallback")}
     assert cache.stat().st_mode & 0o777 == 0o700, "the cache must be the user's own"
     assert _diff(tmp, out) == first
     for entry in entries:  # damaged: truncated or replaced by junk

@@ -9,9 +9,11 @@ The stages: parse here, name fields by terminal (``terminals.py``), walk the tre
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from functools import cache, lru_cache
+from importlib import resources
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
@@ -28,11 +30,16 @@ def parsers() -> tuple[Lark, Lark]:
 
     Lark's analysis of the grammar (about 0.3 s) is kept between runs in the user's private
     cache directory (``cachedir.py``), never in Lark's default file of the shared temporary
-    directory: Lark loads the file with ``pickle``, so whoever could write it could run code."""
+    directory: Lark loads the file with ``pickle``, so whoever could write it could run code.
+    The file's name holds the grammar's digest: two installed versions of the package keep a
+    file each, instead of rebuilding and rewriting one file in turn."""
+    text = resources.files("logforensics.grammars").joinpath("sglang.lark").read_bytes()
+    digest = hashlib.sha256(text).hexdigest()[:16]
+
     def build(start: str) -> Lark:
         directory = private_dir()
         cached: str | bool = False if directory is None else os.path.join(
-            directory, f"lark-{start}-py{sys.version_info[0]}{sys.version_info[1]}.pickle")
+            directory, f"lark-{start}-py{sys.version_info[0]}{sys.version_info[1]}-{digest}.pickle")
         return Lark.open_from_package("logforensics.grammars", "sglang.lark", ("",), start=start, parser="lalr",
                                       lexer="contextual", propagate_positions=False, maybe_placeholders=False,
                                       cache=cached)
