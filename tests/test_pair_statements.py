@@ -433,3 +433,56 @@ def test_a_rank_that_printed_on_after_its_last_phase_record_is_not_said_to_have_
     assert "its last phase record puts it after kv_cache_alloc (Memory pool end, line 189), and it printed on to line 250" \
         in al01.explanation
     assert "it stopped after kv_cache_alloc" not in al01.explanation
+
+
+def test_a_traceback_through_the_draft_worker_ties_the_speculative_setting() -> None:
+    """066: the failing traceback fails in the attention backend's top-k (unchanged), called by the
+    draft model's forward that speculative decoding's draft extend ran (eagle_worker_v2.py): the
+    change that turned speculative decoding on is tied to the failure, the part the call ran
+    through, and said to be that, not where it failed."""
+    d = _diff("066")
+    assert [x.key for x in d.facts.config.in_component] == ["speculative_algorithm"]
+    assert (d.facts.config.in_component_at or "").startswith("speculative decoding (eagle_worker_v2.py:965")
+    assert d.conclusion.rule == "CFG04"
+    assert "which the failing run's traceback ran through" in d.verdict
+
+
+def test_every_part_a_traceback_ran_through_innermost_first() -> None:
+    from logforensics.model.phases import components_of
+    from logforensics.model.records import Frame
+
+    loop = Frame(path="/sgl/python/sglang/srt/managers/scheduler.py", line=1, func="event_loop_overlap")
+    spec = Frame(path="/sgl/python/sglang/srt/speculative/eagle_worker_v2.py", line=965, func="_draft_extend")
+    attn = Frame(path="/sgl/python/sglang/srt/layers/attention/dsa_backend.py", line=314, func="topk_transform")
+    dynamo = Frame(path="/usr/lib/python3.10/site-packages/torch/_dynamo/eval_frame.py", line=817, func="wrapper")
+    got = components_of([loop, spec, dynamo, attn])
+    assert [g.split(" (")[0] for g in got] == ["the attention backend", "speculative decoding", "torch.compile"]
+    assert components_of([loop]) == []
+
+
+def test_settings_acting_on_the_phase_a_run_hung_in_are_linked_not_named_a_cause() -> None:
+    """064: the failing run hung while serving (the detokenizer's health check failing after the
+    first requests), seven settings changed, speculative decoding's among them, which acts on
+    every decode step: linked to the phase the run hung in, listed as changed and maybe mattering,
+    none named the likely cause (nothing in the failing log ties one of them to the hang)."""
+    d = _diff("064")
+    assert d.failing.outcome == "hung"
+    assert "speculative_algorithm" in [x.key for x in d.facts.config.linked]
+    assert {x.phase for x in d.facts.config.linked} == {"serving"}
+    assert "changed, and may matter" in d.verdict and "speculative_algorithm not set -> EAGLE" in d.verdict
+    assert "likely cause" not in d.verdict
+    # a structured setting's long repr, cut alike on both sides where the two differ
+    assert "cuda_graph_config …=128, bs=[1, 2, 4, 8," in d.verdict and "-> …=128, bs=[1, 2, 3, 4," in d.verdict
+
+
+def test_a_long_setting_s_change_shows_where_the_values_differ() -> None:
+    from logforensics.diagnose.rulespec import change
+
+    assert change(None, "EAGLE") == "not set -> EAGLE"
+    a = "Config(" + "x" * 100 + ", bs=[1, 2, 4])"
+    b = "Config(" + "x" * 100 + ", bs=[1, 2, 3, 4])"
+    got = change(a, b)
+    before, after = got.split(" -> ")
+    assert before.startswith("…") and after.startswith("…") and "bs=[1, 2, 4" in before and "bs=[1, 2, 3" in after
+    assert len(before) <= 66 and len(after) <= 66
+    assert change("/m/" + "a" * 70 + "/x", "/m/" + "a" * 70 + "/y").endswith("/y")

@@ -20,17 +20,10 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
 WRONG_VERDICT: dict[str, str] = {
-    "064-gfx950-pd-decode-glm52-dpa-only-serves-dpa-mtp-ready-then-detokenizer-hang-while-serving":
-        "the verdict says only that the failing run hung during serving and names none of the changed"
-        " settings (speculative_algorithm None -> EAGLE and the draft fields, listed only in an info finding)",
     "065-gfx950-pd-decode-glm52-dpa-only-serves-dpa-mtp-stalls-at-pd-warmup-health-503":
         "the failing run is called incomplete though the server answers /health with 503 for 14 minutes"
         " after 'Start of pd disaggregation warmup ...' with no progress (a hang), the verdict's headline is"
         " the per-rank memory figures, and speculative_algorithm is not named",
-    "066-gfx950-glm52-mxfp4-dpa-only-serves-dpa-mtp-runtimeerror-lengths-b-in-draft-extend-at-warmup":
-        "the verdict does not name speculative_algorithm (None -> EAGLE) although the failing traceback runs"
-        " through eagle_worker_v2._draft_extend_for_decode and deepseek_nextn, the draft path only that"
-        " setting turns on; best explanation 'cannot tell from these logs'",
 }
 
 

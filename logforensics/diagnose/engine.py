@@ -18,7 +18,7 @@ from ..units import clip
 from .bounds import BoundError
 from .conclusion import Conclusion, conclude, confidence, settings_lines
 from .facts import Facts, compute, plain
-from .rulespec import SEVERITIES, RuleError, RuleSpec, short
+from .rulespec import SEVERITIES, RuleError, RuleSpec, change
 from .settings import independent_changes
 
 _SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -283,7 +283,7 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     if comparable and (several and any("setting" in f.groups for f in findings) or lone):
         keys = facts.config.changed_keys
         diffs = {**facts.config.server_args, **facts.config.env}
-        listed = [f"{k} {short(diffs[k].baseline)} -> {short(diffs[k].failing)}" for k in keys[:6] if k in diffs]
+        listed = [f"{k} {change(diffs[k].baseline, diffs[k].failing)}" for k in keys[:6] if k in diffs]
         more = f" and {len(keys) - 6} more" if len(keys) > 6 else ""
         them = "it" if len(keys) == 1 else "one of them"
         may_matter = (f"; changed, and may matter (nothing in the failing log ties {them} to the failure): "

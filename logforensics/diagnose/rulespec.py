@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
+from os.path import commonprefix
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,20 @@ def short(value: Any) -> str:
     return str(value)
 
 
+def change(before: Any, after: Any, room: int = 64) -> str:
+    """A setting's change for a title, ``before -> after``: values longer than ``room`` characters
+    (a structured setting's repr, ``CudaGraphConfig(decode=PhaseConfig(...), ...)``) shown from a
+    little before the first character where they differ, each cut alike, with "…" where cut."""
+    a, b = short(before), short(after)
+    if len(a) <= room and len(b) <= room:
+        return f"{a} -> {b}"
+    start = max(0, len(commonprefix([a, b])) - 16)
+
+    def cut(text: str) -> str:
+        return ("…" if start else "") + text[start:start + room] + ("…" if start + room < len(text) else "")
+    return f"{cut(a)} -> {cut(b)}"
+
+
 def who(rank: Any) -> str:
     """A rank label for prose: ``-`` is the process of lines that name no rank (SGLang's scheduler
     with one GPU, but also its launcher, other builds and logs whose prefixes were lost: which
@@ -93,6 +108,7 @@ def template_env() -> SandboxedEnvironment:
     env.add_filter("ranks", lambda xs: ", ".join(str(x) for x in (xs or [])) or "none")
     env.add_filter("who", who)
     env.add_filter("short", short)
+    env.add_filter("change", change)  # {{ d.baseline|change(d.failing) }}
     env.add_filter("clip", lambda text, limit: clip(str(text or ""), int(limit)))  # a quote cut says so ("…")
     use_cache(env, "rule")
     return env

@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..model.phases import TORCH_COMPILE, component_of
+from ..model.phases import TORCH_COMPILE, components_of
 from ..model.records import NO_MEMORY, Frame
 from ..model.run import RunSummary
+from .crash import hang_facts
 from .sides import Evidence, ev_of, notice_ev, setting
 
 #: server_args / env keys and the logged effects they are linked to.
@@ -79,6 +80,13 @@ ACTS_ON: dict[str, tuple[str, ...]] = {
     "max_prefill_tokens": ("serving",),
     "attention_backend": ("throughput",),
     "enable_torch_compile": ("cuda_graph_capture", "throughput"),
+    # (speculative decoding captures the draft's and the verify pass's graphs, runs its draft
+    # and verify passes in every decode step, and loads the draft model with the target's weights)
+    "speculative_algorithm": ("cuda_graph_capture", "serving", "throughput"),
+    "speculative_draft_model_path": ("load_weights", "cuda_graph_capture", "serving"),
+    "speculative_num_steps": ("cuda_graph_capture", "serving", "throughput"),
+    "speculative_eagle_topk": ("cuda_graph_capture", "serving", "throughput"),
+    "speculative_num_draft_tokens": ("cuda_graph_capture", "serving", "throughput"),
     "SGLANG_FORCE_CUSTOM_AR_PCIE": ("init_distributed", "cuda_graph_capture", "serving"),
     "SGLANG_CUSTOM_ALLREDUCE_ALGO": ("cuda_graph_capture", "serving", "throughput"),
 }
@@ -128,10 +136,12 @@ class ConfigDiff:
     #: Fields of one run's ``server_args`` dump that the other's lacks, each with the side that
     #: has it ("speculative_x (failing only)"): the two builds differ, whatever their settings.
     build_fields: tuple[str, ...] = ()
-    #: Changed settings that switch on the part of SGLang the failing traceback's innermost
-    #: SGLang frame is in (``COMPONENT_SETTINGS``): failing-side evidence, the frames, ties them
-    #: to the failure; their ``phase`` is the part's name.
+    #: Changed settings that switch on a part of SGLang the failing traceback's call ran through
+    #: (``COMPONENT_SETTINGS``; the innermost such part whose settings changed): failing-side
+    #: evidence, the frames, ties them to the failure; their ``phase`` is the part's name.
     in_component: tuple[LinkedSetting, ...] = ()
+    #: That part with its innermost frame (``model.phases.components_of``), or None.
+    in_component_at: str | None = None
 
     @staticmethod
     def empty() -> ConfigDiff:
@@ -247,21 +257,28 @@ def config_diff(fail: RunSummary, base: RunSummary) -> ConfigDiff:
         build = tuple([f"{k} (failing only)" for k in sorted(set(fail.server_args) - set(base.server_args))]
                       + [f"{k} (baseline only)" for k in sorted(set(base.server_args) - set(fail.server_args))])
     return ConfigDiff(args, env, bool(args or env), tuple(sorted(args) + sorted(env)), _linked(args, env, fail),
-                      not_compared, tuple(evidence), build, _in_component(args, fail))
+                      not_compared, tuple(evidence), build, *_in_component(args, fail))
 
 
-def _in_component(args: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
-    """The changed settings that bring in the part of SGLang the failing crash's frames are in."""
-    where = component_of(fail.crash.frames) if fail.crash is not None and fail.outcome == "crashed" else None
-    part = next((name for name in COMPONENT_SETTINGS if where and where.startswith(name)), None)
-    linked = tuple(LinkedSetting(k, args[k].source, args[k].baseline, args[k].failing, part, args[k].effect)
-                   for k in COMPONENT_SETTINGS.get(part or "", ()) if part and k in args)
-    if len(linked) > 1 and fail.crash is not None:
-        # where several changed settings bring that part in, those whose new value the frames name
-        # ('flashmla_kv' in '_forward_flashmla_kv') are the ones that ran
-        named = tuple(x for x in linked if _named_in_frames(x.failing, fail.crash.frames))
-        linked = named or linked
-    return linked
+def _in_component(args: dict[str, SettingDiff], fail: RunSummary) -> tuple[tuple[LinkedSetting, ...], str | None]:
+    """The changed settings that bring in a part of SGLang the failing crash's call ran through
+    (the innermost such part whose settings changed: a kernel of the attention backend that
+    speculative decoding's draft pass called ties a changed speculative setting as well as a
+    changed backend, and the backend first), with that part and its frame."""
+    if fail.crash is None or fail.outcome != "crashed":
+        return (), None
+    for where in components_of(fail.crash.frames):
+        part = next((name for name in COMPONENT_SETTINGS if where.startswith(name)), None)
+        linked = tuple(LinkedSetting(k, args[k].source, args[k].baseline, args[k].failing, part, args[k].effect)
+                       for k in COMPONENT_SETTINGS.get(part or "", ()) if part and k in args)
+        if len(linked) > 1:
+            # where several changed settings bring that part in, those whose new value the frames name
+            # ('flashmla_kv' in '_forward_flashmla_kv') are the ones that ran
+            named = tuple(x for x in linked if _named_in_frames(x.failing, fail.crash.frames))
+            linked = named or linked
+        if linked:
+            return linked, where
+    return (), None
 
 
 def _named_in_frames(value: Any, frames: Sequence[Frame]) -> bool:
@@ -279,7 +296,8 @@ def _named_in_frames(value: Any, frames: Sequence[Frame]) -> bool:
 
 
 def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
-    crash_phase = fail.crash.phase if fail.crash else None
+    # the phase the failing run failed in: its crash's, or the one its hang came in
+    crash_phase = fail.crash.phase if fail.crash else hang_facts(fail).phase if fail.outcome == "hung" else None
     # a setting acts on throughput only where the failing run printed batches (it has some)
     batches = bool(fail.coverage.kinds.get("decode_batch") or fail.coverage.kinds.get("prefill_batch"))
     out = []

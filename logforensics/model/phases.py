@@ -186,18 +186,29 @@ def component_of(frames: Sequence[Frame]) -> str | None:
     call ran inside that part (a model's kernel that speculative decoding's verify called). A
     scheduler's event loop kept in a part's module (PD's ``event_loop_overlap_disagg_decode``)
     only calls the batch that failed: it runs every batch, so it names no part."""
+    parts = components_of(frames)
+    return parts[0] if parts else None
+
+
+def components_of(frames: Sequence[Frame]) -> list[str]:
+    """Every optional part of SGLang the traceback's call ran through, innermost first, each once
+    with its innermost frame there (the attention backend's kernel, then the speculative
+    decoding worker that called the draft model it ran in), as :func:`component_of` words
+    them; torch.compile's own frames last, where they are."""
+    out: dict[str, str] = {}
     for fr in reversed(frames):
         path = str(fr.path or "").replace("\\", "/")
         if "sglang/" not in path or str(fr.func or "").startswith("event_loop"):
             continue
         for part, words in COMPONENTS:
-            if part in path:
-                return f"{words} ({path.rsplit('/', 1)[-1]}:{fr.line} in {fr.func})"
+            if part in path and words not in out:
+                out[words] = f"{words} ({path.rsplit('/', 1)[-1]}:{fr.line} in {fr.func})"
     for fr in frames:  # none of SGLang's parts: torch.compile's own frames (dynamo's, inductor's)
         path = str(fr.path or "").replace("\\", "/")
         if TORCH_COMPILE_FRAMES.search(path):
-            return f"{TORCH_COMPILE} ({path.rsplit('/', 1)[-1]}:{fr.line} in {fr.func})"
-    return None
+            out.setdefault(TORCH_COMPILE, f"{TORCH_COMPILE} ({path.rsplit('/', 1)[-1]}:{fr.line} in {fr.func})")
+            break
+    return list(out.values())
 
 
 #: torch.compile, which SGLang runs where it is asked to (--enable-torch-compile, piecewise CUDA
