@@ -97,6 +97,8 @@ RULES: dict[str, Rule] = {
     # -- SGLang's own records (2.1 - 2.6 of sglang-log-formats.md)
     "server_args": _rule(T("TEXT", "raw", v.to_strip)),
     "warmup_skipped": _rule(_end("WARMUP_SKIPPED", "reason")),
+    "warmup_begin": _rule(T("WARMUP_BEGIN", "mode", v.word(2))),
+    "pd_warmup_answer": _rule(T("INT", "status", v.to_int)),  # 200: completed; any other: failed
     "dp_launch": _rule(_seq("INT", ("dp_rank", "base_gpu_id"), v.to_int)),
     "nccl_warmup": _rule(T("NCCL_WARMUP", "group", v.to_str), T("NUMBER", "elapsed_s", v.to_float), generic=True),
     "unbalanced_memory": _rule(_seq("SIGNED", ("min_avail_gib", "local_avail_gib", "threshold_gib"), v.to_float),
