@@ -1637,3 +1637,38 @@ def test_a_frames_code_line_and_its_carets_under_a_wrappers_text_begin_the_trace
                   "    runner = CudaGraphRunner(model_runner)\n"
                   "RuntimeError: capture failed\n")
     assert s.crash is not None and s.crash.line == 3 and s.crash.exception == "RuntimeError"
+
+
+def _stalled_warmup(minutes: int, rank_line_after: bool = False) -> str:
+    """A decode server up to its PD warm-up request, then only the health check refused, once a
+    minute for ``minutes`` minutes (SGLang's /health answers 503 until the warm-up is answered)."""
+    lines = ["[2026-07-28 09:40:00 TP0] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, "
+             "avail mem=60.00 GB, mem usage=20.00 GB.",
+             "[2026-07-28 09:46:00 TP0] Capture cuda graph end. Time elapsed: 30.00 s. mem usage=2.00 GB. "
+             "avail mem=30.00 GB.",
+             "[2026-07-28 09:47:22] INFO:     Uvicorn running on http://10.0.0.1:30001 (Press CTRL+C to quit)",
+             '[2026-07-28 09:47:23] INFO:     10.0.0.2:48000 - "GET /model_info HTTP/1.1" 200 OK',
+             "[2026-07-28 09:47:23] Start of pd disaggregation warmup ..."]
+    for i in range(minutes):
+        lines.append(f'[2026-07-28 {9 + (48 + i) // 60:02d}:{(48 + i) % 60:02d}:17] INFO:     10.0.0.3:3756{i % 10} - '
+                     '"GET /health HTTP/1.1" 503 Service Unavailable')
+        if rank_line_after and i == 1:
+            lines.append("[2026-07-28 09:49:30 TP0] Try DeepGEMM JIT Compiling for <GEMM_NT_F8F8BF16> N=1024, "
+                         "K=4096, num_groups=1 with all Ms. It only takes a little time (typically 1 sec) if you have "
+                         "run `python3 -m sglang.compile_deep_gemm`.")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_warm_up_that_never_ends_while_health_is_refused_is_a_hang_without_a_timer() -> None:
+    s = summarize(_stalled_warmup(8))
+    assert s.outcome == "hung" and s.crash is None
+    assert s.hang is not None and s.hang.timer == "no_progress" and s.hang.phase == "warmup"
+    assert s.hang.first_line == 6 and [e.line for e in s.hang.evidence] == [5, 6]
+    assert "no progress after 'Start of pd disaggregation warmup ...' (line 5)" in s.outcome_reason
+    assert "GET /health 503, 8 times" in s.outcome_reason and "7 min 00 s" in s.outcome_reason
+
+
+@pytest.mark.parametrize("text", [_stalled_warmup(4), _stalled_warmup(8, rank_line_after=True)])
+def test_refusals_for_less_than_the_watchdog_s_wait_or_with_a_rank_going_on_are_no_hang(text: str) -> None:
+    s = summarize(text)
+    assert s.outcome == "incomplete" and s.hang is None

@@ -486,3 +486,14 @@ def test_a_long_setting_s_change_shows_where_the_values_differ() -> None:
     assert before.startswith("…") and after.startswith("…") and "bs=[1, 2, 4" in before and "bs=[1, 2, 3" in after
     assert len(before) <= 66 and len(after) <= 66
     assert change("/m/" + "a" * 70 + "/x", "/m/" + "a" * 70 + "/y").endswith("/y")
+
+
+def test_a_pd_warm_up_refusing_health_for_minutes_is_a_hang_in_the_warm_up() -> None:
+    """065: 'Start of pd disaggregation warmup ...', then for 13 minutes only GET /health 503 and
+    no rank record: a start-up that stopped making progress (no timer fired), hung in the warm-up;
+    the speculative settings act on the warm-up request and are listed, none named a cause."""
+    d = _diff("065")
+    assert d.failing.outcome == "hung" and d.failing.hang is not None
+    assert (d.failing.hang.timer, d.failing.hang.phase) == ("no_progress", "warmup")
+    assert "hung during warmup" in d.verdict and "changed, and may matter" in d.verdict
+    assert "likely cause" not in d.verdict

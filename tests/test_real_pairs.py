@@ -20,10 +20,6 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
 WRONG_VERDICT: dict[str, str] = {
-    "065-gfx950-pd-decode-glm52-dpa-only-serves-dpa-mtp-stalls-at-pd-warmup-health-503":
-        "the failing run is called incomplete though the server answers /health with 503 for 14 minutes"
-        " after 'Start of pd disaggregation warmup ...' with no progress (a hang), the verdict's headline is"
-        " the per-rank memory figures, and speculative_algorithm is not named",
 }
 
 

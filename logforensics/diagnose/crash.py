@@ -334,7 +334,7 @@ def hang_facts(run: RunSummary) -> HangFacts:
     evidence += tuple(ev(run, run.last_seen[r].line, r, run.last_seen[r].text) for r in silent if r in run.last_seen)
     reached = run.phase_reached or {}
     phases = {reached.get(r) for r in (hang.ranks if any(r in reached for r in hang.ranks) else reached)}
-    phase = phases.pop() if len(phases) == 1 else None
+    phase = hang.phase or (phases.pop() if len(phases) == 1 else None)
     if phase == "serving" and (run.ready is None or run.ready.line > (hang.first_line or 0)):
         phase = None  # batches before readiness (a warm-up's): not what a reader calls serving
     if hang.timer == "pyspy_only":  # no watchdog's words: a py-spy dump of the stuck scheduler

@@ -304,6 +304,8 @@ def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: Run
     for diffs in (args, env):
         for key, d in diffs.items():
             acts = ACTS_ON.get(key, ())
+            if "serving" in acts:  # the warm-up request is served as any request is
+                acts = (*acts, "warmup")
             if crash_phase and crash_phase in acts:
                 out.append(LinkedSetting(key, d.source, d.baseline, d.failing, crash_phase, d.effect))
             elif not crash_phase and "throughput" in acts and batches:

@@ -221,6 +221,9 @@ class Probes:
     counts: dict[str, Counter[int]] = field(default_factory=dict)
     #: (path, status) -> the first such answer: file, line, rank, ts, text
     first: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    #: (path, status) -> the last such answer read as an event (every one but ``PROBE_OK``'s):
+    #: line, ts (how long a refusal went on; not in ``to_dict``)
+    last: dict[tuple[str, int], tuple[int, str | None]] = field(default_factory=dict)
 
     def add(self, path: str, status: int, n: int) -> None:
         by = self.counts.get(path)
@@ -234,6 +237,7 @@ class Probes:
         if not path or not isinstance(status, int):
             return
         self.add(path, status, 1)
+        self.last[path, status] = (ev.line, ev.ts)
         if (path, status) not in self.first:
             self.first[path, status] = {"file": ev.file, "line": ev.line, "rank": ev.rank, "ts": ev.ts,
                                         "text": ev.text}
@@ -245,6 +249,7 @@ class Probes:
                 self.add(path, status, n)
         for key, first in later.first.items():
             self.first.setdefault(key, first)
+        self.last.update(later.last)
 
     def to_dict(self) -> dict[str, Any]:
         """Per path: ``answers`` by status, and ``first`` (the first answer of each status)."""

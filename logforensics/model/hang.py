@@ -113,6 +113,20 @@ TIMERS: dict[str, dict[str, Any]] = {
         "ends_run": False,
         "rankless": True,  # the HTTP server's: its records never name a rank
     },
+    "no_progress": {
+        "what": "no progress: the server never finished starting, its HTTP server refused the health check "
+                "for longer than SGLang's scheduler watchdog waits for a forward step, and no rank printed a "
+                "record after the first refusal",
+        "setting": None,
+        "default_s": 300,
+        "note": "no timer fired and no stack dump was taken: schedulers stuck outside a forward step (on a "
+                "transfer, a lock, a peer) and schedulers that died without a record (defunct processes) "
+                "look alike here; a py-spy dump of the schedulers and the process list tell them apart.",
+        "source": "sglang python/sglang/srt/entrypoints/http_server.py health (503 until the warm-up request "
+                  "is answered); the 300 s of utils/watchdog.py --watchdog-timeout",
+        "ends_run": True,
+        "rankless": True,
+    },
     "weights_ready": {
         "what": "the HTTP server waited for the initial weights and gave up",
         "setting": "SGLANG_WAIT_WEIGHTS_READY_TIMEOUT",

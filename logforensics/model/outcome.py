@@ -34,6 +34,7 @@ from ..read.assemble import FH_HEADERLESS, WARMUP_SOURCE
 from ..read.fatal import scheduler_died
 from ..read.values import THREAD_SOURCE
 from ..units import clip
+from .clock import seconds
 from .coverage import record_count, vllm_records
 from .failures import (
     CPP_RAISED_SOURCE,
@@ -47,6 +48,7 @@ from .failures import (
     is_hang_report,
     named_process,
 )
+from .hang import TIMERS
 from .phases import phase_of_words
 from .rank import MILESTONES, NO_RANK, PURE_TP, TORCH_RANK, rank_sort_key, torch_rank_label, tp_part
 
@@ -177,6 +179,9 @@ def judge(m: RunModel) -> Verdict:
     if stop is not None and not ready_line:
         return Verdict("incomplete", f"stopped at line {stop['line']}, with no readiness or failure before it in "
                        "this log", None, hang, resolved, errors, stop)
+    stall = stalled(m) if stop is None else None
+    if stall is not None:  # a start-up that stopped making progress, the HTTP server up and refusing
+        return Verdict("hung", stall.pop("reason") + then, None, {**(hang or {}), **stall}, resolved, errors)
     if t.ready:
         return Verdict("ready", f"server ready at line {t.ready['line']}{then}", None, hang, resolved, errors, stop)
     if t.last_serving_line:
@@ -229,6 +234,50 @@ def _health_refused(m: RunModel) -> str | None:
     line, path, status, _ = min(refusals)
     times = sum(n for *_, n in refusals)
     return f"GET {path} {status} at line {line}" + (f", {times} times" if times > 1 else "")
+
+
+def stalled(m: RunModel) -> dict[str, Any] | None:
+    """A start-up that stopped making progress, as a hang's fields (``model.hang.TIMERS``'s
+    ``no_progress``) with its ``reason`` in words; None where the log does not show one.
+
+    The server never finished starting (no readiness, no batch, no request answered with
+    success), its HTTP server refused the health check (a 5xx on ``HEALTH_PATHS``) at least
+    three times, no rank printed a record of its course (a phase record, a batch) or any record
+    naming it after the first refusal, and the log's stamps go on at least ``no_progress``'s
+    300 s after it (SGLang's scheduler watchdog waits that long for a forward step): what the
+    log shows of a warm-up that never ends. No timer fired, so what stalled is not said."""
+    t = m.timeline
+    if t.ready or t.last_serving_line or t.answered:
+        return None
+    probes = m.coverage.probes
+    refusals = [(probes.first[path, st], path, st, n) for path in HEALTH_PATHS
+                for st, n in (probes.counts.get(path) or {}).items() if st >= 500 and (path, st) in probes.first]
+    if not refusals or sum(n for *_, n in refusals) < 3:
+        return None
+    first, path, status, _ = min(refusals, key=lambda r: r[0]["line"])
+    times = sum(n for *_, n in refusals)
+    last_record = max((r.course_line if label == NO_RANK else r.last_line for label, r in t.ranks.items()),
+                      default=0)
+    ends = [seconds(ts) for key, (_, ts) in probes.last.items() if key[0] in HEALTH_PATHS and key[1] >= 500]
+    begun, end = seconds(first.get("ts")), max((e for e in [*ends, seconds(m.coverage.last_ts)] if e is not None),
+                                                default=None)
+    floor = TIMERS["no_progress"]["default_s"]
+    if first["line"] < last_record or begun is None or end is None or end - begun < floor:
+        return None
+    warmup = [n for n in m.notices.get("warmup_begin", []) if n["line"] < first["line"]]
+    after = (f"after {warmup[-1]['text'].split('] ', 1)[-1].strip()!r} (line {warmup[-1]['line']})"
+             if warmup else f"after line {last_record}" if last_record else "in this log")
+    span = int(end - begun)
+    timer = TIMERS["no_progress"]
+    evidence = [dict(n, ts=n.get("ts")) for n in warmup[-1:]] + [dict(first)]
+    return {"reason": f"no progress {after}: its HTTP server refused the health check from line {first['line']} "
+                      f"(GET {path} {status}, {times} times) for at least {span // 60} min {span % 60:02d} s, "
+                      f"and no rank printed a record after it; no timer fired",
+            "timer": "no_progress", "timed_out": False, "ends_run": True, "timeout_s": span,
+            "setting": timer["setting"], "default_s": timer["default_s"], "what": timer["what"],
+            "note": timer["note"], "source": timer["source"], "first_line": first["line"],
+            "first_ts": first.get("ts"), "evidence": evidence, "ranks": [], "silent_ranks": [],
+            "phase": "warmup" if warmup else None}
 
 
 def _cut_dump(m: RunModel) -> str | None:

@@ -337,6 +337,13 @@ def on_server_ready(m: RunModel, ev: Event) -> None:
                                             "last_line": ev.line, "last_ts": ev.ts})
 
 
+@handles("warmup_begin", "pd_warmup_answer", "warmup_end")
+def on_warmup(m: RunModel, ev: Event) -> None:
+    """The HTTP server's warm-up request: its start (where a start-up that never finishes
+    stalls: ``outcome.stall``), a PD server's answer with its status, its end; kept as notices."""
+    m.notices.add(ev.kind, ev, ts=ev.ts, **ev.fields)
+
+
 #: What SGLang's launcher asks before its warm-up request (``_execute_server_warmup``).
 LAUNCHER_PROBES = frozenset({"/get_model_info", "/model_info"})
 

@@ -178,6 +178,9 @@ class Hang(Keyed):
     #: clocks cannot be related), and the stamps put on the others' clock (as a crash's)
     order_uncertain: str | None = None
     clock: list[ClockMove] | None = None
+    #: the phase the hang came in where a record says so itself (the warm-up request's start
+    #: before a start-up that stopped making progress), else null: the ranks' phases tell it
+    phase: str | None = None
 
 
 @dataclass(frozen=True)
