@@ -1672,3 +1672,10 @@ def test_a_warm_up_that_never_ends_while_health_is_refused_is_a_hang_without_a_t
 def test_refusals_for_less_than_the_watchdog_s_wait_or_with_a_rank_going_on_are_no_hang(text: str) -> None:
     s = summarize(text)
     assert s.outcome == "incomplete" and s.hang is None
+
+
+def test_a_stall_asks_whether_the_schedulers_still_live() -> None:
+    from logforensics.diagnose.serving_facts import timer_facts
+
+    steps = [s.setting for s in timer_facts(summarize(_stalled_warmup(8))).next_steps]
+    assert steps[0].startswith("py-spy dump") and steps[1].startswith("ps -eo pid,ppid,stat")

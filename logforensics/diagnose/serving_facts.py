@@ -137,6 +137,10 @@ def timer_facts(run: RunSummary) -> TimerFacts:
         steps.append(Step("py-spy dump --native --pid PID, for each sglang::scheduler process, while it hangs",
                           "the Python and native stack of every rank: the one that is not in the collective "
                           "is the one the others wait for (SGLang's watchdogs watch serving, not start-up)"))
+    if hang.timer == "no_progress":  # no timer fired: whether the schedulers still live is not in the log
+        steps.append(Step("ps -eo pid,ppid,stat,etime,cmd | grep -i sglang, while it stalls",
+                          "whether the schedulers are alive: a defunct one (stat Z) died without a record and "
+                          "the server waits on it; live ones are stuck, and the py-spy dump shows where"))
     evidence = tuple(ev(run, e.line, e.rank, e.text) for e in hang.evidence[:8])
     jit = _jit_lock(hang)
     rankless = bool(TIMERS.get(hang.timer, {}).get("rankless"))
