@@ -1079,3 +1079,12 @@ def test_a_request_s_500_right_after_a_traceback_naming_no_process_makes_it_the_
                  '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2547, in event_loop',
                  '    self.process_batch_result(batch, result)', exc]
     assert only(read("\n".join([*scheduler, answer]) + "\n"), "exception").fields["source"] is None
+
+
+def test_a_web_page_s_telephone_links_read_as_the_text_they_show() -> None:
+    """A thread copied from its rendered page as Markdown, where the page made a telephone link
+    of a stamp's first digits: ``[[2025-11-19 14](tel:2025-11-19 14):41:27]``."""
+    plain = "[2025-11-19 14:41:27 TP0] Load weight begin. avail mem=70.00 GB\n"
+    linked = "[[2025-11-19 14](tel:2025-11-19 14):41:27 TP0] Load weight begin. avail mem=70.00 GB\n"
+    assert [(e.kind, e.rank, e.ts, e.fields) for e in read(linked)] == \
+        [(e.kind, e.rank, e.ts, e.fields) for e in read(plain)]

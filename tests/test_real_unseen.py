@@ -191,11 +191,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("phase_reached", "1543"): "no phase, not warmup: every stamp is GitHub's phone-number link around the date "
-                               "('[[2025-11-19 14](tel:2025-11-19 14):41:27] INFO:     Application startup "
-                               "complete.'), a form no grammar reads, so uvicorn's start, 'Uvicorn running' and the "
-                               "launcher's get_model_info 200 (lines 1-13) are unrecognised (6/13 lines, the blank "
-                               "ones) and the HTTP server is not seen up (1192's reading gives warmup)",
 }
 
 

@@ -30,6 +30,10 @@ from .prefilter import needs
 _ANSI_RE = re.compile(r"(?:\x1b|\^\[)\[[\d;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x00"
                       r"|\[\d{1,3}(?:;\d{1,3})*m|(?:\^M)+$")
 _BARE_ANSI_RE = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+#: A number a web page made a telephone link of, copied as Markdown with the page's text
+#: (``[[2025-11-19 14](tel:2025-11-19 14):41:27]``, a stamp's first digits): the text it shows.
+_TEL_LINK_RE = re.compile(r"\[([^\[\]()\n]{1,64})\]\(tel:[^()\n]{1,64}\)")
+_TEL_LINK = "](tel:"
 
 #: Wrappers other programs put before the SGLang text, tried repeatedly at a record start.
 _WRAPPER_RE = re.compile(
@@ -260,16 +264,19 @@ def rejoin(head: str, rest: str) -> str | None:
 
 def clean(text: str) -> str:
     """Read a Dynamo JSONL record as Dynamo's text line (:func:`dynamo_json`), remove ANSI
-    colour codes and NUL bytes, and read a literal ``^M`` inside a line as the carriage
-    return it stands for (a tqdm redraw); keep everything else."""
+    colour codes and NUL bytes, take a web page's telephone links as the text they show, and
+    read a literal ``^M`` inside a line as the carriage return it stands for (a tqdm redraw);
+    keep everything else."""
     if DYNAMO_JSON in text:
         text = _decode_json(text)
     text = _ANSI_RE.sub("", text)
+    if _TEL_LINK in text:
+        text = _TEL_LINK_RE.sub(r"\1", text)
     return text.replace("^M", "\r") if "^M" in text else text
 
 
 #: Texts of which a line must contain one for :func:`needs_clean` to say yes.
-CLEAN_NEEDS: tuple[str, ...] = ("\x1b", "\x00", "^[[", "^M", DYNAMO_JSON) + (needs(_BARE_ANSI_RE.pattern) or ("",))
+CLEAN_NEEDS: tuple[str, ...] = ("\x1b", "\x00", "^[[", "^M", DYNAMO_JSON, _TEL_LINK) + (needs(_BARE_ANSI_RE.pattern) or ("",))
 #: Texts of which a line must contain one for :func:`segment` to cut it (None: any line).
 SPLIT_NEEDS = _SPLIT_NEEDS
 #: The wrappers' expression, for readers that must know which lines can begin with one.
@@ -278,7 +285,7 @@ WRAPPER_PATTERN = _WRAPPER_RE.pattern
 
 def needs_clean(text: str) -> bool:
     return ("\x1b" in text or "\x00" in text or "^[[" in text or "^M" in text or DYNAMO_JSON in text
-            or ("m" in text and _BARE_ANSI_RE.search(text) is not None))
+            or _TEL_LINK in text or ("m" in text and _BARE_ANSI_RE.search(text) is not None))
 
 
 #: A row of a log console's table (:data:`_WRAPPER_RE`), and the end of its record's cell.
