@@ -117,13 +117,16 @@ TIMERS: dict[str, dict[str, Any]] = {
         "what": "no progress: the server never finished starting, its HTTP server refused the health check "
                 "for longer than SGLang's scheduler watchdog waits for a forward step, and no rank printed a "
                 "record after the first refusal",
-        "setting": None,
+        "setting": "SGLANG_WARMUP_TIMEOUT",
         "default_s": 300,
         "note": "no timer fired and no stack dump was taken: schedulers stuck outside a forward step (on a "
                 "transfer, a lock, a peer) and schedulers that died without a record (defunct processes) "
-                "look alike here; a py-spy dump of the schedulers and the process list tell them apart.",
+                "look alike here; a py-spy dump of the schedulers and the process list tell them apart. "
+                "SGLANG_WARMUP_TIMEOUT, set above 0, bounds the warm-up request: past it SGLang logs "
+                "'Initialization failed. warmup error' and ends the server.",
         "source": "sglang python/sglang/srt/entrypoints/http_server.py health (503 until the warm-up request "
-                  "is answered); the 300 s of utils/watchdog.py --watchdog-timeout",
+                  "is answered), _execute_server_warmup (SGLANG_WARMUP_TIMEOUT); the 300 s of utils/watchdog.py "
+                  "--watchdog-timeout",
         "ends_run": True,
         "rankless": True,
     },
