@@ -1088,3 +1088,53 @@ def test_a_web_page_s_telephone_links_read_as_the_text_they_show() -> None:
     linked = "[[2025-11-19 14](tel:2025-11-19 14):41:27 TP0] Load weight begin. avail mem=70.00 GB\n"
     assert [(e.kind, e.rank, e.ts, e.fields) for e in read(linked)] == \
         [(e.kind, e.rank, e.ts, e.fields) for e in read(plain)]
+
+
+_TAIL = ["[2025-10-29 16:40:01] INFO:     Received terminate signal, starting graceful shutdown",
+         "[pd-test] Decode log tail:",
+         "    return self.model.forward(",
+         "           ^^^^^^^^^^^^^^^^^^^",
+         '  File "/sgl-workspace/sglang/python/sglang/srt/models/deepseek_v2.py", line 3027, in forward',
+         "    hidden_states = self.model(",
+         "TypeError: forward() got an unexpected keyword argument 'pp_proxy_tensors'"]
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 7, 64])
+def test_a_tail_that_begins_inside_a_traceback_mid_log_begins_at_its_code_line(chunk: int | None) -> None:
+    """A script prints a server's log tail under its own words: the tail's first lines are a
+    frame's code and carets, whose File line is above the tail; the traceback begins there."""
+    events = read("\n".join(_TAIL) + "\n", chunk)
+    exc = only(events, "exception")
+    assert (exc.line, exc.end_line, exc.fields["exception"]) == (3, 7, "TypeError")
+    assert [e.line for e in events] == sorted(e.line for e in events)
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 7])
+def test_code_lines_no_frame_follows_pass_on_in_order(chunk: int | None) -> None:
+    text = "\n".join([_TAIL[0], "    a pretty-printed value", "    and its second line", _TAIL[0]]) + "\n"
+    events = read(text, chunk)
+    assert [(e.kind, e.line) for e in events] == [("uvicorn_msg", 1), ("indented", 2), ("indented", 3),
+                                                  ("uvicorn_msg", 4)]
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_a_code_line_of_a_shape_seen_before_still_begins_the_tail_s_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure: bool) -> None:
+    """The same code line earlier in a whole traceback (its shape known to the bulk reader),
+    then serving, then the tail: the file readers begin the tail's traceback at its code line."""
+    from logforensics import native
+    from logforensics.pipeline import summarize_file
+
+    if pure:
+        monkeypatch.setattr(native, "available", lambda: False)
+    earlier = ["[2025-10-29 16:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+               *_TAIL[4:6], "    return self.model.forward(", "           ^^^^^^^^^^^^^^^^^^^",
+               '  File "/sgl-workspace/sglang/python/sglang/srt/models/deepseek_v2.py", line 3027, in forward',
+               "RuntimeError: first"]
+    batches = [f"[2025-10-29 16:{10 + i // 60:02d}:{i % 60:02d} TP0] Decode batch, #running-req: 1, #token: 20, "
+               "token usage: 0.00, gen throughput (token/s): 50.00, #queue-req: 0" for i in range(300)]
+    path = tmp_path / "tail.log"
+    path.write_text("\n".join([*earlier, *batches, *_TAIL]) + "\n", encoding="utf-8")
+    s = summarize_file(path)
+    tail_code = len(earlier) + len(batches) + 3
+    assert [e.first_line for e in s.exceptions] == [1, tail_code]

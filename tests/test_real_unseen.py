@@ -107,11 +107,6 @@ PENDING: dict[tuple[str, str], str] = {
                               "1stage ...' kernel choices behind their stamps (lines 9-30, unrecognised), and the "
                               "answered '/v1/loads' and '/get_server_info' probes (lines 32, 34), which make the run "
                               "ready, name no rank, so no rank is placed in serving",
-    ("fatal_line", "722"): "the crash is cited at line 36 (the first File line in the window), not at line 35, the "
-                           "traceback's first line here ('    return self.model.forward(', the code line of a frame "
-                           "whose File line is above the window, after the script's '[pd-test] Decode log tail:'); "
-                           "the evidence '36-63' and the bundle's quoted traceback leave line 35 out without a mark "
-                           "(462's class)",
     ("crash", "727"): "a phase (init_distributed) for a crash whose process names no rank: the HSA fault (line 24), "
                       "'Fatal Python error: Aborted' (line 25) and a dump of one thread, torch inductor's compile "
                       "worker (subproc_pool.py _recv_msg, line 28), are unranked; only DP7 TP7's 'Init torch "

@@ -337,7 +337,7 @@ def read_ranges(path: str, name: str | None, ranges: list[tuple[int, int]], *,
             _feed_range(again, path, ranges[k][0], ranges[k][1])
             if k == last:
                 again.close()
-            if (again.parser.assembler.open is None and not again.parser.waiting()) or k == last:
+            if (again.parser.assembler.idle and not again.parser.waiting()) or k == last:
                 stats.add(again.parser.stats)
                 decode_errors += again.parser.classifier.decode_errors
                 again = None
@@ -454,7 +454,7 @@ def _read_range(job: tuple[str, str, int, int, int, int, bool, str | None, tuple
     if last:
         run.close()
     else:  # the range ends at a line start: only an open traceback (or a line that waits) can remain
-        open_at_end = run.parser.assembler.open is not None or run.parser.waiting()
+        open_at_end = not run.parser.assembler.idle or run.parser.waiting()
     classifier = run.parser.classifier
     return RangeResult(index, run.model, run.parser.stats, classifier.decode_errors, open_at_end, run.pd,
                        run.rank_nodes, classifier.proc_ranks, classifier.proc_reads, classifier.rank_procs,

@@ -81,6 +81,13 @@ _MESSAGE_TAIL = 64
 #: Indented lines at the end of held text that a frame's File line follows: a frame's code line,
 #: its caret line, a code line a terminal wrapped
 _CODE_LINES = 4
+#: A frame's code line and the carets under it: held while no record is open (at most
+#: ``_CODE_LINES``), they begin the traceback whose File line follows them (a log's tail that
+#: begins inside a traceback, under another program's words); anything else, and they pass on.
+_CODE_KINDS = frozenset({"indented", "tb_caret"})
+#: Kinds the assembler must see when no record is open: the readers never take their lines in
+#: bulk, and a block that holds one goes through the assembler.
+ASSEMBLED = TRACEBACK_OPENERS | _CODE_KINDS
 #: Kinds that only a traceback's own lines have: with a rank, it came from a prefix that
 #: the launcher writes on every line, and the piece belongs to that rank's traceback.
 _PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
@@ -428,8 +435,17 @@ class TracebackAssembler:
 
     def __init__(self) -> None:
         self.open: _Traceback | None = None
+        #: code lines held while no record is open (``_CODE_KINDS``)
+        self.code: list[Event] = []
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing is open or held: an event that :meth:`opens` no record passes by."""
+        return self.open is None and not self.code
 
     def close(self) -> Iterator[Event]:
+        if self.code:
+            yield from self._release()
         if self.open is not None:
             tb, self.open = self.open, None
             if tb.held is not None and tb.held[0].kind == "other" and _GPU_ERROR_ADVICE.match(tb.held[0].text):
@@ -454,12 +470,44 @@ class TracebackAssembler:
 
     @staticmethod
     def opens(ev: Event) -> bool:
+        """Whether ``ev`` may begin a record here when none is open (:meth:`_begins`), or is a
+        code line the assembler holds until it sees what follows (``_CODE_KINDS``)."""
+        return TracebackAssembler._begins(ev) or ev.kind in _CODE_KINDS and ev.ts is None
+
+    @staticmethod
+    def _begins(ev: Event) -> bool:
         """Whether ``ev`` may begin a record here when none is open: a traceback's opener, or
         a piece of one on a file's first line (a window cut inside a traceback, whose record
         then begins at line 1)."""
         return ev.kind in TRACEBACK_OPENERS or (ev.line == 1 and ev.ts is None and (
             ev.rank is None and (ev.kind in _LEAD or ev.kind == "other")
             or ev.kind in _LEAD))  # (a piece behind a prefix of every line: torch's "[rank2]:")
+
+    def _release(self) -> list[Event]:
+        held, self.code = self.code, []
+        return held
+
+    def _hold_code(self, ev: Event) -> Iterator[Event] | None:
+        """Where no record is open: hold a code line (or the carets under one), or begin the
+        traceback the held lines are the first frame's code of, when a File line of their
+        process follows them; else release them. None when ``ev`` is to be read on (the held
+        lines, if any, then yielded before it)."""
+        held = self.code
+        if held and ev.ts is None and ev.rank == held[0].rank and ev.line == held[-1].line + 1:
+            if ev.kind == "tb_frame":  # the frame's File line is above the window: the traceback begins here
+                self.code = []
+                tb = self._start(held[0], None)
+                for h in held[1:]:
+                    tb.add_line(h)
+                return None
+            if ev.kind in _CODE_KINDS and not self._begins(ev):
+                held.append(ev)
+                return iter([held.pop(0)]) if len(held) > _CODE_LINES else iter(())
+        if ev.kind == "indented" and ev.ts is None and not self._begins(ev):
+            out = self._release()
+            self.code = [ev]
+            return iter(out)
+        return None
 
     def _start(self, ev: Event, source: str | None) -> _Traceback:
         tb = _Traceback(ev, source)
@@ -500,6 +548,16 @@ class TracebackAssembler:
     def step(self, ev: Event) -> Iterator[Event]:
         """Take one record event; yield the events that are complete."""
         kind = ev.kind
+        if self.open is None:
+            holding = self._hold_code(ev)
+            if holding is not None:
+                yield from holding
+                return
+            if self.code:  # no File line follows them: the held lines are what they were
+                yield from self._release()
+            if self.open is None and not self._begins(ev):  # (a code line the hold let go)
+                yield ev
+                return
         tb = self.open
         prefixed = ev.rank is not None or ev.ts is not None or _DATELESS.match(ev.text) is not None
         if kind in _TRANSPARENT:
@@ -507,7 +565,7 @@ class TracebackAssembler:
             return
         if tb is not None and kind == "http_access" and _answers_it(tb, ev):
             tb.source = HTTP_REQUEST_SOURCE
-        if tb is None and kind == "indented" and self.opens(ev):
+        if tb is None and kind == "indented" and self._begins(ev):
             exc = _INDENTED_EXC.fullmatch(_body(ev))
             if exc is not None and exc.group("exception") not in _GENERIC_NAMES:
                 # a window that a paste indented whole, opening on the exception line of a
@@ -516,13 +574,13 @@ class TracebackAssembler:
                 tb.exception, tb.message = exc.group("exception"), (exc.group("message") or "").strip()
                 tb.exc_at = {"line": ev.line, "text": ev.text}
                 return
-        if tb is None and kind == "other" and self.opens(ev) and ev.text.startswith(_EXTENSION_MODULES):
+        if tb is None and kind == "other" and self._begins(ev) and ev.text.startswith(_EXTENSION_MODULES):
             # a window that opens on the list CPython prints only at the end of a fatal error's
             # dump: that error's record, its header and its process above the window
             tb = self._start(ev, FH_HEADERLESS)
             tb.fatal_header_cut()
             return
-        if tb is None and self.opens(ev) and (kind in _LEAD or kind == "other"):
+        if tb is None and self._begins(ev) and (kind in _LEAD or kind == "other"):
             tb = self._start(ev, None)
             tb.held = [ev]
             if kind == "tb_chain":  # the exception it follows is above the window

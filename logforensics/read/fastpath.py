@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..events import PHASE_OF_KIND, Event
-from .assemble import TRACEBACK_OPENERS
+from .assemble import ASSEMBLED, TRACEBACK_OPENERS
 from .grammar import free_text_plan, plan_record
 from .plan import Fields, Plan, build_event
 from .segments import clean, needs_clean, segment, wrapper_nodes, wrapper_procs
@@ -236,7 +236,7 @@ class LineClassifier:
             return
         a, b, plan = entry[0]
         record = text[a:].encode("ascii")
-        if b != len(text) or plan.kind in TRACEBACK_OPENERS or not raw.endswith(record):
+        if b != len(text) or plan.kind in ASSEMBLED or not raw.endswith(record):
             return
         if len(self.coloured) < self.memo_limit:
             self.coloured.add(key)
@@ -297,7 +297,7 @@ class LineClassifier:
             out: list[Event] = []
             for line, raw in enumerate(body.split(b"\n"), first):
                 out.extend(self.classify(raw, line))
-            return out, any(ev.kind in TRACEBACK_OPENERS for ev in out)
+            return out, any(ev.kind in ASSEMBLED for ev in out)
         texts = body.decode("ascii").split("\n")
         plain = self.plain.get
         file = self.file
@@ -328,7 +328,7 @@ class LineClassifier:
                 continue
             events = self.classify_text(key, text, line)
             if not openers:
-                openers = any(ev.kind in TRACEBACK_OPENERS for ev in events)
+                openers = any(ev.kind in ASSEMBLED for ev in events)
             out.extend(events)
         return out, openers
 
@@ -403,7 +403,7 @@ class LineClassifier:
                 self.proc_shapes.add(key)
             elif len(entry) == 1:
                 a, b, plan = entry[0]
-                if b == len(text) and plan.kind not in TRACEBACK_OPENERS:
+                if b == len(text) and plan.kind not in ASSEMBLED:
                     if a == 0:
                         self.plain[key] = plan
                         self.plain_log.append((key, plan))

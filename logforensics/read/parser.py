@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import PHASE_OF_KIND, Event
-from .assemble import TRACEBACK_OPENERS, TracebackAssembler
+from .assemble import ASSEMBLED, TracebackAssembler
 from .fastpath import _MASK, LINE_LIMIT, PARTIAL_NOTE, LineClassifier
 from .other import LIMIT as OTHER_LIMIT
 from .segments import (
@@ -353,11 +353,11 @@ class IncrementalParser:
         events, openers = self._rejoin_block(body, first, events, openers)
         self.stats.lines += body.count(b"\n") + 1
         assembler = self.assembler
-        if not openers and assembler.open is None and first > 1:  # no multi-line record here: nothing to assemble
+        if not openers and assembler.idle and first > 1:  # no multi-line record here: nothing to assemble
             return events
         out: list[Event] = []
         for ev in events:
-            if assembler.open is None and not assembler.opens(ev):
+            if assembler.idle and not assembler.opens(ev):
                 out.append(ev)
             else:
                 out.extend(assembler.step(ev))
@@ -442,7 +442,7 @@ class IncrementalParser:
         scanner.set_ready(sink.ready_table(scanner.rank_names))
         told = True  # the scanner knows the model as it stands (else: told before its next scan)
         while pos < end:
-            if assembler.open is None and line > 1:  # a file's first line may lead into a record
+            if assembler.idle and line > 1:  # a file's first line may lead into a record
                 # after a line read exactly, the scanner is asked again only for a line of a shape it
                 # may hold (one the classifier memoised): a run of another program's lines, each of a
                 # shape of its own, goes the exact way without a scan and a new table per line
@@ -479,7 +479,7 @@ class IncrementalParser:
                     events, nl = joined
                     line += 1
             for ev in events:
-                if assembler.open is None and not assembler.opens(ev):
+                if assembler.idle and not assembler.opens(ev):
                     out.append(ev)
                 else:
                     out.extend(assembler.step(ev))
@@ -517,7 +517,7 @@ class IncrementalParser:
                 out.append(ev)
             elif ev.line in joints:
                 out.extend(joints.pop(ev.line))
-        return out, openers or any(ev.kind in TRACEBACK_OPENERS for ev in out)
+        return out, openers or any(ev.kind in ASSEMBLED for ev in out)
 
     def _rejoined(self, raw: bytes, buf: Any, nl: int, end: int, line: int) -> tuple[list[Event], int] | None:
         """For ``feed_bulk``: the events of the torn record on ``raw`` (line ``line``, ending
@@ -571,7 +571,7 @@ class IncrementalParser:
             if len(raw) > self.max_line_bytes:
                 raw = self._truncate(raw, lineno)
             for ev in classify(raw, lineno):
-                if assembler.open is None and not assembler.opens(ev):
+                if assembler.idle and not assembler.opens(ev):
                     out.append(ev)
                 else:
                     out.extend(assembler.step(ev))
