@@ -186,9 +186,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("phase_reached", "1563"): "TP0 reaches no phase (set()): line 1, 'model.eh_proj.weight_scale not found in "
-                               "params_dict.' behind a stamp whose opening bracket the paste lost, gives TP0 a rank but "
-                               "is unrecognised, so its weight loading (load_weights, 915's reading) is not read",
 }
 
 

@@ -51,6 +51,8 @@ PHASE_OF_KIND: dict[str, str] = {
     "load_weight_end": "load_weights",
     # the FP8 quantization's config, made while the model is built (after "Load weight begin")
     "fp8_checkpoint": "load_weights",
+    # a model's load_weights skipping a checkpoint tensor it has no parameter for
+    "param_not_loaded": "load_weights",
     "jax_weights_loaded": "load_weights",
     "jax_kv_tokens": "kv_cache_alloc",
     "jax_kv_buffers": "kv_cache_alloc",

@@ -127,6 +127,7 @@ RULES: dict[str, Rule] = {
     "capture_registered": _rule(T("INT", "addresses", v.to_int)),
     "deepgemm_warmup_memory": _rule(_seq("NUMBER", ("required_gib", "available_gib"), v.to_float)),
     "deepep_sms": _rule(T("INT", "sms", v.to_int)),
+    "param_not_loaded": _rule(T("PARAM_NOT_LOADED", "param", v.param_name)),
     "host_kv_pool": _rule(T("NUMBER", "host_gb", v.to_float)),  # decimal GB (bytes / 1e9), as printed
     "graph_disabled": _rule(T("GRAPH_DISABLED", "graph", v.word(1)), T("TEXT", "reason", v.to_strip)),
     "torch_compile": _rule(T("SHAPE", "shape", v.to_str), T("NUMBER", "elapsed_s", v.to_float),

@@ -226,6 +226,16 @@ def before(sep: str) -> Conv:
     return typed(STR, conv)
 
 
+def _param_name(s: str) -> str:
+    """A model parameter's name in a loader's "not found in params_dict" warning, without the
+    word "Parameter" before it or the "(mapped to ...)" after it."""
+    name = s.split(" not found in params_dict", 1)[0].strip()
+    return name.removeprefix("Parameter ").split(" (mapped to ", 1)[0]
+
+
+param_name = typed(STR, _param_name)
+
+
 def int_after(prefix: str) -> Conv:
     """The integer right after ``prefix``."""
     pattern = re.compile(re.escape(prefix) + r"(-?\d+)")
