@@ -497,3 +497,12 @@ def test_a_pd_warm_up_refusing_health_for_minutes_is_a_hang_in_the_warm_up() -> 
     assert (d.failing.hang.timer, d.failing.hang.phase) == ("no_progress", "warmup")
     assert "hung during warmup" in d.verdict and "changed, and may matter" in d.verdict
     assert "likely cause" not in d.verdict
+
+
+def test_a_window_that_begins_at_the_crash_does_not_say_the_server_was_serving() -> None:
+    """067: the failing file is the traceback alone (the event loop's frames, a PD prefill batch):
+    no batch, request, probe or readiness before it, so whether the server was ready, or ran the
+    launcher's warm-up request, is not in the log; the verdict says the event loop, not serving."""
+    d = _diff("067")
+    assert "failed first, in the event loop (by its frames; whether the server had said it was ready" in d.verdict
+    assert "during serving" not in d.verdict

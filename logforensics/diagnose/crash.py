@@ -283,8 +283,9 @@ def _in_warmup(run: RunSummary, crash: Crash) -> str:
     """Where the event loop of a server that never became ready failed: in the launcher's
     warm-up request, where the launcher then reports it failed (real-pairs 026); before
     readiness, where the log shows its HTTP server up and no request answered after it
-    (real-pairs 031): a window that shows neither says nothing of readiness.
-    Empty otherwise (the phase's own words, ``during serving``, then say it)."""
+    (real-pairs 031); a window that shows no batch, request or probe at all says nothing of
+    readiness, and the words say so (real-pairs 067). Empty otherwise (the phase's own words,
+    ``during serving``, then say it)."""
     if crash.phase != "serving" or run.ready is not None or run.outcome != "crashed":
         return ""
     if any(e.source == WARMUP_SOURCE and e.first_line > crash.line for e in run.exceptions):
@@ -295,6 +296,10 @@ def _in_warmup(run: RunSummary, crash: Crash) -> str:
         # the event loop serves), no readiness: the warm-up is the first it serves
         return (f"before readiness, in the event loop with no generation request answered yet (its HTTP server up "
                 f"at line {up[0].line}; the launcher's warmup request is the first it serves)")
+    if not any(run.coverage.kinds.get(k) for k in ("decode_batch", "prefill_batch", "http_access", "http_probe")):
+        # no batch, request or probe in the log: its frames say the event loop ran a batch, not whose
+        return ("in the event loop (by its frames; whether the server had said it was ready, or was serving the "
+                "launcher's warmup request, is not in this log)")
     return ""
 
 
