@@ -170,8 +170,10 @@ def test_the_scanner_masks_digits_as_the_classifier_does() -> None:
 
 @compiled
 def test_lines_without_stamp_or_rank_are_taken() -> None:
-    """A Python warning and the source line under it carry no stamp and name no rank: the
-    scanner takes them (the run model only counts them), with the event path's summary."""
+    """A Python warning carries no stamp and names no rank: the scanner takes it (the run model
+    only counts it), with the event path's summary. The source line under it is read on the
+    exact path, as the line after it: an indented line is held until the next line says whether
+    it is a frame's code (``read.assemble``)."""
     lines = []
     for i in range(50):
         lines.append(b"[2026-02-27 12:08:%02d] INFO:     127.0.0.1:43595 - \"POST /generate HTTP/1.1\" 200 OK\n" % i)
@@ -183,7 +185,7 @@ def test_lines_without_stamp_or_rank_are_taken() -> None:
     for size in (1 << 20, 4096):
         got, taken = _bulk_path(data, "warnings.log", size)
         assert got == want, f"blocks of {size} bytes"
-        assert taken >= 140, f"only {taken} of 150 lines taken in bulk"
+        assert taken >= 49, f"only {taken} of the 50 warnings taken in bulk"
 
 
 @compiled
