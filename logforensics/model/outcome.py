@@ -9,6 +9,8 @@ Outcome rules (the first that applies, judged on the whole log):
   notice that a child died; unless the only fatal records are the consequence of a hang;
 * ``hung``: evidence of a hang: an NCCL/c10d watchdog or store timeout, SGLang's own
   watchdog timeout, or a scheduler that gave no sign of life while others died waiting;
+  or a start-up that stopped making progress, its health check refused for longer than
+  SGLang's scheduler watchdog waits with no rank printing (:func:`stalled`);
 * ``ready``: ``The server is fired up and ready to roll!``, served batches, or a request served
   with success (SGLang's HTTP server starts once every scheduler is ready); a server that
   was ready and then stopped (SGLang's SIGTERM handler, uvicorn's shutdown, a child ended by

@@ -208,7 +208,7 @@ def _code_above(held: list[Event]) -> list[Event]:
     most ``_CODE_LINES``, after its first line, beginning with a code line): the code of a frame
     whose File line is not in the log, when a frame follows them."""
     n = 0
-    while n < min(_CODE_LINES, len(held) - 1) and held[-1 - n].kind in ("indented", "tb_caret"):
+    while n < min(_CODE_LINES, len(held) - 1) and held[-1 - n].kind in _CODE_KINDS:
         n += 1
     while n and held[len(held) - n].kind != "indented":  # carets under no code line here
         n -= 1
