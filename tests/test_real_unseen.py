@@ -186,17 +186,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("key_figure[new_tokens]", "1573"): "nothing found: the two prefill batches are SGLang records in Python logging's "
-                                        "format ('2026-06-07 10:59:31,843 [INFO] sglang.srt.managers."
-                                        "scheduler_metrics_mixin: Prefill batch, ...', lines 3 and 6), read as "
-                                        "unrecognised lines",
-    ("key_figure[cached_tokens]", "1573"): "nothing found: the same two logging-format prefill batches (lines 3 and 6, "
-                                           "7 cached tokens each) are unrecognised",
-    ("key_figure[running_req]", "1573"): "nothing found: the three decode batches in Python logging's format "
-                                         "('... [INFO] sglang.srt.managers.scheduler_metrics_mixin: Decode batch, "
-                                         "#running-req: 1, ...', lines 1, 4 and 7) are unrecognised",
-    ("key_figure[gen_tps]", "1573"): "nothing found: the same three logging-format decode batches (126.29, 83.17 and "
-                                     "82.34 tok/s) are unrecognised, so the summary gives no decode throughput",
 }
 
 

@@ -77,8 +77,21 @@ def test_c_reads_iso_stamps_as_seconds_does(day: datetime, sep: str, digits: int
 
 
 @compiled
+@settings(max_examples=200, deadline=None)
+@given(_DATES, st.sampled_from([3, 6]))
+def test_c_reads_python_logging_s_comma_stamps_as_seconds_does(day: datetime, digits: int) -> None:
+    """Python logging's ``%(asctime)s`` puts its milliseconds after a comma: read as after a point."""
+    assert _scan is not None
+    ts = _as_stamp(day, " ", digits)
+    comma = ts[:19] + "," + ts[20:]
+    assert seconds(comma) == seconds(ts)
+    got = _scan.stamp_seconds(comma.encode())
+    assert got is None and abs(seconds(ts) or 0) * 1e6 >= 2**53 or got == (seconds(ts), True), comma
+
+
+@compiled
 @settings(max_examples=400, deadline=None)
-@given(st.text(alphabet="0123456789-:. TZ+", min_size=6, max_size=28))
+@given(st.text(alphabet="0123456789-:.,TZ+ ", min_size=6, max_size=28))
 def test_c_reads_no_stamp_that_seconds_reads_otherwise(text: str) -> None:
     """Digit soup in the shapes of stamps: where C reads seconds, they are Python's; where
     Python reads none (an invalid date), C reads none and leaves the line to the exact path."""

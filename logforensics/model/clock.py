@@ -24,6 +24,8 @@ def seconds(ts: str | None) -> float | None:
         return None
     try:
         if len(ts) >= 19 and ts[4] == "-":
+            if ts[19:20] == ",":  # Python logging's "%(asctime)s": milliseconds after a comma
+                ts = ts[:19] + "." + ts[20:]
             d = datetime.fromisoformat(ts[:26] if "+" not in ts[19:] else ts)
             return (d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d).timestamp()
         if len(ts) >= 8 and ts[2] == ":":

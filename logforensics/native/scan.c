@@ -462,7 +462,7 @@ static int stamp_seconds(const unsigned char *p, Py_ssize_t n, double *out, int 
             !digits(p + 14, 2, &mi) || !digits(p + 17, 2, &sec))
             return 0;
         if (n > 19) {
-            if (p[19] != '.' || !digits(p + 20, (int)(n - 20), &frac))
+            if ((p[19] != '.' && p[19] != ',') || !digits(p + 20, (int)(n - 20), &frac))
                 return 0;
             if (n == 23)
                 frac *= 1000;
