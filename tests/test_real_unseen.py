@@ -186,13 +186,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("phase_reached", "1583"): "TP0 is placed in no phase: its one record, the decode batch pasted ending after "
-                               "'#queue-req: ' with no value (line 1), is unrecognised, so the serving it shows is "
-                               "not read ('INCOMPLETE', where the same line with its value, 1582, is read as serving)",
-    ("key_figure[running_req]", "1583"): "nothing found: the decode batch cut after '#queue-req: ' (line 1) is "
-                                         "unrecognised, so its '#running-req: 1' is not read",
-    ("key_figure[gen_tps]", "1583"): "nothing found: the decode batch cut after '#queue-req: ' (line 1) is "
-                                     "unrecognised, so its 'gen throughput (token/s): 30.84' is not read",
 }
 
 
