@@ -337,10 +337,10 @@ def on_server_ready(m: RunModel, ev: Event) -> None:
                                             "last_line": ev.line, "last_ts": ev.ts})
 
 
-@handles("warmup_begin", "pd_warmup_answer", "warmup_end")
-def on_warmup(m: RunModel, ev: Event) -> None:
-    """The HTTP server's warm-up request: its start (where a start-up that never finishes
-    stalls: ``outcome.stall``), a PD server's answer with its status, its end; kept as notices."""
+@handles("warmup_begin")
+def on_warmup_begin(m: RunModel, ev: Event) -> None:
+    """The HTTP server sent its warm-up request: where a start-up that never finishes stalls
+    (``outcome.stalled``); kept as a notice."""
     m.notices.add(ev.kind, ev, ts=ev.ts, **ev.fields)
 
 
