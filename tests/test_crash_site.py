@@ -330,3 +330,36 @@ def test_a_traceback_through_an_import_of_the_launcher_is_at_import(runpy: str) 
     assert importing([*run, Frame(path=launcher, line=6, func="<module>",
                                   code="from sglang.srt.entrypoints.http_server import launch_server")])
     assert not importing([*run, Frame(path=launcher, line=27, func="<module>", code="run_server(server_args)")])
+
+
+@pytest.mark.parametrize("path", ["sglang/python/sglang/srt/models/minicpm.py",
+                                  "/usr/local/lib/python3.12/dist-packages/sglang/srt/models/qwen3.py"])
+def test_a_headerless_frame_with_its_code_and_exception_on_its_line_is_the_crash(tmp_path: Path, path: str) -> None:
+    """One frame pasted with its line breaks lost and no header above it (an inline code span:
+    the frame, its source line and the exception line run together): the frame's function is
+    its one word, the rest its code, and the exception line after it is the crash's; a model
+    class's constructor runs where the loader builds the model, so the crash is in weight
+    loading. The frame on its lines reads the same."""
+    frame = f'  File "{path}", line 145, in __init__'
+    code = "    self.rotary_emb.cos_sin_cache = self.rotary_emb._compute_cos_sin_cache()"
+    exc = ("TypeError: Phi3LongRoPEScaledRotaryEmbedding._compute_cos_sin_cache() missing 3 required positional "
+           "arguments: 'max_position_embeddings', 'rescale_factors', and 'mscale'")
+    flat, lines = tmp_path / "flat.log", tmp_path / "lines.log"
+    flat.write_text(f"{frame} {code.strip()} {exc}\n")
+    lines.write_text(f"{frame}\n{code}\n{exc}\n")
+    for log in (flat, lines):
+        crash = summarize_run([str(log)]).crash
+        assert crash is not None
+        assert (crash.exception, crash.phase, crash.line) == ("TypeError", "load_weights", 1)
+        assert crash.message.startswith("Phi3LongRoPEScaledRotaryEmbedding._compute_cos_sin_cache() missing 3")
+        assert [(f.func, f.code) for f in crash.frames] == [("__init__", code.strip())]
+
+
+def test_a_frame_whose_rest_is_code_alone_names_no_exception(tmp_path: Path) -> None:
+    """A flattened frame with code and no exception line after it (``raise ValueError``: the
+    class alone may be the code's) keeps the crash's exception unknown (cut)."""
+    log = tmp_path / "f.log"
+    log.write_text('  File "/sgl/python/sglang/srt/models/llama.py", line 9, in __init__ raise ValueError\n')
+    crash = summarize_run([str(log)]).crash
+    assert crash is not None and crash.exception is None
+    assert [(f.func, f.code) for f in crash.frames] == [("__init__", "raise ValueError")]

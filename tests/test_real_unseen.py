@@ -151,12 +151,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "placed in warmup, the phase Rank 0 reached ('Rank 0: max_total_num_token=14425, ...', line 8), "
                       "where the label places it in none (the class of 727 and 794: an unnamed process's crash "
                       "takes the named ranks' phase)",
-    ("crash", "963"): "no phase and no exception: the one-line paste (a Markdown code span whose line breaks were "
-                      "lost) holds the frame, its code and 'TypeError: Phi3LongRoPEScaledRotaryEmbedding."
-                      "_compute_cos_sin_cache() missing 3 required positional arguments: ...' on line 1, and the "
-                      "whole rest of the line after 'in ' is read as the frame's function name, so the crash is "
-                      "'a traceback whose exception is not in this log (cut)' and models/minicpm.py __init__ "
-                      "(model construction, load_weights) is not seen",
     ("fatal_line", "1134"): "cited at line 3, the second device-side assertion ('/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: "
                             "... Assertion ... failed'): the first, at line 1, is transcribed with misread letters ('Alen', "
                             "'Indexkernel', 'sizes(i]') and is unrecognised, so the first fatal record (516's reading) is not seen",

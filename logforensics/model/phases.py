@@ -74,7 +74,16 @@ def phase_of_frames(frames: Sequence[Mapping[str, Any]]) -> str | None:
     forward pass)."""
     name = _placing([(fr.get("func") or "", fr.get("code") or "") for fr in frames])
     phase = frame_phases()[name] if name else None
+    if phase is None and any(fr.get("func") == "__init__" and _MODEL_CLASS.search(fr.get("path") or "")
+                             for fr in frames):
+        return "load_weights"
     return "serving" if phase == REQUEST else phase
+
+
+#: A model class's module: its constructor runs only where the loader builds the model
+#: (``_initialize_model``, after "Load weight begin"), so a traceback through it whose
+#: loader frames are not in the log (a paste of its innermost frame) is in weight loading.
+_MODEL_CLASS = re.compile(r"(?:^|[/\\])srt[/\\]models[/\\][^/\\]+\.py$")
 
 
 #: Files and functions of the model worker that ``Scheduler.__init__`` builds first.

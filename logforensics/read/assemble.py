@@ -32,7 +32,7 @@ from ..events.types import BOOL, INT, STR, Type, list_of, struct
 from .fatal import DIED_TYPE, STORE_TYPE, scheduler_died, store_error
 from .oom import OOM_TYPE, decompose_oom
 from .raises import raised_in
-from .segments import RAY_SUFFIX
+from .segments import FLAT_EXC, RAY_SUFFIX
 
 #: Kinds that may continue a traceback's final message (multi-line messages).
 #: (``pool_check``: SGLang's per-pool check, which a "pool memory leak detected!" message goes on with)
@@ -108,6 +108,24 @@ _INDENTED_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error
 #: a word alone ("Note: ...", "Warning: ...") is another writer's line.
 _ANY_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*)"
                       r"(?::(?P<message>[ \t].*|))?")
+def _flattened(func: str | None) -> tuple[str | None, str | None, re.Match[str] | None]:
+    """A frame's function name, its source line and its exception line's match
+    (``_INDENTED_EXC``) where the traceback's line breaks were lost and its header is not in
+    the log, so the segmenter did not cut it (a paste as one line: ``File "m.py", line 145,
+    in __init__ self.x = f() TypeError: f() missing ...``): Python prints a function's name as
+    one word, and its code and exception line follow it (:data:`~.segments.FLAT_EXC`).
+    Else the name as read, no code, no match."""
+    if not func or " " not in func.strip():
+        return func, None, None
+    name, rest = func.strip().split(None, 1)
+    cut = FLAT_EXC.search(rest)
+    exc = _INDENTED_EXC.fullmatch(rest[cut.end():]) if cut else None
+    if exc is not None and exc.group("message") is None:
+        exc = None  # "raise ValueError" is as likely the code as the class alone its exception line
+    code = (rest[:cut.start()] if exc and cut else rest).strip() or None
+    return name, code, exc
+
+
 #: A logging prefix whose stamp has no year (SGLang's multimodal generation server: ``[12-24 08:20:04] ...``):
 #: its record has no time stamp (no year is guessed), but it is a record of its own, never a traceback's line.
 _DATELESS = re.compile(r"\[\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+-?\d+)*\] ")
@@ -728,8 +746,12 @@ class TracebackAssembler:
             if kind == "fh_thread" and (tb.fatal or tb.thread_dump):
                 tb.blocks.append((len(tb.frames), ev.text.lstrip().startswith("Current thread")))
             if kind == "tb_frame":
+                func, code, exc = _flattened(ev.fields.get("func"))
                 tb.frames.append({"path": ev.fields.get("path"), "line": ev.fields.get("lineno"),
-                                  "func": ev.fields.get("func"), "code": None, "log_line": ev.line})
+                                  "func": func, "code": code, "log_line": ev.line})
+                if exc is not None and tb.exception is None:
+                    tb.exception, tb.message = exc.group("exception"), (exc.group("message") or "").strip()
+                    tb.exc_at = {"line": ev.line, "text": ev.text}
             tb.blanks = 0
             return
         if kind == "tb_chain" and tb is not None:

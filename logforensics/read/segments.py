@@ -170,7 +170,7 @@ _FLAT_FRAME = re.compile(r"(?<=\S) +File \"(?:[^\"\n]*(\", line \d+, in \S+)|[^\
 #: The markers under a frame's code (Python 3.11's ``^^^^``, ``~~~^^^``), a line of their own.
 _FLAT_MARKS = re.compile(r"(?<=\S) +[~^]{2,}(?= |$)")
 #: Its exception line, after the last frame's code: a class named as Python's are, and a colon.
-_FLAT_EXC = re.compile(r"(?<=\S) +(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::|$))")
+FLAT_EXC = re.compile(r"(?<=\S) +(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::|$))")
 
 
 def _flat_cuts(text: str, start: int, end: int) -> list[int]:
@@ -187,7 +187,7 @@ def _flat_cuts(text: str, start: int, end: int) -> list[int]:
         if m.end() < end and m.group(1) is not None:  # (a frame cut short has no code after it)
             cuts.append(m.end())
         last = m.end()
-    exc = _FLAT_EXC.search(text, last, end)
+    exc = FLAT_EXC.search(text, last, end)
     if exc is not None and exc.start() > last:
         cuts.append(exc.end())  # at the class's name: an exception line is not indented
     cuts.extend(m.start() for m in _FLAT_MARKS.finditer(text, head.end(), exc.start() if exc else end))
