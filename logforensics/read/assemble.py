@@ -746,9 +746,9 @@ class TracebackAssembler:
             if kind == "fh_thread" and (tb.fatal or tb.thread_dump):
                 tb.blocks.append((len(tb.frames), ev.text.lstrip().startswith("Current thread")))
             if kind == "tb_frame":
-                func, code, exc = _flattened(ev.fields.get("func"))
+                func, source, exc = _flattened(ev.fields.get("func"))
                 tb.frames.append({"path": ev.fields.get("path"), "line": ev.fields.get("lineno"),
-                                  "func": func, "code": code, "log_line": ev.line})
+                                  "func": func, "code": source, "log_line": ev.line})
                 if exc is not None and tb.exception is None:
                     tb.exception, tb.message = exc.group("exception"), (exc.group("message") or "").strip()
                     tb.exc_at = {"line": ev.line, "text": ev.text}
