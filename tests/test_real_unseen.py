@@ -180,10 +180,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("phase_reached", "1592"): "the unranked server is left in kv_cache_alloc ('before cuda_graph_capture or warmup'): "
-                               "'[2026-06-09 09:31:48] Capture Frozen-KV MTP draft cuda graph begin.' (line 9, behind "
-                               "the viewer's '2026-06-09 12:31:48.936 | ') is unrecognised, so the draft's graph capture "
-                               "that begins there places it in no phase",
 }
 
 
