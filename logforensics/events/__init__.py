@@ -53,6 +53,7 @@ PHASE_OF_KIND: dict[str, str] = {
     "fp8_checkpoint": "load_weights",
     # a model's load_weights skipping a checkpoint tensor it has no parameter for
     "param_not_loaded": "load_weights",
+    "params_not_initialized": "load_weights",
     "jax_weights_loaded": "load_weights",
     "jax_kv_tokens": "kv_cache_alloc",
     "jax_kv_buffers": "kv_cache_alloc",
