@@ -10,6 +10,7 @@ from .types import Type
 
 KINDS: dict[str, dict[str, Type]] = {'allreduce_backend': {'message': 'string'},
  'argparse_error': {'message': 'string', 'prog': 'string'},
+ 'attention_backend_default': {'backend': 'string'},
  'bare': {'message': 'string'},
  'basic_log': {'level': 'string', 'logger': 'string', 'message': 'string'},
  'batch_discarded': {'message': 'string'},
