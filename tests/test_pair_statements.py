@@ -247,12 +247,13 @@ def test_uvicorn_shutting_down_before_readiness_then_a_failed_warm_up_is_no_stop
 
 def test_the_same_deployment_split_another_way_is_another_parallel_layout() -> None:
     """Both logs show the same model; only TP and DP sizes differ (043, 047): another parallel
-    layout of that deployment, whose per-rank figures are not compared, not 'another setup'. A
-    model one log does not show leaves the setup unknown (test_diff_real's 052 against 032)."""
+    layout of that deployment, whose per-rank figures are not compared, not 'another setup'; the
+    verdict names each size by the setting that sets it (070's label: ``dp_size``). A model one
+    log does not show leaves the setup unknown (test_diff_real's 052 against 032)."""
     for pair in ("043", "047"):
         d = _diff(pair)
         assert d.facts.setup.layout_only
-        assert "another parallel layout (TP size 4 vs 2; DP size 4 vs 2)" in d.verdict
+        assert "another parallel layout (tp_size 4 vs 2; dp_size 4 vs 2)" in d.verdict
         assert "not the same setup" not in d.verdict
         su = next(f for f in d.findings if f.rule == "SU01")
         assert su.title.startswith("another parallel layout: TP size 4 vs 2")

@@ -19,11 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "070-mi30x-dsv3-dp-attention-torch-compile-dp8-serves-dp4-assertionerror-nhead-64-mla-decode-at-warmup":
-        "names the one changed parallel setting only as 'another parallel layout (DP size 8 vs 4)', "
-        "not as the server_args setting dp_size (8 -> 4) that the label asks for",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

@@ -183,3 +183,62 @@ def test_a_last_option_that_takes_a_value_and_has_none_is_not_read_as_true() -> 
     assert launch_flags(base + " --trust-remote-code")["trust_remote_code"] is True
     assert launch_flags(base + " --my-own-flag")["my_own_flag"] is True
     assert launch_flags(base + " --port 8998")["port"] == 8998
+
+
+DP_RUN = (
+    "[2025-10-30 00:4{d}:07] WARNING server_args.py:1324: DP attention is enabled. The chunked prefill size is "
+    "adjusted to {cp} to avoid MoE kernel issues. \n"
+    "[2025-10-30 00:4{d}:07] server_args=ServerArgs(model_path='/models/dsv3', tp_size=8, dp_size={dp}, "
+    "enable_dp_attention=True, chunked_prefill_size={cp}, mem_fraction_static=0.8)\n"
+    "[2025-10-30 00:4{d}:50 DP0 TP0] Load weight begin. avail mem=187.61 GB\n"
+)
+
+
+def test_a_setting_the_server_set_from_the_dp_size_follows_that_change(tmp_path: Path) -> None:
+    """Under DP attention the launcher divides the chunked prefill size by the DP size and says
+    so: with the DP size changed, the chunked prefill size that changed with it is the server's
+    doing, not a lead of its own (real-pairs 070): not linked to the failure, not a setting to
+    try back, and named as set by the server."""
+    base, fail = tmp_path / "baseline.log", tmp_path / "failing.log"
+    base.write_text(DP_RUN.format(d=1, dp=8, cp=2048) + "[2025-10-30 00:42:00] The server is fired up and ready to roll!\n")
+    fail.write_text(DP_RUN.format(d=2, dp=4, cp=4096) + CRASH.replace("2026-03-02 10:02:00", "2025-10-30 00:43:00 DP1 TP3"))
+    d = diagnose_files(str(fail), str(base))
+    config = d.facts.config
+    assert set(config.changed_keys) == {"chunked_prefill_size", "dp_size"}
+    assert config.set_by_server == ("chunked_prefill_size",)
+    assert all(x.key != "chunked_prefill_size" for x in config.linked)
+    assert "CFG03" not in {f.rule for f in d.findings}
+    cfg02 = next(f for f in d.findings if f.rule == "CFG02")
+    assert "Set by the server itself" in cfg02.explanation and "chunked_prefill_size" in cfg02.explanation
+    assert "chunked_prefill_size" not in (d.conclusion.next_step or "")
+
+
+def test_the_same_change_without_the_servers_word_is_a_setting_of_its_own(tmp_path: Path) -> None:
+    """Without the launcher's notice in either log, a changed chunked prefill size is the command's."""
+    base, fail = tmp_path / "baseline.log", tmp_path / "failing.log"
+    run = DP_RUN.split("\n", 1)[1]
+    base.write_text(run.format(d=1, dp=8, cp=2048) + "[2025-10-30 00:42:00] The server is fired up and ready to roll!\n")
+    fail.write_text(run.format(d=2, dp=4, cp=4096) + CRASH.replace("2026-03-02 10:02:00", "2025-10-30 00:43:00 DP1 TP3"))
+    d = diagnose_files(str(fail), str(base))
+    assert d.facts.config.set_by_server == ()
+    assert "chunked_prefill_size" in (d.conclusion.next_step or "")
+
+
+def test_a_negative_mem_usage_at_load_end_is_no_weight_size(tmp_path: Path) -> None:
+    """SGLang's "mem usage" at "Load weight end" is free memory before minus after: where another
+    process freed memory during the load it is negative, and no size of the weights, so the
+    weights are not compared (real-pairs 069); the free memory before the load still is."""
+    load = ("[2025-12-16 0{h}:12:30 TP0] Load weight begin. avail mem={begin} GB\n"
+            "[2025-12-16 0{h}:12:44 TP0] Load weight end. type=GptOssForCausalLM, dtype=torch.bfloat16, "
+            "avail mem=276.01 GB, mem usage={usage} GB.\n")
+    base, fail = tmp_path / "baseline.log", tmp_path / "failing.log"
+    base.write_text(load.format(h=8, begin="284.32", usage="8.31")
+                    + "[2025-12-16 08:13:00] The server is fired up and ready to roll!\n")
+    fail.write_text(load.format(h=9, begin="23.86", usage="-252.15")
+                    + CRASH.replace("2026-03-02 10:02:00", "2025-12-16 09:13:00 TP0"))
+    d = diagnose_files(str(fail), str(base))
+    mem = d.facts.memory
+    assert mem.weights_not_compared == ("TP0",)
+    assert {c.figure for c in mem.changed} == {"load_begin_avail_gib"}
+    mem02 = next(f for f in d.findings if f.rule == "MEM02")
+    assert "weights_gib" not in mem02.explanation and "no size of the weights" in mem02.explanation

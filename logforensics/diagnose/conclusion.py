@@ -335,7 +335,7 @@ def _other_setup_step(facts: Facts) -> str:
     moved = {(str(d.baseline), str(d.failing)) for d in differs}
     follows = {d.key for d in differs} | {k for k, d in facts.config.server_args.items()
                                           if (str(d.baseline), str(d.failing)) in moved}
-    others = [k for k in facts.config.changed_keys if k not in follows]
+    others = [k for k in facts.config.changed_keys if k not in follows and k not in facts.config.set_by_server]
     what = " and the ".join(d.label for d in differs)
     step = (f"the runs differ in the {what}, so no setting difference can be compared as the cause: "
             f"compare the failing run with a working run of the same {what}")

@@ -212,7 +212,7 @@ def _among_others(facts: Facts) -> bool:
     """Whether more than one setting changed (one SGLang derives from another is no change of
     its own): then that a setting acts on the failing phase does not tell which change matters
     (two that both act on it are two candidates, real-pairs 022)."""
-    return independent_changes(facts.config.changed_keys) > 1
+    return independent_changes(facts.config.changed_keys, facts.config.set_by_server) > 1
 
 
 def likely_cause(failing: RunSummary, baseline: RunSummary | None, facts: Facts,

@@ -88,6 +88,10 @@ class MemoryDeltas:
     load_end_shift_tokens: int | None
     #: The baseline's KV pool on the rank that failed first (paired by rank), when it logged one.
     baseline_kv: RankKV | None
+    #: Ranks whose weights were not compared: a log printed a negative "mem usage" at "Load
+    #: weight end" (free memory rose while the weights loaded, as when another process freed
+    #: memory on the GPU): a difference of free memory, no size of the weights.
+    weights_not_compared: tuple[str, ...] = ()
 
     @staticmethod
     def empty() -> MemoryDeltas:
@@ -112,6 +116,7 @@ def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) 
     rows: dict[str, dict[str, FigureDelta]] = {}
     changed: list[FigureDelta] = []
     max_abs: dict[str, float] = {}
+    unweighed: list[str] = []
     for rank, frank in pairs.items():
         bm, fm = base.memory.get(rank, NO_MEMORY), fail.memory.get(frank, NO_MEMORY)
         row: dict[str, FigureDelta] = {}
@@ -119,6 +124,9 @@ def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) 
             b, f = bm.figure(key), fm.figure(key)
             if b is None or f is None:
                 continue  # a figure one log does not print is not a change
+            if key == "weights_gib" and min(b, f) < 0:
+                unweighed.append(rank)
+                continue
             d = FigureDelta(rank, key, b, f, round(f - b, 4), _mem_evidence(fail, frank, key) + _mem_evidence(base, rank, key))
             row[key] = d
             max_abs[key] = max(max_abs.get(key, 0.0), abs(f - b))
@@ -141,7 +149,8 @@ def memory_deltas(fail: RunSummary, base: RunSummary, cell_bytes: float | None) 
     shift = max_abs.get("load_end_avail_gib")
     tokens = int(shift * 2**30 / cell_bytes) if shift is not None and cell_bytes else None
     return MemoryDeltas(rows, tuple(changed), {k: round(v, 4) for k, v in max_abs.items()},
-                        tuple(e for c in changed for e in c.evidence)[:12], _round(shift), load_end, tokens, baseline_kv)
+                        tuple(e for c in changed for e in c.evidence)[:12], _round(shift), load_end, tokens, baseline_kv,
+                        tuple(unweighed))
 
 
 def _round(x: float | None, nd: int = 4) -> float | None:

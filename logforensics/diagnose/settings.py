@@ -44,10 +44,27 @@ EFFECTS: dict[str, str] = {
 DERIVED_FROM: dict[str, str] = {"cuda_graph_bs": "cuda_graph_max_bs"}
 
 
-def independent_changes(keys: tuple[str, ...]) -> int:
+#: Settings the server sets itself from others, where its log says so (the record's kind ->
+#: the setting and what it is set from): under DP attention the launcher divides the chunked
+#: prefill size by the DP size ("DP attention is enabled. The chunked prefill size is adjusted
+#: to 4096 ..."), and the settings dump after it shows the value it set, not the command's.
+SET_BY_SERVER: dict[str, tuple[str, tuple[str, ...]]] = {
+    "dp_attention_adjust": ("chunked_prefill_size", ("dp_size", "enable_dp_attention")),
+}
+
+
+def independent_changes(keys: tuple[str, ...], set_by_server: tuple[str, ...] = ()) -> int:
     """How many changes the changed ``keys`` are: a setting that changed with the one SGLang
-    derives it from is no change of its own."""
-    return len({k for k in keys if DERIVED_FROM.get(k) not in keys})
+    derives it from is no change of its own, nor one the server set from another change."""
+    return len({k for k in keys if DERIVED_FROM.get(k) not in keys and k not in set_by_server})
+
+
+def _set_by_server(args: Mapping[str, SettingDiff], fail: RunSummary, base: RunSummary) -> tuple[str, ...]:
+    """The changed settings whose values the server set itself (``SET_BY_SERVER``: a run's log
+    says so) from a setting that changed too: they follow that change, and are no lead of their own."""
+    return tuple(key for kind, (key, origins) in SET_BY_SERVER.items()
+                 if key in args and any(o in args for o in origins)
+                 and (fail.notices.get(kind) or base.notices.get(kind)))
 
 
 #: The settings that bring in each optional part of SGLang (``model.phases.COMPONENTS``): a
@@ -142,6 +159,9 @@ class ConfigDiff:
     in_component: tuple[LinkedSetting, ...] = ()
     #: That part with its innermost frame (``model.phases.components_of``), or None.
     in_component_at: str | None = None
+    #: Changed settings the server set itself from another changed setting, as a run's log
+    #: says (``SET_BY_SERVER``): they change with it, so they are not linked to the failure.
+    set_by_server: tuple[str, ...] = ()
 
     @staticmethod
     def empty() -> ConfigDiff:
@@ -256,8 +276,12 @@ def config_diff(fail: RunSummary, base: RunSummary) -> ConfigDiff:
     if base.server_args and fail.server_args:
         build = tuple([f"{k} (failing only)" for k in sorted(set(fail.server_args) - set(base.server_args))]
                       + [f"{k} (baseline only)" for k in sorted(set(base.server_args) - set(fail.server_args))])
-    return ConfigDiff(args, env, bool(args or env), tuple(sorted(args) + sorted(env)), _linked(args, env, fail),
-                      not_compared, tuple(evidence), build, *_in_component(args, fail))
+    derived = _set_by_server(args, fail, base)
+    evidence += [notice_ev(n) for kind in SET_BY_SERVER for run in (fail, base) for n in run.notices.get(kind, [])[:1]
+                 if derived]
+    linked = tuple(x for x in _linked(args, env, fail) if x.key not in derived)
+    return ConfigDiff(args, env, bool(args or env), tuple(sorted(args) + sorted(env)), linked,
+                      not_compared, tuple(evidence), build, *_in_component(args, fail), set_by_server=derived)
 
 
 def _in_component(args: dict[str, SettingDiff], fail: RunSummary) -> tuple[tuple[LinkedSetting, ...], str | None]:

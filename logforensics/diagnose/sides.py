@@ -215,6 +215,12 @@ class SetupItem:
     failing: Any
 
 
+def _set_both(d: SetupItem) -> bool:
+    """Whether both runs' settings give this part of the layout (named then by the setting that
+    sets it, "dp_size 8 vs 4"; a size read from the ranks a log shows is not a setting's value)."""
+    return d.key in LAYOUT_KEYS and all(isinstance(x, int) for x in (d.baseline, d.failing))
+
+
 @dataclass(frozen=True)
 class Setup:
     """Whether the two runs are the same setup, judged only on what both logs show."""
@@ -234,7 +240,7 @@ class Setup:
     def words(self) -> str:
         """The difference as the verdict says it: another parallel layout of the same deployment,
         or another setup."""
-        listed = "; ".join(f"{d.label} {d.baseline} vs {d.failing}" for d in self.differs)
+        listed = "; ".join(f"{d.key if _set_both(d) else d.label} {d.baseline} vs {d.failing}" for d in self.differs)
         return f"another parallel layout ({listed})" if self.layout_only else f"not the same setup ({listed})"
 
     @staticmethod

@@ -143,7 +143,7 @@ def on_sglang_version(m: RunModel, ev: Event) -> None:
         m.notices.add("sglang_version", ev)  # the line the version rests on
 
 
-@handles("custom_ar_disabled", "unbalanced_memory")
+@handles("custom_ar_disabled", "unbalanced_memory", "dp_attention_adjust")
 def on_notable(m: RunModel, ev: Event) -> None:
     """Records kept as evidence for the rules, under their own kind."""
     m.notices.add(ev.kind, ev)

@@ -129,6 +129,7 @@ RULES: dict[str, Rule] = {
     "deepep_sms": _rule(T("INT", "sms", v.to_int)),
     "param_not_loaded": _rule(T("PARAM_NOT_LOADED", "param", v.param_name)),
     "host_kv_pool": _rule(T("NUMBER", "host_gb", v.to_float)),  # decimal GB (bytes / 1e9), as printed
+    "dp_attention_adjust": _rule(T("CHUNK_SIZE", "chunked_prefill_size", v.to_int)),
     "attention_backend_default": _rule(T("ATTN_BACKEND", "backend", v.to_str)),
     "graph_disabled": _rule(T("GRAPH_DISABLED", "graph", v.word(1)), T("TEXT", "reason", v.to_strip)),
     "torch_compile": _rule(T("SHAPE", "shape", v.to_str), T("NUMBER", "elapsed_s", v.to_float),
