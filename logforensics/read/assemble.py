@@ -108,6 +108,8 @@ _INDENTED_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error
 #: a word alone ("Note: ...", "Warning: ...") is another writer's line.
 _ANY_EXC = re.compile(r"(?P<exception>(?:[a-z_]\w*\.)+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*)"
                       r"(?::(?P<message>[ \t].*|))?")
+
+
 def _flattened(func: str | None) -> tuple[str | None, str | None, re.Match[str] | None]:
     """A frame's function name, its source line and its exception line's match
     (``_INDENTED_EXC``) where the traceback's line breaks were lost and its header is not in
