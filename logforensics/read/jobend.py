@@ -97,6 +97,9 @@ RECORDS: tuple[_Rec, ...] = (
     *((re.compile(rf"^\s*{words}(?: \(core dumped\))?\s*$"), "shell", cause, _groups) for words, cause in (
         ("Segmentation fault", "sigsegv"), ("Aborted", "sigabrt"), ("Quit", "sigquit"), ("Bus error", "sigbus"),
         ("Illegal instruction", "sigill"), ("Floating point exception", "sigfpe"))),
+    # the notices in a Chinese locale (glibc's zh_CN strsignal: "已杀死", "段错误 (核心已转储)", "已放弃")
+    *((re.compile(rf"^\s*{words}(?: ?\(核心已转储\))?\s*$"), "shell", cause, _groups) for words, cause in (
+        ("已杀死", "sigkill"), ("段错误", "sigsegv"), ("已放弃", "sigabrt"))),
     # zsh's notice, the command after it ("zsh: killed     python -m sglang.launch_server ...")
     *((re.compile(rf"^\s*zsh: {words}(?: \(core dumped\))?(?:\s|$)"), "shell", cause, _groups) for words, cause in (
         ("killed", "sigkill"), ("segmentation fault", "sigsegv"), ("abort", "sigabrt"), ("quit", "sigquit"),
@@ -145,4 +148,5 @@ def field(name: str) -> Any:
 
 _RAY_REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
 #: a cheap test before the table: words every record has one of
-_MAYBE = re.compile(r"slurm|srun|[Kk]illed|exit|oom|OUT_OF|TIMEOUT|Segmentation|Aborted|Quit|Bus error|Illegal|Floating|zsh: ")
+_MAYBE = re.compile(r"slurm|srun|[Kk]illed|exit|oom|OUT_OF|TIMEOUT|Segmentation|Aborted|Quit|Bus error|Illegal|Floating|zsh: "
+                    r"|已杀死|段错误|已放弃")
