@@ -116,16 +116,17 @@ def _flattened(func: str | None) -> tuple[str | None, str | None, re.Match[str] 
     the log, so the segmenter did not cut it (a paste as one line: ``File "m.py", line 145,
     in __init__ self.x = f() TypeError: f() missing ...``): Python prints a function's name as
     one word, and its code and exception line follow it (:data:`~.segments.FLAT_EXC`).
-    Else the name as read, no code, no match."""
+    Else the name as read, no code, no match: without an exception line after it, what follows
+    the name may be another writer's text (Ray's suffix hard-wrapped by a terminal, its rest on
+    the next line: ``_wrapped_suffix``), so it is not taken for the code."""
     if not func or " " not in func.strip():
         return func, None, None
     name, rest = func.strip().split(None, 1)
     cut = FLAT_EXC.search(rest)
     exc = _INDENTED_EXC.fullmatch(rest[cut.end():]) if cut else None
-    if exc is not None and exc.group("message") is None:
-        exc = None  # "raise ValueError" is as likely the code as the class alone its exception line
-    code = (rest[:cut.start()] if exc and cut else rest).strip() or None
-    return name, code, exc
+    if cut is None or exc is None or exc.group("message") is None:
+        return func, None, None  # ("raise ValueError": the class alone is as likely the code's)
+    return name, rest[:cut.start()].strip() or None, exc
 
 
 #: A logging prefix whose stamp has no year (SGLang's multimodal generation server: ``[12-24 08:20:04] ...``):
