@@ -242,3 +242,25 @@ def test_a_negative_mem_usage_at_load_end_is_no_weight_size(tmp_path: Path) -> N
     assert {c.figure for c in mem.changed} == {"load_begin_avail_gib"}
     mem02 = next(f for f in d.findings if f.rule == "MEM02")
     assert "weights_gib" not in mem02.explanation and "no size of the weights" in mem02.explanation
+
+
+def test_rank_labels_of_other_parallel_parts_are_another_layout(tmp_path: Path) -> None:
+    """Neither log prints its settings; the baseline's ranks are named by TP alone, the failing
+    run's by DP, TP and EP parts (SGLang names those parts under DP attention and expert
+    parallelism): the runs were launched with another parallel layout (real-pairs 071), said as
+    such, with the model not claimed alike; ranks named alike are no difference."""
+    decode = ("[2026-03-31 14:3{m}:00 {rank}] Decode batch, #running-req: 1, #token: 64, token usage: 0.00, "
+              "cuda graph: True, gen throughput (token/s): 50.00, #queue-req: 0\n")
+    ready = "[2026-03-31 14:3{m}:01] The server is fired up and ready to roll!\n"
+    base, fail = tmp_path / "baseline.log", tmp_path / "failing.log"
+    base.write_text(decode.format(m=0, rank="TP4") + ready.format(m=0))
+    fail.write_text(decode.format(m=5, rank="DP4 TP4 EP4") + CRASH.replace("2026-03-02 10:02:00", "2026-03-31 14:35:54 DP4 TP4 EP4"))
+    d = diagnose_files(str(fail), str(base))
+    parts = [(x.key, x.baseline, x.failing) for x in d.facts.setup.differs]
+    assert parts == [("rank_parts", "TP", "DP TP EP")] and d.facts.setup.layout_only
+    assert "another parallel layout (rank labels' parallel parts TP vs DP TP EP)" in d.verdict
+    assert "not the same setup" not in d.verdict
+    su = next(f for f in d.findings if f.rule == "SU01")
+    assert "the model is not in both logs" in su.explanation and "same deployment" not in su.explanation
+    base.write_text(decode.format(m=0, rank="DP4 TP4 EP4") + ready.format(m=0))
+    assert not diagnose_files(str(fail), str(base)).facts.setup.differs

@@ -193,7 +193,7 @@ def coverage(run: RunSummary) -> Coverage:
 # ---------------------------------------------------------------------------- setup
 #: What makes two runs the same setup, in the order the verdict names differences.
 #: The setup's parts that are the parallel layout of one deployment.
-LAYOUT_KEYS = frozenset({"tp_size", "dp_size", "pp_size"})
+LAYOUT_KEYS = frozenset({"tp_size", "dp_size", "pp_size", "rank_parts"})
 SETUP_KEYS = (
     ("model_path", "model"),
     ("architecture", "model architecture"),
@@ -202,6 +202,7 @@ SETUP_KEYS = (
     ("pp_size", "PP size"),
     ("gpu", "GPU"),
     ("sglang", "SGLang version"),
+    ("rank_parts", "rank labels' parallel parts"),
 )
 
 
@@ -287,8 +288,25 @@ def tp_at_least(run: RunSummary) -> int | None:
     return max(tps) + 1 if tps else None
 
 
+def rank_parts(run: RunSummary) -> str | None:
+    """The parallel parts a run's rank labels name ("TP", "DP TP EP"), in SGLang's order, or
+    None without a labelled rank: SGLang names a DP part under DP attention, a PP part with
+    pipeline stages and an EP part with expert parallelism, so two runs whose labels name
+    other parts were launched with another parallel layout."""
+    found = {k for label in run.ranks if _rank_key(label) is not None for k in _PARTS.findall(label)}
+    return " ".join(p for p in _PART_ORDER if p in found) or None
+
+
+#: The parts of a rank label in the order SGLang writes them.
+_PART_ORDER = ("DP", "PP", "ATTN_CP", "TP", "EP")
+_PARTS = re.compile(r"\b(DP|PP|ATTN_CP|TP|EP)\d+\b")
+
+
 def setup(base: RunSummary, fail: RunSummary) -> Setup:
     bv, fv = setup_values(base), setup_values(fail)
+    if bv.get("dp_size") is None or fv.get("dp_size") is None:
+        # where a settings dump does not say it, the rank labels show the parallel layout's parts
+        bv["rank_parts"], fv["rank_parts"] = rank_parts(base), rank_parts(fail)
     # A TP size one log does not print may still be bounded by the ranks it names.
     for values, other, run in ((bv, fv, base), (fv, bv, fail)):
         least = tp_at_least(run)
@@ -309,5 +327,8 @@ def setup(base: RunSummary, fail: RunSummary) -> Setup:
         for run in (fail, base):
             for kind in ("server_args", "launch_command"):
                 evidence += [notice_ev(n) for n in run.notices.get(kind, [])[:1]]
-    layout = bool(differs) and all(d.key in LAYOUT_KEYS for d in differs) and "model" in same
+    # only the layout differs: of one deployment where both logs show the model alike; where a log
+    # does not show it, of runs the rank labels show split another way, the model unknown
+    layout = bool(differs) and all(d.key in LAYOUT_KEYS for d in differs) and (
+        "model" in same or "model" in unknown and any(d.key == "rank_parts" for d in differs))
     return Setup(tuple(differs), tuple(same), tuple(unknown), not differs, tuple(evidence), layout)
