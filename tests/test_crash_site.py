@@ -364,3 +364,16 @@ def test_a_frame_whose_rest_is_code_alone_names_no_exception(tmp_path: Path) -> 
     crash = summarize_run([str(log)]).crash
     assert crash is not None and crash.exception is None
     assert [(f.func, f.code) for f in crash.frames] == [("__init__ raise ValueError", None)]
+
+
+def test_the_tokenizer_managers_output_path_is_serving(tmp_path: Path) -> None:
+    """TokenizerManager's loop over the detokenizer's outputs (handle_loop, _handle_batch_output,
+    a request's logprobs in convert_logprob_style) runs only for served requests (real-unseen 1631)."""
+    log = tmp_path / "t.log"
+    log.write_text(
+        "[2026-05-25 08:26:58] TokenizerManager hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/python/sglang/srt/managers/tokenizer_manager.py", line 2055, in convert_logprob_style\n'
+        "    self.add_logprob_to_meta_info(\n"
+        "IndexError: list index out of range\n")
+    crash = summarize_run([str(log)]).crash
+    assert crash is not None and (crash.exception, crash.phase) == ("IndexError", "serving")

@@ -507,3 +507,15 @@ def test_a_window_that_begins_at_the_crash_does_not_say_the_server_was_serving()
     d = _diff("067")
     assert "failed first, in the event loop (by its frames; whether the server had said it was ready" in d.verdict
     assert "during serving" not in d.verdict
+
+
+def test_retractions_before_an_event_loop_crash_show_the_server_serving() -> None:
+    """073, 074: warning-level servers print no batch, but hundreds of 'KV cache pool is full.
+    Retract requests' lines (a decode batch of running requests) before the out-of-memory crash in
+    the event loop: the crash is during serving, not a window that cannot tell serving from the
+    launcher's warm-up request."""
+    for pair in ("073", "074"):
+        d = _diff(pair)
+        assert d.failing.coverage.kinds.get("retract", 0) > 100
+        assert "during serving" in d.verdict
+        assert "is not in this log)" not in d.verdict and "warmup request" not in d.verdict

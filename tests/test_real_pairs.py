@@ -19,16 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "073-areal-eval-aime24-nemotron-1.5b-foreign-process-oom-at-graph-capture-rerun-serves-then-oom-in-logits-while-serving":
-        "the verdict does not say the failing OOM came during serving: it calls the phase unknown between readiness and the "
-        "launcher's warmup request, though the failing log has 363 KV-pool retractions over 267 s before the crash (its own "
-        "SV03 and SV05 say serving)",
-    "074-areal-eval-deepscaler-1.5b-hmmt-serves-aime25-rerun-oom-in-logits-copy-while-serving":
-        "the verdict does not say the failing OOM came during serving: it calls the phase unknown between readiness and the "
-        "launcher's warmup request, though the failing log has 238 KV-pool retractions over 90 s before the crash (its own "
-        "SV03 and SV05 say serving)",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

@@ -279,6 +279,12 @@ def without_exception(crash: Crash) -> str:
     return "a child process failed, what failed is not in this log"
 
 
+#: Records that show the server serving requests, not only its warm-up: batches, answered
+#: requests and probes, and a decode batch's retraction (the KV pool full under running requests:
+#: a warning-level server prints no batch, but these; real-pairs 073, 074).
+_SERVED = ("decode_batch", "prefill_batch", "http_access", "http_probe", "retract")
+
+
 def _in_warmup(run: RunSummary, crash: Crash) -> str:
     """Where the event loop of a server that never became ready failed: in the launcher's
     warm-up request, where the launcher then reports it failed (real-pairs 026); before
@@ -296,7 +302,7 @@ def _in_warmup(run: RunSummary, crash: Crash) -> str:
         # the event loop serves), no readiness: the warm-up is the first it serves
         return (f"before readiness, in the event loop with no generation request answered yet (its HTTP server up "
                 f"at line {up[0].line}; the launcher's warmup request is the first it serves)")
-    if not any(run.coverage.kinds.get(k) for k in ("decode_batch", "prefill_batch", "http_access", "http_probe")):
+    if not any(run.coverage.kinds.get(k) for k in _SERVED):
         # no batch, request or probe in the log: its frames say the event loop ran a batch, not whose
         return ("in the event loop (by its frames; whether the server had said it was ready, or was serving the "
                 "launcher's warmup request, is not in this log)")
