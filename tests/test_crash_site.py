@@ -377,3 +377,19 @@ def test_the_tokenizer_managers_output_path_is_serving(tmp_path: Path) -> None:
         "IndexError: list index out of range\n")
     crash = summarize_run([str(log)]).crash
     assert crash is not None and (crash.exception, crash.phase) == ("IndexError", "serving")
+
+
+def test_a_kernel_launch_refused_before_the_exception_that_reports_it_is_the_first_fatal_record(tmp_path: Path) -> None:
+    """Triton on an Ascend NPU prints the refused launch, then raises 'The Inner error is
+    reported as above' (real-unseen 1632): the crash is cited at the launch's line, in its words,
+    the exception after it kept."""
+    log = tmp_path / "k.log"
+    log.write_text(
+        "_fused_gate_sigmoid_mul_add_kernel launch failed: because value 70218 for parameter coreDim is invalid. "
+        "Expected value: less than or equal to 65535.\n\n"
+        "RuntimeError: The Inner error is reported as above. The process exits for this inner error, and the "
+        "current working operator name is _fused_gate_sigmoid_mul_add_kernel.\n")
+    crash = summarize_run([str(log)]).crash
+    assert crash is not None and crash.line == 1 and crash.exception == "RuntimeError"
+    assert crash.first_message is not None
+    assert crash.first_message.startswith("kernel _fused_gate_sigmoid_mul_add_kernel launch failed: because value 70218")

@@ -180,9 +180,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[pool_end_avail]", "1290"): "[13.07, 13.07, 12.25]: the rank's own figure (its first pool's, line 31) "
                                             "comes before every pool's, so the two 'Memory pool end' lines (13.07 at "
                                             "line 31, 12.25 at line 33) read as three values against the label's two",
-    ("fatal_line", "1632"): "the crash is cited at the RuntimeError (line 3), not at the kernel launch failure it reports "
-                            "as its cause (line 1, '_fused_gate_sigmoid_mul_add_kernel launch failed: because value 70218 "
-                            "for parameter coreDim is invalid'), which is left unrecognised",
     ("fatal_line", "1635"): "the console lists lines newest first, so the traceback's earliest line in the window is line "
                             "10 ('self.model = get_model('); the crash is cited at the KeyError line (3), and lines 5-10 "
                             "are read as a second traceback '(no exception line)' while line 4, the load_weights frame's "

@@ -402,6 +402,7 @@ NATIVE_FATAL = {
     "hsa_error": "ROCm runtime error",
     "cann_error": "Ascend CANN error",
     "cuda_error": "CUDA error",  # or HIP's (its ``api`` field)
+    "kernel_launch_failed": "a kernel launch failed",
     "native_signal": "a fatal signal, caught by a native library's handler",
     "nvshmem_exit": "NVSHMEM ended the process",
     "glibc_abort": "heap corruption detected by glibc",
@@ -429,7 +430,9 @@ def on_native_fatal(m: RunModel, ev: Event) -> None:
     if rank is None and ev.kind == "cann_error" and hint and hint["code"] == f.get("code") \
             and ev.line - hint["line"] <= CANN_HINT_LINES:
         rank, extra = hint["rank"], {"rank_inferred_from": "torch_prefix_before"}
-    what = NATIVE_FATAL[ev.kind] if ev.kind != "cuda_error" else f"{f.get('api') or 'CUDA'} error"
+    what = (f"{f.get('api') or 'CUDA'} error" if ev.kind == "cuda_error"
+            else f"kernel {f['kernel']} launch failed" if ev.kind == "kernel_launch_failed" and f.get("kernel")
+            else NATIVE_FATAL[ev.kind])
     detail = f.get("message") or f.get("assertion") or f.get("code")
     if ev.kind == "cpp_what" and _what_of_terminate(m, ev, rank, str(detail or "")):
         return

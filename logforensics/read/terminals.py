@@ -238,6 +238,7 @@ RULES: dict[str, Rule] = {
     "hsa_error": _rule(T("HSA_STATUS", "hsa_status", v.to_str), T("TEXT", "message", v.after_colon)),
     "hsa_fault": _rule(*(_end("HSA_FAULT", n, fatal.hsa(n)) for n in ("hsa_node", "agent_handle", "address", "reason"))),
     "cann_error": _rule(T("CANN_CODE", "code", v.to_str), T("TEXT", "message", v.after_colon)),
+    "kernel_launch_failed": _rule(T("KERNEL_LAUNCH", "kernel", v.first_word), T("TEXT", "message", v.to_strip)),
     "cuda_error": _rule(T("CUDA_ERROR", "api", v.first_word), T("TEXT", "message", v.to_strip)),
     "jax_weights_loaded": _rule(),
     "kv_budget_reserve": _rule(T("NUMBER", "reserve_gib", v.to_float), T("TEXT", "purpose", v.to_strip)),
