@@ -1138,3 +1138,21 @@ def test_a_code_line_of_a_shape_seen_before_still_begins_the_tail_s_traceback(
     s = summarize_file(path)
     tail_code = len(earlier) + len(batches) + 3
     assert [e.first_line for e in s.exceptions] == [1, tail_code]
+
+
+def test_sglang_records_in_vllms_format_are_read_as_sglangs() -> None:
+    """SGLang 0.4 imported vLLM, whose logging took the root logger and heads every line of a record
+    ("ERROR 02-09 16:43:26 tp_worker_overlap_thread.py:112] "): a scheduler's exception header and its
+    traceback's lines behind that head are the traceback (real-unseen 1636); vLLM's own messages
+    behind it stay vLLM's records."""
+    head = "ERROR 02-09 16:43:26 tp_worker_overlap_thread.py:112] "
+    text = (f"{head}TpModelWorkerClient hit an exception: Traceback (most recent call last):\n"
+            f'{head}  File "/sgl/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 109, in forward_thread_func\n'
+            f"{head}    self.forward_thread_func_()\n"
+            f"{head}RuntimeError: CUDA error: an illegal memory access was encountered\n"
+            "INFO 02-09 16:40:01 __init__.py:190] Automatically detected platform cuda.\n")
+    evs = read(text)
+    ev = only(evs, "exception")
+    assert (ev.fields["source"], ev.fields["exception"]) == ("TpModelWorkerClient", "RuntimeError")
+    assert frames(ev) == ["forward_thread_func"]
+    assert [e.line for e in evs if e.kind == "vllm_log"] == [5]

@@ -184,12 +184,6 @@ PENDING: dict[tuple[str, str], str] = {
                             "10 ('self.model = get_model('); the crash is cited at the KeyError line (3), and lines 5-10 "
                             "are read as a second traceback '(no exception line)' while line 4, the load_weights frame's "
                             "code 'param = params_dict[name]', is taken into the KeyError's message",
-    ("outcome", "1636"): "'incomplete ... without readiness or failure': the two records behind the 'ERROR 02-09 16:43:26 "
-                         "tp_worker_overlap_thread.py:112]' prefix are read as vLLM log lines (vllm_log), so "
-                         "'TpModelWorkerClient hit an exception: Traceback (most recent call last):' is no crash",
-    ("crash", "1636"): "no crash: the TpModelWorkerClient's traceback header and its forward_thread_func frame behind the "
-                       "'ERROR MM-DD HH:MM:SS file.py:line]' prefix are not read as a traceback (a serving crash)",
-    ("fatal_line", "1636"): "no crash, so no fatal line; the label's is the TpModelWorkerClient header at line 1",
 }
 
 
