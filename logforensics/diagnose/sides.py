@@ -315,6 +315,8 @@ def setup(base: RunSummary, fail: RunSummary) -> Setup:
             values["tp_size"] = f"at least {least} (its ranks go up to TP{least - 1})"
     differs, same, unknown = [], [], []
     for key, label in SETUP_KEYS:
+        if key not in bv:  # (the rank labels' parts: compared only where a dump lacks the DP size)
+            continue
         b, f = bv.get(key), fv.get(key)
         if b is None or f is None:
             unknown.append(label)
