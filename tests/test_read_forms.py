@@ -1144,7 +1144,7 @@ def test_sglang_records_in_vllms_format_are_read_as_sglangs() -> None:
     """SGLang 0.4 imported vLLM, whose logging took the root logger and heads every line of a record
     ("ERROR 02-09 16:43:26 tp_worker_overlap_thread.py:112] "): a scheduler's exception header and its
     traceback's lines behind that head are the traceback (real-unseen 1636); vLLM's own messages
-    behind it stay vLLM's records."""
+    behind it stay vLLM's records, and so does all behind vLLM V1's head."""
     head = "ERROR 02-09 16:43:26 tp_worker_overlap_thread.py:112] "
     text = (f"{head}TpModelWorkerClient hit an exception: Traceback (most recent call last):\n"
             f'{head}  File "/sgl/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 109, in forward_thread_func\n'
@@ -1156,3 +1156,6 @@ def test_sglang_records_in_vllms_format_are_read_as_sglangs() -> None:
     assert (ev.fields["source"], ev.fields["exception"]) == ("TpModelWorkerClient", "RuntimeError")
     assert frames(ev) == ["forward_thread_func"]
     assert [e.line for e in evs if e.kind == "vllm_log"] == [5]
+    # vLLM V1's head ("[core.py:367]"), which no SGLang's records went through, heads vLLM's own
+    v1 = text.replace(head, "ERROR 03-31 07:48:38 [core.py:367] ").replace("TpModelWorkerClient", "EngineCore")
+    assert not [e for e in read(v1) if e.kind == "exception"]

@@ -92,10 +92,11 @@ _WRAPPER_RE = re.compile(
     # prefixed record, or a traceback's lines (its header, indented frames and code, its exception)
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - "
     r"(?=\[| +\S|Traceback \(most recent call last\):|[A-Za-z_][\w.]*(?:Error|Exception)(?::|$))"
-    # vLLM's format, which heads every line of a record ("ERROR 02-09 16:43:26 tp_worker_overlap_thread.py:112] "),
-    # where SGLang's own records went through vLLM's logging (SGLang 0.4 imported vLLM, whose configuration
-    # took the root logger): before a scheduler's "... hit an exception: " and a traceback's lines
-    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w.\/<>-]+\.py:\d+\] "
+    # vLLM's format of its V0 years, which heads every line of a record ("ERROR 02-09 16:43:26
+    # tp_worker_overlap_thread.py:112] "), where SGLang's own records went through vLLM's logging (SGLang 0.4
+    # imported vLLM, whose configuration took the root logger): before a scheduler's "... hit an exception: "
+    # and a traceback's lines. (vLLM V1's "[core.py:367]", which no SGLang imported, heads vLLM's own records.)
+    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.\/<>-]+\.py:\d+\] "
     r"(?=\w+ hit an exception: |Traceback \(most recent call last\):|  +File \"|    +\S"
     r"|[A-Za-z_][\w.]*(?:Error|Exception)(?::|$))"
     # indentation before a prefix (a stamp's, or a rank's alone: "  [TP0] ..."), a pool's check line
