@@ -277,8 +277,8 @@ def config_diff(fail: RunSummary, base: RunSummary) -> ConfigDiff:
         build = tuple([f"{k} (failing only)" for k in sorted(set(fail.server_args) - set(base.server_args))]
                       + [f"{k} (baseline only)" for k in sorted(set(base.server_args) - set(fail.server_args))])
     derived = _set_by_server(args, fail, base)
-    evidence += [notice_ev(n) for kind in SET_BY_SERVER for run in (fail, base) for n in run.notices.get(kind, [])[:1]
-                 if derived]
+    if derived:  # the lines where the server says it set them
+        evidence += [notice_ev(n) for kind in SET_BY_SERVER for run in (fail, base) for n in run.notices.get(kind, [])[:1]]
     linked = tuple(x for x in _linked(args, env, fail) if x.key not in derived)
     return ConfigDiff(args, env, bool(args or env), tuple(sorted(args) + sorted(env)), linked,
                       not_compared, tuple(evidence), build, *_in_component(args, fail), set_by_server=derived)

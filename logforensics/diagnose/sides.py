@@ -288,18 +288,18 @@ def tp_at_least(run: RunSummary) -> int | None:
     return max(tps) + 1 if tps else None
 
 
-def rank_parts(run: RunSummary) -> str | None:
-    """The parallel parts a run's rank labels name ("TP", "DP TP EP"), in SGLang's order, or
-    None without a labelled rank: SGLang names a DP part under DP attention, a PP part with
-    pipeline stages and an EP part with expert parallelism, so two runs whose labels name
-    other parts were launched with another parallel layout."""
-    found = {k for label in run.ranks if _rank_key(label) is not None for k in _PARTS.findall(label)}
-    return " ".join(p for p in _PART_ORDER if p in found) or None
-
-
 #: The parts of a rank label in the order SGLang writes them.
 _PART_ORDER = ("DP", "PP", "ATTN_CP", "TP", "EP")
 _PARTS = re.compile(r"\b(DP|PP|ATTN_CP|TP|EP)\d+\b")
+
+
+def rank_parts(run: RunSummary) -> str | None:
+    """The parallel parts a run's rank labels name ("TP", "DP TP EP"), in SGLang's order, or
+    None without a labelled rank: SGLang names a DP part under DP attention, a PP part with
+    pipeline stages and an EP part with expert parallelism (in the versions that print them), so
+    two runs whose labels name other parts were most likely launched with another layout."""
+    found = {k for label in run.ranks if _rank_key(label) is not None for k in _PARTS.findall(label)}
+    return " ".join(p for p in _PART_ORDER if p in found) or None
 
 
 def setup(base: RunSummary, fail: RunSummary) -> Setup:
