@@ -97,12 +97,6 @@ PENDING: dict[tuple[str, str], str] = {
                       "with exception: CUDA error: an illegal memory access was encountered'), its rank 'TP1' "
                       "(rank_inferred_from 'torch_global_rank': a pure-TP run's torch rank N is TP rank N), where the "
                       "label keeps torch's 'rank1', as no line of the window ties it to an SGLang rank",
-    ("fatal_line", "713"): "the crash is cited at line 2, the benchmark script's traceback (bench_speculative.py -> "
-                           "popen_launch_server -> 'Exception: Server process exited with code -9. Check server logs "
-                           "for errors.'), not at line 1, the launcher's 'Received sigquit from a child process. It "
-                           "usually means the child failed.': the script's exception reports the server's death after "
-                           "the fact, and the sigquit line (kept only as notices.sigquit) is the first record of the "
-                           "failure, as in 441",
     ("phase_reached", "787"): "no rank is placed in any phase: TP0-TP7's only records are aiter's '[fused_moe] using "
                               "1stage ...' kernel choices behind their stamps (lines 9-30, unrecognised), and the "
                               "answered '/v1/loads' and '/get_server_info' probes (lines 32, 34), which make the run "

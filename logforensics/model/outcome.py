@@ -484,6 +484,10 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
     # what it says is what happened first
     before = {"first_message": first.get("message")} if first.get("native") and with_exc is not first \
         and first.get("message") else {}
+    # the parent's notice of a dead child above a failure that no line ties to a rank (a harness's
+    # or wrapper's traceback reporting the server's death after the fact) is the first record of it
+    cited = sigquits[0] if not ranks and sigquits and sigquits[0]["file"] == first["file"] \
+        and sigquits[0]["line"] < first["line"] else first
     return {
         **before,
         "first_rank": ranks[0] if ranks else None,
@@ -505,11 +509,11 @@ def _crash(m: RunModel, fatal: list[dict[str, Any]], sigquits: list[dict[str, An
         "source": first.get("source") or _named_after(first, sigquits),
         "native": bool(first.get("native")) and with_exc is first,  # no Python record after it
         "rank_inferred_from": first.get("rank_inferred_from"),
-        "file": first["file"],
-        "line": first["line"],
-        "end_line": first["end_line"],
-        "ts": first["ts"],
-        "text": first["text"],
+        "file": cited["file"],
+        "line": cited["line"],
+        "end_line": cited.get("end_line") or cited["line"],
+        "ts": cited.get("ts") or first["ts"],  # (a notice keeps no stamp: the failure's own)
+        "text": cited["text"],
         "count": len(fatal),
         "sigquit_lines": [n["line"] for n in sigquits if n["line"] in sigquit_at][:8],
         **({"quiet_before": first["quiet_before"]} if first.get("quiet_before") else {}),
