@@ -616,6 +616,32 @@ def test_a_cut_traceback_in_python_s_order_before_another_header_stays_its_own()
     assert [(e.line, e.rank) for e in evs] == [(1, None), (5, "TP1")]
     assert frames(evs[0]) == ["run_scheduler_process", "event_loop_overlap"]
 
+def test_children_ended_together_print_their_headers_before_their_bodies() -> None:
+    """Two children that a Ctrl-C ends at once: multiprocessing prints each one's "Process
+    Process-N:" and "Traceback" line before either body. The headers wait for the bodies: two
+    records, each with frames and its exception, none made of a header alone."""
+    body = ('  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap\n'
+            "    self.run()\n"
+            '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2579, in run_scheduler_process\n'
+            "    scheduler.event_loop_overlap()\n"
+            "KeyboardInterrupt\n")
+    text = ("Process Process-2:\nProcess Process-1:\nTraceback (most recent call last):\n"
+            "Traceback (most recent call last):\n" + body + body)
+    evs = [e for e in read(text) if e.kind == "exception"]
+    assert [(e.line, e.fields["exception"]) for e in evs] == [(1, "KeyboardInterrupt"), (10, "KeyboardInterrupt")]
+    assert all(frames(e) == ["_bootstrap", "run_scheduler_process"] for e in evs)
+
+
+def test_a_header_that_names_the_process_under_multiprocessing_s_names_the_record() -> None:
+    """"Process Process-1:", then the launcher's "router init state: Traceback ...": one record,
+    its source the router's."""
+    text = ("Process Process-1:\nrouter init state: Traceback (most recent call last):\n"
+            '  File "/sgl/python/sglang/srt/managers/router/manager.py", line 68, in start_router_process\n'
+            "    model_client = ModelRpcClient(server_args, port_args)\n")
+    ev = only(read(text), "exception")
+    assert ev.line == 1 and ev.fields["source"] == "Router" and frames(ev) == ["start_router_process"]
+
+
 # faulthandler's dump as sgl-project/sglang#10216 shows it (the watchdog thread, then the thread
 # that aborted), each line behind the Ray wrapper of the engine process that printed it
 _FATAL_DUMP = [

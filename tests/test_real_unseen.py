@@ -178,17 +178,6 @@ PENDING: dict[tuple[str, str], str] = {
                             "10 ('self.model = get_model('); the crash is cited at the KeyError line (3), and lines 5-10 "
                             "are read as a second traceback '(no exception line)' while line 4, the load_weights frame's "
                             "code 'param = params_dict[name]', is taken into the KeyError's message",
-    ("outcome", "1661"): "crashed ('KeyboardInterrupt at line 13'), not stopped: a Ctrl-C after the server served "
-                         "(rankless access lines 1-12) ends the scheduler in recv_requests and the detokenizer in zmq's "
-                         "recv with 'KeyboardInterrupt' (lines 31, 56), and uvicorn shuts down cleanly (57-60); an "
-                         "unranked KeyboardInterrupt under two 'Process Process-N:' headers is not read as a stop (444's reading)",
-    ("crash", "1661"): "a crash is reported (exception KeyboardInterrupt, phase serving from the scheduler's "
-                       "event_loop_overlap/recv_requests frames) where the label has a stop and no crash",
-    ("fatal_line", "1661"): "line 13 ('Process Process-2:') is cited, but as the crash's line: no stop record is found, "
-                            "so the first record of the stop is not given as one",
-    ("phase_reached", "1661"): "serving, not n/a: the only rank-like text is the stop's traceback through "
-                               "event_loop_overlap and recv_requests, and the access lines are rankless (444's and 883's "
-                               "reading); the crash read from the KeyboardInterrupt places the process in serving",
     ("phase_reached", "1662"): "no phase, where every rank (DP0-DP3, DP14, DP15) is serving: the fork's '[SWA_LEAK_TRACE]' "
                                "records of release_kv_cache and cache_finished_req for HEALTH_CHECK_ rids (lines 6-11) and "
                                "DP2's chunked cache_unfinished_req (12-60) are unrecognised (0/60 lines), so no request "

@@ -33,6 +33,7 @@ from .fatal import DIED_TYPE, STORE_TYPE, scheduler_died, store_error
 from .oom import OOM_TYPE, decompose_oom
 from .raises import raised_in
 from .segments import FLAT_EXC, RAY_SUFFIX
+from .values import PROCESS_SOURCE
 
 #: Kinds that may continue a traceback's final message (multi-line messages).
 #: (``pool_check``: SGLang's per-pool check, which a "pool memory leak detected!" message goes on with)
@@ -357,6 +358,13 @@ class _Traceback:
         return (self.source is None and not self.header_cut and self.exception is None and not self.chain
                 and len(frames) >= 2 and frames[0]["log_line"] == self.first
                 and frames[-1]["func"] in _ENTRY_FUNCS and frames[0]["func"] not in _ENTRY_FUNCS)
+
+    def headers_only(self) -> bool:
+        """Whether this record is so far a traceback's header alone (no frame, exception, message
+        or chain): another header under it is a second process's, its body still to come."""
+        return (self.source is not None and not self.frames and self.exception is None and not self.message
+                and not self.chain and not self.fatal and not self.thread_dump and not self.oom_record
+                and self.held is None)
 
     def take_header_below(self, ev: Event, source: str | None) -> None:
         """The header printed below the frames of a traceback turned over: the record is
@@ -685,6 +693,15 @@ class TracebackAssembler:
             if tb is not None and tb.printed_newest_first() and tb.rank in (None, ev.rank):
                 tb.take_header_below(ev, source)
                 yield from self.close()
+                return
+            if tb is not None and tb.headers_only() and ev.rank is None and tb.rank is None \
+                    and ev.fields.get("exception") is None:
+                # children ended together print their headers before their bodies ("Process
+                # Process-2:", "Process Process-1:", two "Traceback" lines, then each body): the
+                # header waits with the first for a body, not a record without frames of its own
+                if tb.source == PROCESS_SOURCE:  # (a header that names the process says more)
+                    tb.source = source
+                tb.add_line(ev)
                 return
             if tb is not None:
                 yield from self.close()
