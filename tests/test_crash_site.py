@@ -393,3 +393,66 @@ def test_a_kernel_launch_refused_before_the_exception_that_reports_it_is_the_fir
     assert crash is not None and crash.line == 1 and crash.exception == "RuntimeError"
     assert crash.first_message is not None
     assert crash.first_message.startswith("kernel _fused_gate_sigmoid_mul_add_kernel launch failed: because value 70218")
+
+
+POOL_BUFFERS = """\
+[2026-06-11 05:11:11 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 914, in initialize
+    self.init_memory_pool(pre_model_load_memory)
+  File "/sgl-workspace/sglang/python/sglang/srt/mem_cache/memory_pool.py", line 1129, in _create_buffers
+    torch.zeros(
+{exception}
+"""
+
+
+@pytest.mark.parametrize("exception,om02", [
+    # real-pairs 076: the pool sized, its buffers' fill has no kernel for the FP4 dtype
+    ("NotImplementedError: \"fill_cuda\" not implemented for 'Float4_e2m1fn_x2'", False),
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", True),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+     "23.56 GiB of which 338.75 MiB is free.", True),
+])
+def test_only_a_failure_about_memory_where_the_pool_is_made_is_the_kv_cache_s_allocation(
+        tmp_path: Path, exception: str, om02: bool) -> None:
+    """OM02 frames a failure in kv_cache_alloc as SGLang's KV budget; an error of another kind there
+    (a kernel the cache's dtype lacks) is not one: the verdict names the exception alone."""
+    d = _diagnose(tmp_path, START + POOL_BUFFERS.format(exception=exception))
+    assert d.failing.crash is not None and d.failing.crash.phase == "kv_cache_alloc"
+    assert ("OM02" in {f.rule for f in d.findings}) == om02
+
+
+CALLED_FROM_BACKEND = """\
+[2026-06-11 05:11:20 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 1021, in run_once
+    logits_output = forward(input_ids, forward_batch.positions, forward_batch)
+  File "/sgl-workspace/sglang/python/sglang/srt/layers/attention/flashinfer_backend.py", line 989, in forward_decode
+    forward_batch.token_to_kv_pool.set_kv_buffer(
+  File "/sgl-workspace/sglang/python/sglang/srt/mem_cache/memory_pool.py", line 1534, in _maybe_calibrate_global_scales
+    raise RuntimeError(
+RuntimeError: NVFP4 KV cache global scales must be calibrated before CUDA graph capture.
+"""
+
+
+def test_a_failure_in_code_an_optional_part_called_names_that_code_then_the_part(tmp_path: Path) -> None:
+    """real-pairs 078: the attention backend wrote the KV pool, whose own check raised: the verdict
+    says the failure was in the pool's code, called from the backend, not in the backend."""
+    d = _diagnose(tmp_path, START + CALLED_FROM_BACKEND)
+    assert ("in memory_pool.py:1534 in _maybe_calibrate_global_scales, called from the attention backend "
+            "(flashinfer_backend.py:989 in forward_decode): RuntimeError") in d.verdict
+
+
+def test_the_code_a_part_called_is_looked_for_in_that_part_s_link_of_a_chain() -> None:
+    """A chain's later link (the scheduler's constructor raising its own exception) is not where the
+    link that ran through the part failed: its innermost frame is the part's own there."""
+    from logforensics.model.phases import failed_outside_part
+    from logforensics.model.records import Frame
+
+    def fr(path: str, func: str) -> Frame:
+        return Frame(path=f"/x/python/sglang/srt/{path}", line=1, func=func, code=None)
+
+    frames = [fr("layers/attention/flashinfer_backend.py", "call_begin_forward"),
+              fr("managers/scheduler.py", "run_scheduler_process"), fr("managers/scheduler.py", "__init__")]
+    assert failed_outside_part(frames, [1]) is None
+    assert failed_outside_part(frames) == "scheduler.py:1 in __init__"  # read as one traceback
+    assert failed_outside_part(frames[:1] + [fr("mem_cache/memory_pool.py", "set_kv_buffer")], [2]) \
+        == "memory_pool.py:1 in set_kv_buffer"

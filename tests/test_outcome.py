@@ -1679,3 +1679,32 @@ def test_a_stall_asks_whether_the_schedulers_still_live() -> None:
 
     steps = [s.setting for s in timer_facts(summarize(_stalled_warmup(8))).next_steps]
     assert steps[0].startswith("py-spy dump") and steps[1].startswith("ps -eo pid,ppid,stat")
+
+
+def test_the_verdict_names_the_exception_right_before_the_last_of_a_chain(tmp_path: Path) -> None:
+    """A build error's chain (real-pairs 077, FlashInfer's JIT): CalledProcessError is the direct
+    cause of a RuntimeError, during whose handling the scheduler raised Exception. The last was
+    raised while handling the RuntimeError, not the CalledProcessError two links up."""
+    from logforensics.pipeline import diagnose_files
+
+    crash = ("[2026-06-07 18:49:51] Scheduler hit an exception: Traceback (most recent call last):\n"
+             '  File "/x/flashinfer/jit/cpp_ext.py", line 342, in run_ninja\n'
+             "    subprocess.run(\n"
+             "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.\n\n"
+             "The above exception was the direct cause of the following exception:\n\n"
+             "Traceback (most recent call last):\n"
+             '  File "/x/flashinfer/jit/cpp_ext.py", line 354, in run_ninja\n'
+             "    raise RuntimeError(msg) from e\n"
+             "RuntimeError: Ninja build failed. Ninja output:\n\n"
+             "During handling of the above exception, another exception occurred:\n\n"
+             "Traceback (most recent call last):\n"
+             '  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 716, in __init__\n'
+             "    raise Exception(\n"
+             "Exception: Capture cuda graph failed: Ninja build failed. Ninja output:\n")
+    base = tmp_path / "baseline.log"
+    base.write_text(SERVING)
+    fail = tmp_path / "failing.log"
+    fail.write_text(crash)
+    report = diagnose_files(str(fail), str(base))
+    assert "Exception (raised while handling RuntimeError)" in report.verdict
+    assert "CalledProcessError" not in report.verdict

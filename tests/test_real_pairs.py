@@ -19,12 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "077-gb10-qwen25-1.5b-fp8-kv-serves-fp4-kv-patched-flashinfer-ninja-build-failed-at-graph-capture":
-        "the verdict names the wrapper 'Exception (raised while handling subprocess.CalledProcessError)' and never "
-        "the RuntimeError ('Ninja build failed', line 94) whose handling raised it; the CalledProcessError was that "
-        "RuntimeError's direct cause, so the chain is misstated and the real error's name is missing",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

@@ -16,7 +16,7 @@ from ..model.failures import (
     headerless_dump,
     process_phrase,
 )
-from ..model.phases import component_of, placing_function, scheduler_step, where_failed
+from ..model.phases import component_of, failed_outside_part, placing_function, scheduler_step, where_failed
 from ..model.records import Frame, Occurrence, OomFigures
 from ..model.run import RunSummary
 from ..model.stops import left_phase
@@ -59,6 +59,9 @@ class CrashFacts:
     where: str = "during an unknown phase"
     #: the optional part of SGLang its innermost SGLang frame is in (``model.phases.component_of``)
     component: str | None = None
+    #: where the innermost SGLang frame is outside that part, that frame (``memory_pool.py:1534 in
+    #: set_kv_buffer``): the part only called the code that failed (``model.phases.failed_outside_part``)
+    failed_outside: str | None = None
     #: what failed when no exception line is in the log, in words that say only what it shows
     #: (``without_exception``)
     no_exception: str = "no Python exception (native abort or torn traceback)"
@@ -98,6 +101,11 @@ class CrashFacts:
     #: reach whatever holds the port and fail before it reports (an invalid reply, a closed socket)
     bind_failed: str | None = None
     bind_at: Evidence | None = None
+    #: the failure's own words are about memory or the KV pool's capacity (out of memory, "Not
+    #: enough memory", max running requests, a fraction to raise), or no exception line is in the
+    #: log: False for an error of another kind where the pool is made (a kernel a dtype lacks, a
+    #: device call that failed), which is no failure to size or allocate it
+    names_memory: bool = True
     bind_exception: str | None = None
 
 
@@ -146,6 +154,11 @@ def faulty_named(run: RunSummary, line: int) -> tuple[str, Evidence] | None:
     return None
 
 
+#: Words of a failure about memory or the KV pool's capacity (``CrashFacts.names_memory``).
+_MEMORY_WORDS = re.compile(r"memory|\bOOM\b|kv[ _-]?cache|max[ _]running[ _]req|max_total_num_tokens|mem[ _-]fraction|"
+                           r"capacity|allocat", re.IGNORECASE)
+
+
 def crash_facts(run: RunSummary) -> CrashFacts | None:
     crash = run.crash
     if not crash:
@@ -175,7 +188,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
     return CrashFacts(
         first_rank=crash.first_rank, ranks=ranks,
         phase=crash.phase, exception=crash.exception,
-        cause=next((c.exception for c in chain if c.exception), None),
+        cause=chain[-1].exception if chain else None,  # the one right before it (None: cut)
         message_head=_head(message), is_oom=oom is not None, oom=oom,
         shortfall_gib=round(tried - free, 6) if tried is not None and free is not None else None,
         fragmentation=bool(reserved is not None and tried is not None and reserved >= tried),
@@ -184,7 +197,7 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         scheduler_step=scheduler_step(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
-        where=_where(run, crash), component=component_of(crash.frames),
+        where=_where(run, crash), component=component_of(crash.frames), failed_outside=failed_outside_part(crash.frames, [link.frames for link in chain]),
         no_exception=without_exception(crash),
         process=process_phrase(crash.source), rank_named_at=named_at,
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
@@ -193,7 +206,10 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         exit_code=crash.exit_code, ended_by=ended_by(crash.exit_code),
         faulty_named=faulty[0] if faulty else None, faulty_at=faulty[1] if faulty else None,
         address_in_use=bind[0] if bind else None, bind_failed=bind[1] if bind else None,
-        bind_at=bind[2] if bind else None, bind_exception=bind[3] if bind else None, later_own=_later_own(run, ranks))
+        bind_at=bind[2] if bind else None, bind_exception=bind[3] if bind else None, later_own=_later_own(run, ranks),
+        names_memory=crash.exception is None or oom is not None
+        or _MEMORY_WORDS.search(f"{crash.exception} {message}") is not None)
+
 
 
 def _bind(run: RunSummary, crash: Crash,

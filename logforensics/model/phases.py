@@ -199,6 +199,31 @@ def component_of(frames: Sequence[Frame]) -> str | None:
     return parts[0] if parts else None
 
 
+def failed_outside_part(frames: Sequence[Frame], links: Sequence[int] = ()) -> str | None:
+    """The innermost SGLang frame of the traceback that holds :func:`component_of`'s frame (a
+    chain's links end where ``links`` say, each its first frames counted from the record's first
+    (``ChainLink.frames``); the last link the rest), worded
+    ``memory_pool.py:1534 in set_kv_buffer``, where it is in none of the optional parts: the part
+    only called the code that failed (the attention backend writing the KV pool, whose check
+    raised); else None."""
+    def sglang(fr: Frame) -> bool:
+        return "sglang/" in _path(fr) and not str(fr.func or "").startswith("event_loop")
+
+    def in_part(fr: Frame) -> bool:
+        return any(part in _path(fr) for part, _ in COMPONENTS)
+
+    at = next((i for i in range(len(frames) - 1, -1, -1) if sglang(frames[i]) and in_part(frames[i])), None)
+    if at is None:
+        return None
+    end = next((n for n in links if at < n), len(frames))
+    inner = next(fr for fr in reversed(frames[at:end]) if sglang(fr))
+    return None if in_part(inner) else f"{_path(inner).rsplit('/', 1)[-1]}:{inner.line} in {inner.func}"
+
+
+def _path(fr: Frame) -> str:
+    return str(fr.path or "").replace("\\", "/")
+
+
 def components_of(frames: Sequence[Frame]) -> list[str]:
     """Every optional part of SGLang the traceback's call ran through, innermost first, each once
     with its innermost frame there (the attention backend's kernel, then the speculative
