@@ -277,6 +277,14 @@ def test_a_probe_answered_is_no_generation_request_answered() -> None:
     assert "with no request answered yet" not in d.verdict
 
 
+def test_which_request_a_batch_before_readiness_served_is_not_said() -> None:
+    """Two prefill batches in flight before readiness (075): the launcher sends its warm-up then,
+    but the log does not say which request the failing batch served, nor that the warm-up came first."""
+    d = _diff("075")
+    assert "which request the failing batch served is not in this log" in d.verdict
+    assert "is the first it serves" not in d.verdict
+
+
 def test_a_setting_acts_on_no_throughput_where_the_failing_run_printed_no_batch() -> None:
     """A hang before any batch (049): disable_cuda_graph changed, but no throughput exists to
     have slowed down, so CFG03 does not link it there."""

@@ -315,9 +315,11 @@ def _in_warmup(run: RunSummary, crash: Crash) -> str:
     up = run.notices.get("http_up") or []
     if up and up[0].line < crash.line and not run.coverage.kinds.get("http_access"):
         # its HTTP server up (line N), no request answered (a probe, /get_model_info, is no request
-        # the event loop serves), no readiness: the warm-up is the first it serves
+        # the event loop serves), no readiness: the launcher sends its warm-up then, though which
+        # request a batch in flight served the log does not say (real-pairs 075: two prefills)
         return (f"before readiness, in the event loop with no generation request answered yet (its HTTP server up "
-                f"at line {up[0].line}; the launcher's warmup request is the first it serves)")
+                f"at line {up[0].line}, when the launcher sends its warmup request; which request the failing "
+                f"batch served is not in this log)")
     if not any(run.coverage.kinds.get(k) for k in _SERVED):
         # no batch, request or probe in the log: its frames say the event loop ran a batch, not whose
         return ("in the event loop (by its frames; whether the server had said it was ready, or was serving the "
