@@ -642,6 +642,37 @@ def test_a_header_that_names_the_process_under_multiprocessing_s_names_the_recor
     assert ev.line == 1 and ev.fields["source"] == "Router" and frames(ev) == ["start_router_process"]
 
 
+@pytest.mark.parametrize("line", [
+    "`[2025-09-05 20:48:29 TP0] Capture cuda graph end. Time elapsed: 12.11 s. mem usage=0.54 GB. avail mem=16.74 GB.`",
+    "` [2025-09-05 20:48:29 TP0] Capture cuda graph end. Time elapsed: 12.11 s. mem usage=0.54 GB. avail mem=16.74 GB.` ",
+])
+def test_a_record_in_an_inline_code_span_reads_without_its_backticks(line: str) -> None:
+    """A paste that quotes one line as Markdown inline code (sglang issue #10088): both backticks
+    are the paste's, the record between them whole."""
+    ev = only(read(line + "\n"), "capture_end")
+    assert ev.rank == "TP0" and ev.fields["elapsed_s"] == 12.11 and not ev.text.endswith("`")
+
+
+_THREAD_TAIL = ('  File "/venv/lib/python3.12/site-packages/tqdm/_monitor.py", line 60 in run\n'
+                '  File "/usr/lib/python3.12/threading.py", line 1075 in _bootstrap_inner\n'
+                '  File "/usr/lib/python3.12/threading.py", line 1032 in _bootstrap\n\n')
+_LOADER = ('  File "/sgl/python/sglang/srt/layers/linear.py", line 1254 in weight_loader\n'
+           '  File "/sgl/python/sglang/srt/models/qwen3.py", line 318 in load_weights\n')
+
+
+@pytest.mark.parametrize("header,stack", [
+    # real-unseen 1695: the thread faulthandler marks current is the failing one
+    ("Current thread 0x00007769465bb740 (most recent call first):", ["load_weights", "weight_loader"]),
+    # real-unseen 814: no thread marked current in the window: none of them is the failure's stack
+    ("Thread 0x00007f0d304e4000 (most recent call first):", []),
+])
+def test_a_dump_cut_above_its_header_keeps_its_threads_apart(header: str, stack: list[str]) -> None:
+    """A window that opens inside a faulthandler dump (another thread's tail, a blank line, then a
+    thread's header): the record's stack is the current thread's alone, never one of both threads."""
+    ev = only(read(_THREAD_TAIL + header + "\n" + _LOADER), "exception")
+    assert frames(ev) == stack
+
+
 # faulthandler's dump as sgl-project/sglang#10216 shows it (the watchdog thread, then the thread
 # that aborted), each line behind the Ray wrapper of the engine process that printed it
 _FATAL_DUMP = [

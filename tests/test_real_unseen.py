@@ -182,19 +182,6 @@ PENDING: dict[tuple[str, str], str] = {
                                "records of release_kv_cache and cache_finished_req for HEALTH_CHECK_ rids (lines 6-11) and "
                                "DP2's chunked cache_unfinished_req (12-60) are unrecognised (0/60 lines), so no request "
                                "handled by a rank is seen",
-    ("phase_reached", "1693"): "no phase for TP0, where its capture end places it in cuda_graph_capture: the line is an "
-                               "inline code span with both backticks kept, and the closing backtick after 'avail "
-                               "mem=16.74 GB.' keeps the 'Capture cuda graph end' record from matching (0/1 lines "
-                               "recognised; without the backtick the line reads as TP0's capture end)",
-    ("key_figure[graph_capture_s]", "1693"): "nothing found: the capture end (12.11 s) is unrecognised behind its "
-                                             "closing backtick, as phase_reached[1693]",
-    ("key_figure[graph_mem]", "1693"): "nothing found: the capture end's 'mem usage=0.54 GB' is unrecognised behind "
-                                       "its closing backtick, as phase_reached[1693]",
-    ("key_figure[capture_end_avail]", "1693"): "nothing found: the capture end's 'avail mem=16.74 GB' is unrecognised "
-                                               "behind its closing backtick, as phase_reached[1693]",
-    ("phase_reached", "1694"): "no phase for TP6, where its draft capture end places it in cuda_graph_capture: the "
-                               "inline code span's closing backtick after 'avail mem=15.31 GB.' keeps the 'Capture "
-                               "draft cuda graph end' record from matching (0/1 lines recognised), as 1693",
     ("key_figure[graph_capture_s]", "1694"): "nothing found: the draft capture end (62.67 s) is unrecognised behind its "
                                              "closing backtick; read without it, the draft record keeps no elapsed "
                                              "time (only draft_capture_mem_gib and draft_capture_end_avail_gib)",

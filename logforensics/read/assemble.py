@@ -412,7 +412,8 @@ class _Traceback:
         dump: list[dict[str, Any]] | None = None
         if self.fh_stack:  # printed most recent call first: innermost last, as Python prints a traceback
             frames = frames[::-1]
-        if self.fatal and self.blocks:  # the failing thread's stack, in Python's order (innermost last)
+        if (self.fatal or self.fh_stack) and self.blocks:  # a dump's threads: the failing one's stack, in
+            # Python's order (innermost last); never one stack of several threads' frames
             frames = _failing_thread(self.frames, self.blocks)
             if not frames:  # the failing thread's block is not in the log: the others place the process
                 dump = [fr for start, _ in self.blocks for fr in _block(self.frames, start)]
@@ -763,7 +764,9 @@ class TracebackAssembler:
                     tb.fh_stack, tb.source = True, FH_HEADERLESS
             else:
                 tb.add_line(ev)
-            if kind == "fh_thread" and (tb.fatal or tb.thread_dump):
+            if kind == "fh_thread" and tb.fh_stack and not tb.blocks and tb.frames:
+                tb.blocks.append((0, False))  # the frames above: another thread's, its header cut
+            if kind == "fh_thread" and (tb.fatal or tb.thread_dump or tb.fh_stack):
                 tb.blocks.append((len(tb.frames), ev.text.lstrip().startswith("Current thread")))
             if kind == "tb_frame":
                 func, source, exc = _flattened(ev.fields.get("func"))

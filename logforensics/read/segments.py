@@ -323,9 +323,11 @@ def segment(text: str) -> list[tuple[int, int]]:
                                       or _DYN_HEAD_RE.fullmatch(text, cuts[0], cuts[1])):
                     del cuts[1]  # torch's "[rank1]: " or Dynamo's head before a record is its prefix, not a record
             for a, b in zip(cuts, cuts[1:]):
-                a = _skip_wrappers(text, a, b)
-                if a < b:
-                    spans.append((a, b))
+                after = _skip_wrappers(text, a, b)
+                if "`" in text[pos if a == start else a:after]:  # an inline code span: its closing backtick too
+                    b = _span_closed(text, after, b)
+                if after < b:
+                    spans.append((after, b))
         pos = end + 1
     if not spans:  # an empty line, or only a wrapper ("sglang-1  | "): one blank record
         spans.append((_skip_wrappers(text, 0, len(text)), len(text)))
@@ -385,6 +387,13 @@ def wrapper_procs(text: str, spans: list[tuple[int, int]]) -> list[str | None] |
         out.append(found)
         end = b
     return out if any(out) else None
+
+
+def _span_closed(text: str, a: int, b: int) -> int:
+    """The end of ``text[a:b]`` before the backtick that closes an inline code span (a paste's
+    `` `[... TP0] Capture cuda graph end. ...` ``), its trailing spaces with it; else ``b``."""
+    end = a + len(text[a:b].rstrip(" \t"))
+    return end - 1 if end > a and text[end - 1] == "`" else b
 
 
 def _skip_wrappers(text: str, a: int, b: int) -> int:
