@@ -527,3 +527,43 @@ def test_retractions_before_an_event_loop_crash_show_the_server_serving() -> Non
         assert d.failing.coverage.kinds.get("retract", 0) > 100
         assert "during serving" in d.verdict
         assert "is not in this log)" not in d.verdict and "warmup request" not in d.verdict
+
+
+def test_an_npu_out_of_memory_torch_logged_is_the_crash_s_first_record_said_with_care() -> None:
+    """080: torch_npu's '[rank2]:[E...] NPU out of memory. NPUWorkspaceAllocator tried to allocate
+    216.00 MiB ...', its 'PTA memory error' and c10's 'Exception raised from malloc' stack, then DP0
+    TP2's RuntimeError ('reported as above', 'the stacktrace may be inaccurate'): the crash begins
+    at the out-of-memory record, on DP0 TP2; no error is said to have been logged and perhaps
+    caught; the place is said as the stack shows it, which the error says may be inaccurate; a
+    draft checkpoint changed between two runs that both ran EAGLE3 brings nothing in; and the
+    accept length is bounded by the changed step settings."""
+    d = _diff("080")
+    crash = d.failing.crash
+    assert crash is not None and crash.line == 1062 and crash.oom is not None and crash.oom.tried_gib == 216 / 1024
+    assert "DP0 TP2 failed first" in d.verdict and "out of NPU memory (RuntimeError)" in d.verdict
+    assert "by a stack the error says may be inaccurate" in d.verdict
+    rules = {f.rule: f for f in d.findings}
+    assert "ER01" not in rules and "CFG04" not in rules
+    assert "speculative_num_steps 4 -> 1" in rules["SP01"].explanation
+    assert "the draft model agrees less often" not in rules["SP01"].explanation
+
+
+def test_a_changed_draft_checkpoint_brings_speculative_decoding_in_only_from_none(tmp_path: Path) -> None:
+    """The draft model's path gives speculative decoding its data, not its code: from one
+    checkpoint to another (both runs speculative), the part was on in both; from none it is
+    what the change brought in."""
+    crash = ("[2025-06-02 10:00:40] Scheduler hit an exception: Traceback (most recent call last):\n"
+             '  File "/sgl-workspace/sglang/python/sglang/srt/speculative/eagle_worker.py", line 120, in verify\n'
+             "    self.draft()\n"
+             "RuntimeError: shape mismatch\n")
+    found = {}
+    for i, before in enumerate(("'/models/draft-a'", "None")):
+        base = tmp_path / f"baseline-{i}.log"
+        base.write_text("[2025-06-01 10:00:00] server_args=ServerArgs(model_path='/models/m', tp_size=1, "
+                        f"speculative_algorithm='EAGLE3', speculative_draft_model_path={before})\n"
+                        "[2025-06-01 10:00:40] The server is fired up and ready to roll!\n")
+        fail = tmp_path / f"failing-{i}.log"
+        fail.write_text("[2025-06-02 10:00:00] server_args=ServerArgs(model_path='/models/m', tp_size=1, "
+                        "speculative_algorithm='EAGLE3', speculative_draft_model_path='/models/draft-b')\n" + crash)
+        found[before] = {f.rule for f in diagnose_files(str(fail), str(base)).findings}
+    assert "CFG04" not in found["'/models/draft-a'"] and "CFG04" in found["None"]

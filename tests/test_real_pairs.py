@@ -19,15 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "080-ascend-qwen3-32b-eagle3-0107-serves-1227-dp-attention-npu-out-of-memory-while-serving":
-        "does not say out of NPU memory: the failing run's first record is NPU 2's 'NPU out of memory. "
-        "NPUWorkspaceAllocator tried to allocate 216.00 MiB ... 159.89 MiB free' (line 1062), then the same "
-        "process's 'PTA memory error' and 'Memory_Allocation_Failure'; the verdict names a 'C++ stack trace "
-        "(then RuntimeError)' of 'a process its line does not name' at line 1065 and places the failure in "
-        "dp_attention.py's memcpy_triton, though the RuntimeError names SelfAttentionOperation and says the "
-        "asynchronous stack trace may be inaccurate",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

@@ -106,6 +106,9 @@ class CrashFacts:
     #: log: False for an error of another kind where the pool is made (a kernel a dtype lacks, a
     #: device call that failed), which is no failure to size or allocate it
     names_memory: bool = True
+    #: the error says its stack may not show where it happened (a kernel runs asynchronously: CUDA's
+    #: "the stacktrace below might be incorrect", torch_npu's "the stacktrace may be inaccurate")
+    stack_inexact: bool = False
     bind_exception: str | None = None
 
 
@@ -159,6 +162,10 @@ _MEMORY_WORDS = re.compile(r"memory|\bOOM\b|kv[ _-]?cache|max[ _]running[ _]req|
                            r"capacity|allocat", re.IGNORECASE)
 
 
+#: What an asynchronous kernel's error says of the stack printed with it (``CrashFacts.stack_inexact``).
+_STACK_INEXACT = re.compile(r"stack ?trace (?:below )?(?:may|might) be (?:inaccurate|incorrect)", re.IGNORECASE)
+
+
 def crash_facts(run: RunSummary) -> CrashFacts | None:
     crash = run.crash
     if not crash:
@@ -208,7 +215,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         address_in_use=bind[0] if bind else None, bind_failed=bind[1] if bind else None,
         bind_at=bind[2] if bind else None, bind_exception=bind[3] if bind else None, later_own=_later_own(run, ranks),
         names_memory=crash.exception is None or oom is not None
-        or _MEMORY_WORDS.search(f"{crash.exception} {message}") is not None)
+        or _MEMORY_WORDS.search(f"{crash.exception} {message}") is not None,
+        stack_inexact=_STACK_INEXACT.search(message) is not None)
 
 
 

@@ -79,6 +79,10 @@ COMPONENT_SETTINGS: dict[str, tuple[str, ...]] = {
                               "nsa_prefill_backend", "nsa_decode_backend", "nsa_prefill", "nsa_decode"),
     TORCH_COMPILE: ("enable_torch_compile", "enable_piecewise_cuda_graph"),
 }
+#: Of those, the settings that give a part its data (a draft model, adapters), not its code: a
+#: change from one value to another leaves the part as it was (on in both runs); only one from
+#: none brings it in (real-pairs 080: both runs ran EAGLE3, with another draft checkpoint).
+COMPONENT_DATA = frozenset({"speculative_draft_model_path", "lora_paths"})
 
 
 #: Which phase (or "throughput") each setting acts on, to link a difference to a failure.
@@ -294,7 +298,8 @@ def _in_component(args: dict[str, SettingDiff], fail: RunSummary) -> tuple[tuple
     for where in components_of(fail.crash.frames):
         part = next((name for name in COMPONENT_SETTINGS if where.startswith(name)), None)
         linked = tuple(LinkedSetting(k, args[k].source, args[k].baseline, args[k].failing, part, args[k].effect)
-                       for k in COMPONENT_SETTINGS.get(part or "", ()) if part and k in args)
+                       for k in COMPONENT_SETTINGS.get(part or "", ()) if part and k in args
+                       and (k not in COMPONENT_DATA or _off(args[k].baseline)))
         if len(linked) > 1:
             # where several changed settings bring that part in, those whose new value the frames name
             # ('flashmla_kv' in '_forward_flashmla_kv') are the ones that ran
@@ -303,6 +308,11 @@ def _in_component(args: dict[str, SettingDiff], fail: RunSummary) -> tuple[tuple
         if linked:
             return linked, where
     return (), None
+
+
+def _off(value: Any) -> bool:
+    """Whether a setting's value leaves what it configures out (unset, none, empty)."""
+    return value is None or value is False or str(value).strip().lower() in ("", "none", "null", "[]", "false")
 
 
 def _named_in_frames(value: Any, frames: Sequence[Frame]) -> bool:

@@ -652,8 +652,10 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
 #: c10's CUDA and HIP errors: their message goes on for lines of advice after its first
 #: ("CUDA kernel errors might be asynchronously reported ...", "For debugging consider passing
 #: CUDA_LAUNCH_BLOCKING=1", "Compile with `TORCH_USE_CUDA_DSA` ...", since 2.5 a "Search for
-#: `cudaError...'" line) and an empty line before the stack's header (c10/cuda/CUDAException.cpp).
-_DEVICE_ERROR = re.compile(r"\b(?:CUDA|HIP) error\b")
+#: `cudaError...'" line) and an empty line before the stack's header (c10/cuda/CUDAException.cpp);
+#: torch_npu's allocator adds an empty line and its own "[ERROR] <stamp> (PID:N, Device:N, ...)
+#: ERR00006 PTA memory error" to an out-of-memory message (real-pairs 080).
+_DEVICE_ERROR = re.compile(r"\b(?:CUDA|HIP) error\b|\bNPU out of memory\b")
 _DEVICE_ERROR_LINES = 6
 
 
@@ -675,7 +677,8 @@ def _logged_cpp_exception(m: RunModel, ev: Event, logged: dict[str, Any], raised
     message = f"{what}: {logged['message']}".rstrip(": ")
     record = {
         "rank": rank, "rank_inferred_from": None, "source": CPP_RAISED_SOURCE, "exception": None,
-        "message": message, "frames": [], "chain": [], "oom": None, "fatal_signal": False, "exception_line": None,
+        "message": message, "frames": [], "chain": [], "oom": decompose_oom(None, str(logged["message"])),
+        "fatal_signal": False, "exception_line": None,
         "file": ev.file, "line": logged["line"], "end_line": ev.line, "ts": logged["ts"] or ev.ts,
         "text": f"{logged['text']}\n{ev.text}", "phase": phase_for(m, rank, []), "cpp_frame": True,
         "what": what}  # (the error's ``what``, should the rank go on)

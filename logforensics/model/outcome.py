@@ -92,7 +92,11 @@ def judge(m: RunModel) -> Verdict:
         fatal_src = fatal_src[1:]
     fatal = [dict(c) for c in fatal_src]
     resolved = {id(src): c for src, c in zip(fatal_src, fatal)}
-    errors = [_error_view(c) for c in fl.crash_events if _went_on(m, c)] + [dict(e) for e in fl.errors]
+    # (a record that is a crash's first, as torch's record of the C++ exception it logged, is no
+    # error logged beside the crash: real-pairs 080)
+    at = {(c["file"], c["line"]) for c in fatal}
+    errors = [_error_view(c) for c in fl.crash_events if _went_on(m, c)] + \
+        [dict(e) for e in fl.errors if (e["file"], e["line"]) not in at]
     errors.sort(key=lambda e: e["line"])
     fragments = [n for n in m.notices.get("tb_fragment", []) if n["line"] > ready_line]
     if fragments and not fatal:

@@ -20,7 +20,7 @@ _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "KB": 2**10, "MiB": 2**20, "MB": 2**
 #: Spaces are optional between words: a terminal that hard-wrapped the message may have
 #: dropped the one at the wrap (see :func:`decompose_oom`).
 _PATTERNS = {
-    "tried_gib": re.compile(r"Tried\s*to\s*allocate\s*" + _SIZE),
+    "tried_gib": re.compile(r"[Tt]ried\s*to\s*allocate\s*" + _SIZE),
     "gpu": re.compile(r"\b(?:GPU|NPU)\s*(\d+)"),  # (the device number: torch_npu prints "NPU 0")
     "total_gib": re.compile(r"total\s*capac\w*\s*of\s*" + _SIZE + r"|" + _SIZE + r"\s*total\s*capacity"),
     "free_gib": re.compile(r"of\s*which\s*" + _SIZE + r"\s*is\s*free|" + _SIZE + r"\s*free\b"),
