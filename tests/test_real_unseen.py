@@ -182,15 +182,15 @@ PENDING: dict[tuple[str, str], str] = {
                                "records of release_kv_cache and cache_finished_req for HEALTH_CHECK_ rids (lines 6-11) and "
                                "DP2's chunked cache_unfinished_req (12-60) are unrecognised (0/60 lines), so no request "
                                "handled by a rank is seen",
-    ("key_figure[graph_capture_s]", "1694"): "nothing found: the draft capture end (62.67 s) is unrecognised behind its "
-                                             "closing backtick; read without it, the draft record keeps no elapsed "
-                                             "time (only draft_capture_mem_gib and draft_capture_end_avail_gib)",
-    ("key_figure[graph_mem]", "1694"): "nothing found: the draft capture end is unrecognised behind its closing "
-                                       "backtick; read without it, its 'mem usage=0.21 GB' is kept as "
-                                       "draft_capture_mem_gib, apart from the rank's capture figures",
-    ("key_figure[capture_end_avail]", "1694"): "nothing found: the draft capture end is unrecognised behind its "
-                                               "closing backtick; read without it, its 'avail mem=15.31 GB' is kept "
-                                               "as draft_capture_end_avail_gib, apart from the rank's capture figures",
+    ("key_figure[graph_capture_s]", "1694"): "the draft capture end is read (its closing backtick a code span's), but "
+                                     "the model keeps its 'Time elapsed: 62.67 s' as no figure (a draft capture end's time is not kept), apart "
+                                     "from the rank's own capture figures; the label reads the draft's as the rank's",
+    ("key_figure[graph_mem]", "1694"): "the draft capture end is read (its closing backtick a code span's), but "
+                                     "the model keeps its 'mem usage=0.21 GB' as draft_capture_mem_gib, apart "
+                                     "from the rank's own capture figures; the label reads the draft's as the rank's",
+    ("key_figure[capture_end_avail]", "1694"): "the draft capture end is read (its closing backtick a code span's), but "
+                                     "the model keeps its 'avail mem=15.31 GB' as draft_capture_end_avail_gib, apart "
+                                     "from the rank's own capture figures; the label reads the draft's as the rank's",
 }
 
 
