@@ -160,8 +160,6 @@ def faulty_named(run: RunSummary, line: int) -> tuple[str, Evidence] | None:
 #: Words of a failure about memory or the KV pool's capacity (``CrashFacts.names_memory``).
 _MEMORY_WORDS = re.compile(r"memory|\bOOM\b|kv[ _-]?cache|max[ _]running[ _]req|max_total_num_tokens|mem[ _-]fraction|"
                            r"capacity|allocat", re.IGNORECASE)
-
-
 #: What an asynchronous kernel's error says of the stack printed with it (``CrashFacts.stack_inexact``).
 _STACK_INEXACT = re.compile(r"stack ?trace (?:below )?(?:may|might) be (?:inaccurate|incorrect)", re.IGNORECASE)
 
@@ -204,7 +202,8 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         first_native=crash.first_message, placed_by=placing_function(crash.frames),
         scheduler_step=scheduler_step(crash.frames),
         alike=len(ranks) > 1 and first is not None and set(ranks) <= set(first.ranks),
-        where=_where(run, crash), component=component_of(crash.frames), failed_outside=failed_outside_part(crash.frames, [link.frames for link in chain]),
+        where=_where(run, crash), component=component_of(crash.frames),
+        failed_outside=failed_outside_part(crash.frames, [link.frames for link in chain]),
         no_exception=without_exception(crash),
         process=process_phrase(crash.source), rank_named_at=named_at,
         quiet_s=crash.quiet_before.seconds if crash.quiet_before else None,
@@ -217,7 +216,6 @@ def crash_facts(run: RunSummary) -> CrashFacts | None:
         names_memory=crash.exception is None or oom is not None
         or _MEMORY_WORDS.search(f"{crash.exception} {message}") is not None,
         stack_inexact=_STACK_INEXACT.search(message) is not None)
-
 
 
 def _bind(run: RunSummary, crash: Crash,
