@@ -1708,3 +1708,19 @@ def test_the_verdict_names_the_exception_right_before_the_last_of_a_chain(tmp_pa
     report = diagnose_files(str(fail), str(base))
     assert "Exception (raised while handling RuntimeError)" in report.verdict
     assert "CalledProcessError" not in report.verdict
+
+
+def test_what_fails_after_a_crash_and_the_launchers_notice_is_no_error_of_its_own() -> None:
+    """real-pairs 085: the scheduler's exception, the launcher's 'SIGQUIT received ... one child
+    failed', then the HTTP server's tasks cancelled as the server goes down (asyncio's
+    CancelledError traceback): no error logged beside the crash, nothing that 'explains what fails later'."""
+    cancelled = ("[2026-09-20 15:33:27] ERROR:    Exception in ASGI application\n"
+                 "Traceback (most recent call last):\n"
+                 '  File "/usr/lib/python3.12/asyncio/runners.py", line 118, in run\n'
+                 "    return self._loop.run_until_complete(task)\n"
+                 "asyncio.exceptions.CancelledError\n")
+    s = summarize(SERVING + SCHEDULER_CRASH + PARENT_QUIT + cancelled)
+    assert s.outcome == "crashed" and s.errors == []
+    logged = "[2026-09-20 15:29:00 TP0] Failed to initialize lk_moe: CUDA out of memory. Tried to allocate 24.00 MiB.\n"
+    before = summarize(SERVING + logged + SCHEDULER_CRASH + PARENT_QUIT + cancelled)
+    assert [e.line for e in before.errors] == [len(SERVING.splitlines()) + 1]  # logged before the failure: kept

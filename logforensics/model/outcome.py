@@ -170,6 +170,10 @@ def judge(m: RunModel) -> Verdict:
             crash["rank_named_at"] = naming["line"]
         else:
             where = (f" on {rank}" if rank and rank != NO_RANK else "") + f" at line {crash['line']}"
+        if sigquits:  # after the failure and the launcher's notice of it, what fails is its taking the
+            # server down (a task cancelled, a child killed): no error of its own (real-pairs 085)
+            down = max(crash["line"], sigquits[0]["line"])
+            errors = [e for e in errors if e["file"] != crash["file"] or e["line"] < down]
         return Verdict("crashed", f"{what_failed(crash)}{where}", crash, hang, resolved,
                        errors)
     then = f"; stopped at line {stop['line']}, with no failure before it" if stop else ""
