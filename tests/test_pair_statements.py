@@ -567,3 +567,11 @@ def test_a_changed_draft_checkpoint_brings_speculative_decoding_in_only_from_non
                         "speculative_algorithm='EAGLE3', speculative_draft_model_path='/models/draft-b')\n" + crash)
         found[before] = {f.rule for f in diagnose_files(str(fail), str(base)).findings}
     assert "CFG04" not in found["'/models/draft-a'"] and "CFG04" in found["None"]
+
+
+def test_an_answer_after_the_crash_is_no_request_served_before_it() -> None:
+    """085: the HTTP server up (line 130), the first prefill's crash (133), and the only answer, a
+    500 at line 257, as the server goes down: the crash came before readiness with no request
+    answered yet, not 'during serving' of a server that had served."""
+    d = _diff("085")
+    assert "before readiness, in the event loop with no generation request answered yet" in d.verdict

@@ -307,6 +307,18 @@ def without_exception(crash: Crash) -> str:
 _SERVED = ("decode_batch", "prefill_batch", "http_access", "http_probe", "retract")
 
 
+def _answered_before(run: RunSummary, file: str | None, line: int) -> bool:
+    """Whether the HTTP server answered a request before ``file``'s ``line``: any success (the
+    counts keep no line for them), or another answer first printed before it or in another file
+    (real-pairs 085's only answer, a 500, comes after the crash, as the server goes down)."""
+    req = run.coverage.requests
+    if req is None:
+        return bool(run.coverage.kinds.get("http_access"))
+    if any(str(status).startswith("2") for status in req.answers):
+        return True
+    return any(ev.file != file or ev.line is None or ev.line < line for ev in req.first.values())
+
+
 def _in_warmup(run: RunSummary, crash: Crash) -> str:
     """Where the event loop of a server that never became ready failed: in the launcher's
     warm-up request, where the launcher then reports it failed (real-pairs 026); before
@@ -319,7 +331,7 @@ def _in_warmup(run: RunSummary, crash: Crash) -> str:
     if any(e.source == WARMUP_SOURCE and e.first_line > crash.line for e in run.exceptions):
         return "in the launcher's warmup request (the event loop serving it; the server never said it was ready)"
     up = run.notices.get("http_up") or []
-    if up and up[0].line < crash.line and not run.coverage.kinds.get("http_access"):
+    if up and up[0].line < crash.line and not _answered_before(run, crash.file, crash.line):
         # its HTTP server up (line N), no request answered (a probe, /get_model_info, is no request
         # the event loop serves), no readiness: the launcher sends its warm-up then, though which
         # request a batch in flight served the log does not say (real-pairs 075: two prefills)
