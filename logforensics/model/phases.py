@@ -206,22 +206,29 @@ def failed_outside_part(frames: Sequence[Frame], links: Sequence[int] = ()) -> s
     ``memory_pool.py:1534 in set_kv_buffer``, where it is in none of the optional parts: the part
     only called the code that failed (the attention backend writing the KV pool, whose check
     raised); else None."""
-    def sglang(fr: Frame) -> bool:
-        return "sglang/" in _path(fr) and not str(fr.func or "").startswith("event_loop")
-
     def in_part(fr: Frame) -> bool:
         return any(part in _path(fr) for part, _ in COMPONENTS)
 
-    at = next((i for i in range(len(frames) - 1, -1, -1) if sglang(frames[i]) and in_part(frames[i])), None)
+    at = next((i for i in range(len(frames) - 1, -1, -1) if _sglang_frame(frames[i]) and in_part(frames[i])), None)
     if at is None:
         return None
     end = next((n for n in links if at < n), len(frames))
-    inner = next(fr for fr in reversed(frames[at:end]) if sglang(fr))
-    return None if in_part(inner) else f"{_path(inner).rsplit('/', 1)[-1]}:{inner.line} in {inner.func}"
+    inner = next(fr for fr in reversed(frames[at:end]) if _sglang_frame(fr))
+    return None if in_part(inner) else _frame_words(inner)
 
 
 def _path(fr: Frame) -> str:
     return str(fr.path or "").replace("\\", "/")
+
+
+def _sglang_frame(fr: Frame) -> bool:
+    """A frame of SGLang's code, not its event loop (which runs every batch, so names no part)."""
+    return "sglang/" in _path(fr) and not str(fr.func or "").startswith("event_loop")
+
+
+def _frame_words(fr: Frame) -> str:
+    """``memory_pool.py:1534 in set_kv_buffer``."""
+    return f"{_path(fr).rsplit('/', 1)[-1]}:{fr.line} in {fr.func}"
 
 
 def components_of(frames: Sequence[Frame]) -> list[str]:
@@ -231,16 +238,14 @@ def components_of(frames: Sequence[Frame]) -> list[str]:
     them; torch.compile's own frames last, where they are."""
     out: dict[str, str] = {}
     for fr in reversed(frames):
-        path = str(fr.path or "").replace("\\", "/")
-        if "sglang/" not in path or str(fr.func or "").startswith("event_loop"):
+        if not _sglang_frame(fr):
             continue
         for part, words in COMPONENTS:
-            if part in path and words not in out:
-                out[words] = f"{words} ({path.rsplit('/', 1)[-1]}:{fr.line} in {fr.func})"
+            if part in _path(fr) and words not in out:
+                out[words] = f"{words} ({_frame_words(fr)})"
     for fr in frames:  # none of SGLang's parts: torch.compile's own frames (dynamo's, inductor's)
-        path = str(fr.path or "").replace("\\", "/")
-        if TORCH_COMPILE_FRAMES.search(path):
-            out.setdefault(TORCH_COMPILE, f"{TORCH_COMPILE} ({path.rsplit('/', 1)[-1]}:{fr.line} in {fr.func})")
+        if TORCH_COMPILE_FRAMES.search(_path(fr)):
+            out.setdefault(TORCH_COMPILE, f"{TORCH_COMPILE} ({_frame_words(fr)})")
             break
     return list(out.values())
 
