@@ -191,6 +191,14 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[capture_end_avail]", "1694"): "the draft capture end is read (its closing backtick a code span's), but "
                                      "the model keeps its 'avail mem=15.31 GB' as draft_capture_end_avail_gib, apart "
                                      "from the rank's own capture figures; the label reads the draft's as the rank's",
+    ("crash", "1730"): "TP1's crash has no phase ('phase: unknown'), where its frame is the scheduler's "
+                       "move_ready_grammar_requests (serving): the condensed paste puts the unindented File line "
+                       "(line 3) and its code (4) after the exception line (2), and a frame after an exception line is "
+                       "read as a second, headerless traceback of no process ('(no exception line) on ? (lines 3)'), so "
+                       "TP1's crash keeps no frame; move_ready_grammar_requests is also no row of phases.tsv",
+    ("phase_reached", "1732"): "no rank is placed in any phase, where TP0-TP7 are sampling a batch (serving): their "
+                               "'Detected errors during sampling! NaN in the logits.' records (lines 1-8) are "
+                               "unrecognised (0/8 lines)",
 }
 
 
