@@ -77,6 +77,8 @@ PHASE_OF_KIND: dict[str, str] = {
     "watchdog_detail": "serving",
     # "KV cache pool is full. Retract requests.": requests of a decode batch taken back
     "retract": "serving",
+    # "Detected errors during sampling! NaN in the logits.": the sampler's check of a forward pass
+    "sampling_nan": "serving",
     # "Prefill transfer failed for request rank=4 ...": one request of a PD server failing, and
     # "Some requests fail to receive KV Cache transfer done signal ...": its queue's timers
     # "Cache flushed successfully!" / "Cache not flushed because there are pending requests.": the
