@@ -191,6 +191,11 @@ PENDING: dict[tuple[str, str], str] = {
     ("key_figure[capture_end_avail]", "1694"): "the draft capture end is read (its closing backtick a code span's), but "
                                      "the model keeps its 'avail mem=15.31 GB' as draft_capture_end_avail_gib, apart "
                                      "from the rank's own capture figures; the label reads the draft's as the rank's",
+    ("phase_reached", "1742"): "no rank is placed in any phase: TP6's only record, aiter's 'type hints mismatch, override to "
+                               "--> ck_moe_stage2(...)' (line 2), is unrecognised, the prefill server's 'End of prefill "
+                               "disaggregation mode warmup with status 200, resp: [...]' (line 4) is not read as a warm-up "
+                               "record, and the readiness line (5) places only ranks that print after it, so TP6, seen "
+                               "before the warm-up ended, is given no phase (the label: warmup)",
 }
 
 
