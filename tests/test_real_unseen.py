@@ -199,6 +199,11 @@ PENDING: dict[tuple[str, str], str] = {
     ("phase_reached", "1732"): "no rank is placed in any phase, where TP0-TP7 are sampling a batch (serving): their "
                                "'Detected errors during sampling! NaN in the logits.' records (lines 1-8) are "
                                "unrecognised (0/8 lines)",
+    ("phase_reached", "1742"): "no rank is placed in any phase: TP6's only record, aiter's 'type hints mismatch, override to "
+                               "--> ck_moe_stage2(...)' (line 2), is unrecognised, the prefill server's 'End of prefill "
+                               "disaggregation mode warmup with status 200, resp: [...]' (line 4) is not read as a warm-up "
+                               "record, and the readiness line (5) places only ranks that print after it, so TP6, seen "
+                               "before the warm-up ended, is given no phase (the label: warmup)",
 }
 
 
