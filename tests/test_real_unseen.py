@@ -196,9 +196,6 @@ PENDING: dict[tuple[str, str], str] = {
                        "(line 3) and its code (4) after the exception line (2), and a frame after an exception line is "
                        "read as a second, headerless traceback of no process ('(no exception line) on ? (lines 3)'), so "
                        "TP1's crash keeps no frame; move_ready_grammar_requests is also no row of phases.tsv",
-    ("phase_reached", "1732"): "no rank is placed in any phase, where TP0-TP7 are sampling a batch (serving): their "
-                               "'Detected errors during sampling! NaN in the logits.' records (lines 1-8) are "
-                               "unrecognised (0/8 lines)",
     ("phase_reached", "1742"): "no rank is placed in any phase: TP6's only record, aiter's 'type hints mismatch, override to "
                                "--> ck_moe_stage2(...)' (line 2), is unrecognised, the prefill server's 'End of prefill "
                                "disaggregation mode warmup with status 200, resp: [...]' (line 4) is not read as a warm-up "

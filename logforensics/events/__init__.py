@@ -49,6 +49,8 @@ PHASE_OF_KIND: dict[str, str] = {
     "gloo_connected": "init_distributed",
     "load_weight_begin": "load_weights",
     "load_weight_end": "load_weights",
+    # "Using FP8 KV cache but no scaling factors provided. ...": the KV scales set after loading
+    "kv_scale_default": "load_weights",
     # the FP8 quantization's config, made while the model is built (after "Load weight begin")
     "fp8_checkpoint": "load_weights",
     # a model's load_weights skipping a checkpoint tensor it has no parameter for
