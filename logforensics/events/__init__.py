@@ -47,6 +47,7 @@ PHASE_OF_KIND: dict[str, str] = {
     "nccl_version": "init_distributed",
     "custom_ar_disabled": "init_distributed",
     "gloo_connected": "init_distributed",
+    "gloo_not_connected": "init_distributed",
     "load_weight_begin": "load_weights",
     "load_weight_end": "load_weights",
     # "Using FP8 KV cache but no scaling factors provided. ...": the KV scales set after loading

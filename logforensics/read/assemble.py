@@ -94,7 +94,7 @@ ASSEMBLED = TRACEBACK_OPENERS | _CODE_KINDS
 _PIECES = frozenset({"tb_frame", "indented", "tb_caret", "tb_chain", "exc_line", "blank"})
 #: Kinds that leave an open traceback open: a mark about the record before it, a kernel
 #: library's logger that any process writes at any time, a log viewer's time column.
-_TRANSPARENT = frozenset({"ray_dedup", "lib_log", "gloo_connected", "viewer_stamp"})
+_TRANSPARENT = frozenset({"ray_dedup", "lib_log", "gloo_connected", "gloo_not_connected", "viewer_stamp"})
 #: A word alone on a line right after a frame line: the frame's function name, wrapped
 #: by a terminal ("in R" / "untime").
 _WRAPPED_WORD = re.compile(r"\w+")
