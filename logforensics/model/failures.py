@@ -32,6 +32,11 @@ MAX_HANG_EVENTS = 64
 #: Texts of a watchdog or collective timeout (a hang, whatever is raised after it).
 HANG_MARKERS = ("Watchdog caught collective operation timeout", "watchdog got stuck",
                 "Timeout(ms)=", "watchdog timeout")
+#: A launch harness's wait for the server to come up, given up (sglang/test/test_utils.py
+#: popen_launch_server: "TimeoutError: Server failed to start within the timeout period.", often
+#: in a thread of the harness): the server printed no failure of its own and was not ready in the
+#: harness's time, which is a hang's evidence, whatever thread reports it.
+START_TIMEOUT_MARKERS = ("Server failed to start within the timeout period",)
 
 
 @dataclass
@@ -157,13 +162,19 @@ def is_hang_report(rec: dict[str, Any], first_hang_line: int | None = None) -> b
     its message (a collective timeout), its thread's C++ frames, or the terminate whose
     ``what()`` is the timeout."""
     text = f"{rec.get('exception') or ''} {rec.get('message') or ''}"
-    if any(mk in text for mk in HANG_MARKERS):
+    if any(mk in text for mk in HANG_MARKERS) or _start_timeout(rec):
         return True
     if rec.get("native") and any(fn in str(rec.get("text") or "") for fn in WATCHDOG_FRAMES):
         return True
     # "terminate called after throwing ... DistBackendError", then "what(): ... timeout"
     return bool(rec.get("native_kind") == "cpp_terminate" and "DistBackendError" in text
                 and first_hang_line is not None and 0 < first_hang_line - rec["line"] <= WHAT_LINES)
+
+
+def _start_timeout(rec: dict[str, Any]) -> bool:
+    """Whether a traceback is a launch harness's report that the server did not start in its time."""
+    text = f"{rec.get('exception') or ''} {rec.get('message') or ''}"
+    return any(mk in text for mk in START_TIMEOUT_MARKERS)
 
 
 def is_hang_consequence(rec: dict[str, Any], first_hang_line: int | None = None) -> bool:
@@ -340,6 +351,11 @@ def on_exception(m: RunModel, ev: Event) -> None:
         record["quiet_before"] = quiet
     fl = m.failures
     fl.add_distinct(record, m)
+    if _start_timeout(record):
+        if not fl.hang_events:
+            add_hang(m, _brief(record))
+        if record["source"] in CAUGHT_SOURCES:
+            return  # a harness thread's report of the hang: its evidence, no error logged beside it
     if record["source"] in CAUGHT_SOURCES:  # logged by code that goes on: an error, not the rank's end
         if len(fl.errors) < 64:
             fl.errors.append({"file": ev.file, "line": ev.line, "end_line": ev.end_line, "rank": rank, "ts": ev.ts,
