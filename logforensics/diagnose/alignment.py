@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..events import PHASES
 from ..model.records import NOT_SEEN
 from ..model.run import RunSummary
-from ..model.stops import left_phase
+from ..model.stops import graphs_disabled, left_phase
 from .sides import Coverage, Evidence, ev, pair_ranks, phase_index
 
 
@@ -68,13 +68,16 @@ class Alignment:
 def alignment(fail: RunSummary, base: RunSummary, fc: Coverage, bc: Coverage) -> Alignment:
     pairs = pair_ranks(list(bc.ranks), list(fc.ranks))
     per_rank: dict[str, RankAlignment] = {}
+    # a phase the failing run's own settings leave out is not one its ranks stopped before
+    skipped = ("cuda_graph_capture",) if graphs_disabled(fail) else ()
     for rank in bc.ranks:
         frank = pairs.get(rank)
         f_phase = fc.rank_reached.get(frank) if frank else None
         missing: tuple[str, ...] = ()
         if frank is not None and fc.stopped and f_phase is not None:
             # Where a rank stopped is known only from its own lines or its crash's phase.
-            missing = tuple(p for p in bc.rank_phases.get(rank, ()) if phase_index(p) > phase_index(f_phase))
+            missing = tuple(p for p in bc.rank_phases.get(rank, ())
+                            if phase_index(p) > phase_index(f_phase) and p not in skipped)
         seen = fail.last_seen.get(frank or "", NOT_SEEN)
         left = left_phase(fail, frank) if frank is not None and f_phase is not None else None
         record = fail.per_rank.get(frank or "")

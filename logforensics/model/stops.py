@@ -22,7 +22,7 @@ from .summary import RunSummary
 END_OF = PHASE_END
 
 
-def _graphs_disabled(run: RunSummary) -> bool | None:
+def graphs_disabled(run: RunSummary) -> bool | None:
     """``disable_cuda_graph`` as the log shows it; None when it shows no setting."""
     for args in (run.server_args, run.launch_args):
         if "disable_cuda_graph" in args:
@@ -32,7 +32,7 @@ def _graphs_disabled(run: RunSummary) -> bool | None:
 
 def _next_phase(run: RunSummary, phase: str, seen: set[str]) -> str | None:
     later = [p for p in PHASES[PHASES.index(phase) + 1:] if p not in seen]
-    disabled = _graphs_disabled(run)
+    disabled = graphs_disabled(run)
     if disabled:
         later = [p for p in later if p != "cuda_graph_capture"]
     if not later:
