@@ -112,7 +112,11 @@ ACTS_ON: dict[str, tuple[str, ...]] = {
     "SGLANG_CUSTOM_ALLREDUCE_ALGO": ("cuda_graph_capture", "serving", "throughput"),
 }
 
-_IGNORE = frozenset({"random_seed", "port", "host", "nccl_port", "dist_init_addr", "file_storage_path"})
+#: Settings that say where a run listens or met its peers on its machine (ports and addresses, the
+#: PD bootstrap server's port among them), its seed and its scratch path: a launcher gives them
+#: per run, and no failure follows from their values differing.
+_IGNORE = frozenset({"random_seed", "port", "host", "nccl_port", "dist_init_addr", "file_storage_path",
+                     "disaggregation_bootstrap_port"})
 
 #: Lines where SGLang names an environment variable it acts on (``SGLANG_FORCE_CUSTOM_AR_PCIE=1:
 #: forcing ...``): the run model keeps them as ``env`` notices and their values in ``env``.
