@@ -575,3 +575,71 @@ def test_an_answer_after_the_crash_is_no_request_served_before_it() -> None:
     answered yet, not 'during serving' of a server that had served."""
     d = _diff("085")
     assert "before readiness, in the event loop with no generation request answered yet" in d.verdict
+
+
+def _harness_run(tmp_path: Path, name: str, tail: str) -> Path:
+    """Two ranks begin torch.distributed and print nothing more; SGLang's test harness then reports."""
+    path = tmp_path / name
+    path.write_text("[2026-01-04 02:23:40] server_args=ServerArgs(model_path='/models/m', tp_size=2)\n"
+                    "[2026-01-04 02:23:48 TP0] Init torch distributed begin.\n"
+                    "[2026-01-04 02:23:48 TP1] Init torch distributed begin.\n"
+                    "[Gloo] Rank 1 is NOT connected to: [0]\n" + tail)
+    return path
+
+
+_HARNESS_TIMEOUT = (
+    "Exception in thread Thread-2 (launch_node):\n"
+    "Traceback (most recent call last):\n"
+    '  File "/sglang/test/nightly/utils.py", line 287, in launch_node\n'
+    "    process = popen_launch_server(\n"
+    '  File "/usr/lib/python3.11/site-packages/sglang/test/test_utils.py", line 687, in popen_launch_server\n'
+    '    raise TimeoutError("Server failed to start within the timeout period.")\n'
+    "TimeoutError: Server failed to start within the timeout period.\n")
+
+
+def test_a_launch_harness_that_gives_up_waiting_reports_a_hang_not_an_error_caught(tmp_path: Path) -> None:
+    """090: the ranks stop printing in init_distributed and SGLang's test harness
+    (test_utils.popen_launch_server) gives up on the server an hour later. Its thread's
+    traceback is the hang's evidence, not an error 'SGLang may have caught', and the log does
+    not 'stop without readiness or failure'."""
+    s = summarize_file(str(_harness_run(tmp_path, "hang.log", _HARNESS_TIMEOUT)))
+    assert s.outcome == "hung", s.outcome_reason
+    assert "Server failed to start within the timeout period" in s.outcome_reason
+    assert s.per_rank["TP1"].phase_reached == "init_distributed"
+    assert not s.errors
+    real = _diff("090")
+    assert real.failing.outcome == "hung" and not any(f.rule == "ER01" for f in real.findings)
+
+
+def test_a_harness_timeout_after_a_crash_leaves_the_crash_first(tmp_path: Path) -> None:
+    """The harness also gives up when the server crashed without ending its process: the
+    server's own failure before it stays the run's end."""
+    crash = ("[2026-01-04 02:23:50 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+             '  File "/sglang/python/sglang/srt/managers/scheduler.py", line 2311, in run_scheduler_process\n'
+             "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank)\n"
+             "RuntimeError: NCCL error: unhandled system error\n")
+    s = summarize_file(str(_harness_run(tmp_path, "crash.log", crash + _HARNESS_TIMEOUT)))
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.exception == "RuntimeError"
+
+
+def test_a_phase_the_failing_run_s_settings_leave_out_is_not_one_its_ranks_stopped_before() -> None:
+    """092: the failing run sets disable_cuda_graph, so its ranks capture nothing; they are not
+    'stopped before cuda_graph_capture' because the baseline captured."""
+    d = _diff("092")
+    al01 = next(f for f in d.findings if f.rule == "AL01")
+    assert "cuda_graph_capture" not in al01.title
+    assert all("cuda_graph_capture" not in row.missing_phases for row in d.facts.alignment.ranks.values())
+
+
+def test_the_bind_failure_is_quoted_in_its_own_words() -> None:
+    """092: the first fatal record is uvicorn's bind error; the warm-up's ConnectionError that
+    follows it is not what that record says."""
+    cr02 = next(f for f in _diff("092").findings if f.rule == "CR02")
+    assert "says the address was already in use: [Errno 98] error while attempting to bind" in cr02.explanation
+    assert "Connection aborted" not in cr02.explanation.split("A process that cannot listen")[0]
+
+
+def test_a_pd_bootstrap_port_is_no_setting_that_differs() -> None:
+    """089: the prefill servers' bootstrap ports differ (given per launch, as --port is)."""
+    d = _diff("089")
+    assert "disaggregation_bootstrap_port" not in d.facts.config.changed_keys

@@ -19,15 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "090-ascend-pd-prefill-dsr1-w8a8-serves-same-day-rerun-gloo-rank-not-connected-hangs-at-init-distributed":
-        "calls the failing run incomplete ('the log stops at line 753 without readiness or failure'), not hung: "
-        "its 16 ranks print 'Init torch distributed begin' and Gloo's '[Gloo] Rank 8 is NOT connected to: [1]' "
-        "(line 725) and nothing more of SGLang's, and the CI launcher's popen_launch_server gives up an hour "
-        "later ('Ran 1 test in 3600.003s', 'TimeoutError: Server failed to start within the timeout period.', "
-        "'RuntimeError: Failed to start prefill node on 192.168.0.77', lines 731-752); it reads that "
-        "launcher's traceback as an error SGLang 'may have caught' and gone on after",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:
