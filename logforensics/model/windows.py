@@ -74,14 +74,17 @@ class _PyWindows:
 
     def add(self, sec: float, value: float, line: int, text: str | None = None) -> None:
         key = int(sec // self.width)
+        # fixed(value), inline: a value within the cap (NaN is not) is only rounded onto the grid
+        f = round(value * _ONE) if -_CAP <= value <= _CAP else fixed(value)
         c = self.cells.get(key)
         if c is None:
-            self.cells[key] = [1, fixed(value), line, sec, text]
+            self.cells[key] = [1, f, line, sec, text]
             if len(self.cells) > MAX_WINDOWS:
                 self.coarsen(self.width * 2)
             return
         c[0] += 1
-        c[1] = _wrapped(c[1] + fixed(value))
+        s = c[1] + f
+        c[1] = s if -_HALF <= s < _HALF else _wrapped(s)
         if line < c[2]:
             c[2] = line
             c[4] = text
