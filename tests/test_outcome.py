@@ -1724,3 +1724,62 @@ def test_what_fails_after_a_crash_and_the_launchers_notice_is_no_error_of_its_ow
     logged = "[2026-09-20 15:29:00 TP0] Failed to initialize lk_moe: CUDA out of memory. Tried to allocate 24.00 MiB.\n"
     before = summarize(SERVING + logged + SCHEDULER_CRASH + PARENT_QUIT + cancelled)
     assert [e.line for e in before.errors] == [len(SERVING.splitlines()) + 1]  # logged before the failure: kept
+
+
+def test_a_soft_watchdog_during_start_up_that_goes_on_is_no_hang() -> None:
+    """SGLang's soft watchdog dumps and the server goes on: start-up records after it (weights,
+    graph capture) show the run did not end there (real-unseen 1751)."""
+    text = ("[2026-03-27 20:52:54] TokenizerManager watchdog timeout (self.watchdog_timeout=300, self.soft=True)\n"
+            "[2026-03-27 20:54:20] Load weight begin. avail mem=78.50 GB\n"
+            "[2026-03-27 20:54:25] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, "
+            "avail mem=70.10 GB, mem usage=8.40 GB.\n")
+    s = summarize(text)
+    assert s.outcome == "incomplete", s.outcome_reason
+
+
+def test_a_health_check_failed_then_only_probes_answered_is_still_a_hang() -> None:
+    """The HTTP server answers /v1/models whatever the schedulers do: answered probes after a
+    failed health check are no progress of the run (real-unseen 431)."""
+    text = ('[2025-08-29 11:56:24] INFO:     10.0.0.1:61226 - "GET /v1/models HTTP/1.1" 200 OK\n'
+            "[2025-08-29 11:56:28] Health check failed. Server couldn't get a response from detokenizer for last "
+            "20 seconds. tic start time: 11:56:08. last_heartbeat time: 11:55:40\n"
+            '[2025-08-29 11:56:34] INFO:     10.0.0.1:23880 - "GET /v1/models HTTP/1.1" 200 OK\n')
+    assert summarize(text).outcome == "hung"
+
+
+_READ_TIMEOUT = ("Traceback (most recent call last):\n"
+                 '  File "/usr/local/lib/python3.10/dist-packages/httpx/_transports/default.py", line 69, in map\n'
+                 "    yield\n"
+                 "httpx.ReadTimeout: The read operation timed out\n")
+
+
+@pytest.mark.parametrize("after", [
+    # SGLang's retry() after the exception it printed (utils/common.py)
+    "retry() failed once (0th try, maximum 2 retries). Will delay 0.85s and retry. Error: The read operation timed out\n",
+    # a request answered with an error (the traceback was that request's)
+    "[2026-02-19 19:28:07] Error in request: An exception occurred while loading IMAGE data at index 0: timed out\n",
+])
+def test_a_traceback_its_code_caught_and_went_on_from_is_no_crash(after: str) -> None:
+    s = summarize("[2026-02-19 19:28:00] Load weight begin. avail mem=78.50 GB\n" + _READ_TIMEOUT + after)
+    assert s.outcome != "crashed" and s.crash is None, s.outcome_reason
+    assert any(e.exception == "httpx.ReadTimeout" for e in s.errors)
+
+
+def test_a_record_logging_could_not_write_is_no_crash_of_the_process() -> None:
+    """Python logging's handleError: '--- Logging error ---', the failed write's traceback, then the
+    call that logged under 'Call stack:'. The child's failure the parent reported is the crash
+    (real-unseen 1755)."""
+    text = ("[2025-05-30 08:01:05] Child process unexpectedly failed with an exit code 9. pid=3381688\n"
+            "--- Logging error ---\n"
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.10/logging/__init__.py", line 1103, in emit\n'
+            "    stream.write(msg + self.terminator)\n"
+            "RuntimeError: reentrant call inside <_io.BufferedWriter name='<stderr>'>\n"
+            "Call stack:\n"
+            '  File "/sglang/python/sglang/srt/entrypoints/engine.py", line 516, in sigchld_handler\n'
+            "    logger.warning(\n"
+            "Message: 'Child process unexpectedly failed with an exit code %d. pid=%d'\n"
+            "Arguments: (9, 3381688)\n")
+    s = summarize(text)
+    assert s.outcome == "crashed" and s.crash is not None
+    assert s.crash.exception is None and s.crash.line == 1

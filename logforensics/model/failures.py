@@ -763,9 +763,45 @@ def on_batch_discarded(m: RunModel, ev: Event) -> None:
     just before it, of this rank, did not end the scheduler (the outcome counts it as an error
     the rank went on after)."""
     m.notices.add("batch_discarded", ev)
+    _handled(m, ev)
+
+
+#: Lines between a traceback's end and the record that says its code caught it.
+_HANDLED_NEXT = 2
+
+
+def _handled(m: RunModel, ev: Event, adjacent: bool = False) -> None:
+    """The traceback just before ``ev`` (of its rank, or of none) was caught by the code that
+    printed it, which went on (``handled_line``; ``adjacent``: only where it ended on the lines
+    right above)."""
     events = m.failures.crash_events
-    if events and not events[-1].get("native") and (events[-1].get("rank") in (ev.rank, None) or ev.rank is None):
-        events[-1]["batch_discarded_line"] = ev.line
+    if not events or events[-1].get("native") or not (events[-1].get("rank") in (ev.rank, None) or ev.rank is None):
+        return
+    if adjacent and ev.line - (events[-1].get("end_line") or events[-1]["line"]) > _HANDLED_NEXT:
+        return
+    events[-1]["handled_line"] = ev.line
+
+
+@handles("retry_failed", reads_earlier=True)
+def on_retry_failed(m: RunModel, ev: Event) -> None:
+    """SGLang's retry(): "retry() failed once ... Will delay 0.85s and retry.", after the exception
+    it printed: that traceback was caught and the call is tried again."""
+    _handled(m, ev, adjacent=True)
+
+
+@handles("request_error", reads_earlier=True)
+def on_request_error(m: RunModel, ev: Event) -> None:
+    """"Error in request: ...": one request failed and was answered; the traceback just before it,
+    or the one it logs after it, is that request's, not the server's end."""
+    _handled(m, ev, adjacent=True)
+    m.failures.logged_error, m.failures.logged_says = ev.line, None
+
+
+@handles("logging_error", "logging_call_stack")
+def on_logging_error(m: RunModel, ev: Event) -> None:
+    """Python logging could not write a record ("--- Logging error ---"): the traceback after it is
+    that write's, and the frames after "Call stack:" the call that logged; the process goes on."""
+    m.failures.logged_error, m.failures.logged_says = ev.line, None
 
 
 @handles("shutdown")

@@ -224,13 +224,14 @@ class HangObserver:
         self.dropped += later.dropped + max(0, len(later.records) - max(room, 0)) + \
             max(0, len(later.pyspy) - max(proom, 0))
 
-    def build(self, ranks: Sequence[str] = (), last_serving_line: int = 0, env: Mapping[str, str] | None = None,
+    def build(self, ranks: Sequence[str] = (), last_course_line: int = 0, env: Mapping[str, str] | None = None,
               kind_counts: Mapping[str, int] | None = None) -> Hang | None:
         """The hang this log shows, or None. Pure: the observer is not changed.
 
         ``ranks`` are the run's rank labels (to name c10d's global ``[rankN]`` as SGLang
-        does); ``last_serving_line`` is the last batch record, to tell whether a timer that
-        does not stop the server was followed by more serving; ``env`` the environment the
+        does); ``last_course_line`` is the last record of the run's course (a batch, a phase
+        record, a progress bar), to tell whether a timer that does not stop the server was
+        followed by more of it; ``env`` the environment the
         log shows and ``kind_counts`` its records per kind (``NCCL INFO`` lines show
         ``NCCL_DEBUG``), for what was on.
         """
@@ -266,7 +267,7 @@ class HangObserver:
         # one request's timer (PD's: the request fails, the server goes on) does not, where a window
         # simply ends after it
         server_timers = [p for p in fired if not TIMERS[p["family"]].get("per_request")]
-        nothing_after = bool(server_timers) and (not last_serving_line or server_timers[-1]["line"] > last_serving_line)
+        nothing_after = bool(server_timers) and (not last_course_line or server_timers[-1]["line"] > last_course_line)
         rank_list: list[str] = []
         for p in main:
             if p.get("rank") and p["rank"] not in rank_list:

@@ -129,7 +129,12 @@ def judge(m: RunModel) -> Verdict:
                 "silent_ranks": silent_ranks(m)}
     # the timer, collectives and py-spy dumps (model/hang.py): hung when a timer that
     # stops the server fired, as well as on the evidence above
-    built = m.hang_obs.build([k for k in t.ranks if k != NO_RANK], t.last_serving_line, m.config.env,
+    # the last record of the run's course (a batch, a start-up phase's record or progress bar; not an
+    # answered probe, which the HTTP server gives whatever the schedulers do): a timer that does not
+    # stop the server, with the course going on after it, did not end the run
+    course = max([t.last_serving_line, *(info["last_line"] for r in t.ranks.values()
+                                         for phase, info in r.phases.items() if phase != "serving")])
+    built = m.hang_obs.build([k for k in t.ranks if k != NO_RANK], course, m.config.env,
                              m.coverage.kind_counts)
     if built is not None:
         detail = built.to_dict()
@@ -387,8 +392,8 @@ def _went_on(m: RunModel, rec: dict[str, Any]) -> bool:
     phase line, a served batch): the rank logged the error and went on, so it did not stop.
     Later means a later stamp when both have one: wrappers that merge several processes'
     output (Ray's de-duplication) print a rank's earlier lines after its traceback."""
-    if rec.get("batch_discarded_line"):  # --debug-mode aborted the batch and went on
-        return True
+    if rec.get("handled_line"):  # the code that printed it caught it and went on (--debug-mode's
+        return True  # discarded batch, a retry, a request answered with an error)
     rank = rec.get("rank")
     if rec.get("source") == CPP_RAISED_SOURCE and rank is not None \
             and m.failures.c10d_lines.get(rank, 0) > (rec.get("end_line") or rec["line"]):
