@@ -30,7 +30,7 @@ from ..model.run import RunSummary
 from ..model.stops import stop_place
 from ..units import clip
 from .facts import Facts
-from .settings import ACTS_ON
+from .settings import ACTS_ON, acting_after, failed_in
 from .sides import same_checkpoint
 
 if TYPE_CHECKING:
@@ -298,6 +298,11 @@ def _next_step(failing: RunSummary, facts: Facts, explanation: Finding | None, c
         if not keys:  # the same checkpoint read from another directory: no setting to set back
             return "collect " + collect[0] if collect else None
         listed = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
+        phase = failed_in(failing)
+        if explanation is None and all(acting_after(k, phase) for k in keys):
+            return (f"the changed settings ({listed}) act only after {phase}, where the failing run "
+                    f"{'stops' if failing.outcome == 'incomplete' else 'failed'}: look for what else differs between "
+                    "the runs (the build and its patches, the environment: pip freeze, python -m sglang.check_env)")
         if explanation is None and _builds_differ(facts):
             return ("the builds differ and nothing in the failing log ties a changed setting to the failure (a build "
                     f"may change its defaults): run the failing build with the baseline's values of {listed}, or the "

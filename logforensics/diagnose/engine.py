@@ -19,7 +19,7 @@ from .bounds import BoundError
 from .conclusion import Conclusion, conclude, confidence, settings_lines
 from .facts import Facts, compute, plain
 from .rulespec import SEVERITIES, RuleError, RuleSpec, change
-from .settings import independent_changes
+from .settings import acting_after, acting_on, failed_in, independent_changes
 
 _SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -242,6 +242,35 @@ def _where_it_stops(run: RunSummary) -> str:
     return f" (the log stops {said})" if said else ""
 
 
+def _and(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c`` (four at most, then "and others")."""
+    shown = list(names[:4])
+    if len(names) > 4:
+        return ", ".join(shown) + " and others"
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def _may_matter(failing: RunSummary, facts: Facts) -> str:
+    """The changed settings, none named a cause: with where the failing run failed (or its log
+    stops) where some act on that phase, else that nothing in the failing log ties them to it."""
+    keys = facts.config.changed_keys
+    diffs = {**facts.config.server_args, **facts.config.env}
+    listed = [f"{k} {change(diffs[k].baseline, diffs[k].failing)}" for k in keys[:6] if k in diffs]
+    more = f" and {len(keys) - 6} more" if len(keys) > 6 else ""
+    phase = failed_in(failing)
+    acting = [k for k in keys if acting_on(k, phase)]
+    where = "stops" if failing.outcome == "incomplete" else "failed"
+    if acting:
+        names = _and(acting)
+        why = (f"the failing run {where} in {phase}, which {names} {'acts' if len(acting) == 1 else 'act'} on; "
+               "its log says no more")
+    elif all(acting_after(k, phase) for k in keys):
+        return (f"changed, acting only after {phase}, where the failing run {where}: " + ", ".join(listed) + more)
+    else:
+        why = f"nothing in the failing log ties {'it' if len(keys) == 1 else 'one of them'} to the failure"
+    return f"changed, and may matter ({why}): " + ", ".join(listed) + more
+
+
 def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, findings: list[Finding]) -> str:
     """One sentence: the outcomes, what limits the comparison, the first error, its likely cause.
 
@@ -278,16 +307,9 @@ def verdict(failing: RunSummary, baseline: RunSummary | None, facts: Facts, find
     several = _among_others(facts)
     cause = likely_cause(failing, baseline, facts, findings)
     may_matter = ""
-    lone = comparable and not several and cause is None and len(facts.config.changed_keys) == 1 \
-        and failing.outcome != "ready"  # one change that nothing ties to the failure: said, not named a cause
-    if comparable and (several and any("setting" in f.groups for f in findings) or lone):
-        keys = facts.config.changed_keys
-        diffs = {**facts.config.server_args, **facts.config.env}
-        listed = [f"{k} {change(diffs[k].baseline, diffs[k].failing)}" for k in keys[:6] if k in diffs]
-        more = f" and {len(keys) - 6} more" if len(keys) > 6 else ""
-        them = "it" if len(keys) == 1 else "one of them"
-        may_matter = (f"; changed, and may matter (nothing in the failing log ties {them} to the failure): "
-                      + ", ".join(listed) + more)
+    if comparable and cause is None and facts.config.changed_keys and failing.outcome != "ready":
+        # changes that nothing names the cause of the failure: said with equal weight, each one
+        may_matter = "; " + _may_matter(failing, facts)
     if limits:
         head += ": " + "; ".join(limits)
     sep = "; " if limits else ": "

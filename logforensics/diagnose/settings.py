@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..events import PHASES
 from ..model.phases import TORCH_COMPILE, components_of
 from ..model.records import NO_MEMORY, Frame
 from ..model.run import RunSummary
@@ -24,6 +25,8 @@ EFFECTS: dict[str, str] = {
     "mem_fraction_static": "KV cache size (#tokens, K/V size) and the headroom left for CUDA graphs",
     "cuda_graph_max_bs": "CUDA-graph capture memory and time (Capture ... end: mem usage)",
     "disable_cuda_graph": "decode lines 'cuda graph: False' and decode throughput",
+    "disable_piecewise_cuda_graph": "piecewise CUDA-graph compile and capture for prefill ('Capture piecewise CUDA graph')",
+    "enable_piecewise_cuda_graph": "piecewise CUDA-graph compile and capture for prefill ('Capture piecewise CUDA graph')",
     "disable_custom_all_reduce": "custom allreduce buffers (IPC mappings) during init and capture",
     "tp_size": "ranks, weights per GPU, KV cell size",
     "chunked_prefill_size": "activation memory at prefill; the default mem_fraction_static",
@@ -92,6 +95,9 @@ ACTS_ON: dict[str, tuple[str, ...]] = {
     "cuda_graph_bs": ("cuda_graph_capture",),
     # (graph capture runs only with graphs on: a failure in it is in what the setting switches)
     "disable_cuda_graph": ("cuda_graph_capture", "throughput"),
+    # (piecewise graphs are compiled and captured for prefill after the decode graphs)
+    "disable_piecewise_cuda_graph": ("cuda_graph_capture", "throughput"),
+    "enable_piecewise_cuda_graph": ("cuda_graph_capture", "throughput"),
     "disable_custom_all_reduce": ("init_distributed", "cuda_graph_capture"),
     "tp_size": ("load_weights", "kv_cache_alloc"),
     # (the attention kernels read the cache in its dtype: a capture or a batch runs them)
@@ -331,6 +337,34 @@ def _named_in_frames(value: Any, frames: Sequence[Frame]) -> bool:
         if pattern.search(f"{fr.func or ''} {base}".lower()):
             return True
     return False
+
+
+def failed_in(fail: RunSummary) -> str | None:
+    """The phase the failing run failed in (its crash's, its hang's), or where a log that just
+    stops left its ranks (the furthest phase they reached); None where none is known."""
+    if fail.crash:
+        return fail.crash.phase
+    if fail.outcome == "hung":
+        return hang_facts(fail).phase
+    if fail.outcome == "incomplete":
+        reached = [r.phase_reached for r in fail.per_rank.values() if r.phase_reached in PHASES]
+        return max(reached, key=PHASES.index) if reached else None
+    return None
+
+
+def acting_on(key: str, phase: str | None) -> bool:
+    """Whether the setting ``key`` acts on ``phase`` (``ACTS_ON``; what acts on serving acts on
+    the warm-up request too)."""
+    acts = ACTS_ON.get(key, ())
+    return phase is not None and (phase in acts or phase == "warmup" and "serving" in acts)
+
+
+def acting_after(key: str, phase: str | None) -> bool:
+    """Whether the setting ``key`` acts only on phases after ``phase`` (``ACTS_ON``; throughput is
+    serving's): a run that failed in ``phase`` had not reached what it changes."""
+    acts = [PHASES.index("serving" if p == "throughput" else p) for p in ACTS_ON.get(key, ())
+            if p == "throughput" or p in PHASES]
+    return phase in PHASES and bool(acts) and min(acts) > PHASES.index(phase)
 
 
 def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
