@@ -643,3 +643,24 @@ def test_a_pd_bootstrap_port_is_no_setting_that_differs() -> None:
     """089: the prefill servers' bootstrap ports differ (given per launch, as --port is)."""
     d = _diff("089")
     assert "disaggregation_bootstrap_port" not in d.facts.config.changed_keys
+
+
+def test_several_changed_settings_are_listed_with_the_phase_the_failing_log_stops_in() -> None:
+    """093: two settings changed and the failing log just stops in graph capture, which both act
+    on: the verdict lists both with equal weight and says where the log stops, and names neither
+    a likely cause."""
+    v = _diff("093").verdict
+    assert "changed, and may matter (the failing run stops in cuda_graph_capture, which disable_cuda_graph and " \
+           "disable_piecewise_cuda_graph act on; its log says no more)" in v
+    assert "likely cause" not in v and "nothing in the failing log ties" not in v
+
+
+def test_settings_that_act_only_after_the_failure_are_not_what_to_set_back() -> None:
+    """095: the failing run crashed before graph capture on an ImportError; the changed graph
+    settings act only after it. The verdict says what could not be imported, and the next step
+    looks elsewhere than at setting them back."""
+    d = _diff("095")
+    assert "ImportError (cannot import name 'KVFP4QuantizeUtil' from " in d.verdict
+    assert "changed, acting only after kv_cache_alloc, where the failing run failed" in d.verdict
+    step = d.conclusion.next_step or ""
+    assert "set back" not in step and step.startswith("the changed settings (disable_cuda_graph, ")

@@ -19,15 +19,7 @@ PAIRS = Path(__file__).resolve().parent.parent / "fixtures" / "real-pairs"
 
 #: Pairs whose verdict says less than the files show, by pair, with what it gets wrong
 #: (a strict xfail: fixing the general cause turns it into a pass).
-WRONG_VERDICT: dict[str, str] = {
-    "093-gb10-qwen25-1.5b-fp4-kv-triton-graphs-off-serves-graphs-on-log-ends-in-cuda-graph-capture":
-        "the verdict leaves out the two changed settings (disable_cuda_graph, disable_piecewise_cuda_graph): with more "
-        "than one change it lists them only beside a finding that ties a setting to a failing phase, which a log that "
-        "just stops never gets, while a lone change is listed (094)",
-    "095-gb10-qwen25-1.5b-fp4-kv-triton-patched-serves-unpatched-importerror-kvfp4quantizeutil-at-attention-backend-init":
-        "the verdict names the ImportError's class only, not what could not be imported (KVFP4QuantizeUtil), the "
-        "one thing the failing file says about why",
-}
+WRONG_VERDICT: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

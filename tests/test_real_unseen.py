@@ -201,31 +201,10 @@ PENDING: dict[tuple[str, str], str] = {
                                "disaggregation mode warmup with status 200, resp: [...]' (line 4) is not read as a warm-up "
                                "record, and the readiness line (5) places only ranks that print after it, so TP6, seen "
                                "before the warm-up ended, is given no phase (the label: warmup)",
-    ("outcome", "1751"): "hung, where the label reads partial: both watchdog records are soft ('TokenizerManager "
-                         "watchdog timeout (self.watchdog_timeout=300, self.soft=True)', line 1; the Scheduler's, line 65) "
-                         "and the start goes on after them (Gloo, lines 68-70; the shard bar, 81; the piecewise capture "
-                         "bar to 58/58, 83), but a timer that does not stop the server is taken to end the run when no "
-                         "batch follows it: start-up records after it are not counted as the run going on",
-    ("outcome", "1753"): "crashed ('httpx.ReadTimeout at line 4'), where the label reads partial: the chained traceback "
-                         "(lines 4-81) is the one SGLang's retry helper printed, 'retry() failed once (0th try, maximum 2 "
-                         "retries). Will delay 0.85s and retry.' (line 82, read into the exception's message), and the "
-                         "start goes on (Gloo, 85-87; the shard bar to 4/4, 98): the rankless traceback is not given "
-                         "the single rank '-' before it is asked whether that rank went on, so its later records do not count",
-    ("crash", "1753"): "a crash ('httpx.ReadTimeout', phase unknown, rank '-') where the label has none: the retried "
-                       "traceback of lines 4-81 (as outcome[1753])",
-    ("crash", "1755"): "the crash's exception is logging's 'RuntimeError: reentrant call inside <_io.BufferedWriter "
-                       "name='<stderr>'>' (lines 6, 29), printed under '--- Logging error ---' (line 2, unrecognised) "
-                       "when the SIGCHLD handler's warning could not be written, where the label has none (the child's "
-                       "failure, line 1, shows no exception); 'Call stack:' (30) is taken into its message and the "
-                       "launcher's frames (31-46, launch_server -> uvicorn.run -> sigchld_handler) are read as a second, "
-                       "headerless traceback, so no phase (the label: serving)",
-    ("outcome", "1757"): "crashed ('RuntimeError at line 2'), where the label reads partial: the traceback is one "
-                         "request's image download failing, logged under '[load_mm_data(simple)] error loading IMAGE data "
-                         "at index=0' (line 1) and followed by 'Error in request: An exception occurred while loading "
-                         "IMAGE data at index 0: ...' (line 70); both records are unrecognised, so the rankless "
-                         "traceback is read as the process's end",
-    ("crash", "1757"): "a crash ('RuntimeError', phase unknown) where the label has none: the request's failed image "
-                       "download (as outcome[1757])",
+    ("crash", "1755"): "no phase for the child's failure (line 1, 'Child process unexpectedly failed with an exit "
+                       "code 9'), where the label reads serving from the launcher's call stack that Python's logging "
+                       "printed under 'Call stack:' (lines 31-46: launch_server -> uvicorn.run -> sigchld_handler); "
+                       "a call stack a logger printed is read as a logged error's, not as where the launcher was",
 }
 
 
