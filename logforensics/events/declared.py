@@ -511,4 +511,8 @@ KINDS: dict[str, dict[str, Type]] = {'allreduce_backend': {'message': 'string'},
                      'min_mem_fraction_static': 'float64',
                      'minimum_viable': 'float64'},
  'weights_not_ready': {'initial_weights_loaded': 'bool', 'timeout_s': 'float64'},
- 'weights_ready': {'elapsed_s': 'float64'}}
+ 'weights_ready': {'elapsed_s': 'float64'},
+ 'weights_rollback': {},
+ 'weights_update_begin': {'avail_gib': 'float64', 'elapsed_s': 'float64'},
+ 'weights_update_end': {},
+ 'weights_update_failed': {'message': 'string'}}
