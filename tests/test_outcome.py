@@ -1783,3 +1783,30 @@ def test_a_record_logging_could_not_write_is_no_crash_of_the_process() -> None:
     s = summarize(text)
     assert s.outcome == "crashed" and s.crash is not None
     assert s.crash.exception is None and s.crash.line == 1
+
+
+def test_logging_s_traceback_with_another_writer_s_lines_between_is_no_crash() -> None:
+    """The write failed because another writer held stderr, whose lines come between logging's
+    '--- Logging error ---' and its traceback (real-unseen 1765)."""
+    text = ("--- Logging error ---\n"
+            "[2025-03-30 21:08:08] Child process unexpectedly failed with an exit code 9. pid=1915825\n"
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.9/logging/__init__.py", line 1086, in emit\n'
+            "    stream.write(msg + self.terminator)\n"
+            "RuntimeError: reentrant call inside <_io.BufferedWriter name='<stderr>'>\n")
+    s = summarize(text)
+    assert s.crash is None or s.crash.exception != "RuntimeError", s.outcome_reason
+
+
+def test_a_weight_update_places_its_rank_in_serving_and_a_rankless_one_none() -> None:
+    """'Update weights begin.' and 'Failed to update weights: ...' are a running server's: the
+    bars of the reload are no weight loading of a start-up (real-unseen 1761, 1769); a line that
+    names no rank places no process (766)."""
+    text = ("[2024-11-08 06:16:50 TP0] Update weights begin. avail mem=4.97 GB\n"
+            "Loading safetensors checkpoint shards:   0% Completed | 0/2 [00:00<?, ?it/s]\n"
+            "[2024-11-08 06:16:51 TP0] Failed to update weights: The size of tensor a (2048) must match the size "
+            "of tensor b (3072) at non-singleton dimension 1.\n"
+            "Rolling back to original weights.\n")
+    assert summarize(text).phase_reached == {"TP0": "serving"}
+    rankless = summarize("Failed to update parameter online: start (256) + length (256) exceeds dimension size (256)..\n")
+    assert rankless.phase_reached == {}

@@ -66,6 +66,9 @@ class Failures:
     #: values to unpack ..."), and that record's text (None for a logger's record with a level)
     logged_error: int | None = None
     logged_says: str | None = None
+    #: the line of Python logging's "--- Logging error ---" or "Call stack:": the traceback that begins
+    #: within ``LOGGING_ERROR_LINES`` after it (other writers' lines may come between) is logging's
+    logging_error: int | None = None
     #: the last ``Scheduler debug info:`` header and the line its body has reached: the body's
     #: batch line, which names no rank, is the header's rank's
     debug_head: tuple[Event, int] | None = None
@@ -120,6 +123,8 @@ class Failures:
         self.cann_hint = later.cann_hint or self.cann_hint
         if later.logged_error is not None:
             self.logged_error, self.logged_says = later.logged_error, later.logged_says
+        if later.logging_error is not None:
+            self.logging_error = later.logging_error
         self.debug_head = later.debug_head or self.debug_head
         if later.c10d_seen:
             self.last_c10d, self.c10d_seen = later.last_c10d, True
@@ -340,6 +345,10 @@ def on_exception(m: RunModel, ev: Event) -> None:
     if record["source"] is None and logged is not None and logged == ev.line - 1 \
             and _logged_it(m.failures.logged_says, record):
         record["source"] = LOGGED_SOURCE  # a logger logged it on the line above (``exc_info``)
+    wrote = m.failures.logging_error
+    if record["source"] is None and wrote is not None and 0 < ev.line - wrote <= LOGGING_ERROR_LINES:
+        record["source"] = LOGGED_SOURCE  # logging's report of a record it could not write
+        m.failures.logging_error = None
     died = f.get("scheduler_died")
     if record["source"] is None and died and died.get("rank") is not None:
         # the launcher's "Rank 0 scheduler died during initialization (exit code: -7)"
@@ -797,11 +806,17 @@ def on_request_error(m: RunModel, ev: Event) -> None:
     m.failures.logged_error, m.failures.logged_says = ev.line, None
 
 
+#: Lines after logging's "--- Logging error ---" (or "Call stack:") within which its traceback (or
+#: the stack) begins: the write failed because another writer held the stream, and that writer's
+#: lines come between (real-unseen 1765: four children's exit lines).
+LOGGING_ERROR_LINES = 16
+
+
 @handles("logging_error", "logging_call_stack")
 def on_logging_error(m: RunModel, ev: Event) -> None:
     """Python logging could not write a record ("--- Logging error ---"): the traceback after it is
     that write's, and the frames after "Call stack:" the call that logged; the process goes on."""
-    m.failures.logged_error, m.failures.logged_says = ev.line, None
+    m.failures.logging_error = ev.line
 
 
 @handles("shutdown")

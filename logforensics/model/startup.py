@@ -304,6 +304,15 @@ def bar_phase(desc: str) -> str | None:
     return next((phase for word, phase in BAR_PHASES if word in words), None)
 
 
+@handles("weights_update_begin", "weights_update_end", "weights_update_failed", "weights_rollback")
+def on_weights_update(m: RunModel, ev: Event) -> None:
+    """Weights updated on a running server ("Update weights begin/end.", "Failed to update weights:
+    ...", "Rolling back to original weights."): an API call only a serving scheduler takes, so its
+    rank is serving; a line that names no rank places no process (it does not say whose it is)."""
+    if ev.rank is not None:
+        m.timeline.enter(ev, "serving")
+
+
 @handles("progress")
 def on_progress(m: RunModel, ev: Event) -> None:
     """A tqdm bar. Only TP rank 0 draws bars and they carry no rank: the bar is kept for
