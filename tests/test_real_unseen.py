@@ -205,19 +205,16 @@ PENDING: dict[tuple[str, str], str] = {
                        "code 9'), where the label reads serving from the launcher's call stack that Python's logging "
                        "printed under 'Call stack:' (lines 31-46: launch_server -> uvicorn.run -> sigchld_handler); "
                        "a call stack a logger printed is read as a logged error's, not as where the launcher was",
-    ("outcome", "1761"): "'incomplete ... without readiness or failure, during load_weights': TP0's in-service weight "
-                         "update ('Update weights begin. avail mem=4.97 GB', line 1; 'Failed to update weights: ...', "
-                         "line 14; 'Rolling back to original weights.', line 15) is unrecognised, and the request "
-                         "answered '\"POST /update_weights HTTP/1.1\" 400 Bad Request' (line 16) is not taken as the "
-                         "server serving, an answer that is no success not counting as readiness",
-    ("phase_reached", "1761"): "TP0 is placed in load_weights by the shard bars of the update (lines 3-12), where the "
-                               "label reads serving: no record says the weights are reloaded by a running server "
-                               "('Update weights begin' is unrecognised)",
-    ("outcome", "1765"): "'crashed: RuntimeError at line 1': logging's 'reentrant call' traceback (line 62) is read "
-                         "as a crash because a child's notice (line 61) stands between it and '--- Logging error ---' "
-                         "(line 60), and the children's 'Child process unexpectedly failed with an exit code 9' "
-                         "(lines 1-3, the same second) before the first 'SIGTERM received' (line 4) refuse the stop",
-    ("crash", "1765"): "a crash (RuntimeError, logging's) where the label has none, as outcome[1765]",
+    ("outcome", "1761"): "'incomplete ... without readiness or failure, during serving': TP0's in-service weight "
+                         "update (lines 1, 14, 15) places it in serving, but the request answered '\"POST "
+                         "/update_weights HTTP/1.1\" 400 Bad Request' (line 16) is not taken as readiness, an "
+                         "answer that is no success not counting, and a rank's own serving record alone does not "
+                         "make a window ready (the reading of partial windows: batches or a success)",
+    ("outcome", "1765"): "'crashed: a child process failed ... at line 1': the children's 'Child process unexpectedly failed "
+                         "with an exit code 9' (lines 1-3) come before the first 'SIGTERM received' (line 4), in the same "
+                         "second, so the stop is refused (logging's 'reentrant call' traceback, line 62, is now an error "
+                         "logged)",
+    ("crash", "1765"): "a crash (the child's failure, no exception) where the label has none, as outcome[1765]",
     ("fatal_line", "1765"): "no stop: the crash is cited at line 1 (the first child's notice), where the label's is "
                             "the first SIGTERM line (4)",
     ("outcome", "1766"): "'incomplete ... without readiness or failure': the header '[2025-11-27` 21:35:14] Scheduler "
@@ -226,9 +223,6 @@ PENDING: dict[tuple[str, str], str] = {
                          "after it (lines 2-9) is taken as one that record logged, an error the code went on from",
     ("crash", "1766"): "no crash: the scheduler's cut traceback is kept as a logged error, as outcome[1766]",
     ("fatal_line", "1766"): "no crash, so no fatal line; the label's is the header at line 1",
-    ("phase_reached", "1768"): "DP6 TP6 is given no phase: its only line, 'Failed to update parameter online: start "
-                               "out of range ...' (line 6, cut), is unrecognised, and the unranked answers to "
-                               "'/update_weights_from_distributed' (lines 1-3) place no rank (the label: serving)",
 }
 
 
