@@ -260,7 +260,7 @@ RULES: dict[str, Rule] = {
     "crash_diagnostics": _rule(T("CRASH_DIAG", "message", v.to_strip)),
     "kill_tree": _rule(_seq("INT", ("parent_pid", "pid"), v.to_int), T("WORD", "include_parent", v.to_bool)),
     "gloo_connected": _rule(_seq("INT", ("group_rank", "peers"), v.to_int)),
-    "gloo_not_connected": _rule(T("INT", "group_rank", v.to_int)),
+    "gloo_not_connected": _rule(T("INT", "group_rank", v.to_int), T("TEXT", "message", v.to_strip)),
     "lib_log": _rule(T("LIB_TAG", "lib", v.strip_brackets), T("TEXT", "message", v.to_strip)),
     "ray_dedup": _rule(T("RAY_DEDUP", "count", v.dedup_count)),
     "pyspy_thread": _rule(T("PYSPY_THREAD", "thread_id", v.pyspy_thread_id),
