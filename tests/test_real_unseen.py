@@ -223,12 +223,6 @@ PENDING: dict[tuple[str, str], str] = {
                          "after it (lines 2-9) is taken as one that record logged, an error the code went on from",
     ("crash", "1766"): "no crash: the scheduler's cut traceback is kept as a logged error, as outcome[1766]",
     ("fatal_line", "1766"): "no crash, so no fatal line; the label's is the header at line 1",
-    ("crash", "1770"): "PP1 TP3's crash has no phase (the label's serving, by event_loop_pp): every line is behind a "
-                       "collector's '[2026-06-29 17:44:04] [/bin/sh]: ' wrapper that segments does not strip; the header "
-                       "is split off at its glued prefix, but the frames (lines 2-13) stay wrapped and unread",
-    ("fatal_line", "1772"): "the crash is cited at line 1, a c10 backtrace's tail (frames #2-#6 of the NCCL "
-                            "HeartbeatMonitor's TCPStore check, which torch logs as a warning, as line 7's) called "
-                            "'C++ stack trace'; the label's first fatal record is the launcher's traceback at line 9",
 }
 
 
