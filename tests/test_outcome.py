@@ -1810,3 +1810,20 @@ def test_a_weight_update_places_its_rank_in_serving_and_a_rankless_one_none() ->
     assert summarize(text).phase_reached == {"TP0": "serving"}
     rankless = summarize("Failed to update parameter online: start (256) + length (256) exceeds dimension size (256)..\n")
     assert rankless.phase_reached == {}
+
+
+def test_the_stack_of_a_store_check_torch_logged_as_a_warning_is_no_crash() -> None:
+    """torch's heartbeat monitor checks the rendezvous store and logs a failed check as a warning
+    with its stack: the launcher's traceback after it is the first failure (real-unseen 1772)."""
+    text = ("frame #2: c10d::TCPStore::check(std::vector<std::string> const&) + 0x2b5 (0x7cdedf3 in libtorch_cpu.so)\n"
+            "frame #3: c10d::ProcessGroupNCCL::HeartbeatMonitor::runLoop() + 0x4a5 (0x7cdedf552935 in libtorch_hip.so)\n"
+            "frame #4: <unknown function> + 0xecdb4 (0x7ce57d0c6db4 in /lib/x86_64-linux-gnu/libstdc++.so.6)\n"
+            "\n"
+            "[2026-08-25 10:26:44] kill_process_tree called: parent_pid=8114, include_parent=False, pid=8114\n"
+            "Traceback (most recent call last):\n"
+            '  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/engine.py", line 1787, in '
+            "_wait_for_scheduler_ready\n"
+            "    data = scheduler_pipe_readers[i].recv()\n"
+            "EOFError\n")
+    s = summarize(text)
+    assert s.outcome == "crashed" and s.crash is not None and s.crash.line == 6, s.outcome_reason

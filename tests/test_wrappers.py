@@ -92,3 +92,19 @@ def test_a_drivers_stamp_before_rays_wrapper_and_a_node_name_for_its_address() -
             "milliseconds before timing out.\n")
     events = parser.feed(line.encode()) + parser.close()
     assert [(e.kind, e.node) for e in events] == [("collective_timeout", "train-9zzm714v3bpc-worker-0")]
+
+
+def test_a_log_collectors_stamp_and_program_path_before_each_line_of_a_traceback() -> None:
+    """A collector's own stamp and the program whose output it took ("[stamp] [/bin/sh]: ") before
+    every line: the rank's traceback is read behind it, frames and all (real-unseen 1770)."""
+    tag = "[2026-06-29 17:44:04] [/bin/sh]: "
+    text = "\n".join(tag + line for line in (
+        "[2026-06-29 09:44:04 PP1 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3170, in run_scheduler_process',
+        "    scheduler.event_loop_pp()",
+        "RuntimeError: boom",
+    ))
+    parser = IncrementalParser("wrapped.log")
+    events = [e for e in parser.feed(text.encode() + b"\n") + parser.close() if e.kind != "blank"]
+    assert [(e.kind, e.rank) for e in events] == [("exception", "PP1 TP3")]
+    assert [f["func"] for f in events[0].fields["frames"]] == ["run_scheduler_process"]

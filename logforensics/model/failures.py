@@ -69,6 +69,9 @@ class Failures:
     #: the line of Python logging's "--- Logging error ---" or "Call stack:": the traceback that begins
     #: within ``LOGGING_ERROR_LINES`` after it (other writers' lines may come between) is logging's
     logging_error: int | None = None
+    #: the last line of a C++ stack that a warning's record printed (``STORE_CHECK_FRAME``): its
+    #: frames go on it, not a crash
+    warning_stack: tuple[str | None, int] | None = None
     #: the last ``Scheduler debug info:`` header and the line its body has reached: the body's
     #: batch line, which names no rank, is the header's rank's
     debug_head: tuple[Event, int] | None = None
@@ -125,6 +128,8 @@ class Failures:
             self.logged_error, self.logged_says = later.logged_error, later.logged_says
         if later.logging_error is not None:
             self.logging_error = later.logging_error
+        if later.warning_stack is not None:
+            self.warning_stack = later.warning_stack
         self.debug_head = later.debug_head or self.debug_head
         if later.c10d_seen:
             self.last_c10d, self.c10d_seen = later.last_c10d, True
@@ -640,6 +645,12 @@ _C10D_LOC = re.compile(r"\[[EFWIT][^\]]* ([^\s\]]+:\d+)\] ?")
 
 _FRAME_NUMBER = re.compile(r"frame #(\d+): ")
 
+#: The rendezvous store's check (c10d::TCPStore::check), which torch's heartbeat monitor calls for
+#: its "should dump" flag: a failed check is logged as a warning ('[rank1]:[W...] Failed to check the
+#: "should dump" flag on TCPStore ...') and the monitor goes on, so a stack through it is that
+#: warning's, not a failure (real-unseen 1772).
+STORE_CHECK_FRAME = "TCPStore::check("
+
 
 @handles("cpp_frame", "cpp_raised", reads_earlier=True)
 def on_cpp_frame(m: RunModel, ev: Event) -> None:
@@ -650,6 +661,16 @@ def on_cpp_frame(m: RunModel, ev: Event) -> None:
     the failure starts at the record, on the rank its ``[rankN]:`` prefix names, and it is an
     exception raised in X, not an abort (below a CUDA or HIP error's lines of advice too)."""
     rank = title_rank(ev.text) or ev.rank
+    fl = m.failures
+    held = fl.warning_stack
+    if held is not None and held[0] == ev.file and 0 < ev.line - held[1] <= 2:
+        fl.warning_stack = (ev.file, ev.line)  # the logged warning's stack goes on
+        m.notices.add("cpp_frame", ev)
+        return
+    if not fl.cpp_frame_seen and ev.kind == "cpp_frame" and STORE_CHECK_FRAME in ev.text:
+        fl.warning_stack = (ev.file, ev.line)  # a store check's stack: a warning torch logged, no failure
+        m.notices.add("cpp_frame", ev)
+        return
     if not m.failures.cpp_frame_seen:
         m.failures.cpp_frame_seen = True
         number = _FRAME_NUMBER.search(ev.text) if ev.kind == "cpp_frame" else None

@@ -52,6 +52,9 @@ _WRAPPER_RE = re.compile(
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)(?:[ \t]|$)"
     r"(?! *(?:ERROR|WARN|INFO|DEBUG|TRACE) )"
     r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\][ \t]"      # Jenkins
+    # a log collector's stamp and the path of the program whose output it took, before every line
+    # ("[2026-06-29 17:44:04] [/bin/sh]: ")
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] \[/[\w./\-]+\]: "
     # torch_npu's own logger on Ascend: the pid and a stamp with milliseconds after a colon,
     # "[383554] [2026-07-01 09:31:38:047] torch_npu.memory: [ERROR] ..."
     r"|\[\d+\] \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}\] "
