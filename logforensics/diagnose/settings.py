@@ -369,16 +369,14 @@ def acting_after(key: str, phase: str | None) -> bool:
 
 def _linked(args: dict[str, SettingDiff], env: dict[str, SettingDiff], fail: RunSummary) -> tuple[LinkedSetting, ...]:
     # the phase the failing run failed in: its crash's, or the one its hang came in
-    crash_phase = fail.crash.phase if fail.crash else hang_facts(fail).phase if fail.outcome == "hung" else None
+    crash_phase = failed_in(fail) if fail.crash or fail.outcome == "hung" else None
     # a setting acts on throughput only where the failing run printed batches (it has some)
     batches = bool(fail.coverage.kinds.get("decode_batch") or fail.coverage.kinds.get("prefill_batch"))
     out = []
     for diffs in (args, env):
         for key, d in diffs.items():
             acts = ACTS_ON.get(key, ())
-            if "serving" in acts:  # the warm-up request is served as any request is
-                acts = (*acts, "warmup")
-            if crash_phase and crash_phase in acts:
+            if crash_phase and acting_on(key, crash_phase):
                 out.append(LinkedSetting(key, d.source, d.baseline, d.failing, crash_phase, d.effect))
             elif not crash_phase and "throughput" in acts and batches:
                 out.append(LinkedSetting(key, d.source, d.baseline, d.failing, "throughput", d.effect))
