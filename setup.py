@@ -1,5 +1,5 @@
 """Build hook: the optional accelerator, one compiled module (logforensics/native/: the bulk
-reader, the walker of unrecognised lines, the writers' rows and columns, the serving windows).
+reader, the walker of unrecognised lines, the writers' rows and columns).
 
 Everything else is declared in pyproject.toml. The module is portable C (no
 processor-specific instructions) and optional: where no C compiler or Python headers are
@@ -63,7 +63,7 @@ setup(
     ext_modules=[
         Extension(
             "logforensics.native._native",
-            sources=[f"logforensics/native/{name}.c" for name in ("module", "scan", "other", "emit", "windows")],
+            sources=[f"logforensics/native/{name}.c" for name in ("module", "scan", "other", "emit")],
             depends=[f"logforensics/native/{name}.h" for name in ("native", "shape", "utf8")],
             optional=True,
             extra_compile_args=["-O2", "-ffp-contract=off"],

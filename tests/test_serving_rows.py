@@ -2,13 +2,12 @@
 
 The bulk reader hands decode and prefill records to the serving observer as rows
 (``read/bulk.py`` ``Rows``): the stamp already read as seconds in C, the figures as
-doubles, folded into the per-window aggregates (``native/windows.c``: parallel arrays) by
-``_windows.windows_add``. Each piece is checked here against the Python it replaces: the
+doubles, folded into the per-window aggregates (``model/windows.py``: numpy arrays) a
+batch at a time. Each piece is checked here against the definition it stands for: the
 stamp reading against ``serving.seconds`` (which reads naive stamps as UTC on every
-machine), ``windows_add`` against the pure twin's ``add`` one value at a time (windows
-widened on the way), the compiled windows against the pure twin through adding, widening,
-merging and pickling, and the summary's loops reading either type alike.
-``test_bulk.py`` compares whole summaries.
+machine), the windows against a plain one-value-at-a-time reference through adding,
+adding rows, widening, merging and pickling, and the rows' targets against adding their
+values one by one. ``test_bulk.py`` compares whole summaries.
 """
 
 from __future__ import annotations
@@ -19,25 +18,25 @@ import json
 import math
 import os
 import pickle
-import struct
 import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logforensics import native
-from logforensics.model import changepoints, serving
+from logforensics.model import changepoints, serving_rows
 from logforensics.model import windows as windows_mod
 from logforensics.model.clock import iso, seconds
-from logforensics.model.windows import _PyWindows
+from logforensics.model.windows import Windows, fixed
 
 ROOT = Path(__file__).resolve().parent.parent
-_scan = _windows = native.lib
+_scan = native.lib
 compiled = pytest.mark.skipif(native.lib is None, reason="the accelerator is not built here")
 
 
@@ -115,179 +114,169 @@ def test_c_reads_time_only_stamps_as_seconds_does(h: int, m: int, s: int, digits
         assert got == (seconds(ts), False), ts
 
 
-def _rows(values: list[tuple[float, float | None, float | None, int, int]]) -> tuple[Any, ...]:
-    """Rows as the scanner returns them: (sec, value, other value, rank id, class) each, two
-    slots (values slot after slot)."""
-    n = len(values)
-    nan = math.nan
-    vals = [nan if a is None else a for _, a, _, _, _ in values] + [nan if b is None else b for _, _, b, _, _ in values]
-    return (n, 2, struct.pack(f"{n}q", *range(n)), bytes(r for *_, r, _ in values), bytes(c for *_, c in values),
-            bytes(n), struct.pack(f"{n}i", *([0] * n)), struct.pack(f"{n}d", *(s for s, *_ in values)),
-            struct.pack(f"{n}q", *(10 * i for i in range(n))), struct.pack(f"{n}q", *(10 * i + 9 for i in range(n))),
-            struct.pack(f"{2 * n}d", *vals))
+def _wrap(s: int) -> int:
+    return (s + (1 << 127)) % (1 << 128) - (1 << 127)
 
 
-def _numbers(values: list[tuple[float, float | None, float | None, int, int]], cls: int, rid: int) -> bytes:
-    """The row numbers (int32) of the rows of a class and rank id, in row order."""
-    found = [i for i, row in enumerate(values) if row[3:] == (rid, cls)]
-    return struct.pack(f"{len(found)}i", *found)
+class _Reference:
+    """The windows' semantics in the plainest Python, one value at a time: cells by window,
+    each [count, fixed-point sum, first line, first second, text, arrival of its first
+    record], folded while there are more than ``MAX_WINDOWS``; read out in the order of
+    their first lines (then of arrival). What ``Windows`` must give, however its values
+    came in (one by one, as rows, in parts merged)."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.cells: dict[int, list[Any]] = {}
+        self.arrived = 0
+
+    def add(self, sec: float, value: float, line: int, text: str | None = None) -> None:
+        self.arrived += 1
+        self._fold(int(sec // self.width), [1, fixed(value), line, sec, text, self.arrived])
+        while len(self.cells) > windows_mod.MAX_WINDOWS:
+            self.coarsen(self.width * 2)
+
+    def _fold(self, key: int, c: list[Any]) -> None:
+        d = self.cells.get(key)
+        if d is None:
+            self.cells[key] = list(c)
+            return
+        d[0] += c[0]
+        d[1] += c[1]
+        d[3] = min(d[3], c[3])
+        if (c[2], c[5]) < (d[2], d[5]):
+            d[2], d[4], d[5] = c[2], c[4], c[5]
+
+    def ordered(self) -> list[tuple[int, list[Any]]]:
+        return sorted(self.cells.items(), key=lambda kc: (kc[1][2], kc[1][5]))
+
+    def coarsen(self, width: int) -> None:
+        if width > self.width:
+            cells, self.cells = self.ordered(), {}
+            for key, c in cells:
+                self._fold(key // (width // self.width), c)
+            self.width = width
+
+    def merge(self, later: _Reference) -> None:
+        width = max(self.width, later.width)
+        self.coarsen(width)
+        for key, c in later.ordered():
+            self._fold(key // (width // later.width), [*c[:5], c[5] + self.arrived])
+        self.arrived += later.arrived
+        while len(self.cells) > windows_mod.MAX_WINDOWS:
+            self.coarsen(self.width * 2)
+
+    def items(self) -> list[tuple[int, list[Any]]]:
+        return [(k, [c[0], _wrap(c[1]), c[2], c[3], c[4]]) for k, c in self.ordered()]
 
 
-_VALUES = st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False), st.integers(-1000, 10**6).map(float))
-_ROW = st.tuples(st.floats(1.5e9, 1.5e9 + 5000, allow_nan=False), _VALUES, _VALUES, st.integers(0, 2),
-                 st.integers(1, 2))
-
-
-def _same(got: Any, want: _PyWindows) -> None:
-    """Compiled windows equal to the pure twin's: width, cells in order, their types."""
+def _same(got: Windows, want: _Reference) -> None:
     assert got.width == want.width
     assert got.items() == want.items()
     for (_, c), (_, d) in zip(got.items(), want.items()):
         assert [type(x) for x in c] == [type(x) for x in d]
-    assert got.keys() == want.keys() and len(got) == len(want)
-    assert got.texts() == want.texts() and got.first_line() == want.first_line()
+    assert got.keys() == [k for k, _ in want.items()] and len(got) == len(want.cells)
+    assert got.texts() == [(c[2], c[4]) for _, c in want.items() if c[4] is not None]
+    assert got.first_line() == min((c[2] for c in want.cells.values()), default=None)
 
 
-@compiled
-@settings(max_examples=300, deadline=None)
-@given(st.lists(_ROW, max_size=200), st.integers(1, 3), st.integers(2, 12), st.booleans(), st.booleans(),
-       st.sampled_from([1, 3, 4]))
-def test_windows_add_equals_adding_one_by_one(rows: list[tuple[float, float | None, float | None, int, int]],
-                                              rid: int, most: int, fallback: bool, require: bool, width: int) -> None:
-    """Rows of one class and rank (the others skipped), the first present of the value
-    columns, rows without the required column skipped; windows widened when more than
-    ``most``: the cells, sums and texts of ``_PyWindows.add``, value by value."""
-    assert _scan is not None and _windows is not None
-    raw = _rows(rows)
-    buf = b"".join(f"{i:09d}\n".encode() for i in range(len(rows)))
-    want = _PyWindows(width)
-    monkey = windows_mod.MAX_WINDOWS
-    windows_mod.MAX_WINDOWS = most
-    try:
-        first_line = 40
-        for i, (sec, a, b, r, c) in enumerate(rows):
-            value = a if a is not None else (b if fallback else None)
-            if c != 1 or r != rid or value is None or (require and b is None):
-                continue
-            want.add(sec, float(value), first_line + i, f"{i:09d}"[:5])
-    finally:
-        windows_mod.MAX_WINDOWS = monkey
-    index = _numbers(rows, 1, rid)
-    got = _windows.Windows(width, most)
-    half = len(index) // 8 * 4  # two segments: the second goes on where the first stopped
-    for part, base in ((index[:half], raw), (index[half:], raw)):
-        _windows.windows_add([(got, part, (0, 1) if fallback else (0,), 1 if require else -1, 5)], base, buf,
-                             first_line)
-    _same(got, want)
-    # the rows named by (class, rank id) instead, found by windows_add: the same windows
-    found = _windows.Windows(width, most)
-    _windows.windows_add([(found, (1, rid), (0, 1) if fallback else (0,), 1 if require else -1, 5)], raw, buf,
-                         first_line)
-    _same(found, want)
-
-
-@compiled
-@settings(max_examples=200, deadline=None)
-@given(st.lists(_ROW, max_size=200), st.booleans())
-def test_targets_by_class_and_rank_equal_targets_by_row_numbers(rows: list[tuple[float, float | None, float | None,
-                                                                                 int, int]], shared: bool) -> None:
-    """Targets of every class and rank in one call, their rows named by (class, rank id)
-    (one object for a group's targets, or one each): the windows of targets given the row
-    numbers of each group."""
-    assert _windows is not None
-    raw = _rows(rows)
-    buf = b"".join(f"{i:09d}\n".encode() for i in range(len(rows)))
-    groups = [(c, r) for c in (1, 2) for r in (0, 1, 2)]
-    by_numbers, by_group = [], []
-    for c, r in groups:
-        numbers = _numbers(rows, c, r)
-        key = (c, r)
-        for cols, require in (((0,), -1), ((1, 0), 0)):
-            a, b = _windows.Windows(1, 8), _windows.Windows(1, 8)
-            by_numbers.append((a, numbers, cols, require, 5))
-            by_group.append((b, key if shared else (c, r), cols, require, 5))
-    _windows.windows_add(by_numbers, raw, buf, 7)
-    _windows.windows_add(by_group, raw, buf, 7)
-    for (a, *_), (b, *_) in zip(by_numbers, by_group):
-        assert a.items() == b.items() and a.texts() == b.texts() and a.first_line() == b.first_line()
-    # every row with a first value has its group's windows: some cells exactly when there is one
-    assert any(len(b) for b, *_ in by_group) == any(row[1] is not None for row in rows)
-
-
+_VALUE = st.one_of(st.floats(-1e3, 1e3, allow_nan=False), st.integers(0, 10**6).map(float), st.just(math.nan),
+                   st.just(math.inf), st.floats(0, 1).map(lambda v: round(v, 2)))
+_ADD = st.tuples(st.floats(-50.0, 400.0, allow_nan=False), _VALUE, st.integers(0, 500),
+                 st.one_of(st.none(), st.text(max_size=5)))
 _OP = st.one_of(
-    st.tuples(st.just("add"), st.floats(-50.0, 400.0, allow_nan=False), st.floats(-1e3, 1e3, allow_nan=False),
-              st.integers(0, 500), st.one_of(st.none(), st.text(max_size=5))),
+    st.tuples(st.just("add"), _ADD),
+    st.tuples(st.just("rows"), st.lists(_ADD, max_size=40), st.booleans()),
     st.tuples(st.just("coarsen"), st.sampled_from([1, 2, 4, 8, 16, 32])),
-    st.tuples(st.just("merge"), st.lists(st.tuples(st.floats(-50.0, 400.0, allow_nan=False),
-                                                   st.floats(-1e3, 1e3, allow_nan=False), st.integers(0, 500),
-                                                   st.one_of(st.none(), st.text(max_size=5))), max_size=30),
-              st.sampled_from([1, 2, 4, 8])),
-    st.tuples(st.just("copy")),
+    st.tuples(st.just("merge"), st.lists(_ADD, max_size=30), st.sampled_from([1, 2, 4, 8])),
+    st.tuples(st.just("copy"), st.booleans()),
 )
 
 
-@compiled
-@settings(max_examples=300, deadline=None)
-@given(st.lists(_OP, max_size=60), st.integers(2, 9), st.sampled_from([1, 2, 3]))
-def test_compiled_windows_equal_the_pure_twin(ops: list[tuple[Any, ...]], most: int, width: int) -> None:
-    """Adding, widening, merging a later part, pickling and copying: the same cells in the
-    same order, every sum the same double (stamps and lines in any order)."""
-    assert _windows is not None
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_OP, max_size=40), st.integers(2, 9), st.sampled_from([1, 2, 3]))
+def test_windows_are_what_adding_one_by_one_gives(ops: list[tuple[Any, ...]], most: int, width: int) -> None:
+    """Values one by one (held, then grouped at once), rows at once, widening, merging a later
+    part, pickling and copying: the cells of the plain one-by-one reference, in the same order,
+    with the same sums, first lines, seconds and texts (stamps and lines in any order)."""
     monkey = windows_mod.MAX_WINDOWS
     windows_mod.MAX_WINDOWS = most
     try:
-        got, want = _windows.Windows(width, most), _PyWindows(width)
+        got, want = Windows(width), _Reference(width)
         for op in ops:
             if op[0] == "add":
-                got.add(*op[1:])
-                want.add(*op[1:])
+                got.add(*op[1])
+                want.add(*op[1])
+            elif op[0] == "rows":
+                rows = [r for r in op[1] if r[1] == r[1]]  # rows have a value
+                got.add_rows(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
+                             np.array([r[2] for r in rows], np.int64), _texts([r[3] for r in rows]) if op[2] else None)
+                for r in rows:
+                    want.add(*r[:3], r[3] if op[2] else None)
             elif op[0] == "coarsen":
-                assert got.coarsened(op[1]).items() == want.coarsened(op[1]).items()
+                assert got.coarsened(op[1]).items() == _coarsened(want, op[1]).items()
                 got.coarsen(op[1])
                 want.coarsen(op[1])
             elif op[0] == "merge":
-                other_c, other_p = _windows.Windows(op[2], most), _PyWindows(op[2])
+                other, ref = Windows(op[2]), _Reference(op[2])
                 for args in op[1]:
-                    other_c.add(*args)
-                    other_p.add(*args)
-                _same(other_c, other_p)
-                if len(op[1]) % 2:
-                    got.merge(other_c)
-                    want.merge(other_p)
-                else:  # across the two types, as parts read on different paths are
-                    got.merge(windows_mod.like(got, other_p))
-                    want.merge(windows_mod.like(want, other_c))
+                    other.add(*args)
+                    ref.add(*args)
+                _same(other, ref)
+                got.merge(other)
+                want.merge(ref)
             else:
-                got = pickle.loads(pickle.dumps(got)) if len(ops) % 2 else copy.deepcopy(got)
+                got = pickle.loads(pickle.dumps(got)) if op[1] else copy.deepcopy(got)
             _same(got, want)
     finally:
         windows_mod.MAX_WINDOWS = monkey
 
 
-_CELLS = st.lists(st.tuples(st.integers(0, 40), st.floats(0, 1e4, allow_nan=False), st.integers(1, 5),
-                            st.integers(0, 10**5)), max_size=60)
+def _texts(texts: list[str | None]) -> Any:
+    return lambda picked: [texts[i] for i in picked.tolist()]
 
 
-@compiled
+def _coarsened(ref: _Reference, width: int) -> _Reference:
+    out = copy.deepcopy(ref)
+    out.coarsen(width)
+    return out
+
+
+_FIELD = st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False), st.integers(-1000, 10**6).map(float))
+_ROW = st.tuples(st.floats(1.5e9, 1.5e9 + 5000, allow_nan=False), _FIELD, _FIELD, st.integers(0, 2),
+                 st.integers(1, 2))
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["gen_tok_s", "token_usage", "prefill_new", "prefill_cached"]), _CELLS),
-                max_size=8))
-def test_the_summary_loops_read_both_types_of_windows_alike(windows: list[tuple[str, list[tuple[int, float, int, int]]]]) -> None:
-    """A figure over ranks and the cache-hit rate, from the same values in compiled and in pure windows."""
-    assert _windows is not None
-    cells: dict[tuple[str, str], Any] = {}
-    pure: dict[tuple[str, str], Any] = {}
-    for r, (fig, values) in enumerate(windows):
-        c, p = _windows.Windows(1, 10**6), _PyWindows(1)
-        for sec, value, times, line in values:
-            for _ in range(times):
-                c.add(float(sec), value, line)
-                p.add(float(sec), value, line)
-        cells[(fig, str(r))], pure[(fig, str(r))] = c, p
-    obs = serving.ServingObserver
-    for fig in ("gen_tok_s", "token_usage"):
-        assert obs._combined(fig, cells) == obs._combined(fig, pure)
-    assert obs._cache_hit(cells) == obs._cache_hit(pure)
+@given(st.lists(_ROW, max_size=200), st.integers(2, 12), st.booleans(), st.booleans())
+def test_targets_take_their_rows_as_adding_one_by_one(rows: list[tuple[float, float | None, float | None, int, int]],
+                                                      most: int, fallback: bool, require: bool) -> None:
+    """Rows of every class and rank in one set of columns: each target takes the rows of its
+    class and rank (the others skipped), the first of its value columns a row has, rows
+    without the required column skipped, the line's text cut to the kept length."""
+    n = len(rows)
+    nan = math.nan
+    val = np.array([[nan if a is None else a for _, a, _, _, _ in rows], [nan if b is None else b for _, _, b, _, _ in rows]],
+                   np.float64).reshape(2, n)
+    buf = b"".join(f"{i:09d}\n".encode() for i in range(n))
+    targets = [(Windows(1), (c, r), (0, 1) if fallback else (0,), 1 if require else -1, 5)
+               for c in (1, 2) for r in (0, 1, 2)]
+    monkey = windows_mod.MAX_WINDOWS
+    windows_mod.MAX_WINDOWS = most
+    try:
+        serving_rows._add_targets(targets, 40 + np.arange(n, dtype=np.int64), np.array([r[3] for r in rows], np.uint8),
+                                  np.array([r[4] for r in rows], np.uint8), np.array([r[0] for r in rows], np.float64),
+                                  10 * np.arange(n, dtype=np.int64), 10 * np.arange(n, dtype=np.int64) + 9, val, buf)
+        for w, (c, r), *_ in targets:
+            want = _Reference(1)
+            for i, (sec, a, b, rid, cls) in enumerate(rows):
+                value = a if a is not None else (b if fallback else None)
+                if cls != c or rid != r or value is None or (require and b is None):
+                    continue
+                want.add(sec, float(value), 40 + i, f"{i:09d}"[:5])
+            _same(w, want)
+    finally:
+        windows_mod.MAX_WINDOWS = monkey
 
 
 def _best_split_loop(values: list[float], a: int, b: int) -> tuple[int | None, float]:
@@ -321,66 +310,6 @@ def test_the_segmentation_scan_is_its_definition(values: list[float], data: st.D
     a = data.draw(st.integers(0, len(values)))
     b = data.draw(st.integers(a, len(values)))
     assert changepoints._best_split(values, a, b) == _best_split_loop(values, a, b)
-
-
-_RECORD = st.tuples(st.booleans(), st.integers(0, 2), st.integers(0, 3), st.integers(0, 40),
-                    st.sets(st.sampled_from(["running_req", "queue_req", "token_usage"])))
-
-
-def _observer(records: list[tuple[bool, int, int, int, set[str]]], first: int, most: int,
-              prune: int = 0) -> serving.ServingObserver:
-    """An observer of decode (True) and prefill records (rank, second step, value, figures the
-    decode record also has), numbered from line ``first``, in compiled windows; its texts
-    pruned every ``prune`` records (0: never)."""
-    assert _windows is not None
-    obs = serving.ServingObserver()
-    sec = 0
-    for i, (decode, rank, step, value, has) in enumerate(records):
-        sec += step - 1  # mostly later, sometimes earlier
-        line = first + i
-        figs = ["gen_tok_s", *sorted(has)] if decode else ["prefill_new", "prefill_cached"]
-        for fig in figs:
-            w = obs.windows.get((fig, str(rank)))
-            if w is None:
-                w = obs.windows[(fig, str(rank))] = _windows.Windows(1, most)
-            w.add(float(sec), float(value), line, f"text {line}" if fig in serving.TEXT_FIGURES else None)
-        if prune and i % prune == 0:
-            obs.prune_texts()
-    return obs
-
-
-def _cited(obs: serving.ServingObserver, width: int) -> dict[int, Any]:
-    """What a summary at ``width`` looks up: the text of every point of every citing series."""
-    cells = {key: w.coarsened(width) for key, w in obs.windows.items()}
-    texts = {line: (key[1], text) for key, w in cells.items() for line, text in w.texts()}
-    points = [p for fig in ("gen_tok_s", "running_req", "queue_req", "token_usage")
-              for p in obs._combined(fig, cells)] + obs._cache_hit(cells)
-    return {line: texts.get(line) for _, _, line in points}
-
-
-@compiled
-@settings(max_examples=200, deadline=None)
-@given(st.lists(_RECORD, max_size=80), st.lists(_RECORD, max_size=80), st.integers(3, 9), st.integers(1, 20))
-def test_pruned_texts_are_never_cited(first: list[Any], later: list[Any], most: int, every: int) -> None:
-    """Texts dropped as uncitable (pruned while reading, and again after merging the next part
-    of the log) are none that a summary at any width looks up: the same texts cited as with
-    every text kept, the same cells."""
-    got = _observer(first, 1, most, every)
-    got.merge(_observer(later, 1 + len(first), most, every))  # prunes again
-    prune = serving.ServingObserver.prune_texts
-    serving.ServingObserver.prune_texts = lambda self: None  # type: ignore[method-assign]
-    try:
-        want = _observer(first, 1, most)
-        want.merge(_observer(later, 1 + len(first), most))
-    finally:
-        serving.ServingObserver.prune_texts = prune  # type: ignore[method-assign]
-    assert list(got.windows) == list(want.windows)
-    for w, v in zip(got.windows.values(), want.windows.values()):
-        assert w.width == v.width and [c[:4] for _, c in w.items()] == [c[:4] for _, c in v.items()]
-    widest = max([w.width for w in want.windows.values()] + [1])
-    for width in (widest, 2 * widest, 8 * widest):
-        assert _cited(got, width) == _cited(want, width)
-    assert sum(len(w.texts()) for w in got.windows.values()) <= sum(len(w.texts()) for w in want.windows.values())
 
 
 def _summary(path: Path, tz: str, pure: bool) -> dict[str, Any]:

@@ -102,8 +102,8 @@ class _Context:
 
     def evidence(self, line: int, rank: str | None = None, text: bool = True) -> dict[str, Any]:
         """A record by its line; ``text=False`` for a record that is not the first of its window
-        in a combined series: its text may be pruned (``ServingObserver.prune_texts``) on one
-        reading path and kept on another, so it is never cited."""
+        in a combined series: whether a window keeps its text depends on how the series was
+        combined, so it is never cited."""
         known, said = self.texts.get(line, (rank, None))
         label = rank if rank is not None else known
         return {"file": self.file, "line": line, "rank": None if label in (None, "-") else label,

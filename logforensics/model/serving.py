@@ -8,7 +8,7 @@ finds the points where a figure moved to a new level (``changes``).
 
 Windows are seconds of the log's own clock (SGLang's stamps have one-second resolution),
 doubled in width when a log gets long, so memory is bounded by ``windows.MAX_WINDOWS`` per
-figure and rank whatever the log's length (``windows.py``: compiled arrays where built). Aggregates are
+figure and rank whatever the log's length (``windows.py``). Aggregates are
 fixed-point sums, counts and extremes, so an observer of a later part of a log merges exactly into that of the earlier part
 (``merge``), which the parallel reader relies on.
 
@@ -28,7 +28,6 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
-from .. import native
 from ..units import clip
 from . import changepoints, health
 from .changepoints import Change
@@ -38,7 +37,7 @@ from .frozen import TOKEN_FIELDS, FrozenStreaks, counters_key
 from .rank import stats_ranks
 from .stats import Sketch
 from .windows import GRID as _GRID
-from .windows import Cell, Windows, compiled, like, new_windows
+from .windows import Cell, Windows, new_windows
 
 #: Slowest requests kept.
 _SLOWEST = 10
@@ -76,7 +75,6 @@ CHANGE_FIGURES = ("gen_tok_s", "running_req", "queue_req", "token_usage", "cache
 #: The windows that keep their first record's text, and the series whose points cite texts
 #: (a change point's line, the first full-KV window's): each the windows it is combined from.
 TEXT_FIGURES = ("gen_tok_s", "prefill_new")
-_CITING = (("gen_tok_s",), ("running_req",), ("queue_req",), ("token_usage",), ("prefill_new", "prefill_cached"))
 
 
 class ServingObserver:
@@ -104,8 +102,6 @@ class ServingObserver:
         self._cached: tuple[int, dict[str, Any] | None] | None = None
         self._last_ts: str | None = None
         self._last_sec = 0.0
-        self.texts_pruned_at = 0  # texts made by the compiled windows when last pruned...
-        self.texts_kept = 0  # ...and how many that kept
         self.row_plan: Any = None  # where rows go (``serving_rows.add_rows``), kept while it holds
         #: decode batches with requests running and nothing generated, in runs per rank...
         self.frozen = FrozenStreaks()
@@ -144,6 +140,7 @@ class ServingObserver:
         sec = self._sec(ts)
         if sec is None:
             return
+        self.settle(("gen_tok_s", label))
         windows = self.windows
         if self.file is None:
             self.file = file
@@ -163,6 +160,7 @@ class ServingObserver:
                 self.first_graph_off = _evidence(file, line, rank, ts, text)
 
     def _add(self, figure: str, rank: str, sec: float, value: float, line: int, text: str | None = None) -> None:
+        self.settle((figure, rank))
         w = self.windows.get((figure, rank))
         if w is None:
             w = self.windows[(figure, rank)] = new_windows()
@@ -248,15 +246,30 @@ class ServingObserver:
                 d[1] = min(d[1], line)
         self.latency_width, self.latency_cells = width, cells
 
+    def settle(self, key: tuple[str, str] | None = None) -> None:
+        """Put the rows held for the windows (``serving_rows``) into them: before anything
+        reads them, and before a record goes one by one to the windows ``key`` (a decode
+        record's: its throughput's) while they are only the rows' (their order does not
+        matter to windows, but a window is made once)."""
+        plan = self.row_plan
+        if plan is not None and plan.held and (key is None or key in plan.keys):
+            plan.flush(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.settle()
+        return self.__dict__
+
     def merge(self, later: ServingObserver) -> None:
         """Fold in the observer of the part of the log that followed this one's."""
+        self.settle()
+        later.settle()
         self._rev += later._rev + 1
         for key, w in later.windows.items():
             mine = self.windows.get(key)
             if mine is None:
                 self.windows[key] = w
             else:
-                mine.merge(like(mine, w))
+                mine.merge(w)
         if self.dated is None:
             self.dated = later.dated
         self.file = self.file or later.file
@@ -289,23 +302,6 @@ class ServingObserver:
         if self.first_graph_off is None:
             self.first_graph_off = later.first_graph_off
         self.graph_on_seen = self.graph_on_seen or later.graph_on_seen
-        self.prune_texts()
-
-    def prune_texts(self) -> None:
-        """Drop the kept texts that no summary can cite (``_windows.prune_texts``: those not
-        first in their window of any citing series, a decode figure's over the ranks it counts,
-        ``rank.stats_ranks``); the pure twin keeps them all."""
-        ws = list(self.windows.items())
-        if native.lib is None or not compiled([w for _, w in ws]) or any(w.width & (w.width - 1) for _, w in ws):
-            return
-        def citing(figs: tuple[str, ...]) -> list[Windows]:
-            if len(figs) > 1:  # the cache-hit rate: every rank's prefill records
-                return [w for (fig, _), w in ws if fig in figs]
-            counted = set(stats_ranks(rank for fig, rank in self.windows if fig == figs[0]).values())
-            return [w for (fig, rank), w in ws if fig == figs[0] and rank in counted]
-
-        self.texts_kept = native.lib.prune_texts([w for (fig, _), w in ws if fig in TEXT_FIGURES],
-                                               [citing(figs) for figs in _CITING])
 
     # -- the summary -------------------------------------------------------------------------
     def summary(self) -> dict[str, Any] | None:
@@ -317,6 +313,7 @@ class ServingObserver:
         return copy.deepcopy(self._cached[1])
 
     def _summary(self) -> dict[str, Any] | None:
+        self.settle()
         if not self.windows and not self.requests and not self.retraction_count:
             return None
         base = max([w.width for w in self.windows.values()] + [1])

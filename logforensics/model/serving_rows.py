@@ -4,7 +4,7 @@ The bulk reader (``read/bulk.py``) hands the batch records of a run of taken lin
 as rows: line, rank, the stamp already read as seconds (``clock.seconds``' reading) and
 the figures as numbers. :func:`add_rows` makes of them what ``ServingObserver.add_decode``
 and ``observe`` make of the same records one at a time: the same windows, created in
-the same order, with the same sums (added in row order, in C: ``_windows.windows_add``), the
+the same order, with the same sums (a segment's rows at once: ``Windows.add_rows``), the
 same widening and the same CUDA-graph evidence. ``tests/test_serving_rows.py`` and
 ``tests/test_bulk.py`` check it.
 """
@@ -15,9 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol
 
-from .. import native
+import numpy as np
+
 from .frozen import counters_key
-from .serving import TEXT_FIGURES, ServingObserver, _evidence
+from .serving import ServingObserver, _evidence
 from .windows import Windows, new_windows
 
 #: The windows a decode and a prefill record add to, as ``add_decode`` and ``observe`` do, in
@@ -44,9 +45,11 @@ ROW_FIELDS = {
 }
 #: A window's first record keeps this much of its text (as ``add_decode`` and ``observe``).
 _TEXT = 400
-#: Texts made between two prunings of those no summary can cite (at least as many as were
-#: kept by the last one): bounds their memory, at a cost proportional to the cells.
-PRUNE_TEXTS = 1 << 13
+#: Rows held before they go to the windows at once (``_Plan.flush``): each flush costs some
+#: array operations per window whatever its rows, so fewer flushes are faster (at 2**15 rows a
+#: log of every rank's batch records read 7% slower); what is held is about 400 bytes a row,
+#: the lines' text included (about 25 MiB).
+HOLD_ROWS = 1 << 16
 
 
 class BatchRows(Protocol):
@@ -88,21 +91,14 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
         obs.dated = rows.dated(0)
     if obs.file is None:
         obs.file = file
-    windows = obs.windows
     plan = obs.row_plan
-    if plan is None or plan.cols is not cols or plan.windows != len(windows) or not plan.covers(groups):
+    if plan is None or plan.cols is not cols or plan.windows != len(obs.windows) or not plan.covers(groups):
+        if plan is not None:
+            plan.flush(obs)  # the rows held go to the windows they were read for
         plan = obs.row_plan = _plan(obs, groups, cols)
-    assert native.lib is not None
-    native.lib.windows_add(plan.targets, rows.raw, rows.buf, rows.first_line)  # widened as add() does past their most
-    if plan.fresh:
-        created = [(w.first_line(), order, key, w) for order, key, w in plan.fresh if len(w)]
-        for _, _, key, w in sorted(created, key=lambda x: x[:2]):
-            windows[key] = w  # in the order their first records created them (and the next rows plan anew)
-    made = sum(w.texts_made for (fig, _), w in windows.items() if fig in TEXT_FIGURES) \
-        if plan.windows != len(windows) else sum(w.texts_made for w in plan.texts)
-    if made - obs.texts_pruned_at >= max(PRUNE_TEXTS, obs.texts_kept):
-        obs.texts_pruned_at = made
-        obs.prune_texts()
+    plan.hold(rows)
+    if plan.held_rows >= HOLD_ROWS:
+        plan.flush(obs)
     graph = cols.get("decode_batch", {}).get("cuda_graph")
     decode = next((cls for kind, cls, _, _ in groups if kind == "decode_batch"), None)
     if graph is not None and decode is not None:
@@ -116,6 +112,37 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
     queue, running = (values[cols[kind][name] * rows.n + last] for name in ("queue_req", "running_req"))
     text, ts = rows.stamp(last)
     obs.last_batch = (file, rows.line(last), rows.rank(last), ts, text, _number(queue), _number(running))
+
+
+def _add_targets(targets: Sequence[tuple[Windows, tuple[int, int], tuple[int, ...], int, int]],
+                 line: np.ndarray, rid: np.ndarray, cls: np.ndarray, sec: np.ndarray, start: np.ndarray,
+                 end: np.ndarray, val: np.ndarray, buf: bytes) -> None:
+    """Each target (windows, (class, rank id), value columns, required column or -1, text
+    kept) takes its rows: the first of its columns a row has (rows with none skipped, and
+    rows without the required column), at the row's second and line, with the line's text
+    (``buf[start:end]``) cut to the kept length for the cells a row begins."""
+    found: dict[tuple[int, int], np.ndarray] = {}
+    for w, index, cols, require, most in targets:
+        rows = found.get(index)
+        if rows is None:
+            rows = found[index] = np.flatnonzero((cls == index[0]) & (rid == index[1]))
+        if not len(rows):
+            continue
+        x = val[cols[0], rows]
+        for c in cols[1:]:
+            x = np.where(np.isnan(x), val[c, rows], x)
+        keep = ~np.isnan(x)
+        if require >= 0:
+            keep &= ~np.isnan(val[require, rows])
+        taken = rows[keep]
+        if not len(taken):
+            continue
+        text = None
+        if most:
+            def text(picked: np.ndarray, taken: np.ndarray = taken, most: int = most) -> list[str]:
+                a = start[taken[picked]]
+                return [buf[i:j].decode("ascii") for i, j in zip(a.tolist(), np.minimum(end[taken[picked]], a + most).tolist())]
+        w.add_rows(sec[taken], x[keep], line[taken], text)
 
 
 def _number(v: float) -> float | int | None:
@@ -188,23 +215,58 @@ def _fixed_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[st
 
 
 class _Plan:
-    """The windows each group of rows goes to (``windows_add``'s targets), kept from one
+    """The windows each group of rows goes to (``_add_targets``' targets), kept from one
     segment to the next while the observer's windows stay the same and the segment's groups
     are among the plan's: the targets name their rows by (class, rank id), which
-    ``windows_add`` finds in each segment (none, for a group the segment lacks)."""
+    ``_add_targets`` finds among the rows held (none, for a group they lack). The rows wait
+    here (:meth:`hold`) until enough are held, or something reads the windows (:meth:`flush`)."""
 
-    __slots__ = ("groups", "cols", "windows", "targets", "fresh", "texts")
+    __slots__ = ("groups", "cols", "windows", "targets", "fresh", "keys", "slots", "held", "held_rows", "held_text")
 
     def __init__(self, groups: dict[tuple[int, int], tuple[str, int, int, str | None]],
                  cols: Mapping[str, Mapping[str, int]], windows: int,
                  targets: list[tuple[Windows, tuple[int, int], tuple[int, ...], int, int]],
-                 fresh: list[tuple[int, tuple[str, str], Windows]], texts: list[Windows]) -> None:
+                 fresh: list[tuple[int, tuple[str, str], Windows]], keys: set[tuple[str, str]]) -> None:
         self.groups = groups  # by (class, rank id), in the order first met
         self.cols = cols
         self.windows = windows  # how many the observer had
-        self.targets = targets
+        #: the value slots the targets read, kept of the rows held (the targets' columns renumbered)
+        self.slots = sorted({c for _, _, use, need, _ in targets for c in (*use, need) if c >= 0})
+        at = {c: i for i, c in enumerate(self.slots)}
+        self.targets = [(w, index, tuple(at[c] for c in use), at.get(need, -1), text)
+                        for w, index, use, need, text in targets]
         self.fresh = fresh  # (order, key, windows) not the observer's yet: empty until rows fill them
-        self.texts = texts  # the observer's windows that keep texts
+        self.keys = keys  # the (figure, rank) of the fresh windows
+        self.held: list[tuple[Any, ...]] = []  # segments' rows not in the windows yet (flush)
+        self.held_rows = 0
+        self.held_text = 0  # bytes of their lines' text held
+
+    def hold(self, rows: BatchRows) -> None:
+        """Keep a segment's rows (and the text of their lines) for the next :meth:`flush`."""
+        raw, n = rows.raw, rows.n
+        start, end = np.frombuffer(raw[8], np.int64), np.frombuffer(raw[9], np.int64)
+        a, b = int(start[0]), int(end.max())
+        text = bytes(rows.buf[a:b])  # the block is read into again
+        shift = self.held_text - a
+        self.held.append((rows.first_line + np.frombuffer(raw[2], np.int64), np.frombuffer(raw[3], np.uint8),
+                          np.frombuffer(raw[4], np.uint8), np.frombuffer(raw[7], np.float64), start + shift,
+                          end + shift, np.frombuffer(raw[10], np.float64).reshape(-1, n)[self.slots], text))
+        self.held_rows += n
+        self.held_text += b - a
+
+    def flush(self, obs: ServingObserver) -> None:
+        """The rows held into the windows of their targets, and the windows they began made the
+        observer's, in the order their first records created them."""
+        if not self.held:
+            return
+        held = self.held
+        self.held, self.held_rows, self.held_text = [], 0, 0
+        line, rid, cls, sec, start, end, val = (np.concatenate([h[k] for h in held], axis=-1) for k in range(7))
+        _add_targets(self.targets, line, rid, cls, sec, start, end, val, b"".join(h[7] for h in held))
+        if self.fresh:
+            created = [(w.first_line(), order, key, w) for order, key, w in self.fresh if len(w)]
+            for _, _, key, w in sorted(created, key=lambda x: x[:2]):
+                obs.windows[key] = w  # in the order their first records created them (and the next rows plan anew)
 
     def covers(self, groups: Sequence[tuple[str, int, int, str | None]]) -> bool:
         return all(self.groups.get(g[1:3]) == g for g in groups)
@@ -223,8 +285,9 @@ def _plan(obs: ServingObserver, groups: Sequence[tuple[str, int, int, str | None
     known.update((g[1:3], g) for g in groups)  # a rank id's rank as the rows name it now
     fresh: list[tuple[int, tuple[str, str], Windows]] = []
     targets: list[tuple[Windows, tuple[int, int], tuple[int, ...], int, int]] = []
+    keys: set[tuple[str, str]] = set()
     for kind, cls, rid, rank in known.values():
-        index = (cls, rid)  # one object for the group's targets: windows_add reads their rows once
+        index = (cls, rid)  # one object for the group's targets: _add_targets finds their rows once
         label = rank or "-"
         for order, figure, use, need, text in _targets(kind, cols[kind]):
             key = (figure, label)
@@ -234,9 +297,9 @@ def _plan(obs: ServingObserver, groups: Sequence[tuple[str, int, int, str | None
                 if w is None:
                     w = new_windows()
                 fresh.append((order, key, w))
+                keys.add(key)
             targets.append((w, index, use, need, text))
-    texts = [w for (fig, _), w in windows.items() if fig in TEXT_FIGURES]
-    return _Plan(known, cols, len(windows), targets, fresh, texts)
+    return _Plan(known, cols, len(windows), targets, fresh, keys)
 
 
 _SPECS: dict[tuple[str, tuple[tuple[str, int], ...]], list[tuple[int, str, tuple[int, ...], int, int]]] = {}

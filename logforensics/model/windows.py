@@ -2,25 +2,26 @@
 
 Why apart from the observer (``serving.py``): a log in which every rank prints batch
 statistics has dozens of such windows of thousands of cells each, so their representation
-decides the run model's memory. Where the accelerator is built (``native/windows.c``) a window set
-is parallel arrays, about 64 bytes a cell; :class:`_PyWindows` is its pure twin (a dict of
-lists), used with ``LOGFORENSICS_PURE=1`` or without a compiler. Both keep cells in the order
-they were created and fold them in that order when widened or merged.
+decides the run model's speed and memory. A window set keeps its cells as numpy arrays, in
+the order they were created. Values come in by the batch: the rows of a segment at once
+(:meth:`Windows.add_rows`), or one by one (:meth:`Windows.add`, held until something reads
+the windows or enough are held). A batch and the cells are then grouped by window in one
+pass (:func:`_grouped`), which gives what adding the values one by one gives: the same
+cells in the same order, the same widening, the same first records.
 
 A window's sum is fixed point (:func:`fixed`): each value rounded to a grid of 2**-64, the
 sum an integer (128-bit two's complement). Integer addition is associative, so the sum does
-not depend on how the values were grouped: one pass, a window widened early or late, or a
-log read in byte ranges on several cores and merged (``ingest/parallel.py``) all give the
-same sum, and :func:`as_float` the same double on either path.
+not depend on how the values were grouped: one pass, a segment at once, a window widened
+early or late, or a log read in byte ranges on several cores and merged
+(``ingest/parallel.py``) all give the same sum, and :func:`as_float` the same double.
 """
 
 from __future__ import annotations
 
-import array
-import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import native
+import numpy as np
 
 #: Windows kept per figure and rank before their width doubles.
 MAX_WINDOWS = 4096
@@ -32,18 +33,20 @@ Cell = list[Any]
 _ONE = 2.0**64
 _CAP = 2.0**62  # values beyond are capped: a sum of 2**64 of them still fits in 128 bits
 _HALF = 1 << 127
+#: Values added one by one and held before they go to the cells (bounds what is held).
+HOLD = 1 << 14
 
 
 def fixed(v: float) -> int:
     """``v`` on the sums' grid: the nearest multiple of 2**-64 (half to even), capped at
-    +-2**62, NaN as 0; in units of 2**-64. ``native/windows.c`` fix_of() is the same."""
+    +-2**62, NaN as 0; in units of 2**-64 (:func:`_fixed_parts` is the same for arrays)."""
     if v != v:
         return 0
     return round(min(max(v, -_CAP), _CAP) * _ONE)  # the product is exact: a power of two
 
 
 def _wrapped(s: int) -> int:
-    """``s`` in 128-bit two's complement, as the C sums keep it."""
+    """``s`` in 128-bit two's complement (a sum past it wraps, whatever the grouping)."""
     return s if -_HALF <= s < _HALF else (s + _HALF) % (1 << 128) - _HALF
 
 
@@ -56,134 +59,284 @@ def as_float(s: int) -> float:
     return s / GRID
 
 
-class _PyWindows:
+class Windows:
     """Per-window [count, sum, first_line, first_second, first_text] of one
-    figure on one rank (the text only where kept: the record a change point cites).
+    figure on one rank (the text only where kept: the record a change point cites), in
+    the order of their first lines: what values were added decides the cells, not their
+    order (a log's values in order create the cells in that order).
 
-    The pure twin of the compiled ``Windows`` (``native/windows.c``) (parallel arrays, the same semantics:
-    cells in the order they were created, folded in that order when widened or merged)."""
+    Each cell's sum is kept as four int64 parts (:func:`_fixed_parts`), exact for up to
+    2**31 values a window, and read out as one Python int (:meth:`items`)."""
 
-    __slots__ = ("width", "cells")
+    __slots__ = ("_width", "_key", "_count", "_parts", "_line", "_sec", "_text", "_held")
 
     def __init__(self, width: int = 1, most: int | None = None) -> None:
-        self.width = width
-        self.cells: dict[int, Cell] = {}
+        self._width = width
+        self._key = np.empty(0, np.int64)
+        self._count = np.empty(0, np.int64)
+        self._parts = np.empty((4, 0), np.int64)
+        self._line = np.empty(0, np.int64)
+        self._sec = np.empty(0, np.float64)
+        self._text = np.empty(0, object)
+        self._held: tuple[list[float], list[float], list[int], list[str | None]] = ([], [], [], [])
+
+    @property
+    def width(self) -> int:
+        self._settle()
+        return self._width
 
     def __len__(self) -> int:
-        return len(self.cells)
+        self._settle()
+        return len(self._key)
 
     def add(self, sec: float, value: float, line: int, text: str | None = None) -> None:
-        key = int(sec // self.width)
-        # fixed(value), inline: a value within the cap (NaN is not) is only rounded onto the grid
-        f = round(value * _ONE) if -_CAP <= value <= _CAP else fixed(value)
-        c = self.cells.get(key)
-        if c is None:
-            self.cells[key] = [1, f, line, sec, text]
-            if len(self.cells) > MAX_WINDOWS:
-                self.coarsen(self.width * 2)
+        """One value at second ``sec`` of line ``line`` (``text``: the line's, kept when the
+        value is its window's first record); held until something reads the windows."""
+        held = self._held
+        held[0].append(sec)
+        held[1].append(value)
+        held[2].append(line)
+        held[3].append(text)
+        if len(held[0]) >= HOLD:
+            self._settle()
+
+    def add_rows(self, sec: np.ndarray, value: np.ndarray, line: np.ndarray,
+                 text: Callable[[np.ndarray], Sequence[str | None]] | None = None) -> None:
+        """``add(sec[i], value[i], line[i], text(i))`` for every i in order, the texts made
+        only for the rows that become a cell's first record (``text(rows)``: theirs). Values
+        held come in with them, all in the order of their lines (the order the cells are cheapest
+        to add in; the cells do not depend on it)."""
+        held = self._held
+        if held[0]:
+            self._held = ([], [], [], [])
+            rows, alone = len(sec), held[3]
+            order = np.argsort(np.concatenate((line, np.array(held[2], np.int64))), kind="stable")
+            sec, value, line = (np.concatenate((a, np.array(b, a.dtype)))[order]
+                                for a, b in ((sec, held[0]), (value, held[1]), (line, held[2])))
+            text = _merged_texts(order, rows, text, alone)
+        if len(sec):
+            self._absorb(sec, value, line, text)
+
+    def _settle(self) -> None:
+        """The values held go to the cells."""
+        held = self._held
+        if held[0]:
+            self._held = ([], [], [], [])
+            texts = held[3]
+            self._absorb(np.array(held[0], np.float64), np.array(held[1], np.float64), np.array(held[2], np.int64),
+                         (lambda rows: [texts[i] for i in rows.tolist()]) if any(t is not None for t in texts) else None)
+
+    def _absorb(self, sec: np.ndarray, value: np.ndarray, line: np.ndarray,
+                text: Callable[[np.ndarray], Sequence[str | None]] | None) -> None:
+        """Values into the cells: the windows widened first as far as adding them one by one
+        would, then the values appended (:meth:`_went_on`) or grouped with the cells."""
+        q = np.floor_divide(sec, self._width)  # Python's float floor division
+        if not (np.abs(q) < 9e18).all():
+            raise OverflowError("a stamp out of range")
+        keys = q.astype(np.int64)
+        factor = self._widening(keys)
+        if factor > 1:
+            self._coarsen_by(factor)
+            keys //= factor
+        if self._went_on(keys, value, line, sec, text):
             return
-        c[0] += 1
-        s = c[1] + f
-        c[1] = s if -_HALF <= s < _HALF else _wrapped(s)
-        if line < c[2]:
-            c[2] = line
-            c[4] = text
-        if sec < c[3]:
-            c[3] = sec
+        n0, n = len(self._key), len(keys)
+        pick = self._take(_grouped(np.concatenate((self._key, keys)), np.concatenate((self._count, np.ones(n, np.int64))),
+                                   np.concatenate((self._parts, _fixed_parts(value)), axis=1),
+                                   np.concatenate((self._line, line)), np.concatenate((self._sec, sec)),
+                                   np.concatenate((self._text, np.full(n, None, object)))))
+        made = np.flatnonzero(pick >= n0)  # cells whose first record is one of these values
+        if len(made) and text is not None:
+            self._text = self._text.copy()
+            self._text[made] = text(pick[made] - n0)
+
+    def _went_on(self, keys: np.ndarray, value: np.ndarray, line: np.ndarray, sec: np.ndarray,
+                 text: Callable[[np.ndarray], Sequence[str | None]] | None) -> bool:
+        """The common case, in fewer steps: values in a log's order (windows and lines rising),
+        all in the last cell's window or later ones: the last cell goes on and the new cells are
+        appended. False (nothing done) when that is not the case."""
+        n, n0 = len(keys), len(self._key)
+        steps = keys[1:] != keys[:-1]
+        if not ((keys[1:] >= keys[:-1]).all() and (line[1:] > line[:-1]).all()):
+            return False
+        if n0 and not (keys[0] >= self._key[-1] and line[0] > self._line[-1] and
+                       (keys[0] > self._key.max() or keys[0] == self._key[-1] == self._key.max())):
+            return False
+        starts = np.flatnonzero(np.concatenate(([True], steps)))
+        counts = np.diff(np.append(starts, n))
+        parts = np.add.reduceat(_fixed_parts(value), starts, axis=1)
+        secs = np.minimum.reduceat(sec, starts)
+        if n0 and keys[0] == self._key[-1]:  # the last cell goes on
+            self._count[-1] += counts[0]
+            self._parts[:, -1] += parts[:, 0]
+            self._sec[-1] = min(self._sec[-1], secs[0])
+            starts, counts, parts, secs = starts[1:], counts[1:], parts[:, 1:], secs[1:]
+        if len(starts):
+            texts = np.full(len(starts), None, object)
+            if text is not None:
+                texts[:] = text(starts)
+            self._key = np.concatenate((self._key, keys[starts]))
+            self._count = np.concatenate((self._count, counts))
+            self._parts = np.concatenate((self._parts, parts), axis=1)
+            self._line = np.concatenate((self._line, line[starts]))
+            self._sec = np.concatenate((self._sec, secs))
+            self._text = np.concatenate((self._text, texts))
+        return True
+
+    def _widening(self, keys: np.ndarray) -> int:
+        """By how much the windows widen when values of these windows come in, as adding them
+        one by one widens them (doubling while they hold more than ``MAX_WINDOWS`` cells): 1
+        when they fit."""
+        if len(self._key) + len(keys) <= MAX_WINDOWS:
+            return 1
+        both = np.concatenate((self._key, keys))
+        if not (both[1:] >= both[:-1]).all():  # else a log's clock: in order already
+            both.sort()
+        factor = 1
+        while np.count_nonzero(np.diff(both // factor)) >= MAX_WINDOWS:  # the windows, counted by their steps
+            factor *= 2
+        return factor
+
+    def _take(self, grouped: tuple[Any, ...]) -> Any:
+        """These grouped cells as the cells; the rows each came from (``_grouped``'s pick)."""
+        self._key, self._count, self._parts, self._line, self._sec, self._text, pick = grouped
+        return pick
+
+    def _coarsen_by(self, factor: int, width: int | None = None) -> None:
+        """The cells folded into windows ``factor`` times as wide (``width``: the new width)."""
+        self._take(_grouped(self._key // factor, self._count, self._parts, self._line, self._sec, self._text))
+        self._width = self._width * factor if width is None else width
 
     def coarsen(self, width: int) -> None:
-        if width <= self.width:
-            return
-        self.width, self.cells = width, _folded(self.cells, width // self.width)
+        self._settle()
+        if width > self._width:
+            self._coarsen_by(width // self._width, width)
 
-    def coarsened(self, width: int) -> _PyWindows:
+    def coarsened(self, width: int) -> Windows:
         """The windows at ``width`` (a multiple of this width), leaving these unchanged."""
-        if width <= self.width:
+        self._settle()
+        if width <= self._width:
             return self
-        out = _PyWindows(width)
-        out.cells = _folded(self.cells, width // self.width, copy=True)
+        out = Windows(self._width)
+        out._take((self._key, self._count, self._parts, self._line, self._sec, self._text, None))
+        out._coarsen_by(width // self._width, width)
         return out
 
-    def merge(self, other: Any) -> None:
-        width = max(self.width, other.width)
+    def merge(self, other: Windows) -> None:
+        """Fold in the windows of a later part of the log (their cells after these)."""
+        self._settle()
+        width = max(self._width, other.width)
         self.coarsen(width)
-        factor = width // other.width
-        for key, c in other.items():
-            _fold(self.cells, key // factor, c)
-        while len(self.cells) > MAX_WINDOWS:
-            self.coarsen(self.width * 2)
+        o = other.coarsened(width)
+        self._take(_grouped(*(np.concatenate((a, b), axis=-1) for a, b in
+                              zip(self._columns(), o._columns()))))
+        while len(self._key) > MAX_WINDOWS:
+            self._coarsen_by(2)
+
+    def _columns(self) -> tuple[np.ndarray, ...]:
+        return self._key, self._count, self._parts, self._line, self._sec, self._text
 
     def keys(self) -> list[int]:
-        return list(self.cells)
+        self._settle()
+        return self._key.tolist()
 
     def items(self) -> list[tuple[int, Cell]]:
-        return list(self.cells.items())
+        self._settle()
+        hh, hl, lh, ll = (p.tolist() for p in self._parts)
+        return [(k, [c, _wrapped((a << 96) + (b << 64) + (d << 32) + e), line, sec, t])
+                for k, c, a, b, d, e, line, sec, t in zip(self._key.tolist(), self._count.tolist(), hh, hl, lh, ll,
+                                                          self._line.tolist(), self._sec.tolist(), self._text.tolist())]
 
     def texts(self) -> list[tuple[int, str]]:
         """(first line, text) of the cells that keep a text."""
-        return [(c[2], c[4]) for c in self.cells.values() if c[4] is not None]
+        self._settle()
+        return [(line, t) for line, t in zip(self._line.tolist(), self._text.tolist()) if t is not None]
 
     def first_line(self) -> int | None:
-        return min((c[2] for c in self.cells.values()), default=None)
+        self._settle()
+        return int(self._line.min()) if len(self._line) else None
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        self._settle()
+        return (self._width, *self._columns())
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self._width = state[0]
+        self._take((*state[1:], None))
+        self._held = ([], [], [], [])
 
 
-def _folded(cells: dict[int, Cell], factor: int, copy: bool = False) -> dict[int, Cell]:
-    """The cells of windows ``factor`` times as wide, folded in order; ``copy``: these stay as they were."""
-    out: dict[int, Cell] = {}
-    for key, c in cells.items():
-        k = key // factor
-        d = out.get(k)
-        if d is None:
-            out[k] = list(c) if copy else c
-        else:
-            _fold(out, k, c)
+def _grouped(key: np.ndarray, count: np.ndarray | None, parts: np.ndarray, line: np.ndarray, sec: np.ndarray,
+             text: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Cells (or values: ``count`` None, 1 each) grouped by key: counts and sums added, the
+    earliest second, and the first line with its text from the member with the smallest
+    line (the first of equal ones), which member that was (``pick``); the groups in the
+    order of their first lines, which is the order in which adding a log's values in the
+    log's order creates them, whatever order they come in."""
+    n = len(key)
+    if not n:
+        return key, np.zeros(0, np.int64) if count is None else count, parts, line, sec, text, np.empty(0, np.int64)
+    later = key[1:] > key[:-1]
+    if (later | ((key[1:] == key[:-1]) & (line[1:] >= line[:-1]))).all():  # a log's clock: in order already
+        starts = np.flatnonzero(np.concatenate(([True], later)))
+        pick = starts
+        summed = (np.diff(np.append(starts, n)) if count is None else np.add.reduceat(count, starts),
+                  np.add.reduceat(parts, starts, axis=1), np.minimum.reduceat(sec, starts))
+    else:
+        order = np.lexsort((np.arange(n), line, key))  # by key, then line, then as they came
+        k = key[order]
+        starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+        pick = order[starts]
+        summed = (np.diff(np.append(starts, n)) if count is None else np.add.reduceat(count[order], starts),
+                  np.add.reduceat(parts[:, order], starts, axis=1), np.minimum.reduceat(sec[order], starts))
+    out = np.lexsort((pick, line[pick]))  # the groups by first line (then by who came first)
+    pick = pick[out]
+    return key[pick], summed[0][out], summed[1][:, out], line[pick], summed[2][out], text[pick], pick
+
+
+def _fixed_parts(values: np.ndarray) -> np.ndarray:
+    """:func:`fixed` of every value in four signed 32-bit parts (rows, high to low): the sum
+    of a part over up to 2**31 values fits an int64, and the parts' sums, shifted by 96, 64,
+    32 and 0 bits and added as Python ints, are the exact sum of the fixed values."""
+    v = np.asarray(values, np.float64)
+    if np.isnan(v).any():
+        v = np.where(np.isnan(v), 0.0, v)
+    negative = v < 0
+    a = np.minimum(np.abs(v), _CAP) if negative.any() else np.minimum(v, _CAP)
+    whole = np.floor(a)
+    low = np.rint((a - whole) * _ONE)  # exact: a - floor(a) for a >= 0, and a power of two's product
+    carry = low == _ONE
+    if carry.any():
+        whole += carry
+        low[carry] = 0.0
+    out = np.empty((4, len(v)), np.int64)
+    w = whole.astype(np.int64)  # |fixed| == whole * 2**64 + low
+    lo = low.astype(np.uint64).view(np.int64)  # the bits, below 2**64
+    np.right_shift(w, 32, out=out[0])
+    np.bitwise_and(w, 0xFFFFFFFF, out=out[1])
+    np.right_shift(lo, 32, out=out[2])
+    np.bitwise_and(out[2], 0xFFFFFFFF, out=out[2])
+    np.bitwise_and(lo, 0xFFFFFFFF, out=out[3])
+    if negative.any():
+        out[:, negative] *= -1
     return out
 
 
-def _fold(cells: dict[int, Cell], key: int, c: Cell) -> None:
-    d = cells.get(key)
-    if d is None:
-        cells[key] = list(c)
-        return
-    d[0] += c[0]
-    d[1] = _wrapped(d[1] + c[1])
-    if c[2] < d[2]:
-        d[2], d[4] = c[2], c[4]
-    d[3] = min(d[3], c[3])
-
-
-#: Either type of windows (an observer's are of one type; ``like`` converts between them).
-Windows = Any
+def _merged_texts(order: np.ndarray, rows: int, text: Callable[[np.ndarray], Sequence[str | None]] | None,
+                  alone: list[str | None]) -> Callable[[np.ndarray], Sequence[str | None]]:
+    """The texts of values ``order`` put in line order: the first ``rows`` by ``text``, the
+    others (values added one by one) from ``alone``."""
+    def merged(picked: np.ndarray) -> list[str | None]:
+        source = order[picked]
+        out: list[str | None] = [None if i < rows else alone[i - rows] for i in source.tolist()]
+        of_rows = np.flatnonzero(source < rows)
+        if text is not None and len(of_rows):
+            for j, t in zip(of_rows.tolist(), text(source[of_rows])):
+                out[j] = t
+        return out
+    return merged
 
 
 def new_windows() -> Windows:
-    """Empty windows of the compiled type where built and not disabled, else the pure twin."""
-    if native.lib is not None and native.available():
-        return native.lib.Windows(1, MAX_WINDOWS)
-    return _PyWindows()
-
-
-def like(mine: Windows, other: Windows) -> Windows:
-    """``other`` as windows of ``mine``'s type (parts of one log read on different paths)."""
-    if type(other) is type(mine):
-        return other
-    items = other.items()
-    if isinstance(mine, _PyWindows):
-        out = _PyWindows(other.width)
-        out.cells = dict(items)
-        return out
-
-    def col(typecode: str, j: int) -> bytes:
-        return array.array(typecode, [c[j] for _, c in items]).tobytes()
-
-    sums = b"".join((s & (2**64 - 1)).to_bytes(8, sys.byteorder) + (s >> 64).to_bytes(8, sys.byteorder, signed=True)
-                    for s in (c[1] for _, c in items))  # the C layout: low word, then high
-    w = type(mine)(other.width, MAX_WINDOWS)
-    w.__setstate__((array.array("q", [k for k, _ in items]).tobytes(), col("q", 0), sums, col("q", 2), col("d", 3),
-                    [c[4] for _, c in items]))
-    return w
-
-
-def compiled(windows: list[Windows]) -> bool:
-    """Whether these windows are all of the compiled type (``prune_texts`` runs on those alone)."""
-    return native.lib is not None and all(type(w) is native.lib.Windows for w in windows)
+    """Empty windows of width 1."""
+    return Windows()

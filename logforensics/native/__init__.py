@@ -3,8 +3,8 @@ its one switch, ``LOGFORENSICS_PURE=1``, which turns it off.
 
 Each part of the module has a pure-Python reference that gives the same results: the bulk
 reader (``scan.c``) and the walker of unrecognised lines (``other.c``) the exact path of
-``read.parser``, the writers' rows and columns (``emit.c``) ``export`` of every event, the
-serving windows (``windows.c``) ``model.windows``. Callers ask :func:`available`; nothing
+``read.parser``, the writers' rows and columns (``emit.c``) ``export`` of every event.
+Callers ask :func:`available`; nothing
 else reads the variable or imports the module.
 """
 

@@ -5,7 +5,6 @@
  *   scan.c     the bulk reader: stored line-shape plans applied to blocks of lines
  *   other.c    runs of unrecognised lines, counted by coverage shape
  *   emit.c     the rows and columns of ``parse --format jsonl/parquet`` from the same plans
- *   windows.c  the serving time series' per-window aggregates, and the pruning of texts no summary cites
  * Portable C: no processor-specific instructions.
  */
 #define PY_SSIZE_T_CLEAN
@@ -35,7 +34,7 @@ PyMODINIT_FUNC PyInit__native(void)
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;
-    if (scan_module_add(m) < 0 || other_module_add(m) < 0 || emit_module_add(m) < 0 || windows_module_add(m) < 0) {
+    if (scan_module_add(m) < 0 || other_module_add(m) < 0 || emit_module_add(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

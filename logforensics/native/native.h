@@ -12,6 +12,5 @@ int native_add(PyObject *m, PyTypeObject *type, const char *name, PyMethodDef *f
 int scan_module_add(PyObject *m);
 int other_module_add(PyObject *m);
 int emit_module_add(PyObject *m);
-int windows_module_add(PyObject *m);
 
 #endif

@@ -20,7 +20,7 @@ exact way).
 Lines of the *row classes* are also handed over one row each (:class:`Rows`): line,
 rank, stamp in seconds, byte span and a number per value slot, for observers that need
 each record's place in time (the serving time series, which folds them into its
-per-window aggregates in C: ``native/windows.c``).
+per-window aggregates a batch at a time: ``model/windows.py``).
 
 ``LOGFORENSICS_PURE=1`` (or a missing accelerator) disables this path: ``native.available()``
 is then False and every line is read on the exact path, with identical results.
