@@ -242,6 +242,49 @@ def _coarsened(ref: _Reference, width: int) -> _Reference:
     return out
 
 
+_ALIKE_OP = st.one_of(
+    st.tuples(st.just("add"), st.floats(-50.0, 400.0, allow_nan=False), st.integers(0, 500),
+              st.lists(_VALUE, min_size=3, max_size=3)),
+    st.tuples(st.just("rows"), st.lists(st.tuples(st.floats(-50.0, 400.0, allow_nan=False), st.integers(0, 500),
+                                                  st.lists(_VALUE.filter(lambda v: v == v), min_size=3, max_size=3)),
+                                        max_size=40)),
+    st.tuples(st.just("read"), st.integers(0, 2)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ALIKE_OP, max_size=30), st.integers(2, 9))
+def test_windows_alike_take_rows_together_as_one_by_one(ops: list[tuple[Any, ...]], most: int) -> None:
+    """A rank's figures of the same records (three windows, values added one by one to all,
+    rows added to all at once, one of them read now and then, which folds its held values in
+    alone): each window is what adding its values one by one gives."""
+    monkey = windows_mod.MAX_WINDOWS
+    windows_mod.MAX_WINDOWS = most
+    try:
+        got = [Windows(1) for _ in range(3)]
+        want = [_Reference(1) for _ in range(3)]
+        for op in ops:
+            if op[0] == "add":
+                for k in range(3):
+                    got[k].add(op[1], op[3][k], op[2], f"t{op[2]}" if k == 0 else None)
+                    want[k].add(op[1], op[3][k], op[2], f"t{op[2]}" if k == 0 else None)
+            elif op[0] == "rows":
+                rows = op[1]
+                windows_mod.add_rows_alike(got, np.array([r[0] for r in rows], np.float64),
+                                           [np.array([r[2][k] for r in rows], np.float64) for k in range(3)],
+                                           np.array([r[1] for r in rows], np.int64),
+                                           [_texts([f"t{r[1]}" for r in rows]), None, None])
+                for r in rows:
+                    for k in range(3):
+                        want[k].add(r[0], r[2][k], r[1], f"t{r[1]}" if k == 0 else None)
+            else:
+                _same(got[op[1]], want[op[1]])
+        for g, w in zip(got, want):
+            _same(g, w)
+    finally:
+        windows_mod.MAX_WINDOWS = monkey
+
+
 _FIELD = st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False), st.integers(-1000, 10**6).map(float))
 _ROW = st.tuples(st.floats(1.5e9, 1.5e9 + 5000, allow_nan=False), _FIELD, _FIELD, st.integers(0, 2),
                  st.integers(1, 2))

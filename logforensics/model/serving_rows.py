@@ -19,7 +19,7 @@ import numpy as np
 
 from .frozen import counters_key
 from .serving import ServingObserver, _evidence
-from .windows import Windows, new_windows
+from .windows import Windows, add_rows_alike, new_windows
 
 #: The windows a decode and a prefill record add to, as ``add_decode`` and ``observe`` do, in
 #: their order: (figure, fields tried in order, field that must also be there, text kept).
@@ -122,6 +122,7 @@ def _add_targets(targets: Sequence[tuple[Windows, tuple[int, int], tuple[int, ..
     rows without the required column), at the row's second and line, with the line's text
     (``buf[start:end]``) cut to the kept length for the cells a row begins."""
     found: dict[tuple[int, int], np.ndarray] = {}
+    alike: dict[tuple[int, int], list[tuple[Windows, np.ndarray, Any]]] = {}  # a group's targets that take every row
     for w, index, cols, require, most in targets:
         rows = found.get(index)
         if rows is None:
@@ -134,7 +135,8 @@ def _add_targets(targets: Sequence[tuple[Windows, tuple[int, int], tuple[int, ..
         keep = ~np.isnan(x)
         if require >= 0:
             keep &= ~np.isnan(val[require, rows])
-        taken = rows[keep]
+        every = bool(keep.all())
+        taken = rows if every else rows[keep]
         if not len(taken):
             continue
         text = None
@@ -142,7 +144,13 @@ def _add_targets(targets: Sequence[tuple[Windows, tuple[int, int], tuple[int, ..
             def text(picked: np.ndarray, taken: np.ndarray = taken, most: int = most) -> list[str]:
                 a = start[taken[picked]]
                 return [buf[i:j].decode("ascii") for i, j in zip(a.tolist(), np.minimum(end[taken[picked]], a + most).tolist())]
-        w.add_rows(sec[taken], x[keep], line[taken], text)
+        if every:
+            alike.setdefault(index, []).append((w, x, text))
+        else:
+            w.add_rows(sec[taken], x[keep], line[taken], text)
+    for index, group in alike.items():
+        rows = found[index]
+        add_rows_alike([w for w, _, _ in group], sec[rows], [x for _, x, _ in group], line[rows], [t for _, _, t in group])
 
 
 def _number(v: float) -> float | int | None:
@@ -243,15 +251,10 @@ class _Plan:
 
     def hold(self, rows: BatchRows) -> None:
         """Keep a segment's rows (and the text of their lines) for the next :meth:`flush`."""
-        raw, n = rows.raw, rows.n
-        start, end = np.frombuffer(raw[8], np.int64), np.frombuffer(raw[9], np.int64)
-        a, b = int(start[0]), int(end.max())
-        text = bytes(rows.buf[a:b])  # the block is read into again
-        shift = self.held_text - a
-        self.held.append((rows.first_line + np.frombuffer(raw[2], np.int64), np.frombuffer(raw[3], np.uint8),
-                          np.frombuffer(raw[4], np.uint8), np.frombuffer(raw[7], np.float64), start + shift,
-                          end + shift, np.frombuffer(raw[10], np.float64).reshape(-1, n)[self.slots], text))
-        self.held_rows += n
+        raw = rows.raw
+        a, b = int(np.frombuffer(raw[8], np.int64)[0]), int(np.frombuffer(raw[9], np.int64).max())
+        self.held.append((raw, rows.first_line, a, bytes(rows.buf[a:b])))  # the block is read into again
+        self.held_rows += rows.n
         self.held_text += b - a
 
     def flush(self, obs: ServingObserver) -> None:
@@ -261,8 +264,18 @@ class _Plan:
             return
         held = self.held
         self.held, self.held_rows, self.held_text = [], 0, 0
-        line, rid, cls, sec, start, end, val = (np.concatenate([h[k] for h in held], axis=-1) for k in range(7))
-        _add_targets(self.targets, line, rid, cls, sec, start, end, val, b"".join(h[7] for h in held))
+        counts = [h[0][0] for h in held]
+        texts = [h[3] for h in held]
+        at = np.cumsum([0] + [len(t) for t in texts[:-1]]) - [h[2] for h in held]  # each segment's text, moved
+
+        def column(k: int, dtype: type) -> np.ndarray:
+            return np.frombuffer(b"".join(h[0][k] for h in held), dtype)
+        shift = np.repeat(at, counts)
+        line = column(2, np.int64) + np.repeat([h[1] for h in held], counts)
+        val = np.concatenate([np.frombuffer(h[0][10], np.float64).reshape(-1, h[0][0])[self.slots] for h in held],
+                             axis=1)
+        _add_targets(self.targets, line, column(3, np.uint8), column(4, np.uint8), column(7, np.float64),
+                     column(8, np.int64) + shift, column(9, np.int64) + shift, val, b"".join(texts))
         if self.fresh:
             created = [(w.first_line(), order, key, w) for order, key, w in self.fresh if len(w)]
             for _, _, key, w in sorted(created, key=lambda x: x[:2]):

@@ -129,17 +129,27 @@ class Windows:
     def _absorb(self, sec: np.ndarray, value: np.ndarray, line: np.ndarray,
                 text: Callable[[np.ndarray], Sequence[str | None]] | None) -> None:
         """Values into the cells: the windows widened first as far as adding them one by one
-        would, then the values appended (:meth:`_went_on`) or grouped with the cells."""
-        q = np.floor_divide(sec, self._width)  # Python's float floor division
-        if not (np.abs(q) < 9e18).all():
-            raise OverflowError("a stamp out of range")
-        keys = q.astype(np.int64)
+        would, then the values appended (:meth:`_steps`, :meth:`_append`) or grouped with the cells."""
+        keys = self._window_of(sec)
         factor = self._widening(keys)
         if factor > 1:
             self._coarsen_by(factor)
             keys //= factor
-        if self._went_on(keys, value, line, sec, text):
-            return
+        steps = self._steps(keys, line, sec)
+        if steps is not None:
+            self._append(steps, keys, value, line, text)
+        else:
+            self._group_in(keys, value, line, sec, text)
+
+    def _window_of(self, sec: np.ndarray) -> np.ndarray:
+        q = np.floor_divide(sec, self._width)  # Python's float floor division
+        if not (np.abs(q) < 9e18).all():
+            raise OverflowError("a stamp out of range")
+        return q.astype(np.int64)
+
+    def _group_in(self, keys: np.ndarray, value: np.ndarray, line: np.ndarray, sec: np.ndarray,
+                  text: Callable[[np.ndarray], Sequence[str | None]] | None) -> None:
+        """Values (their windows at this width, which holds them) grouped with the cells."""
         n0, n = len(self._key), len(keys)
         pick = self._take(_grouped(np.concatenate((self._key, keys)), np.concatenate((self._count, np.ones(n, np.int64))),
                                    np.concatenate((self._parts, _fixed_parts(value)), axis=1),
@@ -150,23 +160,27 @@ class Windows:
             self._text = self._text.copy()
             self._text[made] = text(pick[made] - n0)
 
-    def _went_on(self, keys: np.ndarray, value: np.ndarray, line: np.ndarray, sec: np.ndarray,
-                 text: Callable[[np.ndarray], Sequence[str | None]] | None) -> bool:
+    def _steps(self, keys: np.ndarray, line: np.ndarray, sec: np.ndarray) -> tuple[np.ndarray, ...] | None:
         """The common case, in fewer steps: values in a log's order (windows and lines rising),
-        all in the last cell's window or later ones: the last cell goes on and the new cells are
-        appended. False (nothing done) when that is not the case."""
+        all in the last cell's window or later ones. Where they begin cells, how many each
+        cell takes, its earliest second, and whether the first goes on the last cell; None
+        when that is not the case. The same for all windows alike (``add_rows_alike``)."""
         n, n0 = len(keys), len(self._key)
-        steps = keys[1:] != keys[:-1]
         if not ((keys[1:] >= keys[:-1]).all() and (line[1:] > line[:-1]).all()):
-            return False
+            return None
         if n0 and not (keys[0] >= self._key[-1] and line[0] > self._line[-1] and
                        (keys[0] > self._key.max() or keys[0] == self._key[-1] == self._key.max())):
-            return False
-        starts = np.flatnonzero(np.concatenate(([True], steps)))
-        counts = np.diff(np.append(starts, n))
+            return None
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        go_on = np.array(n0 > 0 and keys[0] == self._key[-1])
+        return starts, np.diff(np.append(starts, n)), np.minimum.reduceat(sec, starts), go_on
+
+    def _append(self, steps: tuple[np.ndarray, ...], keys: np.ndarray, value: np.ndarray, line: np.ndarray,
+                text: Callable[[np.ndarray], Sequence[str | None]] | None) -> None:
+        """The values' cells (``_steps``): the first goes on the last cell or is appended, the others appended."""
+        starts, counts, secs, go_on = steps
         parts = np.add.reduceat(_fixed_parts(value), starts, axis=1)
-        secs = np.minimum.reduceat(sec, starts)
-        if n0 and keys[0] == self._key[-1]:  # the last cell goes on
+        if go_on:
             self._count[-1] += counts[0]
             self._parts[:, -1] += parts[:, 0]
             self._sec[-1] = min(self._sec[-1], secs[0])
@@ -181,7 +195,6 @@ class Windows:
             self._line = np.concatenate((self._line, line[starts]))
             self._sec = np.concatenate((self._sec, secs))
             self._text = np.concatenate((self._text, texts))
-        return True
 
     def _widening(self, keys: np.ndarray) -> int:
         """By how much the windows widen when values of these windows come in, as adding them
@@ -299,6 +312,12 @@ def _fixed_parts(values: np.ndarray) -> np.ndarray:
     of a part over up to 2**31 values fits an int64, and the parts' sums, shifted by 96, 64,
     32 and 0 bits and added as Python ints, are the exact sum of the fixed values."""
     v = np.asarray(values, np.float64)
+    out = np.zeros((4, len(v)), np.int64)
+    with np.errstate(invalid="ignore"):  # NaN and infinities are not whole: the general way below
+        whole = v.astype(np.int64)  # counts and token figures: small whole numbers, on the grid as they are
+    if (whole == v).all() and (np.abs(whole) < 1 << 31).all():
+        out[1] = whole
+        return out
     if np.isnan(v).any():
         v = np.where(np.isnan(v), 0.0, v)
     negative = v < 0
@@ -309,7 +328,6 @@ def _fixed_parts(values: np.ndarray) -> np.ndarray:
     if carry.any():
         whole += carry
         low[carry] = 0.0
-    out = np.empty((4, len(v)), np.int64)
     w = whole.astype(np.int64)  # |fixed| == whole * 2**64 + low
     lo = low.astype(np.uint64).view(np.int64)  # the bits, below 2**64
     np.right_shift(w, 32, out=out[0])
@@ -335,6 +353,44 @@ def _merged_texts(order: np.ndarray, rows: int, text: Callable[[np.ndarray], Seq
                 out[j] = t
         return out
     return merged
+
+
+def add_rows_alike(windows: Sequence[Windows], sec: np.ndarray, values: Sequence[np.ndarray], line: np.ndarray,
+                   texts: Sequence[Callable[[np.ndarray], Sequence[str | None]] | None]) -> None:
+    """``add_rows`` of each windows' values, all at the same seconds and lines (a rank's
+    figures of the same records): where the windows are alike (the same width, the same
+    cells' windows and first lines, nothing held), their windows and steps are found once."""
+    lead = windows[0]
+    held = lead._held
+    if len(windows) == 1 or not all(w._held[0] == held[0] and w._held[2] == held[2] and w._width == lead._width
+                                    and np.array_equal(w._key, lead._key) and np.array_equal(w._line, lead._line)
+                                    for w in windows):
+        for w, value, text in zip(windows, values, texts):
+            w.add_rows(sec, value, line, text)
+        return
+    if held[0]:  # values added one by one to all of them, at the same seconds and lines: in line order
+        rows = len(sec)
+        order = np.argsort(np.concatenate((line, np.array(held[2], np.int64))), kind="stable")
+        sec = np.concatenate((sec, np.array(held[0], np.float64)))[order]
+        line = np.concatenate((line, np.array(held[2], np.int64)))[order]
+        values = [np.concatenate((v, np.array(w._held[1], np.float64)))[order] for w, v in zip(windows, values)]
+        texts = [_merged_texts(order, rows, t, w._held[3]) for w, t in zip(windows, texts)]
+        for w in windows:
+            w._held = ([], [], [], [])
+    if not len(sec):
+        return
+    keys = lead._window_of(sec)
+    factor = lead._widening(keys)
+    if factor > 1:
+        for w in windows:
+            w._coarsen_by(factor)
+        keys //= factor
+    steps = lead._steps(keys, line, sec)
+    for w, value, text in zip(windows, values, texts):
+        if steps is not None:
+            w._append(steps, keys, value, line, text)
+        else:
+            w._group_in(keys, value, line, sec, text)
 
 
 def new_windows() -> Windows:
