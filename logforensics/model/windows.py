@@ -70,7 +70,7 @@ class Windows:
 
     __slots__ = ("_width", "_key", "_count", "_parts", "_line", "_sec", "_text", "_held")
 
-    def __init__(self, width: int = 1, most: int | None = None) -> None:
+    def __init__(self, width: int = 1) -> None:
         self._width = width
         self._key = np.empty(0, np.int64)
         self._count = np.empty(0, np.int64)
@@ -103,43 +103,13 @@ class Windows:
     def add_rows(self, sec: np.ndarray, value: np.ndarray, line: np.ndarray,
                  text: Callable[[np.ndarray], Sequence[str | None]] | None = None) -> None:
         """``add(sec[i], value[i], line[i], text(i))`` for every i in order, the texts made
-        only for the rows that become a cell's first record (``text(rows)``: theirs). Values
-        held come in with them, all in the order of their lines (the order the cells are cheapest
-        to add in; the cells do not depend on it)."""
-        held = self._held
-        if held[0]:
-            self._held = ([], [], [], [])
-            rows, alone = len(sec), held[3]
-            order = np.argsort(np.concatenate((line, np.array(held[2], np.int64))), kind="stable")
-            sec, value, line = (np.concatenate((a, np.array(b, a.dtype)))[order]
-                                for a, b in ((sec, held[0]), (value, held[1]), (line, held[2])))
-            text = _merged_texts(order, rows, text, alone)
-        if len(sec):
-            self._absorb(sec, value, line, text)
+        only for the rows that become a cell's first record (``text(rows)``: theirs)."""
+        add_rows_alike([self], sec, [value], line, [text])
 
     def _settle(self) -> None:
         """The values held go to the cells."""
-        held = self._held
-        if held[0]:
-            self._held = ([], [], [], [])
-            texts = held[3]
-            self._absorb(np.array(held[0], np.float64), np.array(held[1], np.float64), np.array(held[2], np.int64),
-                         (lambda rows: [texts[i] for i in rows.tolist()]) if any(t is not None for t in texts) else None)
-
-    def _absorb(self, sec: np.ndarray, value: np.ndarray, line: np.ndarray,
-                text: Callable[[np.ndarray], Sequence[str | None]] | None) -> None:
-        """Values into the cells: the windows widened first as far as adding them one by one
-        would, then the values appended (:meth:`_steps`, :meth:`_append`) or grouped with the cells."""
-        keys = self._window_of(sec)
-        factor = self._widening(keys)
-        if factor > 1:
-            self._coarsen_by(factor)
-            keys //= factor
-        steps = self._steps(keys, line, sec)
-        if steps is not None:
-            self._append(steps, keys, value, line, text)
-        else:
-            self._group_in(keys, value, line, sec, text)
+        if self._held[0]:
+            add_rows_alike([self], np.empty(0), [np.empty(0)], np.empty(0, np.int64), [None])
 
     def _window_of(self, sec: np.ndarray) -> np.ndarray:
         q = np.floor_divide(sec, self._width)  # Python's float floor division
@@ -340,16 +310,18 @@ def _fixed_parts(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _merged_texts(order: np.ndarray, rows: int, text: Callable[[np.ndarray], Sequence[str | None]] | None,
-                  alone: list[str | None]) -> Callable[[np.ndarray], Sequence[str | None]]:
-    """The texts of values ``order`` put in line order: the first ``rows`` by ``text``, the
-    others (values added one by one) from ``alone``."""
+def _merged_texts(order: np.ndarray, alone: list[str | None],
+                  text: Callable[[np.ndarray], Sequence[str | None]] | None) -> Callable[[np.ndarray], Sequence[str | None]]:
+    """The texts of values put in line order by ``order``: first those added one by one
+    (``alone``, their texts), then rows (``text``)."""
+    held = len(alone)
+
     def merged(picked: np.ndarray) -> list[str | None]:
         source = order[picked]
-        out: list[str | None] = [None if i < rows else alone[i - rows] for i in source.tolist()]
-        of_rows = np.flatnonzero(source < rows)
+        out: list[str | None] = [alone[i] if i < held else None for i in source.tolist()]
+        of_rows = np.flatnonzero(source >= held)
         if text is not None and len(of_rows):
-            for j, t in zip(of_rows.tolist(), text(source[of_rows])):
+            for j, t in zip(of_rows.tolist(), text(source[of_rows] - held)):
                 out[j] = t
         return out
     return merged
@@ -359,22 +331,25 @@ def add_rows_alike(windows: Sequence[Windows], sec: np.ndarray, values: Sequence
                    texts: Sequence[Callable[[np.ndarray], Sequence[str | None]] | None]) -> None:
     """``add_rows`` of each windows' values, all at the same seconds and lines (a rank's
     figures of the same records): where the windows are alike (the same width, the same
-    cells' windows and first lines, nothing held), their windows and steps are found once."""
+    cells' windows and first lines, the same values held), their windows and steps are found
+    once. Values held come in with the rows, all in the order of their lines (the order the
+    cells are cheapest to add in; the cells do not depend on it). The windows are widened
+    first as far as adding the values one by one would widen them, then the values are
+    appended (``_steps``, ``_append``) or grouped with the cells (``_group_in``)."""
     lead = windows[0]
     held = lead._held
-    if len(windows) == 1 or not all(w._held[0] == held[0] and w._held[2] == held[2] and w._width == lead._width
+    if len(windows) > 1 and not all(w._held[0] == held[0] and w._held[2] == held[2] and w._width == lead._width
                                     and np.array_equal(w._key, lead._key) and np.array_equal(w._line, lead._line)
                                     for w in windows):
         for w, value, text in zip(windows, values, texts):
-            w.add_rows(sec, value, line, text)
+            add_rows_alike([w], sec, [value], line, [text])
         return
-    if held[0]:  # values added one by one to all of them, at the same seconds and lines: in line order
-        rows = len(sec)
-        order = np.argsort(np.concatenate((line, np.array(held[2], np.int64))), kind="stable")
-        sec = np.concatenate((sec, np.array(held[0], np.float64)))[order]
-        line = np.concatenate((line, np.array(held[2], np.int64)))[order]
-        values = [np.concatenate((v, np.array(w._held[1], np.float64)))[order] for w, v in zip(windows, values)]
-        texts = [_merged_texts(order, rows, t, w._held[3]) for w, t in zip(windows, texts)]
+    if held[0]:  # values added one by one (to all of them, at the same seconds and lines) first, all in line order
+        order = np.argsort(np.concatenate((np.array(held[2], np.int64), line)), kind="stable")
+        sec = np.concatenate((np.array(held[0], np.float64), sec))[order]
+        line = np.concatenate((np.array(held[2], np.int64), line))[order]
+        values = [np.concatenate((np.array(w._held[1], np.float64), v))[order] for w, v in zip(windows, values)]
+        texts = [_merged_texts(order, w._held[3], t) for w, t in zip(windows, texts)]
         for w in windows:
             w._held = ([], [], [], [])
     if not len(sec):
