@@ -140,17 +140,12 @@ class ServingObserver:
         sec = self._sec(ts)
         if sec is None:
             return
-        self.settle(("gen_tok_s", label))
-        windows = self.windows
         if self.file is None:
             self.file = file
         for figure, value in (("gen_tok_s", tput), ("running_req", running), ("queue_req", queue),
                               ("token_usage", usage), ("retracted_req", retracted)):
             if value is not None:
-                w = windows.get((figure, label))
-                if w is None:
-                    w = windows[(figure, label)] = new_windows()
-                w.add(sec, float(value), line, text[:400] if figure == "gen_tok_s" else None)
+                self._add(figure, label, sec, float(value), line, text[:400] if figure == "gen_tok_s" else None)
         if graph is True:
             self.graph_on_seen = True
         elif graph is False:
@@ -248,9 +243,8 @@ class ServingObserver:
 
     def settle(self, key: tuple[str, str] | None = None) -> None:
         """Put the rows held for the windows (``serving_rows``) into them: before anything
-        reads them, and before a record goes one by one to the windows ``key`` (a decode
-        record's: its throughput's) while they are only the rows' (their order does not
-        matter to windows, but a window is made once)."""
+        reads them, and before a record goes one by one to the windows ``key`` while they are
+        only the rows' (their order does not matter to windows, but a window is made once)."""
         plan = self.row_plan
         if plan is not None and plan.held and (key is None or key in plan.keys):
             plan.flush(self)

@@ -229,7 +229,7 @@ class _Plan:
     ``_add_targets`` finds among the rows held (none, for a group they lack). The rows wait
     here (:meth:`hold`) until enough are held, or something reads the windows (:meth:`flush`)."""
 
-    __slots__ = ("groups", "cols", "windows", "targets", "fresh", "keys", "slots", "held", "held_rows", "held_text")
+    __slots__ = ("groups", "cols", "windows", "targets", "fresh", "keys", "slots", "held", "held_rows")
 
     def __init__(self, groups: dict[tuple[int, int], tuple[str, int, int, str | None]],
                  cols: Mapping[str, Mapping[str, int]], windows: int,
@@ -247,7 +247,6 @@ class _Plan:
         self.keys = keys  # the (figure, rank) of the fresh windows
         self.held: list[tuple[Any, ...]] = []  # segments' rows not in the windows yet (flush)
         self.held_rows = 0
-        self.held_text = 0  # bytes of their lines' text held
 
     def hold(self, rows: BatchRows) -> None:
         """Keep a segment's rows (and the text of their lines) for the next :meth:`flush`."""
@@ -255,7 +254,6 @@ class _Plan:
         a, b = int(np.frombuffer(raw[8], np.int64)[0]), int(np.frombuffer(raw[9], np.int64).max())
         self.held.append((raw, rows.first_line, a, bytes(rows.buf[a:b])))  # the block is read into again
         self.held_rows += rows.n
-        self.held_text += b - a
 
     def flush(self, obs: ServingObserver) -> None:
         """The rows held into the windows of their targets, and the windows they began made the
@@ -263,7 +261,7 @@ class _Plan:
         if not self.held:
             return
         held = self.held
-        self.held, self.held_rows, self.held_text = [], 0, 0
+        self.held, self.held_rows = [], 0
         counts = [h[0][0] for h in held]
         texts = [h[3] for h in held]
         at = np.cumsum([0] + [len(t) for t in texts[:-1]]) - [h[2] for h in held]  # each segment's text, moved
