@@ -3,9 +3,9 @@
 The bulk reader (``read/bulk.py``) hands the batch records of a run of taken lines over
 as rows: line, rank, the stamp already read as seconds (``clock.seconds``' reading) and
 the figures as numbers. :func:`add_rows` makes of them what ``ServingObserver.add_decode``
-and ``observe`` make of the same records one at a time: the same windows, created in
-the same order, with the same sums (a segment's rows at once: ``Windows.add_rows``), the
-same widening and the same CUDA-graph evidence. ``tests/test_serving_rows.py`` and
+and ``observe`` make of the same records one at a time: the same windows, in the same
+order, with the same sums (rows held, then added at once: ``_Plan.flush``,
+``windows.add_rows_alike``), the same widening and the same CUDA-graph evidence. ``tests/test_serving_rows.py`` and
 ``tests/test_bulk.py`` check it.
 """
 

@@ -3,11 +3,12 @@
 Why apart from the observer (``serving.py``): a log in which every rank prints batch
 statistics has dozens of such windows of thousands of cells each, so their representation
 decides the run model's speed and memory. A window set keeps its cells as numpy arrays, in
-the order they were created. Values come in by the batch: the rows of a segment at once
-(:meth:`Windows.add_rows`), or one by one (:meth:`Windows.add`, held until something reads
-the windows or enough are held). A batch and the cells are then grouped by window in one
-pass (:func:`_grouped`), which gives what adding the values one by one gives: the same
-cells in the same order, the same widening, the same first records.
+the order of their first lines (for a log read in order, the order adding its values creates
+them). Values come in by the batch: the rows of a segment at once (:func:`add_rows_alike`,
+for all of a rank's figures of the same records), or one by one (:meth:`Windows.add`, held
+until something reads the windows or enough are held). A batch is appended to the cells or
+grouped with them in one pass (:func:`_grouped`), which gives what adding the values one by
+one gives: the same cells, the same widening, the same first records.
 
 A window's sum is fixed point (:func:`fixed`): each value rounded to a grid of 2**-64, the
 sum an integer (128-bit two's complement). Integer addition is associative, so the sum does
@@ -138,7 +139,7 @@ class Windows:
         n, n0 = len(keys), len(self._key)
         if not ((keys[1:] >= keys[:-1]).all() and (line[1:] > line[:-1]).all()):
             return None
-        if n0 and not (keys[0] >= self._key[-1] and line[0] > self._line[-1] and
+        if n0 and not (line[0] > self._line[-1] and
                        (keys[0] > self._key.max() or keys[0] == self._key[-1] == self._key.max())):
             return None
         starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
