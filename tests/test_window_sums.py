@@ -75,3 +75,27 @@ def test_the_grid_at_its_edges(v: float) -> None:
     w.add(1.0, -v, 3)
     items = w.items()
     assert items[0][1][1] == 0 and items[1][1][1] == fixed(-v) == -fixed(v)
+
+
+_EDGES = st.sampled_from([2.0**-65, 3 * 2.0**-65, -3 * 2.0**-65, 2.0**-64 + 2.0**-117, 1.0 + 2.0**-52, -(2.0**-23),
+                          2.0**31 - 0.5, -(2.0**31) + 2.0**-21, 2.0**31, 5e-324, -0.0, 0.1, -57.03])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.one_of(_VALUE, _EDGES, _VALUE.map(lambda v: -v)), min_size=1, max_size=40),
+                min_size=1, max_size=4).filter(lambda rows: len({len(r) for r in rows}) == 1),
+       st.sets(st.integers(1, 39)))
+def test_cells_sum_each_value_on_the_grid(rows: list[list[float]], cuts: set[int]) -> None:
+    """The windows' sums of a batch by cell (``_cell_parts``, a few passes where values are
+    small, the general way elsewhere) are the sums of ``fixed`` of each value."""
+    import numpy as np
+
+    n = len(rows[0])
+    starts = np.array([0, *sorted(c for c in cuts if c < n)], np.int64)
+    parts = windows_mod._cell_parts(np.array(rows, np.float64), starts)
+    bounds = [*starts.tolist(), n]
+    for r, values in enumerate(rows):
+        for c in range(len(starts)):
+            p = [int(parts[k, r, c]) for k in range(4)]
+            got = (p[0] << 96) + (p[1] << 64) + (p[2] << 32) + p[3]
+            assert got == sum(fixed(v) for v in values[bounds[c]:bounds[c + 1]])

@@ -246,7 +246,7 @@ class ServingObserver:
         reads them, and before a record goes one by one to the windows ``key`` while they are
         only the rows' (their order does not matter to windows, but a window is made once)."""
         plan = self.row_plan
-        if plan is not None and plan.held and (key is None or key in plan.keys):
+        if plan is not None and plan.held_rows and (key is None or key in plan.keys):
             plan.flush(self)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -47,8 +47,8 @@ ROW_FIELDS = {
 _TEXT = 400
 #: Rows held before they go to the windows at once (``_Plan.flush``): each flush costs some
 #: array operations per window whatever its rows, so fewer flushes are faster (at 2**15 rows a
-#: log of every rank's batch records read 7% slower); what is held is about 400 bytes a row,
-#: the lines' text included (about 25 MiB).
+#: log of every rank's batch records read 7% slower); what is held is the columns the windows
+#: read and the lines' text, about 300 bytes a row (about 19 MiB).
 HOLD_ROWS = 1 << 16
 
 
@@ -116,41 +116,51 @@ def add_rows(obs: ServingObserver, rows: BatchRows, groups: Sequence[tuple[str, 
 
 def _add_targets(targets: Sequence[tuple[Windows, tuple[int, int], tuple[int, ...], int, int]],
                  line: np.ndarray, rid: np.ndarray, cls: np.ndarray, sec: np.ndarray, start: np.ndarray,
-                 end: np.ndarray, val: np.ndarray, buf: bytes) -> None:
+                 end: np.ndarray, val: np.ndarray, buf: bytes | bytearray) -> None:
     """Each target (windows, (class, rank id), value columns, required column or -1, text
     kept) takes its rows: the first of its columns a row has (rows with none skipped, and
     rows without the required column), at the row's second and line, with the line's text
     (``buf[start:end]``) cut to the kept length for the cells a row begins."""
-    found: dict[tuple[int, int], np.ndarray] = {}
+    n = len(line)
+    group = (cls.astype(np.int64) << 8) | rid  # a group's rows together, in the order of their lines:
+    if not (group[1:] >= group[:-1]).all():  # each target's rows a slice, its values a view
+        order = np.argsort(group, kind="stable")
+        group, line, sec, start, end, val = group[order], line[order], sec[order], start[order], end[order], val[:, order]
+    ids, firsts = np.unique(group, return_index=True)
+    bounds = dict(zip(ids.tolist(), zip(firsts.tolist(), [*firsts[1:].tolist(), n])))
     alike: dict[tuple[int, int], list[tuple[Windows, np.ndarray, Any]]] = {}  # a group's targets that take every row
+    shared: dict[tuple[tuple[int, int], int], Any] = {}  # their text function, one per group and length kept
     for w, index, cols, require, most in targets:
-        rows = found.get(index)
-        if rows is None:
-            rows = found[index] = np.flatnonzero((cls == index[0]) & (rid == index[1]))
-        if not len(rows):
+        span = bounds.get(index[0] << 8 | index[1])
+        if span is None:
             continue
-        x = val[cols[0], rows]
+        a, b = span
+        x = val[cols[0], a:b]
         for c in cols[1:]:
-            x = np.where(np.isnan(x), val[c, rows], x)
-        keep = ~np.isnan(x)
+            x = np.where(np.isnan(x), val[c, a:b], x)
+        missing = np.isnan(x)
         if require >= 0:
-            keep &= ~np.isnan(val[require, rows])
-        every = bool(keep.all())
-        taken = rows if every else rows[keep]
-        if not len(taken):
+            missing |= np.isnan(val[require, a:b])
+        every = not missing.any()
+        taken = None if every else a + np.flatnonzero(~missing)
+        if taken is not None and not len(taken):
             continue
-        text = None
-        if most:
-            def text(picked: np.ndarray, taken: np.ndarray = taken, most: int = most) -> list[str]:
-                a = start[taken[picked]]
-                return [buf[i:j].decode("ascii") for i, j in zip(a.tolist(), np.minimum(end[taken[picked]], a + most).tolist())]
-        if every:
+        text = shared.get((index, most)) if every else None
+        if most and text is None:
+            def text(picked: np.ndarray, taken: np.ndarray | None = taken, a: int = a, most: int = most) -> list[str]:
+                rows = a + picked if taken is None else taken[picked]
+                i = start[rows]
+                return [buf[p:q].decode("ascii") for p, q in zip(i.tolist(), np.minimum(end[rows], i + most).tolist())]
+            if every:
+                shared[index, most] = text
+        if taken is None:
             alike.setdefault(index, []).append((w, x, text))
         else:
-            w.add_rows(sec[taken], x[keep], line[taken], text)
-    for index, group in alike.items():
-        rows = found[index]
-        add_rows_alike([w for w, _, _ in group], sec[rows], [x for _, x, _ in group], line[rows], [t for _, _, t in group])
+            w.add_rows(sec[taken], x[~missing], line[taken], text)
+    for index, group_targets in alike.items():
+        a, b = bounds[index[0] << 8 | index[1]]
+        add_rows_alike([w for w, _, _ in group_targets], sec[a:b], [x for _, x, _ in group_targets], line[a:b],
+                       [t for _, _, t in group_targets])
 
 
 def _number(v: float) -> float | int | None:
@@ -229,7 +239,7 @@ class _Plan:
     ``_add_targets`` finds among the rows held (none, for a group they lack). The rows wait
     here (:meth:`hold`) until enough are held, or something reads the windows (:meth:`flush`)."""
 
-    __slots__ = ("groups", "cols", "windows", "targets", "fresh", "keys", "slots", "held", "held_rows")
+    __slots__ = ("groups", "cols", "windows", "targets", "fresh", "keys", "slots", "held", "held_rows", "text")
 
     def __init__(self, groups: dict[tuple[int, int], tuple[str, int, int, str | None]],
                  cols: Mapping[str, Mapping[str, int]], windows: int,
@@ -245,35 +255,64 @@ class _Plan:
                         for w, index, use, need, text in targets]
         self.fresh = fresh  # (order, key, windows) not the observer's yet: empty until rows fill them
         self.keys = keys  # the (figure, rank) of the fresh windows
-        self.held: list[tuple[Any, ...]] = []  # segments' rows not in the windows yet (flush)
+        #: the rows held, not in the windows yet (:meth:`flush`): line, rank id, class, second,
+        #: start and end of the line's text in ``text``, and the values of ``slots``; None when none
+        self.held: tuple[np.ndarray, ...] | None = None
         self.held_rows = 0
+        self.text = bytearray()  # the held rows' lines (the blocks they were read from are read into again)
 
     def hold(self, rows: BatchRows) -> None:
-        """Keep a segment's rows (and the text of their lines) for the next :meth:`flush`."""
-        raw = rows.raw
-        a, b = int(np.frombuffer(raw[8], np.int64)[0]), int(np.frombuffer(raw[9], np.int64).max())
-        self.held.append((raw, rows.first_line, a, bytes(rows.buf[a:b])))  # the block is read into again
-        self.held_rows += rows.n
+        """Copy a segment's rows (the columns the targets read, the text of their lines) to
+        the rows held, for the next :meth:`flush`."""
+        raw, n, at = rows.raw, rows.n, self.held_rows
+        if self.held is None or at + n > len(self.held[0]):
+            self._room(at + n)
+        assert self.held is not None
+        line, rid, cls, sec, start, end, val = self.held
+        begin, stop = np.frombuffer(raw[8], np.int64), np.frombuffer(raw[9], np.int64)
+        a = int(begin[0])  # the rows' lines follow each other in the block
+        shift = len(self.text) - a
+        self.text += memoryview(rows.buf)[a:int(stop.max())]
+        np.add(np.frombuffer(raw[2], np.int64), rows.first_line, out=line[at:at + n])
+        rid[at:at + n] = np.frombuffer(raw[3], np.uint8)
+        cls[at:at + n] = np.frombuffer(raw[4], np.uint8)
+        sec[at:at + n] = np.frombuffer(raw[7], np.float64)
+        np.add(begin, shift, out=start[at:at + n])
+        np.add(stop, shift, out=end[at:at + n])
+        val[:, at:at + n] = np.frombuffer(raw[10], np.float64).reshape(-1, n)[self.slots]
+        self.held_rows = at + n
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        """What a copy keeps: the room for rows held only while it holds some (the observer
+        flushes them first)."""
+        return tuple(None if name == "held" and not self.held_rows else getattr(self, name) for name in self.__slots__)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for name, value in zip(self.__slots__, state):
+            setattr(self, name, value)
+
+    def _room(self, rows: int) -> None:
+        """Columns for at least ``rows`` rows held (those held kept)."""
+        size = max(rows, HOLD_ROWS)
+        old, kept = self.held, self.held_rows
+        self.held = (np.empty(size, np.int64), np.empty(size, np.uint8), np.empty(size, np.uint8),
+                     np.empty(size, np.float64), np.empty(size, np.int64), np.empty(size, np.int64),
+                     np.empty((len(self.slots), size), np.float64))
+        if old is not None:
+            for new, was in zip(self.held, old):
+                new[..., :kept] = was[..., :kept]
 
     def flush(self, obs: ServingObserver) -> None:
         """The rows held into the windows of their targets, and the windows they began made the
         observer's, in the order their first records created them."""
-        if not self.held:
+        if not self.held_rows:
             return
-        held = self.held
-        self.held, self.held_rows = [], 0
-        counts = [h[0][0] for h in held]
-        texts = [h[3] for h in held]
-        at = np.cumsum([0] + [len(t) for t in texts[:-1]]) - [h[2] for h in held]  # each segment's text, moved
-
-        def column(k: int, dtype: type) -> np.ndarray:
-            return np.frombuffer(b"".join(h[0][k] for h in held), dtype)
-        shift = np.repeat(at, counts)
-        line = column(2, np.int64) + np.repeat([h[1] for h in held], counts)
-        val = np.concatenate([np.frombuffer(h[0][10], np.float64).reshape(-1, h[0][0])[self.slots] for h in held],
-                             axis=1)
-        _add_targets(self.targets, line, column(3, np.uint8), column(4, np.uint8), column(7, np.float64),
-                     column(8, np.int64) + shift, column(9, np.int64) + shift, val, b"".join(texts))
+        assert self.held is not None
+        n, text = self.held_rows, self.text
+        line, rid, cls, sec, start, end, val = (c[..., :n] for c in self.held)
+        _add_targets(self.targets, line, rid, cls, sec, start, end, val, text)
+        self.held_rows = 0
+        del text[:]
         if self.fresh:
             created = [(w.first_line(), order, key, w) for order, key, w in self.fresh if len(w)]
             for _, _, key, w in sorted(created, key=lambda x: x[:2]):

@@ -34,6 +34,8 @@ Cell = list[Any]
 _ONE = 2.0**64
 _CAP = 2.0**62  # values beyond are capped: a sum of 2**64 of them still fits in 128 bits
 _HALF = 1 << 127
+_SMALL = 2.0**31
+_HALF_GRID = 2.0**32
 #: Values added one by one and held before they go to the cells (bounds what is held).
 HOLD = 1 << 14
 
@@ -69,7 +71,7 @@ class Windows:
     Each cell's sum is kept as four int64 parts (:func:`_fixed_parts`), exact for up to
     2**31 values a window, and read out as one Python int (:meth:`items`)."""
 
-    __slots__ = ("_width", "_key", "_count", "_parts", "_line", "_sec", "_text", "_held")
+    __slots__ = ("_width", "_key", "_count", "_parts", "_line", "_sec", "_text", "_held", "_alike")
 
     def __init__(self, width: int = 1) -> None:
         self._width = width
@@ -80,6 +82,9 @@ class Windows:
         self._sec = np.empty(0, np.float64)
         self._text = np.empty(0, object)
         self._held: tuple[list[float], list[float], list[int], list[str | None]] = ([], [], [], [])
+        #: shared by windows that took the same values last, and so hold the same cells' windows
+        #: and lines (``add_rows_alike``); a new one when anything else changes these
+        self._alike = object()
 
     @property
     def width(self) -> int:
@@ -94,6 +99,7 @@ class Windows:
         """One value at second ``sec`` of line ``line`` (``text``: the line's, kept when the
         value is its window's first record); held until something reads the windows."""
         held = self._held
+        self._alike = object()
         held[0].append(sec)
         held[1].append(value)
         held[2].append(line)
@@ -146,26 +152,26 @@ class Windows:
         go_on = np.array(n0 > 0 and keys[0] == self._key[-1])
         return starts, np.diff(np.append(starts, n)), np.minimum.reduceat(sec, starts), go_on
 
-    def _append(self, steps: tuple[np.ndarray, ...], keys: np.ndarray, value: np.ndarray, line: np.ndarray,
-                text: Callable[[np.ndarray], Sequence[str | None]] | None) -> None:
-        """The values' cells (``_steps``): the first goes on the last cell or is appended, the others appended."""
+    def _append(self, steps: tuple[np.ndarray, ...], keys: np.ndarray, parts: np.ndarray, line: np.ndarray,
+                texts: np.ndarray | None) -> None:
+        """The values' cells (``_steps``; ``parts``: each cell's summed :func:`_fixed_parts`, ``texts``:
+        the texts of the records that begin them, or None): the first goes on the last cell or is
+        appended, the others appended."""
         starts, counts, secs, go_on = steps
-        parts = np.add.reduceat(_fixed_parts(value), starts, axis=1)
         if go_on:
             self._count[-1] += counts[0]
             self._parts[:, -1] += parts[:, 0]
             self._sec[-1] = min(self._sec[-1], secs[0])
             starts, counts, parts, secs = starts[1:], counts[1:], parts[:, 1:], secs[1:]
+            if texts is not None:
+                texts = texts[1:]
         if len(starts):
-            texts = np.full(len(starts), None, object)
-            if text is not None:
-                texts[:] = text(starts)
             self._key = np.concatenate((self._key, keys[starts]))
             self._count = np.concatenate((self._count, counts))
             self._parts = np.concatenate((self._parts, parts), axis=1)
             self._line = np.concatenate((self._line, line[starts]))
             self._sec = np.concatenate((self._sec, secs))
-            self._text = np.concatenate((self._text, texts))
+            self._text = np.concatenate((self._text, np.full(len(starts), None, object) if texts is None else texts))
 
     def _widening(self, keys: np.ndarray) -> int:
         """By how much the windows widen when values of these windows come in, as adding them
@@ -184,6 +190,7 @@ class Windows:
     def _take(self, grouped: tuple[Any, ...]) -> Any:
         """These grouped cells as the cells; the rows each came from (``_grouped``'s pick)."""
         self._key, self._count, self._parts, self._line, self._sec, self._text, pick = grouped
+        self._alike = object()
         return pick
 
     def _coarsen_by(self, factor: int, width: int | None = None) -> None:
@@ -311,6 +318,35 @@ def _fixed_parts(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def _cell_parts(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The sums of :func:`_fixed_parts` of each row of ``values`` over the cells beginning at
+    ``starts``, as (part, row, cell): parts that add up to the same fixed-point sums.
+
+    The common case costs a few passes: values below 2**31 in magnitude, at most 2**21 of
+    them. Then ``|v| == floor(|v|) + hi * 2**-32 + lo * 2**-64`` exactly, ``hi`` and ``lo``
+    whole and at most 2**32 (``lo`` rounded half to even, as :func:`fixed` rounds), and the
+    three, signed as ``v``, are summed in doubles, exactly: no sum passes 2**53. Rows of whole
+    numbers (counts, tokens) are summed as they are."""
+    rows, n = values.shape
+    with np.errstate(invalid="ignore"):  # NaN: the general way
+        common = n < 1 << 21 and bool(values.min() > -_SMALL) and bool(values.max() < _SMALL)
+    if not common:
+        return np.add.reduceat(_fixed_parts(values.ravel()).reshape(4, rows, n), starts, axis=2)
+    out = np.zeros((4, rows, len(starts)), np.int64)
+    out[1] = np.add.reduceat(values, starts, axis=1)
+    size = np.abs(values)
+    whole = np.floor(size)
+    frac = size - whole  # exact, in [0, 1)
+    some = np.flatnonzero(frac.any(axis=1))
+    if len(some):
+        v = values[some]
+        f = frac[some] * _HALF_GRID
+        hi = np.floor(f)
+        for part, x in ((1, whole[some]), (2, hi), (3, np.rint((f - hi) * _HALF_GRID))):
+            out[part, some] = np.add.reduceat(np.copysign(x, v), starts, axis=1)
+    return out
+
+
 def _merged_texts(order: np.ndarray, alone: list[str | None],
                   text: Callable[[np.ndarray], Sequence[str | None]] | None) -> Callable[[np.ndarray], Sequence[str | None]]:
     """The texts of values put in line order by ``order``: first those added one by one
@@ -339,9 +375,9 @@ def add_rows_alike(windows: Sequence[Windows], sec: np.ndarray, values: Sequence
     appended (``_steps``, ``_append``) or grouped with the cells (``_group_in``)."""
     lead = windows[0]
     held = lead._held
-    if len(windows) > 1 and not all(w._held[0] == held[0] and w._held[2] == held[2] and w._width == lead._width
-                                    and np.array_equal(w._key, lead._key) and np.array_equal(w._line, lead._line)
-                                    for w in windows):
+    if len(windows) > 1 and not all(w._alike is lead._alike for w in windows) and not all(
+            w._held[0] == held[0] and w._held[2] == held[2] and w._width == lead._width
+            and np.array_equal(w._key, lead._key) and np.array_equal(w._line, lead._line) for w in windows):
         for w, value, text in zip(windows, values, texts):
             add_rows_alike([w], sec, [value], line, [text])
         return
@@ -362,11 +398,31 @@ def add_rows_alike(windows: Sequence[Windows], sec: np.ndarray, values: Sequence
             w._coarsen_by(factor)
         keys //= factor
     steps = lead._steps(keys, line, sec)
-    for w, value, text in zip(windows, values, texts):
-        if steps is not None:
-            w._append(steps, keys, value, line, text)
-        else:
+    if steps is None:
+        for w, value, text in zip(windows, values, texts):
             w._group_in(keys, value, line, sec, text)
+    else:
+        _append_alike(windows, steps, keys, line, values, texts)
+    token = object()
+    for w in windows:
+        w._alike = token
+
+
+def _append_alike(windows: Sequence[Windows], steps: tuple[np.ndarray, ...], keys: np.ndarray, line: np.ndarray,
+                  values: Sequence[np.ndarray], texts: Sequence[Callable[[np.ndarray], Sequence[str | None]] | None]) -> None:
+    """``_append`` of each windows' values (``_steps``: the same for all)."""
+    # the values of all the windows on the grid at once, summed by cell: (part, window, cell)
+    starts = steps[0]
+    parts = _cell_parts(np.stack(values), starts)
+    made: dict[int, np.ndarray] = {}  # the new cells' texts by text function: windows alike share one
+    for i, (w, text) in enumerate(zip(windows, texts)):
+        got = None
+        if text is not None:
+            got = made.get(id(text))
+            if got is None:
+                got = made[id(text)] = np.empty(len(starts), object)
+                got[:] = text(starts)
+        w._append(steps, keys, parts[:, i], line, got)
 
 
 def new_windows() -> Windows:
