@@ -122,7 +122,7 @@ def _add_targets(targets: Sequence[tuple[Windows, tuple[int, int], tuple[int, ..
     rows without the required column), at the row's second and line, with the line's text
     (``buf[start:end]``) cut to the kept length for the cells a row begins."""
     n = len(line)
-    group = (cls.astype(np.int64) << 8) | rid  # a group's rows together, in the order of their lines:
+    group = (cls.astype(np.uint16) << 8) | rid  # a group's rows together, in the order of their lines:
     if not (group[1:] >= group[:-1]).all():  # each target's rows a slice, its values a view
         order = np.argsort(group, kind="stable")
         group, line, sec, start, end, val = group[order], line[order], sec[order], start[order], end[order], val[:, order]

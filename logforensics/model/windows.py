@@ -152,27 +152,6 @@ class Windows:
         go_on = np.array(n0 > 0 and keys[0] == self._key[-1])
         return starts, np.diff(np.append(starts, n)), np.minimum.reduceat(sec, starts), go_on
 
-    def _append(self, steps: tuple[np.ndarray, ...], keys: np.ndarray, parts: np.ndarray, line: np.ndarray,
-                texts: np.ndarray | None) -> None:
-        """The values' cells (``_steps``; ``parts``: each cell's summed :func:`_fixed_parts`, ``texts``:
-        the texts of the records that begin them, or None): the first goes on the last cell or is
-        appended, the others appended."""
-        starts, counts, secs, go_on = steps
-        if go_on:
-            self._count[-1] += counts[0]
-            self._parts[:, -1] += parts[:, 0]
-            self._sec[-1] = min(self._sec[-1], secs[0])
-            starts, counts, parts, secs = starts[1:], counts[1:], parts[:, 1:], secs[1:]
-            if texts is not None:
-                texts = texts[1:]
-        if len(starts):
-            self._key = np.concatenate((self._key, keys[starts]))
-            self._count = np.concatenate((self._count, counts))
-            self._parts = np.concatenate((self._parts, parts), axis=1)
-            self._line = np.concatenate((self._line, line[starts]))
-            self._sec = np.concatenate((self._sec, secs))
-            self._text = np.concatenate((self._text, np.full(len(starts), None, object) if texts is None else texts))
-
     def _widening(self, keys: np.ndarray) -> int:
         """By how much the windows widen when values of these windows come in, as adding them
         one by one widens them (doubling while they hold more than ``MAX_WINDOWS`` cells): 1
@@ -372,7 +351,7 @@ def add_rows_alike(windows: Sequence[Windows], sec: np.ndarray, values: Sequence
     once. Values held come in with the rows, all in the order of their lines (the order the
     cells are cheapest to add in; the cells do not depend on it). The windows are widened
     first as far as adding the values one by one would widen them, then the values are
-    appended (``_steps``, ``_append``) or grouped with the cells (``_group_in``)."""
+    appended (``_steps``, ``_append_alike``) or grouped with the cells (``_group_in``)."""
     lead = windows[0]
     held = lead._held
     if len(windows) > 1 and not all(w._alike is lead._alike for w in windows) and not all(
@@ -410,19 +389,34 @@ def add_rows_alike(windows: Sequence[Windows], sec: np.ndarray, values: Sequence
 
 def _append_alike(windows: Sequence[Windows], steps: tuple[np.ndarray, ...], keys: np.ndarray, line: np.ndarray,
                   values: Sequence[np.ndarray], texts: Sequence[Callable[[np.ndarray], Sequence[str | None]] | None]) -> None:
-    """``_append`` of each windows' values (``_steps``: the same for all)."""
-    # the values of all the windows on the grid at once, summed by cell: (part, window, cell)
-    starts = steps[0]
-    parts = _cell_parts(np.stack(values), starts)
+    """The values' cells (``_steps``, the same for all the windows): the first goes on the
+    last cell or is appended, the others appended. The windows' cells' windows, counts,
+    lines and seconds are then the same arrays (never changed in place: new ones replace
+    them); the sums (all summed at once, ``_cell_parts``) and texts are each window's."""
+    starts, counts, secs, go_on = steps
+    lead = windows[0]
+    last = len(lead._key) - 1  # the cell the first goes on (go_on)
+    new = starts[1:] if go_on else starts
+    key = np.concatenate((lead._key, keys[new]))
+    count = np.concatenate((lead._count, counts[1:] if go_on else counts))
+    first = np.concatenate((lead._line, line[new]))
+    sec = np.concatenate((lead._sec, secs[1:] if go_on else secs))
+    if go_on:
+        count[last] += counts[0]
+        sec[last] = min(sec[last], secs[0])
+    parts = _cell_parts(np.stack(values), starts)  # (part, window, cell)
     made: dict[int, np.ndarray] = {}  # the new cells' texts by text function: windows alike share one
     for i, (w, text) in enumerate(zip(windows, texts)):
-        got = None
-        if text is not None:
-            got = made.get(id(text))
-            if got is None:
-                got = made[id(text)] = np.empty(len(starts), object)
-                got[:] = text(starts)
-        w._append(steps, keys, parts[:, i], line, got)
+        got = made.get(id(text))
+        if got is None:
+            got = made[id(text)] = np.empty(len(new), object)
+            if text is not None:
+                got[:] = text(new)
+        summed = np.concatenate((w._parts, parts[:, i, 1:] if go_on else parts[:, i]), axis=1)
+        if go_on:
+            summed[:, last] += parts[:, i, 0]
+        w._key, w._count, w._line, w._sec = key, count, first, sec
+        w._parts, w._text = summed, np.concatenate((w._text, got))
 
 
 def new_windows() -> Windows:
