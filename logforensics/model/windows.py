@@ -68,8 +68,8 @@ class Windows:
     the order of their first lines: what values were added decides the cells, not their
     order (a log's values in order create the cells in that order).
 
-    Each cell's sum is kept as four int64 parts (:func:`_fixed_parts`), exact for up to
-    2**31 values a window, and read out as one Python int (:meth:`items`)."""
+    Each cell's sum is kept as four int64 parts (:func:`_fixed_parts`, :func:`_cell_parts`), exact
+    for up to 2**31 - 1 values a window, and read out as one Python int (:meth:`items`)."""
 
     __slots__ = ("_width", "_key", "_count", "_parts", "_line", "_sec", "_text", "_held", "_alike")
 
