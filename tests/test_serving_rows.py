@@ -249,6 +249,7 @@ _ALIKE_OP = st.one_of(
                                                   st.lists(_VALUE.filter(lambda v: v == v), min_size=3, max_size=3)),
                                         max_size=40)),
     st.tuples(st.just("read"), st.integers(0, 2)),
+    st.tuples(st.just("one"), st.integers(0, 2), st.floats(-50.0, 400.0, allow_nan=False), st.integers(0, 500), _VALUE),
 )
 
 
@@ -257,7 +258,7 @@ _ALIKE_OP = st.one_of(
 def test_windows_alike_take_rows_together_as_one_by_one(ops: list[tuple[Any, ...]], most: int) -> None:
     """A rank's figures of the same records (three windows, values added one by one to all,
     rows added to all at once, one of them read now and then, which folds its held values in
-    alone): each window is what adding its values one by one gives."""
+    alone, a value added to one alone): each window is what adding its values one by one gives."""
     monkey = windows_mod.MAX_WINDOWS
     windows_mod.MAX_WINDOWS = most
     try:
@@ -277,12 +278,38 @@ def test_windows_alike_take_rows_together_as_one_by_one(ops: list[tuple[Any, ...
                 for r in rows:
                     for k in range(3):
                         want[k].add(r[0], r[2][k], r[1], f"t{r[1]}" if k == 0 else None)
+            elif op[0] == "one":  # one window only (a record another figure lacks): counts apart, cells alike
+                got[op[1]].add(op[2], op[4], op[3])
+                want[op[1]].add(op[2], op[4], op[3])
             else:
                 _same(got[op[1]], want[op[1]])
         for g, w in zip(got, want):
             _same(g, w)
     finally:
         windows_mod.MAX_WINDOWS = monkey
+
+
+def test_windows_alike_in_their_cells_keep_their_own_counts() -> None:
+    """Windows with the same cells whose counts differ (one took a record the others lacked,
+    in a cell they all have) take rows in a log's order together: each keeps its own counts
+    and first seconds, the appended rows' cells the same for all."""
+    got = [Windows(1) for _ in range(3)]
+    want = [_Reference(1) for _ in range(3)]
+
+    def rows(secs: list[float], lines: list[int], values: list[float]) -> None:
+        windows_mod.add_rows_alike(got, np.array(secs), [np.array(values) for _ in got], np.array(lines, np.int64),
+                                   [None, None, None])
+        for w in want:
+            for sec, line, v in zip(secs, lines, values):
+                w.add(sec, v, line, None)
+
+    rows([0.0, 0.0, 1.5], [1, 2, 3], [1.0, 2.0, 3.0])
+    got[1].add(1.2, 7.0, 4)  # the second cell's, not its first record: the cells stay alike
+    want[1].add(1.2, 7.0, 4, None)
+    _same(got[1], want[1])
+    rows([1.0, 2.0], [5, 6], [4.0, 5.0])  # the first goes on the last cell
+    for g, w in zip(got, want):
+        _same(g, w)
 
 
 _FIELD = st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False), st.integers(-1000, 10**6).map(float))

@@ -390,23 +390,31 @@ def add_rows_alike(windows: Sequence[Windows], sec: np.ndarray, values: Sequence
 def _append_alike(windows: Sequence[Windows], steps: tuple[np.ndarray, ...], keys: np.ndarray, line: np.ndarray,
                   values: Sequence[np.ndarray], texts: Sequence[Callable[[np.ndarray], Sequence[str | None]] | None]) -> None:
     """The values' cells (``_steps``, the same for all the windows): the first goes on the
-    last cell or is appended, the others appended. The windows' cells' windows, counts,
-    lines and seconds are then the same arrays (never changed in place: new ones replace
-    them); the sums (all summed at once, ``_cell_parts``) and texts are each window's."""
+    last cell or is appended, the others appended. The windows' cells' windows and lines are
+    then the same arrays, and their counts and seconds where they were (never changed in
+    place: new ones replace them); the sums (all summed at once, ``_cell_parts``) and texts
+    are each window's."""
     starts, counts, secs, go_on = steps
     lead = windows[0]
     last = len(lead._key) - 1  # the cell the first goes on (go_on)
     new = starts[1:] if go_on else starts
     key = np.concatenate((lead._key, keys[new]))
-    count = np.concatenate((lead._count, counts[1:] if go_on else counts))
     first = np.concatenate((lead._line, line[new]))
-    sec = np.concatenate((lead._sec, secs[1:] if go_on else secs))
-    if go_on:
-        count[last] += counts[0]
-        sec[last] = min(sec[last], secs[0])
+    counted: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # the same counts and seconds, shared
+    was = [(w._count, w._sec) for w in windows]  # alive (their ids the keys above) until all are replaced
     parts = _cell_parts(np.stack(values), starts)  # (part, window, cell)
     made: dict[int, np.ndarray] = {}  # the new cells' texts by text function: windows alike share one
     for i, (w, text) in enumerate(zip(windows, texts)):
+        # windows with the same cells can still differ in counts (one took a row another lacked)
+        own = (id(was[i][0]), id(was[i][1]))
+        if own not in counted:
+            count = np.concatenate((was[i][0], counts[1:] if go_on else counts))
+            sec = np.concatenate((was[i][1], secs[1:] if go_on else secs))
+            if go_on:
+                count[last] += counts[0]
+                sec[last] = min(sec[last], secs[0])
+            counted[own] = (count, sec)
+        count, sec = counted[own]
         got = made.get(id(text))
         if got is None:
             got = made[id(text)] = np.empty(len(new), object)
