@@ -391,38 +391,30 @@ def _append_alike(windows: Sequence[Windows], steps: tuple[np.ndarray, ...], key
                   values: Sequence[np.ndarray], texts: Sequence[Callable[[np.ndarray], Sequence[str | None]] | None]) -> None:
     """The values' cells (``_steps``, the same for all the windows): the first goes on the
     last cell or is appended, the others appended. The windows' cells' windows and lines are
-    then the same arrays, and their counts and seconds where they were (never changed in
-    place: new ones replace them); the sums (all summed at once, ``_cell_parts``) and texts
-    are each window's."""
+    then the same arrays (never changed in place: new ones replace them); counts and seconds
+    are each window's (windows with the same cells can differ in them: one took a record
+    another lacked), and so are the sums (all made at once, ``_cell_parts``) and texts."""
     starts, counts, secs, go_on = steps
     lead = windows[0]
     last = len(lead._key) - 1  # the cell the first goes on (go_on)
     new = starts[1:] if go_on else starts
     key = np.concatenate((lead._key, keys[new]))
     first = np.concatenate((lead._line, line[new]))
-    counted: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # the same counts and seconds, shared
-    was = [(w._count, w._sec) for w in windows]  # alive (their ids the keys above) until all are replaced
     parts = _cell_parts(np.stack(values), starts)  # (part, window, cell)
     made: dict[int, np.ndarray] = {}  # the new cells' texts by text function: windows alike share one
     for i, (w, text) in enumerate(zip(windows, texts)):
-        # windows with the same cells can still differ in counts (one took a row another lacked)
-        own = (id(was[i][0]), id(was[i][1]))
-        if own not in counted:
-            count = np.concatenate((was[i][0], counts[1:] if go_on else counts))
-            sec = np.concatenate((was[i][1], secs[1:] if go_on else secs))
-            if go_on:
-                count[last] += counts[0]
-                sec[last] = min(sec[last], secs[0])
-            counted[own] = (count, sec)
-        count, sec = counted[own]
+        count = np.concatenate((w._count, counts[1:] if go_on else counts))
+        sec = np.concatenate((w._sec, secs[1:] if go_on else secs))
+        summed = np.concatenate((w._parts, parts[:, i, 1:] if go_on else parts[:, i]), axis=1)
+        if go_on:
+            count[last] += counts[0]
+            sec[last] = min(sec[last], secs[0])
+            summed[:, last] += parts[:, i, 0]
         got = made.get(id(text))
         if got is None:
             got = made[id(text)] = np.empty(len(new), object)
             if text is not None:
                 got[:] = text(new)
-        summed = np.concatenate((w._parts, parts[:, i, 1:] if go_on else parts[:, i]), axis=1)
-        if go_on:
-            summed[:, last] += parts[:, i, 0]
         w._key, w._count, w._line, w._sec = key, count, first, sec
         w._parts, w._text = summed, np.concatenate((w._text, got))
 
